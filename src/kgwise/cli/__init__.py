@@ -1,0 +1,1 @@
+"""The ``kgwise`` command line: thin commands over the library."""

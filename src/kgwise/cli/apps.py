@@ -1,0 +1,22 @@
+"""The command groups. Each ``kgwise.cli.<topic>`` module adds its commands to these."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="kgwise",
+    help="Knowledge-graph-grounded question answering with LLMs.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+data_app = typer.Typer(help="Benchmark data sets.", no_args_is_help=True)
+kg_app = typer.Typer(help="Build, inspect and query knowledge graphs.", no_args_is_help=True)
+bench_app = typer.Typer(help="Speed benchmarks (print and save JSON).", no_args_is_help=True)
+eval_app = typer.Typer(help="Quality evaluations that reproduce the papers' tables (print and save JSON).",
+                       no_args_is_help=True)
+
+app.add_typer(data_app, name="data")
+app.add_typer(kg_app, name="kg")
+app.add_typer(bench_app, name="bench")
+app.add_typer(eval_app, name="eval")

@@ -1,0 +1,34 @@
+"""kgwise's exceptions: every one names what was wrong and where."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["ConfigError", "DataError", "KgwiseError", "UnknownNodeError"]
+
+
+class KgwiseError(Exception):
+    """Base class of every error kgwise raises on purpose."""
+
+
+class DataError(KgwiseError, ValueError):
+    """A malformed or missing input file; names the file and, where known, the line (1-based)."""
+
+    def __init__(self, message: str, path: str | Path | None = None, line: int | None = None) -> None:
+        self.path = None if path is None else str(path)
+        self.line = line
+        where = ""
+        if self.path is not None:
+            where = f"{self.path}:{line}: " if line is not None else f"{self.path}: "
+        super().__init__(f"{where}{message}")
+
+
+class ConfigError(KgwiseError, ValueError):
+    """A bad configuration value or option."""
+
+
+class UnknownNodeError(KgwiseError, KeyError):
+    """A node label or id that the knowledge graph does not hold."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown node"

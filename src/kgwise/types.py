@@ -1,0 +1,238 @@
+"""The data model: frozen, typed values that every step of kgwise passes along.
+
+All types serialise to plain JSON-ready dicts with ``to_dict`` and back with ``from_dict``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Self
+
+__all__ = [
+    "Answer",
+    "Choice",
+    "Path",
+    "Question",
+    "Subgraph",
+    "Triple",
+    "Usage",
+]
+
+
+class _Serialisable:
+    """Mixin: ``to_dict``/``to_json`` and ``from_dict``/``from_json`` for the frozen dataclasses below."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        unknown = set(data) - names
+        if unknown:
+            raise ValueError(f"{cls.__name__}: unknown field(s) {sorted(unknown)}")
+        return cls(**{k: _revive(cls, k, v) for k, v in data.items()})
+
+    @classmethod
+    def from_json(cls, text: str) -> Self:
+        return cls.from_dict(json.loads(text))
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+_NESTED: dict[tuple[str, str], type[_Serialisable]] = {}
+
+
+def _revive(cls: type, name: str, value: Any) -> Any:
+    nested = _NESTED.get((cls.__name__, name))
+    if nested is not None and value is not None:
+        if isinstance(value, list):
+            return tuple(nested.from_dict(v) for v in value)
+        return nested.from_dict(value)
+    if isinstance(value, list):
+        return tuple(tuple(v) if isinstance(v, list) else v for v in value)
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Choice(_Serialisable):
+    """One answer option of a multiple-choice question."""
+
+    label: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Question(_Serialisable):
+    """A question: multiple choice (``choices`` set, ``gold`` holds labels) or open KGQA (``gold`` holds
+    answer names, aliases included)."""
+
+    id: str
+    text: str
+    choices: tuple[Choice, ...] = ()
+    gold: tuple[str, ...] = ()
+    topic_entities: tuple[str, ...] = ()
+    dataset: str = ""
+    split: str = ""
+    concept: str = ""
+    context: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.text.strip():
+            raise ValueError(f"question {self.id!r}: empty question text")
+        labels = [c.label for c in self.choices]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"question {self.id!r}: duplicate choice labels {labels}")
+
+    @property
+    def is_multiple_choice(self) -> bool:
+        return bool(self.choices)
+
+    @property
+    def gold_index(self) -> int:
+        """Index of the (first) gold choice; raises if the question has none."""
+        for i, c in enumerate(self.choices):
+            if c.label in self.gold:
+                return i
+        raise ValueError(f"question {self.id!r} has no gold choice among {[c.label for c in self.choices]}")
+
+    @property
+    def choice_texts(self) -> tuple[str, ...]:
+        return tuple(c.text for c in self.choices)
+
+
+@dataclass(frozen=True, slots=True)
+class Triple(_Serialisable):
+    """A fact ``(head, relation, tail)`` by label."""
+
+    head: str
+    relation: str
+    tail: str
+
+    def __iter__(self) -> Iterator[str]:
+        return iter((self.head, self.relation, self.tail))
+
+
+@dataclass(frozen=True, slots=True)
+class Path(_Serialisable):
+    """A relation path ``n0 -r1-> n1 -r2-> … nk`` over KG node and relation ids.
+
+    ``inverse[i]`` is true when hop ``i`` follows edge ``relations[i]`` backwards (``n_{i+1} -r-> n_i``).
+    """
+
+    nodes: tuple[int, ...]
+    relations: tuple[int, ...]
+    inverse: tuple[bool, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.nodes) != len(self.relations) + 1:
+            raise ValueError(f"path with {len(self.nodes)} nodes needs {len(self.nodes) - 1} relations")
+        if not self.inverse:
+            object.__setattr__(self, "inverse", (False,) * len(self.relations))
+        elif len(self.inverse) != len(self.relations):
+            raise ValueError("path: one inverse flag per relation")
+
+    def __len__(self) -> int:
+        return len(self.relations)
+
+    def edges(self) -> Iterator[tuple[int, int, int]]:
+        """The path's hops as stored edges ``(head, relation, tail)``."""
+        for i, r in enumerate(self.relations):
+            a, b = self.nodes[i], self.nodes[i + 1]
+            yield (b, r, a) if self.inverse[i] else (a, r, b)
+
+
+@dataclass(frozen=True, slots=True)
+class Subgraph(_Serialisable):
+    """Knowledge extracted for one question, as KG ids.
+
+    ``edges`` are stored edges ``(head, relation, tail)``; ``question_nodes`` are the grounded question
+    concepts, ``choice_nodes[i]`` those of choice ``i``; ``paths`` link question to choice concepts.
+    """
+
+    nodes: tuple[int, ...] = ()
+    edges: tuple[tuple[int, int, int], ...] = ()
+    question_nodes: tuple[int, ...] = ()
+    choice_nodes: tuple[tuple[int, ...], ...] = ()
+    paths: tuple[Path, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.edges and not self.paths
+
+
+@dataclass(frozen=True, slots=True)
+class Usage(_Serialisable):
+    """What calls cost: tokens, calls, wall time and money (``cost`` in US dollars, or the arm's unit)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    calls: int = 0
+    latency_s: float = 0.0
+    cost: float = 0.0
+    cached_calls: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.calls + other.calls,
+            self.latency_s + other.latency_s,
+            self.cost + other.cost,
+            self.cached_calls + other.cached_calls,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    @staticmethod
+    def total(usages: Sequence[Usage]) -> Usage:
+        out = Usage()
+        for u in usages:
+            out = out + u
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Answer(_Serialisable):
+    """What kgwise returns for a question.
+
+    ``prediction`` is a choice label (multiple choice) or an answer name (KGQA); ``probabilities`` maps
+    choice labels (or candidate names) to probabilities; ``prediction_set`` is a calibrated set when one
+    was asked for; ``knowledge`` is the rendered evidence given to the model; ``arm`` and ``combo`` say which
+    model and which (extractor, format) pair answered.
+    """
+
+    question_id: str
+    prediction: str
+    probabilities: Mapping[str, float] = field(default_factory=dict)
+    prediction_set: tuple[str, ...] = ()
+    knowledge: str = ""
+    arm: str = ""
+    combo: str = ""
+    raw: str = ""
+    usage: Usage = field(default_factory=Usage)
+
+
+_NESTED.update(
+    {
+        ("Question", "choices"): Choice,
+        ("Subgraph", "paths"): Path,
+        ("Answer", "usage"): Usage,
+    }
+)

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import pytest
+
+from kgwise.types import Answer, Choice, Path, Question, Subgraph, Usage
+
+
+def test_question_round_trips_through_json() -> None:
+    q = Question("q1", "Where is a bank?", (Choice("A", "city"), Choice("B", "river")), ("A",),
+                 dataset="csqa", split="ihdev")
+    assert Question.from_json(q.to_json()) == q
+    assert q.gold_index == 0
+    assert q.choice_texts == ("city", "river")
+
+
+def test_question_rejects_empty_text_and_duplicate_labels() -> None:
+    with pytest.raises(ValueError, match="empty question"):
+        Question("q", "  ")
+    with pytest.raises(ValueError, match="duplicate choice"):
+        Question("q", "x?", (Choice("A", "a"), Choice("A", "b")))
+
+
+def test_subgraph_and_answer_round_trip() -> None:
+    sg = Subgraph((1, 2, 3), ((1, 0, 2), (2, 1, 3)), (1,), ((3,),), (Path((1, 2, 3), (0, 1), (False, True)),))
+    assert Subgraph.from_dict(sg.to_dict()) == sg
+    a = Answer("q1", "A", {"A": 0.7, "B": 0.3}, ("A",), usage=Usage(10, 2, 1, 0.5, 0.001))
+    assert Answer.from_json(a.to_json()) == a
+
+
+def test_path_edges_follow_inverse_flags() -> None:
+    p = Path((1, 2, 3), (7, 8), (False, True))
+    assert list(p.edges()) == [(1, 7, 2), (3, 8, 2)]
+    with pytest.raises(ValueError):
+        Path((1, 2), ())
+
+
+def test_usage_adds_up() -> None:
+    total = Usage.total([Usage(1, 2, 1, 0.1, 0.5), Usage(3, 4, 1, 0.2, 0.25, cached_calls=1)])
+    assert total == Usage(4, 6, 2, pytest.approx(0.3), 0.75, 1)
+    assert total.total_tokens == 10
