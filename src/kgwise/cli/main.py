@@ -5,7 +5,7 @@ from __future__ import annotations
 from kgwise.cli.apps import app
 
 # one import per topic module; each adds its commands to the groups in kgwise.cli.apps
-from kgwise.cli import kg as _kg  # noqa: E402,F401  isort: skip
+from kgwise.cli import kg as _kg  # noqa: F401  isort: skip
 
 __all__ = ["app"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import zipfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -28,7 +29,7 @@ def _pack_strings(strings: Sequence[str]) -> tuple[npt.NDArray[np.uint8], npt.ND
 def _unpack_strings(blob: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64]) -> list[str]:
     data = blob.tobytes()
     bounds = offsets.tolist()
-    return [data[a:b].decode("utf-8") for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    return [data[a:b].decode("utf-8") for a, b in itertools.pairwise(bounds)]
 
 
 def _gather(ptr: npt.NDArray[np.int64], nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -263,10 +264,8 @@ class CSRGraph:
     def triples(self, heads: npt.ArrayLike, rels: npt.ArrayLike, tails: npt.ArrayLike) -> list[Triple]:
         """Edges as label ``Triple``s."""
         lab, rn = self._labels, self._relations
-        return [
-            Triple(lab[h], rn[r], lab[t])
-            for h, r, t in zip(np.asarray(heads).tolist(), np.asarray(rels).tolist(), np.asarray(tails).tolist(), strict=True)
-        ]
+        hs, rs, ts = (np.asarray(x).tolist() for x in (heads, rels, tails))
+        return [Triple(lab[h], rn[r], lab[t]) for h, r, t in zip(hs, rs, ts, strict=True)]
 
     def _ids(self, nodes: npt.ArrayLike) -> npt.NDArray[np.int64]:
         v = np.atleast_1d(np.asarray(nodes, dtype=np.int64))
