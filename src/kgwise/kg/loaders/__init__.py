@@ -1,0 +1,69 @@
+"""Knowledge-graph loaders: each reads one source format into a ``CSRGraph``.
+
+``load_graph(source, format)`` dispatches on the format names used by ``kgwise kg build``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from kgwise.errors import ConfigError
+from kgwise.kg.csr import CSRGraph
+from kgwise.kg.loaders.conceptnet import (
+    concept_label,
+    load_conceptnet_csv,
+    load_conceptnet_jsonl_triples,
+    read_merge_file,
+)
+from kgwise.kg.loaders.ddb import DDB_RELATIONS, ddb_synonyms, load_ddb
+from kgwise.kg.loaders.merge import merge_graphs
+from kgwise.kg.loaders.ntriples import load_ntriples
+from kgwise.kg.loaders.tsv import load_tsv
+from kgwise.kg.loaders.wordnet import IN_SYNSET, POINTER_RELATIONS, load_wordnet
+
+__all__ = [
+    "DDB_RELATIONS",
+    "FORMATS",
+    "IN_SYNSET",
+    "POINTER_RELATIONS",
+    "concept_label",
+    "ddb_synonyms",
+    "load_conceptnet_csv",
+    "load_conceptnet_jsonl_triples",
+    "load_ddb",
+    "load_graph",
+    "load_ntriples",
+    "load_tsv",
+    "load_wordnet",
+    "merge_graphs",
+    "read_merge_file",
+]
+
+FORMATS: dict[str, str] = {
+    "conceptnet-csv": "official ConceptNet 5 assertions CSV (.csv or .csv.gz)",
+    "conceptnet-slice": "CSQA choice-triple JSON files (a file or a directory of them)",
+    "ddb": "directory with ddb_names.json and ddb_relas.json",
+    "wordnet": "WordNet 3.0 database directory (data.*, index.*)",
+    "tsv": "head<TAB>relation<TAB>tail file",
+    "ntriples": "N-Triples file (.nt or .nt.gz)",
+}
+"""Format name → what its source is."""
+
+
+def load_graph(source: str | Path, format: str, merge_file: str | Path | None = None) -> CSRGraph:
+    """Load ``source`` in ``format`` (a key of ``FORMATS``). ``merge_file`` (a KagNet relation-merging
+    file) applies to the two ConceptNet formats only. Raises ``ConfigError`` for an unknown format."""
+    loaders: dict[str, Callable[[Path], CSRGraph]] = {
+        "conceptnet-csv": lambda p: load_conceptnet_csv(p, merge_file),
+        "conceptnet-slice": lambda p: load_conceptnet_jsonl_triples(p, merge_file),
+        "ddb": load_ddb,
+        "wordnet": load_wordnet,
+        "tsv": load_tsv,
+        "ntriples": load_ntriples,
+    }
+    if format not in loaders:
+        raise ConfigError(f"unknown KG format {format!r}; choose one of {', '.join(FORMATS)}")
+    if merge_file is not None and not format.startswith("conceptnet"):
+        raise ConfigError(f"a relation merge file applies to ConceptNet formats, not {format!r}")
+    return loaders[format](Path(source))
