@@ -1,0 +1,177 @@
+"""Text normalisation for grounding: tokens, stop-words and a small rule-based English lemmatiser.
+
+The lemmatiser follows the idea of WordNet's *morphy*: look the word up in an exception list of
+irregular forms, else strip inflectional suffixes and keep the first candidate that is a known word of
+the vocabulary (here: the single-word labels of the knowledge graph). It needs no downloaded corpus; the
+WordNet ``*.exc`` files are read when a WordNet directory is given.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+from kgwise.errors import DataError
+
+__all__ = [
+    "Lemmatiser", "determiners", "load_exceptions", "phrase_key", "phrase_keys", "stopwords", "tokenize",
+]
+
+_TOKEN = re.compile(r"[^\W_]+")
+_CLEAN = re.compile(r"[a-z0-9]+(?: [a-z0-9]+)*")
+
+# suffix rules (suffix, replacement), tried in order; nouns, then verbs, then adjectives
+_RULES: tuple[tuple[str, str], ...] = (
+    ("ies", "y"),
+    ("ches", "ch"),
+    ("shes", "sh"),
+    ("sses", "ss"),
+    ("xes", "x"),
+    ("zes", "z"),
+    ("ses", "s"),
+    ("men", "man"),
+    ("es", "e"),
+    ("es", ""),
+    ("s", ""),
+    ("ied", "y"),
+    ("ed", "e"),
+    ("ed", ""),
+    ("ying", "ie"),
+    ("ing", "e"),
+    ("ing", ""),
+    ("iest", "y"),
+    ("ier", "y"),
+    ("est", "e"),
+    ("est", ""),
+    ("er", "e"),
+    ("er", ""),
+)
+_VOWELS = frozenset("aeiou")
+
+# a few very common irregular forms, used when no WordNet exception files are given
+_BUILTIN_EXCEPTIONS: dict[str, str] = {
+    "was": "be", "were": "be", "is": "be", "are": "be", "been": "be", "am": "be",
+    "has": "have", "had": "have", "did": "do", "does": "do", "done": "do",
+    "went": "go", "gone": "go", "goes": "go", "ate": "eat", "eaten": "eat", "ran": "run",
+    "saw": "see", "seen": "see", "made": "make", "took": "take", "taken": "take",
+    "gave": "give", "given": "give", "found": "find", "thought": "think", "told": "tell",
+    "felt": "feel", "left": "leave", "kept": "keep", "bought": "buy", "brought": "bring",
+    "children": "child", "people": "person", "men": "man", "women": "woman", "feet": "foot",
+    "teeth": "tooth", "mice": "mouse", "geese": "goose", "lives": "life", "wives": "wife",
+    "knives": "knife", "leaves": "leaf", "wolves": "wolf", "better": "good", "best": "good",
+    "worse": "bad", "worst": "bad",
+}
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased runs of letters and digits (punctuation, ``_`` and ``-`` separate tokens)."""
+    return _TOKEN.findall(text.lower())
+
+
+def phrase_key(text: str) -> str:
+    """The lookup key of a label or a span: its tokens joined by single spaces."""
+    low = text.lower()
+    if _CLEAN.fullmatch(low):
+        return low
+    return " ".join(_TOKEN.findall(low))
+
+
+_SEPARATORS = re.compile(r"(?:[^\w\n]|_)+")
+_ASCII_SEPARATORS = re.compile(r"[^a-z0-9\n]+")
+
+
+def phrase_keys(labels: Sequence[str]) -> list[str]:
+    """``phrase_key`` of many labels at once (one regex pass over the joined text)."""
+    if not labels:
+        return []
+    if any("\n" in x for x in labels):
+        return [phrase_key(x) for x in labels]
+    blob = "\n".join(labels).lower()
+    # fast path for ASCII text: a plain character class
+    blob = _ASCII_SEPARATORS.sub(" ", blob) if blob.isascii() else _SEPARATORS.sub(" ", blob)
+    return [x.strip(" ") for x in blob.split("\n")]
+
+
+_DETERMINERS = frozenset({
+    "a", "an", "the", "this", "that", "these", "those", "my", "your", "his", "her", "its", "our", "their",
+    "some", "any", "each", "every", "no",
+})
+
+
+def determiners() -> frozenset[str]:
+    """Articles, demonstratives and possessives: a grounded span never starts with one."""
+    return _DETERMINERS
+
+
+@cache
+def stopwords() -> frozenset[str]:
+    """The built-in English stop-word list (``kgwise/data/stopwords_en.txt``)."""
+    text = resources.files("kgwise").joinpath("data/stopwords_en.txt").read_text(encoding="utf-8")
+    return frozenset(w.strip() for w in text.splitlines() if w.strip() and not w.startswith("#"))
+
+
+def load_exceptions(wordnet_dir: str | Path) -> dict[str, str]:
+    """Irregular inflections ``form -> lemma`` from WordNet's ``{noun,verb,adj,adv}.exc`` files.
+
+    The first lemma listed for a form wins; files that are absent are skipped, a malformed line raises
+    ``DataError`` naming file and line.
+    """
+    out: dict[str, str] = {}
+    root = Path(wordnet_dir)
+    for pos in ("noun", "verb", "adj", "adv"):
+        path = root / f"{pos}.exc"
+        if not path.is_file():
+            continue
+        with path.open(encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                parts = line.split()
+                if not parts:
+                    continue
+                if len(parts) < 2:
+                    raise DataError("exception line needs a form and a lemma", path, lineno)
+                out.setdefault(parts[0].replace("_", " "), parts[1].replace("_", " "))
+    return out
+
+
+class Lemmatiser:
+    """Map an inflected English word to a lemma known to ``vocabulary`` (morphy-style, rule-based).
+
+    ``lemma(w)``: the exception-list lemma if it is in the vocabulary; else the first suffix-rule candidate
+    (with consonant un-doubling, ``running -> run``) that is in the vocabulary; else ``w`` itself.
+    Results are memoised.
+    """
+
+    def __init__(self, vocabulary: Collection[str], exceptions: Mapping[str, str] | None = None) -> None:
+        self._vocab = vocabulary
+        self._exc = dict(_BUILTIN_EXCEPTIONS)
+        if exceptions:
+            self._exc.update(exceptions)
+        self._memo: dict[str, str] = {}
+
+    def lemma(self, word: str) -> str:
+        hit = self._memo.get(word)
+        if hit is None:
+            hit = self._memo[word] = self._lemma(word)
+        return hit
+
+    def _lemma(self, word: str) -> str:
+        exc = self._exc.get(word)
+        if exc is not None and exc in self._vocab:
+            return exc
+        for cand in self._candidates(word):
+            if cand in self._vocab:
+                return cand
+        return word
+
+    @staticmethod
+    def _candidates(word: str) -> Iterable[str]:
+        for suffix, repl in _RULES:
+            if len(word) > len(suffix) + 1 and word.endswith(suffix):
+                stem = word[: -len(suffix)]
+                yield stem + repl
+                if (not repl and len(stem) > 2 and stem[-1] == stem[-2] and stem[-1] not in _VOWELS
+                        and stem[-1] not in "sl"):
+                    yield stem[:-1]  # running -> runn -> run, stopped -> stopp -> stop

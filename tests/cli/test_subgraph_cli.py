@@ -1,0 +1,62 @@
+"""``kgwise kg subgraph`` and ``kgwise bench kg``: smoke tests through the real command line app."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kgwise.cli.main import app
+from kgwise.kg import CSRGraph
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def graph_file(tmp_path: Path) -> Path:
+    g = CSRGraph.from_triples([
+        ("dog", "isa", "animal"), ("animal", "atlocation", "zoo"), ("dog", "atlocation", "house"),
+        ("house", "partof", "town"), ("cat", "isa", "animal"),
+    ])
+    return g.save(tmp_path / "toy.npz")
+
+
+def test_kg_subgraph_prints_concepts_triples_and_paths(graph_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "sg.json"
+    result = runner.invoke(app, ["kg", "subgraph", str(graph_file), "--question", "Where do dogs live?",
+                                 "--choices", "a zoo|the house|space", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "question concepts: dog" in result.output
+    assert "choice A a zoo: zoo" in result.output and "choice C space: (none)" in result.output
+    assert "(dog, isa, animal)" in result.output
+    assert "dog -[isa]-> animal -[atlocation]-> zoo" in result.output
+    report = json.loads(out.read_text())
+    assert report["choice_concepts"] == [["zoo"], ["house"], []]
+    assert ["dog", "atlocation", "house"] in report["triples"]
+
+
+def test_kg_subgraph_bad_input(graph_file: Path, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["kg", "subgraph", str(graph_file), "--question", "  "])
+    assert result.exit_code == 2 and "empty question" in result.output
+    result = runner.invoke(app, ["kg", "subgraph", str(tmp_path / "missing.npz"), "--question", "dog?"])
+    assert result.exit_code == 2 and "not found" in result.output
+    result = runner.invoke(app, ["kg", "subgraph", str(graph_file), "--question", "dog?", "--hops", "0"])
+    assert result.exit_code == 2 and "hops" in result.output
+
+
+def test_bench_kg_on_ddb(data_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    result = runner.invoke(app, ["bench", "kg", "--data", str(data_dir), "--graphs", "ddb", "--limit", "5",
+                                 "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    ddb = json.loads(out.read_text())["ddb"]
+    assert ddb["nodes"] == 9_958 and ddb["edges"] == 49_974
+    assert ddb["questions"] == 5 and ddb["nx_questions"] == 5
+    assert ddb["identical_outputs"] == 5
+    for key in ("build_s", "cached_load_s", "peak_rss_mb", "psub_median_ms", "psub_p95_ms", "networkx_ratio"):
+        assert ddb[key] > 0
+    assert out.with_suffix(".png").is_file()
+    result = runner.invoke(app, ["bench", "kg", "--data", str(data_dir), "--graphs", "nope"])
+    assert result.exit_code == 2 and "unknown graph" in result.output
