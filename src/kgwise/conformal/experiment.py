@@ -1,0 +1,354 @@
+"""``kgwise eval uag``: UAG, its top-p variant, split CP and Top-K on WebQSP over random splits.
+
+Data (all real, from ``$KGWISE_DATA``): WebQSP test questions (gold answer names, topic entities by name),
+the name-level Freebase fragment as the KG, RoG/LLaMA2-7B's recorded answers as the evaluator's
+generations ``Φ(P)``, and the ReaRev GNN's scored candidates for the baselines. The questions are those
+present in all three (1,628). Each split draws a tuning part (UAG's Eq. 1 thresholds, fixed-sequence
+order and λ selection), a calibration part (LTT p-values; the baselines calibrate on tuning ∪
+calibration) and a test part. Per method and α the report gives ECR (share of test questions whose set
+holds a gold answer), APSS (mean set size), Hits@1 (the set's top element is gold; an empty set misses),
+each as mean ± std over splits, the share of splits whose test ECR is below 1 − α (``violation_rate``)
+and the share of splits where the method could certify no set (``abstain_rate``; ECR/APSS are then
+averaged over the other splits and are ``null`` when every split abstained, the paper's "-").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kgwise.conformal.baselines import CandidateBatch, SplitCPBaseline, TopKBaseline
+from kgwise.conformal.evaluator import (
+    EvaluatorConfig,
+    Generator,
+    LLMGenerator,
+    RecordedGenerations,
+    UQEvaluator,
+)
+from kgwise.conformal.grid import TableBatch
+from kgwise.conformal.ltt import LTTConfig
+from kgwise.conformal.retriever import RetrieverConfig, UQRetriever
+from kgwise.conformal.scores import S1, ScoreConfig
+from kgwise.conformal.uag import UAG, UAGConfig, question_table
+from kgwise.errors import ConfigError, DataError
+from kgwise.kg.base import KnowledgeGraph
+from kgwise.types import Question
+
+__all__ = [
+    "METHODS",
+    "PAPER_WEBQSP",
+    "ExperimentConfig",
+    "WebQSPData",
+    "build_tables",
+    "load_webqsp_data",
+    "markdown_table",
+    "run_experiment",
+    "summarise",
+    "webqsp_tables",
+]
+
+DEFAULT_ALPHAS = (0.1, 0.15, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5)
+METHODS = ("uag", "uag_bonferroni", "uag_top_p", "split_cp", "top_k")
+PAPER_WEBQSP: dict[str, dict[str, tuple[float, float] | None]] = {
+    # Table 6 of the paper (WebQSP): ECR %, set size; None = "-" (no valid set)
+    "uag": {"0.1": (92.3, 68.6), "0.15": (87.2, 39.1), "0.2": (83.1, 17.9), "0.35": (70.1, 2.6),
+            "0.4": (63.1, 0.9), "0.45": (52.9, 0.5)},
+    "split_cp": {"0.1": None, "0.15": None, "0.2": None, "0.35": (65.3, 4.5), "0.4": (61.6, 3.0),
+                 "0.45": (50.2, 1.4)},
+    "top_k": {"0.1": None, "0.15": None, "0.2": None, "0.35": (66.4, 6.2), "0.4": (61.6, 3.8),
+              "0.45": (50.6, 2.0)},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ExperimentConfig:
+    """Split fractions (tuning, calibration; the rest is test), α values, the UAG grid and LTT settings,
+    the GNN whose candidates feed the baselines and whose RoG run gave the generations."""
+
+    alphas: tuple[float, ...] = DEFAULT_ALPHAS
+    splits: int = 20
+    seed: int = 0
+    tune_fraction: float = 0.25
+    cal_fraction: float = 0.35
+    steps: tuple[float, float, float] = (0.05, 0.05, 0.025)
+    delta: float = 0.05
+    gnn: str = "rearev-sbert"
+    retriever: RetrieverConfig = field(default_factory=RetrieverConfig)
+    metric: str = "cosine"
+    granularity: str = "whole"
+    limit: int | None = None
+    llm: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.splits < 1:
+            raise ConfigError("splits must be ≥ 1")
+        tc = (self.tune_fraction, self.cal_fraction)
+        if not (tc[0] > 0 and tc[1] > 0 and tc[0] + tc[1] < 1):
+            raise ConfigError("tune_fraction and cal_fraction must be positive and leave a test part")
+        for a in self.alphas:
+            if not 0 < a < 1:
+                raise ConfigError(f"alpha {a} not in (0, 1)")
+
+
+@dataclass
+class WebQSPData:
+    """Aligned inputs: questions, their generations and their GNN candidates (same order)."""
+
+    questions: list[Question]
+    generations: dict[str, str]
+    gnn: CandidateBatch
+
+
+def load_webqsp_data(data: Path, gnn: str = "rearev-sbert", limit: int | None = None) -> WebQSPData:
+    """WebQSP test ∩ RoG generations ∩ ReaRev candidates, aligned by id and question text (the first
+    ``limit`` of them when given)."""
+    from kgwise.datasets import load
+    from kgwise.datasets.predictions import question_key
+    from kgwise.datasets.predictions.gnn_rag import (
+        REAREV_TEST_INFO,
+        ROG_GNN_PREDICTIONS,
+        read_rog_predictions,
+        read_test_info_candidates,
+    )
+
+    if gnn not in REAREV_TEST_INFO:
+        raise ConfigError(f"unknown GNN {gnn!r}; choose one of {', '.join(REAREV_TEST_INFO)}")
+    questions = {q.id: q for q in load("webqsp", "test", data)}
+    rog = read_rog_predictions(data / ROG_GNN_PREDICTIONS[gnn])
+    info = read_test_info_candidates(data / REAREV_TEST_INFO[gnn])
+    # test.info is WebQSP test in RoG order (with 11 extra questions): align monotonically by text
+    aligned: list[tuple[Question, str, Any]] = []
+    j = 0
+    for r in rog:
+        key = question_key(r.question)
+        while j < len(info) and question_key(info[j].question) != key:
+            j += 1
+        if j == len(info):
+            raise DataError(f"question {r.qid} ({r.question!r}) not found in order in test.info",
+                            data / REAREV_TEST_INFO[gnn])
+        if r.qid in questions:
+            aligned.append((questions[r.qid], r.answer, info[j]))
+        j += 1
+    if limit is not None:
+        aligned = aligned[:limit]
+    qs = [a[0] for a in aligned]
+    batch = CandidateBatch.from_lists([q.id for q in qs], [a[2].candidates for a in aligned],
+                                      [a[2].answers for a in aligned])
+    return WebQSPData(qs, {a[0].id: a[1] for a in aligned}, batch)
+
+
+def build_tables(kg: KnowledgeGraph, questions: Sequence[Question], generations: dict[str, str] | None,
+                 scorer: S1, config: RetrieverConfig, cache: Path | None = None, chunk: int = 100,
+                 progress: bool = True, evaluator: EvaluatorConfig | None = None,
+                 generator: Generator | None = None) -> TableBatch:
+    """Threshold-free UAG tables of every question, built in chunks saved under ``cache`` (resumable).
+    ``generations`` are recorded answers by id; with ``generations=None`` the live ``generator`` answers
+    from each question's best retrieved paths (Table 5 prompt)."""
+    from tqdm import tqdm
+
+    retriever = UQRetriever(kg, scorer, config)
+    if generations is None and generator is None:
+        raise ConfigError("build_tables: pass recorded generations or a live generator")
+    ev = UQEvaluator(scorer, RecordedGenerations(generations) if generations is not None else generator,
+                     evaluator)
+    parts: list[TableBatch] = []
+    bar = tqdm(total=len(questions), desc="UAG tables", disable=not progress, unit="q")
+    for start in range(0, len(questions), chunk):
+        block = questions[start:start + chunk]
+        path = cache / f"chunk-{start:06d}.npz" if cache is not None else None
+        if path is not None and path.is_file():
+            part = TableBatch.load(path)
+            if part.qids == [q.id for q in block]:
+                parts.append(part)
+                bar.update(len(block))
+                continue
+        tables = []
+        for q in block:
+            recorded = generations.get(q.id, "") if generations is not None else None
+            tables.append(question_table(q, retriever, ev, recorded))
+            bar.update(1)
+        part = TableBatch.from_tables(tables)
+        if path is not None:
+            part.save(path)
+        parts.append(part)
+    bar.close()
+    return TableBatch.from_tables([p.table(i) for p in parts for i in range(p.num_questions)])
+
+
+def webqsp_tables(data: Path, config: ExperimentConfig, wq: WebQSPData | None = None,
+                  tables_cache: Path | None = None, progress: bool = True) -> TableBatch:
+    """UAG tables of the WebQSP questions (built once, then read from the cache directory)."""
+    from kgwise.config import cache_dir
+    from kgwise.kg.loaders import load_tsv
+
+    wq = wq or load_webqsp_data(data, config.gnn, config.limit)
+    kg = load_tsv(data / "webqsp" / "freebase_fragment.tsv")
+    cache = tables_cache or cache_dir() / "uag-tables" / f"webqsp-{_config_key(config)}"
+    scorer = S1(config=ScoreConfig(metric=config.metric))  # type: ignore[arg-type]
+    ev = EvaluatorConfig(granularity=config.granularity)  # type: ignore[arg-type]
+    if config.llm is not None:  # live generations from the retrieved paths
+        from kgwise.llm import get_llm
+
+        live = LLMGenerator(get_llm(config.llm, cache=True))
+        return build_tables(kg, wq.questions, None, scorer, config.retriever, cache, progress=progress,
+                            evaluator=ev, generator=live)
+    return build_tables(kg, wq.questions, wq.generations, scorer, config.retriever, cache, progress=progress,
+                        evaluator=ev)
+
+
+def _split(n: int, config: ExperimentConfig, s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    perm = np.random.default_rng(config.seed + 1000 * s).permutation(n)
+    a = round(config.tune_fraction * n)
+    b = a + round(config.cal_fraction * n)
+    return perm[:a], perm[a:b], perm[b:]
+
+
+def _row(metrics: dict[str, np.ndarray] | None, alpha: float, extra: dict[str, Any] | None = None
+         ) -> dict[str, Any]:
+    if metrics is None:
+        return {"alpha": alpha, "abstained": True, **(extra or {})}
+    ecr = float(metrics["covered"].mean())
+    return {"alpha": alpha, "abstained": False, "ecr": ecr, "apss": float(metrics["size"].mean()),
+            "hits1": float(metrics["hit1"].mean()), "violated": ecr < 1 - alpha, **(extra or {})}
+
+
+def run_split(tables: TableBatch, gnn: CandidateBatch, config: ExperimentConfig, s: int
+              ) -> dict[str, list[dict[str, Any]]]:
+    """One random split: every method at every α."""
+    tune, cal, test = _split(tables.num_questions, config, s)
+    tune_b, cal_b, test_b = tables.subset(tune), tables.subset(cal), tables.subset(test)
+    out: dict[str, list[dict[str, Any]]] = {m: [] for m in METHODS}
+    fwer = {"uag": "fixed_sequence", "uag_bonferroni": "bonferroni", "uag_top_p": "top_p"}
+    fitted = UAG(UAGConfig(steps=config.steps)).fit(tune_b)
+    losses = fitted.loss_counts(cal_b)
+    for method, how in fwer.items():
+        for alpha in config.alphas:
+            uag = UAG(UAGConfig(alpha=alpha, steps=config.steps,
+                                ltt=LTTConfig(delta=config.delta, fwer=how)))  # type: ignore[arg-type]
+            uag.adopt_fit(fitted)
+            uag.calibrate(cal_b, losses=losses)
+            extra = {"lambda": uag.lambda_, "n_valid": int(uag.result_.valid.sum()) if uag.result_ else 0}
+            out[method].append(_row(None if uag.abstains else uag.evaluate(test_b), alpha, extra))
+    base_cal = gnn.subset(np.concatenate([tune, cal]))
+    base_test = gnn.subset(test)
+    for alpha in config.alphas:
+        cp = SplitCPBaseline().conformalize(base_cal, alpha)
+        out["split_cp"].append(_row(None if cp.quantile_ is None else cp.evaluate(base_test), alpha,
+                                    {"quantile": cp.quantile_}))
+        tk = TopKBaseline().fit(base_cal, alpha)
+        out["top_k"].append(_row(None if tk.k_ is None else tk.evaluate(base_test), alpha, {"k": tk.k_}))
+    return out
+
+
+def summarise(per_split: Sequence[dict[str, list[dict[str, Any]]]], alphas: Sequence[float]
+              ) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{METHOD: {ALPHA: {ecr, ecr_std, apss, apss_std, hits1, hits1_std, violation_rate, abstain_rate,
+    splits}}}`` (``violation_rate`` counts an abstention as no violation)."""
+    report: dict[str, dict[str, dict[str, Any]]] = {}
+    for method in METHODS:
+        report[method] = {}
+        for i, alpha in enumerate(alphas):
+            rows = [sp[method][i] for sp in per_split]
+            ok = [r for r in rows if not r["abstained"]]
+            entry: dict[str, Any] = {"splits": len(rows), "abstain_rate": 1 - len(ok) / len(rows)}
+            for key in ("ecr", "apss", "hits1"):
+                vals = np.asarray([r[key] for r in ok], dtype=np.float64)
+                entry[key] = float(vals.mean()) if vals.size else None
+                entry[f"{key}_std"] = float(vals.std()) if vals.size else None
+            entry["violation_rate"] = sum(bool(r.get("violated")) for r in rows) / len(rows)
+            report[method][f"{alpha:g}"] = entry
+    return report
+
+
+def _config_key(config: ExperimentConfig) -> str:
+    blob = json.dumps({"retriever": asdict(config.retriever), "metric": config.metric, "gnn": config.gnn,
+                       **({"limit": config.limit} if config.limit is not None else {}),
+                       **({"granularity": config.granularity} if config.granularity != "items" else {}),
+                       **({"llm": config.llm} if config.llm is not None else {})},
+                      sort_keys=True)
+    return hashlib.sha1(blob.encode()).hexdigest()[:12]
+
+
+def run_experiment(data: Path, config: ExperimentConfig, out_dir: Path | None = None,
+                   tables_cache: Path | None = None, progress: bool = True,
+                   on_split: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Build (or reload) the tables, run every split (results appended to ``out_dir/splits.jsonl``, so an
+    interrupted run resumes) and return the report."""
+    wq = load_webqsp_data(data, config.gnn, config.limit)
+    tables = webqsp_tables(data, config, wq, tables_cache, progress)
+    done: dict[int, dict[str, list[dict[str, Any]]]] = {}
+    log = out_dir / "splits.jsonl" if out_dir is not None else None
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        if log.is_file():
+            for line in log.read_text(encoding="utf-8").splitlines():
+                rec = json.loads(line)
+                if rec.get("config") == _run_key(config):
+                    done[int(rec["split"])] = rec["results"]
+    for s in range(config.splits):
+        if s not in done:
+            done[s] = run_split(tables, wq.gnn, config, s)
+            if log is not None:
+                with log.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps({"config": _run_key(config), "split": s, "results": done[s]}) + "\n")
+        if on_split is not None:
+            on_split(s)
+    per_split = [done[s] for s in range(config.splits)]
+    report: dict[str, Any] = summarise(per_split, config.alphas)
+    retrievable = tables.gold_retrievable()
+    report["meta"] = {
+        "questions": tables.num_questions,
+        "gold_retrievable": float(retrievable.mean()),
+        "gnn_gold_in_candidates": float(np.isfinite(SplitCPBaseline.calibration_scores(wq.gnn)).mean()),
+        "mean_candidates_uag": float(np.bincount(tables.node_q, minlength=tables.num_questions).mean()),
+        "config": {**asdict(config), "retriever": asdict(config.retriever)},
+        "paper_table6_webqsp": PAPER_WEBQSP,
+        "notes": ("uag = fixed-sequence LTT (guaranteed), uag_bonferroni = Bonferroni LTT (guaranteed), "
+                  "uag_top_p = the paper's uncorrected heuristic (not guaranteed); generations: "
+                  + ("RoG/LLaMA2-7B answers recorded by GNN-RAG (answered from GNN-RAG's retrieved paths)"
+                     if config.llm is None else f"{config.llm}, live, from UAG's retrieved paths")),
+    }
+    return report
+
+
+def _run_key(config: ExperimentConfig) -> str:
+    blob = json.dumps({**asdict(config), "retriever": asdict(config.retriever)}, sort_keys=True, default=str)
+    return hashlib.sha1(blob.encode()).hexdigest()[:12]
+
+
+def markdown_table(report: dict[str, Any], alphas: Sequence[float]) -> str:
+    """A Table-6-like markdown table: ECR % and set size per method and α (``-`` = no valid set)."""
+    head = "| method | " + " | ".join(f"α={a:g} ECR | α={a:g} SS" for a in alphas) + " |"
+    sep = "|---|" + "---|---|" * len(alphas)
+    lines = [head, sep]
+    for method in METHODS:
+        cells = []
+        for a in alphas:
+            e = report[method][f"{a:g}"]
+            if e["ecr"] is None:
+                cells += ["-", "-"]
+            else:
+                cells += [f"{100 * e['ecr']:.1f}", f"{e['apss']:.1f}"]
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    for method, vals in PAPER_WEBQSP.items():
+        cells = []
+        for a in alphas:
+            v = vals.get(f"{a:g}", "n/a")
+            if v == "n/a":
+                cells += ["", ""]
+            elif v is None:
+                cells += ["-", "-"]
+            else:
+                assert isinstance(v, tuple)
+                cells += [f"{v[0]:.1f}", f"{v[1]:.1f}"]
+        lines.append(f"| paper {method} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+

@@ -1,0 +1,216 @@
+"""Threshold-free per-question records for UAG and the vectorised evaluation of a threshold grid.
+
+A :class:`QuestionTable` keeps, for one question, every retrievable state's Eq. 4 prefix score and Eq. 5
+score, and every candidate node's Eq. 6 score and gold flag. For thresholds ``(t1, t2, t3)`` a node is in
+the final set iff some state at that node has ``prefix ≤ t1`` and ``collect ≤ t2`` and the node's Eq. 6
+score is ``≤ t3``. :meth:`TableBatch.grid` evaluates coverage and set size of every question at every
+point of a ``T1 × T2 × T3`` grid at once (sort/bin/cumulative-sum; no loop over grid points).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from kgwise.errors import ConfigError, DataError
+
+__all__ = ["GridResult", "QuestionTable", "TableBatch"]
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class QuestionTable:
+    """One question: ``state_node[i]`` indexes ``node_ids``; ``prefix``/``expand``/``collect`` per state
+    (see :class:`kgwise.conformal.retriever.QuestionPaths`); ``eq6`` and ``gold`` per candidate node."""
+
+    qid: str
+    state_node: IntArray
+    prefix: FloatArray
+    expand: FloatArray
+    collect: FloatArray
+    node_ids: IntArray
+    eq6: FloatArray
+    gold: BoolArray
+
+    def __post_init__(self) -> None:
+        n, s = self.node_ids.size, self.state_node.size
+        if not (self.prefix.size == self.expand.size == self.collect.size == s):
+            raise ConfigError(f"question {self.qid}: per-state arrays differ in length")
+        if not (self.eq6.size == self.gold.size == n):
+            raise ConfigError(f"question {self.qid}: per-node arrays differ in length")
+        if s and (self.state_node.min() < 0 or self.state_node.max() >= n):
+            raise ConfigError(f"question {self.qid}: state_node outside 0..{n - 1}")
+
+    def component_scores(self) -> tuple[float, float, float]:
+        """Per-component non-conformity of the question (for Eq. 1 quantiles): the smallest Eq. 4 score
+        (max over hops) and Eq. 5 score of a state at a gold node, and the smallest Eq. 6 score of a gold
+        node; ``+∞`` when no gold answer is retrievable."""
+        g = self.gold[self.state_node]
+        s1 = float(self.expand[g].min()) if g.any() else math.inf
+        s2 = float(self.collect[g].min()) if g.any() else math.inf
+        s3 = float(self.eq6[self.gold].min()) if self.gold.any() else math.inf
+        return s1, s2, s3
+
+    def final_set(self, t1: float, t2: float, t3: float) -> IntArray:
+        """Indices into ``node_ids`` of the final set (Eq. 4–6), smallest Eq. 6 score first."""
+        ok = (self.prefix <= t1) & (self.collect <= t2)
+        nodes = np.unique(self.state_node[ok])
+        nodes = nodes[self.eq6[nodes] <= t3]
+        return nodes[np.argsort(self.eq6[nodes], kind="stable")]
+
+
+@dataclass(frozen=True)
+class GridResult:
+    """``covered[q, i1, i2, i3]``: a gold node is in question ``q``'s set at ``(T1[i1], T2[i2], T3[i3])``;
+    ``size``: the set size there."""
+
+    covered: BoolArray
+    size: npt.NDArray[np.int32]
+
+
+class TableBatch:
+    """Many :class:`QuestionTable` concatenated into flat arrays (fast subsets and grid evaluation)."""
+
+    def __init__(self, qids: Sequence[str], state_q: IntArray, state_node: IntArray, prefix: FloatArray,
+                 expand: FloatArray, collect: FloatArray, node_q: IntArray, node_ids: IntArray,
+                 eq6: FloatArray, gold: BoolArray) -> None:
+        self.qids = list(qids)
+        self.state_q, self.state_node = state_q, state_node
+        self.prefix, self.expand, self.collect = prefix, expand, collect
+        self.node_q, self.node_ids, self.eq6, self.gold = node_q, node_ids, eq6, gold
+
+    @property
+    def num_questions(self) -> int:
+        return len(self.qids)
+
+    @classmethod
+    def from_tables(cls, tables: Sequence[QuestionTable]) -> TableBatch:
+        node_off = np.cumsum([0] + [t.node_ids.size for t in tables])
+        def cat(xs: list[npt.NDArray[np.generic]], dtype: type) -> npt.NDArray[np.generic]:
+            return np.concatenate(xs).astype(dtype) if xs else np.zeros(0, dtype=dtype)
+        return cls(
+            [t.qid for t in tables],
+            cat([np.full(t.state_node.size, i) for i, t in enumerate(tables)], np.int64),  # type: ignore[arg-type]
+            cat([t.state_node + node_off[i] for i, t in enumerate(tables)], np.int64),  # type: ignore[arg-type]
+            cat([t.prefix for t in tables], np.float64),  # type: ignore[arg-type]
+            cat([t.expand for t in tables], np.float64),  # type: ignore[arg-type]
+            cat([t.collect for t in tables], np.float64),  # type: ignore[arg-type]
+            cat([np.full(t.node_ids.size, i) for i, t in enumerate(tables)], np.int64),  # type: ignore[arg-type]
+            cat([t.node_ids for t in tables], np.int64),  # type: ignore[arg-type]
+            cat([t.eq6 for t in tables], np.float64),  # type: ignore[arg-type]
+            cat([t.gold for t in tables], np.bool_),  # type: ignore[arg-type]
+        )
+
+    def table(self, q: int) -> QuestionTable:
+        """Question ``q`` as a :class:`QuestionTable` (node indices local to it)."""
+        ns = np.flatnonzero(self.node_q == q)
+        ss = np.flatnonzero(self.state_q == q)
+        first = ns[0] if ns.size else 0
+        return QuestionTable(self.qids[q], self.state_node[ss] - first, self.prefix[ss], self.expand[ss],
+                             self.collect[ss], self.node_ids[ns], self.eq6[ns], self.gold[ns])
+
+    def subset(self, questions: npt.ArrayLike) -> TableBatch:
+        """The questions ``questions`` (indices), renumbered 0…k−1 in that order."""
+        qs = np.asarray(questions, dtype=np.int64)
+        remap = np.full(self.num_questions, -1, dtype=np.int64)
+        remap[qs] = np.arange(qs.size)
+        nkeep = np.flatnonzero(remap[self.node_q] >= 0)
+        nkeep = nkeep[np.argsort(remap[self.node_q[nkeep]], kind="stable")]
+        node_map = np.full(self.node_q.size, -1, dtype=np.int64)
+        node_map[nkeep] = np.arange(nkeep.size)
+        skeep = np.flatnonzero(remap[self.state_q] >= 0)
+        skeep = skeep[np.argsort(remap[self.state_q[skeep]], kind="stable")]
+        return TableBatch(
+            [self.qids[i] for i in qs.tolist()], remap[self.state_q[skeep]], node_map[self.state_node[skeep]],
+            self.prefix[skeep], self.expand[skeep], self.collect[skeep], remap[self.node_q[nkeep]],
+            self.node_ids[nkeep], self.eq6[nkeep], self.gold[nkeep],
+        )
+
+    def component_scores(self) -> FloatArray:
+        """``(questions, 3)`` per-component scores (see :meth:`QuestionTable.component_scores`)."""
+        n = self.num_questions
+        out = np.full((n, 3), np.inf)
+        g = self.gold[self.state_node]
+        np.minimum.at(out[:, 0], self.state_q[g], self.expand[g])
+        np.minimum.at(out[:, 1], self.state_q[g], self.collect[g])
+        np.minimum.at(out[:, 2], self.node_q[self.gold], self.eq6[self.gold])
+        return out
+
+    def gold_retrievable(self) -> BoolArray:
+        """Questions with at least one gold answer among their candidate nodes."""
+        out = np.zeros(self.num_questions, dtype=bool)
+        out[self.node_q[self.gold]] = True
+        return out
+
+    def grid(self, T1: npt.ArrayLike, T2: npt.ArrayLike, T3: npt.ArrayLike, sizes: bool = True) -> GridResult:
+        """Coverage and set size of every question at every grid point; each ``T`` ascending. With
+        ``sizes=False`` only coverage is computed (from the gold nodes alone, much faster) and ``size`` is
+        an empty array."""
+        t1, t2, t3 = (np.asarray(t, dtype=np.float64) for t in (T1, T2, T3))
+        for t in (t1, t2, t3):
+            if t.ndim != 1 or t.size == 0 or (t[1:] < t[:-1]).any():
+                raise ConfigError("grid thresholds must be non-empty ascending 1-d arrays")
+        n1, n2, n3, nq = t1.size, t2.size, t3.size, self.num_questions
+        # first grid index at which a score passes (score ≤ T[i] ⇔ i ≥ searchsorted(T, score, 'left'))
+        i1 = np.searchsorted(t1, self.prefix, side="left")
+        i2 = np.searchsorted(t2, self.collect, side="left")
+        keep = (i1 < n1) & (i2 < n2)
+        if max(n1, n2, n3) >= np.iinfo(np.int16).max:
+            raise ConfigError("grid: at most 32,766 thresholds per component")
+        i3 = np.searchsorted(t3, self.eq6, side="left")
+        # only nodes that can enter some set matter: compact them
+        used = np.zeros(self.node_q.size, dtype=bool)
+        used[self.state_node[keep]] = True
+        used &= i3 < n3
+        if not sizes:
+            used &= self.gold
+        nodes = np.flatnonzero(used)
+        compact = np.full(self.node_q.size, -1, dtype=np.int64)
+        compact[nodes] = np.arange(nodes.size)
+        sk = keep & used[self.state_node]
+        first = np.full(nodes.size * n1, n2, dtype=np.int16)
+        np.minimum.at(first, compact[self.state_node[sk]] * n1 + i1[sk], i2[sk].astype(np.int16))
+        first = np.minimum.accumulate(first.reshape(nodes.size, n1), axis=1)  # in C at (i1, i2 ≥ first)
+        local, j1 = np.nonzero(first < n2)
+        node = nodes[local]
+        flat = ((self.node_q[node] * n1 + j1) * n2 + first[local, j1]) * n3 + i3[node]
+        total = nq * n1 * n2 * n3
+        gold = np.bincount(flat[self.gold[node]], minlength=total).astype(np.int32).reshape(nq, n1, n2, n3)
+        if sizes:
+            size = np.bincount(flat, minlength=total).astype(np.int32).reshape(nq, n1, n2, n3)
+            np.cumsum(size, axis=2, out=size)
+            np.cumsum(size, axis=3, out=size)
+        else:
+            size = np.zeros((0, n1, n2, n3), dtype=np.int32)
+        np.cumsum(gold, axis=2, out=gold)
+        np.cumsum(gold, axis=3, out=gold)
+        return GridResult(gold > 0, size)
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp.npz")
+        np.savez(tmp, qids=np.asarray(self.qids, dtype=str), state_q=self.state_q, state_node=self.state_node,
+                 prefix=self.prefix, expand=self.expand, collect=self.collect, node_q=self.node_q,
+                 node_ids=self.node_ids, eq6=self.eq6, gold=self.gold)
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> TableBatch:
+        path = Path(path)
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                return cls([str(x) for x in z["qids"]], z["state_q"], z["state_node"], z["prefix"],
+                           z["expand"], z["collect"], z["node_q"], z["node_ids"], z["eq6"], z["gold"])
+        except (OSError, KeyError, ValueError) as exc:
+            raise DataError(f"cannot read UAG tables: {exc}", path) from exc

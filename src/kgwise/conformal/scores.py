@@ -1,0 +1,94 @@
+"""UAG's non-conformity score S1 (Eq. 4–6): ``1 − cos`` of all-MiniLM-L6-v2 embeddings, or L1 (ablation).
+
+Both texts are embedded with an :class:`~kgwise.embed.Encoder` (batched, disk-cached for ``MiniLM``);
+larger means less similar. Texts are deduplicated before encoding, so scoring many pairs that share texts
+(a question against every relation of the KG) costs one encoding per distinct text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from kgwise.embed import Encoder, cosine_distance
+from kgwise.errors import ConfigError
+
+__all__ = ["S1", "Metric", "ScoreConfig", "join_texts", "verbalise_relation"]
+
+Metric = Literal["cosine", "l1"]
+FloatArray = npt.NDArray[np.float32]
+
+
+def verbalise_relation(name: str, inverse: bool = False) -> str:
+    """A relation name as words: ``people.person.place_of_birth`` → ``people person place of birth``;
+    an edge followed backwards is prefixed ``inverse of``."""
+    words = " ".join(name.replace(".", " ").replace("_", " ").split())
+    return f"inverse of {words}" if inverse else words
+
+
+def join_texts(parts: Sequence[str]) -> str:
+    """The concatenation ``‖`` of Eq. 4–5 (question and relations, or a relation path)."""
+    return "; ".join(p for p in parts if p)
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreConfig:
+    """``metric``: ``cosine`` (UAG's S1, ``1 − cos``) or ``l1`` (the paper's Fig. 4b ablation, ``‖a − b‖₁``
+    of the unit-norm embeddings)."""
+
+    metric: Metric = "cosine"
+
+    def __post_init__(self) -> None:
+        if self.metric not in ("cosine", "l1"):
+            raise ConfigError(f"score metric must be 'cosine' or 'l1', got {self.metric!r}")
+
+
+class S1:
+    """The score ``S1(a, b)`` between texts; ``encoder`` defaults to :class:`kgwise.embed.MiniLM`."""
+
+    def __init__(self, encoder: Encoder | None = None, config: ScoreConfig | None = None) -> None:
+        if encoder is None:
+            from kgwise.embed import MiniLM
+
+            encoder = MiniLM()
+        self.encoder = encoder
+        self.config = config or ScoreConfig()
+
+    def embed(self, texts: Sequence[str]) -> tuple[npt.NDArray[np.float32], dict[str, int]]:
+        """Embeddings of the distinct ``texts`` and each text's row."""
+        index: dict[str, int] = {}
+        for t in texts:
+            index.setdefault(t, len(index))
+        if not index:
+            return np.zeros((0, self.encoder.dim), dtype=np.float32), index
+        return np.asarray(self.encoder.encode(list(index)), dtype=np.float32), index
+
+    def between(self, a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> FloatArray:
+        """Row-wise score of two aligned embedding matrices."""
+        if a.shape != b.shape:
+            raise ConfigError(f"score: embedding shapes differ, {a.shape} vs {b.shape}")
+        if self.config.metric == "cosine":
+            return cosine_distance(a, b)
+        return np.asarray(np.abs(a - b).sum(axis=1), dtype=np.float32)
+
+    def pairs(self, left: Sequence[str], right: Sequence[str]) -> FloatArray:
+        """``S1(left[i], right[i])`` for every ``i``."""
+        if len(left) != len(right):
+            raise ConfigError(f"score: {len(left)} left texts but {len(right)} right texts")
+        emb, index = self.embed([*left, *right])
+        li = np.fromiter((index[t] for t in left), dtype=np.int64, count=len(left))
+        ri = np.fromiter((index[t] for t in right), dtype=np.int64, count=len(right))
+        return self.between(emb[li], emb[ri])
+
+    def cross(self, left: Sequence[str], right: Sequence[str]) -> FloatArray:
+        """The ``len(left) × len(right)`` matrix of ``S1(left[i], right[j])``."""
+        emb, index = self.embed([*left, *right])
+        a = emb[[index[t] for t in left]] if left else np.zeros((0, self.encoder.dim), np.float32)
+        b = emb[[index[t] for t in right]] if right else np.zeros((0, self.encoder.dim), np.float32)
+        if self.config.metric == "cosine":
+            return np.asarray(1.0 - a @ b.T, dtype=np.float32)
+        return np.asarray(np.abs(a[:, None, :] - b[None, :, :]).sum(axis=2), dtype=np.float32)

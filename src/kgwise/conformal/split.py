@@ -1,0 +1,142 @@
+"""Split conformal prediction (Eq. 1) and LAC/APS prediction sets for multiple-choice probabilities.
+
+The estimator follows MAPIE's shape: ``conformalize`` on held-out calibration data, then ``predict_set``.
+The quantile is the ``⌈(n+1)(1−α)⌉``-th smallest calibration score (``+∞`` when that rank exceeds ``n``),
+so ``P(y ∈ C(x)) ≥ 1 − α`` for exchangeable data.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from kgwise.errors import ConfigError
+
+__all__ = [
+    "ChoiceScore",
+    "SplitConformal",
+    "SplitConformalConfig",
+    "aps_scores",
+    "conformal_quantile",
+    "conformal_rank",
+    "label_set",
+    "lac_scores",
+]
+
+ChoiceScore = Literal["lac", "aps"]
+FloatArray = npt.NDArray[np.float64]
+
+
+def _check_alpha(alpha: float) -> None:
+    if not 0.0 <= alpha <= 1.0 or math.isnan(alpha):
+        raise ConfigError(f"alpha must be in [0, 1], got {alpha}")
+
+
+def conformal_rank(n: int, alpha: float) -> int:
+    """``⌈(n+1)(1−α)⌉`` (1-based rank of the calibration score used as the quantile, Eq. 1)."""
+    _check_alpha(alpha)
+    # the small tolerance keeps e.g. (99+1)*(1-0.1) = 90.00000000000001 from rounding up to 91
+    return max(0, math.ceil((n + 1) * (1.0 - alpha) - 1e-9))
+
+
+def conformal_quantile(scores: npt.ArrayLike, alpha: float) -> float:
+    """The ``⌈(n+1)(1−α)⌉/n`` empirical quantile of ``scores`` (Eq. 1): the ``⌈(n+1)(1−α)⌉``-th order
+    statistic; ``+∞`` when the rank exceeds ``n`` and ``−∞`` when it is 0. Infinite scores are allowed."""
+    s = np.asarray(scores, dtype=np.float64).ravel()
+    if s.size == 0:
+        raise ConfigError("conformal_quantile: no calibration scores")
+    if np.isnan(s).any():
+        raise ConfigError("conformal_quantile: NaN among the calibration scores")
+    k = conformal_rank(s.size, alpha)
+    if k > s.size:
+        return math.inf
+    if k == 0:
+        return -math.inf
+    return float(np.partition(s, k - 1)[k - 1])
+
+
+def _check_probs(probs: npt.ArrayLike) -> FloatArray:
+    p = np.asarray(probs, dtype=np.float64)
+    if p.ndim != 2 or p.shape[1] == 0:
+        raise ConfigError(f"choice probabilities must be a 2-d (questions, choices) array, got {p.shape}")
+    if np.isnan(p).any() or (p < 0).any():
+        raise ConfigError("choice probabilities must be non-negative numbers")
+    return p
+
+
+def lac_scores(probs: npt.ArrayLike) -> FloatArray:
+    """LAC score of every (question, choice): ``1 − p(choice)`` (Sadinle et al. 2019)."""
+    return 1.0 - _check_probs(probs)
+
+
+def aps_scores(probs: npt.ArrayLike) -> FloatArray:
+    """APS score of every (question, choice): the total probability of the choices ranked at or above it
+    (non-randomised APS, Romano et al. 2020); ties are ranked by choice index."""
+    p = _check_probs(probs)
+    order = np.argsort(-p, axis=1, kind="stable")
+    cum = np.cumsum(np.take_along_axis(p, order, axis=1), axis=1)
+    out = np.empty_like(p)
+    np.put_along_axis(out, order, cum, axis=1)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class SplitConformalConfig:
+    """``alpha``: target miscoverage; ``score``: ``lac`` or ``aps``."""
+
+    alpha: float = 0.1
+    score: ChoiceScore = "lac"
+
+    def __post_init__(self) -> None:
+        _check_alpha(self.alpha)
+        if self.score not in ("lac", "aps"):
+            raise ConfigError(f"score must be 'lac' or 'aps', got {self.score!r}")
+
+
+class SplitConformal:
+    """Split conformal prediction sets over the choices of multiple-choice questions."""
+
+    def __init__(self, config: SplitConformalConfig | None = None) -> None:
+        self.config = config or SplitConformalConfig()
+        self.calibration_scores_: FloatArray | None = None
+
+    def _scores(self, probs: npt.ArrayLike) -> FloatArray:
+        return lac_scores(probs) if self.config.score == "lac" else aps_scores(probs)
+
+    def fit(self, probs: npt.ArrayLike | None = None, labels: npt.ArrayLike | None = None) -> SplitConformal:
+        """Nothing to train: the probabilities come from an already fitted model (MAPIE's ``prefit``)."""
+        return self
+
+    def conformalize(self, probs: npt.ArrayLike, labels: npt.ArrayLike) -> SplitConformal:
+        """Store the calibration scores ``s_i = S(x_i, y_i)`` of the true choices ``labels`` (indices)."""
+        s = self._scores(probs)
+        y = np.asarray(labels, dtype=np.int64)
+        if y.shape != (s.shape[0],) or (y < 0).any() or (y >= s.shape[1]).any():
+            raise ConfigError(f"labels must be {s.shape[0]} choice indices in 0..{s.shape[1] - 1}")
+        self.calibration_scores_ = s[np.arange(len(y)), y]
+        return self
+
+    def quantile(self, alpha: float | None = None) -> float:
+        if self.calibration_scores_ is None:
+            raise ConfigError("SplitConformal: call conformalize() before predict_set()")
+        return conformal_quantile(self.calibration_scores_, self.config.alpha if alpha is None else alpha)
+
+    def predict_set(self, probs: npt.ArrayLike, alpha: float | None = None) -> npt.NDArray[np.bool_]:
+        """Boolean ``(questions, choices)`` mask of ``{y : S(x, y) ≤ q̂}``."""
+        return self._scores(probs) <= self.quantile(alpha)
+
+
+def label_set(conformal: SplitConformal, probabilities: Mapping[str, float], alpha: float | None = None
+              ) -> tuple[str, ...]:
+    """The calibrated set of choice labels for one answer's ``{label: probability}`` (e.g.
+    :attr:`kgwise.types.Answer.probabilities`), in the mapping's order."""
+    labels: Sequence[str] = list(probabilities)
+    if not labels:
+        raise ConfigError("label_set: no choice probabilities")
+    mask = conformal.predict_set(np.asarray([[probabilities[k] for k in labels]]), alpha)[0]
+    return tuple(lab for lab, keep in zip(labels, mask.tolist(), strict=True) if keep)

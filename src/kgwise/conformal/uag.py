@@ -1,0 +1,220 @@
+"""UAG (Ni et al. 2025): calibrated answer sets from the UQ-aware retriever and evaluator, with the global
+error-rate controller (Eq. 2–3, Theorems 1–3).
+
+``λ = (α1, α2, α3)`` runs over ``{0, h, 2h, …, 1−h}³``. Each ``α_k`` maps to the threshold
+``q_{α_k}`` = Eq. 1's conformal quantile of the component's per-question scores on a *tuning* split
+(``α_k = 0`` → ``+∞``, no filtering; ``α_k = 1`` would empty every set and is left out). The loss is the
+miss ``L_λ = 1{no gold answer in C_λ(X)}`` (Theorem 3's proof). On a disjoint *calibration* split LTT
+tests ``H0_λ: E[L_λ] > α`` for every λ and keeps the rejected ones (Λ_valid); the selected λ is the valid
+one with the smallest mean set size on the tuning split. The fixed-sequence order is learned on the tuning
+split too (lowest tuning risk first), so the guarantee ``P(E[L_λ̂ | D_cal] ≤ α) ≥ 1 − δ`` holds for the
+guaranteed FWER methods. With ``fwer="top_p"`` (the paper's choice) it does not.
+
+Usage::
+
+    uag = UAG(UAGConfig(alpha=0.2)).fit(tune_batch).calibrate(cal_batch)
+    table = question_table(question, retriever, evaluator)   # live: retrieve, generate, score
+    answers = uag.answer_labels(table, retriever.kg)         # the calibrated answer set, best first
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from kgwise.conformal.evaluator import UQEvaluator
+from kgwise.conformal.grid import GridResult, QuestionTable, TableBatch
+from kgwise.conformal.ltt import LTTConfig, LTTResult, learn_then_test
+from kgwise.conformal.retriever import UQRetriever
+from kgwise.conformal.split import conformal_quantile
+from kgwise.errors import ConfigError
+from kgwise.kg.base import KnowledgeGraph, normalise_label
+from kgwise.types import Question
+
+__all__ = ["UAG", "UAGConfig", "alpha_levels", "question_table"]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def alpha_levels(h: float) -> FloatArray:
+    """``{0, h, 2h, …}`` below 1 (rounded to 10 decimals)."""
+    if not 0.0 < h < 1.0:
+        raise ConfigError(f"grid step h must be in (0, 1), got {h}")
+    n = math.ceil(1.0 / h - 1e-9)
+    return np.round(np.arange(n) * h, 10)
+
+
+@dataclass(frozen=True, slots=True)
+class UAGConfig:
+    """``alpha``: target miss rate; ``steps``: the grid step ``h`` for (α1, α2, α3) (paper: 0.3, 0.3, 0.1;
+    default here 0.05, 0.05, 0.025: 16,000 λ); ``ltt``: δ (0.05), FWER method and p-value."""
+
+    alpha: float = 0.1
+    steps: tuple[float, float, float] = (0.05, 0.05, 0.025)
+    ltt: LTTConfig = field(default_factory=LTTConfig)
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.alpha < 1.0:
+            raise ConfigError(f"alpha must be in (0, 1), got {self.alpha}")
+        if len(self.steps) != 3:
+            raise ConfigError("steps needs one grid step per component (α1, α2, α3)")
+        for h in self.steps:
+            alpha_levels(h)
+
+
+class UAG:
+    """The UAG estimator: ``fit`` (tuning split) → ``calibrate`` (calibration split) → ``predict_set``."""
+
+    def __init__(self, config: UAGConfig | None = None) -> None:
+        self.config = config or UAGConfig()
+        self.levels_: tuple[FloatArray, FloatArray, FloatArray] | None = None
+        self.thresholds_: tuple[FloatArray, FloatArray, FloatArray] | None = None
+        self.tune_risk_: FloatArray | None = None
+        self.tune_size_: FloatArray | None = None
+        self.order_: npt.NDArray[np.int64] | None = None
+        self.result_: LTTResult | None = None
+        self.lambda_: tuple[float, float, float] | None = None
+        self.chosen_thresholds_: tuple[float, float, float] | None = None
+
+    # ------------------------------------------------------------------ fit (tuning split)
+    def fit(self, tune: TableBatch) -> UAG:
+        """Eq. 1 thresholds per grid level from the tuning split; tuning risk and set size of every λ."""
+        if tune.num_questions == 0:
+            raise ConfigError("UAG.fit: empty tuning split")
+        comp = tune.component_scores()
+        levels: list[FloatArray] = []
+        thresholds: list[FloatArray] = []
+        for k, h in enumerate(self.config.steps):
+            a = alpha_levels(h)[::-1]  # descending α → ascending thresholds
+            levels.append(a)
+            thresholds.append(np.asarray([conformal_quantile(comp[:, k], float(x)) for x in a]))
+        self.levels_ = (levels[0], levels[1], levels[2])
+        self.thresholds_ = (thresholds[0], thresholds[1], thresholds[2])
+        res = self.grid(tune)
+        self.tune_risk_ = 1.0 - res.covered.mean(axis=0).ravel()
+        self.tune_size_ = res.size.mean(axis=0, dtype=np.float64).ravel()
+        # fixed-sequence order: lowest tuning risk first, larger sets first among ties
+        self.order_ = np.lexsort((-self.tune_size_, self.tune_risk_)).astype(np.int64)
+        return self
+
+    def grid(self, batch: TableBatch, sizes: bool = True) -> GridResult:
+        if self.thresholds_ is None:
+            raise ConfigError("UAG: call fit() first")
+        return batch.grid(*self.thresholds_, sizes=sizes)
+
+    @property
+    def grid_shape(self) -> tuple[int, int, int]:
+        if self.levels_ is None:
+            raise ConfigError("UAG: call fit() first")
+        return (self.levels_[0].size, self.levels_[1].size, self.levels_[2].size)
+
+    def lambda_at(self, index: int) -> tuple[float, float, float]:
+        """``(α1, α2, α3)`` of flat grid index ``index``."""
+        assert self.levels_ is not None
+        i, j, k = np.unravel_index(index, self.grid_shape)
+        return (float(self.levels_[0][i]), float(self.levels_[1][j]), float(self.levels_[2][k]))
+
+    def thresholds_at(self, index: int) -> tuple[float, float, float]:
+        assert self.thresholds_ is not None
+        i, j, k = np.unravel_index(index, self.grid_shape)
+        return (float(self.thresholds_[0][i]), float(self.thresholds_[1][j]), float(self.thresholds_[2][k]))
+
+    # ------------------------------------------------------------------ calibrate (LTT)
+    def adopt_fit(self, other: UAG) -> UAG:
+        """Reuse another instance's ``fit`` (same tuning split and grid) under this instance's config."""
+        if other.tune_size_ is None or other.config.steps != self.config.steps:
+            raise ConfigError("UAG.adopt_fit: the other instance is not fitted on the same grid")
+        self.levels_, self.thresholds_ = other.levels_, other.thresholds_
+        self.tune_risk_, self.tune_size_, self.order_ = other.tune_risk_, other.tune_size_, other.order_
+        return self
+
+    def loss_counts(self, cal: TableBatch) -> npt.NDArray[np.int64]:
+        """``Σ_i L_λ(i)`` over ``cal`` for every flat grid index λ (misses: no gold answer in the set)."""
+        return np.asarray((~self.grid(cal, sizes=False).covered).sum(axis=0).ravel(), dtype=np.int64)
+
+    def calibrate(self, cal: TableBatch, alpha: float | None = None,
+                  losses: npt.NDArray[np.int64] | None = None) -> UAG:
+        """LTT on the calibration split (Theorem 1–2) and selection of λ̂ (Theorem 3); ``losses`` may
+        pass precomputed :meth:`loss_counts` of ``cal``."""
+        if self.tune_size_ is None:
+            raise ConfigError("UAG: call fit() before calibrate()")
+        if cal.num_questions == 0:
+            raise ConfigError("UAG.calibrate: empty calibration split")
+        a = self.config.alpha if alpha is None else alpha
+        if losses is None:
+            losses = self.loss_counts(cal)
+        self.result_ = learn_then_test(losses, cal.num_questions, a, self.config.ltt, self.tune_size_,
+                                       self.order_)
+        if self.result_.chosen is None:
+            self.lambda_ = self.chosen_thresholds_ = None
+        else:
+            self.lambda_ = self.lambda_at(self.result_.chosen)
+            self.chosen_thresholds_ = self.thresholds_at(self.result_.chosen)
+        return self
+
+    @property
+    def abstains(self) -> bool:
+        """True when no λ was certified (Λ_valid empty): no set can be promised at this α and δ."""
+        return self.chosen_thresholds_ is None
+
+    # ------------------------------------------------------------------ predict
+    def predict_set(self, table: QuestionTable) -> npt.NDArray[np.int64]:
+        """Indices into ``table.node_ids`` of the final answer set, most similar to the generation first;
+        raises ``ConfigError`` when calibration certified no λ."""
+        if self.chosen_thresholds_ is None:
+            raise ConfigError("UAG: no valid λ at this α and δ (or not calibrated); nothing can be certified")
+        return table.final_set(*self.chosen_thresholds_)
+
+    def answer_labels(self, table: QuestionTable, kg: KnowledgeGraph) -> list[str]:
+        """The calibrated answer set of ``table`` as KG labels, best first."""
+        return [kg.label(int(table.node_ids[i])) for i in self.predict_set(table).tolist()]
+
+    def evaluate(self, batch: TableBatch) -> dict[str, FloatArray]:
+        """Per question of ``batch`` at λ̂: ``covered``, ``size`` and ``hit1`` (top element is gold)."""
+        if self.chosen_thresholds_ is None:
+            raise ConfigError("UAG: no valid λ at this α and δ (or not calibrated)")
+        t1, t2, t3 = self.chosen_thresholds_
+        ok = (batch.prefix <= t1) & (batch.collect <= t2)
+        in_c = np.zeros(batch.node_q.size, dtype=bool)
+        in_c[batch.state_node[ok]] = True
+        final = in_c & (batch.eq6 <= t3)
+        n = batch.num_questions
+        size = np.bincount(batch.node_q[final], minlength=n).astype(np.float64)
+        covered = np.bincount(batch.node_q[final & batch.gold], minlength=n) > 0
+        # top-1: the final node with the smallest Eq. 6 score (first on ties)
+        idx = np.flatnonzero(final)
+        hit1 = np.zeros(n, dtype=bool)
+        if idx.size:
+            order = idx[np.lexsort((idx, batch.eq6[idx], batch.node_q[idx]))]
+            q = batch.node_q[order]
+            first = order[np.r_[True, q[1:] != q[:-1]]]
+            hit1[batch.node_q[first]] = batch.gold[first]
+        return {"covered": covered.astype(np.float64), "size": size, "hit1": hit1.astype(np.float64)}
+
+
+def question_table(question: Question, retriever: UQRetriever, evaluator: UQEvaluator,
+                   generation: str | None = None) -> QuestionTable:
+    """Everything UAG needs about one question, threshold-free: retrieve every path up to ``max_hops``
+    from the topic entities (Eq. 4–5 scores), obtain ``Φ(P)`` (``generation`` if given, else the
+    evaluator's generator prompted with the best paths by Eq. 5 score), and score every candidate (Eq. 6).
+    Gold flags come from ``question.gold`` (names, compared after :func:`normalise_label`). A question
+    whose topic entities are not in the KG gets an empty table (its set is always empty)."""
+    kg = retriever.kg
+    topics = retriever.topic_nodes(question.topic_entities)
+    none_i, none_f = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+    if not topics:
+        return QuestionTable(question.id, none_i, none_f, none_f, none_f, none_i, none_f, np.zeros(0, bool))
+    paths = retriever.paths(question.text, topics)
+    if generation is None:
+        generation = evaluator.generate(question.id, question.text, evaluator.prompt_paths(kg, paths))
+    keep = np.flatnonzero(paths.candidate)
+    nodes, local = np.unique(paths.node[keep], return_inverse=True)
+    labels = [kg.label(int(n)) for n in nodes.tolist()]
+    gold_names = {normalise_label(g) for g in question.gold}
+    gold = np.asarray([normalise_label(x) in gold_names for x in labels], dtype=bool)
+    eq6 = evaluator.scores(labels, generation)
+    return QuestionTable(question.id, local.astype(np.int64), paths.prefix[keep], paths.expand[keep],
+                         paths.collect[keep], nodes.astype(np.int64), eq6, gold)

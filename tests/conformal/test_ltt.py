@@ -1,0 +1,99 @@
+"""LTT pieces: binomial p-values (Theorem 2), FWER procedures on crafted p-values, λ selection."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import binom
+
+from kgwise.conformal.ltt import (
+    LTTConfig,
+    binomial_p_values,
+    control_fwer,
+    hoeffding_bentkus_p_values,
+    learn_then_test,
+)
+from kgwise.errors import ConfigError
+
+
+@settings(deadline=None)
+@given(st.integers(1, 400), st.floats(0.01, 0.99), st.data())
+def test_binomial_p_value_is_the_lower_binomial_tail(n: int, alpha: float, data: st.DataObject) -> None:
+    k = data.draw(st.lists(st.integers(0, n), min_size=1, max_size=5))
+    p = binomial_p_values(k, n, alpha)
+    np.testing.assert_allclose(p, binom.cdf(k, n, alpha), rtol=1e-10, atol=1e-300)
+    if n <= 60:  # independent exact sum P(Binom(n, α) ≤ k)
+        exact = [sum(math.comb(n, j) * alpha**j * (1 - alpha) ** (n - j) for j in range(kk + 1)) for kk in k]
+        np.testing.assert_allclose(p, exact, rtol=1e-8, atol=1e-300)
+
+
+@settings(deadline=None)
+@given(st.integers(5, 2000), st.floats(0.02, 0.9), st.data())
+def test_hoeffding_bentkus_is_valid_and_no_smaller_than_binomial(n: int, alpha: float, data: st.DataObject
+                                                                 ) -> None:
+    k = data.draw(st.lists(st.integers(0, n), min_size=1, max_size=5))
+    hb = hoeffding_bentkus_p_values(k, n, alpha)
+    assert ((hb >= binomial_p_values(k, n, alpha) - 1e-12) & (hb <= 1 + 1e-12)).all()
+
+
+P = np.array([0.001, 0.02, 0.004, 0.5])
+
+
+def test_bonferroni_rejects_below_delta_over_m() -> None:
+    assert np.flatnonzero(control_fwer(P, 0.05, "bonferroni")).tolist() == [0, 2]  # δ/4 = 0.0125
+
+
+def test_holm_steps_down() -> None:
+    # 0.001 ≤ .05/4, 0.004 ≤ .05/3, 0.02 ≤ .05/2, 0.5 > .05
+    assert np.flatnonzero(control_fwer(P, 0.05, "holm")).tolist() == [0, 1, 2]
+
+
+def test_fixed_sequence_follows_the_order_and_stops_at_first_acceptance() -> None:
+    assert np.flatnonzero(control_fwer(P, 0.05, "fixed_sequence")).tolist() == [0, 1, 2]
+    assert np.flatnonzero(control_fwer(P, 0.05, "fixed_sequence", order=[2, 0, 3, 1])).tolist() == [0, 2]
+    assert not control_fwer(P, 0.05, "fixed_sequence", order=[3, 0, 1, 2]).any()
+    with pytest.raises(ConfigError):
+        control_fwer(P, 0.05, "fixed_sequence", order=[0, 0, 1, 2])
+
+
+def test_top_p_is_uncorrected() -> None:
+    assert np.flatnonzero(control_fwer(P, 0.05, "top_p")).tolist() == [0, 1, 2]
+    assert not LTTConfig(fwer="top_p").guaranteed
+    assert LTTConfig(fwer="fixed_sequence").guaranteed
+
+
+@settings(deadline=None)
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=40), st.floats(0.01, 0.5), st.randoms())
+def test_fwer_procedures_match_reference_loops(p: list[float], delta: float, rnd: object) -> None:
+    pv = np.asarray(p)
+    order = list(range(len(p)))
+    rnd.shuffle(order)  # type: ignore[attr-defined]
+    ref = np.zeros(len(p), dtype=bool)
+    for i in order:
+        if pv[i] > delta:
+            break
+        ref[i] = True
+    np.testing.assert_array_equal(control_fwer(pv, delta, "fixed_sequence", order), ref)
+    np.testing.assert_array_equal(control_fwer(pv, delta, "bonferroni"), pv <= delta / len(p))
+    holm = np.zeros(len(p), dtype=bool)
+    for step, i in enumerate(np.argsort(pv, kind="stable")):
+        if pv[i] > delta / (len(p) - step):
+            break
+        holm[i] = True
+    # ties in p may be processed in another order by MAPIE; the rejected set is the same
+    np.testing.assert_array_equal(control_fwer(pv, delta, "holm"), holm)
+
+
+def test_learn_then_test_picks_smallest_valid_set() -> None:
+    n = 1000
+    losses = np.array([50, 60, 200, 70])  # risks .05 .06 .2 .07 at α = .1
+    sizes = np.array([10.0, 3.0, 1.0, 5.0])
+    res = learn_then_test(losses, n, 0.1, LTTConfig(fwer="bonferroni"), sizes)
+    assert res.valid.tolist() == [True, True, False, True]
+    assert res.chosen == 1
+    none = learn_then_test(np.array([300, 400]), n, 0.1, LTTConfig(), np.array([1.0, 2.0]))
+    assert none.chosen is None and not none.valid.any()

@@ -1,0 +1,83 @@
+"""Split conformal: the Eq. 1 quantile is the ⌈(n+1)(1−α)⌉-th order statistic; LAC/APS sets."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kgwise.conformal.split import (
+    SplitConformal,
+    SplitConformalConfig,
+    aps_scores,
+    conformal_quantile,
+    conformal_rank,
+    label_set,
+    lac_scores,
+)
+from kgwise.errors import ConfigError
+
+alphas = st.sampled_from([0.01, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.5, 0.7, 0.9, 0.99])
+
+
+@settings(deadline=None)
+@given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=300), alphas)
+def test_quantile_is_the_order_statistic(scores: list[float], alpha: float) -> None:
+    n = len(scores)
+    rank = math.ceil((n + 1) * (1 - Fraction(str(alpha))))  # exact rational arithmetic
+    q = conformal_quantile(scores, alpha)
+    assert conformal_rank(n, alpha) == rank
+    if rank > n:
+        assert q == math.inf
+    else:
+        assert q == sorted(scores)[rank - 1]
+
+
+def test_quantile_known_values() -> None:
+    s = np.arange(1, 20, dtype=float)  # n = 19: rank ⌈20·0.9⌉ = 18
+    assert conformal_quantile(s, 0.1) == 18.0
+    assert conformal_quantile(s, 0.04) == math.inf  # ⌈20·0.96⌉ = 20 > 19
+    assert conformal_quantile([3.0, math.inf, 1.0], 0.5) == 3.0
+    with pytest.raises(ConfigError):
+        conformal_quantile([], 0.1)
+    with pytest.raises(ConfigError):
+        conformal_quantile([1.0, float("nan")], 0.1)
+
+
+def test_lac_and_aps_scores() -> None:
+    p = np.array([[0.5, 0.3, 0.2], [0.1, 0.6, 0.3]])
+    np.testing.assert_allclose(lac_scores(p), 1 - p)
+    np.testing.assert_allclose(aps_scores(p), [[0.5, 0.8, 1.0], [1.0, 0.6, 0.9]])
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from(["lac", "aps"]), st.sampled_from([0.1, 0.2, 0.3]))
+def test_marginal_coverage_on_synthetic_classifier(seed: int, score: str, alpha: float) -> None:
+    """Averaged over many exchangeable calibration/test draws, coverage is ≥ 1 − α (minus MC noise)."""
+    rng = np.random.default_rng(seed)
+    n_cal, n_test, k = 200, 2000, 4
+    logits = rng.normal(size=(n_cal + n_test, k)) * 2
+    probs = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    y = np.array([rng.choice(k, p=row) for row in probs])
+    cp = SplitConformal(SplitConformalConfig(alpha=alpha, score=score)).fit()  # type: ignore[arg-type]
+    cp.conformalize(probs[:n_cal], y[:n_cal])
+    sets = cp.predict_set(probs[n_cal:])
+    coverage = sets[np.arange(n_test), y[n_cal:]].mean()
+    # one draw: coverage ~ Beta around ≥ 1−α; 5 standard errors of the calibration noise
+    assert coverage >= 1 - alpha - 5 * math.sqrt(alpha * (1 - alpha) / n_cal)
+
+
+def test_label_set_for_an_answer() -> None:
+    cp = SplitConformal(SplitConformalConfig(alpha=0.2)).conformalize(
+        np.array([[0.7, 0.2, 0.1], [0.6, 0.3, 0.1], [0.2, 0.7, 0.1], [0.5, 0.4, 0.1]]), [0, 0, 1, 1])
+    # scores of the true labels: 0.3, 0.4, 0.3, 0.6 → rank ⌈5·0.8⌉ = 4 → q = 0.6
+    assert cp.quantile() == pytest.approx(0.6)
+    assert label_set(cp, {"A": 0.5, "B": 0.45, "C": 0.05}) == ("A", "B")
+    with pytest.raises(ConfigError):
+        SplitConformal().predict_set(np.ones((1, 2)) / 2)
+    with pytest.raises(ConfigError):
+        cp.conformalize(np.ones((2, 3)) / 3, [0, 3])

@@ -1,0 +1,181 @@
+"""UAG's vectorised grid equals per-question selection; fit/calibrate/predict; abstention; baselines."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kgwise.conformal.baselines import CandidateBatch, SplitCPBaseline, TopKBaseline
+from kgwise.conformal.grid import QuestionTable, TableBatch
+from kgwise.conformal.ltt import LTTConfig
+from kgwise.conformal.uag import UAG, UAGConfig, alpha_levels
+from kgwise.errors import ConfigError
+
+
+def random_table(rng: np.random.Generator, qid: str, p_gold: float = 0.3) -> QuestionTable:
+    n_nodes = int(rng.integers(0, 12))
+    n_states = int(rng.integers(n_nodes, 3 * n_nodes + 1)) if n_nodes else 0
+    node = rng.integers(0, max(n_nodes, 1), size=n_states) if n_nodes else np.zeros(0, dtype=np.int64)
+    if n_nodes and n_states >= n_nodes:
+        node[:n_nodes] = np.arange(n_nodes)  # every node has a state
+    prefix = np.where(rng.random(n_states) < 0.3, -np.inf, rng.random(n_states)).round(1)
+    collect = rng.random(n_states).round(1)
+    expand = np.maximum(prefix, rng.random(n_states).round(1))
+    eq6 = rng.random(n_nodes).round(1)
+    gold = rng.random(n_nodes) < p_gold
+    ids = np.arange(n_nodes) + 100
+    return QuestionTable(qid, node.astype(np.int64), prefix, expand, collect, ids, eq6, gold)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 100_000))
+def test_grid_equals_per_question_final_sets(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    tables = [random_table(rng, f"q{i}") for i in range(int(rng.integers(2, 8)))]
+    batch = TableBatch.from_tables(tables)
+    T = [np.sort(rng.choice([-np.inf, 0.0, 0.1, 0.3, 0.5, 0.7, 1.0, np.inf], size=int(rng.integers(1, 5))))
+         for _ in range(3)]
+    res = batch.grid(*T)
+    for q, t in enumerate(tables):
+        for i, j, k in np.ndindex(T[0].size, T[1].size, T[2].size):
+            s = t.final_set(T[0][i], T[1][j], T[2][k])
+            assert res.size[q, i, j, k] == s.size
+            assert res.covered[q, i, j, k] == bool(t.gold[s].any())
+    cov_only = batch.grid(*T, sizes=False)
+    np.testing.assert_array_equal(cov_only.covered, res.covered)
+    # subset + table round trip
+    sub = batch.subset([len(tables) - 1, 0])
+    assert sub.qids == [tables[-1].qid, tables[0].qid]
+    back = sub.table(0)
+    np.testing.assert_array_equal(back.node_ids, tables[-1].node_ids)
+    np.testing.assert_array_equal(back.state_node, tables[-1].state_node)
+    np.testing.assert_array_equal(batch.component_scores()[0], tables[0].component_scores())
+
+
+def synthetic_batch(n: int, seed: int, p_reach: float = 0.95) -> TableBatch:
+    """Questions whose gold answer is a candidate with probability ``p_reach``, with informative scores."""
+    rng = np.random.default_rng(seed)
+    tables = []
+    for i in range(n):
+        k = int(rng.integers(3, 15))
+        gold = np.zeros(k, dtype=bool)
+        if rng.random() < p_reach:
+            gold[0] = True
+        quality = np.where(gold, 0.3, 0.6)
+        collect = np.clip(rng.normal(quality, 0.15), 0, 1)
+        eq6 = np.clip(rng.normal(np.where(gold, 0.1, 0.5), 0.2), 0, 1)
+        prefix = np.where(rng.random(k) < 0.5, -np.inf, np.clip(rng.normal(quality, 0.15), 0, 1))
+        expand = np.maximum(prefix, collect)
+        tables.append(QuestionTable(f"q{i}", np.arange(k), prefix, expand, collect, np.arange(k), eq6, gold))
+    return TableBatch.from_tables(tables)
+
+
+def test_uag_fit_calibrate_predict_and_guarantee_direction() -> None:
+    batch = synthetic_batch(1500, 0)
+    tune, cal, test = batch.subset(range(300)), batch.subset(range(300, 800)), batch.subset(range(800, 1500))
+    uag = UAG(UAGConfig(alpha=0.2, steps=(0.1, 0.1, 0.1))).fit(tune).calibrate(cal)
+    assert uag.grid_shape == (10, 10, 10)
+    assert not uag.abstains and uag.lambda_ is not None
+    m = uag.evaluate(test)
+    assert m["covered"].mean() >= 0.8 - 0.03
+    assert m["size"].mean() < np.bincount(test.node_q).mean()  # smaller than everything
+    # evaluate() agrees with predict_set() question by question
+    for q in range(0, 700, 97):
+        s = uag.predict_set(test.table(q))
+        assert s.size == m["size"][q]
+        assert bool(test.table(q).gold[s].any()) == bool(m["covered"][q])
+        assert bool(s.size and test.table(q).gold[s[0]]) == bool(m["hit1"][q])
+    # the chosen λ has the smallest tuning size among Λ_valid
+    assert uag.result_ is not None and uag.tune_size_ is not None
+    valid = np.flatnonzero(uag.result_.valid)
+    assert uag.tune_size_[uag.result_.chosen] == uag.tune_size_[valid].min()
+
+
+def test_uag_abstains_when_alpha_is_below_the_reachable_miss_rate() -> None:
+    batch = synthetic_batch(800, 1, p_reach=0.8)  # ≥ 20 % of questions can never be covered
+    uag = UAG(UAGConfig(alpha=0.1, steps=(0.2, 0.2, 0.2))).fit(batch.subset(range(300)))
+    uag.calibrate(batch.subset(range(300, 800)))
+    assert uag.abstains
+    with pytest.raises(ConfigError):
+        uag.predict_set(batch.table(0))
+    top_p = UAG(UAGConfig(alpha=0.1, steps=(0.2, 0.2, 0.2), ltt=LTTConfig(fwer="top_p")))
+    assert top_p.adopt_fit(uag).calibrate(batch.subset(range(300, 800))).abstains
+
+
+def test_alpha_levels() -> None:
+    np.testing.assert_allclose(alpha_levels(0.25), [0, 0.25, 0.5, 0.75])
+    np.testing.assert_allclose(alpha_levels(0.3), [0, 0.3, 0.6, 0.9])
+    assert alpha_levels(0.05).size == 20
+    with pytest.raises(ConfigError):
+        alpha_levels(0)
+
+
+def gnn_batch() -> CandidateBatch:
+    return CandidateBatch.from_lists(
+        ["a", "b", "c", "d"],
+        [[("x", 0.9), ("y", 0.1)], [("y", 0.6), ("z", 0.4)], [("x", 0.2), ("w", 0.8)], [("v", 1.0)]],
+        [["x"], ["z"], ["x"], ["u"]],
+    )
+
+
+def test_split_cp_baseline() -> None:
+    b = gnn_batch()
+    scores = SplitCPBaseline.calibration_scores(b)
+    np.testing.assert_allclose(scores, [0.1, 0.6, 0.8, math.inf])
+    cp = SplitCPBaseline().conformalize(b, 0.45)  # rank ⌈5·0.55⌉ = 3 → q = 0.8
+    assert cp.quantile_ == pytest.approx(0.8)
+    m = cp.evaluate(b)
+    np.testing.assert_array_equal(m["covered"], [1, 1, 1, 0])
+    np.testing.assert_array_equal(m["size"], [1, 2, 2, 1])
+    np.testing.assert_array_equal(m["hit1"], [1, 0, 0, 0])
+    assert SplitCPBaseline().conformalize(b, 0.1).quantile_ is None  # +∞: no valid set
+
+
+def test_top_k_baseline() -> None:
+    b = gnn_batch()
+    tk = TopKBaseline().fit(b, 0.5)  # need 2 of 4 covered: gold ranks 0, 1, 1, never → K = 2
+    assert tk.k_ == 2
+    np.testing.assert_array_equal(tk.evaluate(b)["covered"], [1, 1, 1, 0])
+    assert TopKBaseline().fit(b, 0.2).k_ is None
+    assert TopKBaseline().fit(b, 0.75).k_ == 1
+
+
+def test_question_table_and_answer_labels_end_to_end(encoder: object) -> None:
+    """Live path on a toy KG: retrieve, generate (recorded), score, calibrate, answer with labels."""
+    from kgwise.conformal.evaluator import RecordedGenerations, UQEvaluator
+    from kgwise.conformal.retriever import UQRetriever
+    from kgwise.conformal.scores import S1
+    from kgwise.conformal.uag import question_table
+    from kgwise.kg import CSRGraph
+    from kgwise.types import Question
+
+    triples = []
+    questions = []
+    answers = {}
+    for i in range(60):
+        triples += [(f"country {i}", "location.country.capital", f"city {i}"),
+                    (f"country {i}", "location.country.currency", f"coin {i}"),
+                    (f"city {i}", "location.location.contains", f"district {i}")]
+        questions.append(Question(id=f"q{i}", text=f"what is the capital of country {i}", gold=(f"City {i}",),
+                                  topic_entities=(f"country {i}",)))
+        answers[f"q{i}"] = f"city {i}" if i % 5 else f"coin {i}"  # the LLM is wrong on every 5th
+    questions.append(Question(id="q-none", text="unknown topic", gold=("x",), topic_entities=("nowhere",)))
+    kg = CSRGraph.from_triples(triples)
+    scorer = S1(encoder)  # type: ignore[arg-type]
+    ret = UQRetriever(kg, scorer)
+    ev = UQEvaluator(scorer, RecordedGenerations({**answers, "q-none": ""}))
+    tables = [question_table(q, ret, ev) for q in questions]
+    t0 = tables[1]
+    assert {kg.label(int(n)) for n in t0.node_ids} == {"city 1", "coin 1", "district 1"}
+    assert [kg.label(int(n)) for n in t0.node_ids[t0.gold]] == ["city 1"]
+    assert tables[-1].node_ids.size == 0 and tables[-1].component_scores()[0] == math.inf
+    batch = TableBatch.from_tables(tables)
+    uag = UAG(UAGConfig(alpha=0.3, steps=(0.25, 0.25, 0.25))).fit(batch.subset(range(0, 61, 2)))
+    uag.calibrate(batch.subset(range(1, 61, 2)))
+    assert not uag.abstains
+    labels = uag.answer_labels(tables[1], kg)
+    assert labels and labels[0] == "city 1"

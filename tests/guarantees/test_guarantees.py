@@ -1,0 +1,143 @@
+"""Statistical guarantees over many random splits (run with ``pytest -m guarantee tests/guarantees``).
+
+* LTT (fixed sequence, Bonferroni): ``P(risk of λ̂ > α) ≤ δ`` (Eq. 2–3). On synthetic data the risk is
+  measured on 20,000 fresh questions; on WebQSP (real tables) over 200 random splits, as the share of
+  splits whose test miss rate exceeds α. Either share must stay ≤ δ plus 3 binomial standard errors.
+* Split CP on the ReaRev GNN's candidates: marginal coverage — the mean test coverage over 200 splits is
+  ≥ 1 − α minus 3 standard errors.
+* UAG's top-p heuristic carries no guarantee; its violation share is printed, not asserted.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kgwise.conformal.grid import QuestionTable, TableBatch
+from kgwise.conformal.ltt import LTTConfig
+from kgwise.conformal.uag import UAG, UAGConfig
+
+pytestmark = pytest.mark.guarantee
+
+DELTA = 0.05
+REPEATS = 200
+
+
+def allowed(rate: float, n: int) -> float:
+    """``rate`` plus three binomial standard errors over ``n`` independent repetitions."""
+    return rate + 3 * math.sqrt(rate * (1 - rate) / n)
+
+
+def synthetic(n: int, rng: np.random.Generator) -> TableBatch:
+    tables = []
+    for i in range(n):
+        k = int(rng.integers(3, 12))
+        gold = np.zeros(k, dtype=bool)
+        gold[0] = rng.random() < 0.95
+        mean = np.where(gold, 0.35, 0.6)
+        collect = np.clip(rng.normal(mean, 0.15), 0, 1)
+        prefix = np.where(rng.random(k) < 0.5, -np.inf, np.clip(rng.normal(mean, 0.2), 0, 1))
+        eq6 = np.clip(rng.normal(np.where(gold, 0.15, 0.5), 0.2), 0, 1)
+        tables.append(QuestionTable(f"q{i}", np.arange(k), prefix, np.maximum(prefix, collect), collect,
+                                    np.arange(k), eq6, gold))
+    return TableBatch.from_tables(tables)
+
+
+@pytest.mark.parametrize("fwer", ["fixed_sequence", "bonferroni"])
+def test_ltt_risk_control_on_synthetic_data(fwer: str) -> None:
+    """The guarantee holds given the tuning split (it only fixes the grid), so 4 tuning draws × 50 fresh
+    calibration sets; the population risk of every λ is measured on 20,000 fresh questions."""
+    rng = np.random.default_rng(7)
+    steps = (0.1, 0.1, 0.1)
+    alphas = (0.1, 0.2, 0.3)
+    violations = dict.fromkeys(alphas, 0)
+    abstained = dict.fromkeys(alphas, 0)
+    for _ in range(4):
+        base = UAG(UAGConfig(steps=steps)).fit(synthetic(200, rng))
+        pop_risk = 1 - base.grid(synthetic(20_000, rng)).covered.mean(axis=0).ravel()
+        for _ in range(REPEATS // 4):
+            cal = synthetic(300, rng)
+            losses = base.loss_counts(cal)
+            for a in alphas:
+                cfg = UAGConfig(alpha=a, steps=steps, ltt=LTTConfig(delta=DELTA, fwer=fwer))  # type: ignore[arg-type]
+                uag = UAG(cfg).adopt_fit(base).calibrate(cal, losses=losses)
+                if uag.result_ is None or uag.result_.chosen is None:
+                    abstained[a] += 1
+                    continue
+                # FWER: no λ in Λ_valid may have population risk > α
+                violations[a] += bool((pop_risk[uag.result_.valid] > a).any())
+    for a in alphas:
+        rate = violations[a] / REPEATS
+        print(f"synthetic {fwer} α={a}: P(some valid λ has risk > α) = {rate:.3f}, abstained {abstained[a]}")
+        assert rate <= allowed(DELTA, REPEATS)
+        assert abstained[a] < REPEATS  # the test is not vacuous
+
+
+@pytest.fixture(scope="module")
+def webqsp(data_dir: Path) -> tuple[TableBatch, object]:
+    from kgwise.conformal.experiment import ExperimentConfig, load_webqsp_data, webqsp_tables
+
+    cfg = ExperimentConfig()
+    wq = load_webqsp_data(data_dir, cfg.gnn)
+    return webqsp_tables(data_dir, cfg, wq, progress=False), wq.gnn
+
+
+ALPHAS = (0.1, 0.15, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5)
+
+
+def test_uag_guarantee_on_webqsp(webqsp: tuple[TableBatch, object]) -> None:
+    tables, _ = webqsp
+    n = tables.num_questions
+    n_tune, n_cal = 300, 400
+    steps = UAGConfig().steps  # the default grid (16,000 λ)
+    methods = ("fixed_sequence", "bonferroni", "top_p")
+    viol = {(m, a): 0 for m in methods for a in ALPHAS}
+    abst = {(m, a): 0 for m in methods for a in ALPHAS}
+    for s in range(REPEATS):
+        perm = np.random.default_rng(10_000 + s).permutation(n)
+        tune, cal, test = (tables.subset(perm[:n_tune]), tables.subset(perm[n_tune:n_tune + n_cal]),
+                           tables.subset(perm[n_tune + n_cal:]))
+        base = UAG(UAGConfig(steps=steps)).fit(tune)
+        losses = base.loss_counts(cal)
+        for m in methods:
+            for a in ALPHAS:
+                uag = UAG(UAGConfig(alpha=a, steps=steps, ltt=LTTConfig(delta=DELTA, fwer=m)))  # type: ignore[arg-type]
+                uag.adopt_fit(base).calibrate(cal, losses=losses)
+                if uag.abstains:
+                    abst[(m, a)] += 1
+                    continue
+                viol[(m, a)] += bool(1 - uag.evaluate(test)["covered"].mean() > a)
+    for m in methods:
+        for a in ALPHAS:
+            print(f"webqsp {m} α={a}: violation share {viol[(m, a)] / REPEATS:.3f}, "
+                  f"abstained {abst[(m, a)] / REPEATS:.3f}")
+    for m in ("fixed_sequence", "bonferroni"):
+        for a in ALPHAS:
+            assert viol[(m, a)] / REPEATS <= allowed(DELTA, REPEATS), (m, a)
+    assert sum(abst[("fixed_sequence", a)] for a in ALPHAS) < REPEATS * len(ALPHAS)  # not vacuous
+
+
+def test_split_cp_marginal_coverage_on_gnn_candidates(webqsp: tuple[TableBatch, object]) -> None:
+    from kgwise.conformal.baselines import CandidateBatch, SplitCPBaseline
+
+    _, gnn = webqsp
+    assert isinstance(gnn, CandidateBatch)
+    n = gnn.num_questions
+    for a in (0.15, 0.2, 0.3, 0.4, 0.5):
+        cov: list[float] = []
+        infeasible = 0
+        for s in range(REPEATS):
+            perm = np.random.default_rng(20_000 + s).permutation(n)
+            cp = SplitCPBaseline().conformalize(gnn.subset(perm[:700]), a)
+            if cp.quantile_ is None:
+                infeasible += 1
+                continue
+            cov.append(float(cp.evaluate(gnn.subset(perm[700:]))["covered"].mean()))
+        print(f"split CP α={a}: mean coverage {np.mean(cov) if cov else float('nan'):.3f}, "
+              f"infeasible {infeasible}/{REPEATS}")
+        if cov:
+            se = float(np.std(cov)) / math.sqrt(len(cov)) + 1e-9
+            assert float(np.mean(cov)) >= 1 - a - 3 * se - 1 / 701
