@@ -1,0 +1,70 @@
+"""``kgwise kgm train`` and ``kgwise eval kgm``: the small KG models (Coke's cheap arms)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kgwise.cli.apps import app, eval_app
+from kgwise.cli.common import DataOption, JsonOption, err_console, friendly_errors, write_json
+from kgwise.errors import ConfigError
+
+kgm_app = typer.Typer(
+    help="Small KG-based QA models (train; evaluate with `kgwise eval kgm`).", no_args_is_help=True
+)
+app.add_typer(kgm_app, name="kgm")
+
+
+def _log(message: str) -> None:
+    err_console.print(message)
+
+
+@kgm_app.command("train")
+@friendly_errors
+def train(
+    dataset: Annotated[str, typer.Option(help="csqa (ihtrain, early stop on ihdev) or obqa (train, dev).")],
+    out: Annotated[
+        Path, typer.Option(help="Weights file; the JSON config is written beside it (FILE.json).")
+    ],
+    kind: Annotated[
+        str, typer.Option(help="graph (GNN over the subgraph) or text (no-graph baseline).")
+    ] = "graph",
+    epochs: Annotated[int, typer.Option(help="Most epochs.")] = 20,
+    max_minutes: Annotated[float, typer.Option(help="Wall-clock cap on training.")] = 60.0,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    limit: Annotated[int | None, typer.Option(help="Use only the first N questions of each split.")] = None,
+    data: DataOption = None,
+    json_out: JsonOption = None,
+) -> None:
+    """Build (or reuse) the cached features, train, early-stop on dev, save the model."""
+    from kgwise.kgm.pipeline import train_file
+    from kgwise.kgm.train import TrainConfig
+
+    if kind not in ("graph", "text"):
+        raise ConfigError(f"--kind must be graph or text, got {kind!r}")
+    cfg = TrainConfig(seed=seed, epochs=epochs, max_minutes=max_minutes)
+    report = train_file(dataset, out, kind, data, cfg, limit=limit, log=_log)
+    write_json(report, json_out)
+
+
+@eval_app.command("kgm")
+@friendly_errors
+def eval_kgm(
+    dataset: Annotated[str, typer.Option(help="Dataset name (csqa, obqa).")],
+    model: Annotated[Path, typer.Option(help="A model file written by `kgwise kgm train`.")],
+    split: Annotated[list[str], typer.Option(help="Split(s) to evaluate, e.g. ihtest (repeatable).")],
+    limit: Annotated[int | None, typer.Option(help="Use only the first N questions of each split.")] = None,
+    predictions: Annotated[
+        Path | None, typer.Option(help="Directory for per-question predictions (<split>.jsonl).")
+    ] = None,
+    data: DataOption = None,
+    json_out: JsonOption = None,
+) -> None:
+    """Accuracy of a saved KG model on the given splits."""
+    from kgwise.kgm.pipeline import evaluate_file
+
+    write_json(
+        evaluate_file(model, dataset, split, data, limit=limit, log=_log, predictions=predictions), json_out
+    )

@@ -1,0 +1,207 @@
+"""End-to-end KG-model runs: dataset → KG → cached features → train → save → evaluate."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from kgwise.config import cache_dir, data_dir
+from kgwise.datasets import load
+from kgwise.embed import MiniLM
+from kgwise.errors import ConfigError
+from kgwise.extract.subgraph import SubgraphConfig
+from kgwise.kg.csr import CSRGraph
+from kgwise.kgm.cache import FeatureCache, GraphBuilder, cache_meta
+from kgwise.kgm.features import FeatureConfig, NodeTable, QuestionGraph
+from kgwise.kgm.graphs import DATASET_KGS, KGSpec, build_kg
+from kgwise.kgm.io import load_model, save_model
+from kgwise.kgm.model import ModelConfig, build_model
+from kgwise.kgm.train import TrainConfig, predict_proba, train_model
+
+__all__ = ["SPLITS", "Features", "evaluate_file", "train_file"]
+
+SPLITS: dict[str, tuple[str, str]] = {"csqa": ("ihtrain", "ihdev"), "obqa": ("train", "dev")}
+"""(train split, early-stopping dev split) per dataset."""
+
+
+DEFAULT_FEATURE = FeatureConfig(max_nodes=100)
+"""100 nodes per question subgraph (QA-GNN uses 200; halved to train on two CPU cores)."""
+
+
+class Features:
+    """Builds and opens cached features for one dataset on its KG (the KG and builder load lazily)."""
+
+    def __init__(
+        self,
+        dataset: str,
+        data: str | Path | None = None,
+        kg_spec: KGSpec | None = None,
+        feature: FeatureConfig = DEFAULT_FEATURE,
+        root: Path | None = None,
+        log: Callable[[str], None] = print,
+    ) -> None:
+        if dataset not in DATASET_KGS and kg_spec is None:
+            raise ConfigError(
+                f"no KG model setup for dataset {dataset!r}; choose one of {sorted(DATASET_KGS)}"
+            )
+        self.dataset = dataset
+        self.data = data_dir(data)
+        self.spec = kg_spec or DATASET_KGS[dataset]
+        self.feature = feature
+        self.subgraph = SubgraphConfig(max_nodes=feature.max_nodes)
+        self.root = root or cache_dir() / "kgm" / "features"
+        self.log = log
+        self._kg: CSRGraph | None = None
+        self._builder: GraphBuilder | None = None
+
+    @property
+    def kg(self) -> CSRGraph:
+        if self._kg is None:
+            t = time.perf_counter()
+            self._kg = build_kg(self.spec, self.data)
+            self.log(f"KG {self._kg!r} ready in {time.perf_counter() - t:.1f} s")
+        return self._kg
+
+    @property
+    def builder(self) -> GraphBuilder:
+        if self._builder is None:
+            wn = self.data / self.spec.wordnet if self.spec.wordnet else None
+            self._builder = GraphBuilder(self.kg, MiniLM(), self.feature, self.subgraph, wn)
+        return self._builder
+
+    def split(self, split: str, limit: int | None = None) -> tuple[list[QuestionGraph], NodeTable]:
+        """The split's graphs and node table, building the cache first where needed."""
+        questions = load(self.dataset, split, self.data)
+        if limit is not None:
+            questions = questions[:limit]
+        meta = cache_meta(self.dataset, split, self.spec.key(), len(questions), self.feature, self.subgraph)
+        name = f"{self.dataset}-{split}-{self.spec.key()}-n{self.feature.max_nodes}-q{len(questions)}"
+        cache = FeatureCache(self.root / name, meta)
+        if not cache.complete:
+            t = time.perf_counter()
+            cache.build(questions, self.builder, desc=f"{self.dataset}/{split}")
+            self.log(
+                f"features {self.dataset}/{split}: {len(questions)} questions in "
+                f"{time.perf_counter() - t:.0f} s"
+            )
+        return cache.graphs(), cache.table()
+
+    def relations(self) -> list[str]:
+        return list(self.kg.relations)
+
+
+def train_file(
+    dataset: str,
+    out: Path,
+    kind: str = "graph",
+    data: str | Path | None = None,
+    train_config: TrainConfig | None = None,
+    model_overrides: dict[str, Any] | None = None,
+    limit: int | None = None,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Train a ``kind`` model (``graph`` or ``text``) on the dataset's train split with early stopping on
+    its dev split; save it to ``out``; return a report."""
+    if dataset not in SPLITS:
+        raise ConfigError(f"KG model training is set up for {sorted(SPLITS)}, not {dataset!r}")
+    feats = Features(dataset, data, log=log)
+    train_split, dev_split = SPLITS[dataset]
+    train = feats.split(train_split, limit)
+    dev = feats.split(dev_split, limit)
+    relations = feats.relations()
+    cfg = ModelConfig(kind=kind, num_relations=len(relations), **(model_overrides or {}))  # type: ignore[arg-type]
+    model = build_model(cfg)
+    table = None if kind == "text" else train[1]
+    dev_table = None if kind == "text" else dev[1]
+    train_config = train_config or TrainConfig()
+    result = train_model(model, (train[0], table), (dev[0], dev_table), train_config, log=log)
+    report = {
+        "dataset": dataset,
+        "kind": kind,
+        "train_split": train_split,
+        "dev_split": dev_split,
+        "train_questions": len(train[0]),
+        "best_epoch": result.best_epoch,
+        "best_dev_accuracy": result.best_dev_accuracy,
+        "train_seconds": result.seconds,
+        "stopped": result.stopped,
+        "history": result.history,
+        "parameters": sum(p.numel() for p in model.parameters()),
+    }
+    save_model(
+        out,
+        model,
+        {
+            "dataset": dataset,
+            "kg": feats.spec.to_dict(),
+            "kg_relations": relations,
+            "feature": asdict(feats.feature),
+            "subgraph": asdict(feats.subgraph),
+            "encoder": MiniLM.model_name,
+            "train": train_config.to_dict(),
+            "report": report,
+        },
+    )
+    log(f"saved {out}")
+    return report
+
+
+def evaluate_file(
+    model_path: Path,
+    dataset: str,
+    splits: Sequence[str],
+    data: str | Path | None = None,
+    limit: int | None = None,
+    log: Callable[[str], None] = print,
+    predictions: Path | None = None,
+) -> dict[str, Any]:
+    """Accuracy of a saved model on each of ``splits`` (their first ``limit`` questions if given).
+
+    With ``predictions`` (a directory), also write ``<split>.jsonl`` there: per question its ``id``,
+    ``probabilities`` over the choices, ``prediction`` (choice index), ``gold`` and ``correct``.
+    """
+    model, cfg = load_model(model_path)
+    spec = KGSpec.from_dict(cfg["kg"])
+    feats = Features(dataset, data, kg_spec=spec, feature=FeatureConfig(**cfg["feature"]), log=log)
+    if cfg["model"]["kind"] == "graph" and feats.relations() != cfg["kg_relations"]:
+        raise ConfigError(f"{model_path}: the KG's relations differ from those the model was trained on")
+    report: dict[str, Any] = {"model": str(model_path), "kind": cfg["model"]["kind"], "dataset": dataset}
+    for split in splits:
+        graphs, table = feats.split(split, limit)
+        t = time.perf_counter()
+        probs = predict_proba(model, graphs, table if cfg["model"]["kind"] == "graph" else None)
+        hits = [int(np.argmax(p)) == g.label for p, g in zip(probs, graphs, strict=True)]
+        acc = float(np.mean(hits))
+        if predictions is not None:
+            _write_predictions(predictions / f"{split}.jsonl", graphs, probs)
+        report[split] = {
+            "accuracy": acc,
+            "questions": len(graphs),
+            "seconds": round(time.perf_counter() - t, 2),
+        }
+        log(f"{dataset}/{split}: accuracy {acc:.4f} on {len(graphs)} questions")
+    return report
+
+
+def _write_predictions(
+    path: Path, graphs: Sequence[QuestionGraph], probs: Sequence[npt.NDArray[np.float64]]
+) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for g, p in zip(graphs, probs, strict=True):
+            pred = int(np.argmax(p))
+            row = {
+                "id": g.qid,
+                "probabilities": [round(float(x), 6) for x in p],
+                "prediction": pred,
+                "gold": g.label,
+                "correct": pred == g.label,
+            }
+            fh.write(json.dumps(row) + "\n")
