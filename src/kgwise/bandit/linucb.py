@@ -1,0 +1,196 @@
+"""Disjoint LinUCB: one ridge regression per arm, UCB exploration (Coke Eq. 8–13).
+
+Each arm ``a`` keeps ``A_a = σI + Σ x xᵀ`` (held as its inverse) and ``b_a = Σ r x``. The ridge estimate is
+``μ_a = A_a⁻¹ b_a`` (Eq. 11) and the score of context ``q`` is ``q·μ_a + γ √(qᵀ A_a⁻¹ q)`` (Eq. 8, 12, 13).
+An update is a Sherman–Morrison rank-one change of ``A_a⁻¹``, O(d²) instead of an O(d³) inversion.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from kgwise.errors import ConfigError
+
+__all__ = ["LinUCB", "LinUCBConfig", "gamma_from_delta"]
+
+Vector = npt.NDArray[np.float64]
+
+
+def gamma_from_delta(delta: float) -> float:
+    """Coke's exploration width ``γ = 1 + √(ln(2/δ)/2)`` for confidence ``1 − δ`` (Eq. 12)."""
+    if not 0.0 < delta < 1.0:
+        raise ConfigError(f"delta must lie in (0, 1), got {delta}")
+    return 1.0 + math.sqrt(math.log(2.0 / delta) / 2.0)
+
+
+@dataclass(frozen=True)
+class LinUCBConfig:
+    """``alpha``: width γ of the confidence bonus (Eq. 12); ``ridge``: σ, the L2 weight (Eq. 10–11);
+    ``precision``: storage of the ``A⁻¹`` matrices — ``float32`` halves the memory read per score (the
+    cost of a pull is dominated by reading every arm's d×d matrix), ``b`` and ``μ`` stay ``float64``."""
+
+    alpha: float = 1.0
+    ridge: float = 1.0
+    precision: str = "float64"
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.alpha) and self.alpha >= 0.0):
+            raise ConfigError(f"LinUCB alpha must be a finite number ≥ 0, got {self.alpha}")
+        if not (math.isfinite(self.ridge) and self.ridge > 0.0):
+            raise ConfigError(f"LinUCB ridge must be a finite number > 0, got {self.ridge}")
+        if self.precision not in ("float64", "float32"):
+            raise ConfigError(f"LinUCB precision must be float64 or float32, got {self.precision!r}")
+
+
+class LinUCB:
+    """Per-arm ridge-regression upper confidence bound policy with seeded tie-breaking.
+
+    ``pull(context)`` returns the arm with the largest ``scores(context)``; ties (within 1e-12) are broken
+    uniformly at random by the policy's own seeded generator. ``mask`` restricts a pull to allowed arms.
+    """
+
+    def __init__(
+        self,
+        n_arms: int,
+        dim: int,
+        alpha: float = 1.0,
+        ridge: float = 1.0,
+        seed: int | None = 0,
+        precision: str = "float64",
+    ) -> None:
+        if n_arms <= 0 or dim <= 0:
+            raise ConfigError(f"LinUCB needs n_arms > 0 and dim > 0, got n_arms={n_arms}, dim={dim}")
+        self.config = LinUCBConfig(alpha=alpha, ridge=ridge, precision=precision)
+        self.n_arms = n_arms
+        self.dim = dim
+        self._seed = seed
+        self._rng = np.random.default_rng(seed)
+        self.A_inv: npt.NDArray[np.floating[Any]] = np.tile(
+            np.eye(dim, dtype=precision) / ridge, (n_arms, 1, 1)
+        )
+        self.b = np.zeros((n_arms, dim))
+        self.theta = np.zeros((n_arms, dim))
+        self.counts = np.zeros(n_arms, dtype=np.int64)
+        self._cache: tuple[Vector, npt.NDArray[np.float64]] | None = None
+
+    @classmethod
+    def from_config(cls, n_arms: int, dim: int, config: LinUCBConfig, seed: int | None = 0) -> LinUCB:
+        return cls(n_arms, dim, alpha=config.alpha, ridge=config.ridge, seed=seed, precision=config.precision)
+
+    @property
+    def alpha(self) -> float:
+        return self.config.alpha
+
+    @property
+    def ridge(self) -> float:
+        return self.config.ridge
+
+    def _check_context(self, context: npt.ArrayLike) -> Vector:
+        x = np.asarray(context, dtype=np.float64).reshape(-1)
+        if x.shape[0] != self.dim:
+            raise ConfigError(f"context has dimension {x.shape[0]}, LinUCB expects {self.dim}")
+        if not np.all(np.isfinite(x)):
+            raise ConfigError("context contains NaN or infinite values")
+        return x
+
+    def _check_arm(self, arm: int) -> int:
+        if not 0 <= int(arm) < self.n_arms:
+            raise ConfigError(f"arm {arm} out of range [0, {self.n_arms})")
+        return int(arm)
+
+    def expected(self, context: npt.ArrayLike) -> Vector:
+        """The exploitation term ``q·μ_a`` per arm (Eq. 8 without the bonus)."""
+        x = self._check_context(context)
+        return self.theta @ x
+
+    def _products(self, x: Vector) -> npt.NDArray[np.float64]:
+        """``A_a⁻¹ q`` for every arm (batched BLAS matrix-vector products), cached for the next update."""
+        Ax = np.asarray(self.A_inv @ x.astype(self.A_inv.dtype, copy=False), dtype=np.float64)
+        self._cache = (x.copy(), Ax)
+        return Ax
+
+    def widths(self, context: npt.ArrayLike) -> Vector:
+        """``√(qᵀ A_a⁻¹ q)`` per arm: the correlation term fγ of Eq. 12–13 (before multiplying by γ)."""
+        x = self._check_context(context)
+        quad = self._products(x) @ x
+        return np.asarray(np.sqrt(np.maximum(quad, 0.0)))
+
+    def scores(self, context: npt.ArrayLike) -> Vector:
+        """Upper confidence bound per arm: ``q·μ_a + γ √(qᵀ A_a⁻¹ q)`` (Eq. 8, 12, 13). O(n_arms · d²)."""
+        x = self._check_context(context)
+        quad = self._products(x) @ x
+        return np.asarray(self.theta @ x + self.alpha * np.sqrt(np.maximum(quad, 0.0)))
+
+    def choose(self, values: npt.ArrayLike, mask: npt.ArrayLike | None = None) -> int:
+        """Index of the largest of ``values`` among allowed arms, ties broken by the seeded generator."""
+        v = np.asarray(values, dtype=np.float64).copy()
+        if mask is not None:
+            m = np.asarray(mask, dtype=bool)
+            if m.shape != v.shape or not m.any():
+                raise ConfigError("mask must have one entry per arm and allow at least one arm")
+            v[~m] = -np.inf
+        best = np.flatnonzero(v >= v.max() - 1e-12)
+        return int(best[0]) if best.size == 1 else int(self._rng.choice(best))
+
+    def pull(self, context: npt.ArrayLike, mask: npt.ArrayLike | None = None) -> int:
+        """The arm with the highest UCB score for ``context`` (restricted to ``mask`` if given)."""
+        return self.choose(self.scores(context), mask)
+
+    def update(self, arm: int, context: npt.ArrayLike, reward: float) -> None:
+        """Add ``(context, reward)`` to ``arm``'s history: Sherman–Morrison update of ``A⁻¹``, O(d²)."""
+        a = self._check_arm(arm)
+        x = self._check_context(context)
+        r = float(reward)
+        if not math.isfinite(r):
+            raise ConfigError(f"reward must be finite, got {reward}")
+        cached = self._cache
+        if cached is not None and np.array_equal(cached[0], x):
+            Ax = cached[1][a].copy()  # A⁻¹q from the scores of this very context
+        else:
+            Ax = np.asarray(self.A_inv[a] @ x.astype(self.A_inv.dtype, copy=False), dtype=np.float64)
+        self._cache = None
+        s = 1.0 + float(x @ Ax)
+        # Sherman–Morrison: (A + x xᵀ)⁻¹ = A⁻¹ − (A⁻¹x)(A⁻¹x)ᵀ / (1 + xᵀA⁻¹x)
+        Axs = Ax.astype(self.A_inv.dtype, copy=False)
+        self.A_inv[a] -= np.outer(Axs / s, Axs)
+        self.b[a] += r * x
+        # μ' = A'⁻¹ b' = μ + A⁻¹x (r − xᵀμ) / (1 + xᵀA⁻¹x), O(d)
+        self.theta[a] += Ax * ((r - float(x @ self.theta[a])) / s)
+        self.counts[a] += 1
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume identically, generator state included (JSON-serialisable)."""
+        return {
+            "kind": "LinUCB",
+            "n_arms": self.n_arms,
+            "dim": self.dim,
+            "config": asdict(self.config),
+            "seed": self._seed,
+            "rng": self._rng.bit_generator.state,
+            "A_inv": self.A_inv.tolist(),
+            "b": self.b.tolist(),
+            "theta": self.theta.tolist(),
+            "counts": self.counts.tolist(),
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> LinUCB:
+        """Inverse of :meth:`state_dict`."""
+        if state.get("kind") != "LinUCB":
+            raise ConfigError(f"not a LinUCB state (kind={state.get('kind')!r})")
+        cfg = state["config"]
+        precision = cfg.get("precision", "float64")
+        out = cls(
+            int(state["n_arms"]), int(state["dim"]), cfg["alpha"], cfg["ridge"], state.get("seed"), precision
+        )
+        out.A_inv = np.asarray(state["A_inv"], dtype=precision).reshape(out.n_arms, out.dim, out.dim)
+        out.b = np.asarray(state["b"], dtype=np.float64).reshape(out.n_arms, out.dim)
+        out.theta = np.asarray(state["theta"], dtype=np.float64).reshape(out.n_arms, out.dim)
+        out.counts = np.asarray(state["counts"], dtype=np.int64)
+        out._rng.bit_generator.state = state["rng"]
+        return out

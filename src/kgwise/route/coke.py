@@ -1,0 +1,306 @@
+"""Coke: cost-efficient routing between KG models and LLMs (Dong et al., Eq. 2–14).
+
+For question embedding ``q`` every affordable arm ``a`` (cluster ``c(a)``) is scored
+
+    E(r_a | q) = θ_c(a) + (q·μ_a + γ √(qᵀ A_a⁻¹ q)) − λ · R_a                      (Eq. 2)
+
+* ``θ_c ~ Beta(α_c, β_c)``: cluster-level Thompson sampling, priors from the arms' reported accuracy
+  (Eq. 3–5) — :class:`kgwise.bandit.BetaThompson`;
+* the LinUCB term: per-arm ridge regression on the question embedding (Eq. 8–13) —
+  :class:`kgwise.bandit.LinUCB`, ``γ = 1 + √(ln(2/δ)/2)``;
+* ``R_a``: cost regret, the share of arm ``a``'s spending that went to wrong answers (Eq. 14).
+
+An arm is affordable when spending its cost bound keeps the total within the budget ``B`` (Eq. 14's
+constraint, applied to the total so that it also holds per arm); the budget is never exceeded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from kgwise.bandit import BetaThompson, LinUCB, beta_prior_from_accuracy, gamma_from_delta
+from kgwise.errors import ConfigError, KgwiseError
+from kgwise.route.arms import CLUSTERS, Cluster
+
+Costs = Sequence[float] | npt.NDArray[np.float64]
+
+__all__ = ["BudgetExceededError", "CokeConfig", "CokeRouter", "cluster_priors"]
+
+
+class BudgetExceededError(KgwiseError):
+    """An update reported a cost that breaks the budget (the arm's cost bound was not an upper bound)."""
+
+
+@dataclass(frozen=True)
+class CokeConfig:
+    """Coke's hyper-parameters (defaults: the paper's λ = 1; δ = 0.05 → γ ≈ 2.36; ridge σ = 1; the paper
+    gives no δ, σ or prior strengths).
+
+    ``prior_strength``: pseudo-observations behind each cluster's prior (its mean is the average reported
+    accuracy of the cluster's arms). ``regret_prior``: pseudo-questions behind each arm's cost regret, at
+    the arm's mean cost and reported error rate (0 = Eq. 14 exactly, where one early failure sets
+    ``R_a = 1`` and can lock an arm out for good). ``use_cluster`` / ``use_context`` switch off E_c / E_a
+    (Table 2's ablations w/o E_c and w/o E_a); ``lam = 0`` is w/o R_a. ``precision``: LinUCB's
+    matrix storage (``float32`` halves the memory traffic of a selection). ``decomposed_reward``: the
+    LinUCB term learns the arm's reward ``r_a = r − E[θ_c]`` (the reward minus its cluster's posterior
+    mean, one reading of Eq. 2's decomposition into r_c and r_a) rather than ``r`` (Eq. 10); with ``r``
+    the ridge prior μ = 0 makes an untried arm look worse than a tried arm with positive rewards, so
+    LinUCB tries the arms one after another. Without E_c the target is ``r``.
+    """
+
+    lam: float = 1.0
+    delta: float = 0.05
+    ridge: float = 1.0
+    prior_strength: float = 10.0
+    regret_prior: float = 10.0
+    use_cluster: bool = True
+    use_context: bool = True
+    precision: str = "float64"
+    gamma_override: float | None = None
+    decomposed_reward: bool = False
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.lam) and self.lam >= 0):
+            raise ConfigError(f"lambda must be a finite number ≥ 0, got {self.lam}")
+        gamma_from_delta(self.delta)  # validates δ
+        if not (math.isfinite(self.ridge) and self.ridge > 0):
+            raise ConfigError(f"ridge must be > 0, got {self.ridge}")
+        if not (math.isfinite(self.prior_strength) and self.prior_strength > 0):
+            raise ConfigError(f"prior_strength must be > 0, got {self.prior_strength}")
+        if self.gamma_override is not None and not (
+            math.isfinite(self.gamma_override) and self.gamma_override >= 0
+        ):
+            raise ConfigError(f"gamma_override must be ≥ 0, got {self.gamma_override}")
+        if not (math.isfinite(self.regret_prior) and self.regret_prior >= 0):
+            raise ConfigError(f"regret_prior must be ≥ 0, got {self.regret_prior}")
+
+    @property
+    def gamma(self) -> float:
+        """LinUCB width ``γ = 1 + √(ln(2/δ)/2)`` (Eq. 12), or ``gamma_override`` when set (γ < 1.59 lies
+        outside what the paper's formula can give)."""
+        return self.gamma_override if self.gamma_override is not None else gamma_from_delta(self.delta)
+
+
+def cluster_priors(
+    clusters: Sequence[Cluster], reported: Sequence[float | None], strength: float
+) -> list[tuple[float, float]]:
+    """Beta prior per cluster in ``CLUSTERS`` order: mean = average reported accuracy of its arms (Eq. 3–4);
+    ``Beta(1, 1)`` for a cluster whose arms report nothing."""
+    out: list[tuple[float, float]] = []
+    for c in CLUSTERS:
+        accs = [r for cl, r in zip(clusters, reported, strict=True) if cl == c and r is not None]
+        out.append(beta_prior_from_accuracy(float(np.mean(accs)), strength) if accs else (1.0, 1.0))
+    return out
+
+
+class CokeRouter:
+    """Online router over ``n`` arms: :meth:`select` an arm for a question embedding within the budget, then
+    :meth:`update` with the observed reward (1 = correct) and cost."""
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        clusters: Sequence[Cluster],
+        dim: int,
+        *,
+        budget: float = math.inf,
+        reported_accuracy: Sequence[float | None] | None = None,
+        config: CokeConfig | None = None,
+        seed: int = 0,
+    ) -> None:
+        if len(names) == 0 or len(names) != len(clusters):
+            raise ConfigError("CokeRouter needs one cluster per arm and at least one arm")
+        if len(set(names)) != len(names):
+            raise ConfigError(f"arm names must be unique, got {list(names)}")
+        for c in clusters:
+            if c not in CLUSTERS:
+                raise ConfigError(f"cluster must be one of {CLUSTERS}, got {c!r}")
+        if not budget >= 0:
+            raise ConfigError(f"budget must be ≥ 0, got {budget}")
+        self.config = config or CokeConfig()
+        self.names = list(names)
+        self.clusters: list[Cluster] = list(clusters)
+        self.dim = dim
+        self.budget = float(budget)
+        self.seed = seed
+        reported = list(reported_accuracy) if reported_accuracy is not None else [None] * len(names)
+        if len(reported) != len(names):
+            raise ConfigError("reported_accuracy needs one entry per arm")
+        self.reported_accuracy = reported
+        self._cluster_index = np.array([CLUSTERS.index(c) for c in clusters])
+        self.thompson = BetaThompson(
+            len(CLUSTERS), cluster_priors(clusters, reported, self.config.prior_strength), seed=seed
+        )
+        self.linucb = LinUCB(
+            len(names), dim, self.config.gamma, self.config.ridge, seed + 1, self.config.precision
+        )
+        n = len(names)
+        self.spent = 0.0
+        self.arm_cost = np.zeros(n)
+        self.arm_fail_cost = np.zeros(n)
+        self.pulls = np.zeros(n, dtype=np.int64)
+        self.cost_seen = np.zeros(n)  # sum of the per-question cost bounds seen by select
+        self.questions_seen = 0
+        prior_acc = self.thompson.mean()[self._cluster_index]
+        self._prior_error = np.array(
+            [1.0 - (r if r is not None else float(p)) for r, p in zip(reported, prior_acc, strict=True)]
+        )
+
+    @property
+    def n_arms(self) -> int:
+        return len(self.names)
+
+    @property
+    def remaining(self) -> float:
+        return self.budget - self.spent
+
+    def cost_regret(self) -> npt.NDArray[np.float64]:
+        """``R_a`` = cost spent on wrong answers / all cost spent by arm ``a`` (Eq. 14; 0 before spending),
+        smoothed by ``regret_prior`` pseudo-questions at the arm's mean cost and reported error rate."""
+        k = self.config.regret_prior
+        pseudo = np.zeros(self.n_arms)
+        if k and self.questions_seen:
+            pseudo = k * self.cost_seen / self.questions_seen
+        num = self.arm_fail_cost + pseudo * self._prior_error
+        den = self.arm_cost + pseudo
+        with np.errstate(invalid="ignore", divide="ignore"):
+            r = np.where(den > 0, num / den, 0.0)
+        return np.asarray(r, dtype=np.float64)
+
+    def affordable(self, costs: Costs) -> npt.NDArray[np.bool_]:
+        """Arms whose cost bound fits in what is left of the budget (Eq. 14's constraint)."""
+        c = self._costs(costs)
+        return np.asarray(self.spent + c <= self.budget)
+
+    def _costs(self, costs: Costs) -> npt.NDArray[np.float64]:
+        c = np.asarray(costs, dtype=np.float64).reshape(-1)
+        if c.shape[0] != self.n_arms or not np.all(np.isfinite(c)) or np.any(c < 0):
+            raise ConfigError(f"costs must be {self.n_arms} finite numbers ≥ 0")
+        return c
+
+    def expectations(self, embedding: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """Eq. 2 per arm for one draw of the cluster samples θ (consumes randomness)."""
+        total = np.zeros(self.n_arms)
+        theta = self.thompson.sample()
+        if self.config.use_cluster:
+            total += theta[self._cluster_index]
+        if self.config.use_context:
+            total += self.linucb.scores(embedding)
+        if self.config.lam:
+            total -= self.config.lam * self.cost_regret()
+        return total
+
+    def select(self, embedding: npt.ArrayLike, costs: Costs) -> int | None:
+        """The affordable arm maximising Eq. 2 for this question, or ``None`` when no arm is affordable.
+
+        ``costs``: per arm, an upper bound on what answering this question would cost.
+        """
+        c = self._costs(costs)
+        self.cost_seen += c
+        self.questions_seen += 1
+        mask = self.spent + c <= self.budget
+        if not mask.any():
+            return None
+        return self.linucb.choose(self.expectations(embedding), mask)
+
+    def update(self, arm: int, embedding: npt.ArrayLike, reward: float, cost: float) -> None:
+        """Feed back the outcome of ``arm``: Beta posterior of its cluster (Eq. 5), its ridge regression
+        (Eq. 11, Sherman–Morrison), its spending and failure spending (Eq. 14)."""
+        if not 0 <= arm < self.n_arms:
+            raise ConfigError(f"arm {arm} out of range [0, {self.n_arms})")
+        r = float(reward)
+        if not 0.0 <= r <= 1.0:
+            raise ConfigError(f"reward must lie in [0, 1], got {reward}")
+        if not (math.isfinite(cost) and cost >= 0):
+            raise ConfigError(f"cost must be a finite number ≥ 0, got {cost}")
+        if self.spent + cost > self.budget:
+            raise BudgetExceededError(
+                f"arm {self.names[arm]!r} cost {cost} exceeds the remaining budget {self.remaining}"
+            )
+        c = int(self._cluster_index[arm])
+        baseline = 0.0
+        if self.config.use_cluster and self.config.decomposed_reward:
+            baseline = float(self.thompson.mean()[c])
+        if self.config.use_cluster:
+            self.thompson.update(c, r)
+        if self.config.use_context:
+            self.linucb.update(arm, embedding, r - baseline)
+        self.spent += cost
+        self.arm_cost[arm] += cost
+        self.arm_fail_cost[arm] += cost * (1.0 - r)
+        self.pulls[arm] += 1
+
+    # --- persistence -------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Full state (config, bandits with generator states, spending) as JSON-ready data."""
+        return {
+            "kind": "CokeRouter",
+            "names": self.names,
+            "clusters": self.clusters,
+            "dim": self.dim,
+            "budget": self.budget if math.isfinite(self.budget) else "inf",
+            "seed": self.seed,
+            "reported_accuracy": self.reported_accuracy,
+            "config": asdict(self.config),
+            "thompson": self.thompson.state_dict(),
+            "linucb": self.linucb.state_dict(),
+            "spent": self.spent,
+            "arm_cost": self.arm_cost.tolist(),
+            "arm_fail_cost": self.arm_fail_cost.tolist(),
+            "pulls": self.pulls.tolist(),
+            "cost_seen": self.cost_seen.tolist(),
+            "questions_seen": self.questions_seen,
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> CokeRouter:
+        if state.get("kind") != "CokeRouter":
+            raise ConfigError(f"not a CokeRouter state (kind={state.get('kind')!r})")
+        budget = math.inf if state["budget"] == "inf" else float(state["budget"])
+        out = cls(
+            state["names"],
+            state["clusters"],
+            int(state["dim"]),
+            budget=budget,
+            reported_accuracy=state["reported_accuracy"],
+            config=CokeConfig(**state["config"]),
+            seed=int(state["seed"]),
+        )
+        out.thompson = BetaThompson.from_state_dict(state["thompson"])
+        out.linucb = LinUCB.from_state_dict(state["linucb"])
+        out.spent = float(state["spent"])
+        out.arm_cost = np.asarray(state["arm_cost"], dtype=np.float64)
+        out.arm_fail_cost = np.asarray(state["arm_fail_cost"], dtype=np.float64)
+        out.pulls = np.asarray(state["pulls"], dtype=np.int64)
+        out.cost_seen = np.asarray(state["cost_seen"], dtype=np.float64)
+        out.questions_seen = int(state["questions_seen"])
+        return out
+
+    def save(self, path: str | Path) -> None:
+        """Write :meth:`state_dict` as JSON (atomically: temp file, then rename)."""
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_suffix(p.suffix + ".tmp")
+        tmp.write_text(json.dumps(self.state_dict()), encoding="utf-8")
+        tmp.replace(p)
+
+    @classmethod
+    def load(cls, path: str | Path) -> CokeRouter:
+        """Inverse of :meth:`save`."""
+        p = Path(path)
+        try:
+            state = json.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise ConfigError(f"router state {p} does not exist") from exc
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"router state {p}: invalid JSON ({exc.msg})") from exc
+        return cls.from_state_dict(state)

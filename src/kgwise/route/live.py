@@ -1,0 +1,118 @@
+"""Live arms (Coke's "local series" setting, issue 4 item 5): any ``Question → Answer`` callable as an arm
+predictor, and the collection of their outcomes into an :class:`OutcomeTable` for the same experiment.
+
+Every live arm is called once on every question (so single-arm, random and oracle rows are exact); rows are
+appended to a JSONL file as they come, and a rerun resumes. Cost unit: LLM calls (a KG model is free, as in
+the paper's "calls" metric); a compute proxy (parameters × tokens, ``kgwise.llm.prices.compute_proxy``) is
+recorded beside it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from kgwise.errors import ConfigError, DataError
+from kgwise.llm.prices import compute_proxy
+from kgwise.route.arms import Arm, ArmResult
+from kgwise.route.table import OutcomeTable
+from kgwise.types import Answer, Question, Usage
+
+__all__ = ["AnswerFnPredictor", "collect_outcomes"]
+
+
+@dataclass(frozen=True)
+class AnswerFnPredictor:
+    """Adapts anything answering ``Question → kgwise.types.Answer`` (``KGMPredictor.answer``,
+    ``KnowledgeInjector.answer``, ``lambda q: answer_mc(llm, q)``) to the :class:`Predictor` protocol.
+
+    ``bound``: the usage one call can at most report (``calls``; tokens when priced per token)."""
+
+    fn: Callable[[Question], Answer]
+    bound: Usage = field(default_factory=lambda: Usage(calls=1))
+
+    def answer(self, question: Question) -> ArmResult:
+        a = self.fn(question)
+        return ArmResult(a.prediction, a.usage)
+
+    def usage_bound(self, question: Question) -> Usage:
+        return self.bound
+
+
+def collect_outcomes(
+    arms: Sequence[Arm],
+    questions: Sequence[Question],
+    path: Path | None = None,
+    n_params: Mapping[str, int] | None = None,
+    show_progress: bool = True,
+) -> tuple[OutcomeTable, dict[str, Any]]:
+    """Call every arm on every question (resuming from ``path``); the outcome table (cost = the arm's cost
+    of the call) and per-arm totals (calls, tokens, compute proxy, seconds)."""
+    if not arms or not questions:
+        raise ConfigError("collect_outcomes needs at least one arm and one question")
+    done: dict[tuple[str, str], dict[str, Any]] = {}
+    if path is not None and path.exists():
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            try:
+                row = json.loads(line)
+                done[(row["arm"], row["qid"])] = row
+            except (json.JSONDecodeError, KeyError) as exc:
+                raise DataError(f"bad outcome row: {exc}", path, n) from exc
+    params = dict(n_params or {})
+    fh = path.open("a", encoding="utf-8") if path is not None else None
+    try:
+        todo = [(a, q) for q in questions for a in arms if (a.name, q.id) not in done]
+        for arm, q in tqdm(todo, desc="live arms", disable=not show_progress):
+            result, correct, cost = arm.answer(q)
+            u = result.usage
+            row = {
+                "arm": arm.name,
+                "qid": q.id,
+                "prediction": result.prediction,
+                "correct": bool(correct),
+                "cost": cost,
+                "usage": u.to_dict(),
+                "compute": compute_proxy(params.get(arm.name, 0), u.total_tokens),
+            }
+            done[(arm.name, q.id)] = row
+            if fh is not None:
+                fh.write(json.dumps(row) + "\n")
+                fh.flush()
+    finally:
+        if fh is not None:
+            fh.close()
+    correct_m = np.array([[done[(a.name, q.id)]["correct"] for a in arms] for q in questions], dtype=bool)
+    cost_m = np.array([[float(done[(a.name, q.id)]["cost"]) for a in arms] for q in questions])
+    totals = {
+        a.name: {
+            "accuracy": float(correct_m[:, j].mean()),
+            "calls": int(sum(done[(a.name, q.id)]["usage"]["calls"] for q in questions)),
+            "tokens": int(
+                sum(
+                    done[(a.name, q.id)]["usage"]["input_tokens"]
+                    + done[(a.name, q.id)]["usage"]["output_tokens"]
+                    for q in questions
+                )
+            ),
+            "compute_proxy": float(sum(done[(a.name, q.id)]["compute"] for q in questions)),
+            "seconds": float(sum(done[(a.name, q.id)]["usage"]["latency_s"] for q in questions)),
+        }
+        for j, a in enumerate(arms)
+    }
+    table = OutcomeTable(
+        qids=tuple(q.id for q in questions),
+        texts=tuple(q.text for q in questions),
+        arms=tuple(a.name for a in arms),
+        clusters=tuple(a.cluster for a in arms),
+        reported=tuple(a.reported_accuracy for a in arms),
+        correct=correct_m,
+        cost=cost_m,
+        unit="calls",
+    )
+    return table, totals

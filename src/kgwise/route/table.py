@@ -1,0 +1,65 @@
+"""The outcome table a routing experiment replays: per question × arm, correct or not and the cost."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from kgwise.errors import ConfigError
+from kgwise.route.arms import Cluster
+
+__all__ = ["OutcomeTable"]
+
+
+@dataclass(frozen=True, eq=False)
+class OutcomeTable:
+    """``correct[i, a]``, ``cost[i, a]``: arm ``a`` on question ``i``; ``unit`` ``"$"`` or ``"calls"``."""
+
+    qids: tuple[str, ...]
+    texts: tuple[str, ...]
+    arms: tuple[str, ...]
+    clusters: tuple[Cluster, ...]
+    reported: tuple[float | None, ...]
+    correct: npt.NDArray[np.bool_]
+    cost: npt.NDArray[np.float64]
+    unit: str = "$"
+
+    def __post_init__(self) -> None:
+        n, m = len(self.qids), len(self.arms)
+        if self.correct.shape != (n, m) or self.cost.shape != (n, m):
+            raise ConfigError(f"outcome table shapes {self.correct.shape}, {self.cost.shape} ≠ ({n}, {m})")
+        if len(self.texts) != n or len(self.clusters) != m or len(self.reported) != m:
+            raise ConfigError("outcome table: texts/clusters/reported lengths do not match")
+        if not np.all(np.isfinite(self.cost)) or np.any(self.cost < 0):
+            raise ConfigError("outcome table: costs must be finite and ≥ 0")
+
+    @property
+    def n_questions(self) -> int:
+        return len(self.qids)
+
+    @property
+    def n_arms(self) -> int:
+        return len(self.arms)
+
+    def subset(self, rows: Sequence[int] | npt.NDArray[np.int64]) -> OutcomeTable:
+        """The table restricted to question rows ``rows`` (in that order)."""
+        r = np.asarray(rows, dtype=np.int64)
+        return OutcomeTable(
+            tuple(self.qids[i] for i in r),
+            tuple(self.texts[i] for i in r),
+            self.arms,
+            self.clusters,
+            self.reported,
+            self.correct[r],
+            self.cost[r],
+            self.unit,
+        )
+
+    def arm_index(self, name: str) -> int:
+        try:
+            return self.arms.index(name)
+        except ValueError:
+            raise ConfigError(f"no arm named {name!r}; arms: {', '.join(self.arms)}") from None

@@ -1,0 +1,125 @@
+"""LinUCB: Sherman–Morrison state equals the closed-form ridge solution (Eq. 11–13); state round-trips."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kgwise.bandit import LinUCB, gamma_from_delta
+from kgwise.errors import ConfigError
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n_arms=st.integers(1, 4),
+    dim=st.integers(1, 6),
+    n=st.integers(0, 30),
+    ridge=st.floats(0.1, 5.0),
+    alpha=st.floats(0.0, 3.0),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_matches_closed_form_ridge(
+    n_arms: int, dim: int, n: int, ridge: float, alpha: float, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    pol = LinUCB(n_arms, dim, alpha=alpha, ridge=ridge, seed=seed)
+    X = rng.normal(size=(n, dim))
+    arms = rng.integers(0, n_arms, size=n)
+    r = rng.normal(size=n)
+    for x, a, y in zip(X, arms, r, strict=True):
+        pol.update(int(a), x, float(y))
+    q = rng.normal(size=dim)
+    expected_scores = []
+    for a in range(n_arms):
+        Qa, ra = X[arms == a], r[arms == a]
+        A = Qa.T @ Qa + ridge * np.eye(dim)
+        mu = np.linalg.solve(A, Qa.T @ ra)  # Eq. 11
+        np.testing.assert_allclose(pol.theta[a], mu, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(pol.A_inv[a], np.linalg.inv(A), rtol=1e-6, atol=1e-8)
+        expected_scores.append(q @ mu + alpha * np.sqrt(q @ np.linalg.solve(A, q)))  # Eq. 12–13
+        assert pol.counts[a] == len(ra)
+    np.testing.assert_allclose(pol.scores(q), expected_scores, rtol=1e-6, atol=1e-8)
+
+
+def test_pull_picks_best_learned_arm() -> None:
+    rng = np.random.default_rng(0)
+    pol = LinUCB(3, 4, alpha=0.0, ridge=1.0, seed=1)
+    w = np.array([[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]], dtype=float)
+    for _ in range(300):
+        x = rng.normal(size=4)
+        a = int(rng.integers(3))
+        pol.update(a, x, float(w[a] @ x))
+    assert pol.pull([0, 0, 5, 0]) == 2
+    assert pol.pull([5, 0, 0, 0]) == 0
+    assert pol.pull([5, 0, 0, 0], mask=[False, True, True]) in (1, 2)
+
+
+def test_ties_are_broken_by_seed_and_cover_all_arms() -> None:
+    picks = {LinUCB(4, 3, seed=s).pull(np.zeros(3)) for s in range(50)}
+    assert picks == {0, 1, 2, 3}
+    a = [LinUCB(4, 3, seed=7).pull(np.ones(3)) for _ in range(5)]
+    assert len(set(a)) == 1
+
+
+def test_state_round_trip_gives_identical_decisions() -> None:
+    rng = np.random.default_rng(3)
+    pol = LinUCB(5, 8, alpha=1.5, seed=11)
+    for _ in range(40):
+        x = rng.normal(size=8)
+        pol.update(pol.pull(x), x, float(rng.random() < 0.5))
+    clone = LinUCB.from_state_dict(json.loads(json.dumps(pol.state_dict())))
+    for _ in range(60):
+        x = rng.normal(size=8) * (rng.random() < 0.3)  # many all-zero contexts → ties
+        a, b = pol.pull(x), clone.pull(x)
+        assert a == b
+        y = float(rng.random() < 0.5)
+        pol.update(a, x, y)
+        clone.update(b, x, y)
+    np.testing.assert_array_equal(pol.A_inv, clone.A_inv)
+
+
+def test_bad_inputs_raise() -> None:
+    with pytest.raises(ConfigError):
+        LinUCB(0, 3)
+    with pytest.raises(ConfigError):
+        LinUCB(2, 3, ridge=0.0)
+    pol = LinUCB(2, 3)
+    with pytest.raises(ConfigError):
+        pol.scores(np.ones(4))
+    with pytest.raises(ConfigError):
+        pol.update(2, np.ones(3), 1.0)
+    with pytest.raises(ConfigError):
+        pol.update(0, np.array([1.0, np.nan, 0.0]), 1.0)
+    with pytest.raises(ConfigError):
+        pol.pull(np.ones(3), mask=[False, False])
+    with pytest.raises(ConfigError):
+        gamma_from_delta(0.0)
+
+
+def test_gamma_from_delta() -> None:
+    assert gamma_from_delta(0.05) == pytest.approx(1 + np.sqrt(np.log(40) / 2))
+
+
+def test_float32_storage_tracks_the_ridge_solution() -> None:
+    rng = np.random.default_rng(5)
+    pol32 = LinUCB(3, 16, alpha=1.0, seed=0, precision="float32")
+    pol64 = LinUCB(3, 16, alpha=1.0, seed=0)
+    assert pol32.A_inv.dtype == np.float32
+    for _ in range(500):
+        x = rng.normal(size=16)
+        x /= np.linalg.norm(x)
+        a = int(rng.integers(3))
+        y = float(rng.random() < 0.5)
+        pol32.update(a, x, y)
+        pol64.update(a, x, y)
+    q = rng.normal(size=16)
+    np.testing.assert_allclose(pol32.scores(q), pol64.scores(q), rtol=1e-4, atol=1e-5)
+    clone = LinUCB.from_state_dict(json.loads(json.dumps(pol32.state_dict())))
+    assert clone.A_inv.dtype == np.float32
+    np.testing.assert_array_equal(clone.scores(q), pol32.scores(q))
+    with pytest.raises(ConfigError):
+        LinUCB(2, 3, precision="float16")

@@ -1,0 +1,89 @@
+"""CLI: ``kgwise bench route`` and ``kgwise eval route`` end to end (small settings)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kgwise.cli.main import app
+
+runner = CliRunner()
+
+
+def test_bench_route(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    res = runner.invoke(
+        app, ["bench", "route", "--steps", "50", "--naive-steps", "5", "--dim", "32", "--json", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    report = json.loads(out.read_text())
+    assert report["max_score_diff_vs_naive"] < 1e-8
+    assert report["coke_select_update_ms"] > 0 and report["speedup_linucb_vs_naive"] > 0
+
+
+def test_eval_route_rejects_unknown_dataset(data_dir: Path) -> None:
+    res = runner.invoke(app, ["eval", "route", "--dataset", "csqa", "--data", str(data_dir)])
+    assert res.exit_code == 2 and "webqsp" in res.output
+
+
+@pytest.mark.slow
+def test_eval_route_small(tmp_path: Path, data_dir: Path) -> None:
+    out = tmp_path / "route.json"
+    res = runner.invoke(
+        app,
+        [
+            "eval",
+            "route",
+            "--seeds",
+            "2",
+            "--no-gpt4",
+            "--no-sensitivity",
+            "--data",
+            str(data_dir),
+            "--json",
+            str(out),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    report = json.loads(out.read_text())
+    assert report["coverage"]["covered_by_all_arms"] == report["setup"]["questions"]
+    assert set(report["ablations"]) == {"wo_Ec", "wo_Ea", "wo_Ra"}
+    assert [p["lambda"] for p in report["lambda_sweep"]] == [0.001, 0.1, 1.0, 10.0, 100.0]
+    assert all(b["cost"] <= b["budget_abs"] + 1e-9 for b in report["budget_sweep"])
+    assert all(Path(f).is_file() for f in report["figures"])
+
+
+@pytest.mark.slow
+def test_eval_route_live_small(tmp_path: Path, data_dir: Path) -> None:
+    """Two live arms on three OBQA questions: a local LLM, and the same LLM with knowledge injection."""
+    out = tmp_path / "live.json"
+    res = runner.invoke(
+        app,
+        [
+            "eval",
+            "route-live",
+            "--dataset",
+            "obqa",
+            "--limit",
+            "3",
+            "--seeds",
+            "2",
+            "--arm",
+            "smollm2-135m",
+            "--arm",
+            "smollm2-135m+kg",
+            "--data",
+            str(data_dir),
+            "--json",
+            str(out),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    report = json.loads(out.read_text())
+    assert report["setup"]["unit"] == "calls" and report["setup"]["questions"] == 3
+    assert report["live_arms"]["smollm2-135m"]["calls"] == 3
+    assert report["arms"]["smollm2-135m"]["cost"] == 3.0
+    assert (tmp_path / "live.outcomes.jsonl").is_file()

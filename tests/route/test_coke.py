@@ -1,0 +1,129 @@
+"""Coke router: budget never exceeded (adversarial costs), save/load → identical decisions, Eq. 2 parts."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kgwise.errors import ConfigError
+from kgwise.route.coke import BudgetExceededError, CokeConfig, CokeRouter, cluster_priors
+
+NAMES = ["kgm", "small", "big"]
+CLUSTERS = ["KGM", "LLM", "LLM"]
+
+
+def _router(budget: float = math.inf, seed: int = 0, **kw: object) -> CokeRouter:
+    return CokeRouter(
+        NAMES,
+        CLUSTERS,
+        4,
+        budget=budget,
+        reported_accuracy=[0.7, 0.6, 0.9],
+        config=CokeConfig(**kw),
+        seed=seed,
+    )  # type: ignore[arg-type]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    budget=st.floats(0.0, 50.0),
+    steps=st.lists(
+        st.tuples(
+            st.lists(st.floats(0.0, 20.0), min_size=3, max_size=3),
+            st.booleans(),
+            st.lists(st.floats(-1, 1), min_size=4, max_size=4),
+        ),
+        max_size=60,
+    ),
+    seed=st.integers(0, 1000),
+)
+def test_budget_is_never_exceeded(budget: float, steps: list, seed: int) -> None:
+    router = _router(budget, seed)
+    for costs, right, x in steps:
+        arm = router.select(np.array(x), costs)
+        if arm is None:
+            assert all(router.spent + c > budget for c in costs)
+            continue
+        assert router.spent + costs[arm] <= budget
+        router.update(arm, np.array(x), float(right), costs[arm])
+        assert router.spent <= budget
+
+
+def test_unaffordable_update_raises() -> None:
+    router = _router(budget=1.0)
+    with pytest.raises(BudgetExceededError):
+        router.update(0, np.ones(4), 1.0, 2.0)
+
+
+def test_save_load_restores_identical_decisions(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    router = _router(budget=40.0, seed=3)
+    for _ in range(30):
+        x, costs = rng.normal(size=4), rng.random(3)
+        a = router.select(x, costs)
+        assert a is not None
+        router.update(a, x, float(rng.random() < 0.6), float(costs[a]))
+    router.save(tmp_path / "router.json")
+    clone = CokeRouter.load(tmp_path / "router.json")
+    for _ in range(50):
+        x, costs = rng.normal(size=4), rng.random(3)
+        a, b = router.select(x, costs), clone.select(x, costs)
+        assert a == b
+        if a is None:
+            continue
+        y = float(rng.random() < 0.6)
+        router.update(a, x, y, float(costs[a]))
+        clone.update(b, x, y, float(costs[a]))  # type: ignore[arg-type]
+    assert clone.spent == router.spent
+
+
+def test_cost_regret_is_failure_share_of_spending() -> None:
+    router = _router()
+    x = np.ones(4) / 2
+    router.update(2, x, 0.0, 3.0)
+    router.update(2, x, 1.0, 1.0)
+    router.update(0, x, 0.0, 0.0)  # a free arm never regrets spending
+    np.testing.assert_allclose(router.cost_regret(), [0.0, 0.0, 0.75])
+
+
+def test_priors_are_cluster_means_of_reported_accuracy() -> None:
+    pri = cluster_priors(["KGM", "LLM", "LLM"], [0.7, 0.6, 0.9], strength=10)
+    assert pri[0] == pytest.approx((7.0, 3.0))
+    assert pri[1] == pytest.approx((7.5, 2.5))
+    assert cluster_priors(["LLM"], [None], 10) == [(1.0, 1.0), (1.0, 1.0)]
+
+
+def test_learns_the_right_arm_per_context() -> None:
+    """Arm 1 is right on contexts of kind A, arm 2 on kind B: Coke must learn to route by context."""
+    rng = np.random.default_rng(1)
+    router = CokeRouter(NAMES, CLUSTERS, 2, config=CokeConfig(delta=0.9, use_cluster=False), seed=0)
+    late = []
+    for k in range(600):
+        kind = int(rng.integers(2))
+        x = np.array([1.0, 0.0]) if kind == 0 else np.array([0.0, 1.0])
+        a = router.select(x, [0.0, 0.0, 0.0])
+        assert a is not None
+        right = (a == 1 and kind == 0) or (a == 2 and kind == 1)
+        router.update(a, x, float(right), 0.0)
+        if k >= 400:
+            late.append(right)
+    assert np.mean(late) > 0.9
+
+
+def test_ablation_switches_and_errors() -> None:
+    x = np.ones(4)
+    r = _router(use_context=False, use_cluster=False, lam=0.0)
+    assert np.all(r.expectations(x) == 0.0)
+    with pytest.raises(ConfigError):
+        CokeConfig(lam=-1.0)
+    with pytest.raises(ConfigError):
+        CokeRouter(["a", "a"], ["KGM", "LLM"], 4)
+    with pytest.raises(ConfigError):
+        CokeRouter(["a"], ["GPU"], 4)  # type: ignore[list-item]
+    with pytest.raises(ConfigError):
+        _router().select(x, [1.0, -1.0, 0.0])

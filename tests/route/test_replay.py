@@ -1,0 +1,36 @@
+"""The WebQSP replay table on the real recorded outcomes: alignment, coverage, costs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kgwise.errors import ConfigError
+from kgwise.llm.prices import default_prices
+from kgwise.route.replay import MAIN_ARMS, WEBQSP_ARMS, webqsp_table
+
+
+def test_main_table(data_dir: Path) -> None:
+    table, cov = webqsp_table(data_dir, MAIN_ARMS)
+    assert cov["dataset_questions"] == 1_639 and cov["with_gold_names"] == 1_581
+    assert table.n_questions == cov["covered_by_all_arms"] >= 1_570
+    assert table.arms == MAIN_ARMS and table.clusters[:2] == ("KGM", "KGM")
+    acc = dict(zip(table.arms, table.correct.mean(axis=0), strict=True))
+    assert 0.75 < acc["ReaRev-lmsr"] < 0.85 and 0.8 < acc["RoG-GNN"] < 0.95
+    assert np.all(table.cost[:, :2] == 0) and np.all(table.cost[:, 2:] > 0)
+    # AoG tokens are recorded: the first aligned AoG question costs exactly its tokens at qwen3-max prices
+    price = default_prices().lookup("qwen3-max")
+    assert price is not None
+    i = table.qids.index("WebQTest-713")  # "what county is st. louis park in?" (AoG: 4621 in, 284 out)
+    assert table.cost[i, table.arm_index("Qwen3-max-AoG")] == pytest.approx(price.cost(4621, 284))
+    assert cov["arms"]["Qwen3-max-AoG"]["tokens"] == "recorded"
+
+
+def test_gpt4_subset(data_dir: Path) -> None:
+    table, cov = webqsp_table(data_dir, WEBQSP_ARMS)
+    assert "GPT-4" in table.arms
+    assert 150 < table.n_questions <= cov["arms"]["GPT-4"]["aligned_with_gold"] < 499
+    with pytest.raises(ConfigError):
+        webqsp_table(data_dir, ("nope",))
