@@ -1,0 +1,15 @@
+"""KnowGPT knowledge injection: the (extractor × format) prompt bandit and the injector pipeline."""
+
+from kgwise.inject.bandit import ARMS, BanditConfig, PromptBandit, arm_name
+from kgwise.inject.injector import WITHOUT_KG, Injection, InjectorConfig, KnowledgeInjector
+
+__all__ = [
+    "ARMS",
+    "WITHOUT_KG",
+    "BanditConfig",
+    "Injection",
+    "InjectorConfig",
+    "KnowledgeInjector",
+    "PromptBandit",
+    "arm_name",
+]

@@ -1,0 +1,167 @@
+"""The prompt-construction bandit of KnowGPT (§3.2, Eq. 5–8): which (extractor × format) per question.
+
+Arms are the combinations ``P+F`` (e.g. ``P_RL+F_s``). The context of a question is its sentence
+embedding ``c`` with a constant 1 appended (a per-arm intercept). Each arm keeps a ridge regression of
+the reward on the context (Eq. 7, weight ``ridge`` = λ^i) and is scored ``c·α(i) + β(i)`` (Eq. 6) with the
+exploration term ``β(i) = γ √(c (CᵀC + λI)⁻¹ cᵀ)`` (Eq. 8), ``γ = 1 + √(ln(2/δ)/2)``. The reward is the
+LLM's correctness on the question with that combination's prompt (Eq. 5). The ridge/UCB arithmetic is
+:class:`kgwise.bandit.LinUCB`'s (Sherman–Morrison updates).
+
+Training runs over the training questions in a seeded random order (``epochs`` passes); each step pulls
+one arm by UCB and learns only that arm's reward. At test time the bandit exploits (``c·α(i)`` alone) unless
+``explore_at_test`` is set.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from kgwise.bandit import LinUCB
+from kgwise.bandit.linucb import gamma_from_delta
+from kgwise.errors import ConfigError, DataError
+
+__all__ = ["ARMS", "BanditConfig", "BanditHistory", "PromptBandit", "arm_name"]
+
+EXTRACTORS = ("P_sub", "P_RL")
+FORMATS = ("F_t", "F_s", "F_g")
+
+
+def arm_name(extractor: str, fmt: str) -> str:
+    """``"P_RL+F_s"``."""
+    return f"{extractor}+{fmt}"
+
+
+ARMS: tuple[str, ...] = tuple(arm_name(p, f) for p in EXTRACTORS for f in FORMATS)
+"""The six combinations of §3.2.1, in the paper's order."""
+
+
+@dataclass(frozen=True)
+class BanditConfig:
+    """``delta``: confidence of the UCB width γ (Eq. 8); ``ridge``: λ^i of Eq. 7; ``epochs`` over the
+    training questions; ``explore_at_test``: keep the UCB bonus when answering new questions."""
+
+    delta: float = 0.05
+    ridge: float = 1.0
+    epochs: int = 1
+    explore_at_test: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.delta < 1.0:
+            raise ConfigError(f"BanditConfig.delta must lie in (0, 1), got {self.delta}")
+        if self.ridge <= 0 or self.epochs < 1:
+            raise ConfigError("BanditConfig: ridge must be > 0 and epochs ≥ 1")
+
+    @property
+    def gamma(self) -> float:
+        """``γ = 1 + √(ln(2/δ)/2)`` (§3.2)."""
+        return gamma_from_delta(self.delta)
+
+
+@dataclass
+class BanditHistory:
+    """Training trace: the arm pulled and the reward received at each step."""
+
+    arms: list[int] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+
+    @property
+    def mean_reward(self) -> float:
+        return float(np.mean(self.rewards)) if self.rewards else 0.0
+
+
+class PromptBandit:
+    """LinUCB over (extractor × format) arms with the question embedding as context."""
+
+    def __init__(self, dim: int, arms: Sequence[str] = ARMS, config: BanditConfig | None = None) -> None:
+        if not arms:
+            raise ConfigError("PromptBandit needs at least one arm")
+        self.arms = tuple(arms)
+        self.dim = dim
+        self.config = config or BanditConfig()
+        self.policy = LinUCB(len(self.arms), dim + 1, alpha=self.config.gamma, ridge=self.config.ridge,
+                             seed=self.config.seed)
+
+    def context(self, embedding: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """``[c, 1]``: the question embedding with the intercept feature."""
+        c = np.asarray(embedding, dtype=np.float64).reshape(-1)
+        if c.shape[0] != self.dim:
+            raise ConfigError(f"context has dimension {c.shape[0]}, the bandit expects {self.dim}")
+        return np.append(c, 1.0)
+
+    def scores(self, embedding: npt.ArrayLike, explore: bool) -> npt.NDArray[np.float64]:
+        """``c·α(i) + β(i)`` (Eq. 6 with Eq. 8) when ``explore``, else ``c·α(i)``."""
+        x = self.context(embedding)
+        return self.policy.scores(x) if explore else self.policy.expected(x)
+
+    def select(self, embedding: npt.ArrayLike, explore: bool | None = None) -> int:
+        """The arm index to use for a question; ``explore`` defaults to ``config.explore_at_test``."""
+        explore = self.config.explore_at_test if explore is None else explore
+        return self.policy.choose(self.scores(embedding, explore))
+
+    def update(self, arm: int, embedding: npt.ArrayLike, reward: float) -> None:
+        """Learn ``reward`` (Eq. 5: 1 correct, 0 wrong) for ``arm`` on this context (Eq. 7)."""
+        self.policy.update(arm, self.context(embedding), reward)
+
+    def fit(
+        self,
+        embeddings: npt.ArrayLike,
+        reward: Callable[[int, int], float],
+        progress: Callable[[int, int], None] | None = None,
+    ) -> BanditHistory:
+        """Online training: for each question ``i`` (shuffled, ``epochs`` passes) pull an arm by UCB, ask
+        ``reward(i, arm)`` (the LLM's correctness) and update that arm only."""
+        E = np.asarray(embeddings, dtype=np.float64)
+        rng = np.random.default_rng(self.config.seed)
+        hist = BanditHistory()
+        total = self.config.epochs * len(E)
+        step = 0
+        for _ in range(self.config.epochs):
+            for i in rng.permutation(len(E)).tolist():
+                arm = self.select(E[i], explore=True)
+                r = float(reward(i, arm))
+                self.update(arm, E[i], r)
+                hist.arms.append(arm)
+                hist.rewards.append(r)
+                step += 1
+                if progress is not None:
+                    progress(step, total)
+        return hist
+
+    # ------------------------------------------------------------------------------------- persistence
+    def save(self, path: str | Path) -> Path:
+        """Write the bandit (arms, config, LinUCB state) to one ``.npz`` file."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        state = self.policy.state_dict()
+        arrays = {k: np.asarray(state.pop(k)) for k in ("A_inv", "b", "theta", "counts")}
+        meta = {"arms": list(self.arms), "dim": self.dim, "config": asdict(self.config), "linucb": state}
+        tmp = path.with_name(path.name + ".tmp.npz")
+        np.savez(tmp, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)  # type: ignore[arg-type]
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> PromptBandit:
+        """A bandit saved by :meth:`save`; raises ``DataError`` naming the file otherwise."""
+        path = Path(path)
+        if not path.is_file():
+            raise DataError("prompt-bandit file not found", path)
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                meta: dict[str, Any] = json.loads(z["meta"].tobytes().decode())
+                state = dict(meta["linucb"])
+                for k in ("A_inv", "b", "theta", "counts"):
+                    state[k] = z[k]
+            out = cls(int(meta["dim"]), meta["arms"], BanditConfig(**meta["config"]))
+            out.policy = LinUCB.from_state_dict(state)
+        except (KeyError, ValueError, OSError) as exc:
+            raise DataError(f"not a prompt-bandit file: {exc}", path) from exc
+        return out

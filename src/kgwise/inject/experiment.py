@@ -1,0 +1,399 @@
+"""The KnowGPT evaluation (the structure of Tables 3 and 4) on kgwise's real data.
+
+Per data set: the KG, the training questions (for P_RL and the prompt bandit; no gold labels for P_RL)
+and the test splits are
+
+* ``csqa``: WordNet + the ConceptNet CSQA-choice slice; train on ``ihtrain``; test on ``ihdev`` (the
+  official dev set, where the slice covers every choice) and ``ihtest`` (WordNet only, the slice has no
+  triples for it);
+* ``obqa``: WordNet, plus the two open-book facts most similar to the question (all-MiniLM-L6-v2) as
+  extra evidence in every knowledge prompt; train ``train``, test ``test``; a "facts only" row shows
+  what the facts alone do;
+* ``medqa``: the DDB graph; MedQA has only a test set here, so it is split 50/50 by a seeded permutation
+  (``split_seed``, default 0): the first half trains, the second half is tested.
+
+Rows: w/o KG; P_sub × {F_t, F_s, F_g}; P_RL × {F_t, F_s, F_g}; full KnowGPT (the bandit's pick per
+question). The LLM is deterministic (temperature 0, log-probability scoring), so full KnowGPT's
+correctness on a question is that of the combination it picks, measured once. Every LLM outcome is
+appended to ``outcomes.jsonl`` as it arrives, and a rerun resumes from there; the P_RL policy and the
+bandit are saved next to it and reloaded.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kgwise.config import cache_dir, data_dir
+from kgwise.embed import MiniLM
+from kgwise.errors import ConfigError
+from kgwise.extract.path_agent import (
+    NodeEmbeddings,
+    PathAgent,
+    PathAgentConfig,
+    PathPolicy,
+    train_path_policy,
+)
+from kgwise.inject.bandit import ARMS, BanditConfig, PromptBandit
+from kgwise.inject.injector import WITHOUT_KG, Injection, InjectorConfig, KnowledgeInjector
+from kgwise.kg.csr import CSRGraph
+from kgwise.kg.grounding import Grounder, GrounderConfig
+from kgwise.render.formats import FormatConfig, make_format
+from kgwise.types import Question, Usage
+
+__all__ = ["DATASETS", "ExperimentConfig", "build_kg", "markdown_table", "run_experiment", "split_questions"]
+
+DATASETS = ("csqa", "obqa", "medqa")
+FACTS_ONLY = "facts only"
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """Sizes of one run: ``limit`` test questions per split (None: all), ``train_limit`` bandit-training
+    questions, P_RL training ``rl_iterations``/``rl_time_limit_s``, the MedQA ``split_seed``; graphs of at
+    most ``pre_encode_max_nodes`` nodes get all node embeddings computed before testing."""
+
+    limit: int | None = 200
+    train_limit: int = 200
+    rl_iterations: int = 300
+    rl_time_limit_s: float = 1500.0
+    rl_train_questions: int = 2000
+    split_seed: int = 0
+    facts_k: int = 2
+    normalised: bool = False
+    pre_encode_max_nodes: int = 50_000
+    agent: PathAgentConfig = field(default_factory=lambda: PathAgentConfig(max_actions=16, prefilter=16))
+    """P_RL sized for 2 shared cores: fewer actions per step means fewer node embeddings to compute."""
+
+
+# ---------------------------------------------------------------------------------------------- data
+def build_kg(dataset: str, data: Path) -> CSRGraph:
+    """The dataset's KG, built once and cached as ``.npz`` under :func:`kgwise.config.cache_dir`."""
+    from kgwise.kg.loaders import load_conceptnet_jsonl_triples, load_ddb, load_wordnet, merge_graphs
+
+    path = cache_dir() / f"knowgpt-kg-{dataset}.npz"
+    if path.is_file():
+        return CSRGraph.load(path)
+    if dataset == "csqa":
+        slice_dir = data / "conceptnet" / "csqa_choice_triples_jessionlin"
+        cn = load_conceptnet_jsonl_triples(slice_dir, data / "conceptnet" / "merge_relation_kagnet.txt")
+        kg = merge_graphs([load_wordnet(data / "wordnet"), cn], name="wordnet+conceptnet-slice")
+    elif dataset == "obqa":
+        kg = load_wordnet(data / "wordnet")
+    elif dataset == "medqa":
+        kg = load_ddb(data / "ddb")
+    else:
+        raise ConfigError(f"unknown data set {dataset!r}; choose one of {', '.join(DATASETS)}")
+    kg.save(path)
+    return kg
+
+
+def split_questions(
+    dataset: str, data: Path, seed: int = 0
+) -> tuple[list[Question], dict[str, list[Question]]]:
+    """``(training questions, {test split: questions})`` of the dataset (see the module docstring)."""
+    from kgwise.datasets import load
+
+    if dataset == "csqa":
+        return load("csqa", "ihtrain", data), {"ihdev": load("csqa", "ihdev", data),
+                                               "ihtest": load("csqa", "ihtest", data)}
+    if dataset == "obqa":
+        return load("obqa", "train", data), {"test": load("obqa", "test", data)}
+    if dataset == "medqa":
+        qs = load("medqa", "test", data)
+        order = np.random.default_rng(seed).permutation(len(qs))
+        half = len(qs) // 2
+        return [qs[i] for i in order[:half]], {"test-half": [qs[i] for i in order[half:]]}
+    raise ConfigError(f"unknown data set {dataset!r}; choose one of {', '.join(DATASETS)}")
+
+
+class FactRetriever:
+    """The ``k`` open-book facts most similar to a question (its text and choices), for OBQA."""
+
+    def __init__(self, facts: Sequence[str], encoder: MiniLM, k: int = 2) -> None:
+        self.facts = list(facts)
+        self.encoder = encoder
+        self.k = k
+        self.vecs = encoder.encode(self.facts)
+
+    def __call__(self, q: Question) -> str:
+        query = q.text + " " + " ".join(q.choice_texts)
+        sims = self.vecs @ self.encoder.encode([query])[0]
+        top = np.argsort(-sims, kind="stable")[: self.k]
+        return "\n".join(self.facts[i].strip().strip('"') + "." for i in top)
+
+
+# ---------------------------------------------------------------------------------------------- outcomes
+class OutcomeStore:
+    """Append-only JSONL of LLM outcomes keyed by ``(question id, setting)``; reloaded on resume."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rows: dict[tuple[str, str], dict[str, Any]] = {}
+        if path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    row = json.loads(line)
+                    self.rows[(row["qid"], row["setting"])] = row
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def get(self, qid: str, setting: str) -> dict[str, Any] | None:
+        return self.rows.get((qid, setting))
+
+    def put(self, row: dict[str, Any]) -> None:
+        self.rows[(row["qid"], row["setting"])] = row
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row) + "\n")
+
+
+def _row(q: Question, setting: str, inj: Injection) -> dict[str, Any]:
+    gold = q.gold_index
+    probs = inj.scores.probabilities
+    norm = inj.scores.normalised_probabilities
+    return {
+        "qid": q.id,
+        "setting": setting,
+        "correct": int(inj.answer.prediction == q.choices[gold].label),  # the injector's scoring rule
+        "correct_sum": int(int(np.argmax(probs)) == gold),
+        "correct_norm": int(int(np.argmax(norm)) == gold),
+        "prediction": inj.answer.prediction,
+        "knowledge_chars": len(inj.answer.knowledge),
+        "empty_knowledge": int(not inj.answer.knowledge.strip()),
+        "prep_ms": inj.prep_ms,
+        "timings_ms": dict(inj.timings_ms),
+        "usage": inj.answer.usage.to_dict(),
+    }
+
+
+# ---------------------------------------------------------------------------------------------- runner
+def _progress(desc: str, total: int) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, dynamic_ncols=True)
+
+
+def run_experiment(
+    dataset: str,
+    llm_spec: str,
+    out_dir: Path,
+    config: ExperimentConfig | None = None,
+    data: Path | None = None,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Run (or resume) the KnowGPT evaluation of ``dataset`` with ``llm_spec``; returns the report."""
+    import torch
+
+    from kgwise.extract import SubgraphExtractor
+    from kgwise.llm import get_llm
+
+    cfg = config or ExperimentConfig()
+    root = data_dir(data)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(1)
+    t_start = time.perf_counter()
+
+    kg = build_kg(dataset, root)
+    log(f"{dataset}: {kg!r}")
+    train_qs, tests = split_questions(dataset, root, cfg.split_seed)
+    grounder = Grounder(kg, GrounderConfig(wordnet_dir=root / "wordnet" if dataset != "medqa" else None))
+    encoder = MiniLM()
+    llm = get_llm(llm_spec, cache=True)
+
+    # --- P_RL: train (resumable) or load
+    agent_cfg = cfg.agent
+    emb = NodeEmbeddings(kg, encoder, agent_cfg.node_text_edges)
+    policy_path = out_dir / "path_policy.pt"
+    rl_report: dict[str, Any]
+    if policy_path.is_file():
+        policy, agent_cfg, rl_report = PathPolicy.load(policy_path)
+        log(f"loaded P_RL policy from {policy_path}")
+    else:
+        items = [(q, grounder.ground(q)) for q in train_qs[: cfg.rl_train_questions]]
+        policy, tlog = train_path_policy(
+            kg, items, agent_cfg, embeddings=emb, iterations=cfg.rl_iterations,
+            time_limit_s=cfg.rl_time_limit_s, checkpoint=out_dir / "path_policy.ckpt",
+        )
+        r = tlog.reach_rate
+        w = max(1, min(20, len(r) // 4))
+        rl_report = {"iterations": len(r), "seconds": round(tlog.seconds, 1),
+                     "reach_rate_first": float(np.mean(r[:w])), "reach_rate_last": float(np.mean(r[-w:])),
+                     "train_questions": len(items)}
+        policy.save(policy_path, agent_cfg, rl_report)
+    if kg.num_nodes <= cfg.pre_encode_max_nodes:
+        # one-off: every node's embedding (cached on disk), so per-question latency is not encoder time
+        emb.get(np.arange(kg.num_nodes))
+        emb.save()
+    agent = PathAgent(kg, policy, agent_cfg, embeddings=emb)
+
+    fmt_cfg = FormatConfig()
+    formats = {n: make_format(n, llm, fmt_cfg) for n in ("F_t", "F_s", "F_g")}
+    evidence = None
+    if dataset == "obqa":
+        from kgwise.datasets import load_openbook_facts
+
+        evidence = FactRetriever(load_openbook_facts(root), encoder, cfg.facts_k)
+    injector = KnowledgeInjector(kg, grounder, {"P_sub": SubgraphExtractor(kg), "P_RL": agent}, formats, llm,
+                                 encoder=encoder, config=InjectorConfig(cfg.normalised), evidence=evidence)
+    store = OutcomeStore(out_dir / "outcomes.jsonl")
+
+    def outcome(q: Question, setting: str) -> dict[str, Any]:
+        row = store.get(q.id, setting)
+        if row is None:
+            if setting == WITHOUT_KG:
+                inj = injector.answer_without_knowledge(q)
+            elif setting == FACTS_ONLY:
+                inj = injector.answer_with_evidence_only(q)
+            else:
+                inj = injector.inject(q, setting)
+            row = _row(q, setting, inj)
+            store.put(row)
+        return row
+
+    # --- bandit: train on training questions (LLM correctness as reward), or load
+    bandit_path = out_dir / "bandit.npz"
+    bandit_qs = [q for q in train_qs[: cfg.train_limit] if q.choices]
+    if bandit_path.is_file():
+        bandit = PromptBandit.load(bandit_path)
+        bandit_report: dict[str, Any] = {"loaded": str(bandit_path)}
+    else:
+        bandit = PromptBandit(encoder.dim, ARMS, BanditConfig())
+        E = encoder.encode([q.text for q in bandit_qs])
+        bar = _progress(f"{dataset} bandit training", cfg.train_limit * bandit.config.epochs)
+        hist = bandit.fit(E, lambda i, a: float(outcome(bandit_qs[i], ARMS[a])["correct"]),
+                          progress=lambda s, t: bar.update(1))
+        bar.close()
+        bandit.save(bandit_path)
+        bandit_report = {"questions": len(bandit_qs), "mean_reward": hist.mean_reward,
+                         "pulls": dict(Counter(ARMS[a] for a in hist.arms))}
+    injector.bandit = bandit
+
+    # --- test splits: every setting on every question (so rows compare on the same questions)
+    settings = [WITHOUT_KG, *([FACTS_ONLY] if evidence is not None else []), *ARMS]
+    splits: dict[str, Any] = {}
+    for split, qs in tests.items():
+        qs = [q for q in qs if q.choices][: cfg.limit]
+        bar = _progress(f"{dataset}/{split}", len(qs))
+        picks: list[str] = []
+        for q in qs:
+            for s in settings:
+                outcome(q, s)
+            picks.append(bandit.arms[bandit.select(encoder.encode([q.text])[0])])
+            bar.update(1)
+        bar.close()
+        splits[split] = _split_report(qs, settings, picks, store)
+        splits[split]["latency_ms"] = _latency(injector, qs)
+    emb.save()
+
+    first = next(iter(splits.values()))
+    usage = Usage.total([Usage.from_dict(r["usage"]) for r in store.rows.values()])
+    report = {
+        "dataset": dataset,
+        "llm": llm_spec,
+        "kg": {"name": kg.name, "nodes": kg.num_nodes, "edges": kg.num_edges},
+        "config": asdict(cfg),
+        "p_rl_training": rl_report,
+        "bandit_training": bandit_report,
+        "without_kg": first["without_kg"],
+        "combos": first["combos"],
+        "full": first["full"],
+        "splits": splits,
+        "usage": usage.to_dict(),
+        "wall_s": round(time.perf_counter() - t_start, 1),
+    }
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    (out_dir / "table.md").write_text(markdown_table({dataset: report}) + "\n", encoding="utf-8")
+    return report
+
+
+def _latency(injector: KnowledgeInjector, qs: Sequence[Question]) -> dict[str, Any]:
+    """Grounding + extraction + F_t and F_s rendering per question and extractor, measured afresh (no
+    memo, no LLM), after the run's caches are warm; median and p95 in milliseconds."""
+    out: dict[str, Any] = {}
+    for name, extractor in injector.extractors.items():
+        times: list[float] = []
+        for q in qs:
+            t0 = time.perf_counter()
+            sub = extractor.extract(q, injector.grounder.ground(q))
+            for f in ("F_t", "F_s"):
+                injector.formats[f].render(injector.kg, sub, q)
+            times.append((time.perf_counter() - t0) * 1e3)
+        if times:
+            out[name] = {"median": statistics.median(times), "p95": float(np.percentile(times, 95)),
+                         "n": len(times)}
+    return out
+
+
+def _acc(rows: Sequence[dict[str, Any]], key: str = "correct") -> float:
+    return float(np.mean([r[key] for r in rows])) if rows else float("nan")
+
+
+def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: Sequence[str],
+                  store: OutcomeStore) -> dict[str, Any]:
+    def rows(s: str) -> list[dict[str, Any]]:
+        return [r for q in qs if (r := store.get(q.id, s)) is not None]
+
+    def summary(s: str) -> dict[str, Any]:
+        rs = rows(s)
+        prep = [r["prep_ms"] for r in rs]
+        out: dict[str, Any] = {"accuracy": _acc(rs), "accuracy_normalised": _acc(rs, "correct_norm"),
+                               "n": len(rs)}
+        if s in ARMS:
+            out["empty_knowledge"] = int(sum(r["empty_knowledge"] for r in rs))
+            out["prep_ms_median"] = statistics.median(prep) if prep else None
+            out["prep_ms_p95"] = float(np.percentile(prep, 95)) if prep else None
+        return out
+
+    combos = {s: summary(s) for s in ARMS}
+    full_rows = [store.get(q.id, p) for q, p in zip(qs, picks, strict=True)]
+    full_ok = [r for r in full_rows if r is not None]
+    prep_full = [r["prep_ms"] for r in full_ok]
+    best = max(combos, key=lambda s: combos[s]["accuracy"])
+    out: dict[str, Any] = {
+        "n": len(qs),
+        "without_kg": summary(WITHOUT_KG),
+        "combos": combos,
+        "full": {"accuracy": _acc(full_ok), "accuracy_normalised": _acc(full_ok, "correct_norm"),
+                 "combo_counts": dict(Counter(picks)),
+                 "prep_ms_median": statistics.median(prep_full) if prep_full else None,
+                 "prep_ms_p95": float(np.percentile(prep_full, 95)) if prep_full else None},
+        "best_single": {"combo": best, "accuracy": combos[best]["accuracy"]},
+        "oracle_any_combo": _acc([{"correct": max(store.get(q.id, s)["correct"] for s in ARMS)}  # type: ignore[index]
+                                  for q in qs]),
+    }
+    if FACTS_ONLY in settings:
+        out["facts_only"] = summary(FACTS_ONLY)
+    return out
+
+
+def markdown_table(reports: dict[str, dict[str, Any]]) -> str:
+    """Tables 3/4 layout: one column per (data set, split), one row per setting (accuracy)."""
+    cols: list[tuple[str, str, dict[str, Any]]] = [
+        (d, s, sr) for d, rep in reports.items() for s, sr in rep["splits"].items()
+    ]
+    head = "| setting | " + " | ".join(f"{d} {s} (n={sr['n']})" for d, s, sr in cols) + " |"
+    lines = [head, "|" + "---|" * (len(cols) + 1)]
+
+    def cell(v: float | None) -> str:
+        return "–" if v is None or v != v else f"{v:.3f}"
+
+    def value(sr: dict[str, Any], key: str) -> float | None:
+        if key == "full":
+            return float(sr["full"]["accuracy"])
+        if key in ARMS:
+            return float(sr["combos"][key]["accuracy"])
+        found = sr.get(key)
+        return None if found is None else float(found["accuracy"])
+
+    rows = [("w/o KG", "without_kg"), ("facts only (OBQA)", "facts_only"),
+            *[(a.replace("+", " × "), a) for a in ARMS], ("full KnowGPT", "full")]
+    for name, key in rows:
+        lines.append(f"| {name} | " + " | ".join(cell(value(sr, key)) for _, _, sr in cols) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,171 @@
+"""``KnowledgeInjector``: KnowGPT's pipeline for a black-box LLM — ground → extract → render → answer.
+
+For a question the injector grounds its text and choices in the KG, lets the prompt bandit pick an
+(extractor × format) combination (or uses the one asked for), extracts the knowledge with that extractor
+(P_sub or P_RL), renders it in that format (F_t, F_s, F_g), and asks the LLM to score every choice's text
+after the knowledge prompt (:func:`kgwise.render.answer_prompt`). The returned
+:class:`kgwise.types.Answer` carries the knowledge text, the combination and the usage; ``prep_ms`` in
+:class:`Injection` is the grounding + extraction + rendering time with LLM time excluded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from kgwise.embed import Encoder
+from kgwise.errors import ConfigError
+from kgwise.extract.base import Extractor
+from kgwise.inject.bandit import PromptBandit
+from kgwise.kg.base import KnowledgeGraph
+from kgwise.kg.grounding import Grounder, Grounding
+from kgwise.render.formats import Format, Rendered
+from kgwise.render.prompts import answer_prompt
+from kgwise.types import Answer, Question, Subgraph, Usage
+
+if TYPE_CHECKING:
+    from kgwise.llm import LLM, ChoiceScores
+
+__all__ = ["WITHOUT_KG", "Injection", "InjectorConfig", "KnowledgeInjector"]
+
+WITHOUT_KG = "w/o KG"
+
+
+@dataclass(frozen=True)
+class InjectorConfig:
+    """``normalised``: rank choices by the per-token mean log-probability instead of the sum."""
+
+    normalised: bool = False
+
+
+@dataclass(frozen=True)
+class Injection:
+    """One answered question: the answer, the per-choice scores and the time spent outside the LLM."""
+
+    answer: Answer
+    scores: ChoiceScores
+    subgraph: Subgraph = field(default_factory=Subgraph)
+    prep_ms: float = 0.0
+    timings_ms: Mapping[str, float] = field(default_factory=dict)
+
+
+class KnowledgeInjector:
+    """Composes a grounder, extractors (by name: ``P_sub``, ``P_RL``), formats (``F_t``, ``F_s``,
+    ``F_g``), an LLM and, optionally, a trained :class:`PromptBandit` with its sentence encoder.
+
+    ``evidence`` adds dataset-given text to every knowledge prompt (e.g. OBQA's retrieved open-book
+    facts).
+    """
+
+    def __init__(
+        self,
+        kg: KnowledgeGraph,
+        grounder: Grounder,
+        extractors: Mapping[str, Extractor],
+        formats: Mapping[str, Format],
+        llm: LLM,
+        bandit: PromptBandit | None = None,
+        encoder: Encoder | None = None,
+        config: InjectorConfig | None = None,
+        evidence: Callable[[Question], str] | None = None,
+    ) -> None:
+        if bandit is not None and encoder is None:
+            raise ConfigError("a prompt bandit needs the sentence encoder that embeds its contexts")
+        self.kg, self.grounder, self.llm = kg, grounder, llm
+        self.extractors = dict(extractors)
+        self.formats = dict(formats)
+        self.bandit, self.encoder = bandit, encoder
+        self.config = config or InjectorConfig()
+        self.evidence = evidence
+        self._subgraphs: dict[tuple[str, str], tuple[Subgraph, float]] = {}
+
+    # ----------------------------------------------------------------------------------- pieces
+    def combos(self) -> list[str]:
+        """Every ``extractor+format`` this injector can build."""
+        return [f"{p}+{f}" for p in self.extractors for f in self.formats]
+
+    def choose(self, question: Question) -> str:
+        """The bandit's combination for ``question`` (Eq. 6)."""
+        if self.bandit is None or self.encoder is None:
+            raise ConfigError("no prompt bandit: pass combo=… or give the injector a trained bandit")
+        arm = self.bandit.select(self.encoder.encode([question.text])[0])
+        return self.bandit.arms[arm]
+
+    def _split(self, combo: str) -> tuple[str, str]:
+        p, _, f = combo.partition("+")
+        if p not in self.extractors or f not in self.formats:
+            raise ConfigError(f"unknown combination {combo!r}; available: {', '.join(self.combos())}")
+        return p, f
+
+    def subgraph(self, question: Question, grounding: Grounding, extractor: str) -> tuple[Subgraph, float]:
+        """The extractor's subgraph (memoised per question id) and the milliseconds it took."""
+        key = (question.id, extractor)
+        found = self._subgraphs.get(key)
+        if found is None:
+            t0 = time.perf_counter()
+            sub = self.extractors[extractor].extract(question, grounding)
+            found = (sub, (time.perf_counter() - t0) * 1e3)
+            if len(self._subgraphs) > 20_000:
+                self._subgraphs.clear()
+            self._subgraphs[key] = found
+        return found
+
+    def knowledge(self, question: Question, combo: str) -> tuple[Rendered, Subgraph, dict[str, float]]:
+        """Rendered knowledge for ``question`` with ``combo``, its subgraph, and the times (ms) of
+        grounding, extraction and rendering (rendering without the LLM's own time for F_g)."""
+        p, f = self._split(combo)
+        t0 = time.perf_counter()
+        grounding = self.grounder.ground(question)
+        ground_ms = (time.perf_counter() - t0) * 1e3
+        sub, extract_ms = self.subgraph(question, grounding, p)
+        t1 = time.perf_counter()
+        rendered = self.formats[f].render(self.kg, sub, question)
+        render_ms = (time.perf_counter() - t1) * 1e3 - rendered.usage.latency_s * 1e3
+        return rendered, sub, {"ground": ground_ms, "extract": extract_ms, "render": max(render_ms, 0.0)}
+
+    def _score(self, question: Question, knowledge: str, evidence: str) -> ChoiceScores:
+        prompt = answer_prompt(question.text, knowledge, evidence)
+        return self.llm.score_choices(prompt, [" " + c.text for c in question.choices])
+
+    def _answer(self, question: Question, scores: ChoiceScores, knowledge: str, combo: str,
+                usage: Usage) -> Answer:
+        probs = scores.normalised_probabilities if self.config.normalised else scores.probabilities
+        labels = [c.label for c in question.choices]
+        best = int(np.argmax(probs))
+        return Answer(question.id, labels[best], dict(zip(labels, probs, strict=True)), knowledge=knowledge,
+                      arm=self.llm.name, combo=combo, usage=usage + scores.usage)
+
+    # ----------------------------------------------------------------------------------- answering
+    def inject(self, question: Question, combo: str | None = None) -> Injection:
+        """Answer ``question`` with ``combo`` (default: the bandit's choice) and report the details."""
+        if not question.choices:
+            raise ConfigError(f"question {question.id!r} has no answer choices")
+        combo = combo or self.choose(question)
+        t0 = time.perf_counter()
+        evidence = self.evidence(question) if self.evidence is not None else ""
+        evidence_ms = (time.perf_counter() - t0) * 1e3
+        rendered, sub, timings = self.knowledge(question, combo)
+        timings["evidence"] = evidence_ms
+        scores = self._score(question, rendered.text, evidence)
+        knowledge = "\n".join(x for x in (evidence, rendered.text) if x)
+        answer = self._answer(question, scores, knowledge, combo, rendered.usage)
+        return Injection(answer, scores, sub, sum(timings.values()), timings)
+
+    def answer(self, question: Question, combo: str | None = None) -> Answer:
+        """The :class:`Answer` of :meth:`inject`."""
+        return self.inject(question, combo).answer
+
+    def answer_without_knowledge(self, question: Question) -> Injection:
+        """The "w/o KG" baseline: the same prompt template and scoring with no knowledge at all."""
+        scores = self._score(question, "", "")
+        return Injection(self._answer(question, scores, "", WITHOUT_KG, Usage()), scores)
+
+    def answer_with_evidence_only(self, question: Question) -> Injection:
+        """The dataset's own evidence (e.g. OBQA facts) and no KG knowledge."""
+        evidence = self.evidence(question) if self.evidence is not None else ""
+        scores = self._score(question, "", evidence)
+        return Injection(self._answer(question, scores, evidence, "evidence only", Usage()), scores)

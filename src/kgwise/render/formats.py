@@ -1,0 +1,212 @@
+"""The three knowledge formats of KnowGPT (§3.2.1): triples F_t, sentences F_s, graph description F_g.
+
+Every format turns a :class:`kgwise.types.Subgraph` (KG ids) into prompt text. The edges used are, in
+order: the edges of the subgraph's paths (question concept → choice concept chains), then the remaining
+edges touching a question or choice concept, then the rest; duplicates removed, at most
+``FormatConfig.max_triples``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from kgwise.errors import ConfigError
+from kgwise.kg.base import KnowledgeGraph
+from kgwise.render.prompts import graph_description_prompt
+from kgwise.render.templates import clause, clean_label
+from kgwise.types import Path, Question, Subgraph, Usage
+
+if TYPE_CHECKING:
+    from kgwise.llm import LLM
+
+__all__ = [
+    "FORMAT_NAMES",
+    "Format",
+    "FormatConfig",
+    "GraphDescriptionFormat",
+    "Rendered",
+    "SentenceFormat",
+    "TripleFormat",
+    "make_format",
+    "select_edges",
+]
+
+Edge = tuple[int, int, int]
+FORMAT_NAMES = ("F_t", "F_s", "F_g")
+
+
+@dataclass(frozen=True)
+class FormatConfig:
+    """``max_triples``: cap on the facts rendered (small models have short contexts);
+    ``description_tokens``: generation budget of the F_g description."""
+
+    max_triples: int = 8
+    description_tokens: int = 96
+
+    def __post_init__(self) -> None:
+        if self.max_triples <= 0 or self.description_tokens <= 0:
+            raise ConfigError("FormatConfig: max_triples and description_tokens must be positive")
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """Rendered knowledge and what rendering cost (only F_g calls the LLM)."""
+
+    text: str
+    usage: Usage = field(default_factory=Usage)
+
+
+@runtime_checkable
+class Format(Protocol):
+    """A knowledge format: ``name`` (``F_t``/``F_s``/``F_g``) and ``render``."""
+
+    name: str
+
+    def render(
+        self, kg: KnowledgeGraph, subgraph: Subgraph, question: Question | None = None
+    ) -> Rendered: ...
+
+
+def select_edges(subgraph: Subgraph, max_triples: int) -> list[Edge]:
+    """Path edges first, then edges touching question/choice concepts, then the rest (deduplicated)."""
+    concepts = set(subgraph.question_nodes)
+    for nodes in subgraph.choice_nodes:
+        concepts.update(nodes)
+    ordered: dict[Edge, None] = {}
+    for path in subgraph.paths:
+        for e in path.edges():
+            ordered.setdefault(e, None)
+    rest = [e for e in subgraph.edges if e not in ordered]
+    rest.sort(key=lambda e: (e[0] not in concepts and e[2] not in concepts))
+    for e in rest:
+        ordered.setdefault(e, None)
+    return list(ordered)[:max_triples]
+
+
+def _names(kg: KnowledgeGraph, edge: Edge) -> tuple[str, str, str]:
+    h, r, t = edge
+    return kg.label(h), kg.relation_name(r), kg.label(t)
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return (text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")) if text else ""
+
+
+class TripleFormat:
+    """F_t: one ``(head, relation, tail)`` per line, relation names as the KG spells them."""
+
+    name = "F_t"
+
+    def __init__(self, config: FormatConfig | None = None) -> None:
+        self.config = config or FormatConfig()
+
+    def render(self, kg: KnowledgeGraph, subgraph: Subgraph, question: Question | None = None) -> Rendered:
+        lines = []
+        for e in select_edges(subgraph, self.config.max_triples):
+            h, r, t = _names(kg, e)
+            lines.append(f"({clean_label(h)}, {r}, {clean_label(t)})")
+        return Rendered("\n".join(lines))
+
+
+class SentenceFormat:
+    """F_s: each path as one fluent sentence chaining relation templates (``A is a kind of B, which is
+    used for C.``); edges outside the paths as one sentence each."""
+
+    name = "F_s"
+
+    def __init__(self, config: FormatConfig | None = None) -> None:
+        self.config = config or FormatConfig()
+
+    def _path_sentence(self, kg: KnowledgeGraph, path: Path, budget: set[Edge]) -> str:
+        parts: list[str] = []
+        for i, edge in enumerate(path.edges()):
+            if edge not in budget:
+                break
+            h, r, t = _names(kg, edge)
+            if not parts:
+                parts.append(clause(h, r, t))
+            elif path.inverse[i]:
+                parts.append(f"and {clause(h, r, t)}")
+            else:
+                words = clause(h, r, t)[len(clean_label(h)) :].strip()
+                parts.append(f"which {words}")
+        return _sentence(", ".join(parts))
+
+    def render(self, kg: KnowledgeGraph, subgraph: Subgraph, question: Question | None = None) -> Rendered:
+        edges = select_edges(subgraph, self.config.max_triples)
+        budget = set(edges)
+        sentences: list[str] = []
+        covered: set[Edge] = set()
+        for path in subgraph.paths:
+            text = self._path_sentence(kg, path, budget)
+            if text and text not in sentences:
+                sentences.append(text)
+                covered.update(e for e in path.edges() if e in budget)
+        for e in edges:
+            if e not in covered:
+                sentences.append(_sentence(clause(*_names(kg, e))))
+        return Rendered(" ".join(sentences))
+
+
+class GraphDescriptionFormat:
+    """F_g: the LLM itself describes the subgraph around its central entity (the node in most of the
+    selected edges, question concepts first on ties). Descriptions are memoised per triple set here and
+    persisted by the LLM layer's response cache."""
+
+    name = "F_g"
+
+    def __init__(self, llm: LLM, config: FormatConfig | None = None) -> None:
+        self.llm = llm
+        self.config = config or FormatConfig()
+        self._memo: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def render(self, kg: KnowledgeGraph, subgraph: Subgraph, question: Question | None = None) -> Rendered:
+        edges = select_edges(subgraph, self.config.max_triples)
+        if not edges:
+            return Rendered("")
+        counts: Counter[int] = Counter()
+        for h, _, t in edges:
+            counts[h] += 1
+            counts[t] += 1
+        qnodes = set(subgraph.question_nodes)
+        center = max(counts, key=lambda v: (counts[v], v in qnodes, -v))
+        triples = "\n".join(
+            f"({clean_label(h)}, {r}, {clean_label(t)})" for h, r, t in (_names(kg, e) for e in edges)
+        )
+        prompt = graph_description_prompt(triples, clean_label(kg.label(center)))
+        with self._lock:
+            memo = self._memo.get(prompt)
+        if memo is not None:
+            return Rendered(memo, Usage(cached_calls=1))
+        gen = self.llm.generate(prompt, max_tokens=self.config.description_tokens, temperature=0.0,
+                                stop=["\n\n"])
+        text = " ".join(gen.text.split())
+        with self._lock:
+            self._memo[prompt] = text
+        return Rendered(text, gen.usage)
+
+
+def make_format(name: str, llm: LLM | None = None, config: FormatConfig | None = None) -> Format:
+    """``F_t``/``F_s``/``F_g`` (also ``triples``/``sentences``/``graph``); F_g needs ``llm``."""
+    key = {"triples": "F_t", "sentences": "F_s", "graph": "F_g"}.get(name, name)
+    if key == "F_t":
+        return TripleFormat(config)
+    if key == "F_s":
+        return SentenceFormat(config)
+    if key == "F_g":
+        if llm is None:
+            raise ConfigError("format F_g (graph description) needs an LLM")
+        return GraphDescriptionFormat(llm, config)
+    raise ConfigError(f"unknown knowledge format {name!r}; choose one of {', '.join(FORMAT_NAMES)}")
+
+
+def render_all(formats: Sequence[Format], kg: KnowledgeGraph, subgraph: Subgraph,
+               question: Question | None = None) -> dict[str, Rendered]:
+    """Each format's rendering of the same subgraph, by format name."""
+    return {f.name: f.render(kg, subgraph, question) for f in formats}

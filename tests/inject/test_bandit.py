@@ -1,0 +1,87 @@
+"""The prompt-construction bandit (KnowGPT §3.2, Eq. 5–8) on kgwise.bandit.LinUCB."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kgwise.errors import ConfigError, DataError
+from kgwise.inject import ARMS, BanditConfig, PromptBandit
+
+
+def test_six_arms_and_gamma() -> None:
+    assert ARMS == ("P_sub+F_t", "P_sub+F_s", "P_sub+F_g", "P_RL+F_t", "P_RL+F_s", "P_RL+F_g")
+    cfg = BanditConfig(delta=0.05)
+    assert cfg.gamma == pytest.approx(1 + math.sqrt(math.log(2 / 0.05) / 2))
+    assert PromptBandit(4, config=cfg).policy.alpha == pytest.approx(cfg.gamma)
+    with pytest.raises(ConfigError):
+        BanditConfig(delta=1.5)
+    with pytest.raises(ConfigError, match="dimension"):
+        PromptBandit(4).select(np.ones(3))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 40), st.integers(0, 10_000), st.floats(0.1, 5.0))
+def test_arm_estimates_equal_the_closed_form_ridge_solution(n: int, seed: int, ridge: float) -> None:
+    """After any sequence of updates α(i) = (CᵀC + λI)⁻¹ Cᵀ r (Eq. 7) on contexts [c, 1]."""
+    rng = np.random.default_rng(seed)
+    dim = 5
+    bandit = PromptBandit(dim, config=BanditConfig(ridge=ridge, seed=seed))
+    history: dict[int, list[tuple[np.ndarray, float]]] = {a: [] for a in range(len(ARMS))}
+    for _ in range(n):
+        c = rng.normal(size=dim)
+        arm = int(rng.integers(len(ARMS)))
+        r = float(rng.integers(2))
+        bandit.update(arm, c, r)
+        history[arm].append((np.append(c, 1.0), r))
+    for arm, rows in history.items():
+        C = np.array([x for x, _ in rows]).reshape(-1, dim + 1)
+        y = np.array([r for _, r in rows])
+        alpha = np.linalg.solve(C.T @ C + ridge * np.eye(dim + 1), C.T @ y)
+        assert np.allclose(bandit.policy.theta[arm], alpha, atol=1e-8)
+        # Eq. 8: the exploration width is γ √(c (CᵀC + λI)⁻¹ cᵀ)
+        c = np.append(rng.normal(size=dim), 1.0)
+        beta = bandit.config.gamma * math.sqrt(c @ np.linalg.solve(C.T @ C + ridge * np.eye(dim + 1), c))
+        ucb = bandit.scores(c[:-1], explore=True)[arm]
+        assert ucb == pytest.approx(c @ alpha + beta, rel=1e-7, abs=1e-9)
+        assert bandit.scores(c[:-1], explore=False)[arm] == pytest.approx(c @ alpha, abs=1e-9)
+
+
+def test_fit_learns_which_combination_suits_which_questions(tmp_path: Path) -> None:
+    """Two kinds of question (two directions of the context); a different arm is right for each."""
+    rng = np.random.default_rng(0)
+    dim = 8
+    kinds = rng.integers(2, size=400)
+    base = np.eye(dim)[[0, 1]]
+    E = base[kinds] + 0.1 * rng.normal(size=(400, dim))
+    good = {0: 1, 1: 4}  # kind 0 → P_sub+F_s, kind 1 → P_RL+F_s
+
+    def reward(i: int, arm: int) -> float:
+        return float(arm == good[int(kinds[i])])
+
+    bandit = PromptBandit(dim, config=BanditConfig(seed=3))
+    hist = bandit.fit(E, reward)
+    assert len(hist.arms) == 400
+    late = np.mean(hist.rewards[-100:])
+    assert late > 0.8 > np.mean(hist.rewards[:50])
+    assert bandit.select(base[0]) == 1 and bandit.select(base[1]) == 4
+    path = bandit.save(tmp_path / "bandit.npz")
+    loaded = PromptBandit.load(path)
+    assert loaded.arms == bandit.arms and loaded.config == bandit.config
+    for c in E[:50]:
+        assert loaded.select(c) == bandit.select(c)
+        assert np.allclose(loaded.scores(c, True), bandit.scores(c, True))
+
+
+def test_load_errors_name_the_file(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="not found"):
+        PromptBandit.load(tmp_path / "none.npz")
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, x=np.ones(2))
+    with pytest.raises(DataError, match=r"bad\.npz"):
+        PromptBandit.load(bad)

@@ -1,0 +1,160 @@
+"""``KnowledgeInjector`` composition, the experiment's data splits and table, and a real end-to-end answer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kgwise.embed import MiniLM
+from kgwise.errors import ConfigError
+from kgwise.extract import SubgraphExtractor
+from kgwise.inject import ARMS, WITHOUT_KG, KnowledgeInjector, PromptBandit
+from kgwise.inject.experiment import markdown_table, split_questions
+from kgwise.kg import CSRGraph
+from kgwise.kg.grounding import Grounder
+from kgwise.llm import ChoiceScores, Generation
+from kgwise.render import make_format
+from kgwise.types import Question, Usage
+
+
+@cache
+def _ddb(data: Path) -> CSRGraph:
+    from kgwise.kg.loaders import load_ddb
+
+    return load_ddb(data / "ddb")
+
+
+@cache
+def _medqa(data: Path) -> tuple[Question, ...]:
+    from kgwise.datasets import load
+
+    return tuple(load("medqa", "test", data))
+
+
+class ScriptedLLM:
+    """Test double for the LLM protocol: records contexts; prefers the choice named in the context."""
+
+    name = "scripted"
+
+    def __init__(self) -> None:
+        self.contexts: list[str] = []
+
+    def generate(self, prompt: str, *, max_tokens: int = 256, temperature: float = 0.0,
+                 stop: Sequence[str] | None = None) -> Generation:
+        return Generation("a description", Usage(calls=1, output_tokens=2))
+
+    def score_choices(self, context: str, choices: Sequence[str]) -> ChoiceScores:
+        self.contexts.append(context)
+        lp = tuple(-1.0 if c.strip().lower() in context.lower() else -5.0 for c in choices)
+        return ChoiceScores(lp, lp, Usage(calls=1, input_tokens=len(context.split())))
+
+
+def _question_with_knowledge(kg: CSRGraph, qs: Sequence[Question]) -> Question:
+    grounder, psub = Grounder(kg), SubgraphExtractor(kg)
+    for q in qs:
+        if not psub.extract(q, grounder.ground(q)).is_empty:
+            return q
+    raise AssertionError("no MedQA question with a P_sub subgraph")
+
+
+def test_injector_composes_ground_extract_render_and_score(data_dir: Path) -> None:
+    kg = _ddb(data_dir)
+    q = _question_with_knowledge(kg, _medqa(data_dir)[:50])
+    llm = ScriptedLLM()
+    formats = {n: make_format(n, llm) for n in ("F_t", "F_s", "F_g")}  # type: ignore[arg-type]
+    inj = KnowledgeInjector(kg, Grounder(kg), {"P_sub": SubgraphExtractor(kg)}, formats, llm)  # type: ignore[arg-type]
+    assert inj.combos() == ["P_sub+F_t", "P_sub+F_s", "P_sub+F_g"]
+    result = inj.inject(q, "P_sub+F_t")
+    a = result.answer
+    assert a.combo == "P_sub+F_t" and a.arm == "scripted" and a.knowledge.startswith("(")
+    assert a.prediction in {c.label for c in q.choices}
+    assert sum(a.probabilities.values()) == pytest.approx(1.0)
+    assert "Background knowledge:" in llm.contexts[-1] and a.knowledge in llm.contexts[-1]
+    assert llm.contexts[-1].rstrip().endswith("Answer:")
+    assert set(result.timings_ms) == {"ground", "extract", "render", "evidence"}
+    assert result.prep_ms == pytest.approx(sum(result.timings_ms.values()))
+    g = inj.inject(q, "P_sub+F_g")
+    assert g.answer.knowledge == "a description" and g.answer.usage.calls == 2  # description + scoring
+    plain = inj.answer_without_knowledge(q)
+    assert plain.answer.combo == WITHOUT_KG and "Background" not in llm.contexts[-1]
+    with pytest.raises(ConfigError, match="unknown combination"):
+        inj.inject(q, "P_RL+F_t")
+    with pytest.raises(ConfigError, match="no prompt bandit"):
+        inj.inject(q)
+
+
+def test_injector_asks_the_bandit_for_the_combination(data_dir: Path) -> None:
+    kg = _ddb(data_dir)
+    q = _medqa(data_dir)[3]
+    llm = ScriptedLLM()
+    enc = MiniLM()
+    formats = {n: make_format(n, llm) for n in ("F_t", "F_s")}  # type: ignore[arg-type]
+    arms = ["P_sub+F_t", "P_sub+F_s"]
+    bandit = PromptBandit(enc.dim, arms)
+    c = enc.encode([q.text])[0]
+    for _ in range(3):
+        bandit.update(1, c, 1.0)
+        bandit.update(0, c, 0.0)
+    inj = KnowledgeInjector(kg, Grounder(kg), {"P_sub": SubgraphExtractor(kg)}, formats, llm,  # type: ignore[arg-type]
+                            bandit=bandit, encoder=enc)
+    assert inj.answer(q).combo == "P_sub+F_s"
+    with pytest.raises(ConfigError, match="encoder"):
+        KnowledgeInjector(kg, Grounder(kg), {}, formats, llm, bandit=bandit)  # type: ignore[arg-type]
+
+
+def test_medqa_split_is_fixed_half_and_disjoint(data_dir: Path) -> None:
+    train, tests = split_questions("medqa", data_dir, seed=0)
+    test = tests["test-half"]
+    assert len(train) == 636 and len(test) == 637
+    assert not {q.id for q in train} & {q.id for q in test}
+    again, _ = split_questions("medqa", data_dir, seed=0)
+    assert [q.id for q in again] == [q.id for q in train]
+    other, _ = split_questions("medqa", data_dir, seed=1)
+    assert [q.id for q in other] != [q.id for q in train]
+
+
+def test_markdown_table_has_the_rows_of_tables_3_and_4() -> None:
+    split = {"n": 3, "without_kg": {"accuracy": 0.2},
+             "combos": {a: {"accuracy": 0.1 * i} for i, a in enumerate(ARMS)},
+             "full": {"accuracy": 0.45}}
+    table = markdown_table({"medqa": {"splits": {"test-half": split}}})
+    lines = table.splitlines()
+    assert lines[0] == "| setting | medqa test-half (n=3) |"
+    assert "| w/o KG | 0.200 |" in lines and "| full KnowGPT | 0.450 |" in lines
+    assert "| P_RL × F_g | 0.500 |" in lines and "| facts only (OBQA) | – |" in lines
+    assert len(lines) == 2 + 1 + 1 + len(ARMS) + 1
+
+
+@pytest.mark.slow
+def test_injector_answers_a_real_medqa_question_end_to_end_with_the_local_model(data_dir: Path) -> None:
+    from kgwise.llm import get_llm
+
+    kg = _ddb(data_dir)
+    q = _question_with_knowledge(kg, _medqa(data_dir)[:50])
+    llm = get_llm("smollm2-135m")
+    formats = {n: make_format(n, llm) for n in ("F_t", "F_s")}
+    inj = KnowledgeInjector(kg, Grounder(kg), {"P_sub": SubgraphExtractor(kg)}, formats, llm)
+    result = inj.inject(q, "P_sub+F_s")
+    a = result.answer
+    assert a.question_id == q.id and a.prediction in {c.label for c in q.choices}
+    assert a.combo == "P_sub+F_s" and a.arm == llm.name
+    assert a.knowledge and a.knowledge.endswith(".") and "(" not in a.knowledge
+    p = np.array(list(a.probabilities.values()))
+    assert p.sum() == pytest.approx(1.0) and (p > 0).all()
+    assert a.usage.calls >= 1 and a.usage.input_tokens > len(q.text.split())
+
+
+def test_outcome_store_resumes_from_its_file(tmp_path: Path) -> None:
+    from kgwise.inject.experiment import OutcomeStore
+
+    store = OutcomeStore(tmp_path / "run" / "outcomes.jsonl")
+    store.put({"qid": "q1", "setting": "P_sub+F_t", "correct": 1})
+    store.put({"qid": "q1", "setting": WITHOUT_KG, "correct": 0})
+    again = OutcomeStore(tmp_path / "run" / "outcomes.jsonl")
+    assert again.get("q1", "P_sub+F_t") == {"qid": "q1", "setting": "P_sub+F_t", "correct": 1}
+    assert again.get("q1", WITHOUT_KG)["correct"] == 0  # type: ignore[index]
+    assert again.get("q2", WITHOUT_KG) is None

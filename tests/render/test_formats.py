@@ -1,0 +1,177 @@
+"""Knowledge formats F_t / F_s / F_g on real DDB and WordNet subgraphs, and the relation templates."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kgwise.errors import ConfigError
+from kgwise.kg import CSRGraph
+from kgwise.llm import Generation
+from kgwise.render import (
+    FormatConfig,
+    GraphDescriptionFormat,
+    SentenceFormat,
+    TripleFormat,
+    make_format,
+    relation_phrase,
+    select_edges,
+)
+from kgwise.render.templates import clean_label
+from kgwise.types import Path as KGPath
+from kgwise.types import Subgraph, Usage
+
+
+@cache
+def _ddb(data: Path) -> CSRGraph:
+    from kgwise.kg.loaders import load_ddb
+
+    return load_ddb(data / "ddb")
+
+
+@pytest.fixture(scope="module")
+def ddb(data_dir: Path) -> CSRGraph:
+    return _ddb(data_dir)
+
+
+def _two_hop(kg: CSRGraph, name: str) -> Subgraph:
+    """A real 2-hop chain a -r1-> b -r2-> c starting at node ``name``."""
+    a = kg.node(name)
+    rels, tails = kg.out_edges(a)
+    for r1, b in zip(rels.tolist(), tails.tolist(), strict=True):
+        r2s, cs = kg.out_edges(b)
+        for r2, c in zip(r2s.tolist(), cs.tolist(), strict=True):
+            if c != a:
+                p = KGPath((a, b, c), (r1, r2))
+                return Subgraph(nodes=(a, b, c), edges=tuple(p.edges()), question_nodes=(a,),
+                                choice_nodes=((c,),), paths=(p,))
+    raise AssertionError(f"no 2-hop chain from {name}")
+
+
+def _first_with_chain(kg: CSRGraph) -> Subgraph:
+    for v in range(kg.num_nodes):
+        try:
+            return _two_hop(kg, kg.label(v))
+        except AssertionError:
+            continue
+    raise AssertionError("graph without 2-hop chains")
+
+
+def test_relation_phrases_cover_conceptnet_wordnet_and_ddb() -> None:
+    assert relation_phrase("AtLocation") == "is found at"
+    assert relation_phrase("atlocation") == "is found at"
+    assert relation_phrase("isa") == "is a kind of"
+    assert relation_phrase("hypernym") == "is a kind of"
+    assert relation_phrase("part_meronym") == "has the part"
+    assert relation_phrase("may treat") == "may treat"
+    assert relation_phrase("233") == "may treat"  # raw DDB code
+    assert relation_phrase("interacts with") == "interacts with"
+    assert relation_phrase("has_weird_link") == "has weird link"  # generic fallback
+    assert clean_label("dog.n.01") == "dog" and clean_label("new_york") == "new york"
+
+
+def test_triples_and_sentences_render_a_real_ddb_chain(ddb: CSRGraph) -> None:
+    sub = _first_with_chain(ddb)
+    a, b, c = sub.paths[0].nodes
+    r1, r2 = sub.paths[0].relations
+    t = TripleFormat().render(ddb, sub).text
+    lines = t.splitlines()
+    assert lines == [f"({ddb.label(a)}, {ddb.relation_name(r1)}, {ddb.label(b)})",
+                     f"({ddb.label(b)}, {ddb.relation_name(r2)}, {ddb.label(c)})"]
+    s = SentenceFormat().render(ddb, sub).text
+    # one fluent sentence chaining both hops with the DDB relation templates
+    assert s.startswith(ddb.label(a)[:1].upper())
+    assert f"{relation_phrase(ddb.relation_name(r1))} {ddb.label(b)}, which " in s
+    assert s.endswith(f"{relation_phrase(ddb.relation_name(r2))} {ddb.label(c)}.")
+
+
+def test_inverse_hop_reads_as_its_own_clause(ddb: CSRGraph) -> None:
+    sub = _first_with_chain(ddb)
+    a, b, c = sub.paths[0].nodes
+    r1, r2 = sub.paths[0].relations
+    # walk c <- b (stored b -r2-> c, followed backwards) then b <- a
+    p = KGPath((c, b, a), (r2, r1), (True, True))
+    inv = Subgraph(nodes=(a, b, c), edges=tuple(p.edges()), question_nodes=(c,), choice_nodes=((a,),),
+                   paths=(p,))
+    s = SentenceFormat().render(ddb, inv).text
+    assert ", and " in s and ddb.label(c) in s and ddb.label(a) in s
+
+
+def test_formats_render_a_real_wordnet_p_sub_subgraph(data_dir: Path) -> None:
+    from kgwise.datasets import load
+    from kgwise.extract import SubgraphExtractor
+    from kgwise.kg.grounding import Grounder
+    from kgwise.kg.loaders import load_wordnet
+
+    kg = load_wordnet(data_dir / "wordnet")
+    q = load("obqa", "test", data_dir)[1]  # "There is most likely going to be fog around:"
+    g = Grounder(kg).ground(q)
+    sub = SubgraphExtractor(kg).extract(q, g)
+    assert sub.edges
+    cfg = FormatConfig(max_triples=5)
+    t = TripleFormat(cfg).render(kg, sub, q).text
+    s = SentenceFormat(cfg).render(kg, sub, q).text
+    lines = t.splitlines()
+    assert 1 <= len(lines) <= 5 and all(x.startswith("(") and x.endswith(")") for x in lines)
+    assert ".n.0" not in t  # synset names are shown as words
+    assert s and s[0].isupper() and s.endswith(".")
+
+
+class RecordingLLM:
+    """Test double for the LLM protocol: records prompts, returns a fixed description."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    def generate(self, prompt: str, *, max_tokens: int = 256, temperature: float = 0.0,
+                 stop: Sequence[str] | None = None) -> Generation:
+        self.prompts.append(prompt)
+        return Generation("A central  node\nlinks things.", Usage(input_tokens=10, output_tokens=5, calls=1))
+
+
+def test_graph_description_asks_the_llm_once_per_subgraph(ddb: CSRGraph) -> None:
+    sub = _first_with_chain(ddb)
+    llm = RecordingLLM()
+    fmt = GraphDescriptionFormat(llm)  # type: ignore[arg-type]
+    first = fmt.render(ddb, sub)
+    again = fmt.render(ddb, sub)
+    assert first.text == again.text == "A central node links things."
+    assert len(llm.prompts) == 1 and first.usage.calls == 1 and again.usage.cached_calls == 1
+    b = sub.paths[0].nodes[1]  # the middle node touches both edges: the centre
+    assert f'central entity "{clean_label(ddb.label(b))}"' in llm.prompts[0]
+    assert f"({ddb.label(sub.paths[0].nodes[0])}," in llm.prompts[0]
+    assert fmt.render(ddb, Subgraph()).text == ""
+
+
+def test_make_format_names_and_errors() -> None:
+    assert make_format("F_t").name == "F_t" and make_format("sentences").name == "F_s"
+    with pytest.raises(ConfigError, match="needs an LLM"):
+        make_format("F_g")
+    with pytest.raises(ConfigError, match="unknown knowledge format"):
+        make_format("F_x")
+    with pytest.raises(ConfigError):
+        FormatConfig(max_triples=0)
+
+
+edge = st.tuples(st.integers(0, 6), st.integers(0, 2), st.integers(0, 6))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(edge, max_size=12), st.lists(st.integers(0, 6), min_size=2, max_size=4),
+       st.integers(1, 10))
+def test_select_edges_puts_paths_first_without_duplicates(edges: list[tuple[int, int, int]],
+                                                          path_nodes: list[int], cap: int) -> None:
+    path = KGPath(tuple(path_nodes), tuple(0 for _ in path_nodes[1:]))
+    sub = Subgraph(edges=tuple(edges), paths=(path,), question_nodes=(path_nodes[0],))
+    out = select_edges(sub, cap)
+    assert len(out) == len(set(out)) <= cap
+    path_edges = list(dict.fromkeys(path.edges()))
+    assert out[: len(path_edges)] == path_edges[: len(out)]
+    assert set(out) <= set(edges) | set(path_edges)
