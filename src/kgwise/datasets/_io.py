@@ -21,9 +21,11 @@ def dataset_file(root: Path, relative: str) -> Path:
     return path
 
 
-def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for each non-blank line; a line that is not a JSON object raises
-    ``DataError`` naming file and line."""
+def read_jsonl(path: Path, what: str = "file") -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for each non-blank line; a missing file (described as ``what``) or a line
+    that is not a JSON object raises ``DataError`` naming file and line."""
+    if not path.is_file():
+        raise DataError(f"{what} not found", path)
     with path.open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():

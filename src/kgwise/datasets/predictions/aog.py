@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from kgwise.datasets._io import read_jsonl
 from kgwise.datasets.predictions import Outcome
 from kgwise.errors import DataError
 
@@ -18,36 +18,27 @@ _FIELDS = ("question", "correct", "call_num", "input_token", "output_token")
 def read_aog(path: str | Path) -> list[Outcome]:
     """One :class:`Outcome` per line; tokens and LLM calls as recorded; ``correct`` as recorded."""
     p = Path(path)
-    if not p.is_file():
-        raise DataError("AoG predictions file not found", p)
     out: list[Outcome] = []
-    with p.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"invalid JSON: {exc.msg}", p, n) from exc
-            missing = [f for f in _FIELDS if f not in row]
-            if missing:
-                raise DataError(f"missing field(s) {missing}", p, n)
-            if not isinstance(row["correct"], bool):
-                raise DataError(f"'correct' must be true/false, got {row['correct']!r}", p, n)
-            try:
-                tokens_in, tokens_out = int(row["input_token"]), int(row["output_token"])
-                calls = int(row["call_num"])
-            except (TypeError, ValueError) as exc:
-                raise DataError(f"token/call counts must be integers: {exc}", p, n) from exc
-            out.append(
-                Outcome(
-                    qid="",
-                    question=str(row["question"]),
-                    correct=row["correct"],
-                    prediction=str(row.get("Answer") or ""),
-                    input_tokens=tokens_in,
-                    output_tokens=tokens_out,
-                    calls=calls,
-                )
+    for n, row in read_jsonl(p, "AoG predictions file"):
+        missing = [f for f in _FIELDS if f not in row]
+        if missing:
+            raise DataError(f"missing field(s) {missing}", p, n)
+        if not isinstance(row["correct"], bool):
+            raise DataError(f"'correct' must be true/false, got {row['correct']!r}", p, n)
+        try:
+            tokens_in, tokens_out = int(row["input_token"]), int(row["output_token"])
+            calls = int(row["call_num"])
+        except (TypeError, ValueError) as exc:
+            raise DataError(f"token/call counts must be integers: {exc}", p, n) from exc
+        out.append(
+            Outcome(
+                qid="",
+                question=str(row["question"]),
+                correct=row["correct"],
+                prediction=str(row.get("Answer") or ""),
+                input_tokens=tokens_in,
+                output_tokens=tokens_out,
+                calls=calls,
             )
+        )
     return out

@@ -12,12 +12,11 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from kgwise.datasets._io import read_jsonl
 from kgwise.datasets.predictions import Outcome, estimate_tokens
 from kgwise.errors import DataError
 
@@ -55,30 +54,12 @@ REAREV_TEST_INFO = {
 }
 
 
-def _jsonl(path: Path, what: str) -> list[tuple[int, dict[str, Any]]]:
-    if not path.is_file():
-        raise DataError(f"{what} not found", path)
-    rows: list[tuple[int, dict[str, Any]]] = []
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"invalid JSON: {exc.msg}", path, n) from exc
-            if not isinstance(row, dict):
-                raise DataError("expected a JSON object per line", path, n)
-            rows.append((n, row))
-    return rows
-
-
 def read_detailed_eval(path: str | Path) -> list[Outcome]:
     """One :class:`Outcome` per line: ``qid`` = ``id``, ``correct`` = the recorded ``hit``, the prediction
     lines joined by newlines, output tokens estimated from that text (input tokens unknown here: 0)."""
     p = Path(path)
     out: list[Outcome] = []
-    for n, row in _jsonl(p, "detailed_eval_result.jsonl"):
+    for n, row in read_jsonl(p, "detailed_eval_result.jsonl"):
         if "id" not in row or "hit" not in row or "prediction" not in row:
             raise DataError("missing 'id', 'hit' or 'prediction'", p, n)
         pred = row["prediction"]
@@ -102,7 +83,7 @@ def read_prompt_texts(path: str | Path) -> dict[str, tuple[str, str]]:
     """``id → (question, prompt)`` from a RoG ``predictions.jsonl`` (the full LLaMA2 prompt ``input``)."""
     p = Path(path)
     out: dict[str, tuple[str, str]] = {}
-    for n, row in _jsonl(p, "predictions.jsonl"):
+    for n, row in read_jsonl(p, "predictions.jsonl"):
         if "id" not in row or "input" not in row:
             raise DataError("missing 'id' or 'input'", p, n)
         out[str(row["id"])] = (str(row.get("question", "")), str(row["input"]))
@@ -114,7 +95,7 @@ def read_test_info_hits(path: str | Path) -> list[Outcome]:
     recorded ``hit`` (Hits@1), the top-scored candidate MID as the prediction; no tokens (a local GNN)."""
     p = Path(path)
     out: list[Outcome] = []
-    for n, row in _jsonl(p, "ReaRev test.info"):
+    for n, row in read_jsonl(p, "ReaRev test.info"):
         if "question" not in row or "hit" not in row:
             raise DataError("missing 'question' or 'hit'", p, n)
         cand = row.get("cand") or []
@@ -169,7 +150,7 @@ def read_test_info_candidates(path: str | Path) -> list[ScoredCandidates]:
     """Every line of a ReaRev ``test.info`` (WebQSP test order, 1,639 questions, no ids)."""
     p = Path(path)
     out: list[ScoredCandidates] = []
-    for n, row in _jsonl(p, "ReaRev test.info"):
+    for n, row in read_jsonl(p, "ReaRev test.info"):
         try:
             answers = tuple(str(a) for a in row["answers"])
             cands = tuple((str(c[0]), float(c[1])) for c in row["cand"])
@@ -198,7 +179,7 @@ def read_rog_predictions(path: str | Path) -> list[RoGPrediction]:
     """Every line of a RoG ``predictions.jsonl``, in file order."""
     p = Path(path)
     out: list[RoGPrediction] = []
-    for n, row in _jsonl(p, "predictions.jsonl"):
+    for n, row in read_jsonl(p, "predictions.jsonl"):
         if "id" not in row or "prediction" not in row or "input" not in row:
             raise DataError("missing 'id', 'prediction' or 'input'", p, n)
         pred = row["prediction"]
