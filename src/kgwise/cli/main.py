@@ -6,6 +6,14 @@ from kgwise.cli.apps import app
 
 # one import per topic module; each adds its commands to the groups in kgwise.cli.apps
 from kgwise.cli import kg as _kg  # noqa: F401  isort: skip
+from kgwise.cli import subgraph as _subgraph  # noqa: F401  isort: skip
+from kgwise.cli import bench as _bench  # noqa: F401  isort: skip
+from kgwise.cli import data as _data  # noqa: F401  isort: skip
+from kgwise.cli import kgm as _kgm  # noqa: F401  isort: skip
+from kgwise.cli import llm as _llm  # noqa: F401  isort: skip
+from kgwise.cli import route as _route  # noqa: F401  isort: skip
+from kgwise.cli import conformal as _conformal  # noqa: F401  isort: skip
+from kgwise.cli import knowgpt as _knowgpt  # noqa: F401  isort: skip
 
 __all__ = ["app"]
 

@@ -1,0 +1,110 @@
+"""``kgwise ask`` (one question to one LLM) and ``kgwise eval llm`` (the "w/o KG" baseline)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kgwise.cli.apps import app, eval_app
+from kgwise.cli.common import DataOption, JsonOption, console, friendly_errors, write_json
+from kgwise.config import cache_dir
+from kgwise.errors import ConfigError
+
+LlmOption = Annotated[
+    str, typer.Option("--llm", help="smollm2-135m, gemma3-270m, gguf:PATH, openai:MODEL, replay:…")
+]
+MethodOption = Annotated[
+    str,
+    typer.Option("--method", help="Multiple choice: score (sum log-prob), score-mean (per token), letter."),
+]
+CacheOption = Annotated[bool, typer.Option("--cache/--no-cache", help="Use the persistent response cache.")]
+
+
+@app.command("ask")
+@friendly_errors
+def ask(
+    question: Annotated[str, typer.Argument(help="The question text.")],
+    choices: Annotated[str | None, typer.Option("--choices", help='Options separated by "|".')] = None,
+    llm: LlmOption = "smollm2-135m",
+    method: MethodOption = "score",
+    knowledge: Annotated[str, typer.Option(help="Knowledge to put before the question.")] = "",
+    cache: CacheOption = False,
+    json_out: JsonOption = None,
+) -> None:
+    """Answer QUESTION with one LLM; print the answer, the choice probabilities and the usage."""
+    from kgwise.llm import get_llm
+    from kgwise.llm.answering import MCConfig, answer_free_text, answer_mc
+    from kgwise.types import Choice, Question
+
+    opts = [c.strip() for c in choices.split("|")] if choices else []
+    if choices is not None and (len(opts) < 2 or not all(opts)):
+        raise ConfigError(f"--choices needs at least two non-empty options separated by '|', got {choices!r}")
+    if method not in {"score", "score-mean", "letter"}:
+        raise ConfigError(f"unknown --method {method!r}; use score, score-mean or letter")
+    q = Question("ask", question, tuple(Choice(chr(ord("A") + i), t) for i, t in enumerate(opts)))
+    model = get_llm(llm, cache=cache)
+    if q.is_multiple_choice:
+        ans = answer_mc(model, q, knowledge, MCConfig(method=method))  # type: ignore[arg-type]
+    else:
+        ans = answer_free_text(model, q, knowledge)
+    text = {c.label: c.text for c in q.choices}
+    probs = {text[k]: round(v, 6) for k, v in ans.probabilities.items()} if text else {}
+    report = {
+        "llm": model.name,
+        "answer": text.get(ans.prediction, ans.prediction),
+        "label": ans.prediction if q.is_multiple_choice else None,
+        "probabilities": probs,
+        "raw": ans.raw,
+        "usage": ans.usage.to_dict(),
+    }
+    if json_out is not None:
+        write_json(report, json_out)
+        return
+    console.print(f"[bold]answer:[/bold] {report['answer']}")
+    for name, p in sorted(probs.items(), key=lambda kv: -kv[1]):
+        console.print(f"  {p:7.2%}  {name}")
+    u = ans.usage
+    console.print(f"usage: {u.input_tokens} input + {u.output_tokens} output tokens, {u.calls} call(s), "
+                  f"{u.cached_calls} cached, {u.latency_s:.2f} s, ${u.cost:.6f}")
+
+
+def _default_records(dataset: str, split: str, llm: str, method: str, json_out: Path | None) -> Path:
+    if json_out is not None:
+        return json_out.with_suffix(".records.jsonl")
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{dataset}_{split}_{llm}_{method}")
+    return cache_dir() / "runs" / f"eval_llm_{slug}.jsonl"
+
+
+@eval_app.command("llm")
+@friendly_errors
+def eval_llm(
+    dataset: Annotated[str, typer.Option("--dataset", help="csqa, obqa, medqa, webqsp, cwq.")],
+    split: Annotated[str, typer.Option("--split", help="e.g. ihtest, test.")],
+    llm: LlmOption = "smollm2-135m",
+    limit: Annotated[int | None, typer.Option("--limit", help="Only the first N questions.")] = None,
+    method: MethodOption = "score",
+    concurrency: Annotated[int, typer.Option(help="Parallel calls (API backends).")] = 1,
+    cache: CacheOption = False,
+    out: Annotated[Path | None, typer.Option("--out", help="Per-question records (JSONL; resumes).")] = None,
+    data: DataOption = None,
+    json_out: JsonOption = None,
+) -> None:
+    """Accuracy, speed and usage of an LLM alone (no KG) on a data set; resumes from --out."""
+    from kgwise.datasets import load
+    from kgwise.llm import get_llm
+    from kgwise.llm.evaluation import EvalConfig, evaluate_llm
+
+    cfg = EvalConfig(method=method, concurrency=concurrency)
+    questions = load(dataset, split, data)
+    if limit is not None:
+        if limit < 1:
+            raise ConfigError("--limit must be at least 1")
+        questions = questions[:limit]
+    model = get_llm(llm, cache=cache)
+    records = out if out is not None else _default_records(dataset, split, llm, method, json_out)
+    report = {"dataset": dataset, "split": split, **evaluate_llm(model, questions, records, cfg)}
+    report["llm"] = llm
+    write_json(report, json_out)

@@ -1,0 +1,231 @@
+"""Answering questions with an ``LLM``: multiple choice by letter or by scoring, free text for KGQA.
+
+* ``answer_by_letter``: prompt with lettered options, parse the reply robustly (``B``, ``(B)``,
+  ``Answer: B``, ``the answer is b.``, or the option's text) — for capable models.
+* ``answer_by_scoring``: log P(choice text | question) per choice (plain sum or per-token mean), softmax
+  over the choices — for small models that cannot follow the letter format.
+* ``match_answer``: a free-text answer against gold names and aliases (normalised exact match or
+  containment), the "Hits@1 by matching" used for the GPT-family WebQSP answers.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from kgwise.llm.base import LLM, ChoiceScores, Message
+from kgwise.types import Answer, Choice, Question
+
+__all__ = [
+    "MCConfig",
+    "answer_by_letter",
+    "answer_by_scoring",
+    "answer_free_text",
+    "answer_mc",
+    "letter_prompt",
+    "match_answer",
+    "normalize_answer",
+    "parse_choice",
+    "scoring_context",
+]
+
+Method = Literal["letter", "score", "score-mean"]
+
+
+@dataclass(frozen=True, slots=True)
+class MCConfig:
+    """How to answer multiple choice: ``method`` ``letter`` (generate and parse), ``score`` (sum of choice
+    token log-probabilities) or ``score-mean`` (per-token mean); ``max_tokens`` for the letter reply."""
+
+    method: Method = "score"
+    max_tokens: int = 16
+    system: str = "You answer multiple-choice questions. Reply with the letter of the correct option."
+
+
+# --- text normalisation and free-text matching -------------------------------------------------------
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = str.maketrans({c: " " for c in string.punctuation + "‘’“”–—"})
+
+
+def normalize_answer(text: str) -> str:
+    """Lower-case, strip accents, punctuation and English articles, squeeze spaces."""
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(c for c in text if not unicodedata.combining(c)).lower()
+    text = text.translate(_PUNCT)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def match_answer(prediction: str, gold: Sequence[str], *, containment: bool = True) -> bool:
+    """True when a normalised gold name equals the normalised prediction or, with ``containment``,
+    occurs in it as a whole-word span (``"barack obama"`` in ``"the president was barack obama"``)."""
+    pred = normalize_answer(prediction)
+    if not pred:
+        return False
+    padded = f" {pred} "
+    for g in gold:
+        ng = normalize_answer(g)
+        if not ng:
+            continue
+        if ng == pred or (containment and f" {ng} " in padded):
+            return True
+    return False
+
+
+# --- multiple choice by letter -----------------------------------------------------------------------
+
+
+def letter_prompt(question: Question, knowledge: str = "") -> str:
+    """The question, optional knowledge, and the options as ``A. text`` lines."""
+    parts = []
+    if knowledge:
+        parts.append(f"Knowledge:\n{knowledge.strip()}\n")
+    if question.context:
+        parts.append(question.context.strip())
+    parts.append(f"Question: {question.text.strip()}")
+    parts.append("Options:")
+    parts.extend(f"{c.label}. {c.text}" for c in question.choices)
+    parts.append("Answer with the letter of the correct option.")
+    return "\n".join(parts)
+
+
+def _letter_patterns(labels: Sequence[str]) -> list[re.Pattern[str]]:
+    alt = "|".join(re.escape(x) for x in labels)
+    return [
+        re.compile(rf"^\s*\(?({alt})\)?\s*[.]?\s*$", re.IGNORECASE),  # the whole reply is the letter
+        re.compile(rf"(?i:answer|option|choice)\s*(?:is|:|=)?\s*(?i:option|choice)?\s*[\(\[]?({alt})[\)\]]?(?![\w])"),
+        re.compile(rf"^\s*[\(\[]({alt})[\)\]]"),  # (B) …
+        re.compile(rf"^\s*({alt})\s*[.:)\-]"),  # B. … / B) … / B: …
+        re.compile(rf"^\s*\**\s*({alt})\s*\**\s*$", re.MULTILINE),  # **B** on its own line
+    ]
+
+
+def parse_choice(text: str, choices: Sequence[Choice]) -> int | None:
+    """Index of the option a free-form reply names, or ``None`` when it names none unambiguously.
+
+    Tried in order: the bare label (``B``, ``(B)``), "answer is B"/"Answer: (B)", a leading ``B.``/``B)``,
+    the option's text (exact, then a unique option text contained in the reply), then a unique stand-alone
+    capital label in the reply.
+    """
+    if not choices:
+        return None
+    labels = [c.label for c in choices]
+    upper = [x.upper() for x in labels]
+    stripped = text.strip().strip("*").strip()
+    for pat in _letter_patterns(labels + ([u for u in upper if u not in labels])):
+        m = pat.search(stripped)
+        if m:
+            lab = m.group(1)
+            return upper.index(lab.upper()) if lab.upper() in upper else None
+    norm = normalize_answer(stripped)
+    if norm:
+        texts = [normalize_answer(c.text) for c in choices]
+        exact = [i for i, t in enumerate(texts) if t and t == norm]
+        if len(exact) == 1:
+            return exact[0]
+        contained = [i for i, t in enumerate(texts) if t and f" {t} " in f" {norm} "]
+        if len(contained) == 1:
+            return contained[0]
+        if len(contained) > 1:  # prefer the longest, if it contains the others ("red" vs "dark red")
+            longest = max(contained, key=lambda i: len(texts[i]))
+            if all(texts[i] in texts[longest] for i in contained):
+                return longest
+    found = {m.group(1) for m in re.finditer(rf"(?<![\w'])({'|'.join(map(re.escape, labels))})(?![\w'])",
+                                              stripped)}
+    if "A" in found and len(found) > 1:  # "A" is also an article
+        found.discard("A")
+    if len(found) == 1:
+        return labels.index(found.pop())
+    return None
+
+
+def answer_by_letter(
+    llm: LLM, question: Question, knowledge: str = "", config: MCConfig | None = None
+) -> Answer:
+    """Ask for a letter and parse it; probabilities from the first token's top log-probabilities when
+    the backend offers them, else all mass on the parsed option (uniform when nothing could be parsed)."""
+    cfg = config or MCConfig(method="letter")
+    prompt = [Message("system", cfg.system), Message("user", letter_prompt(question, knowledge))]
+    gen = llm.generate(prompt, max_tokens=cfg.max_tokens, temperature=0.0)
+    idx = parse_choice(gen.text, question.choices)
+    labels = [c.label for c in question.choices]
+    from_top = _letter_probabilities(gen.top_logprobs[0] if gen.top_logprobs else {}, labels)
+    if from_top is not None and (idx is None or max(from_top, key=lambda k: from_top[k]) == labels[idx]):
+        probs = from_top
+    else:
+        n = len(labels)
+        probs = {lab: (1.0 if i == idx else 0.0) if idx is not None else 1.0 / n
+                 for i, lab in enumerate(labels)}
+    prediction = labels[idx] if idx is not None else ""
+    return Answer(question.id, prediction, probs, raw=gen.text, usage=gen.usage, arm=llm.name)
+
+
+def _letter_probabilities(top: dict[str, float], labels: Sequence[str]) -> dict[str, float] | None:
+    mass: dict[str, float] = {}
+    for tok, lp in top.items():
+        t = tok.strip().strip("()[].:*").upper()
+        if t in labels:
+            mass[t] = mass.get(t, 0.0) + math.exp(lp)
+    total = sum(mass.values())
+    if total <= 0:
+        return None
+    return {lab: mass.get(lab, 0.0) / total for lab in labels}
+
+
+# --- multiple choice by scoring ----------------------------------------------------------------------
+
+
+def scoring_context(question: Question, knowledge: str = "") -> str:
+    """Context whose continuation is the answer text: ``[Knowledge …] Question: … Answer:``."""
+    parts = []
+    if knowledge:
+        parts.append(f"Knowledge:\n{knowledge.strip()}\n")
+    if question.context:
+        parts.append(question.context.strip())
+    parts.append(f"Question: {question.text.strip()}\nAnswer:")
+    return "\n".join(parts)
+
+
+def answer_by_scoring(
+    llm: LLM, question: Question, knowledge: str = "", *, normalised: bool = False
+) -> tuple[Answer, ChoiceScores]:
+    """Score ``" " + choice text`` after ``scoring_context``; softmax over choices of the plain sum (or,
+    with ``normalised``, the per-token mean) of log-probabilities."""
+    scores = llm.score_choices(scoring_context(question, knowledge), [" " + c.text for c in question.choices])
+    probs = scores.normalised_probabilities if normalised else scores.probabilities
+    labels = [c.label for c in question.choices]
+    best = scores.best(normalised=normalised)
+    answer = Answer(question.id, labels[best], dict(zip(labels, probs, strict=True)), usage=scores.usage,
+                    arm=llm.name)
+    return answer, scores
+
+
+def answer_mc(llm: LLM, question: Question, knowledge: str = "", config: MCConfig | None = None) -> Answer:
+    """Answer a multiple-choice question with ``config.method``."""
+    cfg = config or MCConfig()
+    if not question.choices:
+        raise ValueError(f"question {question.id!r} has no choices")
+    if cfg.method == "letter":
+        return answer_by_letter(llm, question, knowledge, cfg)
+    return answer_by_scoring(llm, question, knowledge, normalised=cfg.method == "score-mean")[0]
+
+
+def answer_free_text(llm: LLM, question: Question, knowledge: str = "", *, max_tokens: int = 64) -> Answer:
+    """Generate a short free-text answer (KGQA); ``Answer.prediction`` is the first line of the reply.
+
+    The prompt ends in ``Answer:`` so that base models (no chat template) complete it as well.
+    """
+    parts = ["Answer the question with the name(s) of the answer entity only."]
+    if knowledge:
+        parts.append(f"Knowledge:\n{knowledge.strip()}")
+    parts.append(f"Question: {question.text.strip()}\nAnswer:")
+    gen = llm.generate("\n".join(parts), max_tokens=max_tokens, temperature=0.0, stop=["\nQuestion:"])
+    lines = [ln.strip() for ln in gen.text.strip().splitlines() if ln.strip()]
+    pred = lines[0] if lines else ""
+    return Answer(question.id, pred, raw=gen.text, usage=gen.usage, arm=llm.name)

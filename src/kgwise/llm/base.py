@@ -1,0 +1,203 @@
+"""The ``LLM`` protocol and the values it returns: ``Message``, ``Generation``, ``ChoiceScores``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from kgwise.errors import KgwiseError
+from kgwise.types import Usage
+
+__all__ = [
+    "LLM",
+    "ChoiceScores",
+    "Generation",
+    "LLMError",
+    "Message",
+    "ReplayMissError",
+    "TransientLLMError",
+    "as_messages",
+    "softmax",
+]
+
+
+class LLMError(KgwiseError, RuntimeError):
+    """A language-model call failed for good (bad reply, bad request, retries exhausted)."""
+
+
+class TransientLLMError(LLMError):
+    """A failure worth retrying (HTTP 429/5xx, dropped connection, timeout, malformed reply).
+
+    ``retry_after`` is the server's ``Retry-After`` in seconds when it sent one.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+class ReplayMissError(LLMError, KeyError):
+    """A replayed backend holds no recorded output for the asked question."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "no recorded output"
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One chat message; ``role`` is ``system``, ``user`` or ``assistant``."""
+
+    role: str
+    content: str
+
+    def __post_init__(self) -> None:
+        if self.role not in {"system", "user", "assistant"}:
+            raise ValueError(f"message role must be system, user or assistant, not {self.role!r}")
+
+    def to_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+def as_messages(prompt: str | Sequence[Message]) -> tuple[Message, ...]:
+    """A plain prompt becomes one user message; a message sequence is kept as is."""
+    if isinstance(prompt, str):
+        return (Message("user", prompt),)
+    msgs = tuple(prompt)
+    if not msgs:
+        raise ValueError("empty message list")
+    for m in msgs:
+        if not isinstance(m, Message):
+            raise TypeError(f"expected Message, got {type(m).__name__}")
+    return msgs
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """Generated text and what it cost.
+
+    ``token_logprobs`` holds the log-probability of each generated token where the backend offers it;
+    ``top_logprobs[i]`` maps alternative tokens at position ``i`` to their log-probabilities;
+    ``attempts`` counts the requests sent for this result (1 + retries).
+    """
+
+    text: str
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str = ""
+    token_logprobs: tuple[float, ...] = ()
+    top_logprobs: tuple[dict[str, float], ...] = ()
+    attempts: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "usage": self.usage.to_dict(),
+            "finish_reason": self.finish_reason,
+            "token_logprobs": list(self.token_logprobs),
+            "top_logprobs": [dict(d) for d in self.top_logprobs],
+            "attempts": self.attempts,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Generation:
+        return cls(
+            text=str(d["text"]),
+            usage=Usage.from_dict(d.get("usage", {})),
+            finish_reason=str(d.get("finish_reason", "")),
+            token_logprobs=tuple(float(x) for x in d.get("token_logprobs", ())),
+            top_logprobs=tuple(dict(x) for x in d.get("top_logprobs", ())),
+            attempts=int(d.get("attempts", 1)),
+        )
+
+
+def softmax(values: Sequence[float]) -> tuple[float, ...]:
+    """Numerically stable softmax; ``-inf`` entries get probability 0."""
+    if not values:
+        return ()
+    m = max(values)
+    if m == -math.inf:
+        return tuple(1.0 / len(values) for _ in values)
+    exps = [math.exp(v - m) for v in values]
+    z = sum(exps)
+    return tuple(e / z for e in exps)
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceScores:
+    """Scores of answer choices given a context.
+
+    ``logprobs[i]`` = log P(choice_i | context), the sum over the choice's tokens; ``normalised[i]`` is the
+    per-token mean of the same sum (length-normalised); ``token_counts[i]`` the number of tokens.
+    ``probabilities`` is the softmax of ``logprobs`` over the choices, i.e. P(choice_i | context, one of
+    the choices); ``normalised_probabilities`` the softmax of ``normalised``. ``method`` is ``logprob``
+    when the scores are token log-probabilities and ``letter`` when a backend without prompt
+    log-probabilities fell back to asking for a letter.
+    """
+
+    logprobs: tuple[float, ...]
+    normalised: tuple[float, ...]
+    usage: Usage = field(default_factory=Usage)
+    token_counts: tuple[int, ...] = ()
+    method: str = "logprob"
+
+    def __post_init__(self) -> None:
+        if len(self.logprobs) != len(self.normalised):
+            raise ValueError("logprobs and normalised must have one entry per choice")
+        if self.token_counts and len(self.token_counts) != len(self.logprobs):
+            raise ValueError("token_counts must have one entry per choice")
+
+    @property
+    def probabilities(self) -> tuple[float, ...]:
+        return softmax(self.logprobs)
+
+    @property
+    def normalised_probabilities(self) -> tuple[float, ...]:
+        return softmax(self.normalised)
+
+    def best(self, normalised: bool = False) -> int:
+        """Index of the highest-scoring choice (first on ties)."""
+        vals = self.normalised if normalised else self.logprobs
+        return max(range(len(vals)), key=lambda i: (vals[i], -i))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "logprobs": list(self.logprobs),
+            "normalised": list(self.normalised),
+            "usage": self.usage.to_dict(),
+            "token_counts": list(self.token_counts),
+            "method": self.method,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ChoiceScores:
+        return cls(
+            logprobs=tuple(float(x) for x in d["logprobs"]),
+            normalised=tuple(float(x) for x in d["normalised"]),
+            usage=Usage.from_dict(d.get("usage", {})),
+            token_counts=tuple(int(x) for x in d.get("token_counts", ())),
+            method=str(d.get("method", "logprob")),
+        )
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """A language model: generate text and score answer choices; every call reports its ``Usage``."""
+
+    name: str
+
+    def generate(
+        self,
+        prompt: str | Sequence[Message],
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        stop: Sequence[str] | None = None,
+    ) -> Generation:
+        """Generate a reply to ``prompt`` (a plain string is one user message)."""
+        ...
+
+    def score_choices(self, context: str, choices: Sequence[str]) -> ChoiceScores:
+        """Score each continuation ``choices[i]`` of ``context`` by its log-probability."""
+        ...

@@ -1,0 +1,120 @@
+"""The "w/o KG" baseline: an LLM alone on a list of questions, resumable, with accuracy and usage.
+
+Multiple choice uses ``kgwise.llm.answering.answer_mc`` (scoring also yields the other normalisation's
+prediction for free, reported as ``accuracy_sum``/``accuracy_mean``); KGQA uses ``answer_free_text`` and
+``match_answer`` (Hits@1 by matching the gold names).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kgwise.errors import ConfigError
+from kgwise.llm.answering import MCConfig, answer_by_scoring, answer_free_text, answer_mc, match_answer
+from kgwise.llm.base import LLM
+from kgwise.llm.batch import read_done, run_batch
+from kgwise.types import Question, Usage
+
+__all__ = ["EvalConfig", "evaluate_llm"]
+
+
+@dataclass(frozen=True, slots=True)
+class EvalConfig:
+    """``method`` for multiple choice (``score``, ``score-mean``, ``letter``); ``concurrency`` of calls
+    (1 for in-process models); ``progress`` shows a bar."""
+
+    method: str = "score"
+    concurrency: int = 1
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.method not in {"score", "score-mean", "letter"}:
+            raise ConfigError(f"unknown answering method {self.method!r}; use score, score-mean or letter")
+
+
+def _answer_one(llm: LLM, q: Question, method: str) -> dict[str, Any]:
+    rec: dict[str, Any] = {"llm": llm.name, "method": method, "gold": list(q.gold)}
+    if q.is_multiple_choice:
+        if method == "letter":
+            ans = answer_mc(llm, q, config=MCConfig(method="letter"))
+        else:
+            ans, scores = answer_by_scoring(llm, q, normalised=method == "score-mean")
+            labels = [c.label for c in q.choices]
+            rec["pred_sum"] = labels[scores.best(normalised=False)]
+            rec["pred_mean"] = labels[scores.best(normalised=True)]
+            rec["logprobs"] = list(scores.logprobs)
+        rec["correct"] = ans.prediction in q.gold
+        rec["n_choices"] = len(q.choices)
+    else:
+        ans = answer_free_text(llm, q)
+        rec["correct"] = match_answer(ans.prediction, q.gold)
+    rec["prediction"] = ans.prediction
+    rec["probabilities"] = dict(ans.probabilities)
+    rec["raw"] = ans.raw
+    rec["usage"] = ans.usage.to_dict()
+    return rec
+
+
+def evaluate_llm(
+    llm: LLM, questions: Sequence[Question], records: str | Path, config: EvalConfig | None = None
+) -> dict[str, Any]:
+    """Answer every question (skipping those already in ``records``, a JSONL file) and summarise."""
+    cfg = config or EvalConfig()
+    path = Path(records)
+    done, _ = read_done(path)
+    for key, rec in done.items():
+        if rec.get("llm") != llm.name or rec.get("method") != cfg.method:
+            raise ConfigError(f"{path} holds results of llm={rec.get('llm')!r} method={rec.get('method')!r} "
+                              f"(question {key}); use another --out file for {llm.name!r}/{cfg.method!r}")
+    by_id = {q.id: q for q in questions}
+    if len(by_id) != len(questions):
+        raise ConfigError("question ids are not unique")
+    t0 = time.perf_counter()
+    rep = run_batch(((q.id, q) for q in questions), lambda q: _answer_one(llm, q, cfg.method), path,
+                    concurrency=cfg.concurrency, progress=cfg.progress, desc=f"{llm.name}")
+    wall = time.perf_counter() - t0
+    recs = [rep.results[q.id] for q in questions if q.id in rep.results]
+    n = len(questions)
+    usage = Usage.total([Usage.from_dict(r["usage"]) for r in recs])
+    correct = sum(bool(r["correct"]) for r in recs)
+    report: dict[str, Any] = {
+        "llm": llm.name,
+        "method": cfg.method,
+        "n": n,
+        "answered": len(recs),
+        "failed": len(rep.failed),
+        "accuracy": correct / n if n else 0.0,
+    }
+    if recs and "pred_sum" in recs[0]:
+        report["accuracy_sum"] = sum(r["pred_sum"] in r["gold"] for r in recs) / n
+        report["accuracy_mean"] = sum(r["pred_mean"] in r["gold"] for r in recs) / n
+    mc = [r for r in recs if "n_choices" in r]
+    if mc:
+        report["chance_accuracy"] = round(sum(1.0 / r["n_choices"] for r in mc) / len(mc), 6)
+    model_s = sum(float(r["usage"].get("latency_s", 0.0)) for r in recs)
+    report["questions_per_s"] = rep.ran / rep.wall_s if rep.ran and rep.wall_s > 0 else (
+        len(recs) / model_s if model_s > 0 else 0.0)
+    report["ran_now"] = rep.ran
+    report["resumed"] = rep.resumed
+    report["wall_s"] = wall
+    report["usage"] = {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "calls": usage.calls,
+        "cached_calls": usage.cached_calls,
+        "cost": usage.cost,
+        "latency_s": usage.latency_s,
+    }
+    n_params = getattr(llm, "n_params", None)
+    if isinstance(n_params, int):
+        report["n_params"] = n_params
+        report["compute_param_tokens"] = float(n_params) * usage.total_tokens
+    report["tokens_per_question"] = usage.total_tokens / len(recs) if recs else 0.0
+    report["records"] = str(path)
+    if rep.failed:
+        report["failures"] = dict(list(rep.failed.items())[:10])
+    return report

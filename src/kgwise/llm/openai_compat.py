@@ -1,0 +1,262 @@
+"""``OpenAICompatible``: the OpenAI HTTP API and every server that speaks it (vLLM, Ollama, llama.cpp
+server, LiteLLM proxy), over httpx with kgwise's own timeouts and retries.
+
+Choice scoring uses ``/completions`` with ``echo`` and ``logprobs`` (prompt log-probabilities, offered by
+llama-cpp-python's server, vLLM and the legacy OpenAI completions models); a server that refuses falls
+back to asking for a letter through ``/chat/completions`` (``ChoiceScores.method == "letter"``).
+Known server limits: upstream llama.cpp ``llama-server`` returns no prompt log-probabilities
+(ggml-org/llama.cpp#27174), so scoring there falls back to letters; llama-cpp-python's server (0.3.36)
+shifts echoed log-probabilities by one position when the prompt has no BOS token
+(abetlen/llama-cpp-python#1983) — serve such models with ``--kv_overrides
+tokenizer.ggml.add_bos_token=bool:true``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from kgwise.errors import ConfigError
+from kgwise.llm.answering import parse_choice
+from kgwise.llm.base import ChoiceScores, Generation, LLMError, Message, TransientLLMError, as_messages
+from kgwise.llm.prices import PriceTable, default_prices
+from kgwise.llm.retry import RetryPolicy, RetryStats, call_with_retry, parse_retry_after
+from kgwise.types import Choice, Usage
+
+__all__ = ["HTTPStatusError", "OpenAICompatible", "OpenAIConfig"]
+
+OFFICIAL_BASE_URL = "https://api.openai.com/v1"
+
+
+@dataclass(frozen=True, slots=True)
+class OpenAIConfig:
+    """Where and what to call. Unset fields come from ``$OPENAI_BASE_URL``, ``$OPENAI_API_KEY`` and
+    ``$KGWISE_LLM_MODEL``. ``logprobs``/``top_logprobs`` ask the chat endpoint for token
+    log-probabilities; ``echo_scoring`` ``None`` means "try ``/completions`` echo, fall back on refusal"."""
+
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    logprobs: bool = False
+    top_logprobs: int = 0
+    echo_scoring: bool | None = None
+    seed: int | None = None
+
+    def resolved(self) -> tuple[str, str, str | None]:
+        model = self.model or os.environ.get("KGWISE_LLM_MODEL")
+        if not model:
+            raise ConfigError("no model for the OpenAI-compatible backend: use openai:MODEL "
+                              "or set KGWISE_LLM_MODEL")
+        base = (self.base_url or os.environ.get("OPENAI_BASE_URL") or OFFICIAL_BASE_URL).rstrip("/")
+        key = self.api_key or os.environ.get("OPENAI_API_KEY")
+        if key is None and base == OFFICIAL_BASE_URL:
+            raise ConfigError("OPENAI_API_KEY is not set (needed for api.openai.com; set OPENAI_BASE_URL for "
+                              "a local server)")
+        return model, base, key
+
+
+class OpenAICompatible:
+    """An ``LLM`` over the OpenAI chat/completions HTTP API; thread-safe, so batches may share one."""
+
+    def __init__(
+        self,
+        config: OpenAIConfig | None = None,
+        *,
+        retry: RetryPolicy | None = None,
+        prices: PriceTable | None = None,
+        client: httpx.Client | None = None,
+        seed: int = 0,
+    ) -> None:
+        self.config = config or OpenAIConfig()
+        self.model, self.base_url, key = self.config.resolved()
+        self.name = f"openai:{self.model}"
+        self.retry = retry or RetryPolicy()
+        self.prices = prices if prices is not None else default_prices()
+        self.priced = self.prices.lookup(self.model) is not None
+        self.stats = RetryStats()
+        headers = {"Content-Type": "application/json"}
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        self._client = client or httpx.Client(headers=headers, timeout=httpx.Timeout(self.retry.timeout_s))
+        self._rng = random.Random(seed)
+        self._rng_lock = threading.Lock()
+        self._echo_ok: bool | None = self.config.echo_scoring
+
+    # --- transport -------------------------------------------------------------------------------------
+
+    def _post_once(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+        url = f"{self.base_url}{path}"
+        try:
+            resp = self._client.post(url, json=payload, timeout=self.retry.timeout_s)
+        except httpx.TimeoutException as exc:
+            raise TransientLLMError(f"timeout: {url}: {exc}") from exc
+        except httpx.TransportError as exc:
+            raise TransientLLMError(f"connection: {url}: {type(exc).__name__}: {exc}") from exc
+        if resp.status_code in self.retry.statuses:
+            raise TransientLLMError(
+                f"HTTP {resp.status_code} from {url}: {resp.text[:200]}",
+                status=resp.status_code,
+                retry_after=parse_retry_after(resp.headers),
+            )
+        if resp.status_code >= 400:
+            raise HTTPStatusError(f"HTTP {resp.status_code} from {url}: {resp.text[:500]}", resp.status_code)
+        try:
+            data = resp.json()
+        except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
+            raise TransientLLMError(f"malformed: reply of {url} is not JSON: {resp.text[:120]!r}") from exc
+        if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
+            raise TransientLLMError(f"malformed: reply of {url} has no choices: {str(data)[:200]}")
+        return data
+
+    def _post(self, path: str, payload: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        with self._rng_lock:
+            rng = random.Random(self._rng.random())
+        return call_with_retry(lambda: self._post_once(path, payload), self.retry, stats=self.stats, rng=rng)
+
+    def _usage(self, data: dict[str, Any], latency: float) -> Usage:
+        u = data.get("usage") or {}
+        tin, tout = int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0)
+        cost = self.prices.cost(self.model, tin, tout)
+        return Usage(tin, tout, 1, latency, cost or 0.0)
+
+    # --- the LLM protocol ------------------------------------------------------------------------------
+
+    def generate(
+        self,
+        prompt: str | Sequence[Message],
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        stop: Sequence[str] | None = None,
+    ) -> Generation:
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": [m.to_dict() for m in as_messages(prompt)],
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+        }
+        if stop:
+            payload["stop"] = list(stop)
+        if self.config.seed is not None:
+            payload["seed"] = self.config.seed
+        if self.config.logprobs or self.config.top_logprobs:
+            payload["logprobs"] = True
+            if self.config.top_logprobs:
+                payload["top_logprobs"] = self.config.top_logprobs
+        t0 = time.perf_counter()
+        data, attempts = self._post("/chat/completions", payload)
+        choice = data["choices"][0]
+        msg = choice.get("message") or {}
+        text = msg.get("content") or ""
+        if not isinstance(text, str):
+            raise LLMError(f"{self.name}: message content is not text: {str(text)[:200]}")
+        lps: list[float] = []
+        tops: list[dict[str, float]] = []
+        content = (choice.get("logprobs") or {}).get("content") or []
+        for item in content:
+            lps.append(float(item.get("logprob", -math.inf)))
+            tops.append({str(t["token"]): float(t["logprob"]) for t in item.get("top_logprobs") or []})
+        return Generation(
+            text,
+            self._usage(data, time.perf_counter() - t0),
+            finish_reason=str(choice.get("finish_reason") or ""),
+            token_logprobs=tuple(lps),
+            top_logprobs=tuple(tops),
+            attempts=attempts,
+        )
+
+    def score_choices(self, context: str, choices: Sequence[str]) -> ChoiceScores:
+        if not choices:
+            raise ValueError("score_choices needs at least one choice")
+        if self._echo_ok is not False:
+            try:
+                scores = self._score_echo(context, choices)
+                self._echo_ok = True
+                return scores
+            except _NoEchoError:
+                if self._echo_ok is True:
+                    raise LLMError(f"{self.name}: /completions stopped returning prompt "
+                                   "log-probabilities") from None
+                self._echo_ok = False
+        return self._score_letter(context, choices)
+
+    def _score_echo(self, context: str, choices: Sequence[str]) -> ChoiceScores:
+        t0 = time.perf_counter()
+        sums: list[float] = []
+        means: list[float] = []
+        counts: list[int] = []
+        usage = Usage()
+        for cont in choices:
+            full = context + cont
+            payload = {"model": self.model, "prompt": full, "max_tokens": 1, "temperature": 0.0,
+                       "echo": True, "logprobs": 1}
+            try:
+                data, _ = self._post("/completions", payload)
+            except HTTPStatusError as exc:
+                if 400 <= exc.status < 500:
+                    raise _NoEchoError() from exc
+                raise
+            lp = data["choices"][0].get("logprobs") or {}
+            tokens, token_lps, offsets = lp.get("tokens"), lp.get("token_logprobs"), lp.get("text_offset")
+            if not tokens or not token_lps or not offsets or min(offsets) >= len(full):
+                raise _NoEchoError()  # no prompt tokens came back: the server ignored ``echo``
+            picked: list[float] = []
+            for tok, tlp, off in zip(tokens, token_lps, offsets, strict=False):
+                if off >= len(full):
+                    break  # the generated token after the echoed prompt
+                if off + len(tok) > len(context) and off < len(full):
+                    if tlp is None:
+                        raise LLMError(f"{self.name}: no log-probability for the first token of {cont!r}")
+                    picked.append(float(tlp))
+            if not picked:
+                raise LLMError(f"{self.name}: could not locate the tokens of choice {cont!r} in the echo")
+            sums.append(sum(picked))
+            means.append(sum(picked) / len(picked))
+            counts.append(len(picked))
+            u = data.get("usage") or {}
+            usage = usage + Usage(int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0), 1)
+        cost = self.prices.cost(self.model, usage.input_tokens, usage.output_tokens) or 0.0
+        usage = Usage(usage.input_tokens, usage.output_tokens, usage.calls, time.perf_counter() - t0, cost)
+        return ChoiceScores(tuple(sums), tuple(means), usage, tuple(counts), method="logprob")
+
+    def _score_letter(self, context: str, choices: Sequence[str]) -> ChoiceScores:
+        labels = [chr(ord("A") + i) for i in range(len(choices))]
+        opts = [Choice(lab, text.strip()) for lab, text in zip(labels, choices, strict=True)]
+        prompt = "\n".join([context.strip(), "Options:", *(f"{c.label}. {c.text}" for c in opts),
+                            "Reply with the letter of the correct option only."])
+        gen = self.generate(prompt, max_tokens=8, temperature=0.0)
+        idx = parse_choice(gen.text, opts)
+        scores = [-math.inf] * len(choices)
+        if gen.top_logprobs:
+            for tok, lp in gen.top_logprobs[0].items():
+                t = tok.strip().strip("()[].:*").upper()
+                if t in labels:
+                    k = labels.index(t)
+                    scores[k] = max(scores[k], lp)
+        if all(s == -math.inf for s in scores):
+            if idx is None:
+                raise LLMError(f"{self.name}: letter fallback could not parse a choice from {gen.text!r}")
+            scores[idx] = 0.0
+        ones = tuple(1 for _ in choices)
+        return ChoiceScores(tuple(scores), tuple(scores), gen.usage, ones, method="letter")
+
+
+class HTTPStatusError(LLMError):
+    """A non-retryable HTTP error status (e.g. 400 bad request, 401 unauthorised, 404 not found)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class _NoEchoError(Exception):
+    """The server does not return prompt log-probabilities on ``/completions``."""

@@ -1,0 +1,115 @@
+"""Answer parsing and matching; the answering functions around a named test double."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kgwise.llm import LLM, CachedLLM, ChoiceScores, Generation, Message, ResponseCache
+from kgwise.llm.answering import (
+    MCConfig,
+    answer_by_scoring,
+    answer_mc,
+    match_answer,
+    normalize_answer,
+    parse_choice,
+)
+from kgwise.types import Choice, Question, Usage
+
+CHOICES = (Choice("A", "dog"), Choice("B", "cat"), Choice("C", "dark red"), Choice("D", "red"))
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("B", 1), ("(B)", 1), (" b ", 1), ("Answer: B", 1), ("answer: (C)", 2), ("The answer is D.", 3),
+        ("The correct answer is option B because cats purr.", 1), ("B. cat", 1), ("C) dark red", 2),
+        ("**B**", 1), ("cat", 1), ("I think it is a cat.", 1), ("Dark red!", 2), ("It must be A dog", 0),
+        ("A", 0), ("A. dog", 0), ("", None), ("no idea", None), ("dog or cat", None),
+    ],
+)
+def test_parse_choice(reply: str, expected: int | None) -> None:
+    assert parse_choice(reply, CHOICES) == expected
+
+
+@given(st.text(max_size=60))
+def test_parse_choice_never_crashes_and_is_in_range(reply: str) -> None:
+    idx = parse_choice(reply, CHOICES)
+    assert idx is None or 0 <= idx < len(CHOICES)
+
+
+def test_normalize_and_match() -> None:
+    assert normalize_answer("The  Beatles!") == "beatles"
+    assert normalize_answer("Érik Satie") == "erik satie"
+    assert match_answer("Barack Obama", ["barack obama"])
+    assert match_answer("I believe it was Barack Obama, in 2009.", ["Obama", "Barack Obama"])
+    assert not match_answer("Obamacare", ["Obama"])  # whole words only
+    assert not match_answer("Barack Obama", ["Michelle Obama"])
+    assert not match_answer("the", ["The"])  # empty after normalisation
+    assert not match_answer("in Paris", ["Paris"], containment=False)
+
+
+class ScriptedLLM:
+    """Test double: replies with fixed text and fixed choice log-probabilities; counts calls."""
+
+    name = "scripted-test-double"
+
+    def __init__(self, reply: str = "", logprobs: Sequence[float] = (), lengths: Sequence[int] = ()) -> None:
+        self.reply, self.lp, self.lengths = reply, tuple(logprobs), tuple(lengths)
+        self.calls: list[object] = []
+
+    def generate(self, prompt: str | Sequence[Message], *, max_tokens: int = 256, temperature: float = 0.0,
+                 stop: Sequence[str] | None = None) -> Generation:
+        self.calls.append(prompt)
+        return Generation(self.reply, Usage(5, 1, 1, 0.0, 0.002))
+
+    def score_choices(self, context: str, choices: Sequence[str]) -> ChoiceScores:
+        self.calls.append((context, tuple(choices)))
+        lens = self.lengths or tuple(1 for _ in choices)
+        return ChoiceScores(self.lp, tuple(v / n for v, n in zip(self.lp, lens, strict=True)),
+                            Usage(20, 0, 1, 0.0, 0.001), lens)
+
+
+Q = Question("q1", "What purrs?", CHOICES, gold=("B",))
+
+
+def test_scripted_double_satisfies_protocol() -> None:
+    assert isinstance(ScriptedLLM(), LLM)
+
+
+def test_answer_by_scoring_sum_and_mean() -> None:
+    llm = ScriptedLLM(logprobs=[-4.0, -3.0, -5.0, -9.0], lengths=[1, 1, 5, 1])
+    ans, _ = answer_by_scoring(llm, Q)
+    assert ans.prediction == "B"
+    assert math.isclose(sum(ans.probabilities.values()), 1.0)
+    assert ans.probabilities["B"] / ans.probabilities["A"] == pytest.approx(math.e)
+    ans_mean, _ = answer_by_scoring(llm, Q, normalised=True)
+    assert ans_mean.prediction == "C"  # -5/5 = -1 is the best mean
+    context, conts = llm.calls[0]  # type: ignore[misc]
+    assert context.endswith("Question: What purrs?\nAnswer:")
+    assert conts == (" dog", " cat", " dark red", " red")
+    assert ans.usage.input_tokens == 20
+
+
+def test_answer_by_letter_parses_reply() -> None:
+    ans = answer_mc(ScriptedLLM(reply="The answer is (B)."), Q, config=MCConfig(method="letter"))
+    assert ans.prediction == "B" and ans.probabilities == {"A": 0.0, "B": 1.0, "C": 0.0, "D": 0.0}
+    unparsed = answer_mc(ScriptedLLM(reply="hmm"), Q, config=MCConfig(method="letter"))
+    assert unparsed.prediction == "" and unparsed.probabilities["A"] == pytest.approx(0.25)
+
+
+def test_cached_double_calls_inner_once(tmp_path: Path) -> None:
+    inner = ScriptedLLM(reply="B", logprobs=[-1.0, -2.0, -3.0, -4.0])
+    llm = CachedLLM(inner, ResponseCache(tmp_path / "c.sqlite"))
+    a = llm.score_choices("ctx", ["a", "b", "c", "d"])
+    b = llm.score_choices("ctx", ["a", "b", "c", "d"])
+    assert a.logprobs == b.logprobs and len(inner.calls) == 1
+    assert b.usage == Usage(latency_s=b.usage.latency_s, cached_calls=1)
+    llm.generate("hello", temperature=0.7)
+    llm.generate("hello", temperature=0.7)
+    assert len(inner.calls) == 3  # sampled generations are not cached by default

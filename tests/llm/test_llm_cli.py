@@ -1,0 +1,51 @@
+"""``kgwise ask`` and ``kgwise eval llm`` with the real SmolLM2 (resumable records)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kgwise.cli.main import app
+
+pytestmark = pytest.mark.slow
+
+
+def test_ask_prints_answer_probabilities_and_usage(tmp_path: Path) -> None:
+    out = tmp_path / "ask.json"
+    res = CliRunner().invoke(app, ["ask", "Where would you find a seashell?", "--choices",
+                                   "beach|desert|office", "--llm", "smollm2-135m", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    report = json.loads(out.read_text())
+    assert report["answer"] in {"beach", "desert", "office"}
+    assert set(report["probabilities"]) == {"beach", "desert", "office"}
+    assert sum(report["probabilities"].values()) == pytest.approx(1.0, abs=1e-5)
+    assert report["usage"]["input_tokens"] > 0 and report["usage"]["calls"] == 1
+
+
+def test_ask_rejects_bad_choices() -> None:
+    res = CliRunner().invoke(app, ["ask", "Q?", "--choices", "only-one", "--llm", "smollm2-135m"])
+    assert res.exit_code == 2 and "at least two" in res.output
+
+
+def test_eval_llm_reports_and_resumes(tmp_path: Path, data_dir: Path) -> None:
+    out = tmp_path / "obqa.json"
+    args = ["eval", "llm", "--dataset", "obqa", "--split", "test", "--llm", "smollm2-135m", "--limit", "4",
+            "--data", str(data_dir), "--json", str(out)]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    r1 = json.loads(out.read_text())
+    for key in ("dataset", "split", "llm", "n", "accuracy", "questions_per_s", "usage"):
+        assert key in r1
+    assert r1["n"] == 4 and r1["ran_now"] == 4 and r1["resumed"] == 0
+    assert set(r1["usage"]) >= {"input_tokens", "output_tokens", "calls", "cost"}
+    assert r1["usage"]["calls"] == 4 and r1["usage"]["input_tokens"] > 0
+    records = [json.loads(x) for x in Path(r1["records"]).read_text().splitlines()]
+    assert r1["accuracy"] == sum(r["result"]["correct"] for r in records) / 4
+    second = CliRunner().invoke(app, [*(a if a != "4" else "6" for a in args)])
+    assert second.exit_code == 0, second.output
+    r2 = json.loads(out.read_text())
+    assert r2["resumed"] == 4 and r2["ran_now"] == 2 and r2["n"] == 6
+    assert r2["records"] == r1["records"]

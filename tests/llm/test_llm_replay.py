@@ -1,0 +1,76 @@
+"""``Replay`` on the real recorded outputs in the shared data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kgwise.datasets.predictions import gnn_rag
+from kgwise.llm import LLM, ReplayMissError, get_llm
+from kgwise.llm.prices import default_prices
+from kgwise.llm.replay import Replay
+from kgwise.types import Question
+
+
+@pytest.mark.parametrize("variant", ["rearev-sbert", "rearev-lmsr"])
+def test_rog_hit_rate_equals_the_release_summary(data_dir: Path, variant: str) -> None:
+    replay = Replay.from_spec(f"rog-{variant}", data_dir)
+    detailed = data_dir / gnn_rag.ROG_GNN_DETAILED[variant]
+    summary = gnn_rag.read_eval_summary(detailed.parent / "eval_result.txt")
+    assert len(replay) == 1628
+    hit = 100 * sum(r.correct for r in replay.records) / len(replay)
+    assert hit == pytest.approx(summary["Hit"], abs=1e-9)
+    # by id and by the question text inside a prompt, the same record comes back
+    rec = replay.records[10]
+    assert rec.qid and rec.question and rec.input_tokens > 0
+    q = Question(rec.qid, rec.question)
+    assert replay.answer(q).raw == rec.text
+    gen = replay.generate(f"Question: {rec.question}\nAnswer with the entity names only.")
+    assert gen.text == rec.text
+    expected = default_prices().cost("llama-2-7b", rec.input_tokens, rec.output_tokens)
+    assert gen.usage.cost == pytest.approx(expected)
+
+
+def test_aog_tokens_and_accuracy_equal_the_file(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KGWISE_DATA", str(data_dir))
+    path = data_dir / "predictions/aog_qwen3max_webqsp/AoG_webqsp_qwen3-max.jsonl"
+    rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    replay = get_llm("replay:aog-qwen3-max")
+    assert isinstance(replay, Replay) and isinstance(replay, LLM)
+    assert len(replay) == len(rows) == 1636
+    tin = tout = calls = correct = 0
+    for row in rows:
+        gen = replay.generate(f"Answer this question: {row['question']}")
+        assert gen.text == row["Answer"]
+        tin, tout = tin + gen.usage.input_tokens, tout + gen.usage.output_tokens
+        calls += gen.usage.calls
+        correct += replay.lookup(row["question"]).correct
+    assert (tin, tout, calls) == (sum(r["input_token"] for r in rows), sum(r["output_token"] for r in rows),
+                                  sum(r["call_num"] for r in rows))
+    assert correct == sum(r["correct"] for r in rows)
+    rec = replay.records[0]
+    assert replay.generate(rec.question).usage.cost == pytest.approx(
+        (rec.input_tokens * 1.2 + rec.output_tokens * 6.0) / 1e6)
+
+
+def test_gpt_family_replays_the_raw_lines(data_dir: Path) -> None:
+    path = data_dir / "predictions/gpt_family_webqsp/WQSP_chatgpt_answers_March.txt"
+    lines = [x.split("\t") for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    replay = Replay.from_spec("chatgpt", data_dir)
+    assert len(replay) == len(lines)
+    for parts in lines[:300]:
+        rec = replay.lookup(parts[1])
+        first = next(p for p in lines if p[1].strip().lower() == parts[1].strip().lower())
+        assert rec.text == (first[2].strip() if len(first) > 2 else "")
+
+
+def test_miss_raises_a_clear_error(data_dir: Path) -> None:
+    replay = Replay.from_spec("gpt-4", data_dir)
+    with pytest.raises(ReplayMissError, match="no recorded question found"):
+        replay.generate("What is the airspeed velocity of an unladen swallow?")
+    with pytest.raises(ReplayMissError, match="nope"):
+        replay.answer(Question("nope", "zzz qqq unknown"))
+    with pytest.raises(KeyError):
+        replay.answer(Question("nope", "zzz qqq unknown"))
