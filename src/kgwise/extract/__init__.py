@@ -1,4 +1,8 @@
-"""Knowledge extraction strategies behind one protocol: ``extract(question, grounding) -> Subgraph``."""
+"""Knowledge extraction strategies behind one protocol: ``extract(question, grounding) -> Subgraph``.
+
+P_sub is :class:`SubgraphExtractor`; P_RL is ``kgwise.extract.path_agent.PathAgent``, imported from its
+module so that PyTorch (the ``ml`` extra) loads only when it is used.
+"""
 
 from kgwise.extract.base import Extractor
 from kgwise.extract.neighbourhood import CappedNeighbours
