@@ -36,32 +36,12 @@ def answer(
     )] = None,
 ) -> None:
     """Answer one multiple-choice QUESTION with knowledge from a KG injected into the LLM's prompt."""
-    from kgwise.embed import MiniLM
-    from kgwise.extract import SubgraphExtractor
-    from kgwise.extract.path_agent import PathAgent
-    from kgwise.inject import KnowledgeInjector, PromptBandit
-    from kgwise.kg import CSRGraph
-    from kgwise.kg.grounding import Grounder
-    from kgwise.llm import get_llm
-    from kgwise.render import make_format
-    from kgwise.types import Choice, Question
+    from kgwise.inject.build import DEFAULT_COMBO, build_injector, make_question
 
-    labels = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-    opts = _parse_choices(choices)
-    q = Question("cli", question, tuple(Choice(labels[i], t) for i, t in enumerate(opts)))
-    graph = CSRGraph.load(kg)
-    model = get_llm(llm, cache=True)
-    encoder = MiniLM()
-    extractors = {"P_sub": SubgraphExtractor(graph)}
-    if policy is not None:
-        extractors["P_RL"] = PathAgent.load(graph, policy, encoder)  # type: ignore[assignment]
-    formats = {n: make_format(n, model) for n in ("F_t", "F_s", "F_g")}
-    trained = PromptBandit.load(bandit) if bandit is not None else None
-    if combo is None and trained is None:
-        combo = "P_sub+F_s"
-    if trained is not None and combo is None and "P_RL" not in extractors:
-        raise ConfigError("the bandit may pick a P_RL combination: pass --policy too (or --combo)")
-    injector = KnowledgeInjector(graph, Grounder(graph), extractors, formats, model, trained, encoder)
+    q = make_question(question, _parse_choices(choices), "cli")
+    injector = build_injector(kg, llm, policy, bandit)
+    if combo is None and injector.bandit is None:
+        combo = DEFAULT_COMBO
     result = injector.inject(q, combo)
     a = result.answer
     chosen = next(c.text for c in q.choices if c.label == a.prediction)

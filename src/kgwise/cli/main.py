@@ -14,6 +14,7 @@ from kgwise.cli import llm as _llm  # noqa: F401  isort: skip
 from kgwise.cli import route as _route  # noqa: F401  isort: skip
 from kgwise.cli import conformal as _conformal  # noqa: F401  isort: skip
 from kgwise.cli import knowgpt as _knowgpt  # noqa: F401  isort: skip
+from kgwise.cli import serve as _serve  # noqa: F401  isort: skip
 
 __all__ = ["app"]
 

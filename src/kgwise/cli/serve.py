@@ -1,0 +1,30 @@
+"""``kgwise serve``: run the HTTP service."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kgwise.cli.apps import app
+from kgwise.cli.common import friendly_errors
+
+
+@app.command("serve")
+@friendly_errors
+def serve(
+    kg: Annotated[Path, typer.Option("--kg", help="A graph file written by `kgwise kg build` (.npz).")],
+    llm: Annotated[str, typer.Option("--llm", help="LLM spec, e.g. gemma3-270m.")] = "smollm2-135m",
+    policy: Annotated[Path | None, typer.Option("--policy", help="Trained P_RL policy (.pt).")] = None,
+    bandit: Annotated[Path | None, typer.Option("--bandit", help="Trained prompt bandit (.npz).")] = None,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+) -> None:
+    """Serve KnowGPT over HTTP: GET /health, POST /v1/answer, POST /v1/subgraph (OpenAPI docs at /docs)."""
+    import uvicorn
+
+    from kgwise.server import ServerSettings, create_app
+
+    settings = ServerSettings(kg=kg, llm=llm, policy=policy, bandit=bandit)
+    uvicorn.run(create_app(settings), host=host, port=port)

@@ -1,0 +1,55 @@
+"""Assemble a :class:`KnowledgeInjector` from files and specs (for the CLI and the server)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from kgwise.errors import ConfigError
+from kgwise.extract.base import Extractor
+from kgwise.inject.bandit import PromptBandit
+from kgwise.inject.injector import KnowledgeInjector
+from kgwise.types import Choice, Question
+
+__all__ = ["DEFAULT_COMBO", "build_injector", "make_question"]
+
+DEFAULT_COMBO = "P_sub+F_s"
+_LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def make_question(text: str, choices: Sequence[str], qid: str = "user") -> Question:
+    """A multiple-choice ``Question`` with choices labelled A, B, …; raises ``ConfigError`` for fewer
+    than two (or more than 26) non-empty choices."""
+    opts = [c.strip() for c in choices if c.strip()]
+    if not 2 <= len(opts) <= len(_LABELS):
+        raise ConfigError(f"a question needs 2 to {len(_LABELS)} non-empty choices, got {len(opts)}")
+    return Question(qid, text, tuple(Choice(_LABELS[i], t) for i, t in enumerate(opts)))
+
+
+def build_injector(
+    kg: str | Path,
+    llm: str = "smollm2-135m",
+    policy: str | Path | None = None,
+    bandit: str | Path | None = None,
+) -> KnowledgeInjector:
+    """KnowGPT over the graph file ``kg`` with the LLM ``llm`` (a ``kgwise.llm.get_llm`` spec, behind the
+    response cache), P_sub always, P_RL when a trained ``policy`` is given, and the trained prompt
+    ``bandit`` when given (a bandit pick of P_RL without ``policy`` raises ``ConfigError`` when asked)."""
+    from kgwise.embed import MiniLM
+    from kgwise.extract import SubgraphExtractor
+    from kgwise.kg import CSRGraph
+    from kgwise.kg.grounding import Grounder
+    from kgwise.llm import get_llm
+    from kgwise.render import make_format
+
+    graph = CSRGraph.load(kg)
+    model = get_llm(llm, cache=True)
+    encoder = MiniLM()
+    extractors: dict[str, Extractor] = {"P_sub": SubgraphExtractor(graph)}
+    if policy is not None:
+        from kgwise.extract.path_agent import PathAgent
+
+        extractors["P_RL"] = PathAgent.load(graph, policy, encoder)
+    formats = {n: make_format(n, model) for n in ("F_t", "F_s", "F_g")}
+    trained = PromptBandit.load(bandit) if bandit is not None else None
+    return KnowledgeInjector(graph, Grounder(graph), extractors, formats, model, trained, encoder)

@@ -1,0 +1,91 @@
+"""The HTTP service, with the real DDB graph and the real local model (SmolLM2-135M via llama.cpp)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from kgwise.kg.loaders import load_ddb
+from kgwise.server import ServerSettings, create_app
+
+QUESTION = "Which drug is used to treat hypertension?"
+CHOICES = ["Lisinopril", "Insulin", "Penicillin", "Levothyroxine"]
+
+
+@pytest.fixture(scope="module")
+def ddb_file(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return load_ddb(data_dir / "ddb").save(tmp_path_factory.mktemp("server") / "ddb.npz")
+
+
+@pytest.mark.slow
+def test_answer_subgraph_and_bad_input_in_process(ddb_file: Path) -> None:
+    client = TestClient(create_app(ServerSettings(kg=ddb_file)))
+    health = client.get("/health").json()
+    assert health["status"] == "ok" and health["kg"]["nodes"] == 9958 and "P_sub+F_s" in health["combos"]
+
+    res = client.post("/v1/answer", json={"question": QUESTION, "choices": CHOICES, "combo": "P_sub+F_t"})
+    assert res.status_code == 200, res.text
+    body = res.json()
+    assert body["prediction"] in "ABCD" and body["choice_text"] in CHOICES
+    assert sum(body["probabilities"].values()) == pytest.approx(1.0, abs=1e-6)
+    assert body["combo"] == "P_sub+F_t" and body["usage"]["calls"] + body["usage"]["cached_calls"] >= 1 and body["prep_ms"] > 0
+
+    sub = client.post("/v1/subgraph", json={"question": QUESTION, "choices": CHOICES}).json()
+    assert "Lisinopril" in [c for cs in sub["choice_concepts"] for c in cs]
+    assert sub["triples"] and all(len(t) == 3 for t in sub["triples"])
+
+    assert client.post("/v1/answer", json={"question": QUESTION, "choices": ["only"]}).status_code == 422
+    assert client.post("/v1/answer", json={"question": "", "choices": CHOICES}).status_code == 422
+    bad = client.post("/v1/answer", json={"question": QUESTION, "choices": CHOICES, "combo": "P_x+F_t"})
+    assert bad.status_code == 422 and "unknown combination" in bad.json()["detail"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _post(url: str, payload: dict[str, Any]) -> dict[str, Any]:
+    req = urllib.request.Request(url, json.dumps(payload).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        out: dict[str, Any] = json.loads(resp.read())
+        return out
+
+
+@pytest.mark.slow
+def test_kgwise_serve_answers_over_loopback(ddb_file: Path) -> None:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kgwise.cli.main", "serve", "--kg", str(ddb_file), "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=os.environ.copy(),
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/health", timeout=5) as resp:
+                    assert json.loads(resp.read())["status"] == "ok"
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+                assert time.monotonic() < deadline, "server did not start within 120 s"
+                time.sleep(0.5)
+        body = _post(base + "/v1/answer", {"question": QUESTION, "choices": CHOICES})
+        assert body["combo"] == "P_sub+F_s" and body["choice_text"] in CHOICES
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
