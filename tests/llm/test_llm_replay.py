@@ -26,9 +26,9 @@ def test_rog_hit_rate_equals_the_release_summary(data_dir: Path, variant: str) -
     rec = replay.records[10]
     assert rec.qid and rec.question and rec.input_tokens > 0
     q = Question(rec.qid, rec.question)
-    assert replay.answer(q).raw == rec.text
+    assert replay.answer(q).raw == rec.prediction
     gen = replay.generate(f"Question: {rec.question}\nAnswer with the entity names only.")
-    assert gen.text == rec.text
+    assert gen.text == rec.prediction
     expected = default_prices().cost("llama-2-7b", rec.input_tokens, rec.output_tokens)
     assert gen.usage.cost == pytest.approx(expected)
 
@@ -63,7 +63,7 @@ def test_gpt_family_replays_the_raw_lines(data_dir: Path) -> None:
     for parts in lines[:300]:
         rec = replay.lookup(parts[1])
         first = next(p for p in lines if p[1].strip().lower() == parts[1].strip().lower())
-        assert rec.text == (first[2].strip() if len(first) > 2 else "")
+        assert rec.prediction == (first[2].strip() if len(first) > 2 else "")
 
 
 def test_miss_raises_a_clear_error(data_dir: Path) -> None:

@@ -1,19 +1,20 @@
 """``Replay``: an ``LLM`` that answers with the recorded outputs of real models, so experiments re-run on
 real model behaviour without paying again.
 
-Records come from the readers in ``kgwise.datasets.predictions`` (GNN-RAG ``detailed_eval_result.jsonl``
-joined with its ``predictions.jsonl``, the AoG Qwen3-max jsonl with token counts, the GPT-family
-``idx<TAB>question<TAB>answer`` files). A call is matched to a record by question id (``answer``) or by
-the normalised question text found in the prompt (``generate``); a miss raises ``ReplayMissError``.
-``Usage`` is the recorded one (tokens, LLM calls), priced with the price table.
+Records (``Outcome``) come from the readers in ``kgwise.datasets.predictions``: GNN-RAG
+``detailed_eval_result.jsonl`` joined with its ``predictions.jsonl``, the AoG Qwen3-max jsonl with token
+counts, and the GPT-family ``idx<TAB>question<TAB>answer`` files. A call is matched to a record by question
+id (``answer``) or by the normalised question text found in the prompt (``generate``); a miss raises
+``ReplayMissError``. ``Usage`` is the recorded one (tokens, LLM calls), priced with the price table.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kgwise.config import data_dir
 from kgwise.errors import ConfigError
@@ -21,21 +22,10 @@ from kgwise.llm.base import ChoiceScores, Generation, LLMError, Message, ReplayM
 from kgwise.llm.prices import PriceTable, default_prices
 from kgwise.types import Answer, Question, Usage
 
-__all__ = ["SOURCES", "Record", "Replay"]
+if TYPE_CHECKING:
+    from kgwise.datasets.predictions import Outcome
 
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One recorded reply: question id and/or text, the reply, the recorded correctness and usage."""
-
-    qid: str
-    question: str
-    text: str
-    correct: bool
-    input_tokens: int = 0
-    output_tokens: int = 0
-    calls: int = 1
-    tokens_estimated: bool = False
+__all__ = ["SOURCES", "Replay"]
 
 
 def _key(text: str) -> str:
@@ -62,13 +52,12 @@ _PRICE_MODEL = {
 }
 
 
-def _load_source(name: str, root: Path) -> list[Record]:
-    from kgwise.datasets.predictions import aog, gnn_rag, gpt_family
+def _load_source(name: str, root: Path) -> list[Outcome]:
+    from kgwise.datasets.predictions import Outcome, aog, gnn_rag, gpt_family
     from kgwise.datasets.predictions import estimate_tokens as est
 
     if name == "aog-qwen3-max":
-        return [Record("", o.question, o.prediction, o.correct, o.input_tokens, o.output_tokens, o.calls)
-                for o in aog.read_aog(root / aog.AOG_WEBQSP)]
+        return aog.read_aog(root / aog.AOG_WEBQSP)
     if name.startswith("rog-") or name == "llama2-chat":
         if name == "llama2-chat":
             detailed = root / gnn_rag.LLAMA2_CHAT_DETAILED
@@ -81,11 +70,11 @@ def _load_source(name: str, root: Path) -> list[Record]:
         out = []
         for o in gnn_rag.read_detailed_eval(detailed):
             question, prompt = prompts.get(o.qid, ("", ""))
-            out.append(Record(o.qid, question, o.prediction, o.correct, est(prompt), o.output_tokens, 1,
-                              tokens_estimated=True))
+            out.append(replace(o, question=question, input_tokens=est(prompt), calls=1,
+                               tokens_estimated=True))
         return out
     if name in gpt_family.GPT_FILES:
-        return [Record("", r.question, r.answer, False, est(r.question), est(r.answer), 1, True)
+        return [Outcome("", r.question, False, r.answer, est(r.question), est(r.answer), 1, True)
                 for r in gpt_family.read_answers(root / gpt_family.GPT_FILES[name])]
     raise ConfigError(f"unknown replay source {name!r}; use one of {', '.join(SOURCES)}")
 
@@ -94,14 +83,14 @@ class Replay:
     """Recorded replies behind the ``LLM`` protocol. ``correct`` of a record is the file's own verdict
     (the GPT-family files have none: ``False`` there, score them with ``match_answer``)."""
 
-    def __init__(self, records: Iterable[Record], name: str, *, price_model: str | None = None,
+    def __init__(self, records: Iterable[Outcome], name: str, *, price_model: str | None = None,
                  prices: PriceTable | None = None) -> None:
         self.name = name
         self.records = list(records)
         self.price_model = price_model
         self.prices = prices if prices is not None else default_prices()
-        self._by_id: dict[str, Record] = {}
-        self._by_key: dict[str, Record] = {}
+        self._by_id: dict[str, Outcome] = {}
+        self._by_key: dict[str, Outcome] = {}
         for r in self.records:
             if r.qid:
                 self._by_id.setdefault(r.qid, r)
@@ -124,7 +113,7 @@ class Replay:
 
     # --- lookup ----------------------------------------------------------------------------------------
 
-    def lookup(self, question: Question | str) -> Record:
+    def lookup(self, question: Question | str) -> Outcome:
         """The record of a ``Question`` (by id, then text) or of a prompt (a recorded question inside it)."""
         if isinstance(question, Question):
             rec = self._by_id.get(question.id) or self._by_key.get(_key(question.text))
@@ -141,7 +130,7 @@ class Replay:
                 return self._by_key[k]
         raise ReplayMissError(f"{self.name}: no recorded question found in the prompt {question[:120]!r}")
 
-    def _usage(self, rec: Record, start: float) -> Usage:
+    def _usage(self, rec: Outcome, start: float) -> Usage:
         cost = None
         if self.price_model:
             cost = self.prices.cost(self.price_model, rec.input_tokens, rec.output_tokens)
@@ -162,14 +151,14 @@ class Replay:
         start = time.perf_counter()
         text = "\n".join(m.content for m in as_messages(prompt) if m.role == "user")
         rec = self.lookup(text)
-        return Generation(rec.text, self._usage(rec, start), finish_reason="replay")
+        return Generation(rec.prediction, self._usage(rec, start), finish_reason="replay")
 
     def answer(self, question: Question) -> Answer:
         """The recorded reply to ``question`` as an ``Answer`` (matched by id, then text)."""
         start = time.perf_counter()
         rec = self.lookup(question)
-        first = rec.text.strip().splitlines()[0] if rec.text.strip() else ""
-        return Answer(question.id, first, raw=rec.text, usage=self._usage(rec, start), arm=self.name)
+        first = rec.prediction.strip().splitlines()[0] if rec.prediction.strip() else ""
+        return Answer(question.id, first, raw=rec.prediction, usage=self._usage(rec, start), arm=self.name)
 
     def score_choices(self, context: str, choices: Sequence[str]) -> ChoiceScores:
         raise LLMError(f"{self.name}: recorded free-text replies have no choice log-probabilities")
