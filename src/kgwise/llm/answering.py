@@ -81,13 +81,17 @@ def match_answer(prediction: str, gold: Sequence[str], *, containment: bool = Tr
 # --- multiple choice by letter -----------------------------------------------------------------------
 
 
-def letter_prompt(question: Question, knowledge: str = "") -> str:
-    """The question, optional knowledge, and the options as ``A. text`` lines."""
-    parts = []
-    if knowledge:
-        parts.append(f"Knowledge:\n{knowledge.strip()}\n")
+def _preamble(question: Question, knowledge: str) -> list[str]:
+    """The prompt lines before the question: the knowledge block and the question's own context."""
+    parts = [f"Knowledge:\n{knowledge.strip()}\n"] if knowledge else []
     if question.context:
         parts.append(question.context.strip())
+    return parts
+
+
+def letter_prompt(question: Question, knowledge: str = "") -> str:
+    """The question, optional knowledge, and the options as ``A. text`` lines."""
+    parts = _preamble(question, knowledge)
     parts.append(f"Question: {question.text.strip()}")
     parts.append("Options:")
     parts.extend(f"{c.label}. {c.text}" for c in question.choices)
@@ -183,11 +187,7 @@ def _letter_probabilities(top: dict[str, float], labels: Sequence[str]) -> dict[
 
 def scoring_context(question: Question, knowledge: str = "") -> str:
     """Context whose continuation is the answer text: ``[Knowledge …] Question: … Answer:``."""
-    parts = []
-    if knowledge:
-        parts.append(f"Knowledge:\n{knowledge.strip()}\n")
-    if question.context:
-        parts.append(question.context.strip())
+    parts = _preamble(question, knowledge)
     parts.append(f"Question: {question.text.strip()}\nAnswer:")
     return "\n".join(parts)
 

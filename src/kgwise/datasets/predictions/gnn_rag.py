@@ -54,6 +54,11 @@ REAREV_TEST_INFO = {
 }
 
 
+def _prediction_text(pred: object) -> str:
+    """A recorded ``prediction`` (one string, or a list of answer lines) as text, one answer a line."""
+    return "\n".join(str(x) for x in pred) if isinstance(pred, list) else str(pred)
+
+
 def read_detailed_eval(path: str | Path) -> list[Outcome]:
     """One :class:`Outcome` per line: ``qid`` = ``id``, ``correct`` = the recorded ``hit``, the prediction
     lines joined by newlines, output tokens estimated from that text (input tokens unknown here: 0)."""
@@ -62,8 +67,7 @@ def read_detailed_eval(path: str | Path) -> list[Outcome]:
     for n, row in read_jsonl(p, "detailed_eval_result.jsonl"):
         if "id" not in row or "hit" not in row or "prediction" not in row:
             raise DataError("missing 'id', 'hit' or 'prediction'", p, n)
-        pred = row["prediction"]
-        text = "\n".join(str(x) for x in pred) if isinstance(pred, list) else str(pred)
+        text = _prediction_text(row["prediction"])
         out.append(
             Outcome(
                 qid=str(row["id"]),
@@ -182,8 +186,7 @@ def read_rog_predictions(path: str | Path) -> list[RoGPrediction]:
     for n, row in read_jsonl(p, "predictions.jsonl"):
         if "id" not in row or "prediction" not in row or "input" not in row:
             raise DataError("missing 'id', 'prediction' or 'input'", p, n)
-        pred = row["prediction"]
-        answer = "\n".join(str(x) for x in pred) if isinstance(pred, list) else str(pred)
+        answer = _prediction_text(row["prediction"])
         truth = row.get("ground_truth") or []
         out.append(
             RoGPrediction(
