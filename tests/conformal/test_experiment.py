@@ -71,7 +71,7 @@ def test_bench_conformal_reports_both_timings(tmp_path: Path) -> None:
                                    "0.25,0.25,0.25", "--baseline-sample", "5", "--json", str(out)])
     assert res.exit_code == 0, res.output
     rep = json.loads(out.read_text())
-    assert rep["calibration_questions"] == 60 and rep["lambdas"] == 64
+    assert rep["calibration_questions"] == 60 and rep["lambdas"] == 2 * 64  # absolute + relative Eq. 6
     assert rep["vectorised_calibrate_s"] > 0 and rep["per_lambda_loop_s_estimated"] > 0
 
 

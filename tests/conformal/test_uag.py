@@ -78,7 +78,7 @@ def test_uag_fit_calibrate_predict_and_guarantee_direction() -> None:
     batch = synthetic_batch(1500, 0)
     tune, cal, test = batch.subset(range(300)), batch.subset(range(300, 800)), batch.subset(range(800, 1500))
     uag = UAG(UAGConfig(alpha=0.2, steps=(0.1, 0.1, 0.1))).fit(tune).calibrate(cal)
-    assert uag.grid_shape == (10, 10, 10)
+    assert uag.grid_shape == (2, 10, 10, 10)  # absolute and relative Eq. 6 scores
     assert not uag.abstains and uag.lambda_ is not None
     m = uag.evaluate(test)
     assert m["covered"].mean() >= 0.8 - 0.03
@@ -179,3 +179,46 @@ def test_question_table_and_answer_labels_end_to_end(encoder: object) -> None:
     assert not uag.abstains
     labels = uag.answer_labels(tables[1], kg)
     assert labels and labels[0] == "city 1"
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 100_000))
+def test_relative_scores_shift_each_question_to_its_best_candidate(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    tables = [random_table(rng, f"q{i}") for i in range(6)]
+    batch = TableBatch.from_tables(tables).rescored("relative")
+    for i, t in enumerate(tables):
+        rel = batch.table(i).eq6
+        np.testing.assert_allclose(rel, t.eq6 - t.eq6.min() if t.eq6.size else rel)
+        np.testing.assert_allclose(t.rescored("relative").eq6, rel)
+        if rel.size:  # the ordering within a question is unchanged, the best candidate scores 0
+            assert rel.min() == 0.0
+            assert (np.argsort(rel, kind="stable") == np.argsort(t.eq6, kind="stable")).all()
+    inf = QuestionTable("q", np.zeros(1, np.int64), np.zeros(1), np.zeros(1), np.zeros(1),
+                        np.arange(2), np.array([math.inf, 0.4]), np.array([False, True]))
+    assert inf.rescored("relative").eq6.tolist() == [math.inf, 0.0]
+    with pytest.raises(ConfigError):
+        inf.rescored("cosine")  # type: ignore[arg-type]
+
+
+def test_uag_over_both_evaluator_scores_predicts_with_the_chosen_one() -> None:
+    batch = synthetic_batch(1200, 3)
+    tune, cal, test = batch.subset(range(300)), batch.subset(range(300, 700)), batch.subset(range(700, 1200))
+    both = UAG(UAGConfig(alpha=0.2, steps=(0.2, 0.2, 0.1))).fit(tune).calibrate(cal)
+    absolute = UAGConfig(alpha=0.2, steps=(0.2, 0.2, 0.1), evaluator_scores=("absolute",))
+    only = UAG(absolute).fit(tune).calibrate(cal)
+    assert both.grid_shape == (2, *only.grid_shape[1:])
+    # the absolute half of the union grid is the absolute-only grid
+    g = int(np.prod(only.grid_shape))
+    assert both.tune_size_ is not None and only.tune_size_ is not None
+    np.testing.assert_allclose(both.tune_size_[:g], only.tune_size_)
+    assert both.evaluator_score_ in ("absolute", "relative")
+    m = both.evaluate(test)
+    for q in range(0, 500, 61):
+        s = both.predict_set(test.table(q))
+        assert s.size == m["size"][q]
+        assert bool(test.table(q).gold[s].any()) == bool(m["covered"][q])
+    with pytest.raises(ConfigError):
+        UAGConfig(evaluator_scores=())
+    with pytest.raises(ConfigError):
+        UAGConfig(evaluator_scores=("absolute", "absolute"))

@@ -105,13 +105,14 @@ def bench_conformal(
     # baseline: one λ at a time (thresholds → per-question sets with numpy, no grid sharing)
     n_lambda = int(np.prod(uag.grid_shape))
     sample = np.random.default_rng(0).choice(n_lambda, size=min(baseline_sample, n_lambda), replace=False)
+    rescored = {kind: cal.rescored(kind) for kind in uag.config.evaluator_scores}
     t0 = time.perf_counter()
     for idx in sample.tolist():
         t1, t2, t3 = uag.thresholds_at(idx)
         ok = (cal.prefix <= t1) & (cal.collect <= t2)
         in_c = np.zeros(cal.node_q.size, dtype=bool)
         in_c[cal.state_node[ok]] = True
-        final = in_c & (cal.eq6 <= t3) & cal.gold
+        final = in_c & (rescored[uag.evaluator_score_at(idx)].eq6 <= t3) & cal.gold
         np.bincount(cal.node_q[final], minlength=cal.num_questions)
     per_lambda = (time.perf_counter() - t0) / sample.size
     report: dict[str, Any] = {
@@ -130,6 +131,7 @@ def bench_conformal(
         "target_s": 2.0,
         "meets_target": vectorised <= 2.0,
         "chosen_lambda": uag.lambda_,
+        "chosen_evaluator_score": uag.evaluator_score_,
     }
     write_json(report, json_out)
 

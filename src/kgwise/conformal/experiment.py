@@ -31,7 +31,7 @@ from kgwise.conformal.evaluator import (
     RecordedGenerations,
     UQEvaluator,
 )
-from kgwise.conformal.grid import TableBatch
+from kgwise.conformal.grid import EVALUATOR_SCORES, EvaluatorScore, TableBatch
 from kgwise.conformal.ltt import LTTConfig
 from kgwise.conformal.retriever import RetrieverConfig, UQRetriever
 from kgwise.conformal.scores import S1, ScoreConfig
@@ -54,7 +54,14 @@ __all__ = [
 ]
 
 DEFAULT_ALPHAS = (0.1, 0.15, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5)
-METHODS = ("uag", "uag_bonferroni", "uag_top_p", "split_cp", "top_k")
+METHODS = ("uag", "uag_bonferroni", "uag_top_p", "uag_eq6", "split_cp", "top_k")
+_UAG_METHODS: dict[str, tuple[str, tuple[EvaluatorScore, ...]]] = {
+    # method: (FWER procedure, evaluator scores in Λ)
+    "uag": ("fixed_sequence", EVALUATOR_SCORES),
+    "uag_bonferroni": ("bonferroni", EVALUATOR_SCORES),
+    "uag_top_p": ("top_p", EVALUATOR_SCORES),
+    "uag_eq6": ("fixed_sequence", ("absolute",)),  # the paper's family: Eq. 6 scores only
+}
 PAPER_WEBQSP: dict[str, dict[str, tuple[float, float] | None]] = {
     # Table 6 of the paper (WebQSP): ECR %, set size; None = "-" (no valid set)
     "uag": {"0.1": (92.3, 68.6), "0.15": (87.2, 39.1), "0.2": (83.1, 17.9), "0.35": (70.1, 2.6),
@@ -224,16 +231,19 @@ def run_split(tables: TableBatch, gnn: CandidateBatch, config: ExperimentConfig,
     tune, cal, test = _split(tables.num_questions, config, s)
     tune_b, cal_b, test_b = tables.subset(tune), tables.subset(cal), tables.subset(test)
     out: dict[str, list[dict[str, Any]]] = {m: [] for m in METHODS}
-    fwer = {"uag": "fixed_sequence", "uag_bonferroni": "bonferroni", "uag_top_p": "top_p"}
-    fitted = UAG(UAGConfig(steps=config.steps)).fit(tune_b)
-    losses = fitted.loss_counts(cal_b)
-    for method, how in fwer.items():
+    fits: dict[tuple[EvaluatorScore, ...], tuple[UAG, np.ndarray]] = {}
+    for method, (how, kinds) in _UAG_METHODS.items():
+        if kinds not in fits:
+            fitted = UAG(UAGConfig(steps=config.steps, evaluator_scores=kinds)).fit(tune_b)
+            fits[kinds] = (fitted, fitted.loss_counts(cal_b))
+        fitted, losses = fits[kinds]
         for alpha in config.alphas:
-            uag = UAG(UAGConfig(alpha=alpha, steps=config.steps,
+            uag = UAG(UAGConfig(alpha=alpha, steps=config.steps, evaluator_scores=kinds,
                                 ltt=LTTConfig(delta=config.delta, fwer=how)))  # type: ignore[arg-type]
             uag.adopt_fit(fitted)
             uag.calibrate(cal_b, losses=losses)
-            extra = {"lambda": uag.lambda_, "n_valid": int(uag.result_.valid.sum()) if uag.result_ else 0}
+            extra = {"lambda": uag.lambda_, "evaluator_score": uag.evaluator_score_,
+                     "n_valid": int(uag.result_.valid.sum()) if uag.result_ else 0}
             out[method].append(_row(None if uag.abstains else uag.evaluate(test_b), alpha, extra))
     base_cal = gnn.subset(np.concatenate([tune, cal]))
     base_test = gnn.subset(test)
@@ -310,7 +320,9 @@ def run_experiment(data: Path, config: ExperimentConfig, out_dir: Path | None = 
         "config": {**asdict(config), "retriever": asdict(config.retriever)},
         "paper_table6_webqsp": PAPER_WEBQSP,
         "notes": ("uag = fixed-sequence LTT (guaranteed), uag_bonferroni = Bonferroni LTT (guaranteed), "
-                  "uag_top_p = the paper's uncorrected heuristic (not guaranteed); generations: "
+                  "uag_top_p = the paper's uncorrected heuristic (not guaranteed), all three over Λ with "
+                  "absolute and relative Eq. 6 scores; uag_eq6 = fixed-sequence LTT over the paper's Λ "
+                  "(absolute Eq. 6 scores only); generations: "
                   + ("RoG/LLaMA2-7B answers recorded by GNN-RAG (answered from GNN-RAG's retrieved paths)"
                      if config.llm is None else f"{config.llm}, live, from UAG's retrieved paths")),
     }
@@ -318,7 +330,9 @@ def run_experiment(data: Path, config: ExperimentConfig, out_dir: Path | None = 
 
 
 def _run_key(config: ExperimentConfig) -> str:
-    blob = json.dumps({**asdict(config), "retriever": asdict(config.retriever)}, sort_keys=True, default=str)
+    blob = json.dumps({**asdict(config), "retriever": asdict(config.retriever),
+                       "methods": {m: [how, list(kinds)] for m, (how, kinds) in _UAG_METHODS.items()}},
+                      sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:12]
 
 

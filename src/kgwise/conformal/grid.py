@@ -11,19 +11,39 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from kgwise.errors import ConfigError, DataError
 
-__all__ = ["GridResult", "QuestionTable", "TableBatch"]
+__all__ = [
+    "EVALUATOR_SCORES", "EvaluatorScore", "GridResult", "QuestionTable", "TableBatch", "relative_scores",
+]
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
+
+EvaluatorScore = Literal["absolute", "relative"]
+EVALUATOR_SCORES: tuple[EvaluatorScore, ...] = ("absolute", "relative")
+"""``absolute``: Eq. 6 as written; ``relative``: Eq. 6 minus the question's best (smallest) Eq. 6 score."""
+
+
+def relative_scores(eq6: FloatArray, question: IntArray, n_questions: int) -> FloatArray:
+    """Each candidate's Eq. 6 score minus the smallest finite Eq. 6 score among its question's candidates
+    (``question[i]`` = the question of candidate ``i``): the candidate closest to the generation scores 0,
+    so a threshold keeps the candidates nearly as close as the best one. ``+∞`` stays ``+∞``."""
+    eq6 = np.asarray(eq6, dtype=np.float64)
+    finite = np.isfinite(eq6)
+    best = np.full(n_questions, np.inf)
+    np.minimum.at(best, question[finite], eq6[finite])
+    out = np.full(eq6.shape, np.inf)
+    out[finite] = eq6[finite] - best[question[finite]]
+    return out
 
 
 @dataclass(frozen=True)
@@ -58,6 +78,13 @@ class QuestionTable:
         s2 = float(self.collect[g].min()) if g.any() else math.inf
         s3 = float(self.eq6[self.gold].min()) if self.gold.any() else math.inf
         return s1, s2, s3
+
+    def rescored(self, kind: EvaluatorScore) -> QuestionTable:
+        """This table with its Eq. 6 scores of ``kind`` (see :data:`EVALUATOR_SCORES`)."""
+        if kind == "absolute":
+            return self
+        _check_kind(kind)
+        return replace(self, eq6=relative_scores(self.eq6, np.zeros(self.eq6.size, dtype=np.int64), 1))
 
     def final_set(self, t1: float, t2: float, t3: float) -> IntArray:
         """Indices into ``node_ids`` of the final set (Eq. 4–6), smallest Eq. 6 score first."""
@@ -133,6 +160,15 @@ class TableBatch:
             self.prefix[skeep], self.expand[skeep], self.collect[skeep], remap[self.node_q[nkeep]],
             self.node_ids[nkeep], self.eq6[nkeep], self.gold[nkeep],
         )
+
+    def rescored(self, kind: EvaluatorScore) -> TableBatch:
+        """This batch with its Eq. 6 scores of ``kind`` (see :data:`EVALUATOR_SCORES`)."""
+        if kind == "absolute":
+            return self
+        _check_kind(kind)
+        rel = relative_scores(self.eq6, self.node_q, self.num_questions)
+        return TableBatch(self.qids, self.state_q, self.state_node, self.prefix, self.expand, self.collect,
+                          self.node_q, self.node_ids, rel, self.gold)
 
     def component_scores(self) -> FloatArray:
         """``(questions, 3)`` per-component scores (see :meth:`QuestionTable.component_scores`)."""
@@ -214,3 +250,8 @@ class TableBatch:
                            z["expand"], z["collect"], z["node_q"], z["node_ids"], z["eq6"], z["gold"])
         except (OSError, KeyError, ValueError) as exc:
             raise DataError(f"cannot read UAG tables: {exc}", path) from exc
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in EVALUATOR_SCORES:
+        raise ConfigError(f"unknown evaluator score {kind!r}; choose from {', '.join(EVALUATOR_SCORES)}")

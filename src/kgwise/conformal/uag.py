@@ -1,14 +1,18 @@
 """UAG (Ni et al. 2025): calibrated answer sets from the UQ-aware retriever and evaluator, with the global
 error-rate controller (Eq. 2–3, Theorems 1–3).
 
-``λ = (α1, α2, α3)`` runs over ``{0, h, 2h, …, 1−h}³``. Each ``α_k`` maps to the threshold
-``q_{α_k}`` = Eq. 1's conformal quantile of the component's per-question scores on a *tuning* split
-(``α_k = 0`` → ``+∞``, no filtering; ``α_k = 1`` would empty every set and is left out). The loss is the
-miss ``L_λ = 1{no gold answer in C_λ(X)}`` (Theorem 3's proof). On a disjoint *calibration* split LTT
-tests ``H0_λ: E[L_λ] > α`` for every λ and keeps the rejected ones (Λ_valid); the selected λ is the valid
-one with the smallest mean set size on the tuning split. The fixed-sequence order is learned on the tuning
-split too (lowest tuning risk first), so the guarantee ``P(E[L_λ̂ | D_cal] ≤ α) ≥ 1 − δ`` holds for the
-guaranteed FWER methods. With ``fwer="top_p"`` (the paper's choice) it does not.
+``λ = (α1, α2, α3, s)``: ``(α1, α2, α3)`` runs over ``{0, h, 2h, …, 1−h}³`` and ``s`` over the evaluator
+scores ``UAGConfig.evaluator_scores`` — ``absolute`` (Eq. 6 as written) and ``relative`` (Eq. 6 minus the
+question's best Eq. 6 score; a kgwise addition: a threshold on it keeps the candidates about as close to
+the generation as the closest one, so a question whose generation matches a candidate gets a small set).
+Each ``α_k`` maps to the threshold ``q_{α_k}`` = Eq. 1's conformal quantile of the component's
+per-question scores on a *tuning* split (``α_k = 0`` → ``+∞``, no filtering; ``α_k = 1`` would empty every
+set and is left out). The loss is the miss ``L_λ = 1{no gold answer in C_λ(X)}`` (Theorem 3's proof). On a
+disjoint *calibration* split LTT tests ``H0_λ: E[L_λ] > α`` for every λ and keeps the rejected ones
+(Λ_valid); the selected λ is the valid one with the smallest mean set size on the tuning split. The
+fixed-sequence order is learned on the tuning split too (lowest tuning risk first), so the guarantee
+``P(E[L_λ̂ | D_cal] ≤ α) ≥ 1 − δ`` holds for the guaranteed FWER methods whatever the family Λ. With
+``fwer="top_p"`` (the paper's choice) it does not.
 
 Usage::
 
@@ -26,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.conformal.evaluator import UQEvaluator
-from kgwise.conformal.grid import GridResult, QuestionTable, TableBatch
+from kgwise.conformal.grid import EVALUATOR_SCORES, EvaluatorScore, GridResult, QuestionTable, TableBatch
 from kgwise.conformal.ltt import LTTConfig, LTTResult, learn_then_test
 from kgwise.conformal.retriever import UQRetriever
 from kgwise.conformal.split import conformal_quantile
@@ -50,10 +54,12 @@ def alpha_levels(h: float) -> FloatArray:
 @dataclass(frozen=True, slots=True)
 class UAGConfig:
     """``alpha``: target miss rate; ``steps``: the grid step ``h`` for (α1, α2, α3) (paper: 0.3, 0.3, 0.1;
-    default here 0.05, 0.05, 0.025: 16,000 λ); ``ltt``: δ (0.05), FWER method and p-value."""
+    default here 0.05, 0.05, 0.025: 16,000 λ per evaluator score); ``evaluator_scores``: the Eq. 6 score
+    variants in Λ (``("absolute",)`` is the paper's family); ``ltt``: δ (0.05), FWER method, p-value."""
 
     alpha: float = 0.1
     steps: tuple[float, float, float] = (0.05, 0.05, 0.025)
+    evaluator_scores: tuple[EvaluatorScore, ...] = EVALUATOR_SCORES
     ltt: LTTConfig = field(default_factory=LTTConfig)
 
     def __post_init__(self) -> None:
@@ -63,6 +69,11 @@ class UAGConfig:
             raise ConfigError("steps needs one grid step per component (α1, α2, α3)")
         for h in self.steps:
             alpha_levels(h)
+        if not self.evaluator_scores or len(set(self.evaluator_scores)) != len(self.evaluator_scores):
+            raise ConfigError("evaluator_scores must list distinct score kinds")
+        for kind in self.evaluator_scores:
+            if kind not in EVALUATOR_SCORES:
+                raise ConfigError(f"unknown evaluator score {kind!r}; choose from {EVALUATOR_SCORES}")
 
 
 class UAG:
@@ -72,12 +83,14 @@ class UAG:
         self.config = config or UAGConfig()
         self.levels_: tuple[FloatArray, FloatArray, FloatArray] | None = None
         self.thresholds_: tuple[FloatArray, FloatArray, FloatArray] | None = None
+        """``(T1, T2, T3)``; ``T3`` has one row per evaluator score."""
         self.tune_risk_: FloatArray | None = None
         self.tune_size_: FloatArray | None = None
         self.order_: npt.NDArray[np.int64] | None = None
         self.result_: LTTResult | None = None
         self.lambda_: tuple[float, float, float] | None = None
         self.chosen_thresholds_: tuple[float, float, float] | None = None
+        self.evaluator_score_: EvaluatorScore | None = None
 
     # ------------------------------------------------------------------ fit (tuning split)
     def fit(self, tune: TableBatch) -> UAG:
@@ -85,14 +98,15 @@ class UAG:
         if tune.num_questions == 0:
             raise ConfigError("UAG.fit: empty tuning split")
         comp = tune.component_scores()
-        levels: list[FloatArray] = []
-        thresholds: list[FloatArray] = []
-        for k, h in enumerate(self.config.steps):
-            a = alpha_levels(h)[::-1]  # descending α → ascending thresholds
-            levels.append(a)
-            thresholds.append(np.asarray([conformal_quantile(comp[:, k], float(x)) for x in a]))
+        levels = [alpha_levels(h)[::-1] for h in self.config.steps]  # descending α → ascending thresholds
+
+        def quantiles(scores: FloatArray, k: int) -> FloatArray:
+            return np.asarray([conformal_quantile(scores, float(x)) for x in levels[k]])
+
+        t3 = np.stack([quantiles(tune.rescored(kind).component_scores()[:, 2], 2)
+                       for kind in self.config.evaluator_scores])
         self.levels_ = (levels[0], levels[1], levels[2])
-        self.thresholds_ = (thresholds[0], thresholds[1], thresholds[2])
+        self.thresholds_ = (quantiles(comp[:, 0], 0), quantiles(comp[:, 1], 1), t3)
         res = self.grid(tune)
         self.tune_risk_ = 1.0 - res.covered.mean(axis=0).ravel()
         self.tune_size_ = res.size.mean(axis=0, dtype=np.float64).ravel()
@@ -101,31 +115,44 @@ class UAG:
         return self
 
     def grid(self, batch: TableBatch, sizes: bool = True) -> GridResult:
+        """Coverage and size of every question at every λ, shaped ``(questions, *grid_shape)``."""
         if self.thresholds_ is None:
             raise ConfigError("UAG: call fit() first")
-        return batch.grid(*self.thresholds_, sizes=sizes)
+        t1, t2, t3 = self.thresholds_
+        parts = [batch.rescored(kind).grid(t1, t2, t3[v], sizes=sizes)
+                 for v, kind in enumerate(self.config.evaluator_scores)]
+        return GridResult(np.stack([p.covered for p in parts], axis=1),
+                          np.stack([p.size for p in parts], axis=1))
 
     @property
-    def grid_shape(self) -> tuple[int, int, int]:
+    def grid_shape(self) -> tuple[int, int, int, int]:
+        """``(evaluator scores, |α1 levels|, |α2 levels|, |α3 levels|)``."""
         if self.levels_ is None:
             raise ConfigError("UAG: call fit() first")
-        return (self.levels_[0].size, self.levels_[1].size, self.levels_[2].size)
+        return (len(self.config.evaluator_scores), self.levels_[0].size, self.levels_[1].size,
+                self.levels_[2].size)
 
     def lambda_at(self, index: int) -> tuple[float, float, float]:
-        """``(α1, α2, α3)`` of flat grid index ``index``."""
+        """``(α1, α2, α3)`` of flat grid index ``index`` (its evaluator score: :meth:`evaluator_score_at`)."""
         assert self.levels_ is not None
-        i, j, k = np.unravel_index(index, self.grid_shape)
+        _, i, j, k = np.unravel_index(index, self.grid_shape)
         return (float(self.levels_[0][i]), float(self.levels_[1][j]), float(self.levels_[2][k]))
+
+    def evaluator_score_at(self, index: int) -> EvaluatorScore:
+        return self.config.evaluator_scores[int(np.unravel_index(index, self.grid_shape)[0])]
 
     def thresholds_at(self, index: int) -> tuple[float, float, float]:
         assert self.thresholds_ is not None
-        i, j, k = np.unravel_index(index, self.grid_shape)
-        return (float(self.thresholds_[0][i]), float(self.thresholds_[1][j]), float(self.thresholds_[2][k]))
+        v, i, j, k = np.unravel_index(index, self.grid_shape)
+        t1, t2, t3 = self.thresholds_
+        return (float(t1[i]), float(t2[j]), float(t3[v, k]))
 
     # ------------------------------------------------------------------ calibrate (LTT)
     def adopt_fit(self, other: UAG) -> UAG:
         """Reuse another instance's ``fit`` (same tuning split and grid) under this instance's config."""
-        if other.tune_size_ is None or other.config.steps != self.config.steps:
+        if other.tune_size_ is None or other.config.steps != self.config.steps or (
+            other.config.evaluator_scores != self.config.evaluator_scores
+        ):
             raise ConfigError("UAG.adopt_fit: the other instance is not fitted on the same grid")
         self.levels_, self.thresholds_ = other.levels_, other.thresholds_
         self.tune_risk_, self.tune_size_, self.order_ = other.tune_risk_, other.tune_size_, other.order_
@@ -149,10 +176,11 @@ class UAG:
         self.result_ = learn_then_test(losses, cal.num_questions, a, self.config.ltt, self.tune_size_,
                                        self.order_)
         if self.result_.chosen is None:
-            self.lambda_ = self.chosen_thresholds_ = None
+            self.lambda_ = self.chosen_thresholds_ = self.evaluator_score_ = None
         else:
             self.lambda_ = self.lambda_at(self.result_.chosen)
             self.chosen_thresholds_ = self.thresholds_at(self.result_.chosen)
+            self.evaluator_score_ = self.evaluator_score_at(self.result_.chosen)
         return self
 
     @property
@@ -164,9 +192,9 @@ class UAG:
     def predict_set(self, table: QuestionTable) -> npt.NDArray[np.int64]:
         """Indices into ``table.node_ids`` of the final answer set, most similar to the generation first;
         raises ``ConfigError`` when calibration certified no λ."""
-        if self.chosen_thresholds_ is None:
+        if self.chosen_thresholds_ is None or self.evaluator_score_ is None:
             raise ConfigError("UAG: no valid λ at this α and δ (or not calibrated); nothing can be certified")
-        return table.final_set(*self.chosen_thresholds_)
+        return table.rescored(self.evaluator_score_).final_set(*self.chosen_thresholds_)
 
     def answer_labels(self, table: QuestionTable, kg: KnowledgeGraph) -> list[str]:
         """The calibrated answer set of ``table`` as KG labels, best first."""
@@ -174,9 +202,10 @@ class UAG:
 
     def evaluate(self, batch: TableBatch) -> dict[str, FloatArray]:
         """Per question of ``batch`` at λ̂: ``covered``, ``size`` and ``hit1`` (top element is gold)."""
-        if self.chosen_thresholds_ is None:
+        if self.chosen_thresholds_ is None or self.evaluator_score_ is None:
             raise ConfigError("UAG: no valid λ at this α and δ (or not calibrated)")
         t1, t2, t3 = self.chosen_thresholds_
+        batch = batch.rescored(self.evaluator_score_)
         ok = (batch.prefix <= t1) & (batch.collect <= t2)
         in_c = np.zeros(batch.node_q.size, dtype=bool)
         in_c[batch.state_node[ok]] = True
