@@ -17,7 +17,7 @@ NAMES = ["kgm", "small", "big"]
 CLUSTERS = ["KGM", "LLM", "LLM"]
 
 
-def _router(budget: float = math.inf, seed: int = 0, **kw: object) -> CokeRouter:
+def _router(budget: float = math.inf, seed: int = 0, horizon: int | None = None, **kw: object) -> CokeRouter:
     return CokeRouter(
         NAMES,
         CLUSTERS,
@@ -26,6 +26,7 @@ def _router(budget: float = math.inf, seed: int = 0, **kw: object) -> CokeRouter
         reported_accuracy=[0.7, 0.6, 0.9],
         config=CokeConfig(**kw),
         seed=seed,
+        horizon=horizon,
     )  # type: ignore[arg-type]
 
 
@@ -54,6 +55,39 @@ def test_budget_is_never_exceeded(budget: float, steps: list, seed: int) -> None
         assert router.spent <= budget
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    budget=st.floats(0.0, 50.0),
+    horizon=st.integers(1, 40),
+    steps=st.lists(
+        st.tuples(st.lists(st.floats(0.0, 20.0), min_size=3, max_size=3), st.booleans()), max_size=60
+    ),
+    seed=st.integers(0, 1000),
+)
+def test_paced_budget_is_never_ahead_of_schedule(budget: float, horizon: int, steps: list, seed: int) -> None:
+    """With a horizon N, after the k-th question at most B·min(1, k/N) has been spent."""
+    router = _router(budget, seed, horizon=horizon)
+    x = np.ones(4)
+    for k, (costs, right) in enumerate(steps, start=1):
+        allowed = budget * min(1.0, k / horizon)
+        arm = router.select(x, costs)
+        if arm is None:
+            assert all(router.spent + c > allowed for c in costs)
+            continue
+        router.update(arm, x, float(right), costs[arm])
+        assert router.spent <= allowed + 1e-9
+
+
+def test_pacing_spreads_a_tight_budget() -> None:
+    """An expensive arm that an unpaced router can afford at once must wait for the paced allowance."""
+    costs = [0.0, 1.0, 5.0]
+    paced = _router(10.0, horizon=100)
+    assert paced.affordable(costs).tolist() == [True, False, False]  # allowance 0.1 at question 1
+    assert _router(10.0).affordable(costs).tolist() == [True, True, True]
+    with pytest.raises(ConfigError):
+        _router(10.0, horizon=0)
+
+
 def test_unaffordable_update_raises() -> None:
     router = _router(budget=1.0)
     with pytest.raises(BudgetExceededError):
@@ -62,7 +96,7 @@ def test_unaffordable_update_raises() -> None:
 
 def test_save_load_restores_identical_decisions(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
-    router = _router(budget=40.0, seed=3)
+    router = _router(budget=40.0, seed=3, horizon=20)
     for _ in range(30):
         x, costs = rng.normal(size=4), rng.random(3)
         a = router.select(x, costs)
@@ -70,6 +104,7 @@ def test_save_load_restores_identical_decisions(tmp_path: Path) -> None:
         router.update(a, x, float(rng.random() < 0.6), float(costs[a]))
     router.save(tmp_path / "router.json")
     clone = CokeRouter.load(tmp_path / "router.json")
+    assert clone.horizon == 20
     for _ in range(50):
         x, costs = rng.normal(size=4), rng.random(3)
         a, b = router.select(x, costs), clone.select(x, costs)

@@ -11,7 +11,10 @@ For question embedding ``q`` every affordable arm ``a`` (cluster ``c(a)``) is sc
 * ``R_a``: cost regret, the share of arm ``a``'s spending that went to wrong answers (Eq. 14).
 
 An arm is affordable when spending its cost bound keeps the total within the budget ``B`` (Eq. 14's
-constraint, applied to the total so that it also holds per arm); the budget is never exceeded.
+constraint, applied to the total so that it also holds per arm); the budget is never exceeded. With a
+``horizon`` of ``N`` questions the budget is also paced (a kgwise addition): by the ``k``-th question at
+most ``B·k/N`` may have been spent, so a tight budget is spread over the run instead of being spent on
+the first questions' exploration of expensive arms.
 """
 
 from __future__ import annotations
@@ -115,6 +118,7 @@ class CokeRouter:
         reported_accuracy: Sequence[float | None] | None = None,
         config: CokeConfig | None = None,
         seed: int = 0,
+        horizon: int | None = None,
     ) -> None:
         if len(names) == 0 or len(names) != len(clusters):
             raise ConfigError("CokeRouter needs one cluster per arm and at least one arm")
@@ -125,6 +129,9 @@ class CokeRouter:
                 raise ConfigError(f"cluster must be one of {CLUSTERS}, got {c!r}")
         if not budget >= 0:
             raise ConfigError(f"budget must be ≥ 0, got {budget}")
+        if horizon is not None and horizon < 1:
+            raise ConfigError(f"horizon must be ≥ 1 question, got {horizon}")
+        self.horizon = horizon
         self.config = config or CokeConfig()
         self.names = list(names)
         self.clusters: list[Cluster] = list(clusters)
@@ -175,10 +182,18 @@ class CokeRouter:
             r = np.where(den > 0, num / den, 0.0)
         return np.asarray(r, dtype=np.float64)
 
+    def allowance(self, question: int) -> float:
+        """What may have been spent once question ``question`` (1-based) is answered: ``B``, or
+        ``B·min(1, question/N)`` when paced over a horizon of ``N`` questions."""
+        if self.horizon is None:
+            return self.budget
+        return self.budget * min(1.0, question / self.horizon)
+
     def affordable(self, costs: Costs) -> npt.NDArray[np.bool_]:
-        """Arms whose cost bound fits in what is left of the budget (Eq. 14's constraint)."""
+        """Arms whose cost bound fits in the budget (Eq. 14's constraint) — paced, for the next question,
+        when the router has a horizon."""
         c = self._costs(costs)
-        return np.asarray(self.spent + c <= self.budget)
+        return np.asarray(self.spent + c <= self.allowance(self.questions_seen + 1))
 
     def _costs(self, costs: Costs) -> npt.NDArray[np.float64]:
         c = np.asarray(costs, dtype=np.float64).reshape(-1)
@@ -204,9 +219,9 @@ class CokeRouter:
         ``costs``: per arm, an upper bound on what answering this question would cost.
         """
         c = self._costs(costs)
+        mask = self.affordable(c)
         self.cost_seen += c
         self.questions_seen += 1
-        mask = self.spent + c <= self.budget
         if not mask.any():
             return None
         return self.linucb.choose(self.expectations(embedding), mask)
@@ -249,6 +264,7 @@ class CokeRouter:
             "dim": self.dim,
             "budget": self.budget if math.isfinite(self.budget) else "inf",
             "seed": self.seed,
+            "horizon": self.horizon,
             "reported_accuracy": self.reported_accuracy,
             "config": asdict(self.config),
             "thompson": self.thompson.state_dict(),
@@ -274,6 +290,7 @@ class CokeRouter:
             reported_accuracy=state["reported_accuracy"],
             config=CokeConfig(**state["config"]),
             seed=int(state["seed"]),
+            horizon=state.get("horizon"),
         )
         out.thompson = BetaThompson.from_state_dict(state["thompson"])
         out.linucb = LinUCB.from_state_dict(state["linucb"])

@@ -57,6 +57,9 @@ class ExperimentConfig:
     coke: CokeConfig = field(default_factory=CokeConfig)
     lambdas: tuple[float, ...] = (0.001, 0.1, 1.0, 10.0, 100.0)
     budgets: tuple[float, ...] = (0.01, 0.05, 0.1, 0.2, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+    paced: tuple[float, ...] = (0.3, 0.6, 1.0, 2.0, 5.0)
+    """Paced Coke (budget spread over the run, see :class:`CokeRouter`) at these multiples of the most
+    accurate single arm's total cost: the regime of the target "≤ 60% of the best arm's cost"."""
     mabwiser: MabwiserConfig = field(default_factory=MabwiserConfig)
     threshold: ThresholdConfig = field(default_factory=ThresholdConfig)
     bins: int = 10
@@ -241,8 +244,8 @@ def run_experiment(
     )
     store = _Store(progress_file, fingerprint)
 
-    def coke_runs(coke: CokeConfig, budget_frac: float) -> list[RunResult]:
-        key = json.dumps([asdict(coke), budget_frac], sort_keys=True)
+    def coke_runs(coke: CokeConfig, budget_frac: float, paced: bool = False) -> list[RunResult]:
+        key = json.dumps([asdict(coke), budget_frac] + (["paced"] if paced else []), sort_keys=True)
         out = []
         for s, order in zip(seeds, orders, strict=True):
 
@@ -255,6 +258,7 @@ def run_experiment(
                     reported_accuracy=table.reported,
                     config=coke,
                     seed=s,
+                    horizon=n if paced else None,
                 )
                 return simulate(router, table, emb, order)
 
@@ -270,11 +274,17 @@ def run_experiment(
     ]
     variants += [(f"lambda={lam:g}", replace(cfg.coke, lam=lam), cfg.budget) for lam in cfg.lambdas]
     variants += [(f"budget={b:g}", cfg.coke, b) for b in cfg.budgets]
-    total = len(seeds) * (len(variants) + 2)
+    arm_cost = table.cost.sum(axis=0)
+    arm_acc = table.correct.mean(axis=0)
+    best = int(np.argmax(arm_acc))
+    paced = [(x, x * float(arm_cost[best]) / max_arm_cost) for x in cfg.paced] if max_arm_cost > 0 else []
+    total = len(seeds) * (len(variants) + len(paced) + 2)
     bar = tqdm(total=total, desc="route replay", disable=not show_progress)
     results: dict[str, list[RunResult]] = {}
     for name, coke, b in variants:
         results[name] = coke_runs(coke, b)
+    for x, b in paced:
+        results[f"paced={x:g}"] = coke_runs(cfg.coke, b, paced=True)
     budget_abs = cfg.budget * max_arm_cost
     rand_runs: list[RunResult] = []
     mab_runs: list[RunResult] = []
@@ -308,8 +318,6 @@ def run_experiment(
     coke_sum = _summary(results["coke"], table.arms)
 
     # threshold router: cheapest arm (ties: most accurate) vs the most accurate arm
-    arm_cost = table.cost.sum(axis=0)
-    arm_acc = table.correct.mean(axis=0)
     cheap = int(np.lexsort((-arm_acc, arm_cost))[0])
     others = [j for j in range(m) if j != cheap] or [cheap]
     strong = max(others, key=lambda j: (arm_acc[j], -arm_cost[j]))  # most accurate other arm
@@ -333,7 +341,13 @@ def run_experiment(
     at_coke = [accuracy_at_cost(c, coke_sum["cost"]) for c in curves]
     tr_acc, tr_sd = _mean_std(at_coke)
 
-    best = int(np.argmax(arm_acc))
+    def paced_row(x: float, b: float) -> dict[str, Any]:
+        s = _summary(results[f"paced={x:g}"], table.arms)
+        tr = _mean_std([accuracy_at_cost(c, s["cost"]) for c in curves])
+        return {"budget_vs_best_arm": x, "budget": b, "budget_abs": b * max_arm_cost} | s | {
+            "threshold_router_at_equal_cost": tr[0], "threshold_router_at_equal_cost_std": tr[1]}
+
+    paced_sweep = [paced_row(x, b) for x, b in paced]
     report: dict[str, Any] = {
         "setup": {
             "questions": n,
@@ -366,6 +380,7 @@ def run_experiment(
             {"budget": b, "budget_abs": b * max_arm_cost} | _summary(results[f"budget={b:g}"], table.arms)
             for b in cfg.budgets
         ],
+        "paced_budget_sweep": paced_sweep,
         "heatmap": {
             "arms": list(table.arms),
             "bins": bins,
@@ -393,4 +408,15 @@ def run_experiment(
     t["met_accuracy_ge_best"] = t["coke_accuracy_minus_best"] >= 0
     t["met_cost_le_60pct_best"] = t["coke_cost_over_best"] is not None and t["coke_cost_over_best"] <= 0.6
     t["met_above_threshold_router"] = t["coke_minus_threshold_router_at_equal_cost"] > 0
+    at60 = next((r for r in paced_sweep if r["budget_vs_best_arm"] == 0.6), None)
+    if at60 is not None:  # the same three checks for paced Coke with B = 60% of the best arm's cost
+        t["paced_60"] = {
+            "accuracy_minus_best": at60["accuracy"] - float(arm_acc[best]),
+            "cost_over_best": at60["cost"] / float(arm_cost[best]) if arm_cost[best] > 0 else None,
+            "minus_threshold_router_at_equal_cost": at60["accuracy"] - at60["threshold_router_at_equal_cost"],
+        }
+        p = t["paced_60"]
+        p["met_accuracy_ge_best"] = p["accuracy_minus_best"] >= 0
+        p["met_cost_le_60pct_best"] = p["cost_over_best"] is not None and p["cost_over_best"] <= 0.6
+        p["met_above_threshold_router"] = p["minus_threshold_router_at_equal_cost"] > 0
     return report

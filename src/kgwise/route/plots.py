@@ -35,6 +35,20 @@ def plot_pareto(report: dict[str, Any], path: Path) -> Path:
     )
     for b in bs:
         ax.annotate(f"B={b['budget']:g}", (b["cost"], 1 - b["accuracy"]), fontsize=6, color="tab:red")
+    ps = report.get("paced_budget_sweep") or []
+    if ps:
+        ax.errorbar(
+            [b["cost"] for b in ps],
+            [1 - b["accuracy"] for b in ps],
+            yerr=[b["accuracy_std"] for b in ps],
+            xerr=[b["cost_std"] for b in ps],
+            marker="D",
+            color="tab:purple",
+            label="Coke, paced budget (× best arm's cost)",
+        )
+        for b in ps:
+            ax.annotate(f"{b['budget_vs_best_arm']:g}×", (b["cost"], 1 - b["accuracy"]), fontsize=6,
+                        color="tab:purple")
     curve = report["threshold_router"]["curve"]
     ax.plot(
         [p["cost"] for p in curve],
