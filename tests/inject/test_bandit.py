@@ -85,3 +85,17 @@ def test_load_errors_name_the_file(tmp_path: Path) -> None:
     np.savez(bad, x=np.ones(2))
     with pytest.raises(DataError, match=r"bad\.npz"):
         PromptBandit.load(bad)
+
+
+def test_training_means_are_each_arms_mean_reward() -> None:
+    rng = np.random.default_rng(0)
+    bandit = PromptBandit(5, ARMS)
+    rewards: dict[int, list[float]] = {}
+    for _ in range(60):
+        a, r = int(rng.integers(0, len(ARMS) - 1)), float(rng.random() < 0.4)  # the last arm is never pulled
+        bandit.update(a, rng.normal(size=5), r)
+        rewards.setdefault(a, []).append(r)
+    means = bandit.training_means()
+    for a, rs in rewards.items():
+        assert means[a] == pytest.approx(np.mean(rs))
+    assert np.isnan(means[len(ARMS) - 1])

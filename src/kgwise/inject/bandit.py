@@ -106,6 +106,13 @@ class PromptBandit:
         explore = self.config.explore_at_test if explore is None else explore
         return self.policy.choose(self.scores(embedding, explore))
 
+    def training_means(self) -> npt.NDArray[np.float64]:
+        """Mean reward each arm received so far (NaN for an arm never pulled): the intercept feature is 1,
+        so its entry of ``b`` is the arm's reward sum."""
+        counts = self.policy.counts.astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(counts > 0, self.policy.b[:, -1] / counts, np.nan)
+
     def update(self, arm: int, embedding: npt.ArrayLike, reward: float) -> None:
         """Learn ``reward`` (Eq. 5: 1 correct, 0 wrong) for ``arm`` on this context (Eq. 7)."""
         self.policy.update(arm, self.context(embedding), reward)
