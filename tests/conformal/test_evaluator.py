@@ -91,3 +91,11 @@ def test_generators(encoder: Encoder) -> None:
     with pytest.raises(ConfigError):
         LLMGenerator(object())
     assert math.isinf(UQEvaluator(S1(encoder)).scores(["a"], "\n\n")[0])
+
+
+def test_both_granularities_score_the_min_of_items_and_whole(encoder: Encoder) -> None:
+    gen, cands = "Lyon\nParis", ["Paris", "Nice"]
+    both = UQEvaluator(S1(encoder), config=EvaluatorConfig(granularity="both")).scores(cands, gen)
+    items = UQEvaluator(S1(encoder), config=EvaluatorConfig(granularity="items")).scores(cands, gen)
+    whole = UQEvaluator(S1(encoder)).scores(cands, gen)
+    np.testing.assert_allclose(both, np.minimum(items, whole), atol=1e-6)

@@ -34,7 +34,7 @@ def eval_uag(
     metric: Annotated[str, typer.Option(help="S1: cosine (UAG) or l1 (ablation).")] = "cosine",
     gnn: Annotated[str, typer.Option(help="rearev-sbert or rearev-lmsr (baseline candidates, generations).")
                    ] = "rearev-sbert",
-    granularity: Annotated[str, typer.Option(help="Eq. 6 against the whole generation or its items.")
+    granularity: Annotated[str, typer.Option(help="Eq. 6 against: whole, items, both (min).")
                            ] = "whole",
     limit: Annotated[int | None, typer.Option(help="Only the first N questions (smoke runs).")] = None,
     llm: Annotated[str | None, typer.Option(help="Generate Φ(P) live with this kgwise LLM spec (e.g. "

@@ -98,15 +98,16 @@ def render_path(kg: KnowledgeGraph, nodes: Sequence[int], rels: Sequence[tuple[i
 @dataclass(frozen=True, slots=True)
 class EvaluatorConfig:
     """``max_prompt_paths``: reasoning paths shown to the LLM (the best by Eq. 5 score); ``granularity``:
-    score against the ``whole`` generation or the min over its listed ``items``."""
+    score against the ``whole`` generation, the min over its listed ``items``, or the min over ``both``
+    (the items and the whole generation)."""
 
     prompt: str = TABLE5_PROMPT
     max_prompt_paths: int = 30
-    granularity: Literal["whole", "items"] = "whole"
+    granularity: Literal["whole", "items", "both"] = "whole"
 
     def __post_init__(self) -> None:
-        if self.granularity not in ("whole", "items"):
-            raise ConfigError(f"granularity must be 'whole' or 'items', got {self.granularity!r}")
+        if self.granularity not in ("whole", "items", "both"):
+            raise ConfigError(f"granularity must be 'whole', 'items' or 'both', got {self.granularity!r}")
         if "{paths}" not in self.prompt or "{question}" not in self.prompt:
             raise ConfigError("evaluator prompt must contain {paths} and {question}")
         if self.max_prompt_paths < 1:
@@ -146,6 +147,8 @@ class UQEvaluator:
         items = answer_items(generation)
         if self.config.granularity == "whole" and items:
             items = ["\n".join(items)]
+        elif self.config.granularity == "both" and len(items) > 1:
+            items = [*items, "\n".join(items)]
         if not candidates:
             return np.zeros(0)
         if not items:
