@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ from kgwise.conformal.split import (
     label_set,
     lac_scores,
 )
-from kgwise.errors import ConfigError
+from kgwise.errors import ConfigError, DataError
 
 alphas = st.sampled_from([0.01, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.5, 0.7, 0.9, 0.99])
 
@@ -81,3 +82,30 @@ def test_label_set_for_an_answer() -> None:
         SplitConformal().predict_set(np.ones((1, 2)) / 2)
     with pytest.raises(ConfigError):
         cp.conformalize(np.ones((2, 3)) / 3, [0, 3])
+
+
+def test_save_load_round_trip_and_ragged_calibration(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet(np.ones(4), size=30)
+    labels = rng.integers(0, 4, size=30)
+    dense = SplitConformal(SplitConformalConfig(0.2, "aps")).conformalize(probs, labels)
+    rows = SplitConformal(SplitConformalConfig(0.2, "aps")).conformalize(list(probs), labels)
+    np.testing.assert_allclose(dense.calibration_scores_, rows.calibration_scores_)  # type: ignore[arg-type]
+    ragged = [rng.dirichlet(np.ones(k)) for k in (3, 5, 4, 5)]
+    gold = [0, 4, 1, 2]
+    cp = SplitConformal().conformalize(ragged, gold)
+    assert cp.calibration_scores_ is not None
+    np.testing.assert_allclose(cp.calibration_scores_, [1 - r[y] for r, y in zip(ragged, gold, strict=True)])
+    with pytest.raises(ConfigError):
+        SplitConformal().conformalize(ragged, [0, 5, 1, 2])  # label outside the 5 choices
+    path = dense.save(tmp_path / "cal.json", {"llm": "test"})
+    back = SplitConformal.load(path)
+    assert back.config == dense.config and back.quantile() == dense.quantile()
+    np.testing.assert_array_equal(back.predict_set(probs), dense.predict_set(probs))
+    (tmp_path / "bad.json").write_text('{"kind": "other"}')
+    with pytest.raises(DataError, match=r"bad\.json"):
+        SplitConformal.load(tmp_path / "bad.json")
+    with pytest.raises(DataError, match=r"missing\.json"):
+        SplitConformal.load(tmp_path / "missing.json")
+    with pytest.raises(ConfigError):
+        SplitConformal().save(tmp_path / "empty.json")

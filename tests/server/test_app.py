@@ -91,3 +91,26 @@ def test_kgwise_serve_answers_over_loopback(ddb_file: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_answers_carry_a_calibrated_set_when_configured(ddb_file: Path, tmp_path: Path) -> None:
+    import numpy as np
+
+    from kgwise.conformal.split import SplitConformal, SplitConformalConfig
+
+    rng = np.random.default_rng(0)
+    cal = SplitConformal(SplitConformalConfig(alpha=0.2)).conformalize(
+        rng.dirichlet(np.ones(4), size=50), rng.integers(0, 4, size=50))
+    path = cal.save(tmp_path / "cal.json")
+    client = TestClient(create_app(ServerSettings(kg=ddb_file, calibration=path)))
+    assert client.get("/health").json()["calibrated"] is True
+    ask = {"question": QUESTION, "choices": CHOICES, "combo": "P_sub+F_t"}
+    body = client.post("/v1/answer", json=ask).json()
+    probs = body["probabilities"]
+    expected = [k for k in probs if 1 - probs[k] <= cal.quantile()]
+    assert body["prediction_set"] == expected
+    everything = client.post("/v1/answer", json=ask | {"alpha": 0.0}).json()
+    assert everything["prediction_set"] == ["A", "B", "C", "D"]
+    bad = client.post("/v1/answer", json={"question": QUESTION, "choices": CHOICES, "alpha": 2})
+    assert bad.status_code == 422

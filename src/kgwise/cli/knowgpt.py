@@ -1,4 +1,5 @@
-"""``kgwise answer`` (KnowGPT knowledge injection for one question) and ``kgwise eval knowgpt``."""
+"""``kgwise answer`` (KnowGPT knowledge injection for one question), ``kgwise calibrate`` (split-conformal
+answer sets for it) and ``kgwise eval knowgpt``."""
 
 from __future__ import annotations
 
@@ -34,11 +35,19 @@ def answer(
     combo: Annotated[str | None, typer.Option(
         "--combo", help="Force a combination, e.g. P_sub+F_s (default: the bandit's pick, else P_sub+F_s)."
     )] = None,
+    calibration: Annotated[Path | None, typer.Option(
+        "--calibration", help="A file written by `kgwise calibrate`: also print the calibrated answer set."
+    )] = None,
+    alpha: Annotated[float | None, typer.Option(
+        "--alpha", help="Miscoverage of the calibrated set (default: the calibration's).")] = None,
 ) -> None:
     """Answer one multiple-choice QUESTION with knowledge from a KG injected into the LLM's prompt."""
+    from kgwise.conformal.split import SplitConformal
     from kgwise.inject.build import DEFAULT_COMBO, build_injector, make_question
+    from kgwise.inject.calibration import with_prediction_set
 
     q = make_question(question, _parse_choices(choices), "cli")
+    conformal = SplitConformal.load(calibration) if calibration is not None else None
     injector = build_injector(kg, llm, policy, bandit)
     if combo is None and injector.bandit is None:
         combo = DEFAULT_COMBO
@@ -48,6 +57,12 @@ def answer(
     console.print(f"[bold]answer:[/bold] {a.prediction}) {chosen}")
     for c in q.choices:
         console.print(f"  {c.label}) {c.text}: {a.probabilities.get(c.label, 0.0):.3f}")
+    if conformal is not None:
+        level = conformal.config.alpha if alpha is None else alpha
+        labels = with_prediction_set(a, conformal, level).prediction_set
+        shown = ", ".join(labels) if labels else "(empty)"
+        console.print(f"[bold]calibrated set[/bold] (holds the answer w.p. ≥ {1 - level:.2f}): "
+                      f"{shown}")
     console.print(f"[bold]combination:[/bold] {a.combo}")
     console.print("[bold]knowledge:[/bold]")
     console.print(a.knowledge or "(none found)", markup=False)
@@ -56,6 +71,50 @@ def answer(
                   f"{u.input_tokens} input + {u.output_tokens} output tokens, {u.latency_s:.2f} s LLM time, "
                   f"cost {u.cost:.6f}; "
                   f"grounding+extraction+rendering {result.prep_ms:.1f} ms")
+
+
+@app.command("calibrate")
+@friendly_errors
+def calibrate(
+    dataset: Annotated[str, typer.Option("--dataset", help="Labelled data: csqa, obqa or medqa.")],
+    split: Annotated[str, typer.Option("--split", help="Its split used for calibration, e.g. ihdev.")],
+    kg: Annotated[Path, typer.Option("--kg", help="The graph file `kgwise answer` will use (.npz).")],
+    out: Annotated[Path, typer.Option("--out", help="Calibration file to write (.json).")],
+    llm: Annotated[str, typer.Option("--llm", help=_LLM_HELP)] = "smollm2-135m",
+    policy: Annotated[Path | None, typer.Option("--policy", help="Trained P_RL policy (.pt).")] = None,
+    bandit: Annotated[Path | None, typer.Option("--bandit", help="Trained prompt bandit (.npz).")] = None,
+    combo: Annotated[str | None, typer.Option(
+        "--combo", help="The combination `kgwise answer` will use (default: the bandit's, else P_sub+F_s).")
+    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Only the first N questions.")] = None,
+    alpha: Annotated[float, typer.Option("--alpha", help="Default miscoverage of the sets.")] = 0.1,
+    score: Annotated[str, typer.Option("--score", help="Non-conformity score: lac or aps.")] = "lac",
+    json_out: JsonOption = None,
+    data: DataOption = None,
+) -> None:
+    """Calibrate answer sets for `kgwise answer` / `kgwise serve` on labelled questions (split conformal
+    prediction, LAC or APS); resumable. Reports coverage and set size on held-out halves."""
+    from tqdm import tqdm
+
+    from kgwise.datasets import load
+    from kgwise.inject.build import DEFAULT_COMBO, build_injector
+    from kgwise.inject.calibration import CalibrationConfig, collect_probabilities
+    from kgwise.inject.calibration import calibrate as run_calibration
+
+    cfg = CalibrationConfig(alpha=alpha, score=score)  # type: ignore[arg-type]
+    questions = load(dataset, split, data)[:limit]
+    injector = build_injector(kg, llm, policy, bandit)
+    if combo is None and injector.bandit is None:
+        combo = DEFAULT_COMBO
+    bar = tqdm(total=len(questions), desc=f"calibrating on {dataset}/{split}", dynamic_ncols=True)
+    rows = collect_probabilities(injector, questions, combo, out.with_name(out.stem + ".outcomes.jsonl"),
+                                 progress=lambda i, n: bar.update(1))
+    bar.close()
+    conformal, report = run_calibration(rows, cfg)
+    meta = {"dataset": dataset, "split": split, "kg": str(kg), "llm": llm, "combo": combo or "bandit",
+            "policy": str(policy) if policy else None, "bandit": str(bandit) if bandit else None}
+    conformal.save(out, meta)
+    write_json(report | {"calibration_file": str(out), "meta": meta}, json_out)
 
 
 @eval_app.command("knowgpt")

@@ -18,6 +18,8 @@ def serve(
     llm: Annotated[str, typer.Option("--llm", help="LLM spec, e.g. gemma3-270m.")] = "smollm2-135m",
     policy: Annotated[Path | None, typer.Option("--policy", help="Trained P_RL policy (.pt).")] = None,
     bandit: Annotated[Path | None, typer.Option("--bandit", help="Trained prompt bandit (.npz).")] = None,
+    calibration: Annotated[Path | None, typer.Option(
+        "--calibration", help="`kgwise calibrate` output: answers carry a prediction_set.")] = None,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
 ) -> None:
@@ -26,5 +28,5 @@ def serve(
 
     from kgwise.server import ServerSettings, create_app
 
-    settings = ServerSettings(kg=kg, llm=llm, policy=policy, bandit=bandit)
+    settings = ServerSettings(kg=kg, llm=llm, policy=policy, bandit=bandit, calibration=calibration)
     uvicorn.run(create_app(settings), host=host, port=port)

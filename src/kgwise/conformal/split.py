@@ -7,15 +7,17 @@ so ``P(y ∈ C(x)) ≥ 1 − α`` for exchangeable data.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from kgwise.errors import ConfigError
+from kgwise.errors import ConfigError, DataError
 
 __all__ = [
     "ChoiceScore",
@@ -105,17 +107,33 @@ class SplitConformal:
         self.config = config or SplitConformalConfig()
         self.calibration_scores_: FloatArray | None = None
 
-    def _scores(self, probs: npt.ArrayLike) -> FloatArray:
+    def scores(self, probs: npt.ArrayLike) -> FloatArray:
+        """Non-conformity score of every (question, choice) under the configured score."""
         return lac_scores(probs) if self.config.score == "lac" else aps_scores(probs)
 
     def fit(self, probs: npt.ArrayLike | None = None, labels: npt.ArrayLike | None = None) -> SplitConformal:
         """Nothing to train: the probabilities come from an already fitted model (MAPIE's ``prefit``)."""
         return self
 
-    def conformalize(self, probs: npt.ArrayLike, labels: npt.ArrayLike) -> SplitConformal:
-        """Store the calibration scores ``s_i = S(x_i, y_i)`` of the true choices ``labels`` (indices)."""
-        s = self._scores(probs)
+    def conformalize(self, probs: npt.ArrayLike | Sequence[npt.ArrayLike], labels: npt.ArrayLike
+                     ) -> SplitConformal:
+        """Store the calibration scores ``s_i = S(x_i, y_i)`` of the true choices ``labels`` (indices).
+        ``probs``: a ``(questions, choices)`` array, or one probability vector per question when the
+        questions have different numbers of choices."""
         y = np.asarray(labels, dtype=np.int64)
+        rows = probs if isinstance(probs, list | tuple) else None
+        if rows is not None and len({np.size(r) for r in rows}) > 1:
+            if len(rows) != y.size:
+                raise ConfigError(f"{len(rows)} probability vectors but {y.size} labels")
+            scores = []
+            for r, label in zip(rows, y.tolist(), strict=True):
+                s = self.scores(np.asarray([r], dtype=np.float64))
+                if not 0 <= label < s.shape[1]:
+                    raise ConfigError(f"label {label} outside 0..{s.shape[1] - 1}")
+                scores.append(s[0, label])
+            self.calibration_scores_ = np.asarray(scores, dtype=np.float64)
+            return self
+        s = self.scores(np.asarray(probs, dtype=np.float64))
         if y.shape != (s.shape[0],) or (y < 0).any() or (y >= s.shape[1]).any():
             raise ConfigError(f"labels must be {s.shape[0]} choice indices in 0..{s.shape[1] - 1}")
         self.calibration_scores_ = s[np.arange(len(y)), y]
@@ -128,7 +146,41 @@ class SplitConformal:
 
     def predict_set(self, probs: npt.ArrayLike, alpha: float | None = None) -> npt.NDArray[np.bool_]:
         """Boolean ``(questions, choices)`` mask of ``{y : S(x, y) ≤ q̂}``."""
-        return self._scores(probs) <= self.quantile(alpha)
+        return self.scores(probs) <= self.quantile(alpha)
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | Path, meta: Mapping[str, Any] | None = None) -> Path:
+        """Write the config, the calibration scores and ``meta`` (e.g. what produced the probabilities)
+        to one JSON file."""
+        if self.calibration_scores_ is None:
+            raise ConfigError("SplitConformal: nothing to save before conformalize()")
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        body = {"kind": "SplitConformal", "config": asdict(self.config),
+                "calibration_scores": self.calibration_scores_.tolist(), "meta": dict(meta or {})}
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_text(json.dumps(body, indent=1) + "\n", encoding="utf-8")
+        tmp.replace(p)
+        return p
+
+    @classmethod
+    def load(cls, path: str | Path) -> SplitConformal:
+        """A calibration saved by :meth:`save`; ``DataError`` naming the file otherwise."""
+        p = Path(path)
+        try:
+            body = json.loads(p.read_text(encoding="utf-8"))
+            if body.get("kind") != "SplitConformal":
+                raise ValueError(f"kind is {body.get('kind')!r}")
+            out = cls(SplitConformalConfig(**body["config"]))
+            scores = np.asarray(body["calibration_scores"], dtype=np.float64)
+        except FileNotFoundError as exc:
+            raise DataError("calibration file not found", p) from exc
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DataError(f"not a kgwise calibration file: {exc}", p) from exc
+        if scores.ndim != 1 or scores.size == 0:
+            raise DataError("calibration file holds no calibration scores", p)
+        out.calibration_scores_ = scores
+        return out
 
 
 def label_set(conformal: SplitConformal, probabilities: Mapping[str, float], alpha: float | None = None

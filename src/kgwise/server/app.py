@@ -1,8 +1,9 @@
 """``create_app``: the HTTP API over a :class:`~kgwise.inject.KnowledgeInjector`.
 
-Routes: ``GET /health``; ``POST /v1/answer`` (KnowGPT answer with the knowledge used, the combination and
-the usage); ``POST /v1/subgraph`` (grounded concepts, P_sub triples and paths, no LLM call). Local models
-are not thread-safe, so requests that reach the LLM are served one at a time.
+Routes: ``GET /health``; ``POST /v1/answer`` (KnowGPT answer with the knowledge used, the combination,
+the usage and, when a calibration file is configured, the calibrated answer set); ``POST /v1/subgraph``
+(grounded concepts, P_sub triples and paths, no LLM call). Local models are not thread-safe, so requests
+that reach the LLM are served one at a time.
 """
 
 from __future__ import annotations
@@ -14,16 +15,18 @@ from typing import Any
 from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
+from kgwise.conformal.split import SplitConformal
 from kgwise.errors import KgwiseError
 from kgwise.inject.build import DEFAULT_COMBO, build_injector, make_question
+from kgwise.inject.calibration import with_prediction_set
 from kgwise.inject.injector import KnowledgeInjector
 
 __all__ = ["AnswerRequest", "ServerSettings", "create_app"]
 
 
 class ServerSettings(BaseModel):
-    """What the service serves: a graph file, an LLM spec and, optionally, a trained P_RL policy and
-    prompt bandit."""
+    """What the service serves: a graph file, an LLM spec and, optionally, a trained P_RL policy, a prompt
+    bandit and a calibration (``kgwise calibrate``) for answer sets."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -31,20 +34,24 @@ class ServerSettings(BaseModel):
     llm: str = "smollm2-135m"
     policy: Path | None = None
     bandit: Path | None = None
+    calibration: Path | None = None
 
 
 class AnswerRequest(BaseModel):
-    """A multiple-choice question; ``combo`` forces an (extractor+format) pair such as ``P_sub+F_t``."""
+    """A multiple-choice question; ``combo`` forces an (extractor+format) pair such as ``P_sub+F_t``;
+    ``alpha`` sets the miscoverage of the calibrated set (default: the calibration's)."""
 
     question: str = Field(min_length=1)
     choices: list[str] = Field(min_length=2, max_length=26)
     combo: str | None = None
+    alpha: float | None = Field(default=None, ge=0.0, le=1.0)
     id: str = "request"
 
 
 def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = None) -> FastAPI:
     """The FastAPI application; ``injector`` defaults to one built from ``settings``."""
     inj = injector or build_injector(settings.kg, settings.llm, settings.policy, settings.bandit)
+    conformal = SplitConformal.load(settings.calibration) if settings.calibration is not None else None
     lock = threading.Lock()
     app = FastAPI(title="kgwise", summary="Knowledge-graph-grounded question answering with LLMs")
 
@@ -63,6 +70,7 @@ def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = No
             "kg": {"file": str(settings.kg), "nodes": kg.num_nodes, "edges": kg.num_edges},
             "combos": inj.combos(),
             "bandit": inj.bandit is not None,
+            "calibrated": conformal is not None,
         }
 
     @app.post("/v1/answer")
@@ -74,7 +82,10 @@ def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = No
                 result = inj.inject(q, combo)
         except KgwiseError as exc:
             raise HTTPException(status_code=422, detail=str(exc)) from exc
-        out = result.answer.to_dict()
+        a = result.answer
+        if conformal is not None:
+            a = with_prediction_set(a, conformal, req.alpha)
+        out = a.to_dict()
         out["choice_text"] = next(c.text for c in q.choices if c.label == result.answer.prediction)
         out["prep_ms"] = result.prep_ms
         return out

@@ -1,0 +1,119 @@
+"""Calibrated answer sets for the knowledge injector (UAG issue, item 6): answer labelled questions with the
+same pipeline that will serve users, turn the choice probabilities into split-conformal scores (LAC or
+APS) and save them; :func:`with_prediction_set` then attaches a set to every later answer.
+
+The saved calibration uses every labelled question. The report also checks the guarantee on data the
+calibration did not see: over ``splits`` random halves, calibrate on one half and measure coverage and
+set size on the other (coverage ≥ 1 − α on average, by exchangeability).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kgwise.conformal.split import ChoiceScore, SplitConformal, SplitConformalConfig, label_set
+from kgwise.errors import ConfigError, DataError
+from kgwise.inject.injector import KnowledgeInjector
+from kgwise.types import Answer, Question
+
+__all__ = ["CalibrationConfig", "calibrate", "collect_probabilities", "with_prediction_set"]
+
+
+@dataclass(frozen=True)
+class CalibrationConfig:
+    """``alpha``: default miscoverage of the saved calibration; ``score``: ``lac`` or ``aps``; ``alphas``
+    and ``splits``: the held-out check of the report."""
+
+    alpha: float = 0.1
+    score: ChoiceScore = "lac"
+    alphas: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3)
+    splits: int = 50
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        SplitConformalConfig(self.alpha, self.score)  # validates alpha and score
+        for a in self.alphas:
+            SplitConformalConfig(a, self.score)
+        if self.splits < 1:
+            raise ConfigError(f"splits must be ≥ 1, got {self.splits}")
+
+
+def collect_probabilities(
+    injector: KnowledgeInjector,
+    questions: Sequence[Question],
+    combo: str | None,
+    outcomes: Path | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[dict[str, Any]]:
+    """One row ``{qid, probabilities, gold, combo}`` per labelled question, answered by ``injector`` with
+    ``combo`` (``None``: the bandit's pick). Rows are appended to ``outcomes`` (JSONL) as they arrive and
+    read back on a rerun, so an interrupted calibration resumes."""
+    done: dict[str, dict[str, Any]] = {}
+    if outcomes is not None and outcomes.is_file():
+        for n, line in enumerate(outcomes.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                done[str(row["qid"])] = row
+            except (json.JSONDecodeError, KeyError) as exc:
+                raise DataError(f"malformed calibration outcome ({exc})", outcomes, n) from exc
+    rows: list[dict[str, Any]] = []
+    for i, q in enumerate(questions):
+        if not q.choices or q.gold_index is None:
+            raise ConfigError(f"question {q.id!r} has no choices or no gold answer: it cannot calibrate")
+        row = done.get(q.id)
+        if row is None:
+            a = injector.inject(q, combo).answer
+            row = {"qid": q.id, "probabilities": [float(a.probabilities[c.label]) for c in q.choices],
+                   "gold": int(q.gold_index), "combo": a.combo}
+            if outcomes is not None:
+                outcomes.parent.mkdir(parents=True, exist_ok=True)
+                with outcomes.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(row) + "\n")
+        rows.append(row)
+        if progress is not None:
+            progress(i + 1, len(questions))
+    return rows
+
+
+def calibrate(rows: Sequence[dict[str, Any]], config: CalibrationConfig | None = None
+              ) -> tuple[SplitConformal, dict[str, Any]]:
+    """Split CP over all ``rows`` (the saved calibration) and the held-out check of the report."""
+    cfg = config or CalibrationConfig()
+    if len(rows) < 2:
+        raise ConfigError(f"calibration needs at least 2 labelled questions, got {len(rows)}")
+    probs = [np.asarray(r["probabilities"], dtype=np.float64) for r in rows]
+    gold = np.asarray([r["gold"] for r in rows], dtype=np.int64)
+    cp = SplitConformal(SplitConformalConfig(cfg.alpha, cfg.score)).conformalize(probs, gold)
+    accuracy = float(np.mean([int(np.argmax(p)) == g for p, g in zip(probs, gold, strict=True)]))
+    rng = np.random.default_rng(cfg.seed)
+    n = len(rows)
+    check: dict[str, dict[str, float]] = {}
+    for alpha in cfg.alphas:
+        cover, size = [], []
+        for _ in range(cfg.splits):
+            perm = rng.permutation(n)
+            cal, test = perm[: n // 2], perm[n // 2:]
+            half = SplitConformal(SplitConformalConfig(alpha, cfg.score))
+            half.conformalize([probs[i] for i in cal], gold[cal])
+            q = half.quantile()
+            sets = [half.scores(np.asarray([probs[i]]))[0] <= q for i in test]
+            cover.append(float(np.mean([s[gold[i]] for s, i in zip(sets, test, strict=True)])))
+            size.append(float(np.mean([s.sum() for s in sets])))
+        check[f"{alpha:g}"] = {"coverage": float(np.mean(cover)), "coverage_std": float(np.std(cover)),
+                               "mean_set_size": float(np.mean(size)), "target": 1 - alpha}
+    report = {"questions": n, "accuracy": accuracy, "config": asdict(cfg),
+              "quantile": cp.quantile(), "heldout_check": check}
+    return cp, report
+
+
+def with_prediction_set(answer: Answer, conformal: SplitConformal, alpha: float | None = None) -> Answer:
+    """``answer`` with its calibrated set of choice labels (``alpha`` defaults to the calibration's)."""
+    return replace(answer, prediction_set=label_set(conformal, answer.probabilities, alpha))
