@@ -3,6 +3,7 @@ answer sets for it) and ``kgwise eval knowgpt``."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -127,6 +128,8 @@ def eval_knowgpt(
     train_limit: Annotated[int, typer.Option("--train-limit", help="Bandit training questions.")] = 200,
     rl_iterations: Annotated[int, typer.Option("--rl-iterations", help="P_RL gradient updates.")] = 300,
     rl_minutes: Annotated[float, typer.Option("--rl-minutes", help="Time limit of P_RL training.")] = 25.0,
+    rl_max_steps: Annotated[int, typer.Option(
+        "--rl-max-steps", help="K of Eq. 2: steps P_RL may take to reach a choice (WordNet needs 4–5).")] = 3,
     out_dir: Annotated[Path | None, typer.Option(
         "--out-dir", help="Run directory (outcomes, policy, bandit; reused to resume)."
     )] = None,
@@ -142,8 +145,10 @@ def eval_knowgpt(
         raise ConfigError(f"unknown data set {dataset!r}; choose one of {', '.join(DATASETS)}")
     if scoring not in ("sum", "mean"):
         raise ConfigError(f"--scoring must be 'sum' or 'mean', got {scoring!r}")
+    base = ExperimentConfig()
     cfg = ExperimentConfig(limit=limit, train_limit=train_limit, rl_iterations=rl_iterations,
-                           rl_time_limit_s=rl_minutes * 60, normalised=scoring == "mean")
+                           rl_time_limit_s=rl_minutes * 60, normalised=scoring == "mean",
+                           agent=replace(base.agent, max_steps=rl_max_steps))
     run_dir = out_dir or Path("runs") / "knowgpt" / f"{dataset}-{llm.replace(':', '_').replace('/', '_')}"
     report = run_experiment(dataset, llm, run_dir, cfg, data, log=lambda m: console.print(m, markup=False))
     write_json(report, json_out)

@@ -82,8 +82,7 @@ class UAG:
     def __init__(self, config: UAGConfig | None = None) -> None:
         self.config = config or UAGConfig()
         self.levels_: tuple[FloatArray, FloatArray, FloatArray] | None = None
-        self.thresholds_: tuple[FloatArray, FloatArray, FloatArray] | None = None
-        """``(T1, T2, T3)``; ``T3`` has one row per evaluator score."""
+        self.thresholds_: tuple[FloatArray, FloatArray, FloatArray] | None = None  # T3: a row per score kind
         self.tune_risk_: FloatArray | None = None
         self.tune_size_: FloatArray | None = None
         self.order_: npt.NDArray[np.int64] | None = None
@@ -139,6 +138,7 @@ class UAG:
         return (float(self.levels_[0][i]), float(self.levels_[1][j]), float(self.levels_[2][k]))
 
     def evaluator_score_at(self, index: int) -> EvaluatorScore:
+        """The evaluator score kind of flat grid index ``index``."""
         return self.config.evaluator_scores[int(np.unravel_index(index, self.grid_shape)[0])]
 
     def thresholds_at(self, index: int) -> tuple[float, float, float]:
