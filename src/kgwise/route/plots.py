@@ -3,6 +3,7 @@ heatmap over iterations (Fig. 4), selection-regret curve (Fig. 3)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,18 @@ import matplotlib.pyplot as plt
 __all__ = ["plot_all", "plot_heatmap", "plot_pareto", "plot_regret"]
 
 
+def _sweep(ax: Any, rows: list[dict[str, Any]], label: str, marker: str, colour: str,
+           tag: Callable[[dict[str, Any]], str]) -> None:
+    """One Coke sweep as error rate vs cost with error bars, each point tagged."""
+    if not rows:
+        return
+    ax.errorbar([b["cost"] for b in rows], [1 - b["accuracy"] for b in rows],
+                yerr=[b["accuracy_std"] for b in rows], xerr=[b["cost_std"] for b in rows],
+                marker=marker, color=colour, label=label)
+    for b in rows:
+        ax.annotate(tag(b), (b["cost"], 1 - b["accuracy"]), fontsize=6, color=colour)
+
+
 def plot_pareto(report: dict[str, Any], path: Path) -> Path:
     """Error rate vs cost: single arms, random, oracle, Coke's budget sweep, threshold router, mabwiser."""
     fig, ax = plt.subplots(figsize=(7, 5))
@@ -23,32 +36,9 @@ def plot_pareto(report: dict[str, Any], path: Path) -> Path:
         ax.annotate(
             name, (r["cost"], 1 - r["accuracy"]), fontsize=7, xytext=(3, 3), textcoords="offset points"
         )
-    bs = report["budget_sweep"]
-    ax.errorbar(
-        [b["cost"] for b in bs],
-        [1 - b["accuracy"] for b in bs],
-        yerr=[b["accuracy_std"] for b in bs],
-        xerr=[b["cost_std"] for b in bs],
-        marker="o",
-        color="tab:red",
-        label="Coke, budget sweep",
-    )
-    for b in bs:
-        ax.annotate(f"B={b['budget']:g}", (b["cost"], 1 - b["accuracy"]), fontsize=6, color="tab:red")
-    ps = report.get("paced_budget_sweep") or []
-    if ps:
-        ax.errorbar(
-            [b["cost"] for b in ps],
-            [1 - b["accuracy"] for b in ps],
-            yerr=[b["accuracy_std"] for b in ps],
-            xerr=[b["cost_std"] for b in ps],
-            marker="D",
-            color="tab:purple",
-            label="Coke, paced budget (× best arm's cost)",
-        )
-        for b in ps:
-            ax.annotate(f"{b['budget_vs_best_arm']:g}×", (b["cost"], 1 - b["accuracy"]), fontsize=6,
-                        color="tab:purple")
+    _sweep(ax, report["budget_sweep"], "Coke, budget sweep", "o", "tab:red", lambda b: f"B={b['budget']:g}")
+    _sweep(ax, report.get("paced_budget_sweep") or [], "Coke, paced budget (× best arm's cost)", "D",
+           "tab:purple", lambda b: f"{b['budget_vs_best_arm']:g}×")
     curve = report["threshold_router"]["curve"]
     ax.plot(
         [p["cost"] for p in curve],
