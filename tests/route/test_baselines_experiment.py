@@ -11,7 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kgwise.route.baselines import MabwiserPolicy, RandomPolicy, accuracy_at_cost, threshold_curve
+from kgwise.route.baselines import (
+    MabwiserPolicy,
+    RandomPolicy,
+    accuracy_at_cost,
+    hindsight_cascade,
+    threshold_curve,
+)
 from kgwise.route.experiment import ExperimentConfig, run_experiment, simulate
 from kgwise.route.table import OutcomeTable
 
@@ -51,6 +57,16 @@ def test_threshold_curve_ends_and_interpolation() -> None:
     mid = min(curve, key=lambda p: abs(p["strong_share"] - 0.5))
     assert mid["accuracy"] > 0.95
     assert accuracy_at_cost(curve, mid["cost"]) == pytest.approx(mid["accuracy"])
+
+
+def test_hindsight_cascade_escalates_the_least_confident_first() -> None:
+    conf = np.array([0.9, 0.1, 0.5, 0.3])
+    cheap = np.array([True, False, True, False])
+    strong = np.array([True, True, False, True])
+    cost = np.array([1.0, 2.0, 3.0, 4.0])
+    curve = hindsight_cascade(conf, cheap, strong, cost, points=5)
+    assert [p["accuracy"] for p in curve] == [0.5, 0.75, 1.0, 0.75, 0.75]
+    assert [p["cost"] for p in curve] == [0.0, 2.0, 6.0, 9.0, 10.0]  # order of escalation: 1, 3, 2, 0
 
 
 def test_mabwiser_policy_learns_and_respects_budget() -> None:

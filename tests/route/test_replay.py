@@ -9,7 +9,7 @@ import pytest
 
 from kgwise.errors import ConfigError
 from kgwise.llm.prices import default_prices
-from kgwise.route.replay import MAIN_ARMS, WEBQSP_ARMS, webqsp_table
+from kgwise.route.replay import MAIN_ARMS, WEBQSP_ARMS, rearev_confidence, webqsp_table
 
 
 def test_main_table(data_dir: Path) -> None:
@@ -26,6 +26,17 @@ def test_main_table(data_dir: Path) -> None:
     i = table.qids.index("WebQTest-713")  # "what county is st. louis park in?" (AoG: 4621 in, 284 out)
     assert table.cost[i, table.arm_index("Qwen3-max-AoG")] == pytest.approx(price.cost(4621, 284))
     assert cov["arms"]["Qwen3-max-AoG"]["tokens"] == "recorded"
+
+
+def test_rearev_confidence_is_aligned_with_its_hits(data_dir: Path) -> None:
+    """The GNN's top score per question: its most confident third is right more often than its least."""
+    table, _ = webqsp_table(data_dir, MAIN_ARMS)
+    conf = rearev_confidence(data_dir, table, "ReaRev-lmsr")
+    assert conf.shape == (table.n_questions,) and np.all((conf >= 0) & (conf <= 1))
+    hits = table.correct[:, table.arm_index("ReaRev-lmsr")]
+    order = np.argsort(conf, kind="stable")
+    third = len(order) // 3
+    assert hits[order[-third:]].mean() > hits[order[:third]].mean() + 0.05
 
 
 def test_gpt4_subset(data_dir: Path) -> None:

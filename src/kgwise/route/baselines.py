@@ -27,6 +27,7 @@ __all__ = [
     "RandomPolicy",
     "ThresholdConfig",
     "accuracy_at_cost",
+    "hindsight_cascade",
     "threshold_curve",
 ]
 
@@ -177,3 +178,27 @@ def accuracy_at_cost(curve: Sequence[dict[str, float]], cost: float) -> float:
     xs = np.array([c for c, _ in pts])
     ys = np.array([a for _, a in pts])
     return float(np.interp(cost, xs, ys))
+
+
+def hindsight_cascade(
+    confidence: npt.NDArray[np.float64],
+    cheap_correct: npt.NDArray[np.bool_],
+    strong_correct: npt.NDArray[np.bool_],
+    strong_cost: npt.NDArray[np.float64],
+    points: int = 21,
+) -> list[dict[str, float]]:
+    """A bound, not a router: answer with the cheap arm when its own ``confidence`` is among the highest,
+    else escalate to the strong arm, for strong-arm shares 0 … 1, with the thresholds read off the
+    evaluation questions themselves (hindsight). No router that sees less than the cheap arm's confidence
+    and learns its threshold honestly can be expected to beat this curve."""
+    n = confidence.size
+    order = np.argsort(confidence, kind="stable")  # least confident first → strong arm
+    out: list[dict[str, float]] = []
+    for share in np.linspace(0.0, 1.0, points):
+        k = int(np.rint(share * n))
+        strong = np.zeros(n, dtype=bool)
+        strong[order[:k]] = True
+        out.append({"strong_share": float(share),
+                    "accuracy": float(np.where(strong, strong_correct, cheap_correct).mean()),
+                    "cost": float(strong_cost[strong].sum())})
+    return out

@@ -38,6 +38,7 @@ from kgwise.datasets.predictions.gnn_rag import (
     ROG_GNN_DETAILED,
     read_detailed_eval,
     read_prompt_texts,
+    read_test_info_candidates,
     read_test_info_hits,
 )
 from kgwise.datasets.predictions.gpt_family import GPT_FILES, read_answers, score_answers
@@ -47,7 +48,9 @@ from kgwise.route.arms import Cluster
 from kgwise.route.table import OutcomeTable
 from kgwise.types import Question
 
-__all__ = ["MAIN_ARMS", "WEBQSP_ARMS", "ArmRecords", "load_webqsp_records", "webqsp_table"]
+__all__ = [
+    "MAIN_ARMS", "WEBQSP_ARMS", "ArmRecords", "load_webqsp_records", "rearev_confidence", "webqsp_table",
+]
 
 _ROG_VARIANT = "rearev-sbert"
 _PATHS_BLOCK = re.compile(r"Reasoning Paths:\n.*?\n\n", re.DOTALL)
@@ -202,3 +205,21 @@ def webqsp_table(
         unit="$",
     )
     return table, coverage
+
+
+def rearev_confidence(data: Path, table: OutcomeTable, arm: str = "ReaRev-lmsr") -> np.ndarray:
+    """The ReaRev GNN's score of its top candidate for every question of ``table`` (its own confidence,
+    known before any LLM is called), aligned like :func:`load_webqsp_records` aligns its hits."""
+    variant = "rearev-" + arm.split("-", 1)[1]
+    path = data / REAREV_TEST_INFO[variant]
+    questions = load("webqsp", "test", data)
+    keys = {question_key(q.text): q.id for q in questions}
+    top: dict[str, float] = {}
+    for row in read_test_info_candidates(path):
+        qid = keys.get(question_key(row.question))
+        if qid is not None and qid not in top:
+            top[qid] = row.candidates[0][1] if row.candidates else 0.0
+    missing = [q for q in table.qids if q not in top]
+    if missing:
+        raise DataError(f"{len(missing)} table questions have no {arm} record (e.g. {missing[0]})", path)
+    return np.asarray([top[q] for q in table.qids], dtype=np.float64)
