@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -222,3 +224,23 @@ def test_uag_over_both_evaluator_scores_predicts_with_the_chosen_one() -> None:
         UAGConfig(evaluator_scores=())
     with pytest.raises(ConfigError):
         UAGConfig(evaluator_scores=("absolute", "absolute"))
+
+
+def test_item_level_scores_travel_with_the_tables(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    plain = [random_table(rng, f"q{i}") for i in range(8)]
+    tables = [replace(t, eq6_items=np.round(t.eq6 * 0.5, 2)) for t in plain]
+    batch = TableBatch.from_tables(tables)
+    assert batch.eq6_items is not None
+    part = batch.subset([5, 2])
+    np.testing.assert_allclose(part.table(0).eq6_items, tables[5].eq6_items)  # type: ignore[arg-type]
+    back = TableBatch.load(batch.save(tmp_path / "t.npz"))
+    np.testing.assert_allclose(back.eq6_items, batch.eq6_items)  # type: ignore[arg-type]
+    items = batch.rescored("items")
+    np.testing.assert_allclose(items.eq6, batch.eq6_items)  # type: ignore[arg-type]
+    rel = batch.rescored("items-relative")
+    for i, t in enumerate(tables):
+        np.testing.assert_allclose(rel.table(i).eq6, t.rescored("items-relative").eq6)
+    with pytest.raises(ConfigError, match="item-level"):
+        TableBatch.from_tables(plain).rescored("items")
+    assert TableBatch.from_tables(plain + tables[:1]).eq6_items is None  # only when every table has them

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kgwise.conformal.grid import QuestionTable, TableBatch
+from kgwise.conformal.grid import EVALUATOR_SCORES, QuestionTable, TableBatch
 from kgwise.conformal.ltt import LTTConfig
 from kgwise.conformal.uag import UAG, UAGConfig
 
@@ -100,11 +100,13 @@ def test_uag_guarantee_on_webqsp(webqsp: tuple[TableBatch, object]) -> None:
         perm = np.random.default_rng(10_000 + s).permutation(n)
         tune, cal, test = (tables.subset(perm[:n_tune]), tables.subset(perm[n_tune:n_tune + n_cal]),
                            tables.subset(perm[n_tune + n_cal:]))
-        base = UAG(UAGConfig(steps=steps)).fit(tune)
+        base = UAG(UAGConfig(steps=steps, evaluator_scores=EVALUATOR_SCORES)).fit(tune)
         losses = base.loss_counts(cal)
         for m in methods:
             for a in ALPHAS:
-                uag = UAG(UAGConfig(alpha=a, steps=steps, ltt=LTTConfig(delta=DELTA, fwer=m)))  # type: ignore[arg-type]
+                cfg = UAGConfig(alpha=a, steps=steps, evaluator_scores=EVALUATOR_SCORES,
+                                ltt=LTTConfig(delta=DELTA, fwer=m))  # type: ignore[arg-type]
+                uag = UAG(cfg)
                 uag.adopt_fit(base).calibrate(cal, losses=losses)
                 if uag.abstains:
                     abst[(m, a)] += 1

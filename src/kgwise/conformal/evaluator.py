@@ -141,13 +141,15 @@ class UQEvaluator:
             raise ConfigError("UQEvaluator: no generator (pass an LLMGenerator or RecordedGenerations)")
         return self.generator.generate(question_id, self.prompt(question, path_lines))
 
-    def scores(self, candidates: Sequence[str], generation: str) -> FloatArray:
+    def scores(self, candidates: Sequence[str], generation: str,
+               granularity: Literal["whole", "items", "both"] | None = None) -> FloatArray:
         """Eq. 6 score ``S1(a, Φ(P))`` of every candidate label (against the whole generation, or the min
-        over its items)."""
+        over its items, as configured or as ``granularity`` says)."""
+        how = granularity or self.config.granularity
         items = answer_items(generation)
-        if self.config.granularity == "whole" and items:
+        if how == "whole" and items:
             items = ["\n".join(items)]
-        elif self.config.granularity == "both" and len(items) > 1:
+        elif how == "both" and len(items) > 1:
             items = [*items, "\n".join(items)]
         if not candidates:
             return np.zeros(0)

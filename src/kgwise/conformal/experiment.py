@@ -62,6 +62,7 @@ _UAG_METHODS: dict[str, tuple[str, tuple[EvaluatorScore, ...]]] = {
     "uag_top_p": ("top_p", EVALUATOR_SCORES),
     "uag_eq6": ("fixed_sequence", ("absolute",)),  # the paper's family: Eq. 6 scores only
 }
+"""Tables without item-level scores (``eq6_items``) use the kinds that do not need them."""
 PAPER_WEBQSP: dict[str, dict[str, tuple[float, float] | None]] = {
     # Table 6 of the paper (WebQSP): ECR %, set size; None = "-" (no valid set)
     "uag": {"0.1": (92.3, 68.6), "0.15": (87.2, 39.1), "0.2": (83.1, 17.9), "0.35": (70.1, 2.6),
@@ -232,7 +233,8 @@ def run_split(tables: TableBatch, gnn: CandidateBatch, config: ExperimentConfig,
     tune_b, cal_b, test_b = tables.subset(tune), tables.subset(cal), tables.subset(test)
     out: dict[str, list[dict[str, Any]]] = {m: [] for m in METHODS}
     fits: dict[tuple[EvaluatorScore, ...], tuple[UAG, np.ndarray]] = {}
-    for method, (how, kinds) in _UAG_METHODS.items():
+    for method, (how, all_kinds) in _UAG_METHODS.items():
+        kinds = tuple(k for k in all_kinds if tables.eq6_items is not None or not k.startswith("items"))
         if kinds not in fits:
             fitted = UAG(UAGConfig(steps=config.steps, evaluator_scores=kinds)).fit(tune_b)
             fits[kinds] = (fitted, fitted.loss_counts(cal_b))
@@ -280,7 +282,8 @@ def _config_key(config: ExperimentConfig) -> str:
     blob = json.dumps({"retriever": asdict(config.retriever), "metric": config.metric, "gnn": config.gnn,
                        **({"limit": config.limit} if config.limit is not None else {}),
                        **({"granularity": config.granularity} if config.granularity != "items" else {}),
-                       **({"llm": config.llm} if config.llm is not None else {})},
+                       **({"llm": config.llm} if config.llm is not None else {}),
+                       "eq6_items": True},
                       sort_keys=True)
     return hashlib.sha1(blob.encode()).hexdigest()[:12]
 
@@ -321,7 +324,8 @@ def run_experiment(data: Path, config: ExperimentConfig, out_dir: Path | None = 
         "paper_table6_webqsp": PAPER_WEBQSP,
         "notes": ("uag = fixed-sequence LTT (guaranteed), uag_bonferroni = Bonferroni LTT (guaranteed), "
                   "uag_top_p = the paper's uncorrected heuristic (not guaranteed), all three over Λ with "
-                  "absolute and relative Eq. 6 scores; uag_eq6 = fixed-sequence LTT over the paper's Λ "
+                  "absolute and relative Eq. 6 scores against the whole generation and its items; "
+                  "uag_eq6 = fixed-sequence LTT over the paper's Λ "
                   "(absolute Eq. 6 scores only); generations: "
                   + ("RoG/LLaMA2-7B answers recorded by GNN-RAG (answered from GNN-RAG's retrieved paths)"
                      if config.llm is None else f"{config.llm}, live, from UAG's retrieved paths")),

@@ -28,9 +28,11 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
-EvaluatorScore = Literal["absolute", "relative"]
-EVALUATOR_SCORES: tuple[EvaluatorScore, ...] = ("absolute", "relative")
-"""``absolute``: Eq. 6 as written; ``relative``: Eq. 6 minus the question's best (smallest) Eq. 6 score."""
+EvaluatorScore = Literal["absolute", "relative", "items", "items-relative"]
+EVALUATOR_SCORES: tuple[EvaluatorScore, ...] = ("absolute", "relative", "items", "items-relative")
+"""``absolute``: Eq. 6 as written; ``relative``: Eq. 6 minus the question's best (smallest) Eq. 6 score;
+``items`` / ``items-relative``: the same with Eq. 6 taken against the generation's listed items (min over
+them), which needs tables built with item scores (``eq6_items``)."""
 
 
 def relative_scores(eq6: FloatArray, question: IntArray, n_questions: int) -> FloatArray:
@@ -49,7 +51,8 @@ def relative_scores(eq6: FloatArray, question: IntArray, n_questions: int) -> Fl
 @dataclass(frozen=True)
 class QuestionTable:
     """One question: ``state_node[i]`` indexes ``node_ids``; ``prefix``/``expand``/``collect`` per state
-    (see :class:`kgwise.conformal.retriever.QuestionPaths`); ``eq6`` and ``gold`` per candidate node."""
+    (see :class:`kgwise.conformal.retriever.QuestionPaths`); ``eq6`` and ``gold`` per candidate node, and
+    optionally ``eq6_items``, Eq. 6 against the generation's items."""
 
     qid: str
     state_node: IntArray
@@ -59,12 +62,14 @@ class QuestionTable:
     node_ids: IntArray
     eq6: FloatArray
     gold: BoolArray
+    eq6_items: FloatArray | None = None
 
     def __post_init__(self) -> None:
         n, s = self.node_ids.size, self.state_node.size
         if not (self.prefix.size == self.expand.size == self.collect.size == s):
             raise ConfigError(f"question {self.qid}: per-state arrays differ in length")
-        if not (self.eq6.size == self.gold.size == n):
+        items_ok = self.eq6_items is None or self.eq6_items.size == n
+        if not (self.eq6.size == self.gold.size == n and items_ok):
             raise ConfigError(f"question {self.qid}: per-node arrays differ in length")
         if s and (self.state_node.min() < 0 or self.state_node.max() >= n):
             raise ConfigError(f"question {self.qid}: state_node outside 0..{n - 1}")
@@ -83,8 +88,10 @@ class QuestionTable:
         """This table with its Eq. 6 scores of ``kind`` (see :data:`EVALUATOR_SCORES`)."""
         if kind == "absolute":
             return self
-        _check_kind(kind)
-        return replace(self, eq6=relative_scores(self.eq6, np.zeros(self.eq6.size, dtype=np.int64), 1))
+        base = _base_scores(kind, self.eq6, self.eq6_items)
+        if kind.endswith("relative"):
+            base = relative_scores(base, np.zeros(base.size, dtype=np.int64), 1)
+        return replace(self, eq6=base)
 
     def final_set(self, t1: float, t2: float, t3: float) -> IntArray:
         """Indices into ``node_ids`` of the final set (Eq. 4–6), smallest Eq. 6 score first."""
@@ -108,11 +115,12 @@ class TableBatch:
 
     def __init__(self, qids: Sequence[str], state_q: IntArray, state_node: IntArray, prefix: FloatArray,
                  expand: FloatArray, collect: FloatArray, node_q: IntArray, node_ids: IntArray,
-                 eq6: FloatArray, gold: BoolArray) -> None:
+                 eq6: FloatArray, gold: BoolArray, eq6_items: FloatArray | None = None) -> None:
         self.qids = list(qids)
         self.state_q, self.state_node = state_q, state_node
         self.prefix, self.expand, self.collect = prefix, expand, collect
         self.node_q, self.node_ids, self.eq6, self.gold = node_q, node_ids, eq6, gold
+        self.eq6_items = eq6_items
 
     @property
     def num_questions(self) -> int:
@@ -134,6 +142,8 @@ class TableBatch:
             cat([t.node_ids for t in tables], np.int64),  # type: ignore[arg-type]
             cat([t.eq6 for t in tables], np.float64),  # type: ignore[arg-type]
             cat([t.gold for t in tables], np.bool_),  # type: ignore[arg-type]
+            cat([t.eq6_items for t in tables], np.float64)  # type: ignore[arg-type,misc]
+            if tables and all(t.eq6_items is not None for t in tables) else None,
         )
 
     def table(self, q: int) -> QuestionTable:
@@ -142,7 +152,8 @@ class TableBatch:
         ss = np.flatnonzero(self.state_q == q)
         first = ns[0] if ns.size else 0
         return QuestionTable(self.qids[q], self.state_node[ss] - first, self.prefix[ss], self.expand[ss],
-                             self.collect[ss], self.node_ids[ns], self.eq6[ns], self.gold[ns])
+                             self.collect[ss], self.node_ids[ns], self.eq6[ns], self.gold[ns],
+                             None if self.eq6_items is None else self.eq6_items[ns])
 
     def subset(self, questions: npt.ArrayLike) -> TableBatch:
         """The questions ``questions`` (indices), renumbered 0…k−1 in that order."""
@@ -159,16 +170,18 @@ class TableBatch:
             [self.qids[i] for i in qs.tolist()], remap[self.state_q[skeep]], node_map[self.state_node[skeep]],
             self.prefix[skeep], self.expand[skeep], self.collect[skeep], remap[self.node_q[nkeep]],
             self.node_ids[nkeep], self.eq6[nkeep], self.gold[nkeep],
+            None if self.eq6_items is None else self.eq6_items[nkeep],
         )
 
     def rescored(self, kind: EvaluatorScore) -> TableBatch:
         """This batch with its Eq. 6 scores of ``kind`` (see :data:`EVALUATOR_SCORES`)."""
         if kind == "absolute":
             return self
-        _check_kind(kind)
-        rel = relative_scores(self.eq6, self.node_q, self.num_questions)
+        base = _base_scores(kind, self.eq6, self.eq6_items)
+        if kind.endswith("relative"):
+            base = relative_scores(base, self.node_q, self.num_questions)
         return TableBatch(self.qids, self.state_q, self.state_node, self.prefix, self.expand, self.collect,
-                          self.node_q, self.node_ids, rel, self.gold)
+                          self.node_q, self.node_ids, base, self.gold, self.eq6_items)
 
     def component_scores(self) -> FloatArray:
         """``(questions, 3)`` per-component scores (see :meth:`QuestionTable.component_scores`)."""
@@ -235,9 +248,13 @@ class TableBatch:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez(tmp, qids=np.asarray(self.qids, dtype=str), state_q=self.state_q, state_node=self.state_node,
-                 prefix=self.prefix, expand=self.expand, collect=self.collect, node_q=self.node_q,
-                 node_ids=self.node_ids, eq6=self.eq6, gold=self.gold)
+        arrays: dict[str, npt.NDArray[np.generic]] = {
+            "qids": np.asarray(self.qids, dtype=str), "state_q": self.state_q, "state_node": self.state_node,
+            "prefix": self.prefix, "expand": self.expand, "collect": self.collect, "node_q": self.node_q,
+            "node_ids": self.node_ids, "eq6": self.eq6, "gold": self.gold}
+        if self.eq6_items is not None:
+            arrays["eq6_items"] = self.eq6_items
+        np.savez(tmp, **arrays)  # type: ignore[arg-type]
         tmp.replace(path)
         return path
 
@@ -247,11 +264,18 @@ class TableBatch:
         try:
             with np.load(path, allow_pickle=False) as z:
                 return cls([str(x) for x in z["qids"]], z["state_q"], z["state_node"], z["prefix"],
-                           z["expand"], z["collect"], z["node_q"], z["node_ids"], z["eq6"], z["gold"])
+                           z["expand"], z["collect"], z["node_q"], z["node_ids"], z["eq6"], z["gold"],
+                           z["eq6_items"] if "eq6_items" in z.files else None)
         except (OSError, KeyError, ValueError) as exc:
             raise DataError(f"cannot read UAG tables: {exc}", path) from exc
 
 
-def _check_kind(kind: str) -> None:
+def _base_scores(kind: str, eq6: FloatArray, eq6_items: FloatArray | None) -> FloatArray:
+    """The Eq. 6 array that score ``kind`` starts from."""
     if kind not in EVALUATOR_SCORES:
         raise ConfigError(f"unknown evaluator score {kind!r}; choose from {', '.join(EVALUATOR_SCORES)}")
+    if not kind.startswith("items"):
+        return eq6
+    if eq6_items is None:
+        raise ConfigError(f"evaluator score {kind!r} needs tables built with item-level Eq. 6 scores")
+    return eq6_items

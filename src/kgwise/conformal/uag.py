@@ -4,7 +4,8 @@ error-rate controller (Eq. 2–3, Theorems 1–3).
 ``λ = (α1, α2, α3, s)``: ``(α1, α2, α3)`` runs over ``{0, h, 2h, …, 1−h}³`` and ``s`` over the evaluator
 scores ``UAGConfig.evaluator_scores`` — ``absolute`` (Eq. 6 as written) and ``relative`` (Eq. 6 minus the
 question's best Eq. 6 score; a kgwise addition: a threshold on it keeps the candidates about as close to
-the generation as the closest one, so a question whose generation matches a candidate gets a small set).
+the generation as the closest one, so a question whose generation matches a candidate gets a small set),
+and, for tables with item-level scores, the same two against the generation's listed items.
 Each ``α_k`` maps to the threshold ``q_{α_k}`` = Eq. 1's conformal quantile of the component's
 per-question scores on a *tuning* split (``α_k = 0`` → ``+∞``, no filtering; ``α_k = 1`` would empty every
 set and is left out). The loss is the miss ``L_λ = 1{no gold answer in C_λ(X)}`` (Theorem 3's proof). On a
@@ -59,7 +60,7 @@ class UAGConfig:
 
     alpha: float = 0.1
     steps: tuple[float, float, float] = (0.05, 0.05, 0.025)
-    evaluator_scores: tuple[EvaluatorScore, ...] = EVALUATOR_SCORES
+    evaluator_scores: tuple[EvaluatorScore, ...] = ("absolute", "relative")
     ltt: LTTConfig = field(default_factory=LTTConfig)
 
     def __post_init__(self) -> None:
@@ -245,5 +246,6 @@ def question_table(question: Question, retriever: UQRetriever, evaluator: UQEval
     gold_names = {normalise_label(g) for g in question.gold}
     gold = np.asarray([normalise_label(x) in gold_names for x in labels], dtype=bool)
     eq6 = evaluator.scores(labels, generation)
+    items = evaluator.scores(labels, generation, granularity="items")
     return QuestionTable(question.id, local.astype(np.int64), paths.prefix[keep], paths.expand[keep],
-                         paths.collect[keep], nodes.astype(np.int64), eq6, gold)
+                         paths.collect[keep], nodes.astype(np.int64), eq6, gold, items)
