@@ -27,6 +27,8 @@ def test_bench_route(tmp_path: Path) -> None:
 def test_eval_route_rejects_unknown_dataset(data_dir: Path) -> None:
     res = runner.invoke(app, ["eval", "route", "--dataset", "csqa", "--data", str(data_dir)])
     assert res.exit_code == 2 and "webqsp" in res.output
+    res = runner.invoke(app, ["eval", "route", "--gamma", "-1", "--data", str(data_dir)])
+    assert res.exit_code == 2 and "gamma" in res.output
 
 
 @pytest.mark.slow
@@ -53,6 +55,9 @@ def test_eval_route_small(tmp_path: Path, data_dir: Path) -> None:
     assert set(report["ablations"]) == {"wo_Ec", "wo_Ea", "wo_Ra"}
     assert [p["lambda"] for p in report["lambda_sweep"]] == [0.001, 0.1, 1.0, 10.0, 100.0]
     assert all(b["cost"] <= b["budget_abs"] + 1e-9 for b in report["budget_sweep"])
+    assert all(b["cost"] <= b["budget_abs"] + 1e-9 for b in report["paced_budget_sweep"])
+    cascade = report["hindsight_cascade"]
+    assert cascade["cheap_arm"] == "ReaRev-lmsr" and cascade["curve"][0]["cost"] == 0.0
     assert all(Path(f).is_file() for f in report["figures"])
 
 

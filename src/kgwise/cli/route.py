@@ -76,6 +76,9 @@ def eval_route(
     lam: Annotated[float, typer.Option("--lambda", help="λ, weight of the cost regret (Eq. 2).")] = 1.0,
     seeds: Annotated[int, typer.Option(help="Question orders (mean ± std over them).")] = 10,
     delta: Annotated[float, typer.Option(help="δ of LinUCB's width γ = 1 + √(ln(2/δ)/2).")] = 0.05,
+    gamma: Annotated[float | None, typer.Option(
+        help="Set LinUCB's width γ directly (overrides δ; below 1.59 lies outside the paper's formula).")
+    ] = None,
     regret_prior: Annotated[
         float, typer.Option(help="Pseudo-questions smoothing the cost regret (0 = Eq. 14 exactly).")
     ] = 10.0,
@@ -99,7 +102,8 @@ def eval_route(
         raise ConfigError(f"replay data set {dataset!r} has no recorded outcomes; only 'webqsp' is available")
     root = data_dir(data)
     cfg = ExperimentConfig(
-        budget=budget, seeds=seeds, coke=CokeConfig(lam=lam, delta=delta, regret_prior=regret_prior)
+        budget=budget, seeds=seeds,
+        coke=CokeConfig(lam=lam, delta=delta, regret_prior=regret_prior, gamma_override=gamma),
     )
     encoder = MiniLM()
     table, coverage = webqsp_table(root, MAIN_ARMS)
