@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.errors import ConfigError, DataError
+from kgwise.files import savez_atomic
 
 __all__ = [
     "EVALUATOR_SCORES", "EvaluatorScore", "GridResult", "QuestionTable", "TableBatch", "relative_scores",
@@ -245,18 +246,13 @@ class TableBatch:
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp.npz")
         arrays: dict[str, npt.NDArray[np.generic]] = {
             "qids": np.asarray(self.qids, dtype=str), "state_q": self.state_q, "state_node": self.state_node,
             "prefix": self.prefix, "expand": self.expand, "collect": self.collect, "node_q": self.node_q,
             "node_ids": self.node_ids, "eq6": self.eq6, "gold": self.gold}
         if self.eq6_items is not None:
             arrays["eq6_items"] = self.eq6_items
-        np.savez(tmp, **arrays)  # type: ignore[arg-type]
-        tmp.replace(path)
-        return path
+        return savez_atomic(path, arrays)
 
     @classmethod
     def load(cls, path: str | Path) -> TableBatch:

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.errors import ConfigError, DataError
+from kgwise.files import write_text_atomic
 
 __all__ = [
     "ChoiceScore",
@@ -154,14 +155,9 @@ class SplitConformal:
         to one JSON file."""
         if self.calibration_scores_ is None:
             raise ConfigError("SplitConformal: nothing to save before conformalize()")
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
         body = {"kind": "SplitConformal", "config": asdict(self.config),
                 "calibration_scores": self.calibration_scores_.tolist(), "meta": dict(meta or {})}
-        tmp = p.with_name(p.name + ".tmp")
-        tmp.write_text(json.dumps(body, indent=1) + "\n", encoding="utf-8")
-        tmp.replace(p)
-        return p
+        return write_text_atomic(path, json.dumps(body, indent=1) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> SplitConformal:

@@ -10,7 +10,7 @@ from typing import Any
 from kgwise.errors import DataError
 from kgwise.types import Choice
 
-__all__ = ["dataset_file", "mc_choices", "read_json", "read_jsonl", "text_field"]
+__all__ = ["dataset_file", "mc_choices", "read_jsonl", "text_field"]
 
 
 def dataset_file(root: Path, relative: str) -> Path:
@@ -37,15 +37,6 @@ def read_jsonl(path: Path, what: str = "file") -> Iterator[tuple[int, dict[str, 
             if not isinstance(obj, dict):
                 raise DataError("expected a JSON object", path, lineno)
             yield lineno, obj
-
-
-def read_json(path: Path) -> Any:
-    """A whole JSON document; ``DataError`` with the line of a syntax error."""
-    try:
-        with path.open(encoding="utf-8") as fh:
-            return json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"invalid JSON: {exc.msg}", path, exc.lineno) from exc
 
 
 def text_field(obj: Mapping[str, Any], key: str, path: Path, line: int | None) -> str:

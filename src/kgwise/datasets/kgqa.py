@@ -11,8 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kgwise.datasets._io import dataset_file, read_json
+from kgwise.datasets._io import dataset_file
 from kgwise.errors import DataError
+from kgwise.files import read_json
 from kgwise.types import Question
 
 __all__ = ["SPLITS", "load_cwq", "load_webqsp"]

@@ -51,6 +51,7 @@ from torch import nn
 from kgwise.config import cache_dir
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError, DataError
+from kgwise.files import atomic_path, savez_atomic
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.render.templates import clause, clean_label, relation_phrase
 from kgwise.types import Path, Question, Subgraph
@@ -168,10 +169,7 @@ class NodeEmbeddings:
         """Write newly encoded embeddings to the cache file."""
         if self.path is None or not self._dirty:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp.npz")
-        np.savez(tmp, vecs=self._vecs, have=self._have)
-        tmp.replace(self.path)
+        savez_atomic(self.path, {"vecs": self._vecs, "have": self._have})
         self._dirty = False
 
     @property
@@ -209,13 +207,10 @@ class PathPolicy(nn.Module):
         self, path: str | FilePath, config: PathAgentConfig, meta: dict[str, Any] | None = None
     ) -> FilePath:
         """Write weights, the config and ``meta`` (training statistics) to ``path``."""
-        path = FilePath(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        torch.save({"dim": self.dim, "hidden": self.hidden, "config": asdict(config),
-                    "state_dict": self.state_dict(), "meta": json.dumps(meta or {})}, tmp)
-        tmp.replace(path)
-        return path
+        with atomic_path(path) as tmp:
+            torch.save({"dim": self.dim, "hidden": self.hidden, "config": asdict(config),
+                        "state_dict": self.state_dict(), "meta": json.dumps(meta or {})}, tmp)
+        return FilePath(path)
 
     @classmethod
     def load(cls, path: str | FilePath) -> tuple[PathPolicy, PathAgentConfig, dict[str, Any]]:
@@ -655,11 +650,9 @@ def train_path_policy(
         embeddings.save()
         if ckpt is None:
             return
-        ckpt.parent.mkdir(parents=True, exist_ok=True)
-        tmp = ckpt.with_name(ckpt.name + ".tmp")
-        torch.save({"state_dict": policy.state_dict(), "optimiser": optimiser.state_dict(),
-                    "log": log.to_dict(), "iteration": it, "config": asdict(config)}, tmp)
-        tmp.replace(ckpt)
+        with atomic_path(ckpt) as tmp:
+            torch.save({"state_dict": policy.state_dict(), "optimiser": optimiser.state_dict(),
+                        "log": log.to_dict(), "iteration": it, "config": asdict(config)}, tmp)
 
     from tqdm import tqdm
 

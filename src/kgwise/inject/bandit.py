@@ -26,6 +26,7 @@ import numpy.typing as npt
 from kgwise.bandit import LinUCB
 from kgwise.bandit.linucb import gamma_from_delta
 from kgwise.errors import ConfigError, DataError
+from kgwise.files import savez_atomic
 
 __all__ = ["ARMS", "BanditConfig", "BanditHistory", "PromptBandit", "arm_name"]
 
@@ -145,15 +146,11 @@ class PromptBandit:
     # ------------------------------------------------------------------------------------- persistence
     def save(self, path: str | Path) -> Path:
         """Write the bandit (arms, config, LinUCB state) to one ``.npz`` file."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         state = self.policy.state_dict()
         arrays = {k: np.asarray(state.pop(k)) for k in ("A_inv", "b", "theta", "counts")}
         meta = {"arms": list(self.arms), "dim": self.dim, "config": asdict(self.config), "linucb": state}
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez(tmp, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)  # type: ignore[arg-type]
-        tmp.replace(path)
-        return path
+        arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+        return savez_atomic(path, arrays)
 
     @classmethod
     def load(cls, path: str | Path) -> PromptBandit:

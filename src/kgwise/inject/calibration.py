@@ -17,7 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from kgwise.conformal.split import ChoiceScore, SplitConformal, SplitConformalConfig, label_set
+from kgwise.conformal.split import (
+    ChoiceScore,
+    SplitConformal,
+    SplitConformalConfig,
+    conformal_quantile,
+    label_set,
+)
 from kgwise.errors import ConfigError, DataError
 from kgwise.inject.injector import KnowledgeInjector
 from kgwise.types import Answer, Question
@@ -92,23 +98,25 @@ def calibrate(rows: Sequence[dict[str, Any]], config: CalibrationConfig | None =
     probs = [np.asarray(r["probabilities"], dtype=np.float64) for r in rows]
     gold = np.asarray([r["gold"] for r in rows], dtype=np.int64)
     cp = SplitConformal(SplitConformalConfig(cfg.alpha, cfg.score)).conformalize(probs, gold)
-    accuracy = float(np.mean([int(np.argmax(p)) == g for p, g in zip(probs, gold, strict=True)]))
-    rng = np.random.default_rng(cfg.seed)
     n = len(rows)
+    # every question's choice scores once, padded with +∞ (never in a set) where it has fewer choices
+    scores = np.full((n, max(p.size for p in probs)), np.inf)
+    for i, p in enumerate(probs):
+        scores[i, : p.size] = cp.scores(p[None, :])[0]
+    gold_scores = scores[np.arange(n), gold]
+    rng = np.random.default_rng(cfg.seed)
     check: dict[str, dict[str, float]] = {}
     for alpha in cfg.alphas:
         cover, size = [], []
         for _ in range(cfg.splits):
             perm = rng.permutation(n)
             cal, test = perm[: n // 2], perm[n // 2:]
-            half = SplitConformal(SplitConformalConfig(alpha, cfg.score))
-            half.conformalize([probs[i] for i in cal], gold[cal])
-            q = half.quantile()
-            sets = [half.scores(np.asarray([probs[i]]))[0] <= q for i in test]
-            cover.append(float(np.mean([s[gold[i]] for s, i in zip(sets, test, strict=True)])))
-            size.append(float(np.mean([s.sum() for s in sets])))
+            q = conformal_quantile(gold_scores[cal], alpha)
+            cover.append(float(np.mean(gold_scores[test] <= q)))
+            size.append(float(np.mean((scores[test] <= q).sum(axis=1))))
         check[f"{alpha:g}"] = {"coverage": float(np.mean(cover)), "coverage_std": float(np.std(cover)),
                                "mean_set_size": float(np.mean(size)), "target": 1 - alpha}
+    accuracy = float(np.mean([int(np.argmax(p)) == g for p, g in zip(probs, gold, strict=True)]))
     report = {"questions": n, "accuracy": accuracy, "config": asdict(cfg),
               "quantile": cp.quantile(), "heldout_check": check}
     return cp, report

@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.errors import DataError, UnknownNodeError
+from kgwise.files import savez_atomic
 from kgwise.kg.base import Direction, EdgeArrays, IdArray, normalise_label
 from kgwise.types import Triple
 
@@ -281,7 +282,6 @@ class CSRGraph:
         path = Path(path)
         if path.suffix != ".npz":
             path = path.with_suffix(path.suffix + ".npz") if path.suffix else path.with_suffix(".npz")
-        path.parent.mkdir(parents=True, exist_ok=True)
         label_blob, label_off = _pack_strings(self._labels)
         rel_blob, rel_off = _pack_strings(self._relations)
         arrays: dict[str, npt.NDArray[np.generic]] = {
@@ -300,10 +300,7 @@ class CSRGraph:
         }
         if self._texts is not None:
             arrays["text_blob"], arrays["text_off"] = _pack_strings(self._texts)
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez(tmp, **arrays)  # type: ignore[arg-type]
-        tmp.replace(path)
-        return path
+        return savez_atomic(path, arrays)
 
     @classmethod
     def load(cls, path: str | Path) -> CSRGraph:

@@ -20,6 +20,7 @@ from tqdm import tqdm
 from kgwise.embed import Encoder
 from kgwise.errors import DataError
 from kgwise.extract.subgraph import SubgraphConfig, SubgraphExtractor
+from kgwise.files import savez_atomic
 from kgwise.kg.csr import CSRGraph
 from kgwise.kg.grounding import Grounder, GrounderConfig
 from kgwise.kgm.features import FeatureConfig, NodeTable, QuestionGraph, graph_from_subgraph
@@ -155,16 +156,11 @@ class FeatureCache:
             part = self.directory / f"part-{k:05d}.npz"
             chunk = questions[start : start + self.chunk_size]
             if not part.is_file():
-                arrays = pack_graphs([builder.build(q) for q in chunk])
-                tmp = part.with_name(part.stem + ".tmp.npz")
-                np.savez(tmp, **arrays)  # type: ignore[arg-type]
-                tmp.replace(part)
+                savez_atomic(part, pack_graphs([builder.build(q) for q in chunk]))
             bar.update(len(chunk))
         bar.close()
         table = builder.node_table(self.graphs())
-        tmp = self.directory / "nodes.tmp.npz"
-        np.savez(tmp, ids=table.ids, emb=table.emb)
-        tmp.replace(self.directory / "nodes.npz")
+        savez_atomic(self.directory / "nodes.npz", {"ids": table.ids, "emb": table.emb})
 
     def graphs(self) -> list[QuestionGraph]:
         parts = sorted(self.directory.glob("part-[0-9]*.npz"))

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from kgwise.errors import DataError
+from kgwise.files import atomic_path
 from kgwise.kgm.model import GraphQA, ModelConfig, TextQA, build_model
 
 __all__ = ["FORMAT", "config_path", "load_model", "save_model"]
@@ -27,10 +28,8 @@ def save_model(path: str | Path, model: GraphQA | TextQA, meta: dict[str, Any]) 
     """Write ``model``'s state dict to ``path`` and ``{"format", "version", "model": ModelConfig, **meta}``
     to :func:`config_path`; returns the config's path."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(p.name + ".tmp")
-    torch.save(model.state_dict(), tmp)
-    tmp.replace(p)
+    with atomic_path(p) as tmp:
+        torch.save(model.state_dict(), tmp)
     cfg = {"format": FORMAT, "version": VERSION, "model": model.config.to_dict(), **meta}
     out = config_path(p)
     out.write_text(json.dumps(cfg, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

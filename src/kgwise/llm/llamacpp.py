@@ -25,6 +25,7 @@ import numpy as np
 
 from kgwise.config import cache_dir
 from kgwise.errors import ConfigError
+from kgwise.files import atomic_path
 from kgwise.llm.base import ChoiceScores, Generation, LLMError, Message, as_messages
 from kgwise.llm.prices import compute_proxy
 from kgwise.types import Usage
@@ -75,13 +76,8 @@ def _gemma3_path() -> Path:
     target = cache_dir() / "models" / str(pkg.MODEL_NAME)
     if target.exists():
         return Path(pkg.assemble(output_path=target))  # verifies the SHA-256
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f"{target.name}.{os.getpid()}.part")
-    try:
+    with atomic_path(target, f".{os.getpid()}.part") as tmp:
         pkg.assemble(output_path=tmp, overwrite=True)
-        tmp.replace(target)
-    finally:
-        tmp.unlink(missing_ok=True)
     return target
 
 

@@ -31,6 +31,7 @@ import numpy.typing as npt
 
 from kgwise.bandit import BetaThompson, LinUCB, beta_prior_from_accuracy, gamma_from_delta
 from kgwise.errors import ConfigError, KgwiseError
+from kgwise.files import write_text_atomic
 from kgwise.route.arms import CLUSTERS, Cluster
 
 Costs = Sequence[float] | npt.NDArray[np.float64]
@@ -192,7 +193,9 @@ class CokeRouter:
     def affordable(self, costs: Costs) -> npt.NDArray[np.bool_]:
         """Arms whose cost bound fits in the budget (Eq. 14's constraint) — paced, for the next question,
         when the router has a horizon."""
-        c = self._costs(costs)
+        return self._affordable(self._costs(costs))
+
+    def _affordable(self, c: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
         return np.asarray(self.spent + c <= self.allowance(self.questions_seen + 1))
 
     def _costs(self, costs: Costs) -> npt.NDArray[np.float64]:
@@ -219,7 +222,7 @@ class CokeRouter:
         ``costs``: per arm, an upper bound on what answering this question would cost.
         """
         c = self._costs(costs)
-        mask = self.affordable(c)
+        mask = self._affordable(c)
         self.cost_seen += c
         self.questions_seen += 1
         if not mask.any():
@@ -304,11 +307,7 @@ class CokeRouter:
 
     def save(self, path: str | Path) -> None:
         """Write :meth:`state_dict` as JSON (atomically: temp file, then rename)."""
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_suffix(p.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.state_dict()), encoding="utf-8")
-        tmp.replace(p)
+        write_text_atomic(path, json.dumps(self.state_dict()))
 
     @classmethod
     def load(cls, path: str | Path) -> CokeRouter:

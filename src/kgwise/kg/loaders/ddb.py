@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from kgwise.errors import DataError
+from kgwise.files import read_json
 from kgwise.kg.csr import CSRGraph
 from kgwise.kg.loaders._common import require_dir, require_file
 
@@ -49,15 +49,6 @@ DDB_RELATIONS: dict[str, str] = {
 """DDB relation codes (third field of ``ddb_relas.json``) → relation names."""
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        with path.open(encoding="utf-8") as fh:
-            return json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"invalid JSON: {exc.msg}", path, exc.lineno) from exc
-    except UnicodeDecodeError as exc:
-        raise DataError(f"not UTF-8 text: {exc.reason}", path) from exc
-
 
 def _line_of(path: Path, key: str) -> int | None:
     """Line of the first occurrence of JSON key ``key`` in ``path`` (for error messages)."""
@@ -71,7 +62,7 @@ def _line_of(path: Path, key: str) -> int | None:
 
 def _names(path: Path) -> tuple[dict[str, str], dict[str, list[str]]]:
     """``(id → preferred name, id → synonyms)`` from ``ddb_names.json``."""
-    raw = _read_json(path)
+    raw = read_json(path)
     if not isinstance(raw, dict):
         raise DataError("expected a JSON object {name: [id, preferred]}", path, 1)
     preferred: dict[str, str] = {}
@@ -121,7 +112,7 @@ def load_ddb(directory: str | Path) -> CSRGraph:
     labels = [preferred[i] for i in items]
     texts = [("also: " + "; ".join(synonyms[i])) if i in synonyms else "" for i in items]
 
-    raw = _read_json(relas_path)
+    raw = read_json(relas_path)
     if not isinstance(raw, dict):
         raise DataError("expected a JSON object {row: [subject, object, code]}", relas_path, 1)
     codes = list(DDB_RELATIONS)

@@ -1,0 +1,45 @@
+"""Atomic writes keep the old file on failure and leave no temporary behind; JSON faults name the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kgwise.errors import DataError
+from kgwise.files import atomic_path, read_json, savez_atomic, write_text_atomic
+
+
+def test_atomic_write_replaces_or_keeps_the_old_file(tmp_path: Path) -> None:
+    target = tmp_path / "sub" / "state.json"
+    write_text_atomic(target, "old")
+    assert target.read_text() == "old"
+    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("crash while writing")
+    assert target.read_text() == "old"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["state.json"]
+    write_text_atomic(target, "new")
+    assert target.read_text() == "new"
+
+
+def test_savez_atomic_keeps_the_name(tmp_path: Path) -> None:
+    path = savez_atomic(tmp_path / "a.npz", {"x": np.arange(3)})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npz"]
+    with np.load(path) as z:
+        assert z["x"].tolist() == [0, 1, 2]
+
+
+def test_read_json_names_file_and_line(tmp_path: Path) -> None:
+    good = tmp_path / "g.json"
+    good.write_text('{"a": 1}')
+    assert read_json(good) == {"a": 1}
+    bad = tmp_path / "b.json"
+    bad.write_text('{\n"a": }')
+    with pytest.raises(DataError, match=r"b\.json:2"):
+        read_json(bad)
+    latin = tmp_path / "l.json"
+    latin.write_bytes(b'{"a": "\xe9"}')
+    with pytest.raises(DataError, match="UTF-8"):
+        read_json(latin)
