@@ -15,6 +15,13 @@ import matplotlib.pyplot as plt
 __all__ = ["plot_all", "plot_heatmap", "plot_pareto", "plot_regret"]
 
 
+def _save(fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path
+
+
 def _sweep(ax: Any, rows: list[dict[str, Any]], label: str, marker: str, colour: str,
            tag: Callable[[dict[str, Any]], str]) -> None:
     """One Coke sweep as error rate vs cost with error bars, each point tagged."""
@@ -73,10 +80,7 @@ def plot_pareto(report: dict[str, Any], path: Path) -> Path:
     ax.set_ylabel("error rate")
     ax.set_title("Error rate vs cost (lower left is better)")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_heatmap(report: dict[str, Any], path: Path) -> Path:
@@ -93,10 +97,7 @@ def plot_heatmap(report: dict[str, Any], path: Path) -> Path:
     ax.set_xlabel("iteration (end of window)")
     ax.set_title("Coke: share of selections per arm")
     fig.colorbar(im, ax=ax)
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_regret(report: dict[str, Any], path: Path) -> Path:
@@ -108,10 +109,7 @@ def plot_regret(report: dict[str, Any], path: Path) -> Path:
     ax.set_ylabel("selection regret μ(a*) − μ(a_k)")
     ax.set_title("Selection regret over iterations")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_all(report: dict[str, Any], prefix: Path) -> list[Path]:
