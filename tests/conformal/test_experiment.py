@@ -48,7 +48,7 @@ def test_eval_uag_cli_on_a_slice(data_dir: Path, tmp_path: Path) -> None:
                                    "--json", str(out)])
     assert res.exit_code == 0, res.output
     rep = json.loads(out.read_text())
-    for m in ("uag", "uag_top_p", "split_cp", "top_k"):
+    for m in ("uag", "uag_top_p", "uag_gnn", "split_cp", "top_k"):
         assert set(rep[m]) == {"0.3", "0.5"}
         assert rep[m]["0.5"]["splits"] == 2
     assert rep["meta"]["questions"] == 30

@@ -78,6 +78,11 @@ def test_fwer_procedures_match_reference_loops(p: list[float], delta: float, rnd
             break
         ref[i] = True
     np.testing.assert_array_equal(control_fwer(pv, delta, "fixed_sequence", order), ref)
+    from mapie.risk_control import control_fwer as mapie_control_fwer  # the vectorised scan = MAPIE's loop
+
+    seq = np.asarray(order)
+    assert sorted(seq[mapie_control_fwer(pv[seq], delta, fwer_method="fixed_sequence")].tolist()) == \
+        np.flatnonzero(ref).tolist()
     np.testing.assert_array_equal(control_fwer(pv, delta, "bonferroni"), pv <= delta / len(p))
     holm = np.zeros(len(p), dtype=bool)
     for step, i in enumerate(np.argsort(pv, kind="stable")):

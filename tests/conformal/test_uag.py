@@ -80,7 +80,7 @@ def test_uag_fit_calibrate_predict_and_guarantee_direction() -> None:
     batch = synthetic_batch(1500, 0)
     tune, cal, test = batch.subset(range(300)), batch.subset(range(300, 800)), batch.subset(range(800, 1500))
     uag = UAG(UAGConfig(alpha=0.2, steps=(0.1, 0.1, 0.1))).fit(tune).calibrate(cal)
-    assert uag.grid_shape == (2, 10, 10, 10)  # absolute and relative Eq. 6 scores
+    assert uag.grid_shape == (2, 10, 10, 10, 1)  # absolute and relative Eq. 6 scores, no scored part
     assert not uag.abstains and uag.lambda_ is not None
     m = uag.evaluate(test)
     assert m["covered"].mean() >= 0.8 - 0.03
@@ -244,3 +244,88 @@ def test_item_level_scores_travel_with_the_tables(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="item-level"):
         TableBatch.from_tables(plain).rescored("items")
     assert TableBatch.from_tables(plain + tables[:1]).eq6_items is None  # only when every table has them
+
+
+def with_random_scored(batch: TableBatch, rng: np.random.Generator) -> TableBatch:
+    """``batch`` plus a scored retriever: some candidates are existing nodes (matched by id), some new."""
+    q, ids, nc, gold = [], [], [], []
+    for i in range(batch.num_questions):
+        t = batch.table(i)
+        for node in t.node_ids[rng.random(t.node_ids.size) < 0.4].tolist():  # shared with the paths
+            q.append(i), ids.append(node), nc.append(round(float(rng.random()), 1))
+            gold.append(bool(t.gold[t.node_ids == node][0]))
+        for _ in range(int(rng.integers(0, 4))):  # only the scored retriever has these
+            q.append(i), ids.append(10_000 + len(ids)), nc.append(round(float(rng.random()), 1))
+            gold.append(bool(rng.random() < 0.3))
+    return batch.with_scored(q, nc, gold, ids)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 100_000))
+def test_scored_union_totals_equal_per_question_sets(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    plain = TableBatch.from_tables([random_table(rng, f"q{i}") for i in range(int(rng.integers(3, 9)))])
+    batch = with_random_scored(plain, rng)
+    uag = UAG(UAGConfig(steps=(0.25, 0.25, 0.25), scored_step=0.25)).fit(batch)
+    assert uag.grid_shape == (2, 4, 4, 4, 5) and uag.scored_levels_[0] == 1.0
+    losses = uag.loss_counts(batch)
+    assert uag.tune_size_ is not None
+    for idx in rng.choice(int(np.prod(uag.grid_shape)), size=40, replace=False).tolist():
+        kind, th = uag.evaluator_score_at(idx), uag.thresholds_at(idx)
+        sets = [batch.table(q).rescored(kind).final_set(*th) for q in range(batch.num_questions)]
+        assert np.isclose(uag.tune_size_[idx], np.mean([s.size for s in sets]))
+        missed = sum(not batch.table(q).gold[s].any() for q, s in enumerate(sets))
+        assert losses[idx] == missed
+    # α4 = 1 adds nothing: that slice is the family without the scored retriever
+    alone = UAG(UAGConfig(steps=(0.25, 0.25, 0.25))).fit(plain)
+    assert alone.tune_size_ is not None
+    np.testing.assert_allclose(uag.tune_size_.reshape(uag.grid_shape)[..., 0].ravel(), alone.tune_size_)
+
+
+def test_with_scored_merges_by_id_and_travels(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    tables = [random_table(rng, f"q{i}") for i in range(6)]
+    tables[2] = QuestionTable("q2", np.zeros(1, np.int64), np.zeros(1), np.zeros(1), np.zeros(1),
+                              np.array([100, 101]), np.array([0.2, 0.4]), np.array([False, True]))
+    batch = TableBatch.from_tables(tables)
+    out = batch.with_scored([2, 2, 4], [0.3, 0.1, 0.5], [True, False, True], [101, 555, 7])
+    t2 = out.table(2)
+    assert t2.node_ids.tolist() == [100, 101, 555]  # 101 merged, 555 appended after the question's nodes
+    assert t2.scored is not None and t2.scored.tolist() == [math.inf, 0.3, 0.1]
+    assert t2.gold.tolist() == [False, True, False] and t2.eq6[2] == math.inf
+    np.testing.assert_array_equal(t2.state_node, tables[2].state_node)  # states still point at node 100
+    assert out.table(4).node_ids[-1] == 7 and out.table(4).scored[-1] == 0.5  # type: ignore[index]
+    assert out.table(2).final_set(-1, -1, -1, 0.3).tolist() == [1, 2]  # scored part only; Eq. 6 first
+    back = TableBatch.load(out.subset([4, 2]).save(tmp_path / "s.npz"))
+    assert back.scored is not None and back.table(1).scored.tolist() == [math.inf, 0.3, 0.1]  # type: ignore[union-attr]
+    appended = batch.with_scored([0], [0.2], [True])  # ids from another id space: always new nodes
+    assert appended.table(0).node_ids[-1] == -1 and appended.node_q.size == batch.node_q.size + 1
+    with pytest.raises(ConfigError):
+        batch.with_scored([9], [0.1], [True])
+    with pytest.raises(ConfigError):
+        UAG(UAGConfig(scored_step=0.2)).fit(batch)  # no scored retriever in these tables
+
+
+def test_uag_with_a_scored_retriever_covers_and_predicts_consistently() -> None:
+    rng = np.random.default_rng(2)
+    batch = synthetic_batch(1200, 4, p_reach=0.8)
+    # a GNN-like retriever that finds the gold answer of most questions the paths miss, plus noise
+    q, nc, gold = [], [], []
+    for i in range(batch.num_questions):
+        has = bool(batch.table(i).gold.any())
+        q += [i, i]
+        nc += [float(np.clip(rng.normal(0.2 if not has else 0.6, 0.2), 0, 1)), float(rng.random())]
+        gold += [not has and rng.random() < 0.9, False]
+    scored = batch.with_scored(q, nc, gold)
+    tune, cal, test = (scored.subset(range(300)), scored.subset(range(300, 700)),
+                       scored.subset(range(700, 1200)))
+    uag = UAG(UAGConfig(alpha=0.1, steps=(0.2, 0.2, 0.1), scored_step=0.1)).fit(tune).calibrate(cal)
+    paths_only = UAG(UAGConfig(alpha=0.1, steps=(0.2, 0.2, 0.1))).fit(tune).calibrate(cal)
+    assert paths_only.abstains  # 80 % reachable by paths: α = 0.1 cannot be certified without the GNN
+    assert not uag.abstains and uag.lambda_ is not None and uag.lambda_[3] < 1.0
+    m = uag.evaluate(test)
+    assert m["covered"].mean() >= 0.9 - 0.03
+    for i in range(0, 500, 53):
+        s = uag.predict_set(test.table(i))
+        assert s.size == m["size"][i] and bool(test.table(i).gold[s].any()) == bool(m["covered"][i])
+        assert bool(s.size and test.table(i).gold[s[0]]) == bool(m["hit1"][i])

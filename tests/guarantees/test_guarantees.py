@@ -57,7 +57,7 @@ def test_ltt_risk_control_on_synthetic_data(fwer: str) -> None:
     abstained = dict.fromkeys(alphas, 0)
     for _ in range(4):
         base = UAG(UAGConfig(steps=steps)).fit(synthetic(200, rng))
-        pop_risk = 1 - base.grid(synthetic(20_000, rng)).covered.mean(axis=0).ravel()
+        pop_risk = base.loss_counts(synthetic(20_000, rng)) / 20_000
         for _ in range(REPEATS // 4):
             cal = synthetic(300, rng)
             losses = base.loss_counts(cal)
@@ -120,6 +120,39 @@ def test_uag_guarantee_on_webqsp(webqsp: tuple[TableBatch, object]) -> None:
         for a in ALPHAS:
             assert viol[(m, a)] / REPEATS <= allowed(DELTA, REPEATS), (m, a)
     assert sum(abst[("fixed_sequence", a)] for a in ALPHAS) < REPEATS * len(ALPHAS)  # not vacuous
+
+
+def test_uag_with_gnn_candidates_guarantee_on_webqsp(webqsp: tuple[TableBatch, object]) -> None:
+    """The family with α4 (ReaRev's candidates united with the path set), fixed-sequence LTT."""
+    from kgwise.conformal.baselines import CandidateBatch
+    from kgwise.conformal.experiment import with_gnn
+
+    tables, gnn = webqsp
+    assert isinstance(gnn, CandidateBatch)
+    tables = with_gnn(tables, gnn)
+    n = tables.num_questions
+    n_tune, n_cal = 300, 400
+    viol = dict.fromkeys(ALPHAS, 0)
+    abst = dict.fromkeys(ALPHAS, 0)
+    for s in range(REPEATS):
+        perm = np.random.default_rng(30_000 + s).permutation(n)
+        tune, cal, test = (tables.subset(perm[:n_tune]), tables.subset(perm[n_tune:n_tune + n_cal]),
+                           tables.subset(perm[n_tune + n_cal:]))
+        base = UAG(UAGConfig(evaluator_scores=EVALUATOR_SCORES, scored_step=0.05)).fit(tune)
+        losses = base.loss_counts(cal)
+        for a in ALPHAS:
+            cfg = UAGConfig(alpha=a, evaluator_scores=EVALUATOR_SCORES, scored_step=0.05,
+                            ltt=LTTConfig(delta=DELTA))
+            uag = UAG(cfg).adopt_fit(base).calibrate(cal, losses=losses)
+            if uag.abstains:
+                abst[a] += 1
+                continue
+            viol[a] += bool(1 - uag.evaluate(test)["covered"].mean() > a)
+    for a in ALPHAS:
+        print(f"webqsp uag+gnn α={a}: violation share {viol[a] / REPEATS:.3f}, "
+              f"abstained {abst[a] / REPEATS:.3f}")
+        assert viol[a] / REPEATS <= allowed(DELTA, REPEATS), a
+    assert sum(abst.values()) < REPEATS * len(ALPHAS)  # not vacuous
 
 
 def test_split_cp_marginal_coverage_on_gnn_candidates(webqsp: tuple[TableBatch, object]) -> None:

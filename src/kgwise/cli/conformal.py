@@ -30,6 +30,8 @@ def eval_uag(
     splits: Annotated[int, typer.Option(help="Random tuning/calibration/test splits.")] = 20,
     seed: Annotated[int, typer.Option(help="Seed of the first split.")] = 0,
     steps: Annotated[str, typer.Option(help="Grid steps h for (α1, α2, α3).")] = "0.05,0.05,0.025",
+    gnn_step: Annotated[float, typer.Option(help="Grid step of α4 (the GNN's candidates) for uag_gnn.")
+                        ] = 0.05,
     delta: Annotated[float, typer.Option(help="LTT confidence parameter δ.")] = 0.05,
     metric: Annotated[str, typer.Option(help="S1: cosine (UAG) or l1 (ablation).")] = "cosine",
     gnn: Annotated[str, typer.Option(help="rearev-sbert or rearev-lmsr (baseline candidates, generations).")
@@ -53,7 +55,8 @@ def eval_uag(
     if len(step) != 3:
         raise ConfigError("--steps needs three values (α1, α2, α3)")
     cfg = ExperimentConfig(alphas=_floats(alphas, "--alphas"), splits=splits, seed=seed,
-                           steps=(step[0], step[1], step[2]), delta=delta, gnn=gnn, metric=metric,
+                           steps=(step[0], step[1], step[2]), gnn_step=gnn_step, delta=delta, gnn=gnn,
+                           metric=metric,
                            granularity=granularity, limit=limit, llm=llm)
     out_dir = json_out.parent if json_out is not None else None
     runs = out_dir / f"{json_out.stem}_runs" if out_dir is not None and json_out is not None else None
@@ -108,7 +111,7 @@ def bench_conformal(
     rescored = {kind: cal.rescored(kind) for kind in uag.config.evaluator_scores}
     t0 = time.perf_counter()
     for idx in sample.tolist():
-        t1, t2, t3 = uag.thresholds_at(idx)
+        t1, t2, t3, _ = uag.thresholds_at(idx)
         ok = (cal.prefix <= t1) & (cal.collect <= t2)
         in_c = np.zeros(cal.node_q.size, dtype=bool)
         in_c[cal.state_node[ok]] = True

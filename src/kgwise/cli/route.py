@@ -1,4 +1,5 @@
-"""``kgwise eval route`` (Coke replay experiment on WebQSP) and ``kgwise bench route`` (router speed)."""
+"""``kgwise eval route`` (Coke replay experiment on WebQSP), ``kgwise bench route`` (router speed) and
+``kgwise route init`` (a router state file for ``kgwise serve --router``)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,50 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from kgwise.cli.apps import bench_app, eval_app
+from kgwise.cli.apps import app, bench_app, eval_app
 from kgwise.cli.common import DataOption, JsonOption, err_console, friendly_errors, write_json
 from kgwise.config import data_dir
 from kgwise.errors import ConfigError
+
+route_app = typer.Typer(help="Coke routers served by `kgwise serve --router`.", no_args_is_help=True)
+app.add_typer(route_app, name="route")
+
+
+@route_app.command("init")
+@friendly_errors
+def route_init(
+    arm: Annotated[list[str], typer.Option("--arm", help="NAME:CLUSTER[:REPORTED_ACCURACY], CLUSTER = KGM "
+                                           "or LLM; repeat per arm, in the order of the costs sent later.")],
+    budget: Annotated[float, typer.Option(help="Total spending allowed (same unit as the costs).")],
+    out: Annotated[Path, typer.Option(help="Router state file to write (JSON).")],
+    lam: Annotated[float, typer.Option("--lambda", help="λ, the weight of the cost regret (Eq. 14).")] = 1.0,
+    horizon: Annotated[int | None, typer.Option(help="Pace the budget over this many questions.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the Thompson and tie-breaking draws.")] = 0,
+) -> None:
+    """Write a fresh Coke router (all-MiniLM-L6-v2 question context) for `kgwise serve --router`."""
+    from kgwise.embed import MiniLM
+    from kgwise.route.coke import CokeConfig, CokeRouter
+
+    if not (budget > 0):
+        raise ConfigError(f"--budget must be > 0, got {budget}")
+    names: list[str] = []
+    clusters: list[str] = []
+    reported: list[float | None] = []
+    for spec in arm:
+        parts = spec.split(":")
+        if len(parts) not in (2, 3) or not parts[0]:
+            raise ConfigError(f"--arm {spec!r}: expected NAME:CLUSTER[:REPORTED_ACCURACY]")
+        names.append(parts[0])
+        clusters.append(parts[1])
+        try:
+            reported.append(float(parts[2]) if len(parts) == 3 else None)
+        except ValueError as exc:
+            raise ConfigError(f"--arm {spec!r}: reported accuracy {parts[2]!r} is not a number") from exc
+    router = CokeRouter(names, clusters, MiniLM().dim, budget=budget,  # type: ignore[arg-type]
+                        reported_accuracy=reported, config=CokeConfig(lam=lam), seed=seed, horizon=horizon)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    router.save(out)
+    err_console.print(f"router with {len(names)} arms, budget {budget:g}, written to {out}")
 
 
 def _progress_file(out: Path | None, tag: str) -> Path | None:

@@ -14,19 +14,25 @@ from kgwise.cli.common import friendly_errors
 @app.command("serve")
 @friendly_errors
 def serve(
-    kg: Annotated[Path, typer.Option("--kg", help="A graph file written by `kgwise kg build` (.npz).")],
+    kg: Annotated[Path | None, typer.Option("--kg", help="A graph file written by `kgwise kg build` (.npz): "
+                                            "serves /v1/answer and /v1/subgraph.")] = None,
     llm: Annotated[str, typer.Option("--llm", help="LLM spec, e.g. gemma3-270m.")] = "smollm2-135m",
     policy: Annotated[Path | None, typer.Option("--policy", help="Trained P_RL policy (.pt).")] = None,
     bandit: Annotated[Path | None, typer.Option("--bandit", help="Trained prompt bandit (.npz).")] = None,
     calibration: Annotated[Path | None, typer.Option(
         "--calibration", help="`kgwise calibrate` output: answers carry a prediction_set.")] = None,
+    router: Annotated[Path | None, typer.Option(
+        "--router", help="`kgwise route init` output: serves /v1/route and /v1/route/feedback, updated "
+                         "in place.")] = None,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
 ) -> None:
-    """Serve KnowGPT over HTTP: GET /health, POST /v1/answer, POST /v1/subgraph (OpenAPI docs at /docs)."""
+    """Serve over HTTP: GET /health; KnowGPT at POST /v1/answer and /v1/subgraph; Coke routing at POST
+    /v1/route and /v1/route/feedback (OpenAPI docs at /docs)."""
     import uvicorn
 
     from kgwise.server import ServerSettings, create_app
 
-    settings = ServerSettings(kg=kg, llm=llm, policy=policy, bandit=bandit, calibration=calibration)
+    settings = ServerSettings(kg=kg, llm=llm, policy=policy, bandit=bandit, calibration=calibration,
+                              router=router)
     uvicorn.run(create_app(settings), host=host, port=port)

@@ -54,13 +54,14 @@ __all__ = [
 ]
 
 DEFAULT_ALPHAS = (0.1, 0.15, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5)
-METHODS = ("uag", "uag_bonferroni", "uag_top_p", "uag_eq6", "split_cp", "top_k")
-_UAG_METHODS: dict[str, tuple[str, tuple[EvaluatorScore, ...]]] = {
-    # method: (FWER procedure, evaluator scores in Λ)
-    "uag": ("fixed_sequence", EVALUATOR_SCORES),
-    "uag_bonferroni": ("bonferroni", EVALUATOR_SCORES),
-    "uag_top_p": ("top_p", EVALUATOR_SCORES),
-    "uag_eq6": ("fixed_sequence", ("absolute",)),  # the paper's family: Eq. 6 scores only
+METHODS = ("uag", "uag_bonferroni", "uag_top_p", "uag_eq6", "uag_gnn", "split_cp", "top_k")
+_UAG_METHODS: dict[str, tuple[str, tuple[EvaluatorScore, ...], bool]] = {
+    # method: (FWER procedure, evaluator scores in Λ, the GNN's candidates as a scored retriever)
+    "uag": ("fixed_sequence", EVALUATOR_SCORES, False),
+    "uag_bonferroni": ("bonferroni", EVALUATOR_SCORES, False),
+    "uag_top_p": ("top_p", EVALUATOR_SCORES, False),
+    "uag_eq6": ("fixed_sequence", ("absolute",), False),  # the paper's family: Eq. 6 scores only
+    "uag_gnn": ("fixed_sequence", EVALUATOR_SCORES, True),  # ∪ ReaRev candidates with 1 − p ≤ t4
 }
 """Tables without item-level scores (``eq6_items``) use the kinds that do not need them."""
 PAPER_WEBQSP: dict[str, dict[str, tuple[float, float] | None]] = {
@@ -85,6 +86,7 @@ class ExperimentConfig:
     tune_fraction: float = 0.25
     cal_fraction: float = 0.35
     steps: tuple[float, float, float] = (0.05, 0.05, 0.025)
+    gnn_step: float = 0.05
     delta: float = 0.05
     gnn: str = "rearev-sbert"
     retriever: RetrieverConfig = field(default_factory=RetrieverConfig)
@@ -226,21 +228,34 @@ def _row(metrics: dict[str, np.ndarray] | None, alpha: float, extra: dict[str, A
             "hits1": float(metrics["hit1"].mean()), "violated": ecr < 1 - alpha, **(extra or {})}
 
 
-def run_split(tables: TableBatch, gnn: CandidateBatch, config: ExperimentConfig, s: int
-              ) -> dict[str, list[dict[str, Any]]]:
-    """One random split: every method at every α."""
+def with_gnn(tables: TableBatch, gnn: CandidateBatch) -> TableBatch:
+    """``tables`` plus the GNN's candidates as a scored retriever (non-conformity ``1 − p``). Their ids
+    (Freebase MIDs) cannot be matched to the fragment's names, so they join as new nodes and a set's size
+    counts an answer found by both parts twice (an upper bound on the deduplicated size)."""
+    return tables.with_scored(gnn.q, 1.0 - gnn.score, gnn.gold)
+
+
+def run_split(tables: TableBatch, gnn: CandidateBatch, config: ExperimentConfig, s: int,
+              gnn_tables: TableBatch | None = None) -> dict[str, list[dict[str, Any]]]:
+    """One random split: every method at every α (``gnn_tables``: :func:`with_gnn`, built if not given)."""
     tune, cal, test = _split(tables.num_questions, config, s)
-    tune_b, cal_b, test_b = tables.subset(tune), tables.subset(cal), tables.subset(test)
     out: dict[str, list[dict[str, Any]]] = {m: [] for m in METHODS}
-    fits: dict[tuple[EvaluatorScore, ...], tuple[UAG, np.ndarray]] = {}
-    for method, (how, all_kinds) in _UAG_METHODS.items():
+    fits: dict[tuple[tuple[EvaluatorScore, ...], bool], tuple[UAG, np.ndarray]] = {}
+    for method, (how, all_kinds, scored) in _UAG_METHODS.items():
         kinds = tuple(k for k in all_kinds if tables.eq6_items is not None or not k.startswith("items"))
-        if kinds not in fits:
-            fitted = UAG(UAGConfig(steps=config.steps, evaluator_scores=kinds)).fit(tune_b)
-            fits[kinds] = (fitted, fitted.loss_counts(cal_b))
-        fitted, losses = fits[kinds]
+        if scored and gnn_tables is None:
+            gnn_tables = with_gnn(tables, gnn)
+        source = gnn_tables if scored and gnn_tables is not None else tables
+        cal_b = source.subset(cal)
+        step = config.gnn_step if scored else None
+        if (kinds, scored) not in fits:
+            fitted = UAG(UAGConfig(steps=config.steps, evaluator_scores=kinds, scored_step=step)
+                         ).fit(source.subset(tune))
+            fits[kinds, scored] = (fitted, fitted.loss_counts(cal_b))
+        fitted, losses = fits[kinds, scored]
+        test_b = source.subset(test)
         for alpha in config.alphas:
-            uag = UAG(UAGConfig(alpha=alpha, steps=config.steps, evaluator_scores=kinds,
+            uag = UAG(UAGConfig(alpha=alpha, steps=config.steps, evaluator_scores=kinds, scored_step=step,
                                 ltt=LTTConfig(delta=config.delta, fwer=how)))  # type: ignore[arg-type]
             uag.adopt_fit(fitted)
             uag.calibrate(cal_b, losses=losses)
@@ -295,6 +310,7 @@ def run_experiment(data: Path, config: ExperimentConfig, out_dir: Path | None = 
     interrupted run resumes) and return the report."""
     wq = load_webqsp_data(data, config.gnn, config.limit)
     tables = webqsp_tables(data, config, wq, tables_cache, progress)
+    gnn_tables = with_gnn(tables, wq.gnn)
     done: dict[int, dict[str, list[dict[str, Any]]]] = {}
     log = out_dir / "splits.jsonl" if out_dir is not None else None
     if log is not None:
@@ -306,7 +322,7 @@ def run_experiment(data: Path, config: ExperimentConfig, out_dir: Path | None = 
                     done[int(rec["split"])] = rec["results"]
     for s in range(config.splits):
         if s not in done:
-            done[s] = run_split(tables, wq.gnn, config, s)
+            done[s] = run_split(tables, wq.gnn, config, s, gnn_tables)
             if log is not None:
                 with log.open("a", encoding="utf-8") as fh:
                     fh.write(json.dumps({"config": _run_key(config), "split": s, "results": done[s]}) + "\n")
@@ -326,7 +342,10 @@ def run_experiment(data: Path, config: ExperimentConfig, out_dir: Path | None = 
                   "uag_top_p = the paper's uncorrected heuristic (not guaranteed), all three over Λ with "
                   "absolute and relative Eq. 6 scores against the whole generation and its items; "
                   "uag_eq6 = fixed-sequence LTT over the paper's Λ "
-                  "(absolute Eq. 6 scores only); generations: "
+                  "(absolute Eq. 6 scores only); uag_gnn = uag's family with α4 for the ReaRev GNN's "
+                  "candidates (union of the path set and the GNN candidates with 1 − p under the α4 "
+                  "quantile; sizes add both parts, an upper bound since MIDs and names cannot be "
+                  "matched); generations: "
                   + ("RoG/LLaMA2-7B answers recorded by GNN-RAG (answered from GNN-RAG's retrieved paths)"
                      if config.llm is None else f"{config.llm}, live, from UAG's retrieved paths")),
     }
@@ -335,7 +354,8 @@ def run_experiment(data: Path, config: ExperimentConfig, out_dir: Path | None = 
 
 def _run_key(config: ExperimentConfig) -> str:
     blob = json.dumps({**asdict(config), "retriever": asdict(config.retriever),
-                       "methods": {m: [how, list(kinds)] for m, (how, kinds) in _UAG_METHODS.items()}},
+                       "methods": {m: [how, list(kinds), scored]
+                                   for m, (how, kinds, scored) in _UAG_METHODS.items()}},
                       sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:12]
 

@@ -3,8 +3,11 @@
 A :class:`QuestionTable` keeps, for one question, every retrievable state's Eq. 4 prefix score and Eq. 5
 score, and every candidate node's Eq. 6 score and gold flag. For thresholds ``(t1, t2, t3)`` a node is in
 the final set iff some state at that node has ``prefix ≤ t1`` and ``collect ≤ t2`` and the node's Eq. 6
-score is ``≤ t3``. :meth:`TableBatch.grid` evaluates coverage and set size of every question at every
-point of a ``T1 × T2 × T3`` grid at once (sort/bin/cumulative-sum; no loop over grid points).
+score is ``≤ t3``. Optionally a second, *scored* retriever (e.g. a GNN) adds its candidates with a
+non-conformity ``scored`` (``1 − p``; ``+∞`` for nodes it did not return): with a fourth threshold ``t4``
+the set is the union of the above and ``{node : scored ≤ t4}`` (``t4 = −∞``: the paper's UAG).
+:meth:`TableBatch.grid` evaluates coverage and set size of every question at every point of a
+``T1 × T2 × T3`` grid at once (sort/bin/cumulative-sum; no loop over grid points).
 """
 
 from __future__ import annotations
@@ -53,7 +56,8 @@ def relative_scores(eq6: FloatArray, question: IntArray, n_questions: int) -> Fl
 class QuestionTable:
     """One question: ``state_node[i]`` indexes ``node_ids``; ``prefix``/``expand``/``collect`` per state
     (see :class:`kgwise.conformal.retriever.QuestionPaths`); ``eq6`` and ``gold`` per candidate node, and
-    optionally ``eq6_items``, Eq. 6 against the generation's items."""
+    optionally ``eq6_items``, Eq. 6 against the generation's items, and ``scored``, a scored retriever's
+    non-conformity per node (``+∞`` where it did not return the node)."""
 
     qid: str
     state_node: IntArray
@@ -64,12 +68,13 @@ class QuestionTable:
     eq6: FloatArray
     gold: BoolArray
     eq6_items: FloatArray | None = None
+    scored: FloatArray | None = None
 
     def __post_init__(self) -> None:
         n, s = self.node_ids.size, self.state_node.size
         if not (self.prefix.size == self.expand.size == self.collect.size == s):
             raise ConfigError(f"question {self.qid}: per-state arrays differ in length")
-        items_ok = self.eq6_items is None or self.eq6_items.size == n
+        items_ok = all(x is None or x.size == n for x in (self.eq6_items, self.scored))
         if not (self.eq6.size == self.gold.size == n and items_ok):
             raise ConfigError(f"question {self.qid}: per-node arrays differ in length")
         if s and (self.state_node.min() < 0 or self.state_node.max() >= n):
@@ -94,11 +99,15 @@ class QuestionTable:
             base = relative_scores(base, np.zeros(base.size, dtype=np.int64), 1)
         return replace(self, eq6=base)
 
-    def final_set(self, t1: float, t2: float, t3: float) -> IntArray:
-        """Indices into ``node_ids`` of the final set (Eq. 4–6), smallest Eq. 6 score first."""
+    def final_set(self, t1: float, t2: float, t3: float, t4: float = -math.inf) -> IntArray:
+        """Indices into ``node_ids`` of the final set (Eq. 4–6, united with the scored retriever's
+        candidates with ``scored ≤ t4``), smallest Eq. 6 score first, then smallest ``scored``."""
         ok = (self.prefix <= t1) & (self.collect <= t2)
         nodes = np.unique(self.state_node[ok])
         nodes = nodes[self.eq6[nodes] <= t3]
+        if self.scored is not None:
+            nodes = np.union1d(nodes, np.flatnonzero(self.scored <= t4))
+            return nodes[np.lexsort((self.scored[nodes], self.eq6[nodes]))]
         return nodes[np.argsort(self.eq6[nodes], kind="stable")]
 
 
@@ -116,12 +125,14 @@ class TableBatch:
 
     def __init__(self, qids: Sequence[str], state_q: IntArray, state_node: IntArray, prefix: FloatArray,
                  expand: FloatArray, collect: FloatArray, node_q: IntArray, node_ids: IntArray,
-                 eq6: FloatArray, gold: BoolArray, eq6_items: FloatArray | None = None) -> None:
+                 eq6: FloatArray, gold: BoolArray, eq6_items: FloatArray | None = None,
+                 scored: FloatArray | None = None) -> None:
         self.qids = list(qids)
         self.state_q, self.state_node = state_q, state_node
         self.prefix, self.expand, self.collect = prefix, expand, collect
         self.node_q, self.node_ids, self.eq6, self.gold = node_q, node_ids, eq6, gold
         self.eq6_items = eq6_items
+        self.scored = scored
 
     @property
     def num_questions(self) -> int:
@@ -145,6 +156,9 @@ class TableBatch:
             cat([t.gold for t in tables], np.bool_),  # type: ignore[arg-type]
             cat([t.eq6_items for t in tables], np.float64)  # type: ignore[arg-type,misc]
             if tables and all(t.eq6_items is not None for t in tables) else None,
+            cat([np.full(t.node_ids.size, np.inf) if t.scored is None else t.scored  # type: ignore[arg-type]
+                 for t in tables], np.float64)
+            if any(t.scored is not None for t in tables) else None,
         )
 
     def table(self, q: int) -> QuestionTable:
@@ -154,7 +168,8 @@ class TableBatch:
         first = ns[0] if ns.size else 0
         return QuestionTable(self.qids[q], self.state_node[ss] - first, self.prefix[ss], self.expand[ss],
                              self.collect[ss], self.node_ids[ns], self.eq6[ns], self.gold[ns],
-                             None if self.eq6_items is None else self.eq6_items[ns])
+                             None if self.eq6_items is None else self.eq6_items[ns],
+                             None if self.scored is None else self.scored[ns])
 
     def subset(self, questions: npt.ArrayLike) -> TableBatch:
         """The questions ``questions`` (indices), renumbered 0…k−1 in that order."""
@@ -172,6 +187,7 @@ class TableBatch:
             self.prefix[skeep], self.expand[skeep], self.collect[skeep], remap[self.node_q[nkeep]],
             self.node_ids[nkeep], self.eq6[nkeep], self.gold[nkeep],
             None if self.eq6_items is None else self.eq6_items[nkeep],
+            None if self.scored is None else self.scored[nkeep],
         )
 
     def rescored(self, kind: EvaluatorScore) -> TableBatch:
@@ -182,7 +198,15 @@ class TableBatch:
         if kind.endswith("relative"):
             base = relative_scores(base, self.node_q, self.num_questions)
         return TableBatch(self.qids, self.state_q, self.state_node, self.prefix, self.expand, self.collect,
-                          self.node_q, self.node_ids, base, self.gold, self.eq6_items)
+                          self.node_q, self.node_ids, base, self.gold, self.eq6_items, self.scored)
+
+    def masked(self, keep: BoolArray) -> TableBatch:
+        """This batch without the states of the nodes outside ``keep`` (per node): those nodes can no
+        longer enter the path part of a set."""
+        s = np.flatnonzero(np.asarray(keep, dtype=bool)[self.state_node])
+        return TableBatch(self.qids, self.state_q[s], self.state_node[s], self.prefix[s], self.expand[s],
+                          self.collect[s], self.node_q, self.node_ids, self.eq6, self.gold, self.eq6_items,
+                          self.scored)
 
     def component_scores(self) -> FloatArray:
         """``(questions, 3)`` per-component scores (see :meth:`QuestionTable.component_scores`)."""
@@ -192,6 +216,13 @@ class TableBatch:
         np.minimum.at(out[:, 0], self.state_q[g], self.expand[g])
         np.minimum.at(out[:, 1], self.state_q[g], self.collect[g])
         np.minimum.at(out[:, 2], self.node_q[self.gold], self.eq6[self.gold])
+        return out
+
+    def scored_component(self) -> FloatArray:
+        """Per question, the smallest ``scored`` non-conformity of a gold node (``+∞``: none)."""
+        out = np.full(self.num_questions, np.inf)
+        if self.scored is not None:
+            np.minimum.at(out, self.node_q[self.gold], self.scored[self.gold])
         return out
 
     def gold_retrievable(self) -> BoolArray:
@@ -244,14 +275,75 @@ class TableBatch:
         np.cumsum(gold, axis=3, out=gold)
         return GridResult(gold > 0, size)
 
+    # ------------------------------------------------------------------ a second, scored retriever
+    def with_scored(self, question: npt.ArrayLike, nonconformity: npt.ArrayLike, gold: npt.ArrayLike,
+                    node_ids: npt.ArrayLike | None = None) -> TableBatch:
+        """This batch plus a scored retriever's candidates: ``question[i]`` (index), ``nonconformity[i]``
+        (e.g. ``1 − p``) and ``gold[i]`` per candidate. With ``node_ids`` a candidate that is already a
+        node of its question gets the score (the smaller one if listed twice); the others, and all of
+        them without ``node_ids`` (ids from another id space), become new nodes that only the scored
+        part of the set can reach (no states, Eq. 6 = +∞; ``node_ids`` −1 when unknown)."""
+        q = np.asarray(question, dtype=np.int64).ravel()
+        nc = np.asarray(nonconformity, dtype=np.float64).ravel()
+        g = np.asarray(gold, dtype=bool).ravel()
+        ids = np.full(q.size, -1, dtype=np.int64) if node_ids is None else np.asarray(node_ids, np.int64)
+        if not (nc.size == g.size == ids.size == q.size):
+            raise ConfigError("with_scored: question, nonconformity, gold and node_ids differ in length")
+        if q.size and (q.min() < 0 or q.max() >= self.num_questions):
+            raise ConfigError(f"with_scored: question index outside 0..{self.num_questions - 1}")
+        if np.isnan(nc).any():
+            raise ConfigError("with_scored: a non-conformity score is NaN")
+        scored = np.full(self.node_q.size, np.inf) if self.scored is None else self.scored.copy()
+        new = np.ones(q.size, dtype=bool)
+        if node_ids is not None and self.node_q.size:
+            pairs = zip(self.node_q.tolist(), self.node_ids.tolist(), strict=True)
+            known = {(a, b): i for i, (a, b) in enumerate(pairs)}
+            hit = np.asarray([known.get(k, -1) for k in zip(q.tolist(), ids.tolist(), strict=True)])
+            new = hit < 0
+            np.minimum.at(scored, hit[~new], nc[~new])
+        # merge the new nodes in, keeping nodes grouped by question (``table``/``subset`` rely on it)
+        node_q = np.concatenate([self.node_q, q[new]])
+        order = np.argsort(node_q, kind="stable")
+        position = np.empty(order.size, dtype=np.int64)
+        position[order] = np.arange(order.size)
+        k = int(new.sum())
+
+        def grow(old: npt.NDArray[np.generic], extra: npt.NDArray[np.generic]) -> npt.NDArray[np.generic]:
+            return np.concatenate([old, extra])[order]
+
+        inf = np.full(k, np.inf)
+        return TableBatch(
+            self.qids, self.state_q, position[self.state_node], self.prefix, self.expand, self.collect,
+            node_q[order], grow(self.node_ids, ids[new]), grow(self.eq6, inf), grow(self.gold, g[new]),  # type: ignore[arg-type]
+            None if self.eq6_items is None else grow(self.eq6_items, inf),  # type: ignore[arg-type]
+            grow(scored, nc[new]),  # type: ignore[arg-type]
+        )
+
+    def scored_grid(self, T4: npt.ArrayLike) -> GridResult:
+        """Coverage and size of the scored part alone, ``{node : scored ≤ T4[l]}``, shaped ``(questions,
+        |T4|)`` (all empty when the batch has no scored retriever)."""
+        t4 = np.asarray(T4, dtype=np.float64)
+        if t4.ndim != 1 or t4.size == 0 or (t4[1:] < t4[:-1]).any():
+            raise ConfigError("scored thresholds must be a non-empty ascending 1-d array")
+        nq, n4 = self.num_questions, t4.size
+        if self.scored is None:
+            return GridResult(np.zeros((nq, n4), dtype=bool), np.zeros((nq, n4), dtype=np.int32))
+        i4 = np.searchsorted(t4, self.scored, side="left")
+        ok = i4 < n4
+        flat = self.node_q[ok] * n4 + i4[ok]
+        size = np.cumsum(np.bincount(flat, minlength=nq * n4).reshape(nq, n4), axis=1)
+        gold = np.cumsum(np.bincount(flat[self.gold[ok]], minlength=nq * n4).reshape(nq, n4), axis=1)
+        return GridResult(gold > 0, size.astype(np.int32))
+
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> Path:
         arrays: dict[str, npt.NDArray[np.generic]] = {
             "qids": np.asarray(self.qids, dtype=str), "state_q": self.state_q, "state_node": self.state_node,
             "prefix": self.prefix, "expand": self.expand, "collect": self.collect, "node_q": self.node_q,
             "node_ids": self.node_ids, "eq6": self.eq6, "gold": self.gold}
-        if self.eq6_items is not None:
-            arrays["eq6_items"] = self.eq6_items
+        for name in ("eq6_items", "scored"):
+            if (value := getattr(self, name)) is not None:
+                arrays[name] = value
         return savez_atomic(path, arrays)
 
     @classmethod
@@ -261,7 +353,8 @@ class TableBatch:
             with np.load(path, allow_pickle=False) as z:
                 return cls([str(x) for x in z["qids"]], z["state_q"], z["state_node"], z["prefix"],
                            z["expand"], z["collect"], z["node_q"], z["node_ids"], z["eq6"], z["gold"],
-                           z["eq6_items"] if "eq6_items" in z.files else None)
+                           z["eq6_items"] if "eq6_items" in z.files else None,
+                           z["scored"] if "scored" in z.files else None)
         except (OSError, KeyError, ValueError) as exc:
             raise DataError(f"cannot read UAG tables: {exc}", path) from exc
 

@@ -2,8 +2,11 @@
 
 * p-values: the binomial tail ``P(Binom(n, α) ≤ Σ L_λ)`` (Theorem 2, exact for 0/1 losses), or the
   Hoeffding–Bentkus bound through MAPIE's ``compute_hoeffding_bentkus_p_value``.
-* FWER control (guaranteed): ``bonferroni``, ``holm`` and ``fixed_sequence`` through MAPIE's
-  ``control_fwer``; the fixed sequence follows an order learned on data disjoint from the calibration set.
+* FWER control (guaranteed): ``bonferroni`` and ``holm`` through MAPIE's ``control_fwer``;
+  ``fixed_sequence`` (an order learned on data disjoint from the calibration set, each hypothesis tested
+  at δ until the first acceptance) as one vectorised prefix scan. MAPIE's loop recomputes an m-vector of
+  local levels per rejection, O(m²): minutes for the 10⁶-λ families here; the test suite checks that
+  both reject the same hypotheses.
 * ``top_p``: UAG's heuristic (appendix, "setting n = 1"): each λ is tested at level δ with no correction.
   It does **not** control the FWER and carries no guarantee.
 
@@ -78,7 +81,7 @@ def _check(losses_sum: npt.ArrayLike, n: int, alpha: float) -> IntArray:
 def binomial_p_values(losses_sum: npt.ArrayLike, n: int, alpha: float) -> FloatArray:
     """Theorem 2: ``p_λ = P(Binom(n, α) ≤ Σ_i L_λ(i))`` for 0/1 losses, one per λ."""
     k = _check(losses_sum, n, alpha)
-    return np.asarray(binom.cdf(k, n, alpha), dtype=np.float64)
+    return np.asarray(binom.cdf(np.arange(n + 1), n, alpha), dtype=np.float64)[k]  # one cdf per count
 
 
 def hoeffding_bentkus_p_values(losses_sum: npt.ArrayLike, n: int, alpha: float) -> FloatArray:
@@ -104,8 +107,8 @@ def control_fwer(p: npt.ArrayLike, delta: float, method: FwerMethod, order: npt.
     """Mask of rejected null hypotheses (= valid λ).
 
     ``fixed_sequence`` tests ``order`` (indices, most promising first; default 0, 1, …) at level δ each
-    and stops at the first acceptance; ``bonferroni`` tests each at δ/m, ``holm`` steps down; these three
-    run MAPIE's implementations. ``top_p`` tests each at δ uncorrected (UAG's heuristic, no guarantee).
+    and stops at the first acceptance; ``bonferroni`` tests each at δ/m and ``holm`` steps down (both run
+    MAPIE's implementations). ``top_p`` tests each at δ uncorrected (UAG's heuristic, no guarantee).
     """
     pv = np.asarray(p, dtype=np.float64).ravel()
     if pv.size == 0:
@@ -114,18 +117,19 @@ def control_fwer(p: npt.ArrayLike, delta: float, method: FwerMethod, order: npt.
         raise ConfigError(f"delta must be in (0, 1], got {delta}")
     if method == "top_p":
         return pv <= delta
+    mask = np.zeros(pv.size, dtype=bool)
+    if method == "fixed_sequence":
+        seq = np.arange(pv.size) if order is None else np.asarray(order, dtype=np.int64).ravel()
+        if seq.size == 0 or seq.min() < 0 or seq.max() >= pv.size or np.bincount(seq).max() > 1:
+            raise ConfigError("fixed_sequence: order must list distinct hypothesis indices")
+        accepted = pv[seq] > delta
+        stop = int(np.argmax(accepted)) if accepted.any() else seq.size
+        mask[seq[:stop]] = True
+        return mask
     try:
         from mapie.risk_control import control_fwer as mapie_control_fwer
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise ConfigError("FWER control needs MAPIE: pip install 'kgwise[ml]'") from exc
-    mask = np.zeros(pv.size, dtype=bool)
-    if method == "fixed_sequence":
-        seq = np.arange(pv.size) if order is None else np.asarray(order, dtype=np.int64).ravel()
-        if seq.size == 0 or np.unique(seq).size != seq.size or seq.min() < 0 or seq.max() >= pv.size:
-            raise ConfigError("fixed_sequence: order must list distinct hypothesis indices")
-        rejected = mapie_control_fwer(pv[seq], delta, fwer_method="fixed_sequence")
-        mask[seq[rejected]] = True
-        return mask
     if method == "bonferroni":
         mask[mapie_control_fwer(pv, delta, fwer_method="bonferroni")] = True
         return mask

@@ -13,6 +13,7 @@ _LABELS = {
     "uag_bonferroni": "UAG (Bonferroni LTT)",
     "uag_top_p": "UAG top-p (paper, no guarantee)",
     "uag_eq6": "UAG, Eq. 6 scores only (fixed-sequence LTT)",
+    "uag_gnn": "UAG ∪ GNN candidates (fixed-sequence LTT)",
     "split_cp": "Split CP (ReaRev GNN)",
     "top_k": "Top-K (ReaRev GNN)",
 }

@@ -6,12 +6,16 @@ scores ``UAGConfig.evaluator_scores`` — ``absolute`` (Eq. 6 as written) and ``
 question's best Eq. 6 score; a kgwise addition: a threshold on it keeps the candidates about as close to
 the generation as the closest one, so a question whose generation matches a candidate gets a small set),
 and, for tables with item-level scores, the same two against the generation's listed items.
+With ``UAGConfig.scored_step`` Λ gains α4 for a second, scored retriever (e.g. a GNN's candidates, see
+:meth:`TableBatch.with_scored`): the set becomes the union of the above and the retriever's candidates
+whose non-conformity is under the α4 quantile; α4 = 1 adds none, so the family without it is contained.
 Each ``α_k`` maps to the threshold ``q_{α_k}`` = Eq. 1's conformal quantile of the component's
 per-question scores on a *tuning* split (``α_k = 0`` → ``+∞``, no filtering; ``α_k = 1`` would empty every
 set and is left out). The loss is the miss ``L_λ = 1{no gold answer in C_λ(X)}`` (Theorem 3's proof). On a
 disjoint *calibration* split LTT tests ``H0_λ: E[L_λ] > α`` for every λ and keeps the rejected ones
 (Λ_valid); the selected λ is the valid one with the smallest mean set size on the tuning split. The
-fixed-sequence order is learned on the tuning split too (lowest tuning risk first), so the guarantee
+fixed-sequence order is learned on the tuning split too (its (risk, size) Pareto front, lowest risk first:
+:func:`pareto_order`), so the guarantee
 ``P(E[L_λ̂ | D_cal] ≤ α) ≥ 1 − δ`` holds for the guaranteed FWER methods whatever the family Λ. With
 ``fwer="top_p"`` (the paper's choice) it does not.
 
@@ -39,7 +43,7 @@ from kgwise.errors import ConfigError
 from kgwise.kg.base import KnowledgeGraph, normalise_label
 from kgwise.types import Question
 
-__all__ = ["UAG", "UAGConfig", "alpha_levels", "question_table"]
+__all__ = ["UAG", "UAGConfig", "alpha_levels", "pareto_order", "question_table"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -52,15 +56,27 @@ def alpha_levels(h: float) -> FloatArray:
     return np.round(np.arange(n) * h, 10)
 
 
+def pareto_order(risk: FloatArray, size: FloatArray) -> npt.NDArray[np.int64]:
+    """The fixed-sequence order: the λ on the tuning split's (risk, size) Pareto front, lowest risk (largest
+    sets) first. A dominated λ (no smaller set at no more risk) would never be selected, yet testing it
+    could end the sequence early; leaving it out uses the tuning data only, so the guarantee is kept."""
+    order = np.lexsort((size, risk))
+    best_before = np.minimum.accumulate(np.r_[np.inf, size[order][:-1]])
+    return order[size[order] < best_before].astype(np.int64)
+
+
 @dataclass(frozen=True, slots=True)
 class UAGConfig:
     """``alpha``: target miss rate; ``steps``: the grid step ``h`` for (α1, α2, α3) (paper: 0.3, 0.3, 0.1;
     default here 0.05, 0.05, 0.025: 16,000 λ per evaluator score); ``evaluator_scores``: the Eq. 6 score
-    variants in Λ (``("absolute",)`` is the paper's family); ``ltt``: δ (0.05), FWER method, p-value."""
+    variants in Λ (``("absolute",)`` is the paper's family); ``scored_step``: grid step of α4 for a
+    scored retriever's candidates (``None``: no such retriever, the paper's UAG); ``ltt``: δ (0.05), FWER
+    method, p-value."""
 
     alpha: float = 0.1
     steps: tuple[float, float, float] = (0.05, 0.05, 0.025)
     evaluator_scores: tuple[EvaluatorScore, ...] = ("absolute", "relative")
+    scored_step: float | None = None
     ltt: LTTConfig = field(default_factory=LTTConfig)
 
     def __post_init__(self) -> None:
@@ -68,7 +84,7 @@ class UAGConfig:
             raise ConfigError(f"alpha must be in (0, 1), got {self.alpha}")
         if len(self.steps) != 3:
             raise ConfigError("steps needs one grid step per component (α1, α2, α3)")
-        for h in self.steps:
+        for h in (*self.steps, *(() if self.scored_step is None else (self.scored_step,))):
             alpha_levels(h)
         if not self.evaluator_scores or len(set(self.evaluator_scores)) != len(self.evaluator_scores):
             raise ConfigError("evaluator_scores must list distinct score kinds")
@@ -84,12 +100,14 @@ class UAG:
         self.config = config or UAGConfig()
         self.levels_: tuple[FloatArray, FloatArray, FloatArray] | None = None
         self.thresholds_: tuple[FloatArray, FloatArray, FloatArray] | None = None  # T3: a row per score kind
+        self.scored_levels_: FloatArray = np.ones(1)  # α4, first 1 (no scored candidates)
+        self.scored_thresholds_: FloatArray = np.full(1, -np.inf)
         self.tune_risk_: FloatArray | None = None
         self.tune_size_: FloatArray | None = None
         self.order_: npt.NDArray[np.int64] | None = None
         self.result_: LTTResult | None = None
-        self.lambda_: tuple[float, float, float] | None = None
-        self.chosen_thresholds_: tuple[float, float, float] | None = None
+        self.lambda_: tuple[float, float, float, float] | None = None
+        self.chosen_thresholds_: tuple[float, float, float, float] | None = None
         self.evaluator_score_: EvaluatorScore | None = None
 
     # ------------------------------------------------------------------ fit (tuning split)
@@ -107,46 +125,85 @@ class UAG:
                        for kind in self.config.evaluator_scores])
         self.levels_ = (levels[0], levels[1], levels[2])
         self.thresholds_ = (quantiles(comp[:, 0], 0), quantiles(comp[:, 1], 1), t3)
-        res = self.grid(tune)
-        self.tune_risk_ = 1.0 - res.covered.mean(axis=0).ravel()
-        self.tune_size_ = res.size.mean(axis=0, dtype=np.float64).ravel()
-        # fixed-sequence order: lowest tuning risk first, larger sets first among ties
-        self.order_ = np.lexsort((-self.tune_size_, self.tune_risk_)).astype(np.int64)
+        if self.config.scored_step is not None:
+            self._check_scored(tune)
+            s4 = tune.scored_component()
+            lv = alpha_levels(self.config.scored_step)[::-1]
+            self.scored_levels_ = np.concatenate([[1.0], lv])
+            t4 = [conformal_quantile(s4, float(x)) for x in lv]
+            self.scored_thresholds_ = np.concatenate([[-np.inf], t4])
+        covered, size = self._totals(tune, sizes=True)
+        self.tune_risk_ = 1.0 - covered / tune.num_questions
+        self.tune_size_ = size / tune.num_questions
+        self.order_ = pareto_order(self.tune_risk_, self.tune_size_)
         return self
 
-    def grid(self, batch: TableBatch, sizes: bool = True) -> GridResult:
-        """Coverage and size of every question at every λ, shaped ``(questions, *grid_shape)``."""
+    def grid(self, batch: TableBatch, sizes: bool = True, keep: npt.NDArray[np.bool_] | None = None
+             ) -> GridResult:
+        """Coverage and size of the path part (Eq. 4–6) of every question at every ``(s, α1, α2, α3)``,
+        shaped ``(questions, *grid_shape[:4])``; ``keep`` restricts it to those nodes (after rescoring)."""
         if self.thresholds_ is None:
             raise ConfigError("UAG: call fit() first")
         t1, t2, t3 = self.thresholds_
-        parts = [batch.rescored(kind).grid(t1, t2, t3[v], sizes=sizes)
-                 for v, kind in enumerate(self.config.evaluator_scores)]
+        scored = [batch.rescored(kind) for kind in self.config.evaluator_scores]
+        parts = [(b if keep is None else b.masked(keep)).grid(t1, t2, t3[v], sizes=sizes)
+                 for v, b in enumerate(scored)]
         return GridResult(np.stack([p.covered for p in parts], axis=1),
                           np.stack([p.size for p in parts], axis=1))
 
+    def _check_scored(self, batch: TableBatch) -> None:
+        if self.config.scored_step is not None and batch.scored is None:
+            raise ConfigError("UAGConfig.scored_step needs tables with a scored retriever "
+                              "(TableBatch.with_scored)")
+
+    def _totals(self, batch: TableBatch, sizes: bool) -> tuple[FloatArray, FloatArray]:
+        """Covered-question count and set-size sum over ``batch`` per flat λ (sizes zero unless
+        ``sizes``). The union with the scored part: covered if either part covers; size = both sizes
+        minus the nodes in both (only computed when some node has states and a finite ``scored``)."""
+        self._check_scored(batch)
+        base = self.grid(batch, sizes=sizes)
+        part = batch.scored_grid(self.scored_thresholds_)
+        n4 = self.scored_thresholds_.size
+        covered = np.stack([(base.covered | part.covered[:, m, None, None, None, None]).sum(axis=0)
+                            for m in range(n4)], axis=-1).astype(np.float64)
+        if not sizes:
+            return covered.ravel(), np.zeros(covered.size)
+        size = base.size.sum(axis=0, dtype=np.float64)[..., None] + part.size.sum(axis=0, dtype=np.float64)
+        if batch.scored is not None:
+            with_state = np.zeros(batch.node_q.size, dtype=bool)
+            with_state[batch.state_node] = True
+            if (with_state & np.isfinite(batch.scored)).any():
+                for m, t4 in enumerate(self.scored_thresholds_.tolist()):
+                    size[..., m] -= self.grid(batch, keep=batch.scored <= t4).size.sum(axis=0)
+        return covered.ravel(), size.ravel()
+
     @property
-    def grid_shape(self) -> tuple[int, int, int, int]:
-        """``(evaluator scores, |α1 levels|, |α2 levels|, |α3 levels|)``."""
+    def grid_shape(self) -> tuple[int, int, int, int, int]:
+        """``(evaluator scores, |α1 levels|, |α2 levels|, |α3 levels|, |α4 levels|)`` (one α4 level, 1,
+        without a scored retriever)."""
         if self.levels_ is None:
             raise ConfigError("UAG: call fit() first")
         return (len(self.config.evaluator_scores), self.levels_[0].size, self.levels_[1].size,
-                self.levels_[2].size)
+                self.levels_[2].size, self.scored_levels_.size)
 
-    def lambda_at(self, index: int) -> tuple[float, float, float]:
-        """``(α1, α2, α3)`` of flat grid index ``index`` (its evaluator score: :meth:`evaluator_score_at`)."""
+    def lambda_at(self, index: int) -> tuple[float, float, float, float]:
+        """``(α1, α2, α3, α4)`` of flat grid index ``index`` (its evaluator score:
+        :meth:`evaluator_score_at`)."""
         assert self.levels_ is not None
-        _, i, j, k = np.unravel_index(index, self.grid_shape)
-        return (float(self.levels_[0][i]), float(self.levels_[1][j]), float(self.levels_[2][k]))
+        _, i, j, k, m = np.unravel_index(index, self.grid_shape)
+        return (float(self.levels_[0][i]), float(self.levels_[1][j]), float(self.levels_[2][k]),
+                float(self.scored_levels_[m]))
 
     def evaluator_score_at(self, index: int) -> EvaluatorScore:
         """The evaluator score kind of flat grid index ``index``."""
         return self.config.evaluator_scores[int(np.unravel_index(index, self.grid_shape)[0])]
 
-    def thresholds_at(self, index: int) -> tuple[float, float, float]:
+    def thresholds_at(self, index: int) -> tuple[float, float, float, float]:
+        """``(t1, t2, t3, t4)`` of flat grid index ``index``."""
         assert self.thresholds_ is not None
-        v, i, j, k = np.unravel_index(index, self.grid_shape)
+        v, i, j, k, m = np.unravel_index(index, self.grid_shape)
         t1, t2, t3 = self.thresholds_
-        return (float(t1[i]), float(t2[j]), float(t3[v, k]))
+        return (float(t1[i]), float(t2[j]), float(t3[v, k]), float(self.scored_thresholds_[m]))
 
     # ------------------------------------------------------------------ calibrate (LTT)
     def adopt_fit(self, other: UAG) -> UAG:
@@ -155,13 +212,17 @@ class UAG:
             other.config.evaluator_scores != self.config.evaluator_scores
         ):
             raise ConfigError("UAG.adopt_fit: the other instance is not fitted on the same grid")
+        if other.config.scored_step != self.config.scored_step:
+            raise ConfigError("UAG.adopt_fit: the other instance has another scored_step")
         self.levels_, self.thresholds_ = other.levels_, other.thresholds_
+        self.scored_levels_, self.scored_thresholds_ = other.scored_levels_, other.scored_thresholds_
         self.tune_risk_, self.tune_size_, self.order_ = other.tune_risk_, other.tune_size_, other.order_
         return self
 
     def loss_counts(self, cal: TableBatch) -> npt.NDArray[np.int64]:
         """``Σ_i L_λ(i)`` over ``cal`` for every flat grid index λ (misses: no gold answer in the set)."""
-        return np.asarray((~self.grid(cal, sizes=False).covered).sum(axis=0).ravel(), dtype=np.int64)
+        covered, _ = self._totals(cal, sizes=False)
+        return (cal.num_questions - covered).astype(np.int64)
 
     def calibrate(self, cal: TableBatch, alpha: float | None = None,
                   losses: npt.NDArray[np.int64] | None = None) -> UAG:
@@ -205,20 +266,24 @@ class UAG:
         """Per question of ``batch`` at λ̂: ``covered``, ``size`` and ``hit1`` (top element is gold)."""
         if self.chosen_thresholds_ is None or self.evaluator_score_ is None:
             raise ConfigError("UAG: no valid λ at this α and δ (or not calibrated)")
-        t1, t2, t3 = self.chosen_thresholds_
+        self._check_scored(batch)
+        t1, t2, t3, t4 = self.chosen_thresholds_
         batch = batch.rescored(self.evaluator_score_)
         ok = (batch.prefix <= t1) & (batch.collect <= t2)
         in_c = np.zeros(batch.node_q.size, dtype=bool)
         in_c[batch.state_node[ok]] = True
         final = in_c & (batch.eq6 <= t3)
+        scored = np.zeros(batch.node_q.size) if batch.scored is None else batch.scored
+        if batch.scored is not None:
+            final |= batch.scored <= t4
         n = batch.num_questions
         size = np.bincount(batch.node_q[final], minlength=n).astype(np.float64)
         covered = np.bincount(batch.node_q[final & batch.gold], minlength=n) > 0
-        # top-1: the final node with the smallest Eq. 6 score (first on ties)
+        # top-1: the final node with the smallest Eq. 6 score, then the smallest scored (first on ties)
         idx = np.flatnonzero(final)
         hit1 = np.zeros(n, dtype=bool)
         if idx.size:
-            order = idx[np.lexsort((idx, batch.eq6[idx], batch.node_q[idx]))]
+            order = idx[np.lexsort((idx, scored[idx], batch.eq6[idx], batch.node_q[idx]))]
             q = batch.node_q[order]
             first = order[np.r_[True, q[1:] != q[:-1]]]
             hit1[batch.node_q[first]] = batch.gold[first]

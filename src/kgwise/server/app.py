@@ -1,14 +1,17 @@
-"""``create_app``: the HTTP API over a :class:`~kgwise.inject.KnowledgeInjector`.
+"""``create_app``: the HTTP API over a :class:`~kgwise.inject.KnowledgeInjector` and a Coke router.
 
-Routes: ``GET /health``; ``POST /v1/answer`` (KnowGPT answer with the knowledge used, the combination,
-the usage and, when a calibration file is configured, the calibrated answer set); ``POST /v1/subgraph``
-(grounded concepts, P_sub triples and paths, no LLM call). Local models are not thread-safe, so requests
-that reach the LLM are served one at a time.
+Routes: ``GET /health``; with a graph, ``POST /v1/answer`` (KnowGPT answer with the knowledge used, the
+combination, the usage and, when a calibration file is configured, the calibrated answer set) and ``POST
+/v1/subgraph`` (grounded concepts, P_sub triples and paths, no LLM call); with a router file, ``POST
+/v1/route`` and ``POST /v1/route/feedback`` (see :mod:`kgwise.server.routing`). Local models are not
+thread-safe, so requests that reach the LLM are served one at a time.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,25 +19,29 @@ from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgwise.conformal.split import SplitConformal
-from kgwise.errors import KgwiseError
+from kgwise.errors import ConfigError, KgwiseError
 from kgwise.inject.build import DEFAULT_COMBO, build_injector, make_question
 from kgwise.inject.calibration import with_prediction_set
 from kgwise.inject.injector import KnowledgeInjector
+from kgwise.server.routing import RoutingService, routing_api
 
 __all__ = ["AnswerRequest", "ServerSettings", "create_app"]
 
 
 class ServerSettings(BaseModel):
     """What the service serves: a graph file, an LLM spec and, optionally, a trained P_RL policy, a prompt
-    bandit and a calibration (``kgwise calibrate``) for answer sets."""
+    bandit and a calibration (``kgwise calibrate``) for answer sets; and/or a Coke router state file
+    (``kgwise route init``), updated in place."""
 
     model_config = ConfigDict(frozen=True)
 
-    kg: Path
+    kg: Path | None = None
     llm: str = "smollm2-135m"
     policy: Path | None = None
     bandit: Path | None = None
     calibration: Path | None = None
+    router: Path | None = None
+    router_save_every_s: float = Field(default=30.0, ge=0.0)
 
 
 class AnswerRequest(BaseModel):
@@ -49,11 +56,37 @@ class AnswerRequest(BaseModel):
 
 
 def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = None) -> FastAPI:
-    """The FastAPI application; ``injector`` defaults to one built from ``settings``."""
-    inj = injector or build_injector(settings.kg, settings.llm, settings.policy, settings.bandit)
+    """The FastAPI application; ``injector`` defaults to one built from ``settings`` (when it names a
+    graph). Raises ``ConfigError`` when there is neither a graph nor a router to serve."""
+    if injector is None and settings.kg is None and settings.router is None:
+        raise ConfigError("nothing to serve: give a graph (--kg) and/or a router state file (--router)")
+    routing = None
+    if settings.router is not None:
+        from kgwise.embed import MiniLM
+
+        encoder = MiniLM()
+        routing = RoutingService(settings.router, lambda text: encoder.encode([text])[0], encoder.dim,
+                                 save_every_s=settings.router_save_every_s)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        if routing is not None:
+            routing.save()  # what was learned since the last periodic write
+
+    app = FastAPI(title="kgwise", summary="Knowledge-graph-grounded question answering with LLMs",
+                  lifespan=lifespan)
+    if routing is not None:
+        app.include_router(routing_api(routing))
+    if injector is None and settings.kg is None:
+        @app.get("/health")
+        def routing_health() -> dict[str, Any]:
+            return {"status": "ok", "router": routing.status() if routing is not None else None}
+
+        return app
+    inj = injector or build_injector(settings.kg, settings.llm, settings.policy, settings.bandit)  # type: ignore[arg-type]
     conformal = SplitConformal.load(settings.calibration) if settings.calibration is not None else None
     lock = threading.Lock()
-    app = FastAPI(title="kgwise", summary="Knowledge-graph-grounded question answering with LLMs")
 
     def question_of(req: AnswerRequest) -> Any:
         try:
@@ -71,6 +104,7 @@ def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = No
             "combos": inj.combos(),
             "bandit": inj.bandit is not None,
             "calibrated": conformal is not None,
+            "router": routing.status() if routing is not None else None,
         }
 
     @app.post("/v1/answer")

@@ -1,0 +1,91 @@
+"""Coke over HTTP: route → feedback with deferred rewards, budget errors, state saved and resumed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from kgwise.cli.main import app as cli
+from kgwise.embed import MiniLM
+from kgwise.errors import ConfigError
+from kgwise.route.coke import CokeRouter
+from kgwise.server import ServerSettings, create_app
+
+QUESTIONS = ["Which drug treats high blood pressure?", "Where is the Eiffel Tower?",
+             "Who wrote Hamlet?", "What is the capital of Jamaica?"]
+
+
+@pytest.fixture()
+def router_file(tmp_path: Path) -> Path:
+    out = tmp_path / "router.json"
+    res = CliRunner().invoke(cli, ["route", "init", "--arm", "gnn:KGM:0.7", "--arm", "small:LLM",
+                                   "--arm", "big:LLM:0.9", "--budget", "1.0", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    return out
+
+
+def test_route_init_writes_a_router_and_rejects_bad_input(router_file: Path, tmp_path: Path) -> None:
+    r = CokeRouter.load(router_file)
+    assert r.names == ["gnn", "small", "big"] and r.clusters == ["KGM", "LLM", "LLM"]
+    assert r.reported_accuracy == [0.7, None, 0.9] and r.budget == 1.0 and r.dim == MiniLM().dim
+    for bad in (["--arm", "gnn:KGM", "--budget", "0"], ["--arm", "gnn:GPU", "--budget", "1"],
+                ["--arm", "gnn:KGM:high", "--budget", "1"], ["--arm", "gnn", "--budget", "1"]):
+        res = CliRunner().invoke(cli, ["route", "init", *bad, "--out", str(tmp_path / "x.json")])
+        assert res.exit_code != 0 and not (tmp_path / "x.json").exists(), bad
+
+
+def test_route_feedback_budget_and_resume(router_file: Path) -> None:
+    settings = ServerSettings(router=router_file, router_save_every_s=3600)
+    costs = [0.0, 0.1, 0.4]
+    with TestClient(create_app(settings)) as client:
+        assert client.get("/health").json()["router"]["arms"] == ["gnn", "small", "big"]
+        decisions = []
+        for q in QUESTIONS:
+            body = client.post("/v1/route", json={"question": q, "costs": costs}).json()
+            assert body["arm"] in ("gnn", "small", "big") and body["decision"]
+            decisions.append(body)
+        assert client.get("/health").json()["router"]["pending"] == len(QUESTIONS)
+        # rewards arrive later, in any order
+        spent = 0.0
+        for body in reversed(decisions):
+            cost = costs[body["arm_index"]]
+            fb = {"decision": body["decision"], "reward": 1, "cost": cost}
+            res = client.post("/v1/route/feedback", json=fb)
+            assert res.status_code == 200, res.text
+            spent += cost
+            assert res.json()["spent"] == pytest.approx(spent)
+        again = client.post("/v1/route/feedback", json={"decision": decisions[0]["decision"], "reward": 1,
+                                                         "cost": 0})
+        assert again.status_code == 404  # once per decision
+        # a cost beyond the budget is refused and the decision stays open for a corrected report
+        d = client.post("/v1/route", json={"question": QUESTIONS[0], "costs": [0.0, 0.0, 0.0]}).json()
+        over = client.post("/v1/route/feedback", json={"decision": d["decision"], "reward": 0, "cost": 5.0})
+        assert over.status_code == 422 and "budget" in over.json()["detail"]
+        ok = client.post("/v1/route/feedback", json={"decision": d["decision"], "reward": 0, "cost": 0.0})
+        assert ok.status_code == 200
+        assert client.post("/v1/route", json={"question": "x", "costs": [0.1]}).status_code == 422
+        assert client.post("/v1/route", json={"question": "", "costs": costs}).status_code == 422
+        bad_reward = {"decision": "nope", "reward": 2, "cost": 0}
+        assert client.post("/v1/route/feedback", json=bad_reward).status_code == 422
+        health = client.get("/health").json()["router"]
+    # the service wrote its state when it stopped: a new one resumes the spending and the bandits
+    saved = CokeRouter.load(router_file)
+    assert saved.spent == pytest.approx(health["spent"]) and saved.questions_seen == len(QUESTIONS) + 1
+    assert saved.pulls.sum() == len(QUESTIONS) + 1
+    x = MiniLM().encode(["a new question"])[0]
+    twin = CokeRouter.load(router_file)
+    assert [saved.select(x, costs) for _ in range(5)] == [twin.select(x, costs) for _ in range(5)]
+    assert json.loads(router_file.read_text())["kind"] == "CokeRouter"
+
+
+def test_nothing_to_serve_and_dimension_mismatch(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        create_app(ServerSettings())
+    small = tmp_path / "small.json"
+    CokeRouter(["a", "b"], ["KGM", "LLM"], 8, budget=1.0).save(small)
+    with pytest.raises(ConfigError, match="8-d"):
+        create_app(ServerSettings(router=small))
