@@ -125,11 +125,12 @@ def test_uag_guarantee_on_webqsp(webqsp: tuple[TableBatch, object]) -> None:
 def test_uag_with_gnn_candidates_guarantee_on_webqsp(webqsp: tuple[TableBatch, object]) -> None:
     """The family with α4 (ReaRev's candidates united with the path set), fixed-sequence LTT."""
     from kgwise.conformal.baselines import CandidateBatch
-    from kgwise.conformal.experiment import with_gnn
+    from kgwise.conformal.experiment import ExperimentConfig, with_gnn
 
     tables, gnn = webqsp
     assert isinstance(gnn, CandidateBatch)
     tables = with_gnn(tables, gnn)
+    step = ExperimentConfig().gnn_step  # the evaluation's α4 grid
     n = tables.num_questions
     n_tune, n_cal = 300, 400
     viol = dict.fromkeys(ALPHAS, 0)
@@ -138,10 +139,10 @@ def test_uag_with_gnn_candidates_guarantee_on_webqsp(webqsp: tuple[TableBatch, o
         perm = np.random.default_rng(30_000 + s).permutation(n)
         tune, cal, test = (tables.subset(perm[:n_tune]), tables.subset(perm[n_tune:n_tune + n_cal]),
                            tables.subset(perm[n_tune + n_cal:]))
-        base = UAG(UAGConfig(evaluator_scores=EVALUATOR_SCORES, scored_step=0.05)).fit(tune)
+        base = UAG(UAGConfig(evaluator_scores=EVALUATOR_SCORES, scored_step=step)).fit(tune)
         losses = base.loss_counts(cal)
         for a in ALPHAS:
-            cfg = UAGConfig(alpha=a, evaluator_scores=EVALUATOR_SCORES, scored_step=0.05,
+            cfg = UAGConfig(alpha=a, evaluator_scores=EVALUATOR_SCORES, scored_step=step,
                             ltt=LTTConfig(delta=DELTA))
             uag = UAG(cfg).adopt_fit(base).calibrate(cal, losses=losses)
             if uag.abstains:

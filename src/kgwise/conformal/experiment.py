@@ -86,7 +86,7 @@ class ExperimentConfig:
     tune_fraction: float = 0.25
     cal_fraction: float = 0.35
     steps: tuple[float, float, float] = (0.05, 0.05, 0.025)
-    gnn_step: float = 0.05
+    gnn_step: float = 0.025
     delta: float = 0.05
     gnn: str = "rearev-sbert"
     retriever: RetrieverConfig = field(default_factory=RetrieverConfig)

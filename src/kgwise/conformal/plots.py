@@ -43,8 +43,9 @@ def plot_report(report: dict[str, Any], alphas: Sequence[float], out_dir: Path, 
                     xs.append(a)
                     ys.append(e[key])
                     es.append(e.get(f"{key}_std") or 0.0)
-            if xs:
-                ax.errorbar(xs, ys, yerr=es, marker="o", capsize=3, label=label)
+            if xs:  # ± std over splits; a size bar stops at 0
+                low = [min(e, y) for e, y in zip(es, ys, strict=True)] if key == "apss" else es
+                ax.errorbar(xs, ys, yerr=[low, es], marker="o", capsize=3, label=label)
         paper = report.get("meta", {}).get("paper_table6_webqsp", {}).get("uag", {})
         pts = [(float(a), v[0] / 100 if key == "ecr" else v[1]) for a, v in paper.items() if v]
         if pts:
@@ -53,6 +54,7 @@ def plot_report(report: dict[str, Any], alphas: Sequence[float], out_dir: Path, 
             ax.plot(list(alphas), [1 - a for a in alphas], "k--", lw=1, label="1 − α")
         else:
             ax.set_yscale("symlog", linthresh=1.0)
+            ax.set_ylim(bottom=0)
         ax.set_xlabel("risk level α")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
