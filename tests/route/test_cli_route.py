@@ -58,6 +58,10 @@ def test_eval_route_small(tmp_path: Path, data_dir: Path) -> None:
     assert all(b["cost"] <= b["budget_abs"] + 1e-9 for b in report["paced_budget_sweep"])
     cascade = report["hindsight_cascade"]
     assert cascade["cheap_arm"] == "ReaRev-lmsr" and cascade["curve"][0]["cost"] == 0.0
+    for kind in ("agreement", "learned"):  # all cheap at share 0, all strong at share 1
+        curve = cascade[kind]["curve"]
+        assert curve[0]["accuracy"] == pytest.approx(report["arms"]["ReaRev-lmsr"]["accuracy"])
+        assert curve[-1]["accuracy"] == pytest.approx(report["arms"][cascade["strong_arm"]]["accuracy"])
     assert all(Path(f).is_file() for f in report["figures"])
 
 

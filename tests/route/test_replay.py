@@ -9,7 +9,14 @@ import pytest
 
 from kgwise.errors import ConfigError
 from kgwise.llm.prices import default_prices
-from kgwise.route.replay import MAIN_ARMS, WEBQSP_ARMS, rearev_confidence, webqsp_table
+from kgwise.route.replay import (
+    MAIN_ARMS,
+    WEBQSP_ARMS,
+    free_gnn_signals,
+    rearev_confidence,
+    rearev_top,
+    webqsp_table,
+)
 
 
 def test_main_table(data_dir: Path) -> None:
@@ -37,6 +44,23 @@ def test_rearev_confidence_is_aligned_with_its_hits(data_dir: Path) -> None:
     order = np.argsort(conf, kind="stable")
     third = len(order) // 3
     assert hits[order[-third:]].mean() > hits[order[:third]].mean() + 0.05
+
+
+def test_free_gnn_signals_agree_with_the_two_top_candidates(data_dir: Path) -> None:
+    """Agreement of the two ReaRev GNNs: where both hits differ they cannot agree; agreeing answers are
+    right more often than either GNN on average."""
+    table, _ = webqsp_table(data_dir, MAIN_ARMS)
+    sig = free_gnn_signals(data_dir, table)
+    ids_l, conf_l = rearev_top(data_dir, table, "ReaRev-lmsr")
+    ids_s, _ = rearev_top(data_dir, table, "ReaRev-sbert")
+    agree = sig[:, 0].astype(bool)
+    assert agree.tolist() == [a == b and a != "" for a, b in zip(ids_l, ids_s, strict=True)]
+    np.testing.assert_allclose(sig[:, 1], conf_l)
+    np.testing.assert_allclose(sig[:, 3], np.where(agree, np.minimum(sig[:, 1], sig[:, 2]), 0.0))
+    hit_l = table.correct[:, table.arm_index("ReaRev-lmsr")]
+    hit_s = table.correct[:, table.arm_index("ReaRev-sbert")]
+    assert not (agree & (hit_l != hit_s)).any()  # same top candidate, same hit
+    assert 0.3 < agree.mean() < 0.9 and hit_l[agree].mean() > hit_l.mean() + 0.05
 
 
 def test_gpt4_subset(data_dir: Path) -> None:

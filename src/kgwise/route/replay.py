@@ -49,7 +49,8 @@ from kgwise.route.table import OutcomeTable
 from kgwise.types import Question
 
 __all__ = [
-    "MAIN_ARMS", "WEBQSP_ARMS", "ArmRecords", "load_webqsp_records", "rearev_confidence", "webqsp_table",
+    "MAIN_ARMS", "WEBQSP_ARMS", "ArmRecords", "free_gnn_signals", "load_webqsp_records", "rearev_confidence",
+    "rearev_top", "webqsp_table",
 ]
 
 _ROG_VARIANT = "rearev-sbert"
@@ -207,19 +208,33 @@ def webqsp_table(
     return table, coverage
 
 
-def rearev_confidence(data: Path, table: OutcomeTable, arm: str = "ReaRev-lmsr") -> np.ndarray:
-    """The ReaRev GNN's score of its top candidate for every question of ``table`` (its own confidence,
-    known before any LLM is called), aligned like :func:`load_webqsp_records` aligns its hits."""
+def rearev_top(data: Path, table: OutcomeTable, arm: str = "ReaRev-lmsr") -> tuple[list[str], np.ndarray]:
+    """The ReaRev GNN's top candidate (MID, ``""`` when none) and its score for every question of
+    ``table`` (known before any LLM is called), aligned like :func:`load_webqsp_records` aligns its hits."""
     variant = "rearev-" + arm.split("-", 1)[1]
     path = data / REAREV_TEST_INFO[variant]
     questions = load("webqsp", "test", data)
     keys = {question_key(q.text): q.id for q in questions}
-    top: dict[str, float] = {}
+    top: dict[str, tuple[str, float]] = {}
     for row in read_test_info_candidates(path):
         qid = keys.get(question_key(row.question))
         if qid is not None and qid not in top:
-            top[qid] = row.candidates[0][1] if row.candidates else 0.0
+            top[qid] = row.candidates[0] if row.candidates else ("", 0.0)
     missing = [q for q in table.qids if q not in top]
     if missing:
         raise DataError(f"{len(missing)} table questions have no {arm} record (e.g. {missing[0]})", path)
-    return np.asarray([top[q] for q in table.qids], dtype=np.float64)
+    return [top[q][0] for q in table.qids], np.asarray([top[q][1] for q in table.qids], dtype=np.float64)
+
+
+def rearev_confidence(data: Path, table: OutcomeTable, arm: str = "ReaRev-lmsr") -> np.ndarray:
+    """The ReaRev GNN's score of its top candidate for every question of ``table`` (its own confidence)."""
+    return rearev_top(data, table, arm)[1]
+
+
+def free_gnn_signals(data: Path, table: OutcomeTable) -> np.ndarray:
+    """Per question, what the two free ReaRev GNNs say before any LLM is called: ``[agree, score_lmsr,
+    score_sbert, agree · min(scores)]`` (``agree``: both put the same candidate on top)."""
+    ids_l, conf_l = rearev_top(data, table, "ReaRev-lmsr")
+    ids_s, conf_s = rearev_top(data, table, "ReaRev-sbert")
+    agree = np.asarray([a == b and a != "" for a, b in zip(ids_l, ids_s, strict=True)], dtype=np.float64)
+    return np.stack([agree, conf_l, conf_s, agree * np.minimum(conf_l, conf_s)], axis=1)
