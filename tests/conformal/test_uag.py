@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from kgwise.conformal.baselines import CandidateBatch, SplitCPBaseline, TopKBaseline
 from kgwise.conformal.grid import QuestionTable, TableBatch
 from kgwise.conformal.ltt import LTTConfig
-from kgwise.conformal.uag import UAG, UAGConfig, alpha_levels
+from kgwise.conformal.uag import UAG, UAGConfig, alpha_levels, pareto_order
 from kgwise.errors import ConfigError
 
 
@@ -329,3 +329,16 @@ def test_uag_with_a_scored_retriever_covers_and_predicts_consistently() -> None:
         s = uag.predict_set(test.table(i))
         assert s.size == m["size"][i] and bool(test.table(i).gold[s].any()) == bool(m["covered"][i])
         assert bool(s.size and test.table(i).gold[s[0]]) == bool(m["hit1"][i])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), min_size=1, max_size=30))
+def test_pareto_order_keeps_exactly_the_undominated(points: list[tuple[int, int]]) -> None:
+    risk = np.asarray([p[0] for p in points], dtype=np.float64)
+    size = np.asarray([p[1] for p in points], dtype=np.float64)
+    order = pareto_order(risk, size)
+    assert (np.diff(risk[order]) > 0).all() and (np.diff(size[order]) < 0).all()  # risk ↑, size ↓
+    for i in range(risk.size):
+        dominated = ((risk <= risk[i]) & (size <= size[i]) & ((risk < risk[i]) | (size < size[i]))).any()
+        same_point_kept = any(risk[j] == risk[i] and size[j] == size[i] for j in order.tolist())
+        assert same_point_kept != dominated  # one representative per undominated point, none dominated

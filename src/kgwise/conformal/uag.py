@@ -14,10 +14,9 @@ per-question scores on a *tuning* split (``α_k = 0`` → ``+∞``, no filtering
 set and is left out). The loss is the miss ``L_λ = 1{no gold answer in C_λ(X)}`` (Theorem 3's proof). On a
 disjoint *calibration* split LTT tests ``H0_λ: E[L_λ] > α`` for every λ and keeps the rejected ones
 (Λ_valid); the selected λ is the valid one with the smallest mean set size on the tuning split. The
-fixed-sequence order is learned on the tuning split too (its (risk, size) Pareto front, lowest risk first:
-:func:`pareto_order`), so the guarantee
-``P(E[L_λ̂ | D_cal] ≤ α) ≥ 1 − δ`` holds for the guaranteed FWER methods whatever the family Λ. With
-``fwer="top_p"`` (the paper's choice) it does not.
+fixed-sequence order is learned on the tuning split too (its (risk, size) Pareto front, lowest risk
+first: :func:`pareto_order`), so the guarantee ``P(E[L_λ̂ | D_cal] ≤ α) ≥ 1 − δ`` holds for the guaranteed
+FWER methods whatever the family Λ. With ``fwer="top_p"`` (the paper's choice) it does not.
 
 Usage::
 
