@@ -302,6 +302,11 @@ def test_with_scored_merges_by_id_and_travels(tmp_path: Path) -> None:
     assert appended.table(0).node_ids[-1] == -1 and appended.node_q.size == batch.node_q.size + 1
     with pytest.raises(ConfigError):
         batch.with_scored([9], [0.1], [True])
+    fitted = UAG(UAGConfig(alpha=0.5, steps=(0.5, 0.5, 0.5), scored_step=0.5)).fit(appended)
+    # as if calibration had chosen λ with the scored part only (t4 = 1 takes every scored candidate)
+    fitted.chosen_thresholds_, fitted.evaluator_score_ = (-1.0, -1.0, -1.0, 1.0), "absolute"
+    with pytest.raises(ConfigError, match="without KG node ids"):
+        fitted.answer_labels(appended.table(0), None)  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
         UAG(UAGConfig(scored_step=0.2)).fit(batch)  # no scored retriever in these tables
 

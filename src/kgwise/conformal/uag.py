@@ -258,8 +258,13 @@ class UAG:
         return table.rescored(self.evaluator_score_).final_set(*self.chosen_thresholds_)
 
     def answer_labels(self, table: QuestionTable, kg: KnowledgeGraph) -> list[str]:
-        """The calibrated answer set of ``table`` as KG labels, best first."""
-        return [kg.label(int(table.node_ids[i])) for i in self.predict_set(table).tolist()]
+        """The calibrated answer set of ``table`` as KG labels, best first; raises ``ConfigError`` when the
+        set holds a scored candidate added without a KG node id (id −1)."""
+        ids = table.node_ids[self.predict_set(table)]
+        if (ids < 0).any():
+            raise ConfigError(f"question {table.qid}: the set holds scored candidates without KG node ids; "
+                              "pass node_ids to with_scored to label them")
+        return [kg.label(int(i)) for i in ids.tolist()]
 
     def evaluate(self, batch: TableBatch) -> dict[str, FloatArray]:
         """Per question of ``batch`` at λ̂: ``covered``, ``size`` and ``hit1`` (top element is gold)."""
