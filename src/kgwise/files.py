@@ -46,11 +46,15 @@ def savez_atomic(path: str | Path, arrays: Mapping[str, Any]) -> Path:
     return Path(path)
 
 
-def read_json(path: Path) -> Any:
-    """A whole JSON document; ``DataError`` naming the file (and the line of a syntax error)."""
+def read_json(path: str | Path) -> Any:
+    """A whole JSON document; ``DataError`` naming the file (and the line of a syntax error) when it is
+    missing or not JSON."""
+    path = Path(path)
     try:
         with path.open(encoding="utf-8") as fh:
             return json.load(fh)
+    except FileNotFoundError as exc:
+        raise DataError("file not found", path) from exc
     except json.JSONDecodeError as exc:
         raise DataError(f"invalid JSON: {exc.msg}", path, exc.lineno) from exc
     except UnicodeDecodeError as exc:

@@ -13,7 +13,6 @@ from kgwise.route.replay import (
     MAIN_ARMS,
     WEBQSP_ARMS,
     free_gnn_signals,
-    rearev_confidence,
     rearev_top,
     webqsp_table,
 )
@@ -35,10 +34,10 @@ def test_main_table(data_dir: Path) -> None:
     assert cov["arms"]["Qwen3-max-AoG"]["tokens"] == "recorded"
 
 
-def test_rearev_confidence_is_aligned_with_its_hits(data_dir: Path) -> None:
+def test_rearev_top_score_is_aligned_with_its_hits(data_dir: Path) -> None:
     """The GNN's top score per question: its most confident third is right more often than its least."""
     table, _ = webqsp_table(data_dir, MAIN_ARMS)
-    conf = rearev_confidence(data_dir, table, "ReaRev-lmsr")
+    _, conf = rearev_top(data_dir, table, "ReaRev-lmsr")
     assert conf.shape == (table.n_questions,) and np.all((conf >= 0) & (conf <= 1))
     hits = table.correct[:, table.arm_index("ReaRev-lmsr")]
     order = np.argsort(conf, kind="stable")

@@ -22,6 +22,8 @@ DataOption = Annotated[
     typer.Option("--data", help="Data directory (default: $KGWISE_DATA).", show_default=False),
 ]
 JsonOption = Annotated[Path | None, typer.Option("--json", help="Also write the report to this JSON file.")]
+PolicyOption = Annotated[Path | None, typer.Option("--policy", help="Trained P_RL policy (.pt).")]
+BanditOption = Annotated[Path | None, typer.Option("--bandit", help="Trained prompt bandit (.npz).")]
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -10,7 +10,15 @@ from typing import Annotated
 import typer
 
 from kgwise.cli.apps import app, eval_app
-from kgwise.cli.common import DataOption, JsonOption, console, friendly_errors, write_json
+from kgwise.cli.common import (
+    BanditOption,
+    DataOption,
+    JsonOption,
+    PolicyOption,
+    console,
+    friendly_errors,
+    write_json,
+)
 from kgwise.errors import ConfigError
 
 _LLM_HELP = "LLM spec: smollm2-135m, gemma3-270m, gguf:PATH, openai:MODEL."
@@ -31,8 +39,8 @@ def answer(
     choices: Annotated[str, typer.Option("--choices", help="Answer choices separated by '|'.")],
     kg: Annotated[Path, typer.Option("--kg", help="A graph file written by `kgwise kg build` (.npz).")],
     llm: Annotated[str, typer.Option("--llm", help=_LLM_HELP)] = "smollm2-135m",
-    policy: Annotated[Path | None, typer.Option("--policy", help="Trained P_RL policy (.pt).")] = None,
-    bandit: Annotated[Path | None, typer.Option("--bandit", help="Trained prompt bandit (.npz).")] = None,
+    policy: PolicyOption = None,
+    bandit: BanditOption = None,
     combo: Annotated[str | None, typer.Option(
         "--combo", help="Force a combination, e.g. P_sub+F_s (default: the bandit's pick, else P_sub+F_s)."
     )] = None,
@@ -82,8 +90,8 @@ def calibrate(
     kg: Annotated[Path, typer.Option("--kg", help="The graph file `kgwise answer` will use (.npz).")],
     out: Annotated[Path, typer.Option("--out", help="Calibration file to write (.json).")],
     llm: Annotated[str, typer.Option("--llm", help=_LLM_HELP)] = "smollm2-135m",
-    policy: Annotated[Path | None, typer.Option("--policy", help="Trained P_RL policy (.pt).")] = None,
-    bandit: Annotated[Path | None, typer.Option("--bandit", help="Trained prompt bandit (.npz).")] = None,
+    policy: PolicyOption = None,
+    bandit: BanditOption = None,
     combo: Annotated[str | None, typer.Option(
         "--combo", help="The combination `kgwise answer` will use (default: the bandit's, else P_sub+F_s).")
     ] = None,

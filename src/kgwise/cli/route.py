@@ -187,10 +187,10 @@ def _hindsight_cascade(root: Path, table: Any, report: dict[str, Any]) -> dict[s
     ReaRev GNN: two hindsight bounds (its own top score; the two GNNs' agreement) and a cascade router that
     learns escalation from the free GNNs' signals, cross-fitted like the threshold router."""
     from kgwise.route.baselines import accuracy_at_cost, hindsight_cascade, threshold_curve
-    from kgwise.route.replay import free_gnn_signals, rearev_confidence
+    from kgwise.route.replay import free_gnn_signals
 
     cheap, strong = report["threshold_router"]["cheap_arm"], report["threshold_router"]["strong_arm"]
-    if not cheap.startswith("ReaRev-"):
+    if cheap not in ("ReaRev-lmsr", "ReaRev-sbert"):
         return None
     i, j = table.arm_index(cheap), table.arm_index(strong)
     cheap_ok, strong_ok, strong_cost = table.correct[:, i], table.correct[:, j], table.cost[:, j]
@@ -202,7 +202,8 @@ def _hindsight_cascade(root: Path, table: Any, report: dict[str, Any]) -> dict[s
         return {"confidence": confidence, "curve": curve,
                 "accuracy_at_60pct_of_strong_cost": accuracy_at_cost(curve, budget)}
 
-    own = hindsight_cascade(rearev_confidence(root, table, cheap), cheap_ok, strong_ok, strong_cost)
+    own_score = signals[:, 1 if cheap == "ReaRev-lmsr" else 2]  # the cheap GNN's own top score
+    own = hindsight_cascade(own_score, cheap_ok, strong_ok, strong_cost)
     return {
         "cheap_arm": cheap, "strong_arm": strong,
         **entry(f"{cheap}'s top-candidate score", own),

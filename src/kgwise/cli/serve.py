@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from kgwise.cli.apps import app
-from kgwise.cli.common import friendly_errors
+from kgwise.cli.common import BanditOption, PolicyOption, friendly_errors
 
 
 @app.command("serve")
@@ -17,8 +17,8 @@ def serve(
     kg: Annotated[Path | None, typer.Option("--kg", help="A graph file written by `kgwise kg build` (.npz): "
                                             "serves /v1/answer and /v1/subgraph.")] = None,
     llm: Annotated[str, typer.Option("--llm", help="LLM spec, e.g. gemma3-270m.")] = "smollm2-135m",
-    policy: Annotated[Path | None, typer.Option("--policy", help="Trained P_RL policy (.pt).")] = None,
-    bandit: Annotated[Path | None, typer.Option("--bandit", help="Trained prompt bandit (.npz).")] = None,
+    policy: PolicyOption = None,
+    bandit: BanditOption = None,
     calibration: Annotated[Path | None, typer.Option(
         "--calibration", help="`kgwise calibrate` output: answers carry a prediction_set.")] = None,
     router: Annotated[Path | None, typer.Option(

@@ -239,21 +239,18 @@ def run_split(tables: TableBatch, gnn: CandidateBatch, config: ExperimentConfig,
               gnn_tables: TableBatch | None = None) -> dict[str, list[dict[str, Any]]]:
     """One random split: every method at every α (``gnn_tables``: :func:`with_gnn`, built if not given)."""
     tune, cal, test = _split(tables.num_questions, config, s)
+    sources = {False: tables, True: gnn_tables if gnn_tables is not None else with_gnn(tables, gnn)}
+    parts = {scored: (b.subset(tune), b.subset(cal), b.subset(test)) for scored, b in sources.items()}
     out: dict[str, list[dict[str, Any]]] = {m: [] for m in METHODS}
     fits: dict[tuple[tuple[EvaluatorScore, ...], bool], tuple[UAG, np.ndarray]] = {}
     for method, (how, all_kinds, scored) in _UAG_METHODS.items():
         kinds = tuple(k for k in all_kinds if tables.eq6_items is not None or not k.startswith("items"))
-        if scored and gnn_tables is None:
-            gnn_tables = with_gnn(tables, gnn)
-        source = gnn_tables if scored and gnn_tables is not None else tables
-        cal_b = source.subset(cal)
+        tune_b, cal_b, test_b = parts[scored]
         step = config.gnn_step if scored else None
         if (kinds, scored) not in fits:
-            fitted = UAG(UAGConfig(steps=config.steps, evaluator_scores=kinds, scored_step=step)
-                         ).fit(source.subset(tune))
+            fitted = UAG(UAGConfig(steps=config.steps, evaluator_scores=kinds, scored_step=step)).fit(tune_b)
             fits[kinds, scored] = (fitted, fitted.loss_counts(cal_b))
         fitted, losses = fits[kinds, scored]
-        test_b = source.subset(test)
         for alpha in config.alphas:
             uag = UAG(UAGConfig(alpha=alpha, steps=config.steps, evaluator_scores=kinds, scored_step=step,
                                 ltt=LTTConfig(delta=config.delta, fwer=how)))  # type: ignore[arg-type]

@@ -295,12 +295,17 @@ class TableBatch:
             raise ConfigError("with_scored: a non-conformity score is NaN")
         scored = np.full(self.node_q.size, np.inf) if self.scored is None else self.scored.copy()
         new = np.ones(q.size, dtype=bool)
-        if node_ids is not None and self.node_q.size:
-            pairs = zip(self.node_q.tolist(), self.node_ids.tolist(), strict=True)
-            known = {(a, b): i for i, (a, b) in enumerate(pairs)}
-            hit = np.asarray([known.get(k, -1) for k in zip(q.tolist(), ids.tolist(), strict=True)])
-            new = hit < 0
-            np.minimum.at(scored, hit[~new], nc[~new])
+        if node_ids is not None and self.node_q.size and q.size:
+            # one int64 key per (question, node id); look the candidates up among the sorted node keys
+            low = min(int(self.node_ids.min()), int(ids.min()))
+            span = max(int(self.node_ids.max()), int(ids.max())) - low + 1
+            keys = self.node_q * span + (self.node_ids - low)
+            order_k = np.argsort(keys, kind="stable")
+            want = q * span + (ids - low)
+            at = np.minimum(np.searchsorted(keys[order_k], want), keys.size - 1)
+            found = keys[order_k[at]] == want
+            new = ~found
+            np.minimum.at(scored, order_k[at[found]], nc[found])
         # merge the new nodes in, keeping nodes grouped by question (``table``/``subset`` rely on it)
         node_q = np.concatenate([self.node_q, q[new]])
         order = np.argsort(node_q, kind="stable")

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.errors import ConfigError, DataError
-from kgwise.files import write_text_atomic
+from kgwise.files import read_json, write_text_atomic
 
 __all__ = [
     "ChoiceScore",
@@ -163,15 +163,13 @@ class SplitConformal:
     def load(cls, path: str | Path) -> SplitConformal:
         """A calibration saved by :meth:`save`; ``DataError`` naming the file otherwise."""
         p = Path(path)
+        body = read_json(p)
         try:
-            body = json.loads(p.read_text(encoding="utf-8"))
             if body.get("kind") != "SplitConformal":
                 raise ValueError(f"kind is {body.get('kind')!r}")
             out = cls(SplitConformalConfig(**body["config"]))
             scores = np.asarray(body["calibration_scores"], dtype=np.float64)
-        except FileNotFoundError as exc:
-            raise DataError("calibration file not found", p) from exc
-        except (ValueError, KeyError, TypeError) as exc:
+        except (AttributeError, ValueError, KeyError, TypeError) as exc:
             raise DataError(f"not a kgwise calibration file: {exc}", p) from exc
         if scores.ndim != 1 or scores.size == 0:
             raise DataError("calibration file holds no calibration scores", p)

@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from kgwise.bandit import BetaThompson, LinUCB, beta_prior_from_accuracy, gamma_from_delta
 from kgwise.errors import ConfigError, KgwiseError
-from kgwise.files import write_text_atomic
+from kgwise.files import read_json, write_text_atomic
 from kgwise.route.arms import CLUSTERS, Cluster
 
 Costs = Sequence[float] | npt.NDArray[np.float64]
@@ -311,12 +311,5 @@ class CokeRouter:
 
     @classmethod
     def load(cls, path: str | Path) -> CokeRouter:
-        """Inverse of :meth:`save`."""
-        p = Path(path)
-        try:
-            state = json.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError as exc:
-            raise ConfigError(f"router state {p} does not exist") from exc
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"router state {p}: invalid JSON ({exc.msg})") from exc
-        return cls.from_state_dict(state)
+        """Inverse of :meth:`save`; ``DataError`` naming the file when it is missing or not JSON."""
+        return cls.from_state_dict(read_json(path))

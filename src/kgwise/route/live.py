@@ -105,14 +105,4 @@ def collect_outcomes(
         }
         for j, a in enumerate(arms)
     }
-    table = OutcomeTable(
-        qids=tuple(q.id for q in questions),
-        texts=tuple(q.text for q in questions),
-        arms=tuple(a.name for a in arms),
-        clusters=tuple(a.cluster for a in arms),
-        reported=tuple(a.reported_accuracy for a in arms),
-        correct=correct_m,
-        cost=cost_m,
-        unit="calls",
-    )
-    return table, totals
+    return OutcomeTable.of(questions, arms, correct_m, cost_m, "calls"), totals

@@ -49,8 +49,8 @@ from kgwise.route.table import OutcomeTable
 from kgwise.types import Question
 
 __all__ = [
-    "MAIN_ARMS", "WEBQSP_ARMS", "ArmRecords", "free_gnn_signals", "load_webqsp_records", "rearev_confidence",
-    "rearev_top", "webqsp_table",
+    "MAIN_ARMS", "WEBQSP_ARMS", "ArmRecords", "free_gnn_signals", "load_webqsp_records", "rearev_top",
+    "webqsp_table",
 ]
 
 _ROG_VARIANT = "rearev-sbert"
@@ -195,17 +195,7 @@ def webqsp_table(
             for r in records
         },
     }
-    table = OutcomeTable(
-        qids=tuple(q.id for q in kept),
-        texts=tuple(q.text for q in kept),
-        arms=tuple(r.name for r in records),
-        clusters=tuple(r.cluster for r in records),
-        reported=tuple(r.reported_accuracy for r in records),
-        correct=correct,
-        cost=cost,
-        unit="$",
-    )
-    return table, coverage
+    return OutcomeTable.of(kept, records, correct, cost, "$"), coverage
 
 
 def rearev_top(data: Path, table: OutcomeTable, arm: str = "ReaRev-lmsr") -> tuple[list[str], np.ndarray]:
@@ -224,11 +214,6 @@ def rearev_top(data: Path, table: OutcomeTable, arm: str = "ReaRev-lmsr") -> tup
     if missing:
         raise DataError(f"{len(missing)} table questions have no {arm} record (e.g. {missing[0]})", path)
     return [top[q][0] for q in table.qids], np.asarray([top[q][1] for q in table.qids], dtype=np.float64)
-
-
-def rearev_confidence(data: Path, table: OutcomeTable, arm: str = "ReaRev-lmsr") -> np.ndarray:
-    """The ReaRev GNN's score of its top candidate for every question of ``table`` (its own confidence)."""
-    return rearev_top(data, table, arm)[1]
 
 
 def free_gnn_signals(data: Path, table: OutcomeTable) -> np.ndarray:

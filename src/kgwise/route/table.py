@@ -4,14 +4,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from kgwise.errors import ConfigError
 from kgwise.route.arms import Cluster
+from kgwise.types import Question
 
-__all__ = ["OutcomeTable"]
+__all__ = ["ArmInfo", "OutcomeTable"]
+
+
+class ArmInfo(Protocol):
+    """What a table needs to know of an arm."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def cluster(self) -> Cluster: ...
+    @property
+    def reported_accuracy(self) -> float | None: ...
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,6 +48,14 @@ class OutcomeTable:
             raise ConfigError("outcome table: texts/clusters/reported lengths do not match")
         if not np.all(np.isfinite(self.cost)) or np.any(self.cost < 0):
             raise ConfigError("outcome table: costs must be finite and ≥ 0")
+
+    @classmethod
+    def of(cls, questions: Sequence[Question], arms: Sequence[ArmInfo], correct: npt.NDArray[np.bool_],
+           cost: npt.NDArray[np.float64], unit: str) -> OutcomeTable:
+        """The table of ``questions`` × ``arms`` (ids, texts, names, clusters, reported accuracies)."""
+        return cls(tuple(q.id for q in questions), tuple(q.text for q in questions),
+                   tuple(a.name for a in arms), tuple(a.cluster for a in arms),
+                   tuple(a.reported_accuracy for a in arms), correct, cost, unit)
 
     @property
     def n_questions(self) -> int:
