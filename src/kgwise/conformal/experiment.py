@@ -54,14 +54,16 @@ __all__ = [
 ]
 
 DEFAULT_ALPHAS = (0.1, 0.15, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5)
-METHODS = ("uag", "uag_bonferroni", "uag_top_p", "uag_eq6", "uag_gnn", "split_cp", "top_k")
+METHODS = ("uag", "uag_bonferroni", "uag_top_p", "uag_eq6", "uag_gnn", "uag_marginal", "split_cp", "top_k")
 _UAG_METHODS: dict[str, tuple[str, tuple[EvaluatorScore, ...], bool]] = {
-    # method: (FWER procedure, evaluator scores in Λ, the GNN's candidates as a scored retriever)
+    # method: (FWER procedure or "marginal", evaluator scores in Λ, the GNN's candidates as a scored
+    # retriever)
     "uag": ("fixed_sequence", EVALUATOR_SCORES, False),
     "uag_bonferroni": ("bonferroni", EVALUATOR_SCORES, False),
     "uag_top_p": ("top_p", EVALUATOR_SCORES, False),
     "uag_eq6": ("fixed_sequence", ("absolute",), False),  # the paper's family: Eq. 6 scores only
     "uag_gnn": ("fixed_sequence", EVALUATOR_SCORES, True),  # ∪ ReaRev candidates with 1 − p ≤ t4
+    "uag_marginal": ("marginal", EVALUATOR_SCORES, True),  # the same union, split CP's guarantee
 }
 """Tables without item-level scores (``eq6_items``) use the kinds that do not need them."""
 PAPER_WEBQSP: dict[str, dict[str, tuple[float, float] | None]] = {
@@ -251,9 +253,11 @@ def run_split(tables: TableBatch, gnn: CandidateBatch, config: ExperimentConfig,
             fitted = UAG(UAGConfig(steps=config.steps, evaluator_scores=kinds, scored_step=step)).fit(tune_b)
             fits[kinds, scored] = (fitted, fitted.loss_counts(cal_b))
         fitted, losses = fits[kinds, scored]
+        marginal = how == "marginal"
+        ltt = LTTConfig(delta=config.delta, **({} if marginal else {"fwer": how}))  # type: ignore[arg-type]
         for alpha in config.alphas:
             uag = UAG(UAGConfig(alpha=alpha, steps=config.steps, evaluator_scores=kinds, scored_step=step,
-                                ltt=LTTConfig(delta=config.delta, fwer=how)))  # type: ignore[arg-type]
+                                ltt=ltt, guarantee="marginal" if marginal else "pac"))
             uag.adopt_fit(fitted)
             uag.calibrate(cal_b, losses=losses)
             extra = {"lambda": uag.lambda_, "evaluator_score": uag.evaluator_score_,
@@ -342,7 +346,9 @@ def run_experiment(data: Path, config: ExperimentConfig, out_dir: Path | None = 
                   "(absolute Eq. 6 scores only); uag_gnn = uag's family with α4 for the ReaRev GNN's "
                   "candidates (union of the path set and the GNN candidates with 1 − p under the α4 "
                   "quantile; sizes add both parts, an upper bound since MIDs and names cannot be "
-                  "matched); generations: "
+                  "matched); uag_marginal = the same union with split CP's marginal guarantee "
+                  "(E[miss] ≤ α, like split_cp; the tuning split fixes the path part, split CP sets "
+                  "the GNN threshold); generations: "
                   + ("RoG/LLaMA2-7B answers recorded by GNN-RAG (answered from GNN-RAG's retrieved paths)"
                      if config.llm is None else f"{config.llm}, live, from UAG's retrieved paths")),
     }

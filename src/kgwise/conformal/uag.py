@@ -18,6 +18,13 @@ fixed-sequence order is learned on the tuning split too (its (risk, size) Pareto
 first: :func:`pareto_order`), so the guarantee ``P(E[L_λ̂ | D_cal] ≤ α) ≥ 1 − δ`` holds for the guaranteed
 FWER methods whatever the family Λ. With ``fwer="top_p"`` (the paper's choice) it does not.
 
+``UAGConfig(guarantee="marginal")`` (needs a scored retriever) gives split CP's kind of guarantee instead,
+``E[L_λ̂] ≤ α`` over calibration and test draws, with smaller sets than the PAC one at the same α. The
+tuning split fixes ``(s, α1, α2, α3)``; the sets are then nested in the scored threshold ``t4``, so the
+miss is monotone in it and split CP applies to the per-question score ``E = −∞`` if the path part covers,
+else the smallest non-conformity of a gold scored candidate (Eq. 1 on the calibration split; conformal
+risk control for the miss loss, Angelopoulos et al. 2022). ``t4`` is continuous, not on the α4 grid.
+
 Usage::
 
     uag = UAG(UAGConfig(alpha=0.2)).fit(tune_batch).calibrate(cal_batch)
@@ -29,6 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -37,7 +45,7 @@ from kgwise.conformal.evaluator import UQEvaluator
 from kgwise.conformal.grid import EVALUATOR_SCORES, EvaluatorScore, GridResult, QuestionTable, TableBatch
 from kgwise.conformal.ltt import LTTConfig, LTTResult, learn_then_test
 from kgwise.conformal.retriever import UQRetriever
-from kgwise.conformal.split import conformal_quantile
+from kgwise.conformal.split import conformal_quantile, conformal_rank
 from kgwise.errors import ConfigError
 from kgwise.kg.base import KnowledgeGraph, normalise_label
 from kgwise.types import Question
@@ -45,6 +53,7 @@ from kgwise.types import Question
 __all__ = ["UAG", "UAGConfig", "alpha_levels", "pareto_order", "question_table"]
 
 FloatArray = npt.NDArray[np.float64]
+Guarantee = Literal["pac", "marginal"]
 
 
 def alpha_levels(h: float) -> FloatArray:
@@ -70,13 +79,15 @@ class UAGConfig:
     default here 0.05, 0.05, 0.025: 16,000 λ per evaluator score); ``evaluator_scores``: the Eq. 6 score
     variants in Λ (``("absolute",)`` is the paper's family); ``scored_step``: grid step of α4 for a
     scored retriever's candidates (``None``: no such retriever, the paper's UAG); ``ltt``: δ (0.05), FWER
-    method, p-value."""
+    method, p-value; ``guarantee``: ``"pac"`` (LTT, Eq. 2) or ``"marginal"`` (split CP on the scored
+    threshold; needs ``scored_step``, whose grid then serves only PAC instances sharing the fit)."""
 
     alpha: float = 0.1
     steps: tuple[float, float, float] = (0.05, 0.05, 0.025)
     evaluator_scores: tuple[EvaluatorScore, ...] = ("absolute", "relative")
     scored_step: float | None = None
     ltt: LTTConfig = field(default_factory=LTTConfig)
+    guarantee: Guarantee = "pac"
 
     def __post_init__(self) -> None:
         if not 0.0 < self.alpha < 1.0:
@@ -90,6 +101,11 @@ class UAGConfig:
         for kind in self.evaluator_scores:
             if kind not in EVALUATOR_SCORES:
                 raise ConfigError(f"unknown evaluator score {kind!r}; choose from {EVALUATOR_SCORES}")
+        if self.guarantee not in ("pac", "marginal"):
+            raise ConfigError(f"guarantee must be 'pac' or 'marginal', got {self.guarantee!r}")
+        if self.guarantee == "marginal" and self.scored_step is None:
+            raise ConfigError("guarantee='marginal' needs a scored retriever: set scored_step and use "
+                              "tables from TableBatch.with_scored")
 
 
 class UAG:
@@ -104,6 +120,7 @@ class UAG:
         self.tune_risk_: FloatArray | None = None
         self.tune_size_: FloatArray | None = None
         self.order_: npt.NDArray[np.int64] | None = None
+        self.tune_paths_: _TunePaths | None = None
         self.result_: LTTResult | None = None
         self.lambda_: tuple[float, float, float, float] | None = None
         self.chosen_thresholds_: tuple[float, float, float, float] | None = None
@@ -131,7 +148,13 @@ class UAG:
             self.scored_levels_ = np.concatenate([[1.0], lv])
             t4 = [conformal_quantile(s4, float(x)) for x in lv]
             self.scored_thresholds_ = np.concatenate([[-np.inf], t4])
-        covered, size = self._totals(tune, sizes=True)
+        base = self.grid(tune)
+        if self.config.scored_step is not None:
+            n = tune.num_questions
+            scored = tune.scored[np.isfinite(tune.scored)] if tune.scored is not None else np.empty(0)
+            self.tune_paths_ = _TunePaths(base.covered.reshape(n, -1), base.size.sum(axis=0).ravel(),
+                                          tune.scored_component(), np.sort(scored))
+        covered, size = self._totals(tune, sizes=True, base=base)
         self.tune_risk_ = 1.0 - covered / tune.num_questions
         self.tune_size_ = size / tune.num_questions
         self.order_ = pareto_order(self.tune_risk_, self.tune_size_)
@@ -155,12 +178,14 @@ class UAG:
             raise ConfigError("UAGConfig.scored_step needs tables with a scored retriever "
                               "(TableBatch.with_scored)")
 
-    def _totals(self, batch: TableBatch, sizes: bool) -> tuple[FloatArray, FloatArray]:
+    def _totals(self, batch: TableBatch, sizes: bool, base: GridResult | None = None
+                ) -> tuple[FloatArray, FloatArray]:
         """Covered-question count and set-size sum over ``batch`` per flat λ (sizes zero unless
-        ``sizes``). The union with the scored part: covered if either part covers; size = both sizes
-        minus the nodes in both (only computed when some node has states and a finite ``scored``)."""
+        ``sizes``; ``base``: ``grid(batch, sizes)`` if already computed). The union with the scored part:
+        covered if either part covers; size = both sizes minus the nodes in both (only computed when some
+        node has states and a finite ``scored``)."""
         self._check_scored(batch)
-        base = self.grid(batch, sizes=sizes)
+        base = self.grid(batch, sizes=sizes) if base is None else base
         part = batch.scored_grid(self.scored_thresholds_)
         n4 = self.scored_thresholds_.size
         covered = np.stack([(base.covered | part.covered[:, m, None, None, None, None]).sum(axis=0)
@@ -216,6 +241,7 @@ class UAG:
         self.levels_, self.thresholds_ = other.levels_, other.thresholds_
         self.scored_levels_, self.scored_thresholds_ = other.scored_levels_, other.scored_thresholds_
         self.tune_risk_, self.tune_size_, self.order_ = other.tune_risk_, other.tune_size_, other.order_
+        self.tune_paths_ = other.tune_paths_
         return self
 
     def loss_counts(self, cal: TableBatch) -> npt.NDArray[np.int64]:
@@ -232,6 +258,8 @@ class UAG:
         if cal.num_questions == 0:
             raise ConfigError("UAG.calibrate: empty calibration split")
         a = self.config.alpha if alpha is None else alpha
+        if self.config.guarantee == "marginal":
+            return self._calibrate_marginal(cal, a)
         if losses is None:
             losses = self.loss_counts(cal)
         self.result_ = learn_then_test(losses, cal.num_questions, a, self.config.ltt, self.tune_size_,
@@ -242,6 +270,30 @@ class UAG:
             self.lambda_ = self.lambda_at(self.result_.chosen)
             self.chosen_thresholds_ = self.thresholds_at(self.result_.chosen)
             self.evaluator_score_ = self.evaluator_score_at(self.result_.chosen)
+        return self
+
+    def _calibrate_marginal(self, cal: TableBatch, alpha: float) -> UAG:
+        """Split CP on the scored threshold (see the module docstring): ``(s, α1, α2, α3)`` is the one
+        whose tuning-split quantile gives the smallest tuning set, ``t4`` the Eq. 1 quantile of the
+        calibration scores ``E``. Abstains when that quantile is +∞ (more than α of the questions are
+        covered by neither part)."""
+        self._check_scored(cal)
+        assert self.tune_paths_ is not None and self.thresholds_ is not None
+        self.result_ = None
+        self.lambda_ = self.chosen_thresholds_ = self.evaluator_score_ = None
+        c = self.tune_paths_.best_paths(alpha)
+        if c is None:
+            return self
+        covered = self.grid(cal, sizes=False).covered.reshape(cal.num_questions, -1)[:, c]
+        t4 = conformal_quantile(np.where(covered, -np.inf, cal.scored_component()), alpha)
+        if t4 == np.inf:
+            return self
+        v, i, j, k = np.unravel_index(c, self.grid_shape[:4])
+        t1, t2, t3 = self.thresholds_
+        self.chosen_thresholds_ = (float(t1[i]), float(t2[j]), float(t3[v, k]), float(t4))
+        self.lambda_ = (float(self.levels_[0][i]), float(self.levels_[1][j]),  # type: ignore[index]
+                        float(self.levels_[2][k]), alpha)  # type: ignore[index]
+        self.evaluator_score_ = self.config.evaluator_scores[int(v)]
         return self
 
     @property
@@ -292,6 +344,44 @@ class UAG:
             first = order[np.r_[True, q[1:] != q[:-1]]]
             hit1[batch.node_q[first]] = batch.gold[first]
         return {"covered": covered.astype(np.float64), "size": size, "hit1": hit1.astype(np.float64)}
+
+
+@dataclass(frozen=True, slots=True)
+class _TunePaths:
+    """What the marginal mode needs of the tuning split: per question and flat ``(s, α1, α2, α3)`` whether
+    the path part covers it, the path part's total set size (an integer count, so ties compare exactly),
+    each question's scored component and the sorted finite non-conformities of all scored candidates."""
+
+    covered: npt.NDArray[np.bool_]
+    size: FloatArray
+    scored_component: FloatArray
+    scored_sorted: FloatArray
+
+    def best_paths(self, alpha: float, chunk: int = 4096) -> int | None:
+        """The flat ``(s, α1, α2, α3)`` index whose tuning set is smallest once ``t4`` is set to the
+        tuning split's Eq. 1 quantile of ``E``, among those whose union with every scored candidate
+        leaves at most ``α − 2·se`` of the tuning questions uncovered (``se = √(α(1−α)/n)``; a choice at
+        the edge would often find the calibration quantile infinite and abstain). Sizes add both parts
+        (nodes found by both count twice), which only affects this choice. ``None``: no such index."""
+        n = self.covered.shape[0]
+        k = conformal_rank(n, alpha)
+        if k > n:
+            return None
+        if k == 0:  # the quantile is −∞: no scored candidate is needed
+            return int(np.argmin(self.size))
+        margin = 2.0 * math.sqrt(alpha * (1.0 - alpha) / n)
+        need = n if alpha <= margin else min(n, conformal_rank(n, alpha - margin))
+        t4 = np.empty(self.size.size)
+        finite = np.empty(self.size.size, dtype=np.int64)
+        for start in range(0, t4.size, chunk):
+            cols = self.covered[:, start:start + chunk]
+            scores = np.where(cols, -np.inf, self.scored_component[:, None])
+            t4[start:start + chunk] = np.partition(scores, k - 1, axis=0)[k - 1]
+            finite[start:start + chunk] = (scores < np.inf).sum(axis=0)
+        n_scored = np.searchsorted(self.scored_sorted, t4, side="right")
+        size = np.where((t4 < np.inf) & (finite >= need), self.size + n_scored, np.inf)
+        best = int(np.argmin(size))
+        return None if size[best] == np.inf else best
 
 
 def question_table(question: Question, retriever: UQRetriever, evaluator: UQEvaluator,

@@ -1,0 +1,153 @@
+"""``kgwise uag calibrate`` (UAG on your own KG and labelled questions) and ``kgwise uag answer`` (the
+calibrated answer set of a new question)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from kgwise.cli.apps import app
+from kgwise.cli.common import JsonOption, console, err_console, friendly_errors, write_json
+from kgwise.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    from kgwise.kg.csr import CSRGraph
+    from kgwise.types import Question
+
+uag_app = typer.Typer(help="Calibrated answer sets (UAG) on your own KG.", no_args_is_help=True)
+app.add_typer(uag_app, name="uag")
+
+_LLM_HELP = ("LLM that writes Φ(P) from the retrieved paths: smollm2-135m, gemma3-270m, gguf:PATH, "
+             "openai:MODEL.")
+KgOption = Annotated[Path, typer.Option("--kg", help="The KG: a .npz from `kgwise kg build` or a .tsv of "
+                                                     "head<TAB>relation<TAB>tail lines.")]
+
+
+def open_kg(path: Path) -> CSRGraph:
+    """A ``.npz`` graph or a ``.tsv`` triple file."""
+    from kgwise.kg.csr import CSRGraph
+    from kgwise.kg.loaders import load_tsv
+
+    if path.suffix == ".npz":
+        return CSRGraph.load(path)
+    if path.suffix == ".tsv":
+        return load_tsv(path)
+    raise ConfigError(f"--kg {path}: expected a .npz graph or a .tsv triple file")
+
+
+def read_questions(path: Path) -> list[Question]:
+    """One question per JSONL line: ``{"id", "text", "gold": [names], "topic_entities": [names]}``."""
+    from kgwise.datasets._io import read_jsonl
+    from kgwise.types import Question
+
+    out: list[Question] = []
+    for line, obj in read_jsonl(path, "questions file"):
+        try:
+            out.append(Question.from_dict(obj))
+        except (TypeError, ValueError) as exc:
+            raise DataError(f"not a question: {exc}", path, line) from exc
+    return out
+
+
+def read_generations(path: Path) -> dict[str, str]:
+    """Recorded ``Φ(P)``: one ``{"id", "answer"}`` per JSONL line."""
+    from kgwise.datasets._io import read_jsonl, text_field
+
+    return {text_field(o, "id", path, n): text_field(o, "answer", path, n)
+            for n, o in read_jsonl(path, "generations file")}
+
+
+@uag_app.command("calibrate")
+@friendly_errors
+def calibrate(
+    kg: KgOption,
+    questions: Annotated[Path, typer.Option(help="Labelled questions (JSONL: id, text, gold, "
+                                            "topic_entities).")],
+    out: Annotated[Path, typer.Option(help="Calibration file to write (JSON), for `kgwise uag answer`.")],
+    alpha: Annotated[float, typer.Option(help="Target miss rate α (no gold answer in the set).")] = 0.1,
+    delta: Annotated[float, typer.Option(help="LTT confidence parameter δ.")] = 0.05,
+    llm: Annotated[str | None, typer.Option(help=_LLM_HELP)] = None,
+    generations: Annotated[Path | None, typer.Option(
+        help="Recorded Φ(P) instead of --llm (JSONL: id, answer).")] = None,
+    tune_fraction: Annotated[float, typer.Option(help="Share of the questions that tunes the grid; the rest "
+                                                 "calibrates.")] = 0.4,
+    max_hops: Annotated[int, typer.Option(help="Longest relation path retrieved.")] = 2,
+    direction: Annotated[str, typer.Option(help="Edges a hop may follow: out, in or both.")] = "out",
+    seed: Annotated[int, typer.Option(help="Seed of the tuning/calibration split.")] = 0,
+    work: Annotated[Path | None, typer.Option(help="Where question tables are cached (resumable); default "
+                                              "under the kgwise cache.")] = None,
+    json_out: JsonOption = None,
+) -> None:
+    """Build UAG's tables for labelled QUESTIONS over KG, fit the grid, run Learn-then-Test, save the λ."""
+    from kgwise.config import cache_dir
+    from kgwise.conformal.calibrated import CalibratedUAG, TableSettings, calibrate_uag, labelled_questions
+    from kgwise.conformal.evaluator import LLMGenerator
+    from kgwise.conformal.experiment import build_tables
+    from kgwise.conformal.retriever import RetrieverConfig
+
+    if (llm is None) == (generations is None):
+        raise ConfigError("pass exactly one of --llm (live Φ(P)) and --generations (recorded Φ(P))")
+    graph = open_kg(kg)
+    qs = labelled_questions(read_questions(questions), str(questions))
+    settings = TableSettings(RetrieverConfig(max_hops=max_hops, direction=direction))  # type: ignore[arg-type]
+    recorded = read_generations(generations) if generations is not None else None
+    live = None
+    if llm is not None:
+        from kgwise.llm import get_llm
+
+        live = LLMGenerator(get_llm(llm, cache=True))
+    key = hashlib.sha1(repr((str(kg.resolve()), str(questions.resolve()), llm, str(generations), max_hops,
+                             direction)).encode()).hexdigest()[:12]
+    tables = build_tables(graph, qs, recorded, settings.scorer(), settings.retriever,
+                          work or cache_dir() / "uag-calibrate" / key,
+                          evaluator=settings.evaluator_config(), generator=live)
+    uag, summary = calibrate_uag(tables, alpha, settings, delta=delta, tune_fraction=tune_fraction, seed=seed)
+    summary["kg"], summary["questions_file"] = str(kg), str(questions)
+    summary["generator"] = llm if llm is not None else f"recorded:{generations}"
+    if uag.abstains:
+        write_json(summary, json_out)
+        raise ConfigError(f"no λ could be certified at α={alpha}, δ={delta} on {summary['calibration']} "
+                          "calibration questions: try a larger α, more questions, or a deeper retrieval")
+    CalibratedUAG(uag, settings, summary).save(out)
+    write_json(summary, json_out)
+    err_console.print(f"calibrated UAG written to {out}")
+
+
+@uag_app.command("answer")
+@friendly_errors
+def answer(
+    question: Annotated[str, typer.Argument(help="The question text.")],
+    topic: Annotated[list[str], typer.Option("--topic", help="A topic entity of the question, as named in "
+                                             "the KG; repeat for several.")],
+    kg: KgOption,
+    uag: Annotated[Path, typer.Option("--uag", help="A file written by `kgwise uag calibrate`.")],
+    llm: Annotated[str | None, typer.Option(help=_LLM_HELP + " Default: the one calibrated with.")] = None,
+    json_out: JsonOption = None,
+) -> None:
+    """The calibrated answer set of QUESTION: every KG answer UAG keeps at the calibrated α. The guarantee
+    assumes Φ(P) comes from the generator the calibration used."""
+    from kgwise.conformal.calibrated import CalibratedUAG
+    from kgwise.conformal.evaluator import LLMGenerator
+    from kgwise.llm import get_llm
+    from kgwise.types import Question
+
+    calibrated = CalibratedUAG.load(uag)
+    used = str(calibrated.summary.get("generator", ""))
+    if llm is None:
+        if not used or used.startswith("recorded:"):
+            raise ConfigError(f"{uag} was calibrated with {used or 'an unknown generator'}: pass --llm")
+        llm = used
+    elif llm != used:
+        err_console.print(f"[yellow]warning:[/yellow] calibrated with {used or 'an unknown generator'}, "
+                          f"answering with {llm}: the guarantee assumes the same generator")
+    graph = open_kg(kg)
+    q = Question(id="cli", text=question, topic_entities=tuple(topic))
+    result = calibrated.answer(q, graph, LLMGenerator(get_llm(llm, cache=True)))
+    console.print(f"[bold]{len(result.answers)} answer(s)[/bold] (miss rate ≤ {result.alpha:g} with "
+                  f"probability ≥ {1 - result.delta:g}): " + (", ".join(result.answers) or "—"))
+    write_json({"question": result.question, "answers": result.answers, "generation": result.generation,
+                "alpha": result.alpha, "delta": result.delta, "lambda": calibrated.uag.lambda_,
+                "evaluator_score": calibrated.uag.evaluator_score_}, json_out)

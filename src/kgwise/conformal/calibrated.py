@@ -1,0 +1,203 @@
+"""A UAG calibrated on a user's own KG and questions, saved to one JSON file and used to answer new ones.
+
+``calibrate_uag`` builds the threshold-free tables of labelled questions (retrieval, ``Φ(P)`` from an LLM
+or recorded answers, Eq. 6 scores), splits them into tuning and calibration parts with a seeded
+permutation, fits the grid on the first and runs LTT on the second (``UAG.fit`` → ``UAG.calibrate``).
+:class:`CalibratedUAG` keeps the chosen λ with what is needed to rebuild a new question's table the same
+way (retriever settings, S1 metric, Eq. 6 granularity), so :meth:`CalibratedUAG.answer` returns the answer
+set that carries the guarantee ``P(miss rate ≤ α) ≥ 1 − δ`` for questions like the calibration ones.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kgwise.conformal.evaluator import EvaluatorConfig, Generator, UQEvaluator
+from kgwise.conformal.grid import EVALUATOR_SCORES, TableBatch
+from kgwise.conformal.ltt import LTTConfig
+from kgwise.conformal.retriever import RetrieverConfig, UQRetriever
+from kgwise.conformal.scores import S1, ScoreConfig
+from kgwise.conformal.uag import UAG, UAGConfig, question_table
+from kgwise.embed import Encoder
+from kgwise.errors import ConfigError, DataError
+from kgwise.files import read_json, write_text_atomic
+from kgwise.kg.base import KnowledgeGraph
+from kgwise.types import Question
+
+__all__ = ["AnswerSet", "CalibratedUAG", "TableSettings", "calibrate_uag", "labelled_questions"]
+
+_KIND = "kgwise.CalibratedUAG"
+
+
+@dataclass(frozen=True, slots=True)
+class TableSettings:
+    """How a question's table is built: retriever, S1 metric (``cosine`` or ``l1``), Eq. 6 granularity."""
+
+    retriever: RetrieverConfig = field(default_factory=RetrieverConfig)
+    metric: str = "cosine"
+    granularity: str = "whole"
+
+    def scorer(self, encoder: Encoder | None = None) -> S1:
+        return S1(encoder, config=ScoreConfig(metric=self.metric))  # type: ignore[arg-type]
+
+    def evaluator_config(self) -> EvaluatorConfig:
+        return EvaluatorConfig(granularity=self.granularity)  # type: ignore[arg-type]
+
+    def evaluator(self, scorer: S1, generator: Generator) -> UQEvaluator:
+        return UQEvaluator(scorer, generator, self.evaluator_config())
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerSet:
+    """The calibrated set of one question (KG labels, most similar to the generation first), the generation
+    it was scored against, and the guarantee it carries."""
+
+    question: str
+    answers: list[str]
+    generation: str
+    alpha: float
+    delta: float
+
+
+class CalibratedUAG:
+    """A calibrated :class:`UAG` plus the table settings it was calibrated with, and a summary of the
+    calibration (sizes, chosen λ, risks)."""
+
+    def __init__(self, uag: UAG, settings: TableSettings, summary: dict[str, Any]) -> None:
+        if uag.abstains:
+            raise ConfigError("CalibratedUAG needs a UAG that certified a λ")
+        self.uag = uag
+        self.settings = settings
+        self.summary = summary
+
+    def answer(self, question: Question, kg: KnowledgeGraph, generator: Generator, scorer: S1 | None = None
+               ) -> AnswerSet:
+        """Retrieve, generate ``Φ(P)``, score and keep the candidates of the calibrated λ. A question whose
+        topic entities are not in ``kg`` raises ``DataError`` (its set would always be empty)."""
+        s = scorer or self.settings.scorer()
+        retriever = UQRetriever(kg, s, self.settings.retriever)
+        if not retriever.topic_nodes(question.topic_entities):
+            raise DataError(f"question {question.id!r}: none of its topic entities "
+                            f"{list(question.topic_entities)} is a node of the KG")
+        recording = _Recording(generator)
+        tab = question_table(question, retriever, self.settings.evaluator(s, recording))
+        cfg = self.uag.config
+        return AnswerSet(question.text, self.uag.answer_labels(tab, kg), recording.last, cfg.alpha,
+                         cfg.ltt.delta)
+
+    # ------------------------------------------------------------------------------------- persistence
+    def save(self, path: str | Path) -> Path:
+        """One JSON file: the UAG config, the chosen λ and thresholds, the table settings, the summary."""
+        u = self.uag
+        assert u.chosen_thresholds_ is not None and u.lambda_ is not None
+        body = {
+            "kind": _KIND,
+            "uag": {"alpha": u.config.alpha, "steps": list(u.config.steps),
+                    "evaluator_scores": list(u.config.evaluator_scores), "ltt": asdict(u.config.ltt)},
+            "lambda": list(u.lambda_),
+            "thresholds": [_encode(t) for t in u.chosen_thresholds_],
+            "evaluator_score": u.evaluator_score_,
+            "settings": {"retriever": asdict(self.settings.retriever), "metric": self.settings.metric,
+                         "granularity": self.settings.granularity},
+            "summary": self.summary,
+        }
+        return write_text_atomic(path, json.dumps(body, indent=1, ensure_ascii=False) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> CalibratedUAG:
+        """A file written by :meth:`save`; ``DataError`` naming the file otherwise."""
+        p = Path(path)
+        body = read_json(p)
+        try:
+            if body.get("kind") != _KIND:
+                raise ValueError(f"kind is {body.get('kind')!r}, expected {_KIND!r}")
+            raw = body["uag"]
+            cfg = UAGConfig(alpha=float(raw["alpha"]), steps=tuple(raw["steps"]),
+                            evaluator_scores=tuple(raw["evaluator_scores"]), ltt=LTTConfig(**raw["ltt"]))
+            uag = UAG(cfg)
+            th = [_decode(t) for t in body["thresholds"]]
+            lam = [float(x) for x in body["lambda"]]
+            if len(th) != 4 or len(lam) != 4:
+                raise ValueError("lambda and thresholds need four entries")
+            uag.chosen_thresholds_ = (th[0], th[1], th[2], th[3])
+            uag.lambda_ = (lam[0], lam[1], lam[2], lam[3])
+            score = body["evaluator_score"]
+            if score not in cfg.evaluator_scores:
+                raise ValueError(f"evaluator score {score!r} is not among {list(cfg.evaluator_scores)}")
+            uag.evaluator_score_ = score
+            st = body["settings"]
+            settings = TableSettings(RetrieverConfig(**st["retriever"]), str(st["metric"]),
+                                     str(st["granularity"]))
+            summary = dict(body.get("summary", {}))
+        except (AttributeError, KeyError, TypeError, ValueError, ConfigError) as exc:
+            raise DataError(f"not a kgwise UAG calibration file: {exc}", p) from exc
+        return cls(uag, settings, summary)
+
+
+class _Recording:
+    """A generator that remembers its last answer."""
+
+    def __init__(self, inner: Generator) -> None:
+        self.inner = inner
+        self.last = ""
+
+    def generate(self, question_id: str, prompt: str) -> str:
+        self.last = self.inner.generate(question_id, prompt)
+        return self.last
+
+
+def _encode(x: float) -> float | str:
+    return x if math.isfinite(x) else ("inf" if x > 0 else "-inf")
+
+
+def _decode(x: Any) -> float:
+    if isinstance(x, str) and x in ("inf", "-inf"):
+        return math.inf if x == "inf" else -math.inf
+    if isinstance(x, int | float) and not isinstance(x, bool):
+        return float(x)
+    raise ValueError(f"bad threshold {x!r}")
+
+
+def calibrate_uag(tables: TableBatch, alpha: float, settings: TableSettings,
+                  steps: tuple[float, float, float] = (0.05, 0.05, 0.025), delta: float = 0.05,
+                  tune_fraction: float = 0.4, seed: int = 0) -> tuple[UAG, dict[str, Any]]:
+    """Fit on a seeded ``tune_fraction`` of the labelled ``tables``, run fixed-sequence LTT on the rest;
+    returns the UAG (it may abstain: ``uag.abstains``) and a summary of the calibration."""
+    n = tables.num_questions
+    if not 0.0 < tune_fraction < 1.0:
+        raise ConfigError(f"tune_fraction must lie in (0, 1), got {tune_fraction}")
+    n_tune = round(tune_fraction * n)
+    if n_tune < 1 or n - n_tune < 1:
+        raise ConfigError(f"{n} labelled questions cannot be split into tuning and calibration parts")
+    kinds = tuple(k for k in EVALUATOR_SCORES if tables.eq6_items is not None or not k.startswith("items"))
+    perm = np.random.default_rng(seed).permutation(n)
+    tune, cal = tables.subset(perm[:n_tune]), tables.subset(perm[n_tune:])
+    uag = UAG(UAGConfig(alpha=alpha, steps=steps, evaluator_scores=kinds, ltt=LTTConfig(delta=delta)))
+    uag.fit(tune).calibrate(cal)
+    summary: dict[str, Any] = {
+        "questions": n, "tuning": tune.num_questions, "calibration": cal.num_questions,
+        "gold_retrievable": float(tables.gold_retrievable().mean()), "alpha": alpha, "delta": delta,
+        "seed": seed, "certified": not uag.abstains,
+        "valid_lambdas": int(uag.result_.valid.sum()) if uag.result_ is not None else 0,
+    }
+    if not uag.abstains:
+        m = uag.evaluate(cal)
+        summary.update({"lambda": uag.lambda_, "evaluator_score": uag.evaluator_score_,
+                        "calibration_miss_rate": float(1 - m["covered"].mean()),
+                        "calibration_mean_set_size": float(m["size"].mean())})
+    return uag, summary
+
+
+def labelled_questions(questions: Sequence[Question], source: str) -> list[Question]:
+    """The questions that can calibrate: gold answers and topic entities present; ``DataError`` if none."""
+    out = [q for q in questions if q.gold and q.topic_entities]
+    if not out:
+        raise DataError("no question has both 'gold' answers and 'topic_entities'", source)
+    return out

@@ -1,0 +1,91 @@
+"""``kgwise uag calibrate`` / ``kgwise uag answer`` on real WebQSP questions over the Freebase fragment."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+from typer.testing import CliRunner
+
+from kgwise.cli.main import app
+
+runner = CliRunner()
+
+
+def said(result: Result) -> str:
+    """The command's output with the console's line wrapping undone."""
+    return " ".join(result.output.split())
+
+
+@pytest.fixture(scope="module")
+def inputs(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """120 WebQSP test questions (JSONL) and RoG/LLaMA2's recorded answers to them."""
+    from kgwise.conformal.experiment import load_webqsp_data
+
+    wq = load_webqsp_data(data_dir, limit=120)
+    out = tmp_path_factory.mktemp("uag-inputs")
+    with (out / "questions.jsonl").open("w", encoding="utf-8") as fh:
+        for q in wq.questions:
+            fh.write(json.dumps({"id": q.id, "text": q.text, "gold": list(q.gold),
+                                 "topic_entities": list(q.topic_entities)}) + "\n")
+    with (out / "generations.jsonl").open("w", encoding="utf-8") as fh:
+        for q in wq.questions:
+            fh.write(json.dumps({"id": q.id, "answer": wq.generations[q.id]}) + "\n")
+    return out
+
+
+def test_calibrate_then_answer(inputs: Path, data_dir: Path, tmp_path: Path) -> None:
+    kg = data_dir / "webqsp" / "freebase_fragment.tsv"
+    out, report = tmp_path / "uag.json", tmp_path / "summary.json"
+    args = ["uag", "calibrate", "--kg", str(kg), "--questions", str(inputs / "questions.jsonl"),
+            "--generations", str(inputs / "generations.jsonl"), "--alpha", "0.4", "--out", str(out),
+            "--work", str(tmp_path / "work"), "--json", str(report)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(report.read_text())
+    assert summary["certified"] and summary["tuning"] + summary["calibration"] == summary["questions"]
+    assert summary["calibration_miss_rate"] <= 0.4 and summary["generator"].startswith("recorded:")
+    saved = json.loads(out.read_text())
+    assert saved["kind"] == "kgwise.CalibratedUAG" and saved["uag"]["alpha"] == 0.4
+
+    # recorded generations cannot answer a new question: the generator must be named
+    ask = ["uag", "answer", "what does jamaican people speak?", "--topic", "Jamaica", "--kg", str(kg),
+           "--uag", str(out)]
+    result = runner.invoke(app, ask)
+    assert result.exit_code == 2 and "pass --llm" in said(result)
+    result = runner.invoke(app, [*ask, "--llm", "smollm2-135m", "--json", str(tmp_path / "a.json")])
+    assert result.exit_code == 0, result.output
+    answer = json.loads((tmp_path / "a.json").read_text())
+    assert answer["alpha"] == 0.4 and answer["generation"] and "guarantee assumes" in said(result)
+    from kgwise.kg.loaders import load_tsv
+
+    graph = load_tsv(kg)
+    assert all(graph.find(a) is not None for a in answer["answers"])  # KG labels, not free text
+
+    # an unknown topic entity is named, not answered with an empty set
+    result = runner.invoke(app, [*ask[:4], "No Such Entity 123", *ask[5:], "--llm", "smollm2-135m"])
+    assert result.exit_code == 2 and "No Such Entity 123" in said(result)
+
+
+def test_calibrate_rejects_bad_input(inputs: Path, data_dir: Path, tmp_path: Path) -> None:
+    kg = data_dir / "webqsp" / "freebase_fragment.tsv"
+    base = ["uag", "calibrate", "--kg", str(kg), "--out", str(tmp_path / "u.json")]
+    q = ["--questions", str(inputs / "questions.jsonl")]
+    both = runner.invoke(app, [*base, *q, "--generations", str(inputs / "generations.jsonl"), "--llm", "x"])
+    assert both.exit_code == 2 and "exactly one" in said(both)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "text": "q?", "gold": ["x"], "topic_entities": ["Jamaica"]}\n'
+                   '{"id": 1, "txt": 2}\n')
+    result = runner.invoke(app, [*base, "--questions", str(bad), "--generations", str(bad)])
+    assert result.exit_code == 2 and "bad.jsonl" in said(result) and "2" in said(result)
+    result = runner.invoke(app, [*base, *q, "--generations", str(inputs / "generations.jsonl"),
+                                 "--alpha", "0.01", "--work", str(tmp_path / "w")])
+    assert result.exit_code == 2 and "no λ could be certified" in said(result)
+    assert not (tmp_path / "u.json").exists()
+    wrong = tmp_path / "g.txt"
+    wrong.write_text("x")
+    result = runner.invoke(app, ["uag", "calibrate", "--kg", str(wrong), *q, "--llm", "smollm2-135m",
+                                 "--out", str(tmp_path / "u.json")])
+    assert result.exit_code == 2 and ".npz" in said(result)

@@ -1,0 +1,67 @@
+"""CalibratedUAG: calibration on real WebQSP tables, save/load round trip, malformed files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kgwise.conformal.calibrated import CalibratedUAG, TableSettings, calibrate_uag, labelled_questions
+from kgwise.conformal.grid import TableBatch
+from kgwise.errors import ConfigError, DataError
+from kgwise.types import Question
+
+
+@pytest.fixture(scope="module")
+def tables(data_dir: Path) -> TableBatch:
+    from kgwise.conformal.experiment import ExperimentConfig, load_webqsp_data, webqsp_tables
+
+    cfg = ExperimentConfig()
+    batch = webqsp_tables(data_dir, cfg, load_webqsp_data(data_dir, cfg.gnn), progress=False)
+    return batch.subset(range(600))
+
+
+def test_calibrate_save_load_round_trip(tables: TableBatch, tmp_path: Path) -> None:
+    settings = TableSettings()
+    uag, summary = calibrate_uag(tables, 0.3, settings, seed=3)
+    assert not uag.abstains and summary["certified"] and summary["calibration_miss_rate"] <= 0.3
+    assert summary["tuning"] == 240 and summary["calibration"] == 360
+    path = CalibratedUAG(uag, settings, summary).save(tmp_path / "u.json")
+    back = CalibratedUAG.load(path)
+    assert back.uag.chosen_thresholds_ == uag.chosen_thresholds_ and back.uag.lambda_ == uag.lambda_
+    assert back.uag.evaluator_score_ == uag.evaluator_score_ and back.summary == json.loads(
+        json.dumps(summary))
+    for i in range(0, 600, 37):
+        np.testing.assert_array_equal(back.uag.predict_set(tables.table(i)), uag.predict_set(tables.table(i)))
+    np.testing.assert_array_equal(back.uag.evaluate(tables)["size"], uag.evaluate(tables)["size"])
+
+
+def test_abstention_and_bad_files(tables: TableBatch, tmp_path: Path) -> None:
+    uag, summary = calibrate_uag(tables, 0.01, TableSettings())
+    assert uag.abstains and not summary["certified"]
+    with pytest.raises(ConfigError):
+        CalibratedUAG(uag, TableSettings(), summary)
+    with pytest.raises(ConfigError):
+        calibrate_uag(tables.subset([0]), 0.3, TableSettings())
+    with pytest.raises(DataError, match="not found"):
+        CalibratedUAG.load(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"kind": "kgwise.CalibratedUAG", "uag": {"alpha": 0.2}}))
+    with pytest.raises(DataError, match=r"bad\.json"):
+        CalibratedUAG.load(bad)
+    certified = calibrate_uag(tables, 0.3, TableSettings())[0]
+    good = CalibratedUAG(certified, TableSettings(), {}).save(tmp_path / "g.json")
+    body = json.loads(good.read_text())
+    body["evaluator_score"] = "nonsense"
+    bad.write_text(json.dumps(body))
+    with pytest.raises(DataError, match="evaluator score"):
+        CalibratedUAG.load(bad)
+
+
+def test_labelled_questions() -> None:
+    qs = [Question("a", "q?", gold=("x",), topic_entities=("t",)), Question("b", "q?", gold=("x",))]
+    assert [q.id for q in labelled_questions(qs, "f")] == ["a"]
+    with pytest.raises(DataError, match="topic_entities"):
+        labelled_questions(qs[1:], "f")
