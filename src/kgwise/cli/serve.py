@@ -24,15 +24,21 @@ def serve(
     router: Annotated[Path | None, typer.Option(
         "--router", help="`kgwise route init` output: serves /v1/route and /v1/route/feedback, updated "
                          "in place.")] = None,
+    uag: Annotated[Path | None, typer.Option(
+        "--uag", help="`kgwise uag calibrate` output: serves /v1/answer-set.")] = None,
+    uag_kg: Annotated[Path | None, typer.Option(
+        "--uag-kg", help="KG for /v1/answer-set (default: the one the calibration names).")] = None,
+    uag_llm: Annotated[str | None, typer.Option(
+        "--uag-llm", help="LLM for /v1/answer-set (default: the one the calibration used).")] = None,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
 ) -> None:
     """Serve over HTTP: GET /health; KnowGPT at POST /v1/answer and /v1/subgraph; Coke routing at POST
-    /v1/route and /v1/route/feedback (OpenAPI docs at /docs)."""
+    /v1/route and /v1/route/feedback; UAG answer sets at POST /v1/answer-set (OpenAPI docs at /docs)."""
     import uvicorn
 
     from kgwise.server import ServerSettings, create_app
 
     settings = ServerSettings(kg=kg, llm=llm, policy=policy, bandit=bandit, calibration=calibration,
-                              router=router)
+                              router=router, uag=uag, uag_kg=uag_kg, uag_llm=uag_llm)
     uvicorn.run(create_app(settings), host=host, port=port)

@@ -14,7 +14,6 @@ from kgwise.cli.common import JsonOption, console, err_console, friendly_errors,
 from kgwise.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
-    from kgwise.kg.csr import CSRGraph
     from kgwise.types import Question
 
 uag_app = typer.Typer(help="Calibrated answer sets (UAG) on your own KG.", no_args_is_help=True)
@@ -22,20 +21,8 @@ app.add_typer(uag_app, name="uag")
 
 _LLM_HELP = ("LLM that writes Φ(P) from the retrieved paths: smollm2-135m, gemma3-270m, gguf:PATH, "
              "openai:MODEL.")
-KgOption = Annotated[Path, typer.Option("--kg", help="The KG: a .npz from `kgwise kg build` or a .tsv of "
-                                                     "head<TAB>relation<TAB>tail lines.")]
-
-
-def open_kg(path: Path) -> CSRGraph:
-    """A ``.npz`` graph or a ``.tsv`` triple file."""
-    from kgwise.kg.csr import CSRGraph
-    from kgwise.kg.loaders import load_tsv
-
-    if path.suffix == ".npz":
-        return CSRGraph.load(path)
-    if path.suffix == ".tsv":
-        return load_tsv(path)
-    raise ConfigError(f"--kg {path}: expected a .npz graph or a .tsv triple file")
+KgOption = Annotated[Path, typer.Option("--kg", help="The KG: a .npz from `kgwise kg build`, a .tsv of "
+                                                     "head<TAB>relation<TAB>tail lines or N-Triples.")]
 
 
 def read_questions(path: Path) -> list[Question]:
@@ -87,10 +74,11 @@ def calibrate(
     from kgwise.conformal.evaluator import LLMGenerator
     from kgwise.conformal.experiment import build_tables
     from kgwise.conformal.retriever import RetrieverConfig
+    from kgwise.kg.loaders import open_graph_file
 
     if (llm is None) == (generations is None):
         raise ConfigError("pass exactly one of --llm (live Φ(P)) and --generations (recorded Φ(P))")
-    graph = open_kg(kg)
+    graph = open_graph_file(kg)
     qs = labelled_questions(read_questions(questions), str(questions))
     settings = TableSettings(RetrieverConfig(max_hops=max_hops, direction=direction))  # type: ignore[arg-type]
     recorded = read_generations(generations) if generations is not None else None
@@ -131,6 +119,7 @@ def answer(
     assumes Φ(P) comes from the generator the calibration used."""
     from kgwise.conformal.calibrated import CalibratedUAG
     from kgwise.conformal.evaluator import LLMGenerator
+    from kgwise.kg.loaders import open_graph_file
     from kgwise.llm import get_llm
     from kgwise.types import Question
 
@@ -143,7 +132,7 @@ def answer(
     elif llm != used:
         err_console.print(f"[yellow]warning:[/yellow] calibrated with {used or 'an unknown generator'}, "
                           f"answering with {llm}: the guarantee assumes the same generator")
-    graph = open_kg(kg)
+    graph = open_graph_file(kg)
     q = Question(id="cli", text=question, topic_entities=tuple(topic))
     result = calibrated.answer(q, graph, LLMGenerator(get_llm(llm, cache=True)))
     console.print(f"[bold]{len(result.answers)} answer(s)[/bold] (miss rate ≤ {result.alpha:g} with "

@@ -3,8 +3,9 @@
 Routes: ``GET /health``; with a graph, ``POST /v1/answer`` (KnowGPT answer with the knowledge used, the
 combination, the usage and, when a calibration file is configured, the calibrated answer set) and ``POST
 /v1/subgraph`` (grounded concepts, P_sub triples and paths, no LLM call); with a router file, ``POST
-/v1/route`` and ``POST /v1/route/feedback`` (see :mod:`kgwise.server.routing`). Local models are not
-thread-safe, so requests that reach the LLM are served one at a time.
+/v1/route`` and ``POST /v1/route/feedback`` (see :mod:`kgwise.server.routing`); with a UAG calibration,
+``POST /v1/answer-set`` (see :mod:`kgwise.server.answer_sets`). Local models are not thread-safe, so
+requests that reach the LLM are served one at a time.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from kgwise.errors import ConfigError, KgwiseError
 from kgwise.inject.build import DEFAULT_COMBO, build_injector, make_question
 from kgwise.inject.calibration import with_prediction_set
 from kgwise.inject.injector import KnowledgeInjector
+from kgwise.server.answer_sets import AnswerSetService, answer_set_api
 from kgwise.server.routing import RoutingService, routing_api
 
 __all__ = ["AnswerRequest", "ServerSettings", "create_app"]
@@ -31,7 +33,8 @@ __all__ = ["AnswerRequest", "ServerSettings", "create_app"]
 class ServerSettings(BaseModel):
     """What the service serves: a graph file, an LLM spec and, optionally, a trained P_RL policy, a prompt
     bandit and a calibration (``kgwise calibrate``) for answer sets; and/or a Coke router state file
-    (``kgwise route init``), updated in place."""
+    (``kgwise route init``), updated in place; and/or a UAG calibration (``kgwise uag calibrate``) with
+    its KG (default: the one it names) and LLM (default: the one it used)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -42,6 +45,9 @@ class ServerSettings(BaseModel):
     calibration: Path | None = None
     router: Path | None = None
     router_save_every_s: float = Field(default=30.0, ge=0.0)
+    uag: Path | None = None
+    uag_kg: Path | None = None
+    uag_llm: str | None = None
 
 
 class AnswerRequest(BaseModel):
@@ -58,8 +64,9 @@ class AnswerRequest(BaseModel):
 def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = None) -> FastAPI:
     """The FastAPI application; ``injector`` defaults to one built from ``settings`` (when it names a
     graph). Raises ``ConfigError`` when there is neither a graph nor a router to serve."""
-    if injector is None and settings.kg is None and settings.router is None:
-        raise ConfigError("nothing to serve: give a graph (--kg) and/or a router state file (--router)")
+    if injector is None and settings.kg is None and settings.router is None and settings.uag is None:
+        raise ConfigError("nothing to serve: give a graph (--kg), a router state file (--router) and/or a "
+                          "UAG calibration (--uag)")
     routing = None
     if settings.router is not None:
         from kgwise.embed import MiniLM
@@ -78,10 +85,15 @@ def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = No
                   lifespan=lifespan)
     if routing is not None:
         app.include_router(routing_api(routing))
+    answer_sets = None
+    if settings.uag is not None:
+        answer_sets = AnswerSetService(settings.uag, settings.uag_kg, settings.uag_llm)
+        app.include_router(answer_set_api(answer_sets))
     if injector is None and settings.kg is None:
         @app.get("/health")
-        def routing_health() -> dict[str, Any]:
-            return {"status": "ok", "router": routing.status() if routing is not None else None}
+        def partial_health() -> dict[str, Any]:
+            return {"status": "ok", "router": routing.status() if routing is not None else None,
+                    "uag": answer_sets.status() if answer_sets is not None else None}
 
         return app
     inj = injector or build_injector(settings.kg, settings.llm, settings.policy, settings.bandit)  # type: ignore[arg-type]
@@ -105,6 +117,7 @@ def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = No
             "bandit": inj.bandit is not None,
             "calibrated": conformal is not None,
             "router": routing.status() if routing is not None else None,
+            "uag": answer_sets.status() if answer_sets is not None else None,
         }
 
     @app.post("/v1/answer")

@@ -37,6 +37,7 @@ __all__ = [
     "load_tsv",
     "load_wordnet",
     "merge_graphs",
+    "open_graph_file",
     "read_merge_file",
 ]
 
@@ -67,3 +68,16 @@ def load_graph(source: str | Path, format: str, merge_file: str | Path | None = 
     if merge_file is not None and not format.startswith("conceptnet"):
         raise ConfigError(f"a relation merge file applies to ConceptNet formats, not {format!r}")
     return loaders[format](Path(source))
+
+
+def open_graph_file(path: str | Path) -> CSRGraph:
+    """A built graph (``.npz``, ``kgwise kg build``) or a triple file (``.tsv``, ``.nt``, ``.nt.gz``), by
+    suffix; ``ConfigError`` for any other file."""
+    p = Path(path)
+    if p.suffix == ".npz":
+        return CSRGraph.load(p)
+    if p.suffix == ".tsv":
+        return load_tsv(p)
+    if p.name.endswith((".nt", ".nt.gz")):
+        return load_ntriples(p)
+    raise ConfigError(f"{p}: expected a .npz graph or a .tsv / .nt triple file")

@@ -1,0 +1,85 @@
+"""``POST /v1/answer-set``: UAG's calibrated answer set of a KG question (``kgwise uag calibrate`` output).
+
+The service loads the calibration file, the KG it names (or the one given) and the LLM it was
+calibrated with, and answers ``{question, topic_entities}`` with the KG answers UAG keeps at the
+calibrated α, the generation they were scored against, and the guarantee (α, δ).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, HTTPException
+from pydantic import BaseModel, Field
+
+from kgwise.conformal.calibrated import CalibratedUAG
+from kgwise.conformal.evaluator import LLMGenerator
+from kgwise.errors import ConfigError, KgwiseError
+from kgwise.types import Question
+
+__all__ = ["AnswerSetRequest", "AnswerSetService", "answer_set_api"]
+
+
+class AnswerSetRequest(BaseModel):
+    """An open KG question and its topic entities, named as in the KG."""
+
+    question: str = Field(min_length=1)
+    topic_entities: list[str] = Field(min_length=1)
+    id: str = "request"
+
+
+class AnswerSetService:
+    """A calibrated UAG with its KG and LLM; ``kg`` overrides the graph file recorded at calibration."""
+
+    def __init__(self, calibration: Path, kg: Path | None = None, llm: str | None = None) -> None:
+        from kgwise.kg.loaders import open_graph_file
+        from kgwise.llm import get_llm
+
+        self.calibrated = CalibratedUAG.load(calibration)
+        summary = self.calibrated.summary
+        kg_file = kg or (Path(summary["kg"]) if summary.get("kg") else None)
+        if kg_file is None:
+            raise ConfigError(f"{calibration} names no KG: pass one (--uag-kg)")
+        self.kg_file = kg_file
+        self.kg = open_graph_file(kg_file)
+        used = str(summary.get("generator", ""))
+        spec = llm or (used if used and not used.startswith("recorded:") else None)
+        if spec is None:
+            raise ConfigError(f"{calibration} was calibrated with {used or 'an unknown generator'}: "
+                              "name the LLM that answers (--llm)")
+        self.llm_spec = spec
+        self.same_generator = spec == used
+        self.generator = LLMGenerator(get_llm(spec, cache=True))
+        self.scorer = self.calibrated.settings.scorer()
+        self.lock = threading.Lock()
+
+    def status(self) -> dict[str, Any]:
+        u = self.calibrated.uag
+        return {"kg": str(self.kg_file), "llm": self.llm_spec, "alpha": u.config.alpha,
+                "delta": u.config.ltt.delta, "lambda": u.lambda_,
+                "same_generator_as_calibration": self.same_generator}
+
+    def answer(self, req: AnswerSetRequest) -> dict[str, Any]:
+        q = Question(id=req.id, text=req.question, topic_entities=tuple(req.topic_entities))
+        with self.lock:  # local models are not thread-safe
+            result = self.calibrated.answer(q, self.kg, self.generator, self.scorer)
+        return {"question": result.question, "answers": result.answers, "generation": result.generation,
+                "alpha": result.alpha, "delta": result.delta,
+                "same_generator_as_calibration": self.same_generator}
+
+
+def answer_set_api(service: AnswerSetService) -> APIRouter:
+    """The ``/v1/answer-set`` route over ``service``."""
+    api = APIRouter()
+
+    @api.post("/v1/answer-set")
+    def answer_set(req: AnswerSetRequest) -> dict[str, Any]:
+        """The calibrated answer set: it misses every gold answer at rate ≤ α with probability ≥ 1 − δ."""
+        try:
+            return service.answer(req)
+        except KgwiseError as exc:
+            raise HTTPException(status_code=422, detail=str(exc)) from exc
+
+    return api

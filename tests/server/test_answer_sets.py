@@ -1,0 +1,45 @@
+"""UAG over HTTP: ``POST /v1/answer-set`` with a calibration of real WebQSP questions over the Freebase
+fragment, answered live by the local model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from kgwise.conformal.calibrated import CalibratedUAG, TableSettings, calibrate_uag
+from kgwise.errors import ConfigError
+from kgwise.server import ServerSettings, create_app
+
+
+@pytest.fixture(scope="module")
+def calibration(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """UAG calibrated at α = 0.4 on 300 WebQSP questions with RoG's recorded generations."""
+    from kgwise.conformal.experiment import ExperimentConfig, load_webqsp_data, webqsp_tables
+
+    cfg = ExperimentConfig()
+    tables = webqsp_tables(data_dir, cfg, load_webqsp_data(data_dir, cfg.gnn), progress=False)
+    uag, summary = calibrate_uag(tables.subset(range(300)), 0.4, TableSettings())
+    summary.update(kg=str(data_dir / "webqsp" / "freebase_fragment.tsv"), generator="recorded:rog")
+    return CalibratedUAG(uag, TableSettings(), summary).save(tmp_path_factory.mktemp("uag") / "uag.json")
+
+
+def test_answer_set_route(calibration: Path) -> None:
+    with pytest.raises(ConfigError, match="--llm"):
+        create_app(ServerSettings(uag=calibration))  # recorded generations cannot answer new questions
+    app = create_app(ServerSettings(uag=calibration, uag_llm="smollm2-135m"))
+    with TestClient(app) as client:
+        health = client.get("/health").json()
+        assert health["uag"]["alpha"] == 0.4 and health["uag"]["same_generator_as_calibration"] is False
+        r = client.post("/v1/answer-set", json={"question": "what does jamaican people speak?",
+                                                "topic_entities": ["Jamaica"]})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["alpha"] == 0.4 and body["delta"] == 0.05 and body["generation"]
+        assert isinstance(body["answers"], list) and all(isinstance(a, str) for a in body["answers"])
+        r = client.post("/v1/answer-set", json={"question": "who?", "topic_entities": ["No Such Entity 9"]})
+        assert r.status_code == 422 and "No Such Entity 9" in r.json()["detail"]
+        r = client.post("/v1/answer-set", json={"question": "who?", "topic_entities": []})
+        assert r.status_code == 422
+        assert client.post("/v1/answer", json={"question": "q", "choices": ["a", "b"]}).status_code == 404
