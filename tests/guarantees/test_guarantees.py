@@ -102,7 +102,7 @@ def webqsp_misses(tables: TableBatch, base: UAGConfig, methods: tuple[str, ...],
         tune, cal, test = (tables.subset(perm[:n_tune]), tables.subset(perm[n_tune:n_tune + n_cal]),
                            tables.subset(perm[n_tune + n_cal:]))
         fitted = UAG(base).fit(tune)
-        losses = fitted.loss_counts(cal)
+        losses = fitted.loss_counts(cal) if methods != ("marginal",) else None
         for m in methods:
             for a in ALPHAS:
                 cfg = (replace(base, alpha=a, guarantee="marginal") if m == "marginal" else
@@ -137,29 +137,40 @@ def test_uag_guarantee_on_webqsp(webqsp: tuple[TableBatch, object]) -> None:
     check_pac(misses, methods, "uag", ("fixed_sequence", "bonferroni"))
 
 
-def test_uag_with_gnn_candidates_guarantees_on_webqsp(webqsp: tuple[TableBatch, object]) -> None:
-    """The family with α4 (ReaRev's candidates united with the path set): fixed-sequence LTT (PAC), and
-    the marginal mode, whose mean test coverage must be ≥ 1 − α minus 3 standard errors, at every α where
-    it never abstained (its abstention is conditional on the calibration draw)."""
+def test_uag_with_gnn_candidates_guarantee_on_webqsp(webqsp: tuple[TableBatch, object]) -> None:
+    """The family with α4 (ReaRev's candidates united with the path set), fixed-sequence LTT."""
     from kgwise.conformal.baselines import CandidateBatch
     from kgwise.conformal.experiment import ExperimentConfig, with_gnn
 
     tables, gnn = webqsp
     assert isinstance(gnn, CandidateBatch)
     base = UAGConfig(evaluator_scores=EVALUATOR_SCORES, scored_step=ExperimentConfig().gnn_step)
-    misses = webqsp_misses(with_gnn(tables, gnn), base, ("fixed_sequence", "marginal"), 30_000)
-    check_pac(misses, ("fixed_sequence", "marginal"), "uag+gnn", ("fixed_sequence",))
-    checked = 0
+    misses = webqsp_misses(with_gnn(tables, gnn), base, ("fixed_sequence",), 30_000)
+    check_pac(misses, ("fixed_sequence",), "uag+gnn", ("fixed_sequence",))
+
+
+def test_uag_marginal_coverage_on_webqsp(webqsp: tuple[TableBatch, object]) -> None:
+    """The marginal mode over the same union: mean test coverage ≥ 1 − α minus 3 standard errors at every
+    α from 0.15 (it must certify in ≥ 98 % of the splits there; at 0.1 more than α of the questions are
+    often beyond both retrievers, so it is printed only)."""
+    from kgwise.conformal.baselines import CandidateBatch
+    from kgwise.conformal.experiment import ExperimentConfig, with_gnn
+
+    tables, gnn = webqsp
+    assert isinstance(gnn, CandidateBatch)
+    base = UAGConfig(evaluator_scores=EVALUATOR_SCORES, scored_step=ExperimentConfig().gnn_step,
+                     guarantee="marginal")
+    misses = webqsp_misses(with_gnn(tables, gnn), base, ("marginal",), 30_000)
     for a in ALPHAS:
-        rates = misses[("marginal", a)]
-        if any(r is None for r in rates):
-            continue
+        rates = [r for r in misses[("marginal", a)] if r is not None]
+        abstained = 1 - len(rates) / REPEATS
         cov = 1 - np.asarray(rates, dtype=np.float64)
-        se = float(cov.std()) / math.sqrt(cov.size) + 1e-9
-        print(f"webqsp uag+gnn marginal α={a}: mean coverage {cov.mean():.3f} (se {se:.3f})")
-        assert float(cov.mean()) >= 1 - a - 3 * se, a
-        checked += 1
-    assert checked >= len(ALPHAS) - 1
+        se = float(cov.std()) / math.sqrt(max(cov.size, 1)) + 1e-9
+        print(f"webqsp uag+gnn marginal α={a}: mean coverage {cov.mean() if cov.size else float('nan'):.3f} "
+              f"(se {se:.3f}), abstained {abstained:.3f}")
+        if a >= 0.15:
+            assert abstained <= 0.02, a
+            assert float(cov.mean()) >= 1 - a - 3 * se, a
 
 
 def test_split_cp_marginal_coverage_on_gnn_candidates(webqsp: tuple[TableBatch, object]) -> None:

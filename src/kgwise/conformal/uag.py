@@ -128,7 +128,8 @@ class UAG:
 
     # ------------------------------------------------------------------ fit (tuning split)
     def fit(self, tune: TableBatch) -> UAG:
-        """Eq. 1 thresholds per grid level from the tuning split; tuning risk and set size of every λ."""
+        """Eq. 1 thresholds per grid level from the tuning split; tuning risk and set size of every λ (for
+        LTT; the marginal mode keeps only what it needs, :class:`_TunePaths`)."""
         if tune.num_questions == 0:
             raise ConfigError("UAG.fit: empty tuning split")
         comp = tune.component_scores()
@@ -154,6 +155,8 @@ class UAG:
             scored = tune.scored[np.isfinite(tune.scored)] if tune.scored is not None else np.empty(0)
             self.tune_paths_ = _TunePaths(base.covered.reshape(n, -1), base.size.sum(axis=0).ravel(),
                                           tune.scored_component(), np.sort(scored))
+        if self.config.guarantee == "marginal":
+            return self  # the LTT family's tuning risks and sizes are not needed
         covered, size = self._totals(tune, sizes=True, base=base)
         self.tune_risk_ = 1.0 - covered / tune.num_questions
         self.tune_size_ = size / tune.num_questions
@@ -231,11 +234,15 @@ class UAG:
 
     # ------------------------------------------------------------------ calibrate (LTT)
     def adopt_fit(self, other: UAG) -> UAG:
-        """Reuse another instance's ``fit`` (same tuning split and grid) under this instance's config."""
-        if other.tune_size_ is None or other.config.steps != self.config.steps or (
+        """Reuse another instance's ``fit`` (same tuning split and grid) under this instance's config; a
+        marginal-mode fit serves marginal instances only."""
+        if other.levels_ is None or other.config.steps != self.config.steps or (
             other.config.evaluator_scores != self.config.evaluator_scores
         ):
             raise ConfigError("UAG.adopt_fit: the other instance is not fitted on the same grid")
+        if self.config.guarantee == "pac" and other.tune_size_ is None:
+            raise ConfigError("UAG.adopt_fit: the other instance was fitted in marginal mode, without "
+                              "what LTT needs")
         if other.config.scored_step != self.config.scored_step:
             raise ConfigError("UAG.adopt_fit: the other instance has another scored_step")
         self.levels_, self.thresholds_ = other.levels_, other.thresholds_
@@ -253,7 +260,7 @@ class UAG:
                   losses: npt.NDArray[np.int64] | None = None) -> UAG:
         """LTT on the calibration split (Theorem 1–2) and selection of λ̂ (Theorem 3); ``losses`` may
         pass precomputed :meth:`loss_counts` of ``cal``."""
-        if self.tune_size_ is None:
+        if self.levels_ is None:
             raise ConfigError("UAG: call fit() before calibrate()")
         if cal.num_questions == 0:
             raise ConfigError("UAG.calibrate: empty calibration split")
@@ -262,6 +269,7 @@ class UAG:
             return self._calibrate_marginal(cal, a)
         if losses is None:
             losses = self.loss_counts(cal)
+        assert self.tune_size_ is not None
         self.result_ = learn_then_test(losses, cal.num_questions, a, self.config.ltt, self.tune_size_,
                                        self.order_)
         if self.result_.chosen is None:
@@ -275,10 +283,10 @@ class UAG:
     def _calibrate_marginal(self, cal: TableBatch, alpha: float) -> UAG:
         """Split CP on the scored threshold (see the module docstring): ``(s, α1, α2, α3)`` is the one
         whose tuning-split quantile gives the smallest tuning set, ``t4`` the Eq. 1 quantile of the
-        calibration scores ``E``. Abstains when that quantile is +∞ (more than α of the questions are
-        covered by neither part)."""
+        calibration scores ``E`` (``lambda_[3]`` is then α itself). Abstains when that quantile is +∞
+        (more than α of the questions are covered by neither part)."""
         self._check_scored(cal)
-        assert self.tune_paths_ is not None and self.thresholds_ is not None
+        assert self.tune_paths_ is not None and self.thresholds_ is not None and self.levels_ is not None
         self.result_ = None
         self.lambda_ = self.chosen_thresholds_ = self.evaluator_score_ = None
         c = self.tune_paths_.best_paths(alpha)
@@ -291,8 +299,8 @@ class UAG:
         v, i, j, k = np.unravel_index(c, self.grid_shape[:4])
         t1, t2, t3 = self.thresholds_
         self.chosen_thresholds_ = (float(t1[i]), float(t2[j]), float(t3[v, k]), float(t4))
-        self.lambda_ = (float(self.levels_[0][i]), float(self.levels_[1][j]),  # type: ignore[index]
-                        float(self.levels_[2][k]), alpha)  # type: ignore[index]
+        l1, l2, l3 = self.levels_
+        self.lambda_ = (float(l1[i]), float(l2[j]), float(l3[k]), alpha)
         self.evaluator_score_ = self.config.evaluator_scores[int(v)]
         return self
 
