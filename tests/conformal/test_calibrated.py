@@ -10,6 +10,7 @@ import pytest
 
 from kgwise.conformal.calibrated import CalibratedUAG, TableSettings, calibrate_uag, labelled_questions
 from kgwise.conformal.grid import TableBatch
+from kgwise.conformal.uag import UAG, UAGConfig
 from kgwise.errors import ConfigError, DataError
 from kgwise.types import Question
 
@@ -45,6 +46,10 @@ def test_abstention_and_bad_files(tables: TableBatch, tmp_path: Path) -> None:
         CalibratedUAG(uag, TableSettings(), summary)
     with pytest.raises(ConfigError):
         calibrate_uag(tables.subset([0]), 0.3, TableSettings())
+    scored = UAG(UAGConfig(alpha=0.3, steps=(0.2, 0.2, 0.2), scored_step=0.5))
+    scored.chosen_thresholds_, scored.evaluator_score_ = (1.0, 1.0, 1.0, 1.0), "absolute"
+    with pytest.raises(ConfigError, match="scored retriever"):
+        CalibratedUAG(scored, TableSettings(), {})
     with pytest.raises(DataError, match="not found"):
         CalibratedUAG.load(tmp_path / "missing.json")
     bad = tmp_path / "bad.json"

@@ -73,6 +73,9 @@ class CalibratedUAG:
     def __init__(self, uag: UAG, settings: TableSettings, summary: dict[str, Any]) -> None:
         if uag.abstains:
             raise ConfigError("CalibratedUAG needs a UAG that certified a λ")
+        if uag.config.scored_step is not None:
+            raise ConfigError("CalibratedUAG rebuilds tables from the KG alone: a UAG calibrated with a "
+                              "scored retriever (scored_step) would lose that part")
         self.uag = uag
         self.settings = settings
         self.summary = summary
