@@ -52,14 +52,12 @@ def answer(
 ) -> None:
     """Answer one multiple-choice QUESTION with knowledge from a KG injected into the LLM's prompt."""
     from kgwise.conformal.split import SplitConformal
-    from kgwise.inject.build import DEFAULT_COMBO, build_injector, make_question
+    from kgwise.inject.build import build_injector, make_question
     from kgwise.inject.calibration import with_prediction_set
 
     q = make_question(question, _parse_choices(choices), "cli")
     conformal = SplitConformal.load(calibration) if calibration is not None else None
     injector = build_injector(kg, llm, policy, bandit)
-    if combo is None and injector.bandit is None:
-        combo = DEFAULT_COMBO
     result = injector.inject(q, combo)
     a = result.answer
     chosen = next(c.text for c in q.choices if c.label == a.prediction)
@@ -106,21 +104,20 @@ def calibrate(
     from tqdm import tqdm
 
     from kgwise.datasets import load
-    from kgwise.inject.build import DEFAULT_COMBO, build_injector
+    from kgwise.inject.build import build_injector
     from kgwise.inject.calibration import CalibrationConfig, collect_probabilities
     from kgwise.inject.calibration import calibrate as run_calibration
 
     cfg = CalibrationConfig(alpha=alpha, score=score)  # type: ignore[arg-type]
     questions = load(dataset, split, data)[:limit]
     injector = build_injector(kg, llm, policy, bandit)
-    if combo is None and injector.bandit is None:
-        combo = DEFAULT_COMBO
     bar = tqdm(total=len(questions), desc=f"calibrating on {dataset}/{split}", dynamic_ncols=True)
     rows = collect_probabilities(injector, questions, combo, out.with_name(out.stem + ".outcomes.jsonl"),
                                  progress=lambda i, n: bar.update(1))
     bar.close()
     conformal, report = run_calibration(rows, cfg)
-    meta = {"dataset": dataset, "split": split, "kg": str(kg), "llm": llm, "combo": combo or "bandit",
+    used = combo or ("bandit" if bandit else injector.config.default_combo)
+    meta = {"dataset": dataset, "split": split, "kg": str(kg), "llm": llm, "combo": used,
             "policy": str(policy) if policy else None, "bandit": str(bandit) if bandit else None}
     conformal.save(out, meta)
     write_json(report | {"calibration_file": str(out), "meta": meta}, json_out)

@@ -124,17 +124,14 @@ def answer(
     from kgwise.types import Question
 
     calibrated = CalibratedUAG.load(uag)
-    used = str(calibrated.summary.get("generator", ""))
-    if llm is None:
-        if not used or used.startswith("recorded:"):
-            raise ConfigError(f"{uag} was calibrated with {used or 'an unknown generator'}: pass --llm")
-        llm = used
-    elif llm != used:
-        err_console.print(f"[yellow]warning:[/yellow] calibrated with {used or 'an unknown generator'}, "
-                          f"answering with {llm}: the guarantee assumes the same generator")
+    spec, same = calibrated.generator_spec(llm)
+    if not same:
+        err_console.print(f"[yellow]warning:[/yellow] calibrated with "
+                          f"{calibrated.summary.get('generator') or 'an unknown generator'}, answering with "
+                          f"{spec}: the guarantee assumes the same generator")
     graph = open_graph_file(kg)
     q = Question(id="cli", text=question, topic_entities=tuple(topic))
-    result = calibrated.answer(q, graph, LLMGenerator(get_llm(llm, cache=True)))
+    result = calibrated.answer(q, graph, LLMGenerator(get_llm(spec, cache=True)))
     console.print(f"[bold]{len(result.answers)} answer(s)[/bold] (miss rate ≤ {result.alpha:g} with "
                   f"probability ≥ {1 - result.delta:g}): " + (", ".join(result.answers) or "—"))
     write_json({"question": result.question, "answers": result.answers, "generation": result.generation,

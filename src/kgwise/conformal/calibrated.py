@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from kgwise.conformal.evaluator import EvaluatorConfig, Generator, UQEvaluator
-from kgwise.conformal.grid import EVALUATOR_SCORES, TableBatch
+from kgwise.conformal.grid import TableBatch
 from kgwise.conformal.ltt import LTTConfig
 from kgwise.conformal.retriever import RetrieverConfig, UQRetriever
 from kgwise.conformal.scores import S1, ScoreConfig
@@ -79,6 +79,17 @@ class CalibratedUAG:
         self.uag = uag
         self.settings = settings
         self.summary = summary
+
+    def generator_spec(self, llm: str | None, option: str = "--llm") -> tuple[str, bool]:
+        """The LLM spec that writes Φ(P) for new questions — ``llm``, else the one the calibration used —
+        and whether it is that one (the guarantee assumes so). ``ConfigError`` naming ``option`` when no
+        ``llm`` is given and the calibration used recorded answers (or does not say)."""
+        used = str(self.summary.get("generator", ""))
+        if llm is None:
+            if not used or used.startswith("recorded:"):
+                raise ConfigError(f"the calibration used {used or 'an unknown generator'}: pass {option}")
+            return used, True
+        return llm, llm == used
 
     def answer(self, question: Question, kg: KnowledgeGraph, generator: Generator, scorer: S1 | None = None
                ) -> AnswerSet:
@@ -179,7 +190,7 @@ def calibrate_uag(tables: TableBatch, alpha: float, settings: TableSettings,
     n_tune = round(tune_fraction * n)
     if n_tune < 1 or n - n_tune < 1:
         raise ConfigError(f"{n} labelled questions cannot be split into tuning and calibration parts")
-    kinds = tuple(k for k in EVALUATOR_SCORES if tables.eq6_items is not None or not k.startswith("items"))
+    kinds = tables.usable_scores()
     perm = np.random.default_rng(seed).permutation(n)
     tune, cal = tables.subset(perm[:n_tune]), tables.subset(perm[n_tune:])
     uag = UAG(UAGConfig(alpha=alpha, steps=steps, evaluator_scores=kinds, ltt=LTTConfig(delta=delta)))

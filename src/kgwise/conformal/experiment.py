@@ -246,7 +246,7 @@ def run_split(tables: TableBatch, gnn: CandidateBatch, config: ExperimentConfig,
     out: dict[str, list[dict[str, Any]]] = {m: [] for m in METHODS}
     fits: dict[tuple[tuple[EvaluatorScore, ...], bool], tuple[UAG, np.ndarray]] = {}
     for method, (how, all_kinds, scored) in _UAG_METHODS.items():
-        kinds = tuple(k for k in all_kinds if tables.eq6_items is not None or not k.startswith("items"))
+        kinds = tables.usable_scores(all_kinds)
         tune_b, cal_b, test_b = parts[scored]
         step = config.gnn_step if scored else None
         if (kinds, scored) not in fits:

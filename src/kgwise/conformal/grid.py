@@ -225,6 +225,10 @@ class TableBatch:
             np.minimum.at(out, self.node_q[self.gold], self.scored[self.gold])
         return out
 
+    def usable_scores(self, kinds: Sequence[EvaluatorScore] = EVALUATOR_SCORES) -> tuple[EvaluatorScore, ...]:
+        """The evaluator scores of ``kinds`` these tables can give (item-level ones need ``eq6_items``)."""
+        return tuple(k for k in kinds if self.eq6_items is not None or not k.startswith("items"))
+
     def gold_retrievable(self) -> BoolArray:
         """Questions with at least one gold answer among their candidate nodes."""
         out = np.zeros(self.num_questions, dtype=bool)

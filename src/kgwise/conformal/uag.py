@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -354,23 +355,35 @@ class UAG:
         return {"covered": covered.astype(np.float64), "size": size, "hit1": hit1.astype(np.float64)}
 
 
-@dataclass(frozen=True, slots=True)
 class _TunePaths:
     """What the marginal mode needs of the tuning split: per question and flat ``(s, α1, α2, α3)`` whether
-    the path part covers it, the path part's total set size (an integer count, so ties compare exactly),
-    each question's scored component and the sorted finite non-conformities of all scored candidates."""
+    the path part covers it (``covered``), the path part's total set size (``size``, an integer count, so
+    ties compare exactly), each question's scored component and the sorted finite non-conformities of all
+    scored candidates."""
 
-    covered: npt.NDArray[np.bool_]
-    size: FloatArray
-    scored_component: FloatArray
-    scored_sorted: FloatArray
+    def __init__(self, covered: npt.NDArray[np.bool_], size: FloatArray, scored_component: FloatArray,
+                 scored_sorted: FloatArray) -> None:
+        self.covered, self.size, self.scored_sorted = covered, size, scored_sorted
+        self.scored_component = scored_component
 
-    def best_paths(self, alpha: float, chunk: int = 4096) -> int | None:
+    @cached_property
+    def _ranked(self) -> tuple[FloatArray, npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+        """Scored components in ascending order, the path part's covered count per column and, per
+        column, how many questions it misses among the first ``r`` in that order (computed once, on the
+        first :meth:`best_paths`)."""
+        order = np.argsort(self.scored_component, kind="stable")
+        missed_before = np.cumsum(~self.covered[order], axis=0, dtype=np.int32)
+        return self.scored_component[order], self.covered.sum(axis=0), missed_before
+
+    def best_paths(self, alpha: float) -> int | None:
         """The flat ``(s, α1, α2, α3)`` index whose tuning set is smallest once ``t4`` is set to the
         tuning split's Eq. 1 quantile of ``E``, among those whose union with every scored candidate
         leaves at most ``α − 2·se`` of the tuning questions uncovered (``se = √(α(1−α)/n)``; a choice at
         the edge would often find the calibration quantile infinite and abstain). Sizes add both parts
-        (nodes found by both count twice), which only affects this choice. ``None``: no such index."""
+        (nodes found by both count twice), which only affects this choice. ``None``: no such index.
+
+        The k-th smallest ``E`` of a column is −∞ when the path part covers ≥ k questions, else the
+        scored component of the question where the count of missed ones reaches ``k − covered``."""
         n = self.covered.shape[0]
         k = conformal_rank(n, alpha)
         if k > n:
@@ -379,13 +392,13 @@ class _TunePaths:
             return int(np.argmin(self.size))
         margin = 2.0 * math.sqrt(alpha * (1.0 - alpha) / n)
         need = n if alpha <= margin else min(n, conformal_rank(n, alpha - margin))
-        t4 = np.empty(self.size.size)
-        finite = np.empty(self.size.size, dtype=np.int64)
-        for start in range(0, t4.size, chunk):
-            cols = self.covered[:, start:start + chunk]
-            scores = np.where(cols, -np.inf, self.scored_component[:, None])
-            t4[start:start + chunk] = np.partition(scores, k - 1, axis=0)[k - 1]
-            finite[start:start + chunk] = (scores < np.inf).sum(axis=0)
+        component, n_covered, missed_before = self._ranked
+        short = k - n_covered
+        row = np.argmax(missed_before >= short, axis=0)
+        reached = missed_before[-1] >= short
+        t4 = np.where(short <= 0, -np.inf, np.where(reached, component[row], np.inf))
+        n_finite = int(np.isfinite(component).sum())
+        finite = n_covered + (missed_before[n_finite - 1] if n_finite else 0)
         n_scored = np.searchsorted(self.scored_sorted, t4, side="right")
         size = np.where((t4 < np.inf) & (finite >= need), self.size + n_scored, np.inf)
         best = int(np.argmin(size))

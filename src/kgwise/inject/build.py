@@ -8,7 +8,7 @@ from pathlib import Path
 from kgwise.errors import ConfigError
 from kgwise.extract.base import Extractor
 from kgwise.inject.bandit import PromptBandit
-from kgwise.inject.injector import KnowledgeInjector
+from kgwise.inject.injector import InjectorConfig, KnowledgeInjector
 from kgwise.types import Choice, Question
 
 __all__ = ["DEFAULT_COMBO", "build_injector", "make_question"]
@@ -34,7 +34,8 @@ def build_injector(
 ) -> KnowledgeInjector:
     """KnowGPT over the graph file ``kg`` with the LLM ``llm`` (a ``kgwise.llm.get_llm`` spec, behind the
     response cache), P_sub always, P_RL when a trained ``policy`` is given, and the trained prompt
-    ``bandit`` when given (a bandit pick of P_RL without ``policy`` raises ``ConfigError`` when asked)."""
+    ``bandit`` when given (a bandit pick of P_RL without ``policy`` raises ``ConfigError`` when asked);
+    without a bandit it answers with :data:`DEFAULT_COMBO` unless told otherwise."""
     from kgwise.embed import MiniLM
     from kgwise.extract import SubgraphExtractor
     from kgwise.kg import CSRGraph
@@ -52,4 +53,5 @@ def build_injector(
         extractors["P_RL"] = PathAgent.load(graph, policy, encoder)
     formats = {n: make_format(n, model) for n in ("F_t", "F_s", "F_g")}
     trained = PromptBandit.load(bandit) if bandit is not None else None
-    return KnowledgeInjector(graph, Grounder(graph), extractors, formats, model, trained, encoder)
+    return KnowledgeInjector(graph, Grounder(graph), extractors, formats, model, trained, encoder,
+                             InjectorConfig(default_combo=DEFAULT_COMBO))

@@ -37,9 +37,12 @@ WITHOUT_KG = "w/o KG"
 
 @dataclass(frozen=True)
 class InjectorConfig:
-    """``normalised``: rank choices by the per-token mean log-probability instead of the sum."""
+    """``normalised``: rank choices by the per-token mean log-probability instead of the sum;
+    ``default_combo``: the combination used when no bandit is given (``None``: a combination must be
+    passed)."""
 
     normalised: bool = False
+    default_combo: str | None = None
 
 
 @dataclass(frozen=True)
@@ -89,8 +92,10 @@ class KnowledgeInjector:
         return [f"{p}+{f}" for p in self.extractors for f in self.formats]
 
     def choose(self, question: Question) -> str:
-        """The bandit's combination for ``question`` (Eq. 6)."""
+        """The bandit's combination for ``question`` (Eq. 6), else ``config.default_combo``."""
         if self.bandit is None or self.encoder is None:
+            if self.config.default_combo is not None:
+                return self.config.default_combo
             raise ConfigError("no prompt bandit: pass combo=… or give the injector a trained bandit")
         arm = self.bandit.select(self.encoder.encode([question.text])[0])
         return self.bandit.arms[arm]

@@ -11,12 +11,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from kgwise.conformal.calibrated import CalibratedUAG
 from kgwise.conformal.evaluator import LLMGenerator
-from kgwise.errors import ConfigError, KgwiseError
+from kgwise.errors import ConfigError
 from kgwise.types import Question
 
 __all__ = ["AnswerSetRequest", "AnswerSetService", "answer_set_api"]
@@ -44,14 +44,8 @@ class AnswerSetService:
             raise ConfigError(f"{calibration} names no KG: pass one (--uag-kg)")
         self.kg_file = kg_file
         self.kg = open_graph_file(kg_file)
-        used = str(summary.get("generator", ""))
-        spec = llm or (used if used and not used.startswith("recorded:") else None)
-        if spec is None:
-            raise ConfigError(f"{calibration} was calibrated with {used or 'an unknown generator'}: "
-                              "name the LLM that answers (--llm)")
-        self.llm_spec = spec
-        self.same_generator = spec == used
-        self.generator = LLMGenerator(get_llm(spec, cache=True))
+        self.llm_spec, self.same_generator = self.calibrated.generator_spec(llm)
+        self.generator = LLMGenerator(get_llm(self.llm_spec, cache=True))
         self.scorer = self.calibrated.settings.scorer()
         self.lock = threading.Lock()
 
@@ -77,9 +71,6 @@ def answer_set_api(service: AnswerSetService) -> APIRouter:
     @api.post("/v1/answer-set")
     def answer_set(req: AnswerSetRequest) -> dict[str, Any]:
         """The calibrated answer set: it misses every gold answer at rate ≤ α with probability ≥ 1 − δ."""
-        try:
-            return service.answer(req)
-        except KgwiseError as exc:
-            raise HTTPException(status_code=422, detail=str(exc)) from exc
+        return service.answer(req)
 
     return api

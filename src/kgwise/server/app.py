@@ -16,12 +16,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgwise.conformal.split import SplitConformal
 from kgwise.errors import ConfigError, KgwiseError
-from kgwise.inject.build import DEFAULT_COMBO, build_injector, make_question
+from kgwise.inject.build import build_injector, make_question
 from kgwise.inject.calibration import with_prediction_set
 from kgwise.inject.injector import KnowledgeInjector
 from kgwise.server.answer_sets import AnswerSetService, answer_set_api
@@ -83,6 +84,12 @@ def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = No
 
     app = FastAPI(title="kgwise", summary="Knowledge-graph-grounded question answering with LLMs",
                   lifespan=lifespan)
+
+    @app.exception_handler(KgwiseError)
+    async def unprocessable(_: Request, exc: KgwiseError) -> JSONResponse:
+        """kgwise's own errors are about the request (unknown entity, bad combination, cost): 422."""
+        return JSONResponse(status_code=422, content={"detail": str(exc)})
+
     if routing is not None:
         app.include_router(routing_api(routing))
     answer_sets = None
@@ -103,7 +110,7 @@ def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = No
     def question_of(req: AnswerRequest) -> Any:
         try:
             return make_question(req.question, req.choices, req.id)
-        except (KgwiseError, ValueError) as exc:
+        except ValueError as exc:  # the Question's own checks
             raise HTTPException(status_code=422, detail=str(exc)) from exc
 
     @app.get("/health")
@@ -123,12 +130,8 @@ def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = No
     @app.post("/v1/answer")
     def answer(req: AnswerRequest) -> dict[str, Any]:
         q = question_of(req)
-        combo = req.combo or (None if inj.bandit is not None else DEFAULT_COMBO)
-        try:
-            with lock:
-                result = inj.inject(q, combo)
-        except KgwiseError as exc:
-            raise HTTPException(status_code=422, detail=str(exc)) from exc
+        with lock:
+            result = inj.inject(q, req.combo)
         a = result.answer
         if conformal is not None:
             a = with_prediction_set(a, conformal, req.alpha)

@@ -128,10 +128,7 @@ def routing_api(service: RoutingService) -> APIRouter:
     @api.post("/v1/route")
     def route(req: RouteRequest) -> dict[str, Any]:
         """The arm to ask (``arm`` is null when none is affordable: no feedback is then expected)."""
-        try:
-            return service.route(req)
-        except KgwiseError as exc:
-            raise HTTPException(status_code=422, detail=str(exc)) from exc
+        return service.route(req)
 
     @api.post("/v1/route/feedback")
     def feedback(req: FeedbackRequest) -> dict[str, Any]:
@@ -141,7 +138,5 @@ def routing_api(service: RoutingService) -> APIRouter:
         except KeyError as exc:
             raise HTTPException(status_code=404, detail=f"unknown decision {req.decision!r} (already fed "
                                                         "back, dropped, or from before a restart)") from exc
-        except KgwiseError as exc:
-            raise HTTPException(status_code=422, detail=str(exc)) from exc
 
     return api
