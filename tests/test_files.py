@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from kgwise.errors import DataError
-from kgwise.files import atomic_path, read_json, savez_atomic, write_text_atomic
+from kgwise.files import atomic_path, read_json, savez_atomic, source_fingerprint, write_text_atomic
 
 
 def test_atomic_write_replaces_or_keeps_the_old_file(tmp_path: Path) -> None:
@@ -43,3 +43,18 @@ def test_read_json_names_file_and_line(tmp_path: Path) -> None:
     latin.write_bytes(b'{"a": "\xe9"}')
     with pytest.raises(DataError, match="UTF-8"):
         read_json(latin)
+
+
+def test_source_fingerprint_follows_the_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pkg = tmp_path / "fppkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "core.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    first = source_fingerprint("fppkg")
+    assert source_fingerprint("fppkg") == first
+    assert source_fingerprint("fppkg.core") != first  # the module alone
+    (pkg / "core.py").write_text("X = 2\n")
+    assert source_fingerprint("fppkg") != first
+    with pytest.raises(ValueError, match="no module named"):
+        source_fingerprint("fppkg_missing")

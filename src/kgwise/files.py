@@ -4,6 +4,8 @@ the file and line of a fault."""
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -14,7 +16,7 @@ import numpy as np
 
 from kgwise.errors import DataError
 
-__all__ = ["atomic_path", "read_json", "savez_atomic", "write_text_atomic"]
+__all__ = ["atomic_path", "read_json", "savez_atomic", "source_fingerprint", "write_text_atomic"]
 
 
 @contextmanager
@@ -59,3 +61,19 @@ def read_json(path: str | Path) -> Any:
         raise DataError(f"invalid JSON: {exc.msg}", path, exc.lineno) from exc
     except UnicodeDecodeError as exc:
         raise DataError(f"not UTF-8 text: {exc.reason}", path) from exc
+
+
+def source_fingerprint(*modules: str) -> str:
+    """A short hash of the source of ``modules`` (dotted names; a package counts all its ``.py`` files), so a
+    resumable run can tell results of other code from its own and recompute them."""
+    digest = hashlib.sha1()
+    for name in sorted(modules):
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            raise ValueError(f"source_fingerprint: no module named {name!r}")
+        origin = Path(spec.origin)
+        files = sorted(origin.parent.rglob("*.py")) if spec.submodule_search_locations else [origin]
+        for f in files:
+            digest.update(f"{name}:{f.relative_to(origin.parent)}\n".encode())
+            digest.update(f.read_bytes())
+    return digest.hexdigest()[:12]

@@ -64,8 +64,9 @@ def calibrate(
     max_hops: Annotated[int, typer.Option(help="Longest relation path retrieved.")] = 2,
     direction: Annotated[str, typer.Option(help="Edges a hop may follow: out, in or both.")] = "out",
     seed: Annotated[int, typer.Option(help="Seed of the tuning/calibration split.")] = 0,
-    work: Annotated[Path | None, typer.Option(help="Where question tables are cached (resumable); default "
-                                              "under the kgwise cache.")] = None,
+    work: Annotated[Path | None, typer.Option(
+        help="Where question tables are cached (resumable, a folder per set of inputs); default under the "
+             "kgwise cache.")] = None,
     json_out: JsonOption = None,
 ) -> None:
     """Build UAG's tables for labelled QUESTIONS over KG, fit the grid, run Learn-then-Test, save the λ."""
@@ -87,10 +88,11 @@ def calibrate(
         from kgwise.llm import get_llm
 
         live = LLMGenerator(get_llm(llm, cache=True))
-    key = hashlib.sha1(repr((str(kg.resolve()), str(questions.resolve()), llm, str(generations), max_hops,
-                             direction)).encode()).hexdigest()[:12]
+    inputs = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns)
+              for p in (kg, questions, *([generations] if generations is not None else []))]
+    key = hashlib.sha1(repr((inputs, llm, max_hops, direction)).encode()).hexdigest()[:12]
     tables = build_tables(graph, qs, recorded, settings.scorer(), settings.retriever,
-                          work or cache_dir() / "uag-calibrate" / key,
+                          (work or cache_dir() / "uag-calibrate") / key,
                           evaluator=settings.evaluator_config(), generator=live)
     uag, summary = calibrate_uag(tables, alpha, settings, delta=delta, tune_fraction=tune_fraction, seed=seed)
     summary["kg"], summary["questions_file"] = str(kg), str(questions)

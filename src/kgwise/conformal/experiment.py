@@ -37,6 +37,7 @@ from kgwise.conformal.retriever import RetrieverConfig, UQRetriever
 from kgwise.conformal.scores import S1, ScoreConfig
 from kgwise.conformal.uag import UAG, UAGConfig, question_table
 from kgwise.errors import ConfigError, DataError
+from kgwise.files import source_fingerprint
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.types import Question
 
@@ -357,6 +358,7 @@ def run_experiment(data: Path, config: ExperimentConfig, out_dir: Path | None = 
 
 def _run_key(config: ExperimentConfig) -> str:
     blob = json.dumps({**asdict(config), "retriever": asdict(config.retriever),
+                       "code": source_fingerprint("kgwise.conformal"),
                        "methods": {m: [how, list(kinds), scored]
                                    for m, (how, kinds, scored) in _UAG_METHODS.items()}},
                       sort_keys=True, default=str)

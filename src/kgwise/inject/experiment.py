@@ -42,6 +42,7 @@ from kgwise.extract.path_agent import (
     PathPolicy,
     train_path_policy,
 )
+from kgwise.files import write_text_atomic
 from kgwise.inject.bandit import ARMS, BanditConfig, PromptBandit
 from kgwise.inject.injector import WITHOUT_KG, Injection, InjectorConfig, KnowledgeInjector
 from kgwise.kg.csr import CSRGraph
@@ -196,7 +197,7 @@ def run_experiment(
 
     cfg = config or ExperimentConfig()
     root = data_dir(data)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    _claim_run_dir(out_dir, dataset, llm_spec, cfg)
     torch.set_num_threads(1)
     t_start = time.perf_counter()
 
@@ -311,6 +312,31 @@ def run_experiment(
     (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     (out_dir / "table.md").write_text(markdown_table({dataset: report}) + "\n", encoding="utf-8")
     return report
+
+
+def _claim_run_dir(out_dir: Path, dataset: str, llm_spec: str, cfg: ExperimentConfig) -> None:
+    """Record what ``out_dir`` holds (``run.json``: data set, LLM and every setting but the test ``limit``,
+    which a rerun may raise) and refuse to resume a run of something else there: its saved outcomes,
+    policy and bandit would be mixed into this one."""
+    settings = asdict(cfg)
+    settings.pop("limit")
+    want = json.loads(json.dumps({"dataset": dataset, "llm": llm_spec, "config": settings}, default=str))
+    path = out_dir / "run.json"
+    if path.is_file():
+        have = json.loads(path.read_text(encoding="utf-8"))
+        if have != want:
+            diff = sorted(k for k in {*have, *want} if have.get(k) != want.get(k))
+            if "config" in diff:
+                diff.remove("config")
+                old = have.get("config", {})
+                diff += sorted(k for k, v in want["config"].items() if old.get(k) != v)
+            raise ConfigError(f"{out_dir} holds a run with other settings ({', '.join(diff)}); "
+                              "choose another --out-dir or delete it")
+        return
+    if (out_dir / "outcomes.jsonl").is_file():
+        raise ConfigError(f"{out_dir} holds outcomes of an unrecorded run; choose another --out-dir or "
+                          "delete it")
+    write_text_atomic(path, json.dumps(want, indent=2) + "\n")
 
 
 def _latency(injector: KnowledgeInjector, qs: Sequence[Question]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import numpy.typing as npt
 from tqdm import tqdm
 
 from kgwise.errors import ConfigError
+from kgwise.files import source_fingerprint
 from kgwise.route.baselines import (
     MabwiserConfig,
     MabwiserPolicy,
@@ -238,6 +239,7 @@ def run_experiment(
             "qids_hash": hashlib.sha1("\n".join(table.qids).encode()).hexdigest(),
             "outcomes_hash": hashlib.sha1(table.correct.tobytes() + table.cost.tobytes()).hexdigest(),
             "config": asdict(cfg),
+            "code": source_fingerprint("kgwise.route", "kgwise.bandit"),
         },
         sort_keys=True,
         default=str,

@@ -1,0 +1,27 @@
+"""A KnowGPT run directory resumes only a run of the same data set, LLM and settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kgwise.errors import ConfigError
+from kgwise.inject.experiment import ExperimentConfig, _claim_run_dir
+
+
+def test_run_dir_resumes_only_the_same_run(tmp_path: Path) -> None:
+    cfg = ExperimentConfig()
+    _claim_run_dir(tmp_path, "csqa", "smollm2-135m", cfg)
+    _claim_run_dir(tmp_path, "csqa", "smollm2-135m", cfg)  # a resume
+    _claim_run_dir(tmp_path, "csqa", "smollm2-135m", ExperimentConfig(limit=1000))  # more test questions
+    with pytest.raises(ConfigError, match="llm"):
+        _claim_run_dir(tmp_path, "csqa", "gemma3-270m", cfg)
+    with pytest.raises(ConfigError, match="train_limit"):
+        _claim_run_dir(tmp_path, "csqa", "smollm2-135m", ExperimentConfig(train_limit=400))
+
+
+def test_unrecorded_outcomes_are_not_adopted(tmp_path: Path) -> None:
+    (tmp_path / "outcomes.jsonl").write_text('{"qid": "q1", "setting": "w/o KG", "correct": 1}\n')
+    with pytest.raises(ConfigError, match="unrecorded"):
+        _claim_run_dir(tmp_path, "obqa", "smollm2-135m", ExperimentConfig())
