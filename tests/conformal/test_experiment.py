@@ -29,6 +29,9 @@ def test_webqsp_inputs_are_aligned(data_dir: Path) -> None:
 def test_summary_shape_and_table() -> None:
     row = {"abstained": False, "ecr": 0.9, "apss": 3.0, "hits1": 0.5, "violated": False}
     split = {m: [dict(row, alpha=0.1), {"alpha": 0.2, "abstained": True}] for m in METHODS}
+    wide = {m: [dict(row, alpha=0.1, apss=30.0), {"alpha": 0.2, "abstained": True}] for m in METHODS}
+    rep = summarise([split, split, wide], (0.1, 0.2))
+    assert rep["uag"]["0.1"]["apss"] == pytest.approx(12.0) and rep["uag"]["0.1"]["apss_median"] == 3.0
     rep = summarise([split, split], (0.1, 0.2))
     assert rep["uag"]["0.1"]["ecr"] == pytest.approx(0.9) and rep["uag"]["0.1"]["ecr_std"] == 0
     assert rep["uag"]["0.2"]["ecr"] is None and rep["uag"]["0.2"]["abstain_rate"] == 1
