@@ -277,8 +277,8 @@ def run_split(tables: TableBatch, gnn: CandidateBatch, config: ExperimentConfig,
 
 def summarise(per_split: Sequence[dict[str, list[dict[str, Any]]]], alphas: Sequence[float]
               ) -> dict[str, dict[str, dict[str, Any]]]:
-    """``{METHOD: {ALPHA: {ecr, ecr_std, apss, apss_std, apss_median, hits1, hits1_std, violation_rate, abstain_rate,
-    splits}}}`` (``violation_rate`` counts an abstention as no violation)."""
+    """``{METHOD: {ALPHA: {ecr, ecr_std, apss, apss_std, apss_median, hits1, hits1_std, violation_rate,
+    abstain_rate, splits}}}`` (``violation_rate`` counts an abstention as no violation)."""
     report: dict[str, dict[str, dict[str, Any]]] = {}
     for method in METHODS:
         report[method] = {}
