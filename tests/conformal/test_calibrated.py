@@ -16,25 +16,21 @@ from kgwise.types import Question
 
 
 @pytest.fixture(scope="module")
-def tables(data_dir: Path) -> TableBatch:
-    from kgwise.conformal.experiment import ExperimentConfig, load_webqsp_data, webqsp_tables
-
-    cfg = ExperimentConfig()
-    batch = webqsp_tables(data_dir, cfg, load_webqsp_data(data_dir, cfg.gnn), progress=False)
-    return batch.subset(range(600))
+def tables(webqsp_uag_tables: TableBatch) -> TableBatch:
+    return webqsp_uag_tables
 
 
 def test_calibrate_save_load_round_trip(tables: TableBatch, tmp_path: Path) -> None:
     settings = TableSettings()
     uag, summary = calibrate_uag(tables, 0.3, settings, seed=3)
     assert not uag.abstains and summary["certified"] and summary["calibration_miss_rate"] <= 0.3
-    assert summary["tuning"] == 240 and summary["calibration"] == 360
+    assert summary["tuning"] == 120 and summary["calibration"] == 180
     path = CalibratedUAG(uag, settings, summary).save(tmp_path / "u.json")
     back = CalibratedUAG.load(path)
     assert back.uag.chosen_thresholds_ == uag.chosen_thresholds_ and back.uag.lambda_ == uag.lambda_
     assert back.uag.evaluator_score_ == uag.evaluator_score_ and back.summary == json.loads(
         json.dumps(summary))
-    for i in range(0, 600, 37):
+    for i in range(0, 300, 17):
         np.testing.assert_array_equal(back.uag.predict_set(tables.table(i)), uag.predict_set(tables.table(i)))
     np.testing.assert_array_equal(back.uag.evaluate(tables)["size"], uag.evaluate(tables)["size"])
 

@@ -9,18 +9,16 @@ import pytest
 from fastapi.testclient import TestClient
 
 from kgwise.conformal.calibrated import CalibratedUAG, TableSettings, calibrate_uag
+from kgwise.conformal.grid import TableBatch
 from kgwise.errors import ConfigError
 from kgwise.server import ServerSettings, create_app
 
 
 @pytest.fixture(scope="module")
-def calibration(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def calibration(data_dir: Path, webqsp_uag_tables: TableBatch, tmp_path_factory: pytest.TempPathFactory
+                ) -> Path:
     """UAG calibrated at α = 0.4 on 300 WebQSP questions with RoG's recorded generations."""
-    from kgwise.conformal.experiment import ExperimentConfig, load_webqsp_data, webqsp_tables
-
-    cfg = ExperimentConfig()
-    tables = webqsp_tables(data_dir, cfg, load_webqsp_data(data_dir, cfg.gnn), progress=False)
-    uag, summary = calibrate_uag(tables.subset(range(300)), 0.4, TableSettings())
+    uag, summary = calibrate_uag(webqsp_uag_tables, 0.4, TableSettings())
     summary.update(kg=str(data_dir / "webqsp" / "freebase_fragment.tsv"), generator="recorded:rog")
     return CalibratedUAG(uag, TableSettings(), summary).save(tmp_path_factory.mktemp("uag") / "uag.json")
 
