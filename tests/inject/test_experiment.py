@@ -21,7 +21,8 @@ def test_run_dir_resumes_only_the_same_run(tmp_path: Path) -> None:
         _claim_run_dir(tmp_path, "csqa", "smollm2-135m", ExperimentConfig(train_limit=400))
 
 
-def test_unrecorded_outcomes_are_not_adopted(tmp_path: Path) -> None:
-    (tmp_path / "outcomes.jsonl").write_text('{"qid": "q1", "setting": "w/o KG", "correct": 1}\n')
+@pytest.mark.parametrize("left", ["outcomes.jsonl", "path_policy.pt", "bandit.npz"])
+def test_unrecorded_results_are_not_adopted(tmp_path: Path, left: str) -> None:
+    (tmp_path / left).write_text("from a run before run.json existed\n")
     with pytest.raises(ConfigError, match="unrecorded"):
         _claim_run_dir(tmp_path, "obqa", "smollm2-135m", ExperimentConfig())

@@ -333,8 +333,9 @@ def _claim_run_dir(out_dir: Path, dataset: str, llm_spec: str, cfg: ExperimentCo
             raise ConfigError(f"{out_dir} holds a run with other settings ({', '.join(diff)}); "
                               "choose another --out-dir or delete it")
         return
-    if (out_dir / "outcomes.jsonl").is_file():
-        raise ConfigError(f"{out_dir} holds outcomes of an unrecorded run; choose another --out-dir or "
+    saved = ("outcomes.jsonl", "path_policy.pt", "path_policy.ckpt", "bandit.npz")
+    if any((out_dir / f).exists() for f in saved):
+        raise ConfigError(f"{out_dir} holds results of an unrecorded run; choose another --out-dir or "
                           "delete it")
     write_text_atomic(path, json.dumps(want, indent=2) + "\n")
 
