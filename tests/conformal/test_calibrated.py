@@ -15,13 +15,8 @@ from kgwise.errors import ConfigError, DataError
 from kgwise.types import Question
 
 
-@pytest.fixture(scope="module")
-def tables(webqsp_uag_tables: TableBatch) -> TableBatch:
-    return webqsp_uag_tables
-
-
-def test_calibrate_save_load_round_trip(tables: TableBatch, tmp_path: Path) -> None:
-    settings = TableSettings()
+def test_calibrate_save_load_round_trip(webqsp_uag_tables: TableBatch, tmp_path: Path) -> None:
+    tables, settings = webqsp_uag_tables, TableSettings()
     uag, summary = calibrate_uag(tables, 0.3, settings, seed=3)
     assert not uag.abstains and summary["certified"] and summary["calibration_miss_rate"] <= 0.3
     assert summary["tuning"] == 120 and summary["calibration"] == 180
@@ -35,7 +30,8 @@ def test_calibrate_save_load_round_trip(tables: TableBatch, tmp_path: Path) -> N
     np.testing.assert_array_equal(back.uag.evaluate(tables)["size"], uag.evaluate(tables)["size"])
 
 
-def test_abstention_and_bad_files(tables: TableBatch, tmp_path: Path) -> None:
+def test_abstention_and_bad_files(webqsp_uag_tables: TableBatch, tmp_path: Path) -> None:
+    tables = webqsp_uag_tables
     uag, summary = calibrate_uag(tables, 0.01, TableSettings())
     assert uag.abstains and not summary["certified"]
     with pytest.raises(ConfigError):
