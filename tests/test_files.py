@@ -8,7 +8,15 @@ import numpy as np
 import pytest
 
 from kgwise.errors import DataError
-from kgwise.files import atomic_path, read_json, savez_atomic, source_fingerprint, write_text_atomic
+from kgwise.files import (
+    ResultLog,
+    atomic_path,
+    read_json,
+    savez_atomic,
+    short_hash,
+    source_fingerprint,
+    write_text_atomic,
+)
 
 
 def test_atomic_write_replaces_or_keeps_the_old_file(tmp_path: Path) -> None:
@@ -58,3 +66,20 @@ def test_source_fingerprint_follows_the_source(tmp_path: Path, monkeypatch: pyte
     assert source_fingerprint("fppkg") != first
     with pytest.raises(ValueError, match="no module named"):
         source_fingerprint("fppkg_missing")
+
+
+def test_result_log_resumes_only_its_own_fingerprint(tmp_path: Path) -> None:
+    path = tmp_path / "runs.jsonl"
+    log = ResultLog(path, "settings-a")
+    log.put("split-0", {"ecr": 0.9})
+    assert ResultLog(path, "settings-a").get("split-0") == {"ecr": 0.9}
+    assert ResultLog(path, "settings-b").get("split-0") is None  # other settings or code: started afresh
+    assert ResultLog(path, "settings-a").get("split-0") is None
+    memory = ResultLog(None, "x")
+    memory.put("k", [1, 2])
+    assert memory.get("k") == [1, 2] and memory.get("other") is None
+
+
+def test_short_hash_is_stable_and_order_free() -> None:
+    assert short_hash({"a": 1, "b": (2, 3)}) == short_hash({"b": [2, 3], "a": 1})
+    assert len(short_hash({"a": 1})) == 12 and short_hash({"a": 1}) != short_hash({"a": 2})

@@ -1,6 +1,7 @@
 """Small file helpers: atomic writes (write a temporary sibling, then rename it over the target, so that a
-reader or an interrupted run that resumes never sees a half-written file) and JSON reading that names
-the file and line of a fault."""
+reader or an interrupted run that resumes never sees a half-written file), JSON reading that names the
+file and line of a fault, and what resumable runs key their results by (:class:`ResultLog`,
+:func:`short_hash`, :func:`source_fingerprint`)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ import numpy as np
 
 from kgwise.errors import DataError
 
-__all__ = ["atomic_path", "read_json", "savez_atomic", "source_fingerprint", "write_text_atomic"]
+__all__ = [
+    "ResultLog", "atomic_path", "read_json", "savez_atomic", "short_hash", "source_fingerprint",
+    "write_text_atomic",
+]
 
 
 @contextmanager
@@ -77,3 +81,40 @@ def source_fingerprint(*modules: str) -> str:
             digest.update(f"{name}:{f.relative_to(origin.parent)}\n".encode())
             digest.update(f.read_bytes())
     return digest.hexdigest()[:12]
+
+
+def short_hash(obj: Any) -> str:
+    """12 hex digits of the SHA-1 of ``obj`` as sorted-key JSON (non-JSON values by ``str``): a cache or
+    run key."""
+    return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+class ResultLog:
+    """Results of a resumable run, appended to a JSONL file as each finishes (``path=None``: in memory).
+    The first line holds the run's ``fingerprint`` (its settings, inputs and code); a file written under
+    another fingerprint is started afresh, so a resume never mixes in results of other settings or code."""
+
+    def __init__(self, path: Path | None, fingerprint: str) -> None:
+        self.path = path
+        self._rows: dict[str, Any] = {}
+        if path is None:
+            return
+        if path.is_file():
+            lines = path.read_text(encoding="utf-8").splitlines()
+            if lines and json.loads(lines[0]).get("fingerprint") == fingerprint:
+                for line in lines[1:]:
+                    row = json.loads(line)
+                    self._rows[row["key"]] = row["value"]
+                return
+        write_text_atomic(path, json.dumps({"fingerprint": fingerprint}) + "\n")
+
+    def get(self, key: str) -> Any | None:
+        """The stored result of ``key``, or ``None``."""
+        return self._rows.get(key)
+
+    def put(self, key: str, value: Any) -> None:
+        """Store (and append to the file) the JSON-able result ``value`` of ``key``."""
+        self._rows[key] = value
+        if self.path is not None:
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"key": key, "value": value}) + "\n")

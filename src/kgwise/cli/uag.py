@@ -3,7 +3,7 @@ calibrated answer set of a new question)."""
 
 from __future__ import annotations
 
-import hashlib
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -75,6 +75,7 @@ def calibrate(
     from kgwise.conformal.evaluator import LLMGenerator
     from kgwise.conformal.experiment import build_tables
     from kgwise.conformal.retriever import RetrieverConfig
+    from kgwise.files import short_hash
     from kgwise.kg.loaders import open_graph_file
 
     if (llm is None) == (generations is None):
@@ -90,7 +91,7 @@ def calibrate(
         live = LLMGenerator(get_llm(llm, cache=True))
     inputs = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns)
               for p in (kg, questions, *([generations] if generations is not None else []))]
-    key = hashlib.sha1(repr((inputs, llm, max_hops, direction)).encode()).hexdigest()[:12]
+    key = short_hash({"inputs": inputs, "llm": llm, "max_hops": max_hops, "direction": direction})
     tables = build_tables(graph, qs, recorded, settings.scorer(), settings.retriever,
                           (work or cache_dir() / "uag-calibrate") / key,
                           evaluator=settings.evaluator_config(), generator=live)
@@ -136,6 +137,5 @@ def answer(
     result = calibrated.answer(q, graph, LLMGenerator(get_llm(spec, cache=True)))
     console.print(f"[bold]{len(result.answers)} answer(s)[/bold] (miss rate ≤ {result.alpha:g} with "
                   f"probability ≥ {1 - result.delta:g}): " + (", ".join(result.answers) or "—"))
-    write_json({"question": result.question, "answers": result.answers, "generation": result.generation,
-                "alpha": result.alpha, "delta": result.delta, "lambda": calibrated.uag.lambda_,
+    write_json({**asdict(result), "lambda": calibrated.uag.lambda_,
                 "evaluator_score": calibrated.uag.evaluator_score_}, json_out)

@@ -14,8 +14,6 @@ averaged over the other splits and are ``null`` when every split abstained, the 
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,7 +35,7 @@ from kgwise.conformal.retriever import RetrieverConfig, UQRetriever
 from kgwise.conformal.scores import S1, ScoreConfig
 from kgwise.conformal.uag import UAG, UAGConfig, question_table
 from kgwise.errors import ConfigError, DataError
-from kgwise.files import source_fingerprint
+from kgwise.files import ResultLog, short_hash, source_fingerprint
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.types import Question
 
@@ -298,13 +296,11 @@ def summarise(per_split: Sequence[dict[str, list[dict[str, Any]]]], alphas: Sequ
 
 
 def _config_key(config: ExperimentConfig) -> str:
-    blob = json.dumps({"retriever": asdict(config.retriever), "metric": config.metric, "gnn": config.gnn,
+    return short_hash({"retriever": asdict(config.retriever), "metric": config.metric, "gnn": config.gnn,
                        **({"limit": config.limit} if config.limit is not None else {}),
                        **({"granularity": config.granularity} if config.granularity != "items" else {}),
                        **({"llm": config.llm} if config.llm is not None else {}),
-                       "eq6_items": True},
-                      sort_keys=True)
-    return hashlib.sha1(blob.encode()).hexdigest()[:12]
+                       "eq6_items": True})
 
 
 def run_experiment(data: Path, config: ExperimentConfig, out_dir: Path | None = None,
@@ -315,24 +311,16 @@ def run_experiment(data: Path, config: ExperimentConfig, out_dir: Path | None = 
     wq = load_webqsp_data(data, config.gnn, config.limit)
     tables = webqsp_tables(data, config, wq, tables_cache, progress)
     gnn_tables = with_gnn(tables, wq.gnn)
-    done: dict[int, dict[str, list[dict[str, Any]]]] = {}
-    log = out_dir / "splits.jsonl" if out_dir is not None else None
-    if log is not None:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        if log.is_file():
-            for line in log.read_text(encoding="utf-8").splitlines():
-                rec = json.loads(line)
-                if rec.get("config") == _run_key(config):
-                    done[int(rec["split"])] = rec["results"]
+    log = ResultLog(out_dir / "splits.jsonl" if out_dir is not None else None, _run_key(config))
+    per_split: list[dict[str, list[dict[str, Any]]]] = []
     for s in range(config.splits):
-        if s not in done:
-            done[s] = run_split(tables, wq.gnn, config, s, gnn_tables)
-            if log is not None:
-                with log.open("a", encoding="utf-8") as fh:
-                    fh.write(json.dumps({"config": _run_key(config), "split": s, "results": done[s]}) + "\n")
+        result = log.get(str(s))
+        if result is None:
+            result = run_split(tables, wq.gnn, config, s, gnn_tables)
+            log.put(str(s), result)
+        per_split.append(result)
         if on_split is not None:
             on_split(s)
-    per_split = [done[s] for s in range(config.splits)]
     report: dict[str, Any] = summarise(per_split, config.alphas)
     retrievable = tables.gold_retrievable()
     report["meta"] = {
@@ -359,12 +347,10 @@ def run_experiment(data: Path, config: ExperimentConfig, out_dir: Path | None = 
 
 
 def _run_key(config: ExperimentConfig) -> str:
-    blob = json.dumps({**asdict(config), "retriever": asdict(config.retriever),
+    return short_hash({**asdict(config), "retriever": asdict(config.retriever),
                        "code": source_fingerprint("kgwise.conformal"),
                        "methods": {m: [how, list(kinds), scored]
-                                   for m, (how, kinds, scored) in _UAG_METHODS.items()}},
-                      sort_keys=True, default=str)
-    return hashlib.sha1(blob.encode()).hexdigest()[:12]
+                                   for m, (how, kinds, scored) in _UAG_METHODS.items()}})
 
 
 def markdown_table(report: dict[str, Any], alphas: Sequence[float]) -> str:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from kgwise.config import cache_dir, data_dir
 from kgwise.errors import ConfigError
+from kgwise.files import short_hash
 from kgwise.kg.csr import CSRGraph
 from kgwise.kg.loaders import load_conceptnet_jsonl_triples, load_wordnet, merge_graphs
 
@@ -32,7 +31,7 @@ class KGSpec:
 
     def key(self) -> str:
         """A short stable hash of the spec (names cache files)."""
-        return hashlib.sha1(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
+        return short_hash(self.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -24,7 +24,7 @@ import numpy.typing as npt
 from tqdm import tqdm
 
 from kgwise.errors import ConfigError
-from kgwise.files import source_fingerprint
+from kgwise.files import ResultLog, source_fingerprint
 from kgwise.route.baselines import (
     MabwiserConfig,
     MabwiserPolicy,
@@ -175,43 +175,20 @@ def _regret(
 
 
 class _Store:
-    """Finished runs, keyed ``"<run>|<seed>"``, appended to a JSONL file (resume on restart)."""
+    """Finished runs, keyed ``"<run>|<seed>"``, in a :class:`~kgwise.files.ResultLog` (resume on restart)."""
 
     def __init__(self, path: Path | None, fingerprint: str) -> None:
-        self.path = path
-        self.runs: dict[str, RunResult] = {}
-        if path is None:
-            return
-        if path.exists():
-            lines = path.read_text(encoding="utf-8").splitlines()
-            if lines and json.loads(lines[0]).get("fingerprint") == fingerprint:
-                for line in lines[1:]:
-                    row = json.loads(line)
-                    self.runs[row["key"]] = RunResult(
-                        np.asarray(row["chosen"], dtype=np.int64),
-                        np.asarray(row["correct"], dtype=bool),
-                        np.asarray(row["cost"], dtype=np.float64),
-                        float(row["seconds"]),
-                    )
-                return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"fingerprint": fingerprint}) + "\n", encoding="utf-8")
+        self.log = ResultLog(path, fingerprint)
 
     def get(self, key: str, make: Callable[[], RunResult]) -> RunResult:
-        if key in self.runs:
-            return self.runs[key]
+        row = self.log.get(key)
+        if row is not None:
+            return RunResult(np.asarray(row["chosen"], dtype=np.int64),
+                             np.asarray(row["correct"], dtype=bool),
+                             np.asarray(row["cost"], dtype=np.float64), float(row["seconds"]))
         run = make()
-        self.runs[key] = run
-        if self.path is not None:
-            row = {
-                "key": key,
-                "chosen": run.chosen.tolist(),
-                "correct": run.correct.astype(int).tolist(),
-                "cost": run.cost.tolist(),
-                "seconds": run.seconds,
-            }
-            with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(row) + "\n")
+        self.log.put(key, {"chosen": run.chosen.tolist(), "correct": run.correct.astype(int).tolist(),
+                           "cost": run.cost.tolist(), "seconds": run.seconds})
         return run
 
 

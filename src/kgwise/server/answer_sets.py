@@ -8,6 +8,7 @@ calibrated α, the generation they were scored against, and the guarantee (α, �
 from __future__ import annotations
 
 import threading
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +60,7 @@ class AnswerSetService:
         q = Question(id=req.id, text=req.question, topic_entities=tuple(req.topic_entities))
         with self.lock:  # local models are not thread-safe
             result = self.calibrated.answer(q, self.kg, self.generator, self.scorer)
-        return {"question": result.question, "answers": result.answers, "generation": result.generation,
-                "alpha": result.alpha, "delta": result.delta,
-                "same_generator_as_calibration": self.same_generator}
+        return {**asdict(result), "same_generator_as_calibration": self.same_generator}
 
 
 def answer_set_api(service: AnswerSetService) -> APIRouter:
