@@ -123,3 +123,26 @@ def test_float32_storage_tracks_the_ridge_solution() -> None:
     np.testing.assert_array_equal(clone.scores(q), pol32.scores(q))
     with pytest.raises(ConfigError):
         LinUCB(2, 3, precision="float16")
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 30), st.integers(0, 10_000), st.floats(0.05, 50.0))
+def test_refit_equals_the_closed_form_and_updates_go_on_from_it(n: int, seed: int, ridge: float) -> None:
+    rng = np.random.default_rng(seed)
+    X, r = rng.normal(size=(n, 4)), rng.normal(size=n)
+    policy = LinUCB(2, 4, ridge=1.0)
+    policy.update(0, rng.normal(size=4), 1.0)  # history that the refit replaces
+    policy.refit(0, X, r, ridge)
+    A = ridge * np.eye(4) + X.T @ X
+    assert np.allclose(policy.theta[0], np.linalg.solve(A, X.T @ r), atol=1e-8)
+    assert policy.counts[0] == n and policy.counts[1] == 0
+    x = rng.normal(size=4)
+    policy.update(0, x, 0.5)
+    A += np.outer(x, x)
+    assert np.allclose(policy.theta[0], np.linalg.solve(A, X.T @ r + 0.5 * x), atol=1e-8)
+    assert np.allclose(policy.A_inv[0], np.linalg.inv(A), atol=1e-8)
+    weights = np.array([ridge, ridge, ridge, 1e-3])  # one weight per feature: a free last coordinate
+    policy.refit(1, X, r, weights)
+    assert np.allclose(policy.theta[1], np.linalg.solve(np.diag(weights) + X.T @ X, X.T @ r), atol=1e-6)
+    with pytest.raises(ConfigError, match="ridge"):
+        policy.refit(1, X, r, 0.0)

@@ -99,3 +99,27 @@ def test_training_means_are_each_arms_mean_reward() -> None:
     for a, rs in rewards.items():
         assert means[a] == pytest.approx(np.mean(rs))
     assert np.isnan(means[len(ARMS) - 1])
+
+
+def test_noise_contexts_shrink_every_arm_to_its_mean_reward(tmp_path: Path) -> None:
+    """Rewards that do not depend on the 64-dimensional context: after training each arm's λ^i is large,
+    and the exploiting bandit picks the arm with the best mean reward for (almost) every new question."""
+    rng = np.random.default_rng(1)
+    dim, n = 64, 600
+    E = rng.normal(size=(n, dim)) / np.sqrt(dim)
+    p = np.array([0.30, 0.25, 0.20, 0.45, 0.25, 0.30])
+    R = (rng.random((n, len(ARMS))) < p).astype(float)
+    tuned = PromptBandit(dim, config=BanditConfig(seed=0))
+    hist = tuned.fit(E, lambda i, a: float(R[i, a]))
+    assert hist.questions == sorted(hist.questions, key=hist.questions.index) and len(hist.questions) == n
+    assert min(tuned.ridges) >= 10.0
+    fixed = PromptBandit(dim, config=BanditConfig(seed=0, ridge_grid=()))
+    fixed.fit(E, lambda i, a: float(R[i, a]))
+    assert fixed.ridges == [1.0] * len(ARMS)
+    new = rng.normal(size=(200, dim)) / np.sqrt(dim)
+    picks_tuned = np.array([tuned.select(c) for c in new])
+    picks_fixed = np.array([fixed.select(c) for c in new])
+    assert np.mean(picks_tuned == 3) > 0.9 > np.mean(picks_fixed == 3)
+    loaded = PromptBandit.load(tuned.save(tmp_path / "b.npz"))
+    assert loaded.ridges == tuned.ridges
+    assert all(loaded.select(c) == tuned.select(c) for c in new[:20])

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from kgwise.errors import ConfigError
+from kgwise.inject import BanditConfig
 from kgwise.inject.experiment import ExperimentConfig, _claim_run_dir
 
 
@@ -19,6 +20,15 @@ def test_run_dir_resumes_only_the_same_run(tmp_path: Path) -> None:
         _claim_run_dir(tmp_path, "csqa", "gemma3-270m", cfg)
     with pytest.raises(ConfigError, match="train_limit"):
         _claim_run_dir(tmp_path, "csqa", "smollm2-135m", ExperimentConfig(train_limit=400))
+    with pytest.raises(ConfigError, match="scoring"):  # outcomes were scored by another rule
+        _claim_run_dir(tmp_path, "csqa", "smollm2-135m", ExperimentConfig(scoring="sum"))
+    with pytest.raises(ConfigError, match="bandit"):  # the bandit was trained with other settings
+        _claim_run_dir(tmp_path, "csqa", "smollm2-135m", ExperimentConfig(bandit=BanditConfig(ridge_grid=())))
+
+
+def test_unknown_scoring_rule_is_named() -> None:
+    with pytest.raises(ConfigError, match="scoring must be one of sum, mean, auto"):
+        ExperimentConfig(scoring="max")
 
 
 @pytest.mark.parametrize("left", ["outcomes.jsonl", "path_policy.pt", "bandit.npz"])

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from kgwise.errors import ConfigError
 from kgwise.kg.loaders import load_ddb
 from kgwise.server import ServerSettings, create_app
 
@@ -51,6 +52,19 @@ def test_answer_subgraph_and_bad_input_in_process(ddb_file: Path) -> None:
     assert client.post("/v1/answer", json={"question": "", "choices": CHOICES}).status_code == 422
     bad = client.post("/v1/answer", json={"question": QUESTION, "choices": CHOICES, "combo": "P_x+F_t"})
     assert bad.status_code == 422 and "unknown combination" in bad.json()["detail"]
+
+
+@pytest.mark.slow
+def test_the_scoring_rule_reaches_the_answers(ddb_file: Path) -> None:
+    """``scoring="mean"`` ranks by per-token mean log-probability: other probabilities for choices of
+    different token lengths; an unknown rule is refused by name."""
+    ask = {"question": QUESTION, "choices": CHOICES, "combo": "P_sub+F_t"}
+    by_sum = TestClient(create_app(ServerSettings(kg=ddb_file))).post("/v1/answer", json=ask).json()
+    by_mean = TestClient(create_app(ServerSettings(kg=ddb_file, scoring="mean"))).post("/v1/answer", json=ask)
+    assert by_mean.status_code == 200, by_mean.text
+    assert by_mean.json()["probabilities"] != pytest.approx(by_sum["probabilities"], abs=1e-3)
+    with pytest.raises(ConfigError, match="scoring"):
+        create_app(ServerSettings(kg=ddb_file, scoring="max"))
 
 
 def _free_port() -> int:

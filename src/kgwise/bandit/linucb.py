@@ -163,6 +163,25 @@ class LinUCB:
         self.theta[a] += Ax * ((r - float(x @ self.theta[a])) / s)
         self.counts[a] += 1
 
+    def refit(self, arm: int, contexts: npt.ArrayLike, rewards: npt.ArrayLike, ridge: npt.ArrayLike) -> None:
+        """Rebuild ``arm`` from its whole history with its own L2 weights (one number, or one per
+        feature): ``A = diag(ridge) + XᵀX``, ``b = Xᵀr``, ``μ = A⁻¹b`` (Eq. 10–11). Later updates go on
+        from there by Sherman–Morrison."""
+        a = self._check_arm(arm)
+        X = np.asarray(contexts, dtype=np.float64).reshape(-1, self.dim)
+        r = np.asarray(rewards, dtype=np.float64).reshape(-1)
+        if X.shape[0] != r.shape[0]:
+            raise ConfigError(f"refit got {X.shape[0]} contexts and {r.shape[0]} rewards")
+        penalty = np.broadcast_to(np.asarray(ridge, dtype=np.float64), (self.dim,))
+        if not (np.all(np.isfinite(penalty)) and np.all(penalty > 0.0)):
+            raise ConfigError(f"LinUCB ridge weights must be finite numbers > 0, got {penalty.tolist()}")
+        A_inv = np.linalg.inv(np.diag(penalty) + X.T @ X)
+        self.A_inv[a] = A_inv.astype(self.A_inv.dtype)
+        self.b[a] = X.T @ r
+        self.theta[a] = A_inv @ self.b[a]
+        self.counts[a] = X.shape[0]
+        self._cache = None
+
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume identically, generator state included (JSON-serialisable)."""
         return {

@@ -24,6 +24,9 @@ DataOption = Annotated[
 JsonOption = Annotated[Path | None, typer.Option("--json", help="Also write the report to this JSON file.")]
 PolicyOption = Annotated[Path | None, typer.Option("--policy", help="Trained P_RL policy (.pt).")]
 BanditOption = Annotated[Path | None, typer.Option("--bandit", help="Trained prompt bandit (.npz).")]
+ScoringOption = Annotated[str, typer.Option(
+    "--scoring", help="Rank choices by the 'sum' or per-token 'mean' of log-probabilities (a bandit's: "
+    "scoring.chosen in its eval knowgpt report).")]
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -15,6 +15,7 @@ from kgwise.cli.common import (
     DataOption,
     JsonOption,
     PolicyOption,
+    ScoringOption,
     console,
     friendly_errors,
     write_json,
@@ -49,6 +50,7 @@ def answer(
     )] = None,
     alpha: Annotated[float | None, typer.Option(
         "--alpha", help="Miscoverage of the calibrated set (default: the calibration's).")] = None,
+    scoring: ScoringOption = "sum",
 ) -> None:
     """Answer one multiple-choice QUESTION with knowledge from a KG injected into the LLM's prompt."""
     from kgwise.conformal.split import SplitConformal
@@ -57,7 +59,7 @@ def answer(
 
     q = make_question(question, _parse_choices(choices), "cli")
     conformal = SplitConformal.load(calibration) if calibration is not None else None
-    injector = build_injector(kg, llm, policy, bandit)
+    injector = build_injector(kg, llm, policy, bandit, scoring)
     result = injector.inject(q, combo)
     a = result.answer
     chosen = next(c.text for c in q.choices if c.label == a.prediction)
@@ -98,6 +100,7 @@ def calibrate(
     score: Annotated[str, typer.Option("--score", help="Non-conformity score: lac or aps.")] = "lac",
     json_out: JsonOption = None,
     data: DataOption = None,
+    scoring: ScoringOption = "sum",
 ) -> None:
     """Calibrate answer sets for `kgwise answer` / `kgwise serve` on labelled questions (split conformal
     prediction, LAC or APS); resumable. Reports coverage and set size on held-out halves."""
@@ -110,14 +113,14 @@ def calibrate(
 
     cfg = CalibrationConfig(alpha=alpha, score=score)  # type: ignore[arg-type]
     questions = load(dataset, split, data)[:limit]
-    injector = build_injector(kg, llm, policy, bandit)
+    injector = build_injector(kg, llm, policy, bandit, scoring)
     bar = tqdm(total=len(questions), desc=f"calibrating on {dataset}/{split}", dynamic_ncols=True)
     rows = collect_probabilities(injector, questions, combo, out.with_name(out.stem + ".outcomes.jsonl"),
                                  progress=lambda i, n: bar.update(1))
     bar.close()
     conformal, report = run_calibration(rows, cfg)
     used = combo or ("bandit" if bandit else injector.config.default_combo)
-    meta = {"dataset": dataset, "split": split, "kg": str(kg), "llm": llm, "combo": used,
+    meta = {"dataset": dataset, "split": split, "kg": str(kg), "llm": llm, "combo": used, "scoring": scoring,
             "policy": str(policy) if policy else None, "bandit": str(bandit) if bandit else None}
     conformal.save(out, meta)
     write_json(report | {"calibration_file": str(out), "meta": meta}, json_out)
@@ -139,20 +142,21 @@ def eval_knowgpt(
         "--out-dir", help="Run directory (outcomes, policy, bandit; reused to resume)."
     )] = None,
     scoring: Annotated[str, typer.Option(
-        "--scoring", help="Rank choices by the sum ('sum') or per-token mean ('mean') of log-probabilities."
-    )] = "sum",
+        "--scoring", help="Rank choices by the sum ('sum') or per-token mean ('mean') of log-probabilities, "
+        "or 'auto': the rule that answers more bandit-training questions right without knowledge."
+    )] = "auto",
     data: DataOption = None,
 ) -> None:
     """KnowGPT's Tables 3/4 on our data: w/o KG, P_sub/P_RL × F_t/F_s/F_g, and full KnowGPT (resumable)."""
-    from kgwise.inject.experiment import DATASETS, ExperimentConfig, markdown_table, run_experiment
+    from kgwise.inject.experiment import DATASETS, SCORING, ExperimentConfig, markdown_table, run_experiment
 
     if dataset not in DATASETS:
         raise ConfigError(f"unknown data set {dataset!r}; choose one of {', '.join(DATASETS)}")
-    if scoring not in ("sum", "mean"):
-        raise ConfigError(f"--scoring must be 'sum' or 'mean', got {scoring!r}")
+    if scoring not in SCORING:
+        raise ConfigError(f"--scoring must be one of {', '.join(SCORING)}, got {scoring!r}")
     base = ExperimentConfig()
     cfg = ExperimentConfig(limit=limit, train_limit=train_limit, rl_iterations=rl_iterations,
-                           rl_time_limit_s=rl_minutes * 60, normalised=scoring == "mean",
+                           rl_time_limit_s=rl_minutes * 60, scoring=scoring,
                            agent=replace(base.agent, max_steps=rl_max_steps))
     run_dir = out_dir or Path("runs") / "knowgpt" / f"{dataset}-{llm.replace(':', '_').replace('/', '_')}"
     report = run_experiment(dataset, llm, run_dir, cfg, data, log=lambda m: console.print(m, markup=False))

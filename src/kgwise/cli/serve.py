@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from kgwise.cli.apps import app
-from kgwise.cli.common import BanditOption, PolicyOption, friendly_errors
+from kgwise.cli.common import BanditOption, PolicyOption, ScoringOption, friendly_errors
 
 
 @app.command("serve")
@@ -19,6 +19,7 @@ def serve(
     llm: Annotated[str, typer.Option("--llm", help="LLM spec, e.g. gemma3-270m.")] = "smollm2-135m",
     policy: PolicyOption = None,
     bandit: BanditOption = None,
+    scoring: ScoringOption = "sum",
     calibration: Annotated[Path | None, typer.Option(
         "--calibration", help="`kgwise calibrate` output: answers carry a prediction_set.")] = None,
     router: Annotated[Path | None, typer.Option(
@@ -39,6 +40,6 @@ def serve(
 
     from kgwise.server import ServerSettings, create_app
 
-    settings = ServerSettings(kg=kg, llm=llm, policy=policy, bandit=bandit, calibration=calibration,
-                              router=router, uag=uag, uag_kg=uag_kg, uag_llm=uag_llm)
+    settings = ServerSettings(kg=kg, llm=llm, policy=policy, bandit=bandit, scoring=scoring,
+                              calibration=calibration, router=router, uag=uag, uag_kg=uag_kg, uag_llm=uag_llm)
     uvicorn.run(create_app(settings), host=host, port=port)

@@ -8,8 +8,13 @@ LLM's correctness on the question with that combination's prompt (Eq. 5). The ri
 :class:`kgwise.bandit.LinUCB`'s (Sherman–Morrison updates).
 
 Training runs over the training questions in a seeded random order (``epochs`` passes); each step pulls
-one arm by UCB and learns only that arm's reward. At test time the bandit exploits (``c·α(i)`` alone) unless
-``explore_at_test`` is set.
+one arm by UCB and learns only that arm's reward. The paper leaves λ^i open ("a regularization factor that
+controls the complexity of the model"); after the passes each arm gets its own λ^i, chosen on the rewards it
+received by leave-one-out error with the one-standard-error rule (:func:`kgwise.bandit.select_ridge`), and
+is refitted with it, the intercept left unpenalised. A 384-dimensional context seen a few dozen times per
+arm is otherwise fitted to noise: where the question embedding does not predict an arm's reward, the rule
+shrinks that arm to its mean training reward.
+At test time the bandit exploits (``c·α(i)`` alone) unless ``explore_at_test`` is set.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import numpy.typing as npt
 
 from kgwise.bandit import LinUCB
 from kgwise.bandit.linucb import gamma_from_delta
+from kgwise.bandit.ridge_cv import select_ridge
 from kgwise.errors import ConfigError, DataError
 from kgwise.files import savez_atomic
 
@@ -45,11 +51,13 @@ ARMS: tuple[str, ...] = tuple(arm_name(p, f) for p in EXTRACTORS for f in FORMAT
 
 @dataclass(frozen=True)
 class BanditConfig:
-    """``delta``: confidence of the UCB width γ (Eq. 8); ``ridge``: λ^i of Eq. 7; ``epochs`` over the
-    training questions; ``explore_at_test``: keep the UCB bonus when answering new questions."""
+    """``delta``: confidence of the UCB width γ (Eq. 8); ``ridge``: λ^i of Eq. 7 while training;
+    ``ridge_grid``: the weights each arm's own λ^i is chosen from after training (empty: keep ``ridge``);
+    ``epochs`` over the training questions; ``explore_at_test``: keep the UCB bonus on new questions."""
 
     delta: float = 0.05
     ridge: float = 1.0
+    ridge_grid: tuple[float, ...] = tuple(float(f"{x:.3g}") for x in np.logspace(-1, 4, 11))
     epochs: int = 1
     explore_at_test: bool = False
     seed: int = 0
@@ -57,8 +65,9 @@ class BanditConfig:
     def __post_init__(self) -> None:
         if not 0.0 < self.delta < 1.0:
             raise ConfigError(f"BanditConfig.delta must lie in (0, 1), got {self.delta}")
-        if self.ridge <= 0 or self.epochs < 1:
-            raise ConfigError("BanditConfig: ridge must be > 0 and epochs ≥ 1")
+        if self.ridge <= 0 or self.epochs < 1 or any(g <= 0 for g in self.ridge_grid):
+            raise ConfigError("BanditConfig: ridge and every ridge_grid weight must be > 0, epochs ≥ 1")
+        object.__setattr__(self, "ridge_grid", tuple(float(g) for g in self.ridge_grid))
 
     @property
     def gamma(self) -> float:
@@ -68,8 +77,9 @@ class BanditConfig:
 
 @dataclass
 class BanditHistory:
-    """Training trace: the arm pulled and the reward received at each step."""
+    """Training trace: the question, the arm pulled and the reward received at each step."""
 
+    questions: list[int] = field(default_factory=list)
     arms: list[int] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
 
@@ -89,6 +99,8 @@ class PromptBandit:
         self.config = config or BanditConfig()
         self.policy = LinUCB(len(self.arms), dim + 1, alpha=self.config.gamma, ridge=self.config.ridge,
                              seed=self.config.seed)
+        self.ridges = [self.config.ridge] * len(self.arms)
+        """λ^i per arm (``config.ridge`` until :meth:`tune_ridges`)."""
 
     def context(self, embedding: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """``[c, 1]``: the question embedding with the intercept feature."""
@@ -125,7 +137,7 @@ class PromptBandit:
         progress: Callable[[int, int], None] | None = None,
     ) -> BanditHistory:
         """Online training: for each question ``i`` (shuffled, ``epochs`` passes) pull an arm by UCB, ask
-        ``reward(i, arm)`` (the LLM's correctness) and update that arm only."""
+        ``reward(i, arm)`` (the LLM's correctness) and update that arm only; then :meth:`tune_ridges`."""
         E = np.asarray(embeddings, dtype=np.float64)
         rng = np.random.default_rng(self.config.seed)
         hist = BanditHistory()
@@ -136,19 +148,40 @@ class PromptBandit:
                 arm = self.select(E[i], explore=True)
                 r = float(reward(i, arm))
                 self.update(arm, E[i], r)
+                hist.questions.append(i)
                 hist.arms.append(arm)
                 hist.rewards.append(r)
                 step += 1
                 if progress is not None:
                     progress(step, total)
+        if self.config.ridge_grid:
+            self.tune_ridges(E, hist)
         return hist
+
+    def tune_ridges(self, embeddings: npt.ArrayLike, history: BanditHistory, min_pulls: int = 5) -> None:
+        """Choose each arm's λ^i from ``config.ridge_grid`` by leave-one-out error on the rewards it got in
+        ``history`` (one-standard-error rule) and refit the arm with it (Eq. 7), the intercept unpenalised
+        (weight ``1e-6``). Arms pulled fewer than ``min_pulls`` times keep their λ^i."""
+        E = np.asarray(embeddings, dtype=np.float64)
+        arms = np.asarray(history.arms, dtype=np.int64)
+        rows = np.asarray(history.questions, dtype=np.int64)
+        rewards = np.asarray(history.rewards, dtype=np.float64)
+        for a in range(len(self.arms)):
+            mine = arms == a
+            if mine.sum() < min_pulls:
+                continue
+            lam = select_ridge(E[rows[mine]], rewards[mine], self.config.ridge_grid).ridge
+            X = np.array([self.context(E[i]) for i in rows[mine]])
+            self.policy.refit(a, X, rewards[mine], np.append(np.full(self.dim, lam), 1e-6))
+            self.ridges[a] = lam
 
     # ------------------------------------------------------------------------------------- persistence
     def save(self, path: str | Path) -> Path:
         """Write the bandit (arms, config, LinUCB state) to one ``.npz`` file."""
         state = self.policy.state_dict()
         arrays = {k: np.asarray(state.pop(k)) for k in ("A_inv", "b", "theta", "counts")}
-        meta = {"arms": list(self.arms), "dim": self.dim, "config": asdict(self.config), "linucb": state}
+        meta = {"arms": list(self.arms), "dim": self.dim, "config": asdict(self.config), "linucb": state,
+                "ridges": self.ridges}
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
         return savez_atomic(path, arrays)
 
@@ -166,6 +199,7 @@ class PromptBandit:
                     state[k] = z[k]
             out = cls(int(meta["dim"]), meta["arms"], BanditConfig(**meta["config"]))
             out.policy = LinUCB.from_state_dict(state)
+            out.ridges = [float(x) for x in meta.get("ridges", out.ridges)]
         except (KeyError, ValueError, OSError) as exc:
             raise DataError(f"not a prompt-bandit file: {exc}", path) from exc
         return out

@@ -31,11 +31,16 @@ def build_injector(
     llm: str = "smollm2-135m",
     policy: str | Path | None = None,
     bandit: str | Path | None = None,
+    scoring: str = "sum",
 ) -> KnowledgeInjector:
     """KnowGPT over the graph file ``kg`` with the LLM ``llm`` (a ``kgwise.llm.get_llm`` spec, behind the
     response cache), P_sub always, P_RL when a trained ``policy`` is given, and the trained prompt
     ``bandit`` when given (a bandit pick of P_RL without ``policy`` raises ``ConfigError`` when asked);
-    without a bandit it answers with :data:`DEFAULT_COMBO` unless told otherwise."""
+    without a bandit it answers with :data:`DEFAULT_COMBO` unless told otherwise. ``scoring``: rank the
+    choices by the ``sum`` or the per-token ``mean`` of their log-probabilities (use the rule the bandit
+    was trained with: ``scoring.chosen`` of its ``eval knowgpt`` report)."""
+    if scoring not in ("sum", "mean"):
+        raise ConfigError(f"scoring must be 'sum' or 'mean', got {scoring!r}")
     from kgwise.embed import MiniLM
     from kgwise.extract import SubgraphExtractor
     from kgwise.kg import CSRGraph
@@ -54,4 +59,4 @@ def build_injector(
     formats = {n: make_format(n, model) for n in ("F_t", "F_s", "F_g")}
     trained = PromptBandit.load(bandit) if bandit is not None else None
     return KnowledgeInjector(graph, Grounder(graph), extractors, formats, model, trained, encoder,
-                             InjectorConfig(default_combo=DEFAULT_COMBO))
+                             InjectorConfig(normalised=scoring == "mean", default_combo=DEFAULT_COMBO))

@@ -13,10 +13,12 @@ and the test splits are
   (``split_seed``, default 0): the first half trains, the second half is tested.
 
 Rows: w/o KG; P_sub × {F_t, F_s, F_g}; P_RL × {F_t, F_s, F_g}; full KnowGPT (the bandit's pick per
-question). The LLM is deterministic (temperature 0, log-probability scoring), so full KnowGPT's
-correctness on a question is that of the combination it picks, measured once. Every LLM outcome is
-appended to ``outcomes.jsonl`` as it arrives, and a rerun resumes from there; the P_RL policy and the
-bandit are saved next to it and reloaded.
+question). The LLM ranks the choices by the sum of their tokens' log-probabilities or by the per-token
+mean; ``scoring="auto"`` takes the rule that answers more of the bandit's training questions right without
+knowledge (a tiny model's sum favours short choices: on OBQA it is below chance). The LLM is deterministic
+(temperature 0, log-probability scoring), so full KnowGPT's correctness on a question is that of the
+combination it picks, measured once. Every LLM outcome is appended to ``outcomes.jsonl`` as it arrives,
+and a rerun resumes from there; the P_RL policy and the bandit are saved next to it and reloaded.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,14 +55,16 @@ from kgwise.types import Question, Usage
 __all__ = ["DATASETS", "ExperimentConfig", "build_kg", "markdown_table", "run_experiment", "split_questions"]
 
 DATASETS = ("csqa", "obqa", "medqa")
+SCORING = ("sum", "mean", "auto")
 FACTS_ONLY = "facts only"
 
 
 @dataclass(frozen=True)
 class ExperimentConfig:
     """Sizes of one run: ``limit`` test questions per split (None: all), ``train_limit`` bandit-training
-    questions, P_RL training ``rl_iterations``/``rl_time_limit_s``, the MedQA ``split_seed``; graphs of at
-    most ``pre_encode_max_nodes`` nodes get all node embeddings computed before testing."""
+    questions, P_RL training ``rl_iterations``/``rl_time_limit_s``, the MedQA ``split_seed``; ``scoring``:
+    ``sum``, ``mean`` or ``auto`` (see the module docstring); graphs of at most ``pre_encode_max_nodes``
+    nodes get all node embeddings computed before testing."""
 
     limit: int | None = 200
     train_limit: int = 200
@@ -69,10 +73,15 @@ class ExperimentConfig:
     rl_train_questions: int = 2000
     split_seed: int = 0
     facts_k: int = 2
-    normalised: bool = False
+    scoring: str = "auto"
     pre_encode_max_nodes: int = 50_000
     agent: PathAgentConfig = field(default_factory=lambda: PathAgentConfig(max_actions=16, prefilter=16))
     """P_RL sized for 2 shared cores: fewer actions per step means fewer node embeddings to compute."""
+    bandit: BanditConfig = field(default_factory=BanditConfig)
+
+    def __post_init__(self) -> None:
+        if self.scoring not in SCORING:
+            raise ConfigError(f"scoring must be one of {', '.join(SCORING)}, got {self.scoring!r}")
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -242,7 +251,8 @@ def run_experiment(
 
         evidence = FactRetriever(load_openbook_facts(root), encoder, cfg.facts_k)
     injector = KnowledgeInjector(kg, grounder, {"P_sub": SubgraphExtractor(kg), "P_RL": agent}, formats, llm,
-                                 encoder=encoder, config=InjectorConfig(cfg.normalised), evidence=evidence)
+                                 encoder=encoder, config=InjectorConfig(cfg.scoring == "mean"),
+                                 evidence=evidence)
     store = OutcomeStore(out_dir / "outcomes.jsonl")
 
     def outcome(q: Question, setting: str) -> dict[str, Any]:
@@ -258,14 +268,28 @@ def run_experiment(
             store.put(row)
         return row
 
+    bandit_qs = [q for q in train_qs[: cfg.train_limit] if q.choices]
+    scoring_report: dict[str, Any] = {"chosen": cfg.scoring}
+    if cfg.scoring == "auto":
+        bar = _progress(f"{dataset} scoring rule (w/o KG on training questions)", len(bandit_qs))
+        rows = []
+        for q in bandit_qs:
+            rows.append(outcome(q, WITHOUT_KG))
+            bar.update(1)
+        bar.close()
+        acc = {"sum": _acc(rows, "correct_sum"), "mean": _acc(rows, "correct_norm")}
+        scoring_report = {"chosen": "mean" if acc["mean"] > acc["sum"] else "sum",
+                          "train_accuracy_without_kg": acc, "questions": len(rows)}
+        injector.config = replace(injector.config, normalised=scoring_report["chosen"] == "mean")
+        log(f"scoring: {scoring_report}")
+
     # --- bandit: train on training questions (LLM correctness as reward), or load
     bandit_path = out_dir / "bandit.npz"
-    bandit_qs = [q for q in train_qs[: cfg.train_limit] if q.choices]
     if bandit_path.is_file():
         bandit = PromptBandit.load(bandit_path)
         bandit_report: dict[str, Any] = {"loaded": str(bandit_path)}
     else:
-        bandit = PromptBandit(encoder.dim, ARMS, BanditConfig())
+        bandit = PromptBandit(encoder.dim, ARMS, cfg.bandit)
         E = encoder.encode([q.text for q in bandit_qs])
         bar = _progress(f"{dataset} bandit training", cfg.train_limit * bandit.config.epochs)
         hist = bandit.fit(E, lambda i, a: float(outcome(bandit_qs[i], ARMS[a])["correct"]),
@@ -273,7 +297,8 @@ def run_experiment(
         bar.close()
         bandit.save(bandit_path)
         bandit_report = {"questions": len(bandit_qs), "mean_reward": hist.mean_reward,
-                         "pulls": dict(Counter(ARMS[a] for a in hist.arms))}
+                         "pulls": dict(Counter(ARMS[a] for a in hist.arms)),
+                         "ridges": dict(zip(ARMS, bandit.ridges, strict=True))}
     injector.bandit = bandit
 
     # --- test splits: every setting on every question (so rows compare on the same questions)
@@ -302,6 +327,7 @@ def run_experiment(
         "config": asdict(cfg),
         "p_rl_training": rl_report,
         "bandit_training": bandit_report,
+        "scoring": scoring_report,
         "without_kg": first["without_kg"],
         "combos": first["combos"],
         "full": first["full"],

@@ -33,9 +33,10 @@ __all__ = ["AnswerRequest", "ServerSettings", "create_app"]
 
 class ServerSettings(BaseModel):
     """What the service serves: a graph file, an LLM spec and, optionally, a trained P_RL policy, a prompt
-    bandit and a calibration (``kgwise calibrate``) for answer sets; and/or a Coke router state file
-    (``kgwise route init``), updated in place; and/or a UAG calibration (``kgwise uag calibrate``) with
-    its KG (default: the one it names) and LLM (default: the one it used)."""
+    bandit (with the choice-scoring rule it was trained with) and a calibration (``kgwise calibrate``) for
+    answer sets; and/or a Coke router state file (``kgwise route init``), updated in place; and/or a UAG
+    calibration (``kgwise uag calibrate``) with its KG (default: the one it names) and LLM (default: the
+    one it used)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -43,6 +44,7 @@ class ServerSettings(BaseModel):
     llm: str = "smollm2-135m"
     policy: Path | None = None
     bandit: Path | None = None
+    scoring: str = "sum"
     calibration: Path | None = None
     router: Path | None = None
     router_save_every_s: float = Field(default=30.0, ge=0.0)
@@ -103,7 +105,8 @@ def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = No
                     "uag": answer_sets.status() if answer_sets is not None else None}
 
         return app
-    inj = injector or build_injector(settings.kg, settings.llm, settings.policy, settings.bandit)  # type: ignore[arg-type]
+    inj = injector or build_injector(settings.kg, settings.llm, settings.policy, settings.bandit,  # type: ignore[arg-type]
+                                     settings.scoring)
     conformal = SplitConformal.load(settings.calibration) if settings.calibration is not None else None
     lock = threading.Lock()
 
