@@ -13,8 +13,8 @@ controls the complexity of the model"); after the passes each arm gets its own �
 received by leave-one-out error with the one-standard-error rule (:func:`kgwise.bandit.select_ridge`), and
 is refitted with it, the intercept left unpenalised. A 384-dimensional context seen a few dozen times per
 arm is otherwise fitted to noise: where the question embedding does not predict an arm's reward, the rule
-shrinks that arm to its mean training reward.
-At test time the bandit exploits (``c·α(i)`` alone) unless ``explore_at_test`` is set.
+shrinks that arm to its mean training reward. At test time the bandit exploits (``c·α(i)`` alone) unless
+``explore_at_test`` is set.
 """
 
 from __future__ import annotations
