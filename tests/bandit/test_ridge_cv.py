@@ -32,12 +32,13 @@ def test_loo_errors_and_the_one_se_rule(n: int, d: int, seed: int, intercept: bo
     choice = select_ridge(X, y, grid, intercept=intercept)
     errors = np.array([_brute_force_loo(X, y, g, intercept) for g in grid])
     assert np.allclose(choice.loo_mse, errors.mean(axis=1), rtol=1e-6, atol=1e-9)
-    se = errors.std(axis=1, ddof=1) / np.sqrt(n)
-    mse = errors.mean(axis=1)
+    assert np.allclose(choice.loo_se, errors.std(axis=1, ddof=1) / np.sqrt(n), rtol=1e-6, atol=1e-9)
+    # the rule, on the reported errors: the largest weight within one standard error of the best
+    mse, se = np.array(choice.loo_mse), np.array(choice.loo_se)
     best = int(np.argmin(mse))
-    within = [g for g, m in zip(grid, mse, strict=True) if m <= mse[best] + se[best]]
-    assert choice.ridge == max(within)
-    assert select_ridge(X, y, grid, one_se=False, intercept=intercept).ridge == grid[best]
+    assert choice.ridge == max(g for g, m in zip(grid, mse, strict=True) if m <= mse[best] + se[best])
+    plain = select_ridge(X, y, grid, one_se=False, intercept=intercept)
+    assert plain.loo_mse[grid.index(plain.ridge)] == min(plain.loo_mse)
 
 
 def test_signal_gets_a_small_weight_and_noise_a_large_one() -> None:
