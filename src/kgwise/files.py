@@ -83,6 +83,13 @@ def source_fingerprint(*modules: str) -> str:
     return digest.hexdigest()[:12]
 
 
+def file_stamp(path: str | Path) -> tuple[str, int, int]:
+    """``(absolute path, size, mtime in ns)``: part of a cache key that changes when the file is edited."""
+    p = Path(path).resolve()
+    st = p.stat()
+    return str(p), st.st_size, st.st_mtime_ns
+
+
 def short_hash(obj: Any) -> str:
     """12 hex digits of the SHA-1 of ``obj`` as sorted-key JSON (non-JSON values by ``str``): a cache or
     run key."""

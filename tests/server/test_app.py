@@ -17,6 +17,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from kgwise.errors import ConfigError
+from kgwise.inject import PromptBandit
+from kgwise.inject.build import build_injector
 from kgwise.kg.loaders import load_ddb
 from kgwise.server import ServerSettings, create_app
 
@@ -65,6 +67,18 @@ def test_the_scoring_rule_reaches_the_answers(ddb_file: Path) -> None:
     assert by_mean.json()["probabilities"] != pytest.approx(by_sum["probabilities"], abs=1e-3)
     with pytest.raises(ConfigError, match="scoring"):
         create_app(ServerSettings(kg=ddb_file, scoring="max"))
+
+
+@pytest.mark.slow
+def test_a_bandit_brings_the_scoring_rule_it_was_trained_with(ddb_file: Path, tmp_path: Path) -> None:
+    bandit = PromptBandit(384)
+    bandit.scoring = "mean"
+    path = bandit.save(tmp_path / "bandit.npz")
+    assert build_injector(ddb_file, bandit=path).config.normalised
+    assert build_injector(ddb_file, bandit=path, scoring="mean").config.normalised
+    assert not build_injector(ddb_file).config.normalised
+    with pytest.raises(ConfigError, match="trained with 'mean'"):
+        build_injector(ddb_file, bandit=path, scoring="sum")
 
 
 def _free_port() -> int:

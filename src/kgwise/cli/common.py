@@ -24,9 +24,9 @@ DataOption = Annotated[
 JsonOption = Annotated[Path | None, typer.Option("--json", help="Also write the report to this JSON file.")]
 PolicyOption = Annotated[Path | None, typer.Option("--policy", help="Trained P_RL policy (.pt).")]
 BanditOption = Annotated[Path | None, typer.Option("--bandit", help="Trained prompt bandit (.npz).")]
-ScoringOption = Annotated[str, typer.Option(
-    "--scoring", help="Rank choices by the 'sum' or per-token 'mean' of log-probabilities (a bandit's: "
-    "scoring.chosen in its eval knowgpt report).")]
+ScoringOption = Annotated[str | None, typer.Option(
+    "--scoring", help="Rank choices by the 'sum' or per-token 'mean' of log-probabilities (default: the "
+    "rule the --bandit was trained with, else sum).")]
 
 P = ParamSpec("P")
 R = TypeVar("R")

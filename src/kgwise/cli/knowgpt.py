@@ -50,7 +50,7 @@ def answer(
     )] = None,
     alpha: Annotated[float | None, typer.Option(
         "--alpha", help="Miscoverage of the calibrated set (default: the calibration's).")] = None,
-    scoring: ScoringOption = "sum",
+    scoring: ScoringOption = None,
 ) -> None:
     """Answer one multiple-choice QUESTION with knowledge from a KG injected into the LLM's prompt."""
     from kgwise.conformal.split import SplitConformal
@@ -100,13 +100,14 @@ def calibrate(
     score: Annotated[str, typer.Option("--score", help="Non-conformity score: lac or aps.")] = "lac",
     json_out: JsonOption = None,
     data: DataOption = None,
-    scoring: ScoringOption = "sum",
+    scoring: ScoringOption = None,
 ) -> None:
     """Calibrate answer sets for `kgwise answer` / `kgwise serve` on labelled questions (split conformal
     prediction, LAC or APS); resumable. Reports coverage and set size on held-out halves."""
     from tqdm import tqdm
 
     from kgwise.datasets import load
+    from kgwise.files import file_stamp, short_hash
     from kgwise.inject.build import build_injector
     from kgwise.inject.calibration import CalibrationConfig, collect_probabilities
     from kgwise.inject.calibration import calibrate as run_calibration
@@ -114,13 +115,19 @@ def calibrate(
     cfg = CalibrationConfig(alpha=alpha, score=score)  # type: ignore[arg-type]
     questions = load(dataset, split, data)[:limit]
     injector = build_injector(kg, llm, policy, bandit, scoring)
+    # answers are kept per set of inputs, so a rerun resumes only a calibration of the same ones
+    stamp = {"dataset": dataset, "split": split, "llm": llm, "combo": combo,
+             "normalised": injector.config.normalised,
+             "files": [file_stamp(p) if p is not None else None for p in (kg, policy, bandit)]}
     bar = tqdm(total=len(questions), desc=f"calibrating on {dataset}/{split}", dynamic_ncols=True)
-    rows = collect_probabilities(injector, questions, combo, out.with_name(out.stem + ".outcomes.jsonl"),
+    rows = collect_probabilities(injector, questions, combo,
+                                 out.with_name(f"{out.stem}.outcomes-{short_hash(stamp)}.jsonl"),
                                  progress=lambda i, n: bar.update(1))
     bar.close()
     conformal, report = run_calibration(rows, cfg)
     used = combo or ("bandit" if bandit else injector.config.default_combo)
-    meta = {"dataset": dataset, "split": split, "kg": str(kg), "llm": llm, "combo": used, "scoring": scoring,
+    meta = {"dataset": dataset, "split": split, "kg": str(kg), "llm": llm, "combo": used,
+            "scoring": "mean" if injector.config.normalised else "sum",
             "policy": str(policy) if policy else None, "bandit": str(bandit) if bandit else None}
     conformal.save(out, meta)
     write_json(report | {"calibration_file": str(out), "meta": meta}, json_out)

@@ -19,7 +19,7 @@ def serve(
     llm: Annotated[str, typer.Option("--llm", help="LLM spec, e.g. gemma3-270m.")] = "smollm2-135m",
     policy: PolicyOption = None,
     bandit: BanditOption = None,
-    scoring: ScoringOption = "sum",
+    scoring: ScoringOption = None,
     calibration: Annotated[Path | None, typer.Option(
         "--calibration", help="`kgwise calibrate` output: answers carry a prediction_set.")] = None,
     router: Annotated[Path | None, typer.Option(

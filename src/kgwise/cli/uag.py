@@ -75,7 +75,7 @@ def calibrate(
     from kgwise.conformal.evaluator import LLMGenerator
     from kgwise.conformal.experiment import build_tables
     from kgwise.conformal.retriever import RetrieverConfig
-    from kgwise.files import short_hash
+    from kgwise.files import file_stamp, short_hash
     from kgwise.kg.loaders import open_graph_file
 
     if (llm is None) == (generations is None):
@@ -89,8 +89,7 @@ def calibrate(
         from kgwise.llm import get_llm
 
         live = LLMGenerator(get_llm(llm, cache=True))
-    inputs = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns)
-              for p in (kg, questions, *([generations] if generations is not None else []))]
+    inputs = [file_stamp(p) for p in (kg, questions, *([generations] if generations is not None else []))]
     key = short_hash({"inputs": inputs, "llm": llm, "max_hops": max_hops, "direction": direction})
     tables = build_tables(graph, qs, recorded, settings.scorer(), settings.retriever,
                           (work or cache_dir() / "uag-calibrate") / key,

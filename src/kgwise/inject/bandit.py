@@ -101,6 +101,8 @@ class PromptBandit:
                              seed=self.config.seed)
         self.ridges = [self.config.ridge] * len(self.arms)
         """λ^i per arm (``config.ridge`` until :meth:`tune_ridges`)."""
+        self.scoring: str | None = None
+        """The LLM's choice-scoring rule (``sum`` or ``mean``) its rewards were measured with, if known."""
 
     def context(self, embedding: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """``[c, 1]``: the question embedding with the intercept feature."""
@@ -181,7 +183,7 @@ class PromptBandit:
         state = self.policy.state_dict()
         arrays = {k: np.asarray(state.pop(k)) for k in ("A_inv", "b", "theta", "counts")}
         meta = {"arms": list(self.arms), "dim": self.dim, "config": asdict(self.config), "linucb": state,
-                "ridges": self.ridges}
+                "ridges": self.ridges, "scoring": self.scoring}
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
         return savez_atomic(path, arrays)
 
@@ -200,6 +202,7 @@ class PromptBandit:
             out = cls(int(meta["dim"]), meta["arms"], BanditConfig(**meta["config"]))
             out.policy = LinUCB.from_state_dict(state)
             out.ridges = [float(x) for x in meta.get("ridges", out.ridges)]
+            out.scoring = meta.get("scoring")
         except (KeyError, ValueError, OSError) as exc:
             raise DataError(f"not a prompt-bandit file: {exc}", path) from exc
         return out

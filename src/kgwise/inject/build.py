@@ -31,15 +31,15 @@ def build_injector(
     llm: str = "smollm2-135m",
     policy: str | Path | None = None,
     bandit: str | Path | None = None,
-    scoring: str = "sum",
+    scoring: str | None = None,
 ) -> KnowledgeInjector:
     """KnowGPT over the graph file ``kg`` with the LLM ``llm`` (a ``kgwise.llm.get_llm`` spec, behind the
     response cache), P_sub always, P_RL when a trained ``policy`` is given, and the trained prompt
     ``bandit`` when given (a bandit pick of P_RL without ``policy`` raises ``ConfigError`` when asked);
     without a bandit it answers with :data:`DEFAULT_COMBO` unless told otherwise. ``scoring``: rank the
-    choices by the ``sum`` or the per-token ``mean`` of their log-probabilities (use the rule the bandit
-    was trained with: ``scoring.chosen`` of its ``eval knowgpt`` report)."""
-    if scoring not in ("sum", "mean"):
+    choices by the ``sum`` or the per-token ``mean`` of their log-probabilities; default: the rule the
+    bandit was trained with, else ``sum``. A rule other than the bandit's raises ``ConfigError``."""
+    if scoring not in (None, "sum", "mean"):
         raise ConfigError(f"scoring must be 'sum' or 'mean', got {scoring!r}")
     from kgwise.embed import MiniLM
     from kgwise.extract import SubgraphExtractor
@@ -58,5 +58,10 @@ def build_injector(
         extractors["P_RL"] = PathAgent.load(graph, policy, encoder)
     formats = {n: make_format(n, model) for n in ("F_t", "F_s", "F_g")}
     trained = PromptBandit.load(bandit) if bandit is not None else None
+    if trained is not None and trained.scoring is not None:
+        if scoring not in (None, trained.scoring):
+            raise ConfigError(f"the bandit {bandit} was trained with {trained.scoring!r} choice scoring; "
+                              f"use that rule (or leave scoring unset), not {scoring!r}")
+        scoring = trained.scoring
     return KnowledgeInjector(graph, Grounder(graph), extractors, formats, model, trained, encoder,
                              InjectorConfig(normalised=scoring == "mean", default_combo=DEFAULT_COMBO))

@@ -295,6 +295,7 @@ def run_experiment(
         hist = bandit.fit(E, lambda i, a: float(outcome(bandit_qs[i], ARMS[a])["correct"]),
                           progress=lambda s, t: bar.update(1))
         bar.close()
+        bandit.scoring = "mean" if injector.config.normalised else "sum"
         bandit.save(bandit_path)
         bandit_report = {"questions": len(bandit_qs), "mean_reward": hist.mean_reward,
                          "pulls": dict(Counter(ARMS[a] for a in hist.arms)),

@@ -44,7 +44,7 @@ class ServerSettings(BaseModel):
     llm: str = "smollm2-135m"
     policy: Path | None = None
     bandit: Path | None = None
-    scoring: str = "sum"
+    scoring: str | None = None
     calibration: Path | None = None
     router: Path | None = None
     router_save_every_s: float = Field(default=30.0, ge=0.0)
