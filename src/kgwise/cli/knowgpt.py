@@ -117,7 +117,7 @@ def calibrate(
     injector = build_injector(kg, llm, policy, bandit, scoring)
     # answers are kept per set of inputs, so a rerun resumes only a calibration of the same ones
     stamp = {"dataset": dataset, "split": split, "llm": llm, "combo": combo,
-             "normalised": injector.config.normalised,
+             "scoring": injector.config.scoring,
              "files": [file_stamp(p) if p is not None else None for p in (kg, policy, bandit)]}
     bar = tqdm(total=len(questions), desc=f"calibrating on {dataset}/{split}", dynamic_ncols=True)
     rows = collect_probabilities(injector, questions, combo,
@@ -127,7 +127,7 @@ def calibrate(
     conformal, report = run_calibration(rows, cfg)
     used = combo or ("bandit" if bandit else injector.config.default_combo)
     meta = {"dataset": dataset, "split": split, "kg": str(kg), "llm": llm, "combo": used,
-            "scoring": "mean" if injector.config.normalised else "sum",
+            "scoring": injector.config.scoring,
             "policy": str(policy) if policy else None, "bandit": str(bandit) if bandit else None}
     conformal.save(out, meta)
     write_json(report | {"calibration_file": str(out), "meta": meta}, json_out)

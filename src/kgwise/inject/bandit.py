@@ -172,8 +172,9 @@ class PromptBandit:
             mine = arms == a
             if mine.sum() < min_pulls:
                 continue
-            lam = select_ridge(E[rows[mine]], rewards[mine], self.config.ridge_grid).ridge
-            X = np.array([self.context(E[i]) for i in rows[mine]])
+            C = E[rows[mine]]
+            lam = select_ridge(C, rewards[mine], self.config.ridge_grid).ridge
+            X = np.column_stack([C, np.ones(len(C))])  # the contexts [c, 1]
             self.policy.refit(a, X, rewards[mine], np.append(np.full(self.dim, lam), 1e-6))
             self.ridges[a] = lam
 

@@ -39,8 +39,8 @@ def build_injector(
     without a bandit it answers with :data:`DEFAULT_COMBO` unless told otherwise. ``scoring``: rank the
     choices by the ``sum`` or the per-token ``mean`` of their log-probabilities; default: the rule the
     bandit was trained with, else ``sum``. A rule other than the bandit's raises ``ConfigError``."""
-    if scoring not in (None, "sum", "mean"):
-        raise ConfigError(f"scoring must be 'sum' or 'mean', got {scoring!r}")
+    if scoring is not None:
+        InjectorConfig(scoring)  # refuses an unknown rule before the models load
     from kgwise.embed import MiniLM
     from kgwise.extract import SubgraphExtractor
     from kgwise.kg import CSRGraph
@@ -64,4 +64,4 @@ def build_injector(
                               f"use that rule (or leave scoring unset), not {scoring!r}")
         scoring = trained.scoring
     return KnowledgeInjector(graph, Grounder(graph), extractors, formats, model, trained, encoder,
-                             InjectorConfig(normalised=scoring == "mean", default_combo=DEFAULT_COMBO))
+                             InjectorConfig(scoring or "sum", DEFAULT_COMBO))

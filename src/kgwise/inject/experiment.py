@@ -46,7 +46,7 @@ from kgwise.extract.path_agent import (
 )
 from kgwise.files import write_text_atomic
 from kgwise.inject.bandit import ARMS, BanditConfig, PromptBandit
-from kgwise.inject.injector import WITHOUT_KG, Injection, InjectorConfig, KnowledgeInjector
+from kgwise.inject.injector import SCORING_RULES, WITHOUT_KG, Injection, InjectorConfig, KnowledgeInjector
 from kgwise.kg.csr import CSRGraph
 from kgwise.kg.grounding import Grounder, GrounderConfig
 from kgwise.render.formats import FormatConfig, make_format
@@ -55,7 +55,7 @@ from kgwise.types import Question, Usage
 __all__ = ["DATASETS", "ExperimentConfig", "build_kg", "markdown_table", "run_experiment", "split_questions"]
 
 DATASETS = ("csqa", "obqa", "medqa")
-SCORING = ("sum", "mean", "auto")
+SCORING = (*SCORING_RULES, "auto")
 FACTS_ONLY = "facts only"
 
 
@@ -250,9 +250,9 @@ def run_experiment(
         from kgwise.datasets import load_openbook_facts
 
         evidence = FactRetriever(load_openbook_facts(root), encoder, cfg.facts_k)
+    rule = "sum" if cfg.scoring == "auto" else cfg.scoring  # auto: chosen below, on the training questions
     injector = KnowledgeInjector(kg, grounder, {"P_sub": SubgraphExtractor(kg), "P_RL": agent}, formats, llm,
-                                 encoder=encoder, config=InjectorConfig(cfg.scoring == "mean"),
-                                 evidence=evidence)
+                                 encoder=encoder, config=InjectorConfig(rule), evidence=evidence)
     store = OutcomeStore(out_dir / "outcomes.jsonl")
 
     def outcome(q: Question, setting: str) -> dict[str, Any]:
@@ -271,16 +271,14 @@ def run_experiment(
     bandit_qs = [q for q in train_qs[: cfg.train_limit] if q.choices]
     scoring_report: dict[str, Any] = {"chosen": cfg.scoring}
     if cfg.scoring == "auto":
-        bar = _progress(f"{dataset} scoring rule (w/o KG on training questions)", len(bandit_qs))
-        rows = []
-        for q in bandit_qs:
-            rows.append(outcome(q, WITHOUT_KG))
-            bar.update(1)
-        bar.close()
+        from tqdm import tqdm
+
+        rows = [outcome(q, WITHOUT_KG)
+                for q in tqdm(bandit_qs, desc=f"{dataset} scoring rule (w/o KG on training questions)")]
         acc = {"sum": _acc(rows, "correct_sum"), "mean": _acc(rows, "correct_norm")}
         scoring_report = {"chosen": "mean" if acc["mean"] > acc["sum"] else "sum",
                           "train_accuracy_without_kg": acc, "questions": len(rows)}
-        injector.config = replace(injector.config, normalised=scoring_report["chosen"] == "mean")
+        injector.config = replace(injector.config, scoring=scoring_report["chosen"])
         log(f"scoring: {scoring_report}")
 
     # --- bandit: train on training questions (LLM correctness as reward), or load
@@ -295,7 +293,7 @@ def run_experiment(
         hist = bandit.fit(E, lambda i, a: float(outcome(bandit_qs[i], ARMS[a])["correct"]),
                           progress=lambda s, t: bar.update(1))
         bar.close()
-        bandit.scoring = "mean" if injector.config.normalised else "sum"
+        bandit.scoring = injector.config.scoring
         bandit.save(bandit_path)
         bandit_report = {"questions": len(bandit_qs), "mean_reward": hist.mean_reward,
                          "pulls": dict(Counter(ARMS[a] for a in hist.arms)),

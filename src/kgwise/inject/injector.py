@@ -30,19 +30,31 @@ from kgwise.types import Answer, Question, Subgraph, Usage
 if TYPE_CHECKING:
     from kgwise.llm import LLM, ChoiceScores
 
-__all__ = ["WITHOUT_KG", "Injection", "InjectorConfig", "KnowledgeInjector"]
+__all__ = ["SCORING_RULES", "WITHOUT_KG", "Injection", "InjectorConfig", "KnowledgeInjector"]
 
 WITHOUT_KG = "w/o KG"
 
 
+SCORING_RULES = ("sum", "mean")
+"""How choices are ranked: by the sum of their tokens' log-probabilities, or by the per-token mean."""
+
+
 @dataclass(frozen=True)
 class InjectorConfig:
-    """``normalised``: rank choices by the per-token mean log-probability instead of the sum;
-    ``default_combo``: the combination used when no bandit is given (``None``: a combination must be
-    passed)."""
+    """``scoring``: one of :data:`SCORING_RULES`; ``default_combo``: the combination used when no bandit
+    is given (``None``: a combination must be passed)."""
 
-    normalised: bool = False
+    scoring: str = "sum"
     default_combo: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.scoring not in SCORING_RULES:
+            raise ConfigError(f"scoring must be 'sum' or 'mean', got {self.scoring!r}")
+
+    @property
+    def normalised(self) -> bool:
+        """Rank by the per-token mean log-probability."""
+        return self.scoring == "mean"
 
 
 @dataclass(frozen=True)
