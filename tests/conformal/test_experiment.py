@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kgwise.conformal.experiment import METHODS, load_webqsp_data, markdown_table, summarise
+from kgwise.conformal.experiment import METHODS, load_webqsp_data, markdown_table, summarise, with_gnn
+from kgwise.conformal.grid import TableBatch
 from kgwise.datasets.predictions import question_key
 
 
@@ -24,6 +25,26 @@ def test_webqsp_inputs_are_aligned(data_dir: Path) -> None:
     hits1 = np.bincount(wq.gnn.q[top & wq.gnn.gold], minlength=1628).astype(bool).mean()
     assert 0.6 < hits1 < 0.9
     assert question_key(wq.questions[0].text) == question_key("what does jamaican people speak")
+
+
+def test_with_gnn_merges_only_a_one_answer_questions_gold(data_dir: Path,
+                                                           webqsp_uag_tables: TableBatch) -> None:
+    """The gold MID of a one-answer question joins the path table's single gold node (same entity), so a
+    set holding both counts it once; nothing else merges, and coverage does not change."""
+    wq = load_webqsp_data(data_dir, limit=300)
+    tables = webqsp_uag_tables
+    naive, merged = with_gnn(tables, wq.gnn), with_gnn(tables, wq.gnn, wq.single_answer)
+    gold_nodes = np.bincount(tables.node_q[tables.gold], minlength=300)
+    expected = wq.gnn.gold & wq.single_answer[wq.gnn.q] & (gold_nodes[wq.gnn.q] == 1)
+    assert 0 < expected.sum() < wq.gnn.gold.sum()
+    assert naive.node_q.size - merged.node_q.size == expected.sum()
+    assert np.array_equal(merged.gold_retrievable(), naive.gold_retrievable())
+    q = int(wq.gnn.q[np.flatnonzero(expected)[0]])
+    table = merged.table(q)
+    (g,) = np.flatnonzero(table.gold)  # one gold node, reached by paths and scored by the GNN
+    assert np.isfinite(table.scored[g]) and (table.state_node == g).any()
+    everything = table.final_set(np.inf, np.inf, np.inf, np.inf)
+    assert everything.size == naive.table(q).final_set(np.inf, np.inf, np.inf, np.inf).size - 1
 
 
 def test_summary_shape_and_table() -> None:

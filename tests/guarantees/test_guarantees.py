@@ -78,12 +78,14 @@ def test_ltt_risk_control_on_synthetic_data(fwer: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def webqsp(data_dir: Path) -> tuple[TableBatch, object]:
-    from kgwise.conformal.experiment import ExperimentConfig, load_webqsp_data, webqsp_tables
+def webqsp(data_dir: Path) -> tuple[TableBatch, TableBatch]:
+    """The path tables, and the same united with ReaRev's candidates as ``eval uag`` unites them."""
+    from kgwise.conformal.experiment import ExperimentConfig, load_webqsp_data, webqsp_tables, with_gnn
 
     cfg = ExperimentConfig()
     wq = load_webqsp_data(data_dir, cfg.gnn)
-    return webqsp_tables(data_dir, cfg, wq, progress=False), wq.gnn
+    tables = webqsp_tables(data_dir, cfg, wq, progress=False)
+    return tables, with_gnn(tables, wq.gnn, wq.single_answer)
 
 
 ALPHAS = (0.1, 0.15, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5)
@@ -129,7 +131,7 @@ def check_pac(misses: dict[tuple[str, float], list[float | None]], methods: tupl
         assert any(r is not None for a in ALPHAS for r in misses[(m, a)])  # not vacuous
 
 
-def test_uag_guarantee_on_webqsp(webqsp: tuple[TableBatch, object]) -> None:
+def test_uag_guarantee_on_webqsp(webqsp: tuple[TableBatch, TableBatch]) -> None:
     tables, _ = webqsp
     methods = ("fixed_sequence", "bonferroni", "top_p")
     # the default grid (16,000 λ per evaluator score)
@@ -137,30 +139,26 @@ def test_uag_guarantee_on_webqsp(webqsp: tuple[TableBatch, object]) -> None:
     check_pac(misses, methods, "uag", ("fixed_sequence", "bonferroni"))
 
 
-def test_uag_with_gnn_candidates_guarantee_on_webqsp(webqsp: tuple[TableBatch, object]) -> None:
+def test_uag_with_gnn_candidates_guarantee_on_webqsp(webqsp: tuple[TableBatch, TableBatch]) -> None:
     """The family with α4 (ReaRev's candidates united with the path set), fixed-sequence LTT."""
-    from kgwise.conformal.baselines import CandidateBatch
-    from kgwise.conformal.experiment import ExperimentConfig, with_gnn
+    from kgwise.conformal.experiment import ExperimentConfig
 
-    tables, gnn = webqsp
-    assert isinstance(gnn, CandidateBatch)
+    _, united = webqsp
     base = UAGConfig(evaluator_scores=EVALUATOR_SCORES, scored_step=ExperimentConfig().gnn_step)
-    misses = webqsp_misses(with_gnn(tables, gnn), base, ("fixed_sequence",), 30_000)
+    misses = webqsp_misses(united, base, ("fixed_sequence",), 30_000)
     check_pac(misses, ("fixed_sequence",), "uag+gnn", ("fixed_sequence",))
 
 
-def test_uag_marginal_coverage_on_webqsp(webqsp: tuple[TableBatch, object]) -> None:
+def test_uag_marginal_coverage_on_webqsp(webqsp: tuple[TableBatch, TableBatch]) -> None:
     """The marginal mode over the same union: mean test coverage ≥ 1 − α minus 3 standard errors at every
     α from 0.15 (it must certify in ≥ 98 % of the splits there; at 0.1 more than α of the questions are
     often beyond both retrievers, so it is printed only)."""
-    from kgwise.conformal.baselines import CandidateBatch
-    from kgwise.conformal.experiment import ExperimentConfig, with_gnn
+    from kgwise.conformal.experiment import ExperimentConfig
 
-    tables, gnn = webqsp
-    assert isinstance(gnn, CandidateBatch)
+    _, united = webqsp
     base = UAGConfig(evaluator_scores=EVALUATOR_SCORES, scored_step=ExperimentConfig().gnn_step,
                      guarantee="marginal")
-    misses = webqsp_misses(with_gnn(tables, gnn), base, ("marginal",), 30_000)
+    misses = webqsp_misses(united, base, ("marginal",), 30_000)
     for a in ALPHAS:
         rates = [r for r in misses[("marginal", a)] if r is not None]
         abstained = 1 - len(rates) / REPEATS

@@ -62,6 +62,12 @@ def test_eval_route_small(tmp_path: Path, data_dir: Path) -> None:
         curve = cascade[kind]["curve"]
         assert curve[0]["accuracy"] == pytest.approx(report["arms"]["ReaRev-lmsr"]["accuracy"])
         assert curve[-1]["accuracy"] == pytest.approx(report["arms"][cascade["strong_arm"]]["accuracy"])
+    variants = report["context_variants"]
+    assert {k: v["dim"] for k, v in variants.items()} == {"free_gnn_signals": 5,
+                                                          "free_gnn_signals+embedding": 389}
+    for v in variants.values():
+        assert all(b["cost"] <= b["budget_abs"] + 1e-9 for b in v["paced_budget_sweep"])
+        assert "met_accuracy_ge_best" in v["paced_60"]
     assert all(Path(f).is_file() for f in report["figures"])
 
 

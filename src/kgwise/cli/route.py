@@ -137,7 +137,7 @@ def eval_route(
     from kgwise.route.coke import CokeConfig
     from kgwise.route.experiment import ExperimentConfig, run_experiment
     from kgwise.route.plots import plot_all
-    from kgwise.route.replay import MAIN_ARMS, WEBQSP_ARMS, webqsp_table
+    from kgwise.route.replay import MAIN_ARMS, WEBQSP_ARMS, free_gnn_signals, webqsp_table
 
     if dataset != "webqsp":
         raise ConfigError(f"replay data set {dataset!r} has no recorded outcomes; only 'webqsp' is available")
@@ -150,7 +150,9 @@ def eval_route(
     table, coverage = webqsp_table(root, MAIN_ARMS)
     err_console.print(f"{table.n_questions} questions × {table.n_arms} arms; embedding questions …")
     X = np.asarray(encoder.encode(list(table.texts)), dtype=np.float64)
-    report = run_experiment(table, X, cfg, _progress_file(json_out, "main"))
+    signals = np.hstack([np.ones((table.n_questions, 1)), free_gnn_signals(root, table)])
+    contexts = {"free_gnn_signals": signals, "free_gnn_signals+embedding": np.hstack([signals, X])}
+    report = run_experiment(table, X, cfg, _progress_file(json_out, "main"), contexts=contexts)
     report["coverage"] = coverage
     report["hindsight_cascade"] = _hindsight_cascade(root, table, report)
     report["notes"] = [
@@ -165,6 +167,9 @@ def eval_route(
         "else the strong arm does, with thresholds read off the evaluation questions themselves; "
         "hindsight_cascade.agreement ranks by the two free GNNs' agreement instead; "
         "hindsight_cascade.learned is a router: the threshold router's protocol on the free GNNs' signals.",
+        "context_variants: Coke with the same settings, its LinUCB context being what the two free ReaRev "
+        "GNNs say before any LLM is called ([1, agree, top score lmsr, top score sbert, agree * min score]; "
+        "running both costs $0 here), alone or joined to the question embedding.",
     ]
     if sensitivity:
         report["sensitivity"] = _sensitivity(table, X, cfg, seeds)

@@ -36,7 +36,7 @@ from kgwise.conformal.scores import S1, ScoreConfig
 from kgwise.conformal.uag import UAG, UAGConfig, question_table
 from kgwise.errors import ConfigError, DataError
 from kgwise.files import ResultLog, short_hash, source_fingerprint
-from kgwise.kg.base import KnowledgeGraph
+from kgwise.kg.base import KnowledgeGraph, normalise_label
 from kgwise.types import Question
 
 __all__ = [
@@ -109,11 +109,14 @@ class ExperimentConfig:
 
 @dataclass
 class WebQSPData:
-    """Aligned inputs: questions, their generations and their GNN candidates (same order)."""
+    """Aligned inputs: questions, their generations and their GNN candidates (same order);
+    ``single_answer[i]``: question ``i`` has one gold answer, both as a name (WebQSP) and as a MID
+    (``test.info``), so its gold MID and its gold name are the same entity."""
 
     questions: list[Question]
     generations: dict[str, str]
     gnn: CandidateBatch
+    single_answer: np.ndarray
 
 
 def load_webqsp_data(data: Path, gnn: str = "rearev-sbert", limit: int | None = None) -> WebQSPData:
@@ -151,7 +154,9 @@ def load_webqsp_data(data: Path, gnn: str = "rearev-sbert", limit: int | None = 
     qs = [a[0] for a in aligned]
     batch = CandidateBatch.from_lists([q.id for q in qs], [a[2].candidates for a in aligned],
                                       [a[2].answers for a in aligned])
-    return WebQSPData(qs, {a[0].id: a[1] for a in aligned}, batch)
+    single = np.asarray([len(set(a[2].answers)) == 1 and len({normalise_label(g) for g in a[0].gold}) == 1
+                         for a in aligned], dtype=bool)
+    return WebQSPData(qs, {a[0].id: a[1] for a in aligned}, batch, single)
 
 
 def build_tables(kg: KnowledgeGraph, questions: Sequence[Question], generations: dict[str, str] | None,
@@ -229,18 +234,29 @@ def _row(metrics: dict[str, np.ndarray] | None, alpha: float, extra: dict[str, A
             "hits1": float(metrics["hit1"].mean()), "violated": ecr < 1 - alpha, **(extra or {})}
 
 
-def with_gnn(tables: TableBatch, gnn: CandidateBatch) -> TableBatch:
-    """``tables`` plus the GNN's candidates as a scored retriever (non-conformity ``1 − p``). Their ids
-    (Freebase MIDs) cannot be matched to the fragment's names, so they join as new nodes and a set's size
-    counts an answer found by both parts twice (an upper bound on the deduplicated size)."""
-    return tables.with_scored(gnn.q, 1.0 - gnn.score, gnn.gold)
+def with_gnn(tables: TableBatch, gnn: CandidateBatch, single_answer: np.ndarray | None = None) -> TableBatch:
+    """``tables`` plus the GNN's candidates as a scored retriever (non-conformity ``1 − p``).
+
+    Their ids are Freebase MIDs and the fragment's nodes are names; the data map neither to the other.
+    Where the identity is certain it is used: with ``single_answer`` (see :class:`WebQSPData`), the gold
+    candidate of a one-answer question whose path table holds exactly one gold node *is* that node, so it
+    joins it instead of becoming a second node. Every other candidate joins as a new node, so a set's size
+    still counts a non-gold answer found by both parts twice (an upper bound on the deduplicated size)."""
+    node_ids = None
+    if single_answer is not None:
+        gold_nodes = np.bincount(tables.node_q[tables.gold], minlength=tables.num_questions)
+        gold_node = np.full(tables.num_questions, -1, dtype=np.int64)
+        gold_node[tables.node_q[tables.gold]] = tables.node_ids[tables.gold]
+        same = gnn.gold & single_answer[gnn.q] & (gold_nodes[gnn.q] == 1)
+        node_ids = np.where(same, gold_node[gnn.q], -1)
+    return tables.with_scored(gnn.q, 1.0 - gnn.score, gnn.gold, node_ids)
 
 
 def run_split(tables: TableBatch, gnn: CandidateBatch, config: ExperimentConfig, s: int,
-              gnn_tables: TableBatch | None = None) -> dict[str, list[dict[str, Any]]]:
-    """One random split: every method at every α (``gnn_tables``: :func:`with_gnn`, built if not given)."""
+              gnn_tables: TableBatch) -> dict[str, list[dict[str, Any]]]:
+    """One random split: every method at every α (``gnn_tables``: ``tables`` :func:`with_gnn`)."""
     tune, cal, test = _split(tables.num_questions, config, s)
-    sources = {False: tables, True: gnn_tables if gnn_tables is not None else with_gnn(tables, gnn)}
+    sources = {False: tables, True: gnn_tables}
     parts = {scored: (b.subset(tune), b.subset(cal), b.subset(test)) for scored, b in sources.items()}
     out: dict[str, list[dict[str, Any]]] = {m: [] for m in METHODS}
     fits: dict[tuple[tuple[EvaluatorScore, ...], bool], tuple[UAG, np.ndarray]] = {}
@@ -310,7 +326,7 @@ def run_experiment(data: Path, config: ExperimentConfig, out_dir: Path | None = 
     interrupted run resumes) and return the report."""
     wq = load_webqsp_data(data, config.gnn, config.limit)
     tables = webqsp_tables(data, config, wq, tables_cache, progress)
-    gnn_tables = with_gnn(tables, wq.gnn)
+    gnn_tables = with_gnn(tables, wq.gnn, wq.single_answer)
     log = ResultLog(out_dir / "splits.jsonl" if out_dir is not None else None, _run_key(config))
     per_split: list[dict[str, list[dict[str, Any]]]] = []
     for s in range(config.splits):
@@ -327,6 +343,7 @@ def run_experiment(data: Path, config: ExperimentConfig, out_dir: Path | None = 
         "questions": tables.num_questions,
         "gold_retrievable": float(retrievable.mean()),
         "gnn_gold_in_candidates": float(np.isfinite(SplitCPBaseline.calibration_scores(wq.gnn)).mean()),
+        "gnn_candidates_merged": int(wq.gnn.q.size + tables.node_q.size - gnn_tables.node_q.size),
         "mean_candidates_uag": float(np.bincount(tables.node_q, minlength=tables.num_questions).mean()),
         "config": {**asdict(config), "retriever": asdict(config.retriever)},
         "paper_table6_webqsp": PAPER_WEBQSP,
@@ -336,7 +353,8 @@ def run_experiment(data: Path, config: ExperimentConfig, out_dir: Path | None = 
                   "uag_eq6 = fixed-sequence LTT over the paper's Λ "
                   "(absolute Eq. 6 scores only); uag_gnn = uag's family with α4 for the ReaRev GNN's "
                   "candidates (union of the path set and the GNN candidates with 1 − p under the α4 "
-                  "quantile; sizes add both parts, an upper bound since MIDs and names cannot be "
+                  "quantile; sizes add both parts except a one-answer question's gold answer, known "
+                  "to be the same entity in both: an upper bound, since other MIDs and names cannot be "
                   "matched); uag_marginal = the same union with split CP's marginal guarantee "
                   "(E[miss] ≤ α, like split_cp; the tuning split fixes the path part, split CP sets "
                   "the GNN threshold); generations: "

@@ -14,7 +14,7 @@ import hashlib
 import json
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -198,12 +198,19 @@ def run_experiment(
     config: ExperimentConfig | None = None,
     progress_file: Path | None = None,
     show_progress: bool = True,
+    contexts: Mapping[str, npt.NDArray[np.floating[Any]]] | None = None,
 ) -> dict[str, Any]:
-    """Every policy of the report on ``config.seeds`` question orders; the JSON report of issue 4."""
+    """Every policy of the report on ``config.seeds`` question orders; the JSON report of issue 4.
+
+    ``contexts``: other per-question contexts for Coke's LinUCB term in place of the question embedding
+    (e.g. what the free KG models say before any LLM is called); each runs with ``config.coke`` at the
+    main budget and paced at every ``config.paced`` multiple (report key ``context_variants``)."""
     cfg = config or ExperimentConfig()
     n, m = table.n_questions, table.n_arms
-    if embeddings.shape[0] != n:
-        raise ConfigError(f"{embeddings.shape[0]} embeddings for {n} questions")
+    variants_ctx = {name: np.asarray(c, dtype=np.float64) for name, c in (contexts or {}).items()}
+    for name, rows in {"embeddings": embeddings, **variants_ctx}.items():
+        if rows.ndim != 2 or rows.shape[0] != n:
+            raise ConfigError(f"{name}: {rows.shape[0] if rows.ndim else 0} rows for {n} questions")
     emb = np.asarray(embeddings, dtype=np.float64)
     max_arm_cost = float(table.cost.sum(axis=0).max())
     bins = max(1, min(cfg.bins, n))  # no empty iteration windows
@@ -223,8 +230,11 @@ def run_experiment(
     )
     store = _Store(progress_file, fingerprint)
 
-    def coke_runs(coke: CokeConfig, budget_frac: float, paced: bool = False) -> list[RunResult]:
-        key = json.dumps([asdict(coke), budget_frac] + (["paced"] if paced else []), sort_keys=True)
+    def coke_runs(coke: CokeConfig, budget_frac: float, paced: bool = False, context: str | None = None
+                  ) -> list[RunResult]:
+        key = json.dumps([asdict(coke), budget_frac] + (["paced"] if paced else [])
+                         + ([context] if context else []), sort_keys=True)
+        x = emb if context is None else variants_ctx[context]
         out = []
         for s, order in zip(seeds, orders, strict=True):
 
@@ -232,14 +242,14 @@ def run_experiment(
                 router = CokeRouter(
                     table.arms,
                     table.clusters,
-                    emb.shape[1],
+                    x.shape[1],
                     budget=budget_frac * max_arm_cost,
                     reported_accuracy=table.reported,
                     config=coke,
                     seed=s,
                     horizon=n if paced else None,
                 )
-                return simulate(router, table, emb, order)
+                return simulate(router, table, x, order)
 
             out.append(store.get(f"coke{key}|{s}", make))
             bar.update(1)
@@ -257,13 +267,17 @@ def run_experiment(
     arm_acc = table.correct.mean(axis=0)
     best = int(np.argmax(arm_acc))
     paced = [(x, x * float(arm_cost[best]) / max_arm_cost) for x in cfg.paced] if max_arm_cost > 0 else []
-    total = len(seeds) * (len(variants) + len(paced) + 2)
+    total = len(seeds) * ((len(variants) + len(paced)) * (1 + len(variants_ctx)) + 2)
     bar = tqdm(total=total, desc="route replay", disable=not show_progress)
     results: dict[str, list[RunResult]] = {}
     for name, coke, b in variants:
         results[name] = coke_runs(coke, b)
     for x, b in paced:
         results[f"paced={x:g}"] = coke_runs(cfg.coke, b, paced=True)
+    for ctx in variants_ctx:
+        results[f"{ctx}|coke"] = coke_runs(cfg.coke, cfg.budget, context=ctx)
+        for x, b in paced:
+            results[f"{ctx}|paced={x:g}"] = coke_runs(cfg.coke, b, paced=True, context=ctx)
     budget_abs = cfg.budget * max_arm_cost
     rand_runs: list[RunResult] = []
     mab_runs: list[RunResult] = []
@@ -320,8 +334,8 @@ def run_experiment(
     at_coke = [accuracy_at_cost(c, coke_sum["cost"]) for c in curves]
     tr_acc, tr_sd = _mean_std(at_coke)
 
-    def paced_row(x: float, b: float) -> dict[str, Any]:
-        s = _summary(results[f"paced={x:g}"], table.arms)
+    def paced_row(x: float, b: float, context: str | None = None) -> dict[str, Any]:
+        s = _summary(results[f"{context}|paced={x:g}" if context else f"paced={x:g}"], table.arms)
         tr = _mean_std([accuracy_at_cost(c, s["cost"]) for c in curves])
         return {"budget_vs_best_arm": x, "budget": b, "budget_abs": b * max_arm_cost} | s | {
             "threshold_router_at_equal_cost": tr[0], "threshold_router_at_equal_cost_std": tr[1]}
@@ -360,6 +374,14 @@ def run_experiment(
             for b in cfg.budgets
         ],
         "paced_budget_sweep": paced_sweep,
+        "context_variants": {
+            c: {
+                "dim": int(variants_ctx[c].shape[1]),
+                "coke": _summary(results[f"{c}|coke"], table.arms),
+                "paced_budget_sweep": [paced_row(x, b, c) for x, b in paced],
+            }
+            for c in variants_ctx
+        },
         "heatmap": {
             "arms": list(table.arms),
             "bins": bins,
@@ -387,15 +409,24 @@ def run_experiment(
     t["met_accuracy_ge_best"] = t["coke_accuracy_minus_best"] >= 0
     t["met_cost_le_60pct_best"] = t["coke_cost_over_best"] is not None and t["coke_cost_over_best"] <= 0.6
     t["met_above_threshold_router"] = t["coke_minus_threshold_router_at_equal_cost"] > 0
-    at60 = next((r for r in paced_sweep if r["budget_vs_best_arm"] == 0.6), None)
-    if at60 is not None:  # the same three checks for paced Coke with B = 60% of the best arm's cost
-        t["paced_60"] = {
+    def paced_60(sweep: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The three checks for paced Coke with B = 60% of the best arm's cost."""
+        at60 = next((r for r in sweep if r["budget_vs_best_arm"] == 0.6), None)
+        if at60 is None:
+            return None
+        p = {
             "accuracy_minus_best": at60["accuracy"] - float(arm_acc[best]),
             "cost_over_best": at60["cost"] / float(arm_cost[best]) if arm_cost[best] > 0 else None,
             "minus_threshold_router_at_equal_cost": at60["accuracy"] - at60["threshold_router_at_equal_cost"],
         }
-        p = t["paced_60"]
         p["met_accuracy_ge_best"] = p["accuracy_minus_best"] >= 0
         p["met_cost_le_60pct_best"] = p["cost_over_best"] is not None and p["cost_over_best"] <= 0.6
         p["met_above_threshold_router"] = p["minus_threshold_router_at_equal_cost"] > 0
+        return p
+
+    if (p60 := paced_60(paced_sweep)) is not None:
+        t["paced_60"] = p60
+    for variant in report["context_variants"].values():
+        if (p60 := paced_60(variant["paced_budget_sweep"])) is not None:
+            variant["paced_60"] = p60
     return report

@@ -46,6 +46,10 @@ def plot_pareto(report: dict[str, Any], path: Path) -> Path:
     _sweep(ax, report["budget_sweep"], "Coke, budget sweep", "o", "tab:red", lambda b: f"B={b['budget']:g}")
     _sweep(ax, report.get("paced_budget_sweep") or [], "Coke, paced budget (× best arm's cost)", "D",
            "tab:purple", lambda b: f"{b['budget_vs_best_arm']:g}×")
+    for (name, variant), colour in zip((report.get("context_variants") or {}).items(),
+                                       ("tab:brown", "tab:pink", "tab:olive"), strict=False):
+        _sweep(ax, variant["paced_budget_sweep"], f"Coke on context {name}, paced", "v", colour,
+               lambda b: f"{b['budget_vs_best_arm']:g}×")
     curve = report["threshold_router"]["curve"]
     ax.plot(
         [p["cost"] for p in curve],
