@@ -30,8 +30,9 @@ def eval_uag(
     splits: Annotated[int, typer.Option(help="Random tuning/calibration/test splits.")] = 20,
     seed: Annotated[int, typer.Option(help="Seed of the first split.")] = 0,
     steps: Annotated[str, typer.Option(help="Grid steps h for (α1, α2, α3).")] = "0.05,0.05,0.025",
-    gnn_step: Annotated[float, typer.Option(help="Grid step of α4 (the GNN's candidates) for uag_gnn.")
-                        ] = 0.025,
+    gnn_step: Annotated[float, typer.Option(
+        help="Grid step of α4 (the GNN's candidates) for uag_gnn; fixed-sequence LTT pays nothing for a "
+             "finer grid.")] = 0.01,
     delta: Annotated[float, typer.Option(help="LTT confidence parameter δ.")] = 0.05,
     metric: Annotated[str, typer.Option(help="S1: cosine (UAG) or l1 (ablation).")] = "cosine",
     gnn: Annotated[str, typer.Option(help="rearev-sbert or rearev-lmsr (baseline candidates, generations).")

@@ -87,7 +87,7 @@ class ExperimentConfig:
     tune_fraction: float = 0.25
     cal_fraction: float = 0.35
     steps: tuple[float, float, float] = (0.05, 0.05, 0.025)
-    gnn_step: float = 0.025
+    gnn_step: float = 0.01
     delta: float = 0.05
     gnn: str = "rearev-sbert"
     retriever: RetrieverConfig = field(default_factory=RetrieverConfig)
