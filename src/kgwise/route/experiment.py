@@ -223,6 +223,8 @@ def run_experiment(
             "qids_hash": hashlib.sha1("\n".join(table.qids).encode()).hexdigest(),
             "outcomes_hash": hashlib.sha1(table.correct.tobytes() + table.cost.tobytes()).hexdigest(),
             "config": asdict(cfg),
+            "contexts": {k: hashlib.sha1(v.tobytes()).hexdigest()
+                         for k, v in {"embeddings": emb, **variants_ctx}.items()},
             "code": source_fingerprint("kgwise.route", "kgwise.bandit"),
         },
         sort_keys=True,
@@ -267,7 +269,7 @@ def run_experiment(
     arm_acc = table.correct.mean(axis=0)
     best = int(np.argmax(arm_acc))
     paced = [(x, x * float(arm_cost[best]) / max_arm_cost) for x in cfg.paced] if max_arm_cost > 0 else []
-    total = len(seeds) * ((len(variants) + len(paced)) * (1 + len(variants_ctx)) + 2)
+    total = len(seeds) * (len(variants) + (1 + len(variants_ctx)) * len(paced) + len(variants_ctx) + 2)
     bar = tqdm(total=total, desc="route replay", disable=not show_progress)
     results: dict[str, list[RunResult]] = {}
     for name, coke, b in variants:
