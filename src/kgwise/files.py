@@ -18,7 +18,7 @@ import numpy as np
 from kgwise.errors import DataError
 
 __all__ = [
-    "ResultLog", "atomic_path", "read_json", "savez_atomic", "short_hash", "source_fingerprint",
+    "ResultLog", "atomic_path", "file_stamp", "read_json", "savez_atomic", "short_hash", "source_fingerprint",
     "write_text_atomic",
 ]
 

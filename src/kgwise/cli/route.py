@@ -154,7 +154,7 @@ def eval_route(
     contexts = {"free_gnn_signals": signals, "free_gnn_signals+embedding": np.hstack([signals, X])}
     report = run_experiment(table, X, cfg, _progress_file(json_out, "main"), contexts=contexts)
     report["coverage"] = coverage
-    report["hindsight_cascade"] = _hindsight_cascade(root, table, report)
+    report["hindsight_cascade"] = _hindsight_cascade(table, report, signals[:, 1:])
     report["notes"] = [
         "Correct = Hit: at least one gold answer in the arm's answer (ReaRev: Hits@1 of its top candidate).",
         "Questions: WebQSP test questions with gold names that every arm covers (GPT-4 only in gpt4_subset).",
@@ -187,12 +187,12 @@ def eval_route(
     write_json(report, json_out)
 
 
-def _hindsight_cascade(root: Path, table: Any, report: dict[str, Any]) -> dict[str, Any] | None:
+def _hindsight_cascade(table: Any, report: dict[str, Any], signals: np.ndarray) -> dict[str, Any] | None:
     """Cascades between the threshold router's two arms (WebQSP replay), where the cheap arm is a free
     ReaRev GNN: two hindsight bounds (its own top score; the two GNNs' agreement) and a cascade router that
-    learns escalation from the free GNNs' signals, cross-fitted like the threshold router."""
+    learns escalation from the free GNNs' ``signals`` (:func:`~kgwise.route.replay.free_gnn_signals`),
+    cross-fitted like the threshold router."""
     from kgwise.route.baselines import accuracy_at_cost, hindsight_cascade, threshold_curve
-    from kgwise.route.replay import free_gnn_signals
 
     cheap, strong = report["threshold_router"]["cheap_arm"], report["threshold_router"]["strong_arm"]
     if cheap not in ("ReaRev-lmsr", "ReaRev-sbert"):
@@ -200,7 +200,6 @@ def _hindsight_cascade(root: Path, table: Any, report: dict[str, Any]) -> dict[s
     i, j = table.arm_index(cheap), table.arm_index(strong)
     cheap_ok, strong_ok, strong_cost = table.correct[:, i], table.correct[:, j], table.cost[:, j]
     budget = 0.6 * float(np.sum(strong_cost))
-    signals = free_gnn_signals(root, table)
     agreement = signals[:, 0] + signals[:, 3]  # agreeing questions first, then by the smaller score
 
     def entry(confidence: str, curve: list[dict[str, float]]) -> dict[str, Any]:

@@ -49,7 +49,7 @@ class InjectorConfig:
 
     def __post_init__(self) -> None:
         if self.scoring not in SCORING_RULES:
-            raise ConfigError(f"scoring must be 'sum' or 'mean', got {self.scoring!r}")
+            raise ConfigError(f"scoring must be one of {', '.join(SCORING_RULES)}, got {self.scoring!r}")
 
     @property
     def normalised(self) -> bool:

@@ -207,11 +207,14 @@ def run_experiment(
     main budget and paced at every ``config.paced`` multiple (report key ``context_variants``)."""
     cfg = config or ExperimentConfig()
     n, m = table.n_questions, table.n_arms
-    variants_ctx = {name: np.asarray(c, dtype=np.float64) for name, c in (contexts or {}).items()}
-    for name, rows in {"embeddings": embeddings, **variants_ctx}.items():
-        if rows.ndim != 2 or rows.shape[0] != n:
-            raise ConfigError(f"{name}: {rows.shape[0] if rows.ndim else 0} rows for {n} questions")
     emb = np.asarray(embeddings, dtype=np.float64)
+    variants_ctx = {name: np.asarray(c, dtype=np.float64) for name, c in (contexts or {}).items()}
+    all_ctx: dict[str | None, Matrix] = {None: emb}  # None: the question embedding
+    all_ctx.update(variants_ctx)
+    for name, rows in all_ctx.items():
+        if rows.ndim != 2 or rows.shape[0] != n:
+            raise ConfigError(f"{name or 'embeddings'}: {rows.shape[0] if rows.ndim else 0} rows for {n} "
+                              "questions")
     max_arm_cost = float(table.cost.sum(axis=0).max())
     bins = max(1, min(cfg.bins, n))  # no empty iteration windows
     seeds = list(range(cfg.seeds))
@@ -223,8 +226,7 @@ def run_experiment(
             "qids_hash": hashlib.sha1("\n".join(table.qids).encode()).hexdigest(),
             "outcomes_hash": hashlib.sha1(table.correct.tobytes() + table.cost.tobytes()).hexdigest(),
             "config": asdict(cfg),
-            "contexts": {k: hashlib.sha1(v.tobytes()).hexdigest()
-                         for k, v in {"embeddings": emb, **variants_ctx}.items()},
+            "contexts": {str(k): hashlib.sha1(v.tobytes()).hexdigest() for k, v in all_ctx.items()},
             "code": source_fingerprint("kgwise.route", "kgwise.bandit"),
         },
         sort_keys=True,
@@ -236,7 +238,7 @@ def run_experiment(
                   ) -> list[RunResult]:
         key = json.dumps([asdict(coke), budget_frac] + (["paced"] if paced else [])
                          + ([context] if context else []), sort_keys=True)
-        x = emb if context is None else variants_ctx[context]
+        x = all_ctx[context]
         out = []
         for s, order in zip(seeds, orders, strict=True):
 
