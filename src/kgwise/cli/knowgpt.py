@@ -152,6 +152,10 @@ def eval_knowgpt(
         "--scoring", help="Rank choices by the sum ('sum') or per-token mean ('mean') of log-probabilities, "
         "or 'auto': the rule that answers more bandit-training questions right without knowledge."
     )] = "auto",
+    bandit_feedback: Annotated[str, typer.Option(
+        "--bandit-feedback", help="Train the prompt bandit on every combination's reward per training "
+        "question ('full') or on the pulled one's only ('bandit', the paper; also replayed under 'full')."
+    )] = "full",
     data: DataOption = None,
 ) -> None:
     """KnowGPT's Tables 3/4 on our data: w/o KG, P_sub/P_RL × F_t/F_s/F_g, and full KnowGPT (resumable)."""
@@ -164,7 +168,8 @@ def eval_knowgpt(
     base = ExperimentConfig()
     cfg = ExperimentConfig(limit=limit, train_limit=train_limit, rl_iterations=rl_iterations,
                            rl_time_limit_s=rl_minutes * 60, scoring=scoring,
-                           agent=replace(base.agent, max_steps=rl_max_steps))
+                           agent=replace(base.agent, max_steps=rl_max_steps),
+                           bandit=replace(base.bandit, feedback=bandit_feedback))  # type: ignore[arg-type]
     run_dir = out_dir or Path("runs") / "knowgpt" / f"{dataset}-{llm.replace(':', '_').replace('/', '_')}"
     report = run_experiment(dataset, llm, run_dir, cfg, data, log=lambda m: console.print(m, markup=False))
     write_json(report, json_out)

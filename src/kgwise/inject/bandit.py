@@ -7,8 +7,11 @@ exploration term ``β(i) = γ √(c (CᵀC + λI)⁻¹ cᵀ)`` (Eq. 8), ``γ = 1
 LLM's correctness on the question with that combination's prompt (Eq. 5). The ridge/UCB arithmetic is
 :class:`kgwise.bandit.LinUCB`'s (Sherman–Morrison updates).
 
-Training runs over the training questions in a seeded random order (``epochs`` passes); each step pulls
-one arm by UCB and learns only that arm's reward. The paper leaves λ^i open ("a regularization factor that
+Training runs over the training questions in a seeded random order (``epochs`` passes). With
+``feedback="bandit"`` (the paper) each step pulls one arm by UCB and learns only that arm's reward. With
+``feedback="full"`` each step asks every arm and updates them all, the same ridge regressions on six times
+the observations: the choice when training calls are affordable (a local LLM), since a few dozen pulls per
+arm cannot tell arms a few points apart. The paper leaves λ^i open ("a regularization factor that
 controls the complexity of the model"); after the passes each arm gets its own λ^i, chosen on the rewards it
 received by leave-one-out error with the one-standard-error rule (:func:`kgwise.bandit.select_ridge`), and
 is refitted with it, the intercept left unpenalised. A 384-dimensional context seen a few dozen times per
@@ -23,7 +26,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -37,6 +40,7 @@ from kgwise.files import savez_atomic
 __all__ = ["ARMS", "BanditConfig", "BanditHistory", "PromptBandit", "arm_name"]
 
 EXTRACTORS = ("P_sub", "P_RL")
+Feedback = Literal["bandit", "full"]
 FORMATS = ("F_t", "F_s", "F_g")
 
 
@@ -53,18 +57,23 @@ ARMS: tuple[str, ...] = tuple(arm_name(p, f) for p in EXTRACTORS for f in FORMAT
 class BanditConfig:
     """``delta``: confidence of the UCB width γ (Eq. 8); ``ridge``: λ^i of Eq. 7 while training;
     ``ridge_grid``: the weights each arm's own λ^i is chosen from after training (empty: keep ``ridge``);
-    ``epochs`` over the training questions; ``explore_at_test``: keep the UCB bonus on new questions."""
+    ``epochs`` over the training questions; ``feedback``: ``bandit`` (the pulled arm's reward only, the
+    paper) or ``full`` (every arm's reward on every training question); ``explore_at_test``: keep the UCB
+    bonus on new questions."""
 
     delta: float = 0.05
     ridge: float = 1.0
     ridge_grid: tuple[float, ...] = tuple(float(f"{x:.3g}") for x in np.logspace(-1, 4, 11))
     epochs: int = 1
+    feedback: Feedback = "bandit"
     explore_at_test: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:
         if not 0.0 < self.delta < 1.0:
             raise ConfigError(f"BanditConfig.delta must lie in (0, 1), got {self.delta}")
+        if self.feedback not in ("bandit", "full"):
+            raise ConfigError(f"BanditConfig.feedback must be 'bandit' or 'full', got {self.feedback!r}")
         if self.ridge <= 0 or self.epochs < 1 or any(g <= 0 for g in self.ridge_grid):
             raise ConfigError("BanditConfig: ridge and every ridge_grid weight must be > 0, epochs ≥ 1")
         object.__setattr__(self, "ridge_grid", tuple(float(g) for g in self.ridge_grid))
@@ -138,8 +147,9 @@ class PromptBandit:
         reward: Callable[[int, int], float],
         progress: Callable[[int, int], None] | None = None,
     ) -> BanditHistory:
-        """Online training: for each question ``i`` (shuffled, ``epochs`` passes) pull an arm by UCB, ask
-        ``reward(i, arm)`` (the LLM's correctness) and update that arm only; then :meth:`tune_ridges`."""
+        """Training: for each question ``i`` (shuffled, ``epochs`` passes) pull an arm by UCB, ask
+        ``reward(i, arm)`` (the LLM's correctness) and update that arm only, or, with ``feedback="full"``,
+        ask and update every arm; then :meth:`tune_ridges`."""
         E = np.asarray(embeddings, dtype=np.float64)
         rng = np.random.default_rng(self.config.seed)
         hist = BanditHistory()
@@ -147,12 +157,14 @@ class PromptBandit:
         step = 0
         for _ in range(self.config.epochs):
             for i in rng.permutation(len(E)).tolist():
-                arm = self.select(E[i], explore=True)
-                r = float(reward(i, arm))
-                self.update(arm, E[i], r)
-                hist.questions.append(i)
-                hist.arms.append(arm)
-                hist.rewards.append(r)
+                asked = (range(len(self.arms)) if self.config.feedback == "full"
+                         else [self.select(E[i], explore=True)])
+                for arm in asked:
+                    r = float(reward(i, arm))
+                    self.update(arm, E[i], r)
+                    hist.questions.append(i)
+                    hist.arms.append(arm)
+                    hist.rewards.append(r)
                 step += 1
                 if progress is not None:
                     progress(step, total)

@@ -12,13 +12,16 @@ and the test splits are
 * ``medqa``: the DDB graph; MedQA has only a test set here, so it is split 50/50 by a seeded permutation
   (``split_seed``, default 0): the first half trains, the second half is tested.
 
-Rows: w/o KG; P_sub × {F_t, F_s, F_g}; P_RL × {F_t, F_s, F_g}; full KnowGPT (the bandit's pick per
-question). The LLM ranks the choices by the sum of their tokens' log-probabilities or by the per-token
-mean; ``scoring="auto"`` takes the rule that answers more of the bandit's training questions right without
-knowledge (a tiny model's sum favours short choices: on OBQA it is below chance). The LLM is deterministic
-(temperature 0, log-probability scoring), so full KnowGPT's correctness on a question is that of the
-combination it picks, measured once. Every LLM outcome is appended to ``outcomes.jsonl`` as it arrives,
-and a rerun resumes from there; the P_RL policy and the bandit are saved next to it and reloaded.
+Rows: w/o KG; P_sub × {F_t, F_s, F_g}; P_RL × {F_t, F_s, F_g}; full KnowGPT (the bandit's pick per question).
+The bandit is trained with full feedback by default (every combination's correctness on every training
+question); ``full_bandit_feedback`` is the paper's regime (the pulled combination's only), replayed on the
+same recorded outcomes at no extra LLM cost. The LLM ranks the choices by the sum of their tokens'
+log-probabilities or by the per-token mean; ``scoring="auto"`` takes the rule that answers more of the
+bandit's training questions right without knowledge (a tiny model's sum favours short choices: on OBQA it is
+below chance). The LLM is deterministic (temperature 0, log-probability scoring), so full KnowGPT's
+correctness on a question is that of the combination it picks, measured once. Every LLM outcome is appended to
+``outcomes.jsonl`` as it arrives, and a rerun resumes from there; the P_RL policy and the bandit are saved
+next to it and reloaded.
 """
 
 from __future__ import annotations
@@ -77,7 +80,8 @@ class ExperimentConfig:
     pre_encode_max_nodes: int = 50_000
     agent: PathAgentConfig = field(default_factory=lambda: PathAgentConfig(max_actions=16, prefilter=16))
     """P_RL sized for 2 shared cores: fewer actions per step means fewer node embeddings to compute."""
-    bandit: BanditConfig = field(default_factory=BanditConfig)
+    bandit: BanditConfig = field(default_factory=lambda: BanditConfig(feedback="full"))
+    """Full feedback: the LLM is local, so every combination is tried on every training question."""
 
     def __post_init__(self) -> None:
         if self.scoring not in SCORING:
@@ -283,22 +287,31 @@ def run_experiment(
 
     # --- bandit: train on training questions (LLM correctness as reward), or load
     bandit_path = out_dir / "bandit.npz"
+    E = encoder.encode([q.text for q in bandit_qs])
+
+    def reward(i: int, a: int) -> float:
+        return float(outcome(bandit_qs[i], ARMS[a])["correct"])
+
     if bandit_path.is_file():
         bandit = PromptBandit.load(bandit_path)
         bandit_report: dict[str, Any] = {"loaded": str(bandit_path)}
     else:
         bandit = PromptBandit(encoder.dim, ARMS, cfg.bandit)
-        E = encoder.encode([q.text for q in bandit_qs])
-        bar = _progress(f"{dataset} bandit training", cfg.train_limit * bandit.config.epochs)
-        hist = bandit.fit(E, lambda i, a: float(outcome(bandit_qs[i], ARMS[a])["correct"]),
-                          progress=lambda s, t: bar.update(1))
+        bar = _progress(f"{dataset} bandit training ({cfg.bandit.feedback} feedback)",
+                        len(bandit_qs) * bandit.config.epochs)
+        hist = bandit.fit(E, reward, progress=lambda s, t: bar.update(1))
         bar.close()
         bandit.scoring = injector.config.scoring
         bandit.save(bandit_path)
-        bandit_report = {"questions": len(bandit_qs), "mean_reward": hist.mean_reward,
-                         "pulls": dict(Counter(ARMS[a] for a in hist.arms)),
+        bandit_report = {"questions": len(bandit_qs), "feedback": cfg.bandit.feedback,
+                         "mean_reward": hist.mean_reward, "pulls": dict(Counter(ARMS[a] for a in hist.arms)),
                          "ridges": dict(zip(ARMS, bandit.ridges, strict=True))}
     injector.bandit = bandit
+    bandits = {"full": bandit}
+    if cfg.bandit.feedback == "full":  # the paper's regime, replayed on the outcomes just measured
+        paper = PromptBandit(encoder.dim, ARMS, replace(cfg.bandit, feedback="bandit"))
+        paper.fit(E, reward)
+        bandits["full_bandit_feedback"] = paper
 
     # --- test splits: every setting on every question (so rows compare on the same questions)
     settings = [WITHOUT_KG, *([FACTS_ONLY] if evidence is not None else []), *ARMS]
@@ -306,11 +319,13 @@ def run_experiment(
     for split, qs in tests.items():
         qs = [q for q in qs if q.choices][: cfg.limit]
         bar = _progress(f"{dataset}/{split}", len(qs))
-        picks: list[str] = []
+        picks: dict[str, list[str]] = {name: [] for name in bandits}
         for q in qs:
             for s in settings:
                 outcome(q, s)
-            picks.append(bandit.arms[bandit.select(encoder.encode([q.text])[0])])
+            c = encoder.encode([q.text])[0]
+            for name, b in bandits.items():
+                picks[name].append(b.arms[b.select(c)])
             bar.update(1)
         bar.close()
         splits[split] = _split_report(qs, settings, picks, store, bandit)
@@ -387,8 +402,11 @@ def _acc(rows: Sequence[dict[str, Any]], key: str = "correct") -> float:
     return float(np.mean([r[key] for r in rows])) if rows else float("nan")
 
 
-def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: Sequence[str],
+def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[str, list[str]],
                   store: OutcomeStore, bandit: PromptBandit) -> dict[str, Any]:
+    """Every setting's accuracy on ``qs``; ``picks``: each bandit's combination per question (``full``:
+    the trained ``bandit``)."""
+
     def rows(s: str) -> list[dict[str, Any]]:
         return [r for q in qs if (r := store.get(q.id, s)) is not None]
 
@@ -403,10 +421,15 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: Sequen
             out["prep_ms_p95"] = float(np.percentile(prep, 95)) if prep else None
         return out
 
+    def picked(chosen: Sequence[str]) -> dict[str, Any]:
+        ok = [r for q, p in zip(qs, chosen, strict=True) if (r := store.get(q.id, p)) is not None]
+        prep = [r["prep_ms"] for r in ok]
+        return {"accuracy": _acc(ok), "accuracy_normalised": _acc(ok, "correct_norm"),
+                "combo_counts": dict(Counter(chosen)),
+                "prep_ms_median": statistics.median(prep) if prep else None,
+                "prep_ms_p95": float(np.percentile(prep, 95)) if prep else None}
+
     combos = {s: summary(s) for s in ARMS}
-    full_rows = [store.get(q.id, p) for q, p in zip(qs, picks, strict=True)]
-    full_ok = [r for r in full_rows if r is not None]
-    prep_full = [r["prep_ms"] for r in full_ok]
     best = max(combos, key=lambda s: combos[s]["accuracy"])
     train_means = bandit.training_means()
     by_training = bandit.arms[int(np.nanargmax(train_means))] if np.isfinite(train_means).any() else best
@@ -414,10 +437,7 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: Sequen
         "n": len(qs),
         "without_kg": summary(WITHOUT_KG),
         "combos": combos,
-        "full": {"accuracy": _acc(full_ok), "accuracy_normalised": _acc(full_ok, "correct_norm"),
-                 "combo_counts": dict(Counter(picks)),
-                 "prep_ms_median": statistics.median(prep_full) if prep_full else None,
-                 "prep_ms_p95": float(np.percentile(prep_full, 95)) if prep_full else None},
+        **{name: picked(chosen) for name, chosen in picks.items()},
         "best_single": {"combo": best, "accuracy": combos[best]["accuracy"]},
         # what a practitioner without the bandit would deploy: the combination that did best in training
         "best_single_by_training": {"combo": by_training, "accuracy": combos[by_training]["accuracy"],
@@ -442,8 +462,6 @@ def markdown_table(reports: dict[str, dict[str, Any]]) -> str:
         return "–" if v is None or v != v else f"{v:.3f}"
 
     def value(sr: dict[str, Any], key: str) -> float | None:
-        if key == "full":
-            return float(sr["full"]["accuracy"])
         if key == "by_training":
             found_t = sr.get("best_single_by_training")
             return None if found_t is None else float(found_t["accuracy"])
@@ -454,7 +472,7 @@ def markdown_table(reports: dict[str, dict[str, Any]]) -> str:
 
     rows = [("w/o KG", "without_kg"), ("facts only (OBQA)", "facts_only"),
             *[(a.replace("+", " × "), a) for a in ARMS], ("best single by training reward", "by_training"),
-            ("full KnowGPT", "full")]
+            ("full KnowGPT", "full"), ("full KnowGPT, bandit feedback (the paper)", "full_bandit_feedback")]
     for name, key in rows:
         lines.append(f"| {name} | " + " | ".join(cell(value(sr, key)) for _, _, sr in cols) + " |")
     return "\n".join(lines)
