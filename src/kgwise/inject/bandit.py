@@ -40,8 +40,8 @@ from kgwise.files import savez_atomic
 __all__ = ["ARMS", "BanditConfig", "BanditHistory", "PromptBandit", "arm_name"]
 
 EXTRACTORS = ("P_sub", "P_RL")
-Feedback = Literal["bandit", "full"]
 FORMATS = ("F_t", "F_s", "F_g")
+Feedback = Literal["bandit", "full"]
 
 
 def arm_name(extractor: str, fmt: str) -> str:
