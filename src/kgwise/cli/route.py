@@ -150,11 +150,12 @@ def eval_route(
     table, coverage = webqsp_table(root, MAIN_ARMS)
     err_console.print(f"{table.n_questions} questions × {table.n_arms} arms; embedding questions …")
     X = np.asarray(encoder.encode(list(table.texts)), dtype=np.float64)
-    signals = np.hstack([np.ones((table.n_questions, 1)), free_gnn_signals(root, table)])
+    free = free_gnn_signals(root, table)
+    signals = np.hstack([np.ones((table.n_questions, 1)), free])  # with a constant: LinUCB's intercept
     contexts = {"free_gnn_signals": signals, "free_gnn_signals+embedding": np.hstack([signals, X])}
     report = run_experiment(table, X, cfg, _progress_file(json_out, "main"), contexts=contexts)
     report["coverage"] = coverage
-    report["hindsight_cascade"] = _hindsight_cascade(table, report, signals[:, 1:])
+    report["hindsight_cascade"] = _hindsight_cascade(table, report, free)
     report["notes"] = [
         "Correct = Hit: at least one gold answer in the arm's answer (ReaRev: Hits@1 of its top candidate).",
         "Questions: WebQSP test questions with gold names that every arm covers (GPT-4 only in gpt4_subset).",

@@ -319,15 +319,13 @@ def run_experiment(
     for split, qs in tests.items():
         qs = [q for q in qs if q.choices][: cfg.limit]
         bar = _progress(f"{dataset}/{split}", len(qs))
-        picks: dict[str, list[str]] = {name: [] for name in bandits}
         for q in qs:
             for s in settings:
                 outcome(q, s)
-            c = encoder.encode([q.text])[0]
-            for name, b in bandits.items():
-                picks[name].append(b.arms[b.select(c)])
             bar.update(1)
         bar.close()
+        C = encoder.encode([q.text for q in qs])  # one batch, not one encoder call per question
+        picks = {name: [b.arms[b.select(c)] for c in C] for name, b in bandits.items()}
         splits[split] = _split_report(qs, settings, picks, store, bandit)
         splits[split]["latency_ms"] = _latency(injector, qs)
     emb.save()

@@ -192,6 +192,12 @@ class _Store:
         return run
 
 
+def _paced_key(x: float, context: str | None = None) -> str:
+    """Where paced Coke at ``x`` × the best arm's cost is kept in the run results (``context``: its LinUCB
+    context when not the question embedding)."""
+    return f"{context}|paced={x:g}" if context else f"paced={x:g}"
+
+
 def run_experiment(
     table: OutcomeTable,
     embeddings: npt.NDArray[np.floating[Any]],
@@ -277,11 +283,11 @@ def run_experiment(
     for name, coke, b in variants:
         results[name] = coke_runs(coke, b)
     for x, b in paced:
-        results[f"paced={x:g}"] = coke_runs(cfg.coke, b, paced=True)
+        results[_paced_key(x)] = coke_runs(cfg.coke, b, paced=True)
     for ctx in variants_ctx:
         results[f"{ctx}|coke"] = coke_runs(cfg.coke, cfg.budget, context=ctx)
         for x, b in paced:
-            results[f"{ctx}|paced={x:g}"] = coke_runs(cfg.coke, b, paced=True, context=ctx)
+            results[_paced_key(x, ctx)] = coke_runs(cfg.coke, b, paced=True, context=ctx)
     budget_abs = cfg.budget * max_arm_cost
     rand_runs: list[RunResult] = []
     mab_runs: list[RunResult] = []
@@ -339,7 +345,7 @@ def run_experiment(
     tr_acc, tr_sd = _mean_std(at_coke)
 
     def paced_row(x: float, b: float, context: str | None = None) -> dict[str, Any]:
-        s = _summary(results[f"{context}|paced={x:g}" if context else f"paced={x:g}"], table.arms)
+        s = _summary(results[_paced_key(x, context)], table.arms)
         tr = _mean_std([accuracy_at_cost(c, s["cost"]) for c in curves])
         return {"budget_vs_best_arm": x, "budget": b, "budget_abs": b * max_arm_cost} | s | {
             "threshold_router_at_equal_cost": tr[0], "threshold_router_at_equal_cost_std": tr[1]}
