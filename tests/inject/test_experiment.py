@@ -1,4 +1,5 @@
-"""A KnowGPT run directory resumes only a run of the same data set, LLM and settings."""
+"""The KnowGPT evaluation's bookkeeping: a run directory resumes only a run of the same data set, LLM and
+settings; outcomes keep every scoring rule's correctness and reports read the chosen one."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from kgwise.errors import ConfigError
-from kgwise.inject import BanditConfig
-from kgwise.inject.experiment import ExperimentConfig, _claim_run_dir
+from kgwise.inject import ARMS, WITHOUT_KG, BanditConfig, Injection, PromptBandit
+from kgwise.inject.experiment import ExperimentConfig, OutcomeStore, _claim_run_dir, _row, _split_report
+from kgwise.llm import ChoiceScores
+from kgwise.types import Answer, Choice, Question
 
 
 def test_run_dir_resumes_only_the_same_run(tmp_path: Path) -> None:
@@ -27,7 +30,7 @@ def test_run_dir_resumes_only_the_same_run(tmp_path: Path) -> None:
 
 
 def test_unknown_scoring_rule_is_named() -> None:
-    with pytest.raises(ConfigError, match="scoring must be one of sum, mean, auto"):
+    with pytest.raises(ConfigError, match="scoring must be one of sum, mean, pmi, auto"):
         ExperimentConfig(scoring="max")
 
 
@@ -36,3 +39,26 @@ def test_unrecorded_results_are_not_adopted(tmp_path: Path, left: str) -> None:
     (tmp_path / left).write_text("from a run before run.json existed\n")
     with pytest.raises(ConfigError, match="unrecorded"):
         _claim_run_dir(tmp_path, "obqa", "smollm2-135m", ExperimentConfig())
+
+
+def test_outcomes_record_every_rule_and_reports_read_the_chosen_one(tmp_path: Path) -> None:
+    q = Question("q1", "What purrs?", (Choice("A", "dog"), Choice("B", "cat"), Choice("C", "a big cat")),
+                 gold=("C",))
+    # sum picks A, the per-token mean picks C, PMI (against the prior) picks B
+    scores = ChoiceScores((-2.0, -3.0, -4.5), (-2.0, -3.0, -1.5), token_counts=(1, 1, 3))
+    prior = ChoiceScores((-1.0, -5.0, -3.0), (-1.0, -5.0, -1.0))
+    inj = Injection(Answer("q1", "A", {"A": 1.0, "B": 0.0, "C": 0.0}), scores)
+    row = _row(q, WITHOUT_KG, inj, prior)
+    assert (row["correct_sum"], row["correct_mean"], row["correct_pmi"]) == (0, 1, 0)
+    store = OutcomeStore(tmp_path / "outcomes.jsonl")
+    store.put(row)
+    for a in ARMS:
+        store.put({**row, "setting": a, "correct_pmi": int(a == ARMS[0])})
+    bandit = PromptBandit(4, ARMS)
+    report = _split_report([q], [WITHOUT_KG, *ARMS], {"full": [ARMS[0]]}, store, bandit, "pmi")
+    assert report["without_kg"]["accuracy"] == 0.0
+    assert report["without_kg"]["accuracy_by_rule"] == {"sum": 0.0, "mean": 1.0, "pmi": 0.0}
+    assert report["combos"][ARMS[0]]["accuracy"] == 1.0 and report["combos"][ARMS[1]]["accuracy"] == 0.0
+    assert report["full"]["accuracy"] == 1.0 and report["oracle_any_combo"] == 1.0
+    assert _split_report([q], [WITHOUT_KG, *ARMS], {"full": [ARMS[1]]}, store, bandit, "mean"
+                         )["full"]["accuracy"] == 1.0

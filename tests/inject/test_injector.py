@@ -12,11 +12,12 @@ import pytest
 from kgwise.embed import MiniLM
 from kgwise.errors import ConfigError
 from kgwise.extract import SubgraphExtractor
-from kgwise.inject import ARMS, WITHOUT_KG, KnowledgeInjector, PromptBandit
+from kgwise.inject import ARMS, WITHOUT_KG, InjectorConfig, KnowledgeInjector, PromptBandit
 from kgwise.inject.experiment import markdown_table, split_questions
 from kgwise.kg import CSRGraph
 from kgwise.kg.grounding import Grounder
 from kgwise.llm import ChoiceScores, Generation
+from kgwise.llm.answering import PRIOR_CONTEXT
 from kgwise.render import make_format
 from kgwise.types import Question, Usage
 
@@ -85,6 +86,37 @@ def test_injector_composes_ground_extract_render_and_score(data_dir: Path) -> No
         inj.inject(q, "P_RL+F_t")
     with pytest.raises(ConfigError, match="no prompt bandit"):
         inj.inject(q)
+
+
+class FirstChoiceLikelyLLM(ScriptedLLM):
+    """As :class:`ScriptedLLM`, but without a question the first choice is likely (a short, frequent
+    answer), so only PMI sees that the question does not favour it."""
+
+    def score_choices(self, context: str, choices: Sequence[str]) -> ChoiceScores:
+        if context == PRIOR_CONTEXT:
+            self.contexts.append(context)
+            lp = tuple(-0.1 if i == 0 else -5.0 for i in range(len(choices)))
+            return ChoiceScores(lp, lp, Usage(calls=1, input_tokens=2))
+        return super().score_choices(context, choices)
+
+
+def test_pmi_scoring_discounts_the_choice_prior_fetched_once_per_question(data_dir: Path) -> None:
+    kg = _ddb(data_dir)
+    q = _question_with_knowledge(kg, _medqa(data_dir)[:50])
+    llm = FirstChoiceLikelyLLM()
+    formats = {"F_t": make_format("F_t", llm)}  # type: ignore[arg-type]
+    inj = KnowledgeInjector(kg, Grounder(kg), {"P_sub": SubgraphExtractor(kg)}, formats, llm,  # type: ignore[arg-type]
+                            config=InjectorConfig("pmi"))
+    first, second = inj.inject(q, "P_sub+F_t"), inj.inject(q, "P_sub+F_t")
+    assert llm.contexts.count(PRIOR_CONTEXT) == 1  # memoised by the choices
+    assert first.answer.usage.calls == 2 and second.answer.usage.calls == 1
+    prior = inj.prior(q)
+    pmi = np.array(first.scores.logprobs) - np.array(prior.logprobs)
+    assert first.answer.prediction == q.choices[int(np.argmax(pmi))].label
+    assert first.answer.probabilities[q.choices[0].label] < 0.5  # the a-priori-likely choice gains nothing
+    assert first.answer.prediction == second.answer.prediction
+    with pytest.raises(ConfigError, match="scoring"):
+        InjectorConfig("max")  # type: ignore[arg-type]
 
 
 def test_injector_asks_the_bandit_for_the_combination(data_dir: Path) -> None:

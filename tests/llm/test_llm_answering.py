@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from kgwise.llm import LLM, CachedLLM, ChoiceScores, Generation, Message, ResponseCache
 from kgwise.llm.answering import (
+    PRIOR_CONTEXT,
     MCConfig,
     answer_by_scoring,
     answer_mc,
@@ -55,12 +56,14 @@ def test_normalize_and_match() -> None:
 
 
 class ScriptedLLM:
-    """Test double: replies with fixed text and fixed choice log-probabilities; counts calls."""
+    """Test double: replies with fixed text and fixed choice log-probabilities (``prior`` after the
+    context-free prompt of PMI scoring); counts calls."""
 
     name = "scripted-test-double"
 
-    def __init__(self, reply: str = "", logprobs: Sequence[float] = (), lengths: Sequence[int] = ()) -> None:
-        self.reply, self.lp, self.lengths = reply, tuple(logprobs), tuple(lengths)
+    def __init__(self, reply: str = "", logprobs: Sequence[float] = (), lengths: Sequence[int] = (),
+                 prior: Sequence[float] = ()) -> None:
+        self.reply, self.lp, self.lengths, self.prior = reply, tuple(logprobs), tuple(lengths), tuple(prior)
         self.calls: list[object] = []
 
     def generate(self, prompt: str | Sequence[Message], *, max_tokens: int = 256, temperature: float = 0.0,
@@ -71,7 +74,8 @@ class ScriptedLLM:
     def score_choices(self, context: str, choices: Sequence[str]) -> ChoiceScores:
         self.calls.append((context, tuple(choices)))
         lens = self.lengths or tuple(1 for _ in choices)
-        return ChoiceScores(self.lp, tuple(v / n for v, n in zip(self.lp, lens, strict=True)),
+        lp = self.prior if context == PRIOR_CONTEXT else self.lp
+        return ChoiceScores(lp, tuple(v / n for v, n in zip(lp, lens, strict=True)),
                             Usage(20, 0, 1, 0.0, 0.001), lens)
 
 
@@ -88,12 +92,26 @@ def test_answer_by_scoring_sum_and_mean() -> None:
     assert ans.prediction == "B"
     assert math.isclose(sum(ans.probabilities.values()), 1.0)
     assert ans.probabilities["B"] / ans.probabilities["A"] == pytest.approx(math.e)
-    ans_mean, _ = answer_by_scoring(llm, Q, normalised=True)
+    ans_mean, _ = answer_by_scoring(llm, Q, rule="mean")
     assert ans_mean.prediction == "C"  # -5/5 = -1 is the best mean
     context, conts = llm.calls[0]  # type: ignore[misc]
     assert context.endswith("Question: What purrs?\nAnswer:")
     assert conts == (" dog", " cat", " dark red", " red")
     assert ans.usage.input_tokens == 20
+    assert len(llm.calls) == 2  # sum and mean need no prior
+
+
+def test_answer_by_scoring_pmi_divides_by_the_choice_prior() -> None:
+    llm = ScriptedLLM(logprobs=[-4.0, -3.0, -5.0, -9.0], prior=[-1.0, -1.0, -6.0, -9.5])
+    ans, scores = answer_by_scoring(llm, Q, rule="pmi")
+    assert ans.prediction == "C"  # PMI (-3, -2, 1, 0.5): "dark red" gains most from the question
+    assert scores.logprobs == (-4.0, -3.0, -5.0, -9.0)  # the conditional scores are returned as they are
+    assert ans.probabilities["C"] / ans.probabilities["D"] == pytest.approx(math.exp(0.5))
+    assert llm.calls[1] == (PRIOR_CONTEXT, (" dog", " cat", " dark red", " red"))
+    assert ans.usage.input_tokens == 40 and ans.usage.calls == 2
+    given, _ = answer_by_scoring(llm, Q, rule="pmi", prior=scores)  # a given prior is not fetched again
+    assert len(llm.calls) == 3 and given.prediction == "A" and given.usage.calls == 1
+    assert answer_mc(llm, Q, config=MCConfig(method="score-pmi")).prediction == "C"
 
 
 def test_answer_by_letter_parses_reply() -> None:

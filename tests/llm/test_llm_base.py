@@ -40,13 +40,30 @@ def test_softmax_handles_minus_infinity() -> None:
 def test_choice_scores() -> None:
     s = ChoiceScores((-2.0, -1.0, -6.0), (-1.0, -1.0, -0.5), Usage(10, 0, 1), (2, 1, 12))
     assert s.best() == 1
-    assert s.best(normalised=True) == 2
+    assert s.best("mean") == 2
     assert sum(s.probabilities) == pytest.approx(1.0)
     p = s.probabilities
     assert p[1] / p[0] == pytest.approx(math.e)
     assert ChoiceScores.from_dict(s.to_dict()) == s
     with pytest.raises(ValueError):
         ChoiceScores((0.0,), (0.0, 1.0))
+
+
+def test_pmi_ranks_by_the_gain_over_the_prior() -> None:
+    """PMI = log P(c | context) − log P(c | prior): a choice that is likely anyway gains nothing."""
+    s = ChoiceScores((-2.0, -3.0, -9.0), (-2.0, -1.5, -3.0))
+    prior = ChoiceScores((-1.0, -5.0, -8.0), (-1.0, -2.5, -2.7))
+    assert s.values("pmi", prior) == (-1.0, 2.0, -1.0)
+    assert s.best("pmi", prior) == 1 and s.best("sum") == 0
+    p = s.ranked_probabilities("pmi", prior)
+    assert sum(p) == pytest.approx(1.0) and p[1] / p[0] == pytest.approx(math.e**3)
+    assert s.ranked_probabilities("mean") == softmax(s.normalised)
+    with pytest.raises(ValueError, match="prior"):
+        s.values("pmi")
+    with pytest.raises(ValueError, match="prior"):
+        s.values("pmi", ChoiceScores((0.0,), (0.0,)))
+    with pytest.raises(ValueError, match="unknown scoring rule"):
+        s.values("max")  # type: ignore[arg-type]
 
 
 def test_generation_round_trip_and_messages() -> None:

@@ -41,9 +41,11 @@ def test_eval_llm_reports_and_resumes(tmp_path: Path, data_dir: Path) -> None:
         assert key in r1
     assert r1["n"] == 4 and r1["ran_now"] == 4 and r1["resumed"] == 0
     assert set(r1["usage"]) >= {"input_tokens", "output_tokens", "calls", "cost"}
-    assert r1["usage"]["calls"] == 4 and r1["usage"]["input_tokens"] > 0
+    assert r1["usage"]["calls"] == 8 and r1["usage"]["input_tokens"] > 0  # the question and the choice prior
     records = [json.loads(x) for x in Path(r1["records"]).read_text().splitlines()]
     assert r1["accuracy"] == sum(r["result"]["correct"] for r in records) / 4
+    assert r1["accuracy"] == r1["accuracy_sum"]  # --method score ranks by the sum
+    assert {"accuracy_mean", "accuracy_pmi"} <= set(r1)
     second = CliRunner().invoke(app, [*(a if a != "4" else "6" for a in args)])
     assert second.exit_code == 0, second.output
     r2 = json.loads(out.read_text())

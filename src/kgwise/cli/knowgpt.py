@@ -150,7 +150,8 @@ def eval_knowgpt(
     )] = None,
     scoring: Annotated[str, typer.Option(
         "--scoring", help="Rank choices by the sum ('sum') or per-token mean ('mean') of log-probabilities, "
-        "or 'auto': the rule that answers more bandit-training questions right without knowledge."
+        "by 'pmi' (the sum minus the choice's context-free log-probability), or 'auto': the rule that "
+        "answers most bandit-training questions right without knowledge."
     )] = "auto",
     bandit_feedback: Annotated[str, typer.Option(
         "--bandit-feedback", help="Train the prompt bandit on every combination's reward per training "

@@ -18,7 +18,8 @@ LlmOption = Annotated[
 ]
 MethodOption = Annotated[
     str,
-    typer.Option("--method", help="Multiple choice: score (sum log-prob), score-mean (per token), letter."),
+    typer.Option("--method", help="Multiple choice: score (sum log-prob), score-mean (per token), "
+                 "score-pmi (sum minus the choice's prior log-prob), letter."),
 ]
 CacheOption = Annotated[bool, typer.Option("--cache/--no-cache", help="Use the persistent response cache.")]
 
@@ -36,18 +37,18 @@ def ask(
 ) -> None:
     """Answer QUESTION with one LLM; print the answer, the choice probabilities and the usage."""
     from kgwise.llm import get_llm
-    from kgwise.llm.answering import MCConfig, answer_free_text, answer_mc
+    from kgwise.llm.answering import METHODS, MCConfig, answer_free_text, answer_mc
     from kgwise.types import Choice, Question
 
     opts = [c.strip() for c in choices.split("|")] if choices else []
     if choices is not None and (len(opts) < 2 or not all(opts)):
         raise ConfigError(f"--choices needs at least two non-empty options separated by '|', got {choices!r}")
-    if method not in {"score", "score-mean", "letter"}:
-        raise ConfigError(f"unknown --method {method!r}; use score, score-mean or letter")
+    if method not in METHODS:
+        raise ConfigError(f"unknown --method {method!r}; use {', '.join(METHODS)}")
     q = Question("ask", question, tuple(Choice(chr(ord("A") + i), t) for i, t in enumerate(opts)))
     model = get_llm(llm, cache=cache)
     if q.is_multiple_choice:
-        ans = answer_mc(model, q, knowledge, MCConfig(method=method))  # type: ignore[arg-type]
+        ans = answer_mc(model, q, knowledge, MCConfig(method=method))
     else:
         ans = answer_free_text(model, q, knowledge)
     text = {c.label: c.text for c in q.choices}

@@ -111,7 +111,8 @@ class PromptBandit:
         self.ridges = [self.config.ridge] * len(self.arms)
         """λ^i per arm (``config.ridge`` until :meth:`tune_ridges`)."""
         self.scoring: str | None = None
-        """The LLM's choice-scoring rule (``sum`` or ``mean``) its rewards were measured with, if known."""
+        """The LLM's choice-scoring rule (``kgwise.llm.SCORING_RULES``) its rewards were measured with, if
+        known."""
 
     def context(self, embedding: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """``[c, 1]``: the question embedding with the intercept feature."""

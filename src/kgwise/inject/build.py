@@ -9,6 +9,7 @@ from kgwise.errors import ConfigError
 from kgwise.extract.base import Extractor
 from kgwise.inject.bandit import PromptBandit
 from kgwise.inject.injector import InjectorConfig, KnowledgeInjector
+from kgwise.llm.base import scoring_rule
 from kgwise.types import Choice, Question
 
 __all__ = ["DEFAULT_COMBO", "build_injector", "make_question"]
@@ -37,10 +38,10 @@ def build_injector(
     response cache), P_sub always, P_RL when a trained ``policy`` is given, and the trained prompt
     ``bandit`` when given (a bandit pick of P_RL without ``policy`` raises ``ConfigError`` when asked);
     without a bandit it answers with :data:`DEFAULT_COMBO` unless told otherwise. ``scoring``: rank the
-    choices by the ``sum`` or the per-token ``mean`` of their log-probabilities; default: the rule the
-    bandit was trained with, else ``sum``. A rule other than the bandit's raises ``ConfigError``."""
+    choices by one of :data:`kgwise.llm.SCORING_RULES`; default: the rule the bandit was trained with,
+    else ``sum``. A rule other than the bandit's raises ``ConfigError``."""
     if scoring is not None:
-        InjectorConfig(scoring)  # refuses an unknown rule before the models load
+        scoring_rule(scoring)  # refuses an unknown rule before the models load
     from kgwise.embed import MiniLM
     from kgwise.extract import SubgraphExtractor
     from kgwise.kg import CSRGraph
@@ -64,4 +65,4 @@ def build_injector(
                               f"use that rule (or leave scoring unset), not {scoring!r}")
         scoring = trained.scoring
     return KnowledgeInjector(graph, Grounder(graph), extractors, formats, model, trained, encoder,
-                             InjectorConfig(scoring or "sum", DEFAULT_COMBO))
+                             InjectorConfig(scoring_rule(scoring or "sum"), DEFAULT_COMBO))

@@ -15,11 +15,13 @@ and the test splits are
 Rows: w/o KG; P_sub × {F_t, F_s, F_g}; P_RL × {F_t, F_s, F_g}; full KnowGPT (the bandit's pick per question).
 The bandit is trained with full feedback by default (every combination's correctness on every training
 question); ``full_bandit_feedback`` is the paper's regime (the pulled combination's only), replayed on the
-same recorded outcomes at no extra LLM cost. The LLM ranks the choices by the sum of their tokens'
-log-probabilities or by the per-token mean; ``scoring="auto"`` takes the rule that answers more of the
-bandit's training questions right without knowledge (a tiny model's sum favours short choices: on OBQA it is
-below chance). The LLM is deterministic (temperature 0, log-probability scoring), so full KnowGPT's
-correctness on a question is that of the combination it picks, measured once. Every LLM outcome is appended to
+same recorded outcomes at no extra LLM cost. The LLM ranks the choices by one of
+:data:`kgwise.llm.SCORING_RULES` (the sum of their tokens' log-probabilities, the per-token mean, or PMI:
+the sum minus the choice's context-free log-probability); ``scoring="auto"`` takes the rule that answers
+most of the bandit's training questions right without knowledge (a tiny model's sum favours short, frequent
+choices: on OBQA it is below chance). Every outcome records the correctness under all three rules. The LLM
+is deterministic (temperature 0, log-probability scoring), so full KnowGPT's correctness on a question is
+that of the combination it picks, measured once. Every LLM outcome is appended to
 ``outcomes.jsonl`` as it arrives, and a rerun resumes from there; the P_RL policy and the bandit are saved
 next to it and reloaded.
 """
@@ -49,9 +51,10 @@ from kgwise.extract.path_agent import (
 )
 from kgwise.files import write_text_atomic
 from kgwise.inject.bandit import ARMS, BanditConfig, PromptBandit
-from kgwise.inject.injector import SCORING_RULES, WITHOUT_KG, Injection, InjectorConfig, KnowledgeInjector
+from kgwise.inject.injector import WITHOUT_KG, Injection, InjectorConfig, KnowledgeInjector
 from kgwise.kg.csr import CSRGraph
 from kgwise.kg.grounding import Grounder, GrounderConfig
+from kgwise.llm.base import SCORING_RULES, ChoiceScores, ScoringRule, scoring_rule
 from kgwise.render.formats import FormatConfig, make_format
 from kgwise.types import Question, Usage
 
@@ -66,8 +69,8 @@ FACTS_ONLY = "facts only"
 class ExperimentConfig:
     """Sizes of one run: ``limit`` test questions per split (None: all), ``train_limit`` bandit-training
     questions, P_RL training ``rl_iterations``/``rl_time_limit_s``, the MedQA ``split_seed``; ``scoring``:
-    ``sum``, ``mean`` or ``auto`` (see the module docstring); graphs of at most ``pre_encode_max_nodes``
-    nodes get all node embeddings computed before testing."""
+    ``sum``, ``mean``, ``pmi`` or ``auto`` (see the module docstring); graphs of at most
+    ``pre_encode_max_nodes`` nodes get all node embeddings computed before testing."""
 
     limit: int | None = 200
     train_limit: int = 200
@@ -168,16 +171,14 @@ class OutcomeStore:
             fh.write(json.dumps(row) + "\n")
 
 
-def _row(q: Question, setting: str, inj: Injection) -> dict[str, Any]:
+def _row(q: Question, setting: str, inj: Injection, prior: ChoiceScores) -> dict[str, Any]:
+    """One outcome: correctness under every scoring rule (``correct_<rule>``), the knowledge's size and
+    the preparation time."""
     gold = q.gold_index
-    probs = inj.scores.probabilities
-    norm = inj.scores.normalised_probabilities
     return {
         "qid": q.id,
         "setting": setting,
-        "correct": int(inj.answer.prediction == q.choices[gold].label),  # the injector's scoring rule
-        "correct_sum": int(int(np.argmax(probs)) == gold),
-        "correct_norm": int(int(np.argmax(norm)) == gold),
+        **{f"correct_{rule}": int(inj.scores.best(rule, prior) == gold) for rule in SCORING_RULES},
         "prediction": inj.answer.prediction,
         "knowledge_chars": len(inj.answer.knowledge),
         "empty_knowledge": int(not inj.answer.knowledge.strip()),
@@ -254,21 +255,21 @@ def run_experiment(
         from kgwise.datasets import load_openbook_facts
 
         evidence = FactRetriever(load_openbook_facts(root), encoder, cfg.facts_k)
-    rule = "sum" if cfg.scoring == "auto" else cfg.scoring  # auto: chosen below, on the training questions
+    rule: ScoringRule = "sum" if cfg.scoring == "auto" else scoring_rule(cfg.scoring)  # auto: chosen below
     injector = KnowledgeInjector(kg, grounder, {"P_sub": SubgraphExtractor(kg), "P_RL": agent}, formats, llm,
                                  encoder=encoder, config=InjectorConfig(rule), evidence=evidence)
     store = OutcomeStore(out_dir / "outcomes.jsonl")
 
     def outcome(q: Question, setting: str) -> dict[str, Any]:
         row = store.get(q.id, setting)
-        if row is None:
+        if row is None or "correct_pmi" not in row:  # new, or recorded before every rule was kept
             if setting == WITHOUT_KG:
                 inj = injector.answer_without_knowledge(q)
             elif setting == FACTS_ONLY:
                 inj = injector.answer_with_evidence_only(q)
             else:
                 inj = injector.inject(q, setting)
-            row = _row(q, setting, inj)
+            row = _row(q, setting, inj, injector.prior(q))
             store.put(row)
         return row
 
@@ -279,10 +280,10 @@ def run_experiment(
 
         rows = [outcome(q, WITHOUT_KG)
                 for q in tqdm(bandit_qs, desc=f"{dataset} scoring rule (w/o KG on training questions)")]
-        acc = {"sum": _acc(rows, "correct_sum"), "mean": _acc(rows, "correct_norm")}
-        scoring_report = {"chosen": "mean" if acc["mean"] > acc["sum"] else "sum",
-                          "train_accuracy_without_kg": acc, "questions": len(rows)}
-        injector.config = replace(injector.config, scoring=scoring_report["chosen"])
+        acc = {r: _acc(rows, f"correct_{r}") for r in SCORING_RULES}
+        rule = max(SCORING_RULES, key=lambda r: acc[r])  # the first of equals
+        scoring_report = {"chosen": rule, "train_accuracy_without_kg": acc, "questions": len(rows)}
+        injector.config = replace(injector.config, scoring=rule)
         log(f"scoring: {scoring_report}")
 
     # --- bandit: train on training questions (LLM correctness as reward), or load
@@ -290,18 +291,22 @@ def run_experiment(
     E = encoder.encode([q.text for q in bandit_qs])
 
     def reward(i: int, a: int) -> float:
-        return float(outcome(bandit_qs[i], ARMS[a])["correct"])
+        return float(outcome(bandit_qs[i], ARMS[a])[f"correct_{rule}"])
 
-    if bandit_path.is_file():
-        bandit = PromptBandit.load(bandit_path)
-        bandit_report: dict[str, Any] = {"loaded": str(bandit_path)}
+    bandit_report: dict[str, Any]
+    saved = PromptBandit.load(bandit_path) if bandit_path.is_file() else None
+    if saved is not None and saved.scoring == rule:
+        bandit = saved
+        bandit_report = {"loaded": str(bandit_path)}
     else:
+        if saved is not None:
+            log(f"{bandit_path} was trained with {saved.scoring!r} scoring, not {rule!r}: training anew")
         bandit = PromptBandit(encoder.dim, ARMS, cfg.bandit)
         bar = _progress(f"{dataset} bandit training ({cfg.bandit.feedback} feedback)",
                         len(bandit_qs) * bandit.config.epochs)
         hist = bandit.fit(E, reward, progress=lambda s, t: bar.update(1))
         bar.close()
-        bandit.scoring = injector.config.scoring
+        bandit.scoring = rule
         bandit.save(bandit_path)
         bandit_report = {"questions": len(bandit_qs), "feedback": cfg.bandit.feedback,
                          "mean_reward": hist.mean_reward, "pulls": dict(Counter(ARMS[a] for a in hist.arms)),
@@ -326,7 +331,7 @@ def run_experiment(
         bar.close()
         C = encoder.encode([q.text for q in qs])  # one batch, not one encoder call per question
         picks = {name: [b.arms[b.select(c)] for c in C] for name, b in bandits.items()}
-        splits[split] = _split_report(qs, settings, picks, store, bandit)
+        splits[split] = _split_report(qs, settings, picks, store, bandit, rule)
         splits[split]["latency_ms"] = _latency(injector, qs)
     emb.save()
 
@@ -396,14 +401,19 @@ def _latency(injector: KnowledgeInjector, qs: Sequence[Question]) -> dict[str, A
     return out
 
 
-def _acc(rows: Sequence[dict[str, Any]], key: str = "correct") -> float:
+def _acc(rows: Sequence[dict[str, Any]], key: str) -> float:
     return float(np.mean([r[key] for r in rows])) if rows else float("nan")
 
 
 def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[str, list[str]],
-                  store: OutcomeStore, bandit: PromptBandit) -> dict[str, Any]:
-    """Every setting's accuracy on ``qs``; ``picks``: each bandit's combination per question (``full``:
-    the trained ``bandit``)."""
+                  store: OutcomeStore, bandit: PromptBandit, rule: ScoringRule) -> dict[str, Any]:
+    """Every setting's accuracy on ``qs`` under the scoring ``rule`` (and, as ``accuracy_by_rule``, under
+    every rule); ``picks``: each bandit's combination per question (``full``: the trained ``bandit``)."""
+    key = f"correct_{rule}"
+
+    def accuracies(rs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        return {"accuracy": _acc(rs, key),
+                "accuracy_by_rule": {r: _acc(rs, f"correct_{r}") for r in SCORING_RULES}}
 
     def rows(s: str) -> list[dict[str, Any]]:
         return [r for q in qs if (r := store.get(q.id, s)) is not None]
@@ -411,8 +421,7 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
     def summary(s: str) -> dict[str, Any]:
         rs = rows(s)
         prep = [r["prep_ms"] for r in rs]
-        out: dict[str, Any] = {"accuracy": _acc(rs), "accuracy_normalised": _acc(rs, "correct_norm"),
-                               "n": len(rs)}
+        out: dict[str, Any] = {**accuracies(rs), "n": len(rs)}
         if s in ARMS:
             out["empty_knowledge"] = int(sum(r["empty_knowledge"] for r in rs))
             out["prep_ms_median"] = statistics.median(prep) if prep else None
@@ -422,8 +431,7 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
     def picked(chosen: Sequence[str]) -> dict[str, Any]:
         ok = [r for q, p in zip(qs, chosen, strict=True) if (r := store.get(q.id, p)) is not None]
         prep = [r["prep_ms"] for r in ok]
-        return {"accuracy": _acc(ok), "accuracy_normalised": _acc(ok, "correct_norm"),
-                "combo_counts": dict(Counter(chosen)),
+        return {**accuracies(ok), "combo_counts": dict(Counter(chosen)),
                 "prep_ms_median": statistics.median(prep) if prep else None,
                 "prep_ms_p95": float(np.percentile(prep, 95)) if prep else None}
 
@@ -440,8 +448,8 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
         # what a practitioner without the bandit would deploy: the combination that did best in training
         "best_single_by_training": {"combo": by_training, "accuracy": combos[by_training]["accuracy"],
                                     "train_mean_reward": float(train_means[bandit.arms.index(by_training)])},
-        "oracle_any_combo": _acc([{"correct": max(store.get(q.id, s)["correct"] for s in ARMS)}  # type: ignore[index]
-                                  for q in qs]),
+        "oracle_any_combo": _acc([{key: max(store.get(q.id, s)[key] for s in ARMS)}  # type: ignore[index]
+                                  for q in qs], key),
     }
     if FACTS_ONLY in settings:
         out["facts_only"] = summary(FACTS_ONLY)

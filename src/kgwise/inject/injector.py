@@ -3,7 +3,9 @@
 For a question the injector grounds its text and choices in the KG, lets the prompt bandit pick an
 (extractor × format) combination (or uses the one asked for), extracts the knowledge with that extractor
 (P_sub or P_RL), renders it in that format (F_t, F_s, F_g), and asks the LLM to score every choice's text
-after the knowledge prompt (:func:`kgwise.render.answer_prompt`). The returned
+after the knowledge prompt (:func:`kgwise.render.answer_prompt`), ranked by the configured
+:data:`kgwise.llm.SCORING_RULES` rule (``pmi`` also scores the choices once per question after the
+context-free :data:`kgwise.llm.answering.PRIOR_CONTEXT`). The returned
 :class:`kgwise.types.Answer` carries the knowledge text, the combination and the usage; ``prep_ms`` in
 :class:`Injection` is the grounding + extraction + rendering time with LLM time excluded.
 """
@@ -12,10 +14,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
-
-import numpy as np
 
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError
@@ -23,6 +23,8 @@ from kgwise.extract.base import Extractor
 from kgwise.inject.bandit import PromptBandit
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.kg.grounding import Grounder, Grounding
+from kgwise.llm.answering import choice_prior
+from kgwise.llm.base import ScoringRule, scoring_rule
 from kgwise.render.formats import Format, Rendered
 from kgwise.render.prompts import answer_prompt
 from kgwise.types import Answer, Question, Subgraph, Usage
@@ -30,31 +32,22 @@ from kgwise.types import Answer, Question, Subgraph, Usage
 if TYPE_CHECKING:
     from kgwise.llm import LLM, ChoiceScores
 
-__all__ = ["SCORING_RULES", "WITHOUT_KG", "Injection", "InjectorConfig", "KnowledgeInjector"]
+__all__ = ["WITHOUT_KG", "Injection", "InjectorConfig", "KnowledgeInjector"]
 
 WITHOUT_KG = "w/o KG"
 
 
-SCORING_RULES = ("sum", "mean")
-"""How choices are ranked: by the sum of their tokens' log-probabilities, or by the per-token mean."""
-
-
 @dataclass(frozen=True)
 class InjectorConfig:
-    """``scoring``: one of :data:`SCORING_RULES`; ``default_combo``: the combination used when no bandit
-    is given (``None``: a combination must be passed)."""
+    """``scoring``: how the LLM's choice scores are ranked, one of :data:`kgwise.llm.SCORING_RULES`;
+    ``default_combo``: the combination used when no bandit is given (``None``: a combination must be
+    passed)."""
 
-    scoring: str = "sum"
+    scoring: ScoringRule = "sum"
     default_combo: str | None = None
 
     def __post_init__(self) -> None:
-        if self.scoring not in SCORING_RULES:
-            raise ConfigError(f"scoring must be one of {', '.join(SCORING_RULES)}, got {self.scoring!r}")
-
-    @property
-    def normalised(self) -> bool:
-        """Rank by the per-token mean log-probability."""
-        return self.scoring == "mean"
+        scoring_rule(self.scoring)
 
 
 @dataclass(frozen=True)
@@ -97,6 +90,7 @@ class KnowledgeInjector:
         self.config = config or InjectorConfig()
         self.evidence = evidence
         self._subgraphs: dict[tuple[str, str], tuple[Subgraph, float]] = {}
+        self._priors: dict[tuple[str, ...], ChoiceScores] = {}
 
     # ----------------------------------------------------------------------------------- pieces
     def combos(self) -> list[str]:
@@ -148,13 +142,29 @@ class KnowledgeInjector:
         prompt = answer_prompt(question.text, knowledge, evidence)
         return self.llm.score_choices(prompt, [" " + c.text for c in question.choices])
 
+    def prior(self, question: Question) -> ChoiceScores:
+        """The choices' scores after the context-free prompt (PMI's denominator), memoised by the choice
+        texts; a memo hit reports no usage."""
+        key = tuple(c.text for c in question.choices)
+        found = self._priors.get(key)
+        if found is not None:
+            return replace(found, usage=Usage())
+        scores = choice_prior(self.llm, question)
+        if len(self._priors) > 20_000:
+            self._priors.clear()
+        self._priors[key] = scores
+        return scores
+
     def _answer(self, question: Question, scores: ChoiceScores, knowledge: str, combo: str,
                 usage: Usage) -> Answer:
-        probs = scores.normalised_probabilities if self.config.normalised else scores.probabilities
+        rule = self.config.scoring
+        prior = self.prior(question) if rule == "pmi" else None
+        if prior is not None:
+            usage = usage + prior.usage
+        probs = scores.ranked_probabilities(rule, prior)
         labels = [c.label for c in question.choices]
-        best = int(np.argmax(probs))
-        return Answer(question.id, labels[best], dict(zip(labels, probs, strict=True)), knowledge=knowledge,
-                      arm=self.llm.name, combo=combo, usage=usage + scores.usage)
+        return Answer(question.id, labels[scores.best(rule, prior)], dict(zip(labels, probs, strict=True)),
+                      knowledge=knowledge, arm=self.llm.name, combo=combo, usage=usage + scores.usage)
 
     # ----------------------------------------------------------------------------------- answering
     def inject(self, question: Question, combo: str | None = None) -> Injection:

@@ -16,19 +16,23 @@ from pathlib import Path
 from kgwise.errors import ConfigError
 from kgwise.llm.base import (
     LLM,
+    SCORING_RULES,
     ChoiceScores,
     Generation,
     LLMError,
     Message,
     ReplayMissError,
+    ScoringRule,
     TransientLLMError,
     as_messages,
+    scoring_rule,
     softmax,
 )
 from kgwise.llm.cache import CachedLLM, ResponseCache
 
 __all__ = [
     "LLM",
+    "SCORING_RULES",
     "CachedLLM",
     "ChoiceScores",
     "Generation",
@@ -36,9 +40,11 @@ __all__ = [
     "Message",
     "ReplayMissError",
     "ResponseCache",
+    "ScoringRule",
     "TransientLLMError",
     "as_messages",
     "get_llm",
+    "scoring_rule",
     "softmax",
 ]
 

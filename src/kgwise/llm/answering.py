@@ -2,8 +2,9 @@
 
 * ``answer_by_letter``: prompt with lettered options, parse the reply robustly (``B``, ``(B)``,
   ``Answer: B``, ``the answer is b.``, or the option's text) — for capable models.
-* ``answer_by_scoring``: log P(choice text | question) per choice (plain sum or per-token mean), softmax
-  over the choices — for small models that cannot follow the letter format.
+* ``answer_by_scoring``: log P(choice text | question) per choice, ranked by a :data:`SCORING_RULES`
+  rule (plain sum, per-token mean, or PMI against the choice's prior), softmax over the choices — for
+  small models that cannot follow the letter format.
 * ``match_answer``: a free-text answer against gold names and aliases (normalised exact match or
   containment), the "Hits@1 by matching" used for the GPT-family WebQSP answers.
 """
@@ -18,15 +19,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from kgwise.llm.base import LLM, ChoiceScores, Message
+from kgwise.llm.base import LLM, ChoiceScores, Message, ScoringRule
 from kgwise.types import Answer, Choice, Question
 
 __all__ = [
+    "METHODS",
+    "PRIOR_CONTEXT",
     "MCConfig",
     "answer_by_letter",
     "answer_by_scoring",
     "answer_free_text",
     "answer_mc",
+    "choice_prior",
     "letter_prompt",
     "match_answer",
     "normalize_answer",
@@ -34,13 +38,19 @@ __all__ = [
     "scoring_context",
 ]
 
-Method = Literal["letter", "score", "score-mean"]
+Method = Literal["letter", "score", "score-mean", "score-pmi"]
+METHODS: tuple[Method, ...] = ("score", "score-mean", "score-pmi", "letter")
+RULE_OF_METHOD: dict[str, ScoringRule] = {"score": "sum", "score-mean": "mean", "score-pmi": "pmi"}
+PRIOR_CONTEXT = "Answer:"
+"""The context-free prompt whose continuation probabilities are a choice's prior in PMI scoring: the last
+line of every scoring prompt, without the question."""
 
 
 @dataclass(frozen=True, slots=True)
 class MCConfig:
     """How to answer multiple choice: ``method`` ``letter`` (generate and parse), ``score`` (sum of choice
-    token log-probabilities) or ``score-mean`` (per-token mean); ``max_tokens`` for the letter reply."""
+    token log-probabilities), ``score-mean`` (per-token mean) or ``score-pmi`` (the sum minus the choice's
+    log-probability after :data:`PRIOR_CONTEXT`); ``max_tokens`` for the letter reply."""
 
     method: Method = "score"
     max_tokens: int = 16
@@ -192,17 +202,27 @@ def scoring_context(question: Question, knowledge: str = "") -> str:
     return "\n".join(parts)
 
 
+def choice_prior(llm: LLM, question: Question) -> ChoiceScores:
+    """log P(" " + choice text | :data:`PRIOR_CONTEXT`) per choice: the denominator of PMI scoring."""
+    return llm.score_choices(PRIOR_CONTEXT, [" " + c.text for c in question.choices])
+
+
 def answer_by_scoring(
-    llm: LLM, question: Question, knowledge: str = "", *, normalised: bool = False
+    llm: LLM, question: Question, knowledge: str = "", *, rule: ScoringRule = "sum",
+    prior: ChoiceScores | None = None,
 ) -> tuple[Answer, ChoiceScores]:
-    """Score ``" " + choice text`` after ``scoring_context``; softmax over choices of the plain sum (or,
-    with ``normalised``, the per-token mean) of log-probabilities."""
+    """Score ``" " + choice text`` after ``scoring_context``; softmax over the choices of their values
+    under ``rule``. ``pmi`` uses ``prior`` or, when not given, makes one more call (:func:`choice_prior`,
+    counted in the answer's usage). Returns the answer and the conditional scores."""
     scores = llm.score_choices(scoring_context(question, knowledge), [" " + c.text for c in question.choices])
-    probs = scores.normalised_probabilities if normalised else scores.probabilities
+    usage = scores.usage
+    if rule == "pmi" and prior is None:
+        prior = choice_prior(llm, question)
+        usage = usage + prior.usage
+    probs = scores.ranked_probabilities(rule, prior)
     labels = [c.label for c in question.choices]
-    best = scores.best(normalised=normalised)
-    answer = Answer(question.id, labels[best], dict(zip(labels, probs, strict=True)), usage=scores.usage,
-                    arm=llm.name)
+    answer = Answer(question.id, labels[scores.best(rule, prior)], dict(zip(labels, probs, strict=True)),
+                    usage=usage, arm=llm.name)
     return answer, scores
 
 
@@ -213,7 +233,9 @@ def answer_mc(llm: LLM, question: Question, knowledge: str = "", config: MCConfi
         raise ValueError(f"question {question.id!r} has no choices")
     if cfg.method == "letter":
         return answer_by_letter(llm, question, knowledge, cfg)
-    return answer_by_scoring(llm, question, knowledge, normalised=cfg.method == "score-mean")[0]
+    if cfg.method not in RULE_OF_METHOD:
+        raise ValueError(f"unknown answering method {cfg.method!r}; use {', '.join(METHODS)}")
+    return answer_by_scoring(llm, question, knowledge, rule=RULE_OF_METHOD[cfg.method])[0]
 
 
 def answer_free_text(llm: LLM, question: Question, knowledge: str = "", *, max_tokens: int = 64) -> Answer:

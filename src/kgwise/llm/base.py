@@ -5,20 +5,23 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from kgwise.errors import KgwiseError
+from kgwise.errors import ConfigError, KgwiseError
 from kgwise.types import Usage
 
 __all__ = [
     "LLM",
+    "SCORING_RULES",
     "ChoiceScores",
     "Generation",
     "LLMError",
     "Message",
     "ReplayMissError",
+    "ScoringRule",
     "TransientLLMError",
     "as_messages",
+    "scoring_rule",
     "softmax",
 ]
 
@@ -124,6 +127,22 @@ def softmax(values: Sequence[float]) -> tuple[float, ...]:
     return tuple(e / z for e in exps)
 
 
+ScoringRule = Literal["sum", "mean", "pmi"]
+SCORING_RULES: tuple[ScoringRule, ...] = ("sum", "mean", "pmi")
+"""How scored choices are ranked: the sum of their tokens' log-probabilities, the per-token mean, or the
+pointwise mutual information with the context (the sum minus the choice's log-probability under a
+context-free prior; "domain-conditional PMI", Holtzman et al. 2021), which removes a small model's
+preference for short, frequent answers."""
+
+
+def scoring_rule(name: str) -> ScoringRule:
+    """``name`` as a :data:`ScoringRule`; ``ConfigError`` when it is not one."""
+    for rule in SCORING_RULES:
+        if name == rule:
+            return rule
+    raise ConfigError(f"unknown choice-scoring rule {name!r}; use one of {', '.join(SCORING_RULES)}")
+
+
 @dataclass(frozen=True, slots=True)
 class ChoiceScores:
     """Scores of answer choices given a context.
@@ -131,9 +150,9 @@ class ChoiceScores:
     ``logprobs[i]`` = log P(choice_i | context), the sum over the choice's tokens; ``normalised[i]`` is the
     per-token mean of the same sum (length-normalised); ``token_counts[i]`` the number of tokens.
     ``probabilities`` is the softmax of ``logprobs`` over the choices, i.e. P(choice_i | context, one of
-    the choices); ``normalised_probabilities`` the softmax of ``normalised``. ``method`` is ``logprob``
-    when the scores are token log-probabilities and ``letter`` when a backend without prompt
-    log-probabilities fell back to asking for a letter.
+    the choices); :meth:`ranked_probabilities` the softmax under any of :data:`SCORING_RULES`. ``method``
+    is ``logprob`` when the scores are token log-probabilities and ``letter`` when a backend without
+    prompt log-probabilities fell back to asking for a letter.
     """
 
     logprobs: tuple[float, ...]
@@ -152,13 +171,27 @@ class ChoiceScores:
     def probabilities(self) -> tuple[float, ...]:
         return softmax(self.logprobs)
 
-    @property
-    def normalised_probabilities(self) -> tuple[float, ...]:
-        return softmax(self.normalised)
+    def values(self, rule: ScoringRule = "sum", prior: ChoiceScores | None = None) -> tuple[float, ...]:
+        """Each choice's ranking value under ``rule``; ``pmi`` needs ``prior``, the same choices scored
+        after a context-free prompt: ``log P(c | context) − log P(c | prior context)``."""
+        if rule == "sum":
+            return self.logprobs
+        if rule == "mean":
+            return self.normalised
+        if rule != "pmi":
+            raise ValueError(f"unknown scoring rule {rule!r}; use one of {', '.join(SCORING_RULES)}")
+        if prior is None or len(prior.logprobs) != len(self.logprobs):
+            raise ValueError("pmi scoring needs the prior scores of the same choices")
+        return tuple(a - b for a, b in zip(self.logprobs, prior.logprobs, strict=True))
 
-    def best(self, normalised: bool = False) -> int:
-        """Index of the highest-scoring choice (first on ties)."""
-        vals = self.normalised if normalised else self.logprobs
+    def ranked_probabilities(self, rule: ScoringRule = "sum", prior: ChoiceScores | None = None
+                             ) -> tuple[float, ...]:
+        """The softmax of :meth:`values` over the choices."""
+        return softmax(self.values(rule, prior))
+
+    def best(self, rule: ScoringRule = "sum", prior: ChoiceScores | None = None) -> int:
+        """Index of the highest-ranked choice under ``rule`` (first on ties)."""
+        vals = self.values(rule, prior)
         return max(range(len(vals)), key=lambda i: (vals[i], -i))
 
     def to_dict(self) -> dict[str, Any]:

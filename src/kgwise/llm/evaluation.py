@@ -9,12 +9,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from kgwise.errors import ConfigError
-from kgwise.llm.answering import MCConfig, answer_by_scoring, answer_free_text, answer_mc, match_answer
+from kgwise.llm.answering import (
+    METHODS,
+    RULE_OF_METHOD,
+    MCConfig,
+    answer_by_scoring,
+    answer_free_text,
+    answer_mc,
+    choice_prior,
+    match_answer,
+)
 from kgwise.llm.base import LLM
 from kgwise.llm.batch import read_done, run_batch
 from kgwise.types import Question, Usage
@@ -24,7 +33,7 @@ __all__ = ["EvalConfig", "evaluate_llm"]
 
 @dataclass(frozen=True, slots=True)
 class EvalConfig:
-    """``method`` for multiple choice (``score``, ``score-mean``, ``letter``); ``concurrency`` of calls
+    """``method`` for multiple choice (one of ``kgwise.llm.answering.METHODS``); ``concurrency`` of calls
     (1 for in-process models); ``progress`` shows a bar."""
 
     method: str = "score"
@@ -32,8 +41,8 @@ class EvalConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
-        if self.method not in {"score", "score-mean", "letter"}:
-            raise ConfigError(f"unknown answering method {self.method!r}; use score, score-mean or letter")
+        if self.method not in METHODS:
+            raise ConfigError(f"unknown answering method {self.method!r}; use {', '.join(METHODS)}")
 
 
 def _answer_one(llm: LLM, q: Question, method: str) -> dict[str, Any]:
@@ -42,11 +51,14 @@ def _answer_one(llm: LLM, q: Question, method: str) -> dict[str, Any]:
         if method == "letter":
             ans = answer_mc(llm, q, config=MCConfig(method="letter"))
         else:
-            ans, scores = answer_by_scoring(llm, q, normalised=method == "score-mean")
+            prior = choice_prior(llm, q)  # every rule's prediction is recorded; pmi needs the prior
+            ans, scores = answer_by_scoring(llm, q, rule=RULE_OF_METHOD[method], prior=prior)
+            ans = replace(ans, usage=ans.usage + prior.usage)
             labels = [c.label for c in q.choices]
-            rec["pred_sum"] = labels[scores.best(normalised=False)]
-            rec["pred_mean"] = labels[scores.best(normalised=True)]
+            for rule in ("sum", "mean", "pmi"):
+                rec[f"pred_{rule}"] = labels[scores.best(rule, prior)]
             rec["logprobs"] = list(scores.logprobs)
+            rec["prior_logprobs"] = list(prior.logprobs)
         rec["correct"] = ans.prediction in q.gold
         rec["n_choices"] = len(q.choices)
     else:
@@ -90,8 +102,9 @@ def evaluate_llm(
         "accuracy": correct / n if n else 0.0,
     }
     if recs and "pred_sum" in recs[0]:
-        report["accuracy_sum"] = sum(r["pred_sum"] in r["gold"] for r in recs) / n
-        report["accuracy_mean"] = sum(r["pred_mean"] in r["gold"] for r in recs) / n
+        for rule in ("sum", "mean", "pmi"):
+            if all(f"pred_{rule}" in r for r in recs):  # records of older versions lack pred_pmi
+                report[f"accuracy_{rule}"] = sum(r[f"pred_{rule}"] in r["gold"] for r in recs) / n
     mc = [r for r in recs if "n_choices" in r]
     if mc:
         report["chance_accuracy"] = round(sum(1.0 / r["n_choices"] for r in mc) / len(mc), 6)
