@@ -153,14 +153,15 @@ def test_markdown_table_has_the_rows_of_tables_3_and_4() -> None:
     split = {"n": 3, "without_kg": {"accuracy": 0.2},
              "combos": {a: {"accuracy": 0.1 * i} for i, a in enumerate(ARMS)},
              "full": {"accuracy": 0.45}, "full_bandit_feedback": {"accuracy": 0.35}}
-    table = markdown_table({"medqa": {"splits": {"test-half": split}}})
+    table = markdown_table({"medqa": {"splits": {"test-half": split}, "scoring": {"chosen": "pmi"}}})
     lines = table.splitlines()
     assert lines[0] == "| setting | medqa test-half (n=3) |"
     assert "| w/o KG | 0.200 |" in lines and "| full KnowGPT | 0.450 |" in lines
     assert "| P_RL × F_g | 0.500 |" in lines and "| facts only (OBQA) | – |" in lines
     assert "| best single by training reward | – |" in lines
     assert "| full KnowGPT, bandit feedback (the paper) | 0.350 |" in lines
-    assert len(lines) == 2 + 1 + 1 + len(ARMS) + 1 + 1 + 1
+    assert lines[-1] == "| choice scoring | pmi |"
+    assert len(lines) == 2 + 1 + 1 + len(ARMS) + 1 + 1 + 1 + 1
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kgwise.errors import ConfigError
 from kgwise.llm import LLM, CachedLLM, ChoiceScores, Generation, Message, ResponseCache
 from kgwise.llm.answering import (
     PRIOR_CONTEXT,
@@ -112,6 +113,21 @@ def test_answer_by_scoring_pmi_divides_by_the_choice_prior() -> None:
     given, _ = answer_by_scoring(llm, Q, rule="pmi", prior=scores)  # a given prior is not fetched again
     assert len(llm.calls) == 3 and given.prediction == "A" and given.usage.calls == 1
     assert answer_mc(llm, Q, config=MCConfig(method="score-pmi")).prediction == "C"
+
+
+def test_pmi_is_refused_for_a_backend_that_answers_by_letter() -> None:
+    """Servers without prompt log-probabilities score by a letter reply: there is no prior to divide by."""
+
+    class LetterLLM(ScriptedLLM):
+        def score_choices(self, context: str, choices: Sequence[str]) -> ChoiceScores:
+            s = super().score_choices(context, choices)
+            return ChoiceScores(s.logprobs, s.normalised, s.usage, s.token_counts, method="letter")
+
+    llm = LetterLLM(logprobs=[0.0, -50.0, -50.0, -50.0])
+    assert answer_by_scoring(llm, Q)[0].prediction == "A"
+    with pytest.raises(ConfigError, match="log-probabilities"):
+        answer_by_scoring(llm, Q, rule="pmi")
+    assert len(llm.calls) == 2  # refused before the prior was asked for
 
 
 def test_answer_by_letter_parses_reply() -> None:

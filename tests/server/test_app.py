@@ -58,13 +58,17 @@ def test_answer_subgraph_and_bad_input_in_process(ddb_file: Path) -> None:
 
 @pytest.mark.slow
 def test_the_scoring_rule_reaches_the_answers(ddb_file: Path) -> None:
-    """``scoring="mean"`` ranks by per-token mean log-probability: other probabilities for choices of
-    different token lengths; an unknown rule is refused by name."""
+    """``scoring="mean"`` ranks by per-token mean log-probability, ``"pmi"`` by the gain over each choice's
+    context-free log-probability: other probabilities than the sum's; an unknown rule is refused by name."""
     ask = {"question": QUESTION, "choices": CHOICES, "combo": "P_sub+F_t"}
     by_sum = TestClient(create_app(ServerSettings(kg=ddb_file))).post("/v1/answer", json=ask).json()
     by_mean = TestClient(create_app(ServerSettings(kg=ddb_file, scoring="mean"))).post("/v1/answer", json=ask)
     assert by_mean.status_code == 200, by_mean.text
     assert by_mean.json()["probabilities"] != pytest.approx(by_sum["probabilities"], abs=1e-3)
+    by_pmi = TestClient(create_app(ServerSettings(kg=ddb_file, scoring="pmi"))).post("/v1/answer", json=ask)
+    assert by_pmi.status_code == 200, by_pmi.text
+    assert by_pmi.json()["probabilities"] != pytest.approx(by_sum["probabilities"], abs=1e-3)
+    assert sum(by_pmi.json()["probabilities"].values()) == pytest.approx(1.0)
     with pytest.raises(ConfigError, match="scoring"):
         create_app(ServerSettings(kg=ddb_file, scoring="max"))
 
@@ -74,9 +78,9 @@ def test_a_bandit_brings_the_scoring_rule_it_was_trained_with(ddb_file: Path, tm
     bandit = PromptBandit(384)
     bandit.scoring = "mean"
     path = bandit.save(tmp_path / "bandit.npz")
-    assert build_injector(ddb_file, bandit=path).config.normalised
-    assert build_injector(ddb_file, bandit=path, scoring="mean").config.normalised
-    assert not build_injector(ddb_file).config.normalised
+    assert build_injector(ddb_file, bandit=path).config.scoring == "mean"
+    assert build_injector(ddb_file, bandit=path, scoring="mean").config.scoring == "mean"
+    assert build_injector(ddb_file).config.scoring == "sum"
     with pytest.raises(ConfigError, match="trained with 'mean'"):
         build_injector(ddb_file, bandit=path, scoring="sum")
 

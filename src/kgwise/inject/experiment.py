@@ -457,7 +457,8 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
 
 
 def markdown_table(reports: dict[str, dict[str, Any]]) -> str:
-    """Tables 3/4 layout: one column per (data set, split), one row per setting (accuracy)."""
+    """Tables 3/4 layout: one column per (data set, split), one row per setting (accuracy), and the choice
+    scoring rule the run used."""
     cols: list[tuple[str, str, dict[str, Any]]] = [
         (d, s, sr) for d, rep in reports.items() for s, sr in rep["splits"].items()
     ]
@@ -481,4 +482,6 @@ def markdown_table(reports: dict[str, dict[str, Any]]) -> str:
             ("full KnowGPT", "full"), ("full KnowGPT, bandit feedback (the paper)", "full_bandit_feedback")]
     for name, key in rows:
         lines.append(f"| {name} | " + " | ".join(cell(value(sr, key)) for _, _, sr in cols) + " |")
+    rules = [str(reports[d].get("scoring", {}).get("chosen", "–")) for d, _, _ in cols]
+    lines.append("| choice scoring | " + " | ".join(rules) + " |")
     return "\n".join(lines)

@@ -23,7 +23,7 @@ from kgwise.extract.base import Extractor
 from kgwise.inject.bandit import PromptBandit
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.kg.grounding import Grounder, Grounding
-from kgwise.llm.answering import choice_prior
+from kgwise.llm.answering import choice_prior, require_logprobs
 from kgwise.llm.base import ScoringRule, scoring_rule
 from kgwise.render.formats import Format, Rendered
 from kgwise.render.prompts import answer_prompt
@@ -158,8 +158,10 @@ class KnowledgeInjector:
     def _answer(self, question: Question, scores: ChoiceScores, knowledge: str, combo: str,
                 usage: Usage) -> Answer:
         rule = self.config.scoring
-        prior = self.prior(question) if rule == "pmi" else None
-        if prior is not None:
+        prior = None
+        if rule == "pmi":
+            require_logprobs(self.llm, scores)
+            prior = self.prior(question)
             usage = usage + prior.usage
         probs = scores.ranked_probabilities(rule, prior)
         labels = [c.label for c in question.choices]

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from kgwise.errors import ConfigError
 from kgwise.llm.base import LLM, ChoiceScores, Message, ScoringRule
 from kgwise.types import Answer, Choice, Question
 
@@ -35,6 +36,7 @@ __all__ = [
     "match_answer",
     "normalize_answer",
     "parse_choice",
+    "require_logprobs",
     "scoring_context",
 ]
 
@@ -202,6 +204,13 @@ def scoring_context(question: Question, knowledge: str = "") -> str:
     return "\n".join(parts)
 
 
+def require_logprobs(llm: LLM, scores: ChoiceScores) -> None:
+    """PMI scoring needs token log-probabilities: ``ConfigError`` when ``llm`` answered by letter."""
+    if scores.method != "logprob":
+        raise ConfigError(f"PMI scoring needs token log-probabilities, but {llm.name} answered by "
+                          f"{scores.method} (no prompt log-probabilities from its server); use sum scoring")
+
+
 def choice_prior(llm: LLM, question: Question) -> ChoiceScores:
     """log P(" " + choice text | :data:`PRIOR_CONTEXT`) per choice: the denominator of PMI scoring."""
     return llm.score_choices(PRIOR_CONTEXT, [" " + c.text for c in question.choices])
@@ -217,6 +226,7 @@ def answer_by_scoring(
     scores = llm.score_choices(scoring_context(question, knowledge), [" " + c.text for c in question.choices])
     usage = scores.usage
     if rule == "pmi" and prior is None:
+        require_logprobs(llm, scores)
         prior = choice_prior(llm, question)
         usage = usage + prior.usage
     probs = scores.ranked_probabilities(rule, prior)

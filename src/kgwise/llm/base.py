@@ -182,6 +182,8 @@ class ChoiceScores:
             raise ValueError(f"unknown scoring rule {rule!r}; use one of {', '.join(SCORING_RULES)}")
         if prior is None or len(prior.logprobs) != len(self.logprobs):
             raise ValueError("pmi scoring needs the prior scores of the same choices")
+        if "letter" in (self.method, prior.method):
+            raise ValueError("pmi scoring needs token log-probabilities, not a letter reply's scores")
         return tuple(a - b for a, b in zip(self.logprobs, prior.logprobs, strict=True))
 
     def ranked_probabilities(self, rule: ScoringRule = "sum", prior: ChoiceScores | None = None

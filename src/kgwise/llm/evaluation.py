@@ -23,6 +23,7 @@ from kgwise.llm.answering import (
     answer_mc,
     choice_prior,
     match_answer,
+    require_logprobs,
 )
 from kgwise.llm.base import LLM
 from kgwise.llm.batch import read_done, run_batch
@@ -51,14 +52,21 @@ def _answer_one(llm: LLM, q: Question, method: str) -> dict[str, Any]:
         if method == "letter":
             ans = answer_mc(llm, q, config=MCConfig(method="letter"))
         else:
-            prior = choice_prior(llm, q)  # every rule's prediction is recorded; pmi needs the prior
-            ans, scores = answer_by_scoring(llm, q, rule=RULE_OF_METHOD[method], prior=prior)
-            ans = replace(ans, usage=ans.usage + prior.usage)
+            rule = RULE_OF_METHOD[method]
+            prior = choice_prior(llm, q) if rule == "pmi" else None
+            if prior is not None:
+                require_logprobs(llm, prior)
+            ans, scores = answer_by_scoring(llm, q, rule=rule, prior=prior)
+            if prior is None and scores.method == "logprob":
+                prior = choice_prior(llm, q)  # one short extra call, to record PMI's prediction as well
             labels = [c.label for c in q.choices]
-            for rule in ("sum", "mean", "pmi"):
-                rec[f"pred_{rule}"] = labels[scores.best(rule, prior)]
             rec["logprobs"] = list(scores.logprobs)
-            rec["prior_logprobs"] = list(prior.logprobs)
+            for r in ("sum", "mean"):
+                rec[f"pred_{r}"] = labels[scores.best(r)]
+            if prior is not None:
+                ans = replace(ans, usage=ans.usage + prior.usage)
+                rec["pred_pmi"] = labels[scores.best("pmi", prior)]
+                rec["prior_logprobs"] = list(prior.logprobs)
         rec["correct"] = ans.prediction in q.gold
         rec["n_choices"] = len(q.choices)
     else:
