@@ -59,6 +59,15 @@ def test_threshold_curve_ends_and_interpolation() -> None:
     assert accuracy_at_cost(curve, mid["cost"]) == pytest.approx(mid["accuracy"])
 
 
+def test_threshold_curve_with_fewer_questions_than_folds() -> None:
+    """Three questions, five folds: two folds are empty and are skipped, every question is still scored."""
+    table, X = _table(n=3, seed=1)
+    cheap = np.array([True, False, True])
+    curve = threshold_curve(X, cheap, table.correct[:, 2], table.cost[:, 0], table.cost[:, 2])
+    assert curve[0]["accuracy"] == pytest.approx(2 / 3) and curve[-1]["accuracy"] == 1.0
+    assert all(np.isfinite(p["threshold"]) for p in curve)
+
+
 def test_hindsight_cascade_escalates_the_least_confident_first() -> None:
     conf = np.array([0.9, 0.1, 0.5, 0.3])
     cheap = np.array([True, False, True, False])

@@ -99,6 +99,11 @@ def test_eval_route_live_small(tmp_path: Path, data_dir: Path) -> None:
     assert res.exit_code == 0, res.output
     report = json.loads(out.read_text())
     assert report["setup"]["unit"] == "calls" and report["setup"]["questions"] == 3
-    assert report["live_arms"]["smollm2-135m"]["calls"] == 3
-    assert report["arms"]["smollm2-135m"]["cost"] == 3.0
+    assert report["setup"]["scoring"] == "pmi"  # the default: LLM arms are named with their rule
+    assert report["live_arms"]["smollm2-135m/pmi"]["calls"] == 6  # the question and the choices' prior
+    assert report["arms"]["smollm2-135m/pmi"]["cost"] == 6.0  # one per LLM call
+    assert set(report["arms"]) == {"smollm2-135m/pmi", "smollm2-135m+kg/pmi"}
     assert (tmp_path / "live.outcomes.jsonl").is_file()
+    bad = runner.invoke(app, ["eval", "route-live", "--arm", "smollm2-135m", "--scoring", "max",
+                              "--limit", "3", "--data", str(data_dir)])
+    assert bad.exit_code != 0 and "max" in bad.output

@@ -16,6 +16,7 @@ from kgwise.cli.apps import app, bench_app, eval_app
 from kgwise.cli.common import DataOption, JsonOption, err_console, friendly_errors, write_json
 from kgwise.config import data_dir
 from kgwise.errors import ConfigError
+from kgwise.llm.base import ScoringRule, scoring_rule
 
 route_app = typer.Typer(help="Coke routers served by `kgwise serve --router`.", no_args_is_help=True)
 app.add_typer(route_app, name="route")
@@ -237,11 +238,14 @@ def bench_route_cmd(
     write_json(bench_route(arms, dim, steps, naive_steps), json_out)
 
 
-def _live_arms(specs: list[str], dataset: str, root: Path) -> tuple[list[Any], dict[str, int]]:
+def _live_arms(specs: list[str], dataset: str, root: Path, scoring: ScoringRule
+                ) -> tuple[list[Any], dict[str, int]]:
     """Arms from specs: ``kgm:PATH`` (a saved KG model), ``NAME`` (a local LLM scoring the choices),
-    ``NAME+kg`` (the same LLM with KnowGPT knowledge injection: P_sub + triples format)."""
+    ``NAME+kg`` (the same LLM with KnowGPT knowledge injection: P_sub + triples format). LLM arms rank
+    the choices by ``scoring`` and are named ``SPEC/RULE``, so outcomes of another rule are not reused."""
+    from kgwise.inject import InjectorConfig
     from kgwise.llm import get_llm
-    from kgwise.llm.answering import answer_mc
+    from kgwise.llm.answering import METHOD_OF_RULE, MCConfig, answer_mc
     from kgwise.route.arms import Arm
     from kgwise.route.live import AnswerFnPredictor
 
@@ -263,7 +267,8 @@ def _live_arms(specs: list[str], dataset: str, root: Path) -> tuple[list[Any], d
         llms[name] = llm
         params[spec] = int(getattr(llm, "n_params", 0) or 0)
         if not extra:
-            arms.append(Arm(spec, "LLM", AnswerFnPredictor(partial(answer_mc, llm)), per_call=1.0))
+            answer = partial(answer_mc, llm, config=MCConfig(method=METHOD_OF_RULE[scoring]))
+            arms.append(Arm(f"{spec}/{scoring}", "LLM", AnswerFnPredictor(answer), per_call=1.0))
             continue
         if not injector_parts:
             from kgwise.extract.subgraph import SubgraphExtractor
@@ -282,10 +287,10 @@ def _live_arms(specs: list[str], dataset: str, root: Path) -> tuple[list[Any], d
             )
         from kgwise.inject import KnowledgeInjector
 
-        injector = KnowledgeInjector(llm=llm, **injector_parts)
+        injector = KnowledgeInjector(llm=llm, config=InjectorConfig(scoring), **injector_parts)
         arms.append(
             Arm(
-                spec,
+                f"{spec}/{scoring}",
                 "LLM",
                 AnswerFnPredictor(partial(injector.answer, combo="P_sub+F_t")),
                 per_call=1.0,
@@ -309,6 +314,10 @@ def eval_route_live(
     budget: Annotated[float, typer.Option(help="Budget B (fraction of always calling an LLM).")] = 1.0,
     lam: Annotated[float, typer.Option("--lambda", help="λ of the cost regret.")] = 1.0,
     seeds: Annotated[int, typer.Option(help="Question orders.")] = 10,
+    scoring: Annotated[str, typer.Option(
+        help="How LLM arms rank the choices: sum or per-token mean of log-probabilities, or pmi (the sum "
+        "minus the choice's context-free log-probability; a tiny model's sum is below chance on OBQA).")
+    ] = "pmi",
     data: DataOption = None,
     json_out: JsonOption = None,
 ) -> None:
@@ -326,14 +335,15 @@ def eval_route_live(
     questions = load(dataset, split, root)
     if limit > 0:
         questions = questions[:limit]
-    arms, params = _live_arms(arm, dataset, root)
+    arms, params = _live_arms(arm, dataset, root, scoring_rule(scoring))
     outcomes = None if json_out is None else json_out.with_name(f"{json_out.stem}.outcomes.jsonl")
     table, totals = collect_outcomes(arms, questions, outcomes, params)
     X = np.asarray(MiniLM().encode(list(table.texts)), dtype=np.float64)
     cfg = ExperimentConfig(budget=budget, seeds=seeds, coke=CokeConfig(lam=lam))
     report = run_experiment(table, X, cfg, _progress_file(json_out, "live"))
     report["live_arms"] = totals
-    report["setup"] |= {"dataset": dataset, "split": split, "limit": limit, "arm_specs": arm}
+    report["setup"] |= {"dataset": dataset, "split": split, "limit": limit, "arm_specs": arm,
+                        "scoring": scoring}
     if json_out is not None:
         report["figures"] = [str(f) for f in plot_all(report, json_out.with_suffix(""))]
     write_json(report, json_out)

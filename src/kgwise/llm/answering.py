@@ -43,6 +43,7 @@ __all__ = [
 Method = Literal["letter", "score", "score-mean", "score-pmi"]
 METHODS: tuple[Method, ...] = ("score", "score-mean", "score-pmi", "letter")
 RULE_OF_METHOD: dict[str, ScoringRule] = {"score": "sum", "score-mean": "mean", "score-pmi": "pmi"}
+METHOD_OF_RULE: dict[ScoringRule, Method] = {"sum": "score", "mean": "score-mean", "pmi": "score-pmi"}
 PRIOR_CONTEXT = "Answer:"
 """The context-free prompt whose continuation probabilities are a choice's prior in PMI scoring: the last
 line of every scoring prompt, without the question."""

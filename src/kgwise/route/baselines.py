@@ -153,6 +153,8 @@ def threshold_curve(
     folds = np.random.default_rng(seed).permutation(n) % cfg.folds
     for f in range(cfg.folds):
         train, test = folds != f, folds == f
+        if not test.any():  # fewer questions than folds
+            continue
         if y[train].all() or not y[train].any():
             prob[test] = float(y[train].mean())
             continue
