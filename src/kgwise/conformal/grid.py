@@ -5,7 +5,8 @@ score, and every candidate node's Eq. 6 score and gold flag. For thresholds ``(t
 the final set iff some state at that node has ``prefix ≤ t1`` and ``collect ≤ t2`` and the node's Eq. 6
 score is ``≤ t3``. Optionally a second, *scored* retriever (e.g. a GNN) adds its candidates with a
 non-conformity ``scored`` (``1 − p``; ``+∞`` for nodes it did not return): with a fourth threshold ``t4``
-the set is the union of the above and ``{node : scored ≤ t4}`` (``t4 = −∞``: the paper's UAG).
+the set is the union of the above and ``{node : finite scored ≤ t4}`` (``t4 = −∞``: the paper's UAG;
+``t4 = +∞``: every candidate of the scored retriever, never a node it did not return).
 :meth:`TableBatch.grid` evaluates coverage and set size of every question at every point of a
 ``T1 × T2 × T3`` grid at once (sort/bin/cumulative-sum; no loop over grid points).
 """
@@ -26,6 +27,7 @@ from kgwise.files import savez_atomic
 
 __all__ = [
     "EVALUATOR_SCORES", "EvaluatorScore", "GridResult", "QuestionTable", "TableBatch", "relative_scores",
+    "scored_members",
 ]
 
 IntArray = npt.NDArray[np.int64]
@@ -37,6 +39,12 @@ EVALUATOR_SCORES: tuple[EvaluatorScore, ...] = ("absolute", "relative", "items",
 """``absolute``: Eq. 6 as written; ``relative``: Eq. 6 minus the question's best (smallest) Eq. 6 score;
 ``items`` / ``items-relative``: the same with Eq. 6 taken against the generation's listed items (min over
 them), which needs tables built with item scores (``eq6_items``)."""
+
+
+def scored_members(scored: FloatArray, t4: float) -> BoolArray:
+    """The scored retriever's candidates in the set at threshold ``t4``: finite ``scored ≤ t4`` (``+∞``
+    marks a node it did not return, which no threshold adds)."""
+    return np.isfinite(scored) & (scored <= t4)
 
 
 def relative_scores(eq6: FloatArray, question: IntArray, n_questions: int) -> FloatArray:
@@ -106,7 +114,7 @@ class QuestionTable:
         nodes = np.unique(self.state_node[ok])
         nodes = nodes[self.eq6[nodes] <= t3]
         if self.scored is not None:
-            nodes = np.union1d(nodes, np.flatnonzero(self.scored <= t4))
+            nodes = np.union1d(nodes, np.flatnonzero(scored_members(self.scored, t4)))
             return nodes[np.lexsort((self.scored[nodes], self.eq6[nodes]))]
         return nodes[np.argsort(self.eq6[nodes], kind="stable")]
 
@@ -338,7 +346,7 @@ class TableBatch:
         if self.scored is None:
             return GridResult(np.zeros((nq, n4), dtype=bool), np.zeros((nq, n4), dtype=np.int32))
         i4 = np.searchsorted(t4, self.scored, side="left")
-        ok = i4 < n4
+        ok = (i4 < n4) & np.isfinite(self.scored)  # +∞: a node the scored retriever did not return
         flat = self.node_q[ok] * n4 + i4[ok]
         size = np.cumsum(np.bincount(flat, minlength=nq * n4).reshape(nq, n4), axis=1)
         gold = np.cumsum(np.bincount(flat[self.gold[ok]], minlength=nq * n4).reshape(nq, n4), axis=1)

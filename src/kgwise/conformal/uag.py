@@ -43,7 +43,14 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.conformal.evaluator import UQEvaluator
-from kgwise.conformal.grid import EVALUATOR_SCORES, EvaluatorScore, GridResult, QuestionTable, TableBatch
+from kgwise.conformal.grid import (
+    EVALUATOR_SCORES,
+    EvaluatorScore,
+    GridResult,
+    QuestionTable,
+    TableBatch,
+    scored_members,
+)
 from kgwise.conformal.ltt import LTTConfig, LTTResult, learn_then_test
 from kgwise.conformal.retriever import UQRetriever
 from kgwise.conformal.split import conformal_quantile, conformal_rank
@@ -202,7 +209,7 @@ class UAG:
             with_state[batch.state_node] = True
             if (with_state & np.isfinite(batch.scored)).any():
                 for m, t4 in enumerate(self.scored_thresholds_.tolist()):
-                    size[..., m] -= self.grid(batch, keep=batch.scored <= t4).size.sum(axis=0)
+                    size[..., m] -= self.grid(batch, keep=scored_members(batch.scored, t4)).size.sum(axis=0)
         return covered.ravel(), size.ravel()
 
     @property
@@ -340,7 +347,7 @@ class UAG:
         final = in_c & (batch.eq6 <= t3)
         scored = np.zeros(batch.node_q.size) if batch.scored is None else batch.scored
         if batch.scored is not None:
-            final |= batch.scored <= t4
+            final |= scored_members(batch.scored, t4)
         n = batch.num_questions
         size = np.bincount(batch.node_q[final], minlength=n).astype(np.float64)
         covered = np.bincount(batch.node_q[final & batch.gold], minlength=n) > 0
