@@ -3,6 +3,7 @@ settings; outcomes keep every scoring rule's correctness and reports read the ch
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,14 @@ def test_outcomes_record_every_rule_and_reports_read_the_chosen_one(tmp_path: Pa
     assert report["full"]["accuracy"] == 1.0 and report["oracle_any_combo"] == 1.0
     assert _split_report([q], [WITHOUT_KG, *ARMS], {"full": [ARMS[1]]}, store, bandit, "mean"
                          )["full"]["accuracy"] == 1.0
+
+
+def test_a_letter_backend_records_no_pmi_outcome() -> None:
+    """Letter scores have no prior: PMI's correctness is unknown (None), and accuracies over it are NaN."""
+    from kgwise.inject.experiment import _acc
+
+    q = Question("q1", "What purrs?", (Choice("A", "dog"), Choice("B", "cat")), gold=("B",))
+    letter = ChoiceScores((-50.0, 0.0), (-50.0, 0.0), method="letter")
+    row = _row(q, WITHOUT_KG, Injection(Answer("q1", "B", {"A": 0.0, "B": 1.0}), letter), None)
+    assert (row["correct_sum"], row["correct_mean"], row["correct_pmi"]) == (1, 1, None)
+    assert _acc([row], "correct_sum") == 1.0 and math.isnan(_acc([row], "correct_pmi"))

@@ -171,14 +171,19 @@ class OutcomeStore:
             fh.write(json.dumps(row) + "\n")
 
 
-def _row(q: Question, setting: str, inj: Injection, prior: ChoiceScores) -> dict[str, Any]:
-    """One outcome: correctness under every scoring rule (``correct_<rule>``), the knowledge's size and
-    the preparation time."""
-    gold = q.gold_index
+def _row(q: Question, setting: str, inj: Injection, prior: ChoiceScores | None) -> dict[str, Any]:
+    """One outcome: correctness under every scoring rule (``correct_<rule>``; ``correct_pmi`` is None
+    without a ``prior``, for a backend that answers by letter), the knowledge's size and the preparation
+    time."""
+    def correct(rule: ScoringRule) -> int | None:
+        if rule == "pmi" and prior is None:
+            return None
+        return int(inj.scores.best(rule, prior) == q.gold_index)
+
     return {
         "qid": q.id,
         "setting": setting,
-        **{f"correct_{rule}": int(inj.scores.best(rule, prior) == gold) for rule in SCORING_RULES},
+        **{f"correct_{rule}": correct(rule) for rule in SCORING_RULES},
         "prediction": inj.answer.prediction,
         "knowledge_chars": len(inj.answer.knowledge),
         "empty_knowledge": int(not inj.answer.knowledge.strip()),
@@ -269,7 +274,7 @@ def run_experiment(
                 inj = injector.answer_with_evidence_only(q)
             else:
                 inj = injector.inject(q, setting)
-            row = _row(q, setting, inj, injector.prior(q))
+            row = _row(q, setting, inj, injector.prior(q) if inj.scores.method == "logprob" else None)
             store.put(row)
         return row
 
@@ -281,7 +286,7 @@ def run_experiment(
         rows = [outcome(q, WITHOUT_KG)
                 for q in tqdm(bandit_qs, desc=f"{dataset} scoring rule (w/o KG on training questions)")]
         acc = {r: _acc(rows, f"correct_{r}") for r in SCORING_RULES}
-        rule = max(SCORING_RULES, key=lambda r: acc[r])  # the first of equals
+        rule = max((r for r in SCORING_RULES if np.isfinite(acc[r])), key=lambda r: acc[r])  # first of equals
         scoring_report = {"chosen": rule, "train_accuracy_without_kg": acc, "questions": len(rows)}
         injector.config = replace(injector.config, scoring=rule)
         log(f"scoring: {scoring_report}")
@@ -402,7 +407,9 @@ def _latency(injector: KnowledgeInjector, qs: Sequence[Question]) -> dict[str, A
 
 
 def _acc(rows: Sequence[dict[str, Any]], key: str) -> float:
-    return float(np.mean([r[key] for r in rows])) if rows else float("nan")
+    """Mean of ``key`` over ``rows`` (NaN when there is none, or a row has no value: PMI by letter)."""
+    values = [r[key] for r in rows]
+    return float(np.mean(values)) if values and None not in values else float("nan")
 
 
 def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[str, list[str]],
