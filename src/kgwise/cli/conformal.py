@@ -29,6 +29,10 @@ def eval_uag(
                       ] = "0.1,0.15,0.2,0.3,0.35,0.4,0.45,0.5",
     splits: Annotated[int, typer.Option(help="Random tuning/calibration/test splits.")] = 20,
     seed: Annotated[int, typer.Option(help="Seed of the first split.")] = 0,
+    tune_fraction: Annotated[float, typer.Option(
+        help="Share of the questions that picks λ among the valid ones (smallest mean set).")] = 0.25,
+    cal_fraction: Annotated[float, typer.Option(
+        help="Share of the questions for Learn-then-Test; the rest is the test split.")] = 0.35,
     steps: Annotated[str, typer.Option(help="Grid steps h for (α1, α2, α3).")] = "0.05,0.05,0.025",
     gnn_step: Annotated[float, typer.Option(
         help="Grid step of α4 (the GNN's candidates) for uag_gnn; fixed-sequence LTT pays nothing for a "
@@ -56,9 +60,9 @@ def eval_uag(
     if len(step) != 3:
         raise ConfigError("--steps needs three values (α1, α2, α3)")
     cfg = ExperimentConfig(alphas=_floats(alphas, "--alphas"), splits=splits, seed=seed,
+                           tune_fraction=tune_fraction, cal_fraction=cal_fraction,
                            steps=(step[0], step[1], step[2]), gnn_step=gnn_step, delta=delta, gnn=gnn,
-                           metric=metric,
-                           granularity=granularity, limit=limit, llm=llm)
+                           metric=metric, granularity=granularity, limit=limit, llm=llm)
     out_dir = json_out.parent if json_out is not None else None
     runs = out_dir / f"{json_out.stem}_runs" if out_dir is not None and json_out is not None else None
     report = run_experiment(data_dir(data), cfg, out_dir=runs,

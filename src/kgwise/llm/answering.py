@@ -25,7 +25,9 @@ from kgwise.types import Answer, Choice, Question
 
 __all__ = [
     "METHODS",
+    "METHOD_OF_RULE",
     "PRIOR_CONTEXT",
+    "RULE_OF_METHOD",
     "MCConfig",
     "answer_by_letter",
     "answer_by_scoring",
