@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kgwise.conformal.experiment import WebQSPData
 from kgwise.conformal.grid import EVALUATOR_SCORES, QuestionTable, TableBatch
 from kgwise.conformal.ltt import LTTConfig
 from kgwise.conformal.uag import UAG, UAGConfig
@@ -78,14 +79,19 @@ def test_ltt_risk_control_on_synthetic_data(fwer: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def webqsp(data_dir: Path) -> tuple[TableBatch, TableBatch]:
-    """The path tables, and the same united with ReaRev's candidates as ``eval uag`` unites them."""
-    from kgwise.conformal.experiment import ExperimentConfig, load_webqsp_data, webqsp_tables, with_gnn
+def webqsp_data(data_dir: Path) -> WebQSPData:
+    from kgwise.conformal.experiment import ExperimentConfig, load_webqsp_data
 
-    cfg = ExperimentConfig()
-    wq = load_webqsp_data(data_dir, cfg.gnn)
-    tables = webqsp_tables(data_dir, cfg, wq, progress=False)
-    return tables, with_gnn(tables, wq.gnn, wq.single_answer)
+    return load_webqsp_data(data_dir, ExperimentConfig().gnn)
+
+
+@pytest.fixture(scope="module")
+def webqsp(data_dir: Path, webqsp_data: WebQSPData) -> tuple[TableBatch, TableBatch]:
+    """The path tables, and the same united with ReaRev's candidates as ``eval uag`` unites them."""
+    from kgwise.conformal.experiment import ExperimentConfig, webqsp_tables, with_gnn
+
+    tables = webqsp_tables(data_dir, ExperimentConfig(), webqsp_data, progress=False)
+    return tables, with_gnn(tables, webqsp_data.gnn, webqsp_data.single_answer)
 
 
 ALPHAS = (0.1, 0.15, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5)
@@ -171,11 +177,10 @@ def test_uag_marginal_coverage_on_webqsp(webqsp: tuple[TableBatch, TableBatch]) 
             assert float(cov.mean()) >= 1 - a - 3 * se, a
 
 
-def test_split_cp_marginal_coverage_on_gnn_candidates(webqsp: tuple[TableBatch, object]) -> None:
-    from kgwise.conformal.baselines import CandidateBatch, SplitCPBaseline
+def test_split_cp_marginal_coverage_on_gnn_candidates(webqsp_data: WebQSPData) -> None:
+    from kgwise.conformal.baselines import SplitCPBaseline
 
-    _, gnn = webqsp
-    assert isinstance(gnn, CandidateBatch)
+    gnn = webqsp_data.gnn
     n = gnn.num_questions
     for a in (0.15, 0.2, 0.3, 0.4, 0.5):
         cov: list[float] = []
