@@ -83,7 +83,7 @@ def test_eval_uag_cli_on_a_slice(data_dir: Path, tmp_path: Path) -> None:
                                    "--steps", "0.25,0.25,0.25", "--data", str(data_dir), "--json", str(out)])
     assert res.exit_code == 0, res.output
     assert json.loads(out.read_text())["uag"] == rep["uag"]
-    assert (rep["meta"]["config"]["tune_fraction"], rep["meta"]["config"]["cal_fraction"]) == (0.25, 0.35)
+    assert (rep["meta"]["config"]["tune_fraction"], rep["meta"]["config"]["cal_fraction"]) == (0.2, 0.5)
     res = CliRunner().invoke(app, ["eval", "uag", "--tune-fraction", "0.5", "--cal-fraction", "0.5",
                                    "--data", str(data_dir)])
     assert res.exit_code != 0 and "leave a test part" in res.output

@@ -30,9 +30,9 @@ def eval_uag(
     splits: Annotated[int, typer.Option(help="Random tuning/calibration/test splits.")] = 20,
     seed: Annotated[int, typer.Option(help="Seed of the first split.")] = 0,
     tune_fraction: Annotated[float, typer.Option(
-        help="Share of the questions that picks λ among the valid ones (smallest mean set).")] = 0.25,
+        help="Share of the questions that picks λ among the valid ones (smallest mean set).")] = 0.2,
     cal_fraction: Annotated[float, typer.Option(
-        help="Share of the questions for Learn-then-Test; the rest is the test split.")] = 0.35,
+        help="Share of the questions for Learn-then-Test; the rest is the test split.")] = 0.5,
     steps: Annotated[str, typer.Option(help="Grid steps h for (α1, α2, α3).")] = "0.05,0.05,0.025",
     gnn_step: Annotated[float, typer.Option(
         help="Grid step of α4 (the GNN's candidates) for uag_gnn; fixed-sequence LTT pays nothing for a "
