@@ -266,9 +266,10 @@ def _live_arms(specs: list[str], dataset: str, root: Path, scoring: ScoringRule
         llm = llms.get(name) or get_llm(name)  # no response cache: every call is real and counted
         llms[name] = llm
         params[spec] = int(getattr(llm, "n_params", 0) or 0)
+        label = f"{spec}/{scoring}"
         if not extra:
             answer = partial(answer_mc, llm, config=MCConfig(method=METHOD_OF_RULE[scoring]))
-            arms.append(Arm(f"{spec}/{scoring}", "LLM", AnswerFnPredictor(answer), per_call=1.0))
+            arms.append(Arm(label, "LLM", AnswerFnPredictor(answer), per_call=1.0))
             continue
         if not injector_parts:
             from kgwise.extract.subgraph import SubgraphExtractor
@@ -290,7 +291,7 @@ def _live_arms(specs: list[str], dataset: str, root: Path, scoring: ScoringRule
         injector = KnowledgeInjector(llm=llm, config=InjectorConfig(scoring), **injector_parts)
         arms.append(
             Arm(
-                f"{spec}/{scoring}",
+                label,
                 "LLM",
                 AnswerFnPredictor(partial(injector.answer, combo="P_sub+F_t")),
                 per_call=1.0,

@@ -425,22 +425,22 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
     def rows(s: str) -> list[dict[str, Any]]:
         return [r for q in qs if (r := store.get(q.id, s)) is not None]
 
+    def prep_times(rs: Sequence[dict[str, Any]]) -> dict[str, float | None]:
+        prep = [r["prep_ms"] for r in rs]
+        return {"prep_ms_median": statistics.median(prep) if prep else None,
+                "prep_ms_p95": float(np.percentile(prep, 95)) if prep else None}
+
     def summary(s: str) -> dict[str, Any]:
         rs = rows(s)
-        prep = [r["prep_ms"] for r in rs]
         out: dict[str, Any] = {**accuracies(rs), "n": len(rs)}
         if s in ARMS:
             out["empty_knowledge"] = int(sum(r["empty_knowledge"] for r in rs))
-            out["prep_ms_median"] = statistics.median(prep) if prep else None
-            out["prep_ms_p95"] = float(np.percentile(prep, 95)) if prep else None
+            out |= prep_times(rs)
         return out
 
     def picked(chosen: Sequence[str]) -> dict[str, Any]:
         ok = [r for q, p in zip(qs, chosen, strict=True) if (r := store.get(q.id, p)) is not None]
-        prep = [r["prep_ms"] for r in ok]
-        return {**accuracies(ok), "combo_counts": dict(Counter(chosen)),
-                "prep_ms_median": statistics.median(prep) if prep else None,
-                "prep_ms_p95": float(np.percentile(prep, 95)) if prep else None}
+        return {**accuracies(ok), "combo_counts": dict(Counter(chosen)), **prep_times(ok)}
 
     combos = {s: summary(s) for s in ARMS}
     best = max(combos, key=lambda s: combos[s]["accuracy"])

@@ -23,7 +23,7 @@ from kgwise.extract.base import Extractor
 from kgwise.inject.bandit import PromptBandit
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.kg.grounding import Grounder, Grounding
-from kgwise.llm.answering import choice_prior, require_logprobs
+from kgwise.llm.answering import choice_prior, require_logprobs, score_choices_after, scored_answer
 from kgwise.llm.base import ScoringRule, scoring_rule
 from kgwise.render.formats import Format, Rendered
 from kgwise.render.prompts import answer_prompt
@@ -139,8 +139,7 @@ class KnowledgeInjector:
         return rendered, sub, {"ground": ground_ms, "extract": extract_ms, "render": max(render_ms, 0.0)}
 
     def _score(self, question: Question, knowledge: str, evidence: str) -> ChoiceScores:
-        prompt = answer_prompt(question.text, knowledge, evidence)
-        return self.llm.score_choices(prompt, [" " + c.text for c in question.choices])
+        return score_choices_after(self.llm, question, answer_prompt(question.text, knowledge, evidence))
 
     def prior(self, question: Question) -> ChoiceScores:
         """The choices' scores after the context-free prompt (PMI's denominator), memoised by the choice
@@ -163,10 +162,8 @@ class KnowledgeInjector:
             require_logprobs(self.llm, scores)
             prior = self.prior(question)
             usage = usage + prior.usage
-        probs = scores.ranked_probabilities(rule, prior)
-        labels = [c.label for c in question.choices]
-        return Answer(question.id, labels[scores.best(rule, prior)], dict(zip(labels, probs, strict=True)),
-                      knowledge=knowledge, arm=self.llm.name, combo=combo, usage=usage + scores.usage)
+        return scored_answer(question, scores, rule, prior, knowledge=knowledge, arm=self.llm.name,
+                             combo=combo, usage=usage + scores.usage)
 
     # ----------------------------------------------------------------------------------- answering
     def inject(self, question: Question, combo: str | None = None) -> Injection:

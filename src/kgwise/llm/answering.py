@@ -17,7 +17,7 @@ import string
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from kgwise.errors import ConfigError
 from kgwise.llm.base import LLM, ChoiceScores, Message, ScoringRule
@@ -39,13 +39,15 @@ __all__ = [
     "normalize_answer",
     "parse_choice",
     "require_logprobs",
+    "score_choices_after",
+    "scored_answer",
     "scoring_context",
 ]
 
 Method = Literal["letter", "score", "score-mean", "score-pmi"]
 METHODS: tuple[Method, ...] = ("score", "score-mean", "score-pmi", "letter")
-RULE_OF_METHOD: dict[str, ScoringRule] = {"score": "sum", "score-mean": "mean", "score-pmi": "pmi"}
 METHOD_OF_RULE: dict[ScoringRule, Method] = {"sum": "score", "mean": "score-mean", "pmi": "score-pmi"}
+RULE_OF_METHOD: dict[str, ScoringRule] = {method: rule for rule, method in METHOD_OF_RULE.items()}
 PRIOR_CONTEXT = "Answer:"
 """The context-free prompt whose continuation probabilities are a choice's prior in PMI scoring: the last
 line of every scoring prompt, without the question."""
@@ -214,9 +216,25 @@ def require_logprobs(llm: LLM, scores: ChoiceScores) -> None:
                           f"{scores.method} (no prompt log-probabilities from its server); use sum scoring")
 
 
+def score_choices_after(llm: LLM, question: Question, context: str) -> ChoiceScores:
+    """log P(" " + choice text | ``context``) for every choice of ``question``: the one continuation format
+    of every scored prompt, so that PMI's prior scores exactly what the question's prompt scores."""
+    return llm.score_choices(context, [" " + c.text for c in question.choices])
+
+
 def choice_prior(llm: LLM, question: Question) -> ChoiceScores:
-    """log P(" " + choice text | :data:`PRIOR_CONTEXT`) per choice: the denominator of PMI scoring."""
-    return llm.score_choices(PRIOR_CONTEXT, [" " + c.text for c in question.choices])
+    """The choices' scores after :data:`PRIOR_CONTEXT`: the denominator of PMI scoring."""
+    return score_choices_after(llm, question, PRIOR_CONTEXT)
+
+
+def scored_answer(question: Question, scores: ChoiceScores, rule: ScoringRule = "sum",
+                  prior: ChoiceScores | None = None, **fields: Any) -> Answer:
+    """The :class:`Answer` that ``scores`` give under ``rule``: the best choice's label and the softmax
+    over the choices; ``fields`` (``usage``, ``arm``, ``knowledge``, ``combo``, …) are the Answer's own."""
+    labels = [c.label for c in question.choices]
+    probs = scores.ranked_probabilities(rule, prior)
+    return Answer(question.id, labels[scores.best(rule, prior)], dict(zip(labels, probs, strict=True)),
+                  **fields)
 
 
 def answer_by_scoring(
@@ -226,17 +244,13 @@ def answer_by_scoring(
     """Score ``" " + choice text`` after ``scoring_context``; softmax over the choices of their values
     under ``rule``. ``pmi`` uses ``prior`` or, when not given, makes one more call (:func:`choice_prior`,
     counted in the answer's usage). Returns the answer and the conditional scores."""
-    scores = llm.score_choices(scoring_context(question, knowledge), [" " + c.text for c in question.choices])
+    scores = score_choices_after(llm, question, scoring_context(question, knowledge))
     usage = scores.usage
     if rule == "pmi" and prior is None:
         require_logprobs(llm, scores)
         prior = choice_prior(llm, question)
         usage = usage + prior.usage
-    probs = scores.ranked_probabilities(rule, prior)
-    labels = [c.label for c in question.choices]
-    answer = Answer(question.id, labels[scores.best(rule, prior)], dict(zip(labels, probs, strict=True)),
-                    usage=usage, arm=llm.name)
-    return answer, scores
+    return scored_answer(question, scores, rule, prior, usage=usage, arm=llm.name), scores
 
 
 def answer_mc(llm: LLM, question: Question, knowledge: str = "", config: MCConfig | None = None) -> Answer:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +18,16 @@ from kgwise.llm.answering import (
     METHODS,
     RULE_OF_METHOD,
     MCConfig,
-    answer_by_scoring,
     answer_free_text,
     answer_mc,
     choice_prior,
     match_answer,
     require_logprobs,
+    score_choices_after,
+    scored_answer,
+    scoring_context,
 )
-from kgwise.llm.base import LLM
+from kgwise.llm.base import LLM, SCORING_RULES
 from kgwise.llm.batch import read_done, run_batch
 from kgwise.types import Question, Usage
 
@@ -53,19 +55,19 @@ def _answer_one(llm: LLM, q: Question, method: str) -> dict[str, Any]:
             ans = answer_mc(llm, q, config=MCConfig(method="letter"))
         else:
             rule = RULE_OF_METHOD[method]
-            prior = choice_prior(llm, q) if rule == "pmi" else None
-            if prior is not None:
-                require_logprobs(llm, prior)
-            ans, scores = answer_by_scoring(llm, q, rule=rule, prior=prior)
-            if prior is None and scores.method == "logprob":
-                prior = choice_prior(llm, q)  # one short extra call, to record PMI's prediction as well
+            scores = score_choices_after(llm, q, scoring_context(q))
+            if rule == "pmi":
+                require_logprobs(llm, scores)
+            # the prior as well, so that every rule's prediction is recorded (one short call)
+            prior = choice_prior(llm, q) if scores.method == "logprob" else None
+            usage = scores.usage if prior is None else scores.usage + prior.usage
+            ans = scored_answer(q, scores, rule, prior, usage=usage, arm=llm.name)
             labels = [c.label for c in q.choices]
             rec["logprobs"] = list(scores.logprobs)
-            for r in ("sum", "mean"):
-                rec[f"pred_{r}"] = labels[scores.best(r)]
+            for r in SCORING_RULES:
+                if r != "pmi" or prior is not None:
+                    rec[f"pred_{r}"] = labels[scores.best(r, prior)]
             if prior is not None:
-                ans = replace(ans, usage=ans.usage + prior.usage)
-                rec["pred_pmi"] = labels[scores.best("pmi", prior)]
                 rec["prior_logprobs"] = list(prior.logprobs)
         rec["correct"] = ans.prediction in q.gold
         rec["n_choices"] = len(q.choices)
@@ -110,7 +112,7 @@ def evaluate_llm(
         "accuracy": correct / n if n else 0.0,
     }
     if recs and "pred_sum" in recs[0]:
-        for rule in ("sum", "mean", "pmi"):
+        for rule in SCORING_RULES:
             if all(f"pred_{rule}" in r for r in recs):  # records of older versions lack pred_pmi
                 report[f"accuracy_{rule}"] = sum(r[f"pred_{rule}"] in r["gold"] for r in recs) / n
     mc = [r for r in recs if "n_choices" in r]
