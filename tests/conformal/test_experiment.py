@@ -8,7 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kgwise.conformal.experiment import METHODS, load_webqsp_data, markdown_table, summarise, with_gnn
+from kgwise.conformal.experiment import (
+    METHODS,
+    check_targets,
+    load_webqsp_data,
+    markdown_table,
+    miss_p_value,
+    summarise,
+    with_gnn,
+)
 from kgwise.conformal.grid import TableBatch
 from kgwise.datasets.predictions import question_key
 
@@ -60,6 +68,43 @@ def test_summary_shape_and_table() -> None:
     assert "| uag | 90.0 | 3.0 | - | - |" in markdown_table(rep, (0.1, 0.2))
 
 
+def test_significant_violations_discount_test_split_noise() -> None:
+    # 55 misses of 500 at α = 0.1: above α, but well within Binom(500, 0.1)'s noise (mean 50, sd 6.7)
+    assert miss_p_value(55, 500, 0.1) > 0.2
+    assert miss_p_value(75, 500, 0.1) < 0.01
+    assert miss_p_value(0, 500, 0.1) == pytest.approx(1.0)
+    p = [miss_p_value(k, 500, 0.1) for k in range(0, 120, 5)]
+    assert np.all(np.diff(p) <= 0)
+    row = {"abstained": False, "ecr": 0.89, "apss": 3.0, "hits1": 0.5, "violated": True, "significant": False}
+    split = {m: [dict(row, alpha=0.1)] for m in METHODS}
+    rep = summarise([split, dict(split, uag=[dict(row, alpha=0.1, significant=True)])], (0.1,))
+    assert rep["uag"]["0.1"]["violation_rate"] == 1.0
+    assert rep["uag"]["0.1"]["significant_violation_rate"] == 0.5
+    assert rep["top_k"]["0.1"]["significant_violation_rate"] == 0.0
+
+
+def _entry(ecr: float | None, apss: float | None) -> dict[str, float | None]:
+    return {"ecr": ecr, "apss": apss}
+
+
+def test_targets_leave_out_a_paper_size_below_the_coverage() -> None:
+    alphas = (0.2, 0.45)
+    # UAG reports 17.9 at α = 0.2 and 0.5 at α = 0.45: APSS ≥ ECR ≥ 0.55 makes the latter unreachable
+    ok = {"0.2": _entry(0.82, 2.0), "0.45": _entry(0.56, 0.7)}
+    report = {m: ok for m in METHODS} | {"split_cp": {"0.2": _entry(0.8, 3.0), "0.45": _entry(None, None)}}
+    t = check_targets(report, alphas)["uag"]
+    assert t["met"] is True
+    assert t["per_alpha"]["0.45"]["paper_size_feasible"] is False
+    assert t["per_alpha"]["0.45"]["size_le_paper"] is False
+    assert t["per_alpha"]["0.45"]["size_lt_split_cp"] is None
+    short = dict(ok, **{"0.2": _entry(0.79, 2.0)})
+    assert check_targets(dict(report, uag=short), alphas)["uag"]["met"] is False
+    wide = dict(ok, **{"0.2": _entry(0.82, 3.5)})  # above split CP's 3.0
+    assert check_targets(dict(report, uag=wide), alphas)["uag"]["met"] is False
+    never = dict(ok, **{"0.2": _entry(None, None)})  # abstained in every split
+    assert check_targets(dict(report, uag=never), alphas)["uag"]["met"] is False
+
+
 @pytest.mark.slow
 def test_eval_uag_cli_on_a_slice(data_dir: Path, tmp_path: Path) -> None:
     from typer.testing import CliRunner
@@ -83,6 +128,14 @@ def test_eval_uag_cli_on_a_slice(data_dir: Path, tmp_path: Path) -> None:
                                    "--steps", "0.25,0.25,0.25", "--data", str(data_dir), "--json", str(out)])
     assert res.exit_code == 0, res.output
     assert json.loads(out.read_text())["uag"] == rep["uag"]
+    # splits run in worker processes give the same report
+    par = tmp_path / "par" / "uag.json"
+    res = CliRunner().invoke(app, ["eval", "uag", "--alphas", "0.3,0.5", "--splits", "2", "--limit", "30",
+                                   "--steps", "0.25,0.25,0.25", "--jobs", "2", "--data", str(data_dir),
+                                   "--json", str(par)])
+    assert res.exit_code == 0, res.output
+    assert {m: json.loads(par.read_text())[m] for m in METHODS} == {m: rep[m] for m in METHODS}
+    assert json.loads(par.read_text())["targets"] == rep["targets"]
     assert (rep["meta"]["config"]["tune_fraction"], rep["meta"]["config"]["cal_fraction"]) == (0.2, 0.5)
     res = CliRunner().invoke(app, ["eval", "uag", "--tune-fraction", "0.5", "--cal-fraction", "0.5",
                                    "--data", str(data_dir)])

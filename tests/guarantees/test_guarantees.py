@@ -6,11 +6,15 @@
 * Split CP on the ReaRev GNN's candidates, and UAG's marginal mode over the union with them: marginal
   coverage — the mean test coverage over 200 splits is ≥ 1 − α minus 3 standard errors.
 * UAG's top-p heuristic carries no guarantee; its violation share is printed, not asserted.
+
+The WebQSP splits run in parallel worker processes: ``KGWISE_JOBS`` of them (default: one per core).
 """
 
 from __future__ import annotations
 
 import math
+import os
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -101,24 +105,35 @@ def webqsp_misses(tables: TableBatch, base: UAGConfig, methods: tuple[str, ...],
                   ) -> dict[tuple[str, float], list[float | None]]:
     """Over ``REPEATS`` random 300/400/rest splits: per (method, α) the test miss rate of every split
     (``None``: abstained); a method is an FWER procedure, or ``"marginal"`` for the marginal mode;
-    ``base`` fixes the family Λ."""
+    ``base`` fixes the family Λ. Splits run in ``$KGWISE_JOBS`` worker processes (default: one per
+    core)."""
+    from cloudpickle import register_pickle_by_value  # joblib's own dependency
+    from joblib import Parallel, delayed
+
+    register_pickle_by_value(sys.modules[__name__])  # workers cannot import a test module by name
+    jobs = int(os.environ.get("KGWISE_JOBS", "-1"))
+    per_split = Parallel(n_jobs=jobs)(delayed(_split_misses)(tables, base, methods, seed + s)
+                                      for s in range(REPEATS))
+    return {(m, a): [split[(m, a)] for split in per_split] for m in methods for a in ALPHAS}
+
+
+def _split_misses(tables: TableBatch, base: UAGConfig, methods: tuple[str, ...], seed: int
+                  ) -> dict[tuple[str, float], float | None]:
     n = tables.num_questions
     n_tune, n_cal = 300, 400
-    misses: dict[tuple[str, float], list[float | None]] = {(m, a): [] for m in methods for a in ALPHAS}
-    for s in range(REPEATS):
-        perm = np.random.default_rng(seed + s).permutation(n)
-        tune, cal, test = (tables.subset(perm[:n_tune]), tables.subset(perm[n_tune:n_tune + n_cal]),
-                           tables.subset(perm[n_tune + n_cal:]))
-        fitted = UAG(base).fit(tune)
-        losses = fitted.loss_counts(cal) if methods != ("marginal",) else None
-        for m in methods:
-            for a in ALPHAS:
-                cfg = (replace(base, alpha=a, guarantee="marginal") if m == "marginal" else
-                       replace(base, alpha=a, ltt=LTTConfig(delta=DELTA, fwer=m)))  # type: ignore[arg-type]
-                uag = UAG(cfg).adopt_fit(fitted).calibrate(cal, losses=losses)
-                miss = None if uag.abstains else 1 - float(uag.evaluate(test)["covered"].mean())
-                misses[(m, a)].append(miss)
-    return misses
+    perm = np.random.default_rng(seed).permutation(n)
+    tune, cal, test = (tables.subset(perm[:n_tune]), tables.subset(perm[n_tune:n_tune + n_cal]),
+                       tables.subset(perm[n_tune + n_cal:]))
+    fitted = UAG(base).fit(tune)
+    losses = fitted.loss_counts(cal) if methods != ("marginal",) else None
+    out: dict[tuple[str, float], float | None] = {}
+    for m in methods:
+        for a in ALPHAS:
+            cfg = (replace(base, alpha=a, guarantee="marginal") if m == "marginal" else
+                   replace(base, alpha=a, ltt=LTTConfig(delta=DELTA, fwer=m)))  # type: ignore[arg-type]
+            uag = UAG(cfg).adopt_fit(fitted).calibrate(cal, losses=losses)
+            out[(m, a)] = None if uag.abstains else 1 - float(uag.evaluate(test)["covered"].mean())
+    return out
 
 
 def check_pac(misses: dict[tuple[str, float], list[float | None]], methods: tuple[str, ...], name: str,

@@ -46,6 +46,8 @@ def eval_uag(
     limit: Annotated[int | None, typer.Option(help="Only the first N questions (smoke runs).")] = None,
     llm: Annotated[str | None, typer.Option(help="Generate Φ(P) live with this kgwise LLM spec (e.g. "
                                                 "smollm2-135m) instead of RoG's recorded answers.")] = None,
+    jobs: Annotated[int, typer.Option(help="Splits run at once in worker processes (-1: one per core); "
+                                           "the results do not depend on it.")] = 1,
     data: DataOption = None,
     json_out: JsonOption = None,
 ) -> None:
@@ -66,7 +68,8 @@ def eval_uag(
     out_dir = json_out.parent if json_out is not None else None
     runs = out_dir / f"{json_out.stem}_runs" if out_dir is not None and json_out is not None else None
     report = run_experiment(data_dir(data), cfg, out_dir=runs,
-                            on_split=lambda s: err_console.print(f"split {s + 1}/{cfg.splits} done"))
+                            on_split=lambda s: err_console.print(f"split {s + 1}/{cfg.splits} done"),
+                            jobs=jobs)
     table = markdown_table(report, cfg.alphas)
     report["table6_markdown"] = table
     if json_out is not None:
@@ -74,6 +77,10 @@ def eval_uag(
         report["plots"] = [str(p) for p in plot_report(report, cfg.alphas, json_out.parent, stem)]
         (json_out.parent / f"{stem}_table6.md").write_text(table + "\n", encoding="utf-8")
     err_console.print(table)
+    for method, t in report["targets"].items():
+        misses = [a for a, r in t["per_alpha"].items() if r["ecr_ge_1_minus_alpha"] is not True]
+        err_console.print(f"{method}: targets {'met' if t['met'] else 'not met'}"
+                          + (f" (ECR < 1 − α or no set at α = {', '.join(misses)})" if misses else ""))
     write_json(report, json_out)
 
 
