@@ -39,7 +39,7 @@ class Encoder(Protocol):
 
 def cosine_distance(a: Matrix, b: Matrix) -> npt.NDArray[np.float32]:
     """``1 − cos(a_i, b_i)`` row-wise for unit-norm rows (UAG's non-conformity score S1)."""
-    return np.asarray(1.0 - np.einsum("ij,ij->i", a, b), dtype=np.float32)
+    return np.asarray(1.0 - np.einsum("ij,ij->i", a, b, dtype=np.float64), dtype=np.float32)
 
 
 class _VectorCache:

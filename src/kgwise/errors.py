@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["ConfigError", "DataError", "KgwiseError", "UnknownNodeError"]
+__all__ = ["ConfigError", "DataError", "KgwiseError", "ServiceError", "TransientError", "UnknownNodeError"]
 
 
 class KgwiseError(Exception):
@@ -32,3 +32,23 @@ class UnknownNodeError(KgwiseError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "unknown node"
+
+
+class ServiceError(KgwiseError, RuntimeError):
+    """A model or data service (an LLM, a SPARQL endpoint) failed for good: a bad reply, a bad request,
+    retries exhausted."""
+
+
+class TransientError(ServiceError):
+    """A service failure worth retrying (HTTP 429/5xx, a dropped connection, a timeout, a malformed reply).
+
+    ``status``: the HTTP status, if any; ``retry_after``: the server's ``Retry-After`` in seconds when it
+    sent one; ``fatal``: the error :func:`kgwise.retry.call_with_retry` raises when retries run out.
+    """
+
+    fatal: type[ServiceError] = ServiceError
+
+    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after

@@ -22,7 +22,7 @@ import pytest
 from kgwise.llm import CachedLLM, ResponseCache
 from kgwise.llm.batch import run_batch
 from kgwise.llm.openai_compat import OpenAICompatible, OpenAIConfig
-from kgwise.llm.retry import RetryPolicy
+from kgwise.retry import RetryPolicy
 
 
 def _load_helper() -> ModuleType:
@@ -115,7 +115,7 @@ _CHILD = textwrap.dedent(
     import sys
     from kgwise.llm.batch import run_batch
     from kgwise.llm.openai_compat import OpenAICompatible, OpenAIConfig
-    from kgwise.llm.retry import RetryPolicy
+    from kgwise.retry import RetryPolicy
     url, out = sys.argv[1], sys.argv[2]
     llm = OpenAICompatible(OpenAIConfig(model="fault-model", base_url=url, api_key="k"),
                            retry=RetryPolicy(max_retries=4, base_delay_s=0.01, max_delay_s=0.05,

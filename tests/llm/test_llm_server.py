@@ -23,7 +23,7 @@ from kgwise.datasets import load
 from kgwise.llm.answering import answer_by_scoring
 from kgwise.llm.llamacpp import LlamaCpp, LlamaCppConfig, resolve_model_path
 from kgwise.llm.openai_compat import OpenAICompatible, OpenAIConfig
-from kgwise.llm.retry import RetryPolicy
+from kgwise.retry import RetryPolicy
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,5 @@
-"""``kgwise bench kg``: the knowledge-graph speed benchmark (see ``kgwise.bench.kg``)."""
+"""``kgwise bench kg`` (the knowledge-graph speed benchmark, ``kgwise.bench.kg``) and ``kgwise bench sparql``
+(traversal over a SPARQL endpoint, ``kgwise.bench.sparql``)."""
 
 from __future__ import annotations
 
@@ -76,3 +77,31 @@ def bench_kg(
         plot = json_out.with_suffix(".png")
         _plot(report, plot)
         err_console.print(f"plot written to {plot}")
+
+
+@bench_app.command("sparql")
+@friendly_errors
+def bench_sparql(
+    endpoint: Annotated[str, typer.Option(help="SPARQL query endpoint URL (e.g. Oxigraph serving the "
+                                               "graph that `kgwise kg export` wrote).")],
+    kg: Annotated[Path, typer.Option(help="The same graph as a file (.npz, .tsv, .nt): the baseline.")],
+    dataset: Annotated[str, typer.Option(help="Questions with topic entities: webqsp or cwq.")] = "webqsp",
+    limit: Annotated[int, typer.Option(help="Questions.")] = 200,
+    hops: Annotated[int, typer.Option(help="Hops of the walk from the topic entities.")] = 2,
+    data: DataOption = None,
+    json_out: JsonOption = None,
+) -> None:
+    """Per question: topic entities by name, then every out-edge up to HOPS hops, on the local graph and
+    on the endpoint (cold and warm cache); median and mean ms, the ratios, and whether the edges agree."""
+    from kgwise.bench.sparql import run_sparql_benchmark
+    from kgwise.datasets import load
+    from kgwise.kg.sources import open_graph
+    from kgwise.kg.sparql import SPARQLGraph
+
+    if limit < 1 or hops < 1:
+        raise ConfigError("--limit and --hops must be ≥ 1")
+    split = "test"
+    topics = [q.topic_entities for q in load(dataset, split, data_dir(data)) if q.topic_entities][:limit]
+    report = run_sparql_benchmark(open_graph(kg), SPARQLGraph(endpoint.removeprefix("sparql:")), topics, hops)
+    report |= {"dataset": dataset, "kg": str(kg), "url": endpoint}
+    write_json(report, json_out)

@@ -11,9 +11,11 @@ from rich.markup import escape
 
 from kgwise.cli.apps import kg_app
 from kgwise.cli.common import console, friendly_errors
-from kgwise.errors import ConfigError
+from kgwise.errors import ConfigError, UnknownNodeError
 from kgwise.kg import CSRGraph
 from kgwise.kg.loaders import FORMATS, load_graph, merge_graphs
+from kgwise.kg.loaders.ntriples import write_ntriples
+from kgwise.kg.sources import GRAPH_SPEC_HELP, is_endpoint, open_graph
 
 
 @kg_app.command("build")
@@ -64,13 +66,19 @@ def stats(file: Annotated[Path, typer.Argument(help="A graph file written by `kg
 @kg_app.command("neighbors")
 @friendly_errors
 def neighbors(
-    file: Annotated[Path, typer.Argument(help="A graph file written by `kgwise kg build`.")],
-    node: Annotated[str, typer.Argument(help="Node label (or numeric id).")],
+    graph: Annotated[str, typer.Argument(help="The KG: " + GRAPH_SPEC_HELP + ".")],
+    node: Annotated[str, typer.Argument(help="Node label (or numeric id, for a graph file).")],
     limit: Annotated[int, typer.Option(help="Show at most this many edges each way.")] = 50,
 ) -> None:
     """Print the edges leaving and entering NODE."""
-    g = CSRGraph.load(file)
-    v = g.node(int(node)) if node.isdigit() else g.node(node)
+    g = open_graph(graph)
+    if isinstance(g, CSRGraph):
+        v = g.node(int(node)) if node.isdigit() else g.node(node)
+    else:
+        found = g.find(node)
+        if found is None:
+            raise UnknownNodeError(f"no node labelled {node!r} in {graph}")
+        v = found
     rels, tails = g.out_edges(v)
     console.print(f"[bold]{escape(g.label(v))}[/bold] (id {v}): {len(tails)} out, {len(g.in_edges(v)[1])} in")
     for r, t in list(zip(rels.tolist(), tails.tolist(), strict=True))[:limit]:
@@ -78,3 +86,20 @@ def neighbors(
     rels, heads = g.in_edges(v)
     for r, h in list(zip(rels.tolist(), heads.tolist(), strict=True))[:limit]:
         console.print(escape(f"  <-[{g.relation_name(r)}]- {g.label(h)}"))
+
+
+@kg_app.command("export")
+@friendly_errors
+def export(
+    graph: Annotated[str, typer.Argument(help="A graph file (.npz, .tsv, .nt).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="N-Triples file to write (.nt), e.g. to load "
+                                      "into a triple store and query with --kg sparql:URL.")],
+) -> None:
+    """Write a graph as N-Triples: node i is <urn:kgwise:node:i> with its label as rdfs:label."""
+    if is_endpoint(graph):
+        raise ConfigError("kg export reads a graph file, not an endpoint")
+    g = open_graph(graph)
+    t0 = time.perf_counter()
+    write_ntriples(g, out)
+    console.print(f"wrote {out}: {g.num_nodes:,} nodes, {g.num_edges:,} edges "
+                  f"in {time.perf_counter() - t0:.1f} s")

@@ -9,6 +9,7 @@ import typer
 
 from kgwise.cli.apps import app
 from kgwise.cli.common import BanditOption, PolicyOption, ScoringOption, friendly_errors
+from kgwise.kg.sources import GRAPH_SPEC_HELP
 
 
 @app.command("serve")
@@ -27,8 +28,9 @@ def serve(
                          "in place.")] = None,
     uag: Annotated[Path | None, typer.Option(
         "--uag", help="`kgwise uag calibrate` output: serves /v1/answer-set.")] = None,
-    uag_kg: Annotated[Path | None, typer.Option(
-        "--uag-kg", help="KG for /v1/answer-set (default: the one the calibration names).")] = None,
+    uag_kg: Annotated[str | None, typer.Option(
+        "--uag-kg", help="KG for /v1/answer-set (default: the one the calibration names): "
+        + GRAPH_SPEC_HELP + ".")] = None,
     uag_llm: Annotated[str | None, typer.Option(
         "--uag-llm", help="LLM for /v1/answer-set (default: the one the calibration used).")] = None,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",

@@ -12,6 +12,7 @@ import typer
 from kgwise.cli.apps import app
 from kgwise.cli.common import JsonOption, console, err_console, friendly_errors, write_json
 from kgwise.errors import ConfigError, DataError
+from kgwise.kg.sources import GRAPH_SPEC_HELP
 
 if TYPE_CHECKING:
     from kgwise.types import Question
@@ -21,8 +22,7 @@ app.add_typer(uag_app, name="uag")
 
 _LLM_HELP = ("LLM that writes Φ(P) from the retrieved paths: smollm2-135m, gemma3-270m, gguf:PATH, "
              "openai:MODEL.")
-KgOption = Annotated[Path, typer.Option("--kg", help="The KG: a .npz from `kgwise kg build`, a .tsv of "
-                                                     "head<TAB>relation<TAB>tail lines or N-Triples.")]
+KgOption = Annotated[str, typer.Option("--kg", help="The KG: " + GRAPH_SPEC_HELP + ".")]
 
 
 def read_questions(path: Path) -> list[Question]:
@@ -73,14 +73,14 @@ def calibrate(
     from kgwise.config import cache_dir
     from kgwise.conformal.calibrated import CalibratedUAG, TableSettings, calibrate_uag, labelled_questions
     from kgwise.conformal.evaluator import LLMGenerator
-    from kgwise.conformal.experiment import build_tables
+    from kgwise.conformal.experiment import TABLES_VERSION, build_tables
     from kgwise.conformal.retriever import RetrieverConfig
     from kgwise.files import file_stamp, short_hash
-    from kgwise.kg.loaders import open_graph_file
+    from kgwise.kg.sources import graph_stamp, open_graph
 
     if (llm is None) == (generations is None):
         raise ConfigError("pass exactly one of --llm (live Φ(P)) and --generations (recorded Φ(P))")
-    graph = open_graph_file(kg)
+    graph = open_graph(kg)
     qs = labelled_questions(read_questions(questions), str(questions))
     settings = TableSettings(RetrieverConfig(max_hops=max_hops, direction=direction))  # type: ignore[arg-type]
     recorded = read_generations(generations) if generations is not None else None
@@ -89,8 +89,9 @@ def calibrate(
         from kgwise.llm import get_llm
 
         live = LLMGenerator(get_llm(llm, cache=True))
-    inputs = [file_stamp(p) for p in (kg, questions, *([generations] if generations is not None else []))]
-    key = short_hash({"inputs": inputs, "llm": llm, "max_hops": max_hops, "direction": direction})
+    inputs = [graph_stamp(kg), *(file_stamp(p) for p in (questions, *([generations] if generations else [])))]
+    key = short_hash({"inputs": inputs, "llm": llm, "max_hops": max_hops, "direction": direction,
+                      "tables": TABLES_VERSION})
     tables = build_tables(graph, qs, recorded, settings.scorer(), settings.retriever,
                           (work or cache_dir() / "uag-calibrate") / key,
                           evaluator=settings.evaluator_config(), generator=live)
@@ -121,7 +122,7 @@ def answer(
     assumes Φ(P) comes from the generator the calibration used."""
     from kgwise.conformal.calibrated import CalibratedUAG
     from kgwise.conformal.evaluator import LLMGenerator
-    from kgwise.kg.loaders import open_graph_file
+    from kgwise.kg.sources import open_graph
     from kgwise.llm import get_llm
     from kgwise.types import Question
 
@@ -131,7 +132,7 @@ def answer(
         err_console.print(f"[yellow]warning:[/yellow] calibrated with "
                           f"{calibrated.summary.get('generator') or 'an unknown generator'}, answering with "
                           f"{spec}: the guarantee assumes the same generator")
-    graph = open_graph_file(kg)
+    graph = open_graph(kg)
     q = Question(id="cli", text=question, topic_entities=tuple(topic))
     result = calibrated.answer(q, graph, LLMGenerator(get_llm(spec, cache=True)))
     console.print(f"[bold]{len(result.answers)} answer(s)[/bold] (miss rate ≤ {result.alpha:g} with "

@@ -50,6 +50,7 @@ from kgwise.types import Question
 __all__ = [
     "METHODS",
     "PAPER_WEBQSP",
+    "TABLES_VERSION",
     "ExperimentConfig",
     "WebQSPData",
     "build_tables",
@@ -63,6 +64,9 @@ __all__ = [
 ]
 
 DEFAULT_ALPHAS = (0.1, 0.15, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5)
+TABLES_VERSION = 2
+"""Part of every UAG table cache key; raised when the tables' content changes (2: S1 cross scores in
+float64, independent of node numbering)."""
 SIGNIFICANCE = 0.05
 """Level of the per-split binomial test behind ``significant_violation_rate``."""
 METHODS = ("uag", "uag_bonferroni", "uag_top_p", "uag_eq6", "uag_gnn", "uag_marginal", "split_cp", "top_k")
@@ -374,7 +378,7 @@ def _config_key(config: ExperimentConfig) -> str:
                        **({"limit": config.limit} if config.limit is not None else {}),
                        **({"granularity": config.granularity} if config.granularity != "items" else {}),
                        **({"llm": config.llm} if config.llm is not None else {}),
-                       "eq6_items": True})
+                       "eq6_items": True, "tables": TABLES_VERSION})
 
 
 def run_experiment(data: Path, config: ExperimentConfig, out_dir: Path | None = None,

@@ -90,5 +90,7 @@ class S1:
         a = emb[[index[t] for t in left]] if left else np.zeros((0, self.encoder.dim), np.float32)
         b = emb[[index[t] for t in right]] if right else np.zeros((0, self.encoder.dim), np.float32)
         if self.config.metric == "cosine":
-            return np.asarray(1.0 - a @ b.T, dtype=np.float32)
+            # in float64: a float32 product's last bit depends on where a row sits in the BLAS blocks, so
+            # the same pair would score differently when the graph numbers its nodes differently
+            return np.asarray(1.0 - a.astype(np.float64) @ b.astype(np.float64).T, dtype=np.float32)
         return np.asarray(np.abs(a[:, None, :] - b[None, :, :]).sum(axis=2), dtype=np.float32)

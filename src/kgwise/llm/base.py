@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from kgwise.errors import ConfigError, KgwiseError
+from kgwise.errors import ConfigError, ServiceError, TransientError
 from kgwise.types import Usage
 
 __all__ = [
@@ -26,20 +26,15 @@ __all__ = [
 ]
 
 
-class LLMError(KgwiseError, RuntimeError):
+class LLMError(ServiceError):
     """A language-model call failed for good (bad reply, bad request, retries exhausted)."""
 
 
-class TransientLLMError(LLMError):
-    """A failure worth retrying (HTTP 429/5xx, dropped connection, timeout, malformed reply).
+class TransientLLMError(LLMError, TransientError):
+    """A language-model failure worth retrying (HTTP 429/5xx, dropped connection, timeout, malformed
+    reply); ``retry_after`` is the server's ``Retry-After`` in seconds when it sent one."""
 
-    ``retry_after`` is the server's ``Retry-After`` in seconds when it sent one.
-    """
-
-    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.retry_after = retry_after
+    fatal = LLMError
 
 
 class ReplayMissError(LLMError, KeyError):

@@ -29,7 +29,7 @@ from kgwise.errors import ConfigError
 from kgwise.llm.answering import parse_choice
 from kgwise.llm.base import ChoiceScores, Generation, LLMError, Message, TransientLLMError, as_messages
 from kgwise.llm.prices import PriceTable, default_prices
-from kgwise.llm.retry import RetryPolicy, RetryStats, call_with_retry, parse_retry_after
+from kgwise.retry import RetryPolicy, RetryStats, call_with_retry, parse_retry_after
 from kgwise.types import Choice, Usage
 
 __all__ = ["HTTPStatusError", "OpenAICompatible", "OpenAIConfig"]

@@ -34,17 +34,17 @@ class AnswerSetRequest(BaseModel):
 class AnswerSetService:
     """A calibrated UAG with its KG and LLM; ``kg`` overrides the graph file recorded at calibration."""
 
-    def __init__(self, calibration: Path, kg: Path | None = None, llm: str | None = None) -> None:
-        from kgwise.kg.loaders import open_graph_file
+    def __init__(self, calibration: Path, kg: str | Path | None = None, llm: str | None = None) -> None:
+        from kgwise.kg.sources import open_graph
         from kgwise.llm import get_llm
 
         self.calibrated = CalibratedUAG.load(calibration)
         summary = self.calibrated.summary
-        kg_file = kg or (Path(summary["kg"]) if summary.get("kg") else None)
+        kg_file = kg or summary.get("kg")
         if kg_file is None:
             raise ConfigError(f"{calibration} names no KG: pass one (--uag-kg)")
         self.kg_file = kg_file
-        self.kg = open_graph_file(kg_file)
+        self.kg = open_graph(kg_file)
         self.llm_spec, self.same_generator = self.calibrated.generator_spec(llm)
         self.generator = LLMGenerator(get_llm(self.llm_spec, cache=True))
         self.scorer = self.calibrated.settings.scorer()

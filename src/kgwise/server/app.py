@@ -49,7 +49,7 @@ class ServerSettings(BaseModel):
     router: Path | None = None
     router_save_every_s: float = Field(default=30.0, ge=0.0)
     uag: Path | None = None
-    uag_kg: Path | None = None
+    uag_kg: str | None = None
     uag_llm: str | None = None
 
 

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import numpy as np
 
 from kgwise.errors import DataError
+from kgwise.kg.base import KnowledgeGraph
 from kgwise.kg.csr import CSRGraph
 from kgwise.kg.loaders._common import Interner, numbered_lines, require_file
 
-__all__ = ["iri_local_name", "load_ntriples", "parse_ntriples_line"]
+__all__ = ["iri_local_name", "literal_syntax", "load_ntriples", "parse_ntriples_line", "write_ntriples"]
 
 RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
 RDFS_COMMENT = "http://www.w3.org/2000/01/rdf-schema#comment"
@@ -139,3 +140,29 @@ def load_ntriples(path: str | Path, name: str | None = None) -> CSRGraph:
         labels, rels.labels, np.asarray(h, dtype=np.int64), np.asarray(r, dtype=np.int64),
         np.asarray(t, dtype=np.int64), texts, name=name if name is not None else p.name.split(".")[0],
     )
+
+
+def literal_syntax(text: str) -> str:
+    """``text`` as a quoted, escaped literal (N-Triples and SPARQL share the syntax)."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    return f'"{escaped}"'
+
+
+def write_ntriples(kg: KnowledgeGraph, path: str | Path, base: str = "urn:kgwise:") -> Path:
+    """Write ``kg`` as N-Triples (e.g. to load it into a triple store): node ``i`` is ``<{base}node:i>``
+    with its label as ``rdfs:label`` (and its text, if any, as ``rdfs:comment``); relation ``r`` is
+    ``<{base}relation:NAME>`` (percent-encoded). :func:`load_ntriples` reads it back with the same labels;
+    relation names come back with ``_`` as space (the local-name rule)."""
+    out = Path(path)
+    text = getattr(kg, "text", None)
+    rels = [f"<{base}relation:{quote(kg.relation_name(r), safe='')}>" for r in range(kg.num_relations)]
+    with out.open("w", encoding="utf-8", newline="\n") as f:
+        for v in range(kg.num_nodes):
+            node = f"<{base}node:{v}>"
+            f.write(f"{node} <{RDFS_LABEL}> {literal_syntax(kg.label(v))} .\n")
+            comment = text(v) if callable(text) else ""
+            if comment:
+                f.write(f"{node} <{RDFS_COMMENT}> {literal_syntax(comment)} .\n")
+            for r, t in zip(*kg.out_edges(v), strict=True):
+                f.write(f"{node} {rels[r]} <{base}node:{t}> .\n")
+    return out

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kgwise.llm import LLMError, TransientLLMError
-from kgwise.llm.retry import RetryPolicy, RetryStats, call_with_retry, parse_retry_after
+from kgwise.retry import RetryPolicy, RetryStats, call_with_retry, parse_retry_after
 
 
 @given(st.integers(min_value=0, max_value=30), st.integers(min_value=0, max_value=2**31))

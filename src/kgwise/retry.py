@@ -1,4 +1,5 @@
-"""Retries with exponential back-off and full jitter, honouring the server's ``Retry-After``."""
+"""Retries of service calls (LLM APIs, SPARQL endpoints) with exponential back-off and full jitter,
+honouring the server's ``Retry-After``."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from kgwise.llm.base import LLMError, TransientLLMError
+from kgwise.errors import ServiceError, TransientError
 
 __all__ = ["RetryPolicy", "RetryStats", "call_with_retry", "parse_retry_after"]
 
@@ -101,7 +102,7 @@ def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> f
     return max(when.timestamp() - (time.time() if now is None else now), 0.0)
 
 
-def _reason(exc: TransientLLMError) -> str:
+def _reason(exc: TransientError) -> str:
     return f"http_{exc.status}" if exc.status is not None else (str(exc).split(":", 1)[0] or "transient")
 
 
@@ -113,27 +114,27 @@ def call_with_retry(
     rng: random.Random | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> tuple[T, int]:
-    """Run ``fn`` until it succeeds; retry on ``TransientLLMError`` up to ``policy.max_retries`` times.
+    """Run ``fn`` until it succeeds; retry on ``TransientError`` up to ``policy.max_retries`` times.
 
-    Returns ``(result, attempts)``. Raises ``LLMError`` naming the last failure when retries run out;
-    any other exception propagates at once.
+    Returns ``(result, attempts)``. Raises the transient error's ``fatal`` type (``LLMError`` for an LLM)
+    naming the last failure when retries run out; any other exception propagates at once.
     """
     rng = rng if rng is not None else random.Random()
     attempt = 0
     while True:
         try:
             result = fn()
-        except TransientLLMError as exc:
+        except TransientError as exc:
             if attempt >= policy.max_retries:
                 if stats is not None:
                     stats.record(failed=True)
-                raise LLMError(f"gave up after {attempt + 1} attempts: {exc}") from exc
+                raise exc.fatal(f"gave up after {attempt + 1} attempts: {exc}") from exc
             if stats is not None:
                 stats.record(retry_reason=_reason(exc))
             sleep(policy.delay(attempt, exc.retry_after, rng))
             attempt += 1
             continue
-        except LLMError:
+        except ServiceError:
             if stats is not None:
                 stats.record(failed=True)
             raise

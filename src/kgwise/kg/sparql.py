@@ -1,0 +1,352 @@
+"""A ``KnowledgeGraph`` read from a SPARQL endpoint (W3C SPARQL 1.1 Protocol, JSON results).
+
+The graph is explored on demand: a node's edges are one query the first time they are asked for, then
+cached (LRU). RDF is read as :func:`kgwise.kg.loaders.load_ntriples` reads a file, so the same triples
+give the same graph either way: IRIs and literal objects are nodes; ``rdfs:label`` and ``rdfs:comment``
+literals label a node instead of being edges; a node's label is its ``rdfs:label`` (English or untagged
+preferred), else the IRI's local name; a relation is named by its predicate's local name. Blank nodes are
+left out: their labels are scoped to one result set, so they cannot be queried again.
+
+Node and relation ids are given in first-seen order, so ``num_nodes`` and ``num_relations`` count what has
+been seen so far; ``num_edges`` is one ``COUNT`` query. A hub's edges are read up to
+``SPARQLConfig.max_edges`` per direction (``truncated`` counts the cut lists). :meth:`SPARQLGraph.find`
+looks a label up through the endpoint's index (the label as written, lower case, capitalised, title case;
+untagged and ``@en``), so it finds labelled nodes and literal values, not IRI local names. Free-text
+grounding needs every node's label and therefore a local graph (``kgwise kg build``); UAG, which starts
+from topic entities by name, runs on an endpoint directly.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import numpy as np
+import numpy.typing as npt
+
+from kgwise.errors import ConfigError, ServiceError, TransientError
+from kgwise.kg.base import Direction, EdgeArrays, IdArray, normalise_label
+from kgwise.kg.loaders.ntriples import RDFS_COMMENT, RDFS_LABEL, iri_local_name, literal_syntax
+from kgwise.retry import RetryPolicy, RetryStats, call_with_retry, parse_retry_after
+
+__all__ = ["SPARQLConfig", "SPARQLError", "SPARQLGraph"]
+
+LABEL_BATCH = 500
+"""Nodes whose labels one query fetches."""
+
+XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
+Term = tuple[str, str, str, str]
+"""``(kind, value, lang, datatype)`` with kind ``iri`` or ``literal``, as in the N-Triples loader."""
+
+
+class SPARQLError(ServiceError):
+    """The endpoint failed for good: an HTTP error, a reply that is not SPARQL JSON results, retries
+    exhausted. Names the endpoint and the query."""
+
+
+class TransientSPARQLError(SPARQLError, TransientError):
+    """An endpoint failure worth retrying (HTTP 429/5xx, a dropped connection, a timeout)."""
+
+    fatal = SPARQLError
+
+
+@dataclass(frozen=True, slots=True)
+class SPARQLConfig:
+    """``max_edges``: edges read per node and direction; ``cache_nodes``: edge lists kept (LRU);
+    ``retry``: timeouts and retries of each request; ``headers``: extra HTTP headers (e.g. an API key)."""
+
+    max_edges: int = 10_000
+    cache_nodes: int = 200_000
+    retry: RetryPolicy = field(default_factory=lambda: RetryPolicy(max_retries=3, timeout_s=60.0))
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.max_edges < 1 or self.cache_nodes < 1:
+            raise ConfigError("SPARQLConfig: max_edges and cache_nodes must be ≥ 1")
+
+
+def _term(binding: dict[str, str]) -> Term | None:
+    """A SPARQL JSON result term; ``None`` for a blank node."""
+    kind = binding.get("type")
+    if kind == "uri":
+        return ("iri", binding["value"], "", "")
+    if kind in ("literal", "typed-literal"):  # "typed-literal": SPARQL XML-era servers (Virtuoso)
+        dt = binding.get("datatype", "")
+        lang = binding.get("xml:lang", "").lower()
+        return ("literal", binding["value"], lang, "" if dt == XSD_STRING else dt)
+    return None
+
+
+def _sparql(term: Term) -> str:
+    """``term`` in SPARQL syntax."""
+    kind, value, lang, dt = term
+    if kind == "iri":
+        return f"<{value}>"
+    return literal_syntax(value) + (f"@{lang}" if lang else f"^^<{dt}>" if dt else "")
+
+
+def _label_rank(lang: str) -> int:
+    return 0 if lang in ("", "en") or lang.startswith("en-") else 1
+
+
+def _default_label(term: Term) -> str:
+    return iri_local_name(term[1]) if term[0] == "iri" else term[1]
+
+
+class SPARQLGraph:
+    """The RDF graph behind a SPARQL query endpoint, as a :class:`kgwise.kg.KnowledgeGraph`."""
+
+    def __init__(self, endpoint: str, config: SPARQLConfig | None = None, client: httpx.Client | None = None
+                 ) -> None:
+        if not endpoint.startswith(("http://", "https://")):
+            raise ConfigError(f"SPARQL endpoint must be an http(s) URL, got {endpoint!r}")
+        self.endpoint = endpoint
+        self.name = endpoint
+        self.config = config or SPARQLConfig()
+        headers = {"Accept": "application/sparql-results+json", "User-Agent": "kgwise (SPARQL 1.1 Protocol)",
+                   **dict(self.config.headers)}
+        self._client = client or httpx.Client(headers=headers, timeout=self.config.retry.timeout_s)
+        self.stats = RetryStats()
+        self.truncated = 0
+        self._lock = threading.RLock()
+        self._node_ids: dict[Term, int] = {}
+        self._terms: list[Term] = []
+        self._labels: dict[int, str] = {}
+        self._unlabelled: set[int] = set()
+        self._rel_ids: dict[str, int] = {}
+        self._rels: list[str] = []
+        self._edges: OrderedDict[tuple[int, bool], tuple[IdArray, IdArray]] = OrderedDict()
+        self._num_edges: int | None = None
+
+    def __repr__(self) -> str:
+        return f"SPARQLGraph({self.endpoint!r}, seen {len(self._terms)} nodes)"
+
+    # --- transport ----------------------------------------------------------------------------------
+    def _post_once(self, query: str) -> list[dict[str, dict[str, str]]]:
+        where = f"{self.endpoint} (query: {' '.join(query.split())[:200]})"
+        try:
+            resp = self._client.post(self.endpoint, data={"query": query})
+        except httpx.TimeoutException as exc:
+            raise TransientSPARQLError(f"timeout: {where}: {exc}") from exc
+        except httpx.TransportError as exc:
+            raise TransientSPARQLError(f"connection: {where}: {type(exc).__name__}: {exc}") from exc
+        if resp.status_code in self.config.retry.statuses:
+            raise TransientSPARQLError(f"HTTP {resp.status_code} from {where}: {resp.text[:200]}",
+                                       status=resp.status_code, retry_after=parse_retry_after(resp.headers))
+        if resp.status_code >= 400:
+            raise SPARQLError(f"HTTP {resp.status_code} from {where}: {resp.text[:500]}")
+        try:
+            data = resp.json()
+            rows = data["results"]["bindings"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SPARQLError(f"{where}: the reply is not SPARQL JSON results (is this a query endpoint?): "
+                              f"{resp.text[:120]!r}") from exc
+        if not isinstance(rows, list):
+            raise SPARQLError(f"{where}: results.bindings is not a list")
+        return rows
+
+    def select(self, query: str) -> list[dict[str, dict[str, str]]]:
+        """Run a ``SELECT`` query; the result rows (variable → JSON term), with retries."""
+        rows, _ = call_with_retry(lambda: self._post_once(query), self.config.retry, stats=self.stats)
+        return rows
+
+    # --- ids ----------------------------------------------------------------------------------------
+    def _node(self, term: Term) -> int:
+        found = self._node_ids.get(term)
+        if found is None:
+            found = self._node_ids[term] = len(self._terms)
+            self._terms.append(term)
+            if term[0] == "iri":
+                self._unlabelled.add(found)
+            else:
+                self._labels[found] = term[1]
+        return found
+
+    def _relation(self, iri: str) -> int:
+        found = self._rel_ids.get(iri)
+        if found is None:
+            found = self._rel_ids[iri] = len(self._rels)
+            self._rels.append(iri)
+        return found
+
+    def _check(self, node: int) -> Term:
+        if not 0 <= node < len(self._terms):
+            raise ConfigError(f"node id {node} not seen in {self.endpoint} (ids 0…{len(self._terms) - 1})")
+        return self._terms[node]
+
+    # --- KnowledgeGraph -----------------------------------------------------------------------------
+    @property
+    def num_nodes(self) -> int:
+        return len(self._terms)
+
+    @property
+    def num_relations(self) -> int:
+        return len(self._rels)
+
+    @property
+    def num_edges(self) -> int:
+        """Triples that are edges (neither end a blank node, not a label or comment), counted once."""
+        if self._num_edges is None:
+            rows = self.select(
+                "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o . FILTER(!isBlank(?s) && !isBlank(?o)) "
+                f"FILTER(!(isLiteral(?o) && ?p IN (<{RDFS_LABEL}>, <{RDFS_COMMENT}>))) }}")
+            self._num_edges = int(rows[0]["n"]["value"]) if rows else 0
+        return self._num_edges
+
+    @property
+    def labels(self) -> Sequence[str]:
+        raise ConfigError(f"{self.endpoint}: grounding free text needs every node's label, which a SPARQL "
+                          "endpoint does not list; build a local graph (`kgwise kg build`) or give the "
+                          "question's topic entities by name")
+
+    def label(self, node: int) -> str:
+        """The node's label; an IRI's is fetched together with those of up to ``LABEL_BATCH − 1`` other
+        nodes seen without one (a walk asks for its nodes' labels one by one)."""
+        with self._lock:
+            self._check(node)
+            found = self._labels.get(node)
+            if found is None:
+                self._unlabelled.discard(node)
+                batch = [node, *(self._unlabelled.pop() for _ in range(min(len(self._unlabelled),
+                                                                            LABEL_BATCH - 1)))]
+                values = " ".join(_sparql(self._terms[v]) for v in batch)
+                rows = self.select(f"SELECT ?n ?l WHERE {{ VALUES ?n {{ {values} }} ?n <{RDFS_LABEL}> ?l . "
+                                   "FILTER(isLiteral(?l)) }")
+                by_node: dict[int, list[dict[str, dict[str, str]]]] = {}
+                for row in rows:
+                    term = _term(row["n"])
+                    if term is not None and term in self._node_ids:
+                        by_node.setdefault(self._node_ids[term], []).append(row)
+                for v in batch:
+                    best = self._best_label(by_node.get(v, ()), "l")
+                    self._labels[v] = best or _default_label(self._terms[v])
+                found = self._labels[node]
+            return found
+
+    @staticmethod
+    def _best_label(rows: Iterable[dict[str, dict[str, str]]], var: str) -> str | None:
+        best: tuple[int, str] | None = None
+        for row in rows:
+            t = _term(row[var]) if var in row else None
+            if t is not None and t[0] == "literal":
+                rank = (_label_rank(t[2]), t[1])
+                if best is None or rank < best:
+                    best = rank
+        return None if best is None else best[1]
+
+    def relation_name(self, relation: int) -> str:
+        if not 0 <= relation < len(self._rels):
+            raise ConfigError(f"relation id {relation} not seen in {self.endpoint}")
+        return iri_local_name(self._rels[relation])
+
+    def find(self, label: str) -> int | None:
+        """A node whose label normalises like ``label`` (see the module docstring), or ``None``."""
+        key = normalise_label(label)
+        if not key:
+            return None
+        spaced = " ".join(label.replace("_", " ").split())
+        forms = dict.fromkeys([label, spaced, key, key.capitalize(), key.title(), spaced.lower()])
+        values = " ".join(_sparql(("literal", f, lang, "")) for f in forms for lang in ("", "en"))
+        with self._lock:
+            rows = self.select(f"SELECT ?s WHERE {{ VALUES ?l {{ {values} }} ?s <{RDFS_LABEL}> ?l . "
+                               "FILTER(isIRI(?s)) } LIMIT 50")
+            for row in rows:
+                term = _term(row["s"])
+                if term is not None:
+                    node = self._node(term)
+                    if normalise_label(self.label(node)) == key:
+                        return node
+            rows = self.select(f"SELECT ?v WHERE {{ VALUES ?v {{ {values} }} ?s ?p ?v . "
+                               f"FILTER(?p NOT IN (<{RDFS_LABEL}>, <{RDFS_COMMENT}>)) }} LIMIT 1")
+            for row in rows:
+                term = _term(row["v"])
+                if term is not None:
+                    return self._node(term)
+        return None
+
+    def _read(self, node: int, out: bool) -> tuple[IdArray, IdArray]:
+        """``(relations, other ends)`` of ``node``'s outgoing (``out``) or incoming edges, cached."""
+        with self._lock:
+            found = self._edges.get((node, out))
+            if found is not None:
+                self._edges.move_to_end((node, out))
+                return found
+            term = self._check(node)
+            limit = self.config.max_edges
+            empty = np.zeros(0, dtype=np.int32)
+            if out and term[0] != "iri":  # a literal is never a subject
+                result: tuple[IdArray, IdArray] = (empty, empty.copy())
+            else:
+                pattern = f"{_sparql(term)} ?p ?x" if out else f"?x ?p {_sparql(term)}"
+                # labels and comments come back too (one query): they name the node, they are not edges
+                rows = self.select(f"SELECT ?p ?x WHERE {{ {pattern} }} LIMIT {limit + 1}")
+                cut = len(rows) > limit
+                if cut:
+                    rows = rows[:limit]
+                    self.truncated += 1
+                rels: list[int] = []
+                ends: list[int] = []
+                labels: list[dict[str, dict[str, str]]] = []
+                for row in rows:
+                    other = _term(row["x"])
+                    pred = row["p"]["value"]
+                    if other is None:
+                        continue
+                    if other[0] == "literal" and pred in (RDFS_LABEL, RDFS_COMMENT):
+                        if pred == RDFS_LABEL:
+                            labels.append({"l": row["x"]})
+                        continue
+                    rels.append(self._relation(pred))
+                    ends.append(self._node(other))
+                if out and node not in self._labels and not cut:  # every label of the node was read
+                    self._labels[node] = self._best_label(labels, "l") or _default_label(term)
+                    self._unlabelled.discard(node)
+                result = (np.asarray(rels, dtype=np.int32), np.asarray(ends, dtype=np.int32))
+            self._edges[(node, out)] = result
+            if len(self._edges) > self.config.cache_nodes:
+                self._edges.popitem(last=False)
+            return result
+
+    def out_edges(self, node: int) -> tuple[IdArray, IdArray]:
+        return self._read(int(node), True)
+
+    def in_edges(self, node: int) -> tuple[IdArray, IdArray]:
+        return self._read(int(node), False)
+
+    def neighbors(self, nodes: npt.ArrayLike, direction: Direction = "both") -> IdArray:
+        found: list[IdArray] = []
+        for v in np.unique(np.asarray(nodes, dtype=np.int64).reshape(-1)).tolist():
+            if direction in ("out", "both"):
+                found.append(self.out_edges(v)[1])
+            if direction in ("in", "both"):
+                found.append(self.in_edges(v)[1])
+        if not found:
+            return np.zeros(0, dtype=np.int32)
+        return np.unique(np.concatenate(found)).astype(np.int32)
+
+    def edges_among(self, nodes: npt.ArrayLike) -> EdgeArrays:
+        keep = np.unique(np.asarray(nodes, dtype=np.int64).reshape(-1))
+        heads: list[int] = []
+        rels: list[int] = []
+        tails: list[int] = []
+        for v in keep.tolist():
+            r, t = self.out_edges(v)
+            inside = np.isin(t, keep)
+            heads += [v] * int(inside.sum())
+            rels += r[inside].tolist()
+            tails += t[inside].tolist()
+        return (np.asarray(heads, dtype=np.int32), np.asarray(rels, dtype=np.int32),
+                np.asarray(tails, dtype=np.int32))
+
+    def close(self) -> None:
+        """Close the HTTP connections."""
+        self._client.close()
+
+    def usage(self) -> dict[str, Any]:
+        """Requests, retries and failures so far, nodes and relations seen, truncated edge lists."""
+        return {**self.stats.snapshot(), "nodes_seen": len(self._terms), "relations_seen": len(self._rels),
+                "truncated_edge_lists": self.truncated}

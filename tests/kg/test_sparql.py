@@ -1,0 +1,219 @@
+"""``SPARQLGraph`` against a real SPARQL 1.1 server on loopback (Oxigraph) serving the WebQSP Freebase
+fragment: it reads the same graph as the local loaders, and UAG retrieves the same candidates over it."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from kgwise.cli.main import app
+from kgwise.errors import ConfigError
+from kgwise.kg import CSRGraph, KnowledgeGraph
+from kgwise.kg.grounding import Grounder
+from kgwise.kg.loaders import load_ntriples, load_tsv
+from kgwise.kg.loaders.ntriples import write_ntriples
+from kgwise.kg.sources import open_graph
+from kgwise.kg.sparql import SPARQLConfig, SPARQLError, SPARQLGraph
+from kgwise.retry import RetryPolicy
+
+NO_WAIT = RetryPolicy(max_retries=1, base_delay_s=0.0, timeout_s=5.0)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def freebase(data_dir: Path) -> CSRGraph:
+    return load_tsv(data_dir / "webqsp" / "freebase_fragment.tsv")
+
+
+@pytest.fixture(scope="module")
+def ntriples(freebase: CSRGraph, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_ntriples(freebase, tmp_path_factory.mktemp("rdf") / "freebase.nt")
+
+
+@pytest.fixture(scope="module")
+def endpoint(ntriples: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Oxigraph (a dev dependency) loaded with the fragment and serving it read-only on 127.0.0.1."""
+    oxigraph = Path(sys.executable).with_name("oxigraph")
+    assert oxigraph.is_file(), f"{oxigraph} missing: install the dev extras (oxigraph)"
+    db = tmp_path_factory.mktemp("oxigraph") / "db"
+    subprocess.run([str(oxigraph), "load", "--location", str(db), "--file", str(ntriples)], check=True,
+                   capture_output=True, timeout=300)
+    port = _free_port()
+    proc = subprocess.Popen([str(oxigraph), "serve-read-only", "--location", str(db), "--bind",
+                             f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}/query"
+    try:
+        for _ in range(300):
+            try:
+                if httpx.post(url, data={"query": "ASK {}"}, timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "oxigraph exited"
+            time.sleep(0.1)
+        else:
+            pytest.fail("oxigraph did not start within 30 s")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _edges(kg: KnowledgeGraph, v: int, out: bool) -> Counter[tuple[str, str]]:
+    rels, ends = kg.out_edges(v) if out else kg.in_edges(v)
+    return Counter((" ".join(kg.relation_name(int(r)).replace("_", " ").split()), kg.label(int(e)))
+                   for r, e in zip(rels, ends, strict=True))
+
+
+def test_ntriples_export_round_trips(freebase: CSRGraph, ntriples: Path) -> None:
+    back = load_ntriples(ntriples)
+    assert sorted(back.label(i) for i in range(back.num_nodes)) == sorted(freebase.labels)
+    assert back.num_edges == freebase.num_edges
+    v = freebase.find("Jamaica")
+    assert v is not None
+    w = back.find("Jamaica")
+    assert w is not None
+    assert _edges(back, w, True) == _edges(freebase, v, True)
+
+
+def test_sparql_graph_reads_the_local_graph(endpoint: str, freebase: CSRGraph) -> None:
+    remote = SPARQLGraph(endpoint)
+    sample = np.random.default_rng(0).choice(freebase.num_nodes, size=40, replace=False).tolist()
+    for v in sample:
+        label = freebase.label(v)
+        w = remote.find(label)
+        assert w is not None, label
+        assert remote.label(w) == label
+        assert _edges(remote, w, True) == _edges(freebase, v, True), label
+        assert _edges(remote, w, False) == _edges(freebase, v, False), label
+        assert ({remote.label(int(x)) for x in remote.neighbors([w])}
+                == {freebase.label(int(x)) for x in freebase.neighbors([v])})
+    assert remote.num_edges == freebase.num_edges
+    assert remote.truncated == 0
+    # the induced subgraph of a node and its out-neighbours
+    v = freebase.find("Jamaica")
+    w = remote.find("jamaica")  # normalised lookup: lower case finds the capitalised label
+    assert v is not None and w is not None
+    nodes_l = np.append(freebase.out_edges(v)[1], v)
+    nodes_r = np.append(remote.out_edges(w)[1], w)
+    assert len(freebase.edges_among(nodes_l)[0]) == len(remote.edges_among(nodes_r)[0]) > 0
+    assert remote.find("no such entity in the fragment") is None
+    assert remote.usage()["requests"] > 0
+
+
+def test_uag_retrieves_the_same_candidates_over_sparql(endpoint: str, freebase: CSRGraph,
+                                                       data_dir: Path) -> None:
+    from kgwise.conformal.retriever import RetrieverConfig, UQRetriever
+    from kgwise.conformal.scores import S1
+    from kgwise.datasets import load
+
+    scorer = S1()
+    cfg = RetrieverConfig(max_hops=2)
+    local, remote = UQRetriever(freebase, scorer, cfg), UQRetriever(SPARQLGraph(endpoint), scorer, cfg)
+    compared = 0
+    for q in load("webqsp", "test", data_dir)[:12]:
+        topics_l, topics_r = local.topic_nodes(q.topic_entities), remote.topic_nodes(q.topic_entities)
+        assert [freebase.label(t) for t in topics_l] == [remote.kg.label(t) for t in topics_r]
+        if not topics_l:
+            continue
+        a, b = local.paths(q.text, topics_l), remote.paths(q.text, topics_r)
+        assert a.num_states == b.num_states
+        assert ({freebase.label(int(n)) for n in a.candidate_nodes()}
+                == {remote.kg.label(int(n)) for n in b.candidate_nodes()})
+        states_a = sorted((freebase.label(int(n)), round(float(c), 4))
+                          for n, c in zip(a.node, a.collect, strict=True))
+        states_b = sorted((remote.kg.label(int(n)), round(float(c), 4))
+                          for n, c in zip(b.node, b.collect, strict=True))
+        assert states_a == states_b
+        compared += 1
+    assert compared >= 8
+    usa = remote.kg.find("United States of America")  # the fragment's hub: all 2,008 out-edges are read
+    assert usa is not None and len(remote.kg.out_edges(usa)[1]) == 2008
+
+
+def test_hub_edges_are_cut_at_max_edges(endpoint: str, freebase: CSRGraph) -> None:
+    hub = max(range(freebase.num_nodes), key=lambda v: len(freebase.out_edges(v)[1]))
+    remote = SPARQLGraph(endpoint, SPARQLConfig(max_edges=3))
+    w = remote.find(freebase.label(hub))
+    assert w is not None and len(freebase.out_edges(hub)[1]) > 3
+    assert len(remote.out_edges(w)[1]) == 3
+    assert remote.usage()["truncated_edge_lists"] == 1
+    assert remote.label(w) == freebase.label(hub)  # its label is asked for, not taken from a cut list
+
+
+def test_endpoint_errors_name_the_endpoint_and_the_query(endpoint: str) -> None:
+    dead = f"http://127.0.0.1:{_free_port()}/query"
+    with pytest.raises(SPARQLError, match=r"gave up after 2 attempts: connection: http://127\.0\.0\.1"):
+        SPARQLGraph(dead, SPARQLConfig(retry=NO_WAIT)).find("Jamaica")
+    with pytest.raises(SPARQLError, match=r"HTTP 400 .*query: SELECT nonsense"):
+        SPARQLGraph(endpoint, SPARQLConfig(retry=NO_WAIT)).select("SELECT nonsense")
+    not_sparql = endpoint.rsplit("/", 1)[0] + "/no-such-service"
+    with pytest.raises(SPARQLError, match="HTTP 4"):
+        SPARQLGraph(not_sparql, SPARQLConfig(retry=NO_WAIT)).find("Jamaica")
+    with pytest.raises(ConfigError, match="http"):
+        SPARQLGraph("ftp://example.org/sparql")
+    with pytest.raises(ConfigError, match="grounding free text"):
+        Grounder(SPARQLGraph(endpoint))
+    with pytest.raises(ConfigError, match="not seen"):
+        SPARQLGraph(endpoint).out_edges(0)
+
+
+def test_graph_specs_and_cli(endpoint: str, ntriples: Path) -> None:
+    assert isinstance(open_graph(f"sparql:{endpoint}"), SPARQLGraph)
+    assert isinstance(open_graph(endpoint), SPARQLGraph)
+    assert isinstance(open_graph(str(ntriples)), CSRGraph)
+    res = CliRunner().invoke(app, ["kg", "neighbors", f"sparql:{endpoint}", "Jamaica", "--limit", "3"])
+    assert res.exit_code == 0, res.output
+    assert res.output.startswith("Jamaica") and "-[" in res.output
+    res = CliRunner().invoke(app, ["kg", "neighbors", endpoint, "no such entity in the fragment"])
+    assert res.exit_code != 0 and "no node labelled" in res.output
+
+
+def test_uag_calibrates_and_answers_over_sparql_as_over_the_file(endpoint: str, data_dir: Path,
+                                                                  tmp_path: Path) -> None:
+    """`kgwise uag calibrate` / `uag answer` on 120 real WebQSP questions: the endpoint gives the
+    calibration and the answer set that the TSV file gives."""
+    import json
+
+    from kgwise.conformal.experiment import load_webqsp_data
+
+    wq = load_webqsp_data(data_dir, limit=120)
+    questions, generations = tmp_path / "questions.jsonl", tmp_path / "generations.jsonl"
+    questions.write_text("".join(json.dumps({"id": q.id, "text": q.text, "gold": list(q.gold),
+                                             "topic_entities": list(q.topic_entities)}) + "\n"
+                                 for q in wq.questions), encoding="utf-8")
+    generations.write_text("".join(json.dumps({"id": q.id, "answer": wq.generations[q.id]}) + "\n"
+                                   for q in wq.questions), encoding="utf-8")
+    results = {}
+    specs = {"file": str(data_dir / "webqsp" / "freebase_fragment.tsv"), "sparql": f"sparql:{endpoint}"}
+    for name, kg in specs.items():
+        out, summary, answer = (tmp_path / f"{name}{x}.json" for x in ("", "-summary", "-answer"))
+        res = CliRunner().invoke(app, ["uag", "calibrate", "--kg", kg, "--questions", str(questions),
+                                       "--generations", str(generations), "--alpha", "0.4", "--out", str(out),
+                                       "--work", str(tmp_path / f"work-{name}"), "--json", str(summary)])
+        assert res.exit_code == 0, res.output
+        res = CliRunner().invoke(app, ["uag", "answer", "what does jamaican people speak?", "--topic",
+                                       "Jamaica", "--kg", kg, "--uag", str(out), "--llm", "smollm2-135m",
+                                       "--json", str(answer)])
+        assert res.exit_code == 0, res.output
+        s = json.loads(summary.read_text())
+        results[name] = ({k: v for k, v in s.items() if k != "kg"}, json.loads(answer.read_text())["answers"])
+    assert results["sparql"][0]["certified"]
+    for key in {*results["file"][0], *results["sparql"][0]}:
+        assert results["sparql"][0].get(key) == results["file"][0].get(key), key
+    assert results["sparql"][1] == results["file"][1]
