@@ -217,3 +217,10 @@ def test_uag_calibrates_and_answers_over_sparql_as_over_the_file(endpoint: str, 
     for key in {*results["file"][0], *results["sparql"][0]}:
         assert results["sparql"][0].get(key) == results["file"][0].get(key), key
     assert results["sparql"][1] == results["file"][1]
+    # the HTTP service's answer sets over the endpoint named at calibration (`kgwise serve --uag`)
+    from kgwise.server.answer_sets import AnswerSetRequest, AnswerSetService
+
+    service = AnswerSetService(tmp_path / "sparql.json", llm="smollm2-135m")
+    assert isinstance(service.kg, SPARQLGraph)
+    req = AnswerSetRequest(question="what does jamaican people speak?", topic_entities=["Jamaica"])
+    assert service.answer(req)["answers"] == results["sparql"][1]
