@@ -4,7 +4,8 @@ The graph is explored on demand: a node's edges are one query the first time the
 cached (LRU). RDF is read as :func:`kgwise.kg.loaders.load_ntriples` reads a file, so the same triples
 give the same graph either way: IRIs and literal objects are nodes; ``rdfs:label`` and ``rdfs:comment``
 literals label a node instead of being edges; a node's label is its ``rdfs:label`` (English or untagged
-preferred), else the IRI's local name; a relation is named by its predicate's local name. Blank nodes are
+preferred; among several such, the smallest here and the file's first there), else the IRI's local name;
+a relation is named by its predicate's local name. Blank nodes are
 left out: their labels are scoped to one result set, so they cannot be queried again.
 
 Node and relation ids are given in first-seen order, so ``num_nodes`` and ``num_relations`` count what has
@@ -30,6 +31,7 @@ import numpy.typing as npt
 
 from kgwise.errors import ConfigError, ServiceError, TransientError
 from kgwise.kg.base import Direction, EdgeArrays, IdArray, normalise_label
+from kgwise.kg.loaders._common import Interner
 from kgwise.kg.loaders.ntriples import RDFS_COMMENT, RDFS_LABEL, iri_local_name, literal_syntax
 from kgwise.retry import RetryPolicy, RetryStats, call_with_retry, parse_retry_after
 
@@ -117,8 +119,7 @@ class SPARQLGraph:
         self._terms: list[Term] = []
         self._labels: dict[int, str] = {}
         self._unlabelled: set[int] = set()
-        self._rel_ids: dict[str, int] = {}
-        self._rels: list[str] = []
+        self._rels = Interner()  # predicate IRIs
         self._edges: OrderedDict[tuple[int, bool], tuple[IdArray, IdArray]] = OrderedDict()
         self._num_edges: int | None = None
 
@@ -164,13 +165,6 @@ class SPARQLGraph:
                 self._unlabelled.add(found)
             else:
                 self._labels[found] = term[1]
-        return found
-
-    def _relation(self, iri: str) -> int:
-        found = self._rel_ids.get(iri)
-        if found is None:
-            found = self._rel_ids[iri] = len(self._rels)
-            self._rels.append(iri)
         return found
 
     def _check(self, node: int) -> Term:
@@ -241,7 +235,7 @@ class SPARQLGraph:
     def relation_name(self, relation: int) -> str:
         if not 0 <= relation < len(self._rels):
             raise ConfigError(f"relation id {relation} not seen in {self.endpoint}")
-        return iri_local_name(self._rels[relation])
+        return iri_local_name(self._rels.labels[relation])
 
     def find(self, label: str) -> int | None:
         """A node whose label normalises like ``label`` (see the module docstring), or ``None``."""
@@ -300,7 +294,7 @@ class SPARQLGraph:
                         if pred == RDFS_LABEL:
                             labels.append({"l": row["x"]})
                         continue
-                    rels.append(self._relation(pred))
+                    rels.append(self._rels(pred))
                     ends.append(self._node(other))
                 if out and node not in self._labels and not cut:  # every label of the node was read
                     self._labels[node] = self._best_label(labels, "l") or _default_label(term)
