@@ -100,8 +100,7 @@ def bench_sparql(
 
     if limit < 1 or hops < 1:
         raise ConfigError("--limit and --hops must be ≥ 1")
-    split = "test"
-    topics = [q.topic_entities for q in load(dataset, split, data_dir(data)) if q.topic_entities][:limit]
+    topics = [q.topic_entities for q in load(dataset, "test", data_dir(data)) if q.topic_entities][:limit]
     report = run_sparql_benchmark(open_graph(kg), SPARQLGraph(endpoint.removeprefix("sparql:")), topics, hops)
     report |= {"dataset": dataset, "kg": str(kg), "url": endpoint}
     write_json(report, json_out)

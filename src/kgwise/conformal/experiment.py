@@ -348,8 +348,9 @@ def check_targets(report: dict[str, dict[str, dict[str, Any]]], alphas: Sequence
                   ) -> dict[str, dict[str, Any]]:
     """Per guaranteed method and α: ECR ≥ 1 − α; APSS ≤ the paper's WebQSP size where it reports one
     (``paper_size_feasible``: that size is ≥ 1 − α, the least APSS any set with the coverage can have);
-    APSS < split CP's at the same α where split CP certifies a set. ``met``: all of them, the infeasible
-    paper sizes left out; ``None`` where the method abstained in every split."""
+    APSS < split CP's at the same α where split CP certifies a set. An entry is ``None`` where there is
+    nothing to compare (no paper size, or no set in any split). ``met``: every check is true, the
+    infeasible paper sizes left out (a method with no set at some α does not meet them)."""
     paper = PAPER_WEBQSP["uag"]
     out: dict[str, dict[str, Any]] = {}
     for method in GUARANTEED:
