@@ -169,6 +169,9 @@ def test_endpoint_errors_name_the_endpoint_and_the_query(endpoint: str) -> None:
         SPARQLGraph("ftp://example.org/sparql")
     with pytest.raises(ConfigError, match="grounding free text"):
         Grounder(SPARQLGraph(endpoint))
+    res = CliRunner().invoke(app, ["answer", "Where is Jamaica?", "--choices", "Caribbean|Alps",
+                                   "--kg", f"sparql:{endpoint}"])
+    assert res.exit_code != 0 and "KnowGPT grounds free text" in " ".join(res.output.split())
     with pytest.raises(ConfigError, match="not seen"):
         SPARQLGraph(endpoint).out_edges(0)
 

@@ -9,6 +9,7 @@ from kgwise.errors import ConfigError
 from kgwise.extract.base import Extractor
 from kgwise.inject.bandit import PromptBandit
 from kgwise.inject.injector import InjectorConfig, KnowledgeInjector
+from kgwise.kg.sources import is_endpoint
 from kgwise.llm.base import scoring_rule
 from kgwise.types import Choice, Question
 
@@ -42,6 +43,9 @@ def build_injector(
     else ``sum``. A rule other than the bandit's raises ``ConfigError``."""
     if scoring is not None:
         scoring_rule(scoring)  # refuses an unknown rule before the models load
+    if is_endpoint(str(kg)):
+        raise ConfigError(f"{kg}: KnowGPT grounds free text against every node label, which a SPARQL "
+                          "endpoint does not list; build a local graph (`kgwise kg build`) from an export")
     from kgwise.embed import MiniLM
     from kgwise.extract import SubgraphExtractor
     from kgwise.kg import CSRGraph
