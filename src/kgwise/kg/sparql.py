@@ -100,7 +100,9 @@ def _default_label(term: Term) -> str:
 
 
 class SPARQLGraph:
-    """The RDF graph behind a SPARQL query endpoint, as a :class:`kgwise.kg.KnowledgeGraph`."""
+    """The RDF graph behind a SPARQL query endpoint, as a :class:`kgwise.kg.KnowledgeGraph`; ``client``:
+    an ``httpx.Client`` to send the queries with (its own headers then apply, not ``config.headers``).
+    Safe to share between threads."""
 
     def __init__(self, endpoint: str, config: SPARQLConfig | None = None, client: httpx.Client | None = None
                  ) -> None:
