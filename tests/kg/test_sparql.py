@@ -227,3 +227,16 @@ def test_uag_calibrates_and_answers_over_sparql_as_over_the_file(endpoint: str, 
     assert isinstance(service.kg, SPARQLGraph)
     req = AnswerSetRequest(question="what does jamaican people speak?", topic_entities=["Jamaica"])
     assert service.answer(req)["answers"] == results["sparql"][1]
+
+
+def test_bench_sparql_walks_agree(endpoint: str, data_dir: Path, tmp_path: Path) -> None:
+    import json
+
+    out = tmp_path / "bench.json"
+    res = CliRunner().invoke(app, ["bench", "sparql", "--endpoint", endpoint, "--kg",
+                                   str(data_dir / "webqsp" / "freebase_fragment.tsv"), "--limit", "5",
+                                   "--data", str(data_dir), "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    report = json.loads(out.read_text())
+    assert report["questions"] == report["agree"] == 5 and report["edges_read"] > 0
+    assert report["endpoint"]["failures"] == 0 and report["cold_over_local"] > 0
