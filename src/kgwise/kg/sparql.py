@@ -5,8 +5,8 @@ cached (LRU). RDF is read as :func:`kgwise.kg.loaders.load_ntriples` reads a fil
 give the same graph either way: IRIs and literal objects are nodes; ``rdfs:label`` and ``rdfs:comment``
 literals label a node instead of being edges; a node's label is its ``rdfs:label`` (English or untagged
 preferred; among several such, the smallest here and the file's first there), else the IRI's local name;
-a relation is named by its predicate's local name. Blank nodes are
-left out: their labels are scoped to one result set, so they cannot be queried again.
+a relation is named by its predicate's local name. Blank nodes are left out: their labels are scoped to
+one result set, so they cannot be queried again.
 
 Node and relation ids are given in first-seen order, so ``num_nodes`` and ``num_relations`` count what has
 been seen so far; ``num_edges`` is one ``COUNT`` query. A hub's edges are read up to
@@ -32,7 +32,7 @@ import numpy.typing as npt
 from kgwise.errors import ConfigError, ServiceError, TransientError
 from kgwise.kg.base import Direction, EdgeArrays, IdArray, normalise_label
 from kgwise.kg.loaders._common import Interner
-from kgwise.kg.loaders.ntriples import RDFS_COMMENT, RDFS_LABEL, iri_local_name, literal_syntax
+from kgwise.kg.loaders.ntriples import RDFS_COMMENT, RDFS_LABEL, iri_local_name, label_rank, literal_syntax
 from kgwise.retry import RetryPolicy, RetryStats, call_with_retry, parse_retry_after
 
 __all__ = ["SPARQLConfig", "SPARQLError", "SPARQLGraph"]
@@ -89,10 +89,6 @@ def _sparql(term: Term) -> str:
     if kind == "iri":
         return f"<{value}>"
     return literal_syntax(value) + (f"@{lang}" if lang else f"^^<{dt}>" if dt else "")
-
-
-def _label_rank(lang: str) -> int:
-    return 0 if lang in ("", "en") or lang.startswith("en-") else 1
 
 
 def _default_label(term: Term) -> str:
@@ -229,7 +225,7 @@ class SPARQLGraph:
         for row in rows:
             t = _term(row[var]) if var in row else None
             if t is not None and t[0] == "literal":
-                rank = (_label_rank(t[2]), t[1])
+                rank = (label_rank(t[2]), t[1])
                 if best is None or rank < best:
                     best = rank
         return None if best is None else best[1]

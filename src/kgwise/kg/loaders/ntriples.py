@@ -22,7 +22,8 @@ from kgwise.kg.base import KnowledgeGraph
 from kgwise.kg.csr import CSRGraph
 from kgwise.kg.loaders._common import Interner, numbered_lines, require_file
 
-__all__ = ["iri_local_name", "literal_syntax", "load_ntriples", "parse_ntriples_line", "write_ntriples"]
+__all__ = ["iri_local_name", "label_rank", "literal_syntax", "load_ntriples", "parse_ntriples_line",
+           "write_ntriples"]
 
 RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
 RDFS_COMMENT = "http://www.w3.org/2000/01/rdf-schema#comment"
@@ -97,7 +98,7 @@ def _default_label(term: Term) -> str:
     return iri_local_name(value) if kind == "iri" else (f"_:{value}" if kind == "bnode" else value)
 
 
-def _label_rank(lang: str) -> int:
+def label_rank(lang: str) -> int:
     """Preference of an ``rdfs:label`` by language: untagged or English first."""
     return 0 if lang in ("", "en") or lang.startswith("en-") else 1
 
@@ -125,7 +126,7 @@ def load_ntriples(path: str | Path, name: str | None = None) -> CSRGraph:
             if pred == RDFS_COMMENT:
                 comments.setdefault(s, obj[1])
             else:
-                rank = _label_rank(obj[2])
+                rank = label_rank(obj[2])
                 if s not in best_label or rank < best_label[s][0]:
                     best_label[s] = (rank, obj[1])
             continue
