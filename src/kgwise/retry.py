@@ -9,11 +9,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from kgwise.errors import ServiceError, TransientError
 
-__all__ = ["RetryPolicy", "RetryStats", "call_with_retry", "parse_retry_after"]
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["RetryPolicy", "RetryStats", "call_with_retry", "parse_retry_after", "send_once"]
 
 T = TypeVar("T")
 
@@ -100,6 +103,25 @@ def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> f
     if when is None:
         return None
     return max(when.timestamp() - (time.time() if now is None else now), 0.0)
+
+
+def send_once(send: Callable[[], httpx.Response], where: str, policy: RetryPolicy,
+              transient: type[TransientError]) -> httpx.Response:
+    """One HTTP attempt: ``send()``'s response, or ``transient`` (named after ``where``) for a timeout, a
+    dropped connection or a status in ``policy.statuses`` (with the server's ``Retry-After``). Other error
+    statuses are the caller's to judge."""
+    import httpx
+
+    try:
+        resp = send()
+    except httpx.TimeoutException as exc:
+        raise transient(f"timeout: {where}: {exc}") from exc
+    except httpx.TransportError as exc:
+        raise transient(f"connection: {where}: {type(exc).__name__}: {exc}") from exc
+    if resp.status_code in policy.statuses:
+        raise transient(f"HTTP {resp.status_code} from {where}: {resp.text[:200]}", status=resp.status_code,
+                        retry_after=parse_retry_after(resp.headers))
+    return resp
 
 
 def _reason(exc: TransientError) -> str:

@@ -346,7 +346,7 @@ class TableBatch:
         if self.scored is None:
             return GridResult(np.zeros((nq, n4), dtype=bool), np.zeros((nq, n4), dtype=np.int32))
         i4 = np.searchsorted(t4, self.scored, side="left")
-        ok = (i4 < n4) & np.isfinite(self.scored)  # +∞: a node the scored retriever did not return
+        ok = (i4 < n4) & scored_members(self.scored, np.inf)
         flat = self.node_q[ok] * n4 + i4[ok]
         size = np.cumsum(np.bincount(flat, minlength=nq * n4).reshape(nq, n4), axis=1)
         gold = np.cumsum(np.bincount(flat[self.gold[ok]], minlength=nq * n4).reshape(nq, n4), axis=1)

@@ -33,7 +33,7 @@ from kgwise.errors import ConfigError, ServiceError, TransientError
 from kgwise.kg.base import Direction, EdgeArrays, IdArray, normalise_label
 from kgwise.kg.loaders._common import Interner
 from kgwise.kg.loaders.ntriples import RDFS_COMMENT, RDFS_LABEL, iri_local_name, label_rank, literal_syntax
-from kgwise.retry import RetryPolicy, RetryStats, call_with_retry, parse_retry_after
+from kgwise.retry import RetryPolicy, RetryStats, call_with_retry, send_once
 
 __all__ = ["SPARQLConfig", "SPARQLError", "SPARQLGraph"]
 
@@ -127,15 +127,8 @@ class SPARQLGraph:
     # --- transport ----------------------------------------------------------------------------------
     def _post_once(self, query: str) -> list[dict[str, dict[str, str]]]:
         where = f"{self.endpoint} (query: {' '.join(query.split())[:200]})"
-        try:
-            resp = self._client.post(self.endpoint, data={"query": query})
-        except httpx.TimeoutException as exc:
-            raise TransientSPARQLError(f"timeout: {where}: {exc}") from exc
-        except httpx.TransportError as exc:
-            raise TransientSPARQLError(f"connection: {where}: {type(exc).__name__}: {exc}") from exc
-        if resp.status_code in self.config.retry.statuses:
-            raise TransientSPARQLError(f"HTTP {resp.status_code} from {where}: {resp.text[:200]}",
-                                       status=resp.status_code, retry_after=parse_retry_after(resp.headers))
+        resp = send_once(lambda: self._client.post(self.endpoint, data={"query": query}), where,
+                         self.config.retry, TransientSPARQLError)
         if resp.status_code >= 400:
             raise SPARQLError(f"HTTP {resp.status_code} from {where}: {resp.text[:500]}")
         try:

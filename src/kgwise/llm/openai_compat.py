@@ -29,7 +29,7 @@ from kgwise.errors import ConfigError
 from kgwise.llm.answering import parse_choice
 from kgwise.llm.base import ChoiceScores, Generation, LLMError, Message, TransientLLMError, as_messages
 from kgwise.llm.prices import PriceTable, default_prices
-from kgwise.retry import RetryPolicy, RetryStats, call_with_retry, parse_retry_after
+from kgwise.retry import RetryPolicy, RetryStats, call_with_retry, send_once
 from kgwise.types import Choice, Usage
 
 __all__ = ["HTTPStatusError", "OpenAICompatible", "OpenAIConfig"]
@@ -95,18 +95,8 @@ class OpenAICompatible:
 
     def _post_once(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
         url = f"{self.base_url}{path}"
-        try:
-            resp = self._client.post(url, json=payload, timeout=self.retry.timeout_s)
-        except httpx.TimeoutException as exc:
-            raise TransientLLMError(f"timeout: {url}: {exc}") from exc
-        except httpx.TransportError as exc:
-            raise TransientLLMError(f"connection: {url}: {type(exc).__name__}: {exc}") from exc
-        if resp.status_code in self.retry.statuses:
-            raise TransientLLMError(
-                f"HTTP {resp.status_code} from {url}: {resp.text[:200]}",
-                status=resp.status_code,
-                retry_after=parse_retry_after(resp.headers),
-            )
+        resp = send_once(lambda: self._client.post(url, json=payload, timeout=self.retry.timeout_s), url,
+                         self.retry, TransientLLMError)
         if resp.status_code >= 400:
             raise HTTPStatusError(f"HTTP {resp.status_code} from {url}: {resp.text[:500]}", resp.status_code)
         try:
