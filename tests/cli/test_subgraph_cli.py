@@ -37,6 +37,20 @@ def test_kg_subgraph_prints_concepts_triples_and_paths(graph_file: Path, tmp_pat
     assert ["dog", "atlocation", "house"] in report["triples"]
 
 
+def test_kg_subgraph_and_stats_read_a_triple_file_like_the_built_graph(graph_file: Path, tmp_path: Path
+                                                                         ) -> None:
+    tsv = tmp_path / "toy.tsv"
+    g = CSRGraph.load(graph_file)
+    tsv.write_text("".join("\t".join(t) + "\n" for t in g.triples(*g.all_edges())))
+    args = ["--question", "Where do dogs live?", "--choices", "a zoo|the house|space"]
+    from_npz = runner.invoke(app, ["kg", "subgraph", str(graph_file), *args])
+    from_tsv = runner.invoke(app, ["kg", "subgraph", str(tsv), *args])
+    assert from_tsv.exit_code == 0, from_tsv.output
+    assert from_tsv.output == from_npz.output
+    result = runner.invoke(app, ["kg", "stats", str(tsv)])
+    assert result.exit_code == 0 and "6 nodes, 5 edges, 3 relations" in result.output, result.output
+
+
 def test_kg_subgraph_bad_input(graph_file: Path, tmp_path: Path) -> None:
     result = runner.invoke(app, ["kg", "subgraph", str(graph_file), "--question", "  "])
     assert result.exit_code == 2 and "empty question" in result.output

@@ -50,7 +50,7 @@ def test_load_rejects_missing_and_foreign_files(tmp_path: Path) -> None:
         CSRGraph.load(tmp_path / "missing.npz")
     bad = tmp_path / "bad.npz"
     bad.write_text("not a zip")
-    with pytest.raises(DataError, match=r"bad\.npz"):
+    with pytest.raises(DataError, match=r"bad\.npz: not a graph file written by `kgwise kg build`"):
         CSRGraph.load(bad)
 
 

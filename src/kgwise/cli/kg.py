@@ -13,9 +13,9 @@ from kgwise.cli.apps import kg_app
 from kgwise.cli.common import console, friendly_errors
 from kgwise.errors import ConfigError, UnknownNodeError
 from kgwise.kg import CSRGraph
-from kgwise.kg.loaders import FORMATS, load_graph, merge_graphs
+from kgwise.kg.loaders import FORMATS, load_graph, merge_graphs, open_graph_file
 from kgwise.kg.loaders.ntriples import write_ntriples
-from kgwise.kg.sources import GRAPH_SPEC_HELP, is_endpoint, open_graph
+from kgwise.kg.sources import GRAPH_FILE_HELP, GRAPH_SPEC_HELP, is_endpoint, open_graph
 
 
 @kg_app.command("build")
@@ -56,9 +56,9 @@ def build(
 
 @kg_app.command("stats")
 @friendly_errors
-def stats(file: Annotated[Path, typer.Argument(help="A graph file written by `kgwise kg build`.")]) -> None:
-    """Print node, edge and relation counts of a built graph."""
-    g = CSRGraph.load(file)
+def stats(file: Annotated[Path, typer.Argument(help="The graph file: " + GRAPH_FILE_HELP + ".")]) -> None:
+    """Print node, edge and relation counts of a graph file."""
+    g = open_graph_file(file)
     console.print(f"{g.name or file.name}: {g.num_nodes:,} nodes, {g.num_edges:,} edges, "
                   f"{g.num_relations} relations")
 

@@ -21,6 +21,7 @@ from kgwise.cli.common import (
     write_json,
 )
 from kgwise.errors import ConfigError
+from kgwise.kg.sources import GRAPH_FILE_HELP
 
 _LLM_HELP = "LLM spec: smollm2-135m, gemma3-270m, gguf:PATH, openai:MODEL."
 
@@ -38,7 +39,7 @@ def _parse_choices(text: str) -> list[str]:
 def answer(
     question: Annotated[str, typer.Argument(help="The question text.")],
     choices: Annotated[str, typer.Option("--choices", help="Answer choices separated by '|'.")],
-    kg: Annotated[Path, typer.Option("--kg", help="A graph file written by `kgwise kg build` (.npz).")],
+    kg: Annotated[Path, typer.Option("--kg", help="The graph file: " + GRAPH_FILE_HELP + ".")],
     llm: Annotated[str, typer.Option("--llm", help=_LLM_HELP)] = "smollm2-135m",
     policy: PolicyOption = None,
     bandit: BanditOption = None,
@@ -87,7 +88,7 @@ def answer(
 def calibrate(
     dataset: Annotated[str, typer.Option("--dataset", help="Labelled data: csqa, obqa or medqa.")],
     split: Annotated[str, typer.Option("--split", help="Its split used for calibration, e.g. ihdev.")],
-    kg: Annotated[Path, typer.Option("--kg", help="The graph file `kgwise answer` will use (.npz).")],
+    kg: Annotated[Path, typer.Option("--kg", help="The graph file `kgwise answer` will use.")],
     out: Annotated[Path, typer.Option("--out", help="Calibration file to write (.json).")],
     llm: Annotated[str, typer.Option("--llm", help=_LLM_HELP)] = "smollm2-135m",
     policy: PolicyOption = None,

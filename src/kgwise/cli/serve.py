@@ -9,13 +9,14 @@ import typer
 
 from kgwise.cli.apps import app
 from kgwise.cli.common import BanditOption, PolicyOption, ScoringOption, friendly_errors
-from kgwise.kg.sources import GRAPH_SPEC_HELP
+from kgwise.kg.sources import GRAPH_FILE_HELP, GRAPH_SPEC_HELP
 
 
 @app.command("serve")
 @friendly_errors
 def serve(
-    kg: Annotated[Path | None, typer.Option("--kg", help="A graph file written by `kgwise kg build` (.npz): "
+    kg: Annotated[Path | None, typer.Option("--kg", help="The graph file ("
+                                            + GRAPH_FILE_HELP + "): "
                                             "serves /v1/answer and /v1/subgraph.")] = None,
     llm: Annotated[str, typer.Option("--llm", help="LLM spec, e.g. gemma3-270m.")] = "smollm2-135m",
     policy: PolicyOption = None,

@@ -14,6 +14,8 @@ from kgwise.errors import ConfigError
 from kgwise.extract.subgraph import SubgraphConfig, SubgraphExtractor
 from kgwise.kg import CSRGraph
 from kgwise.kg.grounding import Grounder, GrounderConfig
+from kgwise.kg.loaders import open_graph_file
+from kgwise.kg.sources import GRAPH_FILE_HELP
 from kgwise.types import Choice, Question
 from kgwise.types import Path as KgPath
 
@@ -38,7 +40,7 @@ def render_path(g: CSRGraph, path: KgPath) -> str:
 @kg_app.command("subgraph")
 @friendly_errors
 def subgraph(
-    file: Annotated[Path, typer.Argument(help="A graph file written by `kgwise kg build`.")],
+    file: Annotated[Path, typer.Argument(help="The graph file: " + GRAPH_FILE_HELP + ".")],
     question: Annotated[str, typer.Option("--question", "-q", help="The question text.")],
     choices: Annotated[str | None, typer.Option("--choices", "-c", help='Answer choices, "a|b|c".')] = None,
     topic: Annotated[str | None, typer.Option(help='Topic entity names, "x|y" (used instead of the '
@@ -57,7 +59,7 @@ def subgraph(
         cfg = SubgraphConfig(hops=hops, max_nodes=max_nodes, max_expand=max_expand)
     except (ValueError, IndexError) as exc:
         raise ConfigError(str(exc)) from exc
-    g = CSRGraph.load(file)
+    g = open_graph_file(file)
     grounding = Grounder(g, GrounderConfig(wordnet_dir=wordnet)).ground(q)
     sg = SubgraphExtractor(g, cfg).extract(q, grounding)
     console.print("[bold]question concepts:[/bold] "

@@ -48,12 +48,12 @@ def build_injector(
                           "endpoint does not list; build a local graph (`kgwise kg build`) from an export")
     from kgwise.embed import MiniLM
     from kgwise.extract import SubgraphExtractor
-    from kgwise.kg import CSRGraph
     from kgwise.kg.grounding import Grounder
+    from kgwise.kg.loaders import open_graph_file
     from kgwise.llm import get_llm
     from kgwise.render import make_format
 
-    graph = CSRGraph.load(kg)
+    graph = open_graph_file(kg)
     model = get_llm(llm, cache=True)
     encoder = MiniLM()
     extractors: dict[str, Extractor] = {"P_sub": SubgraphExtractor(graph)}

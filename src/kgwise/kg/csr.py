@@ -328,6 +328,9 @@ class CSRGraph:
         except (zipfile.BadZipFile, ValueError, KeyError, OSError) as exc:
             if isinstance(exc, DataError):
                 raise
+            if not zipfile.is_zipfile(path):  # numpy would talk of pickled data
+                msg = "not a graph file written by `kgwise kg build` (an .npz archive)"
+                raise DataError(msg, path) from exc
             raise DataError(f"cannot read graph file: {exc}", path) from exc
 
     def __repr__(self) -> str:

@@ -6,10 +6,11 @@ from pathlib import Path
 
 from kgwise.kg.base import KnowledgeGraph
 
-__all__ = ["GRAPH_SPEC_HELP", "graph_stamp", "is_endpoint", "open_graph"]
+__all__ = ["GRAPH_FILE_HELP", "GRAPH_SPEC_HELP", "graph_stamp", "is_endpoint", "open_graph"]
 
-GRAPH_SPEC_HELP = ("a .npz from `kgwise kg build`, a .tsv of head<TAB>relation<TAB>tail lines, N-Triples "
-                   "(.nt, .nt.gz), or a SPARQL endpoint (sparql:URL, or an http(s) URL)")
+GRAPH_FILE_HELP = ("a .npz from `kgwise kg build` (fastest to open), a .tsv of head<TAB>relation<TAB>tail "
+                   "lines, or N-Triples (.nt, .nt.gz)")
+GRAPH_SPEC_HELP = GRAPH_FILE_HELP + ", or a SPARQL endpoint (sparql:URL, or an http(s) URL)"
 
 
 def is_endpoint(spec: str | Path) -> bool:
