@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kgwise.conformal.grid import TableBatch
+from kgwise.kg import CSRGraph
+from kgwise.types import Question
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("KGWISE_DATA") or ROOT.parent / "shared" / "data")
@@ -28,3 +32,40 @@ def webqsp_uag_tables(data_dir: Path) -> TableBatch:
 
     cfg = ExperimentConfig(limit=300)
     return webqsp_tables(data_dir, cfg, load_webqsp_data(data_dir, cfg.gnn, cfg.limit), progress=False)
+
+
+def write_rog(questions: list[Question], graph: CSRGraph, out: Path, split: str = "test", shards: int = 2,
+              jsonl: bool = False) -> Path:
+    """``questions`` in RoG's released schema (id, question, answer, q_entity, a_entity, graph, choices),
+    each with the out-edges of ``graph`` within two hops of its topic entities as its subgraph; as
+    ``<split>-0000k-of-0000n-….parquet`` shards in ``out`` (returned), or as ``out/<split>.jsonl``."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = []
+    for q in questions:
+        hop0 = [n for n in (graph.find(t) for t in q.topic_entities) if n is not None]
+        hop1 = graph.neighbors(hop0, "out") if hop0 else []
+        h, r, t = graph.incident(np.union1d(hop0, hop1).astype(np.int64), "out")
+        triples = [list(x) for x in graph.triples(h, r, t)]
+        nodes = {x for tr in triples for x in (tr[0], tr[2])}
+        rows.append({"id": q.id, "question": q.text, "answer": list(q.gold),
+                     "q_entity": list(q.topic_entities), "a_entity": [a for a in q.gold if a in nodes],
+                     "graph": triples, "choices": []})
+    out.mkdir(parents=True, exist_ok=True)
+    if jsonl:
+        path = out / f"{split}.jsonl"
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+        return path
+    for k, part in enumerate(np.array_split(np.arange(len(rows)), shards)):
+        table = pa.Table.from_pylist([rows[i] for i in part])
+        pq.write_table(table, out / f"{split}-{k:05d}-of-{shards:05d}-0123abcd.parquet")
+    return out
+
+
+@pytest.fixture(scope="session")
+def rog_writer() -> Callable[..., Path]:
+    """:func:`write_rog`, for tests that need RoG-format data written from real questions and graphs."""
+    return write_rog

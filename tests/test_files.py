@@ -11,6 +11,7 @@ from kgwise.errors import DataError
 from kgwise.files import (
     ResultLog,
     atomic_path,
+    file_stamp,
     read_json,
     savez_atomic,
     short_hash,
@@ -83,3 +84,16 @@ def test_result_log_resumes_only_its_own_fingerprint(tmp_path: Path) -> None:
 def test_short_hash_is_stable_and_order_free() -> None:
     assert short_hash({"a": 1, "b": (2, 3)}) == short_hash({"b": [2, 3], "a": 1})
     assert len(short_hash({"a": 1})) == 12 and short_hash({"a": 1}) != short_hash({"a": 2})
+
+
+def test_file_stamp_follows_a_file_a_directory_and_a_pattern(tmp_path: Path) -> None:
+    shard = tmp_path / "data" / "test-0.parquet"
+    shard.parent.mkdir()
+    shard.write_text("a")
+    before = [file_stamp(p) for p in (shard, shard.parent, tmp_path / "data" / "test-*.parquet")]
+    assert [s[1] for s in before] == [1, 1, 1]
+    shard.write_text("ab")  # edited in place: the directory's own mtime may not move
+    after = [file_stamp(p) for p in (shard, shard.parent, tmp_path / "data" / "test-*.parquet")]
+    assert all(a != b for a, b in zip(after, before, strict=True)) and [s[1] for s in after] == [2, 2, 2]
+    with pytest.raises(DataError, match="file not found"):
+        file_stamp(tmp_path / "data" / "train-*.parquet")

@@ -18,8 +18,8 @@ import numpy as np
 from kgwise.errors import DataError
 
 __all__ = [
-    "ResultLog", "atomic_path", "file_stamp", "read_json", "savez_atomic", "short_hash", "source_fingerprint",
-    "write_text_atomic",
+    "ResultLog", "atomic_path", "file_stamp", "matching_files", "read_json", "read_jsonl", "savez_atomic",
+    "short_hash", "source_fingerprint", "write_text_atomic",
 ]
 
 
@@ -67,6 +67,24 @@ def read_json(path: str | Path) -> Any:
         raise DataError(f"not UTF-8 text: {exc.reason}", path) from exc
 
 
+def read_jsonl(path: Path, what: str = "file") -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for each non-blank line; a missing file (described as ``what``) or a line
+    that is not a JSON object raises ``DataError`` naming file and line."""
+    if not path.is_file():
+        raise DataError(f"{what} not found", path)
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"invalid JSON: {exc.msg}", path, lineno) from exc
+            if not isinstance(obj, dict):
+                raise DataError("expected a JSON object", path, lineno)
+            yield lineno, obj
+
+
 def source_fingerprint(*modules: str) -> str:
     """A short hash of the source of ``modules`` (dotted names; a package counts all its ``.py`` files), so a
     resumable run can tell results of other code from its own and recompute them."""
@@ -83,11 +101,25 @@ def source_fingerprint(*modules: str) -> str:
     return digest.hexdigest()[:12]
 
 
+def matching_files(pattern: str | Path) -> list[Path]:
+    """The paths matching ``pattern``'s last part when it holds a glob wildcard (``*``, ``?``, ``[``),
+    e.g. ``data/test-*.parquet``, sorted; ``[]`` otherwise."""
+    p = Path(pattern)
+    return sorted(p.parent.glob(p.name)) if any(c in p.name for c in "*?[") else []
+
+
 def file_stamp(path: str | Path) -> tuple[str, int, int]:
-    """``(absolute path, size, mtime in ns)``: part of a cache key that changes when the file is edited."""
-    p = Path(path).resolve()
-    st = p.stat()
-    return str(p), st.st_size, st.st_mtime_ns
+    """``(absolute path, size, mtime in ns)``: part of a cache key that changes when the file is edited.
+    For a directory or a glob pattern: the total size and latest mtime of the files in it or matching it."""
+    p = Path(path)
+    if p.is_file():
+        files = [p]
+    else:
+        files = sorted(f for f in (p.rglob("*") if p.is_dir() else matching_files(p)) if f.is_file())
+    if not files:
+        raise DataError("file not found", p)
+    stats = [f.stat() for f in files]
+    return str(p.resolve()), sum(st.st_size for st in stats), max(st.st_mtime_ns for st in stats)
 
 
 def short_hash(obj: Any) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,31 @@ def test_calibrate_then_answer(inputs: Path, data_dir: Path, tmp_path: Path) -> 
     # an unknown topic entity is named, not answered with an empty set
     result = runner.invoke(app, [*ask[:4], "No Such Entity 123", *ask[5:], "--llm", "smollm2-135m"])
     assert result.exit_code == 2 and "No Such Entity 123" in said(result)
+
+
+def test_calibrate_on_rog_data_equals_the_same_graph_and_questions_as_files(
+    inputs: Path, data_dir: Path, tmp_path: Path, rog_writer: Callable[..., Path]
+) -> None:
+    """RoG's release format (Parquet shards holding each question's subgraph) as --kg and --questions: the
+    union of the 2-hop subgraphs holds every path a 2-hop retrieval from the topic entities can take, so
+    the calibration equals the one over the whole Freebase fragment."""
+    from kgwise.cli.uag import read_questions
+    from kgwise.kg.loaders import load_tsv
+
+    kg = data_dir / "webqsp" / "freebase_fragment.tsv"
+    rog = rog_writer(read_questions(inputs / "questions.jsonl"), load_tsv(kg), tmp_path / "rog")
+    summaries = []
+    shards = rog / "test-*.parquet"  # a glob pattern of the release's shards
+    for graph, questions in ((kg, inputs / "questions.jsonl"), (rog, shards)):
+        report = tmp_path / f"{graph.name}.json"
+        result = runner.invoke(app, ["uag", "calibrate", "--kg", str(graph), "--questions", str(questions),
+                                     "--generations", str(inputs / "generations.jsonl"), "--alpha", "0.4",
+                                     "--out", str(tmp_path / "u.json"), "--work", str(tmp_path / "work"),
+                                     "--json", str(report)])
+        assert result.exit_code == 0, result.output
+        summaries.append({k: v for k, v in json.loads(report.read_text()).items()
+                          if k not in ("kg", "questions_file")})
+    assert summaries[0] == summaries[1] and summaries[0]["certified"]
 
 
 def test_calibrate_rejects_bad_input(inputs: Path, data_dir: Path, tmp_path: Path) -> None:

@@ -26,9 +26,16 @@ KgOption = Annotated[str, typer.Option("--kg", help="The KG: " + GRAPH_SPEC_HELP
 
 
 def read_questions(path: Path) -> list[Question]:
-    """One question per JSONL line: ``{"id", "text", "gold": [names], "topic_entities": [names]}``."""
-    from kgwise.datasets._io import read_jsonl
+    """One question per JSONL line: ``{"id", "text", "gold": [names], "topic_entities": [names]}``, or
+    RoG KGQA data (:func:`kgwise.datasets.rog.load_rog`)."""
+    from kgwise.files import read_jsonl
+    from kgwise.kg.loaders.rog import is_rog_source
     from kgwise.types import Question
+
+    if is_rog_source(path):
+        from kgwise.datasets.rog import load_rog
+
+        return load_rog(path)
 
     out: list[Question] = []
     for line, obj in read_jsonl(path, "questions file"):
@@ -52,7 +59,7 @@ def read_generations(path: Path) -> dict[str, str]:
 def calibrate(
     kg: KgOption,
     questions: Annotated[Path, typer.Option(help="Labelled questions (JSONL: id, text, gold, "
-                                            "topic_entities).")],
+                                            "topic_entities; or RoG KGQA data: .parquet shards or .jsonl).")],
     out: Annotated[Path, typer.Option(help="Calibration file to write (JSON), for `kgwise uag answer`.")],
     alpha: Annotated[float, typer.Option(help="Target miss rate α (no gold answer in the set).")] = 0.1,
     delta: Annotated[float, typer.Option(help="LTT confidence parameter δ.")] = 0.05,

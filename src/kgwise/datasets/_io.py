@@ -1,13 +1,14 @@
-"""Reading benchmark files: JSON lines and JSON documents with errors that name file and line."""
+"""Reading benchmark files: errors that name the file, line and field (JSON Lines come from
+:func:`kgwise.files.read_jsonl`)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from kgwise.errors import DataError
+from kgwise.files import read_jsonl
 from kgwise.types import Choice
 
 __all__ = ["dataset_file", "mc_choices", "read_jsonl", "text_field"]
@@ -19,24 +20,6 @@ def dataset_file(root: Path, relative: str) -> Path:
     if not path.is_file():
         raise DataError("benchmark file not found (is the data directory complete?)", path)
     return path
-
-
-def read_jsonl(path: Path, what: str = "file") -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for each non-blank line; a missing file (described as ``what``) or a line
-    that is not a JSON object raises ``DataError`` naming file and line."""
-    if not path.is_file():
-        raise DataError(f"{what} not found", path)
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"invalid JSON: {exc.msg}", path, lineno) from exc
-            if not isinstance(obj, dict):
-                raise DataError("expected a JSON object", path, lineno)
-            yield lineno, obj
 
 
 def text_field(obj: Mapping[str, Any], key: str, path: Path, line: int | None) -> str:

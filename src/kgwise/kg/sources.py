@@ -9,7 +9,7 @@ from kgwise.kg.base import KnowledgeGraph
 __all__ = ["GRAPH_FILE_HELP", "GRAPH_SPEC_HELP", "graph_stamp", "is_endpoint", "open_graph"]
 
 GRAPH_FILE_HELP = ("a .npz from `kgwise kg build` (fastest to open), a .tsv of head<TAB>relation<TAB>tail "
-                   "lines, or N-Triples (.nt, .nt.gz)")
+                   "lines, N-Triples (.nt, .nt.gz), or RoG KGQA data (.parquet shards, or .jsonl)")
 GRAPH_SPEC_HELP = GRAPH_FILE_HELP + ", or a SPARQL endpoint (sparql:URL, or an http(s) URL)"
 
 

@@ -19,6 +19,7 @@ from kgwise.kg.loaders.conceptnet import (
 from kgwise.kg.loaders.ddb import DDB_RELATIONS, ddb_synonyms, load_ddb
 from kgwise.kg.loaders.merge import merge_graphs
 from kgwise.kg.loaders.ntriples import load_ntriples
+from kgwise.kg.loaders.rog import is_rog_source, load_rog_graph
 from kgwise.kg.loaders.tsv import load_tsv
 from kgwise.kg.loaders.wordnet import IN_SYNSET, POINTER_RELATIONS, load_wordnet
 
@@ -34,6 +35,7 @@ __all__ = [
     "load_ddb",
     "load_graph",
     "load_ntriples",
+    "load_rog_graph",
     "load_tsv",
     "load_wordnet",
     "merge_graphs",
@@ -48,6 +50,8 @@ FORMATS: dict[str, str] = {
     "wordnet": "WordNet 3.0 database directory (data.*, index.*)",
     "tsv": "head<TAB>relation<TAB>tail file",
     "ntriples": "N-Triples file (.nt or .nt.gz)",
+    "rog": "RoG KGQA records, the union of their per-question subgraphs: a .parquet shard, a directory of "
+           "shards, or .jsonl",
 }
 """Format name → what its source is."""
 
@@ -62,6 +66,7 @@ def load_graph(source: str | Path, format: str, merge_file: str | Path | None = 
         "wordnet": load_wordnet,
         "tsv": load_tsv,
         "ntriples": load_ntriples,
+        "rog": load_rog_graph,
     }
     if format not in loaders:
         raise ConfigError(f"unknown KG format {format!r}; choose one of {', '.join(FORMATS)}")
@@ -71,13 +76,16 @@ def load_graph(source: str | Path, format: str, merge_file: str | Path | None = 
 
 
 def open_graph_file(path: str | Path) -> CSRGraph:
-    """A built graph (``.npz``, ``kgwise kg build``) or a triple file (``.tsv``, ``.nt``, ``.nt.gz``), by
-    suffix; ``ConfigError`` for any other file."""
+    """A built graph (``.npz``, ``kgwise kg build``), a triple file (``.tsv``, ``.nt``, ``.nt.gz``) or RoG
+    KGQA data (``.parquet``, a directory of shards, or ``.jsonl`` with RoG's fields: the union of the
+    per-question subgraphs); ``ConfigError`` for anything else."""
     p = Path(path)
+    if p.suffix == ".parquet" or p.is_dir() or (p.suffix == ".jsonl" and is_rog_source(p)):
+        return load_rog_graph(p)
     if p.suffix == ".npz":
         return CSRGraph.load(p)
     if p.suffix == ".tsv":
         return load_tsv(p)
     if p.name.endswith((".nt", ".nt.gz")):
         return load_ntriples(p)
-    raise ConfigError(f"{p}: expected a .npz graph or a .tsv / .nt triple file")
+    raise ConfigError(f"{p}: expected a .npz graph, a .tsv / .nt triple file or RoG data (.parquet, .jsonl)")
