@@ -68,6 +68,13 @@ def test_calibrate_then_answer(inputs: Path, data_dir: Path, tmp_path: Path) -> 
     # an unknown topic entity is named, not answered with an empty set
     result = runner.invoke(app, [*ask[:4], "No Such Entity 123", *ask[5:], "--llm", "smollm2-135m"])
     assert result.exit_code == 2 and "No Such Entity 123" in said(result)
+    # beside a known one it is named in a warning and in the report
+    result = runner.invoke(app, [*ask, "--topic", "No Such Entity 123", "--llm", "smollm2-135m", "--json",
+                                 str(tmp_path / "b.json")])
+    assert result.exit_code == 0 and "'No Such Entity 123' is not in the KG" in said(result), result.output
+    both = json.loads((tmp_path / "b.json").read_text())
+    assert both["unknown_topic_entities"] == ["No Such Entity 123"] and both["answers"] == answer["answers"]
+    assert answer["unknown_topic_entities"] == []
 
 
 def test_calibrate_on_rog_data_equals_the_same_graph_and_questions_as_files(

@@ -27,7 +27,7 @@ def test_ask_prints_answer_probabilities_and_usage(tmp_path: Path) -> None:
 
 def test_ask_rejects_bad_choices() -> None:
     res = CliRunner().invoke(app, ["ask", "Q?", "--choices", "only-one", "--llm", "smollm2-135m"])
-    assert res.exit_code == 2 and "at least two" in res.output
+    assert res.exit_code == 2 and "needs 2 to 26 non-empty choices" in res.output
 
 
 def test_eval_llm_reports_and_resumes(tmp_path: Path, data_dir: Path) -> None:

@@ -50,6 +50,13 @@ def test_answer_subgraph_and_bad_input_in_process(ddb_file: Path) -> None:
     assert "Lisinopril" in [c for cs in sub["choice_concepts"] for c in cs]
     assert sub["triples"] and all(len(t) == 3 for t in sub["triples"])
 
+    # each request grounds its own question, though neither names an id (both are "request")
+    other = {"question": "Which drug treats type 2 diabetes?", "choices": ["Metformin", "Warfarin"],
+             "combo": "P_sub+F_t"}
+    knowledge = client.post("/v1/answer", json=other).json()["knowledge"]
+    assert "Warfarin" in knowledge and "Lisinopril" not in knowledge
+    assert client.post("/v1/answer", json=other | {"choices": ["a", "A "]}).status_code == 422
+
     assert client.post("/v1/answer", json={"question": QUESTION, "choices": ["only"]}).status_code == 422
     assert client.post("/v1/answer", json={"question": "", "choices": CHOICES}).status_code == 422
     bad = client.post("/v1/answer", json={"question": QUESTION, "choices": CHOICES, "combo": "P_x+F_t"})

@@ -45,8 +45,8 @@ def _plot(report: dict[str, Any], path: Path) -> None:
 def bench_kg(
     data: DataOption = None,
     json_out: JsonOption = None,
-    limit: Annotated[int | None, typer.Option(help="Questions per graph (default: all).")] = None,
-    nx_limit: Annotated[int | None, typer.Option(help="Questions for the networkx baseline (default: "
+    limit: Annotated[int | None, typer.Option(min=1, help="Questions per graph (default: all).")] = None,
+    nx_limit: Annotated[int | None, typer.Option(min=1, help="Questions for the networkx baseline (default: "
                                                       "--limit); the ratio uses the same questions.")] = None,
     graphs: Annotated[str, typer.Option(help="Comma-separated: " + ", ".join(GRAPHS))] = ",".join(GRAPHS),
     workdir: Annotated[Path | None, typer.Option(help="Where graph caches and logs go (default: "
@@ -86,8 +86,8 @@ def bench_sparql(
                                                "graph that `kgwise kg export` wrote).")],
     kg: Annotated[Path, typer.Option(help="The same graph as a file (.npz, .tsv, .nt): the baseline.")],
     dataset: Annotated[str, typer.Option(help="Questions with topic entities: webqsp or cwq.")] = "webqsp",
-    limit: Annotated[int, typer.Option(help="Questions.")] = 200,
-    hops: Annotated[int, typer.Option(help="Hops of the walk from the topic entities.")] = 2,
+    limit: Annotated[int, typer.Option(min=1, help="Questions.")] = 200,
+    hops: Annotated[int, typer.Option(min=1, help="Hops of the walk from the topic entities.")] = 2,
     data: DataOption = None,
     json_out: JsonOption = None,
 ) -> None:

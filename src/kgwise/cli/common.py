@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
@@ -21,7 +22,26 @@ DataOption = Annotated[
     Path | None,
     typer.Option("--data", help="Data directory (default: $KGWISE_DATA).", show_default=False),
 ]
-JsonOption = Annotated[Path | None, typer.Option("--json", help="Also write the report to this JSON file.")]
+
+
+def writable(path: Path | None) -> Path | None:
+    """Option callback: refuse an output path that cannot be written (a directory, an uncreatable or
+    read-only folder) when the command line is read, before any work is done."""
+    if path is None:
+        return None
+    if path.is_dir():
+        raise typer.BadParameter(f"{path} is a directory, not a file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot create the folder {path.parent}: {exc.strerror}") from exc
+    if not os.access(path.parent, os.W_OK):
+        raise typer.BadParameter(f"the folder {path.parent} is not writable")
+    return path
+
+
+JsonOption = Annotated[Path | None, typer.Option("--json", help="Also write the report to this JSON file.",
+                                                 callback=writable)]
 PolicyOption = Annotated[Path | None, typer.Option("--policy", help="Trained P_RL policy (.pt).")]
 BanditOption = Annotated[Path | None, typer.Option("--bandit", help="Trained prompt bandit (.npz).")]
 ScoringOption = Annotated[str | None, typer.Option(
@@ -34,7 +54,8 @@ R = TypeVar("R")
 
 
 def friendly_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """Turn kgwise's own errors into one red line and exit code 2, instead of a traceback."""
+    """Turn kgwise's own errors and the system's file errors into one red line and exit code 2, instead
+    of a traceback."""
 
     @wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -42,6 +63,10 @@ def friendly_errors(fn: Callable[P, R]) -> Callable[P, R]:
             return fn(*args, **kwargs)
         except KgwiseError as exc:
             err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+            raise typer.Exit(2) from exc
+        except OSError as exc:  # a file that cannot be read or written, a refused connection
+            where = f"{exc.filename}: " if exc.filename else ""
+            err_console.print(f"[red]error:[/red] {escape(where + (exc.strerror or str(exc)))}")
             raise typer.Exit(2) from exc
 
     return wrapper

@@ -27,8 +27,8 @@ def eval_uag(
                        ] = "webqsp",
     alphas: Annotated[str, typer.Option(help="Comma-separated risk levels α.")
                       ] = "0.1,0.15,0.2,0.3,0.35,0.4,0.45,0.5",
-    splits: Annotated[int, typer.Option(help="Random tuning/calibration/test splits.")] = 20,
-    seed: Annotated[int, typer.Option(help="Seed of the first split.")] = 0,
+    splits: Annotated[int, typer.Option(min=1, help="Random tuning/calibration/test splits.")] = 20,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the first split.")] = 0,
     tune_fraction: Annotated[float, typer.Option(
         help="Share of the questions that picks λ among the valid ones (smallest mean set).")] = 0.2,
     cal_fraction: Annotated[float, typer.Option(
@@ -43,7 +43,7 @@ def eval_uag(
                    ] = "rearev-sbert",
     granularity: Annotated[str, typer.Option(help="Eq. 6 against: whole, items, both (min).")
                            ] = "whole",
-    limit: Annotated[int | None, typer.Option(help="Only the first N questions (smoke runs).")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions (smoke runs).")] = None,
     llm: Annotated[str | None, typer.Option(help="Generate Φ(P) live with this kgwise LLM spec (e.g. "
                                                 "smollm2-135m) instead of RoG's recorded answers.")] = None,
     jobs: Annotated[int, typer.Option(help="Splits run at once in worker processes (-1: one per core); "
@@ -87,10 +87,10 @@ def eval_uag(
 @bench_app.command("conformal")
 @friendly_errors
 def bench_conformal(
-    questions: Annotated[int, typer.Option(help="Calibration questions.")] = 1000,
+    questions: Annotated[int, typer.Option(min=1, help="Calibration questions.")] = 1000,
     steps: Annotated[str, typer.Option(help="Grid steps h for (α1, α2, α3).")] = "0.05,0.05,0.025",
     alpha: Annotated[float, typer.Option(help="Risk level α.")] = 0.2,
-    baseline_sample: Annotated[int, typer.Option(help="λ timed for the per-λ loop baseline.")] = 200,
+    baseline_sample: Annotated[int, typer.Option(min=1, help="λ timed for the per-λ loop baseline.")] = 200,
     synthetic: Annotated[bool, typer.Option(help="Synthetic tables instead of WebQSP's.")] = False,
     data: DataOption = None,
     json_out: JsonOption = None,

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from kgwise.cli.apps import kg_app
-from kgwise.cli.common import console, friendly_errors
+from kgwise.cli.common import console, friendly_errors, writable
 from kgwise.errors import ConfigError, UnknownNodeError
 from kgwise.kg import CSRGraph
 from kgwise.kg.loaders import FORMATS, load_graph, merge_graphs, open_graph_file
@@ -27,7 +27,7 @@ def build(
         typer.Option("--format", "-f", help="Source format, once for all sources or once per source: "
                      + ", ".join(f"{k} ({v})" for k, v in FORMATS.items()) + "."),
     ],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Graph file to write (.npz).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Graph file to write (.npz).", callback=writable)],
     merge_relations: Annotated[
         Path | None,
         typer.Option("--merge-relations", help="KagNet relation-merging file for ConceptNet sources "
@@ -68,7 +68,7 @@ def stats(file: Annotated[Path, typer.Argument(help="The graph file: " + GRAPH_F
 def neighbors(
     graph: Annotated[str, typer.Argument(help="The KG: " + GRAPH_SPEC_HELP + ".")],
     node: Annotated[str, typer.Argument(help="Node label (or numeric id, for a graph file).")],
-    limit: Annotated[int, typer.Option(help="Show at most this many edges each way.")] = 50,
+    limit: Annotated[int, typer.Option(min=0, help="Show at most this many edges each way.")] = 50,
 ) -> None:
     """Print the edges leaving and entering NODE."""
     g = open_graph(graph)
@@ -92,8 +92,9 @@ def neighbors(
 @friendly_errors
 def export(
     graph: Annotated[str, typer.Argument(help="A graph file (.npz, .tsv, .nt).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="N-Triples file to write (.nt), e.g. to load "
-                                      "into a triple store and query with --kg sparql:URL.")],
+    out: Annotated[Path, typer.Option(
+        "--out", "-o", callback=writable, help="N-Triples file to write (.nt, or .nt.gz), e.g. to load into "
+        "a triple store and query with --kg sparql:URL.")],
 ) -> None:
     """Write a graph as N-Triples: node i is <urn:kgwise:node:i> with its label as rdfs:label."""
     if is_endpoint(graph):

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from kgwise.cli.apps import app, eval_app
-from kgwise.cli.common import DataOption, JsonOption, err_console, friendly_errors, write_json
+from kgwise.cli.common import DataOption, JsonOption, err_console, friendly_errors, writable, write_json
 from kgwise.errors import ConfigError
 
 kgm_app = typer.Typer(
@@ -26,15 +26,17 @@ def _log(message: str) -> None:
 def train(
     dataset: Annotated[str, typer.Option(help="csqa (ihtrain, early stop on ihdev) or obqa (train, dev).")],
     out: Annotated[
-        Path, typer.Option(help="Weights file; the JSON config is written beside it (FILE.json).")
+        Path, typer.Option(help="Weights file; the JSON config is written beside it (FILE.json).",
+                           callback=writable)
     ],
     kind: Annotated[
         str, typer.Option(help="graph (GNN over the subgraph) or text (no-graph baseline).")
     ] = "graph",
-    epochs: Annotated[int, typer.Option(help="Most epochs.")] = 20,
-    max_minutes: Annotated[float, typer.Option(help="Wall-clock cap on training.")] = 60.0,
-    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
-    limit: Annotated[int | None, typer.Option(help="Use only the first N questions of each split.")] = None,
+    epochs: Annotated[int, typer.Option(min=1, help="Most epochs.")] = 20,
+    max_minutes: Annotated[float, typer.Option(min=0, help="Wall-clock cap on training.")] = 60.0,
+    seed: Annotated[int, typer.Option(min=0, help="Random seed.")] = 0,
+    limit: Annotated[int | None, typer.Option(
+        min=1, help="Use only the first N questions of each split.")] = None,
     data: DataOption = None,
     json_out: JsonOption = None,
 ) -> None:
@@ -55,7 +57,8 @@ def eval_kgm(
     dataset: Annotated[str, typer.Option(help="Dataset name (csqa, obqa).")],
     model: Annotated[Path, typer.Option(help="A model file written by `kgwise kgm train`.")],
     split: Annotated[list[str], typer.Option(help="Split(s) to evaluate, e.g. ihtest (repeatable).")],
-    limit: Annotated[int | None, typer.Option(help="Use only the first N questions of each split.")] = None,
+    limit: Annotated[int | None, typer.Option(
+        min=1, help="Use only the first N questions of each split.")] = None,
     predictions: Annotated[
         Path | None, typer.Option(help="Directory for per-question predictions (<split>.jsonl).")
     ] = None,

@@ -18,6 +18,7 @@ from kgwise.cli.common import (
     ScoringOption,
     console,
     friendly_errors,
+    writable,
     write_json,
 )
 from kgwise.errors import ConfigError
@@ -89,14 +90,14 @@ def calibrate(
     dataset: Annotated[str, typer.Option("--dataset", help="Labelled data: csqa, obqa or medqa.")],
     split: Annotated[str, typer.Option("--split", help="Its split used for calibration, e.g. ihdev.")],
     kg: Annotated[Path, typer.Option("--kg", help="The graph file `kgwise answer` will use.")],
-    out: Annotated[Path, typer.Option("--out", help="Calibration file to write (.json).")],
+    out: Annotated[Path, typer.Option("--out", help="Calibration file to write (.json).", callback=writable)],
     llm: Annotated[str, typer.Option("--llm", help=_LLM_HELP)] = "smollm2-135m",
     policy: PolicyOption = None,
     bandit: BanditOption = None,
     combo: Annotated[str | None, typer.Option(
         "--combo", help="The combination `kgwise answer` will use (default: the bandit's, else P_sub+F_s).")
     ] = None,
-    limit: Annotated[int | None, typer.Option("--limit", help="Only the first N questions.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N questions.")] = None,
     alpha: Annotated[float, typer.Option("--alpha", help="Default miscoverage of the sets.")] = 0.1,
     score: Annotated[str, typer.Option("--score", help="Non-conformity score: lac or aps.")] = "lac",
     json_out: JsonOption = None,
@@ -140,10 +141,13 @@ def eval_knowgpt(
     dataset: Annotated[str, typer.Option("--dataset", help="csqa, obqa or medqa.")],
     llm: Annotated[str, typer.Option("--llm", help=_LLM_HELP)] = "smollm2-135m",
     json_out: JsonOption = None,
-    limit: Annotated[int | None, typer.Option("--limit", help="Test questions per split.")] = None,
-    train_limit: Annotated[int, typer.Option("--train-limit", help="Bandit training questions.")] = 200,
-    rl_iterations: Annotated[int, typer.Option("--rl-iterations", help="P_RL gradient updates.")] = 300,
-    rl_minutes: Annotated[float, typer.Option("--rl-minutes", help="Time limit of P_RL training.")] = 25.0,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Test questions per split.")] = None,
+    train_limit: Annotated[int, typer.Option(
+        "--train-limit", min=1, help="Bandit training questions.")] = 200,
+    rl_iterations: Annotated[int, typer.Option(
+        "--rl-iterations", min=1, help="P_RL gradient updates.")] = 300,
+    rl_minutes: Annotated[float, typer.Option(
+        "--rl-minutes", min=0, help="Time limit of P_RL training.")] = 25.0,
     rl_max_steps: Annotated[int, typer.Option(
         "--rl-max-steps", help="K of Eq. 2: steps P_RL may take to reach a choice (WordNet needs 4–5).")] = 3,
     out_dir: Annotated[Path | None, typer.Option(

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from kgwise.cli.apps import app, eval_app
-from kgwise.cli.common import DataOption, JsonOption, console, friendly_errors, write_json
+from kgwise.cli.common import DataOption, JsonOption, console, friendly_errors, writable, write_json
 from kgwise.config import cache_dir
 from kgwise.errors import ConfigError
 
@@ -36,16 +36,19 @@ def ask(
     json_out: JsonOption = None,
 ) -> None:
     """Answer QUESTION with one LLM; print the answer, the choice probabilities and the usage."""
+    from kgwise.inject.build import make_question
     from kgwise.llm import get_llm
     from kgwise.llm.answering import METHODS, MCConfig, answer_free_text, answer_mc
-    from kgwise.types import Choice, Question
+    from kgwise.types import Question
 
-    opts = [c.strip() for c in choices.split("|")] if choices else []
-    if choices is not None and (len(opts) < 2 or not all(opts)):
-        raise ConfigError(f"--choices needs at least two non-empty options separated by '|', got {choices!r}")
     if method not in METHODS:
         raise ConfigError(f"unknown --method {method!r}; use {', '.join(METHODS)}")
-    q = Question("ask", question, tuple(Choice(chr(ord("A") + i), t) for i, t in enumerate(opts)))
+    if choices is not None:
+        q = make_question(question, choices.split("|"), "ask")
+    elif question.strip():
+        q = Question("ask", question)
+    else:
+        raise ConfigError("the question text is empty")
     model = get_llm(llm, cache=cache)
     if q.is_multiple_choice:
         ans = answer_mc(model, q, knowledge, MCConfig(method=method))
@@ -85,11 +88,12 @@ def eval_llm(
     dataset: Annotated[str, typer.Option("--dataset", help="csqa, obqa, medqa, webqsp, cwq.")],
     split: Annotated[str, typer.Option("--split", help="e.g. ihtest, test.")],
     llm: LlmOption = "smollm2-135m",
-    limit: Annotated[int | None, typer.Option("--limit", help="Only the first N questions.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N questions.")] = None,
     method: MethodOption = "score",
-    concurrency: Annotated[int, typer.Option(help="Parallel calls (API backends).")] = 1,
+    concurrency: Annotated[int, typer.Option(min=1, help="Parallel calls (API backends).")] = 1,
     cache: CacheOption = False,
-    out: Annotated[Path | None, typer.Option("--out", help="Per-question records (JSONL; resumes).")] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Per-question records (JSONL; resumes).", callback=writable)] = None,
     data: DataOption = None,
     json_out: JsonOption = None,
 ) -> None:

@@ -13,7 +13,7 @@ import numpy as np
 import typer
 
 from kgwise.cli.apps import app, bench_app, eval_app
-from kgwise.cli.common import DataOption, JsonOption, err_console, friendly_errors, write_json
+from kgwise.cli.common import DataOption, JsonOption, err_console, friendly_errors, writable, write_json
 from kgwise.config import data_dir
 from kgwise.errors import ConfigError
 from kgwise.llm.base import ScoringRule, scoring_rule
@@ -28,10 +28,11 @@ def route_init(
     arm: Annotated[list[str], typer.Option("--arm", help="NAME:CLUSTER[:REPORTED_ACCURACY], CLUSTER = KGM "
                                            "or LLM; repeat per arm, in the order of the costs sent later.")],
     budget: Annotated[float, typer.Option(help="Total spending allowed (same unit as the costs).")],
-    out: Annotated[Path, typer.Option(help="Router state file to write (JSON).")],
+    out: Annotated[Path, typer.Option(help="Router state file to write (JSON).", callback=writable)],
     lam: Annotated[float, typer.Option("--lambda", help="λ, the weight of the cost regret (Eq. 14).")] = 1.0,
-    horizon: Annotated[int | None, typer.Option(help="Pace the budget over this many questions.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the Thompson and tie-breaking draws.")] = 0,
+    horizon: Annotated[int | None, typer.Option(
+        min=1, help="Pace the budget over this many questions.")] = None,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the Thompson and tie-breaking draws.")] = 0,
 ) -> None:
     """Write a fresh Coke router (all-MiniLM-L6-v2 question context) for `kgwise serve --router`."""
     from kgwise.embed import MiniLM
@@ -116,7 +117,7 @@ def eval_route(
         float, typer.Option(help="Budget B: fraction of the cost of always calling the most expensive arm.")
     ] = 1.0,
     lam: Annotated[float, typer.Option("--lambda", help="λ, weight of the cost regret (Eq. 2).")] = 1.0,
-    seeds: Annotated[int, typer.Option(help="Question orders (mean ± std over them).")] = 10,
+    seeds: Annotated[int, typer.Option(min=1, help="Question orders (mean ± std over them).")] = 10,
     delta: Annotated[float, typer.Option(help="δ of LinUCB's width γ = 1 + √(ln(2/δ)/2).")] = 0.05,
     gamma: Annotated[float | None, typer.Option(
         help="Set LinUCB's width γ directly (overrides δ; below 1.59 lies outside the paper's formula).")
@@ -224,10 +225,10 @@ def _hindsight_cascade(table: Any, report: dict[str, Any], signals: np.ndarray) 
 @bench_app.command("route")
 @friendly_errors
 def bench_route_cmd(
-    arms: Annotated[int, typer.Option(help="Number of arms.")] = 8,
-    dim: Annotated[int, typer.Option(help="Embedding dimension.")] = 384,
-    steps: Annotated[int, typer.Option(help="Questions timed for Coke and LinUCB.")] = 2000,
-    naive_steps: Annotated[int, typer.Option(help="Questions timed for the naive LinUCB.")] = 100,
+    arms: Annotated[int, typer.Option(min=1, help="Number of arms.")] = 8,
+    dim: Annotated[int, typer.Option(min=1, help="Embedding dimension.")] = 384,
+    steps: Annotated[int, typer.Option(min=1, help="Questions timed for Coke and LinUCB.")] = 2000,
+    naive_steps: Annotated[int, typer.Option(min=1, help="Questions timed for the naive LinUCB.")] = 100,
     json_out: JsonOption = None,
 ) -> None:
     """Coke select + update per question vs a naive matrix-inverse LinUCB (same run, ratio)."""
@@ -311,10 +312,10 @@ def eval_route_live(
     ],
     dataset: Annotated[str, typer.Option(help="Multiple-choice data set (csqa, obqa, medqa).")] = "obqa",
     split: Annotated[str, typer.Option(help="Split.")] = "test",
-    limit: Annotated[int, typer.Option(help="First N questions (0 = all).")] = 100,
+    limit: Annotated[int, typer.Option(min=0, help="First N questions (0 = all).")] = 100,
     budget: Annotated[float, typer.Option(help="Budget B (fraction of always calling an LLM).")] = 1.0,
     lam: Annotated[float, typer.Option("--lambda", help="λ of the cost regret.")] = 1.0,
-    seeds: Annotated[int, typer.Option(help="Question orders.")] = 10,
+    seeds: Annotated[int, typer.Option(min=1, help="Question orders.")] = 10,
     scoring: Annotated[str, typer.Option(
         help="How LLM arms rank the choices: sum or per-token mean of log-probabilities, or pmi (the sum "
         "minus the choice's context-free log-probability; a tiny model's sum is below chance on OBQA).")

@@ -35,7 +35,7 @@ def serve(
     uag_llm: Annotated[str | None, typer.Option(
         "--uag-llm", help="LLM for /v1/answer-set (default: the one the calibration used).")] = None,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8000,
 ) -> None:
     """Serve over HTTP: GET /health; KnowGPT at POST /v1/answer and /v1/subgraph; Coke routing at POST
     /v1/route and /v1/route/feedback; UAG answer sets at POST /v1/answer-set (OpenAPI docs at /docs)."""

@@ -49,7 +49,7 @@ def subgraph(
     max_nodes: Annotated[int, typer.Option(help="Node cap.")] = _DEFAULT.max_nodes,
     max_expand: Annotated[int, typer.Option(help="Per-node expansion cap (hub rule).")] = _DEFAULT.max_expand,
     wordnet: Annotated[Path | None, typer.Option(help="WordNet dir (its *.exc help lemmatise).")] = None,
-    show: Annotated[int, typer.Option(help="Print at most this many triples.")] = 100,
+    show: Annotated[int, typer.Option(min=0, help="Print at most this many triples.")] = 100,
     json_out: JsonOption = None,
 ) -> None:
     """Ground QUESTION and CHOICES in FILE, then print the concepts, the P_sub triples and the paths."""

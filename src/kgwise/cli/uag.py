@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from kgwise.cli.apps import app
-from kgwise.cli.common import JsonOption, console, err_console, friendly_errors, write_json
+from kgwise.cli.common import JsonOption, console, err_console, friendly_errors, writable, write_json
 from kgwise.errors import ConfigError, DataError
 from kgwise.kg.sources import GRAPH_SPEC_HELP
 
@@ -60,7 +60,8 @@ def calibrate(
     kg: KgOption,
     questions: Annotated[Path, typer.Option(help="Labelled questions (JSONL: id, text, gold, "
                                             "topic_entities; or RoG KGQA data: .parquet shards or .jsonl).")],
-    out: Annotated[Path, typer.Option(help="Calibration file to write (JSON), for `kgwise uag answer`.")],
+    out: Annotated[Path, typer.Option(
+        help="Calibration file to write (JSON), for `kgwise uag answer`.", callback=writable)],
     alpha: Annotated[float, typer.Option(help="Target miss rate α (no gold answer in the set).")] = 0.1,
     delta: Annotated[float, typer.Option(help="LTT confidence parameter δ.")] = 0.05,
     llm: Annotated[str | None, typer.Option(help=_LLM_HELP)] = None,
@@ -70,7 +71,7 @@ def calibrate(
                                                  "calibrates.")] = 0.4,
     max_hops: Annotated[int, typer.Option(help="Longest relation path retrieved.")] = 2,
     direction: Annotated[str, typer.Option(help="Edges a hop may follow: out, in or both.")] = "out",
-    seed: Annotated[int, typer.Option(help="Seed of the tuning/calibration split.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the tuning/calibration split.")] = 0,
     work: Annotated[Path | None, typer.Option(
         help="Where question tables are cached (resumable, a folder per set of inputs); default under the "
              "kgwise cache.")] = None,
@@ -140,8 +141,13 @@ def answer(
                           f"{calibrated.summary.get('generator') or 'an unknown generator'}, answering with "
                           f"{spec}: the guarantee assumes the same generator")
     graph = open_graph(kg)
+    if not question.strip():
+        raise ConfigError("the question text is empty")
     q = Question(id="cli", text=question, topic_entities=tuple(topic))
     result = calibrated.answer(q, graph, LLMGenerator(get_llm(spec, cache=True)))
+    for name in result.unknown_topic_entities:
+        err_console.print(f"[yellow]warning:[/yellow] the topic entity {name!r} is not in the KG; "
+                          "retrieving from the others")
     console.print(f"[bold]{len(result.answers)} answer(s)[/bold] (miss rate ≤ {result.alpha:g} with "
                   f"probability ≥ {1 - result.delta:g}): " + (", ".join(result.answers) or "—"))
     write_json({**asdict(result), "lambda": calibrated.uag.lambda_,

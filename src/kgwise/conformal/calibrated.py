@@ -57,13 +57,15 @@ class TableSettings:
 @dataclass(frozen=True, slots=True)
 class AnswerSet:
     """The calibrated set of one question (KG labels, most similar to the generation first), the generation
-    it was scored against, and the guarantee it carries."""
+    it was scored against, the guarantee it carries, and the topic entities the KG does not hold (the
+    retrieval starts from the others)."""
 
     question: str
     answers: list[str]
     generation: str
     alpha: float
     delta: float
+    unknown_topic_entities: list[str]
 
 
 class CalibratedUAG:
@@ -103,8 +105,9 @@ class CalibratedUAG:
         recording = _Recording(generator)
         tab = question_table(question, retriever, self.settings.evaluator(s, recording))
         cfg = self.uag.config
+        unknown = [t for t in question.topic_entities if kg.find(t) is None]
         return AnswerSet(question.text, self.uag.answer_labels(tab, kg), recording.last, cfg.alpha,
-                         cfg.ltt.delta)
+                         cfg.ltt.delta, unknown)
 
     # ------------------------------------------------------------------------------------- persistence
     def save(self, path: str | Path) -> Path:

@@ -20,11 +20,17 @@ _LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def make_question(text: str, choices: Sequence[str], qid: str = "user") -> Question:
-    """A multiple-choice ``Question`` with choices labelled A, B, …; raises ``ConfigError`` for fewer
-    than two (or more than 26) non-empty choices."""
+    """A multiple-choice ``Question`` with choices labelled A, B, …; raises ``ConfigError`` for an empty
+    text, fewer than two (or more than 26) non-empty choices, or a choice given twice."""
+    if not text.strip():
+        raise ConfigError("the question text is empty")
     opts = [c.strip() for c in choices if c.strip()]
     if not 2 <= len(opts) <= len(_LABELS):
         raise ConfigError(f"a question needs 2 to {len(_LABELS)} non-empty choices, got {len(opts)}")
+    folded = [c.casefold() for c in opts]
+    if len(set(folded)) != len(folded):
+        twice = next(c for i, c in enumerate(opts) if folded[i] in folded[:i])
+        raise ConfigError(f"the choice {twice!r} is given twice")
     return Question(qid, text, tuple(Choice(_LABELS[i], t) for i, t in enumerate(opts)))
 
 

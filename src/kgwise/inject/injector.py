@@ -89,7 +89,7 @@ class KnowledgeInjector:
         self.bandit, self.encoder = bandit, encoder
         self.config = config or InjectorConfig()
         self.evidence = evidence
-        self._subgraphs: dict[tuple[str, str], tuple[Subgraph, float]] = {}
+        self._subgraphs: dict[tuple[object, ...], tuple[Subgraph, float]] = {}
         self._priors: dict[tuple[str, ...], ChoiceScores] = {}
 
     # ----------------------------------------------------------------------------------- pieces
@@ -113,8 +113,9 @@ class KnowledgeInjector:
         return p, f
 
     def subgraph(self, question: Question, grounding: Grounding, extractor: str) -> tuple[Subgraph, float]:
-        """The extractor's subgraph (memoised per question id) and the milliseconds it took."""
-        key = (question.id, extractor)
+        """The extractor's subgraph (memoised per question, so a question's combinations share it) and the
+        milliseconds it took."""
+        key = (question.id, question.text, question.choice_texts, question.topic_entities, extractor)
         found = self._subgraphs.get(key)
         if found is None:
             t0 = time.perf_counter()

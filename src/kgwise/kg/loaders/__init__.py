@@ -84,7 +84,7 @@ def open_graph_file(path: str | Path) -> CSRGraph:
         return load_rog_graph(p)
     if p.suffix == ".npz":
         return CSRGraph.load(p)
-    if p.suffix == ".tsv":
+    if p.name.endswith((".tsv", ".tsv.gz")):
         return load_tsv(p)
     if p.name.endswith((".nt", ".nt.gz")):
         return load_ntriples(p)

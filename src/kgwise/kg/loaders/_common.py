@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import gzip
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import Literal, TextIO
 
 from kgwise.errors import DataError
 
@@ -28,11 +29,11 @@ def require_dir(path: str | Path) -> Path:
     return p
 
 
-def open_text(path: Path) -> TextIO:
-    """Open a UTF-8 text file for reading, transparently gunzipping ``*.gz``."""
+def open_text(path: Path, mode: Literal["r", "w"] = "r") -> TextIO:
+    """Open a UTF-8 text file for reading or writing, transparently (un)gzipping ``*.gz``."""
     if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8", newline="\n")
-    return path.open(encoding="utf-8", newline="\n")
+        return gzip.open(path, "wt" if mode == "w" else "rt", encoding="utf-8", newline="\n")
+    return path.open(mode, encoding="utf-8", newline="\n")
 
 
 def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -45,6 +46,8 @@ def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
                 yield lineno, line.rstrip("\r\n")
     except UnicodeDecodeError as exc:
         raise DataError(f"not UTF-8 text: {exc.reason}", path, lineno + 1) from exc
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise DataError(f"not a complete gzip file ({exc or 'truncated'})", path, lineno + 1) from exc
 
 
 class Interner:

@@ -20,7 +20,7 @@ import numpy as np
 from kgwise.errors import DataError
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.kg.csr import CSRGraph
-from kgwise.kg.loaders._common import Interner, numbered_lines, require_file
+from kgwise.kg.loaders._common import Interner, numbered_lines, open_text, require_file
 
 __all__ = ["iri_local_name", "label_rank", "literal_syntax", "load_ntriples", "parse_ntriples_line",
            "write_ntriples"]
@@ -153,11 +153,12 @@ def write_ntriples(kg: KnowledgeGraph, path: str | Path, base: str = "urn:kgwise
     """Write ``kg`` as N-Triples (e.g. to load it into a triple store): node ``i`` is ``<{base}node:i>``
     with its label as ``rdfs:label`` (and its text, if any, as ``rdfs:comment``); relation ``r`` is
     ``<{base}relation:NAME>`` (percent-encoded). :func:`load_ntriples` reads it back with the same labels;
-    relation names come back with ``_`` as space (the local-name rule)."""
+    relation names come back with ``_`` as space (the local-name rule). A ``.gz`` path is gzipped."""
     out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
     text = getattr(kg, "text", None)
     rels = [f"<{base}relation:{quote(kg.relation_name(r), safe='')}>" for r in range(kg.num_relations)]
-    with out.open("w", encoding="utf-8", newline="\n") as f:
+    with open_text(out, "w") as f:
         for v in range(kg.num_nodes):
             node = f"<{base}node:{v}>"
             f.write(f"{node} <{RDFS_LABEL}> {literal_syntax(kg.label(v))} .\n")

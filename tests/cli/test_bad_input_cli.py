@@ -1,0 +1,59 @@
+"""Bad command lines end in one error line and exit code 2, before any work is done."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kgwise.cli.main import app
+from kgwise.kg import CSRGraph
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def graph_file(tmp_path: Path) -> Path:
+    return CSRGraph.from_triples([("aspirin", "treats", "pain"), ("insulin", "treats", "diabetes")]).save(
+        tmp_path / "g.npz")
+
+
+def said(args: list[str]) -> tuple[int, str]:
+    result = runner.invoke(app, args)
+    return result.exit_code, " ".join(result.output.replace("│", " ").split())  # undo the box and wrapping
+
+
+@pytest.mark.parametrize("args, message", [
+    (["eval", "llm", "--dataset", "obqa", "--split", "test", "--limit", "-3"], "--limit"),
+    (["eval", "knowgpt", "--dataset", "obqa", "--train-limit", "0"], "--train-limit"),
+    (["route", "init", "--arm", "a:KGM:0.7", "--arm", "b:LLM:0.9", "--budget", "1", "--seed", "-1",
+      "--out", "r.json"], "--seed"),
+    (["serve", "--kg", "g.npz", "--port", "70000"], "--port"),
+    (["ask", "", "--choices", "3|4"], "the question text is empty"),
+    (["ask", "2 + 2?", "--choices", "4| 4 |5"], "the choice '4' is given twice"),
+])
+def test_bad_values_are_named(args: list[str], message: str) -> None:
+    code, out = said(args)
+    assert code == 2 and message in out, out
+
+
+def test_an_unwritable_output_is_refused_before_the_work(graph_file: Path, tmp_path: Path) -> None:
+    code, out = said(["data", "stats", "--json", str(tmp_path)])
+    assert code == 2 and "is a directory, not a file" in out
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code, out = said(["kg", "export", str(graph_file), "--out", str(blocker / "sub" / "g.nt")])
+    assert code == 2 and "cannot create the folder" in out
+
+
+def test_gzipped_n_triples_round_trip_and_a_broken_gzip_is_named(graph_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "new" / "g.nt.gz"
+    code, text = said(["kg", "export", str(graph_file), "--out", str(out)])
+    assert code == 0, text
+    code, text = said(["kg", "stats", str(out)])
+    assert code == 0 and "4 nodes, 2 edges, 1 relations" in text, text
+    fake = tmp_path / "fake.nt.gz"
+    fake.write_text("<a> <b> <c> .\n")
+    code, text = said(["kg", "stats", str(fake)])
+    assert code == 2 and "fake.nt.gz:1: not a complete gzip file" in text, text
