@@ -140,9 +140,9 @@ def answer(
         err_console.print(f"[yellow]warning:[/yellow] calibrated with "
                           f"{calibrated.summary.get('generator') or 'an unknown generator'}, answering with "
                           f"{spec}: the guarantee assumes the same generator")
-    graph = open_graph(kg)
     if not question.strip():
         raise ConfigError("the question text is empty")
+    graph = open_graph(kg)
     q = Question(id="cli", text=question, topic_entities=tuple(topic))
     result = calibrated.answer(q, graph, LLMGenerator(get_llm(spec, cache=True)))
     for name in result.unknown_topic_entities:
