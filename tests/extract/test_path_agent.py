@@ -138,8 +138,11 @@ def test_policy_save_load_round_trip(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="not found"):
         PathPolicy.load(tmp_path / "missing.pt")
     (tmp_path / "bad.pt").write_bytes(b"not a torch file")
-    with pytest.raises(DataError):
+    with pytest.raises(DataError, match=r"bad\.pt: not a path-agent policy file"):
         PathPolicy.load(tmp_path / "bad.pt")
+    (tmp_path / "text.pt").write_text("aspirin\ttreats\tpain\n")  # torch's unpickler: IndexError
+    with pytest.raises(DataError, match=r"text\.pt: not a path-agent policy file: [^\n]*$"):
+        PathPolicy.load(tmp_path / "text.pt")
 
 
 @pytest.mark.slow

@@ -224,8 +224,10 @@ class PathPolicy(nn.Module):
             policy.load_state_dict(blob["state_dict"])
             config = PathAgentConfig(**blob["config"])
             meta = json.loads(blob.get("meta", "{}"))
-        except (KeyError, RuntimeError, TypeError, ValueError, EOFError, pickle.UnpicklingError) as exc:
-            raise DataError(f"not a path-agent policy file: {exc}", path) from exc
+        except (KeyError, IndexError, RuntimeError, TypeError, ValueError, EOFError,
+                pickle.UnpicklingError) as exc:
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]  # torch's are long
+            raise DataError(f"not a path-agent policy file: {reason}", path) from exc
         policy.eval()
         return policy, config, meta
 
