@@ -11,7 +11,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self
 
+from kgwise.errors import ConfigError
+
 __all__ = [
+    "CHOICE_LABELS",
     "Answer",
     "Choice",
     "Path",
@@ -19,7 +22,11 @@ __all__ = [
     "Subgraph",
     "Triple",
     "Usage",
+    "make_question",
 ]
+
+CHOICE_LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+"""Labels of multiple-choice options, in order."""
 
 
 class _Serialisable:
@@ -113,6 +120,21 @@ class Question(_Serialisable):
     @property
     def choice_texts(self) -> tuple[str, ...]:
         return tuple(c.text for c in self.choices)
+
+
+def make_question(text: str, choices: Sequence[str], qid: str = "user") -> Question:
+    """A multiple-choice ``Question`` with choices labelled A, B, …; raises ``ConfigError`` for an empty
+    text, fewer than two (or more than 26) non-empty choices, or a choice given twice."""
+    if not text.strip():
+        raise ConfigError("the question text is empty")
+    opts = [c.strip() for c in choices if c.strip()]
+    if not 2 <= len(opts) <= len(CHOICE_LABELS):
+        raise ConfigError(f"a question needs 2 to {len(CHOICE_LABELS)} non-empty choices, got {len(opts)}")
+    folded = [c.casefold() for c in opts]
+    if len(set(folded)) != len(folded):
+        twice = next(c for i, c in enumerate(opts) if folded[i] in folded[:i])
+        raise ConfigError(f"the choice {twice!r} is given twice")
+    return Question(qid, text, tuple(Choice(CHOICE_LABELS[i], t) for i, t in enumerate(opts)))
 
 
 @dataclass(frozen=True, slots=True)

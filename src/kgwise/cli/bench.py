@@ -98,8 +98,6 @@ def bench_sparql(
     from kgwise.kg.sources import open_graph
     from kgwise.kg.sparql import SPARQLGraph
 
-    if limit < 1 or hops < 1:
-        raise ConfigError("--limit and --hops must be ≥ 1")
     topics = [q.topic_entities for q in load(dataset, "test", data_dir(data)) if q.topic_entities][:limit]
     report = run_sparql_benchmark(open_graph(kg), SPARQLGraph(endpoint.removeprefix("sparql:")), topics, hops)
     report |= {"dataset": dataset, "kg": str(kg), "url": endpoint}

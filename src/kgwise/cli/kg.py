@@ -91,7 +91,7 @@ def neighbors(
 @kg_app.command("export")
 @friendly_errors
 def export(
-    graph: Annotated[str, typer.Argument(help="A graph file (.npz, .tsv, .nt).")],
+    graph: Annotated[str, typer.Argument(help="The graph file: " + GRAPH_FILE_HELP + ".")],
     out: Annotated[Path, typer.Option(
         "--out", "-o", callback=writable, help="N-Triples file to write (.nt, or .nt.gz), e.g. to load into "
         "a triple store and query with --kg sparql:URL.")],
@@ -99,7 +99,7 @@ def export(
     """Write a graph as N-Triples: node i is <urn:kgwise:node:i> with its label as rdfs:label."""
     if is_endpoint(graph):
         raise ConfigError("kg export reads a graph file, not an endpoint")
-    g = open_graph(graph)
+    g = open_graph_file(graph)
     t0 = time.perf_counter()
     write_ntriples(g, out)
     console.print(f"wrote {out}: {g.num_nodes:,} nodes, {g.num_edges:,} edges "

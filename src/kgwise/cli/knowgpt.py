@@ -56,8 +56,9 @@ def answer(
 ) -> None:
     """Answer one multiple-choice QUESTION with knowledge from a KG injected into the LLM's prompt."""
     from kgwise.conformal.split import SplitConformal
-    from kgwise.inject.build import build_injector, make_question
+    from kgwise.inject.build import build_injector
     from kgwise.inject.calibration import with_prediction_set
+    from kgwise.types import make_question
 
     q = make_question(question, _parse_choices(choices), "cli")
     conformal = SplitConformal.load(calibration) if calibration is not None else None

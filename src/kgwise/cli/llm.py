@@ -36,10 +36,9 @@ def ask(
     json_out: JsonOption = None,
 ) -> None:
     """Answer QUESTION with one LLM; print the answer, the choice probabilities and the usage."""
-    from kgwise.inject.build import make_question
     from kgwise.llm import get_llm
     from kgwise.llm.answering import METHODS, MCConfig, answer_free_text, answer_mc
-    from kgwise.types import Question
+    from kgwise.types import Question, make_question
 
     if method not in METHODS:
         raise ConfigError(f"unknown --method {method!r}; use {', '.join(METHODS)}")
@@ -105,8 +104,6 @@ def eval_llm(
     cfg = EvalConfig(method=method, concurrency=concurrency)
     questions = load(dataset, split, data)
     if limit is not None:
-        if limit < 1:
-            raise ConfigError("--limit must be at least 1")
         questions = questions[:limit]
     model = get_llm(llm, cache=cache)
     records = out if out is not None else _default_records(dataset, split, llm, method, json_out)

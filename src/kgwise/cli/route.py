@@ -234,8 +234,6 @@ def bench_route_cmd(
     """Coke select + update per question vs a naive matrix-inverse LinUCB (same run, ratio)."""
     from kgwise.route.bench import bench_route
 
-    if arms < 1 or dim < 1 or steps < 1 or naive_steps < 1:
-        raise ConfigError("arms, dim, steps and naive-steps must be positive")
     write_json(bench_route(arms, dim, steps, naive_steps), json_out)
 
 

@@ -16,10 +16,9 @@ from kgwise.kg import CSRGraph
 from kgwise.kg.grounding import Grounder, GrounderConfig
 from kgwise.kg.loaders import open_graph_file
 from kgwise.kg.sources import GRAPH_FILE_HELP
-from kgwise.types import Choice, Question
+from kgwise.types import CHOICE_LABELS, Choice, Question
 from kgwise.types import Path as KgPath
 
-_LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _DEFAULT = SubgraphConfig()
 
 
@@ -54,8 +53,8 @@ def subgraph(
 ) -> None:
     """Ground QUESTION and CHOICES in FILE, then print the concepts, the P_sub triples and the paths."""
     try:
-        q = Question("cli", question, tuple(Choice(_LABELS[i], c) for i, c in enumerate(_split(choices))),
-                     topic_entities=tuple(_split(topic)))
+        options = tuple(Choice(CHOICE_LABELS[i], c) for i, c in enumerate(_split(choices)))
+        q = Question("cli", question, options, topic_entities=tuple(_split(topic)))
         cfg = SubgraphConfig(hops=hops, max_nodes=max_nodes, max_expand=max_expand)
     except (ValueError, IndexError) as exc:
         raise ConfigError(str(exc)) from exc

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 from kgwise.errors import ConfigError
@@ -11,27 +10,10 @@ from kgwise.inject.bandit import PromptBandit
 from kgwise.inject.injector import InjectorConfig, KnowledgeInjector
 from kgwise.kg.sources import is_endpoint
 from kgwise.llm.base import scoring_rule
-from kgwise.types import Choice, Question
 
-__all__ = ["DEFAULT_COMBO", "build_injector", "make_question"]
+__all__ = ["DEFAULT_COMBO", "build_injector"]
 
 DEFAULT_COMBO = "P_sub+F_s"
-_LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-
-
-def make_question(text: str, choices: Sequence[str], qid: str = "user") -> Question:
-    """A multiple-choice ``Question`` with choices labelled A, B, …; raises ``ConfigError`` for an empty
-    text, fewer than two (or more than 26) non-empty choices, or a choice given twice."""
-    if not text.strip():
-        raise ConfigError("the question text is empty")
-    opts = [c.strip() for c in choices if c.strip()]
-    if not 2 <= len(opts) <= len(_LABELS):
-        raise ConfigError(f"a question needs 2 to {len(_LABELS)} non-empty choices, got {len(opts)}")
-    folded = [c.casefold() for c in opts]
-    if len(set(folded)) != len(folded):
-        twice = next(c for i, c in enumerate(opts) if folded[i] in folded[:i])
-        raise ConfigError(f"the choice {twice!r} is given twice")
-    return Question(qid, text, tuple(Choice(_LABELS[i], t) for i, t in enumerate(opts)))
 
 
 def build_injector(

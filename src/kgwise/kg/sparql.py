@@ -91,6 +91,13 @@ def _sparql(term: Term) -> str:
     return literal_syntax(value) + (f"@{lang}" if lang else f"^^<{dt}>" if dt else "")
 
 
+def _best_label(labels: Iterable[Term | None]) -> str | None:
+    """The preferred ``rdfs:label`` among a node's label literals (English or untagged first, then the
+    smallest), or ``None``."""
+    ranked = [(label_rank(t[2]), t[1]) for t in labels if t is not None and t[0] == "literal"]
+    return min(ranked)[1] if ranked else None
+
+
 def _default_label(term: Term) -> str:
     return iri_local_name(term[1]) if term[0] == "iri" else term[1]
 
@@ -201,27 +208,15 @@ class SPARQLGraph:
                 values = " ".join(_sparql(self._terms[v]) for v in batch)
                 rows = self.select(f"SELECT ?n ?l WHERE {{ VALUES ?n {{ {values} }} ?n <{RDFS_LABEL}> ?l . "
                                    "FILTER(isLiteral(?l)) }")
-                by_node: dict[int, list[dict[str, dict[str, str]]]] = {}
+                by_node: dict[int, list[Term | None]] = {}
                 for row in rows:
                     term = _term(row["n"])
                     if term is not None and term in self._node_ids:
-                        by_node.setdefault(self._node_ids[term], []).append(row)
+                        by_node.setdefault(self._node_ids[term], []).append(_term(row["l"]))
                 for v in batch:
-                    best = self._best_label(by_node.get(v, ()), "l")
-                    self._labels[v] = best or _default_label(self._terms[v])
+                    self._labels[v] = _best_label(by_node.get(v, ())) or _default_label(self._terms[v])
                 found = self._labels[node]
             return found
-
-    @staticmethod
-    def _best_label(rows: Iterable[dict[str, dict[str, str]]], var: str) -> str | None:
-        best: tuple[int, str] | None = None
-        for row in rows:
-            t = _term(row[var]) if var in row else None
-            if t is not None and t[0] == "literal":
-                rank = (label_rank(t[2]), t[1])
-                if best is None or rank < best:
-                    best = rank
-        return None if best is None else best[1]
 
     def relation_name(self, relation: int) -> str:
         if not 0 <= relation < len(self._rels):
@@ -275,7 +270,7 @@ class SPARQLGraph:
                     self.truncated += 1
                 rels: list[int] = []
                 ends: list[int] = []
-                labels: list[dict[str, dict[str, str]]] = []
+                labels: list[Term] = []
                 for row in rows:
                     other = _term(row["x"])
                     pred = row["p"]["value"]
@@ -283,12 +278,12 @@ class SPARQLGraph:
                         continue
                     if other[0] == "literal" and pred in (RDFS_LABEL, RDFS_COMMENT):
                         if pred == RDFS_LABEL:
-                            labels.append({"l": row["x"]})
+                            labels.append(other)
                         continue
                     rels.append(self._rels(pred))
                     ends.append(self._node(other))
                 if out and node not in self._labels and not cut:  # every label of the node was read
-                    self._labels[node] = self._best_label(labels, "l") or _default_label(term)
+                    self._labels[node] = _best_label(labels) or _default_label(term)
                     self._unlabelled.discard(node)
                 result = (np.asarray(rels, dtype=np.int32), np.asarray(ends, dtype=np.int32))
             self._edges[(node, out)] = result
@@ -315,17 +310,13 @@ class SPARQLGraph:
 
     def edges_among(self, nodes: npt.ArrayLike) -> EdgeArrays:
         keep = np.unique(np.asarray(nodes, dtype=np.int64).reshape(-1))
-        heads: list[int] = []
-        rels: list[int] = []
-        tails: list[int] = []
+        parts: list[EdgeArrays] = [(np.zeros(0, dtype=np.int32),) * 3]
         for v in keep.tolist():
             r, t = self.out_edges(v)
             inside = np.isin(t, keep)
-            heads += [v] * int(inside.sum())
-            rels += r[inside].tolist()
-            tails += t[inside].tolist()
-        return (np.asarray(heads, dtype=np.int32), np.asarray(rels, dtype=np.int32),
-                np.asarray(tails, dtype=np.int32))
+            parts.append((np.full(int(inside.sum()), v, dtype=np.int32), r[inside], t[inside]))
+        h, r, t = (np.concatenate(x).astype(np.int32) for x in zip(*parts, strict=True))
+        return h, r, t
 
     def close(self) -> None:
         """Close the HTTP connections."""

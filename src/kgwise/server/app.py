@@ -22,11 +22,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kgwise.conformal.split import SplitConformal
 from kgwise.errors import ConfigError, KgwiseError
-from kgwise.inject.build import build_injector, make_question
+from kgwise.inject.build import build_injector
 from kgwise.inject.calibration import with_prediction_set
 from kgwise.inject.injector import KnowledgeInjector
 from kgwise.server.answer_sets import AnswerSetService, answer_set_api
 from kgwise.server.routing import RoutingService, routing_api
+from kgwise.types import make_question
 
 __all__ = ["AnswerRequest", "ServerSettings", "create_app"]
 

@@ -24,7 +24,7 @@ from kgwise.files import matching_files, read_jsonl
 from kgwise.kg.csr import CSRGraph
 from kgwise.kg.loaders._common import Interner
 
-__all__ = ["ROG_FIELDS", "is_rog_source", "load_rog_graph", "read_rog_rows", "rog_triples"]
+__all__ = ["ROG_FIELDS", "is_rog_source", "load_rog_graph", "read_rog_rows"]
 
 ROG_FIELDS = ("id", "question", "answer", "q_entity", "a_entity", "graph")
 _BATCH_ROWS = 64  # a WebQSP record's graph holds thousands of triples: read the shards in small batches
@@ -107,45 +107,57 @@ def read_rog_rows(source: str | Path, split: str | None = None,
                 yield shard, first + k, obj
 
 
-def rog_triples(graph: Any, path: Path, row: int) -> list[tuple[str, str, str]]:
-    """A record's ``graph`` field as name triples; ``DataError`` naming the file and row when it is not a
-    list of three non-empty strings each."""
+def _check_graph(graph: Any, path: Path, row: int) -> None:
+    """``DataError`` naming the file and row when a record's ``graph`` field is not a list (or null) of
+    ``[head, relation, tail]`` non-empty strings."""
     if graph is None:
-        return []
+        return
     if not isinstance(graph, list):
         raise DataError(f"row {row}: field 'graph' is not a list of triples", path)
-    out = []
     for k, t in enumerate(graph):
         if not (isinstance(t, (list, tuple)) and len(t) == 3
                 and all(isinstance(x, str) and x.strip() for x in t)):
             raise DataError(f"row {row}: graph triple {k} is not [head, relation, tail] strings: {t!r:.80}",
                             path)
-        out.append((t[0], t[1], t[2]))
-    return out
 
 
 IdArrays = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]
 
 
-def _interned(triples: Sequence[tuple[str, str, str]], nodes: Interner, rels: Interner) -> IdArrays:
-    """Name triples as id arrays (heads, relations, tails)."""
-    h = np.asarray([nodes(x[0]) for x in triples], dtype=np.int64)
-    r = np.asarray([rels(x[1]) for x in triples], dtype=np.int64)
-    t = np.asarray([nodes(x[2]) for x in triples], dtype=np.int64)
-    return h, r, t
+def _graph_batches(source: str | Path, split: str | None) -> Iterator[tuple[Path, list[int], Any]]:
+    """``(file, row numbers, graph column)`` in batches of up to ``_BATCH_ROWS`` records: an Arrow array
+    from a Parquet shard, the decoded lists from JSON Lines."""
+    src = Path(source)
+    if src.is_file() and src.suffix != ".parquet":
+        rows: list[int] = []
+        graphs: list[Any] = []
+        for _, row, obj in read_rog_rows(src, None, ("graph",)):
+            rows.append(row)
+            graphs.append(obj["graph"])
+            if len(rows) == _BATCH_ROWS:
+                yield src, rows, graphs
+                rows, graphs = [], []
+        if rows:
+            yield src, rows, graphs
+        return
+    for shard in _shards(src, split):
+        for first, batch in _parquet_batches(shard, ("graph",)):
+            yield shard, list(range(first, first + batch.num_rows)), batch.column(0)
 
 
 def _arrow_ids(graphs: Any, nodes: Interner, rels: Interner) -> IdArrays | None:
-    """A batch's ``graph`` column as id arrays without making a Python object per triple: Arrow flattens
-    the lists and dictionary-encodes the names, so only each distinct name meets the interner. ``None``
-    when some triple is malformed (the caller then finds and names it)."""
+    """A batch's ``graph`` column (an Arrow array, or lists to make one of) as id arrays without a Python
+    object per triple: Arrow flattens the lists and dictionary-encodes the names, so only each distinct
+    name meets the interner. ``None`` when some triple is malformed (the caller then finds and names it)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     try:
+        if not isinstance(graphs, pa.Array):
+            graphs = pa.array(graphs, type=pa.list_(pa.list_(pa.string())))
         triples = pc.list_flatten(graphs)
         values = pc.list_flatten(triples)
-    except (pa.ArrowException, TypeError):  # not a list of lists
+    except (pa.ArrowException, TypeError):  # not lists of lists of strings
         return None
     n = len(triples)
     if (triples.null_count or values.null_count or len(values) != 3 * n
@@ -168,19 +180,15 @@ def load_rog_graph(source: str | Path, split: str | None = None, name: str | Non
     triple at all raises ``DataError``."""
     nodes, rels = Interner(), Interner()
     parts: list[IdArrays] = []
+    for path, rows, graphs in _graph_batches(source, split):
+        ids = _arrow_ids(graphs, nodes, rels)
+        if ids is None:  # name the first malformed triple
+            listed = graphs if isinstance(graphs, list) else graphs.to_pylist()
+            for row, graph in zip(rows, listed, strict=True):
+                _check_graph(graph, path, row)
+            raise DataError(f"rows {rows[0]}–{rows[-1]}: malformed graph", path)
+        parts.append(ids)
     src = Path(source)
-    if src.is_file() and src.suffix != ".parquet":
-        for path, row, obj in read_rog_rows(src, None, ("graph",)):
-            parts.append(_interned(rog_triples(obj["graph"], path, row), nodes, rels))
-    else:
-        for shard in _shards(src, split):
-            for first, batch in _parquet_batches(shard, ("graph",)):
-                fast = _arrow_ids(batch.column(0), nodes, rels)
-                if fast is None:  # name the first malformed triple
-                    for k, obj in enumerate(batch.to_pylist()):
-                        rog_triples(obj["graph"], shard, first + k)
-                    raise DataError(f"rows {first}–{first + batch.num_rows - 1}: malformed graph", shard)
-                parts.append(fast)
     if not sum(len(h) for h, _, _ in parts):
         raise DataError("no graph triples in this RoG data", src)
     h, r, t = (np.concatenate(x) for x in zip(*parts, strict=True))
