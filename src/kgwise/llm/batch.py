@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from tqdm import tqdm
 
 from kgwise.errors import DataError, KgwiseError
+from kgwise.files import read_jsonl
 
 __all__ = ["BatchReport", "read_done", "run_batch"]
 
@@ -66,23 +67,19 @@ def read_done(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
     if not path.exists():
         return done, failed
     _repair_tail(path)
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                key = str(rec["key"])
-                ok = bool(rec["ok"])
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise DataError(f"not a batch record: {exc}", path, lineno) from exc
-            if ok:
-                if key in done:
-                    raise DataError(f"key {key!r} recorded as done twice", path, lineno)
-                done[key] = rec.get("result")
-                failed.pop(key, None)
-            elif key not in done:
-                failed[key] = str(rec.get("error", ""))
+    for lineno, rec in read_jsonl(path, "batch file"):
+        try:
+            key = str(rec["key"])
+            ok = bool(rec["ok"])
+        except KeyError as exc:
+            raise DataError(f"not a batch record: no {exc}", path, lineno) from exc
+        if ok:
+            if key in done:
+                raise DataError(f"key {key!r} recorded as done twice", path, lineno)
+            done[key] = rec.get("result")
+            failed.pop(key, None)
+        elif key not in done:
+            failed[key] = str(rec.get("error", ""))
     return done, failed
 
 
