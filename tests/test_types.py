@@ -20,6 +20,20 @@ def test_question_rejects_empty_text_and_duplicate_labels() -> None:
         Question("q", "x?", (Choice("A", "a"), Choice("A", "b")))
 
 
+def test_question_fields_from_a_file_must_be_lists_of_names() -> None:
+    """A JSON string where a list belongs would otherwise be read as its characters."""
+    with pytest.raises(ValueError, match="question 'q': 'gold' must be a list of strings, got 'Paris'"):
+        Question.from_dict({"id": "q", "text": "capital of France?", "gold": "Paris"})
+    with pytest.raises(ValueError, match="'topic_entities' must be a list of strings"):
+        Question.from_dict({"id": "q", "text": "capital?", "topic_entities": [["France"]]})
+
+
+def test_messages_name_a_question_by_id_or_else_by_text() -> None:
+    assert Question("csqa-7", "Where is a bank?").ref == "question 'csqa-7'"
+    assert Question("", "Where is a bank?").ref == "the question 'Where is a bank?'"
+    assert Question("", "x" * 80).ref == f"the question '{'x' * 57}...'"
+
+
 def test_subgraph_and_answer_round_trip() -> None:
     sg = Subgraph((1, 2, 3), ((1, 0, 2), (2, 1, 3)), (1,), ((3,),), (Path((1, 2, 3), (0, 1), (False, True)),))
     assert Subgraph.from_dict(sg.to_dict()) == sg

@@ -99,11 +99,22 @@ class Question(_Serialisable):
     context: str = ""
 
     def __post_init__(self) -> None:
-        if not self.text.strip():
+        if not isinstance(self.text, str) or not self.text.strip():
             raise ValueError(f"question {self.id!r}: empty question text")
+        for name in ("gold", "topic_entities"):
+            value = getattr(self, name)
+            if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
+                raise ValueError(f"{self.ref}: {name!r} must be a list of strings, got {value!r}")
         labels = [c.label for c in self.choices]
         if len(set(labels)) != len(labels):
-            raise ValueError(f"question {self.id!r}: duplicate choice labels {labels}")
+            raise ValueError(f"{self.ref}: duplicate choice labels {labels}")
+
+    @property
+    def ref(self) -> str:
+        """How messages name the question: by id, or by its text when it has none (a user's question)."""
+        if self.id:
+            return f"question {self.id!r}"
+        return f"the question {self.text if len(self.text) <= 60 else self.text[:57] + '...'!r}"
 
     @property
     def is_multiple_choice(self) -> bool:
@@ -115,14 +126,14 @@ class Question(_Serialisable):
         for i, c in enumerate(self.choices):
             if c.label in self.gold:
                 return i
-        raise ValueError(f"question {self.id!r} has no gold choice among {[c.label for c in self.choices]}")
+        raise ValueError(f"{self.ref} has no gold choice among {[c.label for c in self.choices]}")
 
     @property
     def choice_texts(self) -> tuple[str, ...]:
         return tuple(c.text for c in self.choices)
 
 
-def make_question(text: str, choices: Sequence[str], qid: str = "user") -> Question:
+def make_question(text: str, choices: Sequence[str], qid: str = "") -> Question:
     """A multiple-choice ``Question`` with choices labelled A, B, …; raises ``ConfigError`` for an empty
     text, fewer than two (or more than 26) non-empty choices, or a choice given twice."""
     if not text.strip():
@@ -235,15 +246,15 @@ class Answer(_Serialisable):
     """What kgwise returns for a question.
 
     ``prediction`` is a choice label (multiple choice) or an answer name (KGQA); ``probabilities`` maps
-    choice labels (or candidate names) to probabilities; ``prediction_set`` is a calibrated set when one
-    was asked for; ``knowledge`` is the rendered evidence given to the model; ``arm`` and ``combo`` say which
-    model and which (extractor, format) pair answered.
+    choice labels (or candidate names) to probabilities; ``prediction_set`` is a calibrated set (``None``
+    when none was made, ``()`` when it is empty); ``knowledge`` is the rendered evidence given to the
+    model; ``arm`` and ``combo`` say which model and which (extractor, format) pair answered.
     """
 
     question_id: str
     prediction: str
     probabilities: Mapping[str, float] = field(default_factory=dict)
-    prediction_set: tuple[str, ...] = ()
+    prediction_set: tuple[str, ...] | None = None
     knowledge: str = ""
     arm: str = ""
     combo: str = ""

@@ -32,6 +32,10 @@ def said(args: list[str]) -> tuple[int, str]:
     (["serve", "--kg", "g.npz", "--port", "70000"], "--port"),
     (["ask", "", "--choices", "3|4"], "the question text is empty"),
     (["ask", "2 + 2?", "--choices", "4| 4 |5"], "the choice '4' is given twice"),
+    (["eval", "uag", "--alphas", " , "], "--alphas: no numbers given"),
+    (["calibrate", "--dataset", "obqa", "--split", "test", "--kg", "g.npz", "--out", "c.json",
+      "--limit", "8"],
+     "--alpha 0.1 needs at least 9 calibration questions, obqa/test --limit 8 gives 8"),
 ])
 def test_bad_values_are_named(args: list[str], message: str) -> None:
     code, out = said(args)
@@ -57,3 +61,11 @@ def test_gzipped_n_triples_round_trip_and_a_broken_gzip_is_named(graph_file: Pat
     fake.write_text("<a> <b> <c> .\n")
     code, text = said(["kg", "stats", str(fake)])
     assert code == 2 and "fake.nt.gz:1: not a complete gzip file" in text, text
+
+
+def test_a_source_without_triples_is_not_a_graph(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("\n\n")
+    code, out = said(["kg", "build", str(empty), "--format", "tsv", "--out", str(tmp_path / "g.npz")])
+    assert code == 2 and "empty.tsv: no triples found (read as tsv)" in out, out
+    assert not (tmp_path / "g.npz").exists()

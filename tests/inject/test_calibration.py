@@ -70,8 +70,17 @@ def test_calibrate_then_answer_with_a_set_through_the_cli(data_dir: Path, tmp_pa
     assert res.exit_code == 0, res.output
     assert len(list(tmp_path.glob("cal.outcomes-*.jsonl"))) == 2
     assert len(outcomes.read_text().splitlines()) == 4
-    res = runner.invoke(app, ["answer", "Which drug is used to treat hypertension?", "--choices",
-                              "Lisinopril|Insulin|Penicillin", "--kg", str(kg), "--combo", "P_sub+F_t",
-                              "--calibration", str(out), "--alpha", "0.5"])
+    ask = ["answer", "Which drug is used to treat hypertension?", "--choices",
+           "Lisinopril|Insulin|Penicillin", "--kg", str(kg),
+           "--combo", "P_sub+F_t", "--calibration", str(out), "--alpha", "0.5"]
+    res = runner.invoke(app, [*ask, "--scoring", "mean"])  # the pipeline of the last calibration
     assert res.exit_code == 0, res.output
-    assert "calibrated set" in res.output
+    assert "calibrated set (holds the answer w.p. ≥ 0.50)" in res.output
+    # answers scored by another rule, or made with another combination, are not covered by its guarantee
+    res = runner.invoke(app, ask)
+    assert res.exit_code == 2 and "scoring: calibrated with 'mean', answering with 'sum'" in res.output
+    res = runner.invoke(app, [*ask[:-6], "--combo", "P_sub+F_s", *ask[-4:], "--scoring", "mean"])
+    assert res.exit_code == 2 and "combo: calibrated with 'P_sub+F_t'" in res.output
+    res = runner.invoke(app, [*ask, "--allow-mismatch"])
+    assert res.exit_code == 0, res.output
+    assert "calibrated set (no guarantee: made by another pipeline)" in res.output

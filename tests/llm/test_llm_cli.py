@@ -51,3 +51,15 @@ def test_eval_llm_reports_and_resumes(tmp_path: Path, data_dir: Path) -> None:
     r2 = json.loads(out.read_text())
     assert r2["resumed"] == 4 and r2["ran_now"] == 2 and r2["n"] == 6
     assert r2["records"] == r1["records"]
+
+
+def test_eval_llm_on_an_unlabelled_split_reports_no_accuracy(tmp_path: Path, data_dir: Path) -> None:
+    """CSQA's official test split has no answers: no accuracy of 0, but none at all, and a warning."""
+    out = tmp_path / "csqa.json"
+    res = CliRunner().invoke(app, ["eval", "llm", "--dataset", "csqa", "--split", "test", "--limit", "2",
+                                   "--data", str(data_dir), "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "has no gold answers: no accuracy is reported" in " ".join(res.output.split())
+    report = json.loads(out.read_text())
+    assert report["labelled"] == 0 and report["accuracy"] is None and report["answered"] == 2
+    assert "accuracy_sum" not in report

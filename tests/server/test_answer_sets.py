@@ -10,7 +10,9 @@ from fastapi.testclient import TestClient
 
 from kgwise.conformal.calibrated import CalibratedUAG, TableSettings, calibrate_uag
 from kgwise.conformal.grid import TableBatch
+from kgwise.conformal.provenance import graph_fingerprint
 from kgwise.errors import ConfigError
+from kgwise.kg.loaders import load_tsv
 from kgwise.server import ServerSettings, create_app
 
 
@@ -19,7 +21,9 @@ def calibration(data_dir: Path, webqsp_uag_tables: TableBatch, tmp_path_factory:
                 ) -> Path:
     """UAG calibrated at α = 0.4 on 300 WebQSP questions with RoG's recorded generations."""
     uag, summary = calibrate_uag(webqsp_uag_tables, 0.4, TableSettings())
-    summary.update(kg=str(data_dir / "webqsp" / "freebase_fragment.tsv"), generator="recorded:rog")
+    kg = data_dir / "webqsp" / "freebase_fragment.tsv"
+    summary.update(kg=str(kg), generator="recorded:rog",
+                   made_with={"kg": graph_fingerprint(load_tsv(kg)), "generator": None})
     return CalibratedUAG(uag, TableSettings(), summary).save(tmp_path_factory.mktemp("uag") / "uag.json")
 
 
@@ -30,6 +34,7 @@ def test_answer_set_route(calibration: Path) -> None:
     with TestClient(app) as client:
         health = client.get("/health").json()
         assert health["uag"]["alpha"] == 0.4 and health["uag"]["same_generator_as_calibration"] is False
+        assert health["uag"]["calibration_mismatch"] == []
         r = client.post("/v1/answer-set", json={"question": "what does jamaican people speak?",
                                                 "topic_entities": ["Jamaica"]})
         assert r.status_code == 200, r.text
@@ -41,3 +46,19 @@ def test_answer_set_route(calibration: Path) -> None:
         r = client.post("/v1/answer-set", json={"question": "who?", "topic_entities": []})
         assert r.status_code == 422
         assert client.post("/v1/answer", json={"question": "q", "choices": ["a", "b"]}).status_code == 404
+
+
+def test_another_kg_than_the_calibration_is_refused_unless_allowed(calibration: Path, tmp_path: Path) -> None:
+    """A graph with one triple less is another graph: its answer sets carry no guarantee."""
+    lines = Path(CalibratedUAG.load(calibration).summary["kg"]).read_text(encoding="utf-8").splitlines()
+    other = tmp_path / "other.tsv"
+    other.write_text("\n".join(lines[1:]) + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="kg: calibrated with 'sha1:"):
+        create_app(ServerSettings(uag=calibration, uag_kg=str(other), uag_llm="smollm2-135m"))
+    app = create_app(ServerSettings(uag=calibration, uag_kg=str(other), uag_llm="smollm2-135m",
+                                    allow_calibration_mismatch=True))
+    with TestClient(app) as client:
+        assert client.get("/health").json()["uag"]["calibration_mismatch"][0].startswith("kg: ")
+        r = client.post("/v1/answer-set", json={"question": "what does jamaican people speak?",
+                                                "topic_entities": ["Jamaica"]})
+        assert r.status_code == 200 and r.json()["guaranteed"] is False

@@ -137,19 +137,30 @@ def test_answers_carry_a_calibrated_set_when_configured(ddb_file: Path, tmp_path
     import numpy as np
 
     from kgwise.conformal.split import SplitConformal, SplitConformalConfig
+    from kgwise.inject.calibration import pipeline_of
 
     rng = np.random.default_rng(0)
     cal = SplitConformal(SplitConformalConfig(alpha=0.2)).conformalize(
         rng.dirichlet(np.ones(4), size=50), rng.integers(0, 4, size=50))
-    path = cal.save(tmp_path / "cal.json")
-    client = TestClient(create_app(ServerSettings(kg=ddb_file, calibration=path)))
-    assert client.get("/health").json()["calibrated"] is True
-    ask = {"question": QUESTION, "choices": CHOICES, "combo": "P_sub+F_t"}
-    body = client.post("/v1/answer", json=ask).json()
+    injector = build_injector(ddb_file)
+    path = cal.save(tmp_path / "cal.json", {"made_with": pipeline_of(injector, "P_sub+F_t")})
+    client = TestClient(create_app(ServerSettings(kg=ddb_file, calibration=path), injector))
+    health = client.get("/health").json()
+    assert health["calibrated"] is True and health["calibration_mismatch"] == []
+    ask = {"question": QUESTION, "choices": CHOICES}
+    body = client.post("/v1/answer", json=ask).json()  # answered with the calibrated combination
+    assert body["combo"] == "P_sub+F_t" and body["guaranteed"] is True
     probs = body["probabilities"]
     expected = [k for k in probs if 1 - probs[k] <= cal.quantile()]
     assert body["prediction_set"] == expected
     everything = client.post("/v1/answer", json=ask | {"alpha": 0.0}).json()
     assert everything["prediction_set"] == ["A", "B", "C", "D"]
+    other = client.post("/v1/answer", json=ask | {"combo": "P_sub+F_s"}).json()
+    assert "prediction_set" not in other and other["guaranteed"] is False
+    assert other["calibration_mismatch"] == ["combo: calibrated with 'P_sub+F_t', answering with 'P_sub+F_s'"]
     bad = client.post("/v1/answer", json={"question": QUESTION, "choices": CHOICES, "alpha": 2})
     assert bad.status_code == 422
+    # a calibration made with another LLM is refused when the service starts
+    other_llm = cal.save(tmp_path / "other.json", {"made_with": {**pipeline_of(injector, None), "llm": "x"}})
+    with pytest.raises(ConfigError, match="llm: calibrated with 'x', answering with 'smollm2-135m'"):
+        create_app(ServerSettings(kg=ddb_file, calibration=other_llm), injector)

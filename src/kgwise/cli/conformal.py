@@ -15,9 +15,12 @@ from kgwise.errors import ConfigError
 
 def _floats(text: str, what: str) -> tuple[float, ...]:
     try:
-        return tuple(float(x) for x in text.split(",") if x.strip())
+        values = tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError as exc:
         raise ConfigError(f"{what}: expected comma-separated numbers, got {text!r}") from exc
+    if not values:
+        raise ConfigError(f"{what}: no numbers given")
+    return values
 
 
 @eval_app.command("uag")

@@ -17,6 +17,7 @@ from kgwise.cli.common import (
     PolicyOption,
     ScoringOption,
     console,
+    err_console,
     friendly_errors,
     writable,
     write_json,
@@ -52,17 +53,28 @@ def answer(
     )] = None,
     alpha: Annotated[float | None, typer.Option(
         "--alpha", help="Miscoverage of the calibrated set (default: the calibration's).")] = None,
+    allow_mismatch: Annotated[bool, typer.Option(
+        "--allow-mismatch", help="Print the calibrated set even when the KG, LLM, combination, scoring, "
+        "policy or bandit differ from the calibration's (the set then carries no guarantee).")] = False,
     scoring: ScoringOption = None,
 ) -> None:
     """Answer one multiple-choice QUESTION with knowledge from a KG injected into the LLM's prompt."""
+    from kgwise.conformal.provenance import check_same_pipeline
     from kgwise.conformal.split import SplitConformal
     from kgwise.inject.build import build_injector
-    from kgwise.inject.calibration import with_prediction_set
+    from kgwise.inject.calibration import pipeline_of, with_prediction_set
     from kgwise.types import make_question
 
-    q = make_question(question, _parse_choices(choices), "cli")
+    q = make_question(question, _parse_choices(choices))
     conformal = SplitConformal.load(calibration) if calibration is not None else None
     injector = build_injector(kg, llm, policy, bandit, scoring)
+    mismatch: list[str] = []
+    if conformal is not None:
+        mismatch = check_same_pipeline(conformal.meta.get("made_with"),
+                                       pipeline_of(injector, combo, policy, bandit), str(calibration),
+                                       allow_mismatch)
+        for line in mismatch:
+            err_console.print(f"[yellow]warning:[/yellow] {line}")
     result = injector.inject(q, combo)
     a = result.answer
     chosen = next(c.text for c in q.choices if c.label == a.prediction)
@@ -71,10 +83,11 @@ def answer(
         console.print(f"  {c.label}) {c.text}: {a.probabilities.get(c.label, 0.0):.3f}")
     if conformal is not None:
         level = conformal.config.alpha if alpha is None else alpha
-        labels = with_prediction_set(a, conformal, level).prediction_set
+        labels = with_prediction_set(a, conformal, level).prediction_set or ()
         shown = ", ".join(labels) if labels else "(empty)"
-        console.print(f"[bold]calibrated set[/bold] (holds the answer w.p. ≥ {1 - level:.2f}): "
-                      f"{shown}")
+        claim = ("[bold red]no guarantee[/bold red]: made by another pipeline" if mismatch
+                 else f"holds the answer w.p. ≥ {1 - level:.2f}")
+        console.print(f"[bold]calibrated set[/bold] ({claim}): {shown}")
     console.print(f"[bold]combination:[/bold] {a.combo}")
     console.print("[bold]knowledge:[/bold]")
     console.print(a.knowledge or "(none found)", markup=False)
@@ -109,14 +122,18 @@ def calibrate(
     prediction, LAC or APS); resumable. Reports coverage and set size on held-out halves."""
     from tqdm import tqdm
 
+    from kgwise.conformal.split import min_calibration_size
     from kgwise.datasets import load
     from kgwise.files import file_stamp, short_hash
     from kgwise.inject.build import build_injector
-    from kgwise.inject.calibration import CalibrationConfig, collect_probabilities
+    from kgwise.inject.calibration import CalibrationConfig, collect_probabilities, pipeline_of
     from kgwise.inject.calibration import calibrate as run_calibration
 
     cfg = CalibrationConfig(alpha=alpha, score=score)  # type: ignore[arg-type]
     questions = load(dataset, split, data)[:limit]
+    if len(questions) < (need := min_calibration_size(alpha)):
+        raise ConfigError(f"--alpha {alpha:g} needs at least {need} calibration questions, {dataset}/{split}"
+                          f"{f' --limit {limit}' if limit else ''} gives {len(questions)}")
     injector = build_injector(kg, llm, policy, bandit, scoring)
     # answers are kept per set of inputs, so a rerun resumes only a calibration of the same ones
     stamp = {"dataset": dataset, "split": split, "llm": llm, "combo": combo,
@@ -128,10 +145,11 @@ def calibrate(
                                  progress=lambda i, n: bar.update(1))
     bar.close()
     conformal, report = run_calibration(rows, cfg)
-    used = combo or ("bandit" if bandit else injector.config.default_combo)
-    meta = {"dataset": dataset, "split": split, "kg": str(kg), "llm": llm, "combo": used,
+    made_with = pipeline_of(injector, combo, policy, bandit)
+    meta = {"dataset": dataset, "split": split, "kg": str(kg), "llm": llm, "combo": made_with["combo"],
             "scoring": injector.config.scoring,
-            "policy": str(policy) if policy else None, "bandit": str(bandit) if bandit else None}
+            "policy": str(policy) if policy else None, "bandit": str(bandit) if bandit else None,
+            "made_with": made_with}
     conformal.save(out, meta)
     write_json(report | {"calibration_file": str(out), "meta": meta}, json_out)
 

@@ -9,7 +9,15 @@ from typing import Annotated
 import typer
 
 from kgwise.cli.apps import app, eval_app
-from kgwise.cli.common import DataOption, JsonOption, console, friendly_errors, writable, write_json
+from kgwise.cli.common import (
+    DataOption,
+    JsonOption,
+    console,
+    err_console,
+    friendly_errors,
+    writable,
+    write_json,
+)
 from kgwise.config import cache_dir
 from kgwise.errors import ConfigError
 
@@ -43,9 +51,9 @@ def ask(
     if method not in METHODS:
         raise ConfigError(f"unknown --method {method!r}; use {', '.join(METHODS)}")
     if choices is not None:
-        q = make_question(question, choices.split("|"), "ask")
+        q = make_question(question, choices.split("|"))
     elif question.strip():
-        q = Question("ask", question)
+        q = Question("", question)
     else:
         raise ConfigError("the question text is empty")
     model = get_llm(llm, cache=cache)
@@ -109,4 +117,10 @@ def eval_llm(
     records = out if out is not None else _default_records(dataset, split, llm, method, json_out)
     report = {"dataset": dataset, "split": split, **evaluate_llm(model, questions, records, cfg)}
     report["llm"] = llm
+    if not report["labelled"]:
+        err_console.print(f"[yellow]warning:[/yellow] {dataset}/{split} has no gold answers: "
+                          "no accuracy is reported")
+    elif report["labelled"] < report["n"]:
+        err_console.print(f"accuracy over the {report['labelled']} of {report['n']} questions with gold "
+                          "answers")
     write_json(report, json_out)

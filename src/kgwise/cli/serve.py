@@ -24,6 +24,10 @@ def serve(
     scoring: ScoringOption = None,
     calibration: Annotated[Path | None, typer.Option(
         "--calibration", help="`kgwise calibrate` output: answers carry a prediction_set.")] = None,
+    allow_calibration_mismatch: Annotated[bool, typer.Option(
+        "--allow-calibration-mismatch", help="Serve calibrated sets (--calibration, --uag) even for another "
+        "KG, LLM, combination, scoring, policy or bandit than they were made with (marked guaranteed: "
+        "false).")] = False,
     router: Annotated[Path | None, typer.Option(
         "--router", help="`kgwise route init` output: serves /v1/route and /v1/route/feedback, updated "
                          "in place.")] = None,
@@ -44,5 +48,6 @@ def serve(
     from kgwise.server import ServerSettings, create_app
 
     settings = ServerSettings(kg=kg, llm=llm, policy=policy, bandit=bandit, scoring=scoring,
-                              calibration=calibration, router=router, uag=uag, uag_kg=uag_kg, uag_llm=uag_llm)
+                              calibration=calibration, allow_calibration_mismatch=allow_calibration_mismatch,
+                              router=router, uag=uag, uag_kg=uag_kg, uag_llm=uag_llm)
     uvicorn.run(create_app(settings), host=host, port=port)

@@ -54,7 +54,7 @@ def subgraph(
     """Ground QUESTION and CHOICES in FILE, then print the concepts, the P_sub triples and the paths."""
     try:
         options = tuple(Choice(CHOICE_LABELS[i], c) for i, c in enumerate(_split(choices)))
-        q = Question("cli", question, options, topic_entities=tuple(_split(topic)))
+        q = Question("", question, options, topic_entities=tuple(_split(topic)))
         cfg = SubgraphConfig(hops=hops, max_nodes=max_nodes, max_expand=max_expand)
     except (ValueError, IndexError) as exc:
         raise ConfigError(str(exc)) from exc

@@ -82,6 +82,7 @@ def calibrate(
     from kgwise.conformal.calibrated import CalibratedUAG, TableSettings, calibrate_uag, labelled_questions
     from kgwise.conformal.evaluator import LLMGenerator
     from kgwise.conformal.experiment import TABLES_VERSION, build_tables
+    from kgwise.conformal.provenance import graph_fingerprint
     from kgwise.conformal.retriever import RetrieverConfig
     from kgwise.files import file_stamp, short_hash
     from kgwise.kg.sources import graph_stamp, open_graph
@@ -89,7 +90,14 @@ def calibrate(
     if (llm is None) == (generations is None):
         raise ConfigError("pass exactly one of --llm (live Φ(P)) and --generations (recorded Φ(P))")
     graph = open_graph(kg)
-    qs = labelled_questions(read_questions(questions), str(questions))
+    given = read_questions(questions)
+    qs = labelled_questions(given, str(questions))
+    if len(qs) < len(given):
+        kept = {id(q) for q in qs}
+        left_out = [q.id for q in given if id(q) not in kept]
+        err_console.print(f"[yellow]warning:[/yellow] {len(left_out)} of {len(given)} questions have no gold "
+                          f"answers or no topic entities and are left out: {', '.join(left_out[:5])}"
+                          + (" …" if len(left_out) > 5 else ""))
     settings = TableSettings(RetrieverConfig(max_hops=max_hops, direction=direction))  # type: ignore[arg-type]
     recorded = read_generations(generations) if generations is not None else None
     live = None
@@ -105,7 +113,9 @@ def calibrate(
                           evaluator=settings.evaluator_config(), generator=live)
     uag, summary = calibrate_uag(tables, alpha, settings, delta=delta, tune_fraction=tune_fraction, seed=seed)
     summary["kg"], summary["questions_file"] = str(kg), str(questions)
+    summary["questions_left_out"] = len(given) - len(qs)
     summary["generator"] = llm if llm is not None else f"recorded:{generations}"
+    summary["made_with"] = {"kg": graph_fingerprint(graph), "generator": llm}
     if uag.abstains:
         write_json(summary, json_out)
         raise ConfigError(f"no λ could be certified at α={alpha}, δ={delta} on {summary['calibration']} "
@@ -124,6 +134,9 @@ def answer(
     kg: KgOption,
     uag: Annotated[Path, typer.Option("--uag", help="A file written by `kgwise uag calibrate`.")],
     llm: Annotated[str | None, typer.Option(help=_LLM_HELP + " Default: the one calibrated with.")] = None,
+    allow_mismatch: Annotated[bool, typer.Option(
+        "--allow-mismatch", help="Answer even when the KG or the LLM differs from the calibration's (the set "
+        "then carries no guarantee).")] = False,
     json_out: JsonOption = None,
 ) -> None:
     """The calibrated answer set of QUESTION: every KG answer UAG keeps at the calibrated α. The guarantee
@@ -135,20 +148,26 @@ def answer(
     from kgwise.types import Question
 
     calibrated = CalibratedUAG.load(uag)
-    spec, same = calibrated.generator_spec(llm)
-    if not same:
-        err_console.print(f"[yellow]warning:[/yellow] calibrated with "
-                          f"{calibrated.summary.get('generator') or 'an unknown generator'}, answering with "
-                          f"{spec}: the guarantee assumes the same generator")
     if not question.strip():
         raise ConfigError("the question text is empty")
     graph = open_graph(kg)
-    q = Question(id="cli", text=question, topic_entities=tuple(topic))
+    spec, mismatch = calibrated.check_pipeline(graph, llm, uag, allow_mismatch)
+    for line in mismatch:
+        err_console.print(f"[yellow]warning:[/yellow] {line}")
+    _, same = calibrated.generator_spec(llm)
+    if not same and not mismatch:
+        err_console.print(f"[yellow]warning:[/yellow] calibrated with "
+                          f"{calibrated.summary.get('generator') or 'an unknown generator'}, answering with "
+                          f"{spec}: the guarantee assumes the same generator")
+    q = Question(id="", text=question, topic_entities=tuple(topic))
     result = calibrated.answer(q, graph, LLMGenerator(get_llm(spec, cache=True)))
     for name in result.unknown_topic_entities:
         err_console.print(f"[yellow]warning:[/yellow] the topic entity {name!r} is not in the KG; "
                           "retrieving from the others")
-    console.print(f"[bold]{len(result.answers)} answer(s)[/bold] (miss rate ≤ {result.alpha:g} with "
-                  f"probability ≥ {1 - result.delta:g}): " + (", ".join(result.answers) or "—"))
+    claim = ("[bold red]no guarantee[/bold red]: another pipeline than the calibration's" if mismatch
+             else f"miss rate ≤ {result.alpha:g} with probability ≥ {1 - result.delta:g}")
+    console.print(f"[bold]{len(result.answers)} answer(s)[/bold] ({claim}): "
+                  + (", ".join(result.answers) or "—"))
     write_json({**asdict(result), "lambda": calibrated.uag.lambda_,
-                "evaluator_score": calibrated.uag.evaluator_score_}, json_out)
+                "evaluator_score": calibrated.uag.evaluator_score_, "guaranteed": not mismatch,
+                "calibration_mismatch": mismatch}, json_out)

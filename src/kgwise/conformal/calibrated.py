@@ -22,6 +22,7 @@ import numpy as np
 from kgwise.conformal.evaluator import EvaluatorConfig, Generator, UQEvaluator
 from kgwise.conformal.grid import TableBatch
 from kgwise.conformal.ltt import LTTConfig
+from kgwise.conformal.provenance import check_same_pipeline, graph_fingerprint
 from kgwise.conformal.retriever import RetrieverConfig, UQRetriever
 from kgwise.conformal.scores import S1, ScoreConfig
 from kgwise.conformal.uag import UAG, UAGConfig, question_table
@@ -93,6 +94,20 @@ class CalibratedUAG:
             return used, True
         return llm, llm == used
 
+    def check_pipeline(self, kg: KnowledgeGraph, llm: str | None, source: str | Path,
+                       allow_mismatch: bool = False, option: str = "--allow-mismatch"
+                       ) -> tuple[str, list[str]]:
+        """The generator spec (see :meth:`generator_spec`) and how answering over ``kg`` with it differs
+        from the calibration: another KG, or another live LLM than the one calibrated with (a calibration
+        on recorded answers cannot tell, so its generator is not compared). ``ConfigError`` naming
+        ``source`` unless ``allow_mismatch`` (:func:`kgwise.conformal.provenance.check_same_pipeline`)."""
+        spec, _ = self.generator_spec(llm)
+        made = self.summary.get("made_with")
+        now = {"kg": graph_fingerprint(kg)}
+        if made is None or made.get("generator") is not None:
+            now["generator"] = spec
+        return spec, check_same_pipeline(made, now, source, allow_mismatch, option)
+
     def answer(self, question: Question, kg: KnowledgeGraph, generator: Generator, scorer: S1 | None = None
                ) -> AnswerSet:
         """Retrieve, generate ``Φ(P)``, score and keep the candidates of the calibrated λ. A question whose
@@ -100,7 +115,7 @@ class CalibratedUAG:
         s = scorer or self.settings.scorer()
         retriever = UQRetriever(kg, s, self.settings.retriever)
         if not retriever.topic_nodes(question.topic_entities):
-            raise DataError(f"question {question.id!r}: none of its topic entities "
+            raise DataError(f"{question.ref}: none of its topic entities "
                             f"{list(question.topic_entities)} is a node of the KG")
         recording = _Recording(generator)
         tab = question_table(question, retriever, self.settings.evaluator(s, recording))

@@ -120,6 +120,8 @@ class ExperimentConfig:
         tc = (self.tune_fraction, self.cal_fraction)
         if not (tc[0] > 0 and tc[1] > 0 and tc[0] + tc[1] < 1):
             raise ConfigError("tune_fraction and cal_fraction must be positive and leave a test part")
+        if not self.alphas:
+            raise ConfigError("no risk level α given")
         for a in self.alphas:
             if not 0 < a < 1:
                 raise ConfigError(f"alpha {a} not in (0, 1)")

@@ -29,6 +29,7 @@ __all__ = [
     "conformal_rank",
     "label_set",
     "lac_scores",
+    "min_calibration_size",
 ]
 
 ChoiceScore = Literal["lac", "aps"]
@@ -45,6 +46,16 @@ def conformal_rank(n: int, alpha: float) -> int:
     _check_alpha(alpha)
     # the small tolerance keeps e.g. (99+1)*(1-0.1) = 90.00000000000001 from rounding up to 91
     return max(0, math.ceil((n + 1) * (1.0 - alpha) - 1e-9))
+
+
+def min_calibration_size(alpha: float) -> int:
+    """The fewest calibration scores whose quantile at ``alpha`` is finite: the smallest ``n`` with
+    ``⌈(n+1)(1−α)⌉ ≤ n``, i.e. ``n ≥ 1/α − 1`` (MAPIE refuses fewer as well)."""
+    _check_alpha(alpha)
+    if alpha == 0.0:
+        raise ConfigError("alpha = 0 asks for every choice in every set: no calibration size suffices")
+    n = max(1, math.ceil(1.0 / alpha - 1.0 - 1e-9))
+    return n if conformal_rank(n, alpha) <= n else n + 1
 
 
 def conformal_quantile(scores: npt.ArrayLike, alpha: float) -> float:
@@ -107,6 +118,8 @@ class SplitConformal:
     def __init__(self, config: SplitConformalConfig | None = None) -> None:
         self.config = config or SplitConformalConfig()
         self.calibration_scores_: FloatArray | None = None
+        self.meta: dict[str, Any] = {}
+        """What :meth:`save` was given as ``meta`` (read back by :meth:`load`)."""
 
     def scores(self, probs: npt.ArrayLike) -> FloatArray:
         """Non-conformity score of every (question, choice) under the configured score."""
@@ -141,9 +154,19 @@ class SplitConformal:
         return self
 
     def quantile(self, alpha: float | None = None) -> float:
+        """The calibrated threshold ``q̂`` at ``alpha`` (default: the configured one; ``+∞`` at 0).
+        ``ConfigError`` when the calibration holds too few scores for a finite one at ``alpha > 0``."""
         if self.calibration_scores_ is None:
             raise ConfigError("SplitConformal: call conformalize() before predict_set()")
-        return conformal_quantile(self.calibration_scores_, self.config.alpha if alpha is None else alpha)
+        level = self.config.alpha if alpha is None else alpha
+        if level == 0.0:
+            return math.inf  # every choice, in every set: what α = 0 asks for
+        need, have = min_calibration_size(level), self.calibration_scores_.size
+        if have < need:
+            raise ConfigError(f"α = {level:g} needs at least {need} calibration questions, the calibration "
+                              f"has {have}: every set would hold every choice; use a larger α or "
+                              "calibrate on more questions")
+        return conformal_quantile(self.calibration_scores_, level)
 
     def predict_set(self, probs: npt.ArrayLike, alpha: float | None = None) -> npt.NDArray[np.bool_]:
         """Boolean ``(questions, choices)`` mask of ``{y : S(x, y) ≤ q̂}``."""
@@ -156,7 +179,8 @@ class SplitConformal:
         if self.calibration_scores_ is None:
             raise ConfigError("SplitConformal: nothing to save before conformalize()")
         body = {"kind": "SplitConformal", "config": asdict(self.config),
-                "calibration_scores": self.calibration_scores_.tolist(), "meta": dict(meta or {})}
+                "calibration_scores": self.calibration_scores_.tolist(),
+                "meta": dict(self.meta if meta is None else meta)}
         return write_text_atomic(path, json.dumps(body, indent=1) + "\n")
 
     @classmethod
@@ -169,6 +193,7 @@ class SplitConformal:
                 raise ValueError(f"kind is {body.get('kind')!r}")
             out = cls(SplitConformalConfig(**body["config"]))
             scores = np.asarray(body["calibration_scores"], dtype=np.float64)
+            out.meta = dict(body.get("meta") or {})
         except (AttributeError, ValueError, KeyError, TypeError) as exc:
             raise DataError(f"not a kgwise calibration file: {exc}", p) from exc
         if scores.ndim != 1 or scores.size == 0:

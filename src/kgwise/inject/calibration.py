@@ -17,18 +17,20 @@ from typing import Any
 
 import numpy as np
 
+from kgwise.conformal.provenance import file_digest, graph_fingerprint
 from kgwise.conformal.split import (
     ChoiceScore,
     SplitConformal,
     SplitConformalConfig,
     conformal_quantile,
     label_set,
+    min_calibration_size,
 )
 from kgwise.errors import ConfigError, DataError
 from kgwise.inject.injector import KnowledgeInjector
 from kgwise.types import Answer, Question
 
-__all__ = ["CalibrationConfig", "calibrate", "collect_probabilities", "with_prediction_set"]
+__all__ = ["CalibrationConfig", "calibrate", "collect_probabilities", "pipeline_of", "with_prediction_set"]
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ def collect_probabilities(
     rows: list[dict[str, Any]] = []
     for i, q in enumerate(questions):
         if not q.choices or q.gold_index is None:
-            raise ConfigError(f"question {q.id!r} has no choices or no gold answer: it cannot calibrate")
+            raise ConfigError(f"{q.ref} has no choices or no gold answer: it cannot calibrate")
         row = done.get(q.id)
         if row is None:
             a = injector.inject(q, combo).answer
@@ -93,8 +95,10 @@ def calibrate(rows: Sequence[dict[str, Any]], config: CalibrationConfig | None =
               ) -> tuple[SplitConformal, dict[str, Any]]:
     """Split CP over all ``rows`` (the saved calibration) and the held-out check of the report."""
     cfg = config or CalibrationConfig()
-    if len(rows) < 2:
-        raise ConfigError(f"calibration needs at least 2 labelled questions, got {len(rows)}")
+    need = max(2, min_calibration_size(cfg.alpha))
+    if len(rows) < need:
+        raise ConfigError(f"a calibration at α = {cfg.alpha:g} needs at least {need} labelled questions, "
+                          f"got {len(rows)}")
     probs = [np.asarray(r["probabilities"], dtype=np.float64) for r in rows]
     gold = np.asarray([r["gold"] for r in rows], dtype=np.int64)
     cp = SplitConformal(SplitConformalConfig(cfg.alpha, cfg.score)).conformalize(probs, gold)
@@ -105,8 +109,12 @@ def calibrate(rows: Sequence[dict[str, Any]], config: CalibrationConfig | None =
         scores[i, : p.size] = cp.scores(p[None, :])[0]
     gold_scores = scores[np.arange(n), gold]
     rng = np.random.default_rng(cfg.seed)
-    check: dict[str, dict[str, float]] = {}
+    check: dict[str, dict[str, Any]] = {}
     for alpha in cfg.alphas:
+        if n // 2 < min_calibration_size(alpha):
+            check[f"{alpha:g}"] = {"skipped": f"a half of {n // 2} questions is too small for a finite set "
+                                              f"at α = {alpha:g} (needs {min_calibration_size(alpha)})"}
+            continue
         cover, size = [], []
         for _ in range(cfg.splits):
             perm = rng.permutation(n)
@@ -120,6 +128,16 @@ def calibrate(rows: Sequence[dict[str, Any]], config: CalibrationConfig | None =
     report = {"questions": n, "accuracy": accuracy, "config": asdict(cfg),
               "quantile": cp.quantile(), "heldout_check": check}
     return cp, report
+
+
+def pipeline_of(injector: KnowledgeInjector, combo: str | None, policy: str | Path | None = None,
+                bandit: str | Path | None = None) -> dict[str, str | None]:
+    """What the answers of ``injector`` with ``combo`` (``None``: the bandit's pick, else the default) depend
+    on, for a calibration's ``made_with`` record (:mod:`kgwise.conformal.provenance`); ``policy`` and
+    ``bandit``: the files the injector was built from."""
+    used = combo or ("bandit" if injector.bandit is not None else injector.config.default_combo)
+    return {"kg": graph_fingerprint(injector.kg), "llm": injector.llm.name, "combo": used,
+            "scoring": injector.config.scoring, "policy": file_digest(policy), "bandit": file_digest(bandit)}
 
 
 def with_prediction_set(answer: Answer, conformal: SplitConformal, alpha: float | None = None) -> Answer:

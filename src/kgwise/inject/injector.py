@@ -170,7 +170,7 @@ class KnowledgeInjector:
     def inject(self, question: Question, combo: str | None = None) -> Injection:
         """Answer ``question`` with ``combo`` (default: the bandit's choice) and report the details."""
         if not question.choices:
-            raise ConfigError(f"question {question.id!r} has no answer choices")
+            raise ConfigError(f"{question.ref} has no answer choices")
         combo = combo or self.choose(question)
         t0 = time.perf_counter()
         evidence = self.evidence(question) if self.evidence is not None else ""

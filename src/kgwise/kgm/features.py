@@ -78,7 +78,7 @@ def node_text(kg: KnowledgeGraph, node: int, max_chars: int = 100, gloss: bool =
 def context_texts(question: Question) -> tuple[list[str], list[str]]:
     """``(choices, pairs)``: each choice's text and each ``"question choice"`` pair text to embed."""
     if not question.choices:
-        raise ConfigError(f"question {question.id!r} has no choices: the KG model answers multiple choice")
+        raise ConfigError(f"{question.ref} has no choices: the KG model answers multiple choice")
     stem = question.text.strip()
     choices = [c.text.strip() for c in question.choices]
     return choices, [f"{stem} {c}" for c in choices]
@@ -130,7 +130,7 @@ def graph_from_subgraph(
     choice_sets = list(subgraph.choice_nodes) + [()] * (n_choices - len(subgraph.choice_nodes))
     if len(choice_sets) != n_choices:
         raise DataError(
-            f"question {question.id!r}: subgraph grounds {len(subgraph.choice_nodes)} choices, "
+            f"{question.ref}: subgraph grounds {len(subgraph.choice_nodes)} choices, "
             f"the question has {n_choices}"
         )
     order: dict[int, None] = {}

@@ -257,7 +257,7 @@ def answer_mc(llm: LLM, question: Question, knowledge: str = "", config: MCConfi
     """Answer a multiple-choice question with ``config.method``."""
     cfg = config or MCConfig()
     if not question.choices:
-        raise ValueError(f"question {question.id!r} has no choices")
+        raise ValueError(f"{question.ref} has no choices")
     if cfg.method == "letter":
         return answer_by_letter(llm, question, knowledge, cfg)
     if cfg.method not in RULE_OF_METHOD:

@@ -84,7 +84,9 @@ def _answer_one(llm: LLM, q: Question, method: str) -> dict[str, Any]:
 def evaluate_llm(
     llm: LLM, questions: Sequence[Question], records: str | Path, config: EvalConfig | None = None
 ) -> dict[str, Any]:
-    """Answer every question (skipping those already in ``records``, a JSONL file) and summarise."""
+    """Answer every question (skipping those already in ``records``, a JSONL file) and summarise.
+    ``accuracy`` counts the questions with gold answers only (``None`` when none has one, e.g. CSQA's
+    official test split); ``labelled`` says how many."""
     cfg = config or EvalConfig()
     path = Path(records)
     done, _ = read_done(path)
@@ -101,20 +103,23 @@ def evaluate_llm(
     wall = time.perf_counter() - t0
     recs = [rep.results[q.id] for q in questions if q.id in rep.results]
     n = len(questions)
+    # accuracy is over the questions with gold answers; unanswered ones (failures) count as wrong
+    n_gold = sum(1 for q in questions if q.gold)
+    graded = [r for r in recs if r["gold"]]
     usage = Usage.total([Usage.from_dict(r["usage"]) for r in recs])
-    correct = sum(bool(r["correct"]) for r in recs)
     report: dict[str, Any] = {
         "llm": llm.name,
         "method": cfg.method,
         "n": n,
+        "labelled": n_gold,
         "answered": len(recs),
         "failed": len(rep.failed),
-        "accuracy": correct / n if n else 0.0,
+        "accuracy": sum(bool(r["correct"]) for r in graded) / n_gold if n_gold else None,
     }
-    if recs and "pred_sum" in recs[0]:
+    if graded and "pred_sum" in graded[0]:
         for rule in SCORING_RULES:
-            if all(f"pred_{rule}" in r for r in recs):  # records of older versions lack pred_pmi
-                report[f"accuracy_{rule}"] = sum(r[f"pred_{rule}"] in r["gold"] for r in recs) / n
+            if all(f"pred_{rule}" in r for r in graded):  # records of older versions lack pred_pmi
+                report[f"accuracy_{rule}"] = sum(r[f"pred_{rule}"] in r["gold"] for r in graded) / n_gold
     mc = [r for r in recs if "n_choices" in r]
     if mc:
         report["chance_accuracy"] = round(sum(1.0 / r["n_choices"] for r in mc) / len(mc), 6)

@@ -118,7 +118,7 @@ class Replay:
         if isinstance(question, Question):
             rec = self._by_id.get(question.id) or self._by_key.get(_key(question.text))
             if rec is None:
-                raise ReplayMissError(f"{self.name}: no recorded reply for question {question.id!r} "
+                raise ReplayMissError(f"{self.name}: no recorded reply for {question.ref} "
                                       f"({question.text[:80]!r})")
             return rec
         key = _key(question)

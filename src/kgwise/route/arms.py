@@ -70,7 +70,7 @@ class ReplayPredictor:
         try:
             return self.outcomes[question.id]
         except KeyError:
-            msg = f"arm {self.name!r} has no recorded outcome for question {question.id!r}"
+            msg = f"arm {self.name!r} has no recorded outcome for {question.ref}"
             raise ReplayMissError(msg) from None
 
     def usage_bound(self, question: Question) -> Usage:

@@ -28,13 +28,15 @@ class AnswerSetRequest(BaseModel):
 
     question: str = Field(min_length=1)
     topic_entities: list[str] = Field(min_length=1)
-    id: str = "request"
+    id: str = ""
 
 
 class AnswerSetService:
-    """A calibrated UAG with its KG and LLM; ``kg`` overrides the graph file recorded at calibration."""
+    """A calibrated UAG with its KG and LLM; ``kg`` overrides the graph file recorded at calibration (it
+    must hold the same graph unless ``allow_mismatch``)."""
 
-    def __init__(self, calibration: Path, kg: str | Path | None = None, llm: str | None = None) -> None:
+    def __init__(self, calibration: Path, kg: str | Path | None = None, llm: str | None = None,
+                 allow_mismatch: bool = False) -> None:
         from kgwise.kg.sources import open_graph
         from kgwise.llm import get_llm
 
@@ -45,7 +47,9 @@ class AnswerSetService:
             raise ConfigError(f"{calibration} names no KG: pass one (--uag-kg)")
         self.kg_file = kg_file
         self.kg = open_graph(kg_file)
-        self.llm_spec, self.same_generator = self.calibrated.generator_spec(llm)
+        self.llm_spec, self.mismatch = self.calibrated.check_pipeline(
+            self.kg, llm, calibration, allow_mismatch, "--allow-calibration-mismatch")
+        self.same_generator = self.calibrated.generator_spec(llm)[1]
         self.generator = LLMGenerator(get_llm(self.llm_spec, cache=True))
         self.scorer = self.calibrated.settings.scorer()
         self.lock = threading.Lock()
@@ -54,13 +58,14 @@ class AnswerSetService:
         u = self.calibrated.uag
         return {"kg": str(self.kg_file), "llm": self.llm_spec, "alpha": u.config.alpha,
                 "delta": u.config.ltt.delta, "lambda": u.lambda_,
-                "same_generator_as_calibration": self.same_generator}
+                "same_generator_as_calibration": self.same_generator, "calibration_mismatch": self.mismatch}
 
     def answer(self, req: AnswerSetRequest) -> dict[str, Any]:
         q = Question(id=req.id, text=req.question, topic_entities=tuple(req.topic_entities))
         with self.lock:  # local models are not thread-safe
             result = self.calibrated.answer(q, self.kg, self.generator, self.scorer)
-        return {**asdict(result), "same_generator_as_calibration": self.same_generator}
+        return {**asdict(result), "same_generator_as_calibration": self.same_generator,
+                "guaranteed": self.same_generator and not self.mismatch}
 
 
 def answer_set_api(service: AnswerSetService) -> APIRouter:

@@ -20,10 +20,11 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from kgwise.conformal.provenance import check_same_pipeline
 from kgwise.conformal.split import SplitConformal
 from kgwise.errors import ConfigError, KgwiseError
 from kgwise.inject.build import build_injector
-from kgwise.inject.calibration import with_prediction_set
+from kgwise.inject.calibration import pipeline_of, with_prediction_set
 from kgwise.inject.injector import KnowledgeInjector
 from kgwise.server.answer_sets import AnswerSetService, answer_set_api
 from kgwise.server.routing import RoutingService, routing_api
@@ -47,6 +48,7 @@ class ServerSettings(BaseModel):
     bandit: Path | None = None
     scoring: str | None = None
     calibration: Path | None = None
+    allow_calibration_mismatch: bool = False
     router: Path | None = None
     router_save_every_s: float = Field(default=30.0, ge=0.0)
     uag: Path | None = None
@@ -55,14 +57,15 @@ class ServerSettings(BaseModel):
 
 
 class AnswerRequest(BaseModel):
-    """A multiple-choice question; ``combo`` forces an (extractor+format) pair such as ``P_sub+F_t``;
-    ``alpha`` sets the miscoverage of the calibrated set (default: the calibration's)."""
+    """A multiple-choice question; ``combo`` forces an (extractor+format) pair such as ``P_sub+F_t`` (with
+    a calibration made for another combination, the answer carries no set unless the service allows the
+    mismatch); ``alpha`` sets the miscoverage of the calibrated set (default: the calibration's)."""
 
     question: str = Field(min_length=1)
     choices: list[str] = Field(min_length=2, max_length=26)
     combo: str | None = None
     alpha: float | None = Field(default=None, ge=0.0, le=1.0)
-    id: str = "request"
+    id: str = ""
 
 
 def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = None) -> FastAPI:
@@ -97,7 +100,8 @@ def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = No
         app.include_router(routing_api(routing))
     answer_sets = None
     if settings.uag is not None:
-        answer_sets = AnswerSetService(settings.uag, settings.uag_kg, settings.uag_llm)
+        answer_sets = AnswerSetService(settings.uag, settings.uag_kg, settings.uag_llm,
+                                       settings.allow_calibration_mismatch)
         app.include_router(answer_set_api(answer_sets))
     if injector is None and settings.kg is None:
         @app.get("/health")
@@ -109,6 +113,19 @@ def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = No
     inj = injector or build_injector(settings.kg, settings.llm, settings.policy, settings.bandit,  # type: ignore[arg-type]
                                      settings.scoring)
     conformal = SplitConformal.load(settings.calibration) if settings.calibration is not None else None
+    made_with: dict[str, Any] = {}
+    mismatch: list[str] = []
+    own_combo = "bandit" if inj.bandit is not None else inj.config.default_combo
+    default_combo = None  # None: the injector's own
+    if conformal is not None:
+        made_with = conformal.meta.get("made_with") or {}
+        # the combination is checked per request; without one, answer with the calibrated combination
+        fixed = {k: v for k, v in pipeline_of(inj, None, settings.policy, settings.bandit).items()
+                 if k != "combo"}
+        mismatch = check_same_pipeline(conformal.meta.get("made_with"), fixed, str(settings.calibration),
+                                       settings.allow_calibration_mismatch, "--allow-calibration-mismatch")
+        if made_with.get("combo") in inj.combos():
+            default_combo = made_with["combo"]
     lock = threading.Lock()
 
     def question_of(req: AnswerRequest) -> Any:
@@ -127,6 +144,7 @@ def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = No
             "combos": inj.combos(),
             "bandit": inj.bandit is not None,
             "calibrated": conformal is not None,
+            "calibration_mismatch": mismatch,
             "router": routing.status() if routing is not None else None,
             "uag": answer_sets.status() if answer_sets is not None else None,
         }
@@ -135,11 +153,21 @@ def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = No
     def answer(req: AnswerRequest) -> dict[str, Any]:
         q = question_of(req)
         with lock:
-            result = inj.inject(q, req.combo)
+            result = inj.inject(q, req.combo or default_combo)
         a = result.answer
-        if conformal is not None:
+        differs = list(mismatch)
+        used = req.combo or default_combo or own_combo
+        if conformal is not None and used != made_with.get("combo"):
+            differs.append(f"combo: calibrated with {made_with.get('combo')!r}, answering with {used!r}")
+        if conformal is not None and (not differs or settings.allow_calibration_mismatch):
             a = with_prediction_set(a, conformal, req.alpha)
         out = a.to_dict()
+        if out["prediction_set"] is None:
+            del out["prediction_set"]
+        if conformal is not None:
+            out["guaranteed"] = not differs
+            if differs:
+                out["calibration_mismatch"] = differs
         out["choice_text"] = next(c.text for c in q.choices if c.label == result.answer.prediction)
         out["prep_ms"] = result.prep_ms
         return out

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from kgwise.errors import ConfigError
+from kgwise.errors import ConfigError, DataError
 from kgwise.kg.csr import CSRGraph
 from kgwise.kg.loaders.conceptnet import (
     concept_label,
@@ -58,7 +58,8 @@ FORMATS: dict[str, str] = {
 
 def load_graph(source: str | Path, format: str, merge_file: str | Path | None = None) -> CSRGraph:
     """Load ``source`` in ``format`` (a key of ``FORMATS``). ``merge_file`` (a KagNet relation-merging
-    file) applies to the two ConceptNet formats only. Raises ``ConfigError`` for an unknown format."""
+    file) applies to the two ConceptNet formats only. Raises ``ConfigError`` for an unknown format and
+    ``DataError`` for a source without a single triple."""
     loaders: dict[str, Callable[[Path], CSRGraph]] = {
         "conceptnet-csv": lambda p: load_conceptnet_csv(p, merge_file),
         "conceptnet-slice": lambda p: load_conceptnet_jsonl_triples(p, merge_file),
@@ -72,7 +73,13 @@ def load_graph(source: str | Path, format: str, merge_file: str | Path | None = 
         raise ConfigError(f"unknown KG format {format!r}; choose one of {', '.join(FORMATS)}")
     if merge_file is not None and not format.startswith("conceptnet"):
         raise ConfigError(f"a relation merge file applies to ConceptNet formats, not {format!r}")
-    return loaders[format](Path(source))
+    return _with_edges(loaders[format](Path(source)), source, format)
+
+
+def _with_edges(graph: CSRGraph, source: str | Path, format: str) -> CSRGraph:
+    if graph.num_edges == 0:
+        raise DataError(f"no triples found (read as {format})", source)
+    return graph
 
 
 def open_graph_file(path: str | Path) -> CSRGraph:
@@ -85,7 +92,7 @@ def open_graph_file(path: str | Path) -> CSRGraph:
     if p.suffix == ".npz":
         return CSRGraph.load(p)
     if p.name.endswith((".tsv", ".tsv.gz")):
-        return load_tsv(p)
+        return _with_edges(load_tsv(p), p, "tsv")
     if p.name.endswith((".nt", ".nt.gz")):
-        return load_ntriples(p)
+        return _with_edges(load_ntriples(p), p, "ntriples")
     raise ConfigError(f"{p}: expected a .npz graph, a .tsv / .nt triple file or RoG data (.parquet, .jsonl)")

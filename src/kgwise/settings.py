@@ -1,0 +1,119 @@
+"""Hyper-parameter files: the frozen config values of kgwise's components, written to and read from TOML.
+
+One file holds a table per component (``[coke]``, ``[path_agent]``, …, see :data:`SECTIONS`); a command
+reads the tables it uses, a missing table or key keeps the paper's default. ``kgwise config show`` prints
+the defaults as such a file. Values are checked as strictly as JSON allows (``"2"`` is not a number, ``1``
+is not a boolean) and by each config's own checks; an unknown table or key is an error naming the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import tomllib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+from pydantic import TypeAdapter, ValidationError
+
+from kgwise.errors import ConfigError, DataError
+
+__all__ = ["SECTIONS", "defaults_toml", "read_section", "section_class", "to_toml"]
+
+SECTIONS: dict[str, str] = {
+    "coke": "kgwise.route.coke:CokeConfig",
+    "path_agent": "kgwise.extract.path_agent:PathAgentConfig",
+    "prompt_bandit": "kgwise.inject.bandit:BanditConfig",
+    "kgm_model": "kgwise.kgm.model:ModelConfig",
+    "kgm_train": "kgwise.kgm.train:TrainConfig",
+    "uag": "kgwise.conformal.uag:UAGConfig",
+}
+"""Table name → the config class it holds (imported when needed)."""
+
+def section_class(name: str) -> type:
+    """The config class of table ``name``; ``ConfigError`` listing the tables for an unknown one."""
+    if name not in SECTIONS:
+        raise ConfigError(f"unknown config table [{name}]; the tables are {', '.join(SECTIONS)}")
+    module, cls = SECTIONS[name].split(":")
+    found: type = getattr(importlib.import_module(module), cls)
+    return found
+
+
+def _plain(cfg: Any) -> dict[str, Any]:
+    """A config as TOML-ready values: tuples as lists; ``None`` (unset) fields left out, so reading the
+    file back gives them their default, which for these fields is ``None`` as well."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            out[f.name] = _plain(value)
+        elif isinstance(value, tuple):
+            out[f.name] = list(value)
+        elif value is not None:
+            out[f.name] = value
+        elif f.default is not None:
+            raise ConfigError(f"{type(cfg).__name__}.{f.name} = None cannot be written to TOML, whose "
+                              "missing keys mean the default")
+    return out
+
+
+def to_toml(section: str, cfg: Any) -> str:
+    """``cfg`` as the TOML table ``[section]``, under its docstring's first paragraph as a comment."""
+    if not isinstance(cfg, section_class(section)):
+        raise ConfigError(f"[{section}] holds a {section_class(section).__name__}, not a {type(cfg).__name__}")
+    doc = (type(cfg).__doc__ or "").strip().split("\n\n")[0]
+    head = "".join(f"# {line.strip()}\n" for line in doc.splitlines() if line.strip())
+    return head + tomli_w.dumps({section: _plain(cfg)})
+
+
+def defaults_toml(sections: Iterable[str] | None = None) -> str:
+    """The defaults of ``sections`` (default: all) as one TOML file."""
+    return "\n".join(to_toml(s, section_class(s)()) for s in (sections or SECTIONS))
+
+
+def _unknown_keys(cls: type, data: dict[str, Any], where: str) -> list[str]:
+    """The keys of ``data`` that are not fields of the config ``cls``, nested configs included."""
+    defaults = cls()
+    names = {f.name for f in dataclasses.fields(defaults)}
+    bad = []
+    for key, value in data.items():
+        if key not in names:
+            bad.append(f"{where}.{key}")
+        elif isinstance(value, dict) and dataclasses.is_dataclass(nested := getattr(defaults, key)):
+            bad += _unknown_keys(type(nested), value, f"{where}.{key}")
+    return bad
+
+
+def read_section(path: str | Path, section: str) -> Any:
+    """The config of table ``[section]`` of the TOML file ``path``, defaults where the file says nothing
+    (all defaults when it has no such table). ``DataError`` naming the file for malformed TOML, an
+    unknown table or key, or a value of the wrong type or out of range."""
+    p = Path(path)
+    cls = section_class(section)
+    try:
+        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError("config file not found", p) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise DataError(f"not valid TOML: {exc}", p) from exc
+    unknown = [k for k in doc if k not in SECTIONS]
+    if unknown:
+        raise DataError(f"unknown table(s) {', '.join(f'[{k}]' for k in unknown)}; the tables are "
+                        f"{', '.join(SECTIONS)}", p)
+    data = doc.get(section, {})
+    if not isinstance(data, dict):
+        raise DataError(f"{section} must be a table ([{section}]), not a value", p)
+    bad = _unknown_keys(cls, data, section)
+    if bad:
+        raise DataError(f"unknown key(s) {', '.join(bad)}", p)
+    try:
+        return TypeAdapter(cls).validate_json(json.dumps(data, default=str), strict=True)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = ".".join(str(x) for x in (section, *err["loc"]))
+            lines.append(f"{loc}: {err['msg'].removeprefix('Value error, ')}")
+        raise DataError("; ".join(lines), p) from exc
