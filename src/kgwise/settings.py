@@ -21,7 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from kgwise.errors import ConfigError, DataError
 
-__all__ = ["SECTIONS", "defaults_toml", "read_section", "section_class", "to_toml"]
+__all__ = ["SECTIONS", "configured", "defaults_toml", "read_section", "section_class", "to_toml"]
 
 SECTIONS: dict[str, str] = {
     "coke": "kgwise.route.coke:CokeConfig",
@@ -62,8 +62,9 @@ def _plain(cfg: Any) -> dict[str, Any]:
 
 def to_toml(section: str, cfg: Any) -> str:
     """``cfg`` as the TOML table ``[section]``, under its docstring's first paragraph as a comment."""
-    if not isinstance(cfg, section_class(section)):
-        raise ConfigError(f"[{section}] holds a {section_class(section).__name__}, not a {type(cfg).__name__}")
+    cls = section_class(section)
+    if not isinstance(cfg, cls):
+        raise ConfigError(f"[{section}] holds a {cls.__name__}, not a {type(cfg).__name__}")
     doc = (type(cfg).__doc__ or "").strip().split("\n\n")[0]
     head = "".join(f"# {line.strip()}\n" for line in doc.splitlines() if line.strip())
     return head + tomli_w.dumps({section: _plain(cfg)})
@@ -87,10 +88,18 @@ def _unknown_keys(cls: type, data: dict[str, Any], where: str) -> list[str]:
     return bad
 
 
-def read_section(path: str | Path, section: str) -> Any:
-    """The config of table ``[section]`` of the TOML file ``path``, defaults where the file says nothing
-    (all defaults when it has no such table). ``DataError`` naming the file for malformed TOML, an
-    unknown table or key, or a value of the wrong type or out of range."""
+def _merged(base: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in given.items():
+        both = isinstance(value, dict) and isinstance(base.get(key), dict)
+        out[key] = _merged(base[key], value) if both else value
+    return out
+
+
+def read_section(path: str | Path, section: str, base: Any = None) -> Any:
+    """The config of table ``[section]`` of the TOML file ``path``: ``base`` (default: the class's
+    defaults) with the keys the file gives. ``DataError`` naming the file for malformed TOML, an unknown
+    table or key, or a value of the wrong type or out of range."""
     p = Path(path)
     cls = section_class(section)
     try:
@@ -110,10 +119,23 @@ def read_section(path: str | Path, section: str) -> Any:
     if bad:
         raise DataError(f"unknown key(s) {', '.join(bad)}", p)
     try:
-        return TypeAdapter(cls).validate_json(json.dumps(data, default=str), strict=True)
+        full = _merged(_plain(base if base is not None else cls()), data)
+        return TypeAdapter(cls).validate_json(json.dumps(full, default=str), strict=True)
     except ValidationError as exc:
         lines = []
         for err in exc.errors():
             loc = ".".join(str(x) for x in (section, *err["loc"]))
             lines.append(f"{loc}: {err['msg'].removeprefix('Value error, ')}")
         raise DataError("; ".join(lines), p) from exc
+
+
+def configured(section: str, path: str | Path | None = None, base: Any = None, **overrides: Any) -> Any:
+    """The config of table ``section``: ``base`` (default: the class's defaults) with what the file
+    ``path`` gives, then the ``overrides`` that are not ``None`` (command-line options win over the
+    file)."""
+    if path is not None:
+        cfg = read_section(path, section, base)
+    else:
+        cfg = base if base is not None else section_class(section)()
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return dataclasses.replace(cfg, **given) if given else cfg

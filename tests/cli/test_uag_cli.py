@@ -77,6 +77,23 @@ def test_calibrate_then_answer(inputs: Path, data_dir: Path, tmp_path: Path) -> 
     assert answer["unknown_topic_entities"] == []
 
 
+def test_calibrate_takes_the_uag_table_of_a_config_file(inputs: Path, data_dir: Path, tmp_path: Path) -> None:
+    """The grid, the FWER procedure and α from --config; --delta given on the command line wins."""
+    config = tmp_path / "kgwise.toml"
+    config.write_text("[uag]\nalpha = 0.4\nsteps = [0.1, 0.1, 0.05]\n\n[uag.ltt]\nfwer = 'bonferroni'\n"
+                      "delta = 0.2\n", encoding="utf-8")
+    out = tmp_path / "uag.json"
+    kg = data_dir / "webqsp" / "freebase_fragment.tsv"
+    result = runner.invoke(app, ["uag", "calibrate", "--kg", str(kg),
+                                 "--questions", str(inputs / "questions.jsonl"),
+                                 "--generations", str(inputs / "generations.jsonl"), "--out", str(out),
+                                 "--delta", "0.1", "--work", str(tmp_path / "work"), "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    saved = json.loads(out.read_text())["uag"]
+    assert saved["alpha"] == 0.4 and saved["steps"] == [0.1, 0.1, 0.05]
+    assert saved["ltt"] == {"delta": 0.1, "fwer": "bonferroni", "p_value": "binomial"}
+
+
 def test_calibrate_on_rog_data_equals_the_same_graph_and_questions_as_files(
     inputs: Path, data_dir: Path, tmp_path: Path, rog_writer: Callable[..., Path]
 ) -> None:

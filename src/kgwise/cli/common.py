@@ -42,6 +42,9 @@ def writable(path: Path | None) -> Path | None:
 
 JsonOption = Annotated[Path | None, typer.Option("--json", help="Also write the report to this JSON file.",
                                                  callback=writable)]
+ConfigOption = Annotated[Path | None, typer.Option(
+    "--config", help="Hyper-parameter file (TOML, see `kgwise config show`); options given here win over it.",
+    show_default=False)]
 PolicyOption = Annotated[Path | None, typer.Option("--policy", help="Trained P_RL policy (.pt).")]
 BanditOption = Annotated[Path | None, typer.Option("--bandit", help="Trained prompt bandit (.npz).")]
 ScoringOption = Annotated[str | None, typer.Option(

@@ -8,7 +8,15 @@ from typing import Annotated
 import typer
 
 from kgwise.cli.apps import app, eval_app
-from kgwise.cli.common import DataOption, JsonOption, err_console, friendly_errors, writable, write_json
+from kgwise.cli.common import (
+    ConfigOption,
+    DataOption,
+    JsonOption,
+    err_console,
+    friendly_errors,
+    writable,
+    write_json,
+)
 from kgwise.errors import ConfigError
 
 kgm_app = typer.Typer(
@@ -29,25 +37,39 @@ def train(
         Path, typer.Option(help="Weights file; the JSON config is written beside it (FILE.json).",
                            callback=writable)
     ],
-    kind: Annotated[
-        str, typer.Option(help="graph (GNN over the subgraph) or text (no-graph baseline).")
-    ] = "graph",
-    epochs: Annotated[int, typer.Option(min=1, help="Most epochs.")] = 20,
-    max_minutes: Annotated[float, typer.Option(min=0, help="Wall-clock cap on training.")] = 60.0,
-    seed: Annotated[int, typer.Option(min=0, help="Random seed.")] = 0,
+    kind: Annotated[str | None, typer.Option(
+        help="graph (GNN over the subgraph) or text (no-graph baseline) [default: the --config's, else "
+             "graph].", show_default=False)] = None,
+    epochs: Annotated[int | None, typer.Option(
+        min=1, help="Most epochs [default: the --config's, else 20].", show_default=False)] = None,
+    max_minutes: Annotated[float | None, typer.Option(
+        min=0, help="Wall-clock cap on training [default: the --config's, else 60].", show_default=False)
+    ] = None,
+    seed: Annotated[int | None, typer.Option(
+        min=0, help="Random seed [default: the --config's, else 0].", show_default=False)] = None,
     limit: Annotated[int | None, typer.Option(
         min=1, help="Use only the first N questions of each split.")] = None,
+    config: ConfigOption = None,
     data: DataOption = None,
     json_out: JsonOption = None,
 ) -> None:
-    """Build (or reuse) the cached features, train, early-stop on dev, save the model."""
+    """Build (or reuse) the cached features, train, early-stop on dev, save the model; sizes and
+    optimisation from the [kgm_model] and [kgm_train] tables of --config."""
+    from kgwise.kgm.model import ModelConfig
     from kgwise.kgm.pipeline import train_file
-    from kgwise.kgm.train import TrainConfig
+    from kgwise.settings import configured
 
-    if kind not in ("graph", "text"):
+    if kind not in (None, "graph", "text"):
         raise ConfigError(f"--kind must be graph or text, got {kind!r}")
-    cfg = TrainConfig(seed=seed, epochs=epochs, max_minutes=max_minutes)
-    report = train_file(dataset, out, kind, data, cfg, limit=limit, log=_log)
+    train_cfg = configured("kgm_train", config, seed=seed, epochs=epochs, max_minutes=max_minutes)
+    model = configured("kgm_model", config, kind=kind)
+    derived = ModelConfig()
+    for name, source in (("emb_dim", "the sentence encoder"), ("num_relations", "the KG")):
+        if getattr(model, name) != getattr(derived, name):
+            raise ConfigError(f"{config}: [kgm_model] {name} is set by {source}, not by the config")
+    sizes = {k: getattr(model, k) for k in ("context_hidden", "gnn_hidden", "layers", "heads", "dropout")}
+    report = train_file(dataset, out, model.kind, data, train_cfg, model_overrides=sizes, limit=limit,
+                        log=_log)
     write_json(report, json_out)
 
 

@@ -3,7 +3,6 @@ answer sets for it) and ``kgwise eval knowgpt``."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +11,7 @@ import typer
 from kgwise.cli.apps import app, eval_app
 from kgwise.cli.common import (
     BanditOption,
+    ConfigOption,
     DataOption,
     JsonOption,
     PolicyOption,
@@ -167,8 +167,9 @@ def eval_knowgpt(
         "--rl-iterations", min=1, help="P_RL gradient updates.")] = 300,
     rl_minutes: Annotated[float, typer.Option(
         "--rl-minutes", min=0, help="Time limit of P_RL training.")] = 25.0,
-    rl_max_steps: Annotated[int, typer.Option(
-        "--rl-max-steps", help="K of Eq. 2: steps P_RL may take to reach a choice (WordNet needs 4–5).")] = 3,
+    rl_max_steps: Annotated[int | None, typer.Option(
+        "--rl-max-steps", min=1, help="K of Eq. 2: steps P_RL may take to reach a choice (WordNet needs "
+        "4–5) [default: the --config's, else 3].", show_default=False)] = None,
     out_dir: Annotated[Path | None, typer.Option(
         "--out-dir", help="Run directory (outcomes, policy, bandit; reused to resume)."
     )] = None,
@@ -177,14 +178,16 @@ def eval_knowgpt(
         "by 'pmi' (the sum minus the choice's context-free log-probability), or 'auto': the rule that "
         "answers most bandit-training questions right without knowledge."
     )] = "auto",
-    bandit_feedback: Annotated[str, typer.Option(
+    bandit_feedback: Annotated[str | None, typer.Option(
         "--bandit-feedback", help="Train the prompt bandit on every combination's reward per training "
-        "question ('full') or on the pulled one's only ('bandit', the paper; also replayed under 'full')."
-    )] = "full",
+        "question ('full') or on the pulled one's only ('bandit', the paper; also replayed under 'full') "
+        "[default: the --config's, else full].", show_default=False)] = None,
+    config: ConfigOption = None,
     data: DataOption = None,
 ) -> None:
     """KnowGPT's Tables 3/4 on our data: w/o KG, P_sub/P_RL × F_t/F_s/F_g, and full KnowGPT (resumable)."""
     from kgwise.inject.experiment import DATASETS, SCORING, ExperimentConfig, markdown_table, run_experiment
+    from kgwise.settings import configured
 
     if dataset not in DATASETS:
         raise ConfigError(f"unknown data set {dataset!r}; choose one of {', '.join(DATASETS)}")
@@ -193,8 +196,8 @@ def eval_knowgpt(
     base = ExperimentConfig()
     cfg = ExperimentConfig(limit=limit, train_limit=train_limit, rl_iterations=rl_iterations,
                            rl_time_limit_s=rl_minutes * 60, scoring=scoring,
-                           agent=replace(base.agent, max_steps=rl_max_steps),
-                           bandit=replace(base.bandit, feedback=bandit_feedback))  # type: ignore[arg-type]
+                           agent=configured("path_agent", config, base.agent, max_steps=rl_max_steps),
+                           bandit=configured("prompt_bandit", config, base.bandit, feedback=bandit_feedback))
     run_dir = out_dir or Path("runs") / "knowgpt" / f"{dataset}-{llm.replace(':', '_').replace('/', '_')}"
     report = run_experiment(dataset, llm, run_dir, cfg, data, log=lambda m: console.print(m, markup=False))
     write_json(report, json_out)

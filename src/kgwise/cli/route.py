@@ -13,7 +13,15 @@ import numpy as np
 import typer
 
 from kgwise.cli.apps import app, bench_app, eval_app
-from kgwise.cli.common import DataOption, JsonOption, err_console, friendly_errors, writable, write_json
+from kgwise.cli.common import (
+    ConfigOption,
+    DataOption,
+    JsonOption,
+    err_console,
+    friendly_errors,
+    writable,
+    write_json,
+)
 from kgwise.config import data_dir
 from kgwise.errors import ConfigError
 from kgwise.llm.base import ScoringRule, scoring_rule
@@ -29,14 +37,19 @@ def route_init(
                                            "or LLM; repeat per arm, in the order of the costs sent later.")],
     budget: Annotated[float, typer.Option(help="Total spending allowed (same unit as the costs).")],
     out: Annotated[Path, typer.Option(help="Router state file to write (JSON).", callback=writable)],
-    lam: Annotated[float, typer.Option("--lambda", help="λ, the weight of the cost regret (Eq. 14).")] = 1.0,
+    lam: Annotated[float | None, typer.Option(
+        "--lambda", help="λ, the weight of the cost regret (Eq. 14) [default: the --config's, else 1].",
+        show_default=False)] = None,
     horizon: Annotated[int | None, typer.Option(
         min=1, help="Pace the budget over this many questions.")] = None,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the Thompson and tie-breaking draws.")] = 0,
+    config: ConfigOption = None,
 ) -> None:
-    """Write a fresh Coke router (all-MiniLM-L6-v2 question context) for `kgwise serve --router`."""
+    """Write a fresh Coke router (all-MiniLM-L6-v2 question context) for `kgwise serve --router`; its
+    hyper-parameters are the [coke] table of --config (δ, ridge, priors, …) and --lambda."""
     from kgwise.embed import MiniLM
-    from kgwise.route.coke import CokeConfig, CokeRouter
+    from kgwise.route.coke import CokeRouter
+    from kgwise.settings import configured
 
     if not (budget > 0):
         raise ConfigError(f"--budget must be > 0, got {budget}")
@@ -54,7 +67,8 @@ def route_init(
         except ValueError as exc:
             raise ConfigError(f"--arm {spec!r}: reported accuracy {parts[2]!r} is not a number") from exc
     router = CokeRouter(names, clusters, MiniLM().dim, budget=budget,  # type: ignore[arg-type]
-                        reported_accuracy=reported, config=CokeConfig(lam=lam), seed=seed, horizon=horizon)
+                        reported_accuracy=reported, config=configured("coke", config, lam=lam), seed=seed,
+                        horizon=horizon)
     out.parent.mkdir(parents=True, exist_ok=True)
     router.save(out)
     err_console.print(f"router with {len(names)} arms, budget {budget:g}, written to {out}")
@@ -116,15 +130,20 @@ def eval_route(
     budget: Annotated[
         float, typer.Option(help="Budget B: fraction of the cost of always calling the most expensive arm.")
     ] = 1.0,
-    lam: Annotated[float, typer.Option("--lambda", help="λ, weight of the cost regret (Eq. 2).")] = 1.0,
+    lam: Annotated[float | None, typer.Option(
+        "--lambda", help="λ, weight of the cost regret (Eq. 2) [default: the --config's, else 1].",
+        show_default=False)] = None,
     seeds: Annotated[int, typer.Option(min=1, help="Question orders (mean ± std over them).")] = 10,
-    delta: Annotated[float, typer.Option(help="δ of LinUCB's width γ = 1 + √(ln(2/δ)/2).")] = 0.05,
+    delta: Annotated[float | None, typer.Option(
+        help="δ of LinUCB's width γ = 1 + √(ln(2/δ)/2) [default: the --config's, else 0.05].",
+        show_default=False)] = None,
     gamma: Annotated[float | None, typer.Option(
         help="Set LinUCB's width γ directly (overrides δ; below 1.59 lies outside the paper's formula).")
     ] = None,
-    regret_prior: Annotated[
-        float, typer.Option(help="Pseudo-questions smoothing the cost regret (0 = Eq. 14 exactly).")
-    ] = 10.0,
+    regret_prior: Annotated[float | None, typer.Option(
+        help="Pseudo-questions smoothing the cost regret (0 = Eq. 14 exactly) [default: the --config's, "
+             "else 10].", show_default=False)] = None,
+    config: ConfigOption = None,
     gpt4: Annotated[bool, typer.Option(help="Also run with GPT-4 on the questions its file covers.")] = True,
     sensitivity: Annotated[
         bool, typer.Option(help="Also run Coke for the settings the paper leaves open (δ, priors).")
@@ -136,18 +155,16 @@ def eval_route(
     """Coke vs single arms, random, oracle, ablations, threshold router and mabwiser on recorded outcomes."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from kgwise.embed import MiniLM
-    from kgwise.route.coke import CokeConfig
     from kgwise.route.experiment import ExperimentConfig, run_experiment
     from kgwise.route.plots import plot_all
     from kgwise.route.replay import MAIN_ARMS, WEBQSP_ARMS, free_gnn_signals, webqsp_table
+    from kgwise.settings import configured
 
     if dataset != "webqsp":
         raise ConfigError(f"replay data set {dataset!r} has no recorded outcomes; only 'webqsp' is available")
     root = data_dir(data)
-    cfg = ExperimentConfig(
-        budget=budget, seeds=seeds,
-        coke=CokeConfig(lam=lam, delta=delta, regret_prior=regret_prior, gamma_override=gamma),
-    )
+    cfg = ExperimentConfig(budget=budget, seeds=seeds, coke=configured(
+        "coke", config, lam=lam, delta=delta, regret_prior=regret_prior, gamma_override=gamma))
     encoder = MiniLM()
     table, coverage = webqsp_table(root, MAIN_ARMS)
     err_console.print(f"{table.n_questions} questions × {table.n_arms} arms; embedding questions …")
@@ -312,12 +329,15 @@ def eval_route_live(
     split: Annotated[str, typer.Option(help="Split.")] = "test",
     limit: Annotated[int, typer.Option(min=0, help="First N questions (0 = all).")] = 100,
     budget: Annotated[float, typer.Option(help="Budget B (fraction of always calling an LLM).")] = 1.0,
-    lam: Annotated[float, typer.Option("--lambda", help="λ of the cost regret.")] = 1.0,
+    lam: Annotated[float | None, typer.Option(
+        "--lambda", help="λ of the cost regret [default: the --config's, else 1].", show_default=False)
+    ] = None,
     seeds: Annotated[int, typer.Option(min=1, help="Question orders.")] = 10,
     scoring: Annotated[str, typer.Option(
         help="How LLM arms rank the choices: sum or per-token mean of log-probabilities, or pmi (the sum "
         "minus the choice's context-free log-probability; a tiny model's sum is below chance on OBQA).")
     ] = "pmi",
+    config: ConfigOption = None,
     data: DataOption = None,
     json_out: JsonOption = None,
 ) -> None:
@@ -326,10 +346,10 @@ def eval_route_live(
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from kgwise.datasets import load
     from kgwise.embed import MiniLM
-    from kgwise.route.coke import CokeConfig
     from kgwise.route.experiment import ExperimentConfig, run_experiment
     from kgwise.route.live import collect_outcomes
     from kgwise.route.plots import plot_all
+    from kgwise.settings import configured
 
     root = data_dir(data)
     questions = load(dataset, split, root)
@@ -339,7 +359,7 @@ def eval_route_live(
     outcomes = None if json_out is None else json_out.with_name(f"{json_out.stem}.outcomes.jsonl")
     table, totals = collect_outcomes(arms, questions, outcomes, params)
     X = np.asarray(MiniLM().encode(list(table.texts)), dtype=np.float64)
-    cfg = ExperimentConfig(budget=budget, seeds=seeds, coke=CokeConfig(lam=lam))
+    cfg = ExperimentConfig(budget=budget, seeds=seeds, coke=configured("coke", config, lam=lam))
     report = run_experiment(table, X, cfg, _progress_file(json_out, "live"))
     report["live_arms"] = totals
     report["setup"] |= {"dataset": dataset, "split": split, "limit": limit, "arm_specs": arm,

@@ -3,14 +3,22 @@ calibrated answer set of a new question)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from kgwise.cli.apps import app
-from kgwise.cli.common import JsonOption, console, err_console, friendly_errors, writable, write_json
+from kgwise.cli.common import (
+    ConfigOption,
+    JsonOption,
+    console,
+    err_console,
+    friendly_errors,
+    writable,
+    write_json,
+)
 from kgwise.errors import ConfigError, DataError
 from kgwise.kg.sources import GRAPH_SPEC_HELP
 
@@ -62,8 +70,11 @@ def calibrate(
                                             "topic_entities; or RoG KGQA data: .parquet shards or .jsonl).")],
     out: Annotated[Path, typer.Option(
         help="Calibration file to write (JSON), for `kgwise uag answer`.", callback=writable)],
-    alpha: Annotated[float, typer.Option(help="Target miss rate α (no gold answer in the set).")] = 0.1,
-    delta: Annotated[float, typer.Option(help="LTT confidence parameter δ.")] = 0.05,
+    alpha: Annotated[float | None, typer.Option(
+        help="Target miss rate α (no gold answer in the set) [default: the --config's, else 0.1].",
+        show_default=False)] = None,
+    delta: Annotated[float | None, typer.Option(
+        help="LTT confidence parameter δ [default: the --config's, else 0.05].", show_default=False)] = None,
     llm: Annotated[str | None, typer.Option(help=_LLM_HELP)] = None,
     generations: Annotated[Path | None, typer.Option(
         help="Recorded Φ(P) instead of --llm (JSONL: id, answer).")] = None,
@@ -75,20 +86,28 @@ def calibrate(
     work: Annotated[Path | None, typer.Option(
         help="Where question tables are cached (resumable, a folder per set of inputs); default under the "
              "kgwise cache.")] = None,
+    config: ConfigOption = None,
     json_out: JsonOption = None,
 ) -> None:
-    """Build UAG's tables for labelled QUESTIONS over KG, fit the grid, run Learn-then-Test, save the λ."""
+    """Build UAG's tables for labelled QUESTIONS over KG, fit the grid, run Learn-then-Test, save the λ;
+    grid steps, evaluator scores and the FWER procedure from the [uag] table of --config."""
     from kgwise.config import cache_dir
     from kgwise.conformal.calibrated import CalibratedUAG, TableSettings, calibrate_uag, labelled_questions
     from kgwise.conformal.evaluator import LLMGenerator
     from kgwise.conformal.experiment import TABLES_VERSION, build_tables
+    from kgwise.conformal.grid import EVALUATOR_SCORES
     from kgwise.conformal.provenance import graph_fingerprint
     from kgwise.conformal.retriever import RetrieverConfig
+    from kgwise.conformal.uag import UAGConfig
     from kgwise.files import file_stamp, short_hash
     from kgwise.kg.sources import graph_stamp, open_graph
+    from kgwise.settings import configured
 
     if (llm is None) == (generations is None):
         raise ConfigError("pass exactly one of --llm (live Φ(P)) and --generations (recorded Φ(P))")
+    cfg = configured("uag", config, UAGConfig(evaluator_scores=EVALUATOR_SCORES), alpha=alpha)
+    if delta is not None:
+        cfg = replace(cfg, ltt=replace(cfg.ltt, delta=delta))
     graph = open_graph(kg)
     given = read_questions(questions)
     qs = labelled_questions(given, str(questions))
@@ -111,14 +130,15 @@ def calibrate(
     tables = build_tables(graph, qs, recorded, settings.scorer(), settings.retriever,
                           (work or cache_dir() / "uag-calibrate") / key,
                           evaluator=settings.evaluator_config(), generator=live)
-    uag, summary = calibrate_uag(tables, alpha, settings, delta=delta, tune_fraction=tune_fraction, seed=seed)
+    uag, summary = calibrate_uag(tables, cfg, settings, tune_fraction=tune_fraction, seed=seed)
     summary["kg"], summary["questions_file"] = str(kg), str(questions)
     summary["questions_left_out"] = len(given) - len(qs)
     summary["generator"] = llm if llm is not None else f"recorded:{generations}"
     summary["made_with"] = {"kg": graph_fingerprint(graph), "generator": llm}
     if uag.abstains:
         write_json(summary, json_out)
-        raise ConfigError(f"no λ could be certified at α={alpha}, δ={delta} on {summary['calibration']} "
+        raise ConfigError(f"no λ could be certified at α={cfg.alpha}, δ={cfg.ltt.delta} on "
+                          f"{summary['calibration']} "
                           "calibration questions: try a larger α, more questions, or a deeper retrieval")
     CalibratedUAG(uag, settings, summary).save(out)
     write_json(summary, json_out)

@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from kgwise.conformal.evaluator import EvaluatorConfig, Generator, UQEvaluator
-from kgwise.conformal.grid import TableBatch
+from kgwise.conformal.grid import EVALUATOR_SCORES, TableBatch
 from kgwise.conformal.ltt import LTTConfig
 from kgwise.conformal.provenance import check_same_pipeline, graph_fingerprint
 from kgwise.conformal.retriever import RetrieverConfig, UQRetriever
@@ -197,25 +197,33 @@ def _decode(x: Any) -> float:
     raise ValueError(f"bad threshold {x!r}")
 
 
-def calibrate_uag(tables: TableBatch, alpha: float, settings: TableSettings,
-                  steps: tuple[float, float, float] = (0.05, 0.05, 0.025), delta: float = 0.05,
+def calibrate_uag(tables: TableBatch, config: UAGConfig | float, settings: TableSettings,
                   tune_fraction: float = 0.4, seed: int = 0) -> tuple[UAG, dict[str, Any]]:
-    """Fit on a seeded ``tune_fraction`` of the labelled ``tables``, run fixed-sequence LTT on the rest;
-    returns the UAG (it may abstain: ``uag.abstains``) and a summary of the calibration."""
+    """Fit on a seeded ``tune_fraction`` of the labelled ``tables``, run LTT on the rest; returns the UAG
+    (it may abstain: ``uag.abstains``) and a summary of the calibration. ``config``: the UAG's settings,
+    or just α (then every evaluator score the tables give is in Λ); the evaluator scores the tables
+    cannot give are left out of Λ."""
+    cfg = config if isinstance(config, UAGConfig) else UAGConfig(config, evaluator_scores=EVALUATOR_SCORES)
+    if cfg.scored_step is not None:
+        raise ConfigError("a UAG calibrated on a KG alone has no scored retriever: leave scored_step unset")
     n = tables.num_questions
     if not 0.0 < tune_fraction < 1.0:
         raise ConfigError(f"tune_fraction must lie in (0, 1), got {tune_fraction}")
     n_tune = round(tune_fraction * n)
     if n_tune < 1 or n - n_tune < 1:
         raise ConfigError(f"{n} labelled questions cannot be split into tuning and calibration parts")
-    kinds = tables.usable_scores()
+    kinds = tables.usable_scores(cfg.evaluator_scores)
+    if not kinds:
+        raise ConfigError(f"none of the evaluator scores {list(cfg.evaluator_scores)} can be computed from "
+                          "these tables (item scores need tables built with granularity items or both)")
     perm = np.random.default_rng(seed).permutation(n)
     tune, cal = tables.subset(perm[:n_tune]), tables.subset(perm[n_tune:])
-    uag = UAG(UAGConfig(alpha=alpha, steps=steps, evaluator_scores=kinds, ltt=LTTConfig(delta=delta)))
+    uag = UAG(replace(cfg, evaluator_scores=kinds))
     uag.fit(tune).calibrate(cal)
     summary: dict[str, Any] = {
         "questions": n, "tuning": tune.num_questions, "calibration": cal.num_questions,
-        "gold_retrievable": float(tables.gold_retrievable().mean()), "alpha": alpha, "delta": delta,
+        "gold_retrievable": float(tables.gold_retrievable().mean()), "alpha": cfg.alpha,
+        "delta": cfg.ltt.delta,
         "seed": seed, "certified": not uag.abstains,
         "valid_lambdas": int(uag.result_.valid.sum()) if uag.result_ is not None else 0,
     }

@@ -1,0 +1,30 @@
+"""``kgwise config show``: the hyper-parameter file of the defaults, to edit and pass as ``--config``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from kgwise.cli.apps import app
+from kgwise.cli.common import friendly_errors
+from kgwise.settings import SECTIONS
+
+config_app = typer.Typer(help="Hyper-parameter files (TOML) for the commands that take --config.",
+                         no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+
+@config_app.command("show")
+@friendly_errors
+def show(
+    tables: Annotated[list[str] | None, typer.Argument(
+        help=f"Tables to print (default: all): {', '.join(SECTIONS)}.", show_default=False)] = None,
+) -> None:
+    """Print the papers' defaults as a TOML file; edit it and pass it with --config (missing keys keep
+    their default; options given on the command line win over the file)."""
+    from kgwise.settings import defaults_toml, section_class
+
+    for name in tables or []:
+        section_class(name)  # names an unknown table before printing anything
+    typer.echo(defaults_toml(tables or None), nl=False)
