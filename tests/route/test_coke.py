@@ -162,3 +162,50 @@ def test_ablation_switches_and_errors() -> None:
         CokeRouter(["a"], ["GPU"], 4)  # type: ignore[list-item]
     with pytest.raises(ConfigError):
         _router().select(x, [1.0, -1.0, 0.0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    budget=st.floats(0.0, 20.0),
+    steps=st.lists(st.tuples(st.lists(st.floats(0.0, 5.0), min_size=3, max_size=3),
+                             st.sampled_from(["select", "update", "cancel"]), st.floats(0.0, 1.0)),
+                   max_size=60),
+    seed=st.integers(0, 1000),
+)
+def test_selections_awaiting_outcomes_never_overspend_together(budget: float, steps: list, seed: int) -> None:
+    """Interleaved selections, outcomes (at most the bound) and cancellations: what is spent plus what is
+    held never exceeds the budget, and every settled cost is recorded."""
+    router = _router(budget, seed)
+    x = np.ones(4)
+    waiting: list[tuple[int, float]] = []
+    recorded = 0.0
+    for costs, action, share in steps:
+        if action == "select" or not waiting:
+            arm = router.select(x, costs)
+            if arm is not None:
+                waiting.append((arm, costs[arm]))
+        else:
+            arm, bound = waiting.pop(int(share * (len(waiting) - 1)))
+            if action == "update":
+                router.update(arm, x, 1.0, bound * share, bound=bound)
+                recorded += bound * share
+            else:
+                router.cancel(arm, bound)
+        assert router.spent + router.reserved <= budget + 1e-9
+        assert router.reserved == pytest.approx(sum(b for _, b in waiting))
+    assert router.spent == pytest.approx(recorded) and router.overrun == 0.0
+
+
+def test_costs_above_their_bound_are_recorded_and_bad_arms_named() -> None:
+    router = _router(budget=1.0)
+    x = np.ones(4)
+    arm = router.select(x, [0.5, 0.5, 0.5])
+    assert arm is not None and router.remaining == pytest.approx(0.5)
+    router.update(arm, x, 1.0, 0.7)  # spent beyond its bound: recorded, not refused
+    assert router.spent == pytest.approx(0.7) and router.overrun == pytest.approx(0.2)
+    with pytest.raises(ConfigError, match="no arm was selected"):
+        router.update(None, x, 1.0, 0.0)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="as returned by select"):
+        router.update("a", x, 1.0, 0.0)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="no selection awaiting an outcome"):
+        router.cancel(0)

@@ -38,15 +38,16 @@ def train(
                            callback=writable)
     ],
     kind: Annotated[str | None, typer.Option(
-        help="graph (GNN over the subgraph) or text (no-graph baseline) [default: the --config's, else "
-             "graph].", show_default=False)] = None,
+        help="graph (GNN over the subgraph) or text (no-graph baseline) (default: the --config's, else "
+             "graph).", show_default=False)] = None,
     epochs: Annotated[int | None, typer.Option(
-        min=1, help="Most epochs [default: the --config's, else 20].", show_default=False)] = None,
+        min=1, help="Most epochs (default: the --config's, else 20).", show_default=False)] = None,
     max_minutes: Annotated[float | None, typer.Option(
-        min=0, help="Wall-clock cap on training [default: the --config's, else 60].", show_default=False)
+        min=0.01, help="Wall-clock cap on training, in minutes (default: the --config's, else 60).",
+        show_default=False)
     ] = None,
     seed: Annotated[int | None, typer.Option(
-        min=0, help="Random seed [default: the --config's, else 0].", show_default=False)] = None,
+        min=0, help="Random seed (default: the --config's, else 0).", show_default=False)] = None,
     limit: Annotated[int | None, typer.Option(
         min=1, help="Use only the first N questions of each split.")] = None,
     config: ConfigOption = None,
@@ -54,7 +55,7 @@ def train(
     json_out: JsonOption = None,
 ) -> None:
     """Build (or reuse) the cached features, train, early-stop on dev, save the model; sizes and
-    optimisation from the [kgm_model] and [kgm_train] tables of --config."""
+    optimisation from the kgm_model and kgm_train tables of --config."""
     from kgwise.kgm.model import ModelConfig
     from kgwise.kgm.pipeline import train_file
     from kgwise.settings import configured

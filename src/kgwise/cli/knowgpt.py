@@ -169,7 +169,7 @@ def eval_knowgpt(
         "--rl-minutes", min=0, help="Time limit of P_RL training.")] = 25.0,
     rl_max_steps: Annotated[int | None, typer.Option(
         "--rl-max-steps", min=1, help="K of Eq. 2: steps P_RL may take to reach a choice (WordNet needs "
-        "4–5) [default: the --config's, else 3].", show_default=False)] = None,
+        "4–5) (default: the --config's, else 3).", show_default=False)] = None,
     out_dir: Annotated[Path | None, typer.Option(
         "--out-dir", help="Run directory (outcomes, policy, bandit; reused to resume)."
     )] = None,
@@ -181,7 +181,7 @@ def eval_knowgpt(
     bandit_feedback: Annotated[str | None, typer.Option(
         "--bandit-feedback", help="Train the prompt bandit on every combination's reward per training "
         "question ('full') or on the pulled one's only ('bandit', the paper; also replayed under 'full') "
-        "[default: the --config's, else full].", show_default=False)] = None,
+        "(default: the --config's, else full).", show_default=False)] = None,
     config: ConfigOption = None,
     data: DataOption = None,
 ) -> None:

@@ -38,27 +38,36 @@ def route_init(
     budget: Annotated[float, typer.Option(help="Total spending allowed (same unit as the costs).")],
     out: Annotated[Path, typer.Option(help="Router state file to write (JSON).", callback=writable)],
     lam: Annotated[float | None, typer.Option(
-        "--lambda", help="λ, the weight of the cost regret (Eq. 14) [default: the --config's, else 1].",
+        "--lambda", help="λ, the weight of the cost regret (Eq. 14) (default: the --config's, else 1).",
         show_default=False)] = None,
     horizon: Annotated[int | None, typer.Option(
         min=1, help="Pace the budget over this many questions.")] = None,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the Thompson and tie-breaking draws.")] = 0,
     config: ConfigOption = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Replace an existing router state file (its learning and spending are lost).")
+    ] = False,
 ) -> None:
     """Write a fresh Coke router (all-MiniLM-L6-v2 question context) for `kgwise serve --router`; its
-    hyper-parameters are the [coke] table of --config (δ, ridge, priors, …) and --lambda."""
+    hyper-parameters are the coke table of --config (δ, ridge, priors, …) and --lambda."""
     from kgwise.embed import MiniLM
     from kgwise.route.coke import CokeRouter
     from kgwise.settings import configured
 
     if not (budget > 0):
         raise ConfigError(f"--budget must be > 0, got {budget}")
+    if out.exists() and not force:
+        raise ConfigError(f"{out} exists: it may hold a router in use (its learning and spending would be "
+                          "lost); pass --force to replace it")
     names: list[str] = []
     clusters: list[str] = []
     reported: list[float | None] = []
     for spec in arm:
-        parts = spec.split(":")
-        if len(parts) not in (2, 3) or not parts[0]:
+        # read from the right: a name may hold ':' (openai:gpt-4o, gguf:/models/m.gguf)
+        parts = spec.rsplit(":", 2)
+        if len(parts) == 3 and parts[1] not in ("KGM", "LLM"):
+            parts = [f"{parts[0]}:{parts[1]}", parts[2]]
+        if len(parts) < 2 or not parts[0]:
             raise ConfigError(f"--arm {spec!r}: expected NAME:CLUSTER[:REPORTED_ACCURACY]")
         names.append(parts[0])
         clusters.append(parts[1])
@@ -131,18 +140,18 @@ def eval_route(
         float, typer.Option(help="Budget B: fraction of the cost of always calling the most expensive arm.")
     ] = 1.0,
     lam: Annotated[float | None, typer.Option(
-        "--lambda", help="λ, weight of the cost regret (Eq. 2) [default: the --config's, else 1].",
+        "--lambda", help="λ, weight of the cost regret (Eq. 2) (default: the --config's, else 1).",
         show_default=False)] = None,
     seeds: Annotated[int, typer.Option(min=1, help="Question orders (mean ± std over them).")] = 10,
     delta: Annotated[float | None, typer.Option(
-        help="δ of LinUCB's width γ = 1 + √(ln(2/δ)/2) [default: the --config's, else 0.05].",
+        help="δ of LinUCB's width γ = 1 + √(ln(2/δ)/2) (default: the --config's, else 0.05).",
         show_default=False)] = None,
     gamma: Annotated[float | None, typer.Option(
         help="Set LinUCB's width γ directly (overrides δ; below 1.59 lies outside the paper's formula).")
     ] = None,
     regret_prior: Annotated[float | None, typer.Option(
-        help="Pseudo-questions smoothing the cost regret (0 = Eq. 14 exactly) [default: the --config's, "
-             "else 10].", show_default=False)] = None,
+        help="Pseudo-questions smoothing the cost regret (0 = Eq. 14 exactly) (default: the --config's, "
+             "else 10).", show_default=False)] = None,
     config: ConfigOption = None,
     gpt4: Annotated[bool, typer.Option(help="Also run with GPT-4 on the questions its file covers.")] = True,
     sensitivity: Annotated[
@@ -330,7 +339,7 @@ def eval_route_live(
     limit: Annotated[int, typer.Option(min=0, help="First N questions (0 = all).")] = 100,
     budget: Annotated[float, typer.Option(help="Budget B (fraction of always calling an LLM).")] = 1.0,
     lam: Annotated[float | None, typer.Option(
-        "--lambda", help="λ of the cost regret [default: the --config's, else 1].", show_default=False)
+        "--lambda", help="λ of the cost regret (default: the --config's, else 1).", show_default=False)
     ] = None,
     seeds: Annotated[int, typer.Option(min=1, help="Question orders.")] = 10,
     scoring: Annotated[str, typer.Option(
@@ -351,6 +360,9 @@ def eval_route_live(
     from kgwise.route.plots import plot_all
     from kgwise.settings import configured
 
+    twice = sorted({a for a in arm if arm.count(a) > 1})
+    if twice:
+        raise ConfigError(f"--arm given twice: {', '.join(twice)} (arm names must be unique)")
     root = data_dir(data)
     questions = load(dataset, split, root)
     if limit > 0:

@@ -30,7 +30,10 @@ def serve(
         "false).")] = False,
     router: Annotated[Path | None, typer.Option(
         "--router", help="`kgwise route init` output: serves /v1/route and /v1/route/feedback, updated "
-                         "in place.")] = None,
+                         "in place (see --router-save-every).")] = None,
+    router_save_every: Annotated[float, typer.Option(
+        min=0.1, help="Seconds between writes of the router's state and waiting decisions after a change; "
+                      "a crash loses at most this much learning and spending.")] = 30.0,
     uag: Annotated[Path | None, typer.Option(
         "--uag", help="`kgwise uag calibrate` output: serves /v1/answer-set.")] = None,
     uag_kg: Annotated[str | None, typer.Option(
@@ -49,5 +52,6 @@ def serve(
 
     settings = ServerSettings(kg=kg, llm=llm, policy=policy, bandit=bandit, scoring=scoring,
                               calibration=calibration, allow_calibration_mismatch=allow_calibration_mismatch,
-                              router=router, uag=uag, uag_kg=uag_kg, uag_llm=uag_llm)
+                              router=router, router_save_every_s=router_save_every, uag=uag, uag_kg=uag_kg,
+                              uag_llm=uag_llm)
     uvicorn.run(create_app(settings), host=host, port=port)

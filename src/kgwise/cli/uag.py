@@ -71,10 +71,10 @@ def calibrate(
     out: Annotated[Path, typer.Option(
         help="Calibration file to write (JSON), for `kgwise uag answer`.", callback=writable)],
     alpha: Annotated[float | None, typer.Option(
-        help="Target miss rate α (no gold answer in the set) [default: the --config's, else 0.1].",
+        help="Target miss rate α (no gold answer in the set) (default: the --config's, else 0.1).",
         show_default=False)] = None,
     delta: Annotated[float | None, typer.Option(
-        help="LTT confidence parameter δ [default: the --config's, else 0.05].", show_default=False)] = None,
+        help="LTT confidence parameter δ (default: the --config's, else 0.05).", show_default=False)] = None,
     llm: Annotated[str | None, typer.Option(help=_LLM_HELP)] = None,
     generations: Annotated[Path | None, typer.Option(
         help="Recorded Φ(P) instead of --llm (JSONL: id, answer).")] = None,
@@ -90,7 +90,7 @@ def calibrate(
     json_out: JsonOption = None,
 ) -> None:
     """Build UAG's tables for labelled QUESTIONS over KG, fit the grid, run Learn-then-Test, save the λ;
-    grid steps, evaluator scores and the FWER procedure from the [uag] table of --config."""
+    grid steps, evaluator scores and the FWER procedure from the uag table of --config."""
     from kgwise.config import cache_dir
     from kgwise.conformal.calibrated import CalibratedUAG, TableSettings, calibrate_uag, labelled_questions
     from kgwise.conformal.evaluator import LLMGenerator

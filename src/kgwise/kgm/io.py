@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ def load_model(path: str | Path) -> tuple[GraphQA | TextQA, dict[str, Any]]:
     try:
         state = torch.load(p, map_location="cpu", weights_only=True)
         model.load_state_dict(state)
-    except (RuntimeError, OSError, KeyError) as exc:
-        raise DataError(f"cannot load weights: {exc}", p) from exc
+    except (RuntimeError, OSError, KeyError, ValueError, EOFError, pickle.UnpicklingError) as exc:
+        raise DataError(f"not the weights of a kgwise KG model ({type(exc).__name__}: {exc})", p) from exc
     model.eval()
     return model, cfg

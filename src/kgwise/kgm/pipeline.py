@@ -173,6 +173,11 @@ def evaluate_file(
     if cfg["model"]["kind"] == "graph" and feats.relations() != cfg["kg_relations"]:
         raise ConfigError(f"{model_path}: the KG's relations differ from those the model was trained on")
     report: dict[str, Any] = {"model": str(model_path), "kind": cfg["model"]["kind"], "dataset": dataset}
+    trained_on = cfg.get("dataset")
+    if trained_on is not None and trained_on != dataset:
+        report["trained_on"] = trained_on
+        log(f"warning: {model_path} was trained on {trained_on}, not {dataset}: its choices and graph "
+            "features may not carry over")
     for split in splits:
         graphs, table = feats.split(split, limit)
         t = time.perf_counter()

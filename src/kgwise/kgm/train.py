@@ -38,10 +38,12 @@ class TrainConfig:
     threads: int = 1
 
     def __post_init__(self) -> None:
-        if self.epochs < 1 or self.batch_size < 1 or self.eval_batch_size < 1 or self.threads < 1:
-            raise ConfigError(f"epochs, batch sizes and threads must be ≥ 1: {self}")
-        if self.lr <= 0 or self.max_minutes <= 0 or self.patience < 1:
-            raise ConfigError(f"lr, max_minutes and patience must be positive: {self}")
+        at_least_one = ("epochs", "batch_size", "eval_batch_size", "threads", "patience")
+        bad = [f"{k} must be ≥ 1, got {getattr(self, k)}" for k in at_least_one if getattr(self, k) < 1]
+        bad += [f"{k} must be > 0, got {getattr(self, k)}" for k in ("lr", "max_minutes")
+                if not getattr(self, k) > 0]
+        if bad:
+            raise ConfigError("; ".join(bad))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -11,7 +11,10 @@ For question embedding ``q`` every affordable arm ``a`` (cluster ``c(a)``) is sc
 * ``R_a``: cost regret, the share of arm ``a``'s spending that went to wrong answers (Eq. 14).
 
 An arm is affordable when spending its cost bound keeps the total within the budget ``B`` (Eq. 14's
-constraint, applied to the total so that it also holds per arm); the budget is never exceeded. With a
+constraint, applied to the total so that it also holds per arm); the budget is never exceeded while the
+reported costs stay within their bounds. A selected arm's bound is held until its outcome arrives
+(:meth:`CokeRouter.update`) or the call is called off (:meth:`CokeRouter.cancel`), so decisions that
+wait for feedback at the same time cannot overspend together. With a
 ``horizon`` of ``N`` questions the budget is also paced (a kgwise addition): by the ``k``-th question at
 most ``B·k/N`` may have been spent, so a tight budget is spread over the run instead of being spent on
 the first questions' exploration of expensive arms.
@@ -30,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.bandit import BetaThompson, LinUCB, beta_prior_from_accuracy, gamma_from_delta
-from kgwise.errors import ConfigError, KgwiseError
+from kgwise.errors import ConfigError, DataError, KgwiseError
 from kgwise.files import read_json, write_text_atomic
 from kgwise.route.arms import CLUSTERS, Cluster
 
@@ -40,7 +43,7 @@ __all__ = ["BudgetExceededError", "CokeConfig", "CokeRouter", "cluster_priors"]
 
 
 class BudgetExceededError(KgwiseError):
-    """An update reported a cost that breaks the budget (the arm's cost bound was not an upper bound)."""
+    """An update without a selection to account it to reported a cost that breaks the budget."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,8 @@ class CokeRouter:
         self.pulls = np.zeros(n, dtype=np.int64)
         self.cost_seen = np.zeros(n)  # sum of the per-question cost bounds seen by select
         self.questions_seen = 0
+        self.holds: list[list[float]] = [[] for _ in range(n)]  # bounds of selections awaiting an outcome
+        self.overrun = 0.0  # reported costs above their selection's bound (the caller's bounds were low)
         prior_acc = self.thompson.mean()[self._cluster_index]
         self._prior_error = np.array(
             [1.0 - (r if r is not None else float(p)) for r, p in zip(reported, prior_acc, strict=True)]
@@ -167,8 +172,14 @@ class CokeRouter:
         return len(self.names)
 
     @property
+    def reserved(self) -> float:
+        """Cost bounds held by selections still awaiting their outcome."""
+        return float(sum(map(sum, self.holds)))
+
+    @property
     def remaining(self) -> float:
-        return self.budget - self.spent
+        """Budget neither spent nor held."""
+        return self.budget - self.spent - self.reserved
 
     def cost_regret(self) -> npt.NDArray[np.float64]:
         """``R_a`` = cost spent on wrong answers / all cost spent by arm ``a`` (Eq. 14; 0 before spending),
@@ -196,7 +207,7 @@ class CokeRouter:
         return self._affordable(self._costs(costs))
 
     def _affordable(self, c: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
-        return np.asarray(self.spent + c <= self.allowance(self.questions_seen + 1))
+        return np.asarray(self.spent + self.reserved + c <= self.allowance(self.questions_seen + 1))
 
     def _costs(self, costs: Costs) -> npt.NDArray[np.float64]:
         c = np.asarray(costs, dtype=np.float64).reshape(-1)
@@ -218,6 +229,7 @@ class CokeRouter:
 
     def select(self, embedding: npt.ArrayLike, costs: Costs) -> int | None:
         """The affordable arm maximising Eq. 2 for this question, or ``None`` when no arm is affordable.
+        The chosen arm's cost bound is held until :meth:`update` or :meth:`cancel`.
 
         ``costs``: per arm, an upper bound on what answering this question would cost.
         """
@@ -227,22 +239,60 @@ class CokeRouter:
         self.questions_seen += 1
         if not mask.any():
             return None
-        return self.linucb.choose(self.expectations(embedding), mask)
+        arm = self.linucb.choose(self.expectations(embedding), mask)
+        self.holds[arm].append(float(c[arm]))
+        return arm
 
-    def update(self, arm: int, embedding: npt.ArrayLike, reward: float, cost: float) -> None:
+    def _arm(self, arm: object) -> int:
+        if arm is None:
+            raise ConfigError("no arm was selected (select returned None: none was affordable), so there is "
+                              "no outcome to feed back")
+        if not isinstance(arm, int | np.integer) or isinstance(arm, bool) or not 0 <= arm < self.n_arms:
+            raise ConfigError(f"arm must be an index in [0, {self.n_arms}) as returned by select, "
+                              f"got {arm!r}")
+        return int(arm)
+
+    def _release(self, arm: int, bound: float | None) -> float | None:
+        """Drop one hold of ``arm``: the one of ``bound`` if given, else the oldest; its bound, or None."""
+        held = self.holds[arm]
+        if not held:
+            return None
+        if bound is None:
+            return held.pop(0)
+        if bound not in held:
+            raise ConfigError(f"arm {self.names[arm]!r} holds no selection with cost bound {bound}")
+        held.remove(bound)
+        return bound
+
+    def cancel(self, arm: int, bound: float | None = None) -> None:
+        """Call off a selection of ``arm`` that will not be run: its held cost bound (``bound``, default
+        the oldest of the arm's) returns to the budget."""
+        arm = self._arm(arm)
+        if self._release(arm, bound) is None:
+            raise ConfigError(f"arm {self.names[arm]!r} has no selection awaiting an outcome")
+
+    def update(self, arm: int, embedding: npt.ArrayLike, reward: float, cost: float,
+               bound: float | None = None) -> None:
         """Feed back the outcome of ``arm``: Beta posterior of its cluster (Eq. 5), its ridge regression
-        (Eq. 11, Sherman–Morrison), its spending and failure spending (Eq. 14)."""
-        if not 0 <= arm < self.n_arms:
-            raise ConfigError(f"arm {arm} out of range [0, {self.n_arms})")
+        (Eq. 11, Sherman–Morrison), its spending and failure spending (Eq. 14). The cost is settled against
+        the arm's selection (the one of cost bound ``bound``, default its oldest) and always recorded: a
+        cost above that bound is added to :attr:`overrun`. Without a selection to settle, a cost the
+        remaining budget cannot pay raises ``BudgetExceededError`` and nothing is recorded."""
+        arm = self._arm(arm)
         r = float(reward)
         if not 0.0 <= r <= 1.0:
             raise ConfigError(f"reward must lie in [0, 1], got {reward}")
         if not (math.isfinite(cost) and cost >= 0):
             raise ConfigError(f"cost must be a finite number ≥ 0, got {cost}")
-        if self.spent + cost > self.budget:
+        if bound is not None and bound not in self.holds[arm]:
+            raise ConfigError(f"arm {self.names[arm]!r} holds no selection with cost bound {bound}")
+        if not self.holds[arm] and cost > self.remaining:
             raise BudgetExceededError(
                 f"arm {self.names[arm]!r} cost {cost} exceeds the remaining budget {self.remaining}"
             )
+        held = self._release(arm, bound)
+        if held is not None:
+            self.overrun += max(0.0, cost - held)
         c = int(self._cluster_index[arm])
         baseline = 0.0
         if self.config.use_cluster and self.config.decomposed_reward:
@@ -278,12 +328,37 @@ class CokeRouter:
             "pulls": self.pulls.tolist(),
             "cost_seen": self.cost_seen.tolist(),
             "questions_seen": self.questions_seen,
+            "holds": self.holds,
+            "overrun": self.overrun,
         }
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> CokeRouter:
-        if state.get("kind") != "CokeRouter":
-            raise ConfigError(f"not a CokeRouter state (kind={state.get('kind')!r})")
+        """Inverse of :meth:`state_dict`; ``ConfigError`` saying what is wrong with a malformed state."""
+        if not isinstance(state, dict) or state.get("kind") != "CokeRouter":
+            kind = state.get("kind") if isinstance(state, dict) else type(state).__name__
+            raise ConfigError(f"not a CokeRouter state (kind={kind!r})")
+        try:
+            out = cls._from_state(state)
+        except ConfigError as exc:
+            raise ConfigError(f"not a valid CokeRouter state: {exc}") from exc
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise ConfigError(f"not a valid CokeRouter state: {what}") from exc
+        n, d = out.n_arms, out.dim
+        shapes = {"linucb": (out.linucb.n_arms, out.linucb.dim) == (n, d),
+                  "thompson": out.thompson.alpha.shape == (len(CLUSTERS),),
+                  **{k: getattr(out, k).shape == (n,) for k in ("arm_cost", "arm_fail_cost", "pulls",
+                                                                 "cost_seen")},
+                  "holds": len(out.holds) == n}
+        bad = [k for k, ok in shapes.items() if not ok]
+        if bad:
+            raise ConfigError(f"not a valid CokeRouter state: {', '.join(bad)} do not match {n} arms of "
+                              f"dimension {d}")
+        return out
+
+    @classmethod
+    def _from_state(cls, state: dict[str, Any]) -> CokeRouter:
         budget = math.inf if state["budget"] == "inf" else float(state["budget"])
         out = cls(
             state["names"],
@@ -303,6 +378,8 @@ class CokeRouter:
         out.pulls = np.asarray(state["pulls"], dtype=np.int64)
         out.cost_seen = np.asarray(state["cost_seen"], dtype=np.float64)
         out.questions_seen = int(state["questions_seen"])
+        out.holds = [[float(b) for b in arm] for arm in state.get("holds", [[] for _ in out.names])]
+        out.overrun = float(state.get("overrun", 0.0))
         return out
 
     def save(self, path: str | Path) -> None:
@@ -311,5 +388,9 @@ class CokeRouter:
 
     @classmethod
     def load(cls, path: str | Path) -> CokeRouter:
-        """Inverse of :meth:`save`; ``DataError`` naming the file when it is missing or not JSON."""
-        return cls.from_state_dict(read_json(path))
+        """Inverse of :meth:`save`; ``DataError`` naming the file when it is missing, not JSON or not a
+        router's state."""
+        try:
+            return cls.from_state_dict(read_json(path))
+        except ConfigError as exc:
+            raise DataError(str(exc), path) from exc

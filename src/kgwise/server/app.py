@@ -50,7 +50,7 @@ class ServerSettings(BaseModel):
     calibration: Path | None = None
     allow_calibration_mismatch: bool = False
     router: Path | None = None
-    router_save_every_s: float = Field(default=30.0, ge=0.0)
+    router_save_every_s: float = Field(default=30.0, gt=0.0)
     uag: Path | None = None
     uag_kg: str | None = None
     uag_llm: str | None = None
@@ -86,7 +86,7 @@ def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = No
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
         if routing is not None:
-            routing.save()  # what was learned since the last periodic write
+            routing.close()  # stops the saving thread and writes what changed since its last write
 
     app = FastAPI(title="kgwise", summary="Knowledge-graph-grounded question answering with LLMs",
                   lifespan=lifespan)

@@ -2,16 +2,17 @@
 /v1/route/feedback`` reports what the chosen arm got right and what it really cost.
 
 The reward arrives later than the decision (the caller runs the arm, then grades it), so each decision
-gets an id and waits in memory for its feedback; past ``max_pending`` the oldest waiting decision is
-dropped. The router's state is written to its file at most every ``save_every_s`` seconds after a change
-and when the service stops, so a restart resumes the bandits and the spending (waiting decisions are
-not kept across restarts).
+gets an id and waits for its feedback while its arm's cost bound stays held in the budget; past
+``max_pending`` the oldest waiting decision is called off and its bound released. A thread writes the
+router's state and the waiting decisions to the state file every ``save_every_s`` seconds after a change
+(and the service writes them when it stops), so a restart, even after a crash, resumes the bandits, the
+spending and the decisions still waiting, having lost at most the last ``save_every_s`` seconds.
 """
 
 from __future__ import annotations
 
+import json
 import threading
-import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
@@ -23,7 +24,8 @@ import numpy.typing as npt
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, Field
 
-from kgwise.errors import ConfigError, KgwiseError
+from kgwise.errors import ConfigError, DataError, KgwiseError
+from kgwise.files import read_json, write_text_atomic
 from kgwise.route.coke import CokeRouter
 
 __all__ = ["FeedbackRequest", "RouteRequest", "RoutingService", "routing_api"]
@@ -47,78 +49,136 @@ class FeedbackRequest(BaseModel):
     cost: float = Field(ge=0.0)
 
 
+class _Pending:
+    """A decision awaiting feedback: its arm, the cost bound held for it, the question (its embedding is
+    recomputed after a restart)."""
+
+    __slots__ = ("arm", "bound", "embedding", "question")
+
+    def __init__(self, arm: int, bound: float, question: str,
+                 embedding: npt.NDArray[np.float64] | None) -> None:
+        self.arm, self.bound, self.question, self.embedding = arm, bound, question, embedding
+
+
 class RoutingService:
-    """A :class:`CokeRouter` loaded from ``state_file``, shared by the request threads."""
+    """A :class:`CokeRouter` loaded from ``state_file``, shared by the request threads; :meth:`close`
+    stops the saving thread and writes the state."""
 
     def __init__(self, state_file: Path, embed: Embed, dim: int, max_pending: int = 10_000,
                  save_every_s: float = 30.0) -> None:
+        if max_pending < 1:
+            raise ConfigError(f"max_pending must be ≥ 1, got {max_pending}")
+        if not save_every_s > 0:
+            raise ConfigError(f"save_every_s must be > 0, got {save_every_s}")
         self.state_file = state_file
-        self.router = CokeRouter.load(state_file)
+        self.router, pending = _load(state_file)
         if self.router.dim != dim:
             raise ConfigError(f"router {state_file} expects {self.router.dim}-d question embeddings, the "
                               f"encoder gives {dim}-d")
-        if max_pending < 1:
-            raise ConfigError(f"max_pending must be ≥ 1, got {max_pending}")
         self.embed = embed
         self.max_pending = max_pending
         self.save_every_s = save_every_s
-        self.pending: OrderedDict[str, tuple[int, npt.NDArray[np.float64]]] = OrderedDict()
+        self.pending = pending
         self.lock = threading.Lock()
         self.dirty = False
-        self.last_save = time.monotonic()
+        self._stop = threading.Event()
+        self._saver = threading.Thread(target=self._save_loop, name="kgwise-router-saver", daemon=True)
+        self._saver.start()
 
     def status(self) -> dict[str, Any]:
         r = self.router
         return {"file": str(self.state_file), "arms": r.names, "clusters": r.clusters, "budget": r.budget,
-                "spent": r.spent, "questions": r.questions_seen, "pulls": r.pulls.tolist(),
-                "pending": len(self.pending)}
+                "spent": r.spent, "reserved": r.reserved, "remaining_budget": r.remaining,
+                "overrun": r.overrun, "questions": r.questions_seen, "pulls": r.pulls.tolist(),
+                "pending": len(self.pending), "horizon": r.horizon}
 
     def route(self, req: RouteRequest) -> dict[str, Any]:
         x = self.embed(req.question)
         with self.lock:
-            arm = self.router.select(x, req.costs)
+            r = self.router
+            arm = r.select(x, req.costs)
             self.dirty = True
-            decision = None
+            decision, reason = None, None
             if arm is not None:
                 decision = uuid.uuid4().hex
-                self.pending[decision] = (arm, x)
+                self.pending[decision] = _Pending(arm, float(req.costs[arm]), req.question, x)
                 if len(self.pending) > self.max_pending:
-                    self.pending.popitem(last=False)
-            self._maybe_save()
-            return {"decision": decision, "arm": None if arm is None else self.router.names[arm],
-                    "arm_index": arm, "cluster": None if arm is None else self.router.clusters[arm],
-                    "remaining_budget": self.router.remaining}
+                    _, dropped = self.pending.popitem(last=False)
+                    r.cancel(dropped.arm, dropped.bound)
+            else:
+                available = r.allowance(r.questions_seen) - r.spent - r.reserved
+                limit = f"the paced allowance of question {r.questions_seen}" if r.horizon else "the budget"
+                reason = (f"no arm's cost bound (cheapest {min(req.costs):g}) fits in what {limit} leaves: "
+                          f"{available:g} ({r.spent:g} spent, {r.reserved:g} held by decisions awaiting "
+                          "feedback)")
+            return {"decision": decision, "arm": None if arm is None else r.names[arm],
+                    "arm_index": arm, "cluster": None if arm is None else r.clusters[arm],
+                    "remaining_budget": r.remaining, "reason": reason}
 
     def feedback(self, req: FeedbackRequest) -> dict[str, Any]:
         with self.lock:
             found = self.pending.pop(req.decision, None)
             if found is None:
                 raise KeyError(req.decision)
-            arm, x = found
+            if found.embedding is None:  # waited across a restart
+                found.embedding = self.embed(found.question)
+            overrun = self.router.overrun
             try:
-                self.router.update(arm, x, req.reward, req.cost)
+                self.router.update(found.arm, found.embedding, req.reward, req.cost, bound=found.bound)
             except KgwiseError:
                 self.pending[req.decision] = found  # nothing learned: the caller may correct and resend
                 raise
             self.dirty = True
-            self._maybe_save()
-            return {"arm": self.router.names[arm], "spent": self.router.spent,
-                    "remaining_budget": self.router.remaining}
+            out = {"arm": self.router.names[found.arm], "spent": self.router.spent,
+                   "remaining_budget": self.router.remaining}
+            if self.router.overrun > overrun:
+                out["warning"] = (f"cost {req.cost:g} is above the bound {found.bound:g} given for this "
+                                  "decision: the budget holds only while costs stay within their bounds")
+            return out
 
-    def _maybe_save(self) -> None:
-        if time.monotonic() - self.last_save >= self.save_every_s:
-            self._save()
+    def _state(self) -> str:
+        rows = [{"decision": d, "arm": p.arm, "bound": p.bound, "question": p.question}
+                for d, p in self.pending.items()]
+        return json.dumps({**self.router.state_dict(), "pending": rows})
 
-    def _save(self) -> None:
-        self.router.save(self.state_file)
-        self.dirty = False
-        self.last_save = time.monotonic()
+    def _save_loop(self) -> None:
+        while not self._stop.wait(self.save_every_s):
+            self.save()
 
     def save(self) -> None:
-        """Write the router's state if it changed since the last write."""
+        """Write the router's state and the waiting decisions if they changed since the last write."""
         with self.lock:
-            if self.dirty:
-                self._save()
+            if not self.dirty:
+                return
+            text = self._state()
+            self.dirty = False
+        write_text_atomic(self.state_file, text)
+
+    def close(self) -> None:
+        """Stop the saving thread and write what changed."""
+        self._stop.set()
+        self._saver.join(timeout=5)
+        self.save()
+
+
+def _load(path: Path) -> tuple[CokeRouter, OrderedDict[str, _Pending]]:
+    """The router and the decisions awaiting feedback in a state file; ``DataError`` naming it."""
+    state = read_json(path)
+    if not isinstance(state, dict):
+        raise DataError("not a router state file (expected a JSON object)", path)
+    try:
+        router = CokeRouter.from_state_dict({k: v for k, v in state.items() if k != "pending"})
+        pending = OrderedDict((str(row["decision"]), _Pending(int(row["arm"]), float(row["bound"]),
+                                                              str(row["question"]), None))
+                              for row in state.get("pending", []))
+    except ConfigError as exc:
+        raise DataError(str(exc), path) from exc
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(f"malformed waiting decision ({exc!r})", path) from exc
+    held = sorted(b for arm in router.holds for b in arm)
+    if sorted(p.bound for p in pending.values()) != held:
+        raise DataError("the waiting decisions do not match the cost bounds the router holds", path)
+    return router, pending
 
 
 def routing_api(service: RoutingService) -> APIRouter:
