@@ -1,9 +1,10 @@
 """Hyper-parameter files: the frozen config values of kgwise's components, written to and read from TOML.
 
 One file holds a table per component (``[coke]``, ``[path_agent]``, …, see :data:`SECTIONS`); a command
-reads the tables it uses, a missing table or key keeps the paper's default. ``kgwise config show`` prints
-the defaults as such a file. Values are checked as strictly as JSON allows (``"2"`` is not a number, ``1``
-is not a boolean) and by each config's own checks; an unknown table or key is an error naming the file.
+reads the tables it uses; a missing table or key keeps the command's default (the paper's, unless the
+command documents its own). ``kgwise config show`` prints the defaults as such a file. Values are checked
+as strictly as JSON allows (``"2"`` is not a number, ``1`` is not a boolean) and by each config's own
+checks; an unknown table or key is an error naming the file.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ spending and the decisions still waiting, having lost at most the last ``save_ev
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import uuid
 from collections import OrderedDict
@@ -31,6 +32,7 @@ from kgwise.route.coke import CokeRouter
 __all__ = ["FeedbackRequest", "RouteRequest", "RoutingService", "routing_api"]
 
 Embed = Callable[[str], npt.NDArray[np.float64]]
+_log = logging.getLogger("kgwise.server")
 
 
 class RouteRequest(BaseModel):
@@ -143,7 +145,10 @@ class RoutingService:
 
     def _save_loop(self) -> None:
         while not self._stop.wait(self.save_every_s):
-            self.save()
+            try:
+                self.save()
+            except OSError as exc:  # e.g. a full disk: say so and try again at the next tick
+                _log.error("cannot write the router state %s: %s", self.state_file, exc)
 
     def save(self) -> None:
         """Write the router's state and the waiting decisions if they changed since the last write."""
@@ -152,7 +157,12 @@ class RoutingService:
                 return
             text = self._state()
             self.dirty = False
-        write_text_atomic(self.state_file, text)
+        try:
+            write_text_atomic(self.state_file, text)
+        except OSError:
+            with self.lock:
+                self.dirty = True
+            raise
 
     def close(self) -> None:
         """Stop the saving thread and write what changed."""
