@@ -34,31 +34,21 @@ SECTIONS: dict[str, str] = {
 }
 """Table name → the config class it holds (imported when needed)."""
 
-def section_class(name: str) -> type:
+def section_class(name: str) -> type[Any]:
     """The config class of table ``name``; ``ConfigError`` listing the tables for an unknown one."""
     if name not in SECTIONS:
         raise ConfigError(f"unknown config table [{name}]; the tables are {', '.join(SECTIONS)}")
     module, cls = SECTIONS[name].split(":")
-    found: type = getattr(importlib.import_module(module), cls)
+    found: type[Any] = getattr(importlib.import_module(module), cls)
     return found
 
 
-def _plain(cfg: Any) -> dict[str, Any]:
-    """A config as TOML-ready values: tuples as lists; ``None`` (unset) fields left out, so reading the
-    file back gives them their default, which for these fields is ``None`` as well."""
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(cfg):
-        value = getattr(cfg, f.name)
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            out[f.name] = _plain(value)
-        elif isinstance(value, tuple):
-            out[f.name] = list(value)
-        elif value is not None:
-            out[f.name] = value
-        elif f.default is not None:
-            raise ConfigError(f"{type(cfg).__name__}.{f.name} = None cannot be written to TOML, whose "
-                              "missing keys mean the default")
-    return out
+def _plain(value: Any) -> Any:
+    """``dataclasses.asdict`` output without its ``None`` (unset) fields, which TOML cannot write: read
+    back, a missing key takes the default, ``None`` for every such field of these configs."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if v is not None}
+    return value
 
 
 def to_toml(section: str, cfg: Any) -> str:
@@ -68,7 +58,7 @@ def to_toml(section: str, cfg: Any) -> str:
         raise ConfigError(f"[{section}] holds a {cls.__name__}, not a {type(cfg).__name__}")
     doc = (type(cfg).__doc__ or "").strip().split("\n\n")[0]
     head = "".join(f"# {line.strip()}\n" for line in doc.splitlines() if line.strip())
-    return head + tomli_w.dumps({section: _plain(cfg)})
+    return head + tomli_w.dumps({section: _plain(dataclasses.asdict(cfg))})
 
 
 def defaults_toml(sections: Iterable[str] | None = None) -> str:
@@ -120,7 +110,7 @@ def read_section(path: str | Path, section: str, base: Any = None) -> Any:
     if bad:
         raise DataError(f"unknown key(s) {', '.join(bad)}", p)
     try:
-        full = _merged(_plain(base if base is not None else cls()), data)
+        full = _merged(_plain(dataclasses.asdict(base if base is not None else cls())), data)
         return TypeAdapter(cls).validate_json(json.dumps(full, default=str), strict=True)
     except ValidationError as exc:
         lines = []

@@ -122,7 +122,6 @@ def calibrate(
     prediction, LAC or APS); resumable. Reports coverage and set size on held-out halves."""
     from tqdm import tqdm
 
-    from kgwise.conformal.split import min_calibration_size
     from kgwise.datasets import load
     from kgwise.files import file_stamp, short_hash
     from kgwise.inject.build import build_injector
@@ -131,9 +130,9 @@ def calibrate(
 
     cfg = CalibrationConfig(alpha=alpha, score=score)  # type: ignore[arg-type]
     questions = load(dataset, split, data)[:limit]
-    if len(questions) < (need := min_calibration_size(alpha)):
-        raise ConfigError(f"--alpha {alpha:g} needs at least {need} calibration questions, {dataset}/{split}"
-                          f"{f' --limit {limit}' if limit else ''} gives {len(questions)}")
+    if len(questions) < cfg.min_questions:  # said before any question is answered
+        raise ConfigError(f"--alpha {alpha:g} needs at least {cfg.min_questions} calibration questions, "
+                          f"{dataset}/{split}{f' --limit {limit}' if limit else ''} gives {len(questions)}")
     injector = build_injector(kg, llm, policy, bandit, scoring)
     # answers are kept per set of inputs, so a rerun resumes only a calibration of the same ones
     stamp = {"dataset": dataset, "split": split, "llm": llm, "combo": combo,
@@ -146,8 +145,7 @@ def calibrate(
     bar.close()
     conformal, report = run_calibration(rows, cfg)
     made_with = pipeline_of(injector, combo, policy, bandit)
-    meta = {"dataset": dataset, "split": split, "kg": str(kg), "llm": llm, "combo": made_with["combo"],
-            "scoring": injector.config.scoring,
+    meta = {"dataset": dataset, "split": split, "kg": str(kg), "llm": llm,
             "policy": str(policy) if policy else None, "bandit": str(bandit) if bandit else None,
             "made_with": made_with}
     conformal.save(out, meta)

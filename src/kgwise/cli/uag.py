@@ -56,7 +56,8 @@ def read_questions(path: Path) -> list[Question]:
 
 def read_generations(path: Path) -> dict[str, str]:
     """Recorded ``Φ(P)``: one ``{"id", "answer"}`` per JSONL line."""
-    from kgwise.datasets._io import read_jsonl, text_field
+    from kgwise.datasets._io import text_field
+    from kgwise.files import read_jsonl
 
     return {text_field(o, "id", path, n): text_field(o, "answer", path, n)
             for n, o in read_jsonl(path, "generations file")}

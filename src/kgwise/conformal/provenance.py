@@ -19,7 +19,7 @@ from kgwise.errors import ConfigError
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.kg.csr import CSRGraph
 
-__all__ = ["check_same_pipeline", "file_digest", "graph_fingerprint", "pipeline_differences"]
+__all__ = ["check_same_pipeline", "file_digest", "graph_fingerprint"]
 
 
 def graph_fingerprint(kg: KnowledgeGraph) -> str:
@@ -46,23 +46,18 @@ def file_digest(path: str | Path | None) -> str | None:
     return "sha1:" + hashlib.sha1(Path(path).read_bytes()).hexdigest()[:16]
 
 
-def pipeline_differences(made_with: Mapping[str, str | None] | None, now: Mapping[str, str | None]
-                         ) -> list[str]:
-    """One line per part of ``now`` that differs from what the calibration was ``made_with``; a
-    calibration that records nothing (an older file) is one difference."""
-    if made_with is None:
-        return ["the calibration does not record what it was made with (an older file)"]
-    return [f"{key}: calibrated with {made_with.get(key)!r}, answering with {value!r}"
-            for key, value in now.items() if made_with.get(key) != value]
-
-
 def check_same_pipeline(made_with: Mapping[str, str | None] | None, now: Mapping[str, str | None],
                         source: str | Path, allow_mismatch: bool, option: str = "--allow-mismatch"
                         ) -> list[str]:
-    """The differences of :func:`pipeline_differences`; ``ConfigError`` naming the calibration ``source``
-    and each difference unless ``allow_mismatch`` (then the caller must say the set carries no
-    guarantee)."""
-    diffs = pipeline_differences(made_with, now)
+    """One line per part of ``now`` that differs from what the calibration was ``made_with`` (a
+    calibration that records nothing, an older file, is one difference); ``ConfigError`` naming the
+    calibration ``source`` and each difference unless ``allow_mismatch`` (then the caller must say the set
+    carries no guarantee)."""
+    if made_with is None:
+        diffs = ["the calibration does not record what it was made with (an older file)"]
+    else:
+        diffs = [f"{key}: calibrated with {made_with.get(key)!r}, answering with {value!r}"
+                 for key, value in now.items() if made_with.get(key) != value]
     if diffs and not allow_mismatch:
         raise ConfigError(f"{source} was calibrated on another pipeline, so its guarantee does not cover "
                           f"these answers ({'; '.join(diffs)}); recalibrate, or pass {option} to get sets "

@@ -51,6 +51,11 @@ class CalibrationConfig:
         if self.splits < 1:
             raise ConfigError(f"splits must be ≥ 1, got {self.splits}")
 
+    @property
+    def min_questions(self) -> int:
+        """The fewest labelled questions that give finite sets at ``alpha`` (and at least 2)."""
+        return max(2, min_calibration_size(self.alpha))
+
 
 def collect_probabilities(
     injector: KnowledgeInjector,
@@ -95,10 +100,9 @@ def calibrate(rows: Sequence[dict[str, Any]], config: CalibrationConfig | None =
               ) -> tuple[SplitConformal, dict[str, Any]]:
     """Split CP over all ``rows`` (the saved calibration) and the held-out check of the report."""
     cfg = config or CalibrationConfig()
-    need = max(2, min_calibration_size(cfg.alpha))
-    if len(rows) < need:
-        raise ConfigError(f"a calibration at α = {cfg.alpha:g} needs at least {need} labelled questions, "
-                          f"got {len(rows)}")
+    if len(rows) < cfg.min_questions:
+        raise ConfigError(f"a calibration at α = {cfg.alpha:g} needs at least {cfg.min_questions} labelled "
+                          f"questions, got {len(rows)}")
     probs = [np.asarray(r["probabilities"], dtype=np.float64) for r in rows]
     gold = np.asarray([r["gold"] for r in rows], dtype=np.int64)
     cp = SplitConformal(SplitConformalConfig(cfg.alpha, cfg.score)).conformalize(probs, gold)

@@ -284,8 +284,6 @@ class CokeRouter:
             raise ConfigError(f"reward must lie in [0, 1], got {reward}")
         if not (math.isfinite(cost) and cost >= 0):
             raise ConfigError(f"cost must be a finite number ≥ 0, got {cost}")
-        if bound is not None and bound not in self.holds[arm]:
-            raise ConfigError(f"arm {self.names[arm]!r} holds no selection with cost bound {bound}")
         if not self.holds[arm] and cost > self.remaining:
             raise BudgetExceededError(
                 f"arm {self.names[arm]!r} cost {cost} exceeds the remaining budget {self.remaining}"

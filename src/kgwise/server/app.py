@@ -115,16 +115,14 @@ def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = No
     conformal = SplitConformal.load(settings.calibration) if settings.calibration is not None else None
     made_with: dict[str, Any] = {}
     mismatch: list[str] = []
-    own_combo = "bandit" if inj.bandit is not None else inj.config.default_combo
     default_combo = None  # None: the injector's own
+    own = pipeline_of(inj, None, settings.policy, settings.bandit) if conformal is not None else {}
+    own_combo = own.pop("combo", None)  # the combination is checked per request, the rest here
     if conformal is not None:
         made_with = conformal.meta.get("made_with") or {}
-        # the combination is checked per request; without one, answer with the calibrated combination
-        fixed = {k: v for k, v in pipeline_of(inj, None, settings.policy, settings.bandit).items()
-                 if k != "combo"}
-        mismatch = check_same_pipeline(conformal.meta.get("made_with"), fixed, str(settings.calibration),
+        mismatch = check_same_pipeline(conformal.meta.get("made_with"), own, str(settings.calibration),
                                        settings.allow_calibration_mismatch, "--allow-calibration-mismatch")
-        if made_with.get("combo") in inj.combos():
+        if made_with.get("combo") in inj.combos():  # without one, answer with the calibrated combination
             default_combo = made_with["combo"]
     lock = threading.Lock()
 

@@ -17,6 +17,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,15 +52,15 @@ class FeedbackRequest(BaseModel):
     cost: float = Field(ge=0.0)
 
 
+@dataclass(slots=True)
 class _Pending:
     """A decision awaiting feedback: its arm, the cost bound held for it, the question (its embedding is
     recomputed after a restart)."""
 
-    __slots__ = ("arm", "bound", "embedding", "question")
-
-    def __init__(self, arm: int, bound: float, question: str,
-                 embedding: npt.NDArray[np.float64] | None) -> None:
-        self.arm, self.bound, self.question, self.embedding = arm, bound, question, embedding
+    arm: int
+    bound: float
+    question: str
+    embedding: npt.NDArray[np.float64] | None
 
 
 class RoutingService:
