@@ -103,32 +103,6 @@ def test_decisions_awaiting_feedback_hold_their_cost_bound(router_file: Path) ->
         assert client.post("/v1/route/feedback", json=fb).json()["remaining_budget"] == pytest.approx(0.5)
 
 
-def test_waiting_decisions_survive_a_restart_and_state_is_saved_without_a_request(router_file: Path) -> None:
-    import time
-
-    import numpy as np
-
-    from kgwise.server.routing import FeedbackRequest, RouteRequest, RoutingService
-
-    dim = MiniLM().dim
-    service = RoutingService(router_file, lambda text: np.ones(dim) / 8, dim, max_pending=2,
-                             save_every_s=0.1)
-    decisions = [service.route(RouteRequest(question=q, costs=[0.1, 0.2, 0.3]))["decision"]
-                 for q in QUESTIONS[:3]]
-    assert len(service.pending) == 2 and decisions[0] not in service.pending  # the oldest was called off
-    assert service.router.reserved == pytest.approx(sum(p.bound for p in service.pending.values()))
-    time.sleep(0.5)  # the saving thread writes the state: no request, no shutdown
-    assert len(json.loads(router_file.read_text())["pending"]) == 2
-    reserved = service.router.reserved
-    service._stop.set()  # a crash: the thread stops, nothing more is written
-    restarted = RoutingService(router_file, lambda text: np.ones(dim) / 8, dim)
-    assert restarted.router.reserved == pytest.approx(reserved)
-    out = restarted.feedback(FeedbackRequest(decision=decisions[2], reward=1, cost=0.1))
-    assert out["spent"] == pytest.approx(0.1) and len(restarted.pending) == 1
-    restarted.close()
-    assert len(json.loads(router_file.read_text())["pending"]) == 1
-
-
 def test_a_malformed_router_state_is_named(tmp_path: Path) -> None:
     from kgwise.errors import DataError
 

@@ -1,5 +1,6 @@
 """``kgwise eval route`` (Coke replay experiment on WebQSP), ``kgwise bench route`` (router speed) and
-``kgwise route init`` (a router state file for ``kgwise serve --router``)."""
+``kgwise route init/status/select/feedback`` (a router state file for ``kgwise serve --router``, and
+routing from the shell)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ from kgwise.config import data_dir
 from kgwise.errors import ConfigError
 from kgwise.llm.base import ScoringRule, scoring_rule
 
-route_app = typer.Typer(help="Coke routers served by `kgwise serve --router`.", no_args_is_help=True)
+route_app = typer.Typer(help="Coke routers: made here, served by `kgwise serve --router` or used from the "
+                        "shell.", no_args_is_help=True)
 app.add_typer(route_app, name="route")
 
 
@@ -81,6 +83,63 @@ def route_init(
     out.parent.mkdir(parents=True, exist_ok=True)
     router.save(out)
     err_console.print(f"router with {len(names)} arms, budget {budget:g}, written to {out}")
+
+
+RouterArgument = Annotated[Path, typer.Argument(help="Router state file (`kgwise route init`).",
+                                                exists=True, dir_okay=False)]
+
+
+@route_app.command("status")
+@friendly_errors
+def route_status(router: RouterArgument, json_out: JsonOption = None) -> None:
+    """Budget, spending, pulls, decisions awaiting feedback and each cluster's estimated accuracy of a
+    router (it may be in use by `kgwise serve`)."""
+    from kgwise.route.service import read_status
+
+    write_json(read_status(router), json_out)
+
+
+def _service(router: Path) -> Any:
+    """The router's service, embedding questions with all-MiniLM-L6-v2 (loaded on first use)."""
+    from kgwise.embed import MiniLM
+    from kgwise.route.service import RoutingService
+
+    encoder = MiniLM()
+    return RoutingService(router, lambda text: encoder.encode([text])[0], encoder.dim)
+
+
+@route_app.command("select")
+@friendly_errors
+def route_select(
+    router: RouterArgument,
+    question: Annotated[str, typer.Argument(help="The question to route.")],
+    cost: Annotated[list[float], typer.Option(
+        "--cost", help="Per arm, in the router's order, an upper bound on what answering would cost; "
+        "repeat per arm.")],
+) -> None:
+    """Pick the arm for one question (Coke, Eq. 2–14) and hold its cost bound until `kgwise route
+    feedback` reports the outcome; prints the decision id to report it with."""
+    with _service(router) as service:
+        out = service.route(question, cost)
+    write_json(out, None)
+    if out["arm"] is None:
+        raise typer.Exit(1)
+
+
+@route_app.command("feedback")
+@friendly_errors
+def route_feedback(
+    router: RouterArgument,
+    decision: Annotated[str, typer.Argument(help="The decision id `kgwise route select` printed.")],
+    reward: Annotated[float, typer.Option(min=0.0, max=1.0, help="1 = right, 0 = wrong, or a grade "
+                                          "in between.")],
+    cost: Annotated[float, typer.Option(min=0.0, help="What answering really cost.")],
+) -> None:
+    """Report a decision's outcome: the router learns from it and the cost is settled against the
+    budget."""
+    with _service(router) as service:
+        out = service.feedback(decision, reward, cost)
+    write_json(out, None)
 
 
 def _progress_file(out: Path | None, tag: str) -> Path | None:

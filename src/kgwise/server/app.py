@@ -26,8 +26,9 @@ from kgwise.errors import ConfigError, KgwiseError
 from kgwise.inject.build import build_injector
 from kgwise.inject.calibration import pipeline_of, with_prediction_set
 from kgwise.inject.injector import KnowledgeInjector
+from kgwise.route.service import RoutingService
 from kgwise.server.answer_sets import AnswerSetService, answer_set_api
-from kgwise.server.routing import RoutingService, routing_api
+from kgwise.server.routing import routing_api
 from kgwise.types import make_question
 
 __all__ = ["AnswerRequest", "ServerSettings", "create_app"]
@@ -81,6 +82,17 @@ def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = No
         encoder = MiniLM()
         routing = RoutingService(settings.router, lambda text: encoder.encode([text])[0], encoder.dim,
                                  save_every_s=settings.router_save_every_s)
+    try:
+        return _app(settings, injector, routing)
+    except BaseException:
+        if routing is not None:
+            routing.close()  # the state file is free again
+        raise
+
+
+def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: RoutingService | None
+         ) -> FastAPI:
+    """The application over an open ``routing`` service (closed when the application stops)."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
