@@ -64,7 +64,7 @@ def test_marginal_coverage_on_synthetic_classifier(seed: int, score: str, alpha:
     logits = rng.normal(size=(n_cal + n_test, k)) * 2
     probs = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
     y = np.array([rng.choice(k, p=row) for row in probs])
-    cp = SplitConformal(SplitConformalConfig(alpha=alpha, score=score)).fit()  # type: ignore[arg-type]
+    cp = SplitConformal(SplitConformalConfig(alpha=alpha, score=score))  # type: ignore[arg-type]
     cp.conformalize(probs[:n_cal], y[:n_cal])
     sets = cp.predict_set(probs[n_cal:])
     coverage = sets[np.arange(n_test), y[n_cal:]].mean()

@@ -82,8 +82,10 @@ def test_injector_composes_ground_extract_render_and_score(data_dir: Path) -> No
     assert g.answer.knowledge == "a description" and g.answer.usage.calls == 2  # description + scoring
     plain = inj.answer_without_knowledge(q)
     assert plain.answer.combo == WITHOUT_KG and "Background" not in llm.contexts[-1]
-    with pytest.raises(ConfigError, match="unknown combination"):
+    with pytest.raises(ConfigError, match="needs a trained P_RL policy"):
         inj.inject(q, "P_RL+F_t")
+    with pytest.raises(ConfigError, match="unknown combination"):
+        inj.inject(q, "P_sub+F_x")
     with pytest.raises(ConfigError, match="no prompt bandit"):
         inj.inject(q)
 

@@ -173,6 +173,14 @@ def test_cli_train_and_eval(tmp_path: Path, data_dir: Path) -> None:
     rows = [json.loads(x) for x in (tmp_path / "pred" / "ihdev.jsonl").read_text().splitlines()]
     assert len(rows) == 16 and all(abs(sum(r["probabilities"]) - 1) < 1e-4 for r in rows)
     assert np.mean([r["correct"] for r in rows]) == ev["ihdev"]["accuracy"]
+    q = load("csqa", "ihdev", data_dir)[0]  # one question from the shell: the same probabilities
+    one = runner.invoke(app, ["kgm", "answer", q.text, "--choices", "|".join(c.text for c in q.choices),
+                              "--model", str(out), "--data", str(data_dir),
+                              "--json", str(tmp_path / "a.json")])
+    assert one.exit_code == 0, one.output
+    got = json.loads((tmp_path / "a.json").read_text())
+    assert list(got["probabilities"].values()) == pytest.approx(rows[0]["probabilities"], abs=1e-5)
+    assert got["subgraph_nodes"] is None and got["kind"] == "text"
     bad = runner.invoke(
         app, ["kgm", "train", "--dataset", "medqa", "--out", str(out), "--data", str(data_dir)]
     )

@@ -31,6 +31,17 @@ def test_eval_route_rejects_unknown_dataset(data_dir: Path) -> None:
     assert res.exit_code == 2 and "gamma" in res.output
 
 
+def test_eval_route_limit_replays_the_first_questions(tmp_path: Path, data_dir: Path) -> None:
+    out = tmp_path / "route.json"
+    args = ["eval", "route", "--limit", "80", "--seeds", "2", "--no-gpt4", "--no-sensitivity", "--no-plots",
+            "--data", str(data_dir), "--json", str(out)]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    report = json.loads(out.read_text())
+    assert report["setup"]["questions"] == 80 and report["limit"] == 80
+    assert sum(report["coke"]["selections"].values()) == pytest.approx(80)
+
+
 @pytest.mark.slow
 def test_eval_route_small(tmp_path: Path, data_dir: Path) -> None:
     out = tmp_path / "route.json"

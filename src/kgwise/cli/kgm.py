@@ -1,4 +1,5 @@
-"""``kgwise kgm train`` and ``kgwise eval kgm``: the small KG models (Coke's cheap arms)."""
+"""``kgwise kgm train``, ``kgwise kgm answer`` and ``kgwise eval kgm``: the small KG models (Coke's cheap
+arms)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from kgwise.cli.common import (
     ConfigOption,
     DataOption,
     JsonOption,
+    console,
     err_console,
     friendly_errors,
     writable,
@@ -20,7 +22,7 @@ from kgwise.cli.common import (
 from kgwise.errors import ConfigError
 
 kgm_app = typer.Typer(
-    help="Small KG-based QA models (train; evaluate with `kgwise eval kgm`).", no_args_is_help=True
+    help="Small KG-based QA models (train, answer; evaluate with `kgwise eval kgm`).", no_args_is_help=True
 )
 app.add_typer(kgm_app, name="kgm")
 
@@ -72,6 +74,40 @@ def train(
     report = train_file(dataset, out, model.kind, data, train_cfg, model_overrides=sizes, limit=limit,
                         log=_log)
     write_json(report, json_out)
+
+
+@kgm_app.command("answer")
+@friendly_errors
+def answer(
+    question: Annotated[str, typer.Argument(help="The question text.")],
+    choices: Annotated[str, typer.Option("--choices", help='Options separated by "|".')],
+    model: Annotated[Path, typer.Option(help="A model file written by `kgwise kgm train`.", exists=True,
+                                        dir_okay=False)],
+    data: DataOption = None,
+    json_out: JsonOption = None,
+) -> None:
+    """Answer one multiple-choice question with a saved KG model (its own KG, built from --data): the
+    answer, the choice probabilities and the size of the subgraph it read."""
+    from kgwise.kgm.predictor import KGMPredictor
+    from kgwise.types import make_question
+
+    q = make_question(question, choices.split("|"))
+    predictor = KGMPredictor.load(model, data)
+    kind = predictor.model.config.kind
+    # what the graph model reads (0 nodes: nothing grounded, it reads the text only)
+    nodes = len(predictor.builder.build(q).nodes) if kind == "graph" else None
+    ans = predictor.answer(q)
+    text = {c.label: c.text for c in q.choices}
+    probs = {text[k]: round(v, 6) for k, v in ans.probabilities.items()}
+    report = {"model": predictor.name, "kind": kind, "answer": text[ans.prediction], "label": ans.prediction,
+              "probabilities": probs, "subgraph_nodes": nodes}
+    if json_out is not None:
+        write_json(report, json_out)
+        return
+    read = f", {nodes} subgraph nodes" if nodes is not None else ""
+    console.print(f"[bold]answer:[/bold] {report['answer']}  ({kind} model {report['model']}{read})")
+    for name, p in sorted(probs.items(), key=lambda kv: -kv[1]):
+        console.print(f"  {p:7.2%}  {name}")
 
 
 @eval_app.command("kgm")

@@ -202,6 +202,8 @@ def eval_route(
         "--lambda", help="λ, weight of the cost regret (Eq. 2) (default: the --config's, else 1).",
         show_default=False)] = None,
     seeds: Annotated[int, typer.Option(min=1, help="Question orders (mean ± std over them).")] = 10,
+    limit: Annotated[int | None, typer.Option(
+        min=1, help="Replay only the first N questions of the file (a quick look; default: all).")] = None,
     delta: Annotated[float | None, typer.Option(
         help="δ of LinUCB's width γ = 1 + √(ln(2/δ)/2) (default: the --config's, else 0.05).",
         show_default=False)] = None,
@@ -235,6 +237,8 @@ def eval_route(
         "coke", config, lam=lam, delta=delta, regret_prior=regret_prior, gamma_override=gamma))
     encoder = MiniLM()
     table, coverage = webqsp_table(root, MAIN_ARMS)
+    if limit is not None:
+        table = table.subset(range(min(limit, table.n_questions)))
     err_console.print(f"{table.n_questions} questions × {table.n_arms} arms; embedding questions …")
     X = np.asarray(encoder.encode(list(table.texts)), dtype=np.float64)
     free = free_gnn_signals(root, table)
@@ -242,6 +246,7 @@ def eval_route(
     contexts = {"free_gnn_signals": signals, "free_gnn_signals+embedding": np.hstack([signals, X])}
     report = run_experiment(table, X, cfg, _progress_file(json_out, "main"), contexts=contexts)
     report["coverage"] = coverage
+    report["limit"] = limit
     report["hindsight_cascade"] = _hindsight_cascade(table, report, free)
     report["notes"] = [
         "Correct = Hit: at least one gold answer in the arm's answer (ReaRev: Hits@1 of its top candidate).",
@@ -263,6 +268,8 @@ def eval_route(
         report["sensitivity"] = _sensitivity(table, X, cfg, seeds)
     if gpt4:
         table8, coverage8 = webqsp_table(root, WEBQSP_ARMS)
+        if limit is not None:
+            table8 = table8.subset(range(min(limit, table8.n_questions)))
         X8 = np.asarray(encoder.encode(list(table8.texts)), dtype=np.float64)
         sub = run_experiment(table8, X8, cfg, _progress_file(json_out, "gpt4"))
         sub["coverage"] = coverage8

@@ -113,7 +113,9 @@ class SplitConformalConfig:
 
 
 class SplitConformal:
-    """Split conformal prediction sets over the choices of multiple-choice questions."""
+    """Split conformal prediction sets over the choices of multiple-choice questions: there is nothing to
+    fit (the probabilities come from an already trained model, MAPIE's ``prefit``), so :meth:`conformalize`
+    then :meth:`predict_set`."""
 
     def __init__(self, config: SplitConformalConfig | None = None) -> None:
         self.config = config or SplitConformalConfig()
@@ -124,10 +126,6 @@ class SplitConformal:
     def scores(self, probs: npt.ArrayLike) -> FloatArray:
         """Non-conformity score of every (question, choice) under the configured score."""
         return lac_scores(probs) if self.config.score == "lac" else aps_scores(probs)
-
-    def fit(self, probs: npt.ArrayLike | None = None, labels: npt.ArrayLike | None = None) -> SplitConformal:
-        """Nothing to train: the probabilities come from an already fitted model (MAPIE's ``prefit``)."""
-        return self
 
     def conformalize(self, probs: npt.ArrayLike | Sequence[npt.ArrayLike], labels: npt.ArrayLike
                      ) -> SplitConformal:

@@ -108,6 +108,9 @@ class KnowledgeInjector:
 
     def _split(self, combo: str) -> tuple[str, str]:
         p, _, f = combo.partition("+")
+        if p == "P_RL" and p not in self.extractors and f in self.formats:
+            raise ConfigError(f"{combo!r} needs a trained P_RL policy (--policy path_policy.pt, from `kgwise "
+                              f"eval knowgpt --out-dir`); available: {', '.join(self.combos())}")
         if p not in self.extractors or f not in self.formats:
             raise ConfigError(f"unknown combination {combo!r}; available: {', '.join(self.combos())}")
         return p, f
