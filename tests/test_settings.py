@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from kgwise.cli.main import app
 from kgwise.errors import DataError
 from kgwise.route.coke import CokeConfig
-from kgwise.settings import SECTIONS, configured, defaults_toml, read_section, section_class, to_toml
+from kgwise.settings import SECTIONS, configured, default, defaults_toml, read_section, section_class, to_toml
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -28,7 +28,10 @@ def test_the_defaults_file_reads_back_as_the_defaults(tmp_path: Path) -> None:
     path = write(tmp_path, defaults_toml())
     assert set(tomllib.loads(path.read_text())) == set(SECTIONS)
     for name in SECTIONS:
-        assert read_section(path, name) == section_class(name)()
+        assert read_section(path, name) == default(name)
+    assert default("uag").evaluator_scores == ("absolute", "relative", "items", "items-relative")
+    assert default("path_agent") != section_class("path_agent")()
+    assert default("coke") == section_class("coke")()
 
 
 @settings(max_examples=50, deadline=None)
@@ -55,7 +58,7 @@ def test_missing_keys_keep_the_base_and_options_win(tmp_path: Path) -> None:
     uag = configured("uag", path, UAGConfig(alpha=0.3))
     assert uag.alpha == 0.3 and uag.steps == (0.1, 0.1, 0.05) and uag.ltt.fwer == "holm"
     assert uag.ltt.delta == 0.05
-    assert configured("path_agent", path) == section_class("path_agent")()  # no such table: defaults
+    assert configured("path_agent", path) == default("path_agent")  # no such table: the command's defaults
 
 
 @pytest.mark.parametrize("text, message", [

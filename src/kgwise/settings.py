@@ -1,8 +1,9 @@
 """Hyper-parameter files: the frozen config values of kgwise's components, written to and read from TOML.
 
 One file holds a table per component (``[coke]``, ``[path_agent]``, …, see :data:`SECTIONS`); a command
-reads the tables it uses; a missing table or key keeps the command's default (the paper's, unless the
-command documents its own). ``kgwise config show`` prints the defaults as such a file. Values are checked
+reads the tables it uses; a missing table or key keeps the command's default (the paper's, unless
+:data:`COMMAND_DEFAULTS` names the command's own). ``kgwise config show`` prints those defaults as such a
+file. Values are checked
 as strictly as JSON allows (``"2"`` is not a number, ``1`` is not a boolean) and by each config's own
 checks; an unknown table or key is an error naming the file.
 """
@@ -22,7 +23,8 @@ from pydantic import TypeAdapter, ValidationError
 
 from kgwise.errors import ConfigError, DataError
 
-__all__ = ["SECTIONS", "configured", "defaults_toml", "read_section", "section_class", "to_toml"]
+__all__ = ["COMMAND_DEFAULTS", "SECTIONS", "configured", "default", "defaults_toml", "read_section",
+           "section_class", "to_toml"]
 
 SECTIONS: dict[str, str] = {
     "coke": "kgwise.route.coke:CokeConfig",
@@ -33,6 +35,13 @@ SECTIONS: dict[str, str] = {
     "uag": "kgwise.conformal.uag:UAGConfig",
 }
 """Table name → the config class it holds (imported when needed)."""
+
+COMMAND_DEFAULTS: dict[str, str] = {
+    "path_agent": "kgwise.inject.experiment:RL_AGENT",
+    "prompt_bandit": "kgwise.inject.experiment:PROMPT_BANDIT",
+    "uag": "kgwise.conformal.calibrated:UAG_DEFAULTS",
+}
+"""Tables whose commands start from other values than the class's (the paper's) defaults."""
 
 def section_class(name: str) -> type[Any]:
     """The config class of table ``name``; ``ConfigError`` listing the tables for an unknown one."""
@@ -61,9 +70,19 @@ def to_toml(section: str, cfg: Any) -> str:
     return head + tomli_w.dumps({section: _plain(dataclasses.asdict(cfg))})
 
 
+def default(section: str) -> Any:
+    """The config the commands reading table ``section`` start from (:data:`COMMAND_DEFAULTS`, else the
+    class's defaults)."""
+    cls = section_class(section)
+    if section not in COMMAND_DEFAULTS:
+        return cls()
+    module, name = COMMAND_DEFAULTS[section].split(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def defaults_toml(sections: Iterable[str] | None = None) -> str:
-    """The defaults of ``sections`` (default: all) as one TOML file."""
-    return "\n".join(to_toml(s, section_class(s)()) for s in (sections or SECTIONS))
+    """What the commands start from, for ``sections`` (default: all), as one TOML file."""
+    return "\n".join(to_toml(s, default(s)) for s in (sections or SECTIONS))
 
 
 def _unknown_keys(cls: type, data: dict[str, Any], where: str) -> list[str]:
@@ -88,8 +107,8 @@ def _merged(base: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_section(path: str | Path, section: str, base: Any = None) -> Any:
-    """The config of table ``[section]`` of the TOML file ``path``: ``base`` (default: the class's
-    defaults) with the keys the file gives. ``DataError`` naming the file for malformed TOML, an unknown
+    """The config of table ``[section]`` of the TOML file ``path``: ``base`` (default: :func:`default`)
+    with the keys the file gives. ``DataError`` naming the file for malformed TOML, an unknown
     table or key, or a value of the wrong type or out of range."""
     p = Path(path)
     cls = section_class(section)
@@ -110,7 +129,7 @@ def read_section(path: str | Path, section: str, base: Any = None) -> Any:
     if bad:
         raise DataError(f"unknown key(s) {', '.join(bad)}", p)
     try:
-        full = _merged(_plain(dataclasses.asdict(base if base is not None else cls())), data)
+        full = _merged(_plain(dataclasses.asdict(base if base is not None else default(section))), data)
         return TypeAdapter(cls).validate_json(json.dumps(full, default=str), strict=True)
     except ValidationError as exc:
         lines = []
@@ -121,12 +140,12 @@ def read_section(path: str | Path, section: str, base: Any = None) -> Any:
 
 
 def configured(section: str, path: str | Path | None = None, base: Any = None, **overrides: Any) -> Any:
-    """The config of table ``section``: ``base`` (default: the class's defaults) with what the file
+    """The config of table ``section``: ``base`` (default: :func:`default`) with what the file
     ``path`` gives, then the ``overrides`` that are not ``None`` (command-line options win over the
     file)."""
     if path is not None:
         cfg = read_section(path, section, base)
     else:
-        cfg = base if base is not None else section_class(section)()
+        cfg = base if base is not None else default(section)
     given = {k: v for k, v in overrides.items() if v is not None}
     return dataclasses.replace(cfg, **given) if given else cfg

@@ -69,3 +69,22 @@ def test_a_source_without_triples_is_not_a_graph(tmp_path: Path) -> None:
     code, out = said(["kg", "build", str(empty), "--format", "tsv", "--out", str(tmp_path / "g.npz")])
     assert code == 2 and "empty.tsv: no triples found (read as tsv)" in out, out
     assert not (tmp_path / "g.npz").exists()
+
+
+def test_an_output_that_is_also_an_input_is_refused(graph_file: Path, tmp_path: Path) -> None:
+    questions = tmp_path / "q.jsonl"
+    questions.write_text('{"id": "1", "text": "What treats pain?", "gold": ["aspirin"], '
+                         '"topic_entities": ["pain"]}\n')
+    before = graph_file.read_bytes(), questions.read_text()
+    uag = ["uag", "calibrate", "--kg", str(graph_file), "--questions", str(questions), "--llm", "x"]
+    code, out = said([*uag, "--out", str(questions)])
+    assert code == 2 and f"--out {questions} is also --questions" in out, out
+    code, out = said([*uag, "--out", str(tmp_path / "u.json"), "--json", str(tmp_path / "." / "u.json")])
+    assert code == 2 and "--json" in out and "is also --out" in out, out
+    code, out = said(["kg", "export", str(graph_file), "--out", str(graph_file)])
+    assert code == 2 and "is also GRAPH" in out, out
+    assert (graph_file.read_bytes(), questions.read_text()) == before
+    tsv = tmp_path / "g.tsv"
+    tsv.write_text("a\tr\tb\n")
+    code, out = said(["kg", "build", str(tsv), "--format", "tsv", "--out", str(graph_file)])
+    assert code == 0, out  # a graph file may be rebuilt in place from other sources

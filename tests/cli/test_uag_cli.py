@@ -133,6 +133,22 @@ def test_calibrate_rejects_bad_input(inputs: Path, data_dir: Path, tmp_path: Pat
     result = runner.invoke(app, [*base, *q, "--generations", str(inputs / "generations.jsonl"),
                                  "--alpha", "0.01", "--work", str(tmp_path / "w")])
     assert result.exit_code == 2 and "no λ could be certified" in said(result)
+    # recorded answers that leave a question out, or belong to no question; a topic entity not in the KG
+    rows = (inputs / "generations.jsonl").read_text().splitlines()
+    partial = tmp_path / "partial.jsonl"
+    partial.write_text("\n".join([*rows[1:], '{"id": "zzz", "answer": "x"}']) + "\n")
+    result = runner.invoke(app, [*base, *q, "--generations", str(partial)])
+    missing = json.loads(rows[0])["id"]
+    assert result.exit_code == 2 and "partial.jsonl: no recorded answer for 1 of" in said(result)
+    assert missing in said(result)
+    typo = tmp_path / "typo.jsonl"
+    typo.write_text('{"id": "t", "text": "Capital of Elbonia?", "gold": ["x"], '
+                    '"topic_entities": ["Elbonia"]}\n')
+    with partial.open("a") as fh:
+        fh.write('{"id": "t", "answer": "x"}\n')
+    result = runner.invoke(app, [*base, "--questions", str(typo), "--generations", str(partial)])
+    assert "1 topic entities of 1 questions are not in the KG (t: 'Elbonia')" in said(result)
+    assert "answers in" in said(result) and "belong to no question" in said(result)
     assert not (tmp_path / "u.json").exists()
     wrong = tmp_path / "g.txt"
     wrong.write_text("x")

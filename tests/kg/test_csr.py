@@ -76,3 +76,11 @@ def test_vectorised_ops_match_brute_force(edges: list[tuple[int, int, int]], nod
     assert inc == {e for e in unique if e[0] in s or e[2] in s}
     want_degree = [sum(1 for e in unique if e[0] == v) for v in nodes]
     np.testing.assert_array_equal(g.degree(nodes, "out"), want_degree)
+
+
+def test_find_prefers_the_exact_label() -> None:
+    g = CSRGraph.from_triples([("same_label", "r", "Paris"), ("paris", "r", "same label")])
+    assert g.find("same label") == g.labels.index("same label")
+    assert g.find("same_label") == 0 and g.find("Paris") == 1 and g.find("paris") == 2
+    assert g.find("PARIS ") == 1  # no exact spelling: the first that normalises alike
+    assert g.find("Lyon") is None

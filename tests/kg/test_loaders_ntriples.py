@@ -76,3 +76,18 @@ def test_malformed_line(tmp_path: Path, bad: str) -> None:
     with pytest.raises(DataError) as err:
         load_ntriples(path)
     assert err.value.path == str(path) and err.value.line == 3
+
+
+def test_an_exported_graph_reads_back_as_the_same_graph(tmp_path: Path) -> None:
+    """Relation names keep their underscores, so a calibration's graph hash still matches."""
+    from kgwise.conformal.provenance import graph_fingerprint
+    from kgwise.kg import CSRGraph
+    from kgwise.kg.loaders.ntriples import write_ntriples
+
+    g = CSRGraph.from_triples([("France", "has_capital", "Paris"), ("New_York", "in state", "New York"),
+                               ("a%20b", "50%_off", "x/y#z")])
+    back = load_ntriples(write_ntriples(g, tmp_path / "g.nt"))
+    assert sorted(back.relations) == sorted(g.relations) == ["50%_off", "has_capital", "in state"]
+    assert graph_fingerprint(back) == graph_fingerprint(g)
+    assert iri_local_name("http://dbpedia.org/resource/Barack_Obama") == "Barack Obama"  # DBpedia's rule
+    assert iri_local_name("urn:kgwise:relation:has%5Fcapital") == "has_capital"

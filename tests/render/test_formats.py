@@ -175,3 +175,29 @@ def test_select_edges_puts_paths_first_without_duplicates(edges: list[tuple[int,
     path_edges = list(dict.fromkeys(path.edges()))
     assert out[: len(path_edges)] == path_edges[: len(out)]
     assert set(out) <= set(edges) | set(path_edges)
+
+
+def test_select_edges_lets_the_choices_take_turns() -> None:
+    """The cap keeps facts of every choice, not of the one whose edges come first."""
+    a, b, q = 1, 2, 3
+    edges = tuple((a, 0, 10 + i) for i in range(6)) + tuple((20 + i, 0, b) for i in range(6)) + \
+        ((q, 1, 30), (q, 1, 31), (40, 2, 41))
+    sub = Subgraph(edges=edges, question_nodes=(q,), choice_nodes=((a,), (b,)))
+    assert select_edges(sub, 6) == [(a, 0, 10), (20, 0, b), (q, 1, 30), (a, 0, 11), (21, 0, b), (q, 1, 31)]
+    assert select_edges(sub, 100)[-1] == (40, 2, 41)  # an edge touching no concept comes last
+    # paths take turns too: the one reaching choice b comes before choice a's second path
+    to_a = [KGPath((q, 50 + i, a), (0, 0)) for i in range(2)]
+    to_b = KGPath((q, 60, b), (0, 0))
+    sub = Subgraph(paths=(*to_a, to_b), question_nodes=(q,), choice_nodes=((a,), (b,)))
+    assert select_edges(sub, 4) == [*to_a[0].edges(), *to_b.edges()]
+
+
+def test_real_ddb_knowledge_covers_every_choice(ddb: CSRGraph) -> None:
+    from kgwise.extract import SubgraphExtractor
+    from kgwise.kg.grounding import Grounder
+    from kgwise.types import make_question
+
+    q = make_question("Which drug lowers blood pressure?", ["aspirin", "lisinopril", "insulin"])
+    sub = SubgraphExtractor(ddb).extract(q, Grounder(ddb).ground(q))
+    text = TripleFormat().render(ddb, sub).text.lower()
+    assert all(name in text for name in ("aspirin", "lisinopril", "insulin")), text

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from kgwise.cli.apps import kg_app
-from kgwise.cli.common import console, friendly_errors, writable
+from kgwise.cli.common import console, distinct_outputs, friendly_errors, writable
 from kgwise.errors import ConfigError, UnknownNodeError
 from kgwise.kg import CSRGraph
 from kgwise.kg.loaders import FORMATS, load_graph, merge_graphs, open_graph_file
@@ -35,10 +35,13 @@ def build(
     ] = None,
     name: Annotated[str | None, typer.Option(help="Graph name (default: the sources' names).")] = None,
 ) -> None:
-    """Load SOURCE(s), merge them into one graph (nodes unified by normalised label) and save it."""
+    """Load SOURCE(s) and save them as one graph: a source keeps its labels as spelled; several sources
+    are merged, their nodes unified by normalised label (case, '_' and spaces ignored)."""
     if len(formats) not in (1, len(sources)):
         raise ConfigError(f"give --format once, or once per source ({len(sources)}); got {len(formats)}")
     per_source = formats * len(sources) if len(formats) == 1 else formats
+    written = out if out.suffix == ".npz" else Path(f"{out}.npz")  # what CSRGraph.save writes
+    distinct_outputs({"--out": written}, {"SOURCE": sources, "--merge-relations": merge_relations})
     graphs = []
     for src, fmt in zip(sources, per_source, strict=True):
         t0 = time.perf_counter()
@@ -99,6 +102,7 @@ def export(
     """Write a graph as N-Triples: node i is <urn:kgwise:node:i> with its label as rdfs:label."""
     if is_endpoint(graph):
         raise ConfigError("kg export reads a graph file, not an endpoint")
+    distinct_outputs({"--out": out}, {"GRAPH": graph})
     g = open_graph_file(graph)
     t0 = time.perf_counter()
     write_ntriples(g, out)

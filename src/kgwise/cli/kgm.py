@@ -14,6 +14,7 @@ from kgwise.cli.common import (
     DataOption,
     JsonOption,
     console,
+    distinct_outputs,
     err_console,
     friendly_errors,
     writable,
@@ -58,10 +59,13 @@ def train(
 ) -> None:
     """Build (or reuse) the cached features, train, early-stop on dev, save the model; sizes and
     optimisation from the kgm_model and kgm_train tables of --config."""
+    from kgwise.kgm.io import config_path
     from kgwise.kgm.model import ModelConfig
     from kgwise.kgm.pipeline import train_file
     from kgwise.settings import configured
 
+    distinct_outputs({"--out": out, "--out's config": config_path(out), "--json": json_out},
+                     {"--config": config})
     if kind not in (None, "graph", "text"):
         raise ConfigError(f"--kind must be graph or text, got {kind!r}")
     train_cfg = configured("kgm_train", config, seed=seed, epochs=epochs, max_minutes=max_minutes)

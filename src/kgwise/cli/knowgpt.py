@@ -17,6 +17,7 @@ from kgwise.cli.common import (
     PolicyOption,
     ScoringOption,
     console,
+    distinct_outputs,
     err_console,
     friendly_errors,
     writable,
@@ -128,6 +129,7 @@ def calibrate(
     from kgwise.inject.calibration import CalibrationConfig, collect_probabilities, pipeline_of
     from kgwise.inject.calibration import calibrate as run_calibration
 
+    distinct_outputs({"--out": out, "--json": json_out}, {"--kg": kg, "--policy": policy, "--bandit": bandit})
     cfg = CalibrationConfig(alpha=alpha, score=score)  # type: ignore[arg-type]
     questions = load(dataset, split, data)[:limit]
     if len(questions) < cfg.min_questions:  # said before any question is answered
@@ -191,11 +193,10 @@ def eval_knowgpt(
         raise ConfigError(f"unknown data set {dataset!r}; choose one of {', '.join(DATASETS)}")
     if scoring not in SCORING:
         raise ConfigError(f"--scoring must be one of {', '.join(SCORING)}, got {scoring!r}")
-    base = ExperimentConfig()
     cfg = ExperimentConfig(limit=limit, train_limit=train_limit, rl_iterations=rl_iterations,
                            rl_time_limit_s=rl_minutes * 60, scoring=scoring,
-                           agent=configured("path_agent", config, base.agent, max_steps=rl_max_steps),
-                           bandit=configured("prompt_bandit", config, base.bandit, feedback=bandit_feedback))
+                           agent=configured("path_agent", config, max_steps=rl_max_steps),
+                           bandit=configured("prompt_bandit", config, feedback=bandit_feedback))
     run_dir = out_dir or Path("runs") / "knowgpt" / f"{dataset}-{llm.replace(':', '_').replace('/', '_')}"
     report = run_experiment(dataset, llm, run_dir, cfg, data, log=lambda m: console.print(m, markup=False))
     write_json(report, json_out)

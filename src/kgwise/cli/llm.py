@@ -13,6 +13,7 @@ from kgwise.cli.common import (
     DataOption,
     JsonOption,
     console,
+    distinct_outputs,
     err_console,
     friendly_errors,
     writable,
@@ -109,6 +110,7 @@ def eval_llm(
     from kgwise.llm import get_llm
     from kgwise.llm.evaluation import EvalConfig, evaluate_llm
 
+    distinct_outputs({"--out": out, "--json": json_out}, {})
     cfg = EvalConfig(method=method, concurrency=concurrency)
     questions = load(dataset, split, data)
     if limit is not None:

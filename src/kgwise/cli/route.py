@@ -18,6 +18,7 @@ from kgwise.cli.common import (
     ConfigOption,
     DataOption,
     JsonOption,
+    distinct_outputs,
     err_console,
     friendly_errors,
     writable,
@@ -58,6 +59,7 @@ def route_init(
 
     if not (budget > 0):
         raise ConfigError(f"--budget must be > 0, got {budget}")
+    distinct_outputs({"--out": out}, {"--config": config})
     if out.exists() and not force:
         raise ConfigError(f"{out} exists: it may hold a router in use (its learning and spending would be "
                           "lost); pass --force to replace it")

@@ -21,8 +21,9 @@ def show(
     tables: Annotated[list[str] | None, typer.Argument(
         help=f"Tables to print (default: all): {', '.join(SECTIONS)}.", show_default=False)] = None,
 ) -> None:
-    """Print the papers' defaults as a TOML file; edit it and pass it with --config (missing keys keep
-    their default; options given on the command line win over the file)."""
+    """Print the defaults the commands start from as a TOML file (the papers', except P_RL and the prompt
+    bandit of `eval knowgpt`, and the evaluator scores of `uag calibrate`); edit it and pass it with
+    --config (missing keys keep their default; options given on the command line win over the file)."""
     from kgwise.settings import defaults_toml, section_class
 
     for name in tables or []:

@@ -14,6 +14,7 @@ from kgwise.cli.common import (
     ConfigOption,
     JsonOption,
     console,
+    distinct_outputs,
     err_console,
     friendly_errors,
     writable,
@@ -96,17 +97,17 @@ def calibrate(
     from kgwise.conformal.calibrated import CalibratedUAG, TableSettings, calibrate_uag, labelled_questions
     from kgwise.conformal.evaluator import LLMGenerator
     from kgwise.conformal.experiment import TABLES_VERSION, build_tables
-    from kgwise.conformal.grid import EVALUATOR_SCORES
     from kgwise.conformal.provenance import graph_fingerprint
     from kgwise.conformal.retriever import RetrieverConfig
-    from kgwise.conformal.uag import UAGConfig
     from kgwise.files import file_stamp, short_hash
     from kgwise.kg.sources import graph_stamp, open_graph
     from kgwise.settings import configured
 
     if (llm is None) == (generations is None):
         raise ConfigError("pass exactly one of --llm (live Φ(P)) and --generations (recorded Φ(P))")
-    cfg = configured("uag", config, UAGConfig(evaluator_scores=EVALUATOR_SCORES), alpha=alpha)
+    distinct_outputs({"--out": out, "--json": json_out}, {"--kg": kg, "--questions": questions,
+                                                          "--generations": generations, "--config": config})
+    cfg = configured("uag", config, alpha=alpha)
     if delta is not None:
         cfg = replace(cfg, ltt=replace(cfg.ltt, delta=delta))
     graph = open_graph(kg)
@@ -118,8 +119,25 @@ def calibrate(
         err_console.print(f"[yellow]warning:[/yellow] {len(left_out)} of {len(given)} questions have no gold "
                           f"answers or no topic entities and are left out: {', '.join(left_out[:5])}"
                           + (" …" if len(left_out) > 5 else ""))
+    unknown = [(q.id, t) for q in qs for t in q.topic_entities if graph.find(t) is None]
+    if unknown:
+        lost = len({qid for qid, _ in unknown})
+        err_console.print(f"[yellow]warning:[/yellow] {len(unknown)} topic entities of {lost} questions are "
+                          f"not in the KG ({', '.join(f'{i}: {t!r}' for i, t in unknown[:5])}"
+                          f"{' …' if len(unknown) > 5 else ''}); those questions retrieve from their other "
+                          "topic entities, or nothing (a miss)")
     settings = TableSettings(RetrieverConfig(max_hops=max_hops, direction=direction))  # type: ignore[arg-type]
     recorded = read_generations(generations) if generations is not None else None
+    if recorded is not None:
+        missing = [q.id for q in qs if q.id not in recorded]
+        if missing:
+            raise DataError(f"no recorded answer for {len(missing)} of the {len(qs)} questions: "
+                            f"{', '.join(missing[:5])}{' …' if len(missing) > 5 else ''}", generations)
+        extra = set(recorded) - {q.id for q in qs}
+        if extra:
+            err_console.print(f"[yellow]warning:[/yellow] {len(extra)} answers in {generations} belong to no "
+                              f"question of {questions}: {', '.join(sorted(extra)[:5])}"
+                              + (" …" if len(extra) > 5 else ""))
     live = None
     if llm is not None:
         from kgwise.llm import get_llm

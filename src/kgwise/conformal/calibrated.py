@@ -32,9 +32,13 @@ from kgwise.files import read_json, write_text_atomic
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.types import Question
 
-__all__ = ["AnswerSet", "CalibratedUAG", "TableSettings", "calibrate_uag", "labelled_questions"]
+__all__ = ["UAG_DEFAULTS", "AnswerSet", "CalibratedUAG", "TableSettings", "calibrate_uag",
+           "labelled_questions"]
 
 _KIND = "kgwise.CalibratedUAG"
+
+UAG_DEFAULTS = UAGConfig(evaluator_scores=EVALUATOR_SCORES)
+"""A calibration on a user's KG: every evaluator score the tables give is in Λ."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +207,7 @@ def calibrate_uag(tables: TableBatch, config: UAGConfig | float, settings: Table
     (it may abstain: ``uag.abstains``) and a summary of the calibration. ``config``: the UAG's settings,
     or just α (then every evaluator score the tables give is in Λ); the evaluator scores the tables
     cannot give are left out of Λ."""
-    cfg = config if isinstance(config, UAGConfig) else UAGConfig(config, evaluator_scores=EVALUATOR_SCORES)
+    cfg = config if isinstance(config, UAGConfig) else replace(UAG_DEFAULTS, alpha=config)
     if cfg.scored_step is not None:
         raise ConfigError("a UAG calibrated on a KG alone has no scored retriever: leave scored_step unset")
     n = tables.num_questions

@@ -58,11 +58,18 @@ from kgwise.llm.base import SCORING_RULES, ChoiceScores, ScoringRule, scoring_ru
 from kgwise.render.formats import FormatConfig, make_format
 from kgwise.types import Question, Usage
 
-__all__ = ["DATASETS", "ExperimentConfig", "build_kg", "markdown_table", "run_experiment", "split_questions"]
+__all__ = ["DATASETS", "PROMPT_BANDIT", "RL_AGENT", "ExperimentConfig", "build_kg", "markdown_table",
+           "run_experiment", "split_questions"]
 
 DATASETS = ("csqa", "obqa", "medqa")
 SCORING = (*SCORING_RULES, "auto")
 FACTS_ONLY = "facts only"
+
+
+RL_AGENT = PathAgentConfig(max_actions=16, prefilter=16)
+"""P_RL sized for 2 shared cores: fewer actions per step means fewer node embeddings to compute."""
+PROMPT_BANDIT = BanditConfig(feedback="full")
+"""Full feedback: the LLM is local, so every combination is tried on every training question."""
 
 
 @dataclass(frozen=True)
@@ -81,10 +88,8 @@ class ExperimentConfig:
     facts_k: int = 2
     scoring: str = "auto"
     pre_encode_max_nodes: int = 50_000
-    agent: PathAgentConfig = field(default_factory=lambda: PathAgentConfig(max_actions=16, prefilter=16))
-    """P_RL sized for 2 shared cores: fewer actions per step means fewer node embeddings to compute."""
-    bandit: BanditConfig = field(default_factory=lambda: BanditConfig(feedback="full"))
-    """Full feedback: the LLM is local, so every combination is tried on every training question."""
+    agent: PathAgentConfig = field(default_factory=lambda: RL_AGENT)
+    bandit: BanditConfig = field(default_factory=lambda: PROMPT_BANDIT)
 
     def __post_init__(self) -> None:
         if self.scoring not in SCORING:

@@ -69,7 +69,7 @@ class CSRGraph:
         self._out_ptr, self._out_rel, self._out_dst = out_ptr, out_rel, out_dst
         self._in_ptr, self._in_rel, self._in_src = in_ptr, in_rel, in_src
         self._texts = list(texts) if texts is not None else None
-        self._index: dict[str, int] | None = None
+        self._index: tuple[dict[str, int], dict[str, int]] | None = None
         self.name = name
 
     # ------------------------------------------------------------------ construction
@@ -180,16 +180,23 @@ class CSRGraph:
             raise UnknownNodeError(f"relation {name!r} not in graph {self.name or '(unnamed)'}") from None
 
     # ------------------------------------------------------------------ lookup
-    def _label_index(self) -> dict[str, int]:
+    def _label_index(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Each exact label, and each normalised label, to the first node spelled so."""
         if self._index is None:
-            index: dict[str, int] = {}
+            exact: dict[str, int] = {}
+            normalised: dict[str, int] = {}
             for i, lab in enumerate(self._labels):
-                index.setdefault(normalise_label(lab), i)
-            self._index = index
+                exact.setdefault(lab, i)
+                normalised.setdefault(normalise_label(lab), i)
+            self._index = exact, normalised
         return self._index
 
     def find(self, label: str) -> int | None:
-        return self._label_index().get(normalise_label(label))
+        """The node labelled exactly ``label``, else the first whose label normalises
+        (:func:`~kgwise.kg.base.normalise_label`) as ``label`` does; None when there is none."""
+        exact, normalised = self._label_index()
+        found = exact.get(label)
+        return found if found is not None else normalised.get(normalise_label(label))
 
     def node(self, key: str | int) -> int:
         """A node id from an id or a label; raises ``UnknownNodeError`` naming the key."""

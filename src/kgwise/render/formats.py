@@ -3,16 +3,16 @@
 Every format turns a :class:`kgwise.types.Subgraph` (KG ids) into prompt text. The edges used are, in
 order: the edges of the subgraph's paths (question concept → choice concept chains), then the remaining
 edges touching a question or choice concept, then the rest; duplicates removed, at most
-``FormatConfig.max_triples``.
+``FormatConfig.max_triples``, the answer choices taking turns (:func:`select_edges`).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 from kgwise.errors import ConfigError
 from kgwise.kg.base import KnowledgeGraph
@@ -36,6 +36,7 @@ __all__ = [
 ]
 
 Edge = tuple[int, int, int]
+T = TypeVar("T")
 FORMAT_NAMES = ("F_t", "F_s", "F_g")
 
 
@@ -72,19 +73,44 @@ class Format(Protocol):
 
 
 def select_edges(subgraph: Subgraph, max_triples: int) -> list[Edge]:
-    """Path edges first, then edges touching question/choice concepts, then the rest (deduplicated)."""
-    concepts = set(subgraph.question_nodes)
-    for nodes in subgraph.choice_nodes:
-        concepts.update(nodes)
+    """At most ``max_triples`` distinct edges: the paths' edges first, then the edges touching a question
+    or choice concept, then the rest. In the first two tiers the answer choices take turns (each path
+    belongs to the choice it reaches, each edge to the choice it touches, then the question's own), so a
+    cap never keeps the facts of one choice alone."""
+    n = len(subgraph.choice_nodes)
+    owner: dict[int, int] = {}  # node → its group: choice i → i, question concept → n
+    for i, nodes in enumerate(subgraph.choice_nodes):
+        for v in nodes:
+            owner.setdefault(v, i)
+    for v in subgraph.question_nodes:
+        owner.setdefault(v, n)
+    other = n + 1
+
+    def path_group(path: Path) -> int:
+        return next((owner[v] for v in reversed(path.nodes) if owner.get(v, other) < n),
+                    min((owner.get(v, other) for v in path.nodes), default=other))
+
     ordered: dict[Edge, None] = {}
-    for path in subgraph.paths:
+    for path in _take_turns(subgraph.paths, path_group):
         for e in path.edges():
             ordered.setdefault(e, None)
     rest = [e for e in subgraph.edges if e not in ordered]
-    rest.sort(key=lambda e: (e[0] not in concepts and e[2] not in concepts))
+    touching = [e for e in rest if e[0] in owner or e[2] in owner]
+    for e in _take_turns(touching, lambda e: min(owner.get(e[0], other), owner.get(e[2], other))):
+        ordered.setdefault(e, None)
     for e in rest:
         ordered.setdefault(e, None)
     return list(ordered)[:max_triples]
+
+
+def _take_turns(items: Sequence[T], group: Callable[[T], int]) -> list[T]:
+    """``items`` reordered so that their groups (in increasing order) take turns, each keeping its own
+    order: ``a1 a2 b1 c1 c2`` → ``a1 b1 c1 a2 c2``."""
+    groups: dict[int, list[T]] = {}
+    for item in items:
+        groups.setdefault(group(item), []).append(item)
+    queues = [groups[k] for k in sorted(groups)]
+    return [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
 
 
 def _names(kg: KnowledgeGraph, edge: Edge) -> tuple[str, str, str]:

@@ -79,12 +79,12 @@ def parse_ntriples_line(line: str) -> tuple[Term, str, Term] | None:
 
 
 def iri_local_name(iri: str) -> str:
-    """The readable tail of an IRI: after the last ``#`` or ``/`` (or ``:``), percent-decoded, ``_`` as
-    space; the whole IRI when that is empty."""
+    """The readable tail of an IRI: after the last ``#`` or ``/`` (or ``:``), ``_`` as space, then
+    percent-decoded (so ``%5F`` is a kept underscore); the whole IRI when that is empty."""
     cut = max(iri.rfind("#"), iri.rfind("/"))
     if cut < 0:
         cut = iri.rfind(":")
-    tail = unquote(iri[cut + 1 :]).replace("_", " ").strip()
+    tail = unquote(iri[cut + 1 :].replace("_", " ")).strip()
     return tail or iri
 
 
@@ -152,12 +152,13 @@ def literal_syntax(text: str) -> str:
 def write_ntriples(kg: KnowledgeGraph, path: str | Path, base: str = "urn:kgwise:") -> Path:
     """Write ``kg`` as N-Triples (e.g. to load it into a triple store): node ``i`` is ``<{base}node:i>``
     with its label as ``rdfs:label`` (and its text, if any, as ``rdfs:comment``); relation ``r`` is
-    ``<{base}relation:NAME>`` (percent-encoded). :func:`load_ntriples` reads it back with the same labels;
-    relation names come back with ``_`` as space (the local-name rule). A ``.gz`` path is gzipped."""
+    ``<{base}relation:NAME>`` (percent-encoded, ``_`` too, which the local-name rule would read as a
+    space). :func:`load_ntriples` reads it back as the same graph. A ``.gz`` path is gzipped."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     text = getattr(kg, "text", None)
-    rels = [f"<{base}relation:{quote(kg.relation_name(r), safe='')}>" for r in range(kg.num_relations)]
+    rels = [f"<{base}relation:{quote(kg.relation_name(r), safe='').replace('_', '%5F')}>"
+            for r in range(kg.num_relations)]
     with open_text(out, "w") as f:
         for v in range(kg.num_nodes):
             node = f"<{base}node:{v}>"
