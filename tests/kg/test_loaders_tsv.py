@@ -23,13 +23,16 @@ def test_real_freebase_fragment(data_dir: Path) -> None:
     assert g.node("Will i Am") in g.out_edges(head)[1][g.out_edges(head)[0] == rel].tolist()
 
 
-@pytest.mark.parametrize("bad", ["a\tb", "a\tb\tc\td", "a\t\tc", " \tb\tc"])
-def test_malformed_line(tmp_path: Path, bad: str) -> None:
+@pytest.mark.parametrize("bad, message", [("a\tb", r"got 2 field\(s\)"), ("a\tb\tc\td", r"got 4 field\(s\)"),
+                                          ("a\t\tc", "empty relation"), (" \tb\t ", "empty head and tail")])
+def test_malformed_line(tmp_path: Path, bad: str, message: str) -> None:
     path = tmp_path / "t.tsv"
     path.write_text(f"x\tr\ty\n\n{bad}\n", encoding="utf-8")
-    with pytest.raises(DataError) as err:
+    with pytest.raises(DataError, match=message) as err:
         load_tsv(path)
     assert err.value.path == str(path) and err.value.line == 3
+    with pytest.raises(DataError, match="a directory, not a file"):
+        load_tsv(tmp_path)
 
 
 def test_small(tmp_path: Path) -> None:

@@ -86,9 +86,13 @@ def neighbors(
     console.print(f"[bold]{escape(g.label(v))}[/bold] (id {v}): {len(tails)} out, {len(g.in_edges(v)[1])} in")
     for r, t in list(zip(rels.tolist(), tails.tolist(), strict=True))[:limit]:
         console.print(escape(f"  -[{g.relation_name(r)}]-> {g.label(t)}"))
+    if len(tails) > limit:
+        console.print(f"  … {len(tails) - limit} more out (use --limit)")
     rels, heads = g.in_edges(v)
     for r, h in list(zip(rels.tolist(), heads.tolist(), strict=True))[:limit]:
         console.print(escape(f"  <-[{g.relation_name(r)}]- {g.label(h)}"))
+    if len(heads) > limit:
+        console.print(f"  … {len(heads) - limit} more in (use --limit)")
 
 
 @kg_app.command("export")

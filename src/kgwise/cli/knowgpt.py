@@ -67,6 +67,9 @@ def answer(
     from kgwise.types import make_question
 
     q = make_question(question, _parse_choices(choices))
+    if alpha is not None and calibration is None:
+        raise ConfigError("--alpha sets the miscoverage of a calibrated set: it needs --calibration FILE "
+                          "(from `kgwise calibrate`)")
     conformal = SplitConformal.load(calibration) if calibration is not None else None
     injector = build_injector(kg, llm, policy, bandit, scoring)
     mismatch: list[str] = []
@@ -132,6 +135,9 @@ def calibrate(
     distinct_outputs({"--out": out, "--json": json_out}, {"--kg": kg, "--policy": policy, "--bandit": bandit})
     cfg = CalibrationConfig(alpha=alpha, score=score)  # type: ignore[arg-type]
     questions = load(dataset, split, data)[:limit]
+    if questions and not any(q.choices for q in questions):
+        raise ConfigError(f"{dataset} has no answer choices: `kgwise calibrate` makes sets of choices; for "
+                          "free-text KGQA, calibrate UAG (`kgwise uag calibrate`)")
     if len(questions) < cfg.min_questions:  # said before any question is answered
         raise ConfigError(f"--alpha {alpha:g} needs at least {cfg.min_questions} calibration questions, "
                           f"{dataset}/{split}{f' --limit {limit}' if limit else ''} gives {len(questions)}")

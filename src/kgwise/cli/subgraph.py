@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from kgwise.cli.apps import kg_app
-from kgwise.cli.common import JsonOption, console, friendly_errors, write_json
+from kgwise.cli.common import JsonOption, console, err_console, friendly_errors, write_json
 from kgwise.errors import ConfigError
 from kgwise.extract.subgraph import SubgraphConfig, SubgraphExtractor
 from kgwise.kg import CSRGraph
@@ -59,6 +59,9 @@ def subgraph(
     except (ValueError, IndexError) as exc:
         raise ConfigError(str(exc)) from exc
     g = open_graph_file(file)
+    for name in q.topic_entities:
+        if g.find(name) is None:
+            err_console.print(f"[yellow]warning:[/yellow] the topic entity {name!r} is not in {file}")
     grounding = Grounder(g, GrounderConfig(wordnet_dir=wordnet)).ground(q)
     sg = SubgraphExtractor(g, cfg).extract(q, grounding)
     console.print("[bold]question concepts:[/bold] "

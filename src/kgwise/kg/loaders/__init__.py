@@ -87,6 +87,9 @@ def open_graph_file(path: str | Path) -> CSRGraph:
     KGQA data (``.parquet``, a directory of shards, or ``.jsonl`` with RoG's fields: the union of the
     per-question subgraphs); ``ConfigError`` for anything else."""
     p = Path(path)
+    if p.is_dir() and not is_rog_source(p):
+        raise ConfigError(f"{p}: a directory without RoG '*.parquet' shards; a KG in another layout (ddb, "
+                          "wordnet, conceptnet) is built into a graph file first: `kgwise kg build`")
     if p.suffix == ".parquet" or p.is_dir() or (p.suffix == ".jsonl" and is_rog_source(p)):
         return load_rog_graph(p)
     if p.suffix == ".npz":
@@ -95,4 +98,7 @@ def open_graph_file(path: str | Path) -> CSRGraph:
         return _with_edges(load_tsv(p), p, "tsv")
     if p.name.endswith((".nt", ".nt.gz")):
         return _with_edges(load_ntriples(p), p, "ntriples")
+    if p.suffix == ".jsonl":
+        raise ConfigError(f"{p}: a .jsonl file whose records lack RoG's q_entity and graph fields: "
+                          "not a graph")
     raise ConfigError(f"{p}: expected a .npz graph, a .tsv / .nt triple file or RoG data (.parquet, .jsonl)")

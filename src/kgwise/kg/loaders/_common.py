@@ -16,6 +16,9 @@ __all__ = ["Interner", "numbered_lines", "open_text", "require_dir", "require_fi
 def require_file(path: str | Path) -> Path:
     """``path`` as a ``Path``; raises ``DataError`` naming it when it is not a file."""
     p = Path(path)
+    if p.is_dir():
+        raise DataError("a directory, not a file (a directory source is read with another --format, e.g. "
+                        "ddb or wordnet)", p)
     if not p.is_file():
         raise DataError("file not found", p)
     return p

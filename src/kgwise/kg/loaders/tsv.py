@@ -26,9 +26,12 @@ def load_tsv(path: str | Path, name: str | None = None) -> CSRGraph:
         if not line.strip():
             continue
         f = line.split("\t")
-        if len(f) != 3 or not all(x.strip() for x in f):
-            raise DataError(f"expected head<TAB>relation<TAB>tail, got {len(f)} field(s) {line[:80]!r}", p,
+        if len(f) != 3:
+            raise DataError(f"expected head<TAB>relation<TAB>tail, got {len(f)} field(s): {line[:80]!r}", p,
                             lineno)
+        empty = [name for name, x in zip(("head", "relation", "tail"), f, strict=True) if not x.strip()]
+        if empty:
+            raise DataError(f"empty {' and '.join(empty)}: {line[:80]!r}", p, lineno)
         h.append(nodes(f[0]))
         r.append(rels(f[1]))
         t.append(nodes(f[2]))
