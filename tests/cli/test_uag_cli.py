@@ -60,6 +60,7 @@ def test_calibrate_then_answer(inputs: Path, data_dir: Path, tmp_path: Path) -> 
     assert result.exit_code == 0, result.output
     answer = json.loads((tmp_path / "a.json").read_text())
     assert answer["alpha"] == 0.4 and answer["generation"] and "guarantee assumes" in said(result)
+    assert answer["guaranteed"] is False and "only if smollm2-135m answers like" in said(result)
     from kgwise.kg.loaders import load_tsv
 
     graph = load_tsv(kg)

@@ -203,10 +203,11 @@ def answer(
     for name in result.unknown_topic_entities:
         err_console.print(f"[yellow]warning:[/yellow] the topic entity {name!r} is not in the KG; "
                           "retrieving from the others")
+    bound = f"miss rate ≤ {result.alpha:g} with probability ≥ {1 - result.delta:g}"
     claim = ("[bold red]no guarantee[/bold red]: another pipeline than the calibration's" if mismatch
-             else f"miss rate ≤ {result.alpha:g} with probability ≥ {1 - result.delta:g}")
+             else bound if same else f"{bound} only if {spec} answers like the calibration's generator")
     console.print(f"[bold]{len(result.answers)} answer(s)[/bold] ({claim}): "
                   + (", ".join(result.answers) or "—"))
     write_json({**asdict(result), "lambda": calibrated.uag.lambda_,
-                "evaluator_score": calibrated.uag.evaluator_score_, "guaranteed": not mismatch,
+                "evaluator_score": calibrated.uag.evaluator_score_, "guaranteed": same and not mismatch,
                 "calibration_mismatch": mismatch}, json_out)
