@@ -44,9 +44,10 @@ def subgraph(
     choices: Annotated[str | None, typer.Option("--choices", "-c", help='Answer choices, "a|b|c".')] = None,
     topic: Annotated[str | None, typer.Option(help='Topic entity names, "x|y" (used instead of the '
                                                    "question's n-grams).")] = None,
-    hops: Annotated[int, typer.Option(help="Hops around the concepts.")] = _DEFAULT.hops,
-    max_nodes: Annotated[int, typer.Option(help="Node cap.")] = _DEFAULT.max_nodes,
-    max_expand: Annotated[int, typer.Option(help="Per-node expansion cap (hub rule).")] = _DEFAULT.max_expand,
+    hops: Annotated[int, typer.Option(min=1, help="Hops around the concepts.")] = _DEFAULT.hops,
+    max_nodes: Annotated[int, typer.Option(min=1, help="Node cap.")] = _DEFAULT.max_nodes,
+    max_expand: Annotated[int, typer.Option(min=1, help="Per-node expansion cap (hub rule).")
+                          ] = _DEFAULT.max_expand,
     wordnet: Annotated[Path | None, typer.Option(help="WordNet dir (its *.exc help lemmatise).")] = None,
     show: Annotated[int, typer.Option(min=0, help="Print at most this many triples.")] = 100,
     json_out: JsonOption = None,

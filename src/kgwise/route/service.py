@@ -4,8 +4,8 @@ The reward arrives later than the decision (the caller runs the arm, then grades
 gets an id and waits for its feedback while its arm's cost bound stays held in the budget; past
 ``max_pending`` the oldest waiting decision is called off and its bound released. The state file holds
 the router and the waiting decisions, so a restart resumes both. One process at a time owns a state file
-(a lock file beside it), so ``kgwise serve --router`` and ``kgwise route select`` cannot overwrite each
-other's learning and spending. With ``save_every_s``, a thread writes the state that often after a change
+(an OS lock on a file beside it, released when the process ends, even by a crash), so ``kgwise serve
+--router`` and ``kgwise route select`` cannot overwrite each other's learning and spending. With ``save_every_s``, a thread writes the state that often after a change
 (a crash loses at most that much); :meth:`RoutingService.close` writes what changed and releases the file.
 """
 
@@ -68,8 +68,7 @@ class RoutingService:
             self._file_lock.acquire(timeout=0)
         except Timeout:
             raise ConfigError(f"router {state_file} is in use by another process (a running `kgwise serve "
-                              f"--router`?); stop it first, or remove {state_file}.lock if no process "
-                              "holds it") from None
+                              "--router`?); stop it first") from None
         try:
             self.router, self.pending = _load(state_file)
             if self.router.dim != dim:
