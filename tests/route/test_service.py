@@ -93,3 +93,23 @@ def test_routing_from_the_shell(router_file: Path, tmp_path: Path) -> None:
     assert res.exit_code == 1 and json.loads(res.stdout)["arm"] is None  # nothing fits: says why
     assert "0.45" in json.loads(res.stdout)["reason"]
     assert run(cli, ["route", "select", str(path), "q", "--cost", "0"]).exit_code == 2  # one cost per arm
+
+
+def test_a_crashed_owner_leaves_the_state_file_free(router_file: Path) -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, time, numpy as np; from pathlib import Path; "
+            "from kgwise.route.service import RoutingService; "
+            f"s = RoutingService(Path(sys.argv[1]), lambda t: np.ones({DIM}), {DIM}); "
+            "print('ready', flush=True); time.sleep(60)")
+    owner = subprocess.Popen([sys.executable, "-c", code, str(router_file)], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert owner.stdout is not None and owner.stdout.readline().strip() == "ready"
+        with pytest.raises(ConfigError, match="in use by another process"):
+            RoutingService(router_file, embed, DIM)
+    finally:
+        owner.kill()  # no close(), no clean-up: as a crash
+        owner.wait()
+    RoutingService(router_file, embed, DIM).close()
