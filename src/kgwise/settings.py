@@ -3,9 +3,8 @@
 One file holds a table per component (``[coke]``, ``[path_agent]``, …, see :data:`SECTIONS`); a command
 reads the tables it uses; a missing table or key keeps the command's default (the paper's, unless
 :data:`COMMAND_DEFAULTS` names the command's own). ``kgwise config show`` prints those defaults as such a
-file. Values are checked
-as strictly as JSON allows (``"2"`` is not a number, ``1`` is not a boolean) and by each config's own
-checks; an unknown table or key is an error naming the file.
+file. Values are checked as strictly as JSON allows (``"2"`` is not a number, ``1`` is not a boolean)
+and by each config's own checks; an unknown table or key is an error naming the file.
 """
 
 from __future__ import annotations
@@ -42,6 +41,7 @@ COMMAND_DEFAULTS: dict[str, str] = {
     "uag": "kgwise.conformal.calibrated:UAG_DEFAULTS",
 }
 """Tables whose commands start from other values than the class's (the paper's) defaults."""
+
 
 def section_class(name: str) -> type[Any]:
     """The config class of table ``name``; ``ConfigError`` listing the tables for an unknown one."""

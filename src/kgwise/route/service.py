@@ -5,8 +5,9 @@ gets an id and waits for its feedback while its arm's cost bound stays held in t
 ``max_pending`` the oldest waiting decision is called off and its bound released. The state file holds
 the router and the waiting decisions, so a restart resumes both. One process at a time owns a state file
 (an OS lock on a file beside it, released when the process ends, even by a crash), so ``kgwise serve
---router`` and ``kgwise route select`` cannot overwrite each other's learning and spending. With ``save_every_s``, a thread writes the state that often after a change
-(a crash loses at most that much); :meth:`RoutingService.close` writes what changed and releases the file.
+--router`` and ``kgwise route select`` cannot overwrite each other's learning and spending. With
+``save_every_s``, a thread writes the state that often after a change (a crash loses at most that much);
+:meth:`RoutingService.close` writes what changed and releases the file.
 """
 
 from __future__ import annotations
