@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
@@ -59,6 +59,11 @@ def distinct_outputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, An
             if same(path, src):
                 raise ConfigError(f"{option} {path} is also {other}: writing it would overwrite what this "
                                   "command reads or writes there; choose another file")
+
+
+def listed(items: Sequence[str], most: int = 5) -> str:
+    """The first ``most`` of ``items`` for a message, with ``…`` when there are more."""
+    return ", ".join(items[:most]) + (" …" if len(items) > most else "")
 
 
 JsonOption = Annotated[Path | None, typer.Option("--json", help="Also write the report to this JSON file.",

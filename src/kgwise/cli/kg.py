@@ -13,6 +13,7 @@ from kgwise.cli.apps import kg_app
 from kgwise.cli.common import console, distinct_outputs, friendly_errors, writable
 from kgwise.errors import ConfigError, UnknownNodeError
 from kgwise.kg import CSRGraph
+from kgwise.kg.csr import npz_path
 from kgwise.kg.loaders import FORMATS, load_graph, merge_graphs, open_graph_file
 from kgwise.kg.loaders.ntriples import write_ntriples
 from kgwise.kg.sources import GRAPH_FILE_HELP, GRAPH_SPEC_HELP, is_endpoint, open_graph
@@ -40,8 +41,7 @@ def build(
     if len(formats) not in (1, len(sources)):
         raise ConfigError(f"give --format once, or once per source ({len(sources)}); got {len(formats)}")
     per_source = formats * len(sources) if len(formats) == 1 else formats
-    written = out if out.suffix == ".npz" else Path(f"{out}.npz")  # what CSRGraph.save writes
-    distinct_outputs({"--out": written}, {"SOURCE": sources, "--merge-relations": merge_relations})
+    distinct_outputs({"--out": npz_path(out)}, {"SOURCE": sources, "--merge-relations": merge_relations})
     graphs = []
     for src, fmt in zip(sources, per_source, strict=True):
         t0 = time.perf_counter()

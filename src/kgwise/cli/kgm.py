@@ -98,9 +98,10 @@ def answer(
     q = make_question(question, choices.split("|"))
     predictor = KGMPredictor.load(model, data)
     kind = predictor.model.config.kind
+    graph = predictor.builder.build(q)
+    ans = predictor.answer(q, graph)
     # what the graph model reads (0 nodes: nothing grounded, it reads the text only)
-    nodes = len(predictor.builder.build(q).nodes) if kind == "graph" else None
-    ans = predictor.answer(q)
+    nodes = len(graph.nodes) if kind == "graph" else None
     text = {c.label: c.text for c in q.choices}
     probs = {text[k]: round(v, 6) for k, v in ans.probabilities.items()}
     report = {"model": predictor.name, "kind": kind, "answer": text[ans.prediction], "label": ans.prediction,

@@ -8,7 +8,7 @@ import os
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 import typer
@@ -27,6 +27,9 @@ from kgwise.cli.common import (
 from kgwise.config import data_dir
 from kgwise.errors import ConfigError
 from kgwise.llm.base import ScoringRule, scoring_rule
+
+if TYPE_CHECKING:
+    from kgwise.route.service import RoutingService
 
 route_app = typer.Typer(help="Coke routers: made here, served by `kgwise serve --router` or used from the "
                         "shell.", no_args_is_help=True)
@@ -82,7 +85,6 @@ def route_init(
     router = CokeRouter(names, clusters, MiniLM().dim, budget=budget,  # type: ignore[arg-type]
                         reported_accuracy=reported, config=configured("coke", config, lam=lam), seed=seed,
                         horizon=horizon)
-    out.parent.mkdir(parents=True, exist_ok=True)
     router.save(out)
     err_console.print(f"router with {len(names)} arms, budget {budget:g}, written to {out}")
 
@@ -101,7 +103,7 @@ def route_status(router: RouterArgument, json_out: JsonOption = None) -> None:
     write_json(read_status(router), json_out)
 
 
-def _service(router: Path) -> Any:
+def _service(router: Path) -> RoutingService:
     """The router's service, embedding questions with all-MiniLM-L6-v2 (loaded on first use)."""
     from kgwise.embed import MiniLM
     from kgwise.route.service import RoutingService
@@ -239,8 +241,7 @@ def eval_route(
         "coke", config, lam=lam, delta=delta, regret_prior=regret_prior, gamma_override=gamma))
     encoder = MiniLM()
     table, coverage = webqsp_table(root, MAIN_ARMS)
-    if limit is not None:
-        table = table.subset(range(min(limit, table.n_questions)))
+    table = table.head(limit)
     err_console.print(f"{table.n_questions} questions × {table.n_arms} arms; embedding questions …")
     X = np.asarray(encoder.encode(list(table.texts)), dtype=np.float64)
     free = free_gnn_signals(root, table)
@@ -270,8 +271,7 @@ def eval_route(
         report["sensitivity"] = _sensitivity(table, X, cfg, seeds)
     if gpt4:
         table8, coverage8 = webqsp_table(root, WEBQSP_ARMS)
-        if limit is not None:
-            table8 = table8.subset(range(min(limit, table8.n_questions)))
+        table8 = table8.head(limit)
         X8 = np.asarray(encoder.encode(list(table8.texts)), dtype=np.float64)
         sub = run_experiment(table8, X8, cfg, _progress_file(json_out, "gpt4"))
         sub["coverage"] = coverage8

@@ -17,6 +17,7 @@ from kgwise.cli.common import (
     distinct_outputs,
     err_console,
     friendly_errors,
+    listed,
     writable,
     write_json,
 )
@@ -117,27 +118,24 @@ def calibrate(
         kept = {id(q) for q in qs}
         left_out = [q.id for q in given if id(q) not in kept]
         err_console.print(f"[yellow]warning:[/yellow] {len(left_out)} of {len(given)} questions have no gold "
-                          f"answers or no topic entities and are left out: {', '.join(left_out[:5])}"
-                          + (" …" if len(left_out) > 5 else ""))
+                          f"answers or no topic entities and are left out: {listed(left_out)}")
     unknown = [(q.id, t) for q in qs for t in q.topic_entities if graph.find(t) is None]
     if unknown:
         lost = len({qid for qid, _ in unknown})
         err_console.print(f"[yellow]warning:[/yellow] {len(unknown)} topic entities of {lost} questions are "
-                          f"not in the KG ({', '.join(f'{i}: {t!r}' for i, t in unknown[:5])}"
-                          f"{' …' if len(unknown) > 5 else ''}); those questions retrieve from their other "
-                          "topic entities, or nothing (a miss)")
+                          f"not in the KG ({listed([f'{i}: {t!r}' for i, t in unknown])}); those questions "
+                          "retrieve from their other topic entities, or nothing (a miss)")
     settings = TableSettings(RetrieverConfig(max_hops=max_hops, direction=direction))  # type: ignore[arg-type]
     recorded = read_generations(generations) if generations is not None else None
     if recorded is not None:
         missing = [q.id for q in qs if q.id not in recorded]
         if missing:
             raise DataError(f"no recorded answer for {len(missing)} of the {len(qs)} questions: "
-                            f"{', '.join(missing[:5])}{' …' if len(missing) > 5 else ''}", generations)
+                            f"{listed(missing)}", generations)
         extra = set(recorded) - {q.id for q in qs}
         if extra:
             err_console.print(f"[yellow]warning:[/yellow] {len(extra)} answers in {generations} belong to no "
-                              f"question of {questions}: {', '.join(sorted(extra)[:5])}"
-                              + (" …" if len(extra) > 5 else ""))
+                              f"question of {questions}: {listed(sorted(extra))}")
     live = None
     if llm is not None:
         from kgwise.llm import get_llm

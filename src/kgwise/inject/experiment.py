@@ -33,7 +33,7 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -88,8 +88,8 @@ class ExperimentConfig:
     facts_k: int = 2
     scoring: str = "auto"
     pre_encode_max_nodes: int = 50_000
-    agent: PathAgentConfig = field(default_factory=lambda: RL_AGENT)
-    bandit: BanditConfig = field(default_factory=lambda: PROMPT_BANDIT)
+    agent: PathAgentConfig = RL_AGENT
+    bandit: BanditConfig = PROMPT_BANDIT
 
     def __post_init__(self) -> None:
         if self.scoring not in SCORING:

@@ -44,6 +44,13 @@ def _gather(ptr: npt.NDArray[np.int64], nodes: npt.NDArray[np.int64]) -> npt.NDA
     return offsets + np.arange(total, dtype=np.int64)
 
 
+def npz_path(path: str | Path) -> Path:
+    """Where :meth:`CSRGraph.save` writes ``path``: as given when it ends in ``.npz``, else with ``.npz``
+    appended (``g`` → ``g.npz``, ``g.txt`` → ``g.txt.npz``)."""
+    p = Path(path)
+    return p if p.suffix == ".npz" else p.with_name(p.name + ".npz")
+
+
 class CSRGraph:
     """A directed multigraph with labelled nodes and relations, stored as forward and reverse CSR arrays.
 
@@ -286,9 +293,7 @@ class CSRGraph:
     def save(self, path: str | Path) -> Path:
         """Write the graph to one uncompressed ``.npz`` file (loads in well under a second per million
         edges)."""
-        path = Path(path)
-        if path.suffix != ".npz":
-            path = path.with_suffix(path.suffix + ".npz") if path.suffix else path.with_suffix(".npz")
+        path = npz_path(path)
         label_blob, label_off = _pack_strings(self._labels)
         rel_blob, rel_off = _pack_strings(self._relations)
         arrays: dict[str, npt.NDArray[np.generic]] = {

@@ -123,6 +123,7 @@ class SPARQLGraph:
         self._node_ids: dict[Term, int] = {}
         self._terms: list[Term] = []
         self._labels: dict[int, str] = {}
+        self._found: dict[str, int | None] = {}  # find's answers: a label is looked up once
         self._unlabelled: set[int] = set()
         self._rels = Interner()  # predicate IRIs
         self._edges: OrderedDict[tuple[int, bool], tuple[IdArray, IdArray]] = OrderedDict()
@@ -224,28 +225,35 @@ class SPARQLGraph:
         return iri_local_name(self._rels.labels[relation])
 
     def find(self, label: str) -> int | None:
-        """A node whose label normalises like ``label`` (see the module docstring), or ``None``."""
+        """A node whose label normalises like ``label`` (see the module docstring), or ``None``; each
+        label is looked up once (calibration and answering ask again for the same topic entities)."""
+        with self._lock:
+            if label not in self._found:
+                self._found[label] = self._lookup(label)
+            return self._found[label]
+
+    def _lookup(self, label: str) -> int | None:
+        """:meth:`find` without its memo (the caller holds the lock)."""
         key = normalise_label(label)
         if not key:
             return None
         spaced = " ".join(label.replace("_", " ").split())
         forms = dict.fromkeys([label, spaced, key, key.capitalize(), key.title(), spaced.lower()])
         values = " ".join(_sparql(("literal", f, lang, "")) for f in forms for lang in ("", "en"))
-        with self._lock:
-            rows = self.select(f"SELECT ?s WHERE {{ VALUES ?l {{ {values} }} ?s <{RDFS_LABEL}> ?l . "
-                               "FILTER(isIRI(?s)) } LIMIT 50")
-            for row in rows:
-                term = _term(row["s"])
-                if term is not None:
-                    node = self._node(term)
-                    if normalise_label(self.label(node)) == key:
-                        return node
-            rows = self.select(f"SELECT ?v WHERE {{ VALUES ?v {{ {values} }} ?s ?p ?v . "
-                               f"FILTER(?p NOT IN (<{RDFS_LABEL}>, <{RDFS_COMMENT}>)) }} LIMIT 1")
-            for row in rows:
-                term = _term(row["v"])
-                if term is not None:
-                    return self._node(term)
+        rows = self.select(f"SELECT ?s WHERE {{ VALUES ?l {{ {values} }} ?s <{RDFS_LABEL}> ?l . "
+                           "FILTER(isIRI(?s)) } LIMIT 50")
+        for row in rows:
+            term = _term(row["s"])
+            if term is not None:
+                node = self._node(term)
+                if normalise_label(self.label(node)) == key:
+                    return node
+        rows = self.select(f"SELECT ?v WHERE {{ VALUES ?v {{ {values} }} ?s ?p ?v . "
+                           f"FILTER(?p NOT IN (<{RDFS_LABEL}>, <{RDFS_COMMENT}>)) }} LIMIT 1")
+        for row in rows:
+            term = _term(row["v"])
+            if term is not None:
+                return self._node(term)
         return None
 
     def _read(self, node: int, out: bool) -> tuple[IdArray, IdArray]:

@@ -15,7 +15,7 @@ from kgwise.errors import ConfigError
 from kgwise.extract.subgraph import SubgraphConfig
 from kgwise.kg.csr import CSRGraph
 from kgwise.kgm.cache import GraphBuilder
-from kgwise.kgm.features import FeatureConfig, NodeTable
+from kgwise.kgm.features import FeatureConfig, NodeTable, QuestionGraph
 from kgwise.kgm.graphs import KGSpec, build_kg
 from kgwise.kgm.io import load_model
 from kgwise.kgm.model import GraphQA, TextQA
@@ -63,7 +63,10 @@ class KGMPredictor:
 
     def predict_many(self, questions: Sequence[Question]) -> list[npt.NDArray[np.float64]]:
         """Probabilities over each question's choices (in choice order)."""
-        graphs = [self.builder.build(q) for q in questions]
+        return self.predict_graphs([self.builder.build(q) for q in questions])
+
+    def predict_graphs(self, graphs: Sequence[QuestionGraph]) -> list[npt.NDArray[np.float64]]:
+        """:meth:`predict_many` on questions already built into graphs (``self.builder.build``)."""
         table: NodeTable | None = None
         if isinstance(self.model, GraphQA):
             table = self.builder.node_table(graphs)
@@ -73,10 +76,10 @@ class KGMPredictor:
         """Probabilities over ``question``'s choices (softmax of the model's choice scores)."""
         return self.predict_many([question])[0]
 
-    def answer(self, question: Question) -> Answer:
+    def answer(self, question: Question, graph: QuestionGraph | None = None) -> Answer:
         """The most probable choice as an :class:`~kgwise.types.Answer` (one local call, priced by the
-        router)."""
-        probs = self.predict(question)
+        router); ``graph``: the question already built (``self.builder.build``)."""
+        probs = self.predict(question) if graph is None else self.predict_graphs([graph])[0]
         labels = [c.label for c in question.choices]
         return Answer(
             question_id=question.id,

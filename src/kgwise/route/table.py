@@ -79,6 +79,10 @@ class OutcomeTable:
             self.unit,
         )
 
+    def head(self, n: int | None) -> OutcomeTable:
+        """The first ``n`` questions (all when ``n`` is None or not smaller)."""
+        return self if n is None or n >= self.n_questions else self.subset(range(n))
+
     def arm_index(self, name: str) -> int:
         try:
             return self.arms.index(name)
