@@ -192,6 +192,7 @@ def _row(q: Question, setting: str, inj: Injection, prior: ChoiceScores | None) 
         "prediction": inj.answer.prediction,
         "knowledge_chars": len(inj.answer.knowledge),
         "empty_knowledge": int(not inj.answer.knowledge.strip()),
+        "kg_edges": len(inj.subgraph.edges),
         "prep_ms": inj.prep_ms,
         "timings_ms": dict(inj.timings_ms),
         "usage": inj.answer.usage.to_dict(),
@@ -250,7 +251,7 @@ def run_experiment(
         w = max(1, min(20, len(r) // 4))
         rl_report = {"iterations": len(r), "seconds": round(tlog.seconds, 1),
                      "reach_rate_first": float(np.mean(r[:w])), "reach_rate_last": float(np.mean(r[-w:])),
-                     "train_questions": len(items)}
+                     "reachable_share": float(np.mean(tlog.reachable_share)), "train_questions": len(items)}
         policy.save(policy_path, agent_cfg, rl_report)
     if kg.num_nodes <= cfg.pre_encode_max_nodes:
         # one-off: every node's embedding (cached on disk), so per-question latency is not encoder time
@@ -440,6 +441,9 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
         out: dict[str, Any] = {**accuracies(rs), "n": len(rs)}
         if s in ARMS:
             out["empty_knowledge"] = int(sum(r["empty_knowledge"] for r in rs))
+            # questions whose extractor found no KG edge (rows of older runs lack the count: None)
+            out["no_kg_edges"] = (int(sum(r["kg_edges"] == 0 for r in rs))
+                                  if all("kg_edges" in r for r in rs) else None)
             out |= prep_times(rs)
         return out
 
@@ -496,4 +500,12 @@ def markdown_table(reports: dict[str, dict[str, Any]]) -> str:
         lines.append(f"| {name} | " + " | ".join(cell(value(sr, key)) for _, _, sr in cols) + " |")
     rules = [str(reports[d].get("scoring", {}).get("chosen", "–")) for d, _, _ in cols]
     lines.append("| choice scoring | " + " | ".join(rules) + " |")
+
+    def with_paths(sr: dict[str, Any], extractor: str) -> str:
+        empty = sr["combos"][f"{extractor}+F_t"].get("no_kg_edges")
+        return "–" if empty is None else f"{1 - empty / max(sr['n'], 1):.3f}"
+
+    for extractor in ("P_sub", "P_RL"):
+        lines.append(f"| questions with KG edges from {extractor} | "
+                     + " | ".join(with_paths(sr, extractor) for _, _, sr in cols) + " |")
     return "\n".join(lines)
