@@ -84,8 +84,10 @@ _SCALARS = ("cosine to target", "inverse edge", "ahead")  # the scalar action fe
 @dataclass(frozen=True)
 class PathAgentConfig:
     """Hyper-parameters of P_RL. ``λ1 = λ2 = λ3 = 1`` (the paper leaves them open; kgwise's default
-    weight is 1). ``max_steps`` is K of Eq. 2. ``shape_reach`` adds the potential-based shaping term of
-    r_reach (see :meth:`_Environment.move`); it does not change which policy is best."""
+    weight is 1). ``max_steps`` is K of Eq. 2. ``shape_reach`` adds λ1·(Φ(s') − Φ(s)) to each step, Φ = 1
+    while a choice is within the remaining steps (potential-based shaping, Ng et al. 1999): the best
+    policy is unchanged, and a step that leaves every way to the choices is charged at once.
+    ``batch_walks``: walks (that can reach their choice) per policy-gradient update."""
 
     max_steps: int = 3
     lambda_reach: float = 1.0
