@@ -99,7 +99,7 @@ class PathAgentConfig:
     max_sources: int = 4
     node_text_edges: int = 2
     hidden: int = 256
-    learning_rate: float = 3e-3  # the two scalar feature weights learn 10× faster
+    learning_rate: float = 3e-3  # the scalar feature weights learn 10× faster
     entropy_weight: float = 0.01
     value_weight: float = 0.5
     batch_walks: int = 64
