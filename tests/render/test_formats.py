@@ -22,6 +22,7 @@ from kgwise.render import (
     relation_phrase,
     select_edges,
 )
+from kgwise.render.formats import says_nothing
 from kgwise.render.templates import clean_label
 from kgwise.types import Path as KGPath
 from kgwise.types import Subgraph, Usage
@@ -120,6 +121,23 @@ def test_formats_render_a_real_wordnet_p_sub_subgraph(data_dir: Path) -> None:
     assert 1 <= len(lines) <= 5 and all(x.startswith("(") and x.endswith(")") for x in lines)
     assert ".n.0" not in t  # synset names are shown as words
     assert s and s[0].isupper() and s.endswith(".")
+    # a lemma and its synset ("marsh in_synset marsh.n.01") read the same: such edges take no place
+    assert any(says_nothing(kg, e) for e in sub.edges)
+    for h, r, tail in (x[1:-1].split(", ") for x in lines):
+        assert h.casefold() != tail.casefold(), (h, r, tail)
+    assert not any(f"{w} is a word for {w.lower()}" in s for w in ("Marsh", "Tundra", "Desert"))
+
+
+def test_sentences_pass_over_hops_that_say_nothing() -> None:
+    # lemma "marsh" -in_synset-> synset marsh.n.01 -hypernym-> wetland.n.01 <-in_synset- lemma "wetland"
+    kg = CSRGraph.from_arrays(["marsh", "marsh.n.01", "wetland.n.01", "wetland", "fog"],
+                              ["in_synset", "hypernym", "related"], [0, 1, 3, 4], [0, 1, 0, 2], [1, 2, 2, 0])
+    path = KGPath((0, 1, 2, 3), (0, 1, 0), (False, False, True))
+    sub = Subgraph(nodes=(0, 1, 2, 3, 4), edges=(*path.edges(), (4, 2, 0)), question_nodes=(4,),
+                   choice_nodes=((3,),), paths=(path,))
+    assert SentenceFormat().render(kg, sub).text == "Marsh is a kind of wetland. Fog related marsh."
+    assert TripleFormat().render(kg, sub).text == "(marsh, hypernym, wetland)\n(fog, related, marsh)"
+    assert select_edges(sub, 1, kg) == [(1, 1, 2)] and len(select_edges(sub, 9)) == 4
 
 
 class RecordingLLM:

@@ -3,7 +3,9 @@
 Every format turns a :class:`kgwise.types.Subgraph` (KG ids) into prompt text. The edges used are, in
 order: the edges of the subgraph's paths (question concept → choice concept chains), then the remaining
 edges touching a question or choice concept, then the rest; duplicates removed, at most
-``FormatConfig.max_triples``, the answer choices taking turns (:func:`select_edges`).
+``FormatConfig.max_triples``, the answer choices taking turns (:func:`select_edges`). An edge whose two
+ends read the same (WordNet's ``make in_synset make.v.01``, a lemma and its synset) says nothing and
+is left out, so it takes no place under the cap; F_s chains pass over such hops.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ __all__ = [
     "SentenceFormat",
     "TripleFormat",
     "make_format",
+    "says_nothing",
     "select_edges",
 ]
 
@@ -72,11 +75,12 @@ class Format(Protocol):
     ) -> Rendered: ...
 
 
-def select_edges(subgraph: Subgraph, max_triples: int) -> list[Edge]:
+def select_edges(subgraph: Subgraph, max_triples: int, kg: KnowledgeGraph | None = None) -> list[Edge]:
     """At most ``max_triples`` distinct edges: the paths' edges first, then the edges touching a question
     or choice concept, then the rest. In the first two tiers the answer choices take turns (each path
     belongs to the choice it reaches, each edge to the choice it touches, then the question's own), so a
-    cap never keeps the facts of one choice alone."""
+    cap never keeps the facts of one choice alone. With ``kg``, edges whose ends read the same
+    (:func:`says_nothing`) are left out."""
     n = len(subgraph.choice_nodes)
     owner: dict[int, int] = {}  # node → its group: choice i → i, question concept → n
     for i, nodes in enumerate(subgraph.choice_nodes):
@@ -100,7 +104,13 @@ def select_edges(subgraph: Subgraph, max_triples: int) -> list[Edge]:
         ordered.setdefault(e, None)
     for e in rest:
         ordered.setdefault(e, None)
-    return list(ordered)[:max_triples]
+    kept = ordered if kg is None else (e for e in ordered if not says_nothing(kg, e))
+    return list(kept)[:max_triples]
+
+
+def says_nothing(kg: KnowledgeGraph, edge: Edge) -> bool:
+    """Whether ``edge``'s head and tail read the same as words (``make`` and ``make.v.01``)."""
+    return clean_label(kg.label(edge[0])).casefold() == clean_label(kg.label(edge[2])).casefold()
 
 
 def _take_turns(items: Sequence[T], group: Callable[[T], int]) -> list[T]:
@@ -133,7 +143,7 @@ class TripleFormat:
 
     def render(self, kg: KnowledgeGraph, subgraph: Subgraph, question: Question | None = None) -> Rendered:
         lines = []
-        for e in select_edges(subgraph, self.config.max_triples):
+        for e in select_edges(subgraph, self.config.max_triples, kg):
             h, r, t = _names(kg, e)
             lines.append(f"({clean_label(h)}, {r}, {clean_label(t)})")
         return Rendered("\n".join(lines))
@@ -151,6 +161,8 @@ class SentenceFormat:
     def _path_sentence(self, kg: KnowledgeGraph, path: Path, budget: set[Edge]) -> str:
         parts: list[str] = []
         for i, edge in enumerate(path.edges()):
+            if says_nothing(kg, edge):
+                continue
             if edge not in budget:
                 break
             h, r, t = _names(kg, edge)
@@ -164,7 +176,7 @@ class SentenceFormat:
         return _sentence(", ".join(parts))
 
     def render(self, kg: KnowledgeGraph, subgraph: Subgraph, question: Question | None = None) -> Rendered:
-        edges = select_edges(subgraph, self.config.max_triples)
+        edges = select_edges(subgraph, self.config.max_triples, kg)
         budget = set(edges)
         sentences: list[str] = []
         covered: set[Edge] = set()
@@ -193,7 +205,7 @@ class GraphDescriptionFormat:
         self._lock = threading.Lock()
 
     def render(self, kg: KnowledgeGraph, subgraph: Subgraph, question: Question | None = None) -> Rendered:
-        edges = select_edges(subgraph, self.config.max_triples)
+        edges = select_edges(subgraph, self.config.max_triples, kg)
         if not edges:
             return Rendered("")
         counts: Counter[int] = Counter()
