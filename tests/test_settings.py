@@ -62,7 +62,7 @@ def test_missing_keys_keep_the_base_and_options_win(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("text, message", [
-    ("[coke]\nlamb = 1\n", "unknown key(s) coke.lamb"),
+    ("[coke]\nlamb = 1\n", "unknown key(s) coke.lamb; [coke] has lam, delta, ridge, "),
     ("[uag.ltt]\ndelt = 0.1\n", "unknown key(s) uag.ltt.delt"),
     ("[cok]\n", "unknown table(s) [cok]; the tables are coke, "),
     ("[coke]\nlam = '2'\nuse_cluster = 1\n", "coke.lam: Input should be a valid number; coke.use_cluster: "

@@ -127,7 +127,9 @@ def read_section(path: str | Path, section: str, base: Any = None) -> Any:
         raise DataError(f"{section} must be a table ([{section}]), not a value", p)
     bad = _unknown_keys(cls, data, section)
     if bad:
-        raise DataError(f"unknown key(s) {', '.join(bad)}", p)
+        keys = ", ".join(f.name for f in dataclasses.fields(cls))
+        raise DataError(f"unknown key(s) {', '.join(bad)}; [{section}] has {keys} (`kgwise config show "
+                        f"{section}` prints them with their defaults)", p)
     try:
         full = _merged(_plain(dataclasses.asdict(base if base is not None else default(section))), data)
         return TypeAdapter(cls).validate_json(json.dumps(full, default=str), strict=True)

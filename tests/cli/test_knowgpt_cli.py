@@ -46,6 +46,6 @@ def test_answer_prints_answer_knowledge_combination_and_usage(ddb_file: Path) ->
     ])
     assert result.exit_code == 0, result.output
     out = result.output
-    assert "answer:" in out and "combination: P_sub+F_t" in out
+    assert "answer:" in out and "combination: P_sub+F_t, choices ranked by sum" in out
     assert "knowledge:" in out and "usage:" in out and "LLM calls" in out
     assert "Lisinopril" in out and "ms" in out

@@ -222,8 +222,14 @@ def test_policy_save_load_round_trip(tmp_path: Path) -> None:
     blob = torch.load(path, weights_only=True)
     del blob["scalars"]  # a file of a kgwise before the 'ahead' action feature
     torch.save(blob, tmp_path / "old.pt")
-    with pytest.raises(DataError, match=r"old\.pt: a policy of an older kgwise .* train it again"):
+    with pytest.raises(DataError, match=r"^\S*old\.pt: a policy of an older kgwise .* train it again"):
         PathPolicy.load(tmp_path / "old.pt")
+    torch.save([1, 2], tmp_path / "list.pt")
+    with pytest.raises(DataError, match=r"list\.pt: not a path-agent policy file: it holds a list"):
+        PathPolicy.load(tmp_path / "list.pt")
+    torch.save({"state_dict": {}, "optimiser": {}, "iteration": 3}, tmp_path / "p.ckpt")
+    with pytest.raises(DataError, match=r"p\.ckpt: not a path-agent policy file: a training checkpoint"):
+        PathPolicy.load(tmp_path / "p.ckpt")
     (tmp_path / "bad.pt").write_bytes(b"not a torch file")
     with pytest.raises(DataError, match=r"bad\.pt: not a path-agent policy file"):
         PathPolicy.load(tmp_path / "bad.pt")

@@ -103,6 +103,19 @@ def test_inverse_hop_reads_as_its_own_clause(ddb: CSRGraph) -> None:
     assert ", and " in s and ddb.label(c) in s and ddb.label(a) in s
 
 
+def test_which_continues_only_from_the_words_a_clause_ends_with() -> None:
+    # nuts -in_synset-> balmy.s.01 <-in_synset- buggy -derivation-> bug: after the inverse hop the
+    # sentence ends with "balmy", so the hop from "buggy" must name its subject
+    kg = CSRGraph.from_arrays(["nuts", "balmy.s.01", "buggy", "bug"], ["in_synset", "derivation"],
+                              [0, 2, 2], [0, 0, 1], [1, 1, 3])
+    p = KGPath((0, 1, 2, 3), (0, 0, 1), (False, True, False))
+    sub = Subgraph(nodes=(0, 1, 2, 3), edges=tuple(p.edges()), question_nodes=(0,), choice_nodes=((3,),),
+                   paths=(p,))
+    assert SentenceFormat().render(kg, sub).text == (
+        "Nuts is a word for balmy, and buggy is a word for balmy, and buggy is derived from the same word "
+        "as bug.")
+
+
 def test_formats_render_a_real_wordnet_p_sub_subgraph(data_dir: Path) -> None:
     from kgwise.datasets import load
     from kgwise.extract import SubgraphExtractor

@@ -92,7 +92,7 @@ def answer(
         claim = ("[bold red]no guarantee[/bold red]: made by another pipeline" if mismatch
                  else f"holds the answer w.p. ≥ {1 - level:.2f}")
         console.print(f"[bold]calibrated set[/bold] ({claim}): {shown}")
-    console.print(f"[bold]combination:[/bold] {a.combo}")
+    console.print(f"[bold]combination:[/bold] {a.combo}, choices ranked by {injector.config.scoring}")
     console.print("[bold]knowledge:[/bold]")
     console.print(a.knowledge or "(none found)", markup=False)
     u = a.usage

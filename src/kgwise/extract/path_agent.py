@@ -8,8 +8,9 @@ direction), transitions are deterministic. Rewards:
   otherwise (Eq. 2), given at the end of the walk;
 * context relatedness ``r_cr`` (Eq. 3): after every step, ``cos(W·P_t, c)`` where ``P_t`` is the mean of
   the embeddings of the entities and relations walked so far and ``c`` the question's embedding, divided by
-  ``K`` so that a whole walk earns the average. Node, relation and question embeddings all come from the
-  same sentence encoder (all-MiniLM-L6-v2), so they already share one space and ``W = I``;
+  ``K`` so that a walk of K steps earns the average (a shorter one earns less). Node, relation and
+  question embeddings all come from the same sentence encoder (all-MiniLM-L6-v2), so they already share
+  one space and ``W = I``;
 * conciseness ``r_cs = 1/|P|`` (Eq. 4), given when the walk reaches a target (a failed walk earns none,
   otherwise dead ends would be rewarded for being short).
 
@@ -26,7 +27,7 @@ embedding, among the ``prefilter`` of highest degree (ties by id) when a node ha
 
 Each action carries one bit the paper does not name: ``ahead``, set when the neighbour is a target or on
 the way to one. Without it the policy must discover reachability from embeddings alone, and on a sparse
-KG (WordNet: 3.5 % of OBQA's (source, choice) pairs are within K = 3 hops) a walk almost never earns
+KG (WordNet: about 3 % of OBQA's (source, choice) pairs are within K = 3 hops) a walk almost never earns
 ``r_reach``, so nothing is learnt (training reach stayed at 0.2 %). The policy learns how much to trust the
 bit; which of the actions ahead to take (context relatedness, conciseness) is still its choice. For the same
 reason training walks only from sources that can reach their target within K steps: the others earn −1
@@ -83,11 +84,12 @@ _SCALARS = ("cosine to target", "inverse edge", "ahead")  # the scalar action fe
 
 @dataclass(frozen=True)
 class PathAgentConfig:
-    """Hyper-parameters of P_RL. ``λ1 = λ2 = λ3 = 1`` (the paper leaves them open; kgwise's default
-    weight is 1). ``max_steps`` is K of Eq. 2. ``shape_reach`` adds λ1·(Φ(s') − Φ(s)) to each step, Φ = 1
+    """Hyper-parameters of P_RL. ``λ1 = λ2 = λ3 = 1``: the paper leaves them open. ``max_steps`` is K of
+    Eq. 2. ``shape_reach`` adds λ1·(Φ(s') − Φ(s)) to each step, Φ = 1
     while a choice is within the remaining steps (potential-based shaping, Ng et al. 1999): the best
     policy is unchanged, and a step that leaves every way to the choices is charged at once.
-    ``batch_walks``: walks (that can reach their choice) per policy-gradient update."""
+    ``batch_walks``: walks that can reach their choice per policy-gradient update (whole questions are
+    added until there are at least that many)."""
 
     max_steps: int = 3
     lambda_reach: float = 1.0
@@ -233,19 +235,28 @@ class PathPolicy(nn.Module):
         path = FilePath(path)
         if not path.is_file():
             raise DataError("path-agent policy file not found", path)
+        def refuse(exc: BaseException | str) -> DataError:
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]  # torch's are long
+            return DataError(f"not a path-agent policy file: {reason}", path)
+
         try:
             blob = torch.load(path, map_location="cpu", weights_only=True)
-            if blob.get("scalars", list(_SCALARS[:2])) != list(_SCALARS):
-                raise DataError("a policy of an older kgwise (its actions lack the 'ahead' feature); "
-                                "train it again (kgwise eval knowgpt writes path_policy.pt)", path)
+        except (IndexError, RuntimeError, TypeError, ValueError, EOFError, pickle.UnpicklingError) as exc:
+            raise refuse(exc) from exc
+        if not isinstance(blob, dict) or "state_dict" not in blob:
+            raise refuse(f"it holds a {type(blob).__name__}, not a saved policy")
+        if "optimiser" in blob:
+            raise refuse("a training checkpoint; use the path_policy.pt that training writes beside it")
+        if blob.get("scalars", list(_SCALARS[:2])) != list(_SCALARS):
+            raise DataError("a policy of an older kgwise (its actions lack the 'ahead' feature); train it "
+                            "again (kgwise eval knowgpt writes path_policy.pt)", path)
+        try:
             policy = cls(int(blob["dim"]), int(blob["hidden"]))
             policy.load_state_dict(blob["state_dict"])
             config = PathAgentConfig(**blob["config"])
             meta = json.loads(blob.get("meta", "{}"))
-        except (KeyError, IndexError, RuntimeError, TypeError, ValueError, EOFError,
-                pickle.UnpicklingError) as exc:
-            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]  # torch's are long
-            raise DataError(f"not a path-agent policy file: {reason}", path) from exc
+        except (KeyError, RuntimeError, TypeError, ValueError) as exc:
+            raise refuse(exc) from exc
         policy.eval()
         return policy, config, meta
 

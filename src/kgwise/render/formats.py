@@ -160,7 +160,8 @@ class SentenceFormat:
 
     def _path_sentence(self, kg: KnowledgeGraph, path: Path, budget: set[Edge]) -> str:
         parts: list[str] = []
-        for i, edge in enumerate(path.edges()):
+        last = ""  # the words the sentence ends with: "which" may only continue from them
+        for edge in path.edges():
             if says_nothing(kg, edge):
                 continue
             if edge not in budget:
@@ -168,11 +169,11 @@ class SentenceFormat:
             h, r, t = _names(kg, edge)
             if not parts:
                 parts.append(clause(h, r, t))
-            elif path.inverse[i]:
-                parts.append(f"and {clause(h, r, t)}")
+            elif clean_label(h).casefold() == last:
+                parts.append(f"which {clause(h, r, t)[len(clean_label(h)) :].strip()}")
             else:
-                words = clause(h, r, t)[len(clean_label(h)) :].strip()
-                parts.append(f"which {words}")
+                parts.append(f"and {clause(h, r, t)}")
+            last = clean_label(t).casefold()
         return _sentence(", ".join(parts))
 
     def render(self, kg: KnowledgeGraph, subgraph: Subgraph, question: Question | None = None) -> Rendered:
