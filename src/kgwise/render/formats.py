@@ -14,6 +14,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 from kgwise.errors import ConfigError
@@ -105,7 +106,7 @@ def select_edges(subgraph: Subgraph, max_triples: int, kg: KnowledgeGraph | None
     for e in rest:
         ordered.setdefault(e, None)
     kept = ordered if kg is None else (e for e in ordered if not says_nothing(kg, e))
-    return list(kept)[:max_triples]
+    return list(islice(kept, max_triples))
 
 
 def says_nothing(kg: KnowledgeGraph, edge: Edge) -> bool:
