@@ -612,16 +612,16 @@ TrainItem = tuple[Question, "Grounding"]
 
 
 def _training_walks(
-    env: _Environment, items: Sequence[TrainItem], order: npt.NDArray[np.int64]
+    env: _Environment, items: Sequence[TrainItem], contexts: Vectors, order: npt.NDArray[np.int64]
 ) -> tuple[list[_Walk], int]:
-    """The reachable walks of the questions ``items[order[0]], items[order[1]], …``, taken until there are
-    ``batch_walks`` of them (or the questions run out), and the number of walks looked at."""
+    """The reachable walks of the questions ``items[order[0]], items[order[1]], …`` (``contexts``: their
+    embeddings), taken until there are ``batch_walks`` of them (or the questions run out), and the number
+    of walks looked at."""
     config = env.config
     walks: list[_Walk] = []
     seen = 0
     for i in order.tolist():
-        q, g = items[i]
-        ctx = env.emb.encoder.encode([q.text])[0]
+        g, ctx = items[i][1], contexts[i]
         sources = _pick_sources(env.emb, g.question_nodes, g.choice_nodes, ctx, config.max_sources)
         new = _new_walks(env.emb, config, sources, g.choice_nodes, ctx)
         seen += len(new)
@@ -715,6 +715,7 @@ def train_path_policy(
         log = TrainingLog(**blob["log"])
         start_it = int(blob["iteration"])
     env = _Environment(kg, embeddings, config)
+    contexts = embeddings.encoder.encode([q.text for q, _ in usable])  # once, not per sampled question
     rng = np.random.default_rng(config.seed + start_it)
     generator = torch.Generator().manual_seed(config.seed + start_it)
 
@@ -733,7 +734,7 @@ def train_path_policy(
                initial=start_it, total=iterations)
     it = start_it
     for it in bar:
-        walks, seen = _training_walks(env, usable, rng.permutation(len(usable)))
+        walks, seen = _training_walks(env, usable, contexts, rng.permutation(len(usable)))
         if not walks:
             raise ConfigError(f"train_path_policy: no training question has a choice concept within "
                               f"max_steps = {config.max_steps} steps of its question concepts; "

@@ -79,7 +79,7 @@ class KGMPredictor:
     def answer(self, question: Question, graph: QuestionGraph | None = None) -> Answer:
         """The most probable choice as an :class:`~kgwise.types.Answer` (one local call, priced by the
         router); ``graph``: the question already built (``self.builder.build``)."""
-        probs = self.predict(question) if graph is None else self.predict_graphs([graph])[0]
+        probs = self.predict_graphs([self.builder.build(question) if graph is None else graph])[0]
         labels = [c.label for c in question.choices]
         return Answer(
             question_id=question.id,
