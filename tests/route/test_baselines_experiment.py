@@ -86,6 +86,24 @@ def test_mabwiser_policy_learns_and_respects_budget() -> None:
     assert run.accuracy > 0.8
 
 
+class RecordingObserver:
+    """Test double of an observer: records what it is shown."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, float]] = []
+
+    def observe(self, arm: int, embedding: np.ndarray, reward: float) -> None:
+        self.seen.append((arm, reward))
+
+
+def test_simulate_shows_the_free_arms_outcomes_to_the_observer() -> None:
+    table, X = _table(60)
+    observer = RecordingObserver()
+    run = simulate(RandomPolicy(3, budget=0.5, seed=1), table, X, range(60), observer)
+    free = [i for i, a in enumerate(run.chosen) if a > 0]  # "kgm" costs nothing: it answers these too
+    assert observer.seen == [(0, float(table.correct[i, 0])) for i in free] and len(free) > 10
+
+
 def test_experiment_report_shape_and_resume(tmp_path: Path) -> None:
     table, X = _table()
     cfg = ExperimentConfig(seeds=2, lambdas=(0.1, 1.0), budgets=(0.5, 1.0), bins=4)
@@ -104,8 +122,13 @@ def test_experiment_report_shape_and_resume(tmp_path: Path) -> None:
         "heatmap",
         "regret",
         "targets",
+        "paced_budget_sweep",
+        "price_paced_budget_sweep",
     ):
         assert key in report
+    for row in report["paced_budget_sweep"] + report["price_paced_budget_sweep"]:
+        assert row["cost"] <= row["budget_abs"] + 1e-12
+    assert report["price_paced_config"]["pacing"] == "price" and "price_paced_60" in report["targets"]
     assert set(report["ablations"]) == {"wo_Ec", "wo_Ea", "wo_Ra"}
     assert report["oracle"]["accuracy"] == 1.0
     assert report["oracle"]["cost"] == pytest.approx(

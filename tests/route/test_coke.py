@@ -64,9 +64,11 @@ def test_budget_is_never_exceeded(budget: float, steps: list, seed: int) -> None
     ),
     seed=st.integers(0, 1000),
 )
-def test_paced_budget_is_never_ahead_of_schedule(budget: float, horizon: int, steps: list, seed: int) -> None:
-    """With a horizon N, after the k-th question at most B·min(1, k/N) has been spent."""
-    router = _router(budget, seed, horizon=horizon)
+@pytest.mark.parametrize("pacing", ["allowance", "price"])
+def test_paced_budget_is_never_ahead_of_schedule(budget: float, horizon: int, steps: list, seed: int,
+                                                 pacing: str) -> None:
+    """With a horizon N, after the k-th question at most B·min(1, k/N) has been spent, also with a price."""
+    router = _router(budget, seed, horizon=horizon, pacing=pacing, price_window=7)
     x = np.ones(4)
     for k, (costs, right) in enumerate(steps, start=1):
         allowed = budget * min(1.0, k / horizon)
@@ -88,23 +90,81 @@ def test_pacing_spreads_a_tight_budget() -> None:
         _router(10.0, horizon=0)
 
 
+def _gain_stream(pacing: str, n: int = 1000) -> tuple[float, float]:
+    """A free KG model right on kind-A questions (70 %), a paid LLM (cost 1) right on all; the budget pays
+    for the LLM on 40 % of the questions. Returns the accuracy over the last 400 questions and the share
+    of the LLM calls that went to kind A, where the free arm was right already."""
+    rng = np.random.default_rng(7)
+    router = CokeRouter(["kgm", "llm"], ["KGM", "LLM"], 2, budget=0.4 * n, reported_accuracy=[0.7, 0.9],
+                        config=CokeConfig(pacing=pacing), seed=0, horizon=n)  # type: ignore[arg-type]
+    late, wasted, calls = [], 0, 0
+    for k in range(n):
+        kind_a = rng.random() < 0.7
+        x = np.array([1.0, 0.0]) if kind_a else np.array([0.0, 1.0])
+        arm = router.select(x, [0.0, 1.0])
+        assert arm is not None
+        right = arm == 1 or kind_a
+        router.update(arm, x, float(right), float(arm))
+        if arm == 1:
+            router.observe(0, x, float(kind_a))  # the free model answered as well
+            calls += 1
+            wasted += kind_a
+        if k >= n - 400:
+            late.append(right)
+    return float(np.mean(late)), wasted / max(calls, 1)
+
+
+def test_a_price_keeps_the_budget_for_the_questions_that_need_it() -> None:
+    """With a price the LLM calls go to the kind-B questions (every question right late in the stream;
+    the budget pays for 40 % and kind B is 30 %, so a quarter of the calls can do no better than kind A);
+    the allowance alone spends on whichever question comes while money is left."""
+    priced, priced_waste = _gain_stream("price")
+    allowance, allowance_waste = _gain_stream("allowance")
+    assert priced > 0.97 and priced_waste < 0.3
+    assert allowance < priced - 0.05 and allowance_waste > 0.5
+
+
+def test_observe_learns_without_spending() -> None:
+    router = _router(budget=5.0)
+    x = np.ones(4) / 2
+    before = router.thompson.alpha.copy(), router.linucb.expected(x).copy()
+    router.observe(0, x, 1.0)
+    assert router.thompson.alpha[0] == before[0][0] + 1 and router.linucb.expected(x)[0] > before[1][0]
+    assert router.spent == 0.0 and router.pulls.sum() == 0 and router.reserved == 0.0
+    with pytest.raises(ConfigError, match="reward"):
+        router.observe(0, x, 2.0)
+    with pytest.raises(ConfigError, match="arm"):
+        router.observe(5, x, 1.0)
+
+
+def test_price_pacing_needs_a_horizon_and_a_known_name() -> None:
+    with pytest.raises(ConfigError, match="horizon"):
+        _router(10.0, pacing="price")
+    with pytest.raises(ConfigError, match="pacing"):
+        CokeConfig(pacing="fast")
+    with pytest.raises(ConfigError, match="price_window"):
+        CokeConfig(price_window=0)
+
+
 def test_unaffordable_update_raises() -> None:
     router = _router(budget=1.0)
     with pytest.raises(BudgetExceededError):
         router.update(0, np.ones(4), 1.0, 2.0)
 
 
-def test_save_load_restores_identical_decisions(tmp_path: Path) -> None:
+@pytest.mark.parametrize("pacing", ["allowance", "price"])
+def test_save_load_restores_identical_decisions(tmp_path: Path, pacing: str) -> None:
     rng = np.random.default_rng(0)
-    router = _router(budget=40.0, seed=3, horizon=20)
+    router = _router(budget=15.0, seed=3, horizon=60, pacing=pacing, price_window=16)
     for _ in range(30):
         x, costs = rng.normal(size=4), rng.random(3)
         a = router.select(x, costs)
-        assert a is not None
-        router.update(a, x, float(rng.random() < 0.6), float(costs[a]))
+        if a is not None:
+            router.update(a, x, float(rng.random() < 0.6), float(costs[a]))
+    assert (router.price > 0) == (pacing == "price")  # the price binds: 0.25 a question for costs up to 1
     router.save(tmp_path / "router.json")
     clone = CokeRouter.load(tmp_path / "router.json")
-    assert clone.horizon == 20
+    assert clone.horizon == 60
     for _ in range(50):
         x, costs = rng.normal(size=4), rng.random(3)
         a, b = router.select(x, costs), clone.select(x, costs)

@@ -53,6 +53,26 @@ def test_waiting_decisions_survive_a_restart_and_state_is_saved_without_a_reques
     assert len(json.loads(router_file.read_text())["pending"]) == 1
 
 
+def test_feedback_with_free_arms_observed(router_file: Path) -> None:
+    with RoutingService(router_file, embed, DIM) as service:
+        d = service.route(QUESTIONS[0], [0.0, 0.2, 0.3])
+        chosen = d["arm"]
+        other = next(a for a in ("gnn", "small") if a != chosen)
+        for bad, match in (({"gpu": 1.0}, "not one of the router's arms"), ({chosen: 1.0}, "own arm"),
+                           ({other: 1.5}, r"\[0, 1\]")):
+            with pytest.raises(ConfigError, match=match):
+                service.feedback(d["decision"], 1.0, 0.1, bad)
+        assert d["decision"] in service.pending  # nothing was learned from a refused feedback
+        alpha, beta = service.router.thompson.alpha.sum(), service.router.thompson.beta.sum()
+        service.feedback(d["decision"], 1.0, 0.0, {other: 0.0})
+        r = service.router
+        assert r.pulls.sum() == 1 and r.spent == 0.0  # the observed arm was not pulled and spent nothing
+        assert (r.thompson.alpha.sum(), r.thompson.beta.sum()) == (alpha + 1, beta + 1)  # right; wrong
+    res = CliRunner().invoke(cli, ["route", "feedback", str(router_file), "nope", "--reward", "1", "--cost",
+                                   "0", "--observed", "gnn"])
+    assert res.exit_code == 2 and "expected ARM=REWARD" in res.output
+
+
 def test_one_process_at_a_time_owns_a_state_file(router_file: Path) -> None:
     with RoutingService(router_file, embed, DIM) as owner:
         with pytest.raises(ConfigError, match="in use by another process"):

@@ -70,12 +70,20 @@ def test_route_feedback_budget_and_resume(router_file: Path) -> None:
         assert client.post("/v1/route", json={"question": "", "costs": costs}).status_code == 422
         bad_reward = {"decision": "nope", "reward": 2, "cost": 0}
         assert client.post("/v1/route/feedback", json=bad_reward).status_code == 422
+        # the free KG model answered too: its outcome is learned, nothing spent; an unknown arm is named
+        d = client.post("/v1/route", json={"question": QUESTIONS[1], "costs": [0.0, 0.0, 0.0]}).json()
+        others = [a for a in ("gnn", "small", "big") if a != d["arm"]]
+        fb = {"decision": d["decision"], "reward": 1, "cost": 0, "observed": {"gpu": 1}}
+        res = client.post("/v1/route/feedback", json=fb)
+        assert res.status_code == 422 and "'gpu' is not one of the router's arms" in res.text
+        fb["observed"] = {others[0]: 0}
+        assert client.post("/v1/route/feedback", json=fb).status_code == 200
         health = client.get("/health").json()["router"]
     # the service wrote its state when it stopped: a new one resumes the spending and the bandits
     saved = CokeRouter.load(router_file)
     assert health["spent"] == pytest.approx(spent + 0.05)
-    assert saved.spent == pytest.approx(health["spent"]) and saved.questions_seen == len(QUESTIONS) + 1
-    assert saved.pulls.sum() == len(QUESTIONS) + 1
+    assert saved.spent == pytest.approx(health["spent"]) and saved.questions_seen == len(QUESTIONS) + 2
+    assert saved.pulls.sum() == len(QUESTIONS) + 2
     x = MiniLM().encode(["a new question"])[0]
     twin = CokeRouter.load(router_file)
     assert [saved.select(x, costs) for _ in range(5)] == [twin.select(x, costs) for _ in range(5)]

@@ -138,12 +138,30 @@ def route_feedback(
     reward: Annotated[float, typer.Option(min=0.0, max=1.0, help="1 = right, 0 = wrong, or a grade "
                                           "in between.")],
     cost: Annotated[float, typer.Option(min=0.0, help="What answering really cost.")],
+    observed: Annotated[list[str] | None, typer.Option(
+        help="ARM=REWARD of another arm that answered the same question at no cost (a free KG model "
+             "run on every question); repeatable.")] = None,
 ) -> None:
     """Report a decision's outcome: the router learns from it and the cost is settled against the
     budget."""
+    seen = _observed(observed or [])
     with _service(router) as service:
-        out = service.feedback(decision, reward, cost)
+        out = service.feedback(decision, reward, cost, seen)
     write_json(out, None)
+
+
+def _observed(specs: list[str]) -> dict[str, float]:
+    """``--observed ARM=REWARD`` options as a mapping (the arm name may hold ``=``: the last one splits)."""
+    out: dict[str, float] = {}
+    for spec in specs:
+        name, sep, value = spec.rpartition("=")
+        try:
+            out[name] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not name:
+            raise ConfigError(f"--observed {spec!r}: expected ARM=REWARD, e.g. ReaRev=1")
+    return out
 
 
 def _progress_file(out: Path | None, tag: str) -> Path | None:
@@ -266,6 +284,9 @@ def eval_route(
         "context_variants: Coke with the same settings, its LinUCB context being what the two free ReaRev "
         "GNNs say before any LLM is called ([1, agree, top score lmsr, top score sbert, agree * min score]; "
         "running both costs $0 here), alone or joined to the question embedding.",
+        "price_paced_budget_sweep: Coke with pacing='price' (cost priced so that the budget goes to the "
+        "questions where a paid arm gains most) and lambda = price_lam, the free arms' outcomes observed on "
+        "every question (they answer it at $0); its settings are in price_paced_config.",
     ]
     if sensitivity:
         report["sensitivity"] = _sensitivity(table, X, cfg, seeds)

@@ -18,6 +18,18 @@ wait for feedback at the same time cannot overspend together. With a
 ``horizon`` of ``N`` questions the budget is also paced (a kgwise addition): by the ``k``-th question at
 most ``B·k/N`` may have been spent, so a tight budget is spread over the run instead of being spent on
 the first questions' exploration of expensive arms.
+
+Two further kgwise additions, off by default:
+
+* ``pacing="price"`` (with a horizon) puts a price ``η ≥ 0`` on cost, as primal–dual methods for bandits
+  with a budget do (Agrawal & Devanur 2014): the arm maximises Eq. 2 − ``η·c̄_a`` (``c̄_a``: the arm's mean
+  cost bound so far). ``η`` is set afresh for every question, the smallest price at which the arms this
+  rule picks for the last ``price_window`` questions would spend no more than the budget left per
+  question left. The allowance alone spends on whichever questions come first while money is left; the
+  price keeps it for the questions where a costly arm's expected gain is largest.
+* :meth:`CokeRouter.observe`: an arm's outcome on a question it answered at no cost to the budget (a free
+  KG model run on every question, graded when the answer becomes known) updates its cluster posterior and
+  its ridge regression like :meth:`CokeRouter.update`, without selection or spending.
 """
 
 from __future__ import annotations
@@ -39,7 +51,9 @@ from kgwise.route.arms import CLUSTERS, Cluster
 
 Costs = Sequence[float] | npt.NDArray[np.float64]
 
-__all__ = ["BudgetExceededError", "CokeConfig", "CokeRouter", "cluster_priors"]
+__all__ = ["PACINGS", "BudgetExceededError", "CokeConfig", "CokeRouter", "cluster_priors"]
+
+PACINGS = ("allowance", "price")
 
 
 class BudgetExceededError(KgwiseError):
@@ -60,7 +74,10 @@ class CokeConfig:
     LinUCB term learns the arm's reward ``r_a = r − E[θ_c]`` (the reward minus its cluster's posterior
     mean, one reading of Eq. 2's decomposition into r_c and r_a) rather than ``r`` (Eq. 10); with ``r``
     the ridge prior μ = 0 makes an untried arm look worse than a tried arm with positive rewards, so
-    LinUCB tries the arms one after another. Without E_c the target is ``r``.
+    LinUCB tries the arms one after another. Without E_c the target is ``r``. ``pacing``: ``"allowance"``
+    (a router with a horizon never spends more than ``B·k/N`` by question ``k``) or ``"price"`` (that, and
+    cost is priced so that the budget goes to the questions that gain most from costly arms; the price
+    is fitted on the last ``price_window`` questions; see the module docstring).
     """
 
     lam: float = 1.0
@@ -73,6 +90,8 @@ class CokeConfig:
     precision: str = "float64"
     gamma_override: float | None = None
     decomposed_reward: bool = False
+    pacing: str = "allowance"
+    price_window: int = 500
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.lam) and self.lam >= 0):
@@ -88,6 +107,10 @@ class CokeConfig:
             raise ConfigError(f"gamma_override must be ≥ 0, got {self.gamma_override}")
         if not (math.isfinite(self.regret_prior) and self.regret_prior >= 0):
             raise ConfigError(f"regret_prior must be ≥ 0, got {self.regret_prior}")
+        if self.pacing not in PACINGS:
+            raise ConfigError(f"pacing must be one of {', '.join(PACINGS)}, got {self.pacing!r}")
+        if self.price_window < 1:
+            raise ConfigError(f"price_window must be ≥ 1 question, got {self.price_window}")
 
     @property
     def gamma(self) -> float:
@@ -137,6 +160,8 @@ class CokeRouter:
             raise ConfigError(f"horizon must be ≥ 1 question, got {horizon}")
         self.horizon = horizon
         self.config = config or CokeConfig()
+        if self.config.pacing == "price" and horizon is None:
+            raise ConfigError("pacing='price' needs a horizon: the number of questions the budget is for")
         self.names = list(names)
         self.clusters: list[Cluster] = list(clusters)
         self.dim = dim
@@ -162,6 +187,12 @@ class CokeRouter:
         self.questions_seen = 0
         self.holds: list[list[float]] = [[] for _ in range(n)]  # bounds of selections awaiting an outcome
         self.overrun = 0.0  # reported costs above their selection's bound (the caller's bounds were low)
+        self.price = 0.0  # η of the last selection (pacing="price")
+        # pacing="price": Eq. 2 and the mean cost bounds at the last price_window selections (a ring)
+        w = self.config.price_window if self.config.pacing == "price" else 0
+        self.recent_values = np.zeros((w, n))
+        self.recent_costs = np.zeros((w, n))
+        self.recent_count = 0
         prior_acc = self.thompson.mean()[self._cluster_index]
         self._prior_error = np.array(
             [1.0 - (r if r is not None else float(p)) for r, p in zip(reported, prior_acc, strict=True)]
@@ -239,9 +270,54 @@ class CokeRouter:
         self.questions_seen += 1
         if not mask.any():
             return None
-        arm = self.linucb.choose(self.expectations(embedding), mask)
+        values = self.expectations(embedding)
+        if self.config.pacing == "price":
+            values = values - self._price(values) * self.cost_seen / self.questions_seen
+        arm = self.linucb.choose(values, mask)
         self.holds[arm].append(float(c[arm]))
         return arm
+
+    def _price(self, values: npt.NDArray[np.float64]) -> float:
+        """η for this question (``pacing="price"``): the smallest price at which ``argmax_a E_a − η·c̄_a``
+        over the recent questions spends at most the budget left per question left (bisection; the
+        spending is a step function that does not grow with η)."""
+        w = self.config.price_window
+        slot = self.recent_count % w
+        self.recent_values[slot] = values
+        self.recent_costs[slot] = self.cost_seen / self.questions_seen
+        self.recent_count += 1
+        E = self.recent_values[: self.recent_count]
+        C = self.recent_costs[: self.recent_count]
+        rows = np.arange(len(C))
+        left = max((self.horizon or self.questions_seen) - self.questions_seen + 1, 1)
+        per_question = self.remaining / left
+
+        def spends(eta: float) -> float:
+            return float(C[rows, np.argmax(E - eta * C, axis=1)].mean())
+
+        positive = C[C > 0]
+        if spends(0.0) <= per_question or positive.size == 0:
+            self.price = 0.0
+            return 0.0
+        scale = 1.0 / max(per_question, float(positive.min()))  # η in reward per "one question's budget"
+        lo, hi = 0.0, scale
+        while spends(hi) > per_question and hi < 1e9 * scale:
+            lo, hi = hi, 4 * hi
+        for _ in range(20):  # to 2⁻²⁰ of the bracket
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if spends(mid) > per_question else (lo, mid)
+        self.price = hi
+        return hi
+
+    def observe(self, arm: int, embedding: npt.ArrayLike, reward: float) -> None:
+        """Learn from ``arm``'s outcome on a question it answered at no cost to the budget and without
+        being selected (e.g. a free KG model run on every question): its cluster posterior (Eq. 5) and
+        ridge regression (Eq. 11) are updated as in :meth:`update`; nothing is spent or released."""
+        arm = self._arm(arm)
+        r = float(reward)
+        if not 0.0 <= r <= 1.0:
+            raise ConfigError(f"reward must lie in [0, 1], got {reward}")
+        self._learn(arm, embedding, r)
 
     def _arm(self, arm: object) -> int:
         if arm is None:
@@ -291,6 +367,14 @@ class CokeRouter:
         held = self._release(arm, bound)
         if held is not None:
             self.overrun += max(0.0, cost - held)
+        self._learn(arm, embedding, r)
+        self.spent += cost
+        self.arm_cost[arm] += cost
+        self.arm_fail_cost[arm] += cost * (1.0 - r)
+        self.pulls[arm] += 1
+
+    def _learn(self, arm: int, embedding: npt.ArrayLike, r: float) -> None:
+        """Eq. 5 for the arm's cluster and Eq. 11 for the arm (target ``r − E[θ_c]`` when decomposed)."""
         c = int(self._cluster_index[arm])
         baseline = 0.0
         if self.config.use_cluster and self.config.decomposed_reward:
@@ -299,10 +383,6 @@ class CokeRouter:
             self.thompson.update(c, r)
         if self.config.use_context:
             self.linucb.update(arm, embedding, r - baseline)
-        self.spent += cost
-        self.arm_cost[arm] += cost
-        self.arm_fail_cost[arm] += cost * (1.0 - r)
-        self.pulls[arm] += 1
 
     # --- persistence -------------------------------------------------------------------------------
 
@@ -328,6 +408,10 @@ class CokeRouter:
             "questions_seen": self.questions_seen,
             "holds": self.holds,
             "overrun": self.overrun,
+            "price": self.price,
+            "recent_values": self.recent_values.tolist(),
+            "recent_costs": self.recent_costs.tolist(),
+            "recent_count": self.recent_count,
         }
 
     @classmethod
@@ -348,7 +432,9 @@ class CokeRouter:
                   "thompson": out.thompson.alpha.shape == (len(CLUSTERS),),
                   **{k: getattr(out, k).shape == (n,) for k in ("arm_cost", "arm_fail_cost", "pulls",
                                                                  "cost_seen")},
-                  "holds": len(out.holds) == n}
+                  "holds": len(out.holds) == n,
+                  **{k: getattr(out, k).shape == (out.recent_values.shape[0], n)
+                     for k in ("recent_values", "recent_costs")}}
         bad = [k for k, ok in shapes.items() if not ok]
         if bad:
             raise ConfigError(f"not a valid CokeRouter state: {', '.join(bad)} do not match {n} arms of "
@@ -378,6 +464,11 @@ class CokeRouter:
         out.questions_seen = int(state["questions_seen"])
         out.holds = [[float(b) for b in arm] for arm in state.get("holds", [[] for _ in out.names])]
         out.overrun = float(state.get("overrun", 0.0))
+        out.price = float(state.get("price", 0.0))
+        if out.config.pacing == "price":
+            out.recent_values = np.asarray(state["recent_values"], dtype=np.float64)
+            out.recent_costs = np.asarray(state["recent_costs"], dtype=np.float64)
+            out.recent_count = int(state["recent_count"])
         return out
 
     def save(self, path: str | Path) -> None:

@@ -3,9 +3,10 @@
 Per seed the questions are shuffled; each policy sees them one at a time (``select`` with the per-arm
 costs of that question, then ``update`` with the reward and cost). Reported as mean ± std over seeds:
 single arms, random, the oracle (cheapest correct arm), Coke, its ablations (Table 2), the λ sweep and the
-budget sweep (Fig. 2), the threshold router and mabwiser's LinUCB; plus the selection heatmap (Fig. 4) and
-the selection-regret curve (Fig. 3). Budget ``B`` is a fraction of the cost of always calling the most
-expensive arm. Runs are appended to a JSONL file as they finish so an interrupted experiment resumes.
+budget sweep (Fig. 2), paced and price-paced Coke at multiples of the best arm's cost, the threshold router
+and mabwiser's LinUCB; plus the selection heatmap (Fig. 4) and the selection-regret curve (Fig. 3).
+Budget ``B`` is a fraction of the cost of always calling the most expensive arm. Runs are appended to a
+JSONL file as they finish so an interrupted experiment resumes.
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ class Policy(Protocol):
     def update(self, arm: int, embedding: npt.ArrayLike, reward: float, cost: float) -> None: ...
 
 
+class Observer(Protocol):
+    def observe(self, arm: int, embedding: npt.ArrayLike, reward: float) -> None: ...
+
+
 @dataclass(frozen=True)
 class ExperimentConfig:
     """What to run. ``budget`` and ``coke`` are the main setting; the sweeps vary λ and B around it (the
@@ -61,6 +66,9 @@ class ExperimentConfig:
     paced: tuple[float, ...] = (0.3, 0.6, 1.0, 2.0, 5.0)
     """Paced Coke (budget spread over the run, see :class:`CokeRouter`) at these multiples of the most
     accurate single arm's total cost: the regime of the target "≤ 60% of the best arm's cost"."""
+    price_lam: float = 0.0
+    """λ of price-paced Coke (``pacing="price"``, free arms observed on every question), run at the same
+    multiples: the price already charges for cost, so by default it replaces the cost regret."""
     mabwiser: MabwiserConfig = field(default_factory=MabwiserConfig)
     threshold: ThresholdConfig = field(default_factory=ThresholdConfig)
     bins: int = 10
@@ -95,8 +103,11 @@ def simulate(
     table: OutcomeTable,
     embeddings: npt.NDArray[np.floating[Any]],
     order: Sequence[int] | npt.NDArray[np.int64],
+    observer: Observer | None = None,
 ) -> RunResult:
-    """Feed the questions in ``order`` to ``policy``; a question with no affordable arm counts as wrong."""
+    """Feed the questions in ``order`` to ``policy``; a question with no affordable arm counts as wrong.
+    ``observer`` (usually the policy itself): the arms that cost nothing on a question answer it too, and
+    their outcomes are shown to it (:meth:`CokeRouter.observe`)."""
     n = len(order)
     chosen = np.full(n, -1, dtype=np.int64)
     correct = np.zeros(n, dtype=bool)
@@ -111,6 +122,10 @@ def simulate(
         correct[k] = table.correct[i, a]
         cost[k] = table.cost[i, a]
         policy.update(a, x, float(correct[k]), float(cost[k]))
+        if observer is not None:
+            for j in np.flatnonzero(table.cost[i] == 0):
+                if j != a:
+                    observer.observe(int(j), x, float(table.correct[i, j]))
     return RunResult(chosen, correct, cost, time.perf_counter() - start)
 
 
@@ -192,10 +207,11 @@ class _Store:
         return run
 
 
-def _paced_key(x: float, context: str | None = None) -> str:
+def _paced_key(x: float, context: str | None = None, price: bool = False) -> str:
     """Where paced Coke at ``x`` × the best arm's cost is kept in the run results (``context``: its LinUCB
-    context when not the question embedding)."""
-    return f"{context}|paced={x:g}" if context else f"paced={x:g}"
+    context when not the question embedding; ``price``: price-paced)."""
+    key = f"{'price' if price else 'paced'}={x:g}"
+    return f"{context}|{key}" if context else key
 
 
 def run_experiment(
@@ -240,10 +256,10 @@ def run_experiment(
     )
     store = _Store(progress_file, fingerprint)
 
-    def coke_runs(coke: CokeConfig, budget_frac: float, paced: bool = False, context: str | None = None
-                  ) -> list[RunResult]:
+    def coke_runs(coke: CokeConfig, budget_frac: float, paced: bool = False, context: str | None = None,
+                  observe: bool = False) -> list[RunResult]:
         key = json.dumps([asdict(coke), budget_frac] + (["paced"] if paced else [])
-                         + ([context] if context else []), sort_keys=True)
+                         + ([context] if context else []) + (["observe"] if observe else []), sort_keys=True)
         x = all_ctx[context]
         out = []
         for s, order in zip(seeds, orders, strict=True):
@@ -259,7 +275,7 @@ def run_experiment(
                     seed=s,
                     horizon=n if paced else None,
                 )
-                return simulate(router, table, x, order)
+                return simulate(router, table, x, order, router if observe else None)
 
             out.append(store.get(f"coke{key}|{s}", make))
             bar.update(1)
@@ -277,17 +293,19 @@ def run_experiment(
     arm_acc = table.correct.mean(axis=0)
     best = int(np.argmax(arm_acc))
     paced = [(x, x * float(arm_cost[best]) / max_arm_cost) for x in cfg.paced] if max_arm_cost > 0 else []
-    total = len(seeds) * (len(variants) + (1 + len(variants_ctx)) * len(paced) + len(variants_ctx) + 2)
+    total = len(seeds) * (len(variants) + (1 + len(variants_ctx)) * 2 * len(paced) + len(variants_ctx) + 2)
+    priced = replace(cfg.coke, pacing="price", lam=cfg.price_lam)
     bar = tqdm(total=total, desc="route replay", disable=not show_progress)
     results: dict[str, list[RunResult]] = {}
     for name, coke, b in variants:
         results[name] = coke_runs(coke, b)
-    for x, b in paced:
-        results[_paced_key(x)] = coke_runs(cfg.coke, b, paced=True)
-    for ctx in variants_ctx:
-        results[f"{ctx}|coke"] = coke_runs(cfg.coke, cfg.budget, context=ctx)
+    for ctx_name in all_ctx:
+        if ctx_name is not None:
+            results[f"{ctx_name}|coke"] = coke_runs(cfg.coke, cfg.budget, context=ctx_name)
         for x, b in paced:
-            results[_paced_key(x, ctx)] = coke_runs(cfg.coke, b, paced=True, context=ctx)
+            results[_paced_key(x, ctx_name)] = coke_runs(cfg.coke, b, paced=True, context=ctx_name)
+            results[_paced_key(x, ctx_name, price=True)] = coke_runs(priced, b, paced=True, context=ctx_name,
+                                                                    observe=True)
     budget_abs = cfg.budget * max_arm_cost
     rand_runs: list[RunResult] = []
     mab_runs: list[RunResult] = []
@@ -344,13 +362,14 @@ def run_experiment(
     at_coke = [accuracy_at_cost(c, coke_sum["cost"]) for c in curves]
     tr_acc, tr_sd = _mean_std(at_coke)
 
-    def paced_row(x: float, b: float, context: str | None = None) -> dict[str, Any]:
-        s = _summary(results[_paced_key(x, context)], table.arms)
+    def paced_row(x: float, b: float, context: str | None = None, price: bool = False) -> dict[str, Any]:
+        s = _summary(results[_paced_key(x, context, price)], table.arms)
         tr = _mean_std([accuracy_at_cost(c, s["cost"]) for c in curves])
         return {"budget_vs_best_arm": x, "budget": b, "budget_abs": b * max_arm_cost} | s | {
             "threshold_router_at_equal_cost": tr[0], "threshold_router_at_equal_cost_std": tr[1]}
 
     paced_sweep = [paced_row(x, b) for x, b in paced]
+    price_sweep = [paced_row(x, b, price=True) for x, b in paced]
     report: dict[str, Any] = {
         "setup": {
             "questions": n,
@@ -384,11 +403,14 @@ def run_experiment(
             for b in cfg.budgets
         ],
         "paced_budget_sweep": paced_sweep,
+        "price_paced_config": asdict(priced) | {"gamma": priced.gamma, "observe_free_arms": True},
+        "price_paced_budget_sweep": price_sweep,
         "context_variants": {
             c: {
                 "dim": int(variants_ctx[c].shape[1]),
                 "coke": _summary(results[f"{c}|coke"], table.arms),
                 "paced_budget_sweep": [paced_row(x, b, c) for x, b in paced],
+                "price_paced_budget_sweep": [paced_row(x, b, c, price=True) for x, b in paced],
             }
             for c in variants_ctx
         },
@@ -434,9 +456,12 @@ def run_experiment(
         p["met_above_threshold_router"] = p["minus_threshold_router_at_equal_cost"] > 0
         return p
 
-    if (p60 := paced_60(paced_sweep)) is not None:
-        t["paced_60"] = p60
+    for sweep, into in [(paced_sweep, "paced_60"), (price_sweep, "price_paced_60")]:
+        if (p60 := paced_60(sweep)) is not None:
+            t[into] = p60
     for variant in report["context_variants"].values():
-        if (p60 := paced_60(variant["paced_budget_sweep"])) is not None:
-            variant["paced_60"] = p60
+        for into in ("paced_60", "price_paced_60"):
+            sweep_key = into.replace("60", "budget_sweep")
+            if (p60 := paced_60(variant[sweep_key])) is not None:
+                variant[into] = p60
     return report

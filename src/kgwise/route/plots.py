@@ -34,9 +34,13 @@ def _sweep(ax: Any, rows: list[dict[str, Any]], label: str, marker: str, colour:
         ax.annotate(tag(b), (b["cost"], 1 - b["accuracy"]), fontsize=6, color=colour)
 
 
+def _times(b: dict[str, Any]) -> str:
+    return f"{b['budget_vs_best_arm']:g}×"
+
+
 def plot_pareto(report: dict[str, Any], path: Path) -> Path:
     """Error rate vs cost: single arms, random, oracle, Coke's budget sweep, threshold router, mabwiser."""
-    fig, ax = plt.subplots(figsize=(7, 5))
+    fig, ax = plt.subplots(figsize=(10.5, 5))
     unit = report.get("setup", {}).get("unit", "$")
     for name, r in report["arms"].items():
         ax.scatter(r["cost"], 1 - r["accuracy"], marker="s", color="grey")
@@ -45,11 +49,13 @@ def plot_pareto(report: dict[str, Any], path: Path) -> Path:
         )
     _sweep(ax, report["budget_sweep"], "Coke, budget sweep", "o", "tab:red", lambda b: f"B={b['budget']:g}")
     _sweep(ax, report.get("paced_budget_sweep") or [], "Coke, paced budget (× best arm's cost)", "D",
-           "tab:purple", lambda b: f"{b['budget_vs_best_arm']:g}×")
+           "tab:purple", _times)
+    _sweep(ax, report.get("price_paced_budget_sweep") or [], "Coke, price-paced", "P", "tab:cyan", _times)
     for (name, variant), colour in zip((report.get("context_variants") or {}).items(),
                                        ("tab:brown", "tab:pink", "tab:olive"), strict=False):
-        _sweep(ax, variant["paced_budget_sweep"], f"Coke on context {name}, paced", "v", colour,
-               lambda b: f"{b['budget_vs_best_arm']:g}×")
+        _sweep(ax, variant["paced_budget_sweep"], f"Coke on context {name}, paced", "v", colour, _times)
+        _sweep(ax, variant.get("price_paced_budget_sweep") or [], f"Coke on context {name}, price-paced",
+               "P", colour, _times)
     curve = report["threshold_router"]["curve"]
     ax.plot(
         [p["cost"] for p in curve],
@@ -83,7 +89,7 @@ def plot_pareto(report: dict[str, Any], path: Path) -> Path:
     ax.set_xlabel(f"total cost ({unit})")
     ax.set_ylabel("error rate")
     ax.set_title("Error rate vs cost (lower left is better)")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the points, not on them
     return _save(fig, path)
 
 

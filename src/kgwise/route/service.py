@@ -17,7 +17,7 @@ import logging
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -119,14 +119,19 @@ class RoutingService:
                     "arm_index": arm, "cluster": None if arm is None else r.clusters[arm],
                     "remaining_budget": r.remaining, "reason": reason}
 
-    def feedback(self, decision: str, reward: float, cost: float) -> dict[str, Any]:
+    def feedback(self, decision: str, reward: float, cost: float,
+                 observed: Mapping[str, float] | None = None) -> dict[str, Any]:
         """Learn from a decision's outcome (``reward`` in [0, 1], ``cost`` as really spent), once per
-        decision; ``UnknownDecisionError`` for one that is not waiting."""
+        decision; ``UnknownDecisionError`` for one that is not waiting. ``observed``: the rewards of other
+        arms that answered the same question at no cost to the budget (a free KG model run on every
+        question), by arm name (:meth:`CokeRouter.observe`)."""
         with self.lock:
-            found = self.pending.pop(decision, None)
+            found = self.pending.get(decision)
             if found is None:
                 raise UnknownDecisionError(f"unknown decision {decision!r} (already fed back, called off, or "
                                            f"not made with {self.state_file})")
+            extra = self._observed(observed or {}, found.arm)
+            del self.pending[decision]
             if found.embedding is None:  # waited across a restart
                 found.embedding = self.embed(found.question)
             overrun = self.router.overrun
@@ -135,6 +140,8 @@ class RoutingService:
             except KgwiseError:
                 self.pending[decision] = found  # nothing learned: the caller may correct and resend
                 raise
+            for arm, r in extra:
+                self.router.observe(arm, found.embedding, r)
             self.dirty = True
             out = {"arm": self.router.names[found.arm], "spent": self.router.spent,
                    "remaining_budget": self.router.remaining}
@@ -142,6 +149,21 @@ class RoutingService:
                 out["warning"] = (f"cost {cost:g} is above the bound {found.bound:g} given for this "
                                   "decision: the budget holds only while costs stay within their bounds")
             return out
+
+    def _observed(self, observed: Mapping[str, float], chosen: int) -> list[tuple[int, float]]:
+        """``observed`` as (arm index, reward), checked before anything is learned."""
+        out = []
+        for name, reward in observed.items():
+            if name not in self.router.names:
+                raise ConfigError(f"observed arm {name!r} is not one of the router's arms "
+                                  f"({', '.join(self.router.names)})")
+            arm = self.router.names.index(name)
+            if arm == chosen:
+                raise ConfigError(f"{name!r} is the decision's own arm: its outcome is the feedback's reward")
+            if not 0.0 <= reward <= 1.0:
+                raise ConfigError(f"observed reward of {name!r} must lie in [0, 1], got {reward}")
+            out.append((arm, float(reward)))
+        return out
 
     def _state(self) -> str:
         rows = [{"decision": d, "arm": p.arm, "bound": p.bound, "question": p.question}
@@ -199,7 +221,7 @@ def _status(state_file: Path, r: CokeRouter, pending: int) -> dict[str, Any]:
     return {"file": str(state_file), "arms": r.names, "clusters": r.clusters, "budget": r.budget,
             "spent": r.spent, "reserved": r.reserved, "remaining_budget": r.remaining, "overrun": r.overrun,
             "questions": r.questions_seen, "pulls": r.pulls.tolist(), "pending": pending,
-            "horizon": r.horizon,
+            "horizon": r.horizon, "pacing": r.config.pacing, "price": r.price,
             "cluster_accuracy": dict(zip(CLUSTERS, (round(float(m), 4) for m in r.thompson.mean()),
                                          strict=True))}
 

@@ -23,11 +23,13 @@ class RouteRequest(BaseModel):
 
 class FeedbackRequest(BaseModel):
     """The outcome of a decision: ``reward`` 1 = right, 0 = wrong (or a grade in between); ``cost`` as
-    really spent."""
+    really spent; ``observed``: the rewards of other arms that answered the same question at no cost (a
+    free KG model run on every question), by arm name."""
 
     decision: str = Field(min_length=1)
     reward: float = Field(ge=0.0, le=1.0)
     cost: float = Field(ge=0.0)
+    observed: dict[str, float] = Field(default_factory=dict)
 
 
 def routing_api(service: RoutingService) -> APIRouter:
@@ -43,7 +45,7 @@ def routing_api(service: RoutingService) -> APIRouter:
     def feedback(req: FeedbackRequest) -> dict[str, Any]:
         """Learn from the outcome of a decision (once per decision)."""
         try:
-            return service.feedback(req.decision, req.reward, req.cost)
+            return service.feedback(req.decision, req.reward, req.cost, req.observed)
         except UnknownDecisionError as exc:
             raise HTTPException(status_code=404, detail=str(exc)) from exc
 
