@@ -23,7 +23,7 @@ from kgwise.render import (
     select_edges,
 )
 from kgwise.render.formats import says_nothing
-from kgwise.render.templates import clean_label
+from kgwise.render.templates import clean_label, mirror_phrase
 from kgwise.types import Path as KGPath
 from kgwise.types import Subgraph, Usage
 
@@ -101,6 +101,39 @@ def test_inverse_hop_reads_as_its_own_clause(ddb: CSRGraph) -> None:
                    paths=(p,))
     s = SentenceFormat().render(ddb, inv).text
     assert ", and " in s and ddb.label(c) in s and ddb.label(a) in s
+
+
+def test_verb_synsets_read_as_ways_of_doing() -> None:
+    # WordNet: wolf.v.01 @ eat.v.01 and eat.v.01 ~ wolf.v.01 (troponymy), dog.n.01 @ canine.n.02
+    kg = CSRGraph.from_arrays(["wolf.v.01", "eat.v.01", "dog.n.01", "canine.n.02"],
+                              ["hypernym", "hyponym"], [0, 1, 2], [0, 1, 0], [1, 0, 3])
+    assert relation_phrase("hypernym", verb=True) == "is a way to"
+    sentences = [SentenceFormat().render(kg, Subgraph(edges=(e,))).text for e in kg_edges(kg)]
+    assert sentences == ["Wolf is a way to eat.", "Eat has the more specific form wolf.",
+                         "Dog is a kind of canine."]
+
+
+def kg_edges(kg: CSRGraph) -> list[tuple[int, int, int]]:
+    out = []
+    for h in range(kg.num_nodes):
+        rels, tails = kg.out_edges(h)
+        out += [(h, int(r), int(t)) for r, t in zip(rels.tolist(), tails.tolist(), strict=True)]
+    return out
+
+
+def test_a_fact_stated_backwards_is_left_out() -> None:
+    # WordNet stores both directions: dog @ canine and canine ~ dog; derivation is symmetric
+    kg = CSRGraph.from_arrays(["dog.n.01", "canine.n.02", "marsh.n.01", "marshy.s.01", "cat.n.01"],
+                              ["hypernym", "hyponym", "derivation", "part_meronym"],
+                              [0, 1, 2, 3, 1, 0], [0, 1, 2, 2, 3, 3], [1, 0, 3, 2, 4, 1])
+    edges = tuple(kg_edges(kg))
+    sub = Subgraph(nodes=tuple(range(5)), edges=edges)
+    kept = select_edges(sub, 9, kg)
+    assert kept == [(0, 0, 1), (0, 3, 1), (1, 3, 4), (2, 2, 3)]  # canine ~ dog and marshy + marsh dropped
+    assert mirror_phrase("hyponym") == "is a kind of" and mirror_phrase("derivation") == (
+        "is derived from the same word as") and mirror_phrase("may treat") is None
+    assert TripleFormat().render(kg, sub).text.count("marsh") == 2  # one line, not two
+    assert len(select_edges(sub, 9)) == len(edges)  # without the graph: ids alone, nothing merged
 
 
 def test_which_continues_only_from_the_words_a_clause_ends_with() -> None:

@@ -5,14 +5,16 @@ order: the edges of the subgraph's paths (question concept → choice concept ch
 edges touching a question or choice concept, then the rest; duplicates removed, at most
 ``FormatConfig.max_triples``, the answer choices taking turns (:func:`select_edges`). An edge whose two
 ends read the same (WordNet's ``make in_synset make.v.01``, a lemma and its synset) says nothing and
-is left out, so it takes no place under the cap; F_s chains pass over such hops.
+is left out, so it takes no place under the cap; F_s chains pass over such hops. So is an edge that
+states a kept edge's fact backwards (``canine hyponym dog`` after ``dog hypernym canine``, either
+direction of a symmetric relation): it would say the same thing twice.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 from kgwise.errors import ConfigError
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.render.prompts import graph_description_prompt
-from kgwise.render.templates import clause, clean_label
+from kgwise.render.templates import clause, clean_label, mirror_phrase, relation_phrase
 from kgwise.types import Path, Question, Subgraph, Usage
 
 if TYPE_CHECKING:
@@ -81,7 +83,7 @@ def select_edges(subgraph: Subgraph, max_triples: int, kg: KnowledgeGraph | None
     or choice concept, then the rest. In the first two tiers the answer choices take turns (each path
     belongs to the choice it reaches, each edge to the choice it touches, then the question's own), so a
     cap never keeps the facts of one choice alone. With ``kg``, edges whose ends read the same
-    (:func:`says_nothing`) are left out."""
+    (:func:`says_nothing`) and edges that state a kept edge's fact backwards are left out."""
     n = len(subgraph.choice_nodes)
     owner: dict[int, int] = {}  # node → its group: choice i → i, question concept → n
     for i, nodes in enumerate(subgraph.choice_nodes):
@@ -105,8 +107,22 @@ def select_edges(subgraph: Subgraph, max_triples: int, kg: KnowledgeGraph | None
         ordered.setdefault(e, None)
     for e in rest:
         ordered.setdefault(e, None)
-    kept = ordered if kg is None else (e for e in ordered if not says_nothing(kg, e))
+    kept = ordered if kg is None else _new_facts(kg, ordered)
     return list(islice(kept, max_triples))
+
+
+def _new_facts(kg: KnowledgeGraph, edges: Iterable[Edge]) -> Iterator[Edge]:
+    """``edges`` without those that say nothing or that state a fact already given, read backwards."""
+    given: set[tuple[int, str, int]] = set()
+    for e in edges:
+        if says_nothing(kg, e):
+            continue
+        h, r, t = e
+        mirror = mirror_phrase(kg.relation_name(r))
+        if mirror is not None and (t, mirror, h) in given:
+            continue
+        given.add((h, relation_phrase(kg.relation_name(r)), t))
+        yield e
 
 
 def says_nothing(kg: KnowledgeGraph, edge: Edge) -> bool:

@@ -2,16 +2,18 @@
 
 Relation names are looked up after :func:`relation_key` normalisation (lower case, letters and digits
 only), so ``AtLocation``, ``at_location`` and ``atlocation`` share a template. Covered: ConceptNet's 17
-KagNet-merged relations (and the raw ConceptNet names they merge), WordNet's pointer relations, and the
-DDB relations of the QA-GNN MedQA graph (by name and by raw relation code). Anything else falls back to
-``"X <relation words> Y"``.
+KagNet-merged relations (and the raw ConceptNet names they merge), WordNet's pointer relations (between
+verb synsets, hypernymy is troponymy and reads "wolf is a way to eat"), and the DDB relations of the
+QA-GNN MedQA graph (by name and by raw relation code). Anything else falls back to
+``"X <relation words> Y"``. :func:`mirror_phrase` names the relation that states an edge's fact from
+its tail (WordNet keeps both ``dog hypernym canine`` and ``canine hyponym dog``).
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["RELATION_PHRASES", "clause", "clean_label", "relation_key", "relation_phrase"]
+__all__ = ["RELATION_PHRASES", "clause", "clean_label", "mirror_phrase", "relation_key", "relation_phrase"]
 
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
 _SYNSET = re.compile(r"^(?P<word>.+)\.(?P<pos>[nvasr])\.(?P<num>\d{2})$")
@@ -83,6 +85,12 @@ _WORDNET: dict[str, str] = {
     "pertainym": "pertains to",
 }
 
+# between verb synsets WordNet's hypernym pointer is troponymy: "wolf.v.01 @ eat.v.01"
+_WORDNET_VERB: dict[str, str] = {
+    "hypernym": "is a way to",
+    "hyponym": "has the more specific form",
+}
+
 # DDB (Disease Database + DrugBank) relations as merged in the QA-GNN MedQA graph; raw codes of
 # ddb_relas.json in the same order: 0 1 2 3 4 6 10 12 16 17 18 20 26 30 233
 _DDB_NAMES: tuple[tuple[str, str], ...] = (
@@ -126,9 +134,37 @@ RELATION_PHRASES: dict[str, str] = {**_CONCEPTNET, **_WORDNET, **_ddb_table()}
 """Normalised relation key → the phrase between head and tail."""
 
 
-def relation_phrase(relation: str) -> str:
-    """The phrase for ``relation``; unknown ones read as their words (``has_part`` → ``has part``)."""
-    found = RELATION_PHRASES.get(relation_key(relation))
+_INVERSE_PAIRS = (
+    ("is a kind of", "has the subtype"),
+    ("is an instance of", "has the instance"),
+    ("is a member of", "has the member"),
+    ("is a substance of", "contains the substance"),
+    ("is a part of", "has the part"),
+    ("belongs to the topic", "is the topic of"),
+    ("belongs to the region", "is the region of"),
+    ("is a usage of", "has the usage"),
+)
+_SYMMETRIC = (
+    "is the opposite of", "is derived from the same word as", "is related to", "is similar to",
+    "means the same as", "is distinct from", "is located near", "is etymologically related to",
+    "interacts with", "may be allelic with",
+)
+_MIRROR: dict[str, str] = {
+    **{a: b for a, b in _INVERSE_PAIRS}, **{b: a for a, b in _INVERSE_PAIRS}, **{p: p for p in _SYMMETRIC}
+}
+
+
+def mirror_phrase(relation: str) -> str | None:
+    """The phrase of the relation that states ``relation``'s fact read from tail to head: ``hyponym`` for
+    ``hypernym``, itself for a symmetric relation; ``None`` when there is none."""
+    return _MIRROR.get(relation_phrase(relation))
+
+
+def relation_phrase(relation: str, verb: bool = False) -> str:
+    """The phrase for ``relation`` (``verb``: between verb synsets); unknown ones read as their words
+    (``has_part`` → ``has part``)."""
+    key = relation_key(relation)
+    found = (_WORDNET_VERB.get(key) if verb else None) or RELATION_PHRASES.get(key)
     if found is not None:
         return found
     words = " ".join(_NON_ALNUM.sub(" ", _CAMEL.sub(" ", relation).lower()).split())
@@ -144,5 +180,7 @@ def clean_label(label: str) -> str:
 
 
 def clause(head: str, relation: str, tail: str) -> str:
-    """``"{head} {phrase} {tail}"`` with cleaned labels."""
-    return f"{clean_label(head)} {relation_phrase(relation)} {clean_label(tail)}"
+    """``"{head} {phrase} {tail}"`` with cleaned labels (verb phrases when ``head`` is a verb synset)."""
+    m = _SYNSET.match(head)
+    verb = m is not None and m.group("pos") == "v"
+    return f"{clean_label(head)} {relation_phrase(relation, verb)} {clean_label(tail)}"
