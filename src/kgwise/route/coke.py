@@ -119,6 +119,13 @@ class CokeConfig:
         return self.gamma_override if self.gamma_override is not None else gamma_from_delta(self.delta)
 
 
+def _reward(reward: float) -> float:
+    r = float(reward)
+    if not 0.0 <= r <= 1.0:
+        raise ConfigError(f"reward must lie in [0, 1], got {reward}")
+    return r
+
+
 def cluster_priors(
     clusters: Sequence[Cluster], reported: Sequence[float | None], strength: float
 ) -> list[tuple[float, float]]:
@@ -313,11 +320,7 @@ class CokeRouter:
         """Learn from ``arm``'s outcome on a question it answered at no cost to the budget and without
         being selected (e.g. a free KG model run on every question): its cluster posterior (Eq. 5) and
         ridge regression (Eq. 11) are updated as in :meth:`update`; nothing is spent or released."""
-        arm = self._arm(arm)
-        r = float(reward)
-        if not 0.0 <= r <= 1.0:
-            raise ConfigError(f"reward must lie in [0, 1], got {reward}")
-        self._learn(arm, embedding, r)
+        self._learn(self._arm(arm), embedding, _reward(reward))
 
     def _arm(self, arm: object) -> int:
         if arm is None:
@@ -355,9 +358,7 @@ class CokeRouter:
         cost above that bound is added to :attr:`overrun`. Without a selection to settle, a cost the
         remaining budget cannot pay raises ``BudgetExceededError`` and nothing is recorded."""
         arm = self._arm(arm)
-        r = float(reward)
-        if not 0.0 <= r <= 1.0:
-            raise ConfigError(f"reward must lie in [0, 1], got {reward}")
+        r = _reward(reward)
         if not (math.isfinite(cost) and cost >= 0):
             raise ConfigError(f"cost must be a finite number ≥ 0, got {cost}")
         if not self.holds[arm] and cost > self.remaining:
