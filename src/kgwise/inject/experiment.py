@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from kgwise.config import cache_dir, data_dir
+from kgwise.config import data_dir
 from kgwise.embed import MiniLM
 from kgwise.errors import ConfigError
 from kgwise.extract.path_agent import (
@@ -98,24 +98,24 @@ class ExperimentConfig:
 
 # ---------------------------------------------------------------------------------------------- data
 def build_kg(dataset: str, data: Path) -> CSRGraph:
-    """The dataset's KG, built once and cached as ``.npz`` under :func:`kgwise.config.cache_dir`."""
+    """The dataset's KG, built once and cached (:func:`kgwise.kg.cache.cached_graph`)."""
+    from kgwise.kg.cache import cached_graph
     from kgwise.kg.loaders import load_conceptnet_jsonl_triples, load_ddb, load_wordnet, merge_graphs
 
-    path = cache_dir() / f"knowgpt-kg-{dataset}.npz"
-    if path.is_file():
-        return CSRGraph.load(path)
-    if dataset == "csqa":
-        slice_dir = data / "conceptnet" / "csqa_choice_triples_jessionlin"
-        cn = load_conceptnet_jsonl_triples(slice_dir, data / "conceptnet" / "merge_relation_kagnet.txt")
-        kg = merge_graphs([load_wordnet(data / "wordnet"), cn], name="wordnet+conceptnet-slice")
-    elif dataset == "obqa":
-        kg = load_wordnet(data / "wordnet")
-    elif dataset == "medqa":
-        kg = load_ddb(data / "ddb")
-    else:
+    slice_dir = data / "conceptnet" / "csqa_choice_triples_jessionlin"
+    merge_file = data / "conceptnet" / "merge_relation_kagnet.txt"
+    sources = {"csqa": [data / "wordnet", slice_dir, merge_file], "obqa": [data / "wordnet"],
+               "medqa": [data / "ddb"]}
+    if dataset not in sources:
         raise ConfigError(f"unknown data set {dataset!r}; choose one of {', '.join(DATASETS)}")
-    kg.save(path)
-    return kg
+
+    def build() -> CSRGraph:
+        if dataset == "csqa":
+            cn = load_conceptnet_jsonl_triples(slice_dir, merge_file)
+            return merge_graphs([load_wordnet(data / "wordnet"), cn], name="wordnet+conceptnet-slice")
+        return load_wordnet(data / "wordnet") if dataset == "obqa" else load_ddb(data / "ddb")
+
+    return cached_graph(f"knowgpt-kg-{dataset}", sources[dataset], build)
 
 
 def split_questions(

@@ -6,9 +6,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kgwise.config import cache_dir, data_dir
+from kgwise.config import data_dir
 from kgwise.errors import ConfigError
 from kgwise.files import short_hash
+from kgwise.kg.cache import cached_graph
 from kgwise.kg.csr import CSRGraph
 from kgwise.kg.loaders import load_conceptnet_jsonl_triples, load_wordnet, merge_graphs
 
@@ -32,6 +33,10 @@ class KGSpec:
     def key(self) -> str:
         """A short stable hash of the spec (names cache files)."""
         return short_hash(self.to_dict())
+
+    def sources(self, root: Path) -> list[Path]:
+        """The data files and directories the graph is built from, under the data directory ``root``."""
+        return [root / p for p in (self.wordnet, *self.conceptnet_slices, self.merge_file) if p]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -58,18 +63,17 @@ DATASET_KGS: dict[str, KGSpec] = {
 
 
 def build_kg(spec: KGSpec, data: str | Path | None = None, use_cache: bool = True) -> CSRGraph:
-    """Load (or reopen from ``cache_dir()/kgm``) the graph ``spec`` describes."""
+    """Load (or reopen from the cache, :func:`kgwise.kg.cache.cached_graph`) the graph ``spec`` describes."""
     root = data_dir(data)
-    cached = cache_dir() / "kgm" / f"kg-{spec.key()}.npz"
-    if use_cache and cached.is_file():
-        return CSRGraph.load(cached)
-    parts: list[CSRGraph] = []
-    if spec.wordnet:
-        parts.append(load_wordnet(root / spec.wordnet))
-    if spec.conceptnet_slices:
-        merge = root / spec.merge_file if spec.merge_file else None
-        parts.append(load_conceptnet_jsonl_triples([root / p for p in spec.conceptnet_slices], merge))
-    graph = parts[0] if len(parts) == 1 else merge_graphs(parts)
-    if use_cache:
-        graph.save(cached)
-    return graph
+    merge = root / spec.merge_file if spec.merge_file else None
+    slices = [root / p for p in spec.conceptnet_slices]
+
+    def build() -> CSRGraph:
+        parts: list[CSRGraph] = []
+        if spec.wordnet:
+            parts.append(load_wordnet(root / spec.wordnet))
+        if slices:
+            parts.append(load_conceptnet_jsonl_triples(slices, merge))
+        return parts[0] if len(parts) == 1 else merge_graphs(parts)
+
+    return cached_graph(f"kgm/kg-{spec.key()}", spec.sources(root), build, use_cache)

@@ -17,6 +17,8 @@ from kgwise.datasets import load
 from kgwise.embed import MiniLM
 from kgwise.errors import ConfigError
 from kgwise.extract.subgraph import SubgraphConfig
+from kgwise.files import short_hash
+from kgwise.kg.cache import graph_key
 from kgwise.kg.csr import CSRGraph
 from kgwise.kgm.cache import FeatureCache, GraphBuilder, cache_meta
 from kgwise.kgm.features import FeatureConfig, NodeTable, QuestionGraph
@@ -81,8 +83,9 @@ class Features:
         questions = load(self.dataset, split, self.data)
         if limit is not None:
             questions = questions[:limit]
-        meta = cache_meta(self.dataset, split, self.spec.key(), len(questions), self.feature, self.subgraph)
-        name = f"{self.dataset}-{split}-{self.spec.key()}-n{self.feature.max_nodes}-q{len(questions)}"
+        graph = short_hash([self.spec.key(), graph_key(self.spec.sources(self.data))])  # a rebuilt KG: anew
+        meta = cache_meta(self.dataset, split, graph, len(questions), self.feature, self.subgraph)
+        name = f"{self.dataset}-{split}-{graph}-n{self.feature.max_nodes}-q{len(questions)}"
         cache = FeatureCache(self.root / name, meta)
         if not cache.complete:
             t = time.perf_counter()
