@@ -73,10 +73,25 @@ def test_kg_build_conceptnet_slice_merged_relations(data_dir: Path, tmp_path: Pa
     assert (g.name, g.num_edges, g.num_relations) == ("cn-slice", 7_530, 8)
 
 
+def test_kg_build_wordnet_frequent_senses(data_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "wn.npz"
+    result = runner.invoke(app, ["kg", "build", str(data_dir / "wordnet"), "-f", "wordnet",
+                                 "--wordnet-senses", "frequent", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    g = CSRGraph.load(out)
+    assert g.num_edges == 540_623 - (206_941 - 167_181)  # the rare word senses' edges are left out
+
+
 def test_kg_build_errors(data_dir: Path, tmp_path: Path) -> None:
     out = str(tmp_path / "x.npz")
     result = runner.invoke(app, ["kg", "build", str(data_dir / "ddb"), "-f", "owl", "-o", out])
     assert result.exit_code == 2 and "unknown KG format" in result.output
+    result = runner.invoke(app, ["kg", "build", str(data_dir / "ddb"), "-f", "ddb", "--wordnet-senses",
+                                 "frequent", "-o", out])
+    assert result.exit_code == 2 and "applies to a wordnet source" in result.output
+    result = runner.invoke(app, ["kg", "build", str(data_dir / "wordnet"), "-f", "wordnet",
+                                 "--wordnet-senses", "rare", "-o", out])
+    assert result.exit_code == 2 and "'all' or 'frequent'" in result.output
     result = runner.invoke(app, ["kg", "build", str(data_dir / "ddb"), str(data_dir / "ddb"), "-f", "ddb",
                                  "-f", "tsv", "-f", "tsv", "-o", out])
     assert result.exit_code == 2 and "once per source" in result.output

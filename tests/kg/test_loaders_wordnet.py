@@ -59,6 +59,25 @@ def test_real_names_glosses_and_directions(wordnet: CSRGraph) -> None:
     assert wordnet.find("hot dog") is not None and wordnet.find("hot_dog") == wordnet.find("hot dog")
 
 
+def test_real_frequent_senses(data_dir: Path, wordnet: CSRGraph) -> None:
+    frequent = load_wordnet(data_dir / "wordnet", senses="frequent")
+    assert frequent.num_nodes == wordnet.num_nodes  # every word keeps at least one sense
+    # 'go' (noun: 4 senses, none tagged) keeps only its first noun sense, not the drug 'adam'
+    assert "adam.n.03" in out_labels(wordnet, "go", IN_SYNSET)
+    assert "adam.n.03" not in out_labels(frequent, "go", IN_SYNSET)
+    assert {"go.n.01", "travel.v.01"} <= out_labels(frequent, "go", IN_SYNSET)  # go.v.01 is travel.v.01
+    # 'house' (noun: 12 senses, 7 tagged) drops the zodiac sign, its 8th
+    assert "sign_of_the_zodiac.n.01" in out_labels(wordnet, "house", IN_SYNSET)
+    assert "sign_of_the_zodiac.n.01" not in out_labels(frequent, "house", IN_SYNSET)
+    assert "house.n.01" in out_labels(frequent, "house", IN_SYNSET)
+    _, rels, _ = frequent.all_edges()
+    counts = np.bincount(rels, minlength=frequent.num_relations)
+    assert counts[frequent.relation_id(IN_SYNSET)] == 167_181  # of 206,941 word-sense pairs
+    assert counts[frequent.relation_id("hypernym")] == 89_089  # pointers are untouched
+    with pytest.raises(ValueError, match="senses"):
+        load_wordnet(data_dir / "wordnet", senses="rare")
+
+
 def write_mini(root: Path, **override: str) -> Path:
     """A six-synset WordNet database in the official layout (offsets need only increase)."""
     files = {

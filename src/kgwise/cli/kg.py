@@ -35,17 +35,25 @@ def build(
                      "(e.g. conceptnet/merge_relation_kagnet.txt)."),
     ] = None,
     name: Annotated[str | None, typer.Option(help="Graph name (default: the sources' names).")] = None,
+    wordnet_senses: Annotated[
+        str,
+        typer.Option("--wordnet-senses", help="WordNet word-sense edges: 'all', or 'frequent' (the senses "
+                     "SemCor tags, else a word's first; drops e.g. 'go' as a word for the drug 'adam')."),
+    ] = "all",
 ) -> None:
     """Load SOURCE(s) and save them as one graph: a source keeps its labels as spelled; several sources
     are merged, their nodes unified by normalised label (case, '_' and spaces ignored)."""
     if len(formats) not in (1, len(sources)):
         raise ConfigError(f"give --format once, or once per source ({len(sources)}); got {len(formats)}")
     per_source = formats * len(sources) if len(formats) == 1 else formats
+    if wordnet_senses != "all" and "wordnet" not in per_source:
+        raise ConfigError("--wordnet-senses applies to a wordnet source; none is given")
     distinct_outputs({"--out": npz_path(out)}, {"SOURCE": sources, "--merge-relations": merge_relations})
     graphs = []
     for src, fmt in zip(sources, per_source, strict=True):
         t0 = time.perf_counter()
-        g = load_graph(src, fmt, merge_relations if fmt.startswith("conceptnet") else None)
+        g = load_graph(src, fmt, merge_relations if fmt.startswith("conceptnet") else None,
+                       wordnet_senses if fmt == "wordnet" else "all")
         console.print(f"loaded {src} ({fmt}): {g.num_nodes:,} nodes, {g.num_edges:,} edges, "
                       f"{g.num_relations} relations in {time.perf_counter() - t0:.2f} s")
         graphs.append(g)

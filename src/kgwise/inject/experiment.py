@@ -1,7 +1,7 @@
 """The KnowGPT evaluation (the structure of Tables 3 and 4) on kgwise's real data.
 
 Per data set: the KG, the training questions (for P_RL and the prompt bandit; no gold labels for P_RL)
-and the test splits are
+and the test splits are (WordNet with its frequent senses only, ``load_wordnet(senses="frequent")``)
 
 * ``csqa``: WordNet + the ConceptNet CSQA-choice slice; train on ``ihtrain``; test on ``ihdev`` (the
   official dev set, where the slice covers every choice) and ``ihtest`` (WordNet only, the slice has no
@@ -110,10 +110,14 @@ def build_kg(dataset: str, data: Path) -> CSRGraph:
         raise ConfigError(f"unknown data set {dataset!r}; choose one of {', '.join(DATASETS)}")
 
     def build() -> CSRGraph:
-        if dataset == "csqa":
-            cn = load_conceptnet_jsonl_triples(slice_dir, merge_file)
-            return merge_graphs([load_wordnet(data / "wordnet"), cn], name="wordnet+conceptnet-slice")
-        return load_wordnet(data / "wordnet") if dataset == "obqa" else load_ddb(data / "ddb")
+        if dataset == "medqa":
+            return load_ddb(data / "ddb")
+        # a word's rare senses only put noise in the prompt ('Go is a word for adam')
+        wordnet = load_wordnet(data / "wordnet", senses="frequent")
+        if dataset == "obqa":
+            return wordnet
+        cn = load_conceptnet_jsonl_triples(slice_dir, merge_file)
+        return merge_graphs([wordnet, cn], name="wordnet+conceptnet-slice")
 
     return cached_graph(f"knowgpt-kg-{dataset}", sources[dataset], build)
 

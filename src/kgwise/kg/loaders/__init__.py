@@ -56,15 +56,18 @@ FORMATS: dict[str, str] = {
 """Format name → what its source is."""
 
 
-def load_graph(source: str | Path, format: str, merge_file: str | Path | None = None) -> CSRGraph:
+def load_graph(
+    source: str | Path, format: str, merge_file: str | Path | None = None, wordnet_senses: str = "all"
+) -> CSRGraph:
     """Load ``source`` in ``format`` (a key of ``FORMATS``). ``merge_file`` (a KagNet relation-merging
-    file) applies to the two ConceptNet formats only. Raises ``ConfigError`` for an unknown format and
-    ``DataError`` for a source without a single triple."""
+    file) applies to the two ConceptNet formats only, ``wordnet_senses`` (``all`` or ``frequent``, see
+    :func:`load_wordnet`) to WordNet only. Raises ``ConfigError`` for an unknown format or a misplaced
+    option and ``DataError`` for a source without a single triple."""
     loaders: dict[str, Callable[[Path], CSRGraph]] = {
         "conceptnet-csv": lambda p: load_conceptnet_csv(p, merge_file),
         "conceptnet-slice": lambda p: load_conceptnet_jsonl_triples(p, merge_file),
         "ddb": load_ddb,
-        "wordnet": load_wordnet,
+        "wordnet": lambda p: load_wordnet(p, senses=wordnet_senses),
         "tsv": load_tsv,
         "ntriples": load_ntriples,
         "rog": load_rog_graph,
@@ -73,6 +76,10 @@ def load_graph(source: str | Path, format: str, merge_file: str | Path | None = 
         raise ConfigError(f"unknown KG format {format!r}; choose one of {', '.join(FORMATS)}")
     if merge_file is not None and not format.startswith("conceptnet"):
         raise ConfigError(f"a relation merge file applies to ConceptNet formats, not {format!r}")
+    if wordnet_senses not in ("all", "frequent"):
+        raise ConfigError(f"WordNet senses must be 'all' or 'frequent', got {wordnet_senses!r}")
+    if wordnet_senses != "all" and format != "wordnet":
+        raise ConfigError(f"WordNet senses apply to the wordnet format, not {format!r}")
     return _with_edges(loaders[format](Path(source)), source, format)
 
 

@@ -1,14 +1,14 @@
 """WordNet 3.0 database files (``data.*``/``index.*``, format of ``man 5 wndb``) → ``CSRGraph``.
 
 Nodes are synsets (label ``lemma.pos.NN`` as NLTK names them, text = the full gloss) followed by lemmas
-(label = the word, lower case, ``_`` as space). ``NN`` is the synset's position in the first lemma's list
-in ``index.*``; satellites (``.s.``) count in ``index.adj``'s list, as classic NLTK releases name them
-(e.g. ``good.s.06``; NLTK 3.10 renumbers 1,518 satellites among satellites only). Every lemma has an
-``in_synset`` edge to each synset it belongs to. Each pointer is stored once, in the direction the file
-lists it, from the synset whose line holds it: semantic pointers (source/target ``0000``) link synsets,
-lexical pointers (antonym, derivation, …) link the two lemmas they name. Lexical pointers between two
-senses of the same word string (e.g. ``walk`` the noun ``+`` ``walk`` the verb) would be self-loops in
-the part-of-speech-free lemma layer and are dropped.
+(label = the word, lower case, ``_`` as space). ``NN`` is the synset's position in the first lemma's list in
+``index.*``; satellites (``.s.``) count in ``index.adj``'s list, as classic NLTK releases name them (e.g.
+``good.s.06``; NLTK 3.10 renumbers 1,518 satellites among satellites only). Every lemma has an ``in_synset``
+edge to each synset it belongs to (with ``senses="frequent"``, to its frequent ones). Each pointer is stored
+once, in the direction the file lists it, from the synset whose line holds it: semantic pointers
+(source/target ``0000``) link synsets, lexical pointers (antonym, derivation, …) link the two lemmas they
+name. Lexical pointers between two senses of the same word string (e.g. ``walk`` the noun ``+`` ``walk`` the
+verb) would be self-loops in the part-of-speech-free lemma layer and are dropped.
 """
 
 from __future__ import annotations
@@ -71,8 +71,12 @@ def _strip_marker(word: str) -> str:
     return word
 
 
-def _read_index(path: Path, pos: str, senses: dict[tuple[str, str], list[int]]) -> None:
-    """``senses[(lemma, pos)]`` = synset offsets in sense order, from one ``index.*`` file."""
+def _read_index(
+    path: Path, pos: str, senses: dict[tuple[str, str], list[int]], tagged: dict[tuple[str, str], int]
+) -> None:
+    """``senses[(lemma, pos)]`` = synset offsets in sense order (most frequent first) and ``tagged[(lemma,
+    pos)]`` = how many of them the SemCor sense-tagged corpus has (``tagsense_cnt``), from one ``index.*``
+    file."""
     for lineno, line in numbered_lines(path):
         if not line or line[0] == " ":
             continue
@@ -81,29 +85,51 @@ def _read_index(path: Path, pos: str, senses: dict[tuple[str, str], list[int]]) 
             n_synsets, n_ptrs = int(f[2]), int(f[3])
             start = 4 + n_ptrs + 2
             offsets = [int(x) for x in f[start : start + n_synsets]]
+            n_tagged = int(f[start - 1])
         except (IndexError, ValueError) as exc:
             raise DataError(f"malformed index line ({exc})", path, lineno) from exc
         if f[1] != pos or len(offsets) != n_synsets:
             raise DataError(f"malformed index line: expected pos {pos!r} and {n_synsets} offsets", path,
                             lineno)
         senses[(f[0], pos)] = offsets
+        tagged[(f[0], pos)] = n_tagged
 
 
-def load_wordnet(directory: str | Path, relations: Collection[str] | None = None) -> CSRGraph:
+def _frequent(
+    order_of: dict[tuple[str, str], list[int]], n_tagged: dict[tuple[str, str], int], word: str, pos: str,
+    offset: int,
+) -> bool:
+    """Whether ``offset`` is a SemCor-tagged sense of ``word`` (or its first sense where none is tagged);
+    a word missing from the index keeps the edge."""
+    order = order_of.get((word, pos))
+    if order is None or offset not in order:
+        return True
+    return order.index(offset) < max(1, n_tagged[(word, pos)])
+
+
+def load_wordnet(
+    directory: str | Path, relations: Collection[str] | None = None, senses: str = "all"
+) -> CSRGraph:
     """Load WordNet 3.0 from its database files in ``directory``.
 
-    ``relations`` restricts the pointer relations kept (names from ``POINTER_RELATIONS``); ``in_synset``
-    membership edges are always kept. Raises ``DataError`` naming the file and line of a malformed line.
+    ``relations`` restricts the pointer relations kept (names from ``POINTER_RELATIONS``). ``senses``
+    chooses the ``in_synset`` membership edges: ``"all"``, or ``"frequent"``: a word keeps its senses of a
+    part of speech that the SemCor sense-tagged corpus has, or its first (most frequent) one where it has
+    none, so ``go`` is no word for the drug ``adam``. Raises ``DataError`` naming the file and line of a
+    malformed line.
     """
+    if senses not in ("all", "frequent"):
+        raise ValueError(f"senses must be 'all' or 'frequent', got {senses!r}")
     root = require_dir(directory)
     keep = set(POINTER_RELATIONS.values()) if relations is None else set(relations)
     unknown = keep - set(POINTER_RELATIONS.values())
     if unknown:
         raise ValueError(f"unknown WordNet relation(s) {sorted(unknown)}")
 
-    senses: dict[tuple[str, str], list[int]] = {}
+    order_of: dict[tuple[str, str], list[int]] = {}
+    n_tagged: dict[tuple[str, str], int] = {}
     for name, pos in _FILES:
-        _read_index(require_file(root / f"index.{name}"), pos, senses)
+        _read_index(require_file(root / f"index.{name}"), pos, order_of, n_tagged)
 
     rel_names = [IN_SYNSET, *dict.fromkeys(POINTER_RELATIONS.values())]
     rel_id = {r: i for i, r in enumerate(rel_names)}
@@ -116,6 +142,7 @@ def load_wordnet(directory: str | Path, relations: Collection[str] | None = None
     glosses: list[str] = []
     words_flat: list[str] = []  # lemma labels of every synset, concatenated in file order
     words_ptr: list[int] = [0]
+    member: list[bool] = []  # senses="frequent": whether each entry of words_flat keeps its in_synset edge
     # pointers, one entry each, in file order
     p_src: list[int] = []
     p_sym: list[str] = []
@@ -155,7 +182,7 @@ def load_wordnet(directory: str | Path, relations: Collection[str] | None = None
                                 lineno)
             words = [_strip_marker(w).replace("_", " ").lower() for w in words]
             first = words[0].replace(" ", "_")
-            order = senses.get((first, pos))
+            order = order_of.get((first, pos))
             if order is None or offset not in order:
                 raise DataError(f"synset {offset:08d}: lemma {first!r} missing from index.{name}", path,
                                 lineno)
@@ -165,6 +192,8 @@ def load_wordnet(directory: str | Path, relations: Collection[str] | None = None
             glosses.append(gloss.strip())
             words_flat.extend(words)
             words_ptr.append(len(words_flat))
+            if senses == "frequent":
+                member.extend(_frequent(order_of, n_tagged, w.replace(" ", "_"), pos, offset) for w in words)
             if n_ptrs:
                 p_src.extend([sid] * n_ptrs)
                 p_sym.extend(ptrs[0::4])
@@ -229,6 +258,8 @@ def load_wordnet(directory: str | Path, relations: Collection[str] | None = None
     rels = np.concatenate([np.zeros(len(word_node), np.int64), rel[sem_idx], lrel])
     tails = np.concatenate([word_synset, tsid[sem_idx], ltail])
     keep_edge = (rels >= 0) & (heads != tails)  # filtered relations; same-word lexical self-loops
+    if senses == "frequent":
+        keep_edge[: len(word_node)] &= np.asarray(member, dtype=bool)
 
     labels = synset_labels + list(lemma_ids)
     texts = glosses + [""] * len(lemma_ids)
