@@ -1,7 +1,8 @@
 """The KnowGPT evaluation (the structure of Tables 3 and 4) on kgwise's real data.
 
 Per data set: the KG, the training questions (for P_RL and the prompt bandit; no gold labels for P_RL)
-and the test splits are (WordNet with its frequent senses only, ``load_wordnet(senses="frequent")``)
+and the test splits are as below; WordNet keeps each word's frequent senses only
+(``load_wordnet(senses="frequent")``):
 
 * ``csqa``: WordNet + the ConceptNet CSQA-choice slice; train on ``ihtrain``; test on ``ihdev`` (the
   official dev set, where the slice covers every choice) and ``ihtest`` (WordNet only, the slice has no

@@ -21,13 +21,14 @@ from kgwise.kg.loaders.merge import merge_graphs
 from kgwise.kg.loaders.ntriples import load_ntriples
 from kgwise.kg.loaders.rog import is_rog_source, load_rog_graph
 from kgwise.kg.loaders.tsv import load_tsv
-from kgwise.kg.loaders.wordnet import IN_SYNSET, POINTER_RELATIONS, load_wordnet
+from kgwise.kg.loaders.wordnet import IN_SYNSET, POINTER_RELATIONS, SENSES, load_wordnet
 
 __all__ = [
     "DDB_RELATIONS",
     "FORMATS",
     "IN_SYNSET",
     "POINTER_RELATIONS",
+    "SENSES",
     "concept_label",
     "ddb_synonyms",
     "load_conceptnet_csv",
@@ -76,8 +77,8 @@ def load_graph(
         raise ConfigError(f"unknown KG format {format!r}; choose one of {', '.join(FORMATS)}")
     if merge_file is not None and not format.startswith("conceptnet"):
         raise ConfigError(f"a relation merge file applies to ConceptNet formats, not {format!r}")
-    if wordnet_senses not in ("all", "frequent"):
-        raise ConfigError(f"WordNet senses must be 'all' or 'frequent', got {wordnet_senses!r}")
+    if wordnet_senses not in SENSES:
+        raise ConfigError(f"WordNet senses must be {' or '.join(map(repr, SENSES))}, got {wordnet_senses!r}")
     if wordnet_senses != "all" and format != "wordnet":
         raise ConfigError(f"WordNet senses apply to the wordnet format, not {format!r}")
     return _with_edges(loaders[format](Path(source)), source, format)

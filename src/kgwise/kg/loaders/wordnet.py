@@ -22,10 +22,13 @@ from kgwise.errors import DataError
 from kgwise.kg.csr import CSRGraph
 from kgwise.kg.loaders._common import numbered_lines, require_dir, require_file
 
-__all__ = ["IN_SYNSET", "POINTER_RELATIONS", "load_wordnet"]
+__all__ = ["IN_SYNSET", "POINTER_RELATIONS", "SENSES", "load_wordnet"]
 
 IN_SYNSET = "in_synset"
 """Relation of the lemma → synset membership edges."""
+
+SENSES = ("all", "frequent")
+"""Choices of :func:`load_wordnet`'s ``senses``: which ``in_synset`` edges a word keeps."""
 
 POINTER_RELATIONS: dict[str, str] = {
     "!": "antonym",
@@ -118,8 +121,8 @@ def load_wordnet(
     none, so ``go`` is no word for the drug ``adam``. Raises ``DataError`` naming the file and line of a
     malformed line.
     """
-    if senses not in ("all", "frequent"):
-        raise ValueError(f"senses must be 'all' or 'frequent', got {senses!r}")
+    if senses not in SENSES:
+        raise ValueError(f"senses must be {' or '.join(map(repr, SENSES))}, got {senses!r}")
     root = require_dir(directory)
     keep = set(POINTER_RELATIONS.values()) if relations is None else set(relations)
     unknown = keep - set(POINTER_RELATIONS.values())
