@@ -155,7 +155,8 @@ def test_markdown_table_has_the_rows_of_tables_3_and_4() -> None:
     split = {"n": 3, "without_kg": {"accuracy": 0.2},
              "combos": {a: {"accuracy": 0.1 * i, "no_kg_edges": 1 if "P_RL" in a else None}
                         for i, a in enumerate(ARMS)},
-             "full": {"accuracy": 0.45}, "full_bandit_feedback": {"accuracy": 0.35}}
+             "full": {"accuracy": 0.45}, "full_bandit_feedback": {"accuracy": 0.35},
+             "kg_links": {"accuracy": 0.25}}
     table = markdown_table({"medqa": {"splits": {"test-half": split}, "scoring": {"chosen": "pmi"}}})
     lines = table.splitlines()
     assert lines[0] == "| setting | medqa test-half (n=3) |"
@@ -163,11 +164,11 @@ def test_markdown_table_has_the_rows_of_tables_3_and_4() -> None:
     assert "| P_RL × F_g | 0.500 |" in lines and "| facts only (OBQA) | – |" in lines
     assert "| best single by training reward | – |" in lines
     assert "| full KnowGPT, bandit feedback (the paper) | 0.350 |" in lines
-    assert "| choice scoring | pmi |" in lines
+    assert "| choice scoring | pmi |" in lines and "| most KG-linked choice (no LLM) | 0.250 |" in lines
     # share of questions with KG edges: unknown for runs recorded before the count existed
     assert lines[-2:] == ["| questions with KG edges from P_sub | – |",
                           "| questions with KG edges from P_RL | 0.667 |"]
-    assert len(lines) == 2 + 1 + 1 + len(ARMS) + 1 + 1 + 1 + 1 + 2
+    assert len(lines) == 2 + 1 + 1 + len(ARMS) + 1 + 1 + 1 + 1 + 1 + 2
 
 
 @pytest.mark.slow

@@ -13,7 +13,9 @@ and the test splits are as below; WordNet keeps each word's frequent senses only
 * ``medqa``: the DDB graph; MedQA has only a test set here, so it is split 50/50 by a seeded permutation
   (``split_seed``, default 0): the first half trains, the second half is tested.
 
-Rows: w/o KG; P_sub × {F_t, F_s, F_g}; P_RL × {F_t, F_s, F_g}; full KnowGPT (the bandit's pick per question).
+Rows: w/o KG; P_sub × {F_t, F_s, F_g}; P_RL × {F_t, F_s, F_g}; full KnowGPT (the bandit's pick per question);
+and, with no LLM, the choice with the most KG links to the question (:mod:`kgwise.inject.links`), which
+says whether the KG's links single out the answer at all.
 The bandit is trained with full feedback by default (every combination's correctness on every training
 question); ``full_bandit_feedback`` is the paper's regime (the pulled combination's only), replayed on the
 same recorded outcomes at no extra LLM cost. The LLM ranks the choices by one of
@@ -53,6 +55,7 @@ from kgwise.extract.path_agent import (
 from kgwise.files import write_text_atomic
 from kgwise.inject.bandit import ARMS, BanditConfig, PromptBandit
 from kgwise.inject.injector import WITHOUT_KG, Injection, InjectorConfig, KnowledgeInjector
+from kgwise.inject.links import link_baseline
 from kgwise.kg.csr import CSRGraph
 from kgwise.kg.grounding import Grounder, GrounderConfig
 from kgwise.llm.base import SCORING_RULES, ChoiceScores, ScoringRule, scoring_rule
@@ -349,6 +352,7 @@ def run_experiment(
         picks = {name: [b.arms[b.select(c)] for c in C] for name, b in bandits.items()}
         splits[split] = _split_report(qs, settings, picks, store, bandit, rule)
         splits[split]["latency_ms"] = _latency(injector, qs)
+        splits[split]["kg_links"] = link_baseline(kg, grounder, qs)
     emb.save()
 
     first = next(iter(splits.values()))
@@ -510,6 +514,8 @@ def markdown_table(reports: dict[str, dict[str, Any]]) -> str:
         empty = sr["combos"][f"{extractor}+F_t"].get("no_kg_edges")
         return "–" if empty is None else f"{1 - empty / max(sr['n'], 1):.3f}"
 
+    links = [sr.get("kg_links", {}).get("accuracy") for _, _, sr in cols]
+    lines.append("| most KG-linked choice (no LLM) | " + " | ".join(cell(v) for v in links) + " |")
     for extractor in ("P_sub", "P_RL"):
         lines.append(f"| questions with KG edges from {extractor} | "
                      + " | ".join(with_paths(sr, extractor) for _, _, sr in cols) + " |")
