@@ -40,6 +40,10 @@ def test_eval_route_limit_replays_the_first_questions(tmp_path: Path, data_dir: 
     report = json.loads(out.read_text())
     assert report["setup"]["questions"] == 80 and report["limit"] == 80
     assert sum(report["coke"]["selections"].values()) == pytest.approx(80)
+    tuned = report["cross_tuned"]
+    assert tuned["half_sizes"] == [40, 40] and len(tuned["folds"]) == 2 and len(tuned["grid"]) == 3 * 4 * 2
+    assert {f["context"] for f in tuned["folds"]} <= {"embedding", "free_gnn_signals",
+                                                       "free_gnn_signals+embedding"}
 
 
 @pytest.mark.slow
@@ -54,6 +58,7 @@ def test_eval_route_small(tmp_path: Path, data_dir: Path) -> None:
             "2",
             "--no-gpt4",
             "--no-sensitivity",
+            "--no-tune",
             "--data",
             str(data_dir),
             "--json",

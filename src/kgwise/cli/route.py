@@ -240,6 +240,9 @@ def eval_route(
     sensitivity: Annotated[
         bool, typer.Option(help="Also run Coke for the settings the paper leaves open (δ, priors).")
     ] = True,
+    tune: Annotated[bool, typer.Option(
+        help="Also cross-tune price-paced Coke's open settings (γ, decomposed reward, context) on one half "
+             "of the questions and score them on the other.")] = True,
     plots: Annotated[bool, typer.Option(help="Save the figures next to the JSON.")] = True,
     data: DataOption = None,
     json_out: JsonOption = None,
@@ -287,9 +290,18 @@ def eval_route(
         "price_paced_budget_sweep: Coke with pacing='price' (cost priced so that the budget goes to the "
         "questions where a paid arm gains most) and lambda = price_lam, the free arms' outcomes observed on "
         "every question (they answer it at $0); its settings are in price_paced_config.",
+        "cross_tuned: price-paced Coke at 60 % of the best arm's cost, its gamma, reward decomposition and "
+        "context chosen on one half of the questions and scored on the other (both ways); each half has "
+        "half the questions to learn from.",
     ]
     if sensitivity:
         report["sensitivity"] = _sensitivity(table, X, cfg, seeds)
+    if tune:
+        from kgwise.route.tuning import TuningConfig, cross_tune
+
+        priced = replace(cfg.coke, lam=cfg.price_lam)  # as price_paced_budget_sweep runs it
+        report["cross_tuned"] = cross_tune(table, {"embedding": X, **contexts}, priced, TuningConfig(), seeds,
+                                           _progress_file(json_out, "tune"))
     if gpt4:
         table8, coverage8 = webqsp_table(root, WEBQSP_ARMS)
         table8 = table8.head(limit)
