@@ -1,12 +1,12 @@
-"""What a KG's direct links say about a multiple-choice answer, with no LLM (``eval knowgpt``'s "KG links"
-row).
+"""What a KG's direct links say about a multiple-choice answer, with no LLM (``eval knowgpt``'s row "most
+KG-linked choice").
 
 A choice's link count is the number of KG edges between its nodes and the question's nodes. Answering
 with the most-linked choice, ties broken uniformly at random (scored as their expectation), is a KG-only
 baseline. Where it is near chance, the links touch the right and the wrong choices alike, so knowledge
-built from them can help an LLM only by what the facts say, not by which choice they mention: CSQA's
-choices were chosen as concepts that share a ConceptNet relation with the question's concept (Talmor et
-al. 2019), and its ConceptNet slice holds exactly those links.
+built from them can help an LLM only by what the facts say, not by which choice they mention. CSQA is
+built that way: most of its choices were chosen as concepts that share one ConceptNet relation with the
+question's concept (Talmor et al. 2019).
 """
 
 from __future__ import annotations
@@ -43,26 +43,19 @@ def link_counts(kg: KnowledgeGraph, grounding: Grounding) -> npt.NDArray[np.int6
 
 def link_baseline(kg: KnowledgeGraph, grounder: Grounder, questions: Sequence[Question]) -> dict[str, Any]:
     """The most-linked-choice baseline on the multiple-choice questions with a gold choice: ``accuracy``
-    (ties split evenly; all-zero counts are a five-way tie), ``gold_alone_most_linked`` (the gold choice
+    (ties split evenly; no link at all is a tie of every choice), ``gold_alone_most_linked`` (the gold choice
     has strictly the most links), ``all_choices_linked`` and ``no_choice_linked`` (shares of questions),
     and ``chance`` (the mean of 1 / number of choices)."""
-    accuracy, alone, every, none, chance = [], [], [], [], []
+    rows: list[tuple[float, float, float, float, float]] = []
     for q in questions:
         if not q.choices or not set(q.gold) & {c.label for c in q.choices}:
             continue
         counts = link_counts(kg, grounder.ground(q))
         top = counts == counts.max()
-        gold = q.gold_index
-        accuracy.append(float(top[gold]) / int(top.sum()))
-        alone.append(bool(top[gold] and top.sum() == 1 and counts[gold] > 0))
-        every.append(bool(np.all(counts > 0)))
-        none.append(bool(np.all(counts == 0)))
-        chance.append(1.0 / len(counts))
-    if not accuracy:
+        gold, ties = q.gold_index, int(top.sum())
+        rows.append((float(top[gold]) / ties, float(top[gold] and ties == 1 and counts[gold] > 0),
+                     float(np.all(counts > 0)), float(np.all(counts == 0)), 1.0 / len(counts)))
+    if not rows:
         return {"n": 0}
-
-    def share(values: list[bool] | list[float]) -> float:
-        return float(np.mean(values))
-
-    return {"n": len(accuracy), "accuracy": share(accuracy), "gold_alone_most_linked": share(alone),
-            "all_choices_linked": share(every), "no_choice_linked": share(none), "chance": share(chance)}
+    keys = ("accuracy", "gold_alone_most_linked", "all_choices_linked", "no_choice_linked", "chance")
+    return {"n": len(rows)} | {k: float(v) for k, v in zip(keys, np.mean(rows, axis=0), strict=True)}
