@@ -28,16 +28,15 @@ def link_counts(kg: KnowledgeGraph, grounding: Grounding) -> npt.NDArray[np.int6
     """Per choice, the KG edges (either direction) between the choice's nodes and the question's nodes."""
     q_nodes = np.asarray(grounding.question_nodes, dtype=np.int64)
     counts = np.zeros(len(grounding.choice_nodes), dtype=np.int64)
-    if q_nodes.size == 0:
+    all_choices = np.asarray(grounding.all_choice_nodes, dtype=np.int64)
+    if q_nodes.size == 0 or all_choices.size == 0:
         return counts
+    heads, _, tails = kg.edges_among(np.union1d(q_nodes, all_choices))  # one graph query per question
+    head_in_q = np.isin(heads, q_nodes)
+    crossing = head_in_q != np.isin(tails, q_nodes)
+    other_end = np.where(head_in_q, tails, heads)[crossing]
     for i, nodes in enumerate(grounding.choice_nodes):
-        c_nodes = np.asarray(nodes, dtype=np.int64)
-        if c_nodes.size == 0:
-            continue
-        heads, _, tails = kg.edges_among(np.union1d(q_nodes, c_nodes))
-        forward = np.isin(heads, q_nodes) & np.isin(tails, c_nodes)
-        backward = np.isin(heads, c_nodes) & np.isin(tails, q_nodes)
-        counts[i] = int(np.sum(forward | backward))
+        counts[i] = int(np.isin(other_end, np.asarray(nodes, dtype=np.int64)).sum())
     return counts
 
 

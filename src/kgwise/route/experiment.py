@@ -37,7 +37,7 @@ from kgwise.route.baselines import (
 from kgwise.route.coke import CokeConfig, CokeRouter
 from kgwise.route.table import OutcomeTable
 
-__all__ = ["ExperimentConfig", "Policy", "RunResult", "run_experiment", "simulate"]
+__all__ = ["ExperimentConfig", "Policy", "RunResult", "replay_fingerprint", "run_experiment", "simulate"]
 
 Matrix = npt.NDArray[np.float64]
 
@@ -127,6 +127,25 @@ def simulate(
                 if j != a:
                     observer.observe(int(j), x, float(table.correct[i, j]))
     return RunResult(chosen, correct, cost, time.perf_counter() - start)
+
+
+def replay_fingerprint(table: OutcomeTable, contexts: Mapping[Any, npt.ArrayLike], config: Any) -> str:
+    """What a resumable replay's results depend on: the table's questions and outcomes, the per-question
+    contexts, the run's ``config`` (JSON-able) and the routing code (see :class:`~kgwise.files.ResultLog`)."""
+    return json.dumps(
+        {
+            "n": table.n_questions,
+            "arms": table.arms,
+            "qids_hash": hashlib.sha1("\n".join(table.qids).encode()).hexdigest(),
+            "outcomes_hash": hashlib.sha1(table.correct.tobytes() + table.cost.tobytes()).hexdigest(),
+            "config": config,
+            "contexts": {str(k): hashlib.sha1(np.ascontiguousarray(v, dtype=np.float64).tobytes()).hexdigest()
+                         for k, v in contexts.items()},
+            "code": source_fingerprint("kgwise.route", "kgwise.bandit"),
+        },
+        sort_keys=True,
+        default=str,
+    )
 
 
 def _mean_std(values: Sequence[float]) -> tuple[float, float]:
@@ -241,20 +260,7 @@ def run_experiment(
     bins = max(1, min(cfg.bins, n))  # no empty iteration windows
     seeds = list(range(cfg.seeds))
     orders = [np.random.default_rng(s).permutation(n) for s in seeds]
-    fingerprint = json.dumps(
-        {
-            "n": n,
-            "arms": table.arms,
-            "qids_hash": hashlib.sha1("\n".join(table.qids).encode()).hexdigest(),
-            "outcomes_hash": hashlib.sha1(table.correct.tobytes() + table.cost.tobytes()).hexdigest(),
-            "config": asdict(cfg),
-            "contexts": {str(k): hashlib.sha1(v.tobytes()).hexdigest() for k, v in all_ctx.items()},
-            "code": source_fingerprint("kgwise.route", "kgwise.bandit"),
-        },
-        sort_keys=True,
-        default=str,
-    )
-    store = _Store(progress_file, fingerprint)
+    store = _Store(progress_file, replay_fingerprint(table, all_ctx, asdict(cfg)))
 
     def coke_runs(coke: CokeConfig, budget_frac: float, paced: bool = False, context: str | None = None,
                   observe: bool = False) -> list[RunResult]:

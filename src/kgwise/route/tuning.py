@@ -11,7 +11,6 @@ for Coke: each half has half the questions to learn from.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import math
@@ -25,9 +24,9 @@ import numpy.typing as npt
 from tqdm import tqdm
 
 from kgwise.errors import ConfigError
-from kgwise.files import ResultLog, source_fingerprint
+from kgwise.files import ResultLog
 from kgwise.route.coke import CokeConfig, CokeRouter
-from kgwise.route.experiment import simulate
+from kgwise.route.experiment import replay_fingerprint, simulate
 from kgwise.route.table import OutcomeTable
 
 __all__ = ["TuningConfig", "cross_tune", "pick_and_score"]
@@ -57,13 +56,12 @@ class TuningConfig:
 def pick_and_score(scores: Mapping[tuple[int, GridPoint], float]) -> list[dict[str, Any]]:
     """For each of the two halves, the grid point with the best score on it (first of equals, in the
     mapping's order) and that point's score on the other half."""
-    for h in (0, 1):
-        if not any(half == h for half, _ in scores):
-            raise ConfigError(f"no tuning score on half {h}")
+    missing = {0, 1} - {half for half, _ in scores}
+    if missing:
+        raise ConfigError(f"no tuning score on half {min(missing)}")
     out = []
     for h in (0, 1):
-        points = [p for (half, p) in scores if half == h]
-        best = max(points, key=lambda p: scores[h, p])
+        best = max((p for half, p in scores if half == h), key=lambda p: scores[h, p])
         out.append({"tuned_on": h, "context": best[0], "gamma": best[1], "decomposed_reward": best[2],
                     "tuned_accuracy": scores[h, best], "held_out_accuracy": scores[1 - h, best]})
     return out
@@ -86,12 +84,7 @@ def cross_tune(
     for name, values in contexts.items():
         if values.shape[0] != n:
             raise ConfigError(f"context {name!r}: {values.shape[0]} rows for {n} questions")
-    log = ResultLog(progress_file, json.dumps({
-        "outcomes": hashlib.sha1(table.correct.tobytes() + table.cost.tobytes()).hexdigest(),
-        "contexts": {k: hashlib.sha1(np.ascontiguousarray(v).tobytes()).hexdigest()
-                     for k, v in contexts.items()},
-        "tuning": asdict(config), "code": source_fingerprint("kgwise.route", "kgwise.bandit")},
-        sort_keys=True, default=str))
+    log = ResultLog(progress_file, replay_fingerprint(table, contexts, {"tuning": asdict(config)}))
     perm = np.random.default_rng(config.split_seed).permutation(n)
     halves = [np.sort(perm[: n // 2]), np.sort(perm[n // 2 :])]
     best_arm = int(np.argmax(table.correct.mean(axis=0)))
@@ -102,10 +95,11 @@ def cross_tune(
     for h, rows in enumerate(halves):
         half = table.subset(rows)
         half_best_cost = float(half.cost[:, best_arm].sum())
+        xs = {name: np.asarray(values, dtype=np.float64)[rows] for name, values in contexts.items()}
         for point in grid:
             ctx, gamma, decomposed = point
             coke = replace(base, pacing="price", gamma_override=gamma, decomposed_reward=decomposed)
-            x = np.asarray(contexts[ctx], dtype=np.float64)[rows]
+            x = xs[ctx]
             accs, spent = [], []
             for s in range(seeds):
                 key = json.dumps([h, ctx, asdict(coke), s])
@@ -131,8 +125,7 @@ def cross_tune(
         point = (p["context"], p["gamma"], p["decomposed_reward"])
         p["held_out_cost_over_best"] = cost[other, point]
         p["held_out_best_arm_accuracy"] = float(table.correct[halves[other], best_arm].mean())
-        p["held_out_paper_gamma_accuracy"] = scores[other, (p["context"], None, False)] if (
-            None in config.gammas and False in config.decomposed) else None
+        p["held_out_paper_gamma_accuracy"] = scores.get((other, (p["context"], None, False)))
     return {
         "budget_vs_best": config.budget_vs_best,
         "best_arm": table.arms[best_arm],
