@@ -44,6 +44,9 @@ def test_eval_route_limit_replays_the_first_questions(tmp_path: Path, data_dir: 
     assert tuned["half_sizes"] == [40, 40] and len(tuned["folds"]) == 2 and len(tuned["grid"]) == 3 * 4 * 2
     assert {f["context"] for f in tuned["folds"]} <= {"embedding", "free_gnn_signals",
                                                        "free_gnn_signals+embedding"}
+    warm = report["targets"]["cross_tuned_warm_60"]
+    assert warm["accuracy_minus_best"] == pytest.approx(tuned["warm_held_out_minus_best_arm"])
+    assert warm["met_cost_le_60pct_best"] == (warm["cost_over_best"] <= 0.6)
 
 
 @pytest.mark.slow

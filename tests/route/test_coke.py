@@ -137,6 +137,30 @@ def test_observe_learns_without_spending() -> None:
         router.observe(5, x, 1.0)
 
 
+@pytest.mark.parametrize("decomposed", [False, True])
+def test_warm_start_is_observe_per_graded_outcome(decomposed: bool) -> None:
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(6, 4))
+    R = (rng.random((6, 3)) < 0.6).astype(float)
+    R[1, 2] = R[4, 0] = np.nan  # not graded
+    warm, by_hand = _router(budget=5.0, decomposed_reward=decomposed), _router(
+        budget=5.0, decomposed_reward=decomposed)
+    assert warm.warm_start(X, R) == 16
+    for i in range(6):
+        for j in range(3):
+            if not np.isnan(R[i, j]):
+                by_hand.observe(j, X[i], R[i, j])
+    assert np.array_equal(warm.thompson.alpha, by_hand.thompson.alpha)
+    assert np.array_equal(warm.thompson.beta, by_hand.thompson.beta)
+    assert np.allclose(warm.linucb.expected(X[0]), by_hand.linucb.expected(X[0]))
+    assert warm.spent == 0.0 and warm.pulls.sum() == 0
+    for bad, match in ((R[:, :2], r"\(6, 3\)"), (R * 2, r"\[0, 1\]")):
+        with pytest.raises(ConfigError, match=match):
+            warm.warm_start(X, bad)
+    with pytest.raises(ConfigError, match=r"\(questions, 4\)"):
+        warm.warm_start(X[:, :3], R)
+
+
 def test_price_pacing_needs_a_horizon_and_a_known_name() -> None:
     with pytest.raises(ConfigError, match="horizon"):
         _router(10.0, pacing="price")

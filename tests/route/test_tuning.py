@@ -3,13 +3,15 @@ the progress file, and bad settings are refused."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from kgwise.errors import ConfigError
-from kgwise.route.coke import CokeConfig
+from kgwise.route.coke import CokeConfig, CokeRouter
+from kgwise.route.experiment import simulate
 from kgwise.route.table import OutcomeTable
 from kgwise.route.tuning import TuningConfig, cross_tune, pick_and_score
 
@@ -49,8 +51,26 @@ def test_cross_tune_scores_each_pick_on_the_other_half(tmp_path: Path) -> None:
         assert fold["held_out_accuracy"] == row["accuracy_by_half"][1 - fold["tuned_on"]]
         assert fold["held_out_cost_over_best"] <= cfg.budget_vs_best + 1e-9  # the budget holds
         assert 0 <= fold["held_out_best_arm_accuracy"] <= 1
+        # warm-started: the same point on the same half, after learning the tuning half's outcomes
+        assert 0 <= fold["warm_held_out_accuracy"] <= 1
+        assert fold["warm_held_out_cost_over_best"] <= cfg.budget_vs_best + 1e-9
+    # fold 0's warm score, by hand: a router that learnt half 0's outcomes, run on half 1
+    perm = np.random.default_rng(cfg.split_seed).permutation(120)
+    tune, held = np.sort(perm[:60]), np.sort(perm[60:])
+    fold = report["folds"][0]
+    coke = replace(CokeConfig(lam=0.0), pacing="price", gamma_override=fold["gamma"],
+                   decomposed_reward=fold["decomposed_reward"])
+    half = table.subset(held)
+    accs = []
+    for s in range(2):
+        router = CokeRouter(half.arms, half.clusters, 2, budget=0.6 * half.cost[:, 1].sum(),
+                            reported_accuracy=half.reported, config=coke, seed=s, horizon=60)
+        router.warm_start(X[tune], table.correct[tune])
+        order = np.random.default_rng(s).permutation(60)
+        accs.append(simulate(router, half, X[held], order, router).accuracy)
+    assert fold["warm_held_out_accuracy"] == pytest.approx(np.mean(accs))
     lines = log.read_text().splitlines()
-    assert len(lines) == 1 + 2 * 2 * 2  # fingerprint + halves × grid × seeds
+    assert len(lines) == 1 + 2 * 2 * 2 + 2 * 2  # fingerprint + halves × grid × seeds + folds × seeds
     again = cross_tune(table, {"ctx": X}, CokeConfig(lam=0.0), cfg, seeds=2, progress_file=log,
                        show_progress=False)
     assert again == report and log.read_text().splitlines() == lines  # resumed, nothing run again

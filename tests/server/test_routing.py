@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
@@ -135,3 +136,26 @@ def test_route_init_keeps_a_router_in_use_and_reads_names_with_colons(router_fil
     assert res.exit_code == 0, res.output
     r = CokeRouter.load(router_file)
     assert r.names == ["openai:gpt-4o", "gguf:/m/q.gguf", "gnn"] and r.reported_accuracy == [0.9, None, None]
+
+
+def test_route_init_warm_starts_from_a_graded_log(tmp_path: Path) -> None:
+    log = tmp_path / "graded.jsonl"
+    rows = [{"question": q, "rewards": {"gnn": i % 2, "big": 1}} for i, q in enumerate(QUESTIONS)]
+    log.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    out = tmp_path / "router.json"
+    base = ["route", "init", "--arm", "gnn:KGM:0.7", "--arm", "small:LLM", "--arm", "big:LLM:0.9",
+            "--budget", "1.0"]
+    res = CliRunner().invoke(cli, [*base, "--out", str(out), "--warm-start", str(log)])
+    assert res.exit_code == 0, res.output
+    assert "warm-started from 8 outcomes on 4 questions" in " ".join(res.output.split())
+    warm = CokeRouter.load(out)
+    cold = CokeRouter(warm.names, warm.clusters, warm.dim, budget=1.0,
+                      reported_accuracy=warm.reported_accuracy)
+    # KGM cluster: 2 right, 2 wrong; LLM cluster: 4 right (Eq. 5 on the logged outcomes)
+    assert np.allclose(warm.thompson.alpha - cold.thompson.alpha, [2, 4])
+    assert np.allclose(warm.thompson.beta - cold.thompson.beta, [2, 0])
+    assert warm.spent == 0.0 and warm.pulls.sum() == 0
+    log.write_text(json.dumps({"question": "q", "rewards": {"huge": 1}}) + "\n")
+    res = CliRunner().invoke(cli, [*base, "--out", str(tmp_path / "x.json"), "--warm-start", str(log)])
+    assert res.exit_code != 0 and "unknown arm 'huge'" in " ".join(res.output.split())
+    assert not (tmp_path / "x.json").exists()

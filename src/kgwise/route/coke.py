@@ -19,7 +19,7 @@ wait for feedback at the same time cannot overspend together. With a
 most ``B·k/N`` may have been spent, so a tight budget is spread over the run instead of being spent on
 the first questions' exploration of expensive arms.
 
-Two further kgwise additions, off by default:
+Further kgwise additions, off by default:
 
 * ``pacing="price"`` (with a horizon) puts a price ``η ≥ 0`` on cost, as primal–dual methods for bandits
   with a budget do (Agrawal & Devanur 2014): the arm maximises Eq. 2 − ``η·c̄_a`` (``c̄_a``: the arm's mean
@@ -30,6 +30,8 @@ Two further kgwise additions, off by default:
 * :meth:`CokeRouter.observe`: an arm's outcome on a question it answered at no cost to the budget (a free
   KG model run on every question, graded when the answer becomes known) updates its cluster posterior and
   its ridge regression like :meth:`CokeRouter.update`, without selection or spending.
+* :meth:`CokeRouter.warm_start`: the same for logged outcomes (questions graded on some or all arms
+  beforehand), so a router starts from what they teach rather than from the priors alone.
 """
 
 from __future__ import annotations
@@ -321,6 +323,25 @@ class CokeRouter:
         being selected (e.g. a free KG model run on every question): its cluster posterior (Eq. 5) and
         ridge regression (Eq. 11) are updated as in :meth:`update`; nothing is spent or released."""
         self._learn(self._arm(arm), embedding, _reward(reward))
+
+    def warm_start(self, embeddings: npt.ArrayLike, rewards: npt.ArrayLike) -> int:
+        """Learn from logged outcomes before going live (a kgwise addition): ``rewards[i, a]`` is arm
+        ``a``'s reward on logged question ``i`` with embedding ``embeddings[i]`` (NaN: not graded). Each
+        graded outcome is learnt as by :meth:`observe`, question by question; nothing is spent. Returns the
+        number of outcomes learnt."""
+        X = np.asarray(embeddings, dtype=np.float64)
+        R = np.asarray(rewards, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.dim:
+            raise ConfigError(f"warm start: embeddings must be (questions, {self.dim}), got {X.shape}")
+        if R.shape != (X.shape[0], self.n_arms):
+            raise ConfigError(f"warm start: rewards must be ({X.shape[0]}, {self.n_arms}): one column per "
+                              f"arm, NaN where an arm was not graded; got {R.shape}")
+        graded = ~np.isnan(R)
+        if np.any((R[graded] < 0) | (R[graded] > 1)):
+            raise ConfigError("warm start: rewards must lie in [0, 1] (or be NaN)")
+        for i, j in zip(*np.nonzero(graded), strict=True):
+            self._learn(int(j), X[i], float(R[i, j]))
+        return int(graded.sum())
 
     def _arm(self, arm: object) -> int:
         if arm is None:

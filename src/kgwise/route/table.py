@@ -1,19 +1,23 @@
-"""The outcome table a routing experiment replays: per question × arm, correct or not and the cost."""
+"""The outcome table a routing experiment replays (per question × arm, correct or not and the cost), and
+graded logs a router can be warm-started from."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from kgwise.errors import ConfigError
+from kgwise.errors import ConfigError, DataError
+from kgwise.files import read_jsonl
 from kgwise.route.arms import Cluster
 from kgwise.types import Question
 
-__all__ = ["ArmInfo", "OutcomeTable"]
+__all__ = ["ArmInfo", "OutcomeTable", "read_graded_log"]
 
 
 class ArmInfo(Protocol):
@@ -88,3 +92,32 @@ class OutcomeTable:
             return self.arms.index(name)
         except ValueError:
             raise ConfigError(f"no arm named {name!r}; arms: {', '.join(self.arms)}") from None
+
+
+def read_graded_log(path: Path, arms: Sequence[str]) -> tuple[list[str], npt.NDArray[np.float64]]:
+    """Questions graded on some of ``arms`` beforehand, one JSON object per line:
+    ``{"question": TEXT, "rewards": {ARM: REWARD in [0, 1] or true/false, …}}``. Returns the texts and a
+    reward matrix (one column per arm, NaN where the line grades no such arm); ``DataError`` naming file
+    and line for an unknown arm, a bad reward or a missing field."""
+    index = {name: j for j, name in enumerate(arms)}
+    texts: list[str] = []
+    rows: list[list[float]] = []
+    for lineno, obj in read_jsonl(path, "graded log"):
+        text, rewards = obj.get("question"), obj.get("rewards")
+        if not isinstance(text, str) or not text.strip():
+            raise DataError('needs "question": the question\'s text', path, lineno)
+        if not isinstance(rewards, dict) or not rewards:
+            raise DataError('needs "rewards": {ARM: REWARD, …} for at least one arm', path, lineno)
+        row = [math.nan] * len(arms)
+        for name, reward in rewards.items():
+            if name not in index:
+                raise DataError(f"unknown arm {name!r}; the router's arms: {', '.join(arms)}", path, lineno)
+            if not isinstance(reward, int | float) or not 0 <= reward <= 1:
+                raise DataError(f"reward of {name!r} must be a number in [0, 1], got {reward!r}", path,
+                                lineno)
+            row[index[name]] = float(reward)
+        texts.append(text)
+        rows.append(row)
+    if not rows:
+        raise DataError("graded log holds no questions", path)
+    return texts, np.array(rows, dtype=np.float64)

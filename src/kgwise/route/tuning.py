@@ -4,9 +4,13 @@ The questions are split in two halves by a seeded permutation. On each half, pri
 observed, budget = ``budget_vs_best`` × the most accurate arm's cost on that half) runs for every grid
 point: the LinUCB width γ (``None``: Eq. 12's, from δ), whether LinUCB learns the decomposed reward, and the
 context (the question embedding or another per-question context). The point with the best mean accuracy
-on one half is then scored on the other. The held-out accuracy is what a user who tunes Coke on logged
-outcomes can expect. It is a fair comparison for the cross-fitted threshold router, but a pessimistic one
-for Coke: each half has half the questions to learn from.
+on one half is then scored on the other, twice:
+
+* cold, starting from the priors as the paper's Coke does: what a user who tunes Coke on logged outcomes
+  and then routes new questions can expect (each half has half the questions to learn from);
+* warm-started (:meth:`CokeRouter.warm_start`) from every arm's logged outcomes on the tuning half: what
+  a user with such a log can expect when the router also learns from it. This uses the same data as the
+  cross-fitted threshold router, which is trained on the other fold's outcomes.
 """
 
 from __future__ import annotations
@@ -89,36 +93,43 @@ def cross_tune(
     halves = [np.sort(perm[: n // 2]), np.sort(perm[n // 2 :])]
     best_arm = int(np.argmax(table.correct.mean(axis=0)))
     grid: list[GridPoint] = list(itertools.product(contexts, config.gammas, config.decomposed))
+    xs = [{name: np.asarray(values, dtype=np.float64)[rows] for name, values in contexts.items()}
+          for rows in halves]
+    bar = tqdm(total=2 * (len(grid) + 1) * seeds, desc="route cross-tuning", disable=not show_progress)
+
+    def score(h: int, point: GridPoint, warm: bool) -> tuple[float, float]:
+        """Mean accuracy and cost / best arm's cost of ``point`` on half ``h`` over the seeds; ``warm``:
+        the router first learns every arm's outcome on the other half (:meth:`CokeRouter.warm_start`)."""
+        ctx, gamma, decomposed = point
+        coke = replace(base, pacing="price", gamma_override=gamma, decomposed_reward=decomposed)
+        half = table.subset(halves[h])
+        half_best_cost = float(half.cost[:, best_arm].sum())
+        x = xs[h][ctx]
+        accs, spent = [], []
+        for s in range(seeds):
+            key = json.dumps(["warm" if warm else "cold", h, ctx, asdict(coke), s])
+            run = log.get(key)
+            if run is None:
+                router = CokeRouter(half.arms, half.clusters, x.shape[1],
+                                    budget=config.budget_vs_best * half_best_cost,
+                                    reported_accuracy=half.reported, config=coke, seed=s,
+                                    horizon=half.n_questions)
+                if warm:
+                    router.warm_start(xs[1 - h][ctx], table.correct[halves[1 - h]])
+                order = np.random.default_rng(s).permutation(half.n_questions)
+                result = simulate(router, half, x, order, router)
+                run = {"accuracy": result.accuracy, "cost": result.total_cost}
+                log.put(key, run)
+            accs.append(run["accuracy"])
+            spent.append(run["cost"] / half_best_cost if half_best_cost > 0 else 0.0)
+            bar.update(1)
+        return float(np.mean(accs)), float(np.mean(spent))
+
     scores: dict[tuple[int, GridPoint], float] = {}
     cost: dict[tuple[int, GridPoint], float] = {}
-    bar = tqdm(total=2 * len(grid) * seeds, desc="route cross-tuning", disable=not show_progress)
-    for h, rows in enumerate(halves):
-        half = table.subset(rows)
-        half_best_cost = float(half.cost[:, best_arm].sum())
-        xs = {name: np.asarray(values, dtype=np.float64)[rows] for name, values in contexts.items()}
+    for h in (0, 1):
         for point in grid:
-            ctx, gamma, decomposed = point
-            coke = replace(base, pacing="price", gamma_override=gamma, decomposed_reward=decomposed)
-            x = xs[ctx]
-            accs, spent = [], []
-            for s in range(seeds):
-                key = json.dumps([h, ctx, asdict(coke), s])
-                run = log.get(key)
-                if run is None:
-                    router = CokeRouter(half.arms, half.clusters, x.shape[1],
-                                        budget=config.budget_vs_best * half_best_cost,
-                                        reported_accuracy=half.reported, config=coke, seed=s,
-                                        horizon=half.n_questions)
-                    order = np.random.default_rng(s).permutation(half.n_questions)
-                    result = simulate(router, half, x, order, router)
-                    run = {"accuracy": result.accuracy, "cost": result.total_cost}
-                    log.put(key, run)
-                accs.append(run["accuracy"])
-                spent.append(run["cost"] / half_best_cost if half_best_cost > 0 else 0.0)
-                bar.update(1)
-            scores[h, point] = float(np.mean(accs))
-            cost[h, point] = float(np.mean(spent))
-    bar.close()
+            scores[h, point], cost[h, point] = score(h, point, warm=False)
     picks = pick_and_score(scores)
     for p in picks:
         other = 1 - p["tuned_on"]
@@ -126,6 +137,8 @@ def cross_tune(
         p["held_out_cost_over_best"] = cost[other, point]
         p["held_out_best_arm_accuracy"] = float(table.correct[halves[other], best_arm].mean())
         p["held_out_paper_gamma_accuracy"] = scores.get((other, (p["context"], None, False)))
+        p["warm_held_out_accuracy"], p["warm_held_out_cost_over_best"] = score(other, point, warm=True)
+    bar.close()
     return {
         "budget_vs_best": config.budget_vs_best,
         "best_arm": table.arms[best_arm],
@@ -139,4 +152,8 @@ def cross_tune(
         "held_out_accuracy": float(np.mean([p["held_out_accuracy"] for p in picks])),
         "held_out_minus_best_arm": float(np.mean([p["held_out_accuracy"] - p["held_out_best_arm_accuracy"]
                                                   for p in picks])),
+        "warm_held_out_accuracy": float(np.mean([p["warm_held_out_accuracy"] for p in picks])),
+        "warm_held_out_cost_over_best": float(np.mean([p["warm_held_out_cost_over_best"] for p in picks])),
+        "warm_held_out_minus_best_arm": float(np.mean(
+            [p["warm_held_out_accuracy"] - p["held_out_best_arm_accuracy"] for p in picks])),
     }
