@@ -69,6 +69,11 @@ def test_cross_tune_scores_each_pick_on_the_other_half(tmp_path: Path) -> None:
         order = np.random.default_rng(s).permutation(60)
         accs.append(simulate(router, half, X[held], order, router).accuracy)
     assert fold["warm_held_out_accuracy"] == pytest.approx(np.mean(accs))
+    # equal halves: the paired gap over all questions is the mean of the folds' gaps
+    for kind in ("held_out", "warm_held_out"):
+        gaps = [f[f"{kind}_accuracy"] - f["held_out_best_arm_accuracy"] for f in report["folds"]]
+        assert report[f"{kind}_minus_best_arm"] == pytest.approx(np.mean(gaps))
+        assert 0 < report[f"{kind}_minus_best_arm_se"] < 0.1
     lines = log.read_text().splitlines()
     assert len(lines) == 1 + 2 * 2 * 2 + 2 * 2  # fingerprint + halves × grid × seeds + folds × seeds
     again = cross_tune(table, {"ctx": X}, CokeConfig(lam=0.0), cfg, seeds=2, progress_file=log,

@@ -342,8 +342,9 @@ def _warm_targets(report: dict[str, Any], tuned: dict[str, Any]) -> dict[str, An
 
     cost = tuned["warm_held_out_cost_over_best"] * report["targets"]["best_arm_cost"]
     threshold = accuracy_at_cost(report["threshold_router"]["curve"], cost)
-    return target_checks(tuned["warm_held_out_minus_best_arm"], tuned["warm_held_out_cost_over_best"],
-                         tuned["warm_held_out_accuracy"] - threshold)
+    checks = target_checks(tuned["warm_held_out_minus_best_arm"], tuned["warm_held_out_cost_over_best"],
+                           tuned["warm_held_out_accuracy"] - threshold)
+    return checks | {"accuracy_minus_best_se": tuned["warm_held_out_minus_best_arm_se"]}
 
 
 def _hindsight_cascade(table: Any, report: dict[str, Any], signals: np.ndarray) -> dict[str, Any] | None:

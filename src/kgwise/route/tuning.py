@@ -11,6 +11,9 @@ on one half is then scored on the other, twice:
 * warm-started (:meth:`CokeRouter.warm_start`) from every arm's logged outcomes on the tuning half: what
   a user with such a log can expect when the router also learns from it. This uses the same data as the
   cross-fitted threshold router, which is trained on the other fold's outcomes.
+
+The gap to the best arm is paired (the same questions on both sides) and reported with its standard
+error over the questions.
 """
 
 from __future__ import annotations
@@ -97,15 +100,16 @@ def cross_tune(
           for rows in halves]
     bar = tqdm(total=2 * (len(grid) + 1) * seeds, desc="route cross-tuning", disable=not show_progress)
 
-    def score(h: int, point: GridPoint, warm: bool) -> tuple[float, float]:
-        """Mean accuracy and cost / best arm's cost of ``point`` on half ``h`` over the seeds; ``warm``:
-        the router first learns every arm's outcome on the other half (:meth:`CokeRouter.warm_start`)."""
+    def score(h: int, point: GridPoint, warm: bool) -> tuple[float, float, Matrix]:
+        """Over the seeds, ``point`` on half ``h``: mean accuracy, mean cost / best arm's cost, and per
+        question (in the half's order) the share of seeds that answered it right. ``warm``: the router
+        first learns every arm's outcome on the other half (:meth:`CokeRouter.warm_start`)."""
         ctx, gamma, decomposed = point
         coke = replace(base, pacing="price", gamma_override=gamma, decomposed_reward=decomposed)
         half = table.subset(halves[h])
         half_best_cost = float(half.cost[:, best_arm].sum())
         x = xs[h][ctx]
-        accs, spent = [], []
+        accs, spent, right = [], [], np.zeros(half.n_questions)
         for s in range(seeds):
             key = json.dumps(["warm" if warm else "cold", h, ctx, asdict(coke), s])
             run = log.get(key)
@@ -118,27 +122,38 @@ def cross_tune(
                     router.warm_start(xs[1 - h][ctx], table.correct[halves[1 - h]])
                 order = np.random.default_rng(s).permutation(half.n_questions)
                 result = simulate(router, half, x, order, router)
-                run = {"accuracy": result.accuracy, "cost": result.total_cost}
+                correct = np.zeros(half.n_questions, dtype=np.int8)
+                correct[order] = result.correct
+                run = {"accuracy": result.accuracy, "cost": result.total_cost,
+                       "correct": "".join(map(str, correct))}
                 log.put(key, run)
             accs.append(run["accuracy"])
             spent.append(run["cost"] / half_best_cost if half_best_cost > 0 else 0.0)
+            right += np.frombuffer(run["correct"].encode(), dtype=np.uint8) - ord("0")
             bar.update(1)
-        return float(np.mean(accs)), float(np.mean(spent))
+        return float(np.mean(accs)), float(np.mean(spent)), right / seeds
 
     scores: dict[tuple[int, GridPoint], float] = {}
     cost: dict[tuple[int, GridPoint], float] = {}
+    right: dict[tuple[int, GridPoint], Matrix] = {}
     for h in (0, 1):
         for point in grid:
-            scores[h, point], cost[h, point] = score(h, point, warm=False)
+            scores[h, point], cost[h, point], right[h, point] = score(h, point, warm=False)
     picks = pick_and_score(scores)
+    gaps: dict[str, list[Matrix]] = {"cold": [], "warm": []}  # per question: router − best arm
     for p in picks:
         other = 1 - p["tuned_on"]
         point = (p["context"], p["gamma"], p["decomposed_reward"])
+        best_right = table.correct[halves[other], best_arm]
         p["held_out_cost_over_best"] = cost[other, point]
-        p["held_out_best_arm_accuracy"] = float(table.correct[halves[other], best_arm].mean())
+        p["held_out_best_arm_accuracy"] = float(best_right.mean())
         p["held_out_paper_gamma_accuracy"] = scores.get((other, (p["context"], None, False)))
-        p["warm_held_out_accuracy"], p["warm_held_out_cost_over_best"] = score(other, point, warm=True)
+        p["warm_held_out_accuracy"], p["warm_held_out_cost_over_best"], warm_right = score(
+            other, point, warm=True)
+        gaps["cold"].append(right[other, point] - best_right)
+        gaps["warm"].append(warm_right - best_right)
     bar.close()
+    cold_gap, warm_gap = (np.concatenate(gaps[k]) for k in ("cold", "warm"))
     return {
         "budget_vs_best": config.budget_vs_best,
         "best_arm": table.arms[best_arm],
@@ -150,10 +165,15 @@ def cross_tune(
                  for c, g, d in grid],
         "folds": picks,
         "held_out_accuracy": float(np.mean([p["held_out_accuracy"] for p in picks])),
-        "held_out_minus_best_arm": float(np.mean([p["held_out_accuracy"] - p["held_out_best_arm_accuracy"]
-                                                  for p in picks])),
+        "held_out_minus_best_arm": float(cold_gap.mean()),
+        "held_out_minus_best_arm_se": _se(cold_gap),
         "warm_held_out_accuracy": float(np.mean([p["warm_held_out_accuracy"] for p in picks])),
         "warm_held_out_cost_over_best": float(np.mean([p["warm_held_out_cost_over_best"] for p in picks])),
-        "warm_held_out_minus_best_arm": float(np.mean(
-            [p["warm_held_out_accuracy"] - p["held_out_best_arm_accuracy"] for p in picks])),
+        "warm_held_out_minus_best_arm": float(warm_gap.mean()),
+        "warm_held_out_minus_best_arm_se": _se(warm_gap),
     }
+
+
+def _se(gap: Matrix) -> float:
+    """Standard error of a mean of per-question differences (paired: the same questions on both sides)."""
+    return float(gap.std(ddof=1) / math.sqrt(len(gap))) if len(gap) > 1 else math.nan
