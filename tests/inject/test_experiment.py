@@ -74,3 +74,25 @@ def test_a_letter_backend_records_no_pmi_outcome() -> None:
     row = _row(q, WITHOUT_KG, Injection(Answer("q1", "B", {"A": 0.0, "B": 1.0}), letter), None)
     assert (row["correct_sum"], row["correct_mean"], row["correct_pmi"]) == (1, 1, None)
     assert _acc([row], "correct_sum") == 1.0 and math.isnan(_acc([row], "correct_pmi"))
+
+
+def test_targets_pair_full_with_the_baselines_on_the_same_questions(tmp_path: Path) -> None:
+    """Four questions: w/o KG right on 1, the first combination on 3, the bandit's picks on 2."""
+    from kgwise.inject.experiment import markdown_table
+
+    qs = [Question(f"q{i}", "?", (Choice("A", "a"), Choice("B", "b")), gold=("A",)) for i in range(4)]
+    store = OutcomeStore(tmp_path / "outcomes.jsonl")
+    right = {WITHOUT_KG: [1, 0, 0, 0], ARMS[0]: [1, 1, 1, 0]} | {a: [0, 0, 0, 0] for a in ARMS[1:]}
+    for setting, flags in right.items():
+        for q, ok in zip(qs, flags, strict=True):
+            store.put({"qid": q.id, "setting": setting, "correct_sum": ok, "correct_mean": ok,
+                       "correct_pmi": ok, "prep_ms": 1.0, "empty_knowledge": 0, "kg_edges": 1})
+    picks = [ARMS[0], ARMS[1], ARMS[0], ARMS[1]]  # right, wrong, right, wrong
+    report = _split_report(qs, [WITHOUT_KG, *ARMS], {"full": picks}, store, PromptBandit(4, ARMS), "sum")
+    t = report["targets"]
+    assert t["full_minus_without_kg"] == pytest.approx(0.25)  # differences 0, 0, 1, 0
+    assert t["full_minus_without_kg_se"] == pytest.approx(0.25)  # sd 0.5 over √4
+    assert t["full_minus_best_single"] == pytest.approx(-0.25)  # differences 0, -1, 0, 0
+    assert t["five_points_over_without_kg"] and not t["at_least_best_single"]
+    table = markdown_table({"csqa": {"splits": {"ihdev": report}, "scoring": {"chosen": "sum"}}})
+    assert "| full − w/o KG (points ± paired SE) | +25.0 ± 25.0 |" in table

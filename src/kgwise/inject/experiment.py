@@ -41,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
+from scipy.stats import sem
 
 from kgwise.config import data_dir
 from kgwise.embed import MiniLM
@@ -478,7 +480,29 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
     }
     if FACTS_ONLY in settings:
         out["facts_only"] = summary(FACTS_ONLY)
+    if "full" in picks and len(qs) > 1:
+        out["targets"] = _targets(qs, picks["full"], best, store, key)
     return out
+
+
+def _targets(qs: Sequence[Question], full: Sequence[str], best: str, store: OutcomeStore,
+             key: str) -> dict[str, Any]:
+    """The issue's two checks on one split (≥ 2 questions): full KnowGPT ≥ the best single combination,
+    and ≥ 5 points over w/o KG; each gap is paired over the same questions, with its standard error."""
+
+    def right(chosen: Sequence[str]) -> npt.NDArray[np.float64]:
+        return np.array([_acc([store.rows[q.id, s]], key) for q, s in zip(qs, chosen, strict=True)])
+
+    picked = right(full)
+    over_plain, over_best = picked - right([WITHOUT_KG] * len(qs)), picked - right([best] * len(qs))
+    return {
+        "full_minus_without_kg": float(over_plain.mean()),
+        "full_minus_without_kg_se": float(sem(over_plain)),
+        "full_minus_best_single": float(over_best.mean()),
+        "full_minus_best_single_se": float(sem(over_best)),
+        "at_least_best_single": bool(over_best.mean() >= 0),
+        "five_points_over_without_kg": bool(over_plain.mean() >= 0.05 - 1e-9),
+    }
 
 
 def markdown_table(reports: dict[str, dict[str, Any]]) -> str:
@@ -507,6 +531,13 @@ def markdown_table(reports: dict[str, dict[str, Any]]) -> str:
             ("full KnowGPT", "full"), ("full KnowGPT, bandit feedback (the paper)", "full_bandit_feedback")]
     for name, key in rows:
         lines.append(f"| {name} | " + " | ".join(cell(value(sr, key)) for _, _, sr in cols) + " |")
+    def gap(sr: dict[str, Any], name: str) -> str:
+        t = sr.get("targets")
+        return "–" if t is None else f"{100 * t[name]:+.1f} ± {100 * t[name + '_se']:.1f}"
+
+    for label, name in (("full − w/o KG (points ± paired SE)", "full_minus_without_kg"),
+                        ("full − best single (points ± paired SE)", "full_minus_best_single")):
+        lines.append(f"| {label} | " + " | ".join(gap(sr, name) for _, _, sr in cols) + " |")
     rules = [str(reports[d].get("scoring", {}).get("chosen", "–")) for d, _, _ in cols]
     lines.append("| choice scoring | " + " | ".join(rules) + " |")
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from scipy.stats import sem
 from tqdm import tqdm
 
 from kgwise.errors import ConfigError
@@ -168,14 +169,10 @@ def cross_tune(
         "folds": picks,
         "held_out_accuracy": float(np.mean([p["held_out_accuracy"] for p in picks])),
         "held_out_minus_best_arm": float(cold_gap.mean()),
-        "held_out_minus_best_arm_se": _se(cold_gap),
+        "held_out_minus_best_arm_se": float(sem(cold_gap)),
         "warm_held_out_accuracy": float(np.mean([p["warm_held_out_accuracy"] for p in picks])),
         "warm_held_out_cost_over_best": float(np.mean([p["warm_held_out_cost_over_best"] for p in picks])),
         "warm_held_out_minus_best_arm": float(warm_gap.mean()),
-        "warm_held_out_minus_best_arm_se": _se(warm_gap),
+        "warm_held_out_minus_best_arm_se": float(sem(warm_gap)),
     }
 
-
-def _se(gap: Matrix) -> float:
-    """Standard error of a mean of per-question differences (paired: the same questions on both sides)."""
-    return float(gap.std(ddof=1) / math.sqrt(len(gap)))  # cross_tune has ≥ 4 questions
