@@ -531,6 +531,7 @@ def markdown_table(reports: dict[str, dict[str, Any]]) -> str:
             ("full KnowGPT", "full"), ("full KnowGPT, bandit feedback (the paper)", "full_bandit_feedback")]
     for name, key in rows:
         lines.append(f"| {name} | " + " | ".join(cell(value(sr, key)) for _, _, sr in cols) + " |")
+
     def gap(sr: dict[str, Any], name: str) -> str:
         t = sr.get("targets")
         return "–" if t is None else f"{100 * t[name]:+.1f} ± {100 * t[name + '_se']:.1f}"
