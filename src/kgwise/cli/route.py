@@ -312,13 +312,14 @@ def eval_route(
     if sensitivity:
         report["sensitivity"] = _sensitivity(table, X, cfg, seeds)
     if tune:
-        from kgwise.route.tuning import TuningConfig, cross_tune
+        from kgwise.route.tuning import TuningConfig, cross_tune, warm_targets
 
         priced = replace(cfg.coke, lam=cfg.price_lam)  # as price_paced_budget_sweep runs it
         tuned = cross_tune(table, {"embedding": X, **contexts}, priced, TuningConfig(), seeds,
                            _progress_file(json_out, "tune"))
         report["cross_tuned"] = tuned
-        report["targets"]["cross_tuned_warm_60"] = _warm_targets(report, tuned)
+        report["targets"]["cross_tuned_warm_60"] = warm_targets(
+            tuned, report["targets"]["best_arm_cost"], report["threshold_router"]["curve"])
     if gpt4:
         table8, coverage8 = webqsp_table(root, WEBQSP_ARMS)
         table8 = table8.head(limit)
@@ -332,19 +333,6 @@ def eval_route(
             figs += plot_all(report["gpt4_subset"], json_out.with_name(json_out.stem + "_gpt4"))
         report["figures"] = [str(f) for f in figs]
     write_json(report, json_out)
-
-
-def _warm_targets(report: dict[str, Any], tuned: dict[str, Any]) -> dict[str, Any]:
-    """The issue's checks for warm-started, cross-tuned Coke: its held-out halves together are all the
-    questions once, so their mean is set against the best arm and the threshold router on all of them."""
-    from kgwise.route.baselines import accuracy_at_cost
-    from kgwise.route.experiment import target_checks
-
-    cost = tuned["warm_held_out_cost_over_best"] * report["targets"]["best_arm_cost"]
-    threshold = accuracy_at_cost(report["threshold_router"]["curve"], cost)
-    checks = target_checks(tuned["warm_held_out_minus_best_arm"], tuned["warm_held_out_cost_over_best"],
-                           tuned["warm_held_out_accuracy"] - threshold)
-    return checks | {"accuracy_minus_best_se": tuned["warm_held_out_minus_best_arm_se"]}
 
 
 def _hindsight_cascade(table: Any, report: dict[str, Any], signals: np.ndarray) -> dict[str, Any] | None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -33,11 +33,12 @@ from tqdm import tqdm
 
 from kgwise.errors import ConfigError
 from kgwise.files import ResultLog
+from kgwise.route.baselines import accuracy_at_cost
 from kgwise.route.coke import CokeConfig, CokeRouter
-from kgwise.route.experiment import replay_fingerprint, simulate
+from kgwise.route.experiment import replay_fingerprint, simulate, target_checks
 from kgwise.route.table import OutcomeTable
 
-__all__ = ["TuningConfig", "cross_tune", "pick_and_score"]
+__all__ = ["TuningConfig", "cross_tune", "pick_and_score", "warm_targets"]
 
 Matrix = npt.NDArray[np.float64]
 GridPoint = tuple[str, float | None, bool]  # (context, γ or None for Eq. 12's, decomposed reward)
@@ -176,3 +177,13 @@ def cross_tune(
         "warm_held_out_minus_best_arm_se": float(sem(warm_gap)),
     }
 
+
+def warm_targets(tuned: Mapping[str, Any], best_arm_cost: float,
+                 threshold_curve: Sequence[dict[str, float]]) -> dict[str, Any]:
+    """The issue's checks for warm-started, cross-tuned Coke (``tuned``: :func:`cross_tune`'s report). Its
+    held-out halves together are all the questions once, so their mean is set against the best arm (cost
+    ``best_arm_cost`` on all of them) and the threshold router's accuracy–cost ``threshold_curve``."""
+    cost = tuned["warm_held_out_cost_over_best"] * best_arm_cost
+    checks = target_checks(tuned["warm_held_out_minus_best_arm"], tuned["warm_held_out_cost_over_best"],
+                           tuned["warm_held_out_accuracy"] - accuracy_at_cost(threshold_curve, cost))
+    return checks | {"accuracy_minus_best_se": tuned["warm_held_out_minus_best_arm_se"]}
