@@ -52,3 +52,10 @@ class TransientError(ServiceError):
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after
+
+
+class ReplayMissError(KgwiseError, KeyError):
+    """A replayed model or arm holds no recorded output for the asked question."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "no recorded output"

@@ -10,46 +10,71 @@ and by each config's own checks; an unknown table or key is an error naming the 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import tomli_w
 from pydantic import TypeAdapter, ValidationError
 
 from kgwise.errors import ConfigError, DataError
 
-__all__ = ["COMMAND_DEFAULTS", "SECTIONS", "configured", "default", "defaults_toml", "read_section",
-           "section_class", "to_toml"]
+__all__ = ["COMMAND_DEFAULTS", "SECTIONS", "command_default", "configured", "default", "defaults_toml",
+           "on_demand", "read_section", "section_class", "table", "to_toml"]
 
-SECTIONS: dict[str, str] = {
-    "coke": "kgwise.route.coke:CokeConfig",
-    "path_agent": "kgwise.extract.path_agent:PathAgentConfig",
-    "prompt_bandit": "kgwise.inject.bandit:BanditConfig",
-    "kgm_model": "kgwise.kgm.model:ModelConfig",
-    "kgm_train": "kgwise.kgm.train:TrainConfig",
-    "uag": "kgwise.conformal.uag:UAGConfig",
-}
-"""Table name → the config class it holds (imported when needed)."""
+SECTIONS: dict[str, type[Any]] = {}
+"""Table name → the config class it holds (:func:`table`); listed in alphabetical order."""
 
-COMMAND_DEFAULTS: dict[str, str] = {
-    "path_agent": "kgwise.inject.experiment:RL_AGENT",
-    "prompt_bandit": "kgwise.inject.experiment:PROMPT_BANDIT",
-    "uag": "kgwise.conformal.calibrated:UAG_DEFAULTS",
-}
+COMMAND_DEFAULTS: dict[str, Any] = {}
 """Tables whose commands start from other values than the class's (the paper's) defaults."""
+
+_T = TypeVar("_T")
+
+
+def table(name: str) -> Callable[[type[_T]], type[_T]]:
+    """Class decorator: register a frozen config dataclass as the TOML table ``[name]``. Each package
+    registers its own tables when it is imported (``import kgwise.app`` registers them all)."""
+
+    def register(cls: type[_T]) -> type[_T]:
+        if not dataclasses.is_dataclass(cls):
+            raise TypeError(f"[{name}]: {cls.__name__} is not a dataclass")
+        if SECTIONS.get(name, cls) is not cls:
+            raise ConfigError(f"config table [{name}] is registered twice")
+        SECTIONS[name] = cls
+        return cls
+
+    return register
+
+
+def command_default(name: str, cfg: Any) -> None:
+    """Make ``cfg`` what the commands reading table ``[name]`` start from instead of the class's defaults."""
+    if not isinstance(cfg, section_class(name)):
+        raise ConfigError(f"[{name}] holds a {section_class(name).__name__}, not a {type(cfg).__name__}")
+    COMMAND_DEFAULTS[name] = cfg
+
+
+_LOADERS: list[Callable[[], None]] = []
+
+
+def on_demand(loader: Callable[[], None]) -> None:
+    """Run ``loader`` (which imports the modules that register tables) the first time the registry is read
+    as a whole: the command line and :mod:`kgwise.app` install one, so that this module never reaches up."""
+    _LOADERS.append(loader)
+
+
+def _complete() -> None:
+    while _LOADERS:
+        _LOADERS.pop(0)()
 
 
 def section_class(name: str) -> type[Any]:
     """The config class of table ``name``; ``ConfigError`` listing the tables for an unknown one."""
+    _complete()
     if name not in SECTIONS:
-        raise ConfigError(f"unknown config table [{name}]; the tables are {', '.join(SECTIONS)}")
-    module, cls = SECTIONS[name].split(":")
-    found: type[Any] = getattr(importlib.import_module(module), cls)
-    return found
+        raise ConfigError(f"unknown config table [{name}]; the tables are {', '.join(sorted(SECTIONS))}")
+    return SECTIONS[name]
 
 
 def _plain(value: Any) -> Any:
@@ -73,16 +98,14 @@ def to_toml(section: str, cfg: Any) -> str:
 def default(section: str) -> Any:
     """The config the commands reading table ``section`` start from (:data:`COMMAND_DEFAULTS`, else the
     class's defaults)."""
-    cls = section_class(section)
-    if section not in COMMAND_DEFAULTS:
-        return cls()
-    module, name = COMMAND_DEFAULTS[section].split(":")
-    return getattr(importlib.import_module(module), name)
+    cls = section_class(section)  # completes the registry, command defaults included
+    return COMMAND_DEFAULTS[section] if section in COMMAND_DEFAULTS else cls()
 
 
 def defaults_toml(sections: Iterable[str] | None = None) -> str:
     """What the commands start from, for ``sections`` (default: all), as one TOML file."""
-    return "\n".join(to_toml(s, default(s)) for s in (sections or SECTIONS))
+    _complete()
+    return "\n".join(to_toml(s, default(s)) for s in (sections or sorted(SECTIONS)))
 
 
 def _unknown_keys(cls: type, data: dict[str, Any], where: str) -> list[str]:
@@ -121,7 +144,7 @@ def read_section(path: str | Path, section: str, base: Any = None) -> Any:
     unknown = [k for k in doc if k not in SECTIONS]
     if unknown:
         raise DataError(f"unknown table(s) {', '.join(f'[{k}]' for k in unknown)}; the tables are "
-                        f"{', '.join(SECTIONS)}", p)
+                        f"{', '.join(sorted(SECTIONS))}", p)
     data = doc.get(section, {})
     if not isinstance(data, dict):
         raise DataError(f"{section} must be a table ([{section}]), not a value", p)

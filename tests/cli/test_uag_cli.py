@@ -23,7 +23,7 @@ def said(result: Result) -> str:
 @pytest.fixture(scope="module")
 def inputs(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """120 WebQSP test questions (JSONL) and RoG/LLaMA2's recorded answers to them."""
-    from kgwise.conformal.experiment import load_webqsp_data
+    from kgwise.eval.uag.experiment import load_webqsp_data
 
     wq = load_webqsp_data(data_dir, limit=120)
     out = tmp_path_factory.mktemp("uag-inputs")

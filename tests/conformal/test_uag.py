@@ -11,12 +11,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kgwise.conformal.baselines import CandidateBatch, SplitCPBaseline, TopKBaseline
 from kgwise.conformal.grid import QuestionTable, TableBatch
 from kgwise.conformal.ltt import LTTConfig
 from kgwise.conformal.split import conformal_quantile, conformal_rank
 from kgwise.conformal.uag import UAG, UAGConfig, alpha_levels, pareto_order
 from kgwise.errors import ConfigError
+from kgwise.eval.uag.baselines import CandidateBatch, SplitCPBaseline, TopKBaseline
 
 
 def random_table(rng: np.random.Generator, qid: str, p_gold: float = 0.3) -> QuestionTable:

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kgwise.bench.nx_reference import NxSubgraphExtractor, to_networkx
 from kgwise.errors import ConfigError
+from kgwise.eval.bench.nx_reference import NxSubgraphExtractor, to_networkx
 from kgwise.extract import CappedNeighbours, Extractor, SubgraphConfig, SubgraphExtractor
 from kgwise.kg import CSRGraph
 from kgwise.kg.grounding import Grounding

@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kgwise.conformal.experiment import WebQSPData
 from kgwise.conformal.grid import EVALUATOR_SCORES, QuestionTable, TableBatch
 from kgwise.conformal.ltt import LTTConfig
 from kgwise.conformal.uag import UAG, UAGConfig
+from kgwise.eval.uag.experiment import WebQSPData
 
 pytestmark = pytest.mark.guarantee
 
@@ -84,7 +84,7 @@ def test_ltt_risk_control_on_synthetic_data(fwer: str) -> None:
 
 @pytest.fixture(scope="module")
 def webqsp_data(data_dir: Path) -> WebQSPData:
-    from kgwise.conformal.experiment import ExperimentConfig, load_webqsp_data
+    from kgwise.eval.uag.experiment import ExperimentConfig, load_webqsp_data
 
     return load_webqsp_data(data_dir, ExperimentConfig().gnn)
 
@@ -92,7 +92,7 @@ def webqsp_data(data_dir: Path) -> WebQSPData:
 @pytest.fixture(scope="module")
 def webqsp(data_dir: Path, webqsp_data: WebQSPData) -> tuple[TableBatch, TableBatch]:
     """The path tables, and the same united with ReaRev's candidates as ``eval uag`` unites them."""
-    from kgwise.conformal.experiment import ExperimentConfig, webqsp_tables, with_gnn
+    from kgwise.eval.uag.experiment import ExperimentConfig, webqsp_tables, with_gnn
 
     tables = webqsp_tables(data_dir, ExperimentConfig(), webqsp_data, progress=False)
     return tables, with_gnn(tables, webqsp_data.gnn, webqsp_data.single_answer)
@@ -162,7 +162,7 @@ def test_uag_guarantee_on_webqsp(webqsp: tuple[TableBatch, TableBatch]) -> None:
 
 def test_uag_with_gnn_candidates_guarantee_on_webqsp(webqsp: tuple[TableBatch, TableBatch]) -> None:
     """The family with α4 (ReaRev's candidates united with the path set), fixed-sequence LTT."""
-    from kgwise.conformal.experiment import ExperimentConfig
+    from kgwise.eval.uag.experiment import ExperimentConfig
 
     _, united = webqsp
     base = UAGConfig(evaluator_scores=EVALUATOR_SCORES, scored_step=ExperimentConfig().gnn_step)
@@ -174,7 +174,7 @@ def test_uag_marginal_coverage_on_webqsp(webqsp: tuple[TableBatch, TableBatch]) 
     """The marginal mode over the same union: mean test coverage ≥ 1 − α minus 3 standard errors at every
     α from 0.15 (it must certify in ≥ 98 % of the splits there; at 0.1 more than α of the questions are
     often beyond both retrievers, so it is printed only)."""
-    from kgwise.conformal.experiment import ExperimentConfig
+    from kgwise.eval.uag.experiment import ExperimentConfig
 
     _, united = webqsp
     base = UAGConfig(evaluator_scores=EVALUATOR_SCORES, scored_step=ExperimentConfig().gnn_step,
@@ -193,7 +193,7 @@ def test_uag_marginal_coverage_on_webqsp(webqsp: tuple[TableBatch, TableBatch]) 
 
 
 def test_split_cp_marginal_coverage_on_gnn_candidates(webqsp_data: WebQSPData) -> None:
-    from kgwise.conformal.baselines import SplitCPBaseline
+    from kgwise.eval.uag.baselines import SplitCPBaseline
 
     gnn = webqsp_data.gnn
     n = gnn.num_questions

@@ -11,9 +11,9 @@ import pytest
 
 from kgwise.embed import MiniLM
 from kgwise.errors import ConfigError
+from kgwise.eval.knowgpt import markdown_table, split_questions
 from kgwise.extract import SubgraphExtractor
 from kgwise.inject import ARMS, WITHOUT_KG, InjectorConfig, KnowledgeInjector, PromptBandit
-from kgwise.inject.experiment import markdown_table, split_questions
 from kgwise.kg import CSRGraph
 from kgwise.kg.grounding import Grounder
 from kgwise.llm import ChoiceScores, Generation
@@ -192,7 +192,7 @@ def test_injector_answers_a_real_medqa_question_end_to_end_with_the_local_model(
 
 
 def test_outcome_store_resumes_from_its_file(tmp_path: Path) -> None:
-    from kgwise.inject.experiment import OutcomeStore
+    from kgwise.eval.knowgpt import OutcomeStore
 
     store = OutcomeStore(tmp_path / "run" / "outcomes.jsonl")
     store.put({"qid": "q1", "setting": "P_sub+F_t", "correct": 1})

@@ -193,7 +193,7 @@ def test_uag_calibrates_and_answers_over_sparql_as_over_the_file(endpoint: str, 
     calibration and the answer set that the TSV file gives."""
     import json
 
-    from kgwise.conformal.experiment import load_webqsp_data
+    from kgwise.eval.uag.experiment import load_webqsp_data
 
     wq = load_webqsp_data(data_dir, limit=120)
     questions, generations = tmp_path / "questions.jsonl", tmp_path / "generations.jsonl"

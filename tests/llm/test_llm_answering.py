@@ -11,14 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kgwise.errors import ConfigError
+from kgwise.grading import match_answer, normalize_answer
 from kgwise.llm import LLM, CachedLLM, ChoiceScores, Generation, Message, ResponseCache
 from kgwise.llm.answering import (
     PRIOR_CONTEXT,
     MCConfig,
     answer_by_scoring,
     answer_mc,
-    match_answer,
-    normalize_answer,
     parse_choice,
 )
 from kgwise.types import Choice, Question, Usage

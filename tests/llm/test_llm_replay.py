@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kgwise.datasets.predictions import gnn_rag
+from kgwise.eval.recorded import gnn_rag
 from kgwise.llm import LLM, ReplayMissError, get_llm
 from kgwise.llm.prices import default_prices
 from kgwise.llm.replay import Replay

@@ -1,5 +1,5 @@
-"""``kgwise bench kg`` (the knowledge-graph speed benchmark, ``kgwise.bench.kg``) and ``kgwise bench sparql``
-(traversal over a SPARQL endpoint, ``kgwise.bench.sparql``)."""
+"""``kgwise bench kg`` (the knowledge-graph speed benchmark, ``kgwise.eval.bench.kg``) and
+``kgwise bench sparql`` (traversal over a SPARQL endpoint, ``kgwise.eval.bench.sparql``)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from typing import Annotated, Any
 
 import typer
 
-from kgwise.bench.kg import GRAPHS, run_kg_benchmark
 from kgwise.cli.apps import bench_app
 from kgwise.cli.common import DataOption, JsonOption, err_console, friendly_errors, write_json
 from kgwise.config import data_dir
 from kgwise.errors import ConfigError
+from kgwise.eval.bench.kg import GRAPHS, run_kg_benchmark
 
 
 def _plot(report: dict[str, Any], path: Path) -> None:
@@ -93,8 +93,8 @@ def bench_sparql(
 ) -> None:
     """Per question: topic entities by name, then every out-edge up to HOPS hops, on the local graph and
     on the endpoint (cold and warm cache); median and mean ms, the ratios, and whether the edges agree."""
-    from kgwise.bench.sparql import run_sparql_benchmark
     from kgwise.datasets import load
+    from kgwise.eval.bench.sparql import run_sparql_benchmark
     from kgwise.kg.sources import open_graph
     from kgwise.kg.sparql import SPARQLGraph
 

@@ -56,8 +56,8 @@ def eval_uag(
 ) -> None:
     """ECR, APSS and Hits@1 of UAG (guaranteed and top-p), split CP and Top-K per α; Table 6 and Fig. 3."""
     from kgwise.config import data_dir
-    from kgwise.conformal.experiment import ExperimentConfig, markdown_table, run_experiment
-    from kgwise.conformal.plots import plot_report
+    from kgwise.eval.uag.experiment import ExperimentConfig, markdown_table, run_experiment
+    from kgwise.eval.uag.plots import plot_report
 
     if dataset != "webqsp":
         raise ConfigError(f"eval uag supports --dataset webqsp only (got {dataset!r})")
@@ -172,7 +172,7 @@ def _bench_tables(questions: int, synthetic: bool, data: Path | None) -> Any:
                                         np.arange(k), rng.random(k), rng.random(k) < 0.003))
         return TableBatch.from_tables(tables)
     from kgwise.config import data_dir
-    from kgwise.conformal.experiment import ExperimentConfig, webqsp_tables
+    from kgwise.eval.uag.experiment import ExperimentConfig, webqsp_tables
 
     batch = webqsp_tables(data_dir(data), ExperimentConfig())
     if batch.num_questions < questions:

@@ -192,7 +192,7 @@ def eval_knowgpt(
     data: DataOption = None,
 ) -> None:
     """KnowGPT's Tables 3/4 on our data: w/o KG, P_sub/P_RL × F_t/F_s/F_g, and full KnowGPT (resumable)."""
-    from kgwise.inject.experiment import DATASETS, SCORING, ExperimentConfig, markdown_table, run_experiment
+    from kgwise.eval.knowgpt import DATASETS, SCORING, ExperimentConfig, markdown_table, run_experiment
     from kgwise.settings import configured
 
     if dataset not in DATASETS:

@@ -107,8 +107,8 @@ def eval_llm(
 ) -> None:
     """Accuracy, speed and usage of an LLM alone (no KG) on a data set; resumes from --out."""
     from kgwise.datasets import load
+    from kgwise.eval.llm import EvalConfig, evaluate_llm
     from kgwise.llm import get_llm
-    from kgwise.llm.evaluation import EvalConfig, evaluate_llm
 
     distinct_outputs({"--out": out, "--json": json_out}, {})
     cfg = EvalConfig(method=method, concurrency=concurrency)

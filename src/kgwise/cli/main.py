@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import kgwise.eval.recorded  # noqa: F401  registers the shared data's recordings as replay sources
+from kgwise import settings
 from kgwise.cli.apps import app
 
 # one import per topic module; each adds its commands to the groups in kgwise.cli.apps
@@ -19,6 +21,18 @@ from kgwise.cli import serve as _serve  # noqa: F401  isort: skip
 from kgwise.cli import settings as _settings  # noqa: F401  isort: skip
 
 __all__ = ["app"]
+
+
+def _register_tables() -> None:
+    """Import every module that registers a config table or a command's own defaults."""
+    import kgwise.conformal.calibrated
+    import kgwise.eval.knowgpt
+    import kgwise.inject.bandit
+    import kgwise.kgm.config
+    import kgwise.route.coke  # noqa: F401
+
+
+settings.on_demand(_register_tables)
 
 if __name__ == "__main__":
     app()

@@ -191,8 +191,8 @@ _SENSITIVITY: tuple[tuple[str, dict[str, Any]], ...] = (
 
 def _sensitivity(table: Any, X: np.ndarray, base: Any, seeds: int) -> list[dict[str, Any]]:
     """Coke for settings the paper leaves open (δ, the cost-regret prior, the LinUCB target), same orders."""
+    from kgwise.eval.route.experiment import simulate
     from kgwise.route.coke import CokeRouter
-    from kgwise.route.experiment import simulate
 
     out = []
     max_cost = float(table.cost.sum(axis=0).max())
@@ -263,9 +263,9 @@ def eval_route(
     """Coke vs single arms, random, oracle, ablations, threshold router and mabwiser on recorded outcomes."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from kgwise.embed import MiniLM
-    from kgwise.route.experiment import ExperimentConfig, run_experiment
-    from kgwise.route.plots import plot_all
-    from kgwise.route.replay import MAIN_ARMS, WEBQSP_ARMS, free_gnn_signals, webqsp_table
+    from kgwise.eval.route.experiment import ExperimentConfig, run_experiment
+    from kgwise.eval.route.plots import plot_all
+    from kgwise.eval.route.replay import MAIN_ARMS, WEBQSP_ARMS, free_gnn_signals, webqsp_table
     from kgwise.settings import configured
 
     if dataset != "webqsp":
@@ -312,7 +312,7 @@ def eval_route(
     if sensitivity:
         report["sensitivity"] = _sensitivity(table, X, cfg, seeds)
     if tune:
-        from kgwise.route.tuning import TuningConfig, cross_tune, warm_targets
+        from kgwise.eval.route.tuning import TuningConfig, cross_tune, warm_targets
 
         priced = replace(cfg.coke, lam=cfg.price_lam)  # as price_paced_budget_sweep runs it
         tuned = cross_tune(table, {"embedding": X, **contexts}, priced, TuningConfig(), seeds,
@@ -338,9 +338,9 @@ def eval_route(
 def _hindsight_cascade(table: Any, report: dict[str, Any], signals: np.ndarray) -> dict[str, Any] | None:
     """Cascades between the threshold router's two arms (WebQSP replay), where the cheap arm is a free
     ReaRev GNN: two hindsight bounds (its own top score; the two GNNs' agreement) and a cascade router that
-    learns escalation from the free GNNs' ``signals`` (:func:`~kgwise.route.replay.free_gnn_signals`),
+    learns escalation from the free GNNs' ``signals`` (:func:`~kgwise.eval.route.replay.free_gnn_signals`),
     cross-fitted like the threshold router."""
-    from kgwise.route.baselines import accuracy_at_cost, hindsight_cascade, threshold_curve
+    from kgwise.eval.route.baselines import accuracy_at_cost, hindsight_cascade, threshold_curve
 
     cheap, strong = report["threshold_router"]["cheap_arm"], report["threshold_router"]["strong_arm"]
     if cheap not in ("ReaRev-lmsr", "ReaRev-sbert"):
@@ -377,7 +377,7 @@ def bench_route_cmd(
     json_out: JsonOption = None,
 ) -> None:
     """Coke select + update per question vs a naive matrix-inverse LinUCB (same run, ratio)."""
-    from kgwise.route.bench import bench_route
+    from kgwise.eval.bench.route import bench_route
 
     write_json(bench_route(arms, dim, steps, naive_steps), json_out)
 
@@ -387,11 +387,11 @@ def _live_arms(specs: list[str], dataset: str, root: Path, scoring: ScoringRule
     """Arms from specs: ``kgm:PATH`` (a saved KG model), ``NAME`` (a local LLM scoring the choices),
     ``NAME+kg`` (the same LLM with KnowGPT knowledge injection: P_sub + triples format). LLM arms rank
     the choices by ``scoring`` and are named ``SPEC/RULE``, so outcomes of another rule are not reused."""
+    from kgwise.eval.route.live import AnswerFnPredictor
     from kgwise.inject import InjectorConfig
     from kgwise.llm import get_llm
     from kgwise.llm.answering import METHOD_OF_RULE, MCConfig, answer_mc
     from kgwise.route.arms import Arm
-    from kgwise.route.live import AnswerFnPredictor
 
     arms: list[Any] = []
     params: dict[str, int] = {}
@@ -474,9 +474,9 @@ def eval_route_live(
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from kgwise.datasets import load
     from kgwise.embed import MiniLM
-    from kgwise.route.experiment import ExperimentConfig, run_experiment
-    from kgwise.route.live import collect_outcomes
-    from kgwise.route.plots import plot_all
+    from kgwise.eval.route.experiment import ExperimentConfig, run_experiment
+    from kgwise.eval.route.live import collect_outcomes
+    from kgwise.eval.route.plots import plot_all
     from kgwise.settings import configured
 
     twice = sorted({a for a in arm if arm.count(a) > 1})

@@ -8,7 +8,6 @@ import typer
 
 from kgwise.cli.apps import app
 from kgwise.cli.common import friendly_errors
-from kgwise.settings import SECTIONS
 
 config_app = typer.Typer(help="Hyper-parameter files (TOML) for the commands that take --config.",
                          no_args_is_help=True)
@@ -19,7 +18,8 @@ app.add_typer(config_app, name="config")
 @friendly_errors
 def show(
     tables: Annotated[list[str] | None, typer.Argument(
-        help=f"Tables to print (default: all): {', '.join(SECTIONS)}.", show_default=False)] = None,
+        help="Tables to print (default: all): coke, path_agent, prompt_bandit, kgm_model, kgm_train, uag.",
+        show_default=False)] = None,
 ) -> None:
     """Print the defaults the commands start from as a TOML file (the papers', except P_RL and the prompt
     bandit of `eval knowgpt`, and the evaluator scores of `uag calibrate`); edit it and pass it with

@@ -97,9 +97,9 @@ def calibrate(
     from kgwise.config import cache_dir
     from kgwise.conformal.calibrated import CalibratedUAG, TableSettings, calibrate_uag, labelled_questions
     from kgwise.conformal.evaluator import LLMGenerator
-    from kgwise.conformal.experiment import TABLES_VERSION, build_tables
     from kgwise.conformal.provenance import graph_fingerprint
     from kgwise.conformal.retriever import RetrieverConfig
+    from kgwise.conformal.tables import TABLES_VERSION, build_tables
     from kgwise.files import file_stamp, short_hash
     from kgwise.kg.sources import graph_stamp, open_graph
     from kgwise.settings import configured

@@ -5,8 +5,10 @@
 * :mod:`~kgwise.conformal.ltt` — binomial / Hoeffding–Bentkus p-values, FWER control;
 * :mod:`~kgwise.conformal.retriever` / :mod:`~kgwise.conformal.evaluator` — UAG's Eq. 4–5 BFS and Eq. 6;
 * :mod:`~kgwise.conformal.grid` / :mod:`~kgwise.conformal.uag` — per-question tables, the λ grid, UAG;
-* :mod:`~kgwise.conformal.baselines` — split CP and Top-K over a scored retriever's candidates;
-* :mod:`~kgwise.conformal.experiment` / :mod:`~kgwise.conformal.plots` — ``kgwise eval uag``.
+* :mod:`~kgwise.conformal.tables` — the tables of a list of labelled questions, built resumably;
+* :mod:`~kgwise.conformal.calibrated` — UAG calibrated on a user's KG, saved and used to answer.
+
+Experiments and baselines (``kgwise eval uag``) live in :mod:`kgwise.eval.uag`.
 """
 
 from kgwise.conformal.grid import QuestionTable, TableBatch

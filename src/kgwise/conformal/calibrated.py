@@ -30,6 +30,7 @@ from kgwise.embed import Encoder
 from kgwise.errors import ConfigError, DataError
 from kgwise.files import read_json, write_text_atomic
 from kgwise.kg.base import KnowledgeGraph
+from kgwise.settings import command_default
 from kgwise.types import Question
 
 __all__ = ["UAG_DEFAULTS", "AnswerSet", "CalibratedUAG", "TableSettings", "calibrate_uag",
@@ -39,6 +40,7 @@ _KIND = "kgwise.CalibratedUAG"
 
 UAG_DEFAULTS = UAGConfig(evaluator_scores=EVALUATOR_SCORES)
 """A calibration on a user's KG: every evaluator score the tables give is in Λ."""
+command_default("uag", UAG_DEFAULTS)
 
 
 @dataclass(frozen=True, slots=True)

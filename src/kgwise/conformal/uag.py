@@ -56,6 +56,7 @@ from kgwise.conformal.retriever import UQRetriever
 from kgwise.conformal.split import conformal_quantile, conformal_rank
 from kgwise.errors import ConfigError
 from kgwise.kg.base import KnowledgeGraph, normalise_label
+from kgwise.settings import table
 from kgwise.types import Question
 
 __all__ = ["UAG", "UAGConfig", "alpha_levels", "pareto_order", "question_table"]
@@ -81,6 +82,7 @@ def pareto_order(risk: FloatArray, size: FloatArray) -> npt.NDArray[np.int64]:
     return order[size[order] < best_before].astype(np.int64)
 
 
+@table("uag")
 @dataclass(frozen=True, slots=True)
 class UAGConfig:
     """``alpha``: target miss rate; ``steps``: the grid step ``h`` for (α1, α2, α3) (paper: 0.3, 0.3, 0.1;

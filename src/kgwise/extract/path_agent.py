@@ -63,6 +63,7 @@ from kgwise.errors import ConfigError, DataError
 from kgwise.files import atomic_path, savez_atomic
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.render.templates import clause, clean_label, relation_phrase
+from kgwise.settings import table
 from kgwise.types import Path, Question, Subgraph
 
 if TYPE_CHECKING:
@@ -82,6 +83,7 @@ _BALL_CAP = 20_000
 _SCALARS = ("cosine to target", "inverse edge", "ahead")  # the scalar action features, in order
 
 
+@table("path_agent")
 @dataclass(frozen=True)
 class PathAgentConfig:
     """Hyper-parameters of P_RL. ``λ1 = λ2 = λ3 = 1``: the paper leaves them open. ``max_steps`` is K of

@@ -1,6 +1,6 @@
 """P_sub (KnowGPT §3.2.1, Appendix A.1 idea): the 2-hop subgraph around the question and choice concepts.
 
-Definition (the networkx reference in ``kgwise.bench.nx_reference`` implements the same, naively):
+Definition (the networkx reference in ``kgwise.eval.bench.nx_reference`` implements the same, naively):
 
 1. Seeds ``S`` = question concepts ``Q`` then choice concepts ``A`` (all kept, even beyond the cap).
 2. Hop 1: ``N1 = ∪ capN(s) \\ S`` over seeds (``capN``: the hub rule of

@@ -36,6 +36,7 @@ from kgwise.bandit.linucb import gamma_from_delta
 from kgwise.bandit.ridge_cv import select_ridge
 from kgwise.errors import ConfigError, DataError
 from kgwise.files import savez_atomic
+from kgwise.settings import table
 
 __all__ = ["ARMS", "BanditConfig", "BanditHistory", "PromptBandit", "arm_name"]
 
@@ -53,6 +54,7 @@ ARMS: tuple[str, ...] = tuple(arm_name(p, f) for p in EXTRACTORS for f in FORMAT
 """The six combinations of §3.2.1, in the paper's order."""
 
 
+@table("prompt_bandit")
 @dataclass(frozen=True)
 class BanditConfig:
     """``delta``: confidence of the UCB width γ (Eq. 8); ``ridge``: λ^i of Eq. 7 while training;

@@ -10,48 +10,14 @@ softmax over each node's incoming edges) and attention pooling of the graph from
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
 
 import torch
 from torch import nn
 
-from kgwise.errors import ConfigError
+from kgwise.kgm.config import ModelConfig
 from kgwise.kgm.features import NODE_TYPES, Batch, num_edge_types
 
 __all__ = ["GraphQA", "ModelConfig", "RelationalAttention", "TextQA", "build_model", "scatter_softmax"]
-
-
-@dataclass(frozen=True, slots=True)
-class ModelConfig:
-    """Sizes of the model. ``kind``: ``graph`` (GraphQA) or ``text`` (TextQA, no graph).
-    ``num_relations``: the KG's relation count (edge types are derived from it)."""
-
-    kind: Literal["graph", "text"] = "graph"
-    emb_dim: int = 384
-    context_hidden: int = 256
-    gnn_hidden: int = 64
-    layers: int = 2
-    heads: int = 4
-    num_relations: int = 1
-    dropout: float = 0.2
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("graph", "text"):
-            raise ConfigError(f"model kind must be 'graph' or 'text', got {self.kind!r}")
-        if self.gnn_hidden % self.heads:
-            raise ConfigError(f"gnn_hidden {self.gnn_hidden} not divisible by heads {self.heads}")
-        if min(self.emb_dim, self.context_hidden, self.gnn_hidden, self.heads, self.num_relations) < 1:
-            raise ConfigError(f"model sizes must be positive: {self}")
-        if self.layers < 0 or not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"bad layers/dropout: {self}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
-        return cls(**data)
 
 
 def scatter_softmax(scores: torch.Tensor, index: torch.Tensor, size: int) -> torch.Tensor:

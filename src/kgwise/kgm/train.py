@@ -6,8 +6,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -15,38 +14,11 @@ import torch
 from tqdm import tqdm
 
 from kgwise.errors import ConfigError
+from kgwise.kgm.config import TrainConfig
 from kgwise.kgm.features import NodeTable, QuestionGraph, collate
 from kgwise.kgm.model import GraphQA, TextQA
 
 __all__ = ["TrainConfig", "TrainResult", "evaluate", "predict_proba", "set_seed", "train_model"]
-
-
-@dataclass(frozen=True, slots=True)
-class TrainConfig:
-    """Optimisation settings. ``max_minutes`` caps the wall time; ``patience`` epochs without a better dev
-    accuracy stop training; the best dev epoch's weights are kept."""
-
-    seed: int = 0
-    epochs: int = 20
-    batch_size: int = 32
-    lr: float = 1e-3
-    weight_decay: float = 0.01
-    grad_clip: float = 1.0
-    patience: int = 4
-    max_minutes: float = 60.0
-    eval_batch_size: int = 64
-    threads: int = 1
-
-    def __post_init__(self) -> None:
-        at_least_one = ("epochs", "batch_size", "eval_batch_size", "threads", "patience")
-        bad = [f"{k} must be ≥ 1, got {getattr(self, k)}" for k in at_least_one if getattr(self, k) < 1]
-        bad += [f"{k} must be > 0, got {getattr(self, k)}" for k in ("lr", "max_minutes")
-                if not getattr(self, k) > 0]
-        if bad:
-            raise ConfigError("; ".join(bad))
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(slots=True)

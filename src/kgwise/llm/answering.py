@@ -5,21 +5,18 @@
 * ``answer_by_scoring``: log P(choice text | question) per choice, ranked by a :data:`SCORING_RULES`
   rule (plain sum, per-token mean, or PMI against the choice's prior), softmax over the choices — for
   small models that cannot follow the letter format.
-* ``match_answer``: a free-text answer against gold names and aliases (normalised exact match or
-  containment), the "Hits@1 by matching" used for the GPT-family WebQSP answers.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import string
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from kgwise.errors import ConfigError
+from kgwise.grading import normalize_answer
 from kgwise.llm.base import LLM, ChoiceScores, Message, ScoringRule
 from kgwise.types import Answer, Choice, Question
 
@@ -35,8 +32,6 @@ __all__ = [
     "answer_mc",
     "choice_prior",
     "letter_prompt",
-    "match_answer",
-    "normalize_answer",
     "parse_choice",
     "require_logprobs",
     "score_choices_after",
@@ -62,37 +57,6 @@ class MCConfig:
     method: Method = "score"
     max_tokens: int = 16
     system: str = "You answer multiple-choice questions. Reply with the letter of the correct option."
-
-
-# --- text normalisation and free-text matching -------------------------------------------------------
-
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT = str.maketrans({c: " " for c in string.punctuation + "‘’“”–—"})
-
-
-def normalize_answer(text: str) -> str:
-    """Lower-case, strip accents, punctuation and English articles, squeeze spaces."""
-    text = unicodedata.normalize("NFKD", text)
-    text = "".join(c for c in text if not unicodedata.combining(c)).lower()
-    text = text.translate(_PUNCT)
-    text = _ARTICLES.sub(" ", text)
-    return " ".join(text.split())
-
-
-def match_answer(prediction: str, gold: Sequence[str], *, containment: bool = True) -> bool:
-    """True when a normalised gold name equals the normalised prediction or, with ``containment``,
-    occurs in it as a whole-word span (``"barack obama"`` in ``"the president was barack obama"``)."""
-    pred = normalize_answer(prediction)
-    if not pred:
-        return False
-    padded = f" {pred} "
-    for g in gold:
-        ng = normalize_answer(g)
-        if not ng:
-            continue
-        if ng == pred or (containment and f" {ng} " in padded):
-            return True
-    return False
 
 
 # --- multiple choice by letter -----------------------------------------------------------------------

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from kgwise.errors import ConfigError, ServiceError, TransientError
+from kgwise.errors import ConfigError, ReplayMissError, ServiceError, TransientError
 from kgwise.types import Usage
 
 __all__ = [
@@ -35,13 +35,6 @@ class TransientLLMError(LLMError, TransientError):
     reply); ``retry_after`` is the server's ``Retry-After`` in seconds when it sent one."""
 
     fatal = LLMError
-
-
-class ReplayMissError(LLMError, KeyError):
-    """A replayed backend holds no recorded output for the asked question."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else "no recorded output"
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
-from kgwise.errors import ConfigError, KgwiseError
-from kgwise.llm.answering import match_answer
+from kgwise.errors import ConfigError, ReplayMissError
+from kgwise.grading import match_answer
 from kgwise.llm.prices import Price, PriceTable, default_prices
 from kgwise.types import Question, Usage
 
@@ -50,13 +50,6 @@ class Predictor(Protocol):
     def answer(self, question: Question) -> ArmResult: ...
 
     def usage_bound(self, question: Question) -> Usage: ...
-
-
-class ReplayMissError(KgwiseError, KeyError):
-    """A replayed arm has no recorded outcome for the question."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else "no recorded outcome"
 
 
 @dataclass(frozen=True)

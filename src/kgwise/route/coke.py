@@ -50,6 +50,7 @@ from kgwise.bandit import BetaThompson, LinUCB, beta_prior_from_accuracy, gamma_
 from kgwise.errors import ConfigError, DataError, KgwiseError
 from kgwise.files import read_json, write_text_atomic
 from kgwise.route.arms import CLUSTERS, Cluster
+from kgwise.settings import table
 
 Costs = Sequence[float] | npt.NDArray[np.float64]
 
@@ -62,6 +63,7 @@ class BudgetExceededError(KgwiseError):
     """An update without a selection to account it to reported a cost that breaks the budget."""
 
 
+@table("coke")
 @dataclass(frozen=True)
 class CokeConfig:
     """Coke's hyper-parameters (defaults: the paper's λ = 1; δ = 0.05 → γ ≈ 2.36; ridge σ = 1; the paper

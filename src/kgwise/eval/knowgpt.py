@@ -1,0 +1,557 @@
+"""The KnowGPT evaluation (the structure of Tables 3 and 4) on kgwise's real data.
+
+Per data set: the KG, the training questions (for P_RL and the prompt bandit; no gold labels for P_RL)
+and the test splits are as below; WordNet keeps each word's frequent senses only
+(``load_wordnet(senses="frequent")``):
+
+* ``csqa``: WordNet + the ConceptNet CSQA-choice slice; train on ``ihtrain``; test on ``ihdev`` (the
+  official dev set, where the slice covers every choice) and ``ihtest`` (WordNet only, the slice has no
+  triples for it);
+* ``obqa``: WordNet, plus the two open-book facts most similar to the question (all-MiniLM-L6-v2) as
+  extra evidence in every knowledge prompt; train ``train``, test ``test``; a "facts only" row shows
+  what the facts alone do;
+* ``medqa``: the DDB graph; MedQA has only a test set here, so it is split 50/50 by a seeded permutation
+  (``split_seed``, default 0): the first half trains, the second half is tested.
+
+Rows: w/o KG; P_sub × {F_t, F_s, F_g}; P_RL × {F_t, F_s, F_g}; full KnowGPT (the bandit's pick per question);
+and, with no LLM, the choice with the most KG links to the question (:mod:`kgwise.eval.links`), which
+says whether the KG's links single out the answer at all.
+The bandit is trained with full feedback by default (every combination's correctness on every training
+question); ``full_bandit_feedback`` is the paper's regime (the pulled combination's only), replayed on the
+same recorded outcomes at no extra LLM cost. The LLM ranks the choices by one of
+:data:`kgwise.llm.SCORING_RULES` (the sum of their tokens' log-probabilities, the per-token mean, or PMI:
+the sum minus the choice's context-free log-probability); ``scoring="auto"`` takes the rule that answers
+most of the bandit's training questions right without knowledge (a tiny model's sum favours short, frequent
+choices: on OBQA it is below chance). Every outcome records the correctness under all three rules. The LLM
+is deterministic (temperature 0, log-probability scoring), so full KnowGPT's correctness on a question is
+that of the combination it picks, measured once. Every LLM outcome is appended to
+``outcomes.jsonl`` as it arrives, and a rerun resumes from there; the P_RL policy and the bandit are saved
+next to it and reloaded.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from scipy.stats import sem
+
+from kgwise.config import data_dir
+from kgwise.embed import MiniLM
+from kgwise.errors import ConfigError
+from kgwise.eval.links import link_baseline
+from kgwise.extract.path_agent import (
+    NodeEmbeddings,
+    PathAgent,
+    PathAgentConfig,
+    PathPolicy,
+    train_path_policy,
+)
+from kgwise.files import write_text_atomic
+from kgwise.inject.bandit import ARMS, BanditConfig, PromptBandit
+from kgwise.inject.injector import WITHOUT_KG, Injection, InjectorConfig, KnowledgeInjector
+from kgwise.kg.csr import CSRGraph
+from kgwise.kg.grounding import Grounder, GrounderConfig
+from kgwise.llm.base import SCORING_RULES, ChoiceScores, ScoringRule, scoring_rule
+from kgwise.render.formats import FormatConfig, make_format
+from kgwise.settings import command_default
+from kgwise.types import Question, Usage
+
+__all__ = ["DATASETS", "PROMPT_BANDIT", "RL_AGENT", "ExperimentConfig", "build_kg", "markdown_table",
+           "run_experiment", "split_questions"]
+
+DATASETS = ("csqa", "obqa", "medqa")
+SCORING = (*SCORING_RULES, "auto")
+FACTS_ONLY = "facts only"
+
+
+RL_AGENT = PathAgentConfig(max_actions=16, prefilter=16)
+"""P_RL sized for 2 shared cores: fewer actions per step means fewer node embeddings to compute."""
+PROMPT_BANDIT = BanditConfig(feedback="full")
+"""Full feedback: the LLM is local, so every combination is tried on every training question."""
+command_default("path_agent", RL_AGENT)
+command_default("prompt_bandit", PROMPT_BANDIT)
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """Sizes of one run: ``limit`` test questions per split (None: all), ``train_limit`` bandit-training
+    questions, P_RL training ``rl_iterations``/``rl_time_limit_s``, the MedQA ``split_seed``; ``scoring``:
+    ``sum``, ``mean``, ``pmi`` or ``auto`` (see the module docstring); graphs of at most
+    ``pre_encode_max_nodes`` nodes get all node embeddings computed before testing."""
+
+    limit: int | None = 200
+    train_limit: int = 200
+    rl_iterations: int = 300
+    rl_time_limit_s: float = 1500.0
+    rl_train_questions: int = 2000
+    split_seed: int = 0
+    facts_k: int = 2
+    scoring: str = "auto"
+    pre_encode_max_nodes: int = 50_000
+    agent: PathAgentConfig = RL_AGENT
+    bandit: BanditConfig = PROMPT_BANDIT
+
+    def __post_init__(self) -> None:
+        if self.scoring not in SCORING:
+            raise ConfigError(f"scoring must be one of {', '.join(SCORING)}, got {self.scoring!r}")
+
+
+# ---------------------------------------------------------------------------------------------- data
+def build_kg(dataset: str, data: Path) -> CSRGraph:
+    """The dataset's KG, built once and cached (:func:`kgwise.kg.cache.cached_graph`)."""
+    from kgwise.kg.cache import cached_graph
+    from kgwise.kg.loaders import load_conceptnet_jsonl_triples, load_ddb, load_wordnet, merge_graphs
+
+    slice_dir = data / "conceptnet" / "csqa_choice_triples_jessionlin"
+    merge_file = data / "conceptnet" / "merge_relation_kagnet.txt"
+    sources = {"csqa": [data / "wordnet", slice_dir, merge_file], "obqa": [data / "wordnet"],
+               "medqa": [data / "ddb"]}
+    if dataset not in sources:
+        raise ConfigError(f"unknown data set {dataset!r}; choose one of {', '.join(DATASETS)}")
+
+    def build() -> CSRGraph:
+        if dataset == "medqa":
+            return load_ddb(data / "ddb")
+        # a word's rare senses only put noise in the prompt ('Go is a word for adam')
+        wordnet = load_wordnet(data / "wordnet", senses="frequent")
+        if dataset == "obqa":
+            return wordnet
+        cn = load_conceptnet_jsonl_triples(slice_dir, merge_file)
+        return merge_graphs([wordnet, cn], name="wordnet+conceptnet-slice")
+
+    return cached_graph(f"knowgpt-kg-{dataset}", sources[dataset], build)
+
+
+def split_questions(
+    dataset: str, data: Path, seed: int = 0
+) -> tuple[list[Question], dict[str, list[Question]]]:
+    """``(training questions, {test split: questions})`` of the dataset (see the module docstring)."""
+    from kgwise.datasets import load
+
+    if dataset == "csqa":
+        return load("csqa", "ihtrain", data), {"ihdev": load("csqa", "ihdev", data),
+                                               "ihtest": load("csqa", "ihtest", data)}
+    if dataset == "obqa":
+        return load("obqa", "train", data), {"test": load("obqa", "test", data)}
+    if dataset == "medqa":
+        qs = load("medqa", "test", data)
+        order = np.random.default_rng(seed).permutation(len(qs))
+        half = len(qs) // 2
+        return [qs[i] for i in order[:half]], {"test-half": [qs[i] for i in order[half:]]}
+    raise ConfigError(f"unknown data set {dataset!r}; choose one of {', '.join(DATASETS)}")
+
+
+class FactRetriever:
+    """The ``k`` open-book facts most similar to a question (its text and choices), for OBQA."""
+
+    def __init__(self, facts: Sequence[str], encoder: MiniLM, k: int = 2) -> None:
+        self.facts = list(facts)
+        self.encoder = encoder
+        self.k = k
+        self.vecs = encoder.encode(self.facts)
+
+    def __call__(self, q: Question) -> str:
+        query = q.text + " " + " ".join(q.choice_texts)
+        sims = self.vecs @ self.encoder.encode([query])[0]
+        top = np.argsort(-sims, kind="stable")[: self.k]
+        return "\n".join(self.facts[i].strip().strip('"') + "." for i in top)
+
+
+# ---------------------------------------------------------------------------------------------- outcomes
+class OutcomeStore:
+    """Append-only JSONL of LLM outcomes keyed by ``(question id, setting)``; reloaded on resume."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rows: dict[tuple[str, str], dict[str, Any]] = {}
+        if path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    row = json.loads(line)
+                    self.rows[(row["qid"], row["setting"])] = row
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def get(self, qid: str, setting: str) -> dict[str, Any] | None:
+        return self.rows.get((qid, setting))
+
+    def put(self, row: dict[str, Any]) -> None:
+        self.rows[(row["qid"], row["setting"])] = row
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row) + "\n")
+
+
+def _row(q: Question, setting: str, inj: Injection, prior: ChoiceScores | None) -> dict[str, Any]:
+    """One outcome: correctness under every scoring rule (``correct_<rule>``; ``correct_pmi`` is None
+    without a ``prior``, for a backend that answers by letter), the knowledge's size and the preparation
+    time."""
+    def correct(rule: ScoringRule) -> int | None:
+        if rule == "pmi" and prior is None:
+            return None
+        return int(inj.scores.best(rule, prior) == q.gold_index)
+
+    return {
+        "qid": q.id,
+        "setting": setting,
+        **{f"correct_{rule}": correct(rule) for rule in SCORING_RULES},
+        "prediction": inj.answer.prediction,
+        "knowledge_chars": len(inj.answer.knowledge),
+        "empty_knowledge": int(not inj.answer.knowledge.strip()),
+        "kg_edges": len(inj.subgraph.edges),
+        "prep_ms": inj.prep_ms,
+        "timings_ms": dict(inj.timings_ms),
+        "usage": inj.answer.usage.to_dict(),
+    }
+
+
+# ---------------------------------------------------------------------------------------------- runner
+def _progress(desc: str, total: int) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, dynamic_ncols=True)
+
+
+def run_experiment(
+    dataset: str,
+    llm_spec: str,
+    out_dir: Path,
+    config: ExperimentConfig | None = None,
+    data: Path | None = None,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Run (or resume) the KnowGPT evaluation of ``dataset`` with ``llm_spec``; returns the report."""
+    import torch
+
+    from kgwise.extract import SubgraphExtractor
+    from kgwise.llm import get_llm
+
+    cfg = config or ExperimentConfig()
+    root = data_dir(data)
+    _claim_run_dir(out_dir, dataset, llm_spec, cfg)
+    torch.set_num_threads(1)
+    t_start = time.perf_counter()
+
+    kg = build_kg(dataset, root)
+    log(f"{dataset}: {kg!r}")
+    train_qs, tests = split_questions(dataset, root, cfg.split_seed)
+    grounder = Grounder(kg, GrounderConfig(wordnet_dir=root / "wordnet" if dataset != "medqa" else None))
+    encoder = MiniLM()
+    llm = get_llm(llm_spec, cache=True)
+
+    # --- P_RL: train (resumable) or load
+    agent_cfg = cfg.agent
+    emb = NodeEmbeddings(kg, encoder, agent_cfg.node_text_edges)
+    policy_path = out_dir / "path_policy.pt"
+    rl_report: dict[str, Any]
+    if policy_path.is_file():
+        policy, agent_cfg, rl_report = PathPolicy.load(policy_path)
+        log(f"loaded P_RL policy from {policy_path}")
+    else:
+        items = [(q, grounder.ground(q)) for q in train_qs[: cfg.rl_train_questions]]
+        policy, tlog = train_path_policy(
+            kg, items, agent_cfg, embeddings=emb, iterations=cfg.rl_iterations,
+            time_limit_s=cfg.rl_time_limit_s, checkpoint=out_dir / "path_policy.ckpt",
+        )
+        r = tlog.reach_rate
+        w = max(1, min(20, len(r) // 4))
+        rl_report = {"iterations": len(r), "seconds": round(tlog.seconds, 1),
+                     "reach_rate_first": float(np.mean(r[:w])), "reach_rate_last": float(np.mean(r[-w:])),
+                     "reachable_share": float(np.mean(tlog.reachable_share)), "train_questions": len(items)}
+        policy.save(policy_path, agent_cfg, rl_report)
+    if kg.num_nodes <= cfg.pre_encode_max_nodes:
+        # one-off: every node's embedding (cached on disk), so per-question latency is not encoder time
+        emb.get(np.arange(kg.num_nodes))
+        emb.save()
+    agent = PathAgent(kg, policy, agent_cfg, embeddings=emb)
+
+    fmt_cfg = FormatConfig()
+    formats = {n: make_format(n, llm, fmt_cfg) for n in ("F_t", "F_s", "F_g")}
+    evidence = None
+    if dataset == "obqa":
+        from kgwise.datasets import load_openbook_facts
+
+        evidence = FactRetriever(load_openbook_facts(root), encoder, cfg.facts_k)
+    rule: ScoringRule = "sum" if cfg.scoring == "auto" else scoring_rule(cfg.scoring)  # auto: chosen below
+    injector = KnowledgeInjector(kg, grounder, {"P_sub": SubgraphExtractor(kg), "P_RL": agent}, formats, llm,
+                                 encoder=encoder, config=InjectorConfig(rule), evidence=evidence)
+    store = OutcomeStore(out_dir / "outcomes.jsonl")
+
+    def outcome(q: Question, setting: str) -> dict[str, Any]:
+        row = store.get(q.id, setting)
+        if row is None or "correct_pmi" not in row:  # new, or recorded before every rule was kept
+            if setting == WITHOUT_KG:
+                inj = injector.answer_without_knowledge(q)
+            elif setting == FACTS_ONLY:
+                inj = injector.answer_with_evidence_only(q)
+            else:
+                inj = injector.inject(q, setting)
+            row = _row(q, setting, inj, injector.prior(q) if inj.scores.method == "logprob" else None)
+            store.put(row)
+        return row
+
+    bandit_qs = [q for q in train_qs[: cfg.train_limit] if q.choices]
+    scoring_report: dict[str, Any] = {"chosen": cfg.scoring}
+    if cfg.scoring == "auto":
+        from tqdm import tqdm
+
+        rows = [outcome(q, WITHOUT_KG)
+                for q in tqdm(bandit_qs, desc=f"{dataset} scoring rule (w/o KG on training questions)")]
+        acc = {r: _acc(rows, f"correct_{r}") for r in SCORING_RULES}
+        rule = max((r for r in SCORING_RULES if np.isfinite(acc[r])), key=lambda r: acc[r])  # first of equals
+        scoring_report = {"chosen": rule, "train_accuracy_without_kg": acc, "questions": len(rows)}
+        injector.config = replace(injector.config, scoring=rule)
+        log(f"scoring: {scoring_report}")
+
+    # --- bandit: train on training questions (LLM correctness as reward), or load
+    bandit_path = out_dir / "bandit.npz"
+    E = encoder.encode([q.text for q in bandit_qs])
+
+    def reward(i: int, a: int) -> float:
+        return float(outcome(bandit_qs[i], ARMS[a])[f"correct_{rule}"])
+
+    bandit_report: dict[str, Any]
+    saved = PromptBandit.load(bandit_path) if bandit_path.is_file() else None
+    if saved is not None and saved.scoring == rule:
+        bandit = saved
+        bandit_report = {"loaded": str(bandit_path)}
+    else:
+        if saved is not None:
+            log(f"{bandit_path} was trained with {saved.scoring!r} scoring, not {rule!r}: training anew")
+        bandit = PromptBandit(encoder.dim, ARMS, cfg.bandit)
+        bar = _progress(f"{dataset} bandit training ({cfg.bandit.feedback} feedback)",
+                        len(bandit_qs) * bandit.config.epochs)
+        hist = bandit.fit(E, reward, progress=lambda s, t: bar.update(1))
+        bar.close()
+        bandit.scoring = rule
+        bandit.save(bandit_path)
+        bandit_report = {"questions": len(bandit_qs), "feedback": cfg.bandit.feedback,
+                         "mean_reward": hist.mean_reward, "pulls": dict(Counter(ARMS[a] for a in hist.arms)),
+                         "ridges": dict(zip(ARMS, bandit.ridges, strict=True))}
+    injector.bandit = bandit
+    bandits = {"full": bandit}
+    if cfg.bandit.feedback == "full":  # the paper's regime, replayed on the outcomes just measured
+        paper = PromptBandit(encoder.dim, ARMS, replace(cfg.bandit, feedback="bandit"))
+        paper.fit(E, reward)
+        bandits["full_bandit_feedback"] = paper
+
+    # --- test splits: every setting on every question (so rows compare on the same questions)
+    settings = [WITHOUT_KG, *([FACTS_ONLY] if evidence is not None else []), *ARMS]
+    splits: dict[str, Any] = {}
+    for split, qs in tests.items():
+        qs = [q for q in qs if q.choices][: cfg.limit]
+        bar = _progress(f"{dataset}/{split}", len(qs))
+        for q in qs:
+            for s in settings:
+                outcome(q, s)
+            bar.update(1)
+        bar.close()
+        C = encoder.encode([q.text for q in qs])  # one batch, not one encoder call per question
+        picks = {name: [b.arms[b.select(c)] for c in C] for name, b in bandits.items()}
+        splits[split] = _split_report(qs, settings, picks, store, bandit, rule)
+        splits[split]["latency_ms"] = _latency(injector, qs)
+        splits[split]["kg_links"] = link_baseline(kg, grounder, qs)
+    emb.save()
+
+    first = next(iter(splits.values()))
+    usage = Usage.total([Usage.from_dict(r["usage"]) for r in store.rows.values()])
+    report = {
+        "dataset": dataset,
+        "llm": llm_spec,
+        "kg": {"name": kg.name, "nodes": kg.num_nodes, "edges": kg.num_edges},
+        "config": asdict(cfg),
+        "p_rl_training": rl_report,
+        "bandit_training": bandit_report,
+        "scoring": scoring_report,
+        "without_kg": first["without_kg"],
+        "combos": first["combos"],
+        "full": first["full"],
+        "splits": splits,
+        "usage": usage.to_dict(),
+        "wall_s": round(time.perf_counter() - t_start, 1),
+    }
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    (out_dir / "table.md").write_text(markdown_table({dataset: report}) + "\n", encoding="utf-8")
+    return report
+
+
+def _claim_run_dir(out_dir: Path, dataset: str, llm_spec: str, cfg: ExperimentConfig) -> None:
+    """Record what ``out_dir`` holds (``run.json``: data set, LLM and every setting but the test ``limit``,
+    which a rerun may raise) and refuse to resume a run of something else there: its saved outcomes,
+    policy and bandit would be mixed into this one."""
+    settings = asdict(cfg)
+    settings.pop("limit")
+    want = json.loads(json.dumps({"dataset": dataset, "llm": llm_spec, "config": settings}, default=str))
+    path = out_dir / "run.json"
+    if path.is_file():
+        have = json.loads(path.read_text(encoding="utf-8"))
+        if have != want:
+            diff = sorted(k for k in {*have, *want} if have.get(k) != want.get(k))
+            if "config" in diff:
+                diff.remove("config")
+                old = have.get("config", {})
+                diff += sorted(k for k, v in want["config"].items() if old.get(k) != v)
+            raise ConfigError(f"{out_dir} holds a run with other settings ({', '.join(diff)}); "
+                              "choose another --out-dir or delete it")
+        return
+    saved = ("outcomes.jsonl", "path_policy.pt", "path_policy.ckpt", "bandit.npz")
+    if any((out_dir / f).exists() for f in saved):
+        raise ConfigError(f"{out_dir} holds results of an unrecorded run; choose another --out-dir or "
+                          "delete it")
+    write_text_atomic(path, json.dumps(want, indent=2) + "\n")
+
+
+def _latency(injector: KnowledgeInjector, qs: Sequence[Question]) -> dict[str, Any]:
+    """Grounding + extraction + F_t and F_s rendering per question and extractor, measured afresh (no
+    memo, no LLM), after the run's caches are warm; median and p95 in milliseconds."""
+    out: dict[str, Any] = {}
+    for name, extractor in injector.extractors.items():
+        times: list[float] = []
+        for q in qs:
+            t0 = time.perf_counter()
+            sub = extractor.extract(q, injector.grounder.ground(q))
+            for f in ("F_t", "F_s"):
+                injector.formats[f].render(injector.kg, sub, q)
+            times.append((time.perf_counter() - t0) * 1e3)
+        if times:
+            out[name] = {"median": statistics.median(times), "p95": float(np.percentile(times, 95)),
+                         "n": len(times)}
+    return out
+
+
+def _acc(rows: Sequence[dict[str, Any]], key: str) -> float:
+    """Mean of ``key`` over ``rows`` (NaN when there is none, or a row has no value: PMI by letter)."""
+    values = [r[key] for r in rows]
+    return float(np.mean(values)) if values and None not in values else float("nan")
+
+
+def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[str, list[str]],
+                  store: OutcomeStore, bandit: PromptBandit, rule: ScoringRule) -> dict[str, Any]:
+    """Every setting's accuracy on ``qs`` under the scoring ``rule`` (and, as ``accuracy_by_rule``, under
+    every rule); ``picks``: each bandit's combination per question (``full``: the trained ``bandit``)."""
+    key = f"correct_{rule}"
+
+    def accuracies(rs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        return {"accuracy": _acc(rs, key),
+                "accuracy_by_rule": {r: _acc(rs, f"correct_{r}") for r in SCORING_RULES}}
+
+    def rows(s: str) -> list[dict[str, Any]]:
+        return [r for q in qs if (r := store.get(q.id, s)) is not None]
+
+    def prep_times(rs: Sequence[dict[str, Any]]) -> dict[str, float | None]:
+        prep = [r["prep_ms"] for r in rs]
+        return {"prep_ms_median": statistics.median(prep) if prep else None,
+                "prep_ms_p95": float(np.percentile(prep, 95)) if prep else None}
+
+    def summary(s: str) -> dict[str, Any]:
+        rs = rows(s)
+        out: dict[str, Any] = {**accuracies(rs), "n": len(rs)}
+        if s in ARMS:
+            out["empty_knowledge"] = int(sum(r["empty_knowledge"] for r in rs))
+            # questions whose extractor found no KG edge (rows of older runs lack the count: None)
+            out["no_kg_edges"] = (int(sum(r["kg_edges"] == 0 for r in rs))
+                                  if all("kg_edges" in r for r in rs) else None)
+            out |= prep_times(rs)
+        return out
+
+    def picked(chosen: Sequence[str]) -> dict[str, Any]:
+        ok = [r for q, p in zip(qs, chosen, strict=True) if (r := store.get(q.id, p)) is not None]
+        return {**accuracies(ok), "combo_counts": dict(Counter(chosen)), **prep_times(ok)}
+
+    combos = {s: summary(s) for s in ARMS}
+    best = max(combos, key=lambda s: combos[s]["accuracy"])
+    train_means = bandit.training_means()
+    by_training = bandit.arms[int(np.nanargmax(train_means))] if np.isfinite(train_means).any() else best
+    out: dict[str, Any] = {
+        "n": len(qs),
+        "without_kg": summary(WITHOUT_KG),
+        "combos": combos,
+        **{name: picked(chosen) for name, chosen in picks.items()},
+        "best_single": {"combo": best, "accuracy": combos[best]["accuracy"]},
+        # what a practitioner without the bandit would deploy: the combination that did best in training
+        "best_single_by_training": {"combo": by_training, "accuracy": combos[by_training]["accuracy"],
+                                    "train_mean_reward": float(train_means[bandit.arms.index(by_training)])},
+        "oracle_any_combo": _acc([{key: max(store.get(q.id, s)[key] for s in ARMS)}  # type: ignore[index]
+                                  for q in qs], key),
+    }
+    if FACTS_ONLY in settings:
+        out["facts_only"] = summary(FACTS_ONLY)
+    if "full" in picks and len(qs) > 1:
+        out["targets"] = _targets(qs, picks["full"], best, store, key)
+    return out
+
+
+def _targets(qs: Sequence[Question], full: Sequence[str], best: str, store: OutcomeStore,
+             key: str) -> dict[str, Any]:
+    """The issue's two checks on one split (≥ 2 questions): full KnowGPT ≥ the best single combination,
+    and ≥ 5 points over w/o KG; each gap is paired over the same questions, with its standard error."""
+
+    def right(chosen: Sequence[str]) -> npt.NDArray[np.float64]:
+        return np.array([_acc([store.rows[q.id, s]], key) for q, s in zip(qs, chosen, strict=True)])
+
+    picked = right(full)
+    over_plain, over_best = picked - right([WITHOUT_KG] * len(qs)), picked - right([best] * len(qs))
+    return {
+        "full_minus_without_kg": float(over_plain.mean()),
+        "full_minus_without_kg_se": float(sem(over_plain)),
+        "full_minus_best_single": float(over_best.mean()),
+        "full_minus_best_single_se": float(sem(over_best)),
+        "at_least_best_single": bool(over_best.mean() >= 0),
+        "five_points_over_without_kg": bool(over_plain.mean() >= 0.05 - 1e-9),
+    }
+
+
+def markdown_table(reports: dict[str, dict[str, Any]]) -> str:
+    """Tables 3/4 layout: one column per (data set, split), one row per setting (accuracy), and the choice
+    scoring rule the run used."""
+    cols: list[tuple[str, str, dict[str, Any]]] = [
+        (d, s, sr) for d, rep in reports.items() for s, sr in rep["splits"].items()
+    ]
+    head = "| setting | " + " | ".join(f"{d} {s} (n={sr['n']})" for d, s, sr in cols) + " |"
+    lines = [head, "|" + "---|" * (len(cols) + 1)]
+
+    def cell(v: float | None) -> str:
+        return "–" if v is None or v != v else f"{v:.3f}"
+
+    def value(sr: dict[str, Any], key: str) -> float | None:
+        if key == "by_training":
+            found_t = sr.get("best_single_by_training")
+            return None if found_t is None else float(found_t["accuracy"])
+        if key in ARMS:
+            return float(sr["combos"][key]["accuracy"])
+        found = sr.get(key)
+        return None if found is None else float(found["accuracy"])
+
+    rows = [("w/o KG", "without_kg"), ("facts only (OBQA)", "facts_only"),
+            *[(a.replace("+", " × "), a) for a in ARMS], ("best single by training reward", "by_training"),
+            ("full KnowGPT", "full"), ("full KnowGPT, bandit feedback (the paper)", "full_bandit_feedback")]
+    for name, key in rows:
+        lines.append(f"| {name} | " + " | ".join(cell(value(sr, key)) for _, _, sr in cols) + " |")
+
+    def gap(sr: dict[str, Any], name: str) -> str:
+        t = sr.get("targets")
+        return "–" if t is None else f"{100 * t[name]:+.1f} ± {100 * t[name + '_se']:.1f}"
+
+    for label, name in (("full − w/o KG (points ± paired SE)", "full_minus_without_kg"),
+                        ("full − best single (points ± paired SE)", "full_minus_best_single")):
+        lines.append(f"| {label} | " + " | ".join(gap(sr, name) for _, _, sr in cols) + " |")
+    rules = [str(reports[d].get("scoring", {}).get("chosen", "–")) for d, _, _ in cols]
+    lines.append("| choice scoring | " + " | ".join(rules) + " |")
+
+    def with_paths(sr: dict[str, Any], extractor: str) -> str:
+        empty = sr["combos"][f"{extractor}+F_t"].get("no_kg_edges")
+        return "–" if empty is None else f"{1 - empty / max(sr['n'], 1):.3f}"
+
+    links = [sr.get("kg_links", {}).get("accuracy") for _, _, sr in cols]
+    lines.append("| most KG-linked choice (no LLM) | " + " | ".join(cell(v) for v in links) + " |")
+    for extractor in ("P_sub", "P_RL"):
+        lines.append(f"| questions with KG edges from {extractor} | "
+                     + " | ".join(with_paths(sr, extractor) for _, _, sr in cols) + " |")
+    return "\n".join(lines)

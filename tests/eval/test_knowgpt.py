@@ -1,0 +1,98 @@
+"""The KnowGPT evaluation's bookkeeping: a run directory resumes only a run of the same data set, LLM and
+settings; outcomes keep every scoring rule's correctness and reports read the chosen one."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from kgwise.errors import ConfigError
+from kgwise.eval.knowgpt import ExperimentConfig, OutcomeStore, _claim_run_dir, _row, _split_report
+from kgwise.inject import ARMS, WITHOUT_KG, BanditConfig, Injection, PromptBandit
+from kgwise.llm import ChoiceScores
+from kgwise.types import Answer, Choice, Question
+
+
+def test_run_dir_resumes_only_the_same_run(tmp_path: Path) -> None:
+    cfg = ExperimentConfig()
+    _claim_run_dir(tmp_path, "csqa", "smollm2-135m", cfg)
+    _claim_run_dir(tmp_path, "csqa", "smollm2-135m", cfg)  # a resume
+    _claim_run_dir(tmp_path, "csqa", "smollm2-135m", ExperimentConfig(limit=1000))  # more test questions
+    with pytest.raises(ConfigError, match="llm"):
+        _claim_run_dir(tmp_path, "csqa", "gemma3-270m", cfg)
+    with pytest.raises(ConfigError, match="train_limit"):
+        _claim_run_dir(tmp_path, "csqa", "smollm2-135m", ExperimentConfig(train_limit=400))
+    with pytest.raises(ConfigError, match="scoring"):  # outcomes were scored by another rule
+        _claim_run_dir(tmp_path, "csqa", "smollm2-135m", ExperimentConfig(scoring="sum"))
+    with pytest.raises(ConfigError, match="bandit"):  # the bandit was trained with other settings
+        _claim_run_dir(tmp_path, "csqa", "smollm2-135m", ExperimentConfig(bandit=BanditConfig(ridge_grid=())))
+
+
+def test_unknown_scoring_rule_is_named() -> None:
+    with pytest.raises(ConfigError, match="scoring must be one of sum, mean, pmi, auto"):
+        ExperimentConfig(scoring="max")
+
+
+@pytest.mark.parametrize("left", ["outcomes.jsonl", "path_policy.pt", "bandit.npz"])
+def test_unrecorded_results_are_not_adopted(tmp_path: Path, left: str) -> None:
+    (tmp_path / left).write_text("from a run before run.json existed\n")
+    with pytest.raises(ConfigError, match="unrecorded"):
+        _claim_run_dir(tmp_path, "obqa", "smollm2-135m", ExperimentConfig())
+
+
+def test_outcomes_record_every_rule_and_reports_read_the_chosen_one(tmp_path: Path) -> None:
+    q = Question("q1", "What purrs?", (Choice("A", "dog"), Choice("B", "cat"), Choice("C", "a big cat")),
+                 gold=("C",))
+    # sum picks A, the per-token mean picks C, PMI (against the prior) picks B
+    scores = ChoiceScores((-2.0, -3.0, -4.5), (-2.0, -3.0, -1.5), token_counts=(1, 1, 3))
+    prior = ChoiceScores((-1.0, -5.0, -3.0), (-1.0, -5.0, -1.0))
+    inj = Injection(Answer("q1", "A", {"A": 1.0, "B": 0.0, "C": 0.0}), scores)
+    row = _row(q, WITHOUT_KG, inj, prior)
+    assert (row["correct_sum"], row["correct_mean"], row["correct_pmi"]) == (0, 1, 0)
+    store = OutcomeStore(tmp_path / "outcomes.jsonl")
+    store.put(row)
+    for a in ARMS:
+        store.put({**row, "setting": a, "correct_pmi": int(a == ARMS[0])})
+    bandit = PromptBandit(4, ARMS)
+    report = _split_report([q], [WITHOUT_KG, *ARMS], {"full": [ARMS[0]]}, store, bandit, "pmi")
+    assert report["without_kg"]["accuracy"] == 0.0
+    assert report["without_kg"]["accuracy_by_rule"] == {"sum": 0.0, "mean": 1.0, "pmi": 0.0}
+    assert report["combos"][ARMS[0]]["accuracy"] == 1.0 and report["combos"][ARMS[1]]["accuracy"] == 0.0
+    assert report["full"]["accuracy"] == 1.0 and report["oracle_any_combo"] == 1.0
+    assert _split_report([q], [WITHOUT_KG, *ARMS], {"full": [ARMS[1]]}, store, bandit, "mean"
+                         )["full"]["accuracy"] == 1.0
+
+
+def test_a_letter_backend_records_no_pmi_outcome() -> None:
+    """Letter scores have no prior: PMI's correctness is unknown (None), and accuracies over it are NaN."""
+    from kgwise.eval.knowgpt import _acc
+
+    q = Question("q1", "What purrs?", (Choice("A", "dog"), Choice("B", "cat")), gold=("B",))
+    letter = ChoiceScores((-50.0, 0.0), (-50.0, 0.0), method="letter")
+    row = _row(q, WITHOUT_KG, Injection(Answer("q1", "B", {"A": 0.0, "B": 1.0}), letter), None)
+    assert (row["correct_sum"], row["correct_mean"], row["correct_pmi"]) == (1, 1, None)
+    assert _acc([row], "correct_sum") == 1.0 and math.isnan(_acc([row], "correct_pmi"))
+
+
+def test_targets_pair_full_with_the_baselines_on_the_same_questions(tmp_path: Path) -> None:
+    """Four questions: w/o KG right on 1, the first combination on 3, the bandit's picks on 2."""
+    from kgwise.eval.knowgpt import markdown_table
+
+    qs = [Question(f"q{i}", "?", (Choice("A", "a"), Choice("B", "b")), gold=("A",)) for i in range(4)]
+    store = OutcomeStore(tmp_path / "outcomes.jsonl")
+    right = {WITHOUT_KG: [1, 0, 0, 0], ARMS[0]: [1, 1, 1, 0]} | {a: [0, 0, 0, 0] for a in ARMS[1:]}
+    for setting, flags in right.items():
+        for q, ok in zip(qs, flags, strict=True):
+            store.put({"qid": q.id, "setting": setting, "correct_sum": ok, "correct_mean": ok,
+                       "correct_pmi": ok, "prep_ms": 1.0, "empty_knowledge": 0, "kg_edges": 1})
+    picks = [ARMS[0], ARMS[1], ARMS[0], ARMS[1]]  # right, wrong, right, wrong
+    report = _split_report(qs, [WITHOUT_KG, *ARMS], {"full": picks}, store, PromptBandit(4, ARMS), "sum")
+    t = report["targets"]
+    assert t["full_minus_without_kg"] == pytest.approx(0.25)  # differences 0, 0, 1, 0
+    assert t["full_minus_without_kg_se"] == pytest.approx(0.25)  # sd 0.5 over √4
+    assert t["full_minus_best_single"] == pytest.approx(-0.25)  # differences 0, -1, 0, 0
+    assert t["five_points_over_without_kg"] and not t["at_least_best_single"]
+    table = markdown_table({"csqa": {"splits": {"ihdev": report}, "scoring": {"chosen": "sum"}}})
+    assert "| full − w/o KG (points ± paired SE) | +25.0 ± 25.0 |" in table
