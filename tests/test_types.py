@@ -52,3 +52,13 @@ def test_usage_adds_up() -> None:
     total = Usage.total([Usage(1, 2, 1, 0.1, 0.5), Usage(3, 4, 1, 0.2, 0.25, cached_calls=1)])
     assert total == Usage(4, 6, 2, pytest.approx(0.3), 0.75, 1)
     assert total.total_tokens == 10
+
+
+def test_make_question_takes_its_answer() -> None:
+    from kgwise.errors import ConfigError
+    from kgwise.types import make_question
+
+    assert make_question("Q?", ["aspirin", "insulin"], answer="Insulin").gold == ("B",)
+    assert make_question("Q?", ["aspirin", "insulin"], answer="A").gold == ("A",)
+    with pytest.raises(ConfigError, match="none of the choices"):
+        make_question("Q?", ["aspirin", "insulin"], answer="heparin")

@@ -11,7 +11,9 @@ import string
 import unicodedata
 from collections.abc import Sequence
 
-__all__ = ["match_answer", "normalize_answer", "question_key"]
+import ftfy
+
+__all__ = ["match_answer", "normalize_answer", "question_key", "repair_text"]
 
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -46,6 +48,14 @@ def match_answer(prediction: str, gold: Sequence[str], *, containment: bool = Tr
 _NON_ALNUM = re.compile(r"[^a-z0-9]")
 
 
+def repair_text(text: str) -> str:
+    """``text`` with mojibake repaired (UTF-8 read as Latin-1/cp1252, once or twice: ``MÃ©xico`` →
+    ``México``, by ftfy) and NFKC-normalised."""
+    return ftfy.fix_text(text, normalization="NFKC")
+
+
 def question_key(text: str) -> str:
-    """Alignment key of a question text: WordPiece ``" ##"`` joins undone, lower case, only [a-z0-9]."""
-    return _NON_ALNUM.sub("", text.replace(" ##", "").lower())
+    """Alignment key of a question text: mojibake repaired, WordPiece ``" ##"`` joins undone, accents
+    stripped, lower case, only [a-z0-9] kept."""
+    plain = unicodedata.normalize("NFKD", repair_text(text).replace(" ##", ""))
+    return _NON_ALNUM.sub("", "".join(c for c in plain if not unicodedata.combining(c)).lower())

@@ -133,9 +133,10 @@ class Question(_Serialisable):
         return tuple(c.text for c in self.choices)
 
 
-def make_question(text: str, choices: Sequence[str], qid: str = "") -> Question:
-    """A multiple-choice ``Question`` with choices labelled A, B, …; raises ``ConfigError`` for an empty
-    text, fewer than two (or more than 26) non-empty choices, or a choice given twice."""
+def make_question(text: str, choices: Sequence[str], qid: str = "", answer: str | None = None) -> Question:
+    """A multiple-choice ``Question`` with choices labelled A, B, …, and ``answer`` (a label or a choice's
+    text) as its gold when given; raises ``ConfigError`` for an empty text, fewer than two (or more than
+    26) non-empty choices, a choice given twice, or an answer that is none of the choices."""
     if not text.strip():
         raise ConfigError("the question text is empty")
     opts = [c.strip() for c in choices if c.strip()]
@@ -145,7 +146,15 @@ def make_question(text: str, choices: Sequence[str], qid: str = "") -> Question:
     if len(set(folded)) != len(folded):
         twice = next(c for i, c in enumerate(opts) if folded[i] in folded[:i])
         raise ConfigError(f"the choice {twice!r} is given twice")
-    return Question(qid, text, tuple(Choice(CHOICE_LABELS[i], t) for i, t in enumerate(opts)))
+    labelled = tuple(Choice(CHOICE_LABELS[i], t) for i, t in enumerate(opts))
+    gold: tuple[str, ...] = ()
+    if answer is not None:
+        match = [c.label for c in labelled if answer.strip() in (c.label, c.text) or
+                 answer.strip().casefold() == c.text.casefold()]
+        if not match:
+            raise ConfigError(f"the answer {answer!r} is none of the choices' labels or texts")
+        gold = (match[0],)
+    return Question(qid, text, labelled, gold)
 
 
 @dataclass(frozen=True, slots=True)

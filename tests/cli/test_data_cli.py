@@ -36,7 +36,36 @@ def test_data_stats_bad_data_dir(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "does not exist" in result.output
     result = runner.invoke(app, ["data", "stats", "--data", str(tmp_path)])
-    assert result.exit_code == 2 and "not found" in result.output
+    assert result.exit_code == 2 and "no benchmark data set found" in result.output
+
+
+def test_data_stats_lists_what_is_there(data_dir: Path, tmp_path: Path) -> None:
+    (tmp_path / "obqa").symlink_to(data_dir / "obqa")
+    out = tmp_path / "stats.json"
+    result = runner.invoke(app, ["data", "stats", "--data", str(tmp_path), "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert report["obqa"] == EXPECTED["obqa"]
+    assert str(report["csqa"]["dev"]).startswith("missing: ") and "missing" in result.output
+
+
+def test_data_export_round_trips_through_the_user_formats(data_dir: Path, tmp_path: Path) -> None:
+    from kgwise.datasets import load
+    from kgwise.datasets.user import read_graded_log, read_questions
+
+    qs, log = tmp_path / "q.jsonl", tmp_path / "log.jsonl"
+    result = runner.invoke(app, ["data", "export", "--dataset", "webqsp", "--questions", str(qs), "--log",
+                                 str(log), "--data", str(data_dir)])
+    assert result.exit_code == 0, result.output
+    back = read_questions(qs)
+    original = load("webqsp", "test", data_dir)
+    assert [(q.id, q.text, q.gold, q.topic_entities) for q in back] == [
+        (q.id, q.text, q.gold, q.topic_entities) for q in original]
+    graded = read_graded_log(log)
+    assert len(graded.questions) == 1578 and len(graded.arms) == 7
+    assert "ReaRev-lmsr:KGM:" in result.output
+    result = runner.invoke(app, ["data", "export", "--dataset", "obqa", "--log", str(log)])
+    assert result.exit_code == 2 and "webqsp/test only" in result.output
 
 
 def test_kg_build_merged_and_inspect(data_dir: Path, tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ graded logs a router can be warm-started from."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -12,12 +12,13 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from kgwise.datasets.user import GradedLog
 from kgwise.errors import ConfigError, DataError
 from kgwise.files import read_jsonl
 from kgwise.route.arms import Cluster
-from kgwise.types import Question
+from kgwise.types import Question, Usage
 
-__all__ = ["ArmInfo", "OutcomeTable", "read_graded_log"]
+__all__ = ["ArmInfo", "OutcomeTable", "free_signals", "graded_coverage", "read_graded_log"]
 
 
 class ArmInfo(Protocol):
@@ -83,6 +84,35 @@ class OutcomeTable:
             self.unit,
         )
 
+    @classmethod
+    def from_graded_log(cls, log: GradedLog, arms: Sequence[ArmInfo], unit: str = "$",
+                        cost_of: Callable[[str, Usage], float] | None = None) -> OutcomeTable:
+        """The table of a graded log's questions that every one of ``arms`` graded (the others are
+        counted by :func:`graded_coverage`); an arm's cost is its ``cost``, or ``cost_of(arm, usage)``."""
+        names = [a.name for a in arms]
+        missing = [n for n in names if n not in log.arms]
+        if missing:
+            raise ConfigError(f"the graded log grades no arm named {', '.join(map(repr, missing))}; it has "
+                              f"{', '.join(log.arms)}")
+        kept = [q for q in log.questions if all(n in q.arms for n in names)]
+        if not kept:
+            raise ConfigError(f"no question of the graded log is graded on every arm ({', '.join(names)})")
+        correct = np.array([[q.arms[n].correct for n in names] for q in kept], dtype=bool)
+        cost = np.zeros((len(kept), len(names)))
+        for i, q in enumerate(kept):
+            for j, n in enumerate(names):
+                o = q.arms[n]
+                if o.cost is not None:
+                    cost[i, j] = o.cost
+                elif cost_of is None:
+                    raise ConfigError(f"question {q.id!r}, arm {n!r}: the log gives usage, not cost, and no "
+                                      "price is known for the arm")
+                else:
+                    cost[i, j] = cost_of(n, o.usage or Usage())
+        return cls(tuple(q.id for q in kept), tuple(q.text for q in kept), tuple(names),
+                   tuple(a.cluster for a in arms), tuple(a.reported_accuracy for a in arms), correct, cost,
+                   unit)
+
     def head(self, n: int | None) -> OutcomeTable:
         """The first ``n`` questions (all when ``n`` is None or not smaller)."""
         return self if n is None or n >= self.n_questions else self.subset(range(n))
@@ -121,3 +151,28 @@ def read_graded_log(path: Path, arms: Sequence[str]) -> tuple[list[str], npt.NDA
     if not rows:
         raise DataError("graded log holds no questions", path)
     return texts, np.array(rows, dtype=np.float64)
+
+
+def graded_coverage(log: GradedLog, arms: Sequence[str]) -> dict[str, object]:
+    """How many of a log's questions every arm graded, and which were left out (counted and named)."""
+    left = [q.id for q in log.questions if not all(a in q.arms for a in arms)]
+    return {"log_questions": len(log.questions), "graded_on_every_arm": len(log.questions) - len(left),
+            "left_out": len(left), "left_out_ids": left[:50]}
+
+
+def free_signals(log: GradedLog, table: OutcomeTable) -> npt.NDArray[np.float64]:
+    """Per question of ``table``, what the arms with ``signals`` (free KG models, known before any LLM is
+    called) say: ``[agree, s_1, …, s_k, agree · min(s)]`` with ``s_a`` an arm's first signal and ``agree``
+    whether they all put the same non-empty answer on top."""
+    by_id = {q.id: q for q in log.questions}
+    with_signals = [a for a in table.arms if any(by_id[q].arms[a].signals for q in table.qids)]
+    if not with_signals:
+        raise ConfigError("no arm of the graded log has signals")
+    rows = []
+    for qid in table.qids:
+        outs = [by_id[qid].arms[a] for a in with_signals]
+        scores = [o.signals[0] if o.signals else 0.0 for o in outs]
+        answers = {o.answer for o in outs}
+        agree = float(len(answers) == 1 and "" not in answers)
+        rows.append([agree, *scores, agree * min(scores)])
+    return np.asarray(rows, dtype=np.float64)

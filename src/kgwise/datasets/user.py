@@ -1,0 +1,294 @@
+"""A user's own data: labelled questions and graded logs as JSON Lines (schemas in ``kgwise/data/schemas``).
+
+Questions, one object per line::
+
+    {"id": "q1", "text": "Which drug …?", "choices": ["aspirin", "insulin"] | {"A": "aspirin", …}
+     | [{"label": "A", "text": "aspirin"}, …],
+     "gold": ["A"] | "answer": "A" | "aspirin",          # optional; a choice's label or its text
+     "topic_entities": ["Aspirin"]}                      # optional, open questions
+
+Without ``choices`` a question is open: ``gold`` / ``answer`` hold answer names (aliases included).
+
+A graded log, one object per question: what each arm answered, whether that was right and what it cost::
+
+    {"id": "q1", "text": "…", "arms": {"gpt-4": {"answer": "A", "correct": true, "cost": 0.002},
+                                       "gnn": {"answer": "B", "correct": false,
+                                               "usage": {"input_tokens": 0, "calls": 1},
+                                               "signals": [0.91, 0.05]}}}
+
+``cost`` (dollars or calls, as the router counts) or ``usage`` (tokens and calls, priced by the arm);
+``signals``: optional per-arm numbers known before any LLM is called (a KG model's scores).
+Every reader names the file, the line and the field of a bad record.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from kgwise.errors import DataError
+from kgwise.files import read_jsonl, write_text_atomic
+from kgwise.types import CHOICE_LABELS, Choice, Question, Usage
+
+__all__ = ["ArmOutcome", "GradedLog", "GradedQuestion", "question_record", "read_graded_log",
+           "read_questions", "schema", "write_graded_log", "write_questions"]
+
+_QUESTION_KEYS = {"id", "text", "choices", "gold", "answer", "topic_entities", "context", "concept"}
+
+
+def schema(name: str) -> dict[str, Any]:
+    """The JSON schema ``questions`` or ``graded_log`` shipped in the package."""
+    text = resources.files("kgwise").joinpath(f"data/schemas/{name}.schema.json").read_text("utf-8")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+def _strings(value: Any, key: str, path: Path, line: int) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise DataError(f"field {key!r} must be a string or a list of non-empty strings, got {value!r}",
+                        path, line)
+    return tuple(value)
+
+
+def _choices(raw: Any, path: Path, line: int) -> tuple[Choice, ...]:
+    if isinstance(raw, dict):
+        pairs = list(raw.items())
+    elif isinstance(raw, list) and all(isinstance(c, str) for c in raw):
+        if len(raw) > len(CHOICE_LABELS):
+            raise DataError(f"field 'choices': at most {len(CHOICE_LABELS)} unlabelled choices", path, line)
+        pairs = list(zip(CHOICE_LABELS, raw, strict=False))
+    elif isinstance(raw, list) and all(isinstance(c, dict) for c in raw):
+        pairs = [(c.get("label"), c.get("text")) for c in raw]
+    else:
+        raise DataError("field 'choices' must be a list of texts, a {label: text} object or a list of "
+                        "{label, text} objects", path, line)
+    out = []
+    for label, text in pairs:
+        if not isinstance(label, str) or not label.strip() or not isinstance(text, str) or not text.strip():
+            raise DataError(f"field 'choices': a choice needs a non-empty label and text, got "
+                            f"{label!r}: {text!r}", path, line)
+        out.append(Choice(label.strip(), text.strip()))
+    if len(out) < 2:
+        raise DataError("field 'choices': a multiple-choice question needs at least two choices", path, line)
+    labels = [c.label for c in out]
+    if len(set(labels)) != len(labels):
+        raise DataError(f"field 'choices': duplicate labels {labels}", path, line)
+    return tuple(out)
+
+
+def _gold_labels(given: tuple[str, ...], choices: tuple[Choice, ...], key: str, path: Path,
+                 line: int) -> tuple[str, ...]:
+    """Gold given as labels or as choice texts (case-insensitive) → labels."""
+    by_label = {c.label: c.label for c in choices}
+    by_text = {c.text.casefold(): c.label for c in choices}
+    out = []
+    for g in given:
+        label = by_label.get(g.strip()) or by_text.get(g.strip().casefold())
+        if label is None:
+            raise DataError(f"field {key!r}: {g!r} is neither a choice label ({', '.join(by_label)}) nor a "
+                            "choice's text", path, line)
+        out.append(label)
+    return tuple(dict.fromkeys(out))
+
+
+def question_record(obj: Mapping[str, Any], path: Path, line: int) -> Question:
+    """One questions-file record as a ``Question`` (``DataError`` naming file, line and field)."""
+    unknown = sorted(set(obj) - _QUESTION_KEYS)
+    if unknown:
+        raise DataError(f"unknown field(s) {', '.join(unknown)}; a question has "
+                        f"{', '.join(sorted(_QUESTION_KEYS))}", path, line)
+    qid = obj.get("id")
+    if isinstance(qid, int) and not isinstance(qid, bool):
+        qid = str(qid)
+    if not isinstance(qid, str) or not qid.strip():
+        raise DataError("field 'id' missing or not a non-empty string", path, line)
+    text = obj.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise DataError("field 'text' missing or not a non-empty string", path, line)
+    if "gold" in obj and "answer" in obj:
+        raise DataError("give 'gold' or 'answer', not both", path, line)
+    key = "gold" if "gold" in obj else "answer"
+    gold = _strings(obj[key], key, path, line) if key in obj else ()
+    choices = _choices(obj["choices"], path, line) if obj.get("choices") is not None else ()
+    if choices and gold:
+        gold = _gold_labels(gold, choices, key, path, line)
+    raw_topics = obj.get("topic_entities")
+    topics = _strings(raw_topics, "topic_entities", path, line) if raw_topics else ()
+    extra = {k: obj[k] for k in ("context", "concept") if isinstance(obj.get(k), str)}
+    try:
+        return Question(qid.strip(), text.strip(), choices, gold, topics, **extra)
+    except ValueError as exc:
+        raise DataError(str(exc), path, line) from exc
+
+
+def read_questions(path: str | Path) -> list[Question]:
+    """Every question of a questions file (ids must be unique)."""
+    p = Path(path)
+    out: list[Question] = []
+    seen: dict[str, int] = {}
+    for line, obj in read_jsonl(p, "questions file"):
+        q = question_record(obj, p, line)
+        if q.id in seen:
+            raise DataError(f"id {q.id!r} is given twice (first on line {seen[q.id]})", p, line)
+        seen[q.id] = line
+        out.append(q)
+    if not out:
+        raise DataError("questions file holds no questions", p)
+    return out
+
+
+def _question_json(q: Question) -> dict[str, Any]:
+    rec: dict[str, Any] = {"id": q.id, "text": q.text}
+    if q.choices:
+        rec["choices"] = {c.label: c.text for c in q.choices}
+    if q.gold:
+        rec["gold"] = list(q.gold)
+    if q.topic_entities:
+        rec["topic_entities"] = list(q.topic_entities)
+    return rec
+
+
+def write_questions(path: str | Path, questions: Iterable[Question]) -> int:
+    """Write ``questions`` as a questions file (atomically); returns how many."""
+    lines = [json.dumps(_question_json(q), ensure_ascii=False) for q in questions]
+    write_text_atomic(Path(path), "".join(line + "\n" for line in lines))
+    return len(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class ArmOutcome:
+    """What one arm did on one question: its answer, whether it was right, and its cost or usage."""
+
+    answer: str
+    correct: bool
+    cost: float | None = None
+    usage: Usage | None = None
+    signals: tuple[float, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        rec: dict[str, Any] = {"answer": self.answer, "correct": self.correct}
+        if self.cost is not None:
+            rec["cost"] = self.cost
+        if self.usage is not None:
+            u = self.usage
+            rec["usage"] = {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
+                            "calls": u.calls}
+        if self.signals:
+            rec["signals"] = list(self.signals)
+        return rec
+
+
+@dataclass(frozen=True, slots=True)
+class GradedQuestion:
+    """One line of a graded log: the question and each arm's outcome on it."""
+
+    id: str
+    text: str
+    arms: Mapping[str, ArmOutcome]
+
+
+@dataclass(frozen=True)
+class GradedLog:
+    """A graded log: questions in file order and the arms that appear in it (first-seen order)."""
+
+    questions: tuple[GradedQuestion, ...]
+    arms: tuple[str, ...] = field(default=())
+
+    def outcome(self, arm: str) -> list[ArmOutcome | None]:
+        """``arm``'s outcome on every question (``None`` where the log does not grade it)."""
+        return [q.arms.get(arm) for q in self.questions]
+
+
+def _number(value: Any, what: str, path: Path, line: int, *, integer: bool = False) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and value >= 0
+    if not ok or (integer and int(value) != value):
+        kind = "a whole number" if integer else "a finite number"
+        raise DataError(f"{what} must be {kind} ≥ 0, got {value!r}", path, line)
+    return float(value)
+
+
+def _arm_outcome(name: str, obj: Any, path: Path, line: int) -> ArmOutcome:
+    where = f"arms.{name}"
+    if not isinstance(obj, dict):
+        raise DataError(f"{where} must be an object {{answer, correct, cost | usage}}", path, line)
+    unknown = sorted(set(obj) - {"answer", "correct", "cost", "usage", "signals"})
+    if unknown:
+        raise DataError(f"{where}: unknown field(s) {', '.join(unknown)}", path, line)
+    answer = obj.get("answer", "")
+    if not isinstance(answer, str):
+        raise DataError(f"{where}.answer must be a string, got {answer!r}", path, line)
+    correct = obj.get("correct")
+    if isinstance(correct, int | float) and not isinstance(correct, bool) and correct in (0, 1):
+        correct = bool(correct)
+    if not isinstance(correct, bool):
+        raise DataError(f"{where}.correct must be true or false, got {correct!r}", path, line)
+    if ("cost" in obj) == ("usage" in obj):
+        raise DataError(f"{where} needs exactly one of 'cost' and 'usage'", path, line)
+    cost = _number(obj["cost"], f"{where}.cost", path, line) if "cost" in obj else None
+    usage = None
+    if "usage" in obj:
+        u = obj["usage"]
+        if not isinstance(u, dict) or set(u) - {"input_tokens", "output_tokens", "calls"}:
+            raise DataError(f"{where}.usage must be {{input_tokens, output_tokens, calls}}", path, line)
+        n = {k: int(_number(u.get(k, 0), f"{where}.usage.{k}", path, line, integer=True))
+             for k in ("input_tokens", "output_tokens")}
+        calls = int(_number(u.get("calls", 1), f"{where}.usage.calls", path, line, integer=True))
+        usage = Usage(n["input_tokens"], n["output_tokens"], calls)
+    signals = obj.get("signals", [])
+    if not isinstance(signals, list) or not all(
+            isinstance(s, int | float) and not isinstance(s, bool) and math.isfinite(s) for s in signals):
+        raise DataError(f"{where}.signals must be a list of finite numbers", path, line)
+    return ArmOutcome(answer, correct, cost, usage, tuple(float(s) for s in signals))
+
+
+def read_graded_log(path: str | Path, arms: Sequence[str] | None = None) -> GradedLog:
+    """A graded log; with ``arms``, an arm the log names that is not among them is an error."""
+    p = Path(path)
+    known = set(arms) if arms is not None else None
+    out: list[GradedQuestion] = []
+    seen: dict[str, int] = {}
+    order: dict[str, None] = {}
+    for line, obj in read_jsonl(p, "graded log"):
+        unknown = sorted(set(obj) - {"id", "text", "arms"})
+        if unknown:
+            raise DataError(f"unknown field(s) {', '.join(unknown)}; a graded question has id, text, arms",
+                            p, line)
+        qid, text, graded = obj.get("id"), obj.get("text", ""), obj.get("arms")
+        if isinstance(qid, int) and not isinstance(qid, bool):
+            qid = str(qid)
+        if not isinstance(qid, str) or not qid.strip():
+            raise DataError("field 'id' missing or not a non-empty string", p, line)
+        if not isinstance(text, str):
+            raise DataError("field 'text' must be a string", p, line)
+        if not isinstance(graded, dict) or not graded:
+            raise DataError("field 'arms' must be an object {ARM: {answer, correct, cost | usage}} with at "
+                            "least one arm", p, line)
+        if qid in seen:
+            raise DataError(f"id {qid!r} is graded twice (first on line {seen[qid]})", p, line)
+        seen[qid] = line
+        outcomes = {}
+        for name, rec in graded.items():
+            if known is not None and name not in known:
+                raise DataError(f"unknown arm {name!r}; the arms are {', '.join(arms or ())}", p, line)
+            outcomes[name] = _arm_outcome(name, rec, p, line)
+            order[name] = None
+        out.append(GradedQuestion(qid, text, outcomes))
+    if not out:
+        raise DataError("graded log holds no questions", p)
+    return GradedLog(tuple(out), tuple(order))
+
+
+def write_graded_log(path: str | Path, log: GradedLog) -> int:
+    """Write ``log`` as a graded log (atomically); returns how many questions."""
+    lines = [json.dumps({"id": q.id, "text": q.text, "arms": {a: o.to_dict() for a, o in q.arms.items()}},
+                        ensure_ascii=False) for q in log.questions]
+    write_text_atomic(Path(path), "".join(line + "\n" for line in lines))
+    return len(lines)

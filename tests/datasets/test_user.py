@@ -1,0 +1,112 @@
+"""A user's questions file and graded log: every accepted spelling, and bad records named by file:line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kgwise.datasets.user import (
+    ArmOutcome,
+    GradedLog,
+    GradedQuestion,
+    read_graded_log,
+    read_questions,
+    schema,
+    write_graded_log,
+    write_questions,
+)
+from kgwise.errors import DataError
+from kgwise.types import Usage
+
+
+def lines(tmp_path: Path, *records: object) -> Path:
+    path = tmp_path / "f.jsonl"
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records))
+    return path
+
+
+def test_questions_in_every_spelling(tmp_path: Path) -> None:
+    path = lines(tmp_path,
+                 {"id": "a", "text": "Which drug?", "choices": ["aspirin", "insulin"], "answer": "insulin"},
+                 {"id": 2, "text": "Which?", "choices": {"X": "one", "Y": "two"}, "gold": ["X"]},
+                 {"id": "c", "text": "Which?",
+                  "choices": [{"label": "A", "text": "u"}, {"label": "B", "text": "v"}]},
+                 {"id": "d", "text": "Who wrote Hamlet?", "gold": "Shakespeare",
+                  "topic_entities": ["Hamlet"]})
+    a, b, c, d = read_questions(path)
+    assert a.gold == ("B",) and [ch.label for ch in a.choices] == ["A", "B"]
+    assert b.id == "2" and b.gold == ("X",)
+    assert c.gold == () and c.is_multiple_choice
+    assert not d.is_multiple_choice and d.gold == ("Shakespeare",) and d.topic_entities == ("Hamlet",)
+    out = tmp_path / "back.jsonl"
+    assert write_questions(out, [a, b, c, d]) == 4
+    assert [q.to_dict() for q in read_questions(out)] == [q.to_dict() for q in (a, b, c, d)]
+
+
+@pytest.mark.parametrize("record, message", [
+    ({"text": "Which?"}, "field 'id' missing"),
+    ({"id": "a", "text": " "}, "field 'text' missing"),
+    ({"id": "a", "text": "Q", "choices": ["x"]}, "at least two choices"),
+    ({"id": "a", "text": "Q", "choices": ["x", "y"], "answer": "z"}, "'z' is neither a choice label"),
+    ({"id": "a", "text": "Q", "gold": ["x"], "answer": "x"}, "'gold' or 'answer', not both"),
+    ({"id": "a", "text": "Q", "qustion": 1}, "unknown field(s) qustion"),
+    ({"id": "a", "text": "Q", "topic_entities": [1]}, "field 'topic_entities' must be"),
+    ("[1, 2]", "expected a JSON object"),
+    ("{not json", "invalid JSON"),
+])
+def test_bad_question_records_name_file_and_line(tmp_path: Path, record: object, message: str) -> None:
+    path = lines(tmp_path, {"id": "ok", "text": "fine"}, record)
+    with pytest.raises(DataError) as err:
+        read_questions(path)
+    assert f"{path}:2: " in str(err.value) and message in str(err.value)
+
+
+def test_duplicate_ids_and_empty_files(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"given twice \(first on line 1"):
+        read_questions(lines(tmp_path, {"id": "a", "text": "x"}, {"id": "a", "text": "y"}))
+    with pytest.raises(DataError, match="holds no questions"):
+        read_questions(lines(tmp_path))
+
+
+def test_graded_log_round_trip(tmp_path: Path) -> None:
+    path = lines(tmp_path, {"id": "q1", "text": "T", "arms": {
+        "gpt": {"answer": "A", "correct": True, "cost": 0.002},
+        "gnn": {"answer": "B", "correct": 0, "usage": {"input_tokens": 0, "calls": 1}, "signals": [0.9, 1]}}},
+        {"id": "q2", "arms": {"gpt": {"correct": False, "cost": 0}}})
+    log = read_graded_log(path, arms=["gpt", "gnn"])
+    assert log.arms == ("gpt", "gnn")
+    assert log.questions[0].arms["gnn"] == ArmOutcome("B", False, None, Usage(0, 0, 1), (0.9, 1.0))
+    assert log.outcome("gnn")[1] is None
+    out = tmp_path / "back.jsonl"
+    write_graded_log(out, log)
+    assert read_graded_log(out) == log
+
+
+@pytest.mark.parametrize("arms, message", [
+    ({"gpt": {"answer": "A", "correct": True}}, "exactly one of 'cost' and 'usage'"),
+    ({"gpt": {"correct": "yes", "cost": 1}}, "arms.gpt.correct must be true or false"),
+    ({"gpt": {"correct": True, "cost": -1}}, "arms.gpt.cost must be a finite number ≥ 0"),
+    ({"gpt": {"correct": True, "cost": float("nan")}}, "arms.gpt.cost must be a finite number"),
+    ({"gpt": {"correct": True, "usage": {"calls": 1.5}}}, "arms.gpt.usage.calls must be a whole number"),
+    ({"gpt": {"correct": True, "cost": 1, "signals": ["x"]}}, "arms.gpt.signals must be a list"),
+    ({"other": {"correct": True, "cost": 1}}, "unknown arm 'other'"),
+    ({}, "field 'arms' must be an object"),
+])
+def test_bad_graded_records_name_file_line_and_field(tmp_path: Path, arms: object, message: str) -> None:
+    path = lines(tmp_path, {"id": "q0", "arms": {"gpt": {"correct": True, "cost": 0}}},
+                 {"id": "q1", "arms": arms})
+    with pytest.raises(DataError) as err:
+        read_graded_log(path, arms=["gpt"])
+    assert f"{path}:2: " in str(err.value) and message in str(err.value)
+
+
+def test_schemas_ship_with_the_package() -> None:
+    assert schema("questions")["required"] == ["id", "text"]
+    assert schema("graded_log")["required"] == ["id", "arms"]
+
+
+def test_graded_log_types() -> None:
+    q = GradedQuestion("q", "t", {"a": ArmOutcome("x", True, 1.0)})
+    assert GradedLog((q,), ("a",)).outcome("a") == [ArmOutcome("x", True, 1.0)]
