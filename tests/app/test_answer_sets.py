@@ -61,7 +61,8 @@ def test_the_cli_and_the_server_give_the_same_set(calibration: Path, tmp_path: P
     expected = json.loads(json.dumps(app.answer(QUESTION, ["Jamaica"]).to_dict()))
     with TestClient(create_app(ServerSettings(uag=calibration, uag_llm="smollm2-135m"))) as client:
         assert client.get("/health").json()["uag"] == json.loads(json.dumps(app.status().to_dict()))
-        body = client.post("/v1/answer-set", json={"question": QUESTION, "topic_entities": ["Jamaica"]}).json()
+        ask = {"question": QUESTION, "topic_entities": ["Jamaica"]}
+        body = client.post("/v1/answer-set", json=ask).json()
     assert body == expected
     res = CliRunner().invoke(cli, ["uag", "answer", QUESTION, "--topic", "Jamaica", "--kg", app.kg_file,
                                    "--uag", str(calibration), "--llm", "smollm2-135m",

@@ -145,7 +145,7 @@ def calibrate(
     bar = tqdm(total=len(questions), desc=f"calibrating on {dataset}/{split}", dynamic_ncols=True)
     rows = collect_probabilities(injector, questions, combo,
                                  out.with_name(f"{out.stem}.outcomes-{short_hash(stamp)}.jsonl"),
-                                 progress=lambda i, n: bar.update(1))
+                                 progress=lambda i, n: bar.update(1), fingerprint=short_hash(stamp))
     bar.close()
     conformal, report = run_calibration(rows, cfg)
     made_with = pipeline_of(injector, combo, policy, bandit)
