@@ -417,13 +417,11 @@ def _live_arms(specs: list[str], dataset: str, root: Path, scoring: ScoringRule
             continue
         if not injector_parts:
             from kgwise.extract.subgraph import SubgraphExtractor
+            from kgwise.kg.benchmarks import benchmark_kg
             from kgwise.kg.grounding import Grounder
-            from kgwise.kgm.graphs import DATASET_KGS, build_kg
             from kgwise.render.formats import make_format
 
-            if dataset not in DATASET_KGS:
-                raise ConfigError(f"no KG configured for {dataset!r} (knowledge injection)")
-            kg = build_kg(DATASET_KGS[dataset], root)
+            kg = benchmark_kg(dataset, root)
             injector_parts.update(
                 kg=kg,
                 grounder=Grounder(kg),

@@ -58,14 +58,14 @@ from kgwise.extract.path_agent import (
 from kgwise.files import ResumeLog, short_hash, write_text_atomic
 from kgwise.inject.bandit import ARMS, BanditConfig, PromptBandit
 from kgwise.inject.injector import WITHOUT_KG, Injection, InjectorConfig, KnowledgeInjector
-from kgwise.kg.csr import CSRGraph
+from kgwise.kg.benchmarks import benchmark_kg
 from kgwise.kg.grounding import Grounder, GrounderConfig
 from kgwise.llm.base import SCORING_RULES, ChoiceScores, ScoringRule, scoring_rule
 from kgwise.render.formats import FormatConfig, make_format
 from kgwise.settings import command_default
 from kgwise.types import Question, Usage
 
-__all__ = ["DATASETS", "PROMPT_BANDIT", "RL_AGENT", "ExperimentConfig", "build_kg", "markdown_table",
+__all__ = ["DATASETS", "PROMPT_BANDIT", "RL_AGENT", "ExperimentConfig", "markdown_table",
            "run_experiment", "split_questions"]
 
 DATASETS = ("csqa", "obqa", "medqa")
@@ -106,31 +106,6 @@ class ExperimentConfig:
 
 
 # ---------------------------------------------------------------------------------------------- data
-def build_kg(dataset: str, data: Path) -> CSRGraph:
-    """The dataset's KG, built once and cached (:func:`kgwise.kg.cache.cached_graph`)."""
-    from kgwise.kg.cache import cached_graph
-    from kgwise.kg.loaders import load_conceptnet_jsonl_triples, load_ddb, load_wordnet, merge_graphs
-
-    slice_dir = data / "conceptnet" / "csqa_choice_triples_jessionlin"
-    merge_file = data / "conceptnet" / "merge_relation_kagnet.txt"
-    sources = {"csqa": [data / "wordnet", slice_dir, merge_file], "obqa": [data / "wordnet"],
-               "medqa": [data / "ddb"]}
-    if dataset not in sources:
-        raise ConfigError(f"unknown data set {dataset!r}; choose one of {', '.join(DATASETS)}")
-
-    def build() -> CSRGraph:
-        if dataset == "medqa":
-            return load_ddb(data / "ddb")
-        # a word's rare senses only put noise in the prompt ('Go is a word for adam')
-        wordnet = load_wordnet(data / "wordnet", senses="frequent")
-        if dataset == "obqa":
-            return wordnet
-        cn = load_conceptnet_jsonl_triples(slice_dir, merge_file)
-        return merge_graphs([wordnet, cn], name="wordnet+conceptnet-slice")
-
-    return cached_graph(f"knowgpt-kg-{dataset}", sources[dataset], build)
-
-
 def split_questions(
     dataset: str, data: Path, seed: int = 0
 ) -> tuple[list[Question], dict[str, list[Question]]]:
@@ -247,7 +222,7 @@ def run_experiment(
     torch.set_num_threads(1)
     t_start = time.perf_counter()
 
-    kg = build_kg(dataset, root)
+    kg = benchmark_kg(dataset, root)
     log(f"{dataset}: {kg!r}")
     train_qs, tests = split_questions(dataset, root, cfg.split_seed)
     grounder = Grounder(kg, GrounderConfig(wordnet_dir=root / "wordnet" if dataset != "medqa" else None))
