@@ -11,31 +11,16 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from kgwise.app import UAGApp
-from kgwise.conformal.calibrated import CalibratedUAG, TableSettings, calibrate_uag
-from kgwise.conformal.grid import TableBatch
-from kgwise.conformal.provenance import graph_fingerprint
 from kgwise.errors import ConfigError, DataError
-from kgwise.kg.loaders import load_tsv
 
 QUESTION = "what does jamaican people speak?"
 
 
-@pytest.fixture(scope="module")
-def calibration(data_dir: Path, webqsp_uag_tables: TableBatch, tmp_path_factory: pytest.TempPathFactory
-                ) -> Path:
-    """UAG calibrated at α = 0.4 on 300 WebQSP questions with RoG's recorded generations."""
-    uag, summary = calibrate_uag(webqsp_uag_tables, 0.4, TableSettings())
-    kg = data_dir / "webqsp" / "freebase_fragment.tsv"
-    summary.update(kg=str(kg), generator="recorded:rog",
-                   made_with={"kg": graph_fingerprint(load_tsv(kg)), "generator": None})
-    return CalibratedUAG(uag, TableSettings(), summary).save(tmp_path_factory.mktemp("uag") / "uag.json")
-
-
 @pytest.mark.slow
-def test_answer_set_of_a_question(calibration: Path) -> None:
+def test_answer_set_of_a_question(uag_calibration: Path) -> None:
     with pytest.raises(ConfigError, match="--llm"):
-        UAGApp(calibration)  # recorded generations cannot answer new questions
-    app = UAGApp(calibration, llm="smollm2-135m")
+        UAGApp(uag_calibration)  # recorded generations cannot answer new questions
+    app = UAGApp(uag_calibration, llm="smollm2-135m")
     assert app.mismatch == () and app.same_generator is False and app.guaranteed is False
     status = app.status()
     assert status.alpha == 0.4 and status.delta == 0.05 and status.kg.endswith("freebase_fragment.tsv")
@@ -53,19 +38,19 @@ def test_answer_set_of_a_question(calibration: Path) -> None:
 
 
 @pytest.mark.slow
-def test_the_cli_and_the_server_give_the_same_set(calibration: Path, tmp_path: Path) -> None:
+def test_the_cli_and_the_server_give_the_same_set(uag_calibration: Path, tmp_path: Path) -> None:
     from kgwise.cli.main import app as cli
     from kgwise.server import ServerSettings, create_app
 
-    app = UAGApp(calibration, llm="smollm2-135m")
+    app = UAGApp(uag_calibration, llm="smollm2-135m")
     expected = json.loads(json.dumps(app.answer(QUESTION, ["Jamaica"]).to_dict()))
-    with TestClient(create_app(ServerSettings(uag=calibration, uag_llm="smollm2-135m"))) as client:
+    with TestClient(create_app(ServerSettings(uag=uag_calibration, uag_llm="smollm2-135m"))) as client:
         assert client.get("/health").json()["uag"] == json.loads(json.dumps(app.status().to_dict()))
         ask = {"question": QUESTION, "topic_entities": ["Jamaica"]}
         body = client.post("/v1/answer-set", json=ask).json()
     assert body == expected
     res = CliRunner().invoke(cli, ["uag", "answer", QUESTION, "--topic", "Jamaica", "--kg", app.kg_file,
-                                   "--uag", str(calibration), "--llm", "smollm2-135m",
+                                   "--uag", str(uag_calibration), "--llm", "smollm2-135m",
                                    "--json", str(tmp_path / "a.json")])
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "a.json").read_text()) == expected

@@ -36,7 +36,8 @@ def _run(code: str, *args: str) -> subprocess.CompletedProcess[str]:
 def test_app_and_cli_import_without_the_extras() -> None:
     res = _run(f"""
         import sys
-        import kgwise.app, kgwise.app.knowgpt, kgwise.app.answer_sets, kgwise.cli.main
+        import kgwise.cli.main  # first: its settings loader must not run when kgwise.app registers defaults
+        import kgwise.app, kgwise.app.knowgpt, kgwise.app.answer_sets
         print(sorted(m for m in sys.modules if m.split(".")[0] in {EXTRAS_ONLY!r}))
     """)
     assert res.returncode == 0, res.stderr
@@ -69,3 +70,14 @@ def test_app_answers_a_ddb_question_with_the_local_model_without_the_extras(data
     assert body["combo"] == "P_sub+F_s" and body["choice_text"] in ("aspirin", "insulin", "levothyroxine",
                                                                      "omeprazole")
     assert sum(body["probabilities"].values()) == pytest.approx(1.0, abs=1e-6) and body["knowledge"]
+    cli = _run("""
+        import sys
+        from typer.testing import CliRunner
+        from kgwise.cli.main import app
+        res = CliRunner().invoke(app, ["answer", "Which drug treats hypertension?", "--choices",
+                                       "Lisinopril|Insulin", "--kg", sys.argv[1]])
+        print(res.output)
+        sys.exit(res.exit_code)
+    """, str(kg))
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    assert "answer:" in cli.stdout and "combination: P_sub+F_s" in cli.stdout
