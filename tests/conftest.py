@@ -34,6 +34,22 @@ def webqsp_uag_tables(data_dir: Path) -> TableBatch:
     return webqsp_tables(data_dir, cfg, load_webqsp_data(data_dir, cfg.gnn, cfg.limit), progress=False)
 
 
+@pytest.fixture(scope="session")
+def uag_calibration(data_dir: Path, webqsp_uag_tables: TableBatch, tmp_path_factory: pytest.TempPathFactory
+                    ) -> Path:
+    """A UAG calibration file (``kgwise uag calibrate``'s) at α = 0.4 on 300 WebQSP questions with RoG's
+    recorded generations, over the Freebase fragment."""
+    from kgwise.conformal.calibrated import CalibratedUAG, TableSettings, calibrate_uag
+    from kgwise.conformal.provenance import graph_fingerprint
+    from kgwise.kg.loaders import load_tsv
+
+    uag, summary = calibrate_uag(webqsp_uag_tables, 0.4, TableSettings())
+    kg = data_dir / "webqsp" / "freebase_fragment.tsv"
+    summary.update(kg=str(kg), generator="recorded:rog",
+                   made_with={"kg": graph_fingerprint(load_tsv(kg)), "generator": None})
+    return CalibratedUAG(uag, TableSettings(), summary).save(tmp_path_factory.mktemp("uag") / "uag.json")
+
+
 def write_rog(questions: list[Question], graph: CSRGraph, out: Path, split: str = "test", shards: int = 2,
               jsonl: bool = False) -> Path:
     """``questions`` in RoG's released schema (id, question, answer, q_entity, a_entity, graph, choices),

@@ -7,9 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kgwise.errors import DataError
+from kgwise.errors import ConfigError, DataError
 from kgwise.files import (
-    ResultLog,
+    ResumeLog,
+    TornLineWarning,
     atomic_path,
     file_stamp,
     read_json,
@@ -69,16 +70,67 @@ def test_source_fingerprint_follows_the_source(tmp_path: Path, monkeypatch: pyte
         source_fingerprint("fppkg_missing")
 
 
-def test_result_log_resumes_only_its_own_fingerprint(tmp_path: Path) -> None:
+def test_resume_log_refuses_or_restarts_on_other_settings(tmp_path: Path) -> None:
     path = tmp_path / "runs.jsonl"
-    log = ResultLog(path, "settings-a")
+    log = ResumeLog(path, "settings-a")
     log.put("split-0", {"ecr": 0.9})
-    assert ResultLog(path, "settings-a").get("split-0") == {"ecr": 0.9}
-    assert ResultLog(path, "settings-b").get("split-0") is None  # other settings or code: started afresh
-    assert ResultLog(path, "settings-a").get("split-0") is None
-    memory = ResultLog(None, "x")
+    log.put("split-1", 1)
+    log.put("split-0", {"ecr": 0.8})  # a later line of a key replaces the earlier one
+    again = ResumeLog(path, "settings-a")
+    assert again.get("split-0") == {"ecr": 0.8} and len(again) == 2 and "split-1" in again
+    assert again.items() == [("split-0", {"ecr": 0.8}), ("split-1", 1)]
+    with pytest.raises(ConfigError, match=r"runs\.jsonl holds results of other settings.*'settings-a'"):
+        ResumeLog(path, "settings-b")
+    assert ResumeLog(path, "settings-a").get("split-1") == 1  # the refusal left the file alone
+    fresh = ResumeLog(path, "settings-b", on_other="restart")  # e.g. the code changed: recompute
+    assert fresh.restarted and len(fresh) == 0 and ResumeLog(path, "settings-a", on_other="restart").restarted
+    memory = ResumeLog(None, "x")
     memory.put("k", [1, 2])
-    assert memory.get("k") == [1, 2] and memory.get("other") is None
+    assert memory.get("k") == [1, 2] and memory.get("other") is None and memory.get("o", 3) == 3
+
+
+def test_resume_log_drops_a_torn_last_line_with_a_warning(tmp_path: Path) -> None:
+    path = tmp_path / "runs.jsonl"
+    log = ResumeLog(path, "fp")
+    log.put("a", 1)
+    log.put("b", 2)
+    whole = path.read_text(encoding="utf-8")
+    path.write_text(whole + '{"key": "c", "val', encoding="utf-8")  # killed while writing c
+    with pytest.warns(TornLineWarning, match=r"runs\.jsonl:4: dropped 1 line"):
+        resumed = ResumeLog(path, "fp")
+    assert resumed.torn == 1 and resumed.items() == [("a", 1), ("b", 2)]
+    assert path.read_text(encoding="utf-8") == whole  # cut back, so the next line starts clean
+    resumed.put("c", 3)
+    assert ResumeLog(path, "fp").items() == [("a", 1), ("b", 2), ("c", 3)]
+    # a whole last record that only lacks its newline is kept
+    path.write_text(whole.rstrip("\n"), encoding="utf-8")
+    kept = ResumeLog(path, "fp")
+    assert kept.torn == 0 and kept.get("b") == 2
+    kept.put("d", 4)
+    assert ResumeLog(path, "fp").items() == [("a", 1), ("b", 2), ("d", 4)]
+
+
+def test_resume_log_names_file_and_line_of_a_bad_record(tmp_path: Path) -> None:
+    path = tmp_path / "runs.jsonl"
+    path.write_text('{"fingerprint": "fp"}\n{"key": "a"}\n{"key": "b", "value": 1}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"runs\.jsonl:2.*no 'value'"):
+        ResumeLog(path, "fp")
+    path.write_text('{"fingerprint": "fp"}\nnot json\n{"key": "b", "value": 1}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"runs\.jsonl:2"):
+        ResumeLog(path, "fp")
+    path.write_text('{"key": "b", "value": 1}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"runs\.jsonl:1.*not a resume log"):
+        ResumeLog(path, "fp")
+
+
+def test_resume_log_puts_from_threads(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = tmp_path / "runs.jsonl"
+    log = ResumeLog(path, "fp", fsync=True)
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda i: log.put(str(i), i), range(200)))
+    assert dict(ResumeLog(path, "fp").items()) == {str(i): i for i in range(200)}
 
 
 def test_short_hash_is_stable_and_order_free() -> None:

@@ -1,6 +1,6 @@
 """Small file helpers: atomic writes (write a temporary sibling, then rename it over the target, so that a
 reader or an interrupted run that resumes never sees a half-written file), JSON reading that names the
-file and line of a fault, and what resumable runs key their results by (:class:`ResultLog`,
+file and line of a fault, and what resumable runs key their results by (:class:`ResumeLog`,
 :func:`short_hash`, :func:`source_fingerprint`)."""
 
 from __future__ import annotations
@@ -8,18 +8,21 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
+import threading
+import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-from kgwise.errors import DataError
+from kgwise.errors import ConfigError, DataError
 
 __all__ = [
-    "ResultLog", "atomic_path", "file_stamp", "matching_files", "read_json", "read_jsonl", "savez_atomic",
-    "short_hash", "source_fingerprint", "write_text_atomic",
+    "ResumeLog", "TornLineWarning", "atomic_path", "file_stamp", "matching_files", "read_json", "read_jsonl",
+    "savez_atomic", "short_hash", "source_fingerprint", "write_text_atomic",
 ]
 
 
@@ -128,32 +131,104 @@ def short_hash(obj: Any) -> str:
     return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-class ResultLog:
-    """Results of a resumable run, appended to a JSONL file as each finishes (``path=None``: in memory).
-    The first line holds the run's ``fingerprint`` (its settings, inputs and code); a file written under
-    another fingerprint is started afresh, so a resume never mixes in results of other settings or code."""
+class TornLineWarning(UserWarning):
+    """A resume log's last line was cut short by a crash and dropped (its result is recomputed)."""
 
-    def __init__(self, path: Path | None, fingerprint: str) -> None:
-        self.path = path
+
+class ResumeLog:
+    """The results of a resumable run, keyed, in an append-only JSONL file (``path=None``: in memory).
+
+    Line 1 is ``{"fingerprint": …}``, a hash of the run's settings (inputs, code) that every result depends
+    on; then one ``{"key": …, "value": …}`` per result, appended (and flushed) as it finishes; a later line
+    of a key replaces an earlier one. A file of another fingerprint is never mixed in: ``on_other="refuse"``
+    raises ``ConfigError`` naming the file, ``"restart"`` starts it afresh (for fingerprints that include
+    the code, whose change should recompute). A last line cut short by a crash is dropped with a
+    :class:`TornLineWarning` (counted in :attr:`torn`); any other malformed line raises ``DataError`` naming
+    file and line. ``put`` is thread-safe; ``fsync`` forces each line to disk."""
+
+    def __init__(self, path: str | Path | None, fingerprint: str, *,
+                 on_other: Literal["refuse", "restart"] = "refuse", fsync: bool = False) -> None:
+        self.path = Path(path) if path is not None else None
+        self.fingerprint = fingerprint
+        self.fsync = fsync
+        self.torn = 0
+        self.restarted = False
         self._rows: dict[str, Any] = {}
-        if path is None:
+        self._lock = threading.Lock()
+        if self.path is None:
             return
-        if path.is_file():
-            lines = path.read_text(encoding="utf-8").splitlines()
-            if lines and json.loads(lines[0]).get("fingerprint") == fingerprint:
-                for line in lines[1:]:
-                    row = json.loads(line)
-                    self._rows[row["key"]] = row["value"]
+        if self.path.is_file() and self.path.stat().st_size > 0:
+            found = self._read(self.path)
+            if found == fingerprint:
                 return
-        write_text_atomic(path, json.dumps({"fingerprint": fingerprint}) + "\n")
+            if on_other == "refuse":
+                raise ConfigError(f"{self.path} holds results of other settings (fingerprint {found!r}, "
+                                  f"this run {fingerprint!r}); resume with the same settings, or choose "
+                                  "another file or delete it")
+            self._rows.clear()
+            self.restarted = True
+        write_text_atomic(self.path, json.dumps({"fingerprint": fingerprint}) + "\n")
 
-    def get(self, key: str) -> Any | None:
-        """The stored result of ``key``, or ``None``."""
-        return self._rows.get(key)
+    def _read(self, path: Path) -> Any:
+        """Load the records of ``path`` and return its fingerprint."""
+        data = path.read_bytes()
+        lines = data.split(b"\n")
+        complete = data.endswith(b"\n")
+        if complete:
+            lines.pop()  # the empty string after the last newline
+        fingerprint: Any = None
+        for n, raw in enumerate(lines, 1):
+            last = n == len(lines)
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+                if not isinstance(obj, dict):
+                    raise ValueError("expected a JSON object")
+                if n == 1:
+                    if "fingerprint" not in obj:
+                        raise ValueError("the first line holds no fingerprint (not a resume log)")
+                    fingerprint = obj["fingerprint"]
+                else:
+                    self._rows[str(obj["key"])] = obj["value"]
+            except (ValueError, KeyError, UnicodeDecodeError) as exc:
+                if last and not complete and n > 1:  # cut short by a crash: drop it, recompute its result
+                    self.torn += 1
+                    with path.open("rb+") as fh:
+                        fh.truncate(len(data) - len(raw))
+                    warnings.warn(f"{path}:{n}: dropped {self.torn} line cut short by an interrupted run; "
+                                  "its result is recomputed", TornLineWarning, stacklevel=3)
+                    return fingerprint
+                what = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
+                raise DataError(f"not a resume log record: {what}", path, n) from exc
+        if not complete:  # the last record is whole but lacks its newline
+            with path.open("ab") as fh:
+                fh.write(b"\n")
+        return fingerprint
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._rows
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The stored result of ``key``, else ``default``."""
+        return self._rows.get(key, default)
+
+    def items(self) -> list[tuple[str, Any]]:
+        """``(key, result)`` of every stored result, in the order first stored."""
+        with self._lock:
+            return list(self._rows.items())
 
     def put(self, key: str, value: Any) -> None:
-        """Store (and append to the file) the JSON-able result ``value`` of ``key``."""
-        self._rows[key] = value
-        if self.path is not None:
-            with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps({"key": key, "value": value}) + "\n")
+        """Store the JSON-able result ``value`` of ``key`` and append it to the file."""
+        line = json.dumps({"key": key, "value": value}, ensure_ascii=False) + "\n"
+        with self._lock:
+            if self.path is not None:
+                with self.path.open("a", encoding="utf-8") as fh:
+                    fh.write(line)
+                    fh.flush()
+                    if self.fsync:
+                        os.fsync(fh.fileno())
+            self._rows[key] = value

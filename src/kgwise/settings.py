@@ -70,8 +70,11 @@ def _complete() -> None:
 
 
 def section_class(name: str) -> type[Any]:
-    """The config class of table ``name``; ``ConfigError`` listing the tables for an unknown one."""
-    _complete()
+    """The config class of table ``name``; ``ConfigError`` listing the tables for an unknown one. The
+    registry is completed (:func:`on_demand`) only when ``name`` is not registered yet, so a module that
+    registers a default for its own table loads no other package (a core install has no torch)."""
+    if name not in SECTIONS:
+        _complete()
     if name not in SECTIONS:
         raise ConfigError(f"unknown config table [{name}]; the tables are {', '.join(sorted(SECTIONS))}")
     return SECTIONS[name]
@@ -98,7 +101,8 @@ def to_toml(section: str, cfg: Any) -> str:
 def default(section: str) -> Any:
     """The config the commands reading table ``section`` start from (:data:`COMMAND_DEFAULTS`, else the
     class's defaults)."""
-    cls = section_class(section)  # completes the registry, command defaults included
+    _complete()  # command defaults included
+    cls = section_class(section)
     return COMMAND_DEFAULTS[section] if section in COMMAND_DEFAULTS else cls()
 
 

@@ -17,9 +17,10 @@ from kgwise.types import Answer, Choice, Question
 
 def test_run_dir_resumes_only_the_same_run(tmp_path: Path) -> None:
     cfg = ExperimentConfig()
-    _claim_run_dir(tmp_path, "csqa", "smollm2-135m", cfg)
-    _claim_run_dir(tmp_path, "csqa", "smollm2-135m", cfg)  # a resume
-    _claim_run_dir(tmp_path, "csqa", "smollm2-135m", ExperimentConfig(limit=1000))  # more test questions
+    first = _claim_run_dir(tmp_path, "csqa", "smollm2-135m", cfg)
+    assert _claim_run_dir(tmp_path, "csqa", "smollm2-135m", cfg) == first  # a resume
+    # more test questions: the same run (and the same fingerprint of its outcomes)
+    assert _claim_run_dir(tmp_path, "csqa", "smollm2-135m", ExperimentConfig(limit=1000)) == first
     with pytest.raises(ConfigError, match="llm"):
         _claim_run_dir(tmp_path, "csqa", "gemma3-270m", cfg)
     with pytest.raises(ConfigError, match="train_limit"):
@@ -51,7 +52,7 @@ def test_outcomes_record_every_rule_and_reports_read_the_chosen_one(tmp_path: Pa
     inj = Injection(Answer("q1", "A", {"A": 1.0, "B": 0.0, "C": 0.0}), scores)
     row = _row(q, WITHOUT_KG, inj, prior)
     assert (row["correct_sum"], row["correct_mean"], row["correct_pmi"]) == (0, 1, 0)
-    store = OutcomeStore(tmp_path / "outcomes.jsonl")
+    store = OutcomeStore(tmp_path / "outcomes.jsonl", "run")
     store.put(row)
     for a in ARMS:
         store.put({**row, "setting": a, "correct_pmi": int(a == ARMS[0])})
@@ -81,7 +82,7 @@ def test_targets_pair_full_with_the_baselines_on_the_same_questions(tmp_path: Pa
     from kgwise.eval.knowgpt import markdown_table
 
     qs = [Question(f"q{i}", "?", (Choice("A", "a"), Choice("B", "b")), gold=("A",)) for i in range(4)]
-    store = OutcomeStore(tmp_path / "outcomes.jsonl")
+    store = OutcomeStore(tmp_path / "outcomes.jsonl", "run")
     right = {WITHOUT_KG: [1, 0, 0, 0], ARMS[0]: [1, 1, 1, 0]} | {a: [0, 0, 0, 0] for a in ARMS[1:]}
     for setting, flags in right.items():
         for q, ok in zip(qs, flags, strict=True):
@@ -96,3 +97,17 @@ def test_targets_pair_full_with_the_baselines_on_the_same_questions(tmp_path: Pa
     assert t["five_points_over_without_kg"] and not t["at_least_best_single"]
     table = markdown_table({"csqa": {"splits": {"ihdev": report}, "scoring": {"chosen": "sum"}}})
     assert "| full − w/o KG (points ± paired SE) | +25.0 ± 25.0 |" in table
+
+
+def test_outcome_store_resumes_from_its_file(tmp_path: Path) -> None:
+    store = OutcomeStore(tmp_path / "run" / "outcomes.jsonl", "run-a")
+    store.put({"qid": "q1", "setting": "P_sub+F_t", "correct": 1})
+    store.put({"qid": "q1", "setting": WITHOUT_KG, "correct": 0})
+    again = OutcomeStore(tmp_path / "run" / "outcomes.jsonl", "run-a")
+    assert again.get("q1", "P_sub+F_t") == {"qid": "q1", "setting": "P_sub+F_t", "correct": 1}
+    assert again.need("q1", WITHOUT_KG)["correct"] == 0 and len(again.rows()) == 2
+    assert again.get("q2", WITHOUT_KG) is None
+    with pytest.raises(KeyError, match="q2"):
+        again.need("q2", WITHOUT_KG)
+    with pytest.raises(ConfigError, match="other settings"):
+        OutcomeStore(tmp_path / "run" / "outcomes.jsonl", "run-b")

@@ -60,16 +60,16 @@ def test_calibrate_then_answer_with_a_set_through_the_cli(data_dir: Path, tmp_pa
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
     [outcomes] = tmp_path.glob("cal.outcomes-*.jsonl")
-    assert len(outcomes.read_text().splitlines()) == 4
+    assert len(outcomes.read_text().splitlines()) == 5  # the header and 4 rows
     cp = SplitConformal.load(out)
     assert cp.config.alpha == 0.2 and cp.calibration_scores_ is not None and cp.calibration_scores_.size == 4
     res = runner.invoke(app, args)  # resumes: no new outcome rows
-    assert res.exit_code == 0 and len(outcomes.read_text().splitlines()) == 4
+    assert res.exit_code == 0 and len(outcomes.read_text().splitlines()) == 5  # the header and 4 rows
     # another scoring rule answers afresh instead of reusing answers scored by the other one
     res = runner.invoke(app, [*args, "--scoring", "mean"])
     assert res.exit_code == 0, res.output
     assert len(list(tmp_path.glob("cal.outcomes-*.jsonl"))) == 2
-    assert len(outcomes.read_text().splitlines()) == 4
+    assert len(outcomes.read_text().splitlines()) == 5  # the header and 4 rows
     ask = ["answer", "Which drug is used to treat hypertension?", "--choices",
            "Lisinopril|Insulin|Penicillin", "--kg", str(kg),
            "--combo", "P_sub+F_t", "--calibration", str(out), "--alpha", "0.5"]
@@ -79,8 +79,10 @@ def test_calibrate_then_answer_with_a_set_through_the_cli(data_dir: Path, tmp_pa
     # answers scored by another rule, or made with another combination, are not covered by its guarantee
     res = runner.invoke(app, ask)
     assert res.exit_code == 2 and "scoring: calibrated with 'mean', answering with 'sum'" in res.output
+    # another combination is answered, without a set (kgwise.app.knowgpt)
     res = runner.invoke(app, [*ask[:-6], "--combo", "P_sub+F_s", *ask[-4:], "--scoring", "mean"])
-    assert res.exit_code == 2 and "combo: calibrated with 'P_sub+F_t'" in res.output
+    assert res.exit_code == 0 and "combo: calibrated with 'P_sub+F_t'" in res.output
+    assert "calibrated set: none" in res.output
     res = runner.invoke(app, [*ask, "--allow-mismatch"])
     assert res.exit_code == 0, res.output
     assert "calibrated set (no guarantee: made by another pipeline)" in res.output

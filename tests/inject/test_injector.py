@@ -189,15 +189,3 @@ def test_injector_answers_a_real_medqa_question_end_to_end_with_the_local_model(
     p = np.array(list(a.probabilities.values()))
     assert p.sum() == pytest.approx(1.0) and (p > 0).all()
     assert a.usage.calls >= 1 and a.usage.input_tokens > len(q.text.split())
-
-
-def test_outcome_store_resumes_from_its_file(tmp_path: Path) -> None:
-    from kgwise.eval.knowgpt import OutcomeStore
-
-    store = OutcomeStore(tmp_path / "run" / "outcomes.jsonl")
-    store.put({"qid": "q1", "setting": "P_sub+F_t", "correct": 1})
-    store.put({"qid": "q1", "setting": WITHOUT_KG, "correct": 0})
-    again = OutcomeStore(tmp_path / "run" / "outcomes.jsonl")
-    assert again.get("q1", "P_sub+F_t") == {"qid": "q1", "setting": "P_sub+F_t", "correct": 1}
-    assert again.get("q1", WITHOUT_KG)["correct"] == 0  # type: ignore[index]
-    assert again.get("q2", WITHOUT_KG) is None

@@ -225,7 +225,7 @@ def test_uag_calibrates_and_answers_over_sparql_as_over_the_file(endpoint: str, 
     from kgwise.server.answer_sets import AnswerSetRequest, AnswerSetService
 
     service = AnswerSetService(tmp_path / "sparql.json", llm="smollm2-135m")
-    assert isinstance(service.kg, SPARQLGraph)
+    assert isinstance(service.app.kg, SPARQLGraph)
     req = AnswerSetRequest(question="what does jamaican people speak?", topic_entities=["Jamaica"])
     assert service.answer(req)["answers"] == results["sparql"][1]
 

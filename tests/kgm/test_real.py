@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 from kgwise.cli.main import app
 from kgwise.datasets import load
 from kgwise.embed import MiniLM
+from kgwise.kg.benchmarks import DATASET_KGS, build_kg
 from kgwise.kg.csr import CSRGraph
 from kgwise.kgm.cache import GraphBuilder
 from kgwise.kgm.features import FeatureConfig, NodeTable, QuestionGraph, collate
-from kgwise.kgm.graphs import DATASET_KGS, build_kg
 from kgwise.kgm.io import save_model
 from kgwise.kgm.model import GraphQA, ModelConfig
 from kgwise.kgm.predictor import KGMPredictor

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kgwise.errors import DataError, KgwiseError
+from kgwise.errors import ConfigError, DataError, KgwiseError
+from kgwise.files import TornLineWarning
 from kgwise.llm.batch import read_done, run_batch
 
 
@@ -34,16 +35,30 @@ def test_resume_skips_done_and_retries_failed(tmp_path: Path) -> None:
 
 def test_half_written_last_line_is_repaired(tmp_path: Path) -> None:
     out = tmp_path / "b.jsonl"
-    out.write_text(json.dumps({"key": "a", "ok": True, "result": 1}) + "\n" + '{"key": "b", "ok": tr')
-    r = run_batch([("a", 0), ("b", 0)], lambda x: 2, out, progress=False)
+    header = json.dumps({"fingerprint": ""}) + "\n"
+    out.write_text(header + json.dumps({"key": "a", "value": {"ok": True, "result": 1}}) + "\n"
+                   + '{"key": "b", "value": {"ok": tr')
+    with pytest.warns(TornLineWarning):
+        r = run_batch([("a", 0), ("b", 0)], lambda x: 2, out, progress=False)
     assert r.resumed == 1 and r.ran == 1 and r.results == {"a": 1, "b": 2}
-    assert [json.loads(x)["key"] for x in out.read_text().splitlines()] == ["a", "b"]
+    assert [json.loads(x)["key"] for x in out.read_text().splitlines()[1:]] == ["a", "b"]
+
+
+def test_a_batch_of_other_settings_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "b.jsonl"
+    run_batch([("a", 1)], lambda x: x, out, progress=False, fingerprint="model-a")
+    with pytest.raises(ConfigError, match="other settings"):
+        run_batch([("a", 1)], lambda x: x, out, progress=False, fingerprint="model-b")
+    assert read_done(out, "model-a") == ({"a": 1}, {})
 
 
 def test_bad_records_and_keys(tmp_path: Path) -> None:
     out = tmp_path / "b.jsonl"
     out.write_text('{"nokey": 1}\n')
     with pytest.raises(DataError, match=r"b\.jsonl:1"):
+        read_done(out)
+    out.write_text('{"fingerprint": ""}\n{"key": "a", "value": 3}\n')
+    with pytest.raises(DataError, match=r"b\.jsonl: not a batch record: key 'a'"):
         read_done(out)
     with pytest.raises(ValueError, match="duplicate"):
         run_batch([("a", 1), ("a", 2)], lambda x: x, tmp_path / "c.jsonl", progress=False)

@@ -57,10 +57,10 @@ def _backend(url: str, model: str = "fault-model") -> OpenAICompatible:
 
 def _ok_lines(path: Path) -> list[dict[str, object]]:
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8").splitlines()[1:]:  # after the ResumeLog's fingerprint
         if line.strip():
             rec = json.loads(line)
-            if rec["ok"]:
+            if rec["value"]["ok"]:
                 out.append(rec)
     return out
 
@@ -133,7 +133,7 @@ def test_killed_batch_resumes_without_repeating_finished_calls(tmp_path: Path) -
         child = subprocess.Popen([sys.executable, "-c", _CHILD, srv.url, str(out)], env=dict(os.environ))
         deadline = time.time() + 120
         while time.time() < deadline:
-            if out.exists() and len(out.read_text(encoding="utf-8").splitlines()) >= 60:
+            if out.exists() and len(out.read_text(encoding="utf-8").splitlines()) >= 61:  # fingerprint + 60
                 break
             if child.poll() is not None:
                 pytest.fail(f"child exited early with {child.returncode}")

@@ -8,23 +8,15 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from kgwise.conformal.calibrated import CalibratedUAG, TableSettings, calibrate_uag
-from kgwise.conformal.grid import TableBatch
-from kgwise.conformal.provenance import graph_fingerprint
+from kgwise.conformal.calibrated import CalibratedUAG
 from kgwise.errors import ConfigError
-from kgwise.kg.loaders import load_tsv
 from kgwise.server import ServerSettings, create_app
 
 
 @pytest.fixture(scope="module")
-def calibration(data_dir: Path, webqsp_uag_tables: TableBatch, tmp_path_factory: pytest.TempPathFactory
-                ) -> Path:
+def calibration(uag_calibration: Path) -> Path:
     """UAG calibrated at α = 0.4 on 300 WebQSP questions with RoG's recorded generations."""
-    uag, summary = calibrate_uag(webqsp_uag_tables, 0.4, TableSettings())
-    kg = data_dir / "webqsp" / "freebase_fragment.tsv"
-    summary.update(kg=str(kg), generator="recorded:rog",
-                   made_with={"kg": graph_fingerprint(load_tsv(kg)), "generator": None})
-    return CalibratedUAG(uag, TableSettings(), summary).save(tmp_path_factory.mktemp("uag") / "uag.json")
+    return uag_calibration
 
 
 def test_answer_set_route(calibration: Path) -> None:

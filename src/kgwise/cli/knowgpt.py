@@ -47,7 +47,8 @@ def answer(
     policy: PolicyOption = None,
     bandit: BanditOption = None,
     combo: Annotated[str | None, typer.Option(
-        "--combo", help="Force a combination, e.g. P_sub+F_s (default: the bandit's pick, else P_sub+F_s)."
+        "--combo", help="Force a combination, e.g. P_sub+F_s (default: the --calibration's, else the "
+        "bandit's pick, else P_sub+F_s)."
     )] = None,
     calibration: Annotated[Path | None, typer.Option(
         "--calibration", help="A file written by `kgwise calibrate`: also print the calibrated answer set."
@@ -59,47 +60,42 @@ def answer(
         "policy or bandit differ from the calibration's (the set then carries no guarantee).")] = False,
     scoring: ScoringOption = None,
 ) -> None:
-    """Answer one multiple-choice QUESTION with knowledge from a KG injected into the LLM's prompt."""
-    from kgwise.conformal.provenance import check_same_pipeline
-    from kgwise.conformal.split import SplitConformal
-    from kgwise.inject.build import build_injector
-    from kgwise.inject.calibration import pipeline_of, with_prediction_set
+    """Answer one multiple-choice QUESTION with knowledge from a KG injected into the LLM's prompt; with
+    --calibration, also its calibrated answer set (answered with the calibration's combination unless
+    --combo says otherwise; see :mod:`kgwise.app.knowgpt`)."""
+    from kgwise.app.knowgpt import KnowGPTApp
     from kgwise.types import make_question
 
     q = make_question(question, _parse_choices(choices))
     if alpha is not None and calibration is None:
         raise ConfigError("--alpha sets the miscoverage of a calibrated set: it needs --calibration FILE "
                           "(from `kgwise calibrate`)")
-    conformal = SplitConformal.load(calibration) if calibration is not None else None
-    injector = build_injector(kg, llm, policy, bandit, scoring)
-    mismatch: list[str] = []
-    if conformal is not None:
-        mismatch = check_same_pipeline(conformal.meta.get("made_with"),
-                                       pipeline_of(injector, combo, policy, bandit), str(calibration),
-                                       allow_mismatch)
-        for line in mismatch:
-            err_console.print(f"[yellow]warning:[/yellow] {line}")
-    result = injector.inject(q, combo)
-    a = result.answer
-    chosen = next(c.text for c in q.choices if c.label == a.prediction)
-    console.print(f"[bold]answer:[/bold] {a.prediction}) {chosen}")
+    knowgpt = KnowGPTApp.build(kg, llm, policy, bandit, scoring, calibration, allow_mismatch)
+    for line in knowgpt.mismatch:
+        err_console.print(f"[yellow]warning:[/yellow] {line}")
+    r = knowgpt.answer(q, combo, alpha)
+    for line in r.mismatch[len(knowgpt.mismatch):]:
+        err_console.print(f"[yellow]warning:[/yellow] {line}")
+    console.print(f"[bold]answer:[/bold] {r.prediction}) {r.choice_text}")
     for c in q.choices:
-        console.print(f"  {c.label}) {c.text}: {a.probabilities.get(c.label, 0.0):.3f}")
-    if conformal is not None:
-        level = conformal.config.alpha if alpha is None else alpha
-        labels = with_prediction_set(a, conformal, level).prediction_set or ()
-        shown = ", ".join(labels) if labels else "(empty)"
-        claim = ("[bold red]no guarantee[/bold red]: made by another pipeline" if mismatch
-                 else f"holds the answer w.p. ≥ {1 - level:.2f}")
-        console.print(f"[bold]calibrated set[/bold] ({claim}): {shown}")
-    console.print(f"[bold]combination:[/bold] {a.combo}, choices ranked by {injector.config.scoring}")
+        console.print(f"  {c.label}) {c.text}: {r.probabilities.get(c.label, 0.0):.3f}")
+    if r.guaranteed is not None:
+        shown = ", ".join(r.calibrated_set) if r.calibrated_set else "(empty)"
+        if r.calibrated_set is None:
+            console.print("[bold]calibrated set[/bold]: none, the calibration was made with another "
+                          "combination (--allow-mismatch shows one without the guarantee)")
+        else:
+            claim = ("[bold red]no guarantee[/bold red]: made by another pipeline" if not r.guaranteed
+                     else f"holds the answer w.p. ≥ {1 - (r.alpha or 0.0):.2f}")
+            console.print(f"[bold]calibrated set[/bold] ({claim}): {shown}")
+    console.print(f"[bold]combination:[/bold] {r.combination}, choices ranked by {r.scoring}")
     console.print("[bold]knowledge:[/bold]")
-    console.print(a.knowledge or "(none found)", markup=False)
-    u = a.usage
+    console.print(r.knowledge or "(none found)", markup=False)
+    u = r.usage
     console.print(f"[bold]usage:[/bold] {u.calls} LLM calls ({u.cached_calls} cached), "
                   f"{u.input_tokens} input + {u.output_tokens} output tokens, {u.latency_s:.2f} s LLM time, "
                   f"cost {u.cost:.6f}; "
-                  f"grounding+extraction+rendering {result.prep_ms:.1f} ms")
+                  f"grounding+extraction+rendering {r.prep_ms:.1f} ms")
 
 
 @app.command("calibrate")
@@ -149,7 +145,7 @@ def calibrate(
     bar = tqdm(total=len(questions), desc=f"calibrating on {dataset}/{split}", dynamic_ncols=True)
     rows = collect_probabilities(injector, questions, combo,
                                  out.with_name(f"{out.stem}.outcomes-{short_hash(stamp)}.jsonl"),
-                                 progress=lambda i, n: bar.update(1))
+                                 progress=lambda i, n: bar.update(1), fingerprint=short_hash(stamp))
     bar.close()
     conformal, report = run_calibration(rows, cfg)
     made_with = pipeline_of(injector, combo, policy, bandit)

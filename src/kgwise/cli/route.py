@@ -417,13 +417,11 @@ def _live_arms(specs: list[str], dataset: str, root: Path, scoring: ScoringRule
             continue
         if not injector_parts:
             from kgwise.extract.subgraph import SubgraphExtractor
+            from kgwise.kg.benchmarks import benchmark_kg
             from kgwise.kg.grounding import Grounder
-            from kgwise.kgm.graphs import DATASET_KGS, build_kg
             from kgwise.render.formats import make_format
 
-            if dataset not in DATASET_KGS:
-                raise ConfigError(f"no KG configured for {dataset!r} (knowledge injection)")
-            kg = build_kg(DATASET_KGS[dataset], root)
+            kg = benchmark_kg(dataset, root)
             injector_parts.update(
                 kg=kg,
                 grounder=Grounder(kg),
@@ -477,6 +475,7 @@ def eval_route_live(
     from kgwise.eval.route.experiment import ExperimentConfig, run_experiment
     from kgwise.eval.route.live import collect_outcomes
     from kgwise.eval.route.plots import plot_all
+    from kgwise.files import short_hash
     from kgwise.settings import configured
 
     twice = sorted({a for a in arm if arm.count(a) > 1})
@@ -488,7 +487,8 @@ def eval_route_live(
         questions = questions[:limit]
     arms, params = _live_arms(arm, dataset, root, scoring_rule(scoring))
     outcomes = None if json_out is None else json_out.with_name(f"{json_out.stem}.outcomes.jsonl")
-    table, totals = collect_outcomes(arms, questions, outcomes, params)
+    table, totals = collect_outcomes(arms, questions, outcomes, params,
+                                     fingerprint=short_hash({"dataset": dataset, "split": split}))
     X = np.asarray(MiniLM().encode(list(table.texts)), dtype=np.float64)
     cfg = ExperimentConfig(budget=budget, seeds=seeds, coke=configured("coke", config, lam=lam))
     report = run_experiment(table, X, cfg, _progress_file(json_out, "live"))

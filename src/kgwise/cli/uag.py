@@ -3,7 +3,7 @@ calibrated answer set of a new question)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -178,34 +178,22 @@ def answer(
 ) -> None:
     """The calibrated answer set of QUESTION: every KG answer UAG keeps at the calibrated α. The guarantee
     assumes Φ(P) comes from the generator the calibration used."""
-    from kgwise.conformal.calibrated import CalibratedUAG
-    from kgwise.conformal.evaluator import LLMGenerator
-    from kgwise.kg.sources import open_graph
-    from kgwise.llm import get_llm
-    from kgwise.types import Question
+    from kgwise.app.answer_sets import UAGApp
 
-    calibrated = CalibratedUAG.load(uag)
-    if not question.strip():
-        raise ConfigError("the question text is empty")
-    graph = open_graph(kg)
-    spec, mismatch = calibrated.check_pipeline(graph, llm, uag, allow_mismatch)
-    for line in mismatch:
+    uag_app = UAGApp(uag, kg, llm, allow_mismatch)
+    for line in uag_app.mismatch:
         err_console.print(f"[yellow]warning:[/yellow] {line}")
-    _, same = calibrated.generator_spec(llm)
-    if not same and not mismatch:
-        err_console.print(f"[yellow]warning:[/yellow] calibrated with "
-                          f"{calibrated.summary.get('generator') or 'an unknown generator'}, answering with "
-                          f"{spec}: the guarantee assumes the same generator")
-    q = Question(id="", text=question, topic_entities=tuple(topic))
-    result = calibrated.answer(q, graph, LLMGenerator(get_llm(spec, cache=True)))
-    for name in result.unknown_topic_entities:
+    spec, same = uag_app.llm_spec, uag_app.same_generator
+    if not same and not uag_app.mismatch:
+        err_console.print(f"[yellow]warning:[/yellow] calibrated with {uag_app.calibrated_generator}, "
+                          f"answering with {spec}: the guarantee assumes the same generator")
+    result = uag_app.answer(question, topic)
+    s = result.answer_set
+    for name in s.unknown_topic_entities:
         err_console.print(f"[yellow]warning:[/yellow] the topic entity {name!r} is not in the KG; "
                           "retrieving from the others")
-    bound = f"miss rate ≤ {result.alpha:g} with probability ≥ {1 - result.delta:g}"
-    claim = ("[bold red]no guarantee[/bold red]: another pipeline than the calibration's" if mismatch
+    bound = f"miss rate ≤ {s.alpha:g} with probability ≥ {1 - s.delta:g}"
+    claim = ("[bold red]no guarantee[/bold red]: another pipeline than the calibration's" if result.mismatch
              else bound if same else f"{bound} only if {spec} answers like the calibration's generator")
-    console.print(f"[bold]{len(result.answers)} answer(s)[/bold] ({claim}): "
-                  + (", ".join(result.answers) or "—"))
-    write_json({**asdict(result), "lambda": calibrated.uag.lambda_,
-                "evaluator_score": calibrated.uag.evaluator_score_, "guaranteed": same and not mismatch,
-                "calibration_mismatch": mismatch}, json_out)
+    console.print(f"[bold]{len(s.answers)} answer(s)[/bold] ({claim}): " + (", ".join(s.answers) or "—"))
+    write_json(result.to_dict(), json_out)

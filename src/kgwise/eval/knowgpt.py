@@ -55,17 +55,17 @@ from kgwise.extract.path_agent import (
     PathPolicy,
     train_path_policy,
 )
-from kgwise.files import write_text_atomic
+from kgwise.files import ResumeLog, short_hash, write_text_atomic
 from kgwise.inject.bandit import ARMS, BanditConfig, PromptBandit
 from kgwise.inject.injector import WITHOUT_KG, Injection, InjectorConfig, KnowledgeInjector
-from kgwise.kg.csr import CSRGraph
+from kgwise.kg.benchmarks import benchmark_kg
 from kgwise.kg.grounding import Grounder, GrounderConfig
 from kgwise.llm.base import SCORING_RULES, ChoiceScores, ScoringRule, scoring_rule
 from kgwise.render.formats import FormatConfig, make_format
 from kgwise.settings import command_default
 from kgwise.types import Question, Usage
 
-__all__ = ["DATASETS", "PROMPT_BANDIT", "RL_AGENT", "ExperimentConfig", "build_kg", "markdown_table",
+__all__ = ["DATASETS", "PROMPT_BANDIT", "RL_AGENT", "ExperimentConfig", "markdown_table",
            "run_experiment", "split_questions"]
 
 DATASETS = ("csqa", "obqa", "medqa")
@@ -106,31 +106,6 @@ class ExperimentConfig:
 
 
 # ---------------------------------------------------------------------------------------------- data
-def build_kg(dataset: str, data: Path) -> CSRGraph:
-    """The dataset's KG, built once and cached (:func:`kgwise.kg.cache.cached_graph`)."""
-    from kgwise.kg.cache import cached_graph
-    from kgwise.kg.loaders import load_conceptnet_jsonl_triples, load_ddb, load_wordnet, merge_graphs
-
-    slice_dir = data / "conceptnet" / "csqa_choice_triples_jessionlin"
-    merge_file = data / "conceptnet" / "merge_relation_kagnet.txt"
-    sources = {"csqa": [data / "wordnet", slice_dir, merge_file], "obqa": [data / "wordnet"],
-               "medqa": [data / "ddb"]}
-    if dataset not in sources:
-        raise ConfigError(f"unknown data set {dataset!r}; choose one of {', '.join(DATASETS)}")
-
-    def build() -> CSRGraph:
-        if dataset == "medqa":
-            return load_ddb(data / "ddb")
-        # a word's rare senses only put noise in the prompt ('Go is a word for adam')
-        wordnet = load_wordnet(data / "wordnet", senses="frequent")
-        if dataset == "obqa":
-            return wordnet
-        cn = load_conceptnet_jsonl_triples(slice_dir, merge_file)
-        return merge_graphs([wordnet, cn], name="wordnet+conceptnet-slice")
-
-    return cached_graph(f"knowgpt-kg-{dataset}", sources[dataset], build)
-
-
 def split_questions(
     dataset: str, data: Path, seed: int = 0
 ) -> tuple[list[Question], dict[str, list[Question]]]:
@@ -168,25 +143,33 @@ class FactRetriever:
 
 # ---------------------------------------------------------------------------------------------- outcomes
 class OutcomeStore:
-    """Append-only JSONL of LLM outcomes keyed by ``(question id, setting)``; reloaded on resume."""
+    """LLM outcomes keyed by ``(question id, setting)`` in a :class:`~kgwise.files.ResumeLog` of the run's
+    ``fingerprint`` (:func:`_claim_run_dir`); reloaded on resume."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.rows: dict[tuple[str, str], dict[str, Any]] = {}
-        if path.is_file():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                if line.strip():
-                    row = json.loads(line)
-                    self.rows[(row["qid"], row["setting"])] = row
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def __init__(self, path: Path, fingerprint: str) -> None:
+        self.log = ResumeLog(path, fingerprint)
+
+    @staticmethod
+    def _key(qid: str, setting: str) -> str:
+        return f"{qid}\t{setting}"
 
     def get(self, qid: str, setting: str) -> dict[str, Any] | None:
-        return self.rows.get((qid, setting))
+        row: dict[str, Any] | None = self.log.get(self._key(qid, setting))
+        return row
+
+    def need(self, qid: str, setting: str) -> dict[str, Any]:
+        """The stored outcome, which must be there (``KeyError`` naming it otherwise)."""
+        row = self.get(qid, setting)
+        if row is None:
+            raise KeyError(f"no outcome of question {qid!r} under {setting!r}")
+        return row
 
     def put(self, row: dict[str, Any]) -> None:
-        self.rows[(row["qid"], row["setting"])] = row
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(row) + "\n")
+        self.log.put(self._key(row["qid"], row["setting"]), row)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Every stored outcome."""
+        return [row for _, row in self.log.items()]
 
 
 def _row(q: Question, setting: str, inj: Injection, prior: ChoiceScores | None) -> dict[str, Any]:
@@ -235,11 +218,11 @@ def run_experiment(
 
     cfg = config or ExperimentConfig()
     root = data_dir(data)
-    _claim_run_dir(out_dir, dataset, llm_spec, cfg)
+    fingerprint = _claim_run_dir(out_dir, dataset, llm_spec, cfg)
     torch.set_num_threads(1)
     t_start = time.perf_counter()
 
-    kg = build_kg(dataset, root)
+    kg = benchmark_kg(dataset, root)
     log(f"{dataset}: {kg!r}")
     train_qs, tests = split_questions(dataset, root, cfg.split_seed)
     grounder = Grounder(kg, GrounderConfig(wordnet_dir=root / "wordnet" if dataset != "medqa" else None))
@@ -282,7 +265,7 @@ def run_experiment(
     rule: ScoringRule = "sum" if cfg.scoring == "auto" else scoring_rule(cfg.scoring)  # auto: chosen below
     injector = KnowledgeInjector(kg, grounder, {"P_sub": SubgraphExtractor(kg), "P_RL": agent}, formats, llm,
                                  encoder=encoder, config=InjectorConfig(rule), evidence=evidence)
-    store = OutcomeStore(out_dir / "outcomes.jsonl")
+    store = OutcomeStore(out_dir / "outcomes.jsonl", fingerprint)
 
     def outcome(q: Question, setting: str) -> dict[str, Any]:
         row = store.get(q.id, setting)
@@ -361,7 +344,7 @@ def run_experiment(
     emb.save()
 
     first = next(iter(splits.values()))
-    usage = Usage.total([Usage.from_dict(r["usage"]) for r in store.rows.values()])
+    usage = Usage.total([Usage.from_dict(r["usage"]) for r in store.rows()])
     report = {
         "dataset": dataset,
         "llm": llm_spec,
@@ -382,10 +365,10 @@ def run_experiment(
     return report
 
 
-def _claim_run_dir(out_dir: Path, dataset: str, llm_spec: str, cfg: ExperimentConfig) -> None:
+def _claim_run_dir(out_dir: Path, dataset: str, llm_spec: str, cfg: ExperimentConfig) -> str:
     """Record what ``out_dir`` holds (``run.json``: data set, LLM and every setting but the test ``limit``,
     which a rerun may raise) and refuse to resume a run of something else there: its saved outcomes,
-    policy and bandit would be mixed into this one."""
+    policy and bandit would be mixed into this one. Returns the fingerprint of those settings."""
     settings = asdict(cfg)
     settings.pop("limit")
     want = json.loads(json.dumps({"dataset": dataset, "llm": llm_spec, "config": settings}, default=str))
@@ -400,12 +383,13 @@ def _claim_run_dir(out_dir: Path, dataset: str, llm_spec: str, cfg: ExperimentCo
                 diff += sorted(k for k, v in want["config"].items() if old.get(k) != v)
             raise ConfigError(f"{out_dir} holds a run with other settings ({', '.join(diff)}); "
                               "choose another --out-dir or delete it")
-        return
+        return short_hash(want)
     saved = ("outcomes.jsonl", "path_policy.pt", "path_policy.ckpt", "bandit.npz")
     if any((out_dir / f).exists() for f in saved):
         raise ConfigError(f"{out_dir} holds results of an unrecorded run; choose another --out-dir or "
                           "delete it")
     write_text_atomic(path, json.dumps(want, indent=2) + "\n")
+    return short_hash(want)
 
 
 def _latency(injector: KnowledgeInjector, qs: Sequence[Question]) -> dict[str, Any]:
@@ -478,7 +462,7 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
         # what a practitioner without the bandit would deploy: the combination that did best in training
         "best_single_by_training": {"combo": by_training, "accuracy": combos[by_training]["accuracy"],
                                     "train_mean_reward": float(train_means[bandit.arms.index(by_training)])},
-        "oracle_any_combo": _acc([{key: max(store.get(q.id, s)[key] for s in ARMS)}  # type: ignore[index]
+        "oracle_any_combo": _acc([{key: max(store.need(q.id, s)[key] for s in ARMS)}
                                   for q in qs], key),
     }
     if FACTS_ONLY in settings:
@@ -494,7 +478,7 @@ def _targets(qs: Sequence[Question], full: Sequence[str], best: str, store: Outc
     and ≥ 5 points over w/o KG; each gap is paired over the same questions, with its standard error."""
 
     def right(chosen: Sequence[str]) -> npt.NDArray[np.float64]:
-        return np.array([_acc([store.rows[q.id, s]], key) for q, s in zip(qs, chosen, strict=True)])
+        return np.array([_acc([store.need(q.id, s)], key) for q, s in zip(qs, chosen, strict=True)])
 
     picked = right(full)
     over_plain, over_best = picked - right([WITHOUT_KG] * len(qs)), picked - right([best] * len(qs))

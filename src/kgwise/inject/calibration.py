@@ -9,7 +9,6 @@ set size on the other (coverage ≥ 1 − α on average, by exchangeability).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -26,7 +25,8 @@ from kgwise.conformal.split import (
     label_set,
     min_calibration_size,
 )
-from kgwise.errors import ConfigError, DataError
+from kgwise.errors import ConfigError
+from kgwise.files import ResumeLog, short_hash
 from kgwise.inject.injector import KnowledgeInjector
 from kgwise.types import Answer, Question
 
@@ -63,20 +63,15 @@ def collect_probabilities(
     combo: str | None,
     outcomes: Path | None = None,
     progress: Callable[[int, int], None] | None = None,
+    fingerprint: str | None = None,
 ) -> list[dict[str, Any]]:
     """One row ``{qid, probabilities, gold, combo}`` per labelled question, answered by ``injector`` with
-    ``combo`` (``None``: the bandit's pick). Rows are appended to ``outcomes`` (JSONL) as they arrive and
-    read back on a rerun, so an interrupted calibration resumes."""
-    done: dict[str, dict[str, Any]] = {}
-    if outcomes is not None and outcomes.is_file():
-        for n, line in enumerate(outcomes.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                done[str(row["qid"])] = row
-            except (json.JSONDecodeError, KeyError) as exc:
-                raise DataError(f"malformed calibration outcome ({exc})", outcomes, n) from exc
+    ``combo`` (``None``: the bandit's pick). Rows are appended to ``outcomes`` (a
+    :class:`~kgwise.files.ResumeLog` of ``fingerprint``, default: a hash of :func:`pipeline_of`) as they
+    arrive and read back on a rerun, so an interrupted calibration resumes."""
+    if fingerprint is None and outcomes is not None:
+        fingerprint = short_hash(pipeline_of(injector, combo))
+    done = ResumeLog(outcomes, fingerprint or "")
     rows: list[dict[str, Any]] = []
     for i, q in enumerate(questions):
         if not q.choices or q.gold_index is None:
@@ -86,10 +81,7 @@ def collect_probabilities(
             a = injector.inject(q, combo).answer
             row = {"qid": q.id, "probabilities": [float(a.probabilities[c.label]) for c in q.choices],
                    "gold": int(q.gold_index), "combo": a.combo}
-            if outcomes is not None:
-                outcomes.parent.mkdir(parents=True, exist_ok=True)
-                with outcomes.open("a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(row) + "\n")
+            done.put(q.id, row)
         rows.append(row)
         if progress is not None:
             progress(i + 1, len(questions))

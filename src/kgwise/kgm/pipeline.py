@@ -18,11 +18,11 @@ from kgwise.embed import MiniLM
 from kgwise.errors import ConfigError
 from kgwise.extract.subgraph import SubgraphConfig
 from kgwise.files import short_hash
+from kgwise.kg.benchmarks import DATASET_KGS, KGSpec, build_kg
 from kgwise.kg.cache import graph_key
 from kgwise.kg.csr import CSRGraph
 from kgwise.kgm.cache import FeatureCache, GraphBuilder, cache_meta
 from kgwise.kgm.features import FeatureConfig, NodeTable, QuestionGraph
-from kgwise.kgm.graphs import DATASET_KGS, KGSpec, build_kg
 from kgwise.kgm.io import load_model, save_model
 from kgwise.kgm.model import ModelConfig, build_model
 from kgwise.kgm.train import TrainConfig, predict_proba, train_model

@@ -13,10 +13,10 @@ from kgwise.config import data_dir
 from kgwise.embed import Encoder, MiniLM
 from kgwise.errors import ConfigError
 from kgwise.extract.subgraph import SubgraphConfig
+from kgwise.kg.benchmarks import KGSpec, build_kg
 from kgwise.kg.csr import CSRGraph
 from kgwise.kgm.cache import GraphBuilder
 from kgwise.kgm.features import FeatureConfig, NodeTable, QuestionGraph
-from kgwise.kgm.graphs import KGSpec, build_kg
 from kgwise.kgm.io import load_model
 from kgwise.kgm.model import GraphQA, TextQA
 from kgwise.kgm.train import predict_proba

@@ -6,8 +6,6 @@ where it stopped and never repeats a finished call. Failed items are recorded to
 
 from __future__ import annotations
 
-import json
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -19,7 +17,7 @@ from typing import Any, TypeVar
 from tqdm import tqdm
 
 from kgwise.errors import DataError, KgwiseError
-from kgwise.files import read_jsonl
+from kgwise.files import ResumeLog
 
 __all__ = ["BatchReport", "read_done", "run_batch"]
 
@@ -37,48 +35,23 @@ class BatchReport:
     wall_s: float = 0.0
 
 
-def _repair_tail(path: Path) -> None:
-    """Cut a last line left half-written by a killed run, so appends start on a fresh line."""
-    size = path.stat().st_size
-    if size == 0:
-        return
-    with path.open("rb+") as fh:
-        fh.seek(size - 1)
-        if fh.read(1) == b"\n":
-            return
-        pos = size - 1
-        chunk = 4096
-        while pos > 0:
-            start = max(0, pos - chunk)
-            fh.seek(start)
-            data = fh.read(pos - start)
-            nl = data.rfind(b"\n")
-            if nl >= 0:
-                fh.truncate(start + nl + 1)
-                return
-            pos = start
-        fh.truncate(0)
+def read_done(path: Path, fingerprint: str = "") -> tuple[dict[str, Any], dict[str, str]]:
+    """Records of a batch file (a :class:`~kgwise.files.ResumeLog` of ``fingerprint``): (key → result of
+    done items, key → error of items not yet done)."""
+    if not path.exists():
+        return {}, {}
+    return _records(ResumeLog(path, fingerprint))
 
 
-def read_done(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
-    """Records of a batch file: (key → result of done items, key → error of items not yet done)."""
+def _records(log: ResumeLog) -> tuple[dict[str, Any], dict[str, str]]:
     done: dict[str, Any] = {}
     failed: dict[str, str] = {}
-    if not path.exists():
-        return done, failed
-    _repair_tail(path)
-    for lineno, rec in read_jsonl(path, "batch file"):
-        try:
-            key = str(rec["key"])
-            ok = bool(rec["ok"])
-        except KeyError as exc:
-            raise DataError(f"not a batch record: no {exc}", path, lineno) from exc
-        if ok:
-            if key in done:
-                raise DataError(f"key {key!r} recorded as done twice", path, lineno)
+    for key, rec in log.items():
+        if not isinstance(rec, dict) or "ok" not in rec:
+            raise DataError(f"not a batch record: key {key!r} has no 'ok'", log.path)
+        if rec["ok"]:
             done[key] = rec.get("result")
-            failed.pop(key, None)
-        elif key not in done:
+        else:
             failed[key] = str(rec.get("error", ""))
     return done, failed
 
@@ -92,18 +65,21 @@ def run_batch(
     progress: bool = True,
     desc: str = "batch",
     fsync: bool = False,
+    fingerprint: str = "",
 ) -> BatchReport:
-    """Apply ``fn`` to each ``(key, payload)`` not yet done in ``out``; append ``{"key", "ok", "result"}``
-    (or ``"error"``) lines as results arrive. ``fn`` must return a JSON-serialisable value; a
-    ``KgwiseError`` it raises is recorded as a failure, any other exception stops the batch.
+    """Apply ``fn`` to each ``(key, payload)`` not yet done in ``out`` (a :class:`~kgwise.files.ResumeLog`
+    of ``fingerprint``, what every result depends on); record ``{"ok", "result", "latency_s"}`` (or
+    ``{"ok": false, "error"}``) per key as results arrive. ``fn`` must return a JSON-serialisable value; a
+    ``KgwiseError`` it raises is recorded as a failure (retried on resume), any other exception stops the
+    batch.
     """
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
     path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
     todo: list[tuple[str, P]] = []
     seen: set[str] = set()
-    done, _ = read_done(path)
+    log = ResumeLog(path, fingerprint, fsync=fsync)
+    done, _ = _records(log)
     report = BatchReport(results=dict(done))
     for key, payload in items:
         key = str(key)
@@ -126,43 +102,38 @@ def run_batch(
             return {"key": key, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
         return {"key": key, "ok": True, "result": result, "latency_s": time.perf_counter() - t0}
 
-    with path.open("a", encoding="utf-8") as fh:
+    def write(rec: dict[str, Any]) -> None:
+        key = rec.pop("key")
+        with lock:
+            log.put(key, rec)
+            if rec["ok"]:
+                report.results[key] = rec["result"]
+                report.failed.pop(key, None)
+            else:
+                report.failed[key] = rec["error"]
+            report.ran += 1
+            bar.update(1)
 
-        def write(rec: dict[str, Any]) -> None:
-            line = json.dumps(rec, ensure_ascii=False) + "\n"
-            with lock:
-                fh.write(line)
-                fh.flush()
-                if fsync:
-                    os.fsync(fh.fileno())
-                if rec["ok"]:
-                    report.results[rec["key"]] = rec["result"]
-                    report.failed.pop(rec["key"], None)
-                else:
-                    report.failed[rec["key"]] = rec["error"]
-                report.ran += 1
-                bar.update(1)
-
-        if concurrency == 1:
-            for key, payload in todo:
-                write(work(key, payload))
-        else:
-            pool = ThreadPoolExecutor(max_workers=concurrency)
-            pending: set[Future[dict[str, Any]]] = set()
-            queue = iter(todo)
-            try:
-                for key, payload in queue:
-                    pending.add(pool.submit(work, key, payload))
-                    if len(pending) >= 2 * concurrency:
-                        finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                        for f in finished:
-                            write(f.result())
-                while pending:
+    if concurrency == 1:
+        for key, payload in todo:
+            write(work(key, payload))
+    else:
+        pool = ThreadPoolExecutor(max_workers=concurrency)
+        pending: set[Future[dict[str, Any]]] = set()
+        queue = iter(todo)
+        try:
+            for key, payload in queue:
+                pending.add(pool.submit(work, key, payload))
+                if len(pending) >= 2 * concurrency:
                     finished, pending = wait(pending, return_when=FIRST_COMPLETED)
                     for f in finished:
                         write(f.result())
-            finally:
-                pool.shutdown(wait=True, cancel_futures=True)
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    write(f.result())
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
     bar.close()
     report.wall_s = time.perf_counter() - start
     return report

@@ -8,17 +8,13 @@ calibrated α, the generation they were scored against, and the guarantee (α, �
 from __future__ import annotations
 
 import threading
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from kgwise.conformal.calibrated import CalibratedUAG
-from kgwise.conformal.evaluator import LLMGenerator
-from kgwise.errors import ConfigError
-from kgwise.types import Question
+from kgwise.app.answer_sets import UAGApp
 
 __all__ = ["AnswerSetRequest", "AnswerSetService", "answer_set_api"]
 
@@ -32,40 +28,20 @@ class AnswerSetRequest(BaseModel):
 
 
 class AnswerSetService:
-    """A calibrated UAG with its KG and LLM; ``kg`` overrides the graph file recorded at calibration (it
-    must hold the same graph unless ``allow_mismatch``)."""
+    """A :class:`~kgwise.app.UAGApp` served one request at a time; ``kg`` overrides the graph file recorded
+    at calibration (it must hold the same graph unless ``allow_mismatch``)."""
 
     def __init__(self, calibration: Path, kg: str | Path | None = None, llm: str | None = None,
                  allow_mismatch: bool = False) -> None:
-        from kgwise.kg.sources import open_graph
-        from kgwise.llm import get_llm
-
-        self.calibrated = CalibratedUAG.load(calibration)
-        summary = self.calibrated.summary
-        kg_file = kg or summary.get("kg")
-        if kg_file is None:
-            raise ConfigError(f"{calibration} names no KG: pass one (--uag-kg)")
-        self.kg_file = kg_file
-        self.kg = open_graph(kg_file)
-        self.llm_spec, self.mismatch = self.calibrated.check_pipeline(
-            self.kg, llm, calibration, allow_mismatch, "--allow-calibration-mismatch")
-        self.same_generator = self.calibrated.generator_spec(llm)[1]
-        self.generator = LLMGenerator(get_llm(self.llm_spec, cache=True))
-        self.scorer = self.calibrated.settings.scorer()
+        self.app = UAGApp(calibration, kg, llm, allow_mismatch, "--allow-calibration-mismatch", "--uag-kg")
         self.lock = threading.Lock()
 
     def status(self) -> dict[str, Any]:
-        u = self.calibrated.uag
-        return {"kg": str(self.kg_file), "llm": self.llm_spec, "alpha": u.config.alpha,
-                "delta": u.config.ltt.delta, "lambda": u.lambda_,
-                "same_generator_as_calibration": self.same_generator, "calibration_mismatch": self.mismatch}
+        return self.app.status().to_dict()
 
     def answer(self, req: AnswerSetRequest) -> dict[str, Any]:
-        q = Question(id=req.id, text=req.question, topic_entities=tuple(req.topic_entities))
         with self.lock:  # local models are not thread-safe
-            result = self.calibrated.answer(q, self.kg, self.generator, self.scorer)
-        return {**asdict(result), "same_generator_as_calibration": self.same_generator,
-                "guaranteed": self.same_generator and not self.mismatch}
+            return self.app.answer(req.question, req.topic_entities, req.id).to_dict()
 
 
 def answer_set_api(service: AnswerSetService) -> APIRouter:

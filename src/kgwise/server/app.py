@@ -20,11 +20,8 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from kgwise.conformal.provenance import check_same_pipeline
-from kgwise.conformal.split import SplitConformal
+from kgwise.app.knowgpt import KnowGPTApp
 from kgwise.errors import ConfigError, KgwiseError
-from kgwise.inject.build import build_injector
-from kgwise.inject.calibration import pipeline_of, with_prediction_set
 from kgwise.inject.injector import KnowledgeInjector
 from kgwise.route.service import RoutingService
 from kgwise.server.answer_sets import AnswerSetService, answer_set_api
@@ -122,20 +119,13 @@ def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: 
                     "uag": answer_sets.status() if answer_sets is not None else None}
 
         return app
-    inj = injector or build_injector(settings.kg, settings.llm, settings.policy, settings.bandit,  # type: ignore[arg-type]
-                                     settings.scoring)
-    conformal = SplitConformal.load(settings.calibration) if settings.calibration is not None else None
-    made_with: dict[str, Any] = {}
-    mismatch: list[str] = []
-    default_combo = None  # None: the injector's own
-    own = pipeline_of(inj, None, settings.policy, settings.bandit) if conformal is not None else {}
-    own_combo = own.pop("combo", None)  # the combination is checked per request, the rest here
-    if conformal is not None:
-        made_with = conformal.meta.get("made_with") or {}
-        mismatch = check_same_pipeline(conformal.meta.get("made_with"), own, str(settings.calibration),
-                                       settings.allow_calibration_mismatch, "--allow-calibration-mismatch")
-        if made_with.get("combo") in inj.combos():  # without one, answer with the calibrated combination
-            default_combo = made_with["combo"]
+    knowgpt = (KnowGPTApp(injector, settings.calibration, settings.policy, settings.bandit,
+                          settings.allow_calibration_mismatch, "--allow-calibration-mismatch")
+               if injector is not None else
+               KnowGPTApp.build(settings.kg, settings.llm, settings.policy, settings.bandit,  # type: ignore[arg-type]
+                                settings.scoring, settings.calibration, settings.allow_calibration_mismatch,
+                                "--allow-calibration-mismatch"))
+    inj = knowgpt.injector
     lock = threading.Lock()
 
     def question_of(req: AnswerRequest) -> Any:
@@ -153,8 +143,8 @@ def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: 
             "kg": {"file": str(settings.kg), "nodes": kg.num_nodes, "edges": kg.num_edges},
             "combos": inj.combos(),
             "bandit": inj.bandit is not None,
-            "calibrated": conformal is not None,
-            "calibration_mismatch": mismatch,
+            "calibrated": knowgpt.calibrated,
+            "calibration_mismatch": list(knowgpt.mismatch),
             "router": routing.status() if routing is not None else None,
             "uag": answer_sets.status() if answer_sets is not None else None,
         }
@@ -163,24 +153,7 @@ def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: 
     def answer(req: AnswerRequest) -> dict[str, Any]:
         q = question_of(req)
         with lock:
-            result = inj.inject(q, req.combo or default_combo)
-        a = result.answer
-        differs = list(mismatch)
-        used = req.combo or default_combo or own_combo
-        if conformal is not None and used != made_with.get("combo"):
-            differs.append(f"combo: calibrated with {made_with.get('combo')!r}, answering with {used!r}")
-        if conformal is not None and (not differs or settings.allow_calibration_mismatch):
-            a = with_prediction_set(a, conformal, req.alpha)
-        out = a.to_dict()
-        if out["prediction_set"] is None:
-            del out["prediction_set"]
-        if conformal is not None:
-            out["guaranteed"] = not differs
-            if differs:
-                out["calibration_mismatch"] = differs
-        out["choice_text"] = next(c.text for c in q.choices if c.label == result.answer.prediction)
-        out["prep_ms"] = result.prep_ms
-        return out
+            return knowgpt.answer(q, req.combo, req.alpha).to_dict()
 
     @app.post("/v1/subgraph")
     def subgraph(req: AnswerRequest) -> dict[str, Any]:

@@ -45,4 +45,4 @@ def test_collect_and_resume(tmp_path: Path) -> None:
     calls.clear()
     table, _ = collect_outcomes(arms, QS, path, show_progress=False)  # resumes: only the two new questions
     assert calls == ["q4", "q5"] and table.n_questions == 6
-    assert len(path.read_text().splitlines()) == 12
+    assert len(path.read_text().splitlines()) == 13  # the fingerprint and 12 outcomes

@@ -33,7 +33,7 @@ from kgwise.eval.route.baselines import (
     accuracy_at_cost,
     threshold_curve,
 )
-from kgwise.files import ResultLog, source_fingerprint
+from kgwise.files import ResumeLog, source_fingerprint
 from kgwise.route.coke import CokeConfig, CokeRouter
 from kgwise.route.table import OutcomeTable
 
@@ -145,7 +145,7 @@ def target_checks(accuracy_minus_best: float, cost_over_best: float | None,
 
 def replay_fingerprint(table: OutcomeTable, contexts: Mapping[Any, npt.ArrayLike], config: Any) -> str:
     """What a resumable replay's results depend on: the table's questions and outcomes, the per-question
-    contexts, the run's ``config`` (JSON-able) and the routing code (see :class:`~kgwise.files.ResultLog`)."""
+    contexts, the run's ``config`` (JSON-able) and the routing code (see :class:`~kgwise.files.ResumeLog`)."""
     return json.dumps(
         {
             "n": table.n_questions,
@@ -223,10 +223,10 @@ def _regret(
 
 
 class _Store:
-    """Finished runs, keyed ``"<run>|<seed>"``, in a :class:`~kgwise.files.ResultLog` (resume on restart)."""
+    """Finished runs, keyed ``"<run>|<seed>"``, in a :class:`~kgwise.files.ResumeLog` (resume on restart)."""
 
     def __init__(self, path: Path | None, fingerprint: str) -> None:
-        self.log = ResultLog(path, fingerprint)
+        self.log = ResumeLog(path, fingerprint, on_other="restart")
 
     def get(self, key: str, make: Callable[[], RunResult]) -> RunResult:
         row = self.log.get(key)

@@ -9,7 +9,6 @@ recorded beside it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +17,8 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from kgwise.errors import ConfigError, DataError
+from kgwise.errors import ConfigError
+from kgwise.files import ResumeLog
 from kgwise.llm.prices import compute_proxy
 from kgwise.route.arms import Arm, ArmResult
 from kgwise.route.table import OutcomeTable
@@ -51,42 +51,35 @@ def collect_outcomes(
     path: Path | None = None,
     n_params: Mapping[str, int] | None = None,
     show_progress: bool = True,
+    fingerprint: str = "",
 ) -> tuple[OutcomeTable, dict[str, Any]]:
-    """Call every arm on every question (resuming from ``path``); the outcome table (cost = the arm's cost
-    of the call) and per-arm totals (calls, tokens, compute proxy, seconds)."""
+    """Call every arm on every question (resuming from ``path``, a :class:`~kgwise.files.ResumeLog` of
+    ``fingerprint``: what an outcome depends on beside its arm's name and question id, e.g. data set and
+    split); the outcome table (cost = the arm's cost of the call) and per-arm totals (calls, tokens,
+    compute proxy, seconds)."""
     if not arms or not questions:
         raise ConfigError("collect_outcomes needs at least one arm and one question")
+    log = ResumeLog(path, fingerprint)
     done: dict[tuple[str, str], dict[str, Any]] = {}
-    if path is not None and path.exists():
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            try:
-                row = json.loads(line)
-                done[(row["arm"], row["qid"])] = row
-            except (json.JSONDecodeError, KeyError) as exc:
-                raise DataError(f"bad outcome row: {exc}", path, n) from exc
+    for key, row in log.items():
+        arm_name, _, qid = key.partition("\t")
+        done[(arm_name, qid)] = row
     params = dict(n_params or {})
-    fh = path.open("a", encoding="utf-8") if path is not None else None
-    try:
-        todo = [(a, q) for q in questions for a in arms if (a.name, q.id) not in done]
-        for arm, q in tqdm(todo, desc="live arms", disable=not show_progress):
-            result, correct, cost = arm.answer(q)
-            u = result.usage
-            row = {
-                "arm": arm.name,
-                "qid": q.id,
-                "prediction": result.prediction,
-                "correct": bool(correct),
-                "cost": cost,
-                "usage": u.to_dict(),
-                "compute": compute_proxy(params.get(arm.name, 0), u.total_tokens),
-            }
-            done[(arm.name, q.id)] = row
-            if fh is not None:
-                fh.write(json.dumps(row) + "\n")
-                fh.flush()
-    finally:
-        if fh is not None:
-            fh.close()
+    todo = [(a, q) for q in questions for a in arms if (a.name, q.id) not in done]
+    for arm, q in tqdm(todo, desc="live arms", disable=not show_progress):
+        result, correct, cost = arm.answer(q)
+        u = result.usage
+        row = {
+            "arm": arm.name,
+            "qid": q.id,
+            "prediction": result.prediction,
+            "correct": bool(correct),
+            "cost": cost,
+            "usage": u.to_dict(),
+            "compute": compute_proxy(params.get(arm.name, 0), u.total_tokens),
+        }
+        done[(arm.name, q.id)] = row
+        log.put(f"{arm.name}\t{q.id}", row)
     correct_m = np.array([[done[(a.name, q.id)]["correct"] for a in arms] for q in questions], dtype=bool)
     cost_m = np.array([[float(done[(a.name, q.id)]["cost"]) for a in arms] for q in questions])
     totals = {

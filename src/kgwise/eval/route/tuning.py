@@ -34,7 +34,7 @@ from tqdm import tqdm
 from kgwise.errors import ConfigError
 from kgwise.eval.route.baselines import accuracy_at_cost
 from kgwise.eval.route.experiment import replay_fingerprint, simulate, target_checks
-from kgwise.files import ResultLog
+from kgwise.files import ResumeLog
 from kgwise.route.coke import CokeConfig, CokeRouter
 from kgwise.route.table import OutcomeTable
 
@@ -93,7 +93,8 @@ def cross_tune(
     for name, values in contexts.items():
         if values.shape[0] != n:
             raise ConfigError(f"context {name!r}: {values.shape[0]} rows for {n} questions")
-    log = ResultLog(progress_file, replay_fingerprint(table, contexts, {"tuning": asdict(config)}))
+    log = ResumeLog(progress_file, replay_fingerprint(table, contexts, {"tuning": asdict(config)}),
+                    on_other="restart")
     perm = np.random.default_rng(config.split_seed).permutation(n)
     halves = [np.sort(perm[: n // 2]), np.sort(perm[n // 2 :])]
     best_arm = int(np.argmax(table.correct.mean(axis=0)))

@@ -41,7 +41,7 @@ from kgwise.conformal.tables import TABLES_VERSION, build_tables
 from kgwise.conformal.uag import UAG, UAGConfig
 from kgwise.errors import ConfigError, DataError
 from kgwise.eval.uag.baselines import CandidateBatch, SplitCPBaseline, TopKBaseline
-from kgwise.files import ResultLog, short_hash, source_fingerprint
+from kgwise.files import ResumeLog, short_hash, source_fingerprint
 from kgwise.kg.base import normalise_label
 from kgwise.types import Question
 
@@ -350,7 +350,8 @@ def run_experiment(data: Path, config: ExperimentConfig, out_dir: Path | None = 
     wq = load_webqsp_data(data, config.gnn, config.limit)
     tables = webqsp_tables(data, config, wq, tables_cache, progress)
     gnn_tables = with_gnn(tables, wq.gnn, wq.single_answer)
-    log = ResultLog(out_dir / "splits.jsonl" if out_dir is not None else None, _run_key(config))
+    log = ResumeLog(out_dir / "splits.jsonl" if out_dir is not None else None, _run_key(config),
+                    on_other="restart")
     done = {s: r for s in range(config.splits) if (r := log.get(str(s))) is not None}
     todo = [s for s in range(config.splits) if s not in done]
     if jobs == 1:
