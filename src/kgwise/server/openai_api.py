@@ -28,6 +28,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request, Response
@@ -321,7 +322,9 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 
 def openai_api(hub: PipelineHub) -> APIRouter:
     """The OpenAI-compatible routes (and ``/v1/feedback``, ``/v1/status``) over ``hub``."""
-    api = APIRouter(route_class=_OpenAIRoute, tags=["OpenAI-compatible"], responses=_ERRORS)
+    api = APIRouter(route_class=_OpenAIRoute, responses=_ERRORS)
+    openai_tag: list[str | Enum] = ["OpenAI-compatible"]
+    kgwise_tag: list[str | Enum] = ["kgwise"]
 
     def question_of(text: str, given: list[str] | None, param: str) -> tuple[str, list[str] | None]:
         text = _text(text, param)
@@ -344,18 +347,18 @@ def openai_api(hub: PipelineHub) -> APIRouter:
         return OpenAIUsage(prompt_tokens=u.input_tokens, completion_tokens=u.output_tokens,
                            total_tokens=u.input_tokens + u.output_tokens)
 
-    @api.get("/v1/models", response_model=ModelList)
+    @api.get("/v1/models", response_model=ModelList, tags=openai_tag)
     def models() -> ModelList:
         """Each pipeline (the router picks the arm) and each of its arms as ``<pipeline>/<arm>``."""
         return ModelList(data=[ModelCard(id=m, created=hub.created) for m in hub.models()])
 
-    @api.get("/v1/models/{model:path}", response_model=ModelCard)
+    @api.get("/v1/models/{model:path}", response_model=ModelCard, tags=openai_tag)
     def model(model: str) -> ModelCard:
         """One model by id (404 in OpenAI's shape when unknown)."""
         hub.resolve(model)
         return ModelCard(id=model, created=hub.created)
 
-    @api.post("/v1/chat/completions", response_model=ChatCompletion,
+    @api.post("/v1/chat/completions", response_model=ChatCompletion, tags=openai_tag,
               responses={200: {"content": {"text/event-stream": {}},
                                "description": "a chat.completion, or with stream: true server-sent "
                                               "chat.completion.chunk events ending in data: [DONE]"}})
@@ -396,7 +399,7 @@ def openai_api(hub: PipelineHub) -> APIRouter:
         response.headers.update(_headers(extra))
         return response
 
-    @api.post("/v1/completions", response_model=TextCompletion,
+    @api.post("/v1/completions", response_model=TextCompletion, tags=openai_tag,
               responses={200: {"content": {"text/event-stream": {}},
                                "description": "a text_completion, or with stream: true server-sent events"}})
     async def completions(req: CompletionRequest) -> Response:
@@ -427,7 +430,7 @@ def openai_api(hub: PipelineHub) -> APIRouter:
         response.headers.update(_headers(extra))
         return response
 
-    @api.post("/v1/feedback", response_model=FeedbackResponse)
+    @api.post("/v1/feedback", response_model=FeedbackResponse, tags=kgwise_tag)
     async def feedback(req: FeedbackRequest) -> FeedbackResponse:
         """Whether a decision's answer was right (``correct``) or what the right answer was (``gold``)."""
         if (req.correct is None) == (req.gold is None):
@@ -442,7 +445,7 @@ def openai_api(hub: PipelineHub) -> APIRouter:
         return FeedbackResponse(pipeline=served.name, decision_id=out.decision_id, arm=out.arm,
                                 correct=out.correct)
 
-    @api.get("/v1/status", response_model=StatusResponse, tags=["kgwise"])
+    @api.get("/v1/status", response_model=StatusResponse, tags=kgwise_tag)
     async def status() -> StatusResponse:
         """Every pipeline's spend, per-arm figures and pending decisions (what the router page shows)."""
         outs = [await run_in_threadpool(hub.status, s) for s in hub.served.values()]
