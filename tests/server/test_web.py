@@ -102,7 +102,8 @@ def _router_row(pg: Any, arm: str) -> dict[str, str]:
 def _open_router(pg: Any) -> None:
     stamp = pg.evaluate("() => document.getElementById('pipelines').dataset.loaded || ''")
     pg.click("#tab-router")
-    pg.wait_for_function("(s) => (document.getElementById('pipelines').dataset.loaded || '') !== s", arg=stamp)
+    pg.wait_for_function("(s) => (document.getElementById('pipelines').dataset.loaded || '') !== s",
+                         arg=stamp)
 
 
 def test_ask_graph_feedback_and_router_counts(live: Any, page: Page) -> None:
