@@ -14,7 +14,9 @@ import httpx
 import openai
 import pytest
 
-from kgwise.server.openai_api import OpenAIError, split_choices
+from kgwise.errors import KgwiseError
+from kgwise.server import ServerSettings, create_app
+from kgwise.server.openai_api import OpenAIError, PipelineHub, split_choices
 
 QUESTION = "Which medication is commonly prescribed to treat hypertension?"
 CHOICES = ["Lisinopril", "Insulin", "Penicillin", "Levothyroxine"]
@@ -288,3 +290,20 @@ def test_curl_chat_stream_feedback_and_error(live: Any) -> None:
     h, out = _curl("-H", "content-type: application/json", "-d", '{"model": "kgwise"}',
                    live.url + "/v1/chat/completions")
     assert h[":status"] == "400" and json.loads(out)["error"]["param"] == "messages"
+
+
+class OwnDecisionError(KgwiseError):
+    """A pipeline's own 'not pending' error class."""
+
+
+def test_pipeline_error_classes_are_configurable(fake_pipeline: Any, serve_pipelines: Any) -> None:
+    class Pipeline(fake_pipeline):  # type: ignore[misc,valid-type]
+        def feedback(self, decision_id: str, correct: bool | None = None, gold: str | None = None) -> Any:
+            raise OwnDecisionError(f"no decision {decision_id!r} is pending")
+
+    body = {"decision_id": "d1", "correct": True}
+    with serve_pipelines({"kgwise": Pipeline()}) as url:  # not named: a plain 400
+        assert _error(httpx.post(url + "/v1/feedback", json=body), 400)["code"] == "invalid_request"
+    hub = PipelineHub({"kgwise": Pipeline()}, unknown_decision=(OwnDecisionError,))
+    with serve_pipelines({}, app=create_app(ServerSettings(), pipelines=hub)) as url:
+        assert _error(httpx.post(url + "/v1/feedback", json=body), 404)["code"] == "decision_not_found"

@@ -114,10 +114,12 @@ def test_ask_graph_feedback_and_router_counts(live: Any, page: Page) -> None:
     ready_s = time.monotonic() - t0
     models = pg.eval_on_selector_all("#model option", "os => os.map(o => o.value)")
     assert models[0] == "kgwise" and any(m.startswith("kgwise/") for m in models)
+    nav = pg.evaluate("() => { const n = performance.getEntriesByType('navigation')[0]; "
+                      "return [n.domInteractive, n.loadEventEnd]; }")
     sizes = [r.sizes() for r in page.requests]
     first_load = sum(z["responseBodySize"] + z["responseHeadersSize"] for z in sizes)
-    print(f"first load: {len(sizes)} requests, {first_load} bytes transferred, "
-          f"ready in {ready_s:.2f} s")
+    print(f"first load: {len(sizes)} requests, {first_load} bytes transferred; DOM interactive "
+          f"{nav[0]:.0f} ms, load event {nav[1]:.0f} ms, models listed {ready_s:.2f} s after goto")
     assert first_load <= 1_000_000
 
     extra = _ask(pg, QUESTION, CHOICES)

@@ -74,9 +74,10 @@ class AnswerRequest(BaseModel):
 
 
 def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = None,
-               pipelines: Mapping[str, PipelineLike] | None = None) -> FastAPI:
+               pipelines: Mapping[str, PipelineLike] | PipelineHub | None = None) -> FastAPI:
     """The FastAPI application; ``injector`` defaults to one built from ``settings`` (when it names a
-    graph); ``pipelines`` (by name) are served through the OpenAI-compatible API and the web page. Raises
+    graph); ``pipelines`` (by name, or a :class:`PipelineHub` naming the pipelines' own error classes) are
+    served through the OpenAI-compatible API and the web page. Raises
     ``ConfigError`` when there is nothing to serve."""
     if (injector is None and settings.kg is None and settings.router is None and settings.uag is None
             and not pipelines):
@@ -98,7 +99,7 @@ def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = No
 
 
 def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: RoutingService | None,
-         pipelines: Mapping[str, PipelineLike] | None = None) -> FastAPI:
+         pipelines: Mapping[str, PipelineLike] | PipelineHub | None = None) -> FastAPI:
     """The application over an open ``routing`` service (closed when the application stops)."""
 
     @asynccontextmanager
@@ -112,7 +113,8 @@ def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: 
     install_docs(app)  # offline /docs and /redoc (packaged assets)
     install_web(app)  # the page at /
     if pipelines:
-        app.include_router(openai_api(PipelineHub(pipelines)))
+        app.include_router(openai_api(pipelines if isinstance(pipelines, PipelineHub)
+                                      else PipelineHub(pipelines)))
 
     @app.exception_handler(KgwiseError)
     async def unprocessable(_: Request, exc: KgwiseError) -> JSONResponse:

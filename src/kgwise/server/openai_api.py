@@ -196,9 +196,17 @@ class _Served:
 
 class PipelineHub:
     """The pipelines a server answers with, by name (a model id; no ``/``), each called one request at a
-    time, with a spend history sampled by the server (bounded to the last ``history_points``)."""
+    time, with a spend history sampled by the server (bounded to the last ``history_points``).
 
-    def __init__(self, pipelines: Mapping[str, PipelineLike], history_points: int = 5000) -> None:
+    ``unknown_decision`` and ``budget_exhausted``: the exception classes the pipelines raise for feedback
+    on a decision that is not pending (answered 404) and for a question no arm is affordable for (429);
+    any other ``KgwiseError`` is a 400, a ``ServiceError`` a 502."""
+
+    def __init__(self, pipelines: Mapping[str, PipelineLike], history_points: int = 5000,
+                 unknown_decision: tuple[type[Exception], ...] = (UnknownDecisionError,),
+                 budget_exhausted: tuple[type[Exception], ...] = (BudgetExceededError,)) -> None:
+        self.unknown_decision = unknown_decision
+        self.budget_exhausted = budget_exhausted
         if not pipelines:
             raise KgwiseError("no pipeline to serve")
         for name in pipelines:
@@ -235,9 +243,9 @@ class PipelineHub:
         with served.lock:
             try:
                 out = fn(served.pipeline)
-            except UnknownDecisionError as exc:
+            except self.unknown_decision as exc:
                 raise OpenAIError(404, str(exc), param="decision_id", code="decision_not_found") from None
-            except BudgetExceededError as exc:
+            except self.budget_exhausted as exc:
                 raise OpenAIError(429, str(exc), "insufficient_quota", code="budget_exhausted") from None
             except ServiceError as exc:
                 raise OpenAIError(502, f"a model service failed: {exc}", "api_error",
@@ -339,7 +347,10 @@ def openai_api(hub: PipelineHub) -> APIRouter:
 
     async def answer(model: str, question: str, choices: list[str] | None) -> tuple[KgwiseExtra, _Served]:
         served, arm = hub.resolve(model)
-        result = await run_in_threadpool(hub.call, served, lambda p: p.answer(question, choices, arm))
+        # the arm is passed only when forced, so a pipeline without arm forcing still answers the rest
+        result = await run_in_threadpool(
+            hub.call, served, lambda p: p.answer(question, choices) if arm is None
+            else p.answer(question, choices, arm=arm))
         return _extra(served, question, choices, result, arm is not None), served
 
     def usage_of(extra: KgwiseExtra) -> OpenAIUsage:
