@@ -49,12 +49,14 @@ def test_bench_openai_on_a_fake_pipeline(tmp_path: Path, stream: bool) -> None:
         out = tmp_path / "bench.json"
         n = int(os.environ.get("KGWISE_BENCH_REQUESTS", "1000"))
         cmd = [sys.executable, "-m", "kgwise.cli.main", "bench", "openai", "--url", url, "--requests", str(n),
-               "--concurrency", "8", "--json", str(out), *(["--stream"] if stream else [])]
+               "--concurrency", "8", "--json", str(out), "--server-pid", str(server.pid),
+               *(["--stream"] if stream else [])]
         subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=600)
         report = json.loads(out.read_text())
         print(json.dumps(report))
         assert report["sent"] == n and report["ok"] == n and report["errors"] == {}
         assert report["latency_ms"]["p50"] <= report["latency_ms"]["p99"]
+        assert report["server_cpu_ms_per_request"] > 0
     finally:
         server.terminate()
         server.wait(10)

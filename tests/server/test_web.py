@@ -178,6 +178,15 @@ def test_ask_graph_feedback_and_router_counts(live: Any, page: Page) -> None:
     assert pg.locator("svg.chart path").count() == 1 or live.pipeline.status().spent == 0
     page.shot("router")
 
+    # an open question: no choice nodes, the grounded concepts still drawn
+    pg.click("#tab-ask")
+    open_q = _ask(pg, "What drug lowers blood pressure in hypertension?", [])
+    assert open_q["choices"] is None and pg.inner_text("#answer") == open_q["answer"]
+    labels = set(pg.evaluate("() => window.kgwise.cy.nodes().map(n => n.data('label'))"))
+    assert set(open_q["evidence"]["question_concepts"]) <= labels
+    assert pg.evaluate("() => window.kgwise.cy.nodes('.ch').length") == 0
+    page.shot("ask-open")
+
 
 def test_docs_and_redoc_render_offline(live: Any, page: Page) -> None:
     pg = page.page

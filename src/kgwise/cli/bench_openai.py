@@ -24,6 +24,8 @@ def bench_openai(
     stream: Annotated[bool, typer.Option(help="Ask for server-sent events (stream: true).")] = False,
     max_seconds: Annotated[float, typer.Option(min=0.1, help="Stop sending after this long.")] = 120.0,
     open_questions: Annotated[bool, typer.Option(help="Send questions without choices.")] = False,
+    server_pid: Annotated[int | None, typer.Option(help="The server's process id: report its CPU time per "
+                                                        "request.")] = None,
     json_out: JsonOption = None,
 ) -> None:
     """Throughput and latency of POST /v1/chat/completions at a bounded concurrency (the key, if the server
@@ -31,10 +33,12 @@ def bench_openai(
     concurrency 8, p99 ≤ 100 ms."""
     report = bench_chat_completions(url, model, requests=requests, concurrency=concurrency, warmup=warmup,
                                     stream=stream, max_s=max_seconds, choices=[] if open_questions else None,
-                                    api_key=os.environ.get("KGWISE_API_KEY"))
+                                    api_key=os.environ.get("KGWISE_API_KEY"), server_pid=server_pid)
     lat = report.latency_ms
     err_console.print(f"{report.ok}/{report.sent} ok in {report.wall_s:.2f} s: "
                       f"{report.requests_per_s:.1f} req/s"
                       + (f", p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms" if lat else "")
-                      + (f"; errors {report.errors}" if report.errors else ""))
+                      + (f"; errors {report.errors}" if report.errors else "")
+                      + (f"; server CPU {report.server_cpu_ms_per_request:.2f} ms/request"
+                         if report.server_cpu_ms_per_request is not None else ""))
     write_json(report.to_dict(), json_out)

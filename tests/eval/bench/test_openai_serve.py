@@ -4,6 +4,7 @@ counts, failures by status, percentiles, early stop."""
 from __future__ import annotations
 
 import itertools
+import os
 import socket
 import threading
 import time
@@ -67,8 +68,11 @@ def test_counts_failures_by_status_and_streams(stub_url: str) -> None:
     assert report.sent == 50 and report.ok + report.errors["503"] == 50 and report.errors["503"] == 10
     assert report.requests_per_s > 0 and 0 < report.latency_ms["p50"] <= report.latency_ms["p99"]
     assert report.targets["no errors"] is False
-    streamed = bench_chat_completions(stub_url, requests=10, concurrency=2, warmup=0, stream=True)
+    assert report.server_cpu_ms_per_request is None
+    streamed = bench_chat_completions(stub_url, requests=10, concurrency=2, warmup=0, stream=True,
+                                      server_pid=os.getpid())  # the stub runs in this process
     assert streamed.stream and streamed.sent == 10
+    assert streamed.server_cpu_ms_per_request is not None and streamed.server_cpu_ms_per_request > 0
 
 
 def test_bad_settings_and_unreachable_server() -> None:

@@ -3,7 +3,9 @@
 ``concurrency`` clients send ``requests`` chat completions in all (each question made distinct by a
 number), after ``warmup`` untimed ones, and stop early at ``max_s``; the report gives throughput, latency
 percentiles (nearest rank) and every failure by HTTP status. The issue's targets for a pipeline without
-model time (replay arms): ≥ 100 requests/s at concurrency 8 and p99 ≤ 100 ms.
+model time (replay arms): ≥ 100 requests/s at concurrency 8 and p99 ≤ 100 ms. With the server's process
+id, the report adds the server's CPU time per answered request (user + system, from ``psutil``), a
+figure that depends far less than throughput on what else the machine is running.
 """
 
 from __future__ import annotations
@@ -48,9 +50,23 @@ class ServeBenchReport:
     requests_per_s: float
     latency_ms: dict[str, float]
     targets: dict[str, bool] = field(default_factory=dict)
+    server_cpu_ms_per_request: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _cpu_s(pid: int | None) -> float | None:
+    """User + system CPU seconds of process ``pid`` (None without one)."""
+    if pid is None:
+        return None
+    import psutil
+
+    try:
+        t = psutil.Process(pid).cpu_times()
+    except psutil.Error as exc:
+        raise ConfigError(f"server process {pid}: {exc}") from exc
+    return float(t.user + t.system)
 
 
 async def _one(client: httpx.AsyncClient, body: dict[str, Any], stream: bool) -> str | None:
@@ -76,7 +92,7 @@ async def _one(client: httpx.AsyncClient, body: dict[str, Any], stream: bool) ->
 
 async def _run(url: str, model: str, question: str, choices: list[str] | None, requests: int,
                concurrency: int, warmup: int, stream: bool, max_s: float, api_key: str | None,
-               timeout_s: float) -> ServeBenchReport:
+               timeout_s: float, server_pid: int | None) -> ServeBenchReport:
     headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
 
@@ -96,6 +112,7 @@ async def _run(url: str, model: str, question: str, choices: list[str] | None, r
         latencies: list[float] = []
         errors: dict[str, int] = {}
         counter = iter(range(requests))
+        cpu0 = _cpu_s(server_pid)
         t0 = time.perf_counter()
         deadline = t0 + max_s
 
@@ -112,6 +129,7 @@ async def _run(url: str, model: str, question: str, choices: list[str] | None, r
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         wall = time.perf_counter() - t0
+        cpu1 = _cpu_s(server_pid)
     latencies.sort()
     sent = len(latencies) + sum(errors.values())
     lat = {} if not latencies else {
@@ -123,19 +141,21 @@ async def _run(url: str, model: str, question: str, choices: list[str] | None, r
                "no errors": not errors}
     return ServeBenchReport(url=url, model=model, stream=stream, concurrency=concurrency, sent=sent,
                             ok=len(latencies), errors=errors, wall_s=wall, requests_per_s=rps,
-                            latency_ms=lat, targets=targets)
+                            latency_ms=lat, targets=targets,
+                            server_cpu_ms_per_request=None if cpu0 is None or cpu1 is None or not latencies
+                            else (cpu1 - cpu0) * 1000 / len(latencies))
 
 
 def bench_chat_completions(url: str, model: str = "kgwise", *, requests: int = 2000, concurrency: int = 8,
                            warmup: int = 20, stream: bool = False, max_s: float = 120.0,
                            question: str = "Which drug is used to treat hypertension?",
                            choices: list[str] | None = None, api_key: str | None = None,
-                           timeout_s: float = 30.0) -> ServeBenchReport:
+                           timeout_s: float = 30.0, server_pid: int | None = None) -> ServeBenchReport:
     """Load ``url``'s ``/v1/chat/completions`` (see the module doc); ``choices`` default to four drugs
-    (``[]``: open questions)."""
+    (``[]``: open questions); ``server_pid``: the server's process, for its CPU time per request."""
     if requests < 1 or concurrency < 1 or warmup < 0 or max_s <= 0:
         raise ConfigError("requests and concurrency must be ≥ 1, warmup ≥ 0 and max_s > 0")
     if choices is None:
         choices = ["Lisinopril", "Insulin", "Penicillin", "Levothyroxine"]
     return asyncio.run(_run(url.rstrip("/"), model, question, choices or None, requests, concurrency,
-                            warmup, stream, max_s, api_key, timeout_s))
+                            warmup, stream, max_s, api_key, timeout_s, server_pid))
