@@ -214,6 +214,9 @@ def test_errors_in_openai_shape(live: Any) -> None:
         _client(live.url).chat.completions.create(model="kgwise", messages=[{"role": "user",
                                                                              "content": "Q?"}],
                                                   extra_body={"kgwise": {"choices": ["only one"]}})
+    err = _error(httpx.post(url, json={"model": "kgwise", "messages": user,
+                                       "kgwise": {"choices": ["Lisinopril", "  "]}}), 400)
+    assert err["param"] == "kgwise.choices" and "choice 1 is empty" in err["message"]
     fb = live.url + "/v1/feedback"
     missing = _error(httpx.post(fb, json={"decision_id": "nope", "correct": True}), 404)
     assert missing["param"] == "decision_id"

@@ -343,6 +343,12 @@ def openai_api(hub: PipelineHub) -> APIRouter:
             question, choices = split_choices(text, param)
         if not question:
             raise OpenAIError(400, f"{param}: the question text is empty", param=param, code="invalid_value")
+        if choices is not None:
+            where = "kgwise.choices" if given is not None else param
+            choices = [c.strip() for c in choices]
+            empty = next((i for i, c in enumerate(choices) if not c), None)
+            if empty is not None:
+                raise OpenAIError(400, f"{where}: choice {empty} is empty", param=where, code="invalid_value")
         return question, choices
 
     async def answer(model: str, question: str, choices: list[str] | None) -> tuple[KgwiseExtra, _Served]:
