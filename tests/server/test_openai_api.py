@@ -238,6 +238,8 @@ def test_openapi_declares_response_models_and_docs_are_local(live: Any) -> None:
     spec = httpx.get(live.url + "/openapi.json").json()
     ok = spec["paths"]["/v1/chat/completions"]["post"]["responses"]["200"]["content"]["application/json"]
     assert ok["schema"]["$ref"].endswith("/ChatCompletion")
+    responses = spec["paths"]["/v1/chat/completions"]["post"]["responses"]
+    assert {"400", "404", "429", "502"} <= set(responses) and "422" not in responses  # 400s, not 422s
     assert spec["paths"]["/v1/status"]["get"]["responses"]["200"]["content"]["application/json"][
         "schema"]["$ref"].endswith("/StatusResponse")
     assert "KgwiseExtra" in spec["components"]["schemas"] and "ErrorResponse" in spec["components"]["schemas"]

@@ -322,15 +322,21 @@ def _sse(events: Sequence[str]) -> StreamingResponse:
                              headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
 
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorResponse, "description": text} for code, text in [
-        (400, "a bad request (field, choices, n)"), (404, "unknown model or decision"),
-        (429, "the budget affords no arm"), (502, "a model service failed")]}
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI entries for the error statuses a route answers (in OpenAI's shape); declaring ``default``
+    keeps FastAPI from listing the 422 these routes never send (validation errors are 400 here)."""
+    text = {400: "a bad request: a field, the choices, n > 1", 404: "unknown model or decision",
+            429: "the budget affords no arm", 502: "a model service failed"}
+    out: dict[int | str, dict[str, Any]] = {c: {"model": ErrorResponse, "description": text[c]}
+                                            for c in codes}
+    out["default"] = {"model": ErrorResponse, "description": "any other error, in OpenAI's shape"}
+    return out
 
 
 def openai_api(hub: PipelineHub) -> APIRouter:
     """The OpenAI-compatible routes (and ``/v1/feedback``, ``/v1/status``) over ``hub``."""
-    api = APIRouter(route_class=_OpenAIRoute, responses=_ERRORS)
+    api = APIRouter(route_class=_OpenAIRoute)
+    answering = _errors(400, 404, 429, 502)
     openai_tag: list[str | Enum] = ["OpenAI-compatible"]
     kgwise_tag: list[str | Enum] = ["kgwise"]
 
@@ -364,19 +370,19 @@ def openai_api(hub: PipelineHub) -> APIRouter:
         return OpenAIUsage(prompt_tokens=u.input_tokens, completion_tokens=u.output_tokens,
                            total_tokens=u.input_tokens + u.output_tokens)
 
-    @api.get("/v1/models", response_model=ModelList, tags=openai_tag)
+    @api.get("/v1/models", response_model=ModelList, tags=openai_tag, responses=_errors())
     def models() -> ModelList:
         """Each pipeline (the router picks the arm) and each of its arms as ``<pipeline>/<arm>``."""
         return ModelList(data=[ModelCard(id=m, created=hub.created) for m in hub.models()])
 
-    @api.get("/v1/models/{model:path}", response_model=ModelCard, tags=openai_tag)
+    @api.get("/v1/models/{model:path}", response_model=ModelCard, tags=openai_tag, responses=_errors(404))
     def model(model: str) -> ModelCard:
         """One model by id (404 in OpenAI's shape when unknown)."""
         hub.resolve(model)
         return ModelCard(id=model, created=hub.created)
 
     @api.post("/v1/chat/completions", response_model=ChatCompletion, tags=openai_tag,
-              responses={200: {"content": {"text/event-stream": {}},
+              responses=answering | {200: {"content": {"text/event-stream": {}},
                                "description": "a chat.completion, or with stream: true server-sent "
                                               "chat.completion.chunk events ending in data: [DONE]"}})
     async def chat_completions(req: ChatCompletionRequest) -> Response:
@@ -417,7 +423,7 @@ def openai_api(hub: PipelineHub) -> APIRouter:
         return response
 
     @api.post("/v1/completions", response_model=TextCompletion, tags=openai_tag,
-              responses={200: {"content": {"text/event-stream": {}},
+              responses=answering | {200: {"content": {"text/event-stream": {}},
                                "description": "a text_completion, or with stream: true server-sent events"}})
     async def completions(req: CompletionRequest) -> Response:
         """Answer ``prompt`` (one string, or a list of one) like a chat message."""
@@ -447,7 +453,8 @@ def openai_api(hub: PipelineHub) -> APIRouter:
         response.headers.update(_headers(extra))
         return response
 
-    @api.post("/v1/feedback", response_model=FeedbackResponse, tags=kgwise_tag)
+    @api.post("/v1/feedback", response_model=FeedbackResponse, tags=kgwise_tag,
+              responses=_errors(400, 404, 502))
     async def feedback(req: FeedbackRequest) -> FeedbackResponse:
         """Whether a decision's answer was right (``correct``) or what the right answer was (``gold``)."""
         if (req.correct is None) == (req.gold is None):
@@ -462,7 +469,7 @@ def openai_api(hub: PipelineHub) -> APIRouter:
         return FeedbackResponse(pipeline=served.name, decision_id=out.decision_id, arm=out.arm,
                                 correct=out.correct)
 
-    @api.get("/v1/status", response_model=StatusResponse, tags=kgwise_tag)
+    @api.get("/v1/status", response_model=StatusResponse, tags=kgwise_tag, responses=_errors())
     async def status() -> StatusResponse:
         """Every pipeline's spend, per-arm figures and pending decisions (what the router page shows)."""
         outs = [await run_in_threadpool(hub.status, s) for s in hub.served.values()]
