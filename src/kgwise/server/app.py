@@ -81,8 +81,8 @@ def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = No
     ``ConfigError`` when there is nothing to serve."""
     if (injector is None and settings.kg is None and settings.router is None and settings.uag is None
             and not pipelines):
-        raise ConfigError("nothing to serve: give a graph (--kg), a router state file (--router) and/or a "
-                          "UAG calibration (--uag)")
+        raise ConfigError("nothing to serve: give a graph (--kg), a router state file (--router), a UAG "
+                          "calibration (--uag) and/or a pipeline")
     routing = None
     if settings.router is not None:
         from kgwise.embed import MiniLM

@@ -199,6 +199,7 @@ function renderEvidence(x) {
     return;
   }
   empty.hidden = true; $("graph").hidden = false; $("legend").hidden = false;
+  for (const c of ["ch", "inset"]) $("legend").querySelector(".lg." + c).hidden = !x.choices; // no choices: no choice nodes
   if (typeof cytoscape !== "function") { empty.textContent = "The graph library did not load."; empty.hidden = false; return; }
   state.cy = cytoscape({
     container: $("graph"), elements: els, wheelSensitivity: 0.3,
