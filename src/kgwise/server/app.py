@@ -11,7 +11,7 @@ requests that reach the LLM are served one at a time.
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,11 @@ from kgwise.errors import ConfigError, KgwiseError
 from kgwise.inject.injector import KnowledgeInjector
 from kgwise.route.service import RoutingService
 from kgwise.server.answer_sets import AnswerSetService, answer_set_api
+from kgwise.server.contract import PipelineLike
+from kgwise.server.docs import install_docs
+from kgwise.server.openai_api import PipelineHub, openai_api
 from kgwise.server.routing import routing_api
+from kgwise.server.web import install_web
 from kgwise.types import make_question
 
 __all__ = ["AnswerRequest", "ServerSettings", "create_app"]
@@ -66,12 +70,16 @@ class AnswerRequest(BaseModel):
     id: str = ""
 
 
-def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = None) -> FastAPI:
+def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = None,
+               pipelines: Mapping[str, PipelineLike] | PipelineHub | None = None) -> FastAPI:
     """The FastAPI application; ``injector`` defaults to one built from ``settings`` (when it names a
-    graph). Raises ``ConfigError`` when there is neither a graph nor a router to serve."""
-    if injector is None and settings.kg is None and settings.router is None and settings.uag is None:
-        raise ConfigError("nothing to serve: give a graph (--kg), a router state file (--router) and/or a "
-                          "UAG calibration (--uag)")
+    graph); ``pipelines`` (by name, or a :class:`PipelineHub` naming the pipelines' own error classes) are
+    served through the OpenAI-compatible API and the web page. Raises
+    ``ConfigError`` when there is nothing to serve."""
+    if (injector is None and settings.kg is None and settings.router is None and settings.uag is None
+            and not pipelines):
+        raise ConfigError("nothing to serve: give a graph (--kg), a router state file (--router), a UAG "
+                          "calibration (--uag) and/or a pipeline")
     routing = None
     if settings.router is not None:
         from kgwise.embed import MiniLM
@@ -80,15 +88,15 @@ def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = No
         routing = RoutingService(settings.router, lambda text: encoder.encode([text])[0], encoder.dim,
                                  save_every_s=settings.router_save_every_s)
     try:
-        return _app(settings, injector, routing)
+        return _app(settings, injector, routing, pipelines)
     except BaseException:
         if routing is not None:
             routing.close()  # the state file is free again
         raise
 
 
-def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: RoutingService | None
-         ) -> FastAPI:
+def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: RoutingService | None,
+         pipelines: Mapping[str, PipelineLike] | PipelineHub | None = None) -> FastAPI:
     """The application over an open ``routing`` service (closed when the application stops)."""
 
     @asynccontextmanager
@@ -98,7 +106,12 @@ def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: 
             routing.close()  # stops the saving thread and writes what changed since its last write
 
     app = FastAPI(title="kgwise", summary="Knowledge-graph-grounded question answering with LLMs",
-                  lifespan=lifespan)
+                  lifespan=lifespan, docs_url=None, redoc_url=None)
+    install_docs(app)  # offline /docs and /redoc (packaged assets)
+    install_web(app)  # the page at /
+    if pipelines:
+        app.include_router(openai_api(pipelines if isinstance(pipelines, PipelineHub)
+                                      else PipelineHub(pipelines)))
 
     @app.exception_handler(KgwiseError)
     async def unprocessable(_: Request, exc: KgwiseError) -> JSONResponse:

@@ -1,0 +1,161 @@
+"""What the HTTP layer needs from a pipeline: small structural protocols of ``kgwise.app.Pipeline``.
+
+The OpenAI-compatible API (:mod:`kgwise.server.openai_api`) and the web page are written against these
+protocols only, so the server reads exactly these attributes and nothing else of the product object:
+
+- ``PipelineLike.answer(text, choices=None, arm=None) -> ResultLike``: one routed, grounded, calibrated
+  answer (``arm`` forces an arm by name instead of asking the router);
+- ``PipelineLike.feedback(decision_id, correct=…, gold=…) -> FeedbackLike``: the outcome of a decision;
+- ``PipelineLike.status() -> StatusLike``: spend against budget, per-arm figures, pending decisions.
+
+Errors the pipeline raises are mapped to HTTP statuses in :mod:`kgwise.server.openai_api`
+(``UnknownDecisionLike``: 404; ``BudgetExhaustedLike``: 429; any other ``KgwiseError``: 400).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from kgwise.types import Triple, Usage
+
+__all__ = ["AnswerSetLike", "ArmStatusLike", "EvidenceLike", "FeedbackLike", "LabelPathLike", "PendingLike",
+           "PipelineLike", "ResultLike", "StatusLike"]
+
+
+class LabelPathLike(Protocol):
+    """A KG path by label: ``nodes[0] -relations[0]-> nodes[1] …``; ``inverse[i]``: hop ``i`` follows its
+    edge backwards (the stored fact is ``nodes[i+1] -relations[i]-> nodes[i]``)."""
+
+    @property
+    def nodes(self) -> Sequence[str]: ...
+    @property
+    def relations(self) -> Sequence[str]: ...
+    @property
+    def inverse(self) -> Sequence[bool]: ...
+
+
+class EvidenceLike(Protocol):
+    """The knowledge an answer used: grounded question concepts, each choice's concepts (in choice order;
+    empty for an open question), triples and paths as data, and the text rendered into the prompt."""
+
+    @property
+    def question_concepts(self) -> Sequence[str]: ...
+    @property
+    def choice_concepts(self) -> Sequence[Sequence[str]]: ...
+    @property
+    def triples(self) -> Sequence[Triple]: ...
+    @property
+    def paths(self) -> Sequence[LabelPathLike]: ...
+    @property
+    def text(self) -> str: ...
+
+
+class AnswerSetLike(Protocol):
+    """A calibrated answer set at miscoverage ``alpha``; ``guaranteed``: whether the coverage guarantee
+    holds for this answer; ``guarantee``: what it says, in words (or why it does not hold)."""
+
+    @property
+    def members(self) -> Sequence[str]: ...
+    @property
+    def alpha(self) -> float: ...
+    @property
+    def guaranteed(self) -> bool: ...
+    @property
+    def guarantee(self) -> str: ...
+
+
+class ResultLike(Protocol):
+    """One answer: ``answer`` is its text (the chosen choice's text, or free text), ``choice`` its label
+    (``None`` for an open question); ``arm`` the arm that answered, ``scores`` the router's score of every
+    arm; ``usage.cost`` in the pipeline's ``cost_unit``."""
+
+    @property
+    def answer(self) -> str: ...
+    @property
+    def choice(self) -> str | None: ...
+    @property
+    def arm(self) -> str: ...
+    @property
+    def scores(self) -> Mapping[str, float]: ...
+    @property
+    def evidence(self) -> EvidenceLike | None: ...
+    @property
+    def answer_set(self) -> AnswerSetLike | None: ...
+    @property
+    def usage(self) -> Usage: ...
+    @property
+    def decision_id(self) -> str: ...
+
+
+class FeedbackLike(Protocol):
+    """What a feedback settled: the decision, its arm and whether the answer was right."""
+
+    @property
+    def decision_id(self) -> str: ...
+    @property
+    def arm(self) -> str: ...
+    @property
+    def correct(self) -> bool: ...
+
+
+class ArmStatusLike(Protocol):
+    """One arm's live figures: ``selections`` (answers routed to it), ``graded`` (of those, with
+    feedback), ``correct``; ``covered``/``coverage_n``: feedback whose gold was in the calibrated set."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def selections(self) -> int: ...
+    @property
+    def graded(self) -> int: ...
+    @property
+    def correct(self) -> int: ...
+    @property
+    def covered(self) -> int: ...
+    @property
+    def coverage_n(self) -> int: ...
+
+
+class PendingLike(Protocol):
+    """A decision still waiting for feedback."""
+
+    @property
+    def decision_id(self) -> str: ...
+    @property
+    def arm(self) -> str: ...
+    @property
+    def question(self) -> str: ...
+
+
+class StatusLike(Protocol):
+    """Spend against ``budget`` (``None``: no router budget), per-arm figures, pending decisions and the
+    answer sets' ``alpha`` (``None``: no calibration)."""
+
+    @property
+    def budget(self) -> float | None: ...
+    @property
+    def spent(self) -> float: ...
+    @property
+    def arms(self) -> Sequence[ArmStatusLike]: ...
+    @property
+    def pending(self) -> Sequence[PendingLike]: ...
+    @property
+    def alpha(self) -> float | None: ...
+
+
+class PipelineLike(Protocol):
+    """The product object as the server sees it (``kgwise.app.Pipeline``)."""
+
+    @property
+    def arm_names(self) -> Sequence[str]: ...
+    @property
+    def cost_unit(self) -> str: ...
+
+    def answer(self, text: str, choices: Sequence[str] | None = None, arm: str | None = None
+               ) -> ResultLike: ...
+
+    def feedback(self, decision_id: str, correct: bool | None = None, gold: str | None = None
+                 ) -> FeedbackLike: ...
+
+    def status(self) -> StatusLike: ...

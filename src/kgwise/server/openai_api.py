@@ -1,0 +1,478 @@
+"""An OpenAI-compatible API over one or more pipelines (``openai_api(hub)``, an ``APIRouter``).
+
+- ``GET /v1/models``: each pipeline by name (the router picks the arm) and each arm as
+  ``<pipeline>/<arm>`` (that arm answers; with the default pipeline name, ``kgwise/<arm>``);
+- ``POST /v1/chat/completions``: the last user message is the question; its choices come from the
+  request's ``kgwise.choices``, a fenced JSON block ``{"choices": [...]}`` or ``A) …`` lines (see
+  :func:`split_choices`); ``stream: true`` answers as server-sent events (the answer is computed first, then
+  sent as chunks); the message content is the answer (``"B) text"`` for a choice); kgwise's extras are in
+  the ``kgwise`` field (:class:`~kgwise.server.schemas.KgwiseExtra`);
+- ``POST /v1/completions``: the same with ``prompt`` as the question;
+- ``POST /v1/feedback``: ``{decision_id, correct | gold}`` teaches the router;
+- ``GET /v1/status``: spend against budget (with its history since this server started), per-arm
+  selections, accuracy and live coverage against 1 − α, pending decisions.
+
+Every answer carries the headers ``x-kgwise-cost`` and ``x-kgwise-cost-unit`` (and ``x-kgwise-cost-usd``
+when the unit is US dollars), ``x-kgwise-arm`` and ``x-kgwise-decision-id``. Errors use OpenAI's shape
+``{"error": {"message", "type", "param", "code"}}``: 400 for a bad request (validation, choices, ``n`` >
+1), 404 for an unknown model or decision, 429 when the budget affords no arm, 502 when a model service
+failed. Calls into one pipeline are made one at a time (local models are not thread-safe).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, TypeVar
+
+from fastapi import APIRouter, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.routing import APIRoute
+
+from kgwise.errors import KgwiseError, ServiceError
+from kgwise.route.coke import BudgetExceededError
+from kgwise.route.service import UnknownDecisionError
+from kgwise.server.contract import PipelineLike, ResultLike, StatusLike
+from kgwise.server.schemas import (
+    AnswerSetOut,
+    ArmStatusOut,
+    ChatChoice,
+    ChatChunk,
+    ChatChunkChoice,
+    ChatCompletion,
+    ChatCompletionRequest,
+    ChatMessageOut,
+    CompletionChoice,
+    CompletionRequest,
+    Delta,
+    ErrorResponse,
+    EvidenceOut,
+    FeedbackRequest,
+    FeedbackResponse,
+    KgwiseExtra,
+    LabelledChoice,
+    ModelCard,
+    ModelList,
+    OpenAIUsage,
+    PathOut,
+    PendingOut,
+    PipelineStatusOut,
+    SpendPoint,
+    StatusResponse,
+    StreamOptions,
+    TextCompletion,
+    TripleOut,
+    UsageOut,
+)
+from kgwise.types import CHOICE_LABELS
+
+__all__ = ["OpenAIError", "PipelineHub", "openai_api", "split_choices"]
+
+T = TypeVar("T")
+
+
+class OpenAIError(Exception):
+    """An error answered in OpenAI's shape with HTTP ``status``."""
+
+    def __init__(self, status: int, message: str, type_: str = "invalid_request_error",
+                 param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(status_code=self.status, content=self.body)
+
+
+def _validation_error(exc: RequestValidationError) -> OpenAIError:
+    """A 400 naming the first bad field (never echoing the input, which may not even encode)."""
+    errors = exc.errors()
+    first = errors[0] if errors else {}
+    loc = [str(p) for p in first.get("loc", ()) if p != "body"]
+    param = ".".join(loc) or None
+    msg = str(first.get("msg", "invalid request"))
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    where = f"{param}: " if param else ""
+    return OpenAIError(400, f"{where}{msg}{more}", param=param, code="invalid_value")
+
+
+class _OpenAIRoute(APIRoute):
+    """A route whose validation and pipeline errors are answered in OpenAI's error shape (local to this
+    router, so the rest of the application keeps FastAPI's own)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except RequestValidationError as exc:
+                return _validation_error(exc).response()
+            except OpenAIError as exc:
+                return exc.response()
+
+        return handle
+
+
+def _text(value: str, param: str) -> str:
+    """``value``, or a 400 when it holds a lone surrogate (not encodable text)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise OpenAIError(400, f"{param}: not valid Unicode text (a lone surrogate)", param=param,
+                          code="invalid_value") from None
+    return value
+
+
+_FENCE = re.compile(r"```[ \t]*(json)?[ \t]*\n?(.*?)```", re.S | re.I)
+_LINE = re.compile(r"^\s*\(?([A-Z])\s*[).:]\s+(\S.*?)\s*$")
+_INLINE = re.compile(r"(?:(?<=\s)|^)\(?([A-Z])\)\s+")
+
+
+def split_choices(content: str, param: str = "messages[-1].content") -> tuple[str, list[str] | None]:
+    """``(question, choices)`` of a message: a fenced JSON block ``{"choices": [...]}`` (removed from the
+    text); else trailing lines ``A) …``, ``B) …`` (also ``A.``, ``A:``, ``(A)``) labelled A, B, … in
+    order; else ``A) … B) …`` on the last line; else no choices (an open question). A ``json`` block
+    that does not parse, or whose ``choices`` is not a list of strings, is a 400 naming ``param``."""
+    for m in _FENCE.finditer(content):
+        tagged, body = m.group(1) is not None, m.group(2).strip()
+        try:
+            data = json.loads(body)
+        except ValueError as exc:
+            if tagged:
+                raise OpenAIError(400, f"{param}: the json block does not parse: {exc}", param=param,
+                                  code="invalid_choices") from None
+            continue
+        if not (isinstance(data, dict) and "choices" in data):
+            continue
+        choices = data["choices"]
+        if not (isinstance(choices, list) and all(isinstance(c, str) for c in choices)):
+            raise OpenAIError(400, f"{param}: the json block's choices must be a list of strings",
+                              param=param, code="invalid_choices")
+        return (content[:m.start()] + content[m.end():]).strip(), choices
+    lines = content.rstrip().splitlines()
+    run: list[tuple[str, str]] = []
+    i = len(lines) - 1
+    while i >= 0 and (line := _LINE.match(lines[i])):
+        run.insert(0, (line.group(1), line.group(2)))
+        i -= 1
+        if line.group(1) == "A":
+            break
+    if len(run) >= 2 and [label for label, _ in run] == list(CHOICE_LABELS[:len(run)]):
+        return "\n".join(lines[:i + 1]).strip(), [text for _, text in run]
+    if lines:
+        last = lines[-1]
+        marks = list(_INLINE.finditer(last))
+        start = next((k for k, m in enumerate(marks) if m.group(1) == "A"), None)
+        if start is not None:
+            seq = [marks[start]]
+            for m in marks[start + 1:]:
+                if m.group(1) == CHOICE_LABELS[len(seq)]:
+                    seq.append(m)
+            if len(seq) >= 2:
+                texts = [last[a.end():(b.start() if b is not None else len(last))].strip()
+                         for a, b in zip(seq, [*seq[1:], None], strict=True)]
+                head = "\n".join([*lines[:-1], last[:seq[0].start()]]).strip()
+                return head, texts
+    return content.strip(), None
+
+
+@dataclass
+class _Served:
+    name: str
+    pipeline: PipelineLike
+    lock: threading.Lock
+    history: deque[tuple[float, float]]
+    last_sample: float = 0.0
+
+
+class PipelineHub:
+    """The pipelines a server answers with, by name (a model id; no ``/``), each called one request at a
+    time, with a spend history sampled by the server (bounded to the last ``history_points``).
+
+    ``unknown_decision`` and ``budget_exhausted``: the exception classes the pipelines raise for feedback
+    on a decision that is not pending (answered 404) and for a question no arm is affordable for (429);
+    any other ``KgwiseError`` is a 400, a ``ServiceError`` a 502."""
+
+    def __init__(self, pipelines: Mapping[str, PipelineLike], history_points: int = 5000,
+                 unknown_decision: tuple[type[Exception], ...] = (UnknownDecisionError,),
+                 budget_exhausted: tuple[type[Exception], ...] = (BudgetExceededError,)) -> None:
+        self.unknown_decision = unknown_decision
+        self.budget_exhausted = budget_exhausted
+        if not pipelines:
+            raise KgwiseError("no pipeline to serve")
+        for name in pipelines:
+            if not name or "/" in name or name != name.strip():
+                raise KgwiseError(f"pipeline name {name!r}: must be non-empty, without '/' or edge spaces")
+        self.served = {name: _Served(name, p, threading.Lock(), deque(maxlen=history_points))
+                       for name, p in pipelines.items()}
+        self.created = int(time.time())
+
+    def resolve(self, model: str) -> tuple[_Served, str | None]:
+        """The pipeline and forced arm (or None) that ``model`` names; a 404 for anything else."""
+        name, _, arm = model.partition("/")
+        served = self.served.get(name)
+        if served is None or (arm and arm not in served.pipeline.arm_names) or model.endswith("/"):
+            raise OpenAIError(404, f"The model `{model}` does not exist; GET /v1/models lists them",
+                              param="model", code="model_not_found")
+        return served, arm or None
+
+    def models(self) -> list[str]:
+        return [m for s in self.served.values() for m in (s.name, *(f"{s.name}/{a}"
+                                                                     for a in s.pipeline.arm_names))]
+
+    def _sample(self, served: _Served, status: StatusLike | None = None, force: bool = False) -> None:
+        """Add the current spend to the history (called with the pipeline's lock held)."""
+        now = time.time()
+        if not force and now - served.last_sample < 0.5:
+            return
+        spent = (status or served.pipeline.status()).spent
+        served.history.append((now, float(spent)))
+        served.last_sample = now
+
+    def call(self, served: _Served, fn: Callable[[PipelineLike], T]) -> T:
+        """``fn(pipeline)`` under the pipeline's lock, its errors mapped to OpenAI errors."""
+        with served.lock:
+            try:
+                out = fn(served.pipeline)
+            except self.unknown_decision as exc:
+                raise OpenAIError(404, str(exc), param="decision_id", code="decision_not_found") from None
+            except self.budget_exhausted as exc:
+                raise OpenAIError(429, str(exc), "insufficient_quota", code="budget_exhausted") from None
+            except ServiceError as exc:
+                raise OpenAIError(502, f"a model service failed: {exc}", "api_error",
+                                  code="upstream_error") from None
+            except KgwiseError as exc:
+                raise OpenAIError(400, str(exc), code="invalid_request") from None
+            self._sample(served)
+            return out
+
+    def status(self, served: _Served) -> PipelineStatusOut:
+        with served.lock:
+            st = served.pipeline.status()
+            self._sample(served, st, force=True)
+            history = [SpendPoint(t=t, spent=s) for t, s in served.history]
+        target = None if st.alpha is None else 1.0 - st.alpha
+        arms = [ArmStatusOut(name=a.name, selections=a.selections, graded=a.graded, correct=a.correct,
+                             accuracy=a.correct / a.graded if a.graded else None, covered=a.covered,
+                             coverage_n=a.coverage_n,
+                             coverage=a.covered / a.coverage_n if a.coverage_n else None,
+                             coverage_target=target) for a in st.arms]
+        pending = [PendingOut(decision_id=p.decision_id, arm=p.arm, question=p.question)
+                   for p in list(st.pending)[-100:]]
+        return PipelineStatusOut(name=served.name, cost_unit=served.pipeline.cost_unit, budget=st.budget,
+                                 spent=st.spent, alpha=st.alpha, arms=arms, pending_total=len(st.pending),
+                                 pending=pending, history=history)
+
+
+def _extra(served: _Served, question: str, choices: list[str] | None, result: ResultLike,
+           forced: bool) -> KgwiseExtra:
+    """The ``kgwise`` field of a completion."""
+    unit = served.pipeline.cost_unit
+    u = result.usage
+    ev = result.evidence
+    evidence = None if ev is None else EvidenceOut(
+        question_concepts=list(ev.question_concepts),
+        choice_concepts=[list(c) for c in ev.choice_concepts],
+        triples=[TripleOut(head=t.head, relation=t.relation, tail=t.tail) for t in ev.triples],
+        paths=[PathOut(nodes=list(p.nodes), relations=list(p.relations), inverse=list(p.inverse))
+               for p in ev.paths],
+        text=ev.text)
+    s = result.answer_set
+    answer_set = None if s is None else AnswerSetOut(members=list(s.members), alpha=s.alpha,
+                                                     guaranteed=s.guaranteed, guarantee=s.guarantee)
+    labelled = None if choices is None else [LabelledChoice(label=CHOICE_LABELS[i], text=c)
+                                             for i, c in enumerate(choices)]
+    return KgwiseExtra(
+        pipeline=served.name, decision_id=result.decision_id, question=question, choices=labelled,
+        choice=result.choice, answer=result.answer, arm=result.arm, forced=forced,
+        scores={k: float(v) for k, v in result.scores.items()}, cost=u.cost, cost_unit=unit,
+        usage=UsageOut(input_tokens=u.input_tokens, output_tokens=u.output_tokens, calls=u.calls,
+                       cached_calls=u.cached_calls, latency_s=u.latency_s, cost=u.cost, cost_unit=unit),
+        answer_set=answer_set, guaranteed=s is not None and s.guaranteed, evidence=evidence)
+
+
+def _headers(extra: KgwiseExtra) -> dict[str, str]:
+    h = {"x-kgwise-cost": repr(extra.cost), "x-kgwise-cost-unit": extra.cost_unit,
+         "x-kgwise-arm": extra.arm, "x-kgwise-decision-id": extra.decision_id}
+    if extra.cost_unit == "usd":
+        h["x-kgwise-cost-usd"] = repr(extra.cost)
+    return {k: v.encode("ascii", "backslashreplace").decode("ascii") for k, v in h.items()}
+
+
+def _content(extra: KgwiseExtra) -> str:
+    return extra.answer if extra.choice is None else f"{extra.choice}) {extra.answer}"
+
+
+def _sse(events: Sequence[str]) -> StreamingResponse:
+    async def gen() -> AsyncIterator[str]:
+        for e in events:
+            yield f"data: {e}\n\n"
+        yield "data: [DONE]\n\n"
+
+    return StreamingResponse(gen(), media_type="text/event-stream",
+                             headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+
+
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI entries for the error statuses a route answers (in OpenAI's shape); declaring ``default``
+    keeps FastAPI from listing the 422 these routes never send (validation errors are 400 here)."""
+    text = {400: "a bad request: a field, the choices, n > 1", 404: "unknown model or decision",
+            429: "the budget affords no arm", 502: "a model service failed"}
+    out: dict[int | str, dict[str, Any]] = {c: {"model": ErrorResponse, "description": text[c]}
+                                            for c in codes}
+    out["default"] = {"model": ErrorResponse, "description": "any other error, in OpenAI's shape"}
+    return out
+
+
+def openai_api(hub: PipelineHub) -> APIRouter:
+    """The OpenAI-compatible routes (and ``/v1/feedback``, ``/v1/status``) over ``hub``."""
+    api = APIRouter(route_class=_OpenAIRoute)
+    answering = _errors(400, 404, 429, 502)
+    openai_tag: list[str | Enum] = ["OpenAI-compatible"]
+    kgwise_tag: list[str | Enum] = ["kgwise"]
+
+    def question_of(text: str, given: list[str] | None, param: str) -> tuple[str, list[str] | None]:
+        text = _text(text, param)
+        choices: list[str] | None
+        if given is not None:
+            question, choices = text.strip(), [_text(c, "kgwise.choices") for c in given]
+        else:
+            question, choices = split_choices(text, param)
+        if not question:
+            raise OpenAIError(400, f"{param}: the question text is empty", param=param, code="invalid_value")
+        if choices is not None:
+            where = "kgwise.choices" if given is not None else param
+            choices = [c.strip() for c in choices]
+            empty = next((i for i, c in enumerate(choices) if not c), None)
+            if empty is not None:
+                raise OpenAIError(400, f"{where}: choice {empty} is empty", param=where, code="invalid_value")
+        return question, choices
+
+    async def answer(model: str, question: str, choices: list[str] | None) -> tuple[KgwiseExtra, _Served]:
+        served, arm = hub.resolve(model)
+        # the arm is passed only when forced, so a pipeline without arm forcing still answers the rest
+        result = await run_in_threadpool(
+            hub.call, served, lambda p: p.answer(question, choices) if arm is None
+            else p.answer(question, choices, arm=arm))
+        return _extra(served, question, choices, result, arm is not None), served
+
+    def usage_of(extra: KgwiseExtra) -> OpenAIUsage:
+        u = extra.usage
+        return OpenAIUsage(prompt_tokens=u.input_tokens, completion_tokens=u.output_tokens,
+                           total_tokens=u.input_tokens + u.output_tokens)
+
+    @api.get("/v1/models", response_model=ModelList, tags=openai_tag, responses=_errors())
+    def models() -> ModelList:
+        """Each pipeline (the router picks the arm) and each of its arms as ``<pipeline>/<arm>``."""
+        return ModelList(data=[ModelCard(id=m, created=hub.created) for m in hub.models()])
+
+    @api.get("/v1/models/{model:path}", response_model=ModelCard, tags=openai_tag, responses=_errors(404))
+    def model(model: str) -> ModelCard:
+        """One model by id (404 in OpenAI's shape when unknown)."""
+        hub.resolve(model)
+        return ModelCard(id=model, created=hub.created)
+
+    @api.post("/v1/chat/completions", response_model=ChatCompletion, tags=openai_tag,
+              responses=answering | {200: {"content": {"text/event-stream": {}},
+                               "description": "a chat.completion, or with stream: true server-sent "
+                                              "chat.completion.chunk events ending in data: [DONE]"}})
+    async def chat_completions(req: ChatCompletionRequest) -> Response:
+        """Answer the last user message with the pipeline (or the arm ``model`` names)."""
+        if req.n != 1:
+            raise OpenAIError(400, "n: kgwise gives one answer per question (n must be 1)", param="n")
+        last = next((i for i in range(len(req.messages) - 1, -1, -1) if req.messages[i].role == "user"),
+                    None)
+        if last is None:
+            raise OpenAIError(400, "messages: no user message to answer", param="messages")
+        content = req.messages[last].content
+        param = f"messages[{last}].content"
+        if isinstance(content, list):
+            if any(p.type != "text" or p.text is None for p in content):
+                raise OpenAIError(400, f"{param}: only text parts are supported", param=param)
+            content = "\n".join(p.text or "" for p in content)
+        question, choices = question_of(content or "", req.kgwise.choices if req.kgwise else None, param)
+        extra, _ = await answer(req.model, question, choices)
+        cid, created = f"chatcmpl-{extra.decision_id}", int(time.time())
+        if not req.stream:
+            message = ChatMessageOut(content=_content(extra))
+            body = ChatCompletion(id=cid, created=created, model=req.model, usage=usage_of(extra),
+                                  kgwise=extra, choices=[ChatChoice(index=0, message=message)])
+            return JSONResponse(body.model_dump(mode="json"), headers=_headers(extra))
+
+        def chunk(delta: Delta, finish: bool = False, extra_: KgwiseExtra | None = None) -> str:
+            return ChatChunk(id=cid, created=created, model=req.model, kgwise=extra_,
+                             choices=[ChatChunkChoice(delta=delta, finish_reason="stop" if finish else None)]
+                             ).model_dump_json(exclude_none=True)
+
+        events = [chunk(Delta(role="assistant", content="")), chunk(Delta(content=_content(extra))),
+                  chunk(Delta(), finish=True, extra_=extra)]
+        if (req.stream_options or StreamOptions()).include_usage:
+            events.append(ChatChunk(id=cid, created=created, model=req.model, choices=[],
+                                    usage=usage_of(extra)).model_dump_json(exclude_none=True))
+        response = _sse(events)
+        response.headers.update(_headers(extra))
+        return response
+
+    @api.post("/v1/completions", response_model=TextCompletion, tags=openai_tag,
+              responses=answering | {200: {"content": {"text/event-stream": {}},
+                               "description": "a text_completion, or with stream: true server-sent events"}})
+    async def completions(req: CompletionRequest) -> Response:
+        """Answer ``prompt`` (one string, or a list of one) like a chat message."""
+        if req.n != 1:
+            raise OpenAIError(400, "n: kgwise gives one answer per question (n must be 1)", param="n")
+        prompt = req.prompt
+        if isinstance(prompt, list):
+            if len(prompt) != 1:
+                raise OpenAIError(400, "prompt: give one prompt per request", param="prompt")
+            prompt = prompt[0]
+        question, choices = question_of(prompt, req.kgwise.choices if req.kgwise else None, "prompt")
+        extra, _ = await answer(req.model, question, choices)
+        cid, created = f"cmpl-{extra.decision_id}", int(time.time())
+        text = _content(extra)
+        if not req.stream:
+            body = TextCompletion(id=cid, created=created, model=req.model, usage=usage_of(extra),
+                                  kgwise=extra, choices=[CompletionChoice(text=text)])
+            return JSONResponse(body.model_dump(mode="json"), headers=_headers(extra))
+        events = [TextCompletion(id=cid, created=created, model=req.model,
+                                 choices=[CompletionChoice(text=text, finish_reason=None)]),
+                  TextCompletion(id=cid, created=created, model=req.model, kgwise=extra,
+                                 choices=[CompletionChoice(text="")])]
+        if (req.stream_options or StreamOptions()).include_usage:
+            events.append(TextCompletion(id=cid, created=created, model=req.model, choices=[],
+                                         usage=usage_of(extra)))
+        response = _sse([e.model_dump_json(exclude_none=True) for e in events])
+        response.headers.update(_headers(extra))
+        return response
+
+    @api.post("/v1/feedback", response_model=FeedbackResponse, tags=kgwise_tag,
+              responses=_errors(400, 404, 502))
+    async def feedback(req: FeedbackRequest) -> FeedbackResponse:
+        """Whether a decision's answer was right (``correct``) or what the right answer was (``gold``)."""
+        if (req.correct is None) == (req.gold is None):
+            raise OpenAIError(400, "give exactly one of correct and gold", param="correct")
+        if req.model is None and len(hub.served) > 1:
+            raise OpenAIError(400, f"model: name the pipeline ({', '.join(hub.served)})", param="model")
+        served, _ = hub.resolve(req.model or next(iter(hub.served)))
+        decision = _text(req.decision_id, "decision_id")
+        gold = None if req.gold is None else _text(req.gold, "gold")
+        out = await run_in_threadpool(hub.call, served,
+                                      lambda p: p.feedback(decision, correct=req.correct, gold=gold))
+        return FeedbackResponse(pipeline=served.name, decision_id=out.decision_id, arm=out.arm,
+                                correct=out.correct)
+
+    @api.get("/v1/status", response_model=StatusResponse, tags=kgwise_tag, responses=_errors())
+    async def status() -> StatusResponse:
+        """Every pipeline's spend, per-arm figures and pending decisions (what the router page shows)."""
+        outs = [await run_in_threadpool(hub.status, s) for s in hub.served.values()]
+        return StatusResponse(pipelines=outs)
+
+    return api
