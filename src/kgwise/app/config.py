@@ -316,7 +316,9 @@ class _Reader:
             cfg = TypeAdapter(cls).validate_json(json.dumps(full), strict=True)
         except ValidationError as exc:
             err = exc.errors()[0]
-            key = str(err["loc"][0]) if err["loc"] else None
+            msg = err["msg"]
+            named = [k for k in data if k in msg or (k == "lam" and "lambda" in msg)]
+            key = str(err["loc"][0]) if err["loc"] else (named[0] if named else None)
             raise self.fail(err["msg"].removeprefix("Value error, "), "coke", key) from exc
         assert isinstance(cfg, CokeConfig)
         return cfg

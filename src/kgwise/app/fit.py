@@ -187,6 +187,8 @@ def fit(pipeline: Pipeline, questions_file: Path, max_spend: float = 0.0, concur
         raise ConfigError(f"max_spend must be a number ≥ 0, got {max_spend}")
     if concurrency < 1:
         raise ConfigError(f"concurrency must be ≥ 1, got {concurrency}")
+    if not pipeline.runners:
+        raise ConfigError("fit needs the arms' models: open the pipeline with models=True")
     state = pipeline.state
     if state.pending and not force:
         raise ConfigError(f"{len(state.pending)} decision(s) in {state.root} await feedback; a fit replaces "

@@ -212,7 +212,7 @@ class Pipeline:
     def __init__(self, config: PipelineConfig, state_dir: Path, runners: Mapping[str, ArmRunner],
                  encoder: Encoder, kg: KnowledgeGraph | None = None) -> None:
         missing = [a.name for a in config.arms if a.name not in runners]
-        if missing:
+        if missing and runners:
             raise ConfigError(f"no runner for arm(s) {', '.join(missing)}")
         self.config = config
         self.runners = dict(runners)
@@ -231,12 +231,13 @@ class Pipeline:
 
     @classmethod
     def from_config(cls, path: str | Path, state_dir: str | Path | None = None,
-                    encoder: Encoder | None = None) -> Pipeline:
+                    encoder: Encoder | None = None, models: bool = True) -> Pipeline:
         """Read the config, load the KG and every arm's model, open the state directory (default
-        :func:`default_state_dir`)."""
+        :func:`default_state_dir`). ``models=False`` loads neither KG nor models: enough for
+        :meth:`feedback` and :meth:`status`, not for :meth:`answer`."""
         config = PipelineConfig.load(path)
-        kg = load_graph_of(config)
-        runners = {a.name: build_runner(a, kg) for a in config.arms}
+        kg = load_graph_of(config) if models else None
+        runners = {a.name: build_runner(a, kg) for a in config.arms} if kg is not None else {}
         if encoder is None:
             from kgwise.embed import MiniLM
 
@@ -314,6 +315,8 @@ class Pipeline:
         """Answer one question (see the module docstring); ``BudgetExhaustedError`` when no arm is
         affordable."""
         question = _question(text, choices)
+        if not self.runners:
+            raise ConfigError("this pipeline was opened without its models (models=False): it cannot answer")
         x = self.embed(question.text)
         qnodes: tuple[str, ...] = ()
         if self._grounder is not None and self.kg is not None:
