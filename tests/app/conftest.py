@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 
 from kgwise.app.arms import ArmOutput
 from kgwise.app.config import ArmConfig
@@ -113,12 +114,14 @@ class FakeEncoder:
 @dataclass
 class StubArm:
     """Test double of an arm runner: picks the gold choice with probability ``skill`` (seeded per
-    question text), reports one call of ``calls`` and counts its calls."""
+    question text), bounds its usage by ``calls`` calls, reports ``calls + extra_calls`` and records
+    the questions it answered."""
 
     config: ArmConfig
     skill: float = 0.7
     calls: int = 1
     open_questions: bool = True
+    extra_calls: int = 0
     answered: list[str] = field(default_factory=list)
 
     def can_answer(self, question: Question) -> bool:
@@ -129,7 +132,8 @@ class StubArm:
 
     def answer(self, question: Question) -> ArmOutput:
         self.answered.append(question.text)
-        seed = int.from_bytes(hashlib.sha1((self.config.name + question.text).encode()).digest()[:4], "little")
+        digest = hashlib.sha1((self.config.name + question.text).encode()).digest()
+        seed = int.from_bytes(digest[:4], "little")
         rng = np.random.default_rng(seed)
         if not question.choices:
             return ArmOutput("aspirin" if rng.random() < self.skill else "water", {}, usage=Usage(calls=1))
@@ -140,7 +144,7 @@ class StubArm:
         p[pick] += 0.5
         labels = [c.label for c in question.choices]
         return ArmOutput(labels[pick], {lab: float(x) for lab, x in zip(labels, p, strict=True)},
-                         usage=Usage(calls=self.calls))
+                         usage=Usage(calls=self.calls + self.extra_calls))
 
 
 def _truth(question: Question) -> int:
@@ -150,3 +154,56 @@ def _truth(question: Question) -> int:
         if drug is not None and c.text in TREATS[drug]:
             return i
     return 0
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """llama.cpp's OpenAI-compatible server (llama-cpp-python[server]) serving smollm2-135m as
+    ``smollm2`` on 127.0.0.1; its ``/v1`` URL."""
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    from kgwise.llm.llamacpp import resolve_model_path
+
+    _, path = resolve_model_path("smollm2-135m")
+    port = _free_port()
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    with log.open("w") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", "smollm2",
+             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "1024", "--n_threads", "1",
+             "--logits_all", "true", "--kv_overrides", "tokenizer.ggml.add_bos_token=bool:true"],
+            stdout=fh, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.time() + 120
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"llama.cpp server exited with {proc.returncode}:\n{log.read_text()[-2000:]}")
+            try:
+                if httpx.get(f"{url}/models", timeout=1.0).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.time() > deadline:
+                pytest.fail(f"llama.cpp server did not start:\n{log.read_text()[-2000:]}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
