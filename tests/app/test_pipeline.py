@@ -64,17 +64,21 @@ def test_an_answer_names_its_arm_scores_cost_and_decision(tmp_path: Path) -> Non
         assert pipe.status().reserved == pytest.approx(r.cost)
 
 
+def _files(pipe: Pipeline) -> dict[str, bytes]:
+    """The state directory's files (snapshot, journal) as they are on disk."""
+    return {p.name: p.read_bytes() for p in pipe.state.root.iterdir() if p.name != "lock"}
+
+
 def test_feedback_teaches_once_and_refuses_unknown_or_settled_decisions(tmp_path: Path) -> None:
     with make(tmp_path, seed=3) as pipe:
         text, choices = question(2)
         r = pipe.answer(text, choices)
-        state_file = pipe.state.state_file
-        before = state_file.read_bytes()
+        before = _files(pipe)
         with pytest.raises(ConfigError, match="neither a choice label"):
             pipe.feedback(r.decision, gold="aspirin-x")
         with pytest.raises(ConfigError, match="exactly one of"):
             pipe.feedback(r.decision, correct=True, gold="A")
-        assert state_file.read_bytes() == before and r.decision in pipe.state.pending
+        assert _files(pipe) == before and r.decision in pipe.state.pending
         seen = dict(pipe.state.pending[r.decision].observed)
         fb = pipe.feedback(r.decision, gold=choices[0])  # by the choice's text
         assert fb.arm == r.arm and fb.reward == float(r.label == "A")
@@ -82,12 +86,12 @@ def test_feedback_teaches_once_and_refuses_unknown_or_settled_decisions(tmp_path
         assert (r.arm == "free") == (not seen)
         status = pipe.status()
         assert status.pending == 0 and status.reserved == 0.0 and status.spent == pytest.approx(r.cost)
-        after = state_file.read_bytes()
+        after = _files(pipe)
         with pytest.raises(UnknownDecisionError, match="already settled"):
             pipe.feedback(r.decision, correct=True)
         with pytest.raises(UnknownDecisionError, match="not made with this state"):
             pipe.feedback("f" * 32, correct=True)
-        assert state_file.read_bytes() == after
+        assert _files(pipe) == after
 
 
 def test_a_restart_keeps_pending_decisions_and_their_held_budget(tmp_path: Path) -> None:
@@ -271,3 +275,59 @@ def test_live_pipeline_fits_answers_learns_and_restarts(tmp_path: Path, llama_se
         open_r = pipe.answer("What does aspirin treat?")
         assert open_r.label is None and "aspirin" in open_r.question_entities
         assert set(open_r.answer_entities) <= {t[0] for t in TRIPLES} | {t[2] for t in TRIPLES}
+
+
+def _run_and_kill(tmp_path: Path, body: str) -> list[str]:
+    """Run ``body`` (after ``pipe = make(root)``) in a child process that ends with ``os._exit`` — no
+    close, no snapshot, like a kill — and return the JSON list it printed last."""
+    import json
+    import subprocess
+    import sys
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    script = "\n".join([
+        "import json, os, sys", "from pathlib import Path",
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})",
+        "from app.test_pipeline import make, question",
+        f"pipe = make(Path({str(tmp_path)!r}))", body, "os._exit(9)"])
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 9, out.stderr
+    return list(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_a_kill_loses_no_acknowledged_answer_or_feedback(tmp_path: Path) -> None:
+    ids = _run_and_kill(tmp_path / "a", "\n".join([
+        "rs = [pipe.answer(*question(i)) for i in range(5)]",
+        "pipe.feedback(rs[0].decision, correct=True)",
+        "pipe.feedback(rs[1].decision, gold='B')",
+        "print(json.dumps([r.decision for r in rs]), flush=True)"]))
+    assert not (tmp_path / "a" / "state" / "state.json").exists()  # nothing but the journal was written
+    with make(tmp_path / "a") as after:
+        assert set(after.state.pending) == set(ids[2:])
+        assert set(after.state.settled) == set(ids[:2])
+        s = after.status()
+        assert s.questions == 5 and sum(a.pulls for a in s.arms) == 2
+        replayed = after.state.router.state_dict()
+    # the same calls in one process that closes normally: the replayed router is the same, draws included
+    (tmp_path / "b").mkdir()
+    with make(tmp_path / "b") as ref:
+        rs = [ref.answer(*question(i)) for i in range(5)]
+        ref.feedback(rs[0].decision, correct=True)
+        ref.feedback(rs[1].decision, gold="B")
+        assert [r.arm for r in rs] == [after.state.pending[i].arm if i in after.state.pending else r.arm
+                                       for i, r in zip(ids, rs, strict=True)]
+        assert ref.state.router.state_dict() == replayed
+
+
+def test_a_decision_whose_arm_was_running_at_a_kill_is_called_off(tmp_path: Path) -> None:
+    ids = _run_and_kill(tmp_path, "\n".join([
+        "first = pipe.answer(*question(0))",
+        "print(json.dumps([first.decision]), flush=True)",
+        "for name in ('cheap', 'dear'):",  # the arms that can answer an open question
+        "    pipe.runners[name].answer = lambda q: os._exit(9)",  # the kill strikes while one runs
+        "pipe.answer('Which drug treats a headache?')"]))
+    with make(tmp_path) as after:
+        assert list(after.state.pending) == ids
+        assert len(after.state.recovered) == 1
+        s = after.status()
+        assert s.questions == 2 and s.reserved == pytest.approx(after.state.pending[ids[0]].bound)

@@ -328,15 +328,15 @@ class Pipeline:
             for name, runner in self.runners.items():
                 if runner.config.observe and bounds[name] == 0.0 and runner.can_answer(question):
                     observed[name] = runner.answer(question)
+        decision = uuid.uuid4().hex
         with self._lock:
             router = self.state.router
             scores = router.scores(x)
             affordable = {n: bounds[n] < router.unreachable() and
                           router.spent + router.reserved + bounds[n] <= router.router.allowance(
                               router.questions + 1) for n in router.names}
-            arm = router.select(x, bounds)
+            arm = self.state.select(decision, x.tolist(), bounds)
             if arm is None:
-                self.state.save()
                 raise BudgetExhaustedError(
                     f"no arm's cost bound fits in what the budget leaves: {router.remaining:g} "
                     f"{self.config.router.unit} ({router.spent:g} spent, {router.reserved:g} held by "
@@ -345,8 +345,7 @@ class Pipeline:
             output = observed[arm] if arm in observed else self.runners[arm].answer(question)
         except BaseException:
             with self._lock:
-                router.cancel(arm, bounds[arm])
-                self.state.save()
+                self.state.cancel(decision)
             raise
         runner = self.runners[arm]
         cost = arm_cost(runner.config, output.usage)
@@ -363,14 +362,12 @@ class Pipeline:
             answer_text = next((c.text for c in question.choices if c.label == label), label)
         else:
             entities = self._entities(output.prediction)
-        decision = uuid.uuid4().hex
         pending = Pending(decision, question.text, list(question.choice_texts), arm, bounds[arm], cost,
                           x.tolist(), output.prediction,
                           None if answer_set is None else list(answer_set.labels),
                           {n: o.prediction for n, o in observed.items() if n != arm})
         with self._lock:
-            self.state.pending[decision] = pending
-            self.state.save()
+            self.state.record(pending)
             remaining = router.remaining
         arm_scores = tuple(ArmScore(n, scores[n], bounds[n], affordable[n]) for n in router.names)
         return PipelineResult(decision, question.text, answer_text, label, dict(output.probabilities),
@@ -393,19 +390,8 @@ class Pipeline:
                 raise UnknownDecisionError(f"unknown decision {decision!r} ({why}: {self.state.root})")
             reward, covered, observed = _grade(p, correct, gold)
             router = self.state.router
-            x = np.asarray(p.embedding, dtype=np.float64)
             overrun = router.overrun
-            router.update(p.arm, x, reward, p.cost, p.bound)
-            for name, r in observed.items():
-                router.observe(name, x, r)
-            if covered is not None:
-                c = self.state.coverage[p.arm]
-                c.n += 1
-                c.covered += int(covered)
-            elif p.answer_set is not None:
-                self.state.coverage[p.arm].undetermined += 1
-            self.state.settle(decision)
-            self.state.save()
+            self.state.feedback(decision, reward, observed, covered)
             warning = None
             if router.overrun > overrun:
                 warning = f"cost {p.cost:g} was above its bound {p.bound:g}"

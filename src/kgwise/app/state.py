@@ -1,11 +1,18 @@
 """The pipeline's state directory: router, decisions awaiting feedback, per-arm calibrations and live
 coverage counts, owned by one process at a time.
 
-Files (every write atomic, :func:`kgwise.files.write_text_atomic`):
+Files:
 
-* ``state.json`` — the router (:meth:`kgwise.route.coke.CokeRouter.state_dict`), the pending decisions,
-  the ids of recently settled ones, and per arm the live coverage counts; written after every answer
-  and every feedback, so an acknowledged call survives a kill;
+* ``state.json`` — a snapshot (written atomically, :func:`kgwise.files.write_text_atomic`): the router
+  (:meth:`kgwise.route.coke.CokeRouter.state_dict`), the pending decisions, the ids of recently settled
+  ones, per arm the live coverage counts, and the sequence number of the last event it holds;
+* ``journal.jsonl`` — every change since the snapshot, one event per line, flushed and fsync'ed before
+  the call that made it returns: a routing decision (``select``: the embedding and cost bounds, so that
+  replaying it through the snapshot's router reproduces the same draw), its answer (``pending``), a call
+  called off (``cancel``), a feedback (``feedback``). Opening the directory replays the events after the
+  snapshot through the same methods that made them, so a kill loses no acknowledged answer or feedback;
+  a snapshot is taken every ``snapshot_every`` events and on :meth:`StateDir.close`. A decision whose
+  arm was running at the kill (selected, never answered) is called off on replay (``recovered``);
 * ``calibration.json`` — per arm the Mondrian calibration scores written by :func:`kgwise.app.fit.fit`;
 * ``lock`` — an OS lock (``filelock``) held while a :class:`StateDir` is open; a second process gets a
   ``ConfigError`` instead of overwriting the first one's learning and spending.
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,11 +40,12 @@ from scipy.stats import beta as beta_dist
 from kgwise.app.config import PipelineConfig
 from kgwise.app.router import RouterAdapter
 from kgwise.errors import ConfigError, DataError
-from kgwise.files import read_json, write_text_atomic
+from kgwise.files import read_json, read_jsonl, write_text_atomic
 
 __all__ = ["ArmCalibration", "CoverageCount", "Pending", "StateDir", "clopper_pearson"]
 
 STATE_FILE = "state.json"
+JOURNAL_FILE = "journal.jsonl"
 CALIBRATION_FILE = "calibration.json"
 SETTLED_KEPT = 10_000
 
@@ -100,8 +109,16 @@ class ArmCalibration:
 class StateDir:
     """An open state directory (a context manager: :meth:`close` writes and releases the lock)."""
 
-    def __init__(self, root: Path, config: PipelineConfig, dim: int) -> None:
+    def __init__(self, root: Path, config: PipelineConfig, dim: int, snapshot_every: int = 500) -> None:
+        if snapshot_every < 1:
+            raise ConfigError(f"snapshot_every must be ≥ 1 event, got {snapshot_every}")
         self.root = root
+        self.snapshot_every = snapshot_every
+        self.seq = 0
+        self._since_snapshot = 0
+        self._replaying = False
+        self.selected: dict[str, tuple[str, float]] = {}
+        self.recovered: list[str] = []
         root.mkdir(parents=True, exist_ok=True)
         self._lock = FileLock(str(root / "lock"))
         try:
@@ -123,6 +140,7 @@ class StateDir:
                 self.router = RouterAdapter.new(config, dim)
             if (root / CALIBRATION_FILE).exists():
                 self._load_calibration()
+            self._replay()
         except BaseException:
             self._lock.release()
             raise
@@ -136,15 +154,121 @@ class StateDir:
     def calibration_file(self) -> Path:
         return self.root / CALIBRATION_FILE
 
+    @property
+    def journal_file(self) -> Path:
+        return self.root / JOURNAL_FILE
+
+    # ------------------------------------------------------------------ events (live and replayed)
+    def _log(self, event: dict[str, Any]) -> None:
+        """Append ``event`` to the journal (flushed and fsync'ed); snapshot every ``snapshot_every``."""
+        if self._replaying:
+            return
+        self.seq += 1
+        line = json.dumps({"seq": self.seq, **event}) + "\n"
+        with self.journal_file.open("a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+        self._since_snapshot += 1
+        if self._since_snapshot >= self.snapshot_every:
+            self.save()
+
+    def select(self, decision: str, x: list[float], costs: dict[str, float]) -> str | None:
+        """The router's arm for a question (its bound held under ``decision``), journaled."""
+        import numpy as np
+
+        arm = self.router.select(np.asarray(x, dtype=np.float64), costs)
+        if arm is not None:
+            self.selected[decision] = (arm, float(costs[arm]))
+        self._log({"op": "select", "decision": decision, "x": x, "costs": costs, "arm": arm})
+        return arm
+
+    def record(self, pending: Pending) -> None:
+        """A selected decision's answer: it now awaits feedback."""
+        if self.selected.pop(pending.decision, None) is None:
+            raise DataError(f"decision {pending.decision} was not selected", self.journal_file)
+        self.pending[pending.decision] = pending
+        self._log({"op": "pending", "pending": asdict(pending)})
+
+    def cancel(self, decision: str) -> None:
+        """Call off a selected decision whose arm did not answer: its bound returns to the budget."""
+        arm, bound = self.selected.pop(decision)
+        self.router.cancel(arm, bound)
+        self._log({"op": "cancel", "decision": decision})
+
+    def feedback(self, decision: str, reward: float, observed: dict[str, float], covered: bool | None
+                 ) -> None:
+        """Settle a pending decision: the router learns (Eq. 5, 11, 14), free arms are observed, the
+        arm's live coverage is counted."""
+        import numpy as np
+
+        p = self.pending[decision]
+        x = np.asarray(p.embedding, dtype=np.float64)
+        self.router.update(p.arm, x, reward, p.cost, p.bound)
+        for name, r in observed.items():
+            self.router.observe(name, x, r)
+        if covered is not None:
+            c = self.coverage[p.arm]
+            c.n += 1
+            c.covered += int(covered)
+        elif p.answer_set is not None:
+            self.coverage[p.arm].undetermined += 1
+        self.settle(decision)
+        self._log({"op": "feedback", "decision": decision, "reward": reward, "observed": observed,
+                   "covered": covered})
+
+    def _replay(self) -> None:
+        """Apply the journal's events after the snapshot; call off decisions left running at a kill."""
+        path = self.journal_file
+        if not path.exists():
+            path.touch()
+        self._replaying = True
+        try:
+            for line, event in read_jsonl(path, "journal"):
+                try:
+                    seq = int(event["seq"])
+                    if seq <= self.seq:
+                        continue  # already in the snapshot
+                    self._apply(event)
+                except (KeyError, TypeError, ValueError, ConfigError) as exc:
+                    raise DataError(f"journal event does not replay: {exc!r}", path, line) from exc
+                self.seq = seq
+        finally:
+            self._replaying = False
+        for decision in list(self.selected):
+            self.cancel(decision)
+            self.recovered.append(decision)
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        op = event["op"]
+        if op == "select":
+            arm = self.select(str(event["decision"]), [float(v) for v in event["x"]],
+                              {str(k): float(v) for k, v in event["costs"].items()})
+            if arm != event["arm"]:
+                raise ValueError(f"the router picks {arm!r}, the journal says {event['arm']!r}")
+        elif op == "pending":
+            self.record(Pending.from_dict(event["pending"]))
+        elif op == "cancel":
+            self.cancel(str(event["decision"]))
+        elif op == "feedback":
+            cov = event["covered"]
+            self.feedback(str(event["decision"]), float(event["reward"]),
+                          {str(k): float(v) for k, v in event["observed"].items()},
+                          None if cov is None else bool(cov))
+        else:
+            raise ValueError(f"unknown op {op!r}")
+
     def _load(self, dim: int) -> None:
         path = self.state_file
         body = read_json(path)
         if not isinstance(body, dict) or body.get("kind") != "kgwise.PipelineState":
             raise DataError("not a kgwise pipeline state (kind is not kgwise.PipelineState)", path)
         try:
+            self.seq = int(body.get("seq", 0))
             self.router = RouterAdapter.from_state_dict(body["router"])
             self.pending = OrderedDict((p["decision"], Pending.from_dict(p)) for p in body["pending"])
             self.settled = OrderedDict((str(d), None) for d in body.get("settled", []))
+            self.selected = {str(d): (str(a), float(b)) for d, (a, b) in body.get("selected", {}).items()}
             for name, c in body.get("coverage", {}).items():
                 self.coverage[str(name)] = CoverageCount(int(c["n"]), int(c["covered"]),
                                                          int(c["undetermined"]))
@@ -184,13 +308,19 @@ class StateDir:
             raise DataError(f"not a kgwise calibration: {exc}", path) from exc
 
     def save(self) -> None:
-        """Write ``state.json`` atomically."""
-        body = {"kind": "kgwise.PipelineState", "config": str(self.config.path),
+        """Write the snapshot ``state.json`` atomically, then empty the journal (a kill between the two
+        leaves events the snapshot holds, which replay skips by their sequence number). Decisions whose
+        arm is still running are kept as such: a process that opens the snapshot calls them off unless
+        the journal holds their answer."""
+        body = {"kind": "kgwise.PipelineState", "config": str(self.config.path), "seq": self.seq,
                 "router": self.router.state_dict(),
                 "pending": [asdict(p) for p in self.pending.values()],
                 "settled": list(self.settled),
+                "selected": {d: [a, b] for d, (a, b) in self.selected.items()},
                 "coverage": {k: asdict(v) for k, v in self.coverage.items()}}
         write_text_atomic(self.state_file, json.dumps(body))
+        self.journal_file.write_text("", encoding="utf-8")
+        self._since_snapshot = 0
 
     def save_calibration(self, calibrations: dict[str, ArmCalibration], meta: dict[str, Any]) -> None:
         """Replace the per-arm calibrations (and reset the live coverage counts, which were for the old
