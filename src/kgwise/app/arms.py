@@ -10,7 +10,8 @@ usage, and bounding that usage before the call (the router's budget check).
 * ``kgm`` — :class:`kgwise.kgm.predictor.KGMPredictor` (multiple choice only).
 
 Cost of a call (:func:`arm_cost`): ``per_call × calls`` plus the price table's token fees of
-``price_model`` (Coke's ``p(a)‖q_a‖``, Eq. 14). Usage bounds count an API backend's one call per scored
+``price_model`` (Coke's ``p(a)‖q_a‖``, Eq. 14), or the backend's own reported dollars
+(``cost_from_usage``). Usage bounds count an API backend's one call per scored
 choice, and bound tokens by characters (a token is never shorter than one character of the prompt).
 """
 
@@ -47,12 +48,14 @@ class Knowledge:
 @dataclass(frozen=True, slots=True)
 class ArmOutput:
     """One arm's answer: a choice label (multiple choice) or free text, the probabilities over the choice
-    labels (empty for free text), the knowledge used and the usage."""
+    labels (empty for free text), the knowledge used, the usage, and ``correct`` when the arm knows it
+    (a replayed, already graded outcome; ``None``: grade against the gold answer)."""
 
     prediction: str
     probabilities: dict[str, float] = field(default_factory=dict)
     knowledge: Knowledge = field(default_factory=Knowledge)
     usage: Usage = field(default_factory=Usage)
+    correct: bool | None = None
 
 
 class ArmRunner(Protocol):
@@ -71,6 +74,8 @@ class ArmRunner(Protocol):
 def arm_cost(arm: ArmConfig, usage: Usage) -> float:
     """Cost of ``usage`` on ``arm`` in the budget's unit (Eq. 14's ``p(a)‖q_a‖``)."""
     total = arm.per_call * usage.calls
+    if arm.cost_from_usage:
+        total += usage.cost
     if arm.price_model is not None:
         price = default_prices().lookup(arm.price_model)
         if price is None:

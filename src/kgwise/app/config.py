@@ -75,7 +75,10 @@ class KGConfig:
 @dataclass(frozen=True, slots=True)
 class ArmConfig:
     """One arm. ``per_call``: cost of one call in the budget's unit; ``price_model``: a price-table model
-    whose token fees are added (dollar budgets, ``openai:MODEL`` arms without an explicit ``price``)."""
+    whose token fees are added (dollar budgets, ``openai:MODEL`` arms without an explicit ``price``);
+    ``cost_from_usage``: the dollars the backend itself reports (``Usage.cost``) are added (dollar
+    budgets, arms without a price of either kind: 0 for an in-process model, the recorded cost for a
+    replayed one)."""
 
     name: str
     kind: ArmKind
@@ -93,6 +96,7 @@ class ArmConfig:
     combo: str | None = None
     observe: bool = False
     max_tokens: int = 64
+    cost_from_usage: bool = False
 
     @property
     def is_api(self) -> bool:
@@ -390,13 +394,15 @@ class _Reader:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise self.fail(f"must be a whole number ≥ 1, got {max_tokens!r}", "arms", "max_tokens", i)
         per_call, price_model = self.price(data, i, kind, spec, base_url, unit)
+        from_usage = unit == "usd" and "price" not in data and price_model is None and kind != "kgm"
         return ArmConfig(
             name=name, kind=kind, cluster=cluster, spec=spec, model=model,
             data=self._file(data, "data", "arms", i, "data directory"), per_call=per_call,
             price_model=price_model, base_url=base_url, api_key_env=self._str(data, "api_key_env", "arms", i),
             scoring=scoring, policy=self._file(data, "policy", "arms", i, "P_RL policy"),
             bandit=self._file(data, "bandit", "arms", i, "prompt bandit"),
-            combo=self._str(data, "combo", "arms", i), observe=observe, max_tokens=max_tokens)
+            combo=self._str(data, "combo", "arms", i), observe=observe, max_tokens=max_tokens,
+            cost_from_usage=from_usage)
 
     def price(self, data: dict[str, Any], i: int, kind: str, spec: str | None, base_url: str | None,
               unit: Unit) -> tuple[float, str | None]:

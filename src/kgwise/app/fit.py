@@ -44,7 +44,7 @@ from kgwise.files import ResultLog, read_jsonl, short_hash, write_text_atomic
 from kgwise.grading import match_answer
 from kgwise.types import CHOICE_LABELS, Choice, Question, Usage
 
-__all__ = ["ArmFit", "FitReport", "LoggedCall", "SpendLimitError", "fit", "read_questions"]
+__all__ = ["ArmFit", "FitReport", "LoggedCall", "SpendLimitError", "fit", "fit_questions", "read_questions"]
 
 LOG_FILE = "fit-log.jsonl"
 REPORT_FILE = "fit-report.json"
@@ -183,6 +183,13 @@ def fit(pipeline: Pipeline, questions_file: Path, max_spend: float = 0.0, concur
         echo: Callable[[str], None] = print, force: bool = False) -> FitReport:
     """Fit ``pipeline`` on ``questions_file`` (module docstring). ``max_spend`` is in the budget's unit.
     Refuses while decisions await feedback (a new router would lose them) unless ``force``."""
+    return fit_questions(pipeline, questions_file, max_spend, concurrency, echo, force)
+
+
+def fit_questions(pipeline: Pipeline, source: Path | Sequence[Question], max_spend: float = 0.0,
+                  concurrency: int = 4, echo: Callable[[str], None] = print, force: bool = False
+                  ) -> FitReport:
+    """:func:`fit` on a questions file or on labelled questions already read."""
     if not (math.isfinite(max_spend) and max_spend >= 0):
         raise ConfigError(f"max_spend must be a number ≥ 0, got {max_spend}")
     if concurrency < 1:
@@ -193,7 +200,7 @@ def fit(pipeline: Pipeline, questions_file: Path, max_spend: float = 0.0, concur
     if state.pending and not force:
         raise ConfigError(f"{len(state.pending)} decision(s) in {state.root} await feedback; a fit replaces "
                           "the router and would drop them: give their feedback first (or force)")
-    questions = read_questions(questions_file)
+    questions = read_questions(source) if isinstance(source, Path) else list(source)
     config = pipeline.config
     unit = config.router.unit
     arm_fp = {a.name: json.loads(json.dumps(asdict(a), default=str)) for a in config.arms}
@@ -234,7 +241,8 @@ def fit(pipeline: Pipeline, questions_file: Path, max_spend: float = 0.0, concur
             raise
         cost = arm_cost(runner.config, out.usage)
         row = {"arm": name, "qid": q.id, "answer": out.prediction, "probabilities": out.probabilities,
-               "correct": _correct(q, out.prediction), "cost": cost, "usage": out.usage.to_dict()}
+               "correct": _correct(q, out.prediction) if out.correct is None else out.correct,
+               "cost": cost, "usage": out.usage.to_dict()}
         with lock:
             spent += cost - bound
             log.put(_key(arm_fp[name], q), row)

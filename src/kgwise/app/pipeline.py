@@ -375,12 +375,12 @@ class Pipeline:
                               output.usage, cost, self.config.router.unit, remaining, tuple(notes))
 
     # ------------------------------------------------------------------ feedback
-    def feedback(self, decision: str, correct: bool | None = None, gold: str | Sequence[str] | None = None
-                 ) -> FeedbackResult:
+    def feedback(self, decision: str, correct: bool | None = None, gold: str | Sequence[str] | None = None,
+                 observed: Mapping[str, bool] | None = None) -> FeedbackResult:
         """Teach the router a decision's outcome, once: ``correct`` (the answer was right or wrong) or
         ``gold`` (the true choice label or text, or the true answer names). The arms observed on the
-        question learn their outcome where the feedback reveals it. Unknown or settled decisions, and bad
-        feedback, raise with the state unchanged."""
+        question learn their outcome where the feedback reveals it, or as ``observed`` says (graded by
+        the caller). Unknown or settled decisions, and bad feedback, raise with the state unchanged."""
         if (correct is None) == (gold is None):
             raise ConfigError("give exactly one of correct=… or gold=…")
         with self._lock:
@@ -388,14 +388,19 @@ class Pipeline:
             if p is None:
                 why = "already settled" if decision in self.state.settled else "not made with this state"
                 raise UnknownDecisionError(f"unknown decision {decision!r} ({why}: {self.state.root})")
-            reward, covered, observed = _grade(p, correct, gold)
+            reward, covered, seen = _grade(p, correct, gold)
+            for name, ok in (observed or {}).items():
+                if name not in p.observed:
+                    raise ConfigError(f"arm {name!r} did not answer decision {decision!r} as an observed "
+                                      f"arm (observed: {', '.join(p.observed) or 'none'})")
+                seen[name] = float(bool(ok))
             router = self.state.router
             overrun = router.overrun
-            self.state.feedback(decision, reward, observed, covered)
+            self.state.feedback(decision, reward, seen, covered)
             warning = None
             if router.overrun > overrun:
                 warning = f"cost {p.cost:g} was above its bound {p.bound:g}"
-            return FeedbackResult(decision, p.arm, reward, covered, observed, router.spent, router.remaining,
+            return FeedbackResult(decision, p.arm, reward, covered, seen, router.spent, router.remaining,
                                   warning)
 
     # ------------------------------------------------------------------ status
