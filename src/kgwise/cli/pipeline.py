@@ -10,6 +10,8 @@ from typing import Annotated, Any
 import typer
 
 from kgwise.cli.apps import app
+from rich.markup import escape
+
 from kgwise.cli.common import JsonOption, console, err_console, friendly_errors, writable, write_json
 from kgwise.errors import ConfigError
 
@@ -80,20 +82,21 @@ def ask_pipeline(question: str, choices: str | None, config: Path, state: Path |
     if json_out is not None:
         write_json(report, json_out)
         return
-    console.print(f"[bold]answer:[/bold] {result.answer}" + (f" ({result.label})" if result.label else ""))
+    console.print(f"[bold]answer:[/bold] {escape(result.answer)}"
+                  + (f" ({result.label})" if result.label else ""))
     if result.answer_entities:
-        console.print(f"KG entities: {', '.join(result.answer_entities)}")
+        console.print(f"KG entities: {escape(', '.join(result.answer_entities))}")
     console.print(f"arm: {result.arm}   cost: {result.cost:.6g} {result.unit}   remaining budget: "
                   f"{result.remaining_budget:.6g}")
     if result.answer_set is not None:
         s = result.answer_set
         console.print(f"set (α = {s.alpha:g}, guarantee {'holds' if s.guarantee else 'does NOT hold'}): "
-                      f"{', '.join(s.texts)}")
+                      f"{escape(', '.join(s.texts))}")
     for note in result.notes:
-        console.print(f"note: {note}")
+        console.print(f"note: {escape(note)}")
     if result.knowledge.text:
         console.print(f"knowledge ({result.knowledge.combo}, {len(result.knowledge.triples)} triples):")
-        console.print(result.knowledge.text)
+        console.print(result.knowledge.text, markup=False)
     console.print(f"decision: {result.decision}  (feed back with `kgwise feedback {result.decision} "
                   "--correct|--wrong|--gold X`)")
 
