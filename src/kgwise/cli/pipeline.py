@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-
-from kgwise.cli.apps import app
 from rich.markup import escape
 
+from kgwise.cli.apps import app
 from kgwise.cli.common import JsonOption, console, err_console, friendly_errors, writable, write_json
 from kgwise.errors import ConfigError
 
