@@ -86,7 +86,7 @@ def test_fit_warm_starts_the_router_and_calibrates_each_arm_on_its_own_questions
         n = report.questions
         assert n == 32
         assert sum(a.share_routed for a in report.arms) == pytest.approx(1.0)
-        assert pipe.state.router.router.questions_seen == 0  # a fresh router: learnt, not yet used
+        assert pipe.state.router.questions == 0  # a fresh router: learnt, not yet used
         assert report.settings["outcomes_learnt"] == 3 * n
         cal = pipe.state.calibrations
         assert sum(len(c.scores) for c in cal.values()) == n  # Mondrian: each question in one group

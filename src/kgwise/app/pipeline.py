@@ -332,9 +332,7 @@ class Pipeline:
         with self._lock:
             router = self.state.router
             scores = router.scores(x)
-            affordable = {n: bounds[n] < router.unreachable() and
-                          router.spent + router.reserved + bounds[n] <= router.router.allowance(
-                              router.questions + 1) for n in router.names}
+            affordable = router.affordable(bounds)
             arm = self.state.select(decision, x.tolist(), bounds)
             if arm is None:
                 raise BudgetExhaustedError(

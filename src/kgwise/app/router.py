@@ -39,6 +39,14 @@ class RouterAdapter:
     def names(self) -> list[str]:
         return list(self.router.names)
 
+    @property
+    def clusters(self) -> list[str]:
+        return list(self.router.clusters)
+
+    @property
+    def dim(self) -> int:
+        return self.router.dim
+
     def _index(self, name: str) -> int:
         try:
             return self.router.names.index(name)
@@ -61,6 +69,11 @@ class RouterAdapter:
         """The affordable arm maximising Eq. 2 (its bound is held until :meth:`update`/:meth:`cancel`)."""
         arm = self.router.select(x, self._vector(costs))
         return None if arm is None else self.router.names[arm]
+
+    def affordable(self, costs: Mapping[str, float]) -> dict[str, bool]:
+        """Whether each arm's cost bound fits in what the (paced) budget leaves for the next question."""
+        mask = self.router.affordable(self._vector(costs))
+        return {n: bool(m) for n, m in zip(self.router.names, mask, strict=True)}
 
     def scores(self, x: npt.NDArray[np.float64]) -> dict[str, float]:
         """Eq. 2 per arm with each cluster's θ at its posterior mean (deterministic; the selection itself

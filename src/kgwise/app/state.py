@@ -280,7 +280,7 @@ class StateDir:
 
     def check_matches(self, dim: int) -> None:
         """``DataError`` when the saved router does not fit the config (other arms, another budget)."""
-        r = self.router.router
+        r = self.router
         want = [(a.name, a.cluster) for a in self.config.arms]
         have = list(zip(r.names, r.clusters, strict=True))
         problems = []
