@@ -13,8 +13,8 @@ Tables:
 * ``[router]`` — ``budget_usd`` or ``budget_calls`` (> 0), ``horizon`` (questions the budget is paced
   over), ``seed``, ``observe_free``; Coke's own values in ``[coke]`` (the table of ``kgwise config show
   coke``, checked by :mod:`kgwise.settings`' rules);
-* ``[answer_sets]`` — ``alpha`` in (0, 1), ``delta`` in (0, 1), ``kind`` (``lac`` or ``aps``), optional
-  ``uag`` (a ``kgwise uag calibrate`` file for questions without choices).
+* ``[answer_sets]`` — ``alpha`` in (0, 1), ``delta`` in (0, 1) (the live coverage bound's level),
+  ``kind`` (``lac`` or ``aps``). Questions without choices get no set yet (UAG's sets are not attached).
 
 Every fault raises ``DataError`` naming the file, the line (where the key stands) and the key.
 """
@@ -119,13 +119,12 @@ class RouterConfig:
 
 @dataclass(frozen=True, slots=True)
 class AnswerSetConfig:
-    """Target miscoverage ``alpha``, confidence ``delta`` (UAG's LTT and the live coverage bound), the
-    multiple-choice non-conformity score ``kind``, and an optional UAG calibration file."""
+    """Target miscoverage ``alpha``, the level ``delta`` of the live coverage bound, and the
+    multiple-choice non-conformity score ``kind``."""
 
     alpha: float = 0.1
     delta: float = 0.05
     kind: SetKind = "lac"
-    uag: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -429,7 +428,7 @@ class _Reader:
         return 0.0, None  # an in-process local model: no dollars
 
     def answer_sets(self, data: dict[str, Any]) -> AnswerSetConfig:
-        self._keys(data, {"alpha", "delta", "kind", "uag"}, "answer_sets")
+        self._keys(data, {"alpha", "delta", "kind"}, "answer_sets")
         alpha = self._number(data, "alpha", "answer_sets")
         delta = self._number(data, "delta", "answer_sets")
         for key, value in (("alpha", alpha), ("delta", delta)):
@@ -438,9 +437,8 @@ class _Reader:
         kind = self._str(data, "kind", "answer_sets") or "lac"
         if kind not in ("lac", "aps"):
             raise self.fail(f"must be lac or aps, got {kind!r}", "answer_sets", "kind")
-        uag = self._file(data, "uag", "answer_sets", what="UAG calibration")
         return AnswerSetConfig(alpha if alpha is not None else 0.1, delta if delta is not None else 0.05,
-                               kind, uag)  # type: ignore[arg-type]
+                               kind)  # type: ignore[arg-type]
 
 
 def _toml_str(value: str) -> str:
@@ -492,6 +490,6 @@ def starter_toml(kg: str, arms: list[tuple[str, str, str, float | None]], budget
               "observe_free = true  # free arms (kgm) answer every question; feedback teaches their outcome",
               "", "# Coke's values (see `kgwise config show coke`)", "[coke]", "lam = 1.0", "delta = 0.05",
               "", "[answer_sets]", f"alpha = {alpha!r}  # sets miss the truth at most this often, per arm",
-              "delta = 0.05", "kind = \"lac\"  # or aps",
-              "# uag = \"uag.json\"  # `kgwise uag calibrate`, for questions without choices", ""]
+              "delta = 0.05  # level of the live coverage bound (`kgwise status`)",
+              "kind = \"lac\"  # or aps", ""]
     return "\n".join(lines)
