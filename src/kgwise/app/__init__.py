@@ -1,8 +1,29 @@
-"""The product (layer 4): where kgwise's parts are assembled for a user, so the CLI and the server share one
-behaviour — the calibrated KnowGPT answer (:class:`KnowGPTApp`) and UAG's calibrated answer set
-(:class:`UAGApp`). Importing it loads neither torch, sentence-transformers, matplotlib nor networkx."""
+"""The product (layer 4): one TOML config, one :class:`Pipeline` object behind every door; the CLI and the
+server assemble nothing themselves, so they cannot disagree. Importing it loads neither torch,
+sentence-transformers, matplotlib nor networkx.
+
+* :mod:`~kgwise.app.config` — :class:`PipelineConfig`, read from ``kgwise.toml`` and validated strictly;
+* :mod:`~kgwise.app.pipeline` — :class:`Pipeline`: ``answer`` / ``feedback`` / ``status``;
+* :mod:`~kgwise.app.fit` — :func:`fit` on labelled dev questions: router warm start, per-arm sets;
+* :mod:`~kgwise.app.state` — the state directory (router, pending decisions, calibrations, coverage);
+* :mod:`~kgwise.app.arms`, :mod:`~kgwise.app.router` — arms at run time, the one adapter to the router;
+* :mod:`~kgwise.app.knowgpt` — the calibrated KnowGPT answer (:class:`KnowGPTApp`, ``kgwise answer``);
+* :mod:`~kgwise.app.answer_sets` — UAG's calibrated answer set (:class:`UAGApp`, ``kgwise uag answer``).
+"""
 
 from kgwise.app.answer_sets import AnswerSetResult, UAGApp, UAGStatus
+from kgwise.app.config import PipelineConfig
+from kgwise.app.fit import FitReport, fit
 from kgwise.app.knowgpt import CalibratedAnswer, KnowGPTApp
+from kgwise.app.pipeline import (
+    BudgetExhaustedError,
+    FeedbackResult,
+    Pipeline,
+    PipelineResult,
+    PipelineStatus,
+    UnknownDecisionError,
+)
 
-__all__ = ["AnswerSetResult", "CalibratedAnswer", "KnowGPTApp", "UAGApp", "UAGStatus"]
+__all__ = ["AnswerSetResult", "BudgetExhaustedError", "CalibratedAnswer", "FeedbackResult", "FitReport",
+           "KnowGPTApp", "Pipeline", "PipelineConfig", "PipelineResult", "PipelineStatus", "UAGApp",
+           "UAGStatus", "UnknownDecisionError", "fit"]

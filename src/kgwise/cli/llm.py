@@ -43,8 +43,22 @@ def ask(
     knowledge: Annotated[str, typer.Option(help="Knowledge to put before the question.")] = "",
     cache: CacheOption = False,
     json_out: JsonOption = None,
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="A pipeline's kgwise.toml: route, answer and calibrate through it (--llm, "
+        "--method, --knowledge and --cache are then the config's business).", show_default=False)] = None,
+    state: Annotated[Path | None, typer.Option(
+        "--state", help="With --config: its state directory (default .kgwise-state/ beside it).",
+        show_default=False)] = None,
 ) -> None:
-    """Answer QUESTION with one LLM; print the answer, the choice probabilities and the usage."""
+    """Answer QUESTION with one LLM — or, with --config, through the pipeline (routed arm, knowledge,
+    calibrated set, cost, decision id); print the answer, the choice probabilities and the usage."""
+    if config is not None:
+        from kgwise.cli.pipeline import ask_pipeline
+
+        ask_pipeline(question, choices, config, state, json_out)
+        return
+    if state is not None:
+        raise ConfigError("--state goes with --config")
     from kgwise.llm import get_llm
     from kgwise.llm.answering import METHODS, MCConfig, answer_free_text, answer_mc
     from kgwise.types import Question, make_question

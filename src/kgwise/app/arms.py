@@ -1,0 +1,245 @@
+"""The pipeline's arms at run time: one runner per ``[[arms]]`` entry, answering a question with its
+usage, and bounding that usage before the call (the router's budget check).
+
+* ``llm`` — :func:`kgwise.llm.get_llm` (or an OpenAI-compatible server at ``base_url``): choices scored
+  by :func:`kgwise.llm.answering.answer_by_scoring`, open questions by
+  :func:`~kgwise.llm.answering.answer_free_text`;
+* ``inject`` — KnowGPT's :class:`kgwise.inject.KnowledgeInjector` over the pipeline's graph: choices
+  answered by :meth:`~kgwise.inject.KnowledgeInjector.inject`; an open question gets P_sub's knowledge
+  around its concepts rendered by the combination's format, and a free-text answer after it;
+* ``kgm`` — :class:`kgwise.kgm.predictor.KGMPredictor` (multiple choice only).
+
+Cost of a call (:func:`arm_cost`): ``per_call × calls`` plus the price table's token fees of
+``price_model`` (Coke's ``p(a)‖q_a‖``, Eq. 14), or the backend's own reported dollars
+(``cost_from_usage``). Usage bounds count an API backend's one call per scored
+choice, and bound tokens by characters (a token is never shorter than one character of the prompt).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from kgwise.app.config import ArmConfig
+from kgwise.errors import ConfigError
+from kgwise.kg.base import KnowledgeGraph
+from kgwise.llm.prices import default_prices
+from kgwise.types import Question, Subgraph, Triple, Usage
+
+__all__ = ["ArmOutput", "ArmRunner", "Knowledge", "arm_cost", "build_runner", "subgraph_knowledge"]
+
+KNOWLEDGE_CHARS = 8_000
+"""Characters of rendered knowledge the usage bound allows an inject arm's prompt."""
+PROMPT_OVERHEAD_CHARS = 400
+
+
+@dataclass(frozen=True, slots=True)
+class Knowledge:
+    """The KG knowledge an arm used: facts and question→answer paths as labelled triples, the text the
+    LLM read, and the (extractor+format) combination that made it."""
+
+    triples: tuple[Triple, ...] = ()
+    paths: tuple[tuple[Triple, ...], ...] = ()
+    text: str = ""
+    combo: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ArmOutput:
+    """One arm's answer: a choice label (multiple choice) or free text, the probabilities over the choice
+    labels (empty for free text), the knowledge used, the usage, and ``correct`` when the arm knows it
+    (a replayed, already graded outcome; ``None``: grade against the gold answer)."""
+
+    prediction: str
+    probabilities: dict[str, float] = field(default_factory=dict)
+    knowledge: Knowledge = field(default_factory=Knowledge)
+    usage: Usage = field(default_factory=Usage)
+    correct: bool | None = None
+
+
+class ArmRunner(Protocol):
+    """What the pipeline needs of an arm."""
+
+    @property
+    def config(self) -> ArmConfig: ...
+
+    def can_answer(self, question: Question) -> bool: ...
+
+    def usage_bound(self, question: Question) -> Usage: ...
+
+    def answer(self, question: Question) -> ArmOutput: ...
+
+
+def arm_cost(arm: ArmConfig, usage: Usage) -> float:
+    """Cost of ``usage`` on ``arm`` in the budget's unit (Eq. 14's ``p(a)‖q_a‖``)."""
+    total = arm.per_call * usage.calls
+    if arm.cost_from_usage:
+        total += usage.cost
+    if arm.price_model is not None:
+        price = default_prices().lookup(arm.price_model)
+        if price is None:
+            raise ConfigError(f"arm {arm.name!r}: {arm.price_model!r} is not in the price table")
+        total += price.cost(usage.input_tokens, usage.output_tokens)
+    return total
+
+
+def subgraph_knowledge(kg: KnowledgeGraph, sub: Subgraph, text: str, combo: str) -> Knowledge:
+    """``sub`` (KG ids) as labelled triples and paths."""
+    def triple(h: int, r: int, t: int) -> Triple:
+        return Triple(kg.label(h), kg.relation_name(r), kg.label(t))
+
+    return Knowledge(tuple(triple(*e) for e in sub.edges),
+                     tuple(tuple(triple(*e) for e in p.edges()) for p in sub.paths), text, combo)
+
+
+def _prompt_chars(question: Question) -> int:
+    return len(question.text) + len(question.context) + sum(len(c.text) + 8 for c in question.choices)
+
+
+def _llm(cfg: ArmConfig) -> object:
+    from kgwise.llm import get_llm
+
+    assert cfg.spec is not None
+    if cfg.base_url is None:
+        return get_llm(cfg.spec)
+    from kgwise.llm.openai_compat import OpenAICompatible, OpenAIConfig
+
+    key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
+    if cfg.api_key_env and key is None:
+        raise ConfigError(f"arm {cfg.name!r}: ${cfg.api_key_env} (its api_key_env) is not set")
+    return OpenAICompatible(OpenAIConfig(model=cfg.spec.removeprefix("openai:"), base_url=cfg.base_url,
+                                         api_key=key or "none"))
+
+
+class LLMArm:
+    """A plain LLM: no KG knowledge."""
+
+    def __init__(self, config: ArmConfig) -> None:
+        from kgwise.llm import LLM
+
+        self._config = config
+        llm = _llm(config)
+        assert isinstance(llm, LLM)
+        self.llm = llm
+
+    @property
+    def config(self) -> ArmConfig:
+        return self._config
+
+    def can_answer(self, question: Question) -> bool:
+        return True
+
+    def _calls(self, question: Question, extra: int = 0) -> int:
+        if not question.choices:
+            return 1 + extra
+        per = len(question.choices) if self._config.is_api else 1
+        return per * (2 if self._config.scoring == "pmi" else 1) + extra
+
+    def usage_bound(self, question: Question, knowledge_chars: int = 0, extra_calls: int = 0) -> Usage:
+        calls = self._calls(question, extra_calls)
+        chars = _prompt_chars(question) + knowledge_chars + PROMPT_OVERHEAD_CHARS
+        out = self._config.max_tokens * (1 if not question.choices else 0) + extra_calls * 512
+        return Usage(input_tokens=calls * chars, output_tokens=out + calls, calls=calls)
+
+    def answer(self, question: Question) -> ArmOutput:
+        from kgwise.llm.answering import answer_by_scoring, answer_free_text
+
+        if question.choices:
+            ans, _ = answer_by_scoring(self.llm, question, rule=self._config.scoring)  # type: ignore[arg-type]
+        else:
+            ans = answer_free_text(self.llm, question, max_tokens=self._config.max_tokens)
+        return ArmOutput(ans.prediction, dict(ans.probabilities), Knowledge(), ans.usage)
+
+
+class InjectArm(LLMArm):
+    """An LLM with KnowGPT's knowledge injection over the pipeline's graph."""
+
+    def __init__(self, config: ArmConfig, kg: KnowledgeGraph) -> None:
+        super().__init__(config)
+        from kgwise.embed import MiniLM
+        from kgwise.extract import SubgraphExtractor
+        from kgwise.extract.base import Extractor
+        from kgwise.inject.bandit import PromptBandit
+        from kgwise.inject.build import DEFAULT_COMBO
+        from kgwise.inject.injector import InjectorConfig, KnowledgeInjector
+        from kgwise.kg.csr import CSRGraph
+        from kgwise.kg.grounding import Grounder
+        from kgwise.llm.base import scoring_rule
+        from kgwise.render import make_format
+
+        if not isinstance(kg, CSRGraph):
+            raise ConfigError(f"arm {config.name!r}: knowledge injection grounds text against every node "
+                              "label, which a SPARQL endpoint does not list; use a local graph in [kg]")
+        encoder = MiniLM()
+        extractors: dict[str, Extractor] = {"P_sub": SubgraphExtractor(kg)}
+        if config.policy is not None:
+            from kgwise.extract.path_agent import PathAgent
+
+            extractors["P_RL"] = PathAgent.load(kg, config.policy, encoder)
+        formats = {n: make_format(n, self.llm) for n in ("F_t", "F_s", "F_g")}
+        bandit = PromptBandit.load(config.bandit) if config.bandit is not None else None
+        if bandit is not None and bandit.scoring is not None and bandit.scoring != config.scoring:
+            raise ConfigError(f"arm {config.name!r}: its bandit was trained with {bandit.scoring!r} "
+                              f"scoring; set scoring = {bandit.scoring!r}")
+        self.kg = kg
+        self.injector = KnowledgeInjector(
+            kg, Grounder(kg), extractors, formats, self.llm, bandit, encoder,
+            InjectorConfig(scoring_rule(config.scoring), config.combo or DEFAULT_COMBO))
+        if config.combo is not None and config.combo not in self.injector.combos():
+            raise ConfigError(f"arm {config.name!r}: unknown combo {config.combo!r}; available: "
+                              f"{', '.join(self.injector.combos())}")
+
+    def usage_bound(self, question: Question, knowledge_chars: int = 0, extra_calls: int = 0) -> Usage:
+        # one more call: F_g asks the LLM to describe the graph
+        return super().usage_bound(question, KNOWLEDGE_CHARS, 1)
+
+    def answer(self, question: Question) -> ArmOutput:
+        from kgwise.llm.answering import answer_free_text
+
+        if question.choices:
+            inj = self.injector.inject(question, self._config.combo)
+            a = inj.answer
+            return ArmOutput(a.prediction, dict(a.probabilities),
+                             subgraph_knowledge(self.kg, inj.subgraph, a.knowledge, a.combo), a.usage)
+        combo = self._config.combo or self.injector.choose(question)
+        if not combo.startswith("P_sub+"):  # P_RL needs answer-choice targets
+            combo = "P_sub+" + combo.partition("+")[2]
+        rendered, sub, _ = self.injector.knowledge(question, combo)
+        a = answer_free_text(self.llm, question, rendered.text, max_tokens=self._config.max_tokens)
+        return ArmOutput(a.prediction, {}, subgraph_knowledge(self.kg, sub, rendered.text, combo),
+                         rendered.usage + a.usage)
+
+
+class KGMArm:
+    """A trained KG model (multiple choice only; one local call per question)."""
+
+    def __init__(self, config: ArmConfig) -> None:
+        from kgwise.kgm.predictor import KGMPredictor
+
+        assert config.model is not None
+        self._config = config
+        self.predictor = KGMPredictor.load(config.model, data=config.data, name=config.name)
+
+    @property
+    def config(self) -> ArmConfig:
+        return self._config
+
+    def can_answer(self, question: Question) -> bool:
+        return bool(question.choices)
+
+    def usage_bound(self, question: Question) -> Usage:
+        return Usage(calls=1)
+
+    def answer(self, question: Question) -> ArmOutput:
+        a = self.predictor.answer(question)
+        return ArmOutput(a.prediction, dict(a.probabilities), Knowledge(), a.usage)
+
+
+def build_runner(config: ArmConfig, kg: KnowledgeGraph) -> ArmRunner:
+    """The runner of one configured arm (models load here)."""
+    if config.kind == "kgm":
+        return KGMArm(config)
+    if config.kind == "inject":
+        return InjectArm(config, kg)
+    return LLMArm(config)

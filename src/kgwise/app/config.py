@@ -1,0 +1,495 @@
+"""``PipelineConfig``: the whole system in one TOML file (``kgwise.toml``), validated strictly.
+
+Tables:
+
+* ``[kg]`` — one of ``graph = FILE`` (a built ``.npz``, a ``.tsv``/``.nt`` triple file, RoG data),
+  ``source = PATH`` with ``format = NAME`` (built on load by :func:`kgwise.kg.loaders.load_graph`), or
+  ``sparql = URL``;
+* ``[[arms]]`` — each ``name``, ``kind`` (``kgm``: a trained KG model file ``model``; ``llm``: an LLM
+  ``spec``, optionally behind an OpenAI-compatible ``base_url``; ``inject``: an LLM ``spec`` with KnowGPT's
+  knowledge injection, optional ``policy``/``bandit``/``combo``), ``cluster`` (``KGM``/``LLM``, default
+  by kind), ``price`` (cost of one call in the budget's unit; default: the price table's token prices for
+  ``openai:MODEL`` arms in dollars, one per LLM call in calls, nothing for local models and KG models);
+* ``[router]`` — ``budget_usd`` or ``budget_calls`` (> 0), ``horizon`` (questions the budget is paced
+  over), ``seed``, ``observe_free``; Coke's own values in ``[coke]`` (the table of ``kgwise config show
+  coke``, checked by :mod:`kgwise.settings`' rules);
+* ``[answer_sets]`` — ``alpha`` in (0, 1), ``delta`` in (0, 1) (the live coverage bound's level),
+  ``kind`` (``lac`` or ``aps``). Questions without choices get no set yet (UAG's sets are not attached).
+
+Every fault raises ``DataError`` naming the file, the line (where the key stands) and the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import TypeAdapter, ValidationError
+
+from kgwise.errors import ConfigError, DataError
+from kgwise.llm.prices import default_prices
+from kgwise.route.arms import CLUSTERS, Cluster
+from kgwise.route.coke import CokeConfig
+
+__all__ = ["ARM_KINDS", "AnswerSetConfig", "ArmConfig", "ArmKind", "KGConfig", "PipelineConfig",
+           "RouterConfig", "starter_toml"]
+
+ArmKind = Literal["kgm", "llm", "inject"]
+ARM_KINDS: tuple[ArmKind, ...] = ("kgm", "llm", "inject")
+SetKind = Literal["lac", "aps"]
+Unit = Literal["usd", "calls"]
+
+_TABLES = ("kg", "arms", "router", "coke", "answer_sets")
+_ARM_KEYS = {"name", "kind", "spec", "model", "data", "cluster", "price", "base_url", "api_key_env",
+             "scoring", "policy", "bandit", "combo", "observe", "max_tokens"}
+_LOCAL_LLMS = ("smollm2-135m", "gemma3-270m")
+
+
+@dataclass(frozen=True, slots=True)
+class KGConfig:
+    """The KG: a graph file, a source to build with ``format``, or a SPARQL endpoint."""
+
+    graph: Path | None = None
+    source: Path | None = None
+    format: str | None = None
+    sparql: str | None = None
+
+    @property
+    def is_endpoint(self) -> bool:
+        return self.sparql is not None
+
+    def describe(self) -> str:
+        if self.sparql is not None:
+            return f"sparql:{self.sparql}"
+        if self.graph is not None:
+            return str(self.graph)
+        return f"{self.source} ({self.format})"
+
+
+@dataclass(frozen=True, slots=True)
+class ArmConfig:
+    """One arm. ``per_call``: cost of one call in the budget's unit; ``price_model``: a price-table model
+    whose token fees are added (dollar budgets, ``openai:MODEL`` arms without an explicit ``price``);
+    ``cost_from_usage``: the dollars the backend itself reports (``Usage.cost``) are added (dollar
+    budgets, arms without a price of either kind: 0 for an in-process model, the recorded cost for a
+    replayed one)."""
+
+    name: str
+    kind: ArmKind
+    cluster: Cluster
+    spec: str | None = None
+    model: Path | None = None
+    data: Path | None = None
+    per_call: float = 0.0
+    price_model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    scoring: str = "sum"
+    policy: Path | None = None
+    bandit: Path | None = None
+    combo: str | None = None
+    observe: bool = False
+    max_tokens: int = 64
+    cost_from_usage: bool = False
+
+    @property
+    def is_api(self) -> bool:
+        """Whether the arm calls a server (concurrent calls help) rather than an in-process model."""
+        return self.kind != "kgm" and (self.base_url is not None or str(self.spec).startswith("openai"))
+
+
+@dataclass(frozen=True, slots=True)
+class RouterConfig:
+    """Budget (in ``unit``: dollars or LLM calls), pacing horizon, seed, Coke's values, and whether free
+    arms marked ``observe`` answer every question so that feedback teaches the router their outcome too."""
+
+    budget: float
+    unit: Unit
+    horizon: int | None = None
+    seed: int = 0
+    observe_free: bool = True
+    coke: CokeConfig = dataclasses.field(default_factory=CokeConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerSetConfig:
+    """Target miscoverage ``alpha``, the level ``delta`` of the live coverage bound, and the
+    multiple-choice non-conformity score ``kind``."""
+
+    alpha: float = 0.1
+    delta: float = 0.05
+    kind: SetKind = "lac"
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineConfig:
+    """The whole pipeline, read by :meth:`load` from one TOML file (``path``)."""
+
+    path: Path
+    kg: KGConfig
+    arms: tuple[ArmConfig, ...]
+    router: RouterConfig
+    answer_sets: AnswerSetConfig
+
+    def arm(self, name: str) -> ArmConfig:
+        for a in self.arms:
+            if a.name == name:
+                return a
+        raise ConfigError(f"no arm named {name!r}; arms: {', '.join(a.name for a in self.arms)}")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.arms)
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The config as plain JSON data (what fit logs and states are checked against)."""
+        return json.loads(json.dumps(dataclasses.asdict(self), default=str))
+
+    @classmethod
+    def load(cls, path: str | Path) -> PipelineConfig:
+        """Read and validate ``path``; ``DataError`` naming file, line and key of the first fault."""
+        return _Reader(Path(path)).read()
+
+
+class _Reader:
+    """Reads one config file, remembering its text to name the line of a faulty key."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self.text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise DataError("config file not found", path) from None
+        except IsADirectoryError:
+            raise DataError("is a directory, not a config file", path) from None
+        try:
+            self.doc = tomllib.loads(self.text)
+        except tomllib.TOMLDecodeError as exc:
+            raise DataError(f"not valid TOML: {exc}", path, getattr(exc, "lineno", None)) from exc
+
+    # ------------------------------------------------------------------ errors
+    def line(self, table: str, key: str | None = None, index: int | None = None) -> int | None:
+        """The line of ``key`` in table ``table`` (the ``index``-th ``[[table]]`` for arrays), or of the
+        table's header when ``key`` is None or not found; None when the table is not written."""
+        header = None
+        count = -1
+        current = False
+        for n, raw in enumerate(self.text.splitlines(), 1):
+            s = raw.strip()
+            if s.startswith("["):
+                name = s.strip("[] \t").split("#")[0].strip().strip("[]").strip()
+                if s.startswith("[[") and name == table:
+                    count += 1
+                    current = index is not None and count == index
+                else:
+                    current = name == table and index is None
+                if current:
+                    header = n
+                continue
+            if current and key is not None and re.match(rf"^\s*{re.escape(key)}\s*=", raw):
+                return n
+        return header
+
+    def fail(self, message: str, table: str, key: str | None = None, index: int | None = None) -> DataError:
+        where = table if index is None else f"{table}[{index}]"
+        label = f"{where}.{key}" if key is not None else f"[{where}]"
+        return DataError(f"{label}: {message}", self.path, self.line(table, key, index))
+
+    def resolve(self, value: str) -> Path:
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else (self.path.parent / p)
+
+    # ------------------------------------------------------------------ tables
+    def read(self) -> PipelineConfig:
+        unknown = [k for k in self.doc if k not in _TABLES]
+        if unknown:
+            raise DataError(f"unknown table(s) {', '.join(f'[{k}]' for k in unknown)}; the tables are "
+                            f"{', '.join(_TABLES)}", self.path, self.line(unknown[0]))
+        for name in ("kg", "router", "coke", "answer_sets"):
+            if name in self.doc and not isinstance(self.doc[name], dict):
+                raise self.fail("must be a table", name)
+        kg = self.kg(self.doc.get("kg"))
+        router = self.router(self.doc.get("router"))
+        arms = self.arms(self.doc.get("arms"), router.unit)
+        sets = self.answer_sets(self.doc.get("answer_sets", {}))
+        return PipelineConfig(self.path, kg, arms, router, sets)
+
+    def _keys(self, data: dict[str, Any], allowed: set[str], table: str, index: int | None = None) -> None:
+        for key in data:
+            if key not in allowed:
+                raise self.fail(f"unknown key; [{table}] has {', '.join(sorted(allowed))}", table, key, index)
+
+    def _str(self, data: dict[str, Any], key: str, table: str, index: int | None = None) -> str | None:
+        value = data.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(f"must be a non-empty string, got {value!r}", table, key, index)
+        return value.strip()
+
+    def _number(self, data: dict[str, Any], key: str, table: str, index: int | None = None) -> float | None:
+        value = data.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise self.fail(f"must be a finite number, got {value!r}", table, key, index)
+        return float(value)
+
+    def _file(self, data: dict[str, Any], key: str, table: str, index: int | None = None,
+              what: str = "file") -> Path | None:
+        value = self._str(data, key, table, index)
+        if value is None:
+            return None
+        p = self.resolve(value)
+        if not p.exists():
+            raise self.fail(f"{what} {p} does not exist", table, key, index)
+        return p
+
+    def kg(self, data: dict[str, Any] | None) -> KGConfig:
+        if data is None:
+            raise DataError("missing table [kg]: give graph = FILE, source = PATH with format = NAME, or "
+                            "sparql = URL", self.path)
+        self._keys(data, {"graph", "source", "format", "sparql"}, "kg")
+        given = [k for k in ("graph", "source", "sparql") if k in data]
+        if len(given) != 1:
+            raise self.fail("give exactly one of graph, source (with format) or sparql"
+                            + (f", not {' and '.join(given)}" if given else ""), "kg",
+                            given[1] if len(given) > 1 else None)
+        if "sparql" in data:
+            url = self._str(data, "sparql", "kg") or ""
+            if not url.startswith(("http://", "https://")):
+                raise self.fail(f"must be an http(s) URL, got {url!r}", "kg", "sparql")
+            return KGConfig(sparql=url)
+        if "graph" in data:
+            if "format" in data:
+                raise self.fail("format goes with source, not with graph", "kg", "format")
+            return KGConfig(graph=self._file(data, "graph", "kg", what="graph file"))
+        fmt = self._str(data, "format", "kg")
+        from kgwise.kg.loaders import FORMATS
+
+        if fmt not in FORMATS:
+            raise self.fail(f"must be one of {', '.join(FORMATS)}, got {fmt!r}", "kg", "format")
+        return KGConfig(source=self._file(data, "source", "kg", what="source"), format=fmt)
+
+    def router(self, data: dict[str, Any] | None) -> RouterConfig:
+        if data is None:
+            raise DataError("missing table [router]: give budget_usd or budget_calls", self.path)
+        self._keys(data, {"budget_usd", "budget_calls", "horizon", "seed", "observe_free"}, "router")
+        given = [k for k in ("budget_usd", "budget_calls") if k in data]
+        if len(given) != 1:
+            raise self.fail("give exactly one of budget_usd or budget_calls"
+                            + (", not both" if len(given) > 1 else ""), "router",
+                            given[1] if len(given) > 1 else None)
+        key = given[0]
+        budget = self._number(data, key, "router")
+        if budget is None or budget <= 0:
+            raise self.fail(f"the budget must be > 0, got {data[key]!r}", "router", key)
+        horizon = data.get("horizon")
+        if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1):
+            raise self.fail(f"must be a whole number of questions ≥ 1, got {horizon!r}", "router", "horizon")
+        seed = data.get("seed", 0)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise self.fail(f"must be a whole number, got {seed!r}", "router", "seed")
+        observe = data.get("observe_free", True)
+        if not isinstance(observe, bool):
+            raise self.fail(f"must be true or false, got {observe!r}", "router", "observe_free")
+        coke = self.coke(self.doc.get("coke", {}))
+        if coke.pacing == "price" and horizon is None:
+            raise self.fail("pacing = 'price' needs [router] horizon", "coke", "pacing")
+        unit: Unit = "usd" if key == "budget_usd" else "calls"
+        return RouterConfig(budget, unit, horizon, seed, observe, coke)
+
+    def coke(self, data: dict[str, Any]) -> CokeConfig:
+        """``[coke]`` checked as :func:`kgwise.settings.read_section` checks it (strict types, the config's
+        own range checks), starting from the commands' default."""
+        from kgwise import settings
+
+        cls = settings.section_class("coke")
+        names = {f.name for f in dataclasses.fields(cls)}
+        self._keys(data, names, "coke")
+        base = dataclasses.asdict(settings.default("coke"))
+        full = {k: v for k, v in {**base, **data}.items() if v is not None}
+        try:
+            cfg = TypeAdapter(cls).validate_json(json.dumps(full), strict=True)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            msg = err["msg"]
+            named = [k for k in data if k in msg or (k == "lam" and "lambda" in msg)]
+            key = str(err["loc"][0]) if err["loc"] else (named[0] if named else None)
+            raise self.fail(err["msg"].removeprefix("Value error, "), "coke", key) from exc
+        assert isinstance(cfg, CokeConfig)
+        return cfg
+
+    def arms(self, data: Any, unit: Unit) -> tuple[ArmConfig, ...]:
+        if data is None:
+            raise DataError("no [[arms]]: give at least one arm (name, kind, spec or model)", self.path)
+        if not isinstance(data, list) or not all(isinstance(a, dict) for a in data) or not data:
+            raise DataError("arms must be an array of tables ([[arms]])", self.path, self.line("arms"))
+        out: list[ArmConfig] = []
+        for i, raw in enumerate(data):
+            arm = self.arm(raw, i, unit)
+            if arm.name in {a.name for a in out}:
+                raise self.fail(f"arm name {arm.name!r} is used twice", "arms", "name", i)
+            out.append(arm)
+        return tuple(out)
+
+    def arm(self, data: dict[str, Any], i: int, unit: Unit) -> ArmConfig:
+        self._keys(data, _ARM_KEYS, "arms", i)
+        name = self._str(data, "name", "arms", i)
+        if name is None:
+            raise self.fail("every arm needs a name", "arms", None, i)
+        kind = self._str(data, "kind", "arms", i)
+        if kind not in ARM_KINDS:
+            raise self.fail(f"unknown arm kind {kind!r}; use one of {', '.join(ARM_KINDS)}", "arms",
+                            "kind", i)
+        cluster = self._str(data, "cluster", "arms", i) or ("KGM" if kind == "kgm" else "LLM")
+        if cluster not in CLUSTERS:
+            raise self.fail(f"must be one of {', '.join(CLUSTERS)}, got {cluster!r}", "arms", "cluster", i)
+        spec = self._str(data, "spec", "arms", i)
+        model: Path | None = None
+        if kind == "kgm":
+            if spec is not None:
+                raise self.fail("a kgm arm names its trained model file with model = FILE, not spec",
+                                "arms", "spec", i)
+            if "model" not in data:
+                raise self.fail("a kgm arm needs model = FILE (from `kgwise kgm train`)", "arms", None, i)
+            model = self._file(data, "model", "arms", i, "model file")
+        else:
+            if spec is None:
+                raise self.fail(f"an {kind} arm needs spec = LLM (e.g. smollm2-135m, gguf:PATH, "
+                                "openai:MODEL)", "arms", None, i)
+            if "model" in data:
+                raise self.fail("model = FILE is for kgm arms; an LLM arm names its model with spec",
+                                "arms", "model", i)
+            if spec.startswith("gguf:") and not self.resolve(spec[5:]).is_file():
+                raise self.fail(f"model file {self.resolve(spec[5:])} does not exist", "arms", "spec", i)
+            if spec.startswith("gguf:"):
+                spec = f"gguf:{self.resolve(spec[5:])}"
+        base_url = self._str(data, "base_url", "arms", i)
+        if base_url is not None:
+            if kind == "kgm":
+                raise self.fail("base_url is for LLM arms", "arms", "base_url", i)
+            if not base_url.startswith(("http://", "https://")):
+                raise self.fail(f"must be an http(s) URL, got {base_url!r}", "arms", "base_url", i)
+            if spec is not None and not spec.startswith("openai:"):
+                raise self.fail("an arm behind base_url needs spec = openai:MODEL (the served model's "
+                                "name)", "arms", "spec", i)
+        for key in ("policy", "bandit", "combo"):
+            if key in data and kind != "inject":
+                raise self.fail(f"{key} is for inject arms", "arms", key, i)
+        scoring = self._str(data, "scoring", "arms", i) or "sum"
+        if scoring not in ("sum", "mean", "pmi"):
+            raise self.fail(f"must be sum, mean or pmi, got {scoring!r}", "arms", "scoring", i)
+        observe = data.get("observe", kind == "kgm")
+        if not isinstance(observe, bool):
+            raise self.fail(f"must be true or false, got {observe!r}", "arms", "observe", i)
+        max_tokens = data.get("max_tokens", 64)
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise self.fail(f"must be a whole number ≥ 1, got {max_tokens!r}", "arms", "max_tokens", i)
+        per_call, price_model = self.price(data, i, kind, spec, base_url, unit)
+        from_usage = unit == "usd" and "price" not in data and price_model is None and kind != "kgm"
+        return ArmConfig(
+            name=name, kind=kind, cluster=cluster, spec=spec, model=model,
+            data=self._file(data, "data", "arms", i, "data directory"), per_call=per_call,
+            price_model=price_model, base_url=base_url, api_key_env=self._str(data, "api_key_env", "arms", i),
+            scoring=scoring, policy=self._file(data, "policy", "arms", i, "P_RL policy"),
+            bandit=self._file(data, "bandit", "arms", i, "prompt bandit"),
+            combo=self._str(data, "combo", "arms", i), observe=observe, max_tokens=max_tokens,
+            cost_from_usage=from_usage)
+
+    def price(self, data: dict[str, Any], i: int, kind: str, spec: str | None, base_url: str | None,
+              unit: Unit) -> tuple[float, str | None]:
+        """``(per-call cost, price-table model)`` of an arm in the budget's unit (see the module doc)."""
+        given = self._number(data, "price", "arms", i)
+        if given is not None:
+            if given < 0:
+                raise self.fail(f"a price must be ≥ 0, got {data['price']!r}", "arms", "price", i)
+            return given, None
+        if kind == "kgm":
+            return 0.0, None
+        if unit == "calls":
+            return 1.0, None
+        assert spec is not None
+        if spec.startswith("openai"):
+            model = spec.split(":", 1)[1] if ":" in spec else ""
+            if not model or default_prices().lookup(model) is None:
+                raise self.fail(f"model {model or spec!r} is not in the price table; give price = USD per "
+                                "call", "arms", "spec", i)
+            if base_url is not None:
+                raise self.fail("an arm on your own server (base_url) has no list price; give price = USD "
+                                "per call (0 for a free local server)", "arms", "base_url", i)
+            return 0.0, model
+        return 0.0, None  # an in-process local model: no dollars
+
+    def answer_sets(self, data: dict[str, Any]) -> AnswerSetConfig:
+        self._keys(data, {"alpha", "delta", "kind"}, "answer_sets")
+        alpha = self._number(data, "alpha", "answer_sets")
+        delta = self._number(data, "delta", "answer_sets")
+        for key, value in (("alpha", alpha), ("delta", delta)):
+            if value is not None and not 0.0 < value < 1.0:
+                raise self.fail(f"must lie in (0, 1), got {data[key]!r}", "answer_sets", key)
+        kind = self._str(data, "kind", "answer_sets") or "lac"
+        if kind not in ("lac", "aps"):
+            raise self.fail(f"must be lac or aps, got {kind!r}", "answer_sets", "kind")
+        return AnswerSetConfig(alpha if alpha is not None else 0.1, delta if delta is not None else 0.05,
+                               kind)  # type: ignore[arg-type]
+
+
+def _toml_str(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def starter_toml(kg: str, arms: list[tuple[str, str, str, float | None]], budget_usd: float | None = None,
+                 budget_calls: int | None = None, alpha: float = 0.1) -> str:
+    """A commented ``kgwise.toml`` for ``kg`` and ``arms`` (``(name, kind, spec-or-model, price)``)."""
+    if not arms:
+        raise ConfigError("give at least one arm (--arm name=kind:spec[:price])")
+    for name, kind, _, price in arms:
+        if kind not in ARM_KINDS:
+            raise ConfigError(f"arm {name!r}: unknown kind {kind!r}; use one of {', '.join(ARM_KINDS)}")
+        if price is not None and not (math.isfinite(price) and price >= 0):
+            raise ConfigError(f"arm {name!r}: a price must be ≥ 0, got {price}")
+    if budget_usd is not None and budget_calls is not None:
+        raise ConfigError("give --budget-usd or --budget-calls, not both")
+    lines = ["# kgwise pipeline: one KG, routed arms, calibrated answer sets (`kgwise ask --config FILE`).",
+             "", "[kg]"]
+    if kg.startswith(("sparql:", "http://", "https://")):
+        lines.append(f"sparql = {_toml_str(kg.removeprefix('sparql:'))}")
+    else:
+        lines += ["# a built graph (.npz), a triple file (.tsv, .nt) or RoG data;",
+                  "# or source = PATH with format = NAME, or sparql = URL",
+                  f"graph = {_toml_str(kg)}"]
+    for name, kind, target, price in arms:
+        lines += ["", "[[arms]]", f"name = {_toml_str(name)}", f"kind = {_toml_str(kind)}"]
+        if kind == "kgm":
+            lines.append(f"model = {_toml_str(target)}  # from `kgwise kgm train`")
+        else:
+            lines.append(f"spec = {_toml_str(target)}  # smollm2-135m, gemma3-270m, gguf:PATH, openai:MODEL")
+            lines.append("# base_url = \"http://127.0.0.1:8080/v1\"  # an OpenAI-compatible server (spec = "
+                         "openai:MODEL)")
+        if kind == "inject":
+            lines.append("# policy = \"path_policy.pt\"  # P_RL")
+            lines.append("# bandit = \"bandit.npz\"  # or combo = \"P_sub+F_s\"")
+        lines.append(f"cluster = {_toml_str('KGM' if kind == 'kgm' else 'LLM')}")
+        if price is not None:
+            lines.append(f"price = {price!r}  # per call, in the budget's unit")
+        else:
+            lines.append("# price = 0.001  # per call in the budget's unit; default: the price table")
+    lines += ["", "[router]"]
+    if budget_calls is not None:
+        lines.append(f"budget_calls = {budget_calls}  # LLM calls; a KG model is free")
+    else:
+        lines.append(f"budget_usd = {budget_usd if budget_usd is not None else 1.0!r}  # hard limit, dollars")
+    lines += ["# horizon = 1000  # questions the budget is paced over", "seed = 0",
+              "observe_free = true  # free arms (kgm) answer every question; feedback teaches their outcome",
+              "", "# Coke's values (see `kgwise config show coke`)", "[coke]", "lam = 1.0", "delta = 0.05",
+              "", "[answer_sets]", f"alpha = {alpha!r}  # sets miss the truth at most this often, per arm",
+              "delta = 0.05  # level of the live coverage bound (`kgwise status`)",
+              "kind = \"lac\"  # or aps", ""]
+    return "\n".join(lines)

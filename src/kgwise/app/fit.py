@@ -1,0 +1,357 @@
+"""``fit``: learn the pipeline from the user's labelled dev questions.
+
+1. Every arm answers every dev question it can (API arms concurrently), each call appended to
+   ``fit-log.jsonl`` in the state directory as it finishes — a rerun resumes and pays for no finished
+   call twice. The estimated spend (the arms' cost bounds of the calls still to make) is printed first;
+   beyond ``max_spend`` nothing is called, and the run stops before a call that could pass it.
+2. A fresh router is warm-started on all graded outcomes (:meth:`kgwise.route.coke.CokeRouter.warm_start`).
+3. The fitted router is replayed over the log (a copy: select within the configured budget and horizon,
+   then learn the logged outcome, as live) — its accuracy and spend are the fit report's expectation
+   at the configured budget, and its decisions define the Mondrian groups.
+4. Per arm, split-conformal calibration scores (LAC or APS, :mod:`kgwise.conformal.split`) of the true
+   choice on the multiple-choice questions the replay sent to that arm. A set for a question routed to
+   arm ``a`` then covers the truth with probability ≥ 1 − α over questions exchangeable with those
+   (Mondrian conformal: coverage holds within each group, not only on average over all questions).
+   Caveat, stated in the report: the groups come from a router warm-started on the same log.
+5. A fit report (per arm accuracy and cost on the log, the settings used, the replay's accuracy, spend
+   and routing shares, each arm's calibration size and in-sample coverage) is written as
+   ``fit-report.json``.
+
+Not done here (issue 27 item 3): choosing γ, the reward form and the context by cross-fitting, and fitting
+each inject arm's prompt bandit; the report's ``not_fitted`` says so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kgwise.app.arms import arm_cost
+from kgwise.app.pipeline import Pipeline
+from kgwise.app.router import RouterAdapter
+from kgwise.app.state import ArmCalibration
+from kgwise.conformal.split import aps_scores, conformal_quantile, lac_scores, min_calibration_size
+from kgwise.errors import ConfigError, DataError, KgwiseError
+from kgwise.files import ResultLog, read_jsonl, short_hash, write_text_atomic
+from kgwise.grading import match_answer
+from kgwise.types import CHOICE_LABELS, Choice, Question, Usage
+
+__all__ = ["ArmFit", "FitReport", "LoggedCall", "SpendLimitError", "fit", "fit_questions", "read_questions"]
+
+LOG_FILE = "fit-log.jsonl"
+REPORT_FILE = "fit-report.json"
+
+
+class SpendLimitError(KgwiseError):
+    """The estimated or running spend of a fit would pass ``max_spend``."""
+
+
+def read_questions(path: Path, require_gold: bool = True) -> list[Question]:
+    """Questions JSONL (issue 28's format): ``{"id", "text", "choices"?: [TEXT, …], "gold"?: [..] |
+    "answer"?: LABEL-or-TEXT, "topic_entities"?: [..]}``; multiple-choice gold is a label (``B``) or a
+    choice's text, open gold is answer names. ``DataError`` naming file, line and key."""
+    out: list[Question] = []
+    seen: set[str] = set()
+    for line, obj in read_jsonl(path, "questions file"):
+        def bad(key: str, msg: str, line: int = line) -> DataError:
+            return DataError(f"{key}: {msg}", path, line)
+
+        unknown = set(obj) - {"id", "text", "choices", "gold", "answer", "topic_entities"}
+        if unknown:
+            raise bad(sorted(unknown)[0], "unknown key; a question has id, text, choices, gold or answer, "
+                      "topic_entities")
+        qid, text = obj.get("id"), obj.get("text")
+        if not isinstance(qid, str | int) or isinstance(qid, bool) or not str(qid).strip():
+            raise bad("id", f"must be a non-empty string, got {qid!r}")
+        qid = str(qid)
+        if qid in seen:
+            raise bad("id", f"{qid!r} is used twice")
+        seen.add(qid)
+        if not isinstance(text, str) or not text.strip():
+            raise bad("text", "must be the question's text")
+        raw_choices = obj.get("choices", [])
+        if not isinstance(raw_choices, list) or not all(isinstance(c, str) and c.strip()
+                                                        for c in raw_choices):
+            raise bad("choices", "must be a list of non-empty texts")
+        if raw_choices and not 2 <= len(raw_choices) <= len(CHOICE_LABELS):
+            raise bad("choices", f"needs 2 to {len(CHOICE_LABELS)} choices, got {len(raw_choices)}")
+        choices = tuple(Choice(CHOICE_LABELS[i], c.strip()) for i, c in enumerate(raw_choices))
+        if "gold" in obj and "answer" in obj:
+            raise bad("answer", "give gold or answer, not both")
+        key = "gold" if "gold" in obj else "answer"
+        raw_gold = obj.get(key)
+        gold_list = [raw_gold] if isinstance(raw_gold, str) else raw_gold
+        if raw_gold is None:
+            if require_gold:
+                raise bad("gold", "missing: a dev question needs its gold answer (gold: [..] or answer)")
+            gold_list = []
+        if not isinstance(gold_list, list) or not all(isinstance(g, str) and g.strip() for g in gold_list):
+            raise bad(key, "must be a label/name or a list of them")
+        gold: list[str] = []
+        for g in gold_list:
+            if choices:
+                labels = [c.label for c in choices]
+                folded = [c.text.casefold() for c in choices]
+                if g.strip() in labels:
+                    gold.append(g.strip())
+                elif g.strip().casefold() in folded:
+                    gold.append(labels[folded.index(g.strip().casefold())])
+                else:
+                    raise bad(key, f"{g!r} is neither a choice label ({', '.join(labels)}) nor a choice text")
+            else:
+                gold.append(g.strip())
+        topics = obj.get("topic_entities", [])
+        if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
+            raise bad("topic_entities", "must be a list of entity names")
+        out.append(Question(qid, text.strip(), choices, tuple(gold), tuple(topics)))
+    if not out:
+        raise DataError("holds no questions", path)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedCall:
+    """One arm on one dev question, as logged: the answer, probabilities over choice labels, whether it
+    was right, the cost in the budget's unit and the usage."""
+
+    arm: str
+    qid: str
+    answer: str
+    probabilities: dict[str, float]
+    correct: bool
+    cost: float
+    usage: Usage
+
+
+@dataclass(frozen=True, slots=True)
+class ArmFit:
+    """One arm on the log and in the fitted pipeline."""
+
+    name: str
+    answered: int
+    accuracy: float | None
+    cost_total: float
+    cost_mean: float | None
+    share_routed: float
+    calibration_size: int
+    threshold: float | None
+    in_sample_coverage: float | None
+    mean_set_size: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class FitReport:
+    """What :func:`fit` did and found (see the module docstring)."""
+
+    questions: int
+    unit: str
+    estimated_spend: float
+    spent: float
+    calls_made: int
+    calls_resumed: int
+    budget: float
+    replay_accuracy: float
+    replay_spend: float
+    arms: tuple[ArmFit, ...]
+    settings: dict[str, Any]
+    guarantee: str
+    not_fitted: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _key(arm: dict[str, Any], q: Question) -> str:
+    return short_hash([arm, q.id, q.text, list(q.choice_texts)])
+
+
+def _correct(q: Question, prediction: str) -> bool:
+    if q.choices:
+        return prediction in q.gold
+    return match_answer(prediction, q.gold)
+
+
+def fit(pipeline: Pipeline, questions_file: Path, max_spend: float = 0.0, concurrency: int = 4,
+        echo: Callable[[str], None] = print, force: bool = False) -> FitReport:
+    """Fit ``pipeline`` on ``questions_file`` (module docstring). ``max_spend`` is in the budget's unit.
+    Refuses while decisions await feedback (a new router would lose them) unless ``force``."""
+    return fit_questions(pipeline, questions_file, max_spend, concurrency, echo, force)
+
+
+def fit_questions(pipeline: Pipeline, source: Path | Sequence[Question], max_spend: float = 0.0,
+                  concurrency: int = 4, echo: Callable[[str], None] = print, force: bool = False
+                  ) -> FitReport:
+    """:func:`fit` on a questions file or on labelled questions already read."""
+    if not (math.isfinite(max_spend) and max_spend >= 0):
+        raise ConfigError(f"max_spend must be a number ≥ 0, got {max_spend}")
+    if concurrency < 1:
+        raise ConfigError(f"concurrency must be ≥ 1, got {concurrency}")
+    if not pipeline.runners:
+        raise ConfigError("fit needs the arms' models: open the pipeline with models=True")
+    state = pipeline.state
+    if state.pending and not force:
+        raise ConfigError(f"{len(state.pending)} decision(s) in {state.root} await feedback; a fit replaces "
+                          "the router and would drop them: give their feedback first (or force)")
+    questions = read_questions(source) if isinstance(source, Path) else list(source)
+    config = pipeline.config
+    unit = config.router.unit
+    arm_fp = {a.name: json.loads(json.dumps(asdict(a), default=str)) for a in config.arms}
+    log = ResultLog(state.root / LOG_FILE, "kgwise.fit.v1")
+    todo: list[tuple[str, Question, float]] = []
+    resumed = 0
+    for q in questions:
+        for name, runner in pipeline.runners.items():
+            if not runner.can_answer(q):
+                continue
+            if log.get(_key(arm_fp[name], q)) is not None:
+                resumed += 1
+            else:
+                todo.append((name, q, arm_cost(runner.config, runner.usage_bound(q))))
+    estimate = float(sum(b for _, _, b in todo))
+    echo(f"fit: {len(questions)} questions × {len(config.arms)} arms: {len(todo)} calls to make "
+         f"({resumed} already in {state.root / LOG_FILE}); estimated spend {estimate:.6g} {unit} "
+         f"(limit {max_spend:g})")
+    if estimate > max_spend:
+        raise SpendLimitError(f"the estimated spend {estimate:.6g} {unit} exceeds max_spend {max_spend:g}: "
+                              f"nothing was called; raise --max-spend to at least {estimate:.6g}")
+    spent = 0.0
+    lock = threading.Lock()
+
+    def run(name: str, q: Question, bound: float) -> None:
+        nonlocal spent
+        with lock:
+            if spent + bound > max_spend:
+                raise SpendLimitError(f"stopped before a call that could pass max_spend {max_spend:g} "
+                                      f"({spent:.6g} {unit} spent); rerun with a higher limit to resume")
+            spent += bound  # held until the call reports its cost
+        runner = pipeline.runners[name]
+        try:
+            out = runner.answer(q)
+        except BaseException:
+            with lock:
+                spent -= bound
+            raise
+        cost = arm_cost(runner.config, out.usage)
+        row = {"arm": name, "qid": q.id, "answer": out.prediction, "probabilities": out.probabilities,
+               "correct": _correct(q, out.prediction) if out.correct is None else out.correct,
+               "cost": cost, "usage": out.usage.to_dict()}
+        with lock:
+            spent += cost - bound
+            log.put(_key(arm_fp[name], q), row)
+
+    local = [t for t in todo if not pipeline.runners[t[0]].config.is_api]
+    remote = [t for t in todo if pipeline.runners[t[0]].config.is_api]
+    for t in local:
+        run(*t)
+    if remote:
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            for fut in [pool.submit(run, *t) for t in remote]:
+                fut.result()
+    calls = _calls(log, questions, pipeline, arm_fp)
+    return _fit_from_log(pipeline, questions, calls, estimate, spent, len(todo), resumed, echo)
+
+
+def _calls(log: ResultLog, questions: Sequence[Question], pipeline: Pipeline, arm_fp: dict[str, Any]
+           ) -> dict[tuple[str, str], LoggedCall]:
+    out = {}
+    for q in questions:
+        for name, runner in pipeline.runners.items():
+            if not runner.can_answer(q):
+                continue
+            row = log.get(_key(arm_fp[name], q))
+            assert row is not None
+            out[(name, q.id)] = LoggedCall(name, q.id, str(row["answer"]), dict(row["probabilities"]),
+                                           bool(row["correct"]), float(row["cost"]),
+                                           Usage.from_dict(row["usage"]))
+    return out
+
+
+def _nonconformity(kind: str, probs: np.ndarray) -> np.ndarray:
+    return lac_scores(probs) if kind == "lac" else aps_scores(probs)
+
+
+def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict[tuple[str, str], LoggedCall],
+                  estimate: float, spent: float, made: int, resumed: int, echo: Callable[[str], None]
+                  ) -> FitReport:
+    """Steps 2–5 of the module docstring on logged calls."""
+    config = pipeline.config
+    names = list(config.names)
+    X = np.asarray(pipeline.encoder.encode([q.text for q in questions]), dtype=np.float64)
+    rewards = {n: [float(calls[(n, q.id)].correct) if (n, q.id) in calls else math.nan for q in questions]
+               for n in names}
+    router = RouterAdapter.new(config, X.shape[1])
+    learnt = router.warm_start(X, rewards)
+    # replay: the fitted router's decisions on the log, within the configured budget
+    replay = router.copy()
+    routed: list[str | None] = []
+    got = 0.0
+    for i, q in enumerate(questions):
+        costs = {n: calls[(n, q.id)].cost if (n, q.id) in calls else replay.unreachable() for n in names}
+        arm = replay.select(X[i], costs)
+        routed.append(arm)
+        if arm is not None:
+            c = calls[(arm, q.id)]
+            replay.update(arm, X[i], float(c.correct), c.cost, costs[arm])
+            got += float(c.correct)
+    sets = config.answer_sets
+    calibrations: dict[str, ArmCalibration] = {}
+    arm_fits = []
+    n = len(questions)
+    for name in names:
+        mine = [calls[(name, q.id)] for q in questions if (name, q.id) in calls]
+        group = [(q, calls[(name, q.id)]) for q, a in zip(questions, routed, strict=True)
+                 if a == name and q.choices and q.gold]
+        scores: list[float] = []
+        sizes: list[int] = []
+        covered: list[bool] = []
+        for q, c in group:
+            labels = [ch.label for ch in q.choices]
+            p = np.asarray([[c.probabilities.get(lab, 0.0) for lab in labels]])
+            s = _nonconformity(sets.kind, p)[0]
+            scores.append(float(s[q.gold_index]))
+        threshold = None
+        if scores and len(scores) >= min_calibration_size(sets.alpha):
+            threshold = conformal_quantile(scores, sets.alpha)
+            for q, c in group:
+                labels = [ch.label for ch in q.choices]
+                p = np.asarray([[c.probabilities.get(lab, 0.0) for lab in labels]])
+                s = _nonconformity(sets.kind, p)[0]
+                sizes.append(int((s <= threshold).sum()))
+                covered.append(bool(s[q.gold_index] <= threshold))
+        if group:
+            calibrations[name] = ArmCalibration(name, sets.kind, tuple(scores))
+        arm_fits.append(ArmFit(
+            name, len(mine), float(np.mean([c.correct for c in mine])) if mine else None,
+            float(sum(c.cost for c in mine)), float(np.mean([c.cost for c in mine])) if mine else None,
+            sum(a == name for a in routed) / n, len(scores), threshold,
+            float(np.mean(covered)) if covered else None, float(np.mean(sizes)) if sizes else None))
+    guarantee = (f"per arm: P(truth ∈ set) ≥ {1 - sets.alpha:g} over questions exchangeable with the dev log "
+                 "that the fitted router sends to that arm (Mondrian split conformal on the replayed "
+                 "decisions); the groups come from a router warm-started on the same log, and the live "
+                 "router keeps learning, so `kgwise status` tracks live coverage")
+    not_fitted = ("router settings (γ, reward form, context) are the config's [coke] values, not chosen by "
+                  "cross-fitting", "inject arms' prompt bandits are not fitted here (train with `kgwise eval "
+                  "knowgpt`, then give bandit = FILE)")
+    settings = {"coke": asdict(config.router.coke), "budget": config.router.budget,
+                "unit": config.router.unit,
+                "horizon": config.router.horizon, "seed": config.router.seed, "alpha": sets.alpha,
+                "kind": sets.kind, "outcomes_learnt": learnt}
+    report = FitReport(n, config.router.unit, estimate, spent, made, resumed, config.router.budget,
+                       got / n, replay.spent, tuple(arm_fits), settings, guarantee, not_fitted)
+    state = pipeline.state
+    state.router = router
+    state.pending.clear()
+    state.save_calibration(calibrations, {"questions": n, "alpha": sets.alpha, "kind": sets.kind})
+    state.save()
+    write_text_atomic(state.root / REPORT_FILE, json.dumps(report.to_dict(), indent=1, default=str) + "\n")
+    echo(f"fit: router warm-started on {learnt} outcomes; replay accuracy {got / n:.3f}, spend "
+         f"{replay.spent:.6g} {config.router.unit}; report in {state.root / REPORT_FILE}")
+    return report

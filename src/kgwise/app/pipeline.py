@@ -1,0 +1,480 @@
+"""``Pipeline``: one question in, one routed, knowledge-grounded, calibrated answer out — with its cost,
+its evidence and a decision id whose feedback teaches the router.
+
+``answer(text, choices)``: ground the question in the KG; run the free arms marked ``observe`` (their
+outcome is learnt at feedback); let the Coke router pick an affordable arm (Eq. 2 within the budget, Eq.
+14); run it; attach the arm's calibrated set; record the decision in the state directory. The set's
+guarantee (multiple choice, Mondrian split conformal per arm, :mod:`kgwise.app.fit`): over questions
+exchangeable with the dev log that the *fitted* router sends to this arm, ``P(truth ∈ set) ≥ 1 − α``.
+The router keeps learning from feedback, so the rule that sends questions to an arm drifts from the
+fitted one; :meth:`Pipeline.status` reports each arm's live coverage with a Clopper–Pearson bound and
+flags drift.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from kgwise.app.arms import ArmOutput, ArmRunner, Knowledge, arm_cost, build_runner
+from kgwise.app.config import PipelineConfig
+from kgwise.app.state import Pending, StateDir, coverage_bounds
+from kgwise.conformal.split import SplitConformal, SplitConformalConfig, min_calibration_size
+from kgwise.embed import Encoder
+from kgwise.errors import ConfigError, KgwiseError
+from kgwise.grading import match_answer
+from kgwise.kg.base import KnowledgeGraph
+from kgwise.types import CHOICE_LABELS, Question, Usage, make_question
+
+__all__ = [
+    "AnswerSetResult",
+    "ArmScore",
+    "ArmStatus",
+    "BudgetExhaustedError",
+    "CoverageStatus",
+    "FeedbackResult",
+    "Pipeline",
+    "PipelineResult",
+    "PipelineStatus",
+    "UnknownDecisionError",
+    "default_state_dir",
+    "load_graph_of",
+]
+
+
+class BudgetExhaustedError(KgwiseError):
+    """No arm's cost bound fits in what the budget (paced, with a horizon) leaves."""
+
+
+class UnknownDecisionError(KgwiseError):
+    """Feedback for a decision that is not pending (never made here, or already settled)."""
+
+
+def default_state_dir(config_path: str | Path) -> Path:
+    """``.kgwise-state/`` beside the config file."""
+    return Path(config_path).resolve().parent / ".kgwise-state"
+
+
+@dataclass(frozen=True, slots=True)
+class ArmScore:
+    """The router's view of one arm for this question: Eq. 2 with θ at its posterior mean, the cost
+    bound, and whether it was affordable (and able to answer)."""
+
+    arm: str
+    score: float
+    cost_bound: float
+    affordable: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerSetResult:
+    """A calibrated set: choice labels (and their texts), its α, whether the guarantee holds for this
+    answer, and the exact statement of what is guaranteed (or why not)."""
+
+    labels: tuple[str, ...]
+    texts: tuple[str, ...]
+    alpha: float
+    guarantee: bool
+    statement: str
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineResult:
+    """One answered question (see the module docstring)."""
+
+    decision: str
+    question: str
+    answer: str
+    label: str | None
+    probabilities: dict[str, float]
+    answer_entities: tuple[str, ...]
+    question_entities: tuple[str, ...]
+    arm: str
+    scores: tuple[ArmScore, ...]
+    knowledge: Knowledge
+    answer_set: AnswerSetResult | None
+    usage: Usage
+    cost: float
+    unit: str
+    remaining_budget: float
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class FeedbackResult:
+    """What a feedback taught: the decision's arm and reward, whether its set covered the truth (None:
+    not revealed), the rewards observed for free arms, and the budget after it."""
+
+    decision: str
+    arm: str
+    reward: float
+    covered: bool | None
+    observed: dict[str, float]
+    spent: float
+    remaining_budget: float
+    warning: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CoverageStatus:
+    """Live coverage of one arm's sets: ``covered`` of ``n`` decided, the rate, its one-sided
+    Clopper–Pearson bounds at ``1 − δ``, and ``drift`` when the upper bound is below ``target``."""
+
+    n: int
+    covered: int
+    undetermined: int
+    rate: float | None
+    lower: float
+    upper: float
+    target: float
+    drift: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ArmStatus:
+    """One arm in :class:`PipelineStatus`."""
+
+    name: str
+    kind: str
+    cluster: str
+    pulls: int
+    cost: float
+    calibration_size: int
+    coverage: CoverageStatus
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineStatus:
+    """Budget and spending (``reserved``: held by decisions awaiting feedback; ``overrun``: costs above
+    their bounds), questions routed, pending decisions, per-arm state, and the cluster posteriors."""
+
+    config: str
+    state_dir: str
+    unit: str
+    budget: float
+    spent: float
+    reserved: float
+    remaining: float
+    overrun: float
+    questions: int
+    pending: int
+    alpha: float
+    delta: float
+    calibrated: bool
+    arms: tuple[ArmStatus, ...]
+    cluster_accuracy: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def load_graph_of(config: PipelineConfig) -> KnowledgeGraph:
+    """The config's KG: a graph file, a source built now, or a SPARQL endpoint."""
+    from kgwise.kg.sources import open_graph
+
+    kg = config.kg
+    if kg.sparql is not None:
+        return open_graph(f"sparql:{kg.sparql}")
+    if kg.graph is not None:
+        return open_graph(kg.graph)
+    from kgwise.kg.loaders import load_graph
+
+    assert kg.source is not None and kg.format is not None
+    return load_graph(kg.source, kg.format)
+
+
+def _question(text: str, choices: Sequence[str] | None) -> Question:
+    if not text or not text.strip():
+        raise ConfigError("the question text is empty")
+    if choices is None:
+        return Question("", text.strip())
+    return make_question(text, list(choices))
+
+
+class Pipeline:
+    """The product object: :meth:`answer`, :meth:`feedback`, :meth:`status` over one state directory
+    (owned while open: use as a context manager or call :meth:`close`)."""
+
+    def __init__(self, config: PipelineConfig, state_dir: Path, runners: Mapping[str, ArmRunner],
+                 encoder: Encoder, kg: KnowledgeGraph | None = None) -> None:
+        missing = [a.name for a in config.arms if a.name not in runners]
+        if missing and runners:
+            raise ConfigError(f"no runner for arm(s) {', '.join(missing)}")
+        self.config = config
+        self.runners = dict(runners)
+        self.encoder = encoder
+        self.kg = kg
+        self._grounder: Any = None
+        if kg is not None:
+            from kgwise.kg.csr import CSRGraph
+
+            if isinstance(kg, CSRGraph):
+                from kgwise.kg.grounding import Grounder
+
+                self._grounder = Grounder(kg)
+        self.state = StateDir(state_dir, config, encoder.dim)
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_config(cls, path: str | Path, state_dir: str | Path | None = None,
+                    encoder: Encoder | None = None, models: bool = True) -> Pipeline:
+        """Read the config, load the KG and every arm's model, open the state directory (default
+        :func:`default_state_dir`). ``models=False`` loads neither KG nor models: enough for
+        :meth:`feedback` and :meth:`status`, not for :meth:`answer`."""
+        config = PipelineConfig.load(path)
+        kg = load_graph_of(config) if models else None
+        runners = {a.name: build_runner(a, kg) for a in config.arms} if kg is not None else {}
+        if encoder is None:
+            from kgwise.embed import MiniLM
+
+            encoder = MiniLM()
+        root = Path(state_dir) if state_dir is not None else default_state_dir(path)
+        return cls(config, root, runners, encoder, kg)
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        """Write the state and release the state directory."""
+        self.state.close()
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ pieces
+    def embed(self, text: str) -> npt.NDArray[np.float64]:
+        return np.asarray(self.encoder.encode([text])[0], dtype=np.float64)
+
+    def _entities(self, text: str) -> tuple[str, ...]:
+        if self._grounder is None or self.kg is None:
+            return ()
+        return tuple(self.kg.label(n) for n in self._grounder.ground_text(text))
+
+    def bounds(self, question: Question) -> dict[str, float]:
+        """Each arm's cost bound for ``question``; an arm that cannot answer it gets a bound no budget
+        affords."""
+        out = {}
+        for name, runner in self.runners.items():
+            if runner.can_answer(question):
+                out[name] = arm_cost(runner.config, runner.usage_bound(question))
+            else:
+                out[name] = self.state.router.unreachable()
+        return out
+
+    def answer_set(self, arm: str, output: ArmOutput, question: Question) -> tuple[AnswerSetResult | None,
+                                                                                 str | None]:
+        """The arm's calibrated set for a multiple-choice answer, or ``(None, why not)``."""
+        sets = self.config.answer_sets
+        if not question.choices:
+            return None, ("no answer set: open questions get UAG's sets, which this pipeline does not "
+                          "attach yet")
+        cal = self.state.calibrations.get(arm)
+        if cal is None or not output.probabilities:
+            return None, f"no answer set: arm {arm!r} has no calibration (run `kgwise fit`)"
+        labels = [c.label for c in question.choices]
+        probs = np.asarray([[output.probabilities.get(lab, 0.0) for lab in labels]])
+        texts = {c.label: c.text for c in question.choices}
+        cov = coverage_bounds(self.state.coverage[arm], sets.alpha, sets.delta)
+        base = (f"P(truth ∈ set) ≥ {1 - sets.alpha:g} over questions exchangeable with the dev log that the "
+                f"fitted router sends to arm {arm!r} (Mondrian split conformal, {len(cal.scores)} "
+                "calibration questions); the router keeps learning, so this is the fitted rule's guarantee")
+        if len(cal.scores) < min_calibration_size(sets.alpha):
+            chosen = labels
+            statement = (f"every choice: arm {arm!r} has {len(cal.scores)} calibration questions, fewer than "
+                         f"the {min_calibration_size(sets.alpha)} that α = {sets.alpha:g} needs; the set "
+                         "covers the truth trivially")
+            return AnswerSetResult(tuple(chosen), tuple(texts[x] for x in chosen), sets.alpha, True,
+                                   statement), None
+        cp = SplitConformal(SplitConformalConfig(alpha=sets.alpha, score=cal.kind))  # type: ignore[arg-type]
+        cp.calibration_scores_ = np.asarray(cal.scores, dtype=np.float64)
+        mask = cp.predict_set(probs)[0]
+        chosen = [lab for lab, keep in zip(labels, mask.tolist(), strict=True) if keep]
+        holds = not cov[3]
+        statement = base if holds else (base + f"; live coverage of this arm's sets is below target beyond "
+                                        f"noise (upper bound {cov[2]:.3f} < {1 - sets.alpha:g}): drift")
+        return AnswerSetResult(tuple(chosen), tuple(texts[x] for x in chosen), sets.alpha, holds,
+                               statement), None
+
+    # ------------------------------------------------------------------ answer
+    def answer(self, text: str, choices: Sequence[str] | None = None) -> PipelineResult:
+        """Answer one question (see the module docstring); ``BudgetExhaustedError`` when no arm is
+        affordable."""
+        question = _question(text, choices)
+        if not self.runners:
+            raise ConfigError("this pipeline was opened without its models (models=False): it cannot answer")
+        x = self.embed(question.text)
+        qnodes: tuple[str, ...] = ()
+        if self._grounder is not None and self.kg is not None:
+            g = self._grounder.ground(question)
+            qnodes = tuple(self.kg.label(n) for n in g.question_nodes)
+        bounds = self.bounds(question)
+        observed: dict[str, ArmOutput] = {}
+        if self.config.router.observe_free:
+            for name, runner in self.runners.items():
+                if runner.config.observe and bounds[name] == 0.0 and runner.can_answer(question):
+                    observed[name] = runner.answer(question)
+        decision = uuid.uuid4().hex
+        with self._lock:
+            router = self.state.router
+            scores = router.scores(x)
+            affordable = router.affordable(bounds)
+            arm = self.state.select(decision, x.tolist(), bounds)
+            if arm is None:
+                raise BudgetExhaustedError(
+                    f"no arm's cost bound fits in what the budget leaves: {router.remaining:g} "
+                    f"{self.config.router.unit} ({router.spent:g} spent, {router.reserved:g} held by "
+                    f"decisions awaiting feedback); cheapest bound {min(bounds.values()):g}")
+        try:
+            output = observed[arm] if arm in observed else self.runners[arm].answer(question)
+        except BaseException:
+            with self._lock:
+                self.state.cancel(decision)
+            raise
+        runner = self.runners[arm]
+        cost = arm_cost(runner.config, output.usage)
+        answer_set, why = self.answer_set(arm, output, question)
+        notes = [why] if why else []
+        if cost > bounds[arm]:
+            notes.append(f"cost {cost:g} above its bound {bounds[arm]:g}: the budget holds only while costs "
+                         "stay within their bounds")
+        label: str | None = None
+        answer_text = output.prediction
+        entities: tuple[str, ...] = ()
+        if question.choices:
+            label = output.prediction
+            answer_text = next((c.text for c in question.choices if c.label == label), label)
+        else:
+            entities = self._entities(output.prediction)
+        pending = Pending(decision, question.text, list(question.choice_texts), arm, bounds[arm], cost,
+                          x.tolist(), output.prediction,
+                          None if answer_set is None else list(answer_set.labels),
+                          {n: o.prediction for n, o in observed.items() if n != arm})
+        with self._lock:
+            self.state.record(pending)
+            remaining = router.remaining
+        arm_scores = tuple(ArmScore(n, scores[n], bounds[n], affordable[n]) for n in router.names)
+        return PipelineResult(decision, question.text, answer_text, label, dict(output.probabilities),
+                              entities, qnodes, arm, arm_scores, output.knowledge, answer_set,
+                              output.usage, cost, self.config.router.unit, remaining, tuple(notes))
+
+    # ------------------------------------------------------------------ feedback
+    def feedback(self, decision: str, correct: bool | None = None, gold: str | Sequence[str] | None = None,
+                 observed: Mapping[str, bool] | None = None) -> FeedbackResult:
+        """Teach the router a decision's outcome, once: ``correct`` (the answer was right or wrong) or
+        ``gold`` (the true choice label or text, or the true answer names). The arms observed on the
+        question learn their outcome where the feedback reveals it, or as ``observed`` says (graded by
+        the caller). Unknown or settled decisions, and bad feedback, raise with the state unchanged."""
+        if (correct is None) == (gold is None):
+            raise ConfigError("give exactly one of correct=… or gold=…")
+        with self._lock:
+            p = self.state.pending.get(decision)
+            if p is None:
+                why = "already settled" if decision in self.state.settled else "not made with this state"
+                raise UnknownDecisionError(f"unknown decision {decision!r} ({why}: {self.state.root})")
+            reward, covered, seen = _grade(p, correct, gold)
+            for name, ok in (observed or {}).items():
+                if name not in p.observed:
+                    raise ConfigError(f"arm {name!r} did not answer decision {decision!r} as an observed "
+                                      f"arm (observed: {', '.join(p.observed) or 'none'})")
+                seen[name] = float(bool(ok))
+            router = self.state.router
+            overrun = router.overrun
+            self.state.feedback(decision, reward, seen, covered)
+            warning = None
+            if router.overrun > overrun:
+                warning = f"cost {p.cost:g} was above its bound {p.bound:g}"
+            return FeedbackResult(decision, p.arm, reward, covered, seen, router.spent, router.remaining,
+                                  warning)
+
+    # ------------------------------------------------------------------ status
+    def status(self) -> PipelineStatus:
+        """Budget, spending, decisions and each arm's pulls, cost, calibration size and live coverage."""
+        sets = self.config.answer_sets
+        with self._lock:
+            r = self.state.router
+            pulls, costs = r.pulls(), r.arm_cost()
+            arms = []
+            for a in self.config.arms:
+                count = self.state.coverage[a.name]
+                rate, lower, upper, drift = coverage_bounds(count, sets.alpha, sets.delta)
+                cal = self.state.calibrations.get(a.name)
+                arms.append(ArmStatus(a.name, a.kind, a.cluster, pulls[a.name], costs[a.name],
+                                      0 if cal is None else len(cal.scores),
+                                      CoverageStatus(count.n, count.covered, count.undetermined, rate, lower,
+                                                     upper, 1 - sets.alpha, drift)))
+            return PipelineStatus(str(self.config.path), str(self.state.root), self.config.router.unit,
+                                  r.budget, r.spent, r.reserved, r.remaining, r.overrun, r.questions,
+                                  len(self.state.pending), sets.alpha, sets.delta,
+                                  bool(self.state.calibrations), tuple(arms), r.cluster_accuracy())
+
+
+def _gold_label(p: Pending, gold: str | Sequence[str]) -> str:
+    """A multiple-choice decision's gold label from a label (``B``) or a choice's text."""
+    if not isinstance(gold, str):
+        if len(gold) != 1:
+            raise ConfigError("a multiple-choice question has one gold choice; give one label or text")
+        gold = gold[0]
+    labels = list(CHOICE_LABELS[: len(p.choices)])
+    g = gold.strip()
+    if g in labels:
+        return g
+    folded = [c.casefold() for c in p.choices]
+    if g.casefold() in folded:
+        return labels[folded.index(g.casefold())]
+    raise ConfigError(f"gold {gold!r} is neither a choice label ({', '.join(labels)}) nor a choice's text")
+
+
+def _grade(p: Pending, correct: bool | None, gold: str | Sequence[str] | None
+           ) -> tuple[float, bool | None, dict[str, float]]:
+    """``(reward, covered, observed rewards)`` of a decision from its feedback (see
+    :meth:`Pipeline.feedback`); coverage and observed arms only where the feedback reveals them."""
+    observed: dict[str, float] = {}
+    if p.choices:
+        labels = list(CHOICE_LABELS[: len(p.choices)])
+        truth: str | None = None
+        if gold is not None:
+            truth = _gold_label(p, gold)
+        elif correct:
+            truth = p.prediction
+        elif len(labels) == 2:
+            truth = next(x for x in labels if x != p.prediction)
+        reward = float(truth == p.prediction) if truth is not None else float(bool(correct))
+        covered: bool | None = None
+        if p.answer_set is not None:
+            if truth is not None:
+                covered = truth in p.answer_set
+            elif set(p.answer_set) <= {p.prediction}:
+                covered = False
+            elif set(p.answer_set) == set(labels):
+                covered = True
+        for name, pred in p.observed.items():
+            if truth is not None:
+                observed[name] = float(pred == truth)
+            elif pred == p.prediction:
+                observed[name] = 0.0
+        return reward, covered, observed
+    if gold is not None:
+        names = [gold] if isinstance(gold, str) else list(gold)
+        if not names or not all(isinstance(n, str) and n.strip() for n in names):
+            raise ConfigError("gold must name at least one answer")
+        reward = float(match_answer(p.prediction, names))
+        for name, pred in p.observed.items():
+            observed[name] = float(match_answer(pred, names))
+        covered = None if p.answer_set is None else any(match_answer(a, names) for a in p.answer_set)
+        return reward, covered, observed
+    return float(bool(correct)), None, observed

@@ -1,0 +1,148 @@
+"""The one place the app talks to :class:`kgwise.route.coke.CokeRouter`: arms by name in, names out.
+
+Every router call of :mod:`kgwise.app` goes through :class:`RouterAdapter`, so a change of the router's
+interface (arm indices → names) is adapted here alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from kgwise.app.config import PipelineConfig
+from kgwise.errors import ConfigError
+from kgwise.route.arms import CLUSTERS
+from kgwise.route.coke import CokeRouter
+
+__all__ = ["RouterAdapter"]
+
+
+class RouterAdapter:
+    """A Coke router over the config's arms, addressed by arm name."""
+
+    def __init__(self, router: CokeRouter) -> None:
+        self.router = router
+
+    @classmethod
+    def new(cls, config: PipelineConfig, dim: int) -> RouterAdapter:
+        """A fresh router: the config's arms, clusters, budget, horizon, seed and ``[coke]`` values."""
+        r = config.router
+        return cls(CokeRouter([a.name for a in config.arms], [a.cluster for a in config.arms], dim,
+                              budget=r.budget, config=r.coke, seed=r.seed, horizon=r.horizon))
+
+    # ------------------------------------------------------------------ names
+    @property
+    def names(self) -> list[str]:
+        return list(self.router.names)
+
+    @property
+    def clusters(self) -> list[str]:
+        return list(self.router.clusters)
+
+    @property
+    def dim(self) -> int:
+        return self.router.dim
+
+    def _index(self, name: str) -> int:
+        try:
+            return self.router.names.index(name)
+        except ValueError:
+            raise ConfigError(f"the router has no arm {name!r}; its arms: {', '.join(self.router.names)}"
+                              ) from None
+
+    def _vector(self, costs: Mapping[str, float]) -> list[float]:
+        missing = [n for n in self.router.names if n not in costs]
+        if missing:
+            raise ConfigError(f"no cost bound for arm(s) {', '.join(missing)}")
+        return [float(costs[n]) for n in self.router.names]
+
+    # ------------------------------------------------------------------ routing
+    def unreachable(self) -> float:
+        """A cost bound no question can afford (for arms that cannot answer a question)."""
+        return self.router.budget + 1.0
+
+    def select(self, x: npt.NDArray[np.float64], costs: Mapping[str, float]) -> str | None:
+        """The affordable arm maximising Eq. 2 (its bound is held until :meth:`update`/:meth:`cancel`)."""
+        arm = self.router.select(x, self._vector(costs))
+        return None if arm is None else self.router.names[arm]
+
+    def affordable(self, costs: Mapping[str, float]) -> dict[str, bool]:
+        """Whether each arm's cost bound fits in what the (paced) budget leaves for the next question."""
+        mask = self.router.affordable(self._vector(costs))
+        return {n: bool(m) for n, m in zip(self.router.names, mask, strict=True)}
+
+    def scores(self, x: npt.NDArray[np.float64]) -> dict[str, float]:
+        """Eq. 2 per arm with each cluster's θ at its posterior mean (deterministic; the selection itself
+        draws θ, Eq. 3–5)."""
+        r = self.router
+        total = np.zeros(r.n_arms)
+        if r.config.use_cluster:
+            total += r.thompson.mean()[[CLUSTERS.index(c) for c in r.clusters]]
+        if r.config.use_context:
+            total += r.linucb.scores(x)
+        if r.config.lam:
+            total -= r.config.lam * r.cost_regret()
+        return {n: float(v) for n, v in zip(r.names, total, strict=True)}
+
+    def update(self, name: str, x: npt.NDArray[np.float64], reward: float, cost: float, bound: float
+               ) -> None:
+        self.router.update(self._index(name), x, reward, cost, bound=bound)
+
+    def observe(self, name: str, x: npt.NDArray[np.float64], reward: float) -> None:
+        self.router.observe(self._index(name), x, reward)
+
+    def cancel(self, name: str, bound: float) -> None:
+        self.router.cancel(self._index(name), bound)
+
+    def warm_start(self, x: npt.NDArray[np.float64], rewards: Mapping[str, Sequence[float]]) -> int:
+        """Learn logged outcomes (``rewards[arm][i]``: reward on question ``i``, NaN when not graded)."""
+        cols = [rewards.get(n, [math.nan] * len(x)) for n in self.router.names]
+        return self.router.warm_start(x, np.asarray(cols, dtype=np.float64).T)
+
+    # ------------------------------------------------------------------ accounting
+    @property
+    def budget(self) -> float:
+        return self.router.budget
+
+    @property
+    def spent(self) -> float:
+        return self.router.spent
+
+    @property
+    def reserved(self) -> float:
+        return self.router.reserved
+
+    @property
+    def remaining(self) -> float:
+        return self.router.remaining
+
+    @property
+    def overrun(self) -> float:
+        return self.router.overrun
+
+    @property
+    def questions(self) -> int:
+        return self.router.questions_seen
+
+    def pulls(self) -> dict[str, int]:
+        return {n: int(p) for n, p in zip(self.router.names, self.router.pulls, strict=True)}
+
+    def arm_cost(self) -> dict[str, float]:
+        return {n: float(c) for n, c in zip(self.router.names, self.router.arm_cost, strict=True)}
+
+    def cluster_accuracy(self) -> dict[str, float]:
+        return {c: float(m) for c, m in zip(CLUSTERS, self.router.thompson.mean(), strict=True)}
+
+    def copy(self) -> RouterAdapter:
+        return RouterAdapter(CokeRouter.from_state_dict(self.router.state_dict()))
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.router.state_dict()
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> RouterAdapter:
+        return cls(CokeRouter.from_state_dict(state))

@@ -1,0 +1,158 @@
+"""The pipeline from the shell — ``kgwise init``, ``kgwise ask --config``, ``kgwise feedback``, ``kgwise
+status``, ``kgwise fit`` — each a thin call of :class:`kgwise.app.Pipeline`."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from kgwise.cli.apps import app
+from kgwise.cli.common import JsonOption, console, err_console, friendly_errors, writable, write_json
+from kgwise.errors import ConfigError
+
+__all__ = ["ask_pipeline", "parse_arm"]
+
+PipelineConfigOption = Annotated[Path, typer.Option(
+    "--config", help="The pipeline's kgwise.toml (`kgwise init` writes one).")]
+StateOption = Annotated[Path | None, typer.Option(
+    "--state", help="State directory (default: .kgwise-state/ beside the config).", show_default=False)]
+
+
+def parse_arm(spec: str) -> tuple[str, str, str, float | None]:
+    """``NAME=KIND:SPEC[:PRICE]`` → ``(name, kind, spec, price)``; the spec may hold ``:``
+    (``openai:gpt-4o-mini``), so a price is the last part only when it is a number."""
+    name, sep, rest = spec.partition("=")
+    kind, sep2, target = rest.partition(":")
+    if not sep or not sep2 or not name.strip() or not target.strip():
+        raise ConfigError(f"--arm {spec!r}: expected NAME=KIND:SPEC[:PRICE], e.g. small=llm:smollm2-135m")
+    price: float | None = None
+    head, colon, tail = target.rpartition(":")
+    if colon and head:
+        try:
+            price = float(tail)
+            target = head
+        except ValueError:
+            price = None
+    return name.strip(), kind.strip(), target.strip(), price
+
+
+@app.command("init")
+@friendly_errors
+def init(
+    kg: Annotated[str, typer.Option("--kg", help="Graph file (.npz, .tsv, .nt, RoG data) or sparql:URL.")],
+    arm: Annotated[list[str], typer.Option(
+        "--arm", help="NAME=KIND:SPEC[:PRICE]: kind kgm (SPEC: model file), llm or inject (SPEC: an LLM "
+        "spec); PRICE per call in the budget's unit; repeatable.")],
+    out: Annotated[Path, typer.Option("--out", help="Where to write the config.", callback=writable)] = Path(
+        "kgwise.toml"),
+    budget_usd: Annotated[float | None, typer.Option("--budget-usd", min=0.0)] = None,
+    budget_calls: Annotated[int | None, typer.Option("--budget-calls", min=1)] = None,
+    alpha: Annotated[float, typer.Option("--alpha", min=0.0, max=1.0)] = 0.1,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+) -> None:
+    """Write a commented starter kgwise.toml."""
+    from kgwise.app.config import starter_toml
+    from kgwise.files import write_text_atomic
+
+    if out.exists() and not force:
+        raise ConfigError(f"{out} exists; pass --force to overwrite it")
+    text = starter_toml(kg, [parse_arm(a) for a in arm], budget_usd, budget_calls, alpha)
+    write_text_atomic(out, text)
+    err_console.print(f"wrote {out}; check it with `kgwise status --config {out}`")
+
+
+def _plain(obj: Any) -> Any:
+    return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) and not isinstance(obj, type) else obj
+
+
+def ask_pipeline(question: str, choices: str | None, config: Path, state: Path | None,
+                 json_out: Path | None) -> None:
+    """``kgwise ask --config``: one question through the pipeline; print the answer or the JSON."""
+    from kgwise.app import Pipeline
+
+    opts = choices.split("|") if choices is not None else None
+    with Pipeline.from_config(config, state) as pipe:
+        result = pipe.answer(question, opts)
+    report = result.to_dict()
+    if json_out is not None:
+        write_json(report, json_out)
+        return
+    console.print(f"[bold]answer:[/bold] {escape(result.answer)}"
+                  + (f" ({result.label})" if result.label else ""))
+    if result.answer_entities:
+        console.print(f"KG entities: {escape(', '.join(result.answer_entities))}")
+    console.print(f"arm: {result.arm}   cost: {result.cost:.6g} {result.unit}   remaining budget: "
+                  f"{result.remaining_budget:.6g}")
+    if result.answer_set is not None:
+        s = result.answer_set
+        console.print(f"set (α = {s.alpha:g}, guarantee {'holds' if s.guarantee else 'does NOT hold'}): "
+                      f"{escape(', '.join(s.texts))}")
+    for note in result.notes:
+        console.print(f"note: {escape(note)}")
+    if result.knowledge.text:
+        console.print(f"knowledge ({result.knowledge.combo}, {len(result.knowledge.triples)} triples):")
+        console.print(result.knowledge.text, markup=False)
+    console.print(f"decision: {result.decision}  (feed back with `kgwise feedback {result.decision} "
+                  "--correct|--wrong|--gold X`)")
+
+
+@app.command("feedback")
+@friendly_errors
+def feedback(
+    decision: Annotated[str, typer.Argument(help="The decision id `kgwise ask --config` printed.")],
+    correct: Annotated[bool | None, typer.Option("--correct/--wrong", help="Was the answer right?",
+                                                  show_default=False)] = None,
+    gold: Annotated[str | None, typer.Option("--gold", help="The true choice (label or text) or answer.")
+                    ] = None,
+    config: PipelineConfigOption = Path("kgwise.toml"),
+    state: StateOption = None,
+    json_out: JsonOption = None,
+) -> None:
+    """Teach the pipeline's router the outcome of a decision (once per decision)."""
+    from kgwise.app import Pipeline
+
+    if (correct is None) == (gold is None):
+        raise ConfigError("give one of --correct, --wrong or --gold X")
+    with Pipeline.from_config(config, state, models=False) as pipe:
+        out = pipe.feedback(decision, correct=correct, gold=gold)
+    write_json(_plain(out), json_out)
+
+
+@app.command("status")
+@friendly_errors
+def status(
+    config: PipelineConfigOption = Path("kgwise.toml"),
+    state: StateOption = None,
+    json_out: JsonOption = None,
+) -> None:
+    """Budget, spending, pending decisions, and per arm pulls, cost and live set coverage."""
+    from kgwise.app import Pipeline
+
+    with Pipeline.from_config(config, state, models=False) as pipe:
+        out = pipe.status()
+    write_json(out.to_dict(), json_out)
+
+
+@app.command("fit")
+@friendly_errors
+def fit_command(
+    questions: Annotated[Path, typer.Option("--questions", help="Labelled dev questions (JSONL: id, text, "
+                                            "choices?, gold | answer, topic_entities?).")],
+    config: PipelineConfigOption = Path("kgwise.toml"),
+    state: StateOption = None,
+    max_spend: Annotated[float, typer.Option(
+        "--max-spend", min=0.0, help="Refuse to start (and stop) beyond this spend, in the budget's unit "
+        "(dollars or calls).")] = 0.0,
+    concurrency: Annotated[int, typer.Option(min=1, help="Parallel calls of API arms.")] = 4,
+    json_out: JsonOption = None,
+) -> None:
+    """Run every arm on the dev questions (resumable), warm-start the router, calibrate per-arm sets."""
+    from kgwise.app import Pipeline, fit
+
+    with Pipeline.from_config(config, state) as pipe:
+        report = fit(pipe, questions, max_spend, concurrency, echo=err_console.print)
+    write_json(report.to_dict(), json_out)

@@ -1,0 +1,141 @@
+"""``PipelineConfig``: one TOML file, strictly validated; each fault names file, line and key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kgwise.app.config import PipelineConfig, starter_toml
+from kgwise.errors import DataError
+from kgwise.route.coke import CokeConfig
+
+from .conftest import write_config, write_kg
+
+GOOD = """\
+[kg]
+graph = "kg.tsv"
+
+[[arms]]
+name = "small"
+kind = "llm"
+spec = "smollm2-135m"
+
+[[arms]]
+name = "api"
+kind = "llm"
+spec = "openai:gpt-4o-mini"
+
+[[arms]]
+name = "mine"
+kind = "llm"
+spec = "openai:smollm2"
+base_url = "http://127.0.0.1:8080/v1"
+price = 0.0005
+
+[router]
+budget_usd = 2.5
+horizon = 100
+
+[coke]
+lam = 0.5
+
+[answer_sets]
+alpha = 0.2
+kind = "aps"
+"""
+
+
+def test_a_good_config_reads_with_prices_from_the_table_by_default(tmp_path: Path) -> None:
+    write_kg(tmp_path)
+    cfg = PipelineConfig.load(write_config(tmp_path, GOOD))
+    assert cfg.kg.graph == tmp_path / "kg.tsv"
+    assert cfg.names == ("small", "api", "mine")
+    small, api, mine = cfg.arms
+    assert (small.per_call, small.price_model, small.cluster) == (0.0, None, "LLM")  # a local model
+    assert (api.per_call, api.price_model, api.is_api) == (0.0, "gpt-4o-mini", True)  # token prices
+    assert (mine.per_call, mine.price_model, mine.is_api) == (0.0005, None, True)  # overridden
+    assert cfg.router.budget == 2.5 and cfg.router.unit == "usd" and cfg.router.horizon == 100
+    assert cfg.router.coke == CokeConfig(lam=0.5)
+    assert (cfg.answer_sets.alpha, cfg.answer_sets.kind) == (0.2, "aps")
+
+
+def test_a_call_budget_prices_one_per_llm_call_and_kg_models_free(tmp_path: Path) -> None:
+    write_kg(tmp_path)
+    (tmp_path / "m.pt").write_bytes(b"")
+    body = ('[kg]\ngraph = "kg.tsv"\n[[arms]]\nname = "k"\nkind = "kgm"\nmodel = "m.pt"\n'
+            '[[arms]]\nname = "l"\nkind = "inject"\nspec = "gemma3-270m"\n[router]\nbudget_calls = 50\n')
+    cfg = PipelineConfig.load(write_config(tmp_path, body))
+    k, ll = cfg.arms
+    assert (k.cluster, k.per_call, k.observe) == ("KGM", 0.0, True)
+    assert (ll.cluster, ll.per_call, ll.observe) == ("LLM", 1.0, False)
+    assert cfg.router.unit == "calls"
+
+
+def _fault(tmp_path: Path, old: str, new: str) -> str:
+    write_kg(tmp_path)
+    body = GOOD.replace(old, new, 1)
+    assert body != GOOD
+    path = write_config(tmp_path, body)
+    with pytest.raises(DataError) as info:
+        PipelineConfig.load(path)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("old, new, where", [
+    ('kind = "llm"\nspec = "openai:gpt', 'kind = "llmx"\nspec = "openai:gpt',
+     ":11: arms[1].kind: unknown arm kind 'llmx'"),
+    ('price = 0.0005', 'price = -1', ":19: arms[2].price: a price must be ≥ 0"),
+    ('budget_usd = 2.5', 'budget_usd = 0', ":22: router.budget_usd: the budget must be > 0"),
+    ('budget_usd = 2.5', 'budget_usd = -3', ":22: router.budget_usd: the budget must be > 0"),
+    ('alpha = 0.2', 'alpha = 1.0', ":29: answer_sets.alpha: must lie in (0, 1)"),
+    ('alpha = 0.2', 'alpha = 0', ":29: answer_sets.alpha: must lie in (0, 1)"),
+    ('lam = 0.5', 'lam = -0.5', ":26: coke.lam: lambda must be a finite number ≥ 0"),
+    ('lam = 0.5', 'lamb = 0.5', ":26: coke.lamb: unknown key"),
+    ('graph = "kg.tsv"', 'graph = "nowhere.tsv"', ":2: kg.graph: graph file"),
+    ('spec = "openai:gpt-4o-mini"', 'spec = "openai:no-such-model"',
+     ":12: arms[1].spec: model 'no-such-model' is not in the price table"),
+    ('horizon = 100', 'horizon = "100"', ":23: router.horizon: must be a whole number"),
+    ('[answer_sets]', '[answer-sets]', ":28: unknown table(s) [answer-sets]"),
+    ('price = 0.0005', 'price = 0.0005\ntemperature = 1', ":20: arms[2].temperature: unknown key"),
+])
+def test_bad_values_are_named_by_file_line_and_key(tmp_path: Path, old: str, new: str, where: str) -> None:
+    message = _fault(tmp_path, old, new)
+    assert message.startswith(str(tmp_path / "kgwise.toml")), message
+    assert where in message, message
+
+
+def test_a_missing_model_file_is_named(tmp_path: Path) -> None:
+    write_kg(tmp_path)
+    body = ('[kg]\ngraph = "kg.tsv"\n[[arms]]\nname = "k"\nkind = "kgm"\nmodel = "gone.pt"\n'
+            '[router]\nbudget_calls = 5\n')
+    with pytest.raises(DataError, match=r"kgwise.toml:6: arms\[0\].model: model file .*gone.pt does not "):
+        PipelineConfig.load(write_config(tmp_path, body))
+    body = body.replace('kind = "kgm"\nmodel = "gone.pt"', 'kind = "llm"\nspec = "gguf:gone.gguf"')
+    with pytest.raises(DataError, match=r"kgwise.toml:6: arms\[0\].spec: model file .*gone.gguf does not"):
+        PipelineConfig.load(write_config(tmp_path, body))
+
+
+def test_missing_tables_and_both_budgets_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="config file not found"):
+        PipelineConfig.load(tmp_path / "none.toml")
+    write_kg(tmp_path)
+    with pytest.raises(DataError, match=r"missing table \[router\]"):
+        PipelineConfig.load(write_config(tmp_path, GOOD.split("[router]")[0]))
+    both = GOOD.replace("budget_usd = 2.5", "budget_usd = 2.5\nbudget_calls = 3")
+    with pytest.raises(DataError, match=r":23: router.budget_calls: give exactly one of budget_usd or"):
+        PipelineConfig.load(write_config(tmp_path, both))
+    twice = GOOD.replace('name = "mine"', 'name = "small"')
+    with pytest.raises(DataError, match=r":15: arms\[2\].name: arm name 'small' is used twice"):
+        PipelineConfig.load(write_config(tmp_path, twice))
+
+
+def test_the_starter_file_reads_back(tmp_path: Path) -> None:
+    write_kg(tmp_path)
+    text = starter_toml("kg.tsv", [("small", "llm", "smollm2-135m", None),
+                                   ("small-kg", "inject", "smollm2-135m", 0.01)], budget_usd=3.0, alpha=0.2)
+    assert text.count("\n# ") > 5  # commented
+    cfg = PipelineConfig.load(write_config(tmp_path, text))
+    assert cfg.names == ("small", "small-kg")
+    assert cfg.arm("small-kg").per_call == 0.01
+    assert cfg.router.budget == 3.0 and cfg.answer_sets.alpha == 0.2

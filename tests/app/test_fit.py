@@ -1,0 +1,109 @@
+"""``fit``: spend estimated first and limited, resumable arm runs, warm start, per-arm calibration."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kgwise.app.fit import REPORT_FILE, SpendLimitError, fit, read_questions
+from kgwise.app.pipeline import Pipeline
+from kgwise.conformal.split import conformal_quantile
+from kgwise.errors import ConfigError, DataError
+
+from .conftest import StubArm, dev_rows, write_questions
+from .test_pipeline import make
+
+
+def _stubs(pipe: Pipeline) -> dict[str, StubArm]:
+    return {n: r for n, r in pipe.runners.items() if isinstance(r, StubArm)}
+
+
+def test_a_bad_question_line_is_named_by_file_line_and_key(tmp_path: Path) -> None:
+    rows = dev_rows()
+    path = write_questions(tmp_path, rows)
+    assert [q.gold for q in read_questions(path)][:1] == [(next(
+        c.label for c in read_questions(path)[0].choices if c.text == rows[0]["answer"]),)]
+    bad = [dict(r) for r in rows]
+    del bad[3]["answer"]
+    with pytest.raises(DataError, match=r"dev.jsonl:4: gold: missing: a dev question needs its gold"):
+        read_questions(write_questions(tmp_path, bad))
+    bad = [dict(r) for r in rows]
+    bad[1]["answer"] = "water"
+    with pytest.raises(DataError, match=r"dev.jsonl:2: answer: 'water' is neither a choice label"):
+        read_questions(write_questions(tmp_path, bad))
+    bad = [dict(r) for r in rows]
+    bad[5]["id"] = bad[0]["id"]
+    with pytest.raises(DataError, match=r"dev.jsonl:6: id: 'q0' is used twice"):
+        read_questions(write_questions(tmp_path, bad))
+    bad = [dict(r) for r in rows]
+    bad[2]["choise"] = ["a", "b"]
+    with pytest.raises(DataError, match=r"dev.jsonl:3: choise: unknown key"):
+        read_questions(write_questions(tmp_path, bad))
+
+
+def test_the_estimate_comes_first_and_a_fit_beyond_max_spend_calls_nothing(tmp_path: Path) -> None:
+    path = write_questions(tmp_path, dev_rows(3))
+    said: list[str] = []
+    with make(tmp_path, cheap=0.1, dear=0.3) as pipe:
+        with pytest.raises(SpendLimitError, match=r"estimated spend 9.6 usd exceeds max_spend 9"):
+            fit(pipe, path, max_spend=9.0, echo=said.append)
+        assert "72 calls to make" in said[0] and "estimated spend 9.6 usd" in said[0]  # 24 × (0.1 + 0.3 + 0)
+        assert all(not s.answered for s in _stubs(pipe).values())
+
+
+def test_a_fit_resumes_without_paying_twice(tmp_path: Path) -> None:
+    path = write_questions(tmp_path, dev_rows(3))
+    with make(tmp_path, cheap=0.1, dear=0.3) as pipe:
+        first = fit(pipe, path, max_spend=20.0, echo=lambda _: None)
+        assert first.calls_made == 72 and first.calls_resumed == 0
+        assert first.spent == pytest.approx(9.6)
+    with make(tmp_path, cheap=0.1, dear=0.3) as again:
+        second = fit(again, path, max_spend=0.0, echo=lambda _: None)
+        assert second.calls_made == 0 and second.calls_resumed == 72 and second.spent == 0.0
+        assert all(not s.answered for s in _stubs(again).values())
+        assert second.arms == first.arms
+
+
+def test_a_run_stops_before_a_call_that_could_pass_the_limit(tmp_path: Path) -> None:
+    path = write_questions(tmp_path, dev_rows(3))
+    with make(tmp_path, cheap=0.1, dear=0.3) as pipe:
+        stubs = _stubs(pipe)
+        pipe.runners["dear"] = StubArm(stubs["dear"].config, 0.9, extra_calls=1)  # pays twice its bound
+        with pytest.raises(SpendLimitError, match=r"stopped before a call that could pass max_spend 9\.6"):
+            fit(pipe, path, max_spend=9.6, echo=lambda _: None)
+        log = (pipe.state.root / "fit-log.jsonl").read_text().splitlines()
+        paid = sum(json.loads(row)["value"]["cost"] for row in log[1:])
+        assert 9.6 - 0.4 < paid <= 9.6 + 0.3  # stopped near the limit; past it by one call's overrun at most
+
+
+def test_fit_warm_starts_the_router_and_calibrates_each_arm_on_its_own_questions(tmp_path: Path) -> None:
+    path = write_questions(tmp_path, dev_rows(4))
+    with make(tmp_path, cheap=0.1, dear=0.3, budget=100.0) as pipe:
+        report = fit(pipe, path, max_spend=100.0, echo=lambda _: None)
+        n = report.questions
+        assert n == 32
+        assert sum(a.share_routed for a in report.arms) == pytest.approx(1.0)
+        assert pipe.state.router.questions == 0  # a fresh router: learnt, not yet used
+        assert report.settings["outcomes_learnt"] == 3 * n
+        cal = pipe.state.calibrations
+        assert sum(len(c.scores) for c in cal.values()) == n  # Mondrian: each question in one group
+        for arm in report.arms:
+            assert arm.calibration_size == round(arm.share_routed * n)
+            if arm.threshold is not None:
+                assert arm.threshold == conformal_quantile(np.asarray(cal[arm.name].scores), 0.2)
+                assert arm.in_sample_coverage is not None and arm.in_sample_coverage >= 0.8 - 1e-9
+        assert json.loads((pipe.state.root / REPORT_FILE).read_text())["questions"] == n
+        # the live pipeline now attaches sets
+        r = pipe.answer("What does aspirin treat?", ["fever", "diabetes", "thirst"])
+        assert r.answer_set is not None or r.arm not in cal
+
+
+def test_fit_refuses_while_decisions_await_feedback(tmp_path: Path) -> None:
+    path = write_questions(tmp_path, dev_rows())
+    with make(tmp_path) as pipe:
+        pipe.answer("What does aspirin treat?", ["fever", "diabetes", "thirst"])
+        with pytest.raises(ConfigError, match=r"1 decision.* await feedback"):
+            fit(pipe, path, max_spend=100.0, echo=lambda _: None)

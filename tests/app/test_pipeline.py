@@ -1,0 +1,333 @@
+"""``Pipeline``: answer → feedback → status over one state directory.
+
+The unit tests run the pipeline's own logic with test-double arms (``StubArm``) and a hash encoder
+(``FakeEncoder``); ``test_live_*`` (slow) run it with real parts: smollm2-135m in-process as one arm and
+a llama.cpp OpenAI-compatible server on 127.0.0.1 as another, over a KG and questions written here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kgwise.app.config import PipelineConfig
+from kgwise.app.pipeline import BudgetExhaustedError, Pipeline, UnknownDecisionError
+from kgwise.app.state import ArmCalibration
+from kgwise.errors import ConfigError
+from kgwise.kg.loaders import open_graph_file
+
+from .conftest import DISEASES, STUB_CONFIG, TREATS, TRIPLES, FakeEncoder, StubArm, write_config, write_kg
+
+
+def make(root: Path, cheap: float = 0.1, dear: float = 0.3, budget: float = 1.0, seed: int = 0,
+         free: bool = True, kg: bool = False) -> Pipeline:
+    write_kg(root)
+    body = STUB_CONFIG.format(cheap=cheap, dear=dear, budget=budget, seed=seed)
+    if not free:
+        body = body.replace("price = 0\nobserve = true", "price = 0.2")
+    cfg = PipelineConfig.load(write_config(root, body))
+    runners = {"cheap": StubArm(cfg.arm("cheap"), 0.5), "dear": StubArm(cfg.arm("dear"), 0.9),
+               "free": StubArm(cfg.arm("free"), 0.6, open_questions=False)}
+    graph = open_graph_file(root / "kg.tsv") if kg else None
+    return Pipeline(cfg, root / "state", runners, FakeEncoder(), graph)
+
+
+def question(i: int) -> tuple[str, list[str]]:
+    drug = list(TREATS)[i % len(TREATS)]
+    wrong = [d for d in DISEASES if d not in TREATS[drug]][:2]
+    return f"What does {drug} treat{'?' * (1 + i // len(TREATS))}", [TREATS[drug][0], *wrong]
+
+
+def test_an_answer_names_its_arm_scores_cost_and_decision(tmp_path: Path) -> None:
+    with make(tmp_path) as pipe:
+        r = pipe.answer(*question(0))
+        assert r.arm in {"cheap", "dear", "free"}
+        assert [s.arm for s in r.scores] == ["cheap", "dear", "free"]
+        assert {s.arm: s.cost_bound for s in r.scores} == {"cheap": 0.1, "dear": 0.3, "free": 0.0}
+        assert r.cost == {"cheap": 0.1, "dear": 0.3, "free": 0.0}[r.arm]
+        assert r.label in {"A", "B", "C"}
+        assert r.answer == dict(zip("ABC", question(0)[1], strict=True))[r.label]
+        assert set(r.probabilities) == {"A", "B", "C"}
+        assert r.answer_set is None and "no calibration" in r.notes[0]
+        pending = pipe.state.pending[r.decision]
+        assert pending.arm == r.arm
+        assert pending.bound == r.scores[["cheap", "dear", "free"].index(r.arm)].cost_bound
+        if r.arm != "free":  # the free arm answered too, to be graded at feedback
+            assert set(pending.observed) == {"free"}
+        assert pipe.status().pending == 1
+        assert pipe.status().reserved == pytest.approx(r.cost)
+
+
+def _files(pipe: Pipeline) -> dict[str, bytes]:
+    """The state directory's files (snapshot, journal) as they are on disk."""
+    return {p.name: p.read_bytes() for p in pipe.state.root.iterdir() if p.name != "lock"}
+
+
+def test_feedback_teaches_once_and_refuses_unknown_or_settled_decisions(tmp_path: Path) -> None:
+    with make(tmp_path, seed=3) as pipe:
+        text, choices = question(2)
+        r = pipe.answer(text, choices)
+        before = _files(pipe)
+        with pytest.raises(ConfigError, match="neither a choice label"):
+            pipe.feedback(r.decision, gold="aspirin-x")
+        with pytest.raises(ConfigError, match="exactly one of"):
+            pipe.feedback(r.decision, correct=True, gold="A")
+        assert _files(pipe) == before and r.decision in pipe.state.pending
+        seen = dict(pipe.state.pending[r.decision].observed)
+        fb = pipe.feedback(r.decision, gold=choices[0])  # by the choice's text
+        assert fb.arm == r.arm and fb.reward == float(r.label == "A")
+        assert fb.observed == {name: float(pred == "A") for name, pred in seen.items()}
+        assert (r.arm == "free") == (not seen)
+        status = pipe.status()
+        assert status.pending == 0 and status.reserved == 0.0 and status.spent == pytest.approx(r.cost)
+        after = _files(pipe)
+        with pytest.raises(UnknownDecisionError, match="already settled"):
+            pipe.feedback(r.decision, correct=True)
+        with pytest.raises(UnknownDecisionError, match="not made with this state"):
+            pipe.feedback("f" * 32, correct=True)
+        assert _files(pipe) == after
+
+
+def test_a_restart_keeps_pending_decisions_and_their_held_budget(tmp_path: Path) -> None:
+    with make(tmp_path) as pipe:
+        results = [pipe.answer(*question(i)) for i in range(4)]
+        held = pipe.status().reserved
+    with make(tmp_path) as again:
+        assert set(again.state.pending) == {r.decision for r in results}
+        assert again.status().reserved == pytest.approx(held)
+        for r in results:
+            again.feedback(r.decision, correct=True)
+        s = again.status()
+        assert s.pending == 0 and s.reserved == 0.0
+        assert s.spent == pytest.approx(sum(r.cost for r in results))
+        assert sum(a.pulls for a in s.arms) == 4
+
+
+def test_a_second_pipeline_cannot_open_the_same_state(tmp_path: Path) -> None:
+    with make(tmp_path), pytest.raises(ConfigError, match="in use by another kgwise process"):
+        make(tmp_path)
+
+
+def test_no_affordable_arm_is_an_error_that_spends_nothing(tmp_path: Path) -> None:
+    with make(tmp_path, cheap=0.4, dear=0.6, budget=0.5, free=False) as pipe:
+        first = pipe.answer(*question(0))
+        assert first.arm in {"cheap", "free"}
+        with pytest.raises(BudgetExhaustedError, match="no arm's cost bound fits"):
+            while True:
+                pipe.answer(*question(1))
+        assert pipe.status().spent + pipe.status().reserved <= 0.5
+
+
+def test_calibrated_sets_carry_their_statement_and_live_coverage_counts(tmp_path: Path) -> None:
+    with make(tmp_path) as pipe:
+        rng = np.random.default_rng(0)
+        cals = {n: ArmCalibration(n, "lac", tuple(rng.uniform(0, 0.9, 40).tolist())) for n in pipe.runners}
+        pipe.state.save_calibration(cals, {"questions": 40})
+        r = pipe.answer(*question(1))
+        s = r.answer_set
+        assert s is not None and s.alpha == 0.2 and s.guarantee
+        assert f"fitted router sends to arm {r.arm!r}" in s.statement
+        assert r.label in s.labels or len(s.labels) < 3
+        fb = pipe.feedback(r.decision, gold="A")
+        assert fb.covered == ("A" in s.labels)
+        assert pipe.status().arms[["cheap", "dear", "free"].index(r.arm)].coverage.n == 1
+        # too few calibration questions for α: every choice, trivially covered
+        pipe.state.save_calibration({n: ArmCalibration(n, "lac", (0.1, 0.2)) for n in pipe.runners}, {})
+        r2 = pipe.answer(*question(3))
+        assert r2.answer_set is not None and len(r2.answer_set.labels) == 3
+        assert "covers the truth trivially" in r2.answer_set.statement
+
+
+def test_open_questions_link_the_answer_to_kg_entities(tmp_path: Path) -> None:
+    with make(tmp_path, kg=True) as pipe:
+        r = pipe.answer("Which drug would you take for a headache?")
+        assert r.arm in {"cheap", "dear"}  # the free arm answers multiple choice only
+        assert r.label is None and r.question_entities == ("headache",)
+        assert r.answer_entities == (("aspirin",) if r.answer == "aspirin" else ())
+        assert any("open questions" in n for n in r.notes)
+        fb = pipe.feedback(r.decision, gold=["aspirin", "ibuprofen"])
+        assert fb.reward == float(r.answer == "aspirin")
+
+
+OPS = st.lists(st.one_of(st.tuples(st.just("ask"), st.integers(0, 30)),
+                         st.tuples(st.just("feedback"), st.integers(0, 10), st.booleans()),
+                         st.tuples(st.just("restart"))), min_size=1, max_size=40)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(budget=st.floats(0.05, 3.0), cheap=st.floats(0.01, 0.5), dear=st.floats(0.01, 1.5),
+       seed=st.integers(0, 5), free=st.booleans(), ops=OPS)
+def test_the_budget_is_never_exceeded(budget: float, cheap: float, dear: float, seed: int, free: bool,
+                                      ops: list[tuple[object, ...]]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        pipe = make(root, cheap, dear, budget, seed, free)
+        paid = 0.0
+        try:
+            for op in ops:
+                if op[0] == "ask":
+                    with contextlib.suppress(BudgetExhaustedError):
+                        paid += pipe.answer(*question(int(op[1]))).cost  # type: ignore[call-overload]
+                elif op[0] == "feedback" and pipe.state.pending:
+                    ids = list(pipe.state.pending)
+                    pipe.feedback(ids[int(op[1]) % len(ids)], correct=bool(op[2]))  # type: ignore[call-overload]
+                elif op[0] == "restart":
+                    pipe.close()
+                    pipe = make(root, cheap, dear, budget, seed, free)
+                s = pipe.status()
+                assert paid <= budget + 1e-9
+                assert s.spent + s.reserved <= budget + 1e-9
+                assert s.spent <= paid + 1e-9
+        finally:
+            pipe.close()
+
+
+LIVE_CONFIG = """\
+[kg]
+graph = "kg.tsv"
+
+[[arms]]
+name = "local"
+kind = "llm"
+spec = "smollm2-135m"
+price = 0.001
+
+[[arms]]
+name = "server"
+kind = "llm"
+spec = "openai:smollm2"
+base_url = "{url}"
+price = 0.002
+
+[[arms]]
+name = "local-kg"
+kind = "inject"
+spec = "smollm2-135m"
+price = 0.003
+
+[router]
+budget_usd = 0.5
+seed = 0
+
+[answer_sets]
+alpha = 0.5
+"""
+
+
+@pytest.mark.slow
+def test_live_pipeline_fits_answers_learns_and_restarts(tmp_path: Path, llama_server: str) -> None:
+    """Real parts end to end through the CLI: an in-process smollm2 arm, the same model with injected KG
+    knowledge, and a llama.cpp server arm on 127.0.0.1."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from kgwise.cli.main import app
+
+    from .conftest import dev_rows, write_questions
+
+    write_kg(tmp_path)
+    config = write_config(tmp_path, LIVE_CONFIG.format(url=llama_server))
+    dev = write_questions(tmp_path, dev_rows())
+    cli = CliRunner()
+    base = ["--config", str(config)]
+    refused = cli.invoke(app, ["fit", *base, "--questions", str(dev), "--max-spend", "0.01"])
+    assert refused.exit_code == 2 and "exceeds max_spend 0.01" in " ".join(refused.output.split())
+    done = cli.invoke(app, ["fit", *base, "--questions", str(dev), "--max-spend", "1",
+                            "--json", str(tmp_path / "fit.json")])
+    assert done.exit_code == 0, done.output
+    report = json.loads((tmp_path / "fit.json").read_text())
+    assert [a["answered"] for a in report["arms"]] == [8, 8, 8]
+    # the server arm was called once per choice: 3 calls per question
+    log = [json.loads(x)["value"] for x in (tmp_path / ".kgwise-state" / "fit-log.jsonl").read_text()
+           .splitlines()[1:]]
+    assert {r["usage"]["calls"] for r in log if r["arm"] == "server"} == {3}
+    assert sum(r["cost"] for r in log) == pytest.approx(report["spent"])
+    assert report["spent"] == pytest.approx(8 * (0.001 + 0.006 + 0.003))
+    asked = cli.invoke(app, ["ask", "What does metformin treat?", "--choices", "fever|diabetes|swelling",
+                             *base, "--json", str(tmp_path / "ask.json")])
+    assert asked.exit_code == 0, asked.output
+    r = json.loads((tmp_path / "ask.json").read_text())
+    assert r["arm"] in {"local", "server", "local-kg"} and r["label"] in {"A", "B", "C"}
+    assert len(r["scores"]) == 3
+    assert r["cost"] == {"local": 0.001, "server": 0.006, "local-kg": 0.003}[r["arm"]]
+    if r["arm"] == "local-kg":
+        assert ["metformin", "treats", "diabetes"] in [list(t.values()) for t in r["knowledge"]["triples"]]
+    assert r["answer_set"] is not None and r["answer_set"]["alpha"] == 0.5
+    # a restart (a new process per command) keeps the decision; feedback settles it once
+    fb = cli.invoke(app, ["feedback", r["decision"], "--gold", "diabetes", *base])
+    assert fb.exit_code == 0, fb.output
+    again = cli.invoke(app, ["feedback", r["decision"], "--correct", *base])
+    assert again.exit_code == 2 and "already settled" in again.output
+    st_out = cli.invoke(app, ["status", *base, "--json", str(tmp_path / "status.json")])
+    assert st_out.exit_code == 0, st_out.output
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert status["pending"] == 0 and status["spent"] == pytest.approx(r["cost"])
+    assert sum(a["coverage"]["n"] for a in status["arms"]) == 1
+    # an open question through the pipeline: free text, linked to KG entities
+    with Pipeline.from_config(config) as pipe:
+        open_r = pipe.answer("What does aspirin treat?")
+        assert open_r.label is None and "aspirin" in open_r.question_entities
+        assert set(open_r.answer_entities) <= {t[0] for t in TRIPLES} | {t[2] for t in TRIPLES}
+
+
+def _run_and_kill(tmp_path: Path, body: str) -> list[str]:
+    """Run ``body`` (after ``pipe = make(root)``) in a child process that ends with ``os._exit`` — no
+    close, no snapshot, like a kill — and return the JSON list it printed last."""
+    import json
+    import subprocess
+    import sys
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    script = "\n".join([
+        "import json, os, sys", "from pathlib import Path",
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})",
+        "from app.test_pipeline import make, question",
+        f"pipe = make(Path({str(tmp_path)!r}))", body, "os._exit(9)"])
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 9, out.stderr
+    return list(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_a_kill_loses_no_acknowledged_answer_or_feedback(tmp_path: Path) -> None:
+    ids = _run_and_kill(tmp_path / "a", "\n".join([
+        "rs = [pipe.answer(*question(i)) for i in range(5)]",
+        "pipe.feedback(rs[0].decision, correct=True)",
+        "pipe.feedback(rs[1].decision, gold='B')",
+        "print(json.dumps([r.decision for r in rs]), flush=True)"]))
+    assert not (tmp_path / "a" / "state" / "state.json").exists()  # nothing but the journal was written
+    with make(tmp_path / "a") as after:
+        assert set(after.state.pending) == set(ids[2:])
+        assert set(after.state.settled) == set(ids[:2])
+        s = after.status()
+        assert s.questions == 5 and sum(a.pulls for a in s.arms) == 2
+        replayed = after.state.router.state_dict()
+    # the same calls in one process that closes normally: the replayed router is the same, draws included
+    (tmp_path / "b").mkdir()
+    with make(tmp_path / "b") as ref:
+        rs = [ref.answer(*question(i)) for i in range(5)]
+        ref.feedback(rs[0].decision, correct=True)
+        ref.feedback(rs[1].decision, gold="B")
+        assert [r.arm for r in rs] == [after.state.pending[i].arm if i in after.state.pending else r.arm
+                                       for i, r in zip(ids, rs, strict=True)]
+        assert ref.state.router.state_dict() == replayed
+
+
+def test_a_decision_whose_arm_was_running_at_a_kill_is_called_off(tmp_path: Path) -> None:
+    ids = _run_and_kill(tmp_path, "\n".join([
+        "first = pipe.answer(*question(0))",
+        "print(json.dumps([first.decision]), flush=True)",
+        "for name in ('cheap', 'dear'):",  # the arms that can answer an open question
+        "    pipe.runners[name].answer = lambda q: os._exit(9)",  # the kill strikes while one runs
+        "pipe.answer('Which drug treats a headache?')"]))
+    with make(tmp_path) as after:
+        assert list(after.state.pending) == ids
+        assert len(after.state.recovered) == 1
+        s = after.status()
+        assert s.questions == 2 and s.reserved == pytest.approx(after.state.pending[ids[0]].bound)

@@ -1,0 +1,65 @@
+"""``kgwise init / status / feedback / ask --config`` from the shell: bad input ends in one error line
+naming file, line and key, exit code 2, before any model loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from kgwise.cli.main import app
+from kgwise.cli.pipeline import parse_arm
+
+runner = CliRunner()
+
+
+def said(args: list[str]) -> tuple[int, str]:
+    result = runner.invoke(app, args)
+    return result.exit_code, " ".join(result.output.replace("│", " ").split())
+
+
+def _kg(tmp_path: Path) -> Path:
+    path = tmp_path / "kg.tsv"
+    path.write_text("aspirin\ttreats\theadache\ninsulin\ttreats\tdiabetes\n", encoding="utf-8")
+    return path
+
+
+def test_arm_options_parse_with_and_without_a_price() -> None:
+    assert parse_arm("big=llm:openai:gpt-4o-mini") == ("big", "llm", "openai:gpt-4o-mini", None)
+    assert parse_arm("mine=llm:openai:smollm2:0.002") == ("mine", "llm", "openai:smollm2", 0.002)
+    assert parse_arm("k=kgm:model.pt:0") == ("k", "kgm", "model.pt", 0.0)
+
+
+def test_init_writes_a_config_that_status_reads(tmp_path: Path) -> None:
+    kg = _kg(tmp_path)
+    out = tmp_path / "kgwise.toml"
+    code, text = said(["init", "--kg", str(kg), "--arm", "small=llm:smollm2-135m:0.001",
+                       "--arm", "small-kg=inject:smollm2-135m:0.003", "--budget-usd", "2", "--out", str(out)])
+    assert code == 0, text
+    code, text = said(["init", "--kg", str(kg), "--arm", "a=llm:smollm2-135m", "--out", str(out)])
+    assert code == 2 and "exists; pass --force" in text
+    code, text = said(["status", "--config", str(out)])
+    assert code == 0, text
+    assert '"budget": 2.0' in text and '"pending": 0' in text and '"name": "small-kg"' in text
+    assert (tmp_path / ".kgwise-state" / "state.json").is_file()
+
+
+def test_bad_input_is_one_error_line(tmp_path: Path) -> None:
+    _kg(tmp_path)
+    cfg = tmp_path / "kgwise.toml"
+    cfg.write_text('[kg]\ngraph = "kg.tsv"\n[[arms]]\nname = "a"\nkind = "gpt"\nspec = "x"\n'
+                   '[router]\nbudget_usd = 1\n', encoding="utf-8")
+    code, text = said(["status", "--config", str(cfg)])
+    assert code == 2 and f"{cfg}:5: arms[0].kind: unknown arm kind 'gpt'" in text
+    cfg.write_text(cfg.read_text().replace('"gpt"', '"llm"').replace("budget_usd = 1", "budget_usd = 0"))
+    code, text = said(["ask", "What treats diabetes?", "--config", str(cfg)])
+    assert code == 2 and f"{cfg}:8: router.budget_usd: the budget must be > 0" in text
+    cfg.write_text(cfg.read_text().replace("budget_usd = 0", "budget_usd = 1"))
+    code, text = said(["feedback", "abc", "--config", str(cfg)])
+    assert code == 2 and "give one of --correct, --wrong or --gold X" in text
+    code, text = said(["feedback", "abc", "--wrong", "--config", str(cfg)])
+    assert code == 2 and "unknown decision 'abc' (not made with this state" in text
+    code, text = said(["init", "--kg", "kg.tsv", "--arm", "a=llm", "--out", str(tmp_path / "x.toml")])
+    assert code == 2 and "expected NAME=KIND:SPEC[:PRICE]" in text
+    code, text = said(["ask", "2 + 2?", "--state", str(tmp_path)])
+    assert code == 2 and "--state goes with --config" in text
