@@ -40,7 +40,7 @@ from kgwise.app.router import RouterAdapter
 from kgwise.app.state import ArmCalibration
 from kgwise.conformal.split import aps_scores, conformal_quantile, lac_scores, min_calibration_size
 from kgwise.errors import ConfigError, DataError, KgwiseError
-from kgwise.files import ResultLog, read_jsonl, short_hash, write_text_atomic
+from kgwise.files import ResumeLog, read_jsonl, short_hash, write_text_atomic
 from kgwise.grading import match_answer
 from kgwise.types import CHOICE_LABELS, Choice, Question, Usage
 
@@ -204,7 +204,7 @@ def fit_questions(pipeline: Pipeline, source: Path | Sequence[Question], max_spe
     config = pipeline.config
     unit = config.router.unit
     arm_fp = {a.name: json.loads(json.dumps(asdict(a), default=str)) for a in config.arms}
-    log = ResultLog(state.root / LOG_FILE, "kgwise.fit.v1")
+    log = ResumeLog(state.root / LOG_FILE, "kgwise.fit.v1", on_other="restart", fsync=True)
     todo: list[tuple[str, Question, float]] = []
     resumed = 0
     for q in questions:
@@ -259,7 +259,7 @@ def fit_questions(pipeline: Pipeline, source: Path | Sequence[Question], max_spe
     return _fit_from_log(pipeline, questions, calls, estimate, spent, len(todo), resumed, echo)
 
 
-def _calls(log: ResultLog, questions: Sequence[Question], pipeline: Pipeline, arm_fp: dict[str, Any]
+def _calls(log: ResumeLog, questions: Sequence[Question], pipeline: Pipeline, arm_fp: dict[str, Any]
            ) -> dict[tuple[str, str], LoggedCall]:
     out = {}
     for q in questions:
