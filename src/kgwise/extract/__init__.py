@@ -5,7 +5,7 @@ module so that PyTorch (the ``ml`` extra) loads only when it is used.
 """
 
 from kgwise.extract.base import Extractor
-from kgwise.extract.neighbourhood import CappedNeighbours
+from kgwise.extract.neighbourhood import CappedNeighbours, LazyCappedNeighbours
 from kgwise.extract.subgraph import SubgraphConfig, SubgraphExtractor
 
-__all__ = ["CappedNeighbours", "Extractor", "SubgraphConfig", "SubgraphExtractor"]
+__all__ = ["CappedNeighbours", "Extractor", "LazyCappedNeighbours", "SubgraphConfig", "SubgraphExtractor"]

@@ -121,7 +121,7 @@ class PathAgentConfig:
 # ---------------------------------------------------------------------------------------------- embeddings
 def _graph_key(kg: KnowledgeGraph) -> str:
     h = hashlib.blake2b(digest_size=8)
-    h.update(f"{getattr(kg, 'name', '')}|{kg.num_nodes}|{kg.num_edges}|{kg.num_relations}".encode())
+    h.update(f"{kg.name}|{kg.num_nodes}|{kg.num_edges}|{kg.num_relations}".encode())
     for v in range(0, kg.num_nodes, max(1, kg.num_nodes // 64)):
         h.update(kg.label(v).encode())
     return h.hexdigest()
@@ -329,17 +329,11 @@ class _Environment:
         nodes, rels, inv = nodes[keep], rels[keep], inv[keep]
         _, first = np.unique(nodes, return_index=True)
         nodes, rels, inv = nodes[first], rels[first], inv[first]
-        order = np.lexsort((nodes, -self._degree(nodes)))
+        order = np.lexsort((nodes, -np.asarray(self.kg.degree(nodes), dtype=np.int64)))
         cand = _Candidates(nodes[order], rels[order], inv[order], np.zeros(len(order), dtype=bool))
         if len(self._neigh) < 200_000:
             self._neigh[node] = cand
         return cand
-
-    def _degree(self, nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        degree = getattr(self.kg, "degree", None)
-        if callable(degree):
-            return np.asarray(degree(nodes), dtype=np.int64)
-        return np.array([len(self.kg.out_edges(int(v))[1]) + len(self.kg.in_edges(int(v))[1]) for v in nodes])
 
     def candidates(self, walk: _Walk) -> _Candidates:
         """The pruned action set of ``walk`` at its current node (see the module docstring)."""
