@@ -30,6 +30,7 @@ import numpy.typing as npt
 
 from kgwise.errors import ConfigError
 from kgwise.extract.neighbourhood import NeighbourRule, capped_neighbours
+from kgwise.extract.registry import register_extractor
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.kg.grounding import Grounding
 from kgwise.types import Path, Question, Subgraph
@@ -215,3 +216,6 @@ class SubgraphExtractor:
             else:
                 out.append(Path((q[qi], mid, a[ai]), (r1, r2), (bool(i1), bool(i2))))
         return tuple(out)
+
+
+register_extractor("P_sub", lambda kg, options: SubgraphExtractor(kg))

@@ -51,8 +51,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from kgwise.errors import ConfigError
 from kgwise.extract.path_agent.config import PathAgentConfig
 from kgwise.extract.path_agent.embeddings import NodeEmbeddings
+from kgwise.extract.registry import ExtractorOptions, register_extractor
+from kgwise.kg.base import KnowledgeGraph
 
 if TYPE_CHECKING:
     from kgwise.extract.path_agent.agent import PathAgent
@@ -79,3 +82,16 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
     globals()[name] = value
     return value
+
+
+def _trained_agent(kg: KnowledgeGraph, options: ExtractorOptions) -> PathAgent:
+    """P_RL from a trained policy file (loads PyTorch)."""
+    if options.policy is None:
+        raise ConfigError("P_RL needs a trained policy (--policy path_policy.pt, from `kgwise eval knowgpt "
+                          "--out-dir`)")
+    from kgwise.extract.path_agent.agent import PathAgent
+
+    return PathAgent.load(kg, options.policy, options.encoder)
+
+
+register_extractor("P_RL", _trained_agent)
