@@ -9,7 +9,13 @@ from hypothesis import strategies as st
 
 from kgwise.errors import ConfigError
 from kgwise.eval.bench.nx_reference import NxSubgraphExtractor, to_networkx
-from kgwise.extract import CappedNeighbours, Extractor, SubgraphConfig, SubgraphExtractor
+from kgwise.extract import (
+    CappedNeighbours,
+    Extractor,
+    LazyCappedNeighbours,
+    SubgraphConfig,
+    SubgraphExtractor,
+)
 from kgwise.kg import CSRGraph
 from kgwise.kg.grounding import Grounding
 from kgwise.types import Question
@@ -150,6 +156,20 @@ def test_matches_brute_force_and_networkx(case: tuple[int, set[Edge], Grounding,
     assert NxSubgraphExtractor(to_networkx(g), cfg).extract(_Q, grounding) == sg
 
 
+@settings(max_examples=300, deadline=None)
+@given(_cases())
+def test_node_by_node_rule_gives_the_vectorised_rules_subgraph(
+        case: tuple[int, set[Edge], Grounding, SubgraphConfig]) -> None:
+    n, edges, grounding, cfg = case
+    g = _graph(n, edges)
+    lazy = LazyCappedNeighbours(g, cfg.max_expand)
+    assert SubgraphExtractor(g, cfg, lazy).extract(_Q, grounding) == SubgraphExtractor(g, cfg).extract(
+        _Q, grounding)
+    vectorised = CappedNeighbours(g, cfg.max_expand)
+    for v in range(n):
+        np.testing.assert_array_equal(lazy.neighbours(v), vectorised.neighbours(v))
+
+
 @settings(max_examples=200, deadline=None)
 @given(_cases())
 def test_subgraph_invariants(case: tuple[int, set[Edge], Grounding, SubgraphConfig]) -> None:
@@ -203,6 +223,8 @@ def test_hub_rule_keeps_lowest_degree_neighbours() -> None:
     g = CSRGraph.from_triples(triples)
     cap = CappedNeighbours(g, 3)
     assert cap.num_hubs == 1
+    assert [g.label(x) for x in LazyCappedNeighbours(g, 3).neighbours(g.node("hub")).tolist()] == [
+        "leaf0", "leaf1", "leaf2"]
     got = [g.label(x) for x in cap.neighbours(g.node("hub")).tolist()]
     assert got == ["leaf0", "leaf1", "leaf2"]
     assert [g.label(x) for x in cap.neighbours(g.node("leaf4")).tolist()] == ["y", "z", "hub"]

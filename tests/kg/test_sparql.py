@@ -42,7 +42,10 @@ def freebase(data_dir: Path) -> CSRGraph:
 
 @pytest.fixture(scope="module")
 def ntriples(freebase: CSRGraph, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_ntriples(freebase, tmp_path_factory.mktemp("rdf") / "freebase.nt")
+    """The fragment with a text (an ``rdfs:comment``) on every seventh node."""
+    texts = [f"about {lab}" if i % 7 == 0 else "" for i, lab in enumerate(freebase.labels)]
+    glossed = CSRGraph.from_arrays(freebase.labels, freebase.relations, *freebase.all_edges(), texts=texts)
+    return write_ntriples(glossed, tmp_path_factory.mktemp("rdf") / "freebase.nt")
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +147,43 @@ def test_uag_retrieves_the_same_candidates_over_sparql(endpoint: str, freebase: 
     assert compared >= 8
     usa = remote.kg.find("United States of America")  # the fragment's hub: all 2,008 out-edges are read
     assert usa is not None and len(remote.kg.out_edges(usa)[1]) == 2008
+
+
+def test_degree_text_and_p_sub_over_sparql_as_over_the_file(endpoint: str, ntriples: Path) -> None:
+    from kgwise.extract import SubgraphConfig, SubgraphExtractor
+    from kgwise.kg.grounding import Grounding
+    from kgwise.types import Question
+
+    local, remote = load_ntriples(ntriples), SPARQLGraph(endpoint)
+    for v in np.random.default_rng(1).choice(local.num_nodes, size=30, replace=False).tolist():
+        w = remote.find(local.label(v))
+        assert w is not None
+        assert remote.text(w) == local.text(v)
+        assert remote.degree([w]).tolist() == local.degree([v]).tolist()
+    assert sum(bool(local.text(v)) for v in range(local.num_nodes)) > 100
+    # caps that never bind, so the store's own ids (which break ties) cannot change what is chosen
+    cfg = SubgraphConfig(hops=1, max_nodes=100_000, max_expand=100_000, max_paths=100_000,
+                         max_paths_per_pair=100_000)
+    psub_l, psub_r = SubgraphExtractor(local, cfg), SubgraphExtractor(remote, cfg)
+    for q_label, a_label in [("Jamaica", "Jamaican English"), ("Justin Bieber", "Canada")]:
+        sub_l, sub_r = (extractor.extract(Question("q", q_label), Grounding((_node(g, q_label),),
+                                                                             ((_node(g, a_label),),)))
+                        for extractor, g in ((psub_l, local), (psub_r, remote)))
+        assert len(sub_l.nodes) > 2
+        assert sorted(local.label(v) for v in sub_l.nodes) == sorted(remote.label(v) for v in sub_r.nodes)
+        assert sorted(_label_triples(local, sub_l.edges)) == sorted(_label_triples(remote, sub_r.edges))
+        assert (sorted(tuple(local.label(v) for v in p.nodes) for p in sub_l.paths)
+                == sorted(tuple(remote.label(v) for v in p.nodes) for p in sub_r.paths))
+
+
+def _node(kg: KnowledgeGraph, label: str) -> int:
+    found = kg.find(label)
+    assert found is not None, label
+    return found
+
+
+def _label_triples(kg: KnowledgeGraph, edges: tuple[tuple[int, int, int], ...]) -> list[tuple[str, str, str]]:
+    return [(kg.label(h), kg.relation_name(r), kg.label(t)) for h, r, t in edges]
 
 
 def test_hub_edges_are_cut_at_max_edges(endpoint: str, freebase: CSRGraph) -> None:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kgwise.errors import ConfigError
-from kgwise.kg import CSRGraph
+from kgwise.kg import CSRGraph, KnowledgeGraph
 from kgwise.llm import Generation
 from kgwise.render import (
     FormatConfig,
@@ -22,10 +22,10 @@ from kgwise.render import (
     relation_phrase,
     select_edges,
 )
-from kgwise.render.formats import says_nothing
+from kgwise.render.formats import Rendered, says_nothing
 from kgwise.render.templates import clean_label, mirror_phrase
 from kgwise.types import Path as KGPath
-from kgwise.types import Subgraph, Usage
+from kgwise.types import Question, Subgraph, Usage
 
 
 @cache
@@ -222,6 +222,31 @@ def test_make_format_names_and_errors() -> None:
         make_format("F_x")
     with pytest.raises(ConfigError):
         FormatConfig(max_triples=0)
+
+
+class StubCountFormat:
+    """Renders the number of edges (a stand-in format for the registry's unit test)."""
+
+    name = "F_count"
+
+    def render(self, kg: KnowledgeGraph, subgraph: Subgraph, question: Question | None = None) -> Rendered:
+        return Rendered(str(len(subgraph.edges)))
+
+
+def test_a_new_format_is_one_registration(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kgwise.render import formats
+
+    assert list(formats.FORMATS) == ["F_t", "F_s", "F_g"]
+    monkeypatch.setattr(formats, "FORMATS", dict(formats.FORMATS))
+    monkeypatch.setattr(formats, "_ALIASES", dict(formats._ALIASES))
+    formats.register_format("F_count", lambda llm, config: StubCountFormat(), aliases=("count",))
+    kg = CSRGraph.from_triples([("a", "r", "b")])
+    assert make_format("count").render(kg, Subgraph(edges=((0, 0, 1),))).text == "1"
+    for taken in ("F_t", "count", "graph", "a+b", ""):
+        with pytest.raises(ConfigError, match="registered twice"):
+            formats.register_format(taken, lambda llm, config: StubCountFormat())
+    with pytest.raises(ConfigError, match="choose one of F_t, F_s, F_g, F_count"):
+        make_format("F_x")
 
 
 edge = st.tuples(st.integers(0, 6), st.integers(0, 2), st.integers(0, 6))

@@ -428,14 +428,14 @@ def _live_arms(specs: list[str], dataset: str, root: Path, scoring: ScoringRule
                 extractors={"P_sub": SubgraphExtractor(kg)},
                 formats={"F_t": make_format("F_t")},
             )
-        from kgwise.inject import KnowledgeInjector
+        from kgwise.inject import Combination, KnowledgeInjector
 
         injector = KnowledgeInjector(llm=llm, config=InjectorConfig(scoring), **injector_parts)
         arms.append(
             Arm(
                 label,
                 "LLM",
-                AnswerFnPredictor(partial(injector.answer, combo="P_sub+F_t")),
+                AnswerFnPredictor(partial(injector.answer, combo=Combination("P_sub", "F_t"))),
                 per_call=1.0,
             )
         )

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from kgwise.errors import ConfigError
-from kgwise.kg.base import KnowledgeGraph
-from kgwise.kg.csr import CSRGraph
+from kgwise.kg.base import ArrayGraph, KnowledgeGraph
+from kgwise.kg.sparql import SPARQLGraph
 
 __all__ = ["check_same_pipeline", "file_digest", "graph_fingerprint"]
 
@@ -26,16 +26,15 @@ def graph_fingerprint(kg: KnowledgeGraph) -> str:
     """A graph's identity, independent of the file it was read from: a hash of the labels, relation names
     and edges of an in-memory graph (the same triples rebuilt give the same value), the URL of a SPARQL
     endpoint (whose data can change behind it)."""
-    if isinstance(kg, CSRGraph):
+    if isinstance(kg, ArrayGraph):
         digest = hashlib.sha1()
         for names in (kg.labels, kg.relations):
             digest.update("\n".join(names).encode("utf-8") + b"\0")
         for array in kg.all_edges():
             digest.update(np.ascontiguousarray(array, dtype=np.int64).tobytes())
         return f"sha1:{digest.hexdigest()[:16]}"
-    endpoint = getattr(kg, "endpoint", None)
-    if isinstance(endpoint, str):
-        return f"sparql:{endpoint}"
+    if isinstance(kg, SPARQLGraph):
+        return f"sparql:{kg.endpoint}"
     raise ConfigError(f"cannot fingerprint a {type(kg).__name__}: calibrate over a graph file or an endpoint")
 
 

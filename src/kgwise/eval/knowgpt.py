@@ -57,11 +57,12 @@ from kgwise.extract.path_agent import (
 )
 from kgwise.files import ResumeLog, short_hash, write_text_atomic
 from kgwise.inject.bandit import ARMS, BanditConfig, PromptBandit
+from kgwise.inject.combination import PAPER_COMBINATIONS, PAPER_EXTRACTORS, Combination
 from kgwise.inject.injector import WITHOUT_KG, Injection, InjectorConfig, KnowledgeInjector
 from kgwise.kg.benchmarks import benchmark_kg
 from kgwise.kg.grounding import Grounder, GrounderConfig
 from kgwise.llm.base import SCORING_RULES, ChoiceScores, ScoringRule, scoring_rule
-from kgwise.render.formats import FormatConfig, make_format
+from kgwise.render.formats import FORMAT_NAMES, FormatConfig, make_format
 from kgwise.settings import command_default
 from kgwise.types import Question, Usage
 
@@ -256,7 +257,7 @@ def run_experiment(
     agent = PathAgent(kg, policy, agent_cfg, embeddings=emb)
 
     fmt_cfg = FormatConfig()
-    formats = {n: make_format(n, llm, fmt_cfg) for n in ("F_t", "F_s", "F_g")}
+    formats = {n: make_format(n, llm, fmt_cfg) for n in FORMAT_NAMES}
     evidence = None
     if dataset == "obqa":
         from kgwise.datasets import load_openbook_facts
@@ -514,7 +515,8 @@ def markdown_table(reports: dict[str, dict[str, Any]]) -> str:
         return None if found is None else float(found["accuracy"])
 
     rows = [("w/o KG", "without_kg"), ("facts only (OBQA)", "facts_only"),
-            *[(a.replace("+", " × "), a) for a in ARMS], ("best single by training reward", "by_training"),
+            *[(f"{c.extractor} × {c.format}", str(c)) for c in PAPER_COMBINATIONS],
+            ("best single by training reward", "by_training"),
             ("full KnowGPT", "full"), ("full KnowGPT, bandit feedback (the paper)", "full_bandit_feedback")]
     for name, key in rows:
         lines.append(f"| {name} | " + " | ".join(cell(value(sr, key)) for _, _, sr in cols) + " |")
@@ -530,12 +532,12 @@ def markdown_table(reports: dict[str, dict[str, Any]]) -> str:
     lines.append("| choice scoring | " + " | ".join(rules) + " |")
 
     def with_paths(sr: dict[str, Any], extractor: str) -> str:
-        empty = sr["combos"][f"{extractor}+F_t"].get("no_kg_edges")
+        empty = sr["combos"][str(Combination(extractor, "F_t"))].get("no_kg_edges")
         return "–" if empty is None else f"{1 - empty / max(sr['n'], 1):.3f}"
 
     links = [sr.get("kg_links", {}).get("accuracy") for _, _, sr in cols]
     lines.append("| most KG-linked choice (no LLM) | " + " | ".join(cell(v) for v in links) + " |")
-    for extractor in ("P_sub", "P_RL"):
+    for extractor in PAPER_EXTRACTORS:
         lines.append(f"| questions with KG edges from {extractor} | "
                      + " | ".join(with_paths(sr, extractor) for _, _, sr in cols) + " |")
     return "\n".join(lines)

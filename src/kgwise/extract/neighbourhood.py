@@ -5,23 +5,47 @@ when there are at most ``cap`` of them; otherwise the ``cap`` neighbours with th
 ``(degree, id)`` — the most specific ones (an IDF-like choice: a neighbour of a hub that is itself a
 hub says little about the question). ``degree`` counts stored edges in both directions.
 
-The lists of nodes with more than ``cap`` incident edges (hub candidates) are computed once, vectorised,
-when the object is built; every other node is expanded on the fly from the CSR arrays.
+Two implementations, equal in output: :class:`CappedNeighbours` over an in-memory
+:class:`~kgwise.kg.base.ArrayGraph` computes every degree and the lists of the nodes with more than ``cap``
+incident edges (hub candidates) once, vectorised, and expands every other node on the fly from the edge
+arrays; :class:`LazyCappedNeighbours` works over any :class:`~kgwise.kg.base.KnowledgeGraph` (a SPARQL
+endpoint), node by node, asking for a degree or a ``capN`` only when it is needed and keeping it.
 """
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 import numpy.typing as npt
 
-from kgwise.kg.csr import CSRGraph
+from kgwise.kg.base import ArrayGraph, KnowledgeGraph
 
-__all__ = ["CappedNeighbours"]
+__all__ = ["CappedNeighbours", "LazyCappedNeighbours", "NeighbourRule", "capped_neighbours"]
 
 I64 = npt.NDArray[np.int64]
 
 
-def _split_incident(kg: CSRGraph, nodes: I64) -> tuple[I64, I64]:
+class NeighbourRule(Protocol):
+    """``capN`` with its ``cap`` and the degrees it ranks by."""
+
+    cap: int
+
+    def degree_of(self, nodes: I64) -> I64:
+        """Stored edges touching each of ``nodes`` (both directions)."""
+        ...
+
+    def expand(self, nodes: npt.ArrayLike) -> tuple[I64, I64]:
+        """``(pos, nbr)``: one pair ``(i, u)`` for every ``u`` in ``capN(nodes[i])``, grouped by ``pos``."""
+        ...
+
+
+def capped_neighbours(kg: KnowledgeGraph, cap: int) -> NeighbourRule:
+    """The vectorised rule when ``kg`` hands out edge arrays, else the node-by-node one."""
+    return CappedNeighbours(kg, cap) if isinstance(kg, ArrayGraph) else LazyCappedNeighbours(kg, cap)
+
+
+def _split_incident(kg: ArrayGraph, nodes: I64) -> tuple[I64, I64]:
     """``(owner, neighbour)`` for every edge touching ``nodes`` (both directions), as int64."""
     h, _, t = kg.incident(nodes, "both")
     n_out = int(kg.degree(nodes, "out").sum())
@@ -31,9 +55,9 @@ def _split_incident(kg: CSRGraph, nodes: I64) -> tuple[I64, I64]:
 
 
 class CappedNeighbours:
-    """Vectorised ``capN`` over a ``CSRGraph`` (see the module docstring)."""
+    """Vectorised ``capN`` over an in-memory ``ArrayGraph`` (see the module docstring)."""
 
-    def __init__(self, kg: CSRGraph, cap: int) -> None:
+    def __init__(self, kg: ArrayGraph, cap: int) -> None:
         if cap < 1:
             raise ValueError(f"cap must be >= 1, got {cap}")
         self.kg = kg
@@ -60,6 +84,9 @@ class CappedNeighbours:
         np.cumsum(np.bincount(row, minlength=hubs.size), out=self.hub_ptr[1:])
         self.hub_nbr = other
         self.num_hubs = int(hubs.size)
+
+    def degree_of(self, nodes: I64) -> I64:
+        return self.degree[nodes]
 
     def expand(self, nodes: npt.ArrayLike) -> tuple[I64, I64]:
         """``(pos, nbr)``: for every ``i`` and every ``u`` in ``capN(nodes[i])``, one pair ``(i, u)``.
@@ -104,3 +131,47 @@ class CappedNeighbours:
         """``capN(node)`` as an array sorted by ``(degree, id)``."""
         _, nbr = self.expand([node])
         return nbr[np.lexsort((nbr, self.degree[nbr]))]
+
+
+class LazyCappedNeighbours:
+    """``capN`` over any ``KnowledgeGraph``, one node at a time through ``out_edges``/``in_edges`` and
+    ``degree``; degrees and lists are kept once asked for (see the module docstring)."""
+
+    def __init__(self, kg: KnowledgeGraph, cap: int) -> None:
+        if cap < 1:
+            raise ValueError(f"cap must be >= 1, got {cap}")
+        self.kg = kg
+        self.cap = cap
+        self._degree: dict[int, int] = {}
+        self._lists: dict[int, I64] = {}
+
+    def degree_of(self, nodes: I64) -> I64:
+        v = np.asarray(nodes, dtype=np.int64).reshape(-1)
+        missing = [x for x in dict.fromkeys(v.tolist()) if x not in self._degree]
+        if missing:
+            found = np.asarray(self.kg.degree(np.asarray(missing, dtype=np.int64), "both")).tolist()
+            self._degree.update(zip(missing, (int(d) for d in found), strict=True))
+        return np.fromiter((self._degree[x] for x in v.tolist()), dtype=np.int64, count=v.size)
+
+    def capped(self, node: int) -> I64:
+        """``capN(node)``, sorted by id (only a hub's neighbours need their degrees)."""
+        found = self._lists.get(node)
+        if found is None:
+            other = np.concatenate((self.kg.out_edges(node)[1], self.kg.in_edges(node)[1])).astype(np.int64)
+            other = np.unique(other[other != node])
+            if other.size > self.cap:
+                other = np.sort(other[np.lexsort((other, self.degree_of(other)))][: self.cap])
+            found = self._lists[node] = other
+        return found
+
+    def expand(self, nodes: npt.ArrayLike) -> tuple[I64, I64]:
+        v = np.atleast_1d(np.asarray(nodes, dtype=np.int64)).tolist()
+        lists = [self.capped(int(x)) for x in v]
+        pos = np.repeat(np.arange(len(v), dtype=np.int64), [x.size for x in lists])
+        nbr = np.concatenate(lists) if lists else np.empty(0, np.int64)
+        return pos, nbr.astype(np.int64)
+
+    def neighbours(self, node: int) -> I64:
+        """``capN(node)`` as an array sorted by ``(degree, id)``."""
+        nbr = self.capped(node)
+        return nbr[np.lexsort((nbr, self.degree_of(nbr)))]

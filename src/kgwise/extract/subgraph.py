@@ -29,8 +29,9 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.errors import ConfigError
-from kgwise.extract.neighbourhood import CappedNeighbours
-from kgwise.kg.csr import CSRGraph
+from kgwise.extract.neighbourhood import NeighbourRule, capped_neighbours
+from kgwise.extract.registry import register_extractor
+from kgwise.kg.base import KnowledgeGraph
 from kgwise.kg.grounding import Grounding
 from kgwise.types import Path, Question, Subgraph
 
@@ -79,16 +80,18 @@ def _positions(keys: I64, values: I64) -> I64:
 
 
 class SubgraphExtractor:
-    """P_sub over a ``CSRGraph``; the hub lists are built once here (see ``CappedNeighbours``)."""
+    """P_sub over any ``KnowledgeGraph``: vectorised over an in-memory ``ArrayGraph`` (its hub lists are
+    built once here), node by node over others; both give the same subgraph (see
+    :mod:`kgwise.extract.neighbourhood`)."""
 
-    def __init__(self, kg: CSRGraph, config: SubgraphConfig | None = None,
-                 neighbours: CappedNeighbours | None = None) -> None:
+    def __init__(self, kg: KnowledgeGraph, config: SubgraphConfig | None = None,
+                 neighbours: NeighbourRule | None = None) -> None:
         self.kg = kg
         self.config = config or SubgraphConfig()
         if neighbours is not None and neighbours.cap != self.config.max_expand:
             raise ConfigError("neighbours.cap differs from config.max_expand")
-        self.capped = neighbours or CappedNeighbours(kg, self.config.max_expand)
-        self.degree = self.capped.degree
+        self.capped = neighbours or capped_neighbours(kg, self.config.max_expand)
+        self.degree = self.capped.degree_of
 
     def extract(self, question: Question, grounding: Grounding) -> Subgraph:
         """The P_sub subgraph of ``question`` (only ``grounding`` is used; see the module docstring)."""
@@ -123,7 +126,7 @@ class SubgraphExtractor:
         qc = np.bincount(inv, weights=from_q, minlength=uniq.size)
         ac = np.bincount(inv, weights=~from_q, minlength=uniq.size)
         total = qc + ac
-        deg = self.degree[uniq]
+        deg = self.degree(uniq)
         single = total == 1
         tier = np.where((qc > 0) & (ac > 0), 0, np.where(single, 2, 1))
         owner = np.zeros(uniq.size, dtype=np.int64)
@@ -151,7 +154,7 @@ class SubgraphExtractor:
             if nbr.size == 0:
                 break
             uniq, counts = np.unique(nbr, return_counts=True)
-            order = np.lexsort((uniq, self.degree[uniq], -counts))
+            order = np.lexsort((uniq, self.degree(uniq), -counts))
             ranked = uniq[order]
             if ranked.size >= room:
                 chosen.append(ranked[:room])
@@ -197,7 +200,7 @@ class SubgraphExtractor:
                 f, s = f[ok], s[ok]
                 if f.size:
                     mid = dst[f]
-                    rows.append(np.stack((src_q[f], dst_a[s], np.full(f.size, 2), self.degree[mid], mid,
+                    rows.append(np.stack((src_q[f], dst_a[s], np.full(f.size, 2), self.degree(mid), mid,
                                           rel[f], inv[f], rel[s], inv[s]), axis=1))
         if not rows:
             return ()
@@ -213,3 +216,6 @@ class SubgraphExtractor:
             else:
                 out.append(Path((q[qi], mid, a[ai]), (r1, r2), (bool(i1), bool(i2))))
         return tuple(out)
+
+
+register_extractor("P_sub", lambda kg, options: SubgraphExtractor(kg))

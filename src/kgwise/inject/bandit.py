@@ -36,21 +36,20 @@ from kgwise.bandit.linucb import gamma_from_delta
 from kgwise.bandit.ridge_cv import select_ridge
 from kgwise.errors import ConfigError, DataError
 from kgwise.files import savez_atomic
+from kgwise.inject.combination import PAPER_COMBINATIONS, Combination
 from kgwise.settings import table
 
 __all__ = ["ARMS", "BanditConfig", "BanditHistory", "PromptBandit", "arm_name"]
 
-EXTRACTORS = ("P_sub", "P_RL")
-FORMATS = ("F_t", "F_s", "F_g")
 Feedback = Literal["bandit", "full"]
 
 
 def arm_name(extractor: str, fmt: str) -> str:
-    """``"P_RL+F_s"``."""
-    return f"{extractor}+{fmt}"
+    """``"P_RL+F_s"``: the arm of a :class:`Combination` of registered names."""
+    return str(Combination(extractor, fmt))
 
 
-ARMS: tuple[str, ...] = tuple(arm_name(p, f) for p in EXTRACTORS for f in FORMATS)
+ARMS: tuple[str, ...] = tuple(str(c) for c in PAPER_COMBINATIONS)
 """The six combinations of §3.2.1, in the paper's order."""
 
 

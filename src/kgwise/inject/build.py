@@ -6,14 +6,16 @@ from pathlib import Path
 
 from kgwise.errors import ConfigError
 from kgwise.extract.base import Extractor
+from kgwise.extract.registry import ExtractorOptions, make_extractor
 from kgwise.inject.bandit import PromptBandit
+from kgwise.inject.combination import Combination
 from kgwise.inject.injector import InjectorConfig, KnowledgeInjector
 from kgwise.kg.sources import is_endpoint
 from kgwise.llm.base import scoring_rule
 
 __all__ = ["DEFAULT_COMBO", "build_injector"]
 
-DEFAULT_COMBO = "P_sub+F_s"
+DEFAULT_COMBO = Combination("P_sub", "F_s")
 
 
 def build_injector(
@@ -35,21 +37,19 @@ def build_injector(
         raise ConfigError(f"{kg}: KnowGPT grounds free text against every node label, which a SPARQL "
                           "endpoint does not list; build a local graph (`kgwise kg build`) from an export")
     from kgwise.embed import MiniLM
-    from kgwise.extract import SubgraphExtractor
     from kgwise.kg.grounding import Grounder
     from kgwise.kg.loaders import open_graph_file
     from kgwise.llm import get_llm
-    from kgwise.render import make_format
+    from kgwise.render import FORMATS, make_format
 
     graph = open_graph_file(kg)
     model = get_llm(llm, cache=True)
     encoder = MiniLM()
-    extractors: dict[str, Extractor] = {"P_sub": SubgraphExtractor(graph)}
+    options = ExtractorOptions(Path(policy) if policy is not None else None, encoder)
+    extractors: dict[str, Extractor] = {"P_sub": make_extractor("P_sub", graph, options)}
     if policy is not None:
-        from kgwise.extract.path_agent import PathAgent
-
-        extractors["P_RL"] = PathAgent.load(graph, policy, encoder)
-    formats = {n: make_format(n, model) for n in ("F_t", "F_s", "F_g")}
+        extractors["P_RL"] = make_extractor("P_RL", graph, options)
+    formats = {n: make_format(n, model) for n in FORMATS}
     trained = PromptBandit.load(bandit) if bandit is not None else None
     if trained is not None and trained.scoring is not None:
         if scoring not in (None, trained.scoring):

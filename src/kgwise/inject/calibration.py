@@ -131,7 +131,8 @@ def pipeline_of(injector: KnowledgeInjector, combo: str | None, policy: str | Pa
     """What the answers of ``injector`` with ``combo`` (``None``: the bandit's pick, else the default) depend
     on, for a calibration's ``made_with`` record (:mod:`kgwise.conformal.provenance`); ``policy`` and
     ``bandit``: the files the injector was built from."""
-    used = combo or ("bandit" if injector.bandit is not None else injector.config.default_combo)
+    default = injector.config.default_combo
+    used = combo or ("bandit" if injector.bandit is not None else str(default) if default else None)
     return {"kg": graph_fingerprint(injector.kg), "llm": injector.llm.name, "combo": used,
             "scoring": injector.config.scoring, "policy": file_digest(policy), "bandit": file_digest(bandit)}
 

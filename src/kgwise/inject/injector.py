@@ -21,6 +21,7 @@ from kgwise.embed import Encoder
 from kgwise.errors import ConfigError
 from kgwise.extract.base import Extractor
 from kgwise.inject.bandit import PromptBandit
+from kgwise.inject.combination import Combination
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.kg.grounding import Grounder, Grounding
 from kgwise.llm.answering import choice_prior, require_logprobs, score_choices_after, scored_answer
@@ -44,7 +45,7 @@ class InjectorConfig:
     passed)."""
 
     scoring: ScoringRule = "sum"
-    default_combo: str | None = None
+    default_combo: Combination | None = None
 
     def __post_init__(self) -> None:
         scoring_rule(self.scoring)
@@ -95,25 +96,30 @@ class KnowledgeInjector:
     # ----------------------------------------------------------------------------------- pieces
     def combos(self) -> list[str]:
         """Every ``extractor+format`` this injector can build."""
-        return [f"{p}+{f}" for p in self.extractors for f in self.formats]
+        return [str(Combination(p, f)) for p in self.extractors for f in self.formats]
 
-    def choose(self, question: Question) -> str:
+    def choose(self, question: Question) -> Combination:
         """The bandit's combination for ``question`` (Eq. 6), else ``config.default_combo``."""
         if self.bandit is None or self.encoder is None:
             if self.config.default_combo is not None:
                 return self.config.default_combo
             raise ConfigError("no prompt bandit: pass combo=… or give the injector a trained bandit")
         arm = self.bandit.select(self.encoder.encode([question.text])[0])
-        return self.bandit.arms[arm]
+        return Combination.parse(self.bandit.arms[arm])
 
-    def _split(self, combo: str) -> tuple[str, str]:
-        p, _, f = combo.partition("+")
-        if p == "P_RL" and p not in self.extractors and f in self.formats:
-            raise ConfigError(f"{combo!r} needs a trained P_RL policy (--policy path_policy.pt, from `kgwise "
-                              f"eval knowgpt --out-dir`); available: {', '.join(self.combos())}")
-        if p not in self.extractors or f not in self.formats:
-            raise ConfigError(f"unknown combination {combo!r}; available: {', '.join(self.combos())}")
-        return p, f
+    def _split(self, combo: str | Combination) -> Combination:
+        """``combo`` as a :class:`Combination` this injector holds, else ``ConfigError`` naming those."""
+        try:
+            c = Combination.parse(combo)
+        except ConfigError as exc:
+            raise ConfigError(f"unknown combination {str(combo)!r} ({exc}); available: "
+                              f"{', '.join(self.combos())}") from exc
+        if c.extractor == "P_RL" and c.extractor not in self.extractors and c.format in self.formats:
+            raise ConfigError(f"{str(c)!r} needs a trained P_RL policy (--policy path_policy.pt, from "
+                              f"`kgwise eval knowgpt --out-dir`); available: {', '.join(self.combos())}")
+        if c.extractor not in self.extractors or c.format not in self.formats:
+            raise ConfigError(f"unknown combination {str(c)!r}; available: {', '.join(self.combos())}")
+        return c
 
     def subgraph(self, question: Question, grounding: Grounding, extractor: str) -> tuple[Subgraph, float]:
         """The extractor's subgraph (memoised per question, so a question's combinations share it) and the
@@ -129,10 +135,12 @@ class KnowledgeInjector:
             self._subgraphs[key] = found
         return found
 
-    def knowledge(self, question: Question, combo: str) -> tuple[Rendered, Subgraph, dict[str, float]]:
+    def knowledge(self, question: Question, combo: str | Combination
+                  ) -> tuple[Rendered, Subgraph, dict[str, float]]:
         """Rendered knowledge for ``question`` with ``combo``, its subgraph, and the times (ms) of
         grounding, extraction and rendering (rendering without the LLM's own time for F_g)."""
-        p, f = self._split(combo)
+        c = self._split(combo)
+        p, f = c.extractor, c.format
         t0 = time.perf_counter()
         grounding = self.grounder.ground(question)
         ground_ms = (time.perf_counter() - t0) * 1e3
@@ -170,22 +178,22 @@ class KnowledgeInjector:
                              combo=combo, usage=usage + scores.usage)
 
     # ----------------------------------------------------------------------------------- answering
-    def inject(self, question: Question, combo: str | None = None) -> Injection:
+    def inject(self, question: Question, combo: str | Combination | None = None) -> Injection:
         """Answer ``question`` with ``combo`` (default: the bandit's choice) and report the details."""
         if not question.choices:
             raise ConfigError(f"{question.ref} has no answer choices")
-        combo = combo or self.choose(question)
+        chosen = self._split(combo) if combo else self.choose(question)
         t0 = time.perf_counter()
         evidence = self.evidence(question) if self.evidence is not None else ""
         evidence_ms = (time.perf_counter() - t0) * 1e3
-        rendered, sub, timings = self.knowledge(question, combo)
+        rendered, sub, timings = self.knowledge(question, chosen)
         timings["evidence"] = evidence_ms
         scores = self._score(question, rendered.text, evidence)
         knowledge = "\n".join(x for x in (evidence, rendered.text) if x)
-        answer = self._answer(question, scores, knowledge, combo, rendered.usage)
+        answer = self._answer(question, scores, knowledge, str(chosen), rendered.usage)
         return Injection(answer, scores, sub, sum(timings.values()), timings)
 
-    def answer(self, question: Question, combo: str | None = None) -> Answer:
+    def answer(self, question: Question, combo: str | Combination | None = None) -> Answer:
         """The :class:`Answer` of :meth:`inject`."""
         return self.inject(question, combo).answer
 

@@ -55,8 +55,7 @@ class PhraseIndex:
     ``words`` is every token of every label (the lemmatiser's vocabulary)."""
 
     def __init__(self, kg: KnowledgeGraph) -> None:
-        labels: Sequence[str] = getattr(kg, "labels", None) or [kg.label(i) for i in range(kg.num_nodes)]
-        keys = phrase_keys(labels)
+        keys = phrase_keys(kg.labels)
         # first (lowest) id wins: insert in reverse so earlier ids overwrite later ones
         index = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1), strict=True))
         index.pop("", None)

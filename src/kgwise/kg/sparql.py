@@ -123,6 +123,7 @@ class SPARQLGraph:
         self._node_ids: dict[Term, int] = {}
         self._terms: list[Term] = []
         self._labels: dict[int, str] = {}
+        self._texts: dict[int, str] = {}
         self._found: dict[str, int | None] = {}  # find's answers: a label is looked up once
         self._unlabelled: set[int] = set()
         self._rels = Interner()  # predicate IRIs
@@ -219,6 +220,21 @@ class SPARQLGraph:
                 found = self._labels[node]
             return found
 
+    def text(self, node: int) -> str:
+        """The node's ``rdfs:comment`` (English or untagged preferred, then the smallest), or ``""``; read
+        with its out-edges, or on its own when those were cut at ``max_edges``."""
+        with self._lock:
+            term = self._check(node)
+            if term[0] != "iri":
+                return ""
+            if node not in self._texts:
+                self._read(node, True)
+            if node not in self._texts:
+                rows = self.select(f"SELECT ?c WHERE {{ {_sparql(term)} <{RDFS_COMMENT}> ?c . "
+                                   "FILTER(isLiteral(?c)) }")
+                self._texts[node] = _best_label(_term(row["c"]) for row in rows) or ""
+            return self._texts[node]
+
     def relation_name(self, relation: int) -> str:
         if not 0 <= relation < len(self._rels):
             raise ConfigError(f"relation id {relation} not seen in {self.endpoint}")
@@ -279,20 +295,22 @@ class SPARQLGraph:
                 rels: list[int] = []
                 ends: list[int] = []
                 labels: list[Term] = []
+                comments: list[Term] = []
                 for row in rows:
                     other = _term(row["x"])
                     pred = row["p"]["value"]
                     if other is None:
                         continue
                     if other[0] == "literal" and pred in (RDFS_LABEL, RDFS_COMMENT):
-                        if pred == RDFS_LABEL:
-                            labels.append(other)
+                        (labels if pred == RDFS_LABEL else comments).append(other)
                         continue
                     rels.append(self._rels(pred))
                     ends.append(self._node(other))
-                if out and node not in self._labels and not cut:  # every label of the node was read
-                    self._labels[node] = _best_label(labels) or _default_label(term)
-                    self._unlabelled.discard(node)
+                if out and not cut:  # every label and comment of the node was read
+                    if node not in self._labels:
+                        self._labels[node] = _best_label(labels) or _default_label(term)
+                        self._unlabelled.discard(node)
+                    self._texts[node] = _best_label(comments) or ""
                 result = (np.asarray(rels, dtype=np.int32), np.asarray(ends, dtype=np.int32))
             self._edges[(node, out)] = result
             if len(self._edges) > self.config.cache_nodes:
@@ -304,6 +322,13 @@ class SPARQLGraph:
 
     def in_edges(self, node: int) -> tuple[IdArray, IdArray]:
         return self._read(int(node), False)
+
+    def degree(self, nodes: npt.ArrayLike, direction: Direction = "both") -> npt.NDArray[np.int64]:
+        """Edges read per node (a hub's are cut at ``max_edges`` per direction)."""
+        v = np.asarray(nodes, dtype=np.int64).reshape(-1).tolist()
+        out = [len(self.out_edges(x)[1]) if direction in ("out", "both") else 0 for x in v]
+        inn = [len(self.in_edges(x)[1]) if direction in ("in", "both") else 0 for x in v]
+        return np.asarray(out, dtype=np.int64) + np.asarray(inn, dtype=np.int64)
 
     def neighbors(self, nodes: npt.ArrayLike, direction: Direction = "both") -> IdArray:
         found: list[IdArray] = []

@@ -21,7 +21,7 @@ from kgwise.embed import Encoder
 from kgwise.errors import DataError
 from kgwise.extract.subgraph import SubgraphConfig, SubgraphExtractor
 from kgwise.files import savez_atomic
-from kgwise.kg.csr import CSRGraph
+from kgwise.kg.base import KnowledgeGraph
 from kgwise.kg.grounding import Grounder, GrounderConfig
 from kgwise.kgm.features import FeatureConfig, NodeTable, QuestionGraph, graph_from_subgraph
 from kgwise.types import Question
@@ -35,7 +35,7 @@ class GraphBuilder:
 
     def __init__(
         self,
-        kg: CSRGraph,
+        kg: KnowledgeGraph,
         encoder: Encoder,
         feature: FeatureConfig | None = None,
         subgraph: SubgraphConfig | None = None,

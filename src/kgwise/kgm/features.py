@@ -69,8 +69,7 @@ def node_text(kg: KnowledgeGraph, node: int, max_chars: int = 100, gloss: bool =
     label = kg.label(node)
     m = _SYNSET.match(label)
     shown = (m.group("lemma") if m else label).replace("_", " ")
-    text_of = getattr(kg, "text", None)
-    gloss_text = text_of(node) if gloss and callable(text_of) else ""
+    gloss_text = kg.text(node) if gloss else ""
     out = f"{shown}: {gloss_text}" if gloss_text else shown
     return out[:max_chars]
 

@@ -7,11 +7,12 @@
 * ``openai:MODEL`` (or ``openai`` with ``$KGWISE_LLM_MODEL``) — the OpenAI API or any compatible server
   at ``$OPENAI_BASE_URL``;
 * ``replay:SOURCE`` — recorded outputs of real models (see ``kgwise.llm.replay``).
+
+Each backend registers its prefix with :func:`register_backend` (:mod:`kgwise.llm.registry`); a new one is
+one class and one registration.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from kgwise.errors import ConfigError
 from kgwise.llm.base import (
@@ -29,10 +30,16 @@ from kgwise.llm.base import (
     softmax,
 )
 from kgwise.llm.cache import CachedLLM, ResponseCache
+from kgwise.llm.registry import BACKENDS, Backend, backend_for, register_backend
+
+# the built-in backends register themselves (each module is one class and one registration)
+from kgwise.llm import llamacpp, openai_compat, replay  # noqa: F401  isort: skip
 
 __all__ = [
+    "BACKENDS",
     "LLM",
     "SCORING_RULES",
+    "Backend",
     "CachedLLM",
     "ChoiceScores",
     "Generation",
@@ -44,41 +51,21 @@ __all__ = [
     "TransientLLMError",
     "as_messages",
     "get_llm",
+    "register_backend",
     "scoring_rule",
     "softmax",
 ]
 
 
 def get_llm(spec: str, *, cache: bool | ResponseCache = False) -> LLM:
-    """The backend named by ``spec`` (see the module docstring); ``cache`` puts it behind the persistent
-    response cache (``True`` for the default file under ``kgwise.config.cache_dir()``)."""
+    """The backend named by ``spec`` (see the module docstring and :mod:`kgwise.llm.registry`); ``cache``
+    puts it behind the persistent response cache (``True`` for the default file under
+    ``kgwise.config.cache_dir()``)."""
     spec = spec.strip()
     if not spec:
         raise ConfigError("empty LLM spec")
-    llm: LLM
-    if spec.startswith("openai"):
-        from kgwise.llm.openai_compat import OpenAICompatible, OpenAIConfig
-
-        if spec not in {"openai"} and not spec.startswith("openai:"):
-            raise ConfigError(f"bad LLM spec {spec!r}: use openai:MODEL")
-        model = spec.split(":", 1)[1] if ":" in spec else None
-        llm = OpenAICompatible(OpenAIConfig(model=model or None))
-    elif spec.startswith("replay:"):
-        from kgwise.llm.replay import Replay
-
-        llm = Replay.from_spec(spec.split(":", 1)[1])
-    else:
-        from kgwise.llm.llamacpp import SHORT_NAMES, LlamaCpp
-
-        if spec.startswith("gguf:"):
-            llm = LlamaCpp(Path(spec[5:]))
-        elif spec in SHORT_NAMES or spec.endswith(".gguf"):
-            llm = LlamaCpp(spec)
-        else:
-            raise ConfigError(
-                f"unknown LLM {spec!r}: use one of {sorted(SHORT_NAMES)}, gguf:PATH, openai:MODEL or "
-                "replay:SOURCE"
-            )
+    backend, rest = backend_for(spec)
+    llm = backend.factory(rest)
     if cache is False:
         return llm
     return CachedLLM(llm, cache if isinstance(cache, ResponseCache) else None)

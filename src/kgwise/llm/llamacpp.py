@@ -28,6 +28,7 @@ from kgwise.errors import ConfigError
 from kgwise.files import atomic_path
 from kgwise.llm.base import ChoiceScores, Generation, LLMError, Message, as_messages
 from kgwise.llm.prices import compute_proxy
+from kgwise.llm.registry import register_backend
 from kgwise.types import Usage
 
 __all__ = ["SHORT_NAMES", "LlamaCpp", "LlamaCppConfig", "default_threads", "resolve_model_path"]
@@ -267,3 +268,12 @@ class LlamaCpp:
         n_in = len(ctx_tokens) + sum(len(t) for t in conts)
         usage = Usage(n_in, 0, 1, time.perf_counter() - t0, 0.0)
         return ChoiceScores(tuple(sums), tuple(means), usage, tuple(len(t) for t in conts), method="logprob")
+
+
+def _is_local_model(spec: str) -> bool:
+    """A shipped model's short name or a path ending in ``.gguf``."""
+    return spec in SHORT_NAMES or spec.endswith(".gguf")
+
+
+register_backend("gguf", LlamaCpp, usage=f"gguf:PATH, PATH.gguf, {', '.join(sorted(SHORT_NAMES))}",
+                 claims=_is_local_model)

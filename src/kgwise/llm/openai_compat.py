@@ -29,6 +29,7 @@ from kgwise.errors import ConfigError
 from kgwise.llm.answering import parse_choice
 from kgwise.llm.base import ChoiceScores, Generation, LLMError, Message, TransientLLMError, as_messages
 from kgwise.llm.prices import PriceTable, default_prices
+from kgwise.llm.registry import register_backend
 from kgwise.retry import RetryPolicy, RetryStats, call_with_retry, send_once
 from kgwise.types import Choice, Usage
 
@@ -250,3 +251,11 @@ class HTTPStatusError(LLMError):
 
 class _NoEchoError(Exception):
     """The server does not return prompt log-probabilities on ``/completions``."""
+
+
+def _openai(model: str) -> OpenAICompatible:
+    """``openai:MODEL``; a bare ``openai`` takes ``$KGWISE_LLM_MODEL``."""
+    return OpenAICompatible(OpenAIConfig(model=model or None))
+
+
+register_backend("openai", _openai, usage="openai:MODEL")

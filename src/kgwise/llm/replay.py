@@ -22,6 +22,7 @@ from kgwise.errors import ConfigError, ReplayMissError
 from kgwise.grading import question_key as _key
 from kgwise.llm.base import ChoiceScores, Generation, LLMError, Message, as_messages
 from kgwise.llm.prices import PriceTable, default_prices
+from kgwise.llm.registry import register_backend
 from kgwise.types import Answer, Question, Usage
 
 __all__ = ["SOURCES", "Recorded", "Replay", "ReplaySource", "register_source"]
@@ -152,3 +153,6 @@ class Replay:
 
     def score_choices(self, context: str, choices: Sequence[str]) -> ChoiceScores:
         raise LLMError(f"{self.name}: recorded free-text replies have no choice log-probabilities")
+
+
+register_backend("replay", Replay.from_spec, usage="replay:SOURCE")

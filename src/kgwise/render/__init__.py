@@ -2,6 +2,7 @@
 
 from kgwise.render.formats import (
     FORMAT_NAMES,
+    FORMATS,
     Format,
     FormatConfig,
     GraphDescriptionFormat,
@@ -9,12 +10,14 @@ from kgwise.render.formats import (
     SentenceFormat,
     TripleFormat,
     make_format,
+    register_format,
     select_edges,
 )
 from kgwise.render.prompts import answer_prompt, graph_description_prompt
 from kgwise.render.templates import clause, clean_label, relation_phrase
 
 __all__ = [
+    "FORMATS",
     "FORMAT_NAMES",
     "Format",
     "FormatConfig",
@@ -27,6 +30,7 @@ __all__ = [
     "clean_label",
     "graph_description_prompt",
     "make_format",
+    "register_format",
     "relation_phrase",
     "select_edges",
 ]

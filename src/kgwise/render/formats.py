@@ -29,14 +29,17 @@ if TYPE_CHECKING:
     from kgwise.llm import LLM
 
 __all__ = [
+    "FORMATS",
     "FORMAT_NAMES",
     "Format",
     "FormatConfig",
+    "FormatFactory",
     "GraphDescriptionFormat",
     "Rendered",
     "SentenceFormat",
     "TripleFormat",
     "make_format",
+    "register_format",
     "says_nothing",
     "select_edges",
 ]
@@ -44,6 +47,7 @@ __all__ = [
 Edge = tuple[int, int, int]
 T = TypeVar("T")
 FORMAT_NAMES = ("F_t", "F_s", "F_g")
+"""The paper's three formats, in its order (:data:`FORMATS` holds every registered one)."""
 
 
 @dataclass(frozen=True)
@@ -248,18 +252,41 @@ class GraphDescriptionFormat:
         return Rendered(text, gen.usage)
 
 
+FormatFactory = Callable[["LLM | None", FormatConfig | None], Format]
+"""Builds a format from the LLM (``None`` where none is given) and the rendering options."""
+
+FORMATS: dict[str, FormatFactory] = {}
+"""Registered formats by name (:func:`register_format`), in registration order."""
+_ALIASES: dict[str, str] = {}
+
+
+def register_format(name: str, factory: FormatFactory, aliases: Sequence[str] = ()) -> None:
+    """Make ``name`` (and each alias) buildable by :func:`make_format`; a name taken twice is an error."""
+    for key in (name, *aliases):
+        if key in FORMATS or key in _ALIASES or "+" in key or not key:
+            raise ConfigError(f"knowledge format name {key!r} is empty, holds '+' or is registered twice")
+    FORMATS[name] = factory
+    _ALIASES.update(dict.fromkeys(aliases, name))
+
+
+def _graph_description(llm: LLM | None, config: FormatConfig | None) -> GraphDescriptionFormat:
+    if llm is None:
+        raise ConfigError("format F_g (graph description) needs an LLM")
+    return GraphDescriptionFormat(llm, config)
+
+
+register_format("F_t", lambda llm, config: TripleFormat(config), aliases=("triples",))
+register_format("F_s", lambda llm, config: SentenceFormat(config), aliases=("sentences",))
+register_format("F_g", _graph_description, aliases=("graph",))
+
+
 def make_format(name: str, llm: LLM | None = None, config: FormatConfig | None = None) -> Format:
-    """``F_t``/``F_s``/``F_g`` (also ``triples``/``sentences``/``graph``); F_g needs ``llm``."""
-    key = {"triples": "F_t", "sentences": "F_s", "graph": "F_g"}.get(name, name)
-    if key == "F_t":
-        return TripleFormat(config)
-    if key == "F_s":
-        return SentenceFormat(config)
-    if key == "F_g":
-        if llm is None:
-            raise ConfigError("format F_g (graph description) needs an LLM")
-        return GraphDescriptionFormat(llm, config)
-    raise ConfigError(f"unknown knowledge format {name!r}; choose one of {', '.join(FORMAT_NAMES)}")
+    """The registered format ``name`` (``F_t``/``F_s``/``F_g``, also ``triples``/``sentences``/``graph``);
+    F_g needs ``llm``."""
+    factory = FORMATS.get(_ALIASES.get(name, name))
+    if factory is None:
+        raise ConfigError(f"unknown knowledge format {name!r}; choose one of {', '.join(FORMATS)}")
+    return factory(llm, config)
 
 
 def render_all(formats: Sequence[Format], kg: KnowledgeGraph, subgraph: Subgraph,

@@ -156,14 +156,13 @@ def write_ntriples(kg: KnowledgeGraph, path: str | Path, base: str = "urn:kgwise
     space). :func:`load_ntriples` reads it back as the same graph. A ``.gz`` path is gzipped."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    text = getattr(kg, "text", None)
     rels = [f"<{base}relation:{quote(kg.relation_name(r), safe='').replace('_', '%5F')}>"
             for r in range(kg.num_relations)]
     with open_text(out, "w") as f:
         for v in range(kg.num_nodes):
             node = f"<{base}node:{v}>"
             f.write(f"{node} <{RDFS_LABEL}> {literal_syntax(kg.label(v))} .\n")
-            comment = text(v) if callable(text) else ""
+            comment = kg.text(v)
             if comment:
                 f.write(f"{node} <{RDFS_COMMENT}> {literal_syntax(comment)} .\n")
             for r, t in zip(*kg.out_edges(v), strict=True):
