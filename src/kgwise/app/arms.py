@@ -162,6 +162,7 @@ class InjectArm(LLMArm):
         from kgwise.extract.base import Extractor
         from kgwise.inject.bandit import PromptBandit
         from kgwise.inject.build import DEFAULT_COMBO
+        from kgwise.inject.combination import Combination
         from kgwise.inject.injector import InjectorConfig, KnowledgeInjector
         from kgwise.kg.csr import CSRGraph
         from kgwise.kg.grounding import Grounder
@@ -185,7 +186,7 @@ class InjectArm(LLMArm):
         self.kg = kg
         self.injector = KnowledgeInjector(
             kg, Grounder(kg), extractors, formats, self.llm, bandit, encoder,
-            InjectorConfig(scoring_rule(config.scoring), config.combo or DEFAULT_COMBO))
+            InjectorConfig(scoring_rule(config.scoring), Combination.parse(config.combo or DEFAULT_COMBO)))
         if config.combo is not None and config.combo not in self.injector.combos():
             raise ConfigError(f"arm {config.name!r}: unknown combo {config.combo!r}; available: "
                               f"{', '.join(self.injector.combos())}")
@@ -195,6 +196,7 @@ class InjectArm(LLMArm):
         return super().usage_bound(question, KNOWLEDGE_CHARS, 1)
 
     def answer(self, question: Question) -> ArmOutput:
+        from kgwise.inject.combination import Combination
         from kgwise.llm.answering import answer_free_text
 
         if question.choices:
@@ -202,12 +204,13 @@ class InjectArm(LLMArm):
             a = inj.answer
             return ArmOutput(a.prediction, dict(a.probabilities),
                              subgraph_knowledge(self.kg, inj.subgraph, a.knowledge, a.combo), a.usage)
-        combo = self._config.combo or self.injector.choose(question)
-        if not combo.startswith("P_sub+"):  # P_RL needs answer-choice targets
-            combo = "P_sub+" + combo.partition("+")[2]
+        combo = (Combination.parse(self._config.combo) if self._config.combo
+                 else self.injector.choose(question))
+        if combo.extractor != "P_sub":  # P_RL needs answer-choice targets
+            combo = Combination("P_sub", combo.format)
         rendered, sub, _ = self.injector.knowledge(question, combo)
         a = answer_free_text(self.llm, question, rendered.text, max_tokens=self._config.max_tokens)
-        return ArmOutput(a.prediction, {}, subgraph_knowledge(self.kg, sub, rendered.text, combo),
+        return ArmOutput(a.prediction, {}, subgraph_knowledge(self.kg, sub, rendered.text, str(combo)),
                          rendered.usage + a.usage)
 
 

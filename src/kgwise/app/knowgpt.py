@@ -128,8 +128,9 @@ class KnowGPTApp:
 
     def combination_for(self, combo: str | None) -> str | None:
         """The combination (or ``bandit``) that answers a question asked with ``combo``."""
+        fallback = self.injector.config.default_combo
         return combo or self.default_combo or (
-            "bandit" if self.injector.bandit is not None else self.injector.config.default_combo)
+            "bandit" if self.injector.bandit is not None else str(fallback) if fallback else None)
 
     def answer(self, question: Question, combo: str | None = None, alpha: float | None = None
                ) -> CalibratedAnswer:
