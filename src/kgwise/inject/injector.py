@@ -103,8 +103,7 @@ class KnowledgeInjector:
             if self.config.default_combo is not None:
                 return self.config.default_combo
             raise ConfigError("no prompt bandit: pass combo=… or give the injector a trained bandit")
-        arm = self.bandit.select(self.encoder.encode([question.text])[0])
-        return self.bandit.arms[arm]
+        return self.bandit.pull(self.encoder.encode([question.text])[0])
 
     def _split(self, combo: str) -> tuple[str, str]:
         p, _, f = combo.partition("+")
