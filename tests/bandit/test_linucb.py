@@ -146,3 +146,16 @@ def test_refit_equals_the_closed_form_and_updates_go_on_from_it(n: int, seed: in
     assert np.allclose(policy.theta[1], np.linalg.solve(np.diag(weights) + X.T @ X, X.T @ r), atol=1e-6)
     with pytest.raises(ConfigError, match="ridge"):
         policy.refit(1, X, r, 0.0)
+
+
+def test_arms_are_labels_and_old_states_load() -> None:
+    """Named arms: ``pull`` returns a name and ``update`` takes one; a state written before arms had labels
+    (no ``arms`` key) loads with the labels ``0 … n−1``."""
+    pol = LinUCB(["P_sub", "P_RL"], 2, alpha=0.0, seed=0)
+    pol.update("P_RL", [1.0, 0.0], 1.0)
+    assert pol.pull([1.0, 0.0]) == "P_RL" and pol.index("P_RL") == 1
+    with pytest.raises(ConfigError, match="P_sub, P_RL"):
+        pol.update("P_XX", [1.0, 0.0], 1.0)
+    old = LinUCB(2, 2, seed=0).state_dict()
+    del old["arms"]
+    assert LinUCB.from_state_dict(old).arms == (0, 1)

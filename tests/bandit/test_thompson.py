@@ -23,7 +23,7 @@ def test_posterior_matches_beta_conjugate(priors: list[tuple[float, float]], dat
     ts = BetaThompson(n, priors, seed=0)
     obs = data.draw(st.lists(st.tuples(st.integers(0, n - 1), st.sampled_from([0, 1])), max_size=50))
     for arm, r in obs:
-        ts.update(arm, r)
+        ts.update(arm, None, r)
     for a, (a0, b0) in enumerate(priors):
         s = sum(r for arm, r in obs if arm == a)
         f = sum(1 - r for arm, r in obs if arm == a)
@@ -44,7 +44,7 @@ def test_samples_follow_the_posterior() -> None:
 def test_state_round_trip_gives_identical_draws() -> None:
     ts = BetaThompson(3, seed=2)
     for i in range(20):
-        ts.update(i % 3, i % 2)
+        ts.update(i % 3, None, i % 2)
     clone = BetaThompson.from_state_dict(json.loads(json.dumps(ts.state_dict())))
     for _ in range(10):
         np.testing.assert_array_equal(ts.sample(), clone.sample())
@@ -60,4 +60,19 @@ def test_prior_from_accuracy_and_errors() -> None:
     with pytest.raises(ConfigError):
         BetaThompson(1, [(0.0, 1.0)])
     with pytest.raises(ConfigError):
-        BetaThompson(1).update(0, 2.0)
+        BetaThompson(1).update(0, None, 2.0)
+
+
+def test_arms_are_labels() -> None:
+    """Named arms: ``pull`` returns a name, ``update`` takes one (an unknown name is refused, naming the
+    arms), and the labels survive a state round trip."""
+    ts = BetaThompson(["KGM", "LLM"], [(1.0, 9.0), (9.0, 1.0)], seed=1)
+    assert ts.arms == ("KGM", "LLM") and ts.pull() == "LLM"
+    ts.update("KGM", None, 1.0)
+    assert ts.alpha.tolist() == [2.0, 9.0]
+    with pytest.raises(ConfigError, match="KGM, LLM"):
+        ts.update("GPU", None, 1.0)
+    clone = BetaThompson.from_state_dict(json.loads(json.dumps(ts.state_dict())))
+    assert clone.arms == ("KGM", "LLM") and [clone.pull() for _ in range(5)] == [ts.pull() for _ in range(5)]
+    with pytest.raises(ConfigError, match="unique"):
+        BetaThompson(["a", "a"])

@@ -22,7 +22,7 @@ def test_six_arms_and_gamma() -> None:
     with pytest.raises(ConfigError):
         BanditConfig(delta=1.5)
     with pytest.raises(ConfigError, match="dimension"):
-        PromptBandit(4).select(np.ones(3))
+        PromptBandit(4).pull(np.ones(3))
 
 
 @settings(max_examples=25, deadline=None)
@@ -37,7 +37,7 @@ def test_arm_estimates_equal_the_closed_form_ridge_solution(n: int, seed: int, r
         c = rng.normal(size=dim)
         arm = int(rng.integers(len(ARMS)))
         r = float(rng.integers(2))
-        bandit.update(arm, c, r)
+        bandit.update(ARMS[arm], c, r)
         history[arm].append((np.append(c, 1.0), r))
     for arm, rows in history.items():
         C = np.array([x for x, _ in rows]).reshape(-1, dim + 1)
@@ -61,20 +61,20 @@ def test_fit_learns_which_combination_suits_which_questions(tmp_path: Path) -> N
     E = base[kinds] + 0.1 * rng.normal(size=(400, dim))
     good = {0: 1, 1: 4}  # kind 0 → P_sub+F_s, kind 1 → P_RL+F_s
 
-    def reward(i: int, arm: int) -> float:
-        return float(arm == good[int(kinds[i])])
+    def reward(i: int, arm: str) -> float:
+        return float(ARMS.index(arm) == good[int(kinds[i])])
 
     bandit = PromptBandit(dim, config=BanditConfig(seed=3))
     hist = bandit.fit(E, reward)
     assert len(hist.arms) == 400
     late = np.mean(hist.rewards[-100:])
     assert late > 0.8 > np.mean(hist.rewards[:50])
-    assert bandit.select(base[0]) == 1 and bandit.select(base[1]) == 4
+    assert bandit.pull(base[0]) == "P_sub+F_s" and bandit.pull(base[1]) == "P_RL+F_s"
     path = bandit.save(tmp_path / "bandit.npz")
     loaded = PromptBandit.load(path)
     assert loaded.arms == bandit.arms and loaded.config == bandit.config
     for c in E[:50]:
-        assert loaded.select(c) == bandit.select(c)
+        assert loaded.pull(c) == bandit.pull(c)
         assert np.allclose(loaded.scores(c, True), bandit.scores(c, True))
 
 
@@ -93,7 +93,7 @@ def test_training_means_are_each_arms_mean_reward() -> None:
     rewards: dict[int, list[float]] = {}
     for _ in range(60):
         a, r = int(rng.integers(0, len(ARMS) - 1)), float(rng.random() < 0.4)  # the last arm is never pulled
-        bandit.update(a, rng.normal(size=5), r)
+        bandit.update(ARMS[a], rng.normal(size=5), r)
         rewards.setdefault(a, []).append(r)
     means = bandit.training_means()
     for a, rs in rewards.items():
@@ -110,19 +110,19 @@ def test_noise_contexts_shrink_every_arm_to_its_mean_reward(tmp_path: Path) -> N
     p = np.array([0.30, 0.25, 0.20, 0.45, 0.25, 0.30])
     R = (rng.random((n, len(ARMS))) < p).astype(float)
     tuned = PromptBandit(dim, config=BanditConfig(seed=0))
-    hist = tuned.fit(E, lambda i, a: float(R[i, a]))
+    hist = tuned.fit(E, lambda i, a: float(R[i, ARMS.index(a)]))
     assert hist.questions == sorted(hist.questions, key=hist.questions.index) and len(hist.questions) == n
     assert min(tuned.ridges) >= 10.0
     fixed = PromptBandit(dim, config=BanditConfig(seed=0, ridge_grid=()))
-    fixed.fit(E, lambda i, a: float(R[i, a]))
+    fixed.fit(E, lambda i, a: float(R[i, ARMS.index(a)]))
     assert fixed.ridges == [1.0] * len(ARMS)
     new = rng.normal(size=(200, dim)) / np.sqrt(dim)
-    picks_tuned = np.array([tuned.select(c) for c in new])
-    picks_fixed = np.array([fixed.select(c) for c in new])
-    assert np.mean(picks_tuned == 3) > 0.9 > np.mean(picks_fixed == 3)
+    picks_tuned = np.array([tuned.pull(c) for c in new])
+    picks_fixed = np.array([fixed.pull(c) for c in new])
+    assert np.mean(picks_tuned == "P_RL+F_t") > 0.9 > np.mean(picks_fixed == "P_RL+F_t")
     loaded = PromptBandit.load(tuned.save(tmp_path / "b.npz"))
     assert loaded.ridges == tuned.ridges
-    assert all(loaded.select(c) == tuned.select(c) for c in new[:20])
+    assert all(loaded.pull(c) == tuned.pull(c) for c in new[:20])
 
 
 def test_full_feedback_learns_every_arm_on_every_question_and_finds_a_close_best_arm() -> None:
@@ -138,15 +138,35 @@ def test_full_feedback_learns_every_arm_on_every_question_and_finds_a_close_best
         R = (rng.random((n, len(ARMS))) < p).astype(float)
         for feedback in ("bandit", "full"):
             bandit = PromptBandit(dim, config=BanditConfig(seed=seed, feedback=feedback))  # type: ignore[arg-type]
-            hist = bandit.fit(E, lambda i, a, R=R: float(R[i, a]))
+            hist = bandit.fit(E, lambda i, a, R=R: float(R[i, ARMS.index(a)]))
             if feedback == "full":
                 assert len(hist.arms) == n * len(ARMS)
                 assert np.allclose(bandit.training_means(), R.mean(axis=0))
             new = rng.normal(size=(50, dim)) / np.sqrt(dim)
-            wins[feedback] += int(np.mean([bandit.select(c) == 2 for c in new]) > 0.5)
+            wins[feedback] += int(np.mean([bandit.pull(c) == "P_sub+F_g" for c in new]) > 0.5)
     assert wins["full"] >= 18 and wins["full"] > wins["bandit"] + 3, wins
 
 
 def test_unknown_feedback_is_refused() -> None:
     with pytest.raises(ConfigError, match="feedback"):
         BanditConfig(feedback="partial")  # type: ignore[arg-type]
+
+
+def test_a_state_round_trip_pulls_and_learns_as_the_original() -> None:
+    """``state_dict`` / ``from_state_dict`` (JSON) keep arms, λ^i and the LinUCB state; a state of another
+    shape is refused."""
+    import json
+
+    rng = np.random.default_rng(4)
+    bandit = PromptBandit(3, ("P_sub+F_t", "P_RL+F_g"), BanditConfig(seed=2, explore_at_test=True))
+    for _ in range(10):
+        c = rng.normal(size=3)
+        bandit.update(bandit.pull(c), c, float(rng.random() < 0.5))
+    clone = PromptBandit.from_state_dict(json.loads(json.dumps(bandit.state_dict())))
+    assert clone.arms == bandit.arms and clone.ridges == bandit.ridges
+    for c in rng.normal(size=(10, 3)):
+        assert clone.pull(c) == bandit.pull(c)
+    with pytest.raises(ConfigError, match="do not match"):
+        PromptBandit.from_state_dict(bandit.state_dict() | {"dim": 4})
+    with pytest.raises(ConfigError, match="no arm"):
+        bandit.update("P_RL+F_t", np.ones(3), 1.0)

@@ -131,8 +131,8 @@ def test_injector_asks_the_bandit_for_the_combination(data_dir: Path) -> None:
     bandit = PromptBandit(enc.dim, arms)
     c = enc.encode([q.text])[0]
     for _ in range(3):
-        bandit.update(1, c, 1.0)
-        bandit.update(0, c, 0.0)
+        bandit.update("P_sub+F_s", c, 1.0)
+        bandit.update("P_sub+F_t", c, 0.0)
     inj = KnowledgeInjector(kg, Grounder(kg), {"P_sub": SubgraphExtractor(kg)}, formats, llm,  # type: ignore[arg-type]
                             bandit=bandit, encoder=enc)
     assert inj.answer(q).combo == "P_sub+F_s"

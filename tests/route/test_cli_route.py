@@ -73,8 +73,8 @@ def test_eval_route_small(tmp_path: Path, data_dir: Path) -> None:
     assert report["coverage"]["covered_by_all_arms"] == report["setup"]["questions"]
     assert set(report["ablations"]) == {"wo_Ec", "wo_Ea", "wo_Ra"}
     assert [p["lambda"] for p in report["lambda_sweep"]] == [0.001, 0.1, 1.0, 10.0, 100.0]
-    assert all(b["cost"] <= b["budget_abs"] + 1e-9 for b in report["budget_sweep"])
-    assert all(b["cost"] <= b["budget_abs"] + 1e-9 for b in report["paced_budget_sweep"])
+    assert all(b["cost"] <= b["budget"] + 1e-9 for b in report["budget_sweep"])
+    assert all(b["cost"] <= b["budget"] + 1e-9 for b in report["paced_budget_sweep"])
     cascade = report["hindsight_cascade"]
     assert cascade["cheap_arm"] == "ReaRev-lmsr" and cascade["curve"][0]["cost"] == 0.0
     for kind in ("agreement", "learned"):  # all cheap at share 0, all strong at share 1
@@ -85,7 +85,7 @@ def test_eval_route_small(tmp_path: Path, data_dir: Path) -> None:
     assert {k: v["dim"] for k, v in variants.items()} == {"free_gnn_signals": 5,
                                                           "free_gnn_signals+embedding": 389}
     for v in variants.values():
-        assert all(b["cost"] <= b["budget_abs"] + 1e-9 for b in v["paced_budget_sweep"])
+        assert all(b["cost"] <= b["budget"] + 1e-9 for b in v["paced_budget_sweep"])
         assert "met_accuracy_ge_best" in v["paced_60"]
     assert all(Path(f).is_file() for f in report["figures"])
 

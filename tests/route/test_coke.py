@@ -1,7 +1,9 @@
-"""Coke router: budget never exceeded (adversarial costs), save/load → identical decisions, Eq. 2 parts."""
+"""Coke router: budget never exceeded (adversarial costs), save/load → identical decisions, Eq. 2 parts,
+named arms (costs by name or in arm order), state files of the first format."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -10,24 +12,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kgwise.errors import ConfigError
+from kgwise.errors import ConfigError, DataError
+from kgwise.route.arms import ArmSpec
 from kgwise.route.coke import BudgetExceededError, CokeConfig, CokeRouter, cluster_priors
 
-NAMES = ["kgm", "small", "big"]
-CLUSTERS = ["KGM", "LLM", "LLM"]
+ARMS = (ArmSpec("kgm", "KGM", 0.7), ArmSpec("small", "LLM", 0.6), ArmSpec("big", "LLM", 0.9))
+COL = {a.name: j for j, a in enumerate(ARMS)}
+DATA = Path(__file__).parent / "data"
 
 
 def _router(budget: float = math.inf, seed: int = 0, horizon: int | None = None, **kw: object) -> CokeRouter:
-    return CokeRouter(
-        NAMES,
-        CLUSTERS,
-        4,
-        budget=budget,
-        reported_accuracy=[0.7, 0.6, 0.9],
-        config=CokeConfig(**kw),
-        seed=seed,
-        horizon=horizon,
-    )  # type: ignore[arg-type]
+    return CokeRouter(ARMS, 4, budget=budget, config=CokeConfig(**kw), seed=seed,  # type: ignore[arg-type]
+                      horizon=horizon)
 
 
 @settings(max_examples=60, deadline=None)
@@ -46,12 +42,12 @@ def _router(budget: float = math.inf, seed: int = 0, horizon: int | None = None,
 def test_budget_is_never_exceeded(budget: float, steps: list, seed: int) -> None:
     router = _router(budget, seed)
     for costs, right, x in steps:
-        arm = router.select(np.array(x), costs)
+        arm = router.pull(np.array(x), costs)
         if arm is None:
             assert all(router.spent + c > budget for c in costs)
             continue
-        assert router.spent + costs[arm] <= budget
-        router.update(arm, np.array(x), float(right), costs[arm])
+        assert router.spent + costs[COL[arm]] <= budget
+        router.update(arm, np.array(x), float(right), costs[COL[arm]])
         assert router.spent <= budget
 
 
@@ -72,11 +68,11 @@ def test_paced_budget_is_never_ahead_of_schedule(budget: float, horizon: int, st
     x = np.ones(4)
     for k, (costs, right) in enumerate(steps, start=1):
         allowed = budget * min(1.0, k / horizon)
-        arm = router.select(x, costs)
+        arm = router.pull(x, costs)
         if arm is None:
             assert all(router.spent + c > allowed for c in costs)
             continue
-        router.update(arm, x, float(right), costs[arm])
+        router.update(arm, x, float(right), costs[COL[arm]])
         assert router.spent <= allowed + 1e-9
 
 
@@ -95,18 +91,18 @@ def _gain_stream(pacing: str, n: int = 1000) -> tuple[float, float]:
     for the LLM on 40 % of the questions. Returns the accuracy over the last 400 questions and the share
     of the LLM calls that went to kind A, where the free arm was right already."""
     rng = np.random.default_rng(7)
-    router = CokeRouter(["kgm", "llm"], ["KGM", "LLM"], 2, budget=0.4 * n, reported_accuracy=[0.7, 0.9],
-                        config=CokeConfig(pacing=pacing), seed=0, horizon=n)  # type: ignore[arg-type]
+    router = CokeRouter([ArmSpec("kgm", "KGM", 0.7), ArmSpec("llm", "LLM", 0.9)], 2, budget=0.4 * n,
+                        config=CokeConfig(pacing=pacing), seed=0, horizon=n)
     late, wasted, calls = [], 0, 0
     for k in range(n):
         kind_a = rng.random() < 0.7
         x = np.array([1.0, 0.0]) if kind_a else np.array([0.0, 1.0])
-        arm = router.select(x, [0.0, 1.0])
+        arm = router.pull(x, {"kgm": 0.0, "llm": 1.0})
         assert arm is not None
-        right = arm == 1 or kind_a
-        router.update(arm, x, float(right), float(arm))
-        if arm == 1:
-            router.observe(0, x, float(kind_a))  # the free model answered as well
+        right = arm == "llm" or kind_a
+        router.update(arm, x, float(right), float(arm == "llm"))
+        if arm == "llm":
+            router.observe("kgm", x, float(kind_a))  # the free model answered as well
             calls += 1
             wasted += kind_a
         if k >= n - 400:
@@ -128,13 +124,15 @@ def test_observe_learns_without_spending() -> None:
     router = _router(budget=5.0)
     x = np.ones(4) / 2
     before = router.thompson.alpha.copy(), router.linucb.expected(x).copy()
-    router.observe(0, x, 1.0)
+    router.observe("kgm", x, 1.0)
     assert router.thompson.alpha[0] == before[0][0] + 1 and router.linucb.expected(x)[0] > before[1][0]
     assert router.spent == 0.0 and router.pulls.sum() == 0 and router.reserved == 0.0
     with pytest.raises(ConfigError, match="reward"):
-        router.observe(0, x, 2.0)
-    with pytest.raises(ConfigError, match="arm"):
-        router.observe(5, x, 1.0)
+        router.observe("kgm", x, 2.0)
+    with pytest.raises(ConfigError, match="arm names"):
+        router.observe("gpt-5", x, 1.0)
+    with pytest.raises(ConfigError, match="arm names"):
+        router.observe(0, x, 1.0)  # type: ignore[arg-type]  # a position is not a name
 
 
 @pytest.mark.parametrize("decomposed", [False, True])
@@ -149,7 +147,7 @@ def test_warm_start_is_observe_per_graded_outcome(decomposed: bool) -> None:
     for i in range(6):
         for j in range(3):
             if not np.isnan(R[i, j]):
-                by_hand.observe(j, X[i], R[i, j])
+                by_hand.observe(ARMS[j].name, X[i], R[i, j])
     assert np.array_equal(warm.thompson.alpha, by_hand.thompson.alpha)
     assert np.array_equal(warm.thompson.beta, by_hand.thompson.beta)
     assert np.allclose(warm.linucb.expected(X[0]), by_hand.linucb.expected(X[0]))
@@ -173,7 +171,7 @@ def test_price_pacing_needs_a_horizon_and_a_known_name() -> None:
 def test_unaffordable_update_raises() -> None:
     router = _router(budget=1.0)
     with pytest.raises(BudgetExceededError):
-        router.update(0, np.ones(4), 1.0, 2.0)
+        router.update("kgm", np.ones(4), 1.0, 2.0)
 
 
 @pytest.mark.parametrize("pacing", ["allowance", "price"])
@@ -182,31 +180,31 @@ def test_save_load_restores_identical_decisions(tmp_path: Path, pacing: str) -> 
     router = _router(budget=15.0, seed=3, horizon=60, pacing=pacing, price_window=16)
     for _ in range(30):
         x, costs = rng.normal(size=4), rng.random(3)
-        a = router.select(x, costs)
+        a = router.pull(x, costs)
         if a is not None:
-            router.update(a, x, float(rng.random() < 0.6), float(costs[a]))
+            router.update(a, x, float(rng.random() < 0.6), float(costs[COL[a]]))
     assert (router.price > 0) == (pacing == "price")  # the price binds: 0.25 a question for costs up to 1
     router.save(tmp_path / "router.json")
     clone = CokeRouter.load(tmp_path / "router.json")
     assert clone.horizon == 60
     for _ in range(50):
         x, costs = rng.normal(size=4), rng.random(3)
-        a, b = router.select(x, costs), clone.select(x, costs)
+        a, b = router.pull(x, costs), clone.pull(x, costs)
         assert a == b
-        if a is None:
+        if a is None or b is None:
             continue
         y = float(rng.random() < 0.6)
-        router.update(a, x, y, float(costs[a]))
-        clone.update(b, x, y, float(costs[a]))  # type: ignore[arg-type]
+        router.update(a, x, y, float(costs[COL[a]]))
+        clone.update(b, x, y, float(costs[COL[a]]))
     assert clone.spent == router.spent
 
 
 def test_cost_regret_is_failure_share_of_spending() -> None:
     router = _router()
     x = np.ones(4) / 2
-    router.update(2, x, 0.0, 3.0)
-    router.update(2, x, 1.0, 1.0)
-    router.update(0, x, 0.0, 0.0)  # a free arm never regrets spending
+    router.update("big", x, 0.0, 3.0)
+    router.update("big", x, 1.0, 1.0)
+    router.update("kgm", x, 0.0, 0.0)  # a free arm never regrets spending
     np.testing.assert_allclose(router.cost_regret(), [0.0, 0.0, 0.75])
 
 
@@ -220,14 +218,14 @@ def test_priors_are_cluster_means_of_reported_accuracy() -> None:
 def test_learns_the_right_arm_per_context() -> None:
     """Arm 1 is right on contexts of kind A, arm 2 on kind B: Coke must learn to route by context."""
     rng = np.random.default_rng(1)
-    router = CokeRouter(NAMES, CLUSTERS, 2, config=CokeConfig(delta=0.9, use_cluster=False), seed=0)
+    router = CokeRouter(ARMS, 2, config=CokeConfig(delta=0.9, use_cluster=False), seed=0)
     late = []
     for k in range(600):
         kind = int(rng.integers(2))
         x = np.array([1.0, 0.0]) if kind == 0 else np.array([0.0, 1.0])
-        a = router.select(x, [0.0, 0.0, 0.0])
+        a = router.pull(x, [0.0, 0.0, 0.0])
         assert a is not None
-        right = (a == 1 and kind == 0) or (a == 2 and kind == 1)
+        right = (a == "small" and kind == 0) or (a == "big" and kind == 1)
         router.update(a, x, float(right), 0.0)
         if k >= 400:
             late.append(right)
@@ -240,19 +238,25 @@ def test_ablation_switches_and_errors() -> None:
     assert np.all(r.expectations(x) == 0.0)
     with pytest.raises(ConfigError):
         CokeConfig(lam=-1.0)
+    with pytest.raises(ConfigError, match="unique"):
+        CokeRouter([ArmSpec("a", "KGM"), ArmSpec("a", "LLM")], 4)
+    with pytest.raises(ConfigError, match="cluster"):
+        CokeRouter([ArmSpec("a", "GPU")], 4)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="sequence of arms"):
+        CokeRouter("ab", 4)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="each arm needs a name"):
+        CokeRouter(["a", "b"], 4)  # type: ignore[list-item]  # the parallel lists of old
+    with pytest.raises(ConfigError, match="at least one arm"):
+        CokeRouter([], 4)
     with pytest.raises(ConfigError):
-        CokeRouter(["a", "a"], ["KGM", "LLM"], 4)
-    with pytest.raises(ConfigError):
-        CokeRouter(["a"], ["GPU"], 4)  # type: ignore[list-item]
-    with pytest.raises(ConfigError):
-        _router().select(x, [1.0, -1.0, 0.0])
+        _router().pull(x, [1.0, -1.0, 0.0])
 
 
 @settings(max_examples=60, deadline=None)
 @given(
     budget=st.floats(0.0, 20.0),
     steps=st.lists(st.tuples(st.lists(st.floats(0.0, 5.0), min_size=3, max_size=3),
-                             st.sampled_from(["select", "update", "cancel"]), st.floats(0.0, 1.0)),
+                             st.sampled_from(["pull", "update", "cancel"]), st.floats(0.0, 1.0)),
                    max_size=60),
     seed=st.integers(0, 1000),
 )
@@ -261,13 +265,13 @@ def test_selections_awaiting_outcomes_never_overspend_together(budget: float, st
     held never exceeds the budget, and every settled cost is recorded."""
     router = _router(budget, seed)
     x = np.ones(4)
-    waiting: list[tuple[int, float]] = []
+    waiting: list[tuple[str, float]] = []
     recorded = 0.0
     for costs, action, share in steps:
-        if action == "select" or not waiting:
-            arm = router.select(x, costs)
+        if action == "pull" or not waiting:
+            arm = router.pull(x, costs)
             if arm is not None:
-                waiting.append((arm, costs[arm]))
+                waiting.append((arm, costs[COL[arm]]))
         else:
             arm, bound = waiting.pop(int(share * (len(waiting) - 1)))
             if action == "update":
@@ -283,13 +287,64 @@ def test_selections_awaiting_outcomes_never_overspend_together(budget: float, st
 def test_costs_above_their_bound_are_recorded_and_bad_arms_named() -> None:
     router = _router(budget=1.0)
     x = np.ones(4)
-    arm = router.select(x, [0.5, 0.5, 0.5])
+    arm = router.pull(x, [0.5, 0.5, 0.5])
     assert arm is not None and router.remaining == pytest.approx(0.5)
     router.update(arm, x, 1.0, 0.7)  # spent beyond its bound: recorded, not refused
     assert router.spent == pytest.approx(0.7) and router.overrun == pytest.approx(0.2)
-    with pytest.raises(ConfigError, match="no arm was selected"):
+    with pytest.raises(ConfigError, match="no arm was pulled"):
         router.update(None, x, 1.0, 0.0)  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="as returned by select"):
-        router.update("a", x, 1.0, 0.0)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="as returned by pull"):
+        router.update("a", x, 1.0, 0.0)
     with pytest.raises(ConfigError, match="no selection awaiting an outcome"):
-        router.cancel(0)
+        router.cancel("kgm")
+
+
+def test_costs_by_name_are_costs_in_arm_order() -> None:
+    """A mapping of costs by arm name pulls as the same costs in arm order; a mapping that misses or adds
+    an arm is refused, naming it."""
+    by_name, in_order = _router(budget=3.0, seed=5), _router(budget=3.0, seed=5)
+    rng = np.random.default_rng(2)
+    for _ in range(20):
+        x, costs = rng.normal(size=4), rng.random(3)
+        a = by_name.pull(x, {"big": costs[2], "kgm": costs[0], "small": costs[1]})
+        assert a == in_order.pull(x, costs)
+        if a is not None:
+            by_name.update(a, x, 1.0, float(costs[COL[a]]))
+            in_order.update(a, x, 1.0, float(costs[COL[a]]))
+    with pytest.raises(ConfigError, match="missing big"):
+        by_name.pull(np.ones(4), {"kgm": 0.0, "small": 0.1})
+    with pytest.raises(ConfigError, match="unknown gpt"):
+        by_name.pull(np.ones(4), {"kgm": 0.0, "small": 0.1, "big": 1.0, "gpt": 1.0})
+
+
+def test_takes_arms_with_a_predictor_and_returns_their_names() -> None:
+    """Any arm record with a name, a cluster and a reported accuracy will do (here :class:`Arm`)."""
+    from kgwise.route.arms import Arm, ArmResult, ReplayPredictor
+
+    free = Arm("ReaRev", "KGM", ReplayPredictor("ReaRev", {}), reported_accuracy=0.7)
+    paid = Arm("gpt", "LLM", ReplayPredictor("gpt", dict[str, ArmResult]()), per_call=1.0)
+    router = CokeRouter([free, paid], 2, budget=1.0)
+    assert router.arms == ("ReaRev", "gpt") and router.reported_accuracy == [0.7, None]
+    assert router.pull(np.ones(2), {"ReaRev": 2.0, "gpt": 1.0}) == "gpt"  # the only affordable one
+
+
+def test_loads_a_state_file_of_the_first_format(tmp_path: Path) -> None:
+    """``router_v1.json`` was written by the router before arms were named records (parallel names,
+    clusters and reported accuracies; a decision waiting on arm 1): it loads, and pulls what that router
+    pulled next (recorded then). Saved again it is in the current format; a newer version is refused."""
+    state = json.loads((DATA / "router_v1.json").read_text())
+    state.pop("pending")
+    router = CokeRouter.from_state_dict(state)
+    assert router.arms == ("gnn", "gpt") and router.reported_accuracy == [0.6, None]
+    assert router.holds == [[], [0.3]] and router.spent == 0.5
+    X = np.random.default_rng(5).normal(size=(8, 3))
+    assert [router.pull(x, [0.0, 0.05]) for x in X] == ["gnn", "gnn", "gnn", "gnn", "gpt", "gnn", "gpt",
+                                                         "gnn"]
+    router.save(tmp_path / "v2.json")
+    saved = json.loads((tmp_path / "v2.json").read_text())
+    assert saved["version"] == 2 and saved["arms"][0] == {"name": "gnn", "cluster": "KGM",
+                                                           "reported_accuracy": 0.6}
+    assert CokeRouter.load(tmp_path / "v2.json").state_dict() == saved
+    (tmp_path / "v3.json").write_text(json.dumps(saved | {"version": 3}))
+    with pytest.raises(DataError, match="state version 3"):
+        CokeRouter.load(tmp_path / "v3.json")

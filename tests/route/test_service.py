@@ -4,6 +4,7 @@ routing from the shell (`kgwise route status/select/feedback`)."""
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -12,12 +13,14 @@ import pytest
 from typer.testing import CliRunner
 
 from kgwise.cli.main import app as cli
-from kgwise.errors import ConfigError
+from kgwise.errors import ConfigError, DataError
+from kgwise.route.arms import ArmSpec
 from kgwise.route.coke import CokeRouter
 from kgwise.route.service import RoutingService, UnknownDecisionError, read_status
 
 QUESTIONS = ["Which drug treats high blood pressure?", "Where is the Eiffel Tower?", "Who wrote Hamlet?"]
 DIM = 8
+ARMS = [ArmSpec("gnn", "KGM"), ArmSpec("small", "LLM"), ArmSpec("big", "LLM")]
 
 
 def embed(text: str) -> np.ndarray:
@@ -27,7 +30,7 @@ def embed(text: str) -> np.ndarray:
 @pytest.fixture()
 def router_file(tmp_path: Path) -> Path:
     path = tmp_path / "router.json"
-    CokeRouter(["gnn", "small", "big"], ["KGM", "LLM", "LLM"], DIM, budget=1.0).save(path)
+    CokeRouter(ARMS, DIM, budget=1.0).save(path)
     return path
 
 
@@ -92,7 +95,7 @@ def test_routing_from_the_shell(router_file: Path, tmp_path: Path) -> None:
     from kgwise.embed import MiniLM
 
     path = tmp_path / "minilm.json"
-    CokeRouter(["gnn", "small", "big"], ["KGM", "LLM", "LLM"], MiniLM().dim, budget=0.5).save(path)
+    CokeRouter(ARMS, MiniLM().dim, budget=0.5).save(path)
     run = CliRunner().invoke
     costs = ["--cost", "0", "--cost", "0.1", "--cost", "0.3"]
     res = run(cli, ["route", "select", str(path), QUESTIONS[1], *costs])
@@ -133,3 +136,23 @@ def test_a_crashed_owner_leaves_the_state_file_free(router_file: Path) -> None:
         owner.kill()  # no close(), no clean-up: as a crash
         owner.wait()
     RoutingService(router_file, embed, DIM).close()
+
+
+def test_a_state_file_of_the_first_format_resumes_its_waiting_decision(tmp_path: Path) -> None:
+    """``router_v1.json`` (written before routers named their arms; its waiting decision names arm 1 by
+    position) opens, takes the decision's feedback on arm "gpt", and is written back in the current format."""
+    path = tmp_path / "router.json"
+    shutil.copy(Path(__file__).parent / "data" / "router_v1.json", path)
+    with RoutingService(path, lambda text: np.ones(3) / np.sqrt(3), 3) as service:
+        (decision, waiting), = service.pending.items()
+        assert waiting.arm == "gpt" and waiting.bound == 0.3
+        out = service.feedback(decision, 1.0, 0.25)
+        assert out["arm"] == "gpt" and out["spent"] == pytest.approx(0.75)
+        service.route("one more", {"gnn": 0.0, "gpt": 0.5})
+    state = json.loads(path.read_text())
+    assert state["version"] == 2 and [a["name"] for a in state["arms"]] == ["gnn", "gpt"]
+    assert [row["arm"] for row in state["pending"]] in (["gnn"], ["gpt"])
+    state["pending"][0]["arm"] = 7
+    path.write_text(json.dumps(state))
+    with pytest.raises(DataError, match="arm 7 is not one of the router's arms"):
+        read_status(path)

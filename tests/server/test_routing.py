@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from kgwise.cli.main import app as cli
 from kgwise.embed import MiniLM
 from kgwise.errors import ConfigError
+from kgwise.route.arms import ArmSpec
 from kgwise.route.coke import CokeRouter
 from kgwise.server import ServerSettings, create_app
 
@@ -87,7 +88,7 @@ def test_route_feedback_budget_and_resume(router_file: Path) -> None:
     assert saved.pulls.sum() == len(QUESTIONS) + 2
     x = MiniLM().encode(["a new question"])[0]
     twin = CokeRouter.load(router_file)
-    assert [saved.select(x, costs) for _ in range(5)] == [twin.select(x, costs) for _ in range(5)]
+    assert [saved.pull(x, costs) for _ in range(5)] == [twin.pull(x, costs) for _ in range(5)]
     assert json.loads(router_file.read_text())["kind"] == "CokeRouter"
 
 
@@ -95,7 +96,7 @@ def test_nothing_to_serve_and_dimension_mismatch(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
         create_app(ServerSettings())
     small = tmp_path / "small.json"
-    CokeRouter(["a", "b"], ["KGM", "LLM"], 8, budget=1.0).save(small)
+    CokeRouter([ArmSpec("a", "KGM"), ArmSpec("b", "LLM")], 8, budget=1.0).save(small)
     with pytest.raises(ConfigError, match="8-d"):
         create_app(ServerSettings(router=small))
 
@@ -115,7 +116,7 @@ def test_decisions_awaiting_feedback_hold_their_cost_bound(router_file: Path) ->
 def test_a_malformed_router_state_is_named(tmp_path: Path) -> None:
     from kgwise.errors import DataError
 
-    good = CokeRouter(["a", "b"], ["KGM", "LLM"], 4, budget=1.0).state_dict()
+    good = CokeRouter([ArmSpec("a", "KGM"), ArmSpec("b", "LLM")], 4, budget=1.0).state_dict()
     for broken, message in (({"kind": "CokeRouter"}, "missing 'budget'"), ([1, 2], "expected a JSON object"),
                             ({**good, "spent": "lots"}, "could not convert string to float"),
                             ({**good, "pulls": [0]}, "pulls do not match 2 arms")):
@@ -149,8 +150,7 @@ def test_route_init_warm_starts_from_a_graded_log(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert "warm-started from 8 outcomes on 4 questions" in " ".join(res.output.split())
     warm = CokeRouter.load(out)
-    cold = CokeRouter(warm.names, warm.clusters, warm.dim, budget=1.0,
-                      reported_accuracy=warm.reported_accuracy)
+    cold = CokeRouter(warm.arm_specs, warm.dim, budget=1.0)
     # KGM cluster: 2 right, 2 wrong; LLM cluster: 4 right (Eq. 5 on the logged outcomes)
     assert np.allclose(warm.thompson.alpha - cold.thompson.alpha, [2, 4])
     assert np.allclose(warm.thompson.beta - cold.thompson.beta, [2, 0])
@@ -159,3 +159,14 @@ def test_route_init_warm_starts_from_a_graded_log(tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, [*base, "--out", str(tmp_path / "x.json"), "--warm-start", str(log)])
     assert res.exit_code != 0 and "unknown arm 'huge'" in " ".join(res.output.split())
     assert not (tmp_path / "x.json").exists()
+
+
+def test_costs_may_name_the_arms(router_file: Path) -> None:
+    """``costs`` by arm name route as the same costs in the router's order; a mapping that misses an arm
+    is a 422 naming it."""
+    with TestClient(create_app(ServerSettings(router=router_file))) as client:
+        body = client.post("/v1/route", json={"question": QUESTIONS[0],
+                                              "costs": {"big": 0.9, "gnn": 0.9, "small": 0.9}}).json()
+        assert body["arm"] in ("gnn", "small", "big") and body["remaining_budget"] == pytest.approx(0.1)
+        res = client.post("/v1/route", json={"question": QUESTIONS[1], "costs": {"gnn": 0.0}})
+        assert res.status_code == 422 and "missing small, big" in res.json()["detail"]

@@ -1,7 +1,5 @@
-"""The one place the app talks to :class:`kgwise.route.coke.CokeRouter`: arms by name in, names out.
-
-Every router call of :mod:`kgwise.app` goes through :class:`RouterAdapter`, so a change of the router's
-interface (arm indices → names) is adapted here alone.
+"""The one place the app talks to :class:`kgwise.route.coke.CokeRouter` (arms by name in, names out):
+costs are checked to name every arm, and the router's accounting is read as the app's typed views.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ import numpy.typing as npt
 
 from kgwise.app.config import PipelineConfig
 from kgwise.errors import ConfigError
-from kgwise.route.arms import CLUSTERS
+from kgwise.route.arms import CLUSTERS, ArmSpec
 from kgwise.route.coke import CokeRouter
 
 __all__ = ["RouterAdapter"]
@@ -31,7 +29,7 @@ class RouterAdapter:
     def new(cls, config: PipelineConfig, dim: int) -> RouterAdapter:
         """A fresh router: the config's arms, clusters, budget, horizon, seed and ``[coke]`` values."""
         r = config.router
-        return cls(CokeRouter([a.name for a in config.arms], [a.cluster for a in config.arms], dim,
+        return cls(CokeRouter([ArmSpec(a.name, a.cluster) for a in config.arms], dim,
                               budget=r.budget, config=r.coke, seed=r.seed, horizon=r.horizon))
 
     # ------------------------------------------------------------------ names
@@ -47,13 +45,6 @@ class RouterAdapter:
     def dim(self) -> int:
         return self.router.dim
 
-    def _index(self, name: str) -> int:
-        try:
-            return self.router.names.index(name)
-        except ValueError:
-            raise ConfigError(f"the router has no arm {name!r}; its arms: {', '.join(self.router.names)}"
-                              ) from None
-
     def _vector(self, costs: Mapping[str, float]) -> list[float]:
         missing = [n for n in self.router.names if n not in costs]
         if missing:
@@ -67,8 +58,7 @@ class RouterAdapter:
 
     def select(self, x: npt.NDArray[np.float64], costs: Mapping[str, float]) -> str | None:
         """The affordable arm maximising Eq. 2 (its bound is held until :meth:`update`/:meth:`cancel`)."""
-        arm = self.router.select(x, self._vector(costs))
-        return None if arm is None else self.router.names[arm]
+        return self.router.pull(x, self._vector(costs))
 
     def affordable(self, costs: Mapping[str, float]) -> dict[str, bool]:
         """Whether each arm's cost bound fits in what the (paced) budget leaves for the next question."""
@@ -90,13 +80,13 @@ class RouterAdapter:
 
     def update(self, name: str, x: npt.NDArray[np.float64], reward: float, cost: float, bound: float
                ) -> None:
-        self.router.update(self._index(name), x, reward, cost, bound=bound)
+        self.router.update(name, x, reward, cost, bound=bound)
 
     def observe(self, name: str, x: npt.NDArray[np.float64], reward: float) -> None:
-        self.router.observe(self._index(name), x, reward)
+        self.router.observe(name, x, reward)
 
     def cancel(self, name: str, bound: float) -> None:
-        self.router.cancel(self._index(name), bound)
+        self.router.cancel(name, bound)
 
     def warm_start(self, x: npt.NDArray[np.float64], rewards: Mapping[str, Sequence[float]]) -> int:
         """Learn logged outcomes (``rewards[arm][i]``: reward on question ``i``, NaN when not graded)."""

@@ -8,12 +8,14 @@ An update is a Sherman–Morrison rank-one change of ``A_a⁻¹``, O(d²) instea
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Self, overload
 
 import numpy as np
 import numpy.typing as npt
 
+from kgwise.bandit.base import ArmT, Policy
 from kgwise.errors import ConfigError
 
 __all__ = ["LinUCB", "LinUCBConfig", "gamma_from_delta"]
@@ -47,26 +49,37 @@ class LinUCBConfig:
             raise ConfigError(f"LinUCB precision must be float64 or float32, got {self.precision!r}")
 
 
-class LinUCB:
+class LinUCB(Policy[ArmT]):
     """Per-arm ridge-regression upper confidence bound policy with seeded tie-breaking.
 
-    ``pull(context)`` returns the arm with the largest ``scores(context)``; ties (within 1e-12) are broken
-    uniformly at random by the policy's own seeded generator. ``mask`` restricts a pull to allowed arms.
+    ``arms``: the arm labels, or their number ``n`` (labels ``0 … n−1``, which are then also the rows of
+    the arrays). ``pull(context)`` returns the arm with the largest ``scores(context)``; ties (within
+    1e-12) are broken uniformly at random by the policy's own seeded generator. ``mask`` restricts a pull
+    to allowed arms. ``scores``, ``expected``, ``widths`` and :meth:`argmax` work with arm positions.
     """
+
+    @overload
+    def __init__(self: LinUCB[int], arms: int, dim: int, alpha: float = 1.0, ridge: float = 1.0,
+                 seed: int | None = 0, precision: str = "float64") -> None: ...
+
+    @overload
+    def __init__(self, arms: Sequence[ArmT], dim: int, alpha: float = 1.0, ridge: float = 1.0,
+                 seed: int | None = 0, precision: str = "float64") -> None: ...
 
     def __init__(
         self,
-        n_arms: int,
+        arms: int | Sequence[ArmT],
         dim: int,
         alpha: float = 1.0,
         ridge: float = 1.0,
         seed: int | None = 0,
         precision: str = "float64",
     ) -> None:
-        if n_arms <= 0 or dim <= 0:
-            raise ConfigError(f"LinUCB needs n_arms > 0 and dim > 0, got n_arms={n_arms}, dim={dim}")
+        if (isinstance(arms, int) and arms <= 0) or dim <= 0:
+            raise ConfigError(f"LinUCB needs n_arms > 0 and dim > 0, got arms={arms}, dim={dim}")
+        super().__init__(arms)
+        n_arms = self.n_arms
         self.config = LinUCBConfig(alpha=alpha, ridge=ridge, precision=precision)
-        self.n_arms = n_arms
         self.dim = dim
         self._seed = seed
         self._rng = np.random.default_rng(seed)
@@ -77,10 +90,6 @@ class LinUCB:
         self.theta = np.zeros((n_arms, dim))
         self.counts = np.zeros(n_arms, dtype=np.int64)
         self._cache: tuple[Vector, npt.NDArray[np.float64]] | None = None
-
-    @classmethod
-    def from_config(cls, n_arms: int, dim: int, config: LinUCBConfig, seed: int | None = 0) -> LinUCB:
-        return cls(n_arms, dim, alpha=config.alpha, ridge=config.ridge, seed=seed, precision=config.precision)
 
     @property
     def alpha(self) -> float:
@@ -97,11 +106,6 @@ class LinUCB:
         if not np.all(np.isfinite(x)):
             raise ConfigError("context contains NaN or infinite values")
         return x
-
-    def _check_arm(self, arm: int) -> int:
-        if not 0 <= int(arm) < self.n_arms:
-            raise ConfigError(f"arm {arm} out of range [0, {self.n_arms})")
-        return int(arm)
 
     def expected(self, context: npt.ArrayLike) -> Vector:
         """The exploitation term ``q·μ_a`` per arm (Eq. 8 without the bonus)."""
@@ -126,8 +130,9 @@ class LinUCB:
         quad = self._products(x) @ x
         return np.asarray(self.theta @ x + self.alpha * np.sqrt(np.maximum(quad, 0.0)))
 
-    def choose(self, values: npt.ArrayLike, mask: npt.ArrayLike | None = None) -> int:
-        """Index of the largest of ``values`` among allowed arms, ties broken by the seeded generator."""
+    def argmax(self, values: npt.ArrayLike, mask: npt.ArrayLike | None = None) -> int:
+        """Position of the largest of ``values`` (one per arm) among allowed arms, ties broken by the
+        seeded generator."""
         v = np.asarray(values, dtype=np.float64).copy()
         if mask is not None:
             m = np.asarray(mask, dtype=bool)
@@ -137,13 +142,14 @@ class LinUCB:
         best = np.flatnonzero(v >= v.max() - 1e-12)
         return int(best[0]) if best.size == 1 else int(self._rng.choice(best))
 
-    def pull(self, context: npt.ArrayLike, mask: npt.ArrayLike | None = None) -> int:
-        """The arm with the highest UCB score for ``context`` (restricted to ``mask`` if given)."""
-        return self.choose(self.scores(context), mask)
+    def pull(self, context: npt.ArrayLike, mask: npt.ArrayLike | None = None) -> ArmT:
+        """The arm with the highest UCB score for ``context`` (restricted to ``mask``, one flag per arm in
+        :attr:`arms` order, if given)."""
+        return self.arms[self.argmax(self.scores(context), mask)]
 
-    def update(self, arm: int, context: npt.ArrayLike, reward: float) -> None:
+    def update(self, arm: ArmT, context: npt.ArrayLike, reward: float) -> None:
         """Add ``(context, reward)`` to ``arm``'s history: Sherman–Morrison update of ``A⁻¹``, O(d²)."""
-        a = self._check_arm(arm)
+        a = self.index(arm)
         x = self._check_context(context)
         r = float(reward)
         if not math.isfinite(r):
@@ -163,11 +169,11 @@ class LinUCB:
         self.theta[a] += Ax * ((r - float(x @ self.theta[a])) / s)
         self.counts[a] += 1
 
-    def refit(self, arm: int, contexts: npt.ArrayLike, rewards: npt.ArrayLike, ridge: npt.ArrayLike) -> None:
+    def refit(self, arm: ArmT, contexts: npt.ArrayLike, rewards: npt.ArrayLike, ridge: npt.ArrayLike) -> None:
         """Rebuild ``arm`` from its whole history with its own L2 weights (one number, or one per
         feature): ``A = diag(ridge) + XᵀX``, ``b = Xᵀr``, ``μ = A⁻¹b`` (Eq. 10–11). Later updates go on
         from there by Sherman–Morrison."""
-        a = self._check_arm(arm)
+        a = self.index(arm)
         X = np.asarray(contexts, dtype=np.float64).reshape(-1, self.dim)
         r = np.asarray(rewards, dtype=np.float64).reshape(-1)
         if X.shape[0] != r.shape[0]:
@@ -186,6 +192,7 @@ class LinUCB:
         """Everything needed to resume identically, generator state included (JSON-serialisable)."""
         return {
             "kind": "LinUCB",
+            "arms": list(self.arms),
             "n_arms": self.n_arms,
             "dim": self.dim,
             "config": asdict(self.config),
@@ -198,15 +205,15 @@ class LinUCB:
         }
 
     @classmethod
-    def from_state_dict(cls, state: dict[str, Any]) -> LinUCB:
-        """Inverse of :meth:`state_dict`."""
+    def from_state_dict(cls, state: Mapping[str, Any]) -> Self:
+        """Inverse of :meth:`state_dict` (a state without ``arms``, written before arms had labels, gets
+        ``0 … n_arms−1``)."""
         if state.get("kind") != "LinUCB":
             raise ConfigError(f"not a LinUCB state (kind={state.get('kind')!r})")
         cfg = state["config"]
         precision = cfg.get("precision", "float64")
-        out = cls(
-            int(state["n_arms"]), int(state["dim"]), cfg["alpha"], cfg["ridge"], state.get("seed"), precision
-        )
+        arms = state["arms"] if "arms" in state else int(state["n_arms"])
+        out = cls(arms, int(state["dim"]), cfg["alpha"], cfg["ridge"], state.get("seed"), precision)
         out.A_inv = np.asarray(state["A_inv"], dtype=precision).reshape(out.n_arms, out.dim, out.dim)
         out.b = np.asarray(state["b"], dtype=np.float64).reshape(out.n_arms, out.dim)
         out.theta = np.asarray(state["theta"], dtype=np.float64).reshape(out.n_arms, out.dim)

@@ -1,20 +1,23 @@
 """Beta–Bernoulli Thompson sampling (Coke's cluster-level expectation, Eq. 3–5).
 
 Arm ``c`` has a ``Beta(α_c, β_c)`` belief over its success rate. ``sample()`` draws ``θ_c`` from every arm's
-belief (Eq. 3–4); ``update(c, r)`` applies the conjugate posterior ``α_c += r``, ``β_c += 1 − r`` (Eq. 5).
+belief (Eq. 3–4); ``update(c, None, r)`` applies the conjugate posterior ``α_c += r``, ``β_c += 1 − r``
+(Eq. 5). The policy has no context: ``pull`` and ``update`` take one (``None``) only to speak
+:class:`~kgwise.bandit.base.Policy`'s verbs.
 Rewards in ``[0, 1]`` are accepted (fractional rewards give the usual Bernoulli-trick update in expectation).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self, overload
 
 import numpy as np
 import numpy.typing as npt
 
+from kgwise.bandit.base import ArmT, Policy
 from kgwise.errors import ConfigError
 
 __all__ = ["BetaThompson", "ThompsonConfig", "beta_prior_from_accuracy"]
@@ -45,20 +48,30 @@ def beta_prior_from_accuracy(accuracy: float, strength: float = 2.0) -> tuple[fl
     return acc * strength, (1.0 - acc) * strength
 
 
-class BetaThompson:
-    """Thompson sampling over ``n_arms`` Bernoulli arms with (optionally per-arm) Beta priors."""
+class BetaThompson(Policy[ArmT]):
+    """Thompson sampling over Bernoulli arms (labels, or their number ``n``: labels ``0 … n−1``) with
+    (optionally per-arm, in arm order) Beta priors."""
+
+    @overload
+    def __init__(self: BetaThompson[int], arms: int, priors: Sequence[tuple[float, float]] | None = None,
+                 seed: int | None = 0, config: ThompsonConfig | None = None) -> None: ...
+
+    @overload
+    def __init__(self, arms: Sequence[ArmT], priors: Sequence[tuple[float, float]] | None = None,
+                 seed: int | None = 0, config: ThompsonConfig | None = None) -> None: ...
 
     def __init__(
         self,
-        n_arms: int,
+        arms: int | Sequence[ArmT],
         priors: Sequence[tuple[float, float]] | None = None,
         seed: int | None = 0,
         config: ThompsonConfig | None = None,
     ) -> None:
-        if n_arms <= 0:
-            raise ConfigError(f"BetaThompson needs n_arms > 0, got {n_arms}")
+        if isinstance(arms, int) and arms <= 0:
+            raise ConfigError(f"BetaThompson needs n_arms > 0, got {arms}")
+        super().__init__(arms)
+        n_arms = self.n_arms
         self.config = config or ThompsonConfig()
-        self.n_arms = n_arms
         self._seed = seed
         self._rng = np.random.default_rng(seed)
         if priors is None:
@@ -77,28 +90,28 @@ class BetaThompson:
         """One draw ``θ_c ~ Beta(α_c, β_c)`` per arm (Eq. 3–4)."""
         return np.asarray(self._rng.beta(self.alpha, self.beta), dtype=np.float64)
 
-    def pull(self) -> int:
-        """The arm with the largest sampled ``θ`` (the best cluster ``c*`` of §3.2)."""
-        return int(np.argmax(self.sample()))
+    def pull(self, context: None = None) -> ArmT:
+        """The arm with the largest sampled ``θ`` (the best cluster ``c*`` of §3.2); no context."""
+        return self.arms[int(np.argmax(self.sample()))]
 
     def mean(self) -> Vector:
         """Posterior means ``α / (α + β)``."""
         return np.asarray(self.alpha / (self.alpha + self.beta))
 
-    def update(self, arm: int, reward: float) -> None:
-        """Conjugate update with reward ``r ∈ [0, 1]``: ``α += r``, ``β += 1 − r`` (Eq. 5)."""
-        if not 0 <= int(arm) < self.n_arms:
-            raise ConfigError(f"arm {arm} out of range [0, {self.n_arms})")
+    def update(self, arm: ArmT, context: None, reward: float) -> None:
+        """Conjugate update with reward ``r ∈ [0, 1]``: ``α += r``, ``β += 1 − r`` (Eq. 5); no context."""
+        a = self.index(arm)
         r = float(reward)
         if not 0.0 <= r <= 1.0:
             raise ConfigError(f"Thompson reward must lie in [0, 1], got {reward}")
-        self.alpha[int(arm)] += r
-        self.beta[int(arm)] += 1.0 - r
+        self.alpha[a] += r
+        self.beta[a] += 1.0 - r
 
     def state_dict(self) -> dict[str, Any]:
         """Priors, posteriors and generator state (JSON-serialisable)."""
         return {
             "kind": "BetaThompson",
+            "arms": list(self.arms),
             "n_arms": self.n_arms,
             "seed": self._seed,
             "config": {"alpha0": self.config.alpha0, "beta0": self.config.beta0},
@@ -110,12 +123,14 @@ class BetaThompson:
         }
 
     @classmethod
-    def from_state_dict(cls, state: dict[str, Any]) -> BetaThompson:
-        """Inverse of :meth:`state_dict`."""
+    def from_state_dict(cls, state: Mapping[str, Any]) -> Self:
+        """Inverse of :meth:`state_dict` (a state without ``arms``, written before arms had labels, gets
+        ``0 … n_arms−1``)."""
         if state.get("kind") != "BetaThompson":
             raise ConfigError(f"not a BetaThompson state (kind={state.get('kind')!r})")
         priors = list(zip(state["prior_alpha"], state["prior_beta"], strict=True))
-        out = cls(int(state["n_arms"]), priors, state.get("seed"), ThompsonConfig(**state["config"]))
+        arms = state["arms"] if "arms" in state else int(state["n_arms"])
+        out = cls(arms, priors, state.get("seed"), ThompsonConfig(**state["config"]))
         out.alpha = np.asarray(state["alpha"], dtype=np.float64)
         out.beta = np.asarray(state["beta"], dtype=np.float64)
         out._rng.bit_generator.state = state["rng"]

@@ -62,6 +62,7 @@ def route_init(
     hyper-parameters are the coke table of --config (δ, ridge, priors, …) and --lambda. It starts from
     the priors, or from what --warm-start's graded questions teach."""
     from kgwise.embed import MiniLM
+    from kgwise.route.arms import ArmSpec
     from kgwise.route.coke import CokeRouter
     from kgwise.settings import configured
 
@@ -71,9 +72,7 @@ def route_init(
     if out.exists() and not force:
         raise ConfigError(f"{out} exists: it may hold a router in use (its learning and spending would be "
                           "lost); pass --force to replace it")
-    names: list[str] = []
-    clusters: list[str] = []
-    reported: list[float | None] = []
+    arms: list[ArmSpec] = []
     for spec in arm:
         # read from the right: a name may hold ':' (openai:gpt-4o, gguf:/models/m.gguf)
         parts = spec.rsplit(":", 2)
@@ -81,25 +80,23 @@ def route_init(
             parts = [f"{parts[0]}:{parts[1]}", parts[2]]
         if len(parts) < 2 or not parts[0]:
             raise ConfigError(f"--arm {spec!r}: expected NAME:CLUSTER[:REPORTED_ACCURACY]")
-        names.append(parts[0])
-        clusters.append(parts[1])
         try:
-            reported.append(float(parts[2]) if len(parts) == 3 else None)
+            reported = float(parts[2]) if len(parts) == 3 else None
         except ValueError as exc:
             raise ConfigError(f"--arm {spec!r}: reported accuracy {parts[2]!r} is not a number") from exc
+        arms.append(ArmSpec(parts[0], parts[1], reported))  # type: ignore[arg-type]  # checked by ArmSpec
     encoder = MiniLM()
-    router = CokeRouter(names, clusters, encoder.dim, budget=budget,  # type: ignore[arg-type]
-                        reported_accuracy=reported, config=configured("coke", config, lam=lam), seed=seed,
-                        horizon=horizon)
+    router = CokeRouter(arms, encoder.dim, budget=budget, config=configured("coke", config, lam=lam),
+                        seed=seed, horizon=horizon)
     learnt = ""
     if warm_start is not None:
         from kgwise.route.table import read_graded_log
 
-        texts, rewards = read_graded_log(warm_start, names)
+        texts, rewards = read_graded_log(warm_start, router.names)
         n = router.warm_start(encoder.encode(texts), rewards)
         learnt = f", warm-started from {n} outcomes on {len(texts)} questions"
     router.save(out)
-    err_console.print(f"router with {len(names)} arms, budget {budget:g}{learnt}, written to {out}")
+    err_console.print(f"router with {len(arms)} arms, budget {budget:g}{learnt}, written to {out}")
 
 
 RouterArgument = Annotated[Path, typer.Argument(help="Router state file (`kgwise route init`).",
@@ -202,11 +199,9 @@ def _sensitivity(table: Any, X: np.ndarray, base: Any, seeds: int) -> list[dict[
         for s in range(seeds):
             order = np.random.default_rng(s).permutation(table.n_questions)
             router = CokeRouter(
-                table.arms,
-                table.clusters,
+                table.arm_specs(),
                 X.shape[1],
-                budget=base.budget * max_cost,
-                reported_accuracy=table.reported,
+                budget=base.budget_fraction * max_cost,
                 config=cfg,
                 seed=s,
             )
@@ -230,9 +225,9 @@ def _sensitivity(table: Any, X: np.ndarray, base: Any, seeds: int) -> list[dict[
 @friendly_errors
 def eval_route(
     dataset: Annotated[str, typer.Option(help="Replay data set (recorded outcomes): webqsp.")] = "webqsp",
-    budget: Annotated[
-        float, typer.Option(help="Budget B: fraction of the cost of always calling the most expensive arm.")
-    ] = 1.0,
+    budget_fraction: Annotated[float, typer.Option(
+        help="Budget B as a fraction of the cost of always calling the most expensive arm (the report gives "
+             "the amount it comes to as 'budget').")] = 1.0,
     lam: Annotated[float | None, typer.Option(
         "--lambda", help="λ, weight of the cost regret (Eq. 2) (default: the --config's, else 1).",
         show_default=False)] = None,
@@ -271,7 +266,7 @@ def eval_route(
     if dataset != "webqsp":
         raise ConfigError(f"replay data set {dataset!r} has no recorded outcomes; only 'webqsp' is available")
     root = data_dir(data)
-    cfg = ExperimentConfig(budget=budget, seeds=seeds, coke=configured(
+    cfg = ExperimentConfig(budget_fraction=budget_fraction, seeds=seeds, coke=configured(
         "coke", config, lam=lam, delta=delta, regret_prior=regret_prior, gamma_override=gamma))
     encoder = MiniLM()
     table, coverage = webqsp_table(root, MAIN_ARMS)
@@ -454,7 +449,9 @@ def eval_route_live(
     dataset: Annotated[str, typer.Option(help="Multiple-choice data set (csqa, obqa, medqa).")] = "obqa",
     split: Annotated[str, typer.Option(help="Split.")] = "test",
     limit: Annotated[int, typer.Option(min=0, help="First N questions (0 = all).")] = 100,
-    budget: Annotated[float, typer.Option(help="Budget B (fraction of always calling an LLM).")] = 1.0,
+    budget_fraction: Annotated[float, typer.Option(
+        help="Budget B as a fraction of the cost of always calling the most expensive arm (here: an LLM "
+             "on every question; the report gives the amount it comes to, in calls, as 'budget').")] = 1.0,
     lam: Annotated[float | None, typer.Option(
         "--lambda", help="λ of the cost regret (default: the --config's, else 1).", show_default=False)
     ] = None,
@@ -490,7 +487,8 @@ def eval_route_live(
     table, totals = collect_outcomes(arms, questions, outcomes, params,
                                      fingerprint=short_hash({"dataset": dataset, "split": split}))
     X = np.asarray(MiniLM().encode(list(table.texts)), dtype=np.float64)
-    cfg = ExperimentConfig(budget=budget, seeds=seeds, coke=configured("coke", config, lam=lam))
+    cfg = ExperimentConfig(budget_fraction=budget_fraction, seeds=seeds,
+                           coke=configured("coke", config, lam=lam))
     report = run_experiment(table, X, cfg, _progress_file(json_out, "live"))
     report["live_arms"] = totals
     report["setup"] |= {"dataset": dataset, "split": split, "limit": limit, "arm_specs": arm,

@@ -298,8 +298,8 @@ def run_experiment(
     bandit_path = out_dir / "bandit.npz"
     E = encoder.encode([q.text for q in bandit_qs])
 
-    def reward(i: int, a: int) -> float:
-        return float(outcome(bandit_qs[i], ARMS[a])[f"correct_{rule}"])
+    def reward(i: int, arm: str) -> float:
+        return float(outcome(bandit_qs[i], arm)[f"correct_{rule}"])
 
     bandit_report: dict[str, Any]
     saved = PromptBandit.load(bandit_path) if bandit_path.is_file() else None
@@ -317,7 +317,7 @@ def run_experiment(
         bandit.scoring = rule
         bandit.save(bandit_path)
         bandit_report = {"questions": len(bandit_qs), "feedback": cfg.bandit.feedback,
-                         "mean_reward": hist.mean_reward, "pulls": dict(Counter(ARMS[a] for a in hist.arms)),
+                         "mean_reward": hist.mean_reward, "pulls": dict(Counter(hist.arms)),
                          "ridges": dict(zip(ARMS, bandit.ridges, strict=True))}
     injector.bandit = bandit
     bandits = {"full": bandit}
@@ -338,7 +338,7 @@ def run_experiment(
             bar.update(1)
         bar.close()
         C = encoder.encode([q.text for q in qs])  # one batch, not one encoder call per question
-        picks = {name: [b.arms[b.select(c)] for c in C] for name, b in bandits.items()}
+        picks = {name: [b.pull(c) for c in C] for name, b in bandits.items()}
         splits[split] = _split_report(qs, settings, picks, store, bandit, rule)
         splits[split]["latency_ms"] = _latency(injector, qs)
         splits[split]["kg_links"] = link_baseline(kg, grounder, qs)

@@ -5,7 +5,8 @@ embedding ``c`` with a constant 1 appended (a per-arm intercept). Each arm keeps
 the reward on the context (Eq. 7, weight ``ridge`` = λ^i) and is scored ``c·α(i) + β(i)`` (Eq. 6) with the
 exploration term ``β(i) = γ √(c (CᵀC + λI)⁻¹ cᵀ)`` (Eq. 8), ``γ = 1 + √(ln(2/δ)/2)``. The reward is the
 LLM's correctness on the question with that combination's prompt (Eq. 5). The ridge/UCB arithmetic is
-:class:`kgwise.bandit.LinUCB`'s (Sherman–Morrison updates).
+:class:`kgwise.bandit.LinUCB`'s (Sherman–Morrison updates); the bandit speaks
+:class:`kgwise.bandit.Policy`'s verbs with the combination names as arms (``pull`` → ``"P_RL+F_s"``).
 
 Training runs over the training questions in a seeded random order (``epochs`` passes). With
 ``feedback="bandit"`` (the paper) each step pulls one arm by UCB and learns only that arm's reward. With
@@ -23,15 +24,15 @@ shrinks that arm to its mean training reward. At test time the bandit exploits (
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import numpy as np
 import numpy.typing as npt
 
-from kgwise.bandit import LinUCB
+from kgwise.bandit import LinUCB, Policy
 from kgwise.bandit.linucb import gamma_from_delta
 from kgwise.bandit.ridge_cv import select_ridge
 from kgwise.errors import ConfigError, DataError
@@ -87,10 +88,10 @@ class BanditConfig:
 
 @dataclass
 class BanditHistory:
-    """Training trace: the question, the arm pulled and the reward received at each step."""
+    """Training trace: the question, the arm (name) pulled and the reward received at each step."""
 
     questions: list[int] = field(default_factory=list)
-    arms: list[int] = field(default_factory=list)
+    arms: list[str] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
 
     @property
@@ -98,17 +99,18 @@ class BanditHistory:
         return float(np.mean(self.rewards)) if self.rewards else 0.0
 
 
-class PromptBandit:
-    """LinUCB over (extractor × format) arms with the question embedding as context."""
+class PromptBandit(Policy[str]):
+    """LinUCB over (extractor × format) arms, named, with the question embedding as context."""
 
     def __init__(self, dim: int, arms: Sequence[str] = ARMS, config: BanditConfig | None = None) -> None:
-        if not arms:
-            raise ConfigError("PromptBandit needs at least one arm")
-        self.arms = tuple(arms)
+        if isinstance(arms, str) or any(not isinstance(a, str) for a in arms):
+            raise ConfigError(f"PromptBandit's arms must be combination names, got {arms!r}")
+        super().__init__(arms)
         self.dim = dim
         self.config = config or BanditConfig()
-        self.policy = LinUCB(len(self.arms), dim + 1, alpha=self.config.gamma, ridge=self.config.ridge,
+        self.policy = LinUCB(self.n_arms, dim + 1, alpha=self.config.gamma, ridge=self.config.ridge,
                              seed=self.config.seed)
+        """The arithmetic, its arms the positions of :attr:`arms`."""
         self.ridges = [self.config.ridge] * len(self.arms)
         """λ^i per arm (``config.ridge`` until :meth:`tune_ridges`)."""
         self.scoring: str | None = None
@@ -127,31 +129,33 @@ class PromptBandit:
         x = self.context(embedding)
         return self.policy.scores(x) if explore else self.policy.expected(x)
 
-    def select(self, embedding: npt.ArrayLike, explore: bool | None = None) -> int:
-        """The arm index to use for a question; ``explore`` defaults to ``config.explore_at_test``."""
+    def pull(self, embedding: npt.ArrayLike, explore: bool | None = None) -> str:
+        """The combination to use for a question (Eq. 6); ``explore`` defaults to
+        ``config.explore_at_test``."""
         explore = self.config.explore_at_test if explore is None else explore
-        return self.policy.choose(self.scores(embedding, explore))
+        return self.arms[self.policy.argmax(self.scores(embedding, explore))]
 
     def training_means(self) -> npt.NDArray[np.float64]:
-        """Mean reward each arm received so far (NaN for an arm never pulled): the intercept feature is 1,
+        """Mean reward each arm (in :attr:`arms` order) received so far (NaN for an arm never pulled): the
+        intercept feature is 1,
         so its entry of ``b`` is the arm's reward sum."""
         counts = self.policy.counts.astype(np.float64)
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(counts > 0, self.policy.b[:, -1] / counts, np.nan)
 
-    def update(self, arm: int, embedding: npt.ArrayLike, reward: float) -> None:
-        """Learn ``reward`` (Eq. 5: 1 correct, 0 wrong) for ``arm`` on this context (Eq. 7)."""
-        self.policy.update(arm, self.context(embedding), reward)
+    def update(self, arm: str, embedding: npt.ArrayLike, reward: float) -> None:
+        """Learn ``reward`` (Eq. 5: 1 correct, 0 wrong) of combination ``arm`` on this context (Eq. 7)."""
+        self.policy.update(self.index(arm), self.context(embedding), reward)
 
     def fit(
         self,
         embeddings: npt.ArrayLike,
-        reward: Callable[[int, int], float],
+        reward: Callable[[int, str], float],
         progress: Callable[[int, int], None] | None = None,
     ) -> BanditHistory:
         """Training: for each question ``i`` (shuffled, ``epochs`` passes) pull an arm by UCB, ask
-        ``reward(i, arm)`` (the LLM's correctness) and update that arm only, or, with ``feedback="full"``,
-        ask and update every arm; then :meth:`tune_ridges`."""
+        ``reward(i, arm)`` (the LLM's correctness with combination ``arm``) and update that arm only, or,
+        with ``feedback="full"``, ask and update every arm; then :meth:`tune_ridges`."""
         E = np.asarray(embeddings, dtype=np.float64)
         rng = np.random.default_rng(self.config.seed)
         hist = BanditHistory()
@@ -159,8 +163,7 @@ class PromptBandit:
         step = 0
         for _ in range(self.config.epochs):
             for i in rng.permutation(len(E)).tolist():
-                asked = (range(len(self.arms)) if self.config.feedback == "full"
-                         else [self.select(E[i], explore=True)])
+                asked = self.arms if self.config.feedback == "full" else (self.pull(E[i], explore=True),)
                 for arm in asked:
                     r = float(reward(i, arm))
                     self.update(arm, E[i], r)
@@ -179,10 +182,10 @@ class PromptBandit:
         ``history`` (one-standard-error rule) and refit the arm with it (Eq. 7), the intercept unpenalised
         (weight ``1e-6``). Arms pulled fewer than ``min_pulls`` times keep their λ^i."""
         E = np.asarray(embeddings, dtype=np.float64)
-        arms = np.asarray(history.arms, dtype=np.int64)
+        arms = np.asarray([self.index(a) for a in history.arms], dtype=np.int64)
         rows = np.asarray(history.questions, dtype=np.int64)
         rewards = np.asarray(history.rewards, dtype=np.float64)
-        for a in range(len(self.arms)):
+        for a in range(self.n_arms):
             mine = arms == a
             if mine.sum() < min_pulls:
                 continue
@@ -193,17 +196,41 @@ class PromptBandit:
             self.ridges[a] = lam
 
     # ------------------------------------------------------------------------------------- persistence
+    def state_dict(self) -> dict[str, Any]:
+        """Arms, config, per-arm λ^i, scoring rule and the LinUCB state (generator included)."""
+        return {"kind": "PromptBandit", "arms": list(self.arms), "dim": self.dim,
+                "config": asdict(self.config), "linucb": self.policy.state_dict(), "ridges": self.ridges,
+                "scoring": self.scoring}
+
+    @classmethod
+    def from_state_dict(cls, state: Mapping[str, Any]) -> Self:
+        """Inverse of :meth:`state_dict`; ``ConfigError`` saying what is wrong with a malformed state."""
+        if state.get("kind", "PromptBandit") != "PromptBandit":  # files saved by save() carry no kind
+            raise ConfigError(f"not a PromptBandit state (kind={state.get('kind')!r})")
+        try:
+            out = cls(int(state["dim"]), state["arms"], BanditConfig(**state["config"]))
+            out.policy = LinUCB.from_state_dict(state["linucb"])
+            out.ridges = [float(x) for x in state.get("ridges", out.ridges)]
+            out.scoring = state.get("scoring")
+        except (KeyError, TypeError, ValueError) as exc:
+            what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise ConfigError(f"not a valid PromptBandit state: {what}") from exc
+        if (out.policy.n_arms, out.policy.dim) != (out.n_arms, out.dim + 1) or len(out.ridges) != out.n_arms:
+            raise ConfigError(f"not a valid PromptBandit state: its LinUCB or ridges do not match "
+                              f"{out.n_arms} arms of dimension {out.dim}")
+        return out
+
     def save(self, path: str | Path) -> Path:
-        """Write the bandit (arms, config, LinUCB state) to one ``.npz`` file."""
-        state = self.policy.state_dict()
-        arrays = {k: np.asarray(state.pop(k)) for k in ("A_inv", "b", "theta", "counts")}
-        meta = {"arms": list(self.arms), "dim": self.dim, "config": asdict(self.config), "linucb": state,
-                "ridges": self.ridges, "scoring": self.scoring}
-        arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+        """Write :meth:`state_dict` to one ``.npz`` file (the LinUCB arrays as arrays, the rest as JSON)."""
+        state = self.state_dict()
+        linucb = state.pop("linucb")
+        arrays = {k: np.asarray(linucb.pop(k)) for k in ("A_inv", "b", "theta", "counts")}
+        del state["kind"]
+        arrays["meta"] = np.frombuffer(json.dumps(state | {"linucb": linucb}).encode(), dtype=np.uint8)
         return savez_atomic(path, arrays)
 
     @classmethod
-    def load(cls, path: str | Path) -> PromptBandit:
+    def load(cls, path: str | Path) -> Self:
         """A bandit saved by :meth:`save`; raises ``DataError`` naming the file otherwise."""
         path = Path(path)
         if not path.is_file():
@@ -214,10 +241,6 @@ class PromptBandit:
                 state = dict(meta["linucb"])
                 for k in ("A_inv", "b", "theta", "counts"):
                     state[k] = z[k]
-            out = cls(int(meta["dim"]), meta["arms"], BanditConfig(**meta["config"]))
-            out.policy = LinUCB.from_state_dict(state)
-            out.ridges = [float(x) for x in meta.get("ridges", out.ridges)]
-            out.scoring = meta.get("scoring")
-        except (KeyError, ValueError, OSError) as exc:
+            return cls.from_state_dict(meta | {"linucb": state})
+        except (KeyError, ValueError, OSError, ConfigError) as exc:
             raise DataError(f"not a prompt-bandit file: {exc}", path) from exc
-        return out

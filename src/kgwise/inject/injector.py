@@ -104,8 +104,7 @@ class KnowledgeInjector:
             if self.config.default_combo is not None:
                 return self.config.default_combo
             raise ConfigError("no prompt bandit: pass combo=… or give the injector a trained bandit")
-        arm = self.bandit.select(self.encoder.encode([question.text])[0])
-        return Combination.parse(self.bandit.arms[arm])
+        return Combination.parse(self.bandit.pull(self.encoder.encode([question.text])[0]))
 
     def _split(self, combo: str | Combination) -> Combination:
         """``combo`` as a :class:`Combination` this injector holds, else ``ConfigError`` naming those."""

@@ -1,5 +1,8 @@
 """Arms of the Coke router: a model (KG model or LLM) with a cluster, a unit cost and a predictor.
 
+What the router itself needs of an arm is :class:`ArmInfo`: its name (the label the router returns), its
+cluster and its reported accuracy. :class:`ArmSpec` is that alone; :class:`Arm` adds the predictor.
+
 A predictor is anything with ``answer(question) -> ArmResult`` and ``usage_bound(question) -> Usage`` (an
 upper bound on what the call will spend, known before calling; the router's budget check uses it). It is
 live (an LLM backend, the knowledge injector, a KG model) or replayed from recorded outcomes
@@ -21,7 +24,9 @@ from kgwise.types import Question, Usage
 __all__ = [
     "CLUSTERS",
     "Arm",
+    "ArmInfo",
     "ArmResult",
+    "ArmSpec",
     "Cluster",
     "Predictor",
     "ReplayMissError",
@@ -31,6 +36,39 @@ __all__ = [
 
 Cluster = Literal["KGM", "LLM"]
 CLUSTERS: tuple[Cluster, ...] = ("KGM", "LLM")
+
+
+class ArmInfo(Protocol):
+    """What the router and an outcome table need to know of an arm."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def cluster(self) -> Cluster: ...
+    @property
+    def reported_accuracy(self) -> float | None: ...
+
+
+def _check_arm_info(name: str, cluster: str, reported_accuracy: float | None) -> None:
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"an arm's name must be a non-empty string, got {name!r}")
+    if cluster not in CLUSTERS:
+        raise ConfigError(f"arm {name!r}: cluster must be one of {CLUSTERS}, got {cluster!r}")
+    if reported_accuracy is not None and not 0.0 <= reported_accuracy <= 1.0:
+        raise ConfigError(f"arm {name!r}: reported_accuracy must lie in [0, 1], got {reported_accuracy}")
+
+
+@dataclass(frozen=True, slots=True)
+class ArmSpec:
+    """An arm as the router knows it: ``name``, ``cluster`` (``KGM`` or ``LLM``) and, if known, the
+    accuracy its authors report (the prior of its cluster, Coke Eq. 3–4)."""
+
+    name: str
+    cluster: Cluster
+    reported_accuracy: float | None = None
+
+    def __post_init__(self) -> None:
+        _check_arm_info(self.name, self.cluster, self.reported_accuracy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,12 +128,9 @@ class Arm:
     prices: PriceTable | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.cluster not in CLUSTERS:
-            raise ConfigError(f"arm {self.name!r}: cluster must be one of {CLUSTERS}, got {self.cluster!r}")
+        _check_arm_info(self.name, self.cluster, self.reported_accuracy)
         if self.per_call < 0:
             raise ConfigError(f"arm {self.name!r}: per_call cost must be ≥ 0, got {self.per_call}")
-        if self.reported_accuracy is not None and not 0.0 <= self.reported_accuracy <= 1.0:
-            raise ConfigError(f"arm {self.name!r}: reported_accuracy must lie in [0, 1]")
         if self.price_model is not None:
             self._price()  # fail early on an unknown model
 

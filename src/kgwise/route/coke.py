@@ -1,6 +1,8 @@
 """Coke: cost-efficient routing between KG models and LLMs (Dong et al., Eq. 2–14).
 
-For question embedding ``q`` every affordable arm ``a`` (cluster ``c(a)``) is scored
+The router's arms are named (:class:`~kgwise.route.arms.ArmInfo`: name, cluster, reported accuracy);
+:meth:`CokeRouter.pull` returns the name of the arm it picked, and feedback names the arm. For question
+embedding ``q`` every affordable arm ``a`` (cluster ``c(a)``) is scored
 
     E(r_a | q) = θ_c(a) + (q·μ_a + γ √(qᵀ A_a⁻¹ q)) − λ · R_a                      (Eq. 2)
 
@@ -12,7 +14,8 @@ For question embedding ``q`` every affordable arm ``a`` (cluster ``c(a)``) is sc
 
 An arm is affordable when spending its cost bound keeps the total within the budget ``B`` (Eq. 14's
 constraint, applied to the total so that it also holds per arm); the budget is never exceeded while the
-reported costs stay within their bounds. A selected arm's bound is held until its outcome arrives
+reported costs stay within their bounds. The budget is an amount (money, or calls: the unit of the
+costs). A pulled arm's bound is held until its outcome arrives
 (:meth:`CokeRouter.update`) or the call is called off (:meth:`CokeRouter.cancel`), so decisions that
 wait for feedback at the same time cannot overspend together. With a
 ``horizon`` of ``N`` questions the budget is also paced (a kgwise addition): by the ``k``-th question at
@@ -36,23 +39,23 @@ Further kgwise additions, off by default:
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import numpy.typing as npt
 
-from kgwise.bandit import BetaThompson, LinUCB, beta_prior_from_accuracy, gamma_from_delta
+from kgwise.bandit import BetaThompson, LinUCB, Policy, beta_prior_from_accuracy, gamma_from_delta
 from kgwise.errors import ConfigError, DataError, KgwiseError
-from kgwise.files import read_json, write_text_atomic
-from kgwise.route.arms import CLUSTERS, Cluster
+from kgwise.files import read_json
+from kgwise.route.arms import CLUSTERS, ArmInfo, ArmSpec, Cluster
 from kgwise.settings import table
 
-Costs = Sequence[float] | npt.NDArray[np.float64]
+Costs = Mapping[str, float] | Sequence[float] | npt.NDArray[np.float64]
+"""Each arm's cost bound for one question: by arm name, or one number per arm in the router's arm order."""
 
 __all__ = ["PACINGS", "BudgetExceededError", "CokeConfig", "CokeRouter", "cluster_priors"]
 
@@ -142,29 +145,37 @@ def cluster_priors(
     return out
 
 
-class CokeRouter:
-    """Online router over ``n`` arms: :meth:`select` an arm for a question embedding within the budget, then
-    :meth:`update` with the observed reward (1 = correct) and cost."""
+class CokeRouter(Policy[str]):
+    """Online router over named arms: :meth:`pull` the name of an arm for a question embedding within the
+    budget (``None`` when none is affordable), then :meth:`update` that arm with the observed reward
+    (1 = correct) and cost.
+
+    ``arms``: name, cluster and reported accuracy of each arm (:class:`~kgwise.route.arms.ArmSpec`, an
+    :class:`~kgwise.route.arms.Arm`, an outcome table's ``arm_specs()``); their order is the order of
+    per-arm arrays (costs given as a sequence, :meth:`warm_start`'s columns, :meth:`cost_regret`).
+    ``budget``: the total that may be spent, in the unit of the costs (money or calls)."""
 
     def __init__(
         self,
-        names: Sequence[str],
-        clusters: Sequence[Cluster],
+        arms: Sequence[ArmInfo],
         dim: int,
         *,
         budget: float = math.inf,
-        reported_accuracy: Sequence[float | None] | None = None,
         config: CokeConfig | None = None,
         seed: int = 0,
         horizon: int | None = None,
     ) -> None:
-        if len(names) == 0 or len(names) != len(clusters):
-            raise ConfigError("CokeRouter needs one cluster per arm and at least one arm")
-        if len(set(names)) != len(names):
-            raise ConfigError(f"arm names must be unique, got {list(names)}")
-        for c in clusters:
-            if c not in CLUSTERS:
-                raise ConfigError(f"cluster must be one of {CLUSTERS}, got {c!r}")
+        if isinstance(arms, str | bytes) or not isinstance(arms, Sequence):
+            raise ConfigError(f"CokeRouter takes a sequence of arms (name, cluster, reported accuracy), got "
+                              f"{type(arms).__name__}")
+        try:
+            specs = tuple(ArmSpec(a.name, a.cluster, a.reported_accuracy) for a in arms)
+        except AttributeError as exc:
+            raise ConfigError(f"each arm needs a name, a cluster and a reported accuracy: {exc}") from None
+        super().__init__([a.name for a in specs])
+        names = self.arms
+        clusters: list[Cluster] = [a.cluster for a in specs]
+        reported = [a.reported_accuracy for a in specs]
         if not budget >= 0:
             raise ConfigError(f"budget must be ≥ 0, got {budget}")
         if horizon is not None and horizon < 1:
@@ -173,14 +184,12 @@ class CokeRouter:
         self.config = config or CokeConfig()
         if self.config.pacing == "price" and horizon is None:
             raise ConfigError("pacing='price' needs a horizon: the number of questions the budget is for")
+        self.arm_specs = specs
         self.names = list(names)
-        self.clusters: list[Cluster] = list(clusters)
+        self.clusters = clusters
         self.dim = dim
         self.budget = float(budget)
         self.seed = seed
-        reported = list(reported_accuracy) if reported_accuracy is not None else [None] * len(names)
-        if len(reported) != len(names):
-            raise ConfigError("reported_accuracy needs one entry per arm")
         self.reported_accuracy = reported
         self._cluster_index = np.array([CLUSTERS.index(c) for c in clusters])
         self.thompson = BetaThompson(
@@ -208,10 +217,6 @@ class CokeRouter:
         self._prior_error = np.array(
             [1.0 - (r if r is not None else float(p)) for r, p in zip(reported, prior_acc, strict=True)]
         )
-
-    @property
-    def n_arms(self) -> int:
-        return len(self.names)
 
     @property
     def reserved(self) -> float:
@@ -244,14 +249,28 @@ class CokeRouter:
         return self.budget * min(1.0, question / self.horizon)
 
     def affordable(self, costs: Costs) -> npt.NDArray[np.bool_]:
-        """Arms whose cost bound fits in the budget (Eq. 14's constraint) — paced, for the next question,
-        when the router has a horizon."""
-        return self._affordable(self._costs(costs))
+        """Per arm (in arm order), whether its cost bound fits in the budget (Eq. 14's constraint) — paced,
+        for the next question, when the router has a horizon."""
+        return self._affordable(self.cost_vector(costs))
 
     def _affordable(self, c: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
         return np.asarray(self.spent + self.reserved + c <= self.allowance(self.questions_seen + 1))
 
-    def _costs(self, costs: Costs) -> npt.NDArray[np.float64]:
+    def cost_vector(self, costs: Costs) -> npt.NDArray[np.float64]:
+        """``costs`` (by arm name, or one per arm in arm order) as an array in arm order; ``ConfigError``
+        naming the missing or unknown arms, or for a cost that is not a finite number ≥ 0."""
+        if isinstance(costs, Mapping):
+            unknown = [str(k) for k in costs if k not in self._index]
+            missing = [a for a in self.arms if a not in costs]
+            if unknown or missing:
+                raise ConfigError("costs must name every arm once: "
+                                  + "; ".join(([f"unknown {', '.join(unknown)}"] if unknown else [])
+                                              + ([f"missing {', '.join(missing)}"] if missing else []))
+                                  + f" (arms: {', '.join(self.arms)})")
+            try:
+                costs = [float(costs[a]) for a in self.arms]
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"costs must be numbers: {exc}") from exc
         c = np.asarray(costs, dtype=np.float64).reshape(-1)
         if c.shape[0] != self.n_arms or not np.all(np.isfinite(c)) or np.any(c < 0):
             raise ConfigError(f"costs must be {self.n_arms} finite numbers ≥ 0")
@@ -260,7 +279,7 @@ class CokeRouter:
     def expectations(self, embedding: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """Eq. 2 per arm for one draw of the cluster samples θ (consumes randomness)."""
         total = np.zeros(self.n_arms)
-        theta = self.thompson.sample()
+        theta = self.thompson.sample()  # one θ per cluster, in CLUSTERS order
         if self.config.use_cluster:
             total += theta[self._cluster_index]
         if self.config.use_context:
@@ -269,13 +288,15 @@ class CokeRouter:
             total -= self.config.lam * self.cost_regret()
         return total
 
-    def select(self, embedding: npt.ArrayLike, costs: Costs) -> int | None:
-        """The affordable arm maximising Eq. 2 for this question, or ``None`` when no arm is affordable.
-        The chosen arm's cost bound is held until :meth:`update` or :meth:`cancel`.
+    def pull(self, embedding: npt.ArrayLike, costs: Costs) -> str | None:
+        """The name of the affordable arm maximising Eq. 2 for the question of embedding ``embedding``, or
+        ``None`` when no arm is affordable. The chosen arm's cost bound is held until :meth:`update` or
+        :meth:`cancel`.
 
-        ``costs``: per arm, an upper bound on what answering this question would cost.
+        ``costs``: per arm (by name, or in arm order), an upper bound on what answering this question would
+        cost.
         """
-        c = self._costs(costs)
+        c = self.cost_vector(costs)
         mask = self._affordable(c)
         self.cost_seen += c
         self.questions_seen += 1
@@ -284,9 +305,9 @@ class CokeRouter:
         values = self.expectations(embedding)
         if self.config.pacing == "price":
             values = values - self._price(values) * self.cost_seen / self.questions_seen
-        arm = self.linucb.choose(values, mask)
+        arm = self.linucb.argmax(values, mask)
         self.holds[arm].append(float(c[arm]))
-        return arm
+        return self.arms[arm]
 
     def _price(self, values: npt.NDArray[np.float64]) -> float:
         """η for this question (``pacing="price"``): the smallest price at which ``argmax_a E_a − η·c̄_a``
@@ -320,15 +341,17 @@ class CokeRouter:
         self.price = hi
         return hi
 
-    def observe(self, arm: int, embedding: npt.ArrayLike, reward: float) -> None:
-        """Learn from ``arm``'s outcome on a question it answered at no cost to the budget and without
-        being selected (e.g. a free KG model run on every question): its cluster posterior (Eq. 5) and
-        ridge regression (Eq. 11) are updated as in :meth:`update`; nothing is spent or released."""
-        self._learn(self._arm(arm), embedding, _reward(reward))
+    def observe(self, name: str, embedding: npt.ArrayLike, reward: float) -> None:
+        """Learn from the outcome of the arm named ``name`` on a question it answered at no cost to the
+        budget and without being pulled (e.g. a free KG model run on every question): its cluster posterior
+        (Eq. 5) and ridge regression (Eq. 11) are updated as in :meth:`update`; nothing is spent or
+        released."""
+        self._learn(self._arm(name), embedding, _reward(reward))
 
     def warm_start(self, embeddings: npt.ArrayLike, rewards: npt.ArrayLike) -> int:
-        """Learn from logged outcomes before going live (a kgwise addition): ``rewards[i, a]`` is arm
-        ``a``'s reward on logged question ``i`` with embedding ``embeddings[i]`` (NaN: not graded). Each
+        """Learn from logged outcomes before going live (a kgwise addition): ``rewards[i, a]`` is the reward
+        of the ``a``-th arm (arm order) on logged question ``i`` with embedding ``embeddings[i]`` (NaN: not
+        graded). Each
         graded outcome is learnt as by :meth:`observe`, question by question; nothing is spent. Returns the
         number of outcomes learnt."""
         X = np.asarray(embeddings, dtype=np.float64)
@@ -346,13 +369,14 @@ class CokeRouter:
         return int(graded.sum())
 
     def _arm(self, arm: object) -> int:
+        """The position of the arm named ``arm``."""
         if arm is None:
-            raise ConfigError("no arm was selected (select returned None: none was affordable), so there is "
+            raise ConfigError("no arm was pulled (pull returned None: none was affordable), so there is "
                               "no outcome to feed back")
-        if not isinstance(arm, int | np.integer) or isinstance(arm, bool) or not 0 <= arm < self.n_arms:
-            raise ConfigError(f"arm must be an index in [0, {self.n_arms}) as returned by select, "
-                              f"got {arm!r}")
-        return int(arm)
+        if not isinstance(arm, str) or arm not in self._index:
+            raise ConfigError(f"arm must be one of the router's arm names ({', '.join(self.arms)}) as "
+                              f"returned by pull, got {arm!r}")
+        return self._index[arm]
 
     def _release(self, arm: int, bound: float | None) -> float | None:
         """Drop one hold of ``arm``: the one of ``bound`` if given, else the oldest; its bound, or None."""
@@ -366,21 +390,21 @@ class CokeRouter:
         held.remove(bound)
         return bound
 
-    def cancel(self, arm: int, bound: float | None = None) -> None:
-        """Call off a selection of ``arm`` that will not be run: its held cost bound (``bound``, default
-        the oldest of the arm's) returns to the budget."""
-        arm = self._arm(arm)
+    def cancel(self, name: str, bound: float | None = None) -> None:
+        """Call off a pull of the arm named ``name`` that will not be run: its held cost bound (``bound``,
+        default the oldest of the arm's) returns to the budget."""
+        arm = self._arm(name)
         if self._release(arm, bound) is None:
             raise ConfigError(f"arm {self.names[arm]!r} has no selection awaiting an outcome")
 
-    def update(self, arm: int, embedding: npt.ArrayLike, reward: float, cost: float,
+    def update(self, name: str, embedding: npt.ArrayLike, reward: float, cost: float,
                bound: float | None = None) -> None:
-        """Feed back the outcome of ``arm``: Beta posterior of its cluster (Eq. 5), its ridge regression
-        (Eq. 11, Sherman–Morrison), its spending and failure spending (Eq. 14). The cost is settled against
-        the arm's selection (the one of cost bound ``bound``, default its oldest) and always recorded: a
-        cost above that bound is added to :attr:`overrun`. Without a selection to settle, a cost the
+        """Feed back the outcome of the arm named ``name``: Beta posterior of its cluster (Eq. 5), its ridge
+        regression (Eq. 11, Sherman–Morrison), its spending and failure spending (Eq. 14). The cost is
+        settled against the arm's pull (the one of cost bound ``bound``, default its oldest) and always
+        recorded: a cost above that bound is added to :attr:`overrun`. Without a pull to settle, a cost the
         remaining budget cannot pay raises ``BudgetExceededError`` and nothing is recorded."""
-        arm = self._arm(arm)
+        arm = self._arm(name)
         r = _reward(reward)
         if not (math.isfinite(cost) and cost >= 0):
             raise ConfigError(f"cost must be a finite number ≥ 0, got {cost}")
@@ -404,23 +428,23 @@ class CokeRouter:
         if self.config.use_cluster and self.config.decomposed_reward:
             baseline = float(self.thompson.mean()[c])
         if self.config.use_cluster:
-            self.thompson.update(c, r)
+            self.thompson.update(c, None, r)
         if self.config.use_context:
             self.linucb.update(arm, embedding, r - baseline)
 
     # --- persistence -------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """Full state (config, bandits with generator states, spending) as JSON-ready data."""
+        """Full state (arms, config, bandits with generator states, spending) as JSON-ready data."""
         return {
             "kind": "CokeRouter",
-            "names": self.names,
-            "clusters": self.clusters,
+            "version": STATE_VERSION,
+            "arms": [{"name": a.name, "cluster": a.cluster, "reported_accuracy": a.reported_accuracy}
+                     for a in self.arm_specs],
             "dim": self.dim,
             "budget": self.budget if math.isfinite(self.budget) else "inf",
             "seed": self.seed,
             "horizon": self.horizon,
-            "reported_accuracy": self.reported_accuracy,
             "config": asdict(self.config),
             "thompson": self.thompson.state_dict(),
             "linucb": self.linucb.state_dict(),
@@ -439,8 +463,10 @@ class CokeRouter:
         }
 
     @classmethod
-    def from_state_dict(cls, state: dict[str, Any]) -> CokeRouter:
-        """Inverse of :meth:`state_dict`; ``ConfigError`` saying what is wrong with a malformed state."""
+    def from_state_dict(cls, state: Mapping[str, Any]) -> Self:
+        """Inverse of :meth:`state_dict`; ``ConfigError`` saying what is wrong with a malformed state. A state
+        of version 1 (before arms were named records: parallel ``names``, ``clusters`` and
+        ``reported_accuracy`` lists) loads as it was; a newer version than this code knows is refused."""
         if not isinstance(state, dict) or state.get("kind") != "CokeRouter":
             kind = state.get("kind") if isinstance(state, dict) else type(state).__name__
             raise ConfigError(f"not a CokeRouter state (kind={kind!r})")
@@ -466,14 +492,12 @@ class CokeRouter:
         return out
 
     @classmethod
-    def _from_state(cls, state: dict[str, Any]) -> CokeRouter:
+    def _from_state(cls, state: Mapping[str, Any]) -> Self:
         budget = math.inf if state["budget"] == "inf" else float(state["budget"])
         out = cls(
-            state["names"],
-            state["clusters"],
+            _state_arms(state),
             int(state["dim"]),
             budget=budget,
-            reported_accuracy=state["reported_accuracy"],
             config=CokeConfig(**state["config"]),
             seed=int(state["seed"]),
             horizon=state.get("horizon"),
@@ -495,15 +519,28 @@ class CokeRouter:
             out.recent_count = int(state["recent_count"])
         return out
 
-    def save(self, path: str | Path) -> None:
-        """Write :meth:`state_dict` as JSON (atomically: temp file, then rename)."""
-        write_text_atomic(path, json.dumps(self.state_dict()))
-
     @classmethod
-    def load(cls, path: str | Path) -> CokeRouter:
+    def load(cls, path: str | Path) -> Self:
         """Inverse of :meth:`save`; ``DataError`` naming the file when it is missing, not JSON or not a
         router's state."""
         try:
             return cls.from_state_dict(read_json(path))
         except ConfigError as exc:
             raise DataError(str(exc), path) from exc
+
+
+STATE_VERSION = 2
+"""Version of :meth:`CokeRouter.state_dict`: 1 (no ``version`` key) held the arms as parallel ``names``,
+``clusters`` and ``reported_accuracy`` lists, 2 as ``arms`` records."""
+
+
+def _state_arms(state: Mapping[str, Any]) -> list[ArmSpec]:
+    """The arms of a router state of either version; ``ConfigError`` for a version this code does not know."""
+    version = state.get("version", 1)
+    if version == 1:
+        reported = state["reported_accuracy"]
+        return [ArmSpec(n, c, r) for n, c, r in zip(state["names"], state["clusters"], reported, strict=True)]
+    if version != STATE_VERSION:
+        raise ConfigError(f"state version {version!r} is not one this kgwise reads (1 or {STATE_VERSION}); "
+                          "a newer kgwise wrote it")
+    return [ArmSpec(str(a["name"]), a["cluster"], a.get("reported_accuracy")) for a in state["arms"]]

@@ -44,10 +44,10 @@ class UnknownDecisionError(KgwiseError):
 
 @dataclass(slots=True)
 class _Pending:
-    """A decision awaiting feedback: its arm, the cost bound held for it, the question (its embedding is
-    recomputed after a restart)."""
+    """A decision awaiting feedback: its arm's name, the cost bound held for it, the question (its embedding
+    is recomputed after a restart)."""
 
-    arm: int
+    arm: str
     bound: float
     question: str
     embedding: npt.NDArray[np.float64] | None
@@ -94,29 +94,32 @@ class RoutingService:
         with self.lock:
             return _status(self.state_file, self.router, len(self.pending))
 
-    def route(self, question: str, costs: Sequence[float]) -> dict[str, Any]:
-        """The arm for ``question`` given each arm's cost bound, with the decision id its feedback must
-        name; ``arm`` is None (and ``reason`` says why) when no arm is affordable."""
+    def route(self, question: str, costs: Sequence[float] | Mapping[str, float]) -> dict[str, Any]:
+        """The arm for ``question`` given each arm's cost bound (by arm name, or in the router's arm order),
+        with the decision id its feedback must name; ``arm`` is None (and ``reason`` says why) when no arm
+        is affordable."""
         x = self.embed(question)
         with self.lock:
             r = self.router
-            arm = r.select(x, costs)
+            bounds = r.cost_vector(costs)
+            arm = r.pull(x, bounds)
             self.dirty = True
             decision, reason = None, None
             if arm is not None:
                 decision = uuid.uuid4().hex
-                self.pending[decision] = _Pending(arm, float(costs[arm]), question, x)
+                self.pending[decision] = _Pending(arm, float(bounds[r.index(arm)]), question, x)
                 if len(self.pending) > self.max_pending:
                     _, dropped = self.pending.popitem(last=False)
                     r.cancel(dropped.arm, dropped.bound)
             else:
                 available = r.allowance(r.questions_seen) - r.spent - r.reserved
                 limit = f"the paced allowance of question {r.questions_seen}" if r.horizon else "the budget"
-                reason = (f"no arm's cost bound (cheapest {min(costs):g}) fits in what {limit} leaves: "
+                reason = (f"no arm's cost bound (cheapest {bounds.min():g}) fits in what {limit} leaves: "
                           f"{available:g} ({r.spent:g} spent, {r.reserved:g} held by decisions awaiting "
                           "feedback)")
-            return {"decision": decision, "arm": None if arm is None else r.names[arm],
-                    "arm_index": arm, "cluster": None if arm is None else r.clusters[arm],
+            index = None if arm is None else r.index(arm)
+            return {"decision": decision, "arm": arm,
+                    "arm_index": index, "cluster": None if index is None else r.clusters[index],
                     "remaining_budget": r.remaining, "reason": reason}
 
     def feedback(self, decision: str, reward: float, cost: float,
@@ -143,26 +146,25 @@ class RoutingService:
             for arm, r in extra:
                 self.router.observe(arm, found.embedding, r)
             self.dirty = True
-            out = {"arm": self.router.names[found.arm], "spent": self.router.spent,
+            out = {"arm": found.arm, "spent": self.router.spent,
                    "remaining_budget": self.router.remaining}
             if self.router.overrun > overrun:
                 out["warning"] = (f"cost {cost:g} is above the bound {found.bound:g} given for this "
                                   "decision: the budget holds only while costs stay within their bounds")
             return out
 
-    def _observed(self, observed: Mapping[str, float], chosen: int) -> list[tuple[int, float]]:
-        """``observed`` as (arm index, reward), checked before anything is learned."""
+    def _observed(self, observed: Mapping[str, float], chosen: str) -> list[tuple[str, float]]:
+        """``observed`` as (arm name, reward), checked before anything is learned."""
         out = []
         for name, reward in observed.items():
             if name not in self.router.names:
                 raise ConfigError(f"observed arm {name!r} is not one of the router's arms "
                                   f"({', '.join(self.router.names)})")
-            arm = self.router.names.index(name)
-            if arm == chosen:
+            if name == chosen:
                 raise ConfigError(f"{name!r} is the decision's own arm: its outcome is the feedback's reward")
             if not 0.0 <= reward <= 1.0:
                 raise ConfigError(f"observed reward of {name!r} must lie in [0, 1], got {reward}")
-            out.append((arm, float(reward)))
+            out.append((name, float(reward)))
         return out
 
     def _state(self) -> str:
@@ -233,9 +235,10 @@ def _load(path: Path) -> tuple[CokeRouter, OrderedDict[str, _Pending]]:
         raise DataError("not a router state file (expected a JSON object)", path)
     try:
         router = CokeRouter.from_state_dict({k: v for k, v in state.items() if k != "pending"})
-        pending = OrderedDict((str(row["decision"]), _Pending(int(row["arm"]), float(row["bound"]),
-                                                              str(row["question"]), None))
-                              for row in state.get("pending", []))
+        pending = OrderedDict(
+            (str(row["decision"]),
+             _Pending(_arm_name(router, row["arm"]), float(row["bound"]), str(row["question"]), None))
+            for row in state.get("pending", []))
     except ConfigError as exc:
         raise DataError(str(exc), path) from exc
     except (KeyError, TypeError, ValueError) as exc:
@@ -244,3 +247,14 @@ def _load(path: Path) -> tuple[CokeRouter, OrderedDict[str, _Pending]]:
     if sorted(p.bound for p in pending.values()) != held:
         raise DataError("the waiting decisions do not match the cost bounds the router holds", path)
     return router, pending
+
+
+def _arm_name(router: CokeRouter, arm: object) -> str:
+    """A waiting decision's arm: its name, or (a state file written before decisions named their arm) its
+    position among the router's arms."""
+    if isinstance(arm, int) and not isinstance(arm, bool) and 0 <= arm < router.n_arms:
+        return router.names[arm]
+    if isinstance(arm, str) and arm in router.names:
+        return arm
+    raise ConfigError(f"a waiting decision's arm {arm!r} is not one of the router's arms "
+                      f"({', '.join(router.names)})")

@@ -7,7 +7,6 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -15,21 +14,10 @@ import numpy.typing as npt
 from kgwise.datasets.user import GradedLog
 from kgwise.errors import ConfigError, DataError
 from kgwise.files import read_jsonl
-from kgwise.route.arms import Cluster
+from kgwise.route.arms import ArmInfo, ArmSpec, Cluster
 from kgwise.types import Question, Usage
 
 __all__ = ["ArmInfo", "OutcomeTable", "free_signals", "graded_coverage", "read_graded_log"]
-
-
-class ArmInfo(Protocol):
-    """What a table needs to know of an arm."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def cluster(self) -> Cluster: ...
-    @property
-    def reported_accuracy(self) -> float | None: ...
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,6 +57,11 @@ class OutcomeTable:
     @property
     def n_arms(self) -> int:
         return len(self.arms)
+
+    def arm_specs(self) -> tuple[ArmSpec, ...]:
+        """The table's arms (name, cluster, reported accuracy), in column order: what a router takes."""
+        rows = zip(self.arms, self.clusters, self.reported, strict=True)
+        return tuple(ArmSpec(name, cluster, reported) for name, cluster, reported in rows)
 
     def subset(self, rows: Sequence[int] | npt.NDArray[np.int64]) -> OutcomeTable:
         """The table restricted to question rows ``rows`` (in that order)."""

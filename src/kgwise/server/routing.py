@@ -4,7 +4,7 @@ both: :class:`kgwise.route.service.RoutingService`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, Field
@@ -15,10 +15,11 @@ __all__ = ["FeedbackRequest", "RouteRequest", "routing_api"]
 
 
 class RouteRequest(BaseModel):
-    """A question and, per arm in the router's order, an upper bound on what answering it would cost."""
+    """A question and, per arm (by name, or in the router's arm order), an upper bound on what answering it
+    would cost."""
 
     question: str = Field(min_length=1)
-    costs: list[float] = Field(min_length=1)
+    costs: Annotated[list[float], Field(min_length=1)] | Annotated[dict[str, float], Field(min_length=1)]
 
 
 class FeedbackRequest(BaseModel):

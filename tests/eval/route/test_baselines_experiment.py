@@ -43,7 +43,7 @@ def _table(n: int = 240, seed: int = 0) -> tuple[OutcomeTable, np.ndarray]:
 
 def test_random_policy_respects_budget() -> None:
     table, X = _table()
-    run = simulate(RandomPolicy(3, budget=1.0, seed=0), table, X, range(table.n_questions))
+    run = simulate(RandomPolicy(table.arms, budget=1.0, seed=0), table, X, range(table.n_questions))
     assert run.total_cost <= 1.0
     assert set(run.chosen.tolist()) <= {-1, 0, 1, 2}
 
@@ -80,7 +80,7 @@ def test_hindsight_cascade_escalates_the_least_confident_first() -> None:
 
 def test_mabwiser_policy_learns_and_respects_budget() -> None:
     table, X = _table()
-    pol = MabwiserPolicy(3, cost_ref=0.1, budget=5.0, seed=0)
+    pol = MabwiserPolicy(table.arms, cost_ref=0.1, budget=5.0, seed=0)
     run = simulate(pol, table, X, range(table.n_questions))
     assert run.total_cost <= 5.0
     assert run.accuracy > 0.8
@@ -90,23 +90,23 @@ class RecordingObserver:
     """Test double of an observer: records what it is shown."""
 
     def __init__(self) -> None:
-        self.seen: list[tuple[int, float]] = []
+        self.seen: list[tuple[str, float]] = []
 
-    def observe(self, arm: int, embedding: np.ndarray, reward: float) -> None:
-        self.seen.append((arm, reward))
+    def observe(self, name: str, embedding: np.ndarray, reward: float) -> None:
+        self.seen.append((name, reward))
 
 
 def test_simulate_shows_the_free_arms_outcomes_to_the_observer() -> None:
     table, X = _table(60)
     observer = RecordingObserver()
-    run = simulate(RandomPolicy(3, budget=0.5, seed=1), table, X, range(60), observer)
+    run = simulate(RandomPolicy(table.arms, budget=0.5, seed=1), table, X, range(60), observer)
     free = [i for i, a in enumerate(run.chosen) if a > 0]  # "kgm" costs nothing: it answers these too
-    assert observer.seen == [(0, float(table.correct[i, 0])) for i in free] and len(free) > 10
+    assert observer.seen == [("kgm", float(table.correct[i, 0])) for i in free] and len(free) > 10
 
 
 def test_experiment_report_shape_and_resume(tmp_path: Path) -> None:
     table, X = _table()
-    cfg = ExperimentConfig(seeds=2, lambdas=(0.1, 1.0), budgets=(0.5, 1.0), bins=4)
+    cfg = ExperimentConfig(seeds=2, lambdas=(0.1, 1.0), budget_fractions=(0.5, 1.0), bins=4)
     progress = tmp_path / "runs.jsonl"
     report = run_experiment(table, X, cfg, progress, show_progress=False)
     for key in (
@@ -127,15 +127,20 @@ def test_experiment_report_shape_and_resume(tmp_path: Path) -> None:
     ):
         assert key in report
     for row in report["paced_budget_sweep"] + report["price_paced_budget_sweep"]:
-        assert row["cost"] <= row["budget_abs"] + 1e-12
+        assert row["cost"] <= row["budget"] + 1e-12
+        assert row["budget"] == pytest.approx(row["budget_fraction"] * table.cost[:, 2].sum())
     assert report["price_paced_config"]["pacing"] == "price" and "price_paced_60" in report["targets"]
     assert set(report["ablations"]) == {"wo_Ec", "wo_Ea", "wo_Ra"}
     assert report["oracle"]["accuracy"] == 1.0
     assert report["oracle"]["cost"] == pytest.approx(
         sum(0.0 if kg else 0.01 if lm else 0.1 for kg, lm in table.correct[:, :2])
     )
-    budget_abs = 0.5 * table.cost[:, 2].sum()
-    assert report["budget_sweep"][0]["cost"] <= budget_abs + 1e-12
+    budget = 0.5 * table.cost[:, 2].sum()
+    assert report["budget_sweep"][0]["budget_fraction"] == 0.5
+    assert report["budget_sweep"][0]["budget"] == pytest.approx(budget)
+    assert report["budget_sweep"][0]["cost"] <= budget + 1e-12
+    assert report["setup"]["budget_fraction"] == 1.0
+    assert report["setup"]["budget"] == pytest.approx(table.cost[:, 2].sum())
     assert sum(report["coke"]["selections"].values()) + report["coke"]["unanswered"] == table.n_questions
     assert len(report["heatmap"]["share"]) == 4
     # a second run reads every finished run back from the progress file and reports the same numbers
@@ -154,7 +159,7 @@ def test_context_variants_run_coke_on_their_own_context() -> None:
 
     table, X = _table()
     n = table.n_questions
-    cfg = ExperimentConfig(seeds=3, lambdas=(1.0,), budgets=(1.0,), paced=(0.6,), bins=4)
+    cfg = ExperimentConfig(seeds=3, lambdas=(1.0,), budget_fractions=(1.0,), paced=(0.6,), bins=4)
     contexts = {"informative": X, "constant": np.ones((n, 1))}
     report = run_experiment(table, np.ones((n, 1)), cfg, show_progress=False, contexts=contexts)
     variants = report["context_variants"]

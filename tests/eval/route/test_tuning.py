@@ -63,8 +63,8 @@ def test_cross_tune_scores_each_pick_on_the_other_half(tmp_path: Path) -> None:
     half = table.subset(held)
     accs = []
     for s in range(2):
-        router = CokeRouter(half.arms, half.clusters, 2, budget=0.6 * half.cost[:, 1].sum(),
-                            reported_accuracy=half.reported, config=coke, seed=s, horizon=60)
+        router = CokeRouter(half.arm_specs(), 2, budget=0.6 * half.cost[:, 1].sum(), config=coke, seed=s,
+                            horizon=60)
         router.warm_start(X[tune], table.correct[tune])
         order = np.random.default_rng(s).permutation(60)
         accs.append(simulate(router, half, X[held], order, router).accuracy)

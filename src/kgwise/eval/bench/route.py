@@ -1,4 +1,4 @@
-"""``kgwise bench route``: time of Coke's select + update per question (also price-paced), against a naive
+"""``kgwise bench route``: time of Coke's pull + update per question (also price-paced), against a naive
 LinUCB that inverts every arm's ``A`` at every step (O(n_arms · d³)) instead of Sherman–Morrison updates
 (O(d²)), same run."""
 
@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.bandit import LinUCB
-from kgwise.route.arms import Cluster
+from kgwise.route.arms import ArmSpec, Cluster
 from kgwise.route.coke import CokeConfig, CokeRouter
 
 __all__ = ["NaiveLinUCB", "bench_route"]
@@ -46,7 +46,7 @@ def _contexts(n: int, dim: int, seed: int) -> npt.NDArray[np.float64]:
 def bench_route(
     n_arms: int = 8, dim: int = 384, steps: int = 2000, naive_steps: int = 100, seed: int = 0
 ) -> dict[str, Any]:
-    """Milliseconds per question of select + update: Coke, bare LinUCB, and the naive LinUCB; their ratio;
+    """Milliseconds per question of pull + update: Coke, bare LinUCB, and the naive LinUCB; their ratio;
     and the largest score difference between the Sherman–Morrison and naive LinUCB after the same updates."""
     X = _contexts(steps, dim, seed)
     rng = np.random.default_rng(seed + 1)
@@ -56,18 +56,20 @@ def bench_route(
     kgm: list[Cluster] = ["KGM"]
     llm: list[Cluster] = ["LLM"]
     clusters = kgm * n_kgm + llm * (n_arms - n_kgm)
-    names = [f"arm{i}" for i in range(n_arms)]
+    arms = [ArmSpec(f"arm{i}", c) for i, c in enumerate(clusters)]
+    column = {a.name: i for i, a in enumerate(arms)}
 
     def time_coke(precision: str, pacing: str = "allowance") -> float:
         config = CokeConfig(regret_prior=10.0, precision=precision, pacing=pacing)
         # price pacing: half of what always calling the priciest arm costs, paced over the run (it binds)
         budget, horizon = (0.5 * steps * costs[0].max(), steps) if pacing == "price" else (np.inf, None)
-        router = CokeRouter(names, clusters, dim, config=config, seed=seed, budget=budget, horizon=horizon)
+        router = CokeRouter(arms, dim, config=config, seed=seed, budget=budget, horizon=horizon)
         t0 = time.perf_counter()
         for k in range(steps):
-            a = router.select(X[k], costs[k])
-            assert a is not None
-            router.update(a, X[k], float(rewards[k, a]), float(costs[k, a]))
+            name = router.pull(X[k], costs[k])
+            assert name is not None
+            a = column[name]
+            router.update(name, X[k], float(rewards[k, a]), float(costs[k, a]))
         return 1000 * (time.perf_counter() - t0) / steps
 
     coke_ms = time_coke("float64")

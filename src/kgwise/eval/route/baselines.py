@@ -1,4 +1,5 @@
-"""Baselines run beside Coke on the same question orders.
+"""Baselines run beside Coke on the same question orders, speaking the router's verbs (``pull`` an arm
+name given each arm's cost bound, ``update`` it with the reward and cost).
 
 * :class:`RandomPolicy`: a uniformly random affordable arm.
 * :func:`threshold_curve`: a RouteLLM-style threshold router — logistic regression on the question
@@ -34,20 +35,28 @@ __all__ = [
 Costs = Sequence[float] | npt.NDArray[np.float64]
 
 
-class RandomPolicy:
-    """Picks an affordable arm uniformly at random (seeded); tracks its own spending."""
+def _names(arms: Sequence[str], owner: str) -> tuple[str, ...]:
+    names = tuple(arms)
+    if not names or len(set(names)) != len(names) or isinstance(arms, str):
+        raise ConfigError(f"{owner} needs distinct arm names, got {arms!r}")
+    return names
 
-    def __init__(self, n_arms: int, budget: float = math.inf, seed: int = 0) -> None:
-        self.n_arms = n_arms
+
+class RandomPolicy:
+    """Picks an affordable arm uniformly at random (seeded); tracks its own spending. ``costs`` come one
+    per arm in the order of ``arms``."""
+
+    def __init__(self, arms: Sequence[str], budget: float = math.inf, seed: int = 0) -> None:
+        self.arms = _names(arms, "RandomPolicy")
         self.budget = budget
         self.spent = 0.0
         self._rng = np.random.default_rng(seed)
 
-    def select(self, embedding: npt.ArrayLike, costs: Costs) -> int | None:
+    def pull(self, embedding: npt.ArrayLike, costs: Costs) -> str | None:
         ok = np.flatnonzero(self.spent + np.asarray(costs, dtype=np.float64) <= self.budget)
-        return None if ok.size == 0 else int(self._rng.choice(ok))
+        return None if ok.size == 0 else self.arms[int(self._rng.choice(ok))]
 
-    def update(self, arm: int, embedding: npt.ArrayLike, reward: float, cost: float) -> None:
+    def update(self, name: str, embedding: npt.ArrayLike, reward: float, cost: float) -> None:
         self.spent += cost
 
 
@@ -65,11 +74,12 @@ class MabwiserPolicy:
 
     The first ``n_arms`` questions go round-robin to every affordable arm (mabwiser needs a first ``fit``);
     afterwards the affordable arm with the largest expectation is chosen and ``partial_fit`` is called.
+    ``costs`` come one per arm in the order of ``arms``; mabwiser knows the arms by their positions.
     """
 
     def __init__(
         self,
-        n_arms: int,
+        arms: Sequence[str],
         cost_ref: float,
         budget: float = math.inf,
         config: MabwiserConfig | None = None,
@@ -80,7 +90,9 @@ class MabwiserPolicy:
         if cost_ref <= 0:
             raise ConfigError(f"cost_ref must be > 0, got {cost_ref}")
         self.config = config or MabwiserConfig()
-        self.n_arms = n_arms
+        self.arms = _names(arms, "MabwiserPolicy")
+        self._column = {a: j for j, a in enumerate(self.arms)}
+        n_arms = self.n_arms = len(self.arms)
         self.cost_ref = cost_ref
         self.budget = budget
         self.spent = 0.0
@@ -93,20 +105,21 @@ class MabwiserPolicy:
         self._warm: list[tuple[int, npt.NDArray[np.float64], float]] = []
         self._step = 0
 
-    def select(self, embedding: npt.ArrayLike, costs: Costs) -> int | None:
+    def pull(self, embedding: npt.ArrayLike, costs: Costs) -> str | None:
         ok = self.spent + np.asarray(costs, dtype=np.float64) <= self.budget
         if not ok.any():
             return None
         if not self._fitted:
             order = [(self._step + k) % self.n_arms for k in range(self.n_arms)]
-            return next(a for a in order if ok[a])
+            return self.arms[next(a for a in order if ok[a])]
         x = np.asarray(embedding, dtype=np.float64).reshape(1, -1)
         exp: Any = self._mab.predict_expectations(x)
         values = np.array([exp[a] for a in range(self.n_arms)], dtype=np.float64)
         values[~ok] = -np.inf
-        return int(np.argmax(values))
+        return self.arms[int(np.argmax(values))]
 
-    def update(self, arm: int, embedding: npt.ArrayLike, reward: float, cost: float) -> None:
+    def update(self, name: str, embedding: npt.ArrayLike, reward: float, cost: float) -> None:
+        arm = self._column[name]
         self.spent += cost
         self._step += 1
         r = float(reward) - self.config.cost_weight * cost / self.cost_ref

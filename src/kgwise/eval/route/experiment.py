@@ -1,12 +1,14 @@
 """Replay experiments (Coke §4): every policy on the same seeded question orders of an outcome table.
 
-Per seed the questions are shuffled; each policy sees them one at a time (``select`` with the per-arm
-costs of that question, then ``update`` with the reward and cost). Reported as mean ± std over seeds:
-single arms, random, the oracle (cheapest correct arm), Coke, its ablations (Table 2), the λ sweep and the
-budget sweep (Fig. 2), paced and price-paced Coke at multiples of the best arm's cost, the threshold router
-and mabwiser's LinUCB; plus the selection heatmap (Fig. 4) and the selection-regret curve (Fig. 3).
-Budget ``B`` is a fraction of the cost of always calling the most expensive arm. Runs are appended to a
-JSONL file as they finish so an interrupted experiment resumes.
+Per seed the questions are shuffled; each policy sees them one at a time (``pull`` with the per-arm
+costs of that question, which names an arm, then ``update`` of that arm with the reward and cost).
+Reported as mean ± std over seeds: single arms, random, the oracle (cheapest correct arm), Coke, its
+ablations (Table 2), the λ sweep and the budget sweep (Fig. 2), paced and price-paced Coke at multiples
+of the best arm's cost, the threshold router and mabwiser's LinUCB; plus the selection heatmap (Fig. 4)
+and the selection-regret curve (Fig. 3). The budget is set as a fraction (``budget_fraction``) of the
+cost of always calling the most expensive arm; the report gives both the fraction (``budget_fraction``)
+and the amount it comes to (``budget``, in the table's unit). Runs are appended to a JSONL file as they
+finish so an interrupted experiment resumes.
 """
 
 from __future__ import annotations
@@ -37,33 +39,36 @@ from kgwise.files import ResumeLog, source_fingerprint
 from kgwise.route.coke import CokeConfig, CokeRouter
 from kgwise.route.table import OutcomeTable
 
-__all__ = ["ExperimentConfig", "Policy", "RunResult", "replay_fingerprint", "run_experiment", "simulate",
+__all__ = ["ExperimentConfig", "Router", "RunResult", "replay_fingerprint", "run_experiment", "simulate",
            "target_checks"]
 
 Matrix = npt.NDArray[np.float64]
 
 
-class Policy(Protocol):
-    def select(self, embedding: npt.ArrayLike, costs: Sequence[float] | Matrix) -> int | None: ...
+class Router(Protocol):
+    """A budgeted policy over named arms (:class:`~kgwise.route.coke.CokeRouter` and the baselines)."""
 
-    def update(self, arm: int, embedding: npt.ArrayLike, reward: float, cost: float) -> None: ...
+    def pull(self, embedding: npt.ArrayLike, costs: Sequence[float] | Matrix) -> str | None: ...
+
+    def update(self, name: str, embedding: npt.ArrayLike, reward: float, cost: float) -> None: ...
 
 
 class Observer(Protocol):
-    def observe(self, arm: int, embedding: npt.ArrayLike, reward: float) -> None: ...
+    def observe(self, name: str, embedding: npt.ArrayLike, reward: float) -> None: ...
 
 
 @dataclass(frozen=True)
 class ExperimentConfig:
-    """What to run. ``budget`` and ``coke`` are the main setting; the sweeps vary λ and B around it (the
-    paper's B ∈ 0.5…1.0, plus smaller budgets: when the most expensive arm costs far more than the others,
-    B ≥ 0.5 never binds)."""
+    """What to run. ``budget_fraction`` (B, the budget as a fraction of the cost of always calling the most
+    expensive arm) and ``coke`` are the main setting; the sweeps vary λ and B around it (the paper's
+    B ∈ 0.5…1.0, plus smaller budgets: when the most expensive arm costs far more than the others, B ≥ 0.5
+    never binds)."""
 
-    budget: float = 1.0
+    budget_fraction: float = 1.0
     seeds: int = 10
     coke: CokeConfig = field(default_factory=CokeConfig)
     lambdas: tuple[float, ...] = (0.001, 0.1, 1.0, 10.0, 100.0)
-    budgets: tuple[float, ...] = (0.01, 0.05, 0.1, 0.2, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+    budget_fractions: tuple[float, ...] = (0.01, 0.05, 0.1, 0.2, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
     paced: tuple[float, ...] = (0.3, 0.6, 1.0, 2.0, 5.0)
     """Paced Coke (budget spread over the run, see :class:`CokeRouter`) at these multiples of the most
     accurate single arm's total cost: the regime of the target "≤ 60% of the best arm's cost"."""
@@ -75,15 +80,16 @@ class ExperimentConfig:
     bins: int = 10
 
     def __post_init__(self) -> None:
-        if not (self.budget > 0 and math.isfinite(self.budget)):
-            raise ConfigError(f"budget must be a finite fraction > 0, got {self.budget}")
+        if not (self.budget_fraction > 0 and math.isfinite(self.budget_fraction)):
+            raise ConfigError(f"budget_fraction must be a finite number > 0, got {self.budget_fraction}")
         if self.seeds < 1:
             raise ConfigError(f"seeds must be ≥ 1, got {self.seeds}")
 
 
 @dataclass
 class RunResult:
-    """One policy on one question order: the chosen arm per step (−1: none affordable), correctness, cost."""
+    """One policy on one question order: the chosen arm's column per step (−1: none affordable),
+    correctness, cost."""
 
     chosen: npt.NDArray[np.int64]
     correct: npt.NDArray[np.bool_]
@@ -100,7 +106,7 @@ class RunResult:
 
 
 def simulate(
-    policy: Policy,
+    policy: Router,
     table: OutcomeTable,
     embeddings: npt.NDArray[np.floating[Any]],
     order: Sequence[int] | npt.NDArray[np.int64],
@@ -110,23 +116,25 @@ def simulate(
     ``observer`` (usually the policy itself): the arms that cost nothing on a question answer it too, and
     their outcomes are shown to it (:meth:`CokeRouter.observe`)."""
     n = len(order)
+    column = {name: j for j, name in enumerate(table.arms)}
     chosen = np.full(n, -1, dtype=np.int64)
     correct = np.zeros(n, dtype=bool)
     cost = np.zeros(n)
     start = time.perf_counter()
     for k, i in enumerate(order):
         x = embeddings[i]
-        a = policy.select(x, table.cost[i])
-        if a is None:
+        name = policy.pull(x, table.cost[i])
+        if name is None:
             continue
+        a = column[name]
         chosen[k] = a
         correct[k] = table.correct[i, a]
         cost[k] = table.cost[i, a]
-        policy.update(a, x, float(correct[k]), float(cost[k]))
+        policy.update(name, x, float(correct[k]), float(cost[k]))
         if observer is not None:
             for j in np.flatnonzero(table.cost[i] == 0):
                 if j != a:
-                    observer.observe(int(j), x, float(table.correct[i, j]))
+                    observer.observe(table.arms[j], x, float(table.correct[i, j]))
     return RunResult(chosen, correct, cost, time.perf_counter() - start)
 
 
@@ -286,11 +294,9 @@ def run_experiment(
 
             def make(s: int = s, order: npt.NDArray[np.int64] = order) -> RunResult:
                 router = CokeRouter(
-                    table.arms,
-                    table.clusters,
+                    table.arm_specs(),
                     x.shape[1],
                     budget=budget_frac * max_arm_cost,
-                    reported_accuracy=table.reported,
                     config=coke,
                     seed=s,
                     horizon=n if paced else None,
@@ -301,14 +307,14 @@ def run_experiment(
             bar.update(1)
         return out
 
-    variants: list[tuple[str, CokeConfig, float]] = [("coke", cfg.coke, cfg.budget)]
+    variants: list[tuple[str, CokeConfig, float]] = [("coke", cfg.coke, cfg.budget_fraction)]
     variants += [
-        ("wo_Ec", replace(cfg.coke, use_cluster=False), cfg.budget),
-        ("wo_Ea", replace(cfg.coke, use_context=False), cfg.budget),
-        ("wo_Ra", replace(cfg.coke, lam=0.0), cfg.budget),
+        ("wo_Ec", replace(cfg.coke, use_cluster=False), cfg.budget_fraction),
+        ("wo_Ea", replace(cfg.coke, use_context=False), cfg.budget_fraction),
+        ("wo_Ra", replace(cfg.coke, lam=0.0), cfg.budget_fraction),
     ]
-    variants += [(f"lambda={lam:g}", replace(cfg.coke, lam=lam), cfg.budget) for lam in cfg.lambdas]
-    variants += [(f"budget={b:g}", cfg.coke, b) for b in cfg.budgets]
+    variants += [(f"lambda={lam:g}", replace(cfg.coke, lam=lam), cfg.budget_fraction) for lam in cfg.lambdas]
+    variants += [(f"budget={b:g}", cfg.coke, b) for b in cfg.budget_fractions]
     arm_cost = table.cost.sum(axis=0)
     arm_acc = table.correct.mean(axis=0)
     best = int(np.argmax(arm_acc))
@@ -321,26 +327,27 @@ def run_experiment(
         results[name] = coke_runs(coke, b)
     for ctx_name in all_ctx:
         if ctx_name is not None:
-            results[f"{ctx_name}|coke"] = coke_runs(cfg.coke, cfg.budget, context=ctx_name)
+            results[f"{ctx_name}|coke"] = coke_runs(cfg.coke, cfg.budget_fraction, context=ctx_name)
         for x, b in paced:
             results[_paced_key(x, ctx_name)] = coke_runs(cfg.coke, b, paced=True, context=ctx_name)
             results[_paced_key(x, ctx_name, price=True)] = coke_runs(priced, b, paced=True, context=ctx_name,
                                                                     observe=True)
-    budget_abs = cfg.budget * max_arm_cost
+    budget_abs = cfg.budget_fraction * max_arm_cost
     rand_runs: list[RunResult] = []
     mab_runs: list[RunResult] = []
     cost_ref = float(table.cost.mean(axis=0).max()) or 1.0
     for s, order in zip(seeds, orders, strict=True):
 
         def rand(s: int = s, order: npt.NDArray[np.int64] = order) -> RunResult:
-            return simulate(RandomPolicy(m, budget_abs, seed=s), table, emb, order)
+            return simulate(RandomPolicy(table.arms, budget_abs, seed=s), table, emb, order)
 
         def mab(s: int = s, order: npt.NDArray[np.int64] = order) -> RunResult:
-            return simulate(MabwiserPolicy(m, cost_ref, budget_abs, cfg.mabwiser, seed=s), table, emb, order)
+            policy = MabwiserPolicy(table.arms, cost_ref, budget_abs, cfg.mabwiser, seed=s)
+            return simulate(policy, table, emb, order)
 
-        rand_runs.append(store.get(f"random|{cfg.budget}|{s}", rand))
+        rand_runs.append(store.get(f"random|{cfg.budget_fraction}|{s}", rand))
         bar.update(1)
-        mab_runs.append(store.get(f"mabwiser|{cfg.budget}|{s}", mab))
+        mab_runs.append(store.get(f"mabwiser|{cfg.budget_fraction}|{s}", mab))
         bar.update(1)
     bar.close()
 
@@ -385,7 +392,7 @@ def run_experiment(
     def paced_row(x: float, b: float, context: str | None = None, price: bool = False) -> dict[str, Any]:
         s = _summary(results[_paced_key(x, context, price)], table.arms)
         tr = _mean_std([accuracy_at_cost(c, s["cost"]) for c in curves])
-        return {"budget_vs_best_arm": x, "budget": b, "budget_abs": b * max_arm_cost} | s | {
+        return {"budget_vs_best_arm": x, "budget_fraction": b, "budget": b * max_arm_cost} | s | {
             "threshold_router_at_equal_cost": tr[0], "threshold_router_at_equal_cost_std": tr[1]}
 
     paced_sweep = [paced_row(x, b) for x, b in paced]
@@ -395,7 +402,7 @@ def run_experiment(
             "questions": n,
             "seeds": cfg.seeds,
             "unit": table.unit,
-            "budget_fraction": cfg.budget,
+            "budget_fraction": cfg.budget_fraction,
             "budget": budget_abs,
             "most_expensive_arm": table.arms[int(np.argmax(arm_cost))],
             "coke_config": asdict(cfg.coke) | {"gamma": cfg.coke.gamma},
@@ -419,8 +426,9 @@ def run_experiment(
             {"lambda": lam} | _summary(results[f"lambda={lam:g}"], table.arms) for lam in cfg.lambdas
         ],
         "budget_sweep": [
-            {"budget": b, "budget_abs": b * max_arm_cost} | _summary(results[f"budget={b:g}"], table.arms)
-            for b in cfg.budgets
+            {"budget_fraction": b, "budget": b * max_arm_cost}
+            | _summary(results[f"budget={b:g}"], table.arms)
+            for b in cfg.budget_fractions
         ],
         "paced_budget_sweep": paced_sweep,
         "price_paced_config": asdict(priced) | {"gamma": priced.gamma, "observe_free_arms": True},

@@ -47,7 +47,8 @@ def plot_pareto(report: dict[str, Any], path: Path) -> Path:
         ax.annotate(
             name, (r["cost"], 1 - r["accuracy"]), fontsize=7, xytext=(3, 3), textcoords="offset points"
         )
-    _sweep(ax, report["budget_sweep"], "Coke, budget sweep", "o", "tab:red", lambda b: f"B={b['budget']:g}")
+    _sweep(ax, report["budget_sweep"], "Coke, budget sweep", "o", "tab:red",
+           lambda b: f"B={b['budget_fraction']:g}")
     _sweep(ax, report.get("paced_budget_sweep") or [], "Coke, paced budget (× best arm's cost)", "D",
            "tab:purple", _times)
     _sweep(ax, report.get("price_paced_budget_sweep") or [], "Coke, price-paced", "P", "tab:cyan", _times)

@@ -118,9 +118,8 @@ def cross_tune(
             key = json.dumps(["warm" if warm else "cold", h, ctx, asdict(coke), s])
             run = log.get(key)
             if run is None:
-                router = CokeRouter(half.arms, half.clusters, x.shape[1],
-                                    budget=config.budget_vs_best * half_best_cost,
-                                    reported_accuracy=half.reported, config=coke, seed=s,
+                router = CokeRouter(half.arm_specs(), x.shape[1],
+                                    budget=config.budget_vs_best * half_best_cost, config=coke, seed=s,
                                     horizon=half.n_questions)
                 if warm:
                     router.warm_start(xs[1 - h][ctx], parts[1 - h].correct)
