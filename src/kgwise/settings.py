@@ -32,6 +32,7 @@ SECTIONS: dict[str, str] = {
     "kgm_model": "kgwise.kgm.model:ModelConfig",
     "kgm_train": "kgwise.kgm.train:TrainConfig",
     "uag": "kgwise.conformal.uag:UAGConfig",
+    "linking": "kgwise.kg.linking:LinkingConfig",
 }
 """Table name → the config class it holds (imported when needed)."""
 

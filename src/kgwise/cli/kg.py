@@ -40,22 +40,29 @@ def build(
         typer.Option("--wordnet-senses", help="WordNet word-sense edges: 'all', or 'frequent' (the senses "
                      "SemCor tags, else a word's first; drops e.g. 'go' as a word for the drug 'adam')."),
     ] = "all",
+    aliases: Annotated[Path | None, typer.Option(
+        "--aliases", help="Alias file for a tsv source: label<TAB>alias[<TAB>alias…] lines (other "
+        "formats keep the names their source gives).")] = None,
 ) -> None:
-    """Load SOURCE(s) and save them as one graph: a source keeps its labels as spelled; several sources
-    are merged, their nodes unified by normalised label (case, '_' and spaces ignored)."""
+    """Load SOURCE(s) and save them as one graph: a source keeps its labels as spelled, and every other
+    name it gives a node as an alias; several sources are merged, their nodes unified by normalised label
+    (case, '_' and spaces ignored)."""
     if len(formats) not in (1, len(sources)):
         raise ConfigError(f"give --format once, or once per source ({len(sources)}); got {len(formats)}")
     per_source = formats * len(sources) if len(formats) == 1 else formats
     if wordnet_senses != "all" and "wordnet" not in per_source:
         raise ConfigError("--wordnet-senses applies to a wordnet source; none is given")
+    if aliases is not None and per_source.count("tsv") != 1:
+        raise ConfigError("--aliases applies to exactly one tsv source")
     distinct_outputs({"--out": npz_path(out)}, {"SOURCE": sources, "--merge-relations": merge_relations})
     graphs = []
     for src, fmt in zip(sources, per_source, strict=True):
         t0 = time.perf_counter()
         g = load_graph(src, fmt, merge_relations if fmt.startswith("conceptnet") else None,
-                       wordnet_senses if fmt == "wordnet" else "all")
+                       wordnet_senses if fmt == "wordnet" else "all", aliases if fmt == "tsv" else None)
         console.print(f"loaded {src} ({fmt}): {g.num_nodes:,} nodes, {g.num_edges:,} edges, "
-                      f"{g.num_relations} relations in {time.perf_counter() - t0:.2f} s")
+                      f"{g.num_relations} relations, {len(g.alias_pairs()[1]):,} aliases "
+                      f"in {time.perf_counter() - t0:.2f} s")
         graphs.append(g)
     graph = graphs[0] if len(graphs) == 1 else merge_graphs(graphs)
     if name is not None:

@@ -32,7 +32,15 @@ import numpy.typing as npt
 from kgwise.errors import ConfigError, ServiceError, TransientError
 from kgwise.kg.base import Direction, EdgeArrays, IdArray, normalise_label
 from kgwise.kg.loaders._common import Interner
-from kgwise.kg.loaders.ntriples import RDFS_COMMENT, RDFS_LABEL, iri_local_name, label_rank, literal_syntax
+from kgwise.kg.loaders.ntriples import (
+    NAME_PREDICATES,
+    RDFS_LABEL,
+    SKOS_ALT_LABEL,
+    SKOS_PREF_LABEL,
+    iri_local_name,
+    label_rank,
+    literal_syntax,
+)
 from kgwise.retry import RetryPolicy, RetryStats, call_with_retry, send_once
 
 __all__ = ["SPARQLConfig", "SPARQLError", "SPARQLGraph"]
@@ -41,6 +49,7 @@ LABEL_BATCH = 500
 """Nodes whose labels one query fetches."""
 
 XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
+_NAMES = ", ".join(f"<{p}>" for p in NAME_PREDICATES)
 Term = tuple[str, str, str, str]
 """``(kind, value, lang, datatype)`` with kind ``iri`` or ``literal``, as in the N-Triples loader."""
 
@@ -186,7 +195,7 @@ class SPARQLGraph:
         if self._num_edges is None:
             rows = self.select(
                 "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o . FILTER(!isBlank(?s) && !isBlank(?o)) "
-                f"FILTER(!(isLiteral(?o) && ?p IN (<{RDFS_LABEL}>, <{RDFS_COMMENT}>))) }}")
+                f"FILTER(!(isLiteral(?o) && ?p IN ({_NAMES}))) }}")
             self._num_edges = int(rows[0]["n"]["value"]) if rows else 0
         return self._num_edges
 
@@ -240,16 +249,16 @@ class SPARQLGraph:
         spaced = " ".join(label.replace("_", " ").split())
         forms = dict.fromkeys([label, spaced, key, key.capitalize(), key.title(), spaced.lower()])
         values = " ".join(_sparql(("literal", f, lang, "")) for f in forms for lang in ("", "en"))
-        rows = self.select(f"SELECT ?s WHERE {{ VALUES ?l {{ {values} }} ?s <{RDFS_LABEL}> ?l . "
-                           "FILTER(isIRI(?s)) } LIMIT 50")
+        rows = self.select(f"SELECT ?s WHERE {{ VALUES ?l {{ {values} }} ?s ?p ?l . "
+                           f"FILTER(isIRI(?s) && ?p IN (<{RDFS_LABEL}>, <{SKOS_PREF_LABEL}>, "
+                           f"<{SKOS_ALT_LABEL}>)) }} LIMIT 50")
         for row in rows:
             term = _term(row["s"])
             if term is not None:
                 node = self._node(term)
-                if normalise_label(self.label(node)) == key:
-                    return node
+                return node
         rows = self.select(f"SELECT ?v WHERE {{ VALUES ?v {{ {values} }} ?s ?p ?v . "
-                           f"FILTER(?p NOT IN (<{RDFS_LABEL}>, <{RDFS_COMMENT}>)) }} LIMIT 1")
+                           f"FILTER(?p NOT IN ({_NAMES})) }} LIMIT 1")
         for row in rows:
             term = _term(row["v"])
             if term is not None:
@@ -284,7 +293,7 @@ class SPARQLGraph:
                     pred = row["p"]["value"]
                     if other is None:
                         continue
-                    if other[0] == "literal" and pred in (RDFS_LABEL, RDFS_COMMENT):
+                    if other[0] == "literal" and pred in NAME_PREDICATES:
                         if pred == RDFS_LABEL:
                             labels.append(other)
                         continue
