@@ -98,16 +98,18 @@ class GrounderConfig:
 
 class PhraseIndex:
     """``phrase_key(name) -> node id`` over every node of ``kg``: labels (the lowest id wins a collision),
-    then aliases in ``alias_keys`` (a label wins over an alias); ``words`` is every token of every name."""
+    then aliases in ``alias_keys`` (a label wins over an alias; ``aliases=False``: labels only); ``words`` is
+    every token of every name."""
 
-    def __init__(self, kg: KnowledgeGraph) -> None:
+    def __init__(self, kg: KnowledgeGraph, aliases: bool = True) -> None:
         labels: Sequence[str] = getattr(kg, "labels", None) or [kg.label(i) for i in range(kg.num_nodes)]
         keys = phrase_keys(labels)
         # first (lowest) id wins: insert in reverse so earlier ids overwrite later ones
         index = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1), strict=True))
         index.pop("", None)
         alias_pairs = getattr(kg, "alias_pairs", None)
-        alias_nodes, alias_names = alias_pairs() if callable(alias_pairs) else (np.zeros(0, np.int32), [])
+        alias_nodes, alias_names = (alias_pairs() if callable(alias_pairs) and aliases
+                                    else (np.zeros(0, np.int32), []))
         aliases: dict[str, int] = {}
         for key, node in zip(phrase_keys(alias_names), alias_nodes.tolist(), strict=True):
             if key and key not in index:
