@@ -103,7 +103,8 @@ class FakeEncoder:
 def test_embedding_fallback_after_fuzzy() -> None:
     g = _graph()
     index = PhraseIndex(g)
-    gr = Grounder(g, GrounderConfig(linking=LinkingConfig(fuzzy=False, embedding=True, embedding_min_score=0.9)), index,
+    cfg = LinkingConfig(fuzzy=False, embedding=True, embedding_min_score=0.9)
+    gr = Grounder(g, GrounderConfig(linking=cfg), index,
                   embedding_matcher(index, FakeEncoder()))
     found = gr.ground_names(["enixoryht"])  # an anagram: far by edit distance, equal letters
     assert found == (g.node("Thyroxine"),)

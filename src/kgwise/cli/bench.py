@@ -111,14 +111,17 @@ def bench_grounding(
     json_out: JsonOption = None,
     parts: Annotated[str, typer.Option(help="Comma-separated: csqa, medqa, scale.")] = "csqa,medqa,scale",
     medqa_limit: Annotated[int, typer.Option(min=1, help="MedQA test questions.")] = 200,
-    csqa_limit: Annotated[int | None, typer.Option(min=1, help="CSQA ihdev questions (default: all).")] = None,
+    csqa_limit: Annotated[int | None, typer.Option(
+        min=1, help="CSQA ihdev questions (default: all).")] = None,
     scale_nodes: Annotated[int, typer.Option(min=1000, help="Nodes of the synthetic graph.")] = 1_600_000,
     scale_edges: Annotated[int, typer.Option(min=1000, help="Edges of the synthetic graph.")] = 3_400_000,
-    scale_limit: Annotated[int, typer.Option(min=1, help="Questions grounded over the synthetic graph.")] = 200,
+    scale_limit: Annotated[int, typer.Option(
+        min=1, help="Questions grounded over the synthetic graph.")] = 200,
     virtuoso: Annotated[bool, typer.Option(help="Load the synthetic graph into Virtuoso.")] = True,
     embeddings: Annotated[bool, typer.Option(help="MiniLM embedding fallback on MedQA/DDB.")] = True,
-    workdir: Annotated[Path | None, typer.Option(help="Where graphs, indexes and the Virtuoso database go "
-                                                      "(default: OUT_work beside --json OUT, else temp).")] = None,
+    workdir: Annotated[Path | None, typer.Option(
+        help="Where graphs, indexes and the Virtuoso database go (default: OUT_work beside --json OUT, "
+             "else temp).")] = None,
 ) -> None:
     """Grounding recall (CSQA gold choices, MedQA options) exact-only vs aliases + fallbacks, and label-index
     grounding + P_sub over Virtuoso vs the in-memory graph at ConceptNet scale (the issue's targets)."""

@@ -19,6 +19,7 @@ the topic entities of a question that names none.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +40,8 @@ from kgwise.kg.text import (
 )
 from kgwise.types import Question
 
-__all__ = ["Grounder", "GrounderConfig", "Grounding", "NameIndex", "PhraseIndex"]
+__all__ = ["Grounder", "GrounderConfig", "Grounding", "NameIndex", "PhraseIndex", "embedding_matcher",
+           "propose_topic_entities"]
 
 
 class NameIndex(Protocol):
@@ -110,14 +112,14 @@ class PhraseIndex:
         alias_pairs = getattr(kg, "alias_pairs", None)
         alias_nodes, alias_names = (alias_pairs() if callable(alias_pairs) and aliases
                                     else (np.zeros(0, np.int32), []))
-        aliases: dict[str, int] = {}
+        by_alias: dict[str, int] = {}
         for key, node in zip(phrase_keys(alias_names), alias_nodes.tolist(), strict=True):
             if key and key not in index:
-                aliases.setdefault(key, node)
-        words = set(" ".join(index).split(" ")) | set(" ".join(aliases).split(" "))
-        longest = max((k.count(" ") + 1 for k in (*index, *aliases)), default=0)
+                by_alias.setdefault(key, node)
+        words = set(" ".join(index).split(" ")) | set(" ".join(by_alias).split(" "))
+        longest = max((k.count(" ") + 1 for k in (*index, *by_alias)), default=0)
         self.keys = index
-        self.alias_keys = aliases
+        self.alias_keys = by_alias
         self.longest = longest
         self.words: Collection[str] = frozenset(words)
         self._names = (labels, alias_nodes, alias_names)
@@ -332,3 +334,14 @@ class Grounder:
                         claimed[k] = True
         hits.sort()
         return tuple(dict.fromkeys(node for _, node in hits))
+
+
+def propose_topic_entities(grounder: Grounder, question: Question) -> tuple[Question, tuple[Link, ...]]:
+    """``question`` with topic entities: its own, or (when it names none) the preferred labels of those
+    :meth:`Grounder.topic_entities` proposes, with their links (empty when it names its own or none is
+    found). What the UAG commands and the pipeline call for open questions."""
+    if question.topic_entities:
+        return question, ()
+    links = grounder.topic_entities(question.text)
+    labels = tuple(dict.fromkeys(grounder.kg.label(link.node) for link in links))
+    return dataclasses.replace(question, topic_entities=labels), links

@@ -134,10 +134,18 @@ class _Writer:
 
 def _from_graph(kg: CSRGraph, w: _Writer) -> dict[str, Any]:
     alias_nodes, alias_names = kg.alias_pairs()
-    bounds = np.searchsorted(alias_nodes, np.arange(kg.num_nodes + 1))
-    for v, label in enumerate(kg.labels):
-        a, b = int(bounds[v]), int(bounds[v + 1])
-        w.node(v, label, f"{EXPORT_BASE}{v}", alias_names[a:b])
+    n = kg.num_nodes
+    w.db.executemany("INSERT INTO nodes VALUES (?, ?, ?)",
+                     zip(range(n), kg.labels, (f"{EXPORT_BASE}{v}" for v in range(n)), strict=True))
+    keys = phrase_keys([*kg.labels, *alias_names])
+    nodes = [*range(n), *alias_nodes.tolist()]
+    names = [*kg.labels, *alias_names]
+    rows = zip(keys, nodes, names, (int(i >= n) for i in range(len(keys))), strict=True)
+    w.db.executemany("INSERT INTO names (key, node, name, alias) VALUES (?, ?, ?, ?)",
+                     (r for r in rows if r[0]))
+    w.nodes, w.names = n, sum(1 for k in keys if k)
+    w.words.update(" ".join(keys).split())
+    w.longest = max((k.count(" ") + 1 for k in keys if k), default=0)
     return {"kind": "graph", "content_hash": graph_content_hash(kg), "edges": kg.num_edges,
             "labelled": kg.num_nodes}
 
