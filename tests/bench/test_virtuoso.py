@@ -76,6 +76,6 @@ def test_label_index_over_the_endpoint_grounds_questions(virtuoso: str, freebase
 def test_a_down_endpoint_fails_clearly_after_retries() -> None:
     fast = SPARQLConfig(retry=RetryPolicy(max_retries=1, base_delay_s=0.0, timeout_s=2.0))
     dead = SPARQLGraph("http://127.0.0.1:9/sparql", fast)
-    with pytest.raises(SPARQLError, match="127.0.0.1:9"):
+    with pytest.raises(SPARQLError, match=r"127\.0\.0\.1:9"):
         dead.find("Jamaica")
     assert dead.usage()["retries"] == 1

@@ -50,7 +50,7 @@ def test_an_index_of_another_graph_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="another graph"):
         LabelIndex(built.path).bind(other)
     (tmp_path / "bad.idx").write_text("not sqlite", encoding="utf-8")
-    with pytest.raises(DataError, match="bad.idx"):
+    with pytest.raises(DataError, match=r"bad\.idx"):
         LabelIndex(tmp_path / "bad.idx")
     with pytest.raises(DataError, match="not found"):
         LabelIndex(tmp_path / "missing.idx")
