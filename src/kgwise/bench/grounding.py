@@ -267,8 +267,10 @@ def _scale(data: Path, work: Path, nodes: int, edges: int, limit: int, virtuoso:
     progress(f"scale: synthetic graph of {nodes:,} nodes")
     graph = _synthetic(data, work, nodes, edges)
     progress("scale: label index build")
+    c0 = time.process_time()
     built = build_index(graph, work / f"synthetic-{nodes}.labels.sqlite")
-    out |= {"index_build_s": built.seconds, "index_names": built.names,
+    out |= {"index_build_s": built.seconds, "index_build_cpu_s": time.process_time() - c0,
+            "index_names": built.names,
             "index_mb": built.path.stat().st_size / 2**20}
     progress("scale: in-memory CSR baseline")
     local = _run(["local", str(graph), str(data), str(limit)], work)
@@ -311,17 +313,21 @@ def run_grounding_benchmark(data: Path, work: Path, medqa_limit: int = 200, csqa
                             scale_limit: int = 200,
                             virtuoso: bool = True, encoder: TextEncoder | None = None,
                             parts: Sequence[str] = ("csqa", "medqa", "scale"),
-                            progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                            progress: Callable[[str], None] | None = None,
+                            on_result: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Run the ``parts`` (see the module docstring); ``scale_*``: the synthetic graph's size and the
     questions grounded over it; ``virtuoso``: also load it into Virtuoso (skipped with a reason when it is
-    not installed)."""
+    not installed); ``on_result`` gets the report after each part."""
     say = progress or (lambda _m: None)
+    done = on_result or (lambda _r: None)
     work.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {}
     if "csqa" in parts:
         report["csqa_ihdev"] = _csqa(data, csqa_limit, say)
+        done(report)
     if "medqa" in parts:
         report["medqa_ddb"] = _medqa(data, medqa_limit, encoder, say)
+        done(report)
     if "scale" in parts:
         from kgwise.bench.virtuoso import virtuoso_binaries
 

@@ -141,5 +141,12 @@ def bench_grounding(
     report = run_grounding_benchmark(
         data_dir(data), work, medqa_limit=medqa_limit, csqa_limit=csqa_limit, scale_nodes=scale_nodes,
         scale_edges=scale_edges, scale_limit=scale_limit, virtuoso=virtuoso, encoder=encoder, parts=names,
-        progress=lambda m: err_console.print(f"[dim]{m}[/dim]"))
+        progress=lambda m: err_console.print(f"[dim]{m}[/dim]"), on_result=lambda r: _save(r, json_out))
     write_json(report, json_out)
+
+
+def _save(report: dict[str, Any], json_out: Path | None) -> None:
+    """Write the report so far (a long run keeps what it measured)."""
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
