@@ -77,6 +77,15 @@ def test_calibrate_then_answer(inputs: Path, data_dir: Path, tmp_path: Path) -> 
     assert both["unknown_topic_entities"] == ["No Such Entity 123"] and both["answers"] == answer["answers"]
     assert answer["unknown_topic_entities"] == []
 
+    # without --topic the grounder proposes the topic entities, and the answer reports them
+    result = runner.invoke(app, ["uag", "answer", "what language is spoken in jamaica?", "--kg", str(kg),
+                                 "--uag", str(out), "--llm", "smollm2-135m",
+                                 "--json", str(tmp_path / "c.json")])
+    assert result.exit_code == 0, result.output
+    proposed = json.loads((tmp_path / "c.json").read_text())["topic_entities_proposed"]
+    assert "Jamaica" in [p["label"] for p in proposed] and "(proposed)" in said(result)
+    assert all(p["method"] in ("exact", "alias", "fuzzy") and 0 < p["score"] <= 1 for p in proposed)
+
 
 def test_calibrate_takes_the_uag_table_of_a_config_file(inputs: Path, data_dir: Path, tmp_path: Path) -> None:
     """The grid, the FWER procedure and α from --config; --delta given on the command line wins."""

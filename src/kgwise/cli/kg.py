@@ -10,7 +10,15 @@ import typer
 from rich.markup import escape
 
 from kgwise.cli.apps import kg_app
-from kgwise.cli.common import console, distinct_outputs, friendly_errors, writable
+from kgwise.cli.common import (
+    ConfigOption,
+    JsonOption,
+    console,
+    distinct_outputs,
+    friendly_errors,
+    writable,
+    write_json,
+)
 from kgwise.errors import ConfigError, UnknownNodeError
 from kgwise.kg import CSRGraph
 from kgwise.kg.csr import npz_path
@@ -40,22 +48,29 @@ def build(
         typer.Option("--wordnet-senses", help="WordNet word-sense edges: 'all', or 'frequent' (the senses "
                      "SemCor tags, else a word's first; drops e.g. 'go' as a word for the drug 'adam')."),
     ] = "all",
+    aliases: Annotated[Path | None, typer.Option(
+        "--aliases", help="Alias file for a tsv source: label<TAB>alias[<TAB>alias…] lines (other "
+        "formats keep the names their source gives).")] = None,
 ) -> None:
-    """Load SOURCE(s) and save them as one graph: a source keeps its labels as spelled; several sources
-    are merged, their nodes unified by normalised label (case, '_' and spaces ignored)."""
+    """Load SOURCE(s) and save them as one graph: a source keeps its labels as spelled, and every other
+    name it gives a node as an alias; several sources are merged, their nodes unified by normalised label
+    (case, '_' and spaces ignored)."""
     if len(formats) not in (1, len(sources)):
         raise ConfigError(f"give --format once, or once per source ({len(sources)}); got {len(formats)}")
     per_source = formats * len(sources) if len(formats) == 1 else formats
     if wordnet_senses != "all" and "wordnet" not in per_source:
         raise ConfigError("--wordnet-senses applies to a wordnet source; none is given")
+    if aliases is not None and per_source.count("tsv") != 1:
+        raise ConfigError("--aliases applies to exactly one tsv source")
     distinct_outputs({"--out": npz_path(out)}, {"SOURCE": sources, "--merge-relations": merge_relations})
     graphs = []
     for src, fmt in zip(sources, per_source, strict=True):
         t0 = time.perf_counter()
         g = load_graph(src, fmt, merge_relations if fmt.startswith("conceptnet") else None,
-                       wordnet_senses if fmt == "wordnet" else "all")
+                       wordnet_senses if fmt == "wordnet" else "all", aliases if fmt == "tsv" else None)
         console.print(f"loaded {src} ({fmt}): {g.num_nodes:,} nodes, {g.num_edges:,} edges, "
-                      f"{g.num_relations} relations in {time.perf_counter() - t0:.2f} s")
+                      f"{g.num_relations} relations, {len(g.alias_pairs()[1]):,} aliases "
+                      f"in {time.perf_counter() - t0:.2f} s")
         graphs.append(g)
     graph = graphs[0] if len(graphs) == 1 else merge_graphs(graphs)
     if name is not None:
@@ -110,8 +125,13 @@ def export(
     out: Annotated[Path, typer.Option(
         "--out", "-o", callback=writable, help="N-Triples file to write (.nt, or .nt.gz), e.g. to load into "
         "a triple store and query with --kg sparql:URL.")],
+    format: Annotated[str, typer.Option("--format", help="Output format: nt (N-Triples, what triple "
+                                        "stores' bulk loaders read).")] = "nt",
 ) -> None:
-    """Write a graph as N-Triples: node i is <urn:kgwise:node:i> with its label as rdfs:label."""
+    """Write a graph as N-Triples: node i is <urn:kgwise:node:i> with its label as rdfs:label and its
+    aliases as skos:altLabel. Bulk-load it into a store (Virtuoso: ld_dir + rdf_loader_run, see README)."""
+    if format != "nt":
+        raise ConfigError(f"--format {format!r}: the export format is nt (N-Triples)")
     if is_endpoint(graph):
         raise ConfigError("kg export reads a graph file, not an endpoint")
     distinct_outputs({"--out": out}, {"GRAPH": graph})
@@ -120,3 +140,69 @@ def export(
     write_ntriples(g, out)
     console.print(f"wrote {out}: {g.num_nodes:,} nodes, {g.num_edges:,} edges "
                   f"in {time.perf_counter() - t0:.1f} s")
+
+
+index_app = typer.Typer(help="Persistent label indexes (SQLite FTS5) for grounding in large KGs.",
+                        no_args_is_help=True)
+kg_app.add_typer(index_app, name="index")
+
+
+@index_app.command("build")
+@friendly_errors
+def index_build(
+    source: Annotated[str, typer.Argument(help="The KG: " + GRAPH_SPEC_HELP + ".")],
+    out: Annotated[Path, typer.Option("--out", "-o", callback=writable, help="Index file to write.")],
+    dump: Annotated[bool, typer.Option(
+        "--dump", help="SOURCE is an N-Triples dump to stream (its IRIs, as the store it was loaded into "
+        "serves them) instead of a graph file to load.")] = False,
+    page: Annotated[int, typer.Option(min=100, help="Name triples per query from an endpoint.")] = 10_000,
+) -> None:
+    """Index every node name (labels and aliases) of SOURCE on disk, with its content hash, for grounding
+    without loading the labels (--index of `kgwise kg ground` and `kgwise uag`)."""
+    from kgwise.kg.label_index import build_index
+
+    distinct_outputs({"--out": out}, {"SOURCE": source})
+    if dump and is_endpoint(source):
+        raise ConfigError("--dump reads an N-Triples file, not an endpoint")
+    built = build_index(f"nt:{source}" if dump else source, out, page,
+                        progress=lambda m: console.print(f"[dim]{m}[/dim]"))
+    console.print(f"wrote {built.path}: {built.nodes:,} nodes, {built.names:,} names from {built.source} "
+                  f"({built.kind}, {built.content_hash[:19]}…) in {built.seconds:.1f} s")
+
+
+@kg_app.command("ground")
+@friendly_errors
+def ground(
+    text: Annotated[str, typer.Argument(help="A question or entity name.")],
+    kg: Annotated[str, typer.Option("--kg", help="The KG: " + GRAPH_SPEC_HELP + ".")],
+    index: Annotated[Path | None, typer.Option(
+        "--index", help="A label index of the KG (`kgwise kg index build`): needed for an endpoint.")] = None,
+    config: ConfigOption = None,
+    json_out: JsonOption = None,
+) -> None:
+    """Link TEXT to KG nodes: exact names and aliases, then (where those find nothing) fuzzy and embedding
+    matches, thresholds from the [linking] table of --config; each link with its method and score, and
+    the topic entities a UAG question would start from."""
+    from kgwise.cli.linking import make_grounder
+
+    g = open_graph(kg)
+    grounder = make_grounder(g, index, config)
+    from kgwise.kg.linking import Link
+
+    links: list[Link] = []
+    nodes = grounder.ground_text(text, links)
+    topics = grounder.topic_entities(text)
+    for link in links:
+        console.print(escape(f"  {link.mention!r} → {g.label(link.node)} (matched {link.name!r}: "
+                             f"{link.method}, score {link.score:.2f})"))
+    if not nodes:
+        console.print("no node found" + escape(did_you_mean_text(grounder, text)))
+    console.print("[bold]topic entities:[/bold] " + escape(", ".join(g.label(x.node) for x in topics) or "—"))
+    write_json({"text": text, "links": [x.to_dict() | {"label": g.label(x.node)} for x in links],
+                "topic_entities": [g.label(x.node) for x in topics]}, json_out)
+
+
+def did_you_mean_text(grounder: object, text: str) -> str:
+    from kgwise.kg.linking import did_you_mean
+
+    return did_you_mean(text, grounder)

@@ -31,6 +31,7 @@ def _register_tables() -> None:
     import kgwise.conformal.calibrated
     import kgwise.eval.knowgpt
     import kgwise.inject.bandit
+    import kgwise.kg.linking
     import kgwise.kgm.config
     import kgwise.route.coke  # noqa: F401
 

@@ -25,6 +25,9 @@ from kgwise.errors import ConfigError, DataError
 from kgwise.kg.sources import GRAPH_SPEC_HELP
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from kgwise.kg.grounding import Grounder
     from kgwise.types import Question
 
 uag_app = typer.Typer(help="Calibrated answer sets (UAG) on your own KG.", no_args_is_help=True)
@@ -33,6 +36,28 @@ app.add_typer(uag_app, name="uag")
 _LLM_HELP = ("LLM that writes Φ(P) from the retrieved paths: smollm2-135m, gemma3-270m, gguf:PATH, "
              "openai:MODEL.")
 KgOption = Annotated[str, typer.Option("--kg", help="The KG: " + GRAPH_SPEC_HELP + ".")]
+IndexOption = Annotated[Path | None, typer.Option(
+    "--index", help="A label index of the KG (`kgwise kg index build`), for proposing topic entities over "
+    "an endpoint (a graph file's names are read from the graph).")]
+
+
+def propose_topics(questions: list[Question], grounder_of: Callable[[], Grounder]
+                   ) -> tuple[list[Question], dict[str, list[str]]]:
+    """``questions`` with the topic entities the grounder proposes (preferred labels) filled in where a
+    question has none, and which were proposed (question id → labels)."""
+    from kgwise.kg.grounding import propose_topic_entities
+
+    out: list[Question] = []
+    proposed: dict[str, list[str]] = {}
+    grounder: Grounder | None = None
+    for q in questions:
+        if not q.topic_entities:
+            grounder = grounder or grounder_of()
+            q, links = propose_topic_entities(grounder, q)
+            if links:
+                proposed[q.id] = list(q.topic_entities)
+        out.append(q)
+    return out, proposed
 
 
 def read_questions(path: Path) -> list[Question]:
@@ -89,11 +114,13 @@ def calibrate(
     work: Annotated[Path | None, typer.Option(
         help="Where question tables are cached (resumable, a folder per set of inputs); default under the "
              "kgwise cache.")] = None,
+    index: IndexOption = None,
     config: ConfigOption = None,
     json_out: JsonOption = None,
 ) -> None:
     """Build UAG's tables for labelled QUESTIONS over KG, fit the grid, run Learn-then-Test, save the λ;
-    grid steps, evaluator scores and the FWER procedure from the uag table of --config."""
+    grid steps, evaluator scores and the FWER procedure from the uag table of --config. A question
+    without topic entities gets those the grounder proposes ([linking] table of --config)."""
     from kgwise.config import cache_dir
     from kgwise.conformal.calibrated import CalibratedUAG, TableSettings, calibrate_uag, labelled_questions
     from kgwise.conformal.evaluator import LLMGenerator
@@ -112,7 +139,13 @@ def calibrate(
     if delta is not None:
         cfg = replace(cfg, ltt=replace(cfg.ltt, delta=delta))
     graph = open_graph(kg)
-    given = read_questions(questions)
+    from kgwise.cli.linking import make_grounder
+
+    given, proposed = propose_topics(read_questions(questions),
+                                     lambda: make_grounder(graph, index, config, embeddings=False))
+    if proposed:
+        err_console.print(f"topic entities proposed for {len(proposed)} questions that named none: "
+                          f"{listed([f'{i}: {t}' for i, t in proposed.items()])}")
     qs = labelled_questions(given, str(questions))
     if len(qs) < len(given):
         kept = {id(q) for q in qs}
@@ -150,6 +183,7 @@ def calibrate(
     uag, summary = calibrate_uag(tables, cfg, settings, tune_fraction=tune_fraction, seed=seed)
     summary["kg"], summary["questions_file"] = str(kg), str(questions)
     summary["questions_left_out"] = len(given) - len(qs)
+    summary["topic_entities_proposed"] = proposed
     summary["generator"] = llm if llm is not None else f"recorded:{generations}"
     summary["made_with"] = {"kg": graph_fingerprint(graph), "generator": llm}
     if uag.abstains:
@@ -166,10 +200,13 @@ def calibrate(
 @friendly_errors
 def answer(
     question: Annotated[str, typer.Argument(help="The question text.")],
-    topic: Annotated[list[str], typer.Option("--topic", help="A topic entity of the question, as named in "
-                                             "the KG; repeat for several.")],
     kg: KgOption,
     uag: Annotated[Path, typer.Option("--uag", help="A file written by `kgwise uag calibrate`.")],
+    topic: Annotated[list[str] | None, typer.Option(
+        "--topic", help="A topic entity of the question, as named in the KG; repeat for several. Default: "
+        "those the grounder proposes from the question.")] = None,
+    index: IndexOption = None,
+    config: ConfigOption = None,
     llm: Annotated[str | None, typer.Option(help=_LLM_HELP + " Default: the one calibrated with.")] = None,
     allow_mismatch: Annotated[bool, typer.Option(
         "--allow-mismatch", help="Answer even when the KG or the LLM differs from the calibration's (the set "
@@ -187,13 +224,29 @@ def answer(
     if not same and not uag_app.mismatch:
         err_console.print(f"[yellow]warning:[/yellow] calibrated with {uag_app.calibrated_generator}, "
                           f"answering with {spec}: the guarantee assumes the same generator")
-    result = uag_app.answer(question, topic)
+    from kgwise.cli.linking import make_grounder
+    from kgwise.kg.linking import did_you_mean
+
+    graph = uag_app.kg
+    q = Question(id="", text=question, topic_entities=tuple(topic or ()))
+    proposed: list[dict[str, object]] = []
+    if not q.topic_entities:
+        grounder = make_grounder(graph, index, config, embeddings=False)
+        (q,), _ = propose_topics([q], lambda: grounder)
+        if not q.topic_entities:
+            raise ConfigError("no topic entity found in the question: name one with --topic"
+                              + did_you_mean(question, grounder))
+        links = grounder.topic_entities(question)
+        proposed = [link.to_dict() | {"label": graph.label(link.node)} for link in links]
+        console.print("[bold]topic entities[/bold] (proposed): " + ", ".join(
+            f"{p['label']} ({p['method']} {p['score']:.2f} for {p['mention']!r})" for p in proposed))
+    result = uag_app.answer(question, q.topic_entities)
     s = result.answer_set
     for name in s.unknown_topic_entities:
-        err_console.print(f"[yellow]warning:[/yellow] the topic entity {name!r} is not in the KG; "
-                          "retrieving from the others")
+        err_console.print(f"[yellow]warning:[/yellow] the topic entity {name!r} is not in the KG"
+                          f"{did_you_mean(name, graph)}; retrieving from the others")
     bound = f"miss rate ≤ {s.alpha:g} with probability ≥ {1 - s.delta:g}"
     claim = ("[bold red]no guarantee[/bold red]: another pipeline than the calibration's" if result.mismatch
              else bound if same else f"{bound} only if {spec} answers like the calibration's generator")
     console.print(f"[bold]{len(s.answers)} answer(s)[/bold] ({claim}): " + (", ".join(s.answers) or "—"))
-    write_json(result.to_dict(), json_out)
+    write_json(result.to_dict() | {"topic_entities_proposed": proposed}, json_out)

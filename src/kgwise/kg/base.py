@@ -105,3 +105,11 @@ class ArrayGraph(Protocol):
     def all_edges(self) -> EdgeArrays:
         """Every edge as ``(heads, relations, tails)``."""
         ...
+
+    def aliases(self, node: int) -> tuple[str, ...]:
+        """The other names a source gives ``node`` (synonyms, surface forms, ``skos:altLabel``)."""
+        ...
+
+    def alias_pairs(self) -> tuple[IdArray, Sequence[str]]:
+        """Every alias as ``(nodes, names)``, aligned."""
+        ...

@@ -44,6 +44,25 @@ def _gather(ptr: npt.NDArray[np.int64], nodes: npt.NDArray[np.int64]) -> npt.NDA
     return offsets + np.arange(total, dtype=np.int64)
 
 
+def _alias_table(labels: Sequence[str], pairs: Iterable[tuple[int, str]]
+                 ) -> tuple[IdArray, list[str]]:
+    """Aliases sorted by node (stable), without blanks, repeats, or names that normalise like the node's
+    label; ``ValueError`` for a node id outside the labels."""
+    n = len(labels)
+    seen: set[tuple[int, str]] = set()
+    kept: list[tuple[int, str]] = []
+    for node, name in pairs:
+        node = int(node)
+        if not 0 <= node < n:
+            raise ValueError(f"alias {name!r} of node {node} outside 0..{n - 1}")
+        key = normalise_label(name)
+        if key and key != normalise_label(labels[node]) and (node, key) not in seen:
+            seen.add((node, key))
+            kept.append((node, name))
+    kept.sort(key=lambda x: x[0])
+    return np.asarray([v for v, _ in kept], dtype=np.int32), [a for _, a in kept]
+
+
 def npz_path(path: str | Path) -> Path:
     """Where :meth:`CSRGraph.save` writes ``path``: as given when it ends in ``.npz``, else with ``.npz``
     appended (``g`` → ``g.npz``, ``g.txt`` → ``g.txt.npz``)."""
@@ -55,7 +74,9 @@ class CSRGraph:
     """A directed multigraph with labelled nodes and relations, stored as forward and reverse CSR arrays.
 
     Build one with :meth:`from_arrays` or :meth:`from_triples`; save it with :meth:`save` and reopen it
-    with :meth:`load`. Edges are deduplicated. Node ``texts`` (glosses, descriptions) are optional.
+    with :meth:`load`. Edges are deduplicated. Node ``texts`` (glosses, descriptions) are optional, and so
+    are ``aliases``: ``(node, name)`` pairs, every other name a source gives a node (synonyms, surface
+    forms, ``skos:altLabel``); a node is still shown by its ``label`` (the preferred name).
     """
 
     def __init__(
@@ -70,13 +91,15 @@ class CSRGraph:
         in_src: IdArray,
         texts: Sequence[str] | None = None,
         name: str = "",
+        aliases: Iterable[tuple[int, str]] | None = None,
     ) -> None:
         self._labels = list(labels)
+        self._alias_node, self._alias_names = _alias_table(self._labels, aliases or ())
         self._relations = list(relations)
         self._out_ptr, self._out_rel, self._out_dst = out_ptr, out_rel, out_dst
         self._in_ptr, self._in_rel, self._in_src = in_ptr, in_rel, in_src
         self._texts = list(texts) if texts is not None else None
-        self._index: tuple[dict[str, int], dict[str, int]] | None = None
+        self._index: tuple[dict[str, int], dict[str, int], dict[str, int]] | None = None
         self.name = name
 
     # ------------------------------------------------------------------ construction
@@ -90,8 +113,10 @@ class CSRGraph:
         tails: npt.ArrayLike,
         texts: Sequence[str] | None = None,
         name: str = "",
+        aliases: Iterable[tuple[int, str]] | None = None,
     ) -> CSRGraph:
-        """Build from aligned edge arrays of node and relation ids; duplicate edges are dropped."""
+        """Build from aligned edge arrays of node and relation ids; duplicate edges are dropped; ``aliases``
+        are ``(node id, other name)`` pairs."""
         n, k = len(labels), len(relations)
         h = np.asarray(heads, dtype=np.int64)
         r = np.asarray(rels, dtype=np.int64)
@@ -125,13 +150,16 @@ class CSRGraph:
             h[order].astype(np.int32),
             texts,
             name,
+            aliases,
         )
 
     @classmethod
     def from_triples(
-        cls, triples: Iterable[tuple[str, str, str]], texts: dict[str, str] | None = None, name: str = ""
+        cls, triples: Iterable[tuple[str, str, str]], texts: dict[str, str] | None = None, name: str = "",
+        aliases: dict[str, Sequence[str]] | None = None,
     ) -> CSRGraph:
-        """Build from ``(head, relation, tail)`` label triples; nodes and relations are interned by label."""
+        """Build from ``(head, relation, tail)`` label triples; nodes and relations are interned by label;
+        ``aliases``: label → the node's other names."""
         nodes: dict[str, int] = {}
         relations: dict[str, int] = {}
         hs: list[int] = []
@@ -143,7 +171,8 @@ class CSRGraph:
             ts.append(nodes.setdefault(tail, len(nodes)))
         labels = list(nodes)
         node_texts = [texts.get(x, "") for x in labels] if texts is not None else None
-        return cls.from_arrays(labels, list(relations), hs, rs, ts, node_texts, name)
+        pairs = [(nodes[k], a) for k, names in (aliases or {}).items() if k in nodes for a in names]
+        return cls.from_arrays(labels, list(relations), hs, rs, ts, node_texts, name, pairs)
 
     # ------------------------------------------------------------------ sizes and names
     @property
@@ -175,6 +204,16 @@ class CSRGraph:
         self._check(node)
         return self._texts[node] if self._texts is not None else ""
 
+    def aliases(self, node: int) -> tuple[str, ...]:
+        """The node's other names (not its label), in the order the source gave them."""
+        self._check(node)
+        a, b = np.searchsorted(self._alias_node, [node, node + 1])
+        return tuple(self._alias_names[int(a):int(b)])
+
+    def alias_pairs(self) -> tuple[IdArray, Sequence[str]]:
+        """Every alias as aligned ``(node ids, names)``, sorted by node."""
+        return self._alias_node, self._alias_names
+
     def relation_name(self, relation: int) -> str:
         if not 0 <= relation < len(self._relations):
             raise UnknownNodeError(f"relation id {relation} not in 0..{len(self._relations) - 1}")
@@ -187,23 +226,32 @@ class CSRGraph:
             raise UnknownNodeError(f"relation {name!r} not in graph {self.name or '(unnamed)'}") from None
 
     # ------------------------------------------------------------------ lookup
-    def _label_index(self) -> tuple[dict[str, int], dict[str, int]]:
-        """Each exact label, and each normalised label, to the first node spelled so."""
+    def _label_index(self) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+        """Each exact label, each normalised label and each normalised alias to the first node so named."""
         if self._index is None:
             exact: dict[str, int] = {}
             normalised: dict[str, int] = {}
             for i, lab in enumerate(self._labels):
                 exact.setdefault(lab, i)
                 normalised.setdefault(normalise_label(lab), i)
-            self._index = exact, normalised
+            alias: dict[str, int] = {}
+            for v, name in zip(self._alias_node.tolist(), self._alias_names, strict=True):
+                alias.setdefault(normalise_label(name), v)
+            self._index = exact, normalised, alias
         return self._index
 
     def find(self, label: str) -> int | None:
         """The node labelled exactly ``label``, else the first whose label normalises
-        (:func:`~kgwise.kg.base.normalise_label`) as ``label`` does; None when there is none."""
-        exact, normalised = self._label_index()
+        (:func:`~kgwise.kg.base.normalise_label`) as ``label`` does, else the first with such an alias;
+        None when there is none."""
+        exact, normalised, alias = self._label_index()
         found = exact.get(label)
-        return found if found is not None else normalised.get(normalise_label(label))
+        if found is None:
+            key = normalise_label(label)
+            found = normalised.get(key)
+            if found is None:
+                found = alias.get(key)
+        return found
 
     def node(self, key: str | int) -> int:
         """A node id from an id or a label; raises ``UnknownNodeError`` naming the key."""
@@ -212,7 +260,10 @@ class CSRGraph:
             return int(key)
         found = self.find(key)
         if found is None:
-            raise UnknownNodeError(f"node {key!r} not found in graph {self.name or '(unnamed)'}")
+            from kgwise.kg.linking import did_you_mean
+
+            raise UnknownNodeError(f"node {key!r} not found in graph {self.name or '(unnamed)'}"
+                                   + did_you_mean(key, self))
         return found
 
     def _check(self, node: int) -> None:
@@ -312,6 +363,9 @@ class CSRGraph:
         }
         if self._texts is not None:
             arrays["text_blob"], arrays["text_off"] = _pack_strings(self._texts)
+        if len(self._alias_names):
+            arrays["alias_blob"], arrays["alias_off"] = _pack_strings(self._alias_names)
+            arrays["alias_node"] = self._alias_node
         return savez_atomic(path, arrays)
 
     @classmethod
@@ -325,6 +379,8 @@ class CSRGraph:
                 if "version" not in z or int(z["version"][0]) != _FORMAT_VERSION:
                     raise DataError("not a kgwise graph file (or written by another version)", path)
                 texts = _unpack_strings(z["text_blob"], z["text_off"]) if "text_blob" in z else None
+                aliases = (zip(z["alias_node"].tolist(), _unpack_strings(z["alias_blob"], z["alias_off"]),
+                               strict=True) if "alias_blob" in z else None)
                 return cls(
                     _unpack_strings(z["label_blob"], z["label_off"]),
                     _unpack_strings(z["rel_blob"], z["rel_off"]),
@@ -336,6 +392,7 @@ class CSRGraph:
                     z["in_src"],
                     texts,
                     z["name"].tobytes().decode("utf-8"),
+                    aliases,
                 )
         except (zipfile.BadZipFile, ValueError, KeyError, OSError) as exc:
             if isinstance(exc, DataError):

@@ -12,9 +12,11 @@ Node and relation ids are given in first-seen order, so ``num_nodes`` and ``num_
 been seen so far; ``num_edges`` is one ``COUNT`` query. A hub's edges are read up to
 ``SPARQLConfig.max_edges`` per direction (``truncated`` counts the cut lists). :meth:`SPARQLGraph.find`
 looks a label up through the endpoint's index (the label as written, lower case, capitalised, title case;
-untagged and ``@en``), so it finds labelled nodes and literal values, not IRI local names. Free-text
-grounding needs every node's label and therefore a local graph (``kgwise kg build``); UAG, which starts
-from topic entities by name, runs on an endpoint directly.
+untagged and ``@en``, as ``rdfs:label``, ``skos:prefLabel`` or ``skos:altLabel``), so it finds named nodes
+and literal values, not IRI local names. Free-text grounding runs over a label index of the endpoint
+(:mod:`kgwise.kg.label_index`, ``kgwise kg index build sparql:URL``); UAG, which starts from topic
+entities by name, runs on an endpoint directly. :meth:`SPARQLGraph.prefetch` reads many nodes' edges with
+one ``VALUES`` query per batch (``neighbors`` and ``edges_among`` use it).
 """
 
 from __future__ import annotations
@@ -32,7 +34,16 @@ import numpy.typing as npt
 from kgwise.errors import ConfigError, ServiceError, TransientError
 from kgwise.kg.base import Direction, EdgeArrays, IdArray, normalise_label
 from kgwise.kg.loaders._common import Interner
-from kgwise.kg.loaders.ntriples import RDFS_COMMENT, RDFS_LABEL, iri_local_name, label_rank, literal_syntax
+from kgwise.kg.loaders.ntriples import (
+    NAME_PREDICATES,
+    RDFS_COMMENT,
+    RDFS_LABEL,
+    SKOS_ALT_LABEL,
+    SKOS_PREF_LABEL,
+    iri_local_name,
+    label_rank,
+    literal_syntax,
+)
 from kgwise.retry import RetryPolicy, RetryStats, call_with_retry, send_once
 
 __all__ = ["SPARQLConfig", "SPARQLError", "SPARQLGraph"]
@@ -41,6 +52,7 @@ LABEL_BATCH = 500
 """Nodes whose labels one query fetches."""
 
 XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
+_NAMES = ", ".join(f"<{p}>" for p in NAME_PREDICATES)
 Term = tuple[str, str, str, str]
 """``(kind, value, lang, datatype)`` with kind ``iri`` or ``literal``, as in the N-Triples loader."""
 
@@ -59,16 +71,18 @@ class TransientSPARQLError(SPARQLError, TransientError):
 @dataclass(frozen=True, slots=True)
 class SPARQLConfig:
     """``max_edges``: edges read per node and direction; ``cache_nodes``: edge lists kept (LRU);
-    ``retry``: timeouts and retries of each request; ``headers``: extra HTTP headers (e.g. an API key)."""
+    ``batch``: nodes whose edges one ``VALUES`` query reads; ``retry``: timeouts and retries of each
+    request (every request has a timeout); ``headers``: extra HTTP headers (e.g. an API key)."""
 
     max_edges: int = 10_000
     cache_nodes: int = 200_000
+    batch: int = 100
     retry: RetryPolicy = field(default_factory=lambda: RetryPolicy(max_retries=3, timeout_s=60.0))
     headers: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
-        if self.max_edges < 1 or self.cache_nodes < 1:
-            raise ConfigError("SPARQLConfig: max_edges and cache_nodes must be ≥ 1")
+        if self.max_edges < 1 or self.cache_nodes < 1 or self.batch < 1:
+            raise ConfigError("SPARQLConfig: max_edges, cache_nodes and batch must be ≥ 1")
 
 
 def _term(binding: dict[str, str]) -> Term | None:
@@ -187,14 +201,15 @@ class SPARQLGraph:
         if self._num_edges is None:
             rows = self.select(
                 "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o . FILTER(!isBlank(?s) && !isBlank(?o)) "
-                f"FILTER(!(isLiteral(?o) && ?p IN (<{RDFS_LABEL}>, <{RDFS_COMMENT}>))) }}")
+                f"FILTER(!(isLiteral(?o) && ?p IN ({_NAMES}))) }}")
             self._num_edges = int(rows[0]["n"]["value"]) if rows else 0
         return self._num_edges
 
     @property
     def labels(self) -> Sequence[str]:
         raise ConfigError(f"{self.endpoint}: grounding free text needs every node's label, which a SPARQL "
-                          "endpoint does not list; build a local graph (`kgwise kg build`) or give the "
+                          "endpoint does not list; build a label index (`kgwise kg index build "
+                          f"sparql:{self.endpoint} --out IDX`) and pass it (--index IDX), or give the "
                           "question's topic entities by name")
 
     def label(self, node: int) -> str:
@@ -235,6 +250,23 @@ class SPARQLGraph:
                 self._texts[node] = _best_label(_term(row["c"]) for row in rows) or ""
             return self._texts[node]
 
+    def node_of_iri(self, iri: str, label: str | None = None) -> int:
+        """The id of the node ``<iri>`` (registered if new), with its ``label`` when the caller knows it
+        (a label index), which saves the label query."""
+        with self._lock:
+            node = self._node(("iri", iri, "", ""))
+            if label is not None and node not in self._labels:
+                self._labels[node] = label
+                self._unlabelled.discard(node)
+            return node
+
+    def count_labelled(self) -> int:
+        """IRIs with a name literal (``rdfs:label``, ``skos:prefLabel``/``altLabel``): one ``COUNT``."""
+        rows = self.select(f"SELECT (COUNT(DISTINCT ?s) AS ?n) WHERE {{ ?s ?p ?l . VALUES ?p {{ "
+                           f"<{RDFS_LABEL}> <{SKOS_PREF_LABEL}> <{SKOS_ALT_LABEL}> }} "
+                           "FILTER(isIRI(?s) && isLiteral(?l)) }")
+        return int(rows[0]["n"]["value"]) if rows else 0
+
     def relation_name(self, relation: int) -> str:
         if not 0 <= relation < len(self._rels):
             raise ConfigError(f"relation id {relation} not seen in {self.endpoint}")
@@ -256,21 +288,51 @@ class SPARQLGraph:
         spaced = " ".join(label.replace("_", " ").split())
         forms = dict.fromkeys([label, spaced, key, key.capitalize(), key.title(), spaced.lower()])
         values = " ".join(_sparql(("literal", f, lang, "")) for f in forms for lang in ("", "en"))
-        rows = self.select(f"SELECT ?s WHERE {{ VALUES ?l {{ {values} }} ?s <{RDFS_LABEL}> ?l . "
-                           "FILTER(isIRI(?s)) } LIMIT 50")
+        rows = self.select(f"SELECT ?s WHERE {{ VALUES ?l {{ {values} }} ?s ?p ?l . "
+                           f"FILTER(isIRI(?s) && ?p IN (<{RDFS_LABEL}>, <{SKOS_PREF_LABEL}>, "
+                           f"<{SKOS_ALT_LABEL}>)) }} LIMIT 50")
         for row in rows:
             term = _term(row["s"])
             if term is not None:
                 node = self._node(term)
-                if normalise_label(self.label(node)) == key:
-                    return node
+                return node
         rows = self.select(f"SELECT ?v WHERE {{ VALUES ?v {{ {values} }} ?s ?p ?v . "
-                           f"FILTER(?p NOT IN (<{RDFS_LABEL}>, <{RDFS_COMMENT}>)) }} LIMIT 1")
+                           f"FILTER(?p NOT IN ({_NAMES})) }} LIMIT 1")
         for row in rows:
             term = _term(row["v"])
             if term is not None:
                 return self._node(term)
         return None
+
+    def _store(self, node: int, out: bool, rows: Sequence[dict[str, dict[str, str]]], cut: bool
+               ) -> tuple[IdArray, IdArray]:
+        """Cache ``(relations, other ends)`` of ``node`` from its ``?p ?x`` rows (the caller holds the lock);
+        name literals label the node instead of being edges."""
+        rels: list[int] = []
+        ends: list[int] = []
+        labels: list[Term] = []
+        comments: list[Term] = []
+        for row in rows:
+            other = _term(row["x"])
+            pred = row["p"]["value"]
+            if other is None:
+                continue
+            if other[0] == "literal" and pred in NAME_PREDICATES:
+                if pred in (RDFS_LABEL, RDFS_COMMENT):
+                    (labels if pred == RDFS_LABEL else comments).append(other)
+                continue
+            rels.append(self._rels(pred))
+            ends.append(self._node(other))
+        if out and not cut:  # every label and comment of the node was read
+            if node not in self._labels:
+                self._labels[node] = _best_label(labels) or _default_label(self._terms[node])
+                self._unlabelled.discard(node)
+            self._texts[node] = _best_label(comments) or ""
+        result = (np.asarray(rels, dtype=np.int32), np.asarray(ends, dtype=np.int32))
+        self._edges[(node, out)] = result
+        if len(self._edges) > self.config.cache_nodes:
+            self._edges.popitem(last=False)
+        return result
 
     def _read(self, node: int, out: bool) -> tuple[IdArray, IdArray]:
         """``(relations, other ends)`` of ``node``'s outgoing (``out``) or incoming edges, cached."""
@@ -281,41 +343,58 @@ class SPARQLGraph:
                 return found
             term = self._check(node)
             limit = self.config.max_edges
-            empty = np.zeros(0, dtype=np.int32)
             if out and term[0] != "iri":  # a literal is never a subject
-                result: tuple[IdArray, IdArray] = (empty, empty.copy())
-            else:
-                pattern = f"{_sparql(term)} ?p ?x" if out else f"?x ?p {_sparql(term)}"
-                # labels and comments come back too (one query): they name the node, they are not edges
-                rows = self.select(f"SELECT ?p ?x WHERE {{ {pattern} }} LIMIT {limit + 1}")
-                cut = len(rows) > limit
-                if cut:
-                    rows = rows[:limit]
-                    self.truncated += 1
-                rels: list[int] = []
-                ends: list[int] = []
-                labels: list[Term] = []
-                comments: list[Term] = []
+                return self._store(node, out, [], False)
+            pattern = f"{_sparql(term)} ?p ?x" if out else f"?x ?p {_sparql(term)}"
+            # labels and comments come back too (one query): they name the node, they are not edges
+            rows = self.select(f"SELECT ?p ?x WHERE {{ {pattern} }} LIMIT {limit + 1}")
+            cut = len(rows) > limit
+            if cut:
+                rows = rows[:limit]
+                self.truncated += 1
+            return self._store(node, out, rows, cut)
+
+    def prefetch(self, nodes: Iterable[int], out: bool) -> int:
+        """Read the edge lists of the uncached ``nodes`` (one direction) with one ``VALUES`` query per
+        ``SPARQLConfig.batch`` nodes instead of one query per node; a node that may hold more than
+        ``max_edges`` edges there is read alone (its list capped as :meth:`out_edges` caps it). Returns
+        the queries sent."""
+        with self._lock:
+            todo = [v for v in dict.fromkeys(int(x) for x in nodes) if (v, out) not in self._edges]
+            for v in todo:
+                self._check(v)
+            if out:
+                for v in [v for v in todo if self._terms[v][0] != "iri"]:
+                    self._store(v, out, [], False)
+                todo = [v for v in todo if self._terms[v][0] == "iri"]
+            sent = 0
+            step = self.config.batch
+            for start in range(0, len(todo), step):
+                batch = todo[start:start + step]
+                if len(batch) == 1:
+                    self._read(batch[0], out)
+                    sent += 1
+                    continue
+                values = " ".join(_sparql(self._terms[v]) for v in batch)
+                pattern = "?n ?p ?x" if out else "?x ?p ?n"
+                limit = self.config.max_edges * len(batch)
+                rows = self.select(f"SELECT ?n ?p ?x WHERE {{ VALUES ?n {{ {values} }} {pattern} }} "
+                                   f"LIMIT {limit}")
+                sent += 1
+                by_node: dict[int, list[dict[str, dict[str, str]]]] = {v: [] for v in batch}
                 for row in rows:
-                    other = _term(row["x"])
-                    pred = row["p"]["value"]
-                    if other is None:
-                        continue
-                    if other[0] == "literal" and pred in (RDFS_LABEL, RDFS_COMMENT):
-                        (labels if pred == RDFS_LABEL else comments).append(other)
-                        continue
-                    rels.append(self._rels(pred))
-                    ends.append(self._node(other))
-                if out and not cut:  # every label and comment of the node was read
-                    if node not in self._labels:
-                        self._labels[node] = _best_label(labels) or _default_label(term)
-                        self._unlabelled.discard(node)
-                    self._texts[node] = _best_label(comments) or ""
-                result = (np.asarray(rels, dtype=np.int32), np.asarray(ends, dtype=np.int32))
-            self._edges[(node, out)] = result
-            if len(self._edges) > self.config.cache_nodes:
-                self._edges.popitem(last=False)
-            return result
+                    term = _term(row["n"])
+                    hit = self._node_ids.get(term) if term is not None else None
+                    if hit is not None and hit in by_node:
+                        by_node[hit].append(row)
+                full = len(rows) >= limit  # the batch's limit cut some list: read every list alone
+                for v, got in by_node.items():
+                    if full or len(got) >= self.config.max_edges:
+                        self._read(v, out)
+                        sent += 1
+                    else:
+                        self._store(v, out, got, False)
+            return sent
 
     def out_edges(self, node: int) -> tuple[IdArray, IdArray]:
         return self._read(int(node), True)
@@ -331,8 +410,14 @@ class SPARQLGraph:
         return np.asarray(out, dtype=np.int64) + np.asarray(inn, dtype=np.int64)
 
     def neighbors(self, nodes: npt.ArrayLike, direction: Direction = "both") -> IdArray:
+        """Sorted unique nodes one hop away (uncached edge lists read in batches: :meth:`prefetch`)."""
         found: list[IdArray] = []
-        for v in np.unique(np.asarray(nodes, dtype=np.int64).reshape(-1)).tolist():
+        wanted = np.unique(np.asarray(nodes, dtype=np.int64).reshape(-1)).tolist()
+        if direction in ("out", "both"):
+            self.prefetch(wanted, True)
+        if direction in ("in", "both"):
+            self.prefetch(wanted, False)
+        for v in wanted:
             if direction in ("out", "both"):
                 found.append(self.out_edges(v)[1])
             if direction in ("in", "both"):
@@ -343,6 +428,7 @@ class SPARQLGraph:
 
     def edges_among(self, nodes: npt.ArrayLike) -> EdgeArrays:
         keep = np.unique(np.asarray(nodes, dtype=np.int64).reshape(-1))
+        self.prefetch(keep.tolist(), True)
         parts: list[EdgeArrays] = [(np.zeros(0, dtype=np.int32),) * 3]
         for v in keep.tolist():
             r, t = self.out_edges(v)

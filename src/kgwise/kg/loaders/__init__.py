@@ -20,7 +20,7 @@ from kgwise.kg.loaders.ddb import DDB_RELATIONS, ddb_synonyms, load_ddb
 from kgwise.kg.loaders.merge import merge_graphs
 from kgwise.kg.loaders.ntriples import load_ntriples
 from kgwise.kg.loaders.rog import is_rog_source, load_rog_graph
-from kgwise.kg.loaders.tsv import load_tsv
+from kgwise.kg.loaders.tsv import load_tsv, read_alias_file
 from kgwise.kg.loaders.wordnet import IN_SYNSET, POINTER_RELATIONS, SENSES, load_wordnet
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "load_wordnet",
     "merge_graphs",
     "open_graph_file",
+    "read_alias_file",
     "read_merge_file",
 ]
 
@@ -58,18 +59,20 @@ FORMATS: dict[str, str] = {
 
 
 def load_graph(
-    source: str | Path, format: str, merge_file: str | Path | None = None, wordnet_senses: str = "all"
+    source: str | Path, format: str, merge_file: str | Path | None = None, wordnet_senses: str = "all",
+    aliases: str | Path | None = None,
 ) -> CSRGraph:
     """Load ``source`` in ``format`` (a key of ``FORMATS``). ``merge_file`` (a KagNet relation-merging
     file) applies to the two ConceptNet formats only, ``wordnet_senses`` (``all`` or ``frequent``, see
-    :func:`load_wordnet`) to WordNet only. Raises ``ConfigError`` for an unknown format or a misplaced
+    :func:`load_wordnet`) to WordNet only, ``aliases`` (``label<TAB>alias`` lines) to TSV
+    only. Raises ``ConfigError`` for an unknown format or a misplaced
     option and ``DataError`` for a source without a single triple."""
     loaders: dict[str, Callable[[Path], CSRGraph]] = {
         "conceptnet-csv": lambda p: load_conceptnet_csv(p, merge_file),
         "conceptnet-slice": lambda p: load_conceptnet_jsonl_triples(p, merge_file),
         "ddb": load_ddb,
         "wordnet": lambda p: load_wordnet(p, senses=wordnet_senses),
-        "tsv": load_tsv,
+        "tsv": lambda p: load_tsv(p, aliases=aliases),
         "ntriples": load_ntriples,
         "rog": load_rog_graph,
     }
@@ -77,6 +80,9 @@ def load_graph(
         raise ConfigError(f"unknown KG format {format!r}; choose one of {', '.join(FORMATS)}")
     if merge_file is not None and not format.startswith("conceptnet"):
         raise ConfigError(f"a relation merge file applies to ConceptNet formats, not {format!r}")
+    if aliases is not None and format != "tsv":
+        raise ConfigError(f"an alias file applies to the tsv format ({format!r} sources carry their own "
+                          "names)")
     if wordnet_senses not in SENSES:
         raise ConfigError(f"WordNet senses must be {' or '.join(map(repr, SENSES))}, got {wordnet_senses!r}")
     if wordnet_senses != "all" and format != "wordnet":

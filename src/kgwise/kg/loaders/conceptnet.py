@@ -7,11 +7,17 @@ merged) relations are merged into the 17 KagNet/QA-GNN groups, a reversed member
 relations outside every group are dropped, as KagNet does. Self-loops (which stripping senses can create)
 are dropped, as in QA-GNN's graph construction. Without a merge file the ConceptNet relation names are
 kept (``IsA``, ``dbpedia/genre``).
+
+Surface forms are kept as aliases: an assertion's surface text ``[[a revolving door]] is in [[a bank]]``
+names its start and end concepts (``surfaceText`` of the CSV's info, ``surface`` of the slice); a form
+differing from the concept's label (a leading article dropped: ``complete a job`` for ``complete job``,
+``New York`` for ``new york`` is no alias) becomes one.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +35,9 @@ __all__ = [
     "load_conceptnet_jsonl_triples",
     "read_merge_file",
 ]
+
+_SURFACE = re.compile(r"\[\[(.+?)\]\]")
+_ARTICLE = re.compile(r"^(?:a|an|the)\s+", re.IGNORECASE)
 
 RelationMerge = dict[str, tuple[str, bool]]
 """Lower-case ConceptNet relation → (merged group name, reversed?)."""
@@ -73,8 +82,21 @@ class _Builder:
         self.h: list[int] = []
         self.r: list[int] = []
         self.t: list[int] = []
+        self.aliases: dict[str, dict[str, None]] = {}
 
-    def add(self, head: str, rel: str, tail: str) -> None:
+    def surface(self, head: str, tail: str, text: str) -> None:
+        """Record the two ``[[…]]`` forms of a surface text as aliases of ``head`` and ``tail``."""
+        spans = _SURFACE.findall(text)
+        if len(spans) != 2:
+            return
+        for concept, form in zip((head, tail), spans, strict=True):
+            form = " ".join(_ARTICLE.sub("", form.strip()).split())
+            if form and form.lower() != concept.lower():
+                self.aliases.setdefault(concept, {})[form] = None
+
+    def add(self, head: str, rel: str, tail: str, surface: str | None = None) -> None:
+        if surface:
+            self.surface(head, tail, surface)
         if self.merge is not None:
             found = self.merge.get(rel.lower())
             if found is None:
@@ -96,6 +118,8 @@ class _Builder:
             np.asarray(self.r, dtype=np.int64),
             np.asarray(self.t, dtype=np.int64),
             name=name,
+            aliases=[(self.nodes.ids[c], a) for c, forms in self.aliases.items() if c in self.nodes.ids
+                     for a in forms],
         )
 
 
@@ -131,7 +155,14 @@ def load_conceptnet_csv(path: str | Path, merge_file: str | Path | None = None) 
         head, tail = concept_label(start), concept_label(end)
         if head is None or tail is None:
             raise DataError(f"malformed concept URI {start!r} or {end!r}", p, lineno)
-        b.add(head, rel[3:].rstrip("/"), tail)
+        surface = None
+        if '"surfaceText"' in info:
+            try:
+                found = json.loads(info).get("surfaceText")
+            except json.JSONDecodeError as exc:
+                raise DataError(f"info is not valid JSON: {exc.msg}", p, lineno) from exc
+            surface = found if isinstance(found, str) else None
+        b.add(head, rel[3:].rstrip("/"), tail, surface)
     return b.graph("conceptnet")
 
 
@@ -188,11 +219,14 @@ def load_conceptnet_jsonl_triples(
             try:
                 qid = str(rec.get("id", f"#{k}")) if isinstance(rec, dict) else f"#{k}"
                 for choice in rec["question"]["choices"]:
-                    for triple in choice.get("triple") or ():
+                    triples = choice.get("triple") or ()
+                    surface = choice.get("surface") if len(triples) == 1 else None
+                    for triple in triples:
                         head, rel, tail = triple
                         if not all(isinstance(x, str) and x.strip() for x in (head, rel, tail)):
                             raise ValueError(f"empty or non-string field in {triple!r}")
-                        b.add(head.replace("_", " "), rel, tail.replace("_", " "))
+                        b.add(head.replace("_", " "), rel, tail.replace("_", " "),
+                              surface if isinstance(surface, str) else None)
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 where = lineno if lineno is not None else _line_of_id(path, qid)
                 raise DataError(f"question {qid}: malformed choice triples ({exc})", path, where) from exc

@@ -6,7 +6,7 @@ What the two files hold (inferred from the data and from how QA-GNN-derived code
   UMLS CUI such as ``C0002965`` for 753 names); several names share one id (synonyms). ``preferred`` is
   ``"1"`` for exactly one name per id (9,958 ids, 9,958 ``"1"``s) and ``"0"`` for the synonyms, so it is a
   preferred-name flag, not a node type. Each id is one node labelled by its preferred name; the synonyms
-  are kept as the node text (``"also: a; b"``) and by :func:`ddb_synonyms`.
+  are its aliases, and are also kept as the node text (``"also: a; b"``) and by :func:`ddb_synonyms`.
 * ``ddb_relas.json``: ``{row: [subject_id, object_id, relation_code]}``, a directed edge subject → object.
   The codes are named after the DDB relation types in the order QA-GNN-derived MedQA code lists them, and
   the samples agree (e.g. code 2 *Anal cancer → Gastrointestinal bleeding* "may cause", 233 *Simvastatin →
@@ -130,5 +130,6 @@ def load_ddb(directory: str | Path) -> CSRGraph:
                     and val[0] in node_of and val[1] in node_of else
                     f"expected [subject id, object id, code] with named ids, got {val!r}")
             raise DataError(f"row {row}: {what}", relas_path, _line_of(relas_path, row)) from exc
+    aliases = [(node_of[i], name) for i, names in synonyms.items() for name in names]
     return CSRGraph.from_arrays(labels, [DDB_RELATIONS[c] for c in codes], heads, rels, tails, texts,
-                                name="ddb")
+                                name="ddb", aliases=aliases)

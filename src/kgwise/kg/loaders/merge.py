@@ -17,8 +17,8 @@ def merge_graphs(graphs: Sequence[CSRGraph], name: str | None = None) -> CSRGrap
 
     Nodes whose labels normalise equally (``normalise_label``: case, ``_``/space, extra spaces) become one
     node, e.g. the WordNet lemma ``dog`` and the ConceptNet concept ``dog``; it keeps the first graph's label
-    and the first non-empty text. Relations with the same name become one relation. Duplicate edges are
-    dropped. ``name`` defaults to the graphs' names joined with ``+``.
+    and the first non-empty text; every graph's aliases are kept. Relations with the same name become one
+    relation. Duplicate edges are dropped. ``name`` defaults to the graphs' names joined with ``+``.
     """
     if not graphs:
         raise ValueError("merge_graphs needs at least one graph")
@@ -27,6 +27,7 @@ def merge_graphs(graphs: Sequence[CSRGraph], name: str | None = None) -> CSRGrap
     texts: list[str] = []
     rel_index: dict[str, int] = {}
     heads, rels, tails = [], [], []
+    aliases: list[tuple[int, str]] = []
     for g in graphs:
         node_map = np.empty(g.num_nodes, dtype=np.int64)
         for i, lab in enumerate(g.labels):
@@ -39,6 +40,8 @@ def merge_graphs(graphs: Sequence[CSRGraph], name: str | None = None) -> CSRGrap
             elif not texts[j]:
                 texts[j] = g.text(i)
             node_map[i] = j
+        alias_nodes, alias_names = g.alias_pairs()
+        aliases.extend(zip(node_map[alias_nodes].tolist(), alias_names, strict=True))
         rel_map = np.array([rel_index.setdefault(r, len(rel_index)) for r in g.relations], dtype=np.int64)
         h, r, t = g.all_edges()
         heads.append(node_map[h])
@@ -52,4 +55,5 @@ def merge_graphs(graphs: Sequence[CSRGraph], name: str | None = None) -> CSRGrap
         np.concatenate(tails),
         texts if any(texts) else None,
         name=name if name is not None else "+".join(g.name or "graph" for g in graphs),
+        aliases=aliases,
     )

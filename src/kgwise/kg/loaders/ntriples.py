@@ -6,7 +6,9 @@ Every line holds one triple ``subject predicate object .`` (IRIs ``<…>``, blan
 do literal objects (one node per distinct literal, labelled by its lexical form). A node's label is its
 ``rdfs:label`` (English or untagged preferred), else the IRI's local name (after the last ``#`` or ``/``,
 percent-decoded, ``_`` as space). ``rdfs:label`` and ``rdfs:comment`` triples with literal objects set a
-node's label and text instead of becoming edges. A relation is named by its predicate's local name.
+node's label and text instead of becoming edges; the node's other ``rdfs:label``s (English or untagged)
+and its ``skos:prefLabel``/``skos:altLabel`` literals become its aliases, not edges. A relation is named by
+its predicate's local name.
 """
 
 from __future__ import annotations
@@ -18,15 +20,19 @@ from urllib.parse import quote, unquote
 import numpy as np
 
 from kgwise.errors import DataError
-from kgwise.kg.base import KnowledgeGraph
+from kgwise.kg.base import ArrayGraph, KnowledgeGraph
 from kgwise.kg.csr import CSRGraph
 from kgwise.kg.loaders._common import Interner, numbered_lines, open_text, require_file
 
-__all__ = ["iri_local_name", "label_rank", "literal_syntax", "load_ntriples", "parse_ntriples_line",
-           "write_ntriples"]
+__all__ = ["NAME_PREDICATES", "SKOS_ALT_LABEL", "iri_local_name", "label_rank", "literal_syntax",
+           "load_ntriples", "parse_ntriples_line", "write_ntriples"]
 
 RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
 RDFS_COMMENT = "http://www.w3.org/2000/01/rdf-schema#comment"
+SKOS_PREF_LABEL = "http://www.w3.org/2004/02/skos/core#prefLabel"
+SKOS_ALT_LABEL = "http://www.w3.org/2004/02/skos/core#altLabel"
+NAME_PREDICATES = (RDFS_LABEL, RDFS_COMMENT, SKOS_PREF_LABEL, SKOS_ALT_LABEL)
+"""Predicates whose literal objects name or describe a node instead of being edges."""
 
 _UCHAR = r"\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8}"
 _IRI = rf"<((?:[^\x00-\x20<>\"{{}}|^`\\]|{_UCHAR})*)>"
@@ -112,6 +118,7 @@ def load_ntriples(path: str | Path, name: str | None = None) -> CSRGraph:
     r: list[int] = []
     t: list[int] = []
     best_label: dict[int, tuple[int, str]] = {}
+    names: dict[int, dict[str, None]] = {}
     comments: dict[int, str] = {}
     for lineno, line in numbered_lines(p):
         try:
@@ -122,13 +129,15 @@ def load_ntriples(path: str | Path, name: str | None = None) -> CSRGraph:
             continue
         subj, pred, obj = parsed
         s = nodes(_key(subj), _default_label(subj))
-        if obj[0] == "literal" and pred in (RDFS_LABEL, RDFS_COMMENT):
+        if obj[0] == "literal" and pred in NAME_PREDICATES:
             if pred == RDFS_COMMENT:
                 comments.setdefault(s, obj[1])
-            else:
-                rank = label_rank(obj[2])
-                if s not in best_label or rank < best_label[s][0]:
-                    best_label[s] = (rank, obj[1])
+                continue
+            rank = label_rank(obj[2])
+            if rank == 0:
+                names.setdefault(s, {})[obj[1]] = None
+            if pred == RDFS_LABEL and (s not in best_label or rank < best_label[s][0]):
+                best_label[s] = (rank, obj[1])
             continue
         h.append(s)
         r.append(rels(pred, iri_local_name(pred)))
@@ -140,6 +149,7 @@ def load_ntriples(path: str | Path, name: str | None = None) -> CSRGraph:
     return CSRGraph.from_arrays(
         labels, rels.labels, np.asarray(h, dtype=np.int64), np.asarray(r, dtype=np.int64),
         np.asarray(t, dtype=np.int64), texts, name=name if name is not None else p.name.split(".")[0],
+        aliases=[(v, a) for v, forms in names.items() for a in forms],
     )
 
 
@@ -151,7 +161,8 @@ def literal_syntax(text: str) -> str:
 
 def write_ntriples(kg: KnowledgeGraph, path: str | Path, base: str = "urn:kgwise:") -> Path:
     """Write ``kg`` as N-Triples (e.g. to load it into a triple store): node ``i`` is ``<{base}node:i>``
-    with its label as ``rdfs:label`` (and its text, if any, as ``rdfs:comment``); relation ``r`` is
+    with its label as ``rdfs:label``, its aliases as ``skos:altLabel`` and its text, if any, as
+    ``rdfs:comment``; relation ``r`` is
     ``<{base}relation:NAME>`` (percent-encoded, ``_`` too, which the local-name rule would read as a
     space). :func:`load_ntriples` reads it back as the same graph. A ``.gz`` path is gzipped."""
     out = Path(path)
@@ -162,6 +173,8 @@ def write_ntriples(kg: KnowledgeGraph, path: str | Path, base: str = "urn:kgwise
         for v in range(kg.num_nodes):
             node = f"<{base}node:{v}>"
             f.write(f"{node} <{RDFS_LABEL}> {literal_syntax(kg.label(v))} .\n")
+            for alias in kg.aliases(v) if isinstance(kg, ArrayGraph) else ():
+                f.write(f"{node} <{SKOS_ALT_LABEL}> {literal_syntax(alias)} .\n")
             comment = kg.text(v)
             if comment:
                 f.write(f"{node} <{RDFS_COMMENT}> {literal_syntax(comment)} .\n")

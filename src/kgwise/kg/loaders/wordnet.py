@@ -1,14 +1,14 @@
 """WordNet 3.0 database files (``data.*``/``index.*``, format of ``man 5 wndb``) → ``CSRGraph``.
 
-Nodes are synsets (label ``lemma.pos.NN`` as NLTK names them, text = the full gloss) followed by lemmas
-(label = the word, lower case, ``_`` as space). ``NN`` is the synset's position in the first lemma's list in
-``index.*``; satellites (``.s.``) count in ``index.adj``'s list, as classic NLTK releases name them (e.g.
-``good.s.06``; NLTK 3.10 renumbers 1,518 satellites among satellites only). Every lemma has an ``in_synset``
-edge to each synset it belongs to (with ``senses="frequent"``, to its frequent ones). Each pointer is stored
-once, in the direction the file lists it, from the synset whose line holds it: semantic pointers
-(source/target ``0000``) link synsets, lexical pointers (antonym, derivation, …) link the two lemmas they
-name. Lexical pointers between two senses of the same word string (e.g. ``walk`` the noun ``+`` ``walk`` the
-verb) would be self-loops in the part-of-speech-free lemma layer and are dropped.
+Nodes are synsets (label ``lemma.pos.NN`` as NLTK names them, text = the full gloss, aliases = the synset's
+words) followed by lemmas (label = the word, lower case, ``_`` as space). ``NN`` is the synset's position in
+the first lemma's list in ``index.*``; satellites (``.s.``) count in ``index.adj``'s list, as classic NLTK
+releases name them (e.g. ``good.s.06``; NLTK 3.10 renumbers 1,518 satellites among satellites only). Every
+lemma has an ``in_synset`` edge to each synset it belongs to (with ``senses="frequent"``, to its frequent
+ones). Each pointer is stored once, in the direction the file lists it, from the synset whose line holds it:
+semantic pointers (source/target ``0000``) link synsets, lexical pointers (antonym, derivation, …) link the
+two lemmas they name. Lexical pointers between two senses of the same word string (e.g. ``walk`` the noun
+``+`` ``walk`` the verb) would be self-loops in the part-of-speech-free lemma layer and are dropped.
 """
 
 from __future__ import annotations
@@ -266,6 +266,8 @@ def load_wordnet(
 
     labels = synset_labels + list(lemma_ids)
     texts = glosses + [""] * len(lemma_ids)
+    aliases = zip(word_synset.tolist(), words_flat, strict=True)
     return CSRGraph.from_arrays(
-        labels, rel_names, heads[keep_edge], rels[keep_edge], tails[keep_edge], texts, name="wordnet"
+        labels, rel_names, heads[keep_edge], rels[keep_edge], tails[keep_edge], texts, name="wordnet",
+        aliases=aliases,
     )

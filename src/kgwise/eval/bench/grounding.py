@@ -1,0 +1,385 @@
+"""``kgwise bench grounding``: recall of grounding with aliases and fallbacks, and grounding + P_sub over a
+label index and a SPARQL store (Virtuoso) at ConceptNet scale, each figure against a baseline of the same
+run.
+
+* **CSQA ihdev** on the CSQA KG (WordNet + the ConceptNet slice): the share of questions whose gold choice
+  grounds to a node, exact labels only (the baseline) vs labels + aliases + fuzzy fallback; on the gold
+  choices exact matching already grounds, the share grounded to the very same nodes (precision kept).
+* **MedQA** (first ``medqa_limit`` test questions) on DDB: the share of options grounded, before (labels
+  only) and after (aliases + fuzzy + embedding fallbacks, if an encoder is given).
+* **ConceptNet scale** (:mod:`kgwise.eval.bench.synthetic`): label-index build time from the graph file;
+  grounding of CSQA ihdev questions over the index in a fresh subprocess holding only the index and an
+  endpoint client (median ms, process RSS); with Virtuoso: the export + bulk-load time, then grounding +
+  P_sub over the endpoint cold (first pass) and warm (second pass) against the in-memory CSR path.
+
+P_sub over an endpoint (:func:`endpoint_psub`) reads the seeds' 2-hop neighbourhood with batched ``VALUES``
+queries (hop-1 lists capped at ``max_expand`` per seed, as P_sub's hub rule caps them), builds that
+neighbourhood as a small in-memory graph and runs the same extractor on it; hub ranking then sees degrees
+within the neighbourhood, so its node choice can differ from the full graph's (``same_nodes`` reports how
+often it does not).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kgwise.errors import KgwiseError
+
+if TYPE_CHECKING:
+    from kgwise.kg.grounding import Grounder, Grounding
+    from kgwise.kg.linking import TextEncoder
+    from kgwise.kg.sparql import SPARQLGraph
+    from kgwise.types import Question
+
+__all__ = ["choice_recall", "endpoint_psub", "run_grounding_benchmark"]
+
+
+def _median(xs: Sequence[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def choice_recall(exact: Grounder, full: Grounder, questions: Sequence[Question], gold_only: bool,
+                  aliases: Grounder | None = None) -> dict[str, Any]:
+    """Grounded shares of gold choices (``gold_only``) or of every option, baseline ``exact`` (labels only)
+    vs ``full``; ``kept_exact``: of the choices the baseline grounds, the share ``full`` grounds to the same
+    nodes (aliases may add a longer match); ``kept_by_fallbacks``: of the choices ``aliases`` (labels and
+    aliases, no fallback) grounds, the share ``full`` grounds the same (what the fallbacks change);
+    ``methods``: links by method among the choices ``full`` grounds and the baseline does not."""
+    n = base = new = kept = base_hits = mid_hits = mid_kept = with_aliases = 0
+    methods: dict[str, int] = {}
+    for q in questions:
+        for c in q.choices:
+            if gold_only and c.label not in q.gold:
+                continue
+            n += 1
+            a = exact.ground_choice(c.text)
+            links: list[Any] = []
+            b = full.ground_choice(c.text, links)
+            base += bool(a)
+            new += bool(b)
+            m = aliases.ground_choice(c.text) if aliases is not None else ()
+            with_aliases += bool(m)
+            if m:
+                mid_hits += 1
+                mid_kept += m == b
+            if a:
+                base_hits += 1
+                kept += a == b
+            elif b:
+                for link in links:
+                    methods[link.method] = methods.get(link.method, 0) + 1
+    out = {"choices": n, "grounded_exact_only": base / max(n, 1), "grounded_with_fallbacks": new / max(n, 1),
+           "kept_exact": kept / max(base_hits, 1), "new_links_by_method": methods}
+    if aliases is not None:
+        out |= {"grounded_with_aliases": with_aliases / max(n, 1),
+                "kept_by_fallbacks": mid_kept / max(mid_hits, 1)}
+    return out
+
+
+def endpoint_psub(sparql: SPARQLGraph, grounding: Grounding, max_expand: int = 100) -> tuple[int, ...]:
+    """P_sub's node set over an endpoint (see the module docstring); node ids are ``sparql``'s."""
+    from kgwise.extract.subgraph import SubgraphExtractor, seeds_of
+    from kgwise.kg.csr import CSRGraph
+    from kgwise.kg.grounding import Grounding as Seeds
+
+    q, a = seeds_of(grounding)
+    seeds = [*q, *a]
+    if not seeds:
+        return ()
+    sparql.prefetch(seeds, True)
+    sparql.prefetch(seeds, False)
+    hop1: dict[int, None] = {}
+    for v in seeds:
+        for out in (True, False):
+            _, ends = sparql.out_edges(v) if out else sparql.in_edges(v)
+            for e in ends[:max_expand].tolist():
+                hop1.setdefault(e)
+    ring = [v for v in hop1 if v not in set(seeds)]
+    sparql.prefetch(ring, True)
+    nodes = list(dict.fromkeys([*seeds, *ring]))
+    local = {v: i for i, v in enumerate(nodes)}
+    hs: list[int] = []
+    rs: list[int] = []
+    ts: list[int] = []
+    for v in nodes:
+        rels, ends = sparql.out_edges(v)
+        for r, t in zip(rels.tolist(), ends.tolist(), strict=True):
+            if t in local:
+                hs.append(local[v])
+                rs.append(r)
+                ts.append(local[t])
+    rel_names = [str(i) for i in range(max(sparql.num_relations, 1))]
+    small = CSRGraph.from_arrays([str(v) for v in nodes], rel_names, hs, rs, ts)
+    sub = SubgraphExtractor(small).extract(
+        _dummy_question(), Seeds(tuple(local[v] for v in grounding.question_nodes),
+                             tuple(tuple(local[v] for v in c) for c in grounding.choice_nodes)))
+    return tuple(sorted(nodes[i] for i in sub.nodes))
+
+
+def _dummy_question() -> Question:
+    from kgwise.types import Question
+
+    return Question(id="psub", text="P_sub over an endpoint")
+
+
+# ------------------------------------------------------------------------------------------ recall parts
+def _csqa(data: Path, limit: int | None, progress: Callable[[str], None]) -> dict[str, Any]:
+    from kgwise.datasets import load
+    from kgwise.kg.grounding import Grounder, GrounderConfig, PhraseIndex
+    from kgwise.kg.linking import LinkingConfig
+    from kgwise.kgm.graphs import DATASET_KGS, build_kg
+
+    progress("CSQA ihdev: building the CSQA KG (WordNet + ConceptNet slice)")
+    kg = build_kg(DATASET_KGS["csqa"], data)
+    qs = load("csqa", "ihdev", data)[:limit]
+    wn = data / "wordnet"
+    exact = Grounder(kg, GrounderConfig(wordnet_dir=wn), PhraseIndex(kg, aliases=False))
+    names = PhraseIndex(kg)
+    aliases = Grounder(kg, GrounderConfig(wordnet_dir=wn), names)
+    full = Grounder(kg, GrounderConfig(wordnet_dir=wn, linking=LinkingConfig(embedding=False)), names)
+    progress(f"CSQA ihdev: grounding {len(qs)} questions' gold choices")
+    out = choice_recall(exact, full, qs, gold_only=True, aliases=aliases)
+    qs_exact = sum(1 for q in qs if exact.ground_text(q.text))
+    return {"questions": len(qs), "kg_nodes": kg.num_nodes, "kg_aliases": len(kg.alias_pairs()[1]),
+            **out, "questions_with_question_concepts_exact": qs_exact / max(len(qs), 1)}
+
+
+def _medqa(data: Path, limit: int, encoder: TextEncoder | None, progress: Callable[[str], None]
+           ) -> dict[str, Any]:
+    from kgwise.datasets import load
+    from kgwise.kg.grounding import Grounder, GrounderConfig, PhraseIndex, embedding_matcher
+    from kgwise.kg.linking import LinkingConfig
+    from kgwise.kg.loaders import load_ddb
+
+    kg = load_ddb(data / "ddb")
+    qs = load("medqa", "test", data)[:limit]
+    exact = Grounder(kg, index=PhraseIndex(kg, aliases=False))
+    names = PhraseIndex(kg)
+    embedder = None
+    if encoder is not None:
+        progress("MedQA: encoding DDB names for the embedding fallback (cached per machine)")
+        embedder = embedding_matcher(names, encoder)
+    full = Grounder(kg, GrounderConfig(linking=LinkingConfig(embedding=encoder is not None)), names, embedder)
+    progress(f"MedQA: grounding the options of {len(qs)} questions")
+    out = choice_recall(exact, full, qs, gold_only=False, aliases=Grounder(kg, index=names))
+    return {"questions": len(qs), "embedding_fallback": encoder is not None, **out}
+
+
+# ------------------------------------------------------------------------------------------ scale parts
+def _synthetic(data: Path, work: Path, nodes: int, edges: int) -> Path:
+    from kgwise.eval.bench.synthetic import SyntheticConfig, synthetic_conceptnet, wordnet_words
+
+    path = work / f"synthetic-{nodes}.npz"
+    if not path.is_file():
+        synthetic_conceptnet(wordnet_words(data / "wordnet"), SyntheticConfig(nodes, edges)).save(path)
+    return path
+
+
+def _rss_mb() -> float:
+    import psutil
+
+    return float(psutil.Process().memory_info().rss) / 2**20
+
+
+def _ground_stage(argv: Sequence[str]) -> None:
+    """Subprocess: ``ground ENDPOINT INDEX DATA LIMIT OUT`` (grounding over the index, P_sub over the
+    endpoint, cold then warm) or ``local GRAPH DATA LIMIT OUT`` (the in-memory CSR baseline)."""
+    stage = argv[0]
+    from kgwise.datasets import load
+
+    if stage == "ground":
+        endpoint, index_path, data_s, limit_s, out_s = argv[1:]
+        from kgwise.kg.grounding import Grounder, GrounderConfig
+        from kgwise.kg.label_index import LabelIndex
+        from kgwise.kg.linking import LinkingConfig
+        from kgwise.kg.sparql import SPARQLGraph
+
+        qs = load("csqa", "ihdev", Path(data_s))[: int(limit_s)]
+        rss0 = _rss_mb()
+        sparql = SPARQLGraph(endpoint)
+        t0 = time.perf_counter()
+        index = LabelIndex(index_path).bind(sparql)
+        bind_s = time.perf_counter() - t0
+        grounder = Grounder(sparql, GrounderConfig(wordnet_dir=Path(data_s) / "wordnet",
+                                                   linking=LinkingConfig(embedding=False)), index)
+        ground_ms: list[float] = []
+        cold_ms: list[float] = []
+        warm_ms: list[float] = []
+        sets: list[list[str]] = []
+        for q in qs:
+            t0 = time.perf_counter()
+            g = grounder.ground(q)
+            t1 = time.perf_counter()
+            nodes = endpoint_psub(sparql, g)
+            t2 = time.perf_counter()
+            ground_ms.append((t1 - t0) * 1e3)
+            cold_ms.append((t2 - t0) * 1e3)
+            sets.append(sorted(sparql.label(v) for v in nodes))
+        for q in qs:
+            t0 = time.perf_counter()
+            endpoint_psub(sparql, grounder.ground(q))
+            warm_ms.append((time.perf_counter() - t0) * 1e3)
+        result = {"bind_s": bind_s, "ground_median_ms": _median(ground_ms),
+                  "psub_cold_median_ms": _median(cold_ms), "psub_warm_median_ms": _median(warm_ms),
+                  "rss_mb": _rss_mb(), "rss_growth_mb": _rss_mb() - rss0, "node_sets": sets,
+                  "endpoint": sparql.usage()}
+    elif stage == "local":
+        graph_s, data_s, limit_s, out_s = argv[1:]
+        from kgwise.extract.subgraph import SubgraphExtractor
+        from kgwise.kg.csr import CSRGraph
+        from kgwise.kg.grounding import Grounder, GrounderConfig
+        from kgwise.kg.linking import LinkingConfig
+
+        qs = load("csqa", "ihdev", Path(data_s))[: int(limit_s)]
+        rss0 = _rss_mb()
+        graph = CSRGraph.load(graph_s)
+        grounder = Grounder(graph, GrounderConfig(wordnet_dir=Path(data_s) / "wordnet",
+                                                  linking=LinkingConfig(embedding=False)))
+        extractor = SubgraphExtractor(graph)
+        ground_ms, total_ms, same = [], [], []
+        for q in qs:
+            t0 = time.perf_counter()
+            g = grounder.ground(q)
+            t1 = time.perf_counter()
+            sub = extractor.extract(q, g)
+            total_ms.append((time.perf_counter() - t0) * 1e3)
+            ground_ms.append((t1 - t0) * 1e3)
+            same.append(sorted(graph.label(v) for v in sub.nodes))
+        result = {"ground_median_ms": _median(ground_ms), "psub_median_ms": _median(total_ms),
+                  "rss_mb": _rss_mb(), "rss_growth_mb": _rss_mb() - rss0, "node_sets": same}
+    else:
+        raise KgwiseError(f"unknown stage {stage!r}")
+    Path(out_s).write_text(json.dumps(result), encoding="utf-8")
+
+
+def _run(args: list[str], work: Path) -> dict[str, Any]:
+    out = work / f"stage-{args[0]}.json"
+    out.unlink(missing_ok=True)
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-m", "kgwise.eval.bench.grounding", *args, str(out)], env=env,
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0 or not out.is_file():
+        raise KgwiseError(f"benchmark stage {args[0]} failed (exit {proc.returncode}): {proc.stderr[-1500:]}")
+    result: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    return result
+
+
+def _scale(data: Path, work: Path, nodes: int, edges: int, limit: int, virtuoso: bool,
+           progress: Callable[[str], None]) -> dict[str, Any]:
+    from kgwise.kg.label_index import build_index
+
+    out: dict[str, Any] = {"nodes": nodes, "edges": edges, "questions": limit}
+    progress(f"scale: synthetic graph of {nodes:,} nodes")
+    graph = _synthetic(data, work, nodes, edges)
+    progress("scale: label index build")
+    c0 = time.process_time()
+    built = build_index(graph, work / f"synthetic-{nodes}.labels.sqlite")
+    out |= {"index_build_s": built.seconds, "index_build_cpu_s": time.process_time() - c0,
+            "index_names": built.names,
+            "index_mb": built.path.stat().st_size / 2**20}
+    progress("scale: in-memory CSR baseline")
+    local = _run(["local", str(graph), str(data), str(limit)], work)
+    out["csr"] = {k: v for k, v in local.items() if k != "node_sets"}
+    if not virtuoso:
+        return out
+    from kgwise.eval.bench.virtuoso import GRAPH_IRI, Virtuoso
+    from kgwise.kg.csr import CSRGraph
+    from kgwise.kg.loaders.ntriples import write_ntriples
+
+    progress("scale: export N-Triples")
+    t0 = time.perf_counter()
+    nt = write_ntriples(CSRGraph.load(graph), work / f"synthetic-{nodes}.nt")
+    out["export_s"] = time.perf_counter() - t0
+    db = work / f"virtuoso-{nodes}"
+    import shutil
+
+    shutil.rmtree(db, ignore_errors=True)
+    with Virtuoso(db, memory_mb=3072) as server:
+        progress("scale: Virtuoso bulk load (ld_dir + rdf_loader_run)")
+        out["virtuoso_load_s"] = server.bulk_load([nt])
+        nt.unlink()
+        progress("scale: grounding + P_sub over the endpoint")
+        remote = _run(["ground", f"{server.endpoint}?default-graph-uri={GRAPH_IRI}", str(built.path),
+                       str(data), str(limit)], work)
+    pairs = list(zip(local["node_sets"], remote["node_sets"], strict=True))
+    same = sum(a == b for a, b in pairs)
+    out["node_jaccard_mean"] = statistics.fmean(
+        len(set(a) & set(b)) / max(len(set(a) | set(b)), 1) for a, b in pairs) if pairs else None
+    out["virtuoso"] = {k: v for k, v in remote.items() if k != "node_sets"}
+    out["same_nodes"] = same / max(len(local["node_sets"]), 1)
+    csr_ms = local["psub_median_ms"] or float("nan")
+    out["cold_over_csr"] = (remote["psub_cold_median_ms"] or 0) / csr_ms
+    out["warm_over_csr"] = (remote["psub_warm_median_ms"] or 0) / csr_ms
+    return out
+
+
+def run_grounding_benchmark(data: Path, work: Path, medqa_limit: int = 200, csqa_limit: int | None = None,
+                            scale_nodes: int = 1_600_000, scale_edges: int = 3_400_000,
+                            scale_limit: int = 200,
+                            virtuoso: bool = True, encoder: TextEncoder | None = None,
+                            parts: Sequence[str] = ("csqa", "medqa", "scale"),
+                            progress: Callable[[str], None] | None = None,
+                            on_result: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Run the ``parts`` (see the module docstring); ``scale_*``: the synthetic graph's size and the
+    questions grounded over it; ``virtuoso``: also load it into Virtuoso (skipped with a reason when it is
+    not installed); ``on_result`` gets the report after each part."""
+    say = progress or (lambda _m: None)
+    done = on_result or (lambda _r: None)
+    work.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {}
+    if "csqa" in parts:
+        report["csqa_ihdev"] = _csqa(data, csqa_limit, say)
+        done(report)
+    if "medqa" in parts:
+        report["medqa_ddb"] = _medqa(data, medqa_limit, encoder, say)
+        done(report)
+    if "scale" in parts:
+        from kgwise.eval.bench.virtuoso import virtuoso_binaries
+
+        use = virtuoso and virtuoso_binaries() is not None
+        report["conceptnet_scale"] = _scale(data, work, scale_nodes, scale_edges, scale_limit, use, say)
+        if virtuoso and not use:
+            report["conceptnet_scale"]["virtuoso_skipped"] = "virtuoso-t / isql-vt not installed"
+    report["targets"] = _targets(report)
+    return report
+
+
+def _targets(r: dict[str, Any]) -> dict[str, Any]:
+    """The issue's targets, each with its measured value and the baseline it is read against."""
+    t: dict[str, Any] = {}
+    c = r.get("csqa_ihdev")
+    if c:
+        t["csqa_recall_gain"] = {"exact_only": c["grounded_exact_only"],
+                                 "with_fallbacks": c["grounded_with_fallbacks"],
+                                 "fallbacks_keep_exact": c["kept_by_fallbacks"] == 1.0}
+    m = r.get("medqa_ddb")
+    if m:
+        t["medqa_options_grounded"] = {"before": m["grounded_exact_only"],
+                                       "after": m["grounded_with_fallbacks"]}
+    s = r.get("conceptnet_scale")
+    if s:
+        t["index_build_le_120_s"] = {"value": s["index_build_s"], "met": s["index_build_s"] <= 120}
+        v = s.get("virtuoso")
+        if v:
+            t["label_index_ground_le_20_ms"] = {"value": v["ground_median_ms"],
+                                                "met": v["ground_median_ms"] <= 20}
+            t["rss_le_300_mb"] = {"value": v["rss_mb"], "met": v["rss_mb"] <= 300}
+            t["psub_cold_le_150_ms"] = {"value": v["psub_cold_median_ms"],
+                                        "csr_ms": s["csr"]["psub_median_ms"],
+                                        "met": v["psub_cold_median_ms"] <= 150}
+            t["psub_warm_le_20_ms"] = {"value": v["psub_warm_median_ms"],
+                                       "csr_ms": s["csr"]["psub_median_ms"],
+                                       "met": v["psub_warm_median_ms"] <= 20}
+    return t
+
+
+if __name__ == "__main__":
+    _ground_stage(sys.argv[1:])

@@ -1,0 +1,439 @@
+"""A persistent label index for large KGs: every node name (labels and aliases) in one SQLite file.
+
+Built once from a graph file, an N-Triples dump (streamed) or a SPARQL endpoint (paged queries), then
+queried without loading the labels: exact phrase-key lookups hit a B-tree (``names(key)``), fuzzy lookups
+draw candidates from an FTS5 trigram index (SQLite's ``trigram`` tokenizer, standard library ``sqlite3``)
+and re-rank them by normalised Levenshtein similarity (:mod:`kgwise.kg.linking`). It implements the
+grounder's :class:`~kgwise.kg.grounding.NameIndex`.
+
+Each node is stored with its id in the source and its RDF term (an IRI; ``urn:kgwise:node:i`` for node
+``i`` of a graph file, as ``kgwise kg export`` writes it), so an index of a graph file also serves the
+endpoint its export was loaded into. The index records what it was built from: a content hash of a
+graph file's graph, and for a dump or an endpoint the counts of edges and names; :meth:`LabelIndex.bind`
+refuses a graph that does not match (another graph), as calibrations are refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import time
+from collections.abc import Callable, Collection, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from kgwise.errors import ConfigError, DataError
+from kgwise.kg.base import KnowledgeGraph
+from kgwise.kg.linking import fuzzy_scores
+from kgwise.kg.text import phrase_key, phrase_keys
+
+if TYPE_CHECKING:
+    from kgwise.kg.csr import CSRGraph
+    from kgwise.kg.sparql import SPARQLGraph
+
+__all__ = ["INDEX_VERSION", "BoundIndex", "IndexBuild", "LabelIndex", "build_index", "graph_content_hash"]
+
+INDEX_VERSION = 1
+EXPORT_BASE = "urn:kgwise:node:"
+_BATCH = 50_000
+
+
+def graph_content_hash(kg: CSRGraph) -> str:
+    """SHA-256 of a graph's labels, aliases, relation names and edges (the same graph rebuilt from another
+    file gives the same value)."""
+    digest = hashlib.sha256()
+    alias_nodes, alias_names = kg.alias_pairs()
+    for names in (kg.labels, kg.relations, alias_names):
+        digest.update("\n".join(names).encode("utf-8") + b"\0")
+    digest.update(np.ascontiguousarray(alias_nodes, dtype=np.int64).tobytes())
+    for array in kg.all_edges():
+        digest.update(np.ascontiguousarray(array, dtype=np.int64).tobytes())
+    return "sha256:" + digest.hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class IndexBuild:
+    """What a build wrote: names and nodes indexed, seconds taken, and the source's identity."""
+
+    path: Path
+    nodes: int
+    names: int
+    seconds: float
+    source: str
+    kind: str
+    content_hash: str
+
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE nodes (node INTEGER PRIMARY KEY, label TEXT NOT NULL, term TEXT NOT NULL);
+CREATE TABLE names (id INTEGER PRIMARY KEY, key TEXT NOT NULL, node INTEGER NOT NULL, name TEXT NOT NULL,
+                    alias INTEGER NOT NULL);
+CREATE TABLE words (word TEXT PRIMARY KEY) WITHOUT ROWID;
+"""
+_FINISH = """
+CREATE INDEX names_key ON names(key, alias, node);
+CREATE VIRTUAL TABLE names_fts USING fts5(key, content='names', content_rowid='id', tokenize='trigram');
+INSERT INTO names_fts(names_fts) VALUES ('rebuild');
+"""
+
+
+class _Writer:
+    """Streams nodes and names into a new index file (replaced atomically when done)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.tmp = path.with_name(path.name + ".tmp")
+        self.tmp.unlink(missing_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.tmp)
+        self.db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-200000;"
+                              + _SCHEMA)
+        self.nodes = 0
+        self.names = 0
+        self.words: set[str] = set()
+        self.longest = 0
+        self._node_rows: list[tuple[int, str, str]] = []
+        self._name_rows: list[tuple[str, int, str, int]] = []
+
+    def node(self, node: int, label: str, term: str, aliases: Iterable[str] = ()) -> None:
+        self._node_rows.append((node, label, term))
+        self.nodes += 1
+        names = [label, *aliases]
+        for k, (key, name) in enumerate(zip(phrase_keys(names), names, strict=True)):
+            if key:
+                self._name_rows.append((key, node, name, int(k > 0)))
+        if len(self._name_rows) >= _BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        self.db.executemany("INSERT INTO nodes VALUES (?, ?, ?)", self._node_rows)
+        self.db.executemany("INSERT INTO names (key, node, name, alias) VALUES (?, ?, ?, ?)", self._name_rows)
+        for key, _, _, _ in self._name_rows:
+            parts = key.split(" ")
+            self.words.update(parts)
+            self.longest = max(self.longest, len(parts))
+        self.names += len(self._name_rows)
+        self._node_rows.clear()
+        self._name_rows.clear()
+
+    def finish(self, meta: dict[str, Any]) -> None:
+        self.flush()
+        self.db.executemany("INSERT INTO words VALUES (?)", ((w,) for w in sorted(self.words)))
+        self.db.executescript(_FINISH)
+        meta = {**meta, "version": INDEX_VERSION, "nodes": self.nodes, "names": self.names,
+                "longest": self.longest}
+        self.db.executemany("INSERT INTO meta VALUES (?, ?)", ((k, str(v)) for k, v in meta.items()))
+        self.db.commit()
+        self.db.close()
+        self.tmp.replace(self.path)
+
+
+def _from_graph(kg: CSRGraph, w: _Writer) -> dict[str, Any]:
+    alias_nodes, alias_names = kg.alias_pairs()
+    n = kg.num_nodes
+    w.db.executemany("INSERT INTO nodes VALUES (?, ?, ?)",
+                     zip(range(n), kg.labels, (f"{EXPORT_BASE}{v}" for v in range(n)), strict=True))
+    keys = phrase_keys([*kg.labels, *alias_names])
+    nodes = [*range(n), *alias_nodes.tolist()]
+    names = [*kg.labels, *alias_names]
+    rows = zip(keys, nodes, names, (int(i >= n) for i in range(len(keys))), strict=True)
+    w.db.executemany("INSERT INTO names (key, node, name, alias) VALUES (?, ?, ?, ?)",
+                     (r for r in rows if r[0]))
+    w.nodes, w.names = n, sum(1 for k in keys if k)
+    w.words.update(" ".join(keys).split())
+    w.longest = max((k.count(" ") + 1 for k in keys if k), default=0)
+    return {"kind": "graph", "content_hash": graph_content_hash(kg), "edges": kg.num_edges,
+            "labelled": kg.num_nodes}
+
+
+def _from_ntriples(path: Path, w: _Writer) -> dict[str, Any]:
+    """Stream a dump: every IRI with a name literal (``rdfs:label``, ``skos:prefLabel``/``altLabel``;
+    English or untagged for aliases, the preferred ``rdfs:label`` as label, else the local name)."""
+    from kgwise.kg.loaders._common import numbered_lines
+    from kgwise.kg.loaders.ntriples import (
+        NAME_PREDICATES,
+        RDFS_COMMENT,
+        RDFS_LABEL,
+        iri_local_name,
+        label_rank,
+        parse_ntriples_line,
+    )
+
+    digest = hashlib.sha256()
+    names: dict[str, dict[str, None]] = {}
+    best: dict[str, tuple[int, str]] = {}
+    edges = 0
+    for lineno, line in numbered_lines(path):
+        digest.update(line.encode("utf-8") + b"\n")
+        try:
+            parsed = parse_ntriples_line(line)
+        except ValueError as exc:
+            raise DataError(f"{exc}: {line[:80]!r}", path, lineno) from exc
+        if parsed is None:
+            continue
+        subj, pred, obj = parsed
+        if subj[0] != "iri" or obj[0] != "literal" or pred not in NAME_PREDICATES:
+            edges += subj[0] != "bnode" and obj[0] != "bnode"
+            continue
+        if pred == RDFS_COMMENT:
+            continue
+        rank = label_rank(obj[2])
+        forms = names.setdefault(subj[1], {})
+        if rank == 0:
+            forms[obj[1]] = None
+        if pred == RDFS_LABEL and (subj[1] not in best or rank < best[subj[1]][0]):
+            best[subj[1]] = (rank, obj[1])
+    for v, (iri, forms) in enumerate(names.items()):
+        label = best[iri][1] if iri in best else iri_local_name(iri)
+        w.node(v, label, iri, [f for f in forms if f != label])
+    return {"kind": "rdf", "content_hash": "sha256:" + digest.hexdigest(), "edges": edges,
+            "labelled": len(names)}
+
+
+def _label_rows_query(page: int, offset: int) -> str:
+    from kgwise.kg.loaders.ntriples import RDFS_LABEL, SKOS_ALT_LABEL, SKOS_PREF_LABEL
+
+    return (f"SELECT ?s ?p ?l WHERE {{ ?s ?p ?l . VALUES ?p {{ <{RDFS_LABEL}> <{SKOS_PREF_LABEL}> "
+            f"<{SKOS_ALT_LABEL}> }} FILTER(isIRI(?s) && isLiteral(?l)) }} ORDER BY ?s ?p ?l "
+            f"LIMIT {page} OFFSET {offset}")
+
+
+def _from_endpoint(kg: SPARQLGraph, w: _Writer, page: int, progress: Callable[[str], None] | None
+                   ) -> dict[str, Any]:
+    """Page through the endpoint's name triples (``ORDER BY`` for stable pages)."""
+    from kgwise.kg.loaders.ntriples import RDFS_LABEL, iri_local_name, label_rank
+
+    digest = hashlib.sha256()
+    names: dict[str, dict[str, None]] = {}
+    best: dict[str, tuple[int, str]] = {}
+    offset = 0
+    while True:
+        rows = kg.select(_label_rows_query(page, offset))
+        for row in rows:
+            try:
+                iri, pred, lit = row["s"]["value"], row["p"]["value"], row["l"]
+                value, lang = lit["value"], lit.get("xml:lang", "").lower()
+            except (KeyError, TypeError) as exc:
+                raise DataError(f"{kg.endpoint}: a name row without ?s ?p ?l ({exc})") from exc
+            digest.update(f"{iri}\t{pred}\t{value}\t{lang}\n".encode())
+            rank = label_rank(lang)
+            forms = names.setdefault(iri, {})
+            if rank == 0:
+                forms[value] = None
+            if pred == RDFS_LABEL and (iri not in best or (rank, value) < best[iri]):
+                best[iri] = (rank, value)
+        offset += len(rows)
+        if progress is not None:
+            progress(f"{offset:,} name triples read")
+        if len(rows) < page:
+            break
+    for v, (iri, forms) in enumerate(names.items()):
+        label = best[iri][1] if iri in best else iri_local_name(iri)
+        w.node(v, label, iri, [f for f in forms if f != label])
+    return {"kind": "rdf", "content_hash": "sha256:" + digest.hexdigest(), "edges": kg.num_edges,
+            "labelled": len(names)}
+
+
+def build_index(source: str | Path, out: str | Path, page: int = 10_000,
+                progress: Callable[[str], None] | None = None) -> IndexBuild:
+    """Build the index of ``source`` into ``out``: a graph file (``.npz``, ``.tsv``, ``.nt`` read as a
+    graph), an N-Triples dump streamed without building a graph (``--format nt``: pass a ``.nt``/``.nt.gz``
+    path prefixed ``nt:``), or a SPARQL endpoint (``sparql:URL``), read ``page`` name triples per query."""
+    from kgwise.kg.sources import is_endpoint
+
+    t0 = time.perf_counter()
+    w = _Writer(Path(out))
+    try:
+        if is_endpoint(source):
+            from kgwise.kg.sparql import SPARQLGraph
+
+            endpoint = SPARQLGraph(str(source).removeprefix("sparql:"))
+            meta = _from_endpoint(endpoint, w, page, progress)
+            label = endpoint.endpoint
+        elif str(source).startswith("nt:"):
+            path = Path(str(source)[3:])
+            meta = _from_ntriples(path, w)
+            label = str(path)
+        else:
+            from kgwise.kg.loaders import open_graph_file
+
+            meta = _from_graph(open_graph_file(source), w)
+            label = str(source)
+        w.finish({**meta, "source": label})
+    except BaseException:
+        w.db.close()
+        w.tmp.unlink(missing_ok=True)
+        raise
+    return IndexBuild(Path(out), w.nodes, w.names, time.perf_counter() - t0, label, meta["kind"],
+                      meta["content_hash"])
+
+
+class _Words(Collection[str]):
+    """The index's token vocabulary as a collection (membership is one indexed query, memoised)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+        self._memo: dict[str, bool] = {}
+
+    def __contains__(self, word: object) -> bool:
+        if not isinstance(word, str):
+            return False
+        hit = self._memo.get(word)
+        if hit is None:
+            hit = self._memo[word] = self._db.execute(
+                "SELECT 1 FROM words WHERE word = ?", (word,)).fetchone() is not None
+        return hit
+
+    def __iter__(self) -> Iterator[str]:
+        return (w for (w,) in self._db.execute("SELECT word FROM words"))
+
+    def __len__(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM words").fetchone()[0])
+
+
+class LabelIndex:
+    """An index file opened read-only; node ids are the source's (see the module docstring). Use
+    :meth:`bind` to ground in a graph."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise DataError("label index not found (build one with `kgwise kg index build`)", self.path)
+        try:
+            self.db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+            self.meta = dict(self.db.execute("SELECT key, value FROM meta").fetchall())
+        except sqlite3.DatabaseError as exc:
+            raise DataError(f"not a kgwise label index: {exc}", self.path) from exc
+        if self.meta.get("version") != str(INDEX_VERSION):
+            raise DataError(f"label index version {self.meta.get('version')!r}, expected {INDEX_VERSION}: "
+                            "rebuild it", self.path)
+        self.db.execute("PRAGMA cache_size=-16000")
+        self.longest = int(self.meta["longest"])
+        self.words: Collection[str] = _Words(self.db)
+        self._memo: dict[str, tuple[int, bool] | None] = {}
+
+    @property
+    def kind(self) -> str:
+        """``graph`` (built from a graph file) or ``rdf`` (from a dump or an endpoint)."""
+        return self.meta["kind"]
+
+    def lookup(self, key: str) -> tuple[int, bool] | None:
+        """``(node, via an alias?)`` of a phrase key: the lowest-id label, else the lowest-id alias."""
+        if key in self._memo:
+            return self._memo[key]
+        row = self.db.execute("SELECT node, alias FROM names WHERE key = ? ORDER BY alias, node LIMIT 1",
+                              (key,)).fetchone()
+        found = None if row is None else (int(row[0]), bool(row[1]))
+        if len(self._memo) > 100_000:
+            self._memo.clear()
+        self._memo[key] = found
+        return found
+
+    def fuzzy(self, key: str, limit: int, min_score: float, candidates: int = 400
+              ) -> list[tuple[int, str, float]]:
+        """``(node, name, similarity)``: candidates sharing a character trigram with ``key`` (FTS5, best
+        BM25 first) or its first two characters, re-ranked by normalised Levenshtein similarity."""
+        if not key or limit <= 0:
+            return []
+        rows: list[tuple[str, int, str]] = []
+        grams = sorted({key[i:i + 3] for i in range(len(key) - 2)} - {"   "})
+        if grams:
+            match = " OR ".join('"' + g.replace('"', '""') + '"' for g in grams)
+            rows += self.db.execute(
+                "SELECT n.key, n.node, n.name FROM names_fts f JOIN names n ON n.id = f.rowid "
+                "WHERE names_fts MATCH ? ORDER BY f.rank LIMIT ?", (match, candidates)).fetchall()
+        lo = key[:2]
+        rows += self.db.execute(
+            "SELECT key, node, name FROM names WHERE key >= ? AND key < ? AND length(key) BETWEEN ? AND ? "
+            "LIMIT ?", (lo, lo + "\uffff", len(key) - 2, len(key) + 2, candidates)).fetchall()
+        keys = [r[0] for r in rows]
+        out: list[tuple[int, str, float]] = []
+        seen: set[int] = set()
+        for i, score in fuzzy_scores(key, keys, len(keys), min_score):
+            node = int(rows[i][1])
+            if node not in seen:
+                seen.add(node)
+                out.append((node, rows[i][2], score))
+            if len(out) == limit:
+                break
+        return out
+
+    def label(self, node: int) -> str:
+        row = self.db.execute("SELECT label FROM nodes WHERE node = ?", (node,)).fetchone()
+        if row is None:
+            raise DataError(f"node {node} not in the label index", self.path)
+        return str(row[0])
+
+    def term(self, node: int) -> str:
+        row = self.db.execute("SELECT term FROM nodes WHERE node = ?", (node,)).fetchone()
+        if row is None:
+            raise DataError(f"node {node} not in the label index", self.path)
+        return str(row[0])
+
+    def suggest(self, text: str, limit: int = 3) -> list[str]:
+        """Preferred labels of the nodes whose names are closest to ``text``."""
+        return [self.label(v) for v, _, _ in self.fuzzy(phrase_key(text), limit, 0.6)]
+
+    def bind(self, kg: KnowledgeGraph) -> BoundIndex:
+        """This index as the name index of ``kg``, after checking it was built from ``kg``: the content
+        hash of a graph file's graph; for an endpoint, its edge and name counts (two ``COUNT`` queries).
+        ``ConfigError`` naming both when they differ."""
+        from kgwise.kg.csr import CSRGraph
+        from kgwise.kg.sparql import SPARQLGraph
+
+        if isinstance(kg, CSRGraph):
+            if self.kind != "graph":
+                raise ConfigError(f"{self.path} was built from {self.meta['source']} (RDF), not from a graph "
+                                  "file: build the index from the graph file in use")
+            now = graph_content_hash(kg)
+            if now != self.meta["content_hash"]:
+                raise ConfigError(f"{self.path} was built from another graph ({self.meta['source']}, "
+                                  f"{self.meta['content_hash'][:19]}…) than the one in use ({now[:19]}…): "
+                                  "rebuild it with `kgwise kg index build`")
+            return BoundIndex(self, kg, None)
+        if isinstance(kg, SPARQLGraph):
+            edges, labelled = kg.num_edges, kg.count_labelled()
+            want = (int(self.meta["edges"]), int(self.meta["labelled"]))
+            if (edges, labelled) != want:
+                raise ConfigError(f"{self.path} was built from another graph ({self.meta['source']}: "
+                                  f"{want[0]:,} edges, {want[1]:,} named nodes) than {kg.endpoint} "
+                                  f"({edges:,} edges, {labelled:,} named nodes): rebuild it with "
+                                  f"`kgwise kg index build sparql:{kg.endpoint}`")
+            return BoundIndex(self, kg, kg)
+        raise ConfigError("a label index serves a graph file or a SPARQL endpoint, not a "
+                          f"{type(kg).__name__}")
+
+    def close(self) -> None:
+        self.db.close()
+
+
+class BoundIndex:
+    """A :class:`LabelIndex` answering in the node ids of one graph: a graph file's ids as stored, an
+    endpoint's ids through the stored IRIs (each node registered with its label, so no label query)."""
+
+    def __init__(self, index: LabelIndex, kg: KnowledgeGraph, endpoint: SPARQLGraph | None) -> None:
+        self.index = index
+        self.kg = kg
+        self.endpoint = endpoint
+        self.longest = index.longest
+        self.words = index.words
+
+    def _node(self, node: int) -> int:
+        if self.endpoint is None:
+            return node
+        row = self.index.db.execute("SELECT term, label FROM nodes WHERE node = ?", (node,)).fetchone()
+        return self.endpoint.node_of_iri(str(row[0]), str(row[1]))
+
+    def lookup(self, key: str) -> tuple[int, bool] | None:
+        hit = self.index.lookup(key)
+        return None if hit is None else (self._node(hit[0]), hit[1])
+
+    def fuzzy(self, key: str, limit: int, min_score: float) -> list[tuple[int, str, float]]:
+        return [(self._node(v), name, s) for v, name, s in self.index.fuzzy(key, limit, min_score)]
+
+    def suggest(self, text: str, limit: int = 3) -> list[str]:
+        return self.index.suggest(text, limit)

@@ -1,0 +1,41 @@
+"""``kgwise kg index build`` and ``kgwise kg ground``: aliases, fuzzy links with method and score, topic
+entities, and a refused index of another graph."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from kgwise.cli.main import app
+from kgwise.kg import CSRGraph
+
+runner = CliRunner()
+
+
+def test_index_build_and_ground(tmp_path: Path, data_dir: Path) -> None:
+    graph = tmp_path / "ddb.npz"
+    result = runner.invoke(app, ["kg", "build", str(data_dir / "ddb"), "-f", "ddb", "-o", str(graph)])
+    assert result.exit_code == 0 and "7,400 aliases" in " ".join(result.output.split()), result.output
+    index = tmp_path / "ddb.idx"
+    result = runner.invoke(app, ["kg", "index", "build", str(graph), "--out", str(index)])
+    assert result.exit_code == 0, result.output
+    for extra in ([], ["--index", str(index)]):
+        out = tmp_path / "g.json"
+        result = runner.invoke(app, ["kg", "ground", "is levothyroxine or aspirn good for gowt", "--kg",
+                                     str(graph), *extra, "--json", str(out)])
+        assert result.exit_code == 0, result.output
+        report = json.loads(out.read_text())
+        links = {x["mention"]: (x["label"], x["method"]) for x in report["links"]}
+        assert links["levothyroxine"] == ("Thyroxine", "alias")
+        assert "Thyroxine" in report["topic_entities"]
+    result = runner.invoke(app, ["kg", "ground", "aspirn", "--kg", str(graph), "--json", str(out)])
+    assert json.loads(out.read_text())["links"][0] | {"score": 0} == {
+        "mention": "aspirn", "node": CSRGraph.load(graph).node("Aspirin"), "name": "Aspirin",
+        "method": "fuzzy", "score": 0, "label": "Aspirin"}
+    other = CSRGraph.from_triples([("a", "r", "b")]).save(tmp_path / "o.npz")
+    result = runner.invoke(app, ["kg", "ground", "aspirin", "--kg", str(other), "--index", str(index)])
+    assert result.exit_code != 0 and "another graph" in " ".join(result.output.split())
+    result = runner.invoke(app, ["kg", "neighbors", str(graph), "aspirn"])
+    assert result.exit_code != 0 and "did you mean 'Aspirin'" in " ".join(result.output.split())

@@ -1,0 +1,73 @@
+"""The SQLite label index: built from a graph file or an N-Triples dump, exact and fuzzy lookups, the
+content-hash check, and grounding over it (in memory and, in tests/bench, behind Virtuoso)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kgwise.errors import ConfigError, DataError
+from kgwise.kg import CSRGraph
+from kgwise.kg.grounding import Grounder, GrounderConfig
+from kgwise.kg.label_index import LabelIndex, build_index, graph_content_hash
+from kgwise.kg.linking import LinkingConfig
+from kgwise.kg.loaders.ntriples import write_ntriples
+from kgwise.types import make_question
+
+
+def _graph() -> CSRGraph:
+    return CSRGraph.from_triples(
+        [("Thyroxine", "may treat", "Hypothyroidism"), ("Aspirin", "may treat", "Gout"),
+         ("Gout", "isa", "arthritis"), ("new york city", "isa", "city")],
+        aliases={"Thyroxine": ["Levothyroxine"], "Gout": ["podagra"]})
+
+
+def test_index_of_a_graph_file_grounds_like_the_graph(tmp_path: Path) -> None:
+    g = _graph()
+    path = g.save(tmp_path / "g.npz")
+    built = build_index(path, tmp_path / "g.idx")
+    assert (built.nodes, built.names, built.kind) == (g.num_nodes, g.num_nodes + 2, "graph")
+    assert built.content_hash == graph_content_hash(g)
+    idx = LabelIndex(built.path)
+    assert idx.lookup("levothyroxine") == (g.node("Thyroxine"), True)
+    assert idx.lookup("gout") == (g.node("Gout"), False)
+    assert idx.lookup("nothing") is None
+    assert idx.longest == 3 and "york" in idx.words and "zebra" not in idx.words
+    assert [(g.label(v), round(s, 2)) for v, _, s in idx.fuzzy("aspirn", 2, 0.7)] == [("Aspirin", 0.86)]
+    assert idx.suggest("gowt") == ["Gout"]
+    cfg = GrounderConfig(linking=LinkingConfig())
+    on_disk = Grounder(g, cfg, idx.bind(g))
+    in_memory = Grounder(g, cfg)
+    q = make_question("Can levothyroxine in new york city treat hypothyroidism?", ["aspirn", "podagra", "x"])
+    assert on_disk.ground(q) == in_memory.ground(q)
+    assert [x.method for x in on_disk.ground(q).links] == [x.method for x in in_memory.ground(q).links]
+
+
+def test_an_index_of_another_graph_is_refused(tmp_path: Path) -> None:
+    built = build_index(_graph().save(tmp_path / "g.npz"), tmp_path / "g.idx")
+    other = CSRGraph.from_triples([("Aspirin", "may treat", "Headache")])
+    with pytest.raises(ConfigError, match="another graph"):
+        LabelIndex(built.path).bind(other)
+    (tmp_path / "bad.idx").write_text("not sqlite", encoding="utf-8")
+    with pytest.raises(DataError, match=r"bad\.idx"):
+        LabelIndex(tmp_path / "bad.idx")
+    with pytest.raises(DataError, match="not found"):
+        LabelIndex(tmp_path / "missing.idx")
+
+
+def test_index_of_an_ntriples_dump_keeps_iris_and_aliases(tmp_path: Path) -> None:
+    g = _graph()
+    nt = write_ntriples(g, tmp_path / "g.nt")
+    built = build_index(f"nt:{nt}", tmp_path / "d.idx")
+    assert (built.kind, built.nodes) == ("rdf", g.num_nodes)
+    idx = LabelIndex(built.path)
+    hit = idx.lookup("levothyroxine")
+    assert hit is not None and hit[1] and idx.label(hit[0]) == "Thyroxine"
+    assert idx.term(hit[0]) == f"urn:kgwise:node:{g.node('Thyroxine')}"
+    with pytest.raises(ConfigError, match="RDF"):
+        idx.bind(g)  # a dump's index serves the store it was loaded into, not a graph file
+    nt.write_text("<a> <b> broken\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"g.nt:1"):
+        build_index(f"nt:{nt}", tmp_path / "e.idx")
+    assert not (tmp_path / "e.idx").exists() and not (tmp_path / "e.idx.tmp").exists()
