@@ -226,6 +226,7 @@ def answer(
                           f"answering with {spec}: the guarantee assumes the same generator")
     from kgwise.cli.linking import make_grounder
     from kgwise.kg.linking import did_you_mean
+    from kgwise.types import Question
 
     graph = uag_app.kg
     q = Question(id="", text=question, topic_entities=tuple(topic or ()))
