@@ -94,13 +94,13 @@ def test_routing_from_the_shell(router_file: Path, tmp_path: Path) -> None:
     path = tmp_path / "minilm.json"
     CokeRouter(["gnn", "small", "big"], ["KGM", "LLM", "LLM"], MiniLM().dim, budget=0.5).save(path)
     run = CliRunner().invoke
-    costs = ["--cost", "0", "--cost", "0.1", "--cost", "0.3"]
+    costs = ["--cost", "0.05", "--cost", "0.1", "--cost", "0.3"]
     res = run(cli, ["route", "select", str(path), QUESTIONS[1], *costs])
     assert res.exit_code == 0, res.output
     decision = json.loads(res.stdout)
     assert decision["arm"] in ("gnn", "small", "big") and decision["decision"]
     status = json.loads(run(cli, ["route", "status", str(path)]).stdout)
-    held = [0, 0.1, 0.3][decision["arm_index"]]
+    held = [0.05, 0.1, 0.3][decision["arm_index"]]
     assert status["pending"] == 1 and status["reserved"] == pytest.approx(held)
     res = run(cli, ["route", "feedback", str(path), decision["decision"], "--reward", "1", "--cost", "0.05"])
     assert res.exit_code == 0, res.output

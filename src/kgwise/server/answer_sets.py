@@ -12,12 +12,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter
-from pydantic import BaseModel, Field
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
 
 from kgwise.conformal.calibrated import CalibratedUAG
 from kgwise.conformal.evaluator import LLMGenerator
 from kgwise.errors import ConfigError
+from kgwise.server.backpressure import ModelGate
+from kgwise.server.limits import MAX_ID, Choice, Ident, QuestionText
 from kgwise.types import Question
 
 __all__ = ["AnswerSetRequest", "AnswerSetService", "answer_set_api"]
@@ -26,9 +28,11 @@ __all__ = ["AnswerSetRequest", "AnswerSetService", "answer_set_api"]
 class AnswerSetRequest(BaseModel):
     """An open KG question and its topic entities, named as in the KG."""
 
-    question: str = Field(min_length=1)
-    topic_entities: list[str] = Field(min_length=1)
-    id: str = ""
+    model_config = ConfigDict(extra="forbid")
+
+    question: QuestionText
+    topic_entities: list[Choice] = Field(min_length=1, max_length=MAX_ID)
+    id: Ident = ""
 
 
 class AnswerSetService:
@@ -68,13 +72,13 @@ class AnswerSetService:
                 "guaranteed": self.same_generator and not self.mismatch}
 
 
-def answer_set_api(service: AnswerSetService) -> APIRouter:
-    """The ``/v1/answer-set`` route over ``service``."""
+def answer_set_api(service: AnswerSetService, gate: ModelGate) -> APIRouter:
+    """The ``/v1/answer-set`` route over ``service``, its LLM working through ``gate``."""
     api = APIRouter()
 
     @api.post("/v1/answer-set")
-    def answer_set(req: AnswerSetRequest) -> dict[str, Any]:
+    async def answer_set(req: AnswerSetRequest, request: Request) -> dict[str, Any]:
         """The calibrated answer set: it misses every gold answer at rate ≤ α with probability ≥ 1 − δ."""
-        return service.answer(req)
+        return await gate.run(request, service.answer, req)
 
     return api

@@ -5,7 +5,12 @@ combination, the usage and, when a calibration file is configured, the calibrate
 /v1/subgraph`` (grounded concepts, P_sub triples and paths, no LLM call); with a router file, ``POST
 /v1/route`` and ``POST /v1/route/feedback`` (see :mod:`kgwise.server.routing`); with a UAG calibration,
 ``POST /v1/answer-set`` (see :mod:`kgwise.server.answer_sets`). Local models are not thread-safe, so
-requests that reach the LLM are served one at a time.
+requests that reach the LLM are served one at a time, through a bounded queue
+(:mod:`kgwise.server.backpressure`); ``/health`` runs on the event loop and never waits for model work.
+
+Exposure (:mod:`kgwise.server.guard`): API keys (bearer), a body cap, accepted Host headers (against DNS
+rebinding) and CORS (off unless origins are named); refused requests are 4xx naming the field
+(:mod:`kgwise.server.limits`).
 """
 
 from __future__ import annotations
@@ -13,21 +18,26 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.middleware.cors import CORSMiddleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from kgwise.conformal.provenance import check_same_pipeline
 from kgwise.conformal.split import SplitConformal
-from kgwise.errors import ConfigError, KgwiseError
+from kgwise.errors import ConfigError
 from kgwise.inject.build import build_injector
 from kgwise.inject.calibration import pipeline_of, with_prediction_set
 from kgwise.inject.injector import KnowledgeInjector
 from kgwise.route.service import RoutingService
 from kgwise.server.answer_sets import AnswerSetService, answer_set_api
+from kgwise.server.backpressure import ModelGate
+from kgwise.server.guard import Guard
+from kgwise.server.limits import MAX_ID, Choice, Ident, QuestionText, Unit, install_handlers
 from kgwise.server.routing import routing_api
 from kgwise.types import make_question
 
@@ -39,7 +49,14 @@ class ServerSettings(BaseModel):
     bandit (with the choice-scoring rule it was trained with) and a calibration (``kgwise calibrate``) for
     answer sets; and/or a Coke router state file (``kgwise route init``), updated in place; and/or a UAG
     calibration (``kgwise uag calibrate``) with its KG (default: the one it names) and LLM (default: the
-    one it used)."""
+    one it used).
+
+    Exposure and load: ``api_keys`` (none: no authentication; ``kgwise serve`` refuses a non-loopback
+    host without them), ``allowed_hosts`` (Host headers accepted; ``*``: any), ``cors_origins`` (none: no
+    CORS), ``max_body_bytes``; ``queue_limit`` requests may wait for the LLM (more get 429),
+    ``request_timeout_s`` per request; ``torch_threads`` for the question encoder. Routing:
+    ``pending_ttl_s`` (decisions expire), ``route_max_costs`` (the service's per-arm cost bounds, capping
+    the clients'), ``allow_overrun`` (record feedback costs above their bound instead of refusing them)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -55,6 +72,16 @@ class ServerSettings(BaseModel):
     uag: Path | None = None
     uag_kg: str | None = None
     uag_llm: str | None = None
+    api_keys: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ("*",)
+    cors_origins: tuple[str, ...] = ()
+    max_body_bytes: int = Field(default=1_000_000, ge=1_000)
+    queue_limit: int = Field(default=8, ge=0)
+    request_timeout_s: float = Field(default=120.0, gt=0.0)
+    torch_threads: int | None = Field(default=1, ge=1)
+    pending_ttl_s: float | None = Field(default=3600.0, gt=0.0)
+    route_max_costs: tuple[float, ...] | None = None
+    allow_overrun: bool = False
 
 
 class AnswerRequest(BaseModel):
@@ -62,11 +89,13 @@ class AnswerRequest(BaseModel):
     a calibration made for another combination, the answer carries no set unless the service allows the
     mismatch); ``alpha`` sets the miscoverage of the calibrated set (default: the calibration's)."""
 
-    question: str = Field(min_length=1)
-    choices: list[str] = Field(min_length=2, max_length=26)
-    combo: str | None = None
-    alpha: float | None = Field(default=None, ge=0.0, le=1.0)
-    id: str = ""
+    model_config = ConfigDict(extra="forbid")
+
+    question: QuestionText
+    choices: list[Choice] = Field(min_length=2, max_length=26)
+    combo: Ident | None = None
+    alpha: Unit | None = None
+    id: Ident = Field(default="", max_length=MAX_ID)
 
 
 def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = None) -> FastAPI:
@@ -75,51 +104,79 @@ def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = No
     if injector is None and settings.kg is None and settings.router is None and settings.uag is None:
         raise ConfigError("nothing to serve: give a graph (--kg), a router state file (--router) and/or a "
                           "UAG calibration (--uag)")
+    if settings.torch_threads is not None:
+        _torch_threads(settings.torch_threads)
     routing = None
     if settings.router is not None:
         from kgwise.embed import MiniLM
 
         encoder = MiniLM()
         routing = RoutingService(settings.router, lambda text: encoder.encode([text])[0], encoder.dim,
-                                 save_every_s=settings.router_save_every_s)
+                                 save_every_s=settings.router_save_every_s,
+                                 pending_ttl_s=settings.pending_ttl_s, max_costs=settings.route_max_costs,
+                                 allow_overrun=settings.allow_overrun)
+    gates = {"router": ModelGate("router", 2, 64, settings.request_timeout_s),
+             "kg": ModelGate("kg", 2, 64, settings.request_timeout_s),
+             "llm": ModelGate("llm", 1, settings.queue_limit, settings.request_timeout_s),
+             "uag": ModelGate("uag", 1, settings.queue_limit, settings.request_timeout_s)}
     try:
-        return _app(settings, injector, routing)
+        return _app(settings, injector, routing, gates)
     except BaseException:
         if routing is not None:
             routing.close()  # the state file is free again
+        for gate in gates.values():
+            gate.close()
         raise
 
 
-def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: RoutingService | None
-         ) -> FastAPI:
+def _torch_threads(n: int) -> None:
+    """Intra-op threads of torch (the question encoder): one per request serves concurrent requests
+    faster than torch's default of all cores fighting over them."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - without the 'ml' extra there is no encoder to tune
+        return
+    torch.set_num_threads(n)
+
+
+def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: RoutingService | None,
+         gates: dict[str, ModelGate]) -> FastAPI:
     """The application over an open ``routing`` service (closed when the application stops)."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
+        for gate in gates.values():
+            gate.close()
         if routing is not None:
             routing.close()  # stops the saving thread and writes what changed since its last write
 
     app = FastAPI(title="kgwise", summary="Knowledge-graph-grounded question answering with LLMs",
                   lifespan=lifespan)
-
-    @app.exception_handler(KgwiseError)
-    async def unprocessable(_: Request, exc: KgwiseError) -> JSONResponse:
-        """kgwise's own errors are about the request (unknown entity, bad combination, cost): 422."""
-        return JSONResponse(status_code=422, content={"detail": str(exc)})
+    install_handlers(app)
+    app.add_middleware(Guard, api_keys=settings.api_keys, max_body_bytes=settings.max_body_bytes)
+    if settings.cors_origins:  # outside the guard: a browser's preflight carries no key
+        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
+                           allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type"])
+    if settings.allowed_hosts != ("*",):
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(settings.allowed_hosts))
 
     if routing is not None:
-        app.include_router(routing_api(routing))
+        app.include_router(routing_api(routing, gates["router"]))
     answer_sets = None
     if settings.uag is not None:
         answer_sets = AnswerSetService(settings.uag, settings.uag_kg, settings.uag_llm,
                                        settings.allow_calibration_mismatch)
-        app.include_router(answer_set_api(answer_sets))
+        app.include_router(answer_set_api(answer_sets, gates["uag"]))
+
+    def load() -> dict[str, Any]:
+        return {name: asdict(gate.stats()) for name, gate in gates.items()}
+
     if injector is None and settings.kg is None:
         @app.get("/health")
-        def partial_health() -> dict[str, Any]:
+        async def partial_health() -> dict[str, Any]:
             return {"status": "ok", "router": routing.status() if routing is not None else None,
-                    "uag": answer_sets.status() if answer_sets is not None else None}
+                    "uag": answer_sets.status() if answer_sets is not None else None, "load": load()}
 
         return app
     inj = injector or build_injector(settings.kg, settings.llm, settings.policy, settings.bandit,  # type: ignore[arg-type]
@@ -145,7 +202,7 @@ def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: 
             raise HTTPException(status_code=422, detail=str(exc)) from exc
 
     @app.get("/health")
-    def health() -> dict[str, Any]:
+    async def health() -> dict[str, Any]:
         kg = inj.kg
         return {
             "status": "ok",
@@ -157,13 +214,17 @@ def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: 
             "calibration_mismatch": mismatch,
             "router": routing.status() if routing is not None else None,
             "uag": answer_sets.status() if answer_sets is not None else None,
+            "load": load(),
         }
 
-    @app.post("/v1/answer")
-    def answer(req: AnswerRequest) -> dict[str, Any]:
-        q = question_of(req)
+    def inject(q: Any, combo: str | None) -> Any:
         with lock:
-            result = inj.inject(q, req.combo or default_combo)
+            return inj.inject(q, combo)
+
+    @app.post("/v1/answer")
+    async def answer(req: AnswerRequest, request: Request) -> dict[str, Any]:
+        q = question_of(req)
+        result = await gates["llm"].run(request, inject, q, req.combo or default_combo)
         a = result.answer
         differs = list(mismatch)
         used = req.combo or default_combo or own_combo
@@ -183,8 +244,10 @@ def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: 
         return out
 
     @app.post("/v1/subgraph")
-    def subgraph(req: AnswerRequest) -> dict[str, Any]:
-        q = question_of(req)
+    async def subgraph(req: AnswerRequest, request: Request) -> dict[str, Any]:
+        return await gates["kg"].run(request, subgraph_of, question_of(req))
+
+    def subgraph_of(q: Any) -> dict[str, Any]:
         kg = inj.kg
         grounding = inj.grounder.ground(q)
         sub = inj.extractors["P_sub"].extract(q, grounding)
