@@ -184,6 +184,7 @@ def answer(
     from kgwise.llm import get_llm
     from kgwise.types import Question
 
+    distinct_outputs({"--json": json_out}, {"--uag": uag, "--kg": kg})
     calibrated = CalibratedUAG.load(uag)
     if not question.strip():
         raise ConfigError("the question text is empty")
