@@ -313,3 +313,23 @@ class BudgetMachine(RuleBasedStateMachine):
 
 BudgetMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
 test_budget_sequences = BudgetMachine.TestCase
+
+
+def test_commands_do_not_overwrite_a_router(router_file: Path, tmp_path: Path) -> None:
+    before = router_file.read_text()
+    res = CliRunner().invoke(cli, ["route", "status", str(router_file), "--json", str(router_file)])
+    assert res.exit_code == 2 and "is also ROUTER" in " ".join(res.output.split())
+    init = ["route", "init", "--arm", "a:KGM", "--arm", "b:LLM", "--budget", "1", "--out", str(router_file),
+            "--force"]
+    with RoutingService(router_file, embed, DIM):
+        res = CliRunner().invoke(cli, init)
+        assert res.exit_code == 2 and "in use by another process" in " ".join(res.output.split())
+        res = CliRunner().invoke(cli, ["kg", "subgraph", str(tmp_path / "g.npz"), "-q", "x", "--json",
+                                       str(router_file)])
+        assert res.exit_code == 2 and "in use by another process" in " ".join(res.output.split())
+    assert router_file.read_text() == before
+    res = CliRunner().invoke(cli, [*init, "--max-cost", "a=0", "--max-cost", "b=0.5"])
+    assert res.exit_code == 0, res.output
+    assert read_status(router_file)["max_costs"] == [0.0, 0.5]
+    res = CliRunner().invoke(cli, [*init, "--max-cost", "a=0"])
+    assert res.exit_code == 2 and "no bound for b" in " ".join(res.output.split())
