@@ -1,7 +1,8 @@
 """``kgwise bench serve``: a bounded load on a real ``kgwise serve`` over loopback.
 
-The benchmark starts the server itself (a child process on 127.0.0.1, a free port), so it can read the
-server's resident memory; then, per endpoint and concurrency, it sends a fixed number of requests (and
+The benchmark starts the server itself (a child process on 127.0.0.1, a free port, with its own empty
+cache folder, so no answer or embedding comes from an earlier run), so it can read the server's resident
+memory; then, per endpoint and concurrency, it sends a fixed number of requests (and
 stops early at a time limit): ``/v1/subgraph``; ``/v1/route`` + ``/v1/route/feedback`` pairs (feedback
 cost = the bound the decision holds) on questions whose embeddings were computed in a warm-up pass;
 ``/v1/answer`` with the local LLM, while ``/health`` is polled to time it under full answer load. Each
@@ -39,10 +40,10 @@ class ServeBenchConfig:
 
     concurrency: tuple[int, ...] = (1, 8, 32)
     requests: int = 1000
-    answer_requests: int = 48
+    answer_requests: int = 16
     phase_s: float = 120.0
     questions: int = 300
-    queue: int = 8
+    queue: int = 4
     llm: str = "smollm2-135m"
     save_every_s: float = 30.0
 
@@ -59,7 +60,7 @@ class PhaseResult:
     p50_ms: float
     p99_ms: float
     statuses: dict[str, int]
-    transport_errors: int
+    transport_errors: dict[str, int]
     server_5xx: int
     rss_before_mb: float
     rss_after_mb: float
@@ -91,24 +92,23 @@ One = Callable[[int], Awaitable[tuple[int, float]]]
 
 
 async def _drive(n: int, concurrency: int, deadline: float, one: One
-                 ) -> tuple[list[int], list[float], int, float]:
+                 ) -> tuple[list[int], list[float], Counter[str], float]:
     """Run ``one(i)`` for i < n with ``concurrency`` workers until done or ``deadline``: statuses,
-    latencies (s), transport errors, wall time."""
+    latencies (s), transport errors by kind, wall time."""
     statuses: list[int] = []
     latencies: list[float] = []
-    errors = 0
+    errors: Counter[str] = Counter()
     counter = iter(range(n))
     t0 = time.perf_counter()
 
     async def worker() -> None:
-        nonlocal errors
         for i in counter:
             if time.monotonic() > deadline:
                 return
             try:
                 status, took = await one(i)
-            except Exception:  # a refused or reset connection: counted, not fatal
-                errors += 1
+            except Exception as exc:  # a refused or reset connection: counted by kind, not fatal
+                errors[type(exc).__name__] += 1
                 continue
             statuses.append(status)
             latencies.append(took)
@@ -120,13 +120,13 @@ async def _drive(n: int, concurrency: int, deadline: float, one: One
 class _Server:
     """``kgwise serve`` in a child process on 127.0.0.1."""
 
-    def __init__(self, args: list[str], log: Path) -> None:
+    def __init__(self, args: list[str], log: Path, cache: Path) -> None:
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self._log = log.open("w")
         self.proc = subprocess.Popen([sys.executable, "-m", "kgwise.cli.main", "serve", *args, "--port",
                                       str(self.port)], stdout=self._log, stderr=subprocess.STDOUT,
-                                     env=os.environ.copy())
+                                     env={**os.environ, "KGWISE_CACHE": str(cache)})
 
     def wait_ready(self, timeout_s: float = 180.0) -> None:
         import httpx
@@ -157,12 +157,12 @@ class _Server:
 
 
 def _phase(endpoint: str, conc: int, server: _Server, before: float, statuses: list[int],
-           latencies: list[float], errors: int, wall: float) -> PhaseResult:
+           latencies: list[float], errors: Counter[str], wall: float) -> PhaseResult:
     counts = Counter(statuses)
     return PhaseResult(endpoint, conc, len(statuses), round(wall, 2), round(len(statuses) / wall, 1),
                        _percentile([x * 1000 for x in latencies], 50),
                        _percentile([x * 1000 for x in latencies], 99),
-                       {str(k): v for k, v in sorted(counts.items())}, errors,
+                       {str(k): v for k, v in sorted(counts.items())}, dict(errors),
                        sum(v for k, v in counts.items() if k >= 500), before, server.rss())
 
 
@@ -178,7 +178,7 @@ def run_serve_benchmark(kg: Path, questions: Sequence[tuple[str, list[str]]], cf
     router = work / "router.json"
     _write_router(router)
     server = _Server(["--kg", str(kg), "--llm", cfg.llm, "--router", str(router), "--queue", str(cfg.queue),
-                      "--router-save-every", str(cfg.save_every_s)], work / "server.log")
+                      "--router-save-every", str(cfg.save_every_s)], work / "server.log", work / "cache")
     try:
         server.wait_ready()
         return asyncio.run(_bench(server, questions[: cfg.questions], cfg, progress)) | {
@@ -238,7 +238,7 @@ async def _bench(server: _Server, questions: Sequence[tuple[str, list[str]]], cf
                 progress(f"{name} at concurrency {conc}: {out['phases'][-1]['throughput_per_s']}/s")
         out["rss_after_subgraph_and_route_mb"] = server.rss()
         for conc in cfg.concurrency:
-            n = cfg.answer_requests if conc > 1 else max(4, cfg.answer_requests // 4)
+            n = cfg.answer_requests if conc > 1 else max(2, cfg.answer_requests // 8)
             phase = await _answer_phase(client, server, questions, conc, n, cfg.phase_s)
             out["phases"].append(asdict(phase))
             progress(f"/v1/answer at concurrency {conc}: {phase.throughput_per_s}/s, /health p99 "

@@ -112,12 +112,13 @@ def bench_serve(
     dataset: Annotated[str, typer.Option(help="Questions sent (test split).")] = "medqa",
     requests: Annotated[int, typer.Option(min=1, max=20_000, help="Requests (route: pairs) per endpoint "
                                           "and concurrency for /v1/subgraph and /v1/route+feedback.")] = 1000,
-    answer_requests: Annotated[int, typer.Option(min=1, max=500, help="/v1/answer requests per "
-                                                 "concurrency (a quarter at concurrency 1).")] = 48,
+    answer_requests: Annotated[int, typer.Option(
+        min=1, max=500, help="/v1/answer requests per concurrency (an eighth, at least 2, at concurrency "
+        "1).")] = 16,
     concurrency: Annotated[str, typer.Option(help="Comma-separated concurrency levels (≤ 64).")] = "1,8,32",
     phase_s: Annotated[float, typer.Option(min=1.0, max=600.0, help="Time limit of each phase (s).")] = 120.0,
     llm: Annotated[str, typer.Option(help="Local LLM the server answers with.")] = "smollm2-135m",
-    queue: Annotated[int, typer.Option(min=0, help="The server's --queue (LLM requests that may wait).")] = 8,
+    queue: Annotated[int, typer.Option(min=0, help="The server's --queue (LLM requests that may wait).")] = 4,
     data: DataOption = None,
     json_out: JsonOption = None,
 ) -> None:

@@ -264,7 +264,11 @@ class RoutingService:
         if self.pending_ttl_s is None or not self.pending:
             return 0
         cutoff = self.clock() - self.pending_ttl_s
-        old = [d for d, p in self.pending.items() if p.created <= cutoff]
+        old = []
+        for d, p in self.pending.items():  # oldest first: stop at the first that has not expired
+            if p.created > cutoff:
+                break
+            old.append(d)
         for d in old:
             self._end(d, f"expired: no feedback within {self.pending_ttl_s:g} s")
         return len(old)

@@ -15,6 +15,8 @@ rebinding) and CORS (off unless origins are named); refused requests are 4xx nam
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -131,12 +133,14 @@ def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = No
 
 def _torch_threads(n: int) -> None:
     """Intra-op threads of torch (the question encoder): one per request serves concurrent requests
-    faster than torch's default of all cores fighting over them."""
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - without the 'ml' extra there is no encoder to tune
-        return
-    torch.set_num_threads(n)
+    faster than torch's default of all cores fighting over them. Torch is not imported for it (an encoder
+    whose vectors are all cached never loads it): until then ``OMP_NUM_THREADS``, which torch reads when
+    imported, says it, unless the operator set it."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(n)
+    else:
+        os.environ.setdefault("OMP_NUM_THREADS", str(n))
 
 
 def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: RoutingService | None,
