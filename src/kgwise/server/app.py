@@ -117,7 +117,8 @@ def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = No
                                  save_every_s=settings.router_save_every_s,
                                  pending_ttl_s=settings.pending_ttl_s, max_costs=settings.route_max_costs,
                                  allow_overrun=settings.allow_overrun)
-    gates = {"router": ModelGate("router", 2, 64, settings.request_timeout_s),
+    # the router's work is a millisecond under its own lock: 8 threads keep the pairs flowing (2 halved them)
+    gates = {"router": ModelGate("router", 8, 64, settings.request_timeout_s),
              "kg": ModelGate("kg", 2, 64, settings.request_timeout_s),
              "llm": ModelGate("llm", 1, settings.queue_limit, settings.request_timeout_s),
              "uag": ModelGate("uag", 1, settings.queue_limit, settings.request_timeout_s)}
