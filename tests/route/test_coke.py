@@ -284,12 +284,15 @@ def test_selections_awaiting_outcomes_never_overspend_together(budget: float, st
     assert router.spent == pytest.approx(recorded) and router.overrun == 0.0
 
 
-def test_costs_above_their_bound_are_recorded_and_bad_arms_named() -> None:
+def test_costs_above_their_bound_are_refused_unless_allowed_and_bad_arms_named() -> None:
     router = _router(budget=1.0)
     x = np.ones(4)
     arm = router.pull(x, [0.5, 0.5, 0.5])
     assert arm is not None and router.remaining == pytest.approx(0.5)
-    router.update(arm, x, 1.0, 0.7)  # spent beyond its bound: recorded, not refused
+    with pytest.raises(BudgetExceededError, match="above the bound"):
+        router.update(arm, x, 1.0, 0.7)
+    assert router.spent == 0.0 and router.reserved == pytest.approx(0.5)  # nothing recorded, still held
+    router.update(arm, x, 1.0, 0.7, allow_overrun=True)  # spent beyond its bound: recorded when allowed
     assert router.spent == pytest.approx(0.7) and router.overrun == pytest.approx(0.2)
     with pytest.raises(ConfigError, match="no arm was pulled"):
         router.update(None, x, 1.0, 0.0)  # type: ignore[arg-type]

@@ -3,20 +3,25 @@ routing from the shell (`kgwise route status/select/feedback`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from typer.testing import CliRunner
 
 from kgwise.cli.main import app as cli
 from kgwise.errors import ConfigError, DataError
 from kgwise.route.arms import ArmSpec
-from kgwise.route.coke import CokeRouter
-from kgwise.route.service import RoutingService, UnknownDecisionError, read_status
+from kgwise.route.coke import BudgetExceededError, CokeRouter
+from kgwise.route.service import RoutingService, UnknownDecisionError, read_status, repair_state
 
 QUESTIONS = ["Which drug treats high blood pressure?", "Where is the Eiffel Tower?", "Who wrote Hamlet?"]
 DIM = 8
@@ -97,13 +102,13 @@ def test_routing_from_the_shell(router_file: Path, tmp_path: Path) -> None:
     path = tmp_path / "minilm.json"
     CokeRouter(ARMS, MiniLM().dim, budget=0.5).save(path)
     run = CliRunner().invoke
-    costs = ["--cost", "0", "--cost", "0.1", "--cost", "0.3"]
+    costs = ["--cost", "0.05", "--cost", "0.1", "--cost", "0.3"]
     res = run(cli, ["route", "select", str(path), QUESTIONS[1], *costs])
     assert res.exit_code == 0, res.output
     decision = json.loads(res.stdout)
     assert decision["arm"] in ("gnn", "small", "big") and decision["decision"]
     status = json.loads(run(cli, ["route", "status", str(path)]).stdout)
-    held = [0, 0.1, 0.3][decision["arm_index"]]
+    held = [0.05, 0.1, 0.3][decision["arm_index"]]
     assert status["pending"] == 1 and status["reserved"] == pytest.approx(held)
     res = run(cli, ["route", "feedback", str(path), decision["decision"], "--reward", "1", "--cost", "0.05"])
     assert res.exit_code == 0, res.output
@@ -145,7 +150,7 @@ def test_a_state_file_of_the_first_format_resumes_its_waiting_decision(tmp_path:
     shutil.copy(Path(__file__).parent / "data" / "router_v1.json", path)
     with RoutingService(path, lambda text: np.ones(3) / np.sqrt(3), 3) as service:
         (decision, waiting), = service.pending.items()
-        assert waiting.arm == "gpt" and waiting.bound == 0.3
+        assert service.router.names[waiting.arm] == "gpt" and waiting.bound == 0.3
         out = service.feedback(decision, 1.0, 0.25)
         assert out["arm"] == "gpt" and out["spent"] == pytest.approx(0.75)
         service.route("one more", {"gnn": 0.0, "gpt": 0.5})
@@ -156,3 +161,198 @@ def test_a_state_file_of_the_first_format_resumes_its_waiting_decision(tmp_path:
     path.write_text(json.dumps(state))
     with pytest.raises(DataError, match="arm 7 is not one of the router's arms"):
         read_status(path)
+
+
+def test_a_cost_above_its_bound_is_refused_and_spending_stays_finite(router_file: Path) -> None:
+    with RoutingService(router_file, embed, DIM) as service:
+        d = service.route(QUESTIONS[0], [0.1, 0.1, 0.1])
+        for cost in (100.0, 1e308):
+            with pytest.raises(BudgetExceededError, match=r"above the bound 0\.1"):
+                service.feedback(d["decision"], 1.0, cost)
+        with pytest.raises(ConfigError, match="finite"):
+            service.feedback(d["decision"], 1.0, float("inf"))
+        assert service.router.spent == 0.0 and d["decision"] in service.pending
+        assert service.feedback(d["decision"], 1.0, 0.1)["spent"] == pytest.approx(0.1)
+    with RoutingService(router_file, embed, DIM, allow_overrun=True) as lax:
+        first, second = (lax.route(q, [0.0, 0.0, 0.0])["decision"] for q in QUESTIONS[1:])
+        assert "above the bound" in lax.feedback(first, 0.0, 1e308)["warning"]
+        with pytest.raises(BudgetExceededError, match="non-finite"):  # 1e308 + 1e308 = inf
+            lax.feedback(second, 0.0, 1e308)
+        assert np.isfinite(lax.router.spent) and second in lax.pending
+
+
+@pytest.mark.parametrize("field, value", [("spent", float("inf")), ("spent", float("nan")), ("spent", -1.0),
+                                          ("overrun", float("inf")), ("arm_cost", [0.0, float("nan"), 0.0])])
+def test_state_files_with_bad_money_are_refused_and_repaired(router_file: Path, field: str,
+                                                             value: object) -> None:
+    state = json.loads(router_file.read_text())
+    state[field] = value
+    router_file.write_text(json.dumps(state))  # Infinity / NaN, as a JSON writer that allows them writes
+    with pytest.raises(DataError, match=f"{field} must be finite numbers ≥ 0") as err:
+        RoutingService(router_file, embed, DIM)
+    assert str(router_file) in str(err.value)
+    if field == "spent":
+        with pytest.raises(ConfigError, match="give it with --spent"):
+            repair_state(router_file)
+    report = repair_state(router_file, spent=0.25 if field == "spent" else None)
+    assert report.changes and report.backup is not None and Path(report.backup).read_text()
+    with RoutingService(router_file, embed, DIM) as service:
+        assert service.router.spent == pytest.approx(0.25 if field == "spent" else 0.0)
+
+
+def test_repair_from_the_shell_and_while_owned(router_file: Path) -> None:
+    state = json.loads(router_file.read_text())
+    state["spent"] = float("inf")
+    router_file.write_text(json.dumps(state))
+    res = CliRunner().invoke(cli, ["route", "status", str(router_file)])
+    assert res.exit_code == 2 and "route repair" in " ".join(res.output.split())
+    res = CliRunner().invoke(cli, ["route", "repair", str(router_file), "--spent", "0"])
+    assert res.exit_code == 0, res.output
+    assert read_status(router_file)["spent"] == 0.0
+    with RoutingService(router_file, embed, DIM):
+        res = CliRunner().invoke(cli, ["route", "repair", str(router_file), "--spent", "0"])
+        assert res.exit_code == 2 and "in use by another process" in " ".join(res.output.split())
+
+
+def test_decisions_expire_and_can_be_cancelled(router_file: Path) -> None:
+    now = [1000.0]
+    with RoutingService(router_file, embed, DIM, pending_ttl_s=60, clock=lambda: now[0]) as service:
+        old = service.route(QUESTIONS[0], [0.3, 0.3, 0.3])["decision"]
+        now[0] += 30
+        kept = service.route(QUESTIONS[1], [0.2, 0.2, 0.2])["decision"]
+        now[0] += 31  # the first is 61 s old
+        assert service.status()["reserved"] == pytest.approx(0.2)
+        with pytest.raises(UnknownDecisionError, match="expired"):
+            service.feedback(old, 1.0, 0.0)
+        out = service.cancel(kept)
+        assert out["released"] == pytest.approx(0.2) and service.router.reserved == 0
+        with pytest.raises(UnknownDecisionError, match="cancelled"):
+            service.feedback(kept, 1.0, 0.0)
+        waiting = service.route(QUESTIONS[2], [0.1, 0.1, 0.1])["decision"]
+    now[0] += 59  # the creation time is saved: a restart does not restart the clock
+    with RoutingService(router_file, embed, DIM, pending_ttl_s=60, clock=lambda: now[0]) as again:
+        assert waiting in again.pending
+        now[0] += 2
+        assert again.expire() == 1 and again.router.reserved == 0
+
+
+def test_server_side_bounds_cap_the_clients(router_file: Path) -> None:
+    with RoutingService(router_file, embed, DIM, max_costs=[0.0, 0.05, 0.2]) as service:
+        d = service.route(QUESTIONS[0], [5.0, 5.0, 5.0])  # a greedy client cannot hold the whole budget
+        assert d["bound"] <= 0.2 and service.router.reserved <= 0.2
+        d2 = service.route(QUESTIONS[1])  # no costs: the service's own bounds
+        assert d2["bound"] == [0.0, 0.05, 0.2][d2["arm_index"]]
+        assert service.bounds([0.01, 0.01, 0.01]) == [0.0, 0.01, 0.01]  # lower client bounds are kept
+    assert read_status(router_file)["max_costs"] == [0.0, 0.05, 0.2]  # saved with the state
+    with RoutingService(router_file, embed, DIM) as again:
+        assert again.max_costs == [0.0, 0.05, 0.2]
+    with pytest.raises(ConfigError, match="max_costs must be 3 finite"):
+        RoutingService(router_file, embed, DIM, max_costs=[1.0, float("nan"), 1.0])
+
+
+def test_the_lock_and_the_write_go_through_a_symlink(router_file: Path, tmp_path: Path) -> None:
+    link = tmp_path / "link.json"
+    link.symlink_to(router_file)
+    with RoutingService(router_file, embed, DIM) as owner:
+        with pytest.raises(ConfigError, match="in use by another process"):
+            RoutingService(link, embed, DIM)  # one state, one owner, however it is spelled
+        owner.route(QUESTIONS[0], [0.1, 0.1, 0.1])
+    assert link.is_symlink() and read_status(link)["questions"] == 1
+
+
+def test_saving_copies_under_the_lock_and_writes_outside_it(tmp_path: Path) -> None:
+    """A large state (384-d, 8 arms, 2,000 waiting decisions): routing waits only for the copy."""
+    path = tmp_path / "big.json"
+    names = [f"arm{i}" for i in range(8)]
+    CokeRouter(names, ["LLM"] * 8, 384, budget=1e9).save(path)
+    x = np.ones(384) / np.sqrt(384)
+    with RoutingService(path, lambda _: x, 384) as service:
+        for i in range(2000):
+            service.route("q" * 200 + str(i), [0.1] * 8)
+        service.save()
+        timing = service.last_save
+    assert timing.bytes > 5_000_000 and timing.copy_s < timing.write_s
+    print(f"save of {timing.bytes / 1e6:.1f} MB: {timing.copy_s * 1000:.1f} ms under the lock, "
+          f"{timing.write_s * 1000:.1f} ms serialising and writing outside it")
+
+
+class BudgetMachine(RuleBasedStateMachine):
+    """Route, feedback (right, over-bound, huge and non-finite costs), cancel, expiry and restart in any
+    order: the budget is never exceeded, the spending never non-finite, the holds match the decisions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = Path(tempfile.mkdtemp())
+        self.path = self.dir / "r.json"
+        CokeRouter(["gnn", "small", "big"], ["KGM", "LLM", "LLM"], DIM, budget=1.0).save(self.path)
+        self.now = [0.0]
+        self.service = self._open()
+        self.decisions: list[str] = []
+
+    def _open(self) -> RoutingService:
+        return RoutingService(self.path, embed, DIM, max_pending=5, pending_ttl_s=10.0,
+                              max_costs=[0.0, 0.3, 0.6], clock=lambda: self.now[0])
+
+    @rule(costs=st.lists(st.floats(0, 10), min_size=3, max_size=3))
+    def route(self, costs: list[float]) -> None:
+        d = self.service.route("q", costs)["decision"]
+        if d is not None:
+            self.decisions.append(d)
+
+    @rule(pick=st.integers(0, 50), cost=st.one_of(st.floats(0, 1), st.sampled_from([1e308, 5.0])),
+          reward=st.floats(0, 1))
+    def feedback(self, pick: int, cost: float, reward: float) -> None:
+        if not self.decisions:
+            return
+        d = self.decisions[pick % len(self.decisions)]
+        with contextlib.suppress(UnknownDecisionError, BudgetExceededError):
+            self.service.feedback(d, reward, cost)
+
+    @rule(pick=st.integers(0, 50))
+    def cancel(self, pick: int) -> None:
+        if self.decisions:
+            with contextlib.suppress(UnknownDecisionError):
+                self.service.cancel(self.decisions[pick % len(self.decisions)])
+
+    @rule(seconds=st.floats(0, 15))
+    def wait(self, seconds: float) -> None:
+        self.now[0] += seconds
+
+    @rule()
+    def restart(self) -> None:
+        self.service.close()
+        self.service = self._open()
+
+    @invariant()
+    def within_budget(self) -> None:
+        r = self.service.router
+        assert np.isfinite(r.spent) and r.spent >= 0
+        assert r.spent + r.reserved <= r.budget + 1e-9
+        assert r.reserved == pytest.approx(sum(p.bound for p in self.service.pending.values()))
+
+    def teardown(self) -> None:
+        self.service.close()
+
+
+BudgetMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
+test_budget_sequences = BudgetMachine.TestCase
+
+
+def test_commands_do_not_overwrite_a_router(router_file: Path, tmp_path: Path) -> None:
+    before = router_file.read_text()
+    res = CliRunner().invoke(cli, ["route", "status", str(router_file), "--json", str(router_file)])
+    assert res.exit_code == 2 and "is also ROUTER" in " ".join(res.output.split())
+    init = ["route", "init", "--arm", "a:KGM", "--arm", "b:LLM", "--budget", "1", "--out", str(router_file),
+            "--force"]
+    with RoutingService(router_file, embed, DIM):
+        res = CliRunner().invoke(cli, init)
+        assert res.exit_code == 2 and "in use by another process" in " ".join(res.output.split())
+        res = CliRunner().invoke(cli, ["kg", "subgraph", str(tmp_path / "g.npz"), "-q", "x", "--json",
+                                       str(router_file)])
+        assert res.exit_code == 2 and "in use by another process" in " ".join(res.output.split())
+    assert router_file.read_text() == before
+    res = CliRunner().invoke(cli, [*init, "--max-cost", "a=0", "--max-cost", "b=0.5"])
+    assert res.exit_code == 0, res.output
+    assert read_status(router_file)["max_costs"] == [0.0, 0.5]
+    res = CliRunner().invoke(cli, [*init, "--max-cost", "a=0"])
+    assert res.exit_code == 2 and "no bound for b" in " ".join(res.output.split())

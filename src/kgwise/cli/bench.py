@@ -150,3 +150,47 @@ def _save(report: dict[str, Any], json_out: Path | None) -> None:
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+@bench_app.command("serve")
+@friendly_errors
+def bench_serve(
+    kg: Annotated[Path | None, typer.Option(help="Graph file to serve (default: DDB, built from --data).")
+                  ] = None,
+    dataset: Annotated[str, typer.Option(help="Questions sent (test split).")] = "medqa",
+    requests: Annotated[int, typer.Option(min=1, max=20_000, help="Requests (route: pairs) per endpoint "
+                                          "and concurrency for /v1/subgraph and /v1/route+feedback.")] = 1000,
+    answer_requests: Annotated[int, typer.Option(
+        min=1, max=500, help="/v1/answer requests per concurrency (an eighth, at least 2, at concurrency "
+        "1).")] = 16,
+    concurrency: Annotated[str, typer.Option(help="Comma-separated concurrency levels (≤ 64).")] = "1,8,32",
+    phase_s: Annotated[float, typer.Option(min=1.0, max=600.0, help="Time limit of each phase (s).")] = 120.0,
+    llm: Annotated[str, typer.Option(help="Local LLM the server answers with.")] = "smollm2-135m",
+    queue: Annotated[int, typer.Option(min=0, help="The server's --queue (LLM requests that may wait).")] = 4,
+    data: DataOption = None,
+    json_out: JsonOption = None,
+) -> None:
+    """A bounded load on a real `kgwise serve` (started here on 127.0.0.1): throughput, p50/p99, status
+    codes, errors and the server's RSS per endpoint and concurrency, /health latency under the answer
+    load, and what a client over the queue limit gets."""
+    from kgwise.datasets import load
+    from kgwise.eval.bench.serve import ServeBenchConfig, run_serve_benchmark
+
+    try:
+        levels = tuple(int(c) for c in concurrency.split(",") if c.strip())
+    except ValueError as exc:
+        raise ConfigError(f"--concurrency {concurrency!r}: expected numbers such as 1,8,32") from exc
+    if not levels or not all(1 <= c <= 64 for c in levels):
+        raise ConfigError(f"--concurrency {concurrency!r}: levels must lie in [1, 64]")
+    root = data_dir(data)
+    work = Path(tempfile.mkdtemp(prefix="kgwise-bench-serve-"))
+    if kg is None:
+        from kgwise.kg.loaders import load_ddb
+
+        kg = load_ddb(root / "ddb").save(work / "ddb.npz")
+    qs = [(q.text, [c.text for c in q.choices]) for q in load(dataset, "test", root)]
+    cfg = ServeBenchConfig(concurrency=levels, requests=requests, answer_requests=answer_requests,
+                           phase_s=phase_s, llm=llm, queue=queue)
+    report = run_serve_benchmark(kg, qs, cfg, work, progress=lambda m: err_console.print(f"[dim]{m}[/dim]"))
+    report["dataset"] = dataset
+    write_json(report, json_out)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
@@ -13,7 +13,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from kgwise.errors import ConfigError, KgwiseError
+from kgwise.errors import KgwiseError
+from kgwise.files import distinct_outputs as distinct_outputs  # the rule lives in kgwise.files
+from kgwise.files import write_text_atomic
 
 console = Console()
 err_console = Console(stderr=True)
@@ -38,27 +40,6 @@ def writable(path: Path | None) -> Path | None:
     if not os.access(path.parent, os.W_OK):
         raise typer.BadParameter(f"the folder {path.parent} is not writable")
     return path
-
-
-def distinct_outputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Any]) -> None:
-    """Refuse, before any work, an output file that is also an input (or another output) of the same
-    command: writing it would destroy what the command reads (``--out`` on the questions file, ``--json``
-    on the calibration file). ``inputs`` values are paths, path specs or lists of them (others are
-    ignored: an endpoint, a glob)."""
-    def same(a: Path, b: Path) -> bool:
-        try:
-            return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
-        except OSError:
-            return False
-
-    named_in = [(o, Path(p)) for o, v in inputs.items()
-                for p in (v if isinstance(v, list | tuple) else [v]) if isinstance(p, str | Path) and p]
-    named_out = [(o, p) for o, p in outputs.items() if p is not None]
-    for i, (option, path) in enumerate(named_out):
-        for other, src in named_in + named_out[:i]:
-            if same(path, src):
-                raise ConfigError(f"{option} {path} is also {other}: writing it would overwrite what this "
-                                  "command reads or writes there; choose another file")
 
 
 def listed(items: Sequence[str], most: int = 5) -> str:
@@ -106,6 +87,5 @@ def write_json(report: Any, path: Path | None) -> None:
     text = json.dumps(report, indent=2, ensure_ascii=False, default=str)
     console.print_json(text)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text + "\n", encoding="utf-8")
+        write_text_atomic(path, text + "\n")
         err_console.print(f"report written to {path}")

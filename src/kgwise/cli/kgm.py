@@ -92,9 +92,11 @@ def answer(
 ) -> None:
     """Answer one multiple-choice question with a saved KG model (its own KG, built from --data): the
     answer, the choice probabilities and the size of the subgraph it read."""
+    from kgwise.kgm.io import config_path
     from kgwise.kgm.predictor import KGMPredictor
     from kgwise.types import make_question
 
+    distinct_outputs({"--json": json_out}, {"--model": model, "--model's config": config_path(model)})
     q = make_question(question, choices.split("|"))
     predictor = KGMPredictor.load(model, data)
     kind = predictor.model.config.kind
@@ -130,8 +132,11 @@ def eval_kgm(
     json_out: JsonOption = None,
 ) -> None:
     """Accuracy of a saved KG model on the given splits."""
+    from kgwise.kgm.io import config_path
     from kgwise.kgm.pipeline import evaluate_file
 
+    distinct_outputs({"--json": json_out}, {"--model": model, "--model's config": config_path(model),
+                                            "--predictions": predictions})
     write_json(
         evaluate_file(model, dataset, split, data, limit=limit, log=_log, predictions=predictions), json_out
     )

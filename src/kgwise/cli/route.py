@@ -1,11 +1,15 @@
 """``kgwise eval route`` (Coke replay experiment on WebQSP), ``kgwise bench route`` (router speed) and
-``kgwise route init/status/select/feedback`` (a router state file for ``kgwise serve --router``, and
-routing from the shell)."""
+``kgwise route init/status/select/feedback/cancel/repair`` (a router state file for ``kgwise serve
+--router``, routing from the shell, and setting a broken state file right)."""
 
 from __future__ import annotations
 
+import json
+import math
 import os
-from dataclasses import replace
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -26,6 +30,7 @@ from kgwise.cli.common import (
 )
 from kgwise.config import data_dir
 from kgwise.errors import ConfigError
+from kgwise.files import owner_lock, write_text_atomic
 from kgwise.llm.base import ScoringRule, scoring_rule
 
 if TYPE_CHECKING:
@@ -55,8 +60,12 @@ def route_init(
     ] = None,
     config: ConfigOption = None,
     force: Annotated[bool, typer.Option(
-        "--force", help="Replace an existing router state file (its learning and spending are lost).")
+        "--force", help="Replace an existing router state file (its learning and spending are lost); "
+        "refused while a server owns it.")
     ] = False,
+    max_cost: Annotated[list[str] | None, typer.Option(
+        "--max-cost", help="ARM=COST: the most a decision of ARM may hold (the arm's price for the largest "
+        "question); clients' cost bounds are capped by it and may be left out. Name every arm.")] = None,
 ) -> None:
     """Write a Coke router (all-MiniLM-L6-v2 question context) for `kgwise serve --router`; its
     hyper-parameters are the coke table of --config (δ, ridge, priors, …) and --lambda. It starts from
@@ -95,8 +104,48 @@ def route_init(
         texts, rewards = read_graded_log(warm_start, router.names)
         n = router.warm_start(encoder.encode(texts), rewards)
         learnt = f", warm-started from {n} outcomes on {len(texts)} questions"
-    router.save(out)
+    bounds = parse_max_costs(max_cost, router.names) if max_cost else None
+    state = {**router.state_dict(), "pending": [], "max_costs": bounds}
+    with _owned(out):  # a server that owns the file keeps it
+        write_text_atomic(out, json.dumps(state, allow_nan=False))
     err_console.print(f"router with {len(arms)} arms, budget {budget:g}{learnt}, written to {out}")
+
+
+@contextmanager
+def _owned(path: Path) -> Iterator[None]:
+    """Hold ``path``'s owner lock for the block; ``ConfigError`` when another process owns it."""
+    from filelock import Timeout
+
+    lock = owner_lock(path)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise ConfigError(f"router {path} is in use by another process (a running `kgwise serve --router`?); "
+                          "stop it first") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def parse_max_costs(specs: list[str], names: list[str]) -> list[float]:
+    """``ARM=COST`` options as one bound per arm in ``names``' order; ``ConfigError`` naming the option
+    that is malformed, names an unknown arm, or leaves an arm out."""
+    given: dict[str, float] = {}
+    for spec in specs:
+        name, sep, value = spec.rpartition("=")
+        try:
+            cost = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or name not in names or not (math.isfinite(cost) and cost >= 0):
+            raise ConfigError(f"--max-cost {spec!r}: expected ARM=COST with ARM one of {', '.join(names)} "
+                              "and COST a finite number ≥ 0")
+        given[name] = cost
+    missing = [n for n in names if n not in given]
+    if missing:
+        raise ConfigError(f"--max-cost: no bound for {', '.join(missing)} (name every arm)")
+    return [given[n] for n in names]
 
 
 RouterArgument = Annotated[Path, typer.Argument(help="Router state file (`kgwise route init`).",
@@ -110,16 +159,18 @@ def route_status(router: RouterArgument, json_out: JsonOption = None) -> None:
     router (it may be in use by `kgwise serve`)."""
     from kgwise.route.service import read_status
 
+    distinct_outputs({"--json": json_out}, {"ROUTER": router})
     write_json(read_status(router), json_out)
 
 
-def _service(router: Path) -> RoutingService:
+def _service(router: Path, allow_overrun: bool = False) -> RoutingService:
     """The router's service, embedding questions with all-MiniLM-L6-v2 (loaded on first use)."""
     from kgwise.embed import MiniLM
     from kgwise.route.service import RoutingService
 
     encoder = MiniLM()
-    return RoutingService(router, lambda text: encoder.encode([text])[0], encoder.dim)
+    return RoutingService(router, lambda text: encoder.encode([text])[0], encoder.dim,
+                          allow_overrun=allow_overrun)
 
 
 @route_app.command("select")
@@ -127,14 +178,14 @@ def _service(router: Path) -> RoutingService:
 def route_select(
     router: RouterArgument,
     question: Annotated[str, typer.Argument(help="The question to route.")],
-    cost: Annotated[list[float], typer.Option(
+    cost: Annotated[list[float] | None, typer.Option(
         "--cost", help="Per arm, in the router's order, an upper bound on what answering would cost; "
-        "repeat per arm.")],
+        "repeat per arm (capped by the router's own bounds; default: those).")] = None,
 ) -> None:
     """Pick the arm for one question (Coke, Eq. 2–14) and hold its cost bound until `kgwise route
     feedback` reports the outcome; prints the decision id to report it with."""
     with _service(router) as service:
-        out = service.route(question, cost)
+        out = service.route(question, cost or None)
     write_json(out, None)
     if out["arm"] is None:
         raise typer.Exit(1)
@@ -151,13 +202,54 @@ def route_feedback(
     observed: Annotated[list[str] | None, typer.Option(
         help="ARM=REWARD of another arm that answered the same question at no cost (a free KG model "
              "run on every question); repeatable.")] = None,
+    allow_overrun: Annotated[bool, typer.Option(
+        "--allow-overrun", help="Record a cost above the decision's bound (the budget may then be "
+        "exceeded) instead of refusing it.")] = False,
 ) -> None:
     """Report a decision's outcome: the router learns from it and the cost is settled against the
-    budget."""
+    budget (a cost above the decision's bound is refused unless --allow-overrun)."""
     seen = _observed(observed or [])
-    with _service(router) as service:
+    with _service(router, allow_overrun) as service:
         out = service.feedback(decision, reward, cost, seen)
     write_json(out, None)
+
+
+@route_app.command("cancel")
+@friendly_errors
+def route_cancel(
+    router: RouterArgument,
+    decision: Annotated[str, typer.Argument(help="The decision id `kgwise route select` printed.")],
+) -> None:
+    """Call off a decision whose arm will not be run: its cost bound returns to the budget."""
+    with _service(router) as service:
+        out = service.cancel(decision)
+    write_json(out, None)
+
+
+@route_app.command("repair")
+@friendly_errors
+def route_repair(
+    router: RouterArgument,
+    spent: Annotated[float | None, typer.Option(
+        help="Set the spending to this (required when the file's is infinite, NaN or negative); "
+        "`--spent 0` resets it.", show_default=False)] = None,
+    drop_pending: Annotated[bool, typer.Option(
+        "--drop-pending", help="End every waiting decision and release its cost bound.")] = False,
+    max_cost: Annotated[list[str] | None, typer.Option(
+        "--max-cost", help="ARM=COST: set the router's per-arm cost bounds (name every arm).")] = None,
+) -> None:
+    """Set a router state file right (refused while a server owns it): the spending (--spent), per-arm
+    money that is not a finite number ≥ 0 (to 0), waiting decisions that do not match the held bounds
+    (ended); the old file is kept beside it (.bak-TIME)."""
+    from kgwise.files import read_json
+    from kgwise.route.service import repair_state
+
+    names = read_json(router).get("names", []) if max_cost else []
+    bounds = parse_max_costs(max_cost, names) if max_cost else None
+    report = repair_state(router, spent, drop_pending, bounds)
+    write_json(asdict(report), None)
+    if not report.changes:
+        err_console.print(f"{router}: nothing to repair")
 
 
 def _observed(specs: list[str]) -> dict[str, float]:

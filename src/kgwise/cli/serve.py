@@ -9,6 +9,7 @@ import typer
 
 from kgwise.cli.apps import app
 from kgwise.cli.common import BanditOption, PolicyOption, ScoringOption, friendly_errors
+from kgwise.errors import ConfigError
 from kgwise.kg.sources import GRAPH_FILE_HELP, GRAPH_SPEC_HELP
 
 
@@ -33,7 +34,8 @@ def serve(
                          "in place (see --router-save-every).")] = None,
     router_save_every: Annotated[float, typer.Option(
         min=0.1, help="Seconds between writes of the router's state and waiting decisions after a change; "
-                      "a crash loses at most this much learning and spending.")] = 30.0,
+                      "a crash loses at most this much learning and spending, plus the time of one write "
+                      "(routing goes on while it is written).")] = 30.0,
     uag: Annotated[Path | None, typer.Option(
         "--uag", help="`kgwise uag calibrate` output: serves /v1/answer-set.")] = None,
     uag_kg: Annotated[str | None, typer.Option(
@@ -41,17 +43,77 @@ def serve(
         + GRAPH_SPEC_HELP + ".")] = None,
     uag_llm: Annotated[str | None, typer.Option(
         "--uag-llm", help="LLM for /v1/answer-set (default: the one the calibration used).")] = None,
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    route_max_cost: Annotated[list[str] | None, typer.Option(
+        "--route-max-cost", help="ARM=COST: the most a decision of ARM may hold; clients' cost bounds are "
+        "capped by it and may be left out (default: the bounds the router file holds, `route init "
+        "--max-cost`); repeat per arm.")] = None,
+    pending_ttl: Annotated[float, typer.Option(
+        min=0.0, help="Seconds a routing decision waits for its feedback before it expires and its cost "
+        "bound returns to the budget (0: never).")] = 3600.0,
+    allow_overrun: Annotated[bool, typer.Option(
+        "--allow-overrun", help="Record a feedback cost above its decision's bound (the budget may then be "
+        "exceeded) instead of refusing it with 422.")] = False,
+    host: Annotated[str, typer.Option(help="Address to listen on (beyond loopback only with API keys or "
+                                      "--insecure).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8000,
+    api_key_file: Annotated[Path | None, typer.Option(
+        "--api-key-file", exists=True, dir_okay=False, help="API keys, one per line (≥ 16 characters; also "
+        "$KGWISE_API_KEYS, comma separated): every request must carry 'Authorization: Bearer KEY'.")] = None,
+    insecure: Annotated[bool, typer.Option(
+        "--insecure", help="Listen beyond loopback without API keys (anyone who reaches the port controls "
+        "the budget and the models).")] = False,
+    allowed_host: Annotated[list[str] | None, typer.Option(
+        "--allowed-host", help="A Host header to accept (against DNS rebinding; '*': any); repeatable. "
+        "Default: the loopback names and --host.")] = None,
+    cors_origin: Annotated[list[str] | None, typer.Option(
+        "--cors-origin", help="A browser origin allowed to call the API (CORS is off without one); "
+        "repeatable.")] = None,
+    max_body: Annotated[int, typer.Option(min=1000, help="Largest request body, in bytes (larger: 413).")
+                        ] = 1_000_000,
+    queue: Annotated[int, typer.Option(
+        min=0, help="Requests that may wait for the LLM (/v1/answer, /v1/answer-set) while it works; more "
+        "get 429 with Retry-After.")] = 8,
+    request_timeout: Annotated[float, typer.Option(
+        min=1.0, help="Seconds a request may wait and run in all (then 503).")] = 120.0,
+    torch_threads: Annotated[int, typer.Option(
+        min=1, help="torch threads of the question encoder (1 serves concurrent requests fastest).")] = 1,
 ) -> None:
     """Serve over HTTP: GET /health; KnowGPT at POST /v1/answer and /v1/subgraph; Coke routing at POST
-    /v1/route and /v1/route/feedback; UAG answer sets at POST /v1/answer-set (OpenAPI docs at /docs)."""
+    /v1/route, /v1/route/feedback and /v1/route/cancel; UAG answer sets at POST /v1/answer-set (OpenAPI
+    docs at /docs)."""
     import uvicorn
 
     from kgwise.server import ServerSettings, create_app
+    from kgwise.server.guard import (
+        check_exposure,
+        default_allowed_hosts,
+        keys_from_environment,
+        load_api_keys,
+    )
 
+    keys = load_api_keys(api_key_file, keys_from_environment())
+    check_exposure(host, keys, insecure)
+    max_costs = _max_costs(router, route_max_cost or [])
     settings = ServerSettings(kg=kg, llm=llm, policy=policy, bandit=bandit, scoring=scoring,
                               calibration=calibration, allow_calibration_mismatch=allow_calibration_mismatch,
                               router=router, router_save_every_s=router_save_every, uag=uag, uag_kg=uag_kg,
-                              uag_llm=uag_llm)
+                              uag_llm=uag_llm, api_keys=keys,
+                              allowed_hosts=tuple(allowed_host or default_allowed_hosts(host)),
+                              cors_origins=tuple(cors_origin or ()), max_body_bytes=max_body,
+                              queue_limit=queue, request_timeout_s=request_timeout,
+                              torch_threads=torch_threads,
+                              pending_ttl_s=pending_ttl or None, route_max_costs=max_costs,
+                              allow_overrun=allow_overrun)
     uvicorn.run(create_app(settings), host=host, port=port)
+
+
+def _max_costs(router: Path | None, specs: list[str]) -> tuple[float, ...] | None:
+    """``--route-max-cost ARM=COST`` options as per-arm bounds in the router's order (every arm named)."""
+    if not specs:
+        return None
+    if router is None:
+        raise ConfigError("--route-max-cost needs --router")
+    from kgwise.cli.route import parse_max_costs
+    from kgwise.route.service import read_status
+
+    return tuple(parse_max_costs(specs, read_status(router)["arms"]))

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from kgwise.cli.apps import kg_app
-from kgwise.cli.common import JsonOption, console, err_console, friendly_errors, write_json
+from kgwise.cli.common import JsonOption, console, distinct_outputs, err_console, friendly_errors, write_json
 from kgwise.errors import ConfigError
 from kgwise.extract.subgraph import SubgraphConfig, SubgraphExtractor
 from kgwise.kg import CSRGraph
@@ -53,6 +53,7 @@ def subgraph(
     json_out: JsonOption = None,
 ) -> None:
     """Ground QUESTION and CHOICES in FILE, then print the concepts, the P_sub triples and the paths."""
+    distinct_outputs({"--json": json_out}, {"FILE": file, "--wordnet": wordnet})
     try:
         options = tuple(Choice(CHOICE_LABELS[i], c) for i, c in enumerate(_split(choices)))
         q = Question("", question, options, topic_entities=tuple(_split(topic)))

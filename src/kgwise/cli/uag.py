@@ -228,6 +228,7 @@ def answer(
     from kgwise.kg.linking import did_you_mean
     from kgwise.types import Question
 
+    distinct_outputs({"--json": json_out}, {"--uag": uag, "--kg": kg})
     graph = uag_app.kg
     q = Question(id="", text=question, topic_entities=tuple(topic or ()))
     proposed: list[dict[str, object]] = []

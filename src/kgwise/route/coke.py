@@ -398,12 +398,13 @@ class CokeRouter(Policy[str]):
             raise ConfigError(f"arm {self.names[arm]!r} has no selection awaiting an outcome")
 
     def update(self, name: str, embedding: npt.ArrayLike, reward: float, cost: float,
-               bound: float | None = None) -> None:
+               bound: float | None = None, allow_overrun: bool = False) -> None:
         """Feed back the outcome of the arm named ``name``: Beta posterior of its cluster (Eq. 5), its ridge
         regression (Eq. 11, Sherman–Morrison), its spending and failure spending (Eq. 14). The cost is
-        settled against the arm's pull (the one of cost bound ``bound``, default its oldest) and always
-        recorded: a cost above that bound is added to :attr:`overrun`. Without a pull to settle, a cost the
-        remaining budget cannot pay raises ``BudgetExceededError`` and nothing is recorded."""
+        settled against the arm's pull (the one of cost bound ``bound``, default its oldest). A cost above
+        that bound raises ``BudgetExceededError`` and nothing is recorded, unless ``allow_overrun``: then it
+        is recorded and the excess added to :attr:`overrun`. Without a pull to settle, a cost the remaining
+        budget cannot pay raises ``BudgetExceededError`` too. ``spent`` stays finite."""
         arm = self._arm(name)
         r = _reward(reward)
         if not (math.isfinite(cost) and cost >= 0):
@@ -412,6 +413,15 @@ class CokeRouter(Policy[str]):
             raise BudgetExceededError(
                 f"arm {self.names[arm]!r} cost {cost} exceeds the remaining budget {self.remaining}"
             )
+        if bound is not None and bound not in self.holds[arm]:
+            raise ConfigError(f"arm {self.names[arm]!r} holds no selection with cost bound {bound}")
+        limit = (bound if bound is not None else self.holds[arm][0]) if self.holds[arm] else None
+        if limit is not None and cost > limit and not allow_overrun:
+            raise BudgetExceededError(f"cost {cost:g} is above the bound {limit:g} held for this selection "
+                                      f"of arm {self.names[arm]!r}: refused (the budget holds only while "
+                                      "costs stay within their bounds)")
+        if not (math.isfinite(self.spent + cost) and math.isfinite(self.arm_cost[arm] + cost)):
+            raise BudgetExceededError(f"cost {cost:g} would make the spending non-finite: refused")
         held = self._release(arm, bound)
         if held is not None:
             self.overrun += max(0.0, cost - held)
@@ -489,6 +499,13 @@ class CokeRouter(Policy[str]):
         if bad:
             raise ConfigError(f"not a valid CokeRouter state: {', '.join(bad)} do not match {n} arms of "
                               f"dimension {d}")
+        money = {"spent": [out.spent], "overrun": [out.overrun], "arm_cost": out.arm_cost.tolist(),
+                 "arm_fail_cost": out.arm_fail_cost.tolist(), "cost_seen": out.cost_seen.tolist(),
+                 "holds": [b for arm in out.holds for b in arm]}
+        broken = [k for k, v in money.items() if not all(math.isfinite(x) and x >= 0 for x in v)]
+        if broken:
+            raise ConfigError(f"not a valid CokeRouter state: {', '.join(broken)} must be finite "
+                              "numbers ≥ 0 (`kgwise route repair` sets them right)")
         return out
 
     @classmethod

@@ -11,10 +11,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter
-from pydantic import BaseModel, Field
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
 
 from kgwise.app.answer_sets import UAGApp
+from kgwise.server.backpressure import ModelGate
+from kgwise.server.limits import MAX_ID, Choice, Ident, QuestionText
 
 __all__ = ["AnswerSetRequest", "AnswerSetService", "answer_set_api"]
 
@@ -22,14 +24,16 @@ __all__ = ["AnswerSetRequest", "AnswerSetService", "answer_set_api"]
 class AnswerSetRequest(BaseModel):
     """An open KG question and its topic entities, named as in the KG."""
 
-    question: str = Field(min_length=1)
-    topic_entities: list[str] = Field(min_length=1)
-    id: str = ""
+    model_config = ConfigDict(extra="forbid")
+
+    question: QuestionText
+    topic_entities: list[Choice] = Field(min_length=1, max_length=MAX_ID)
+    id: Ident = ""
 
 
 class AnswerSetService:
-    """A :class:`~kgwise.app.UAGApp` served one request at a time; ``kg`` overrides the graph file recorded
-    at calibration (it must hold the same graph unless ``allow_mismatch``)."""
+    """A :class:`~kgwise.app.UAGApp` whose LLM answers one request at a time; ``kg`` overrides the graph
+    file recorded at calibration (it must hold the same graph unless ``allow_mismatch``)."""
 
     def __init__(self, calibration: Path, kg: str | Path | None = None, llm: str | None = None,
                  allow_mismatch: bool = False) -> None:
@@ -44,13 +48,13 @@ class AnswerSetService:
             return self.app.answer(req.question, req.topic_entities, req.id).to_dict()
 
 
-def answer_set_api(service: AnswerSetService) -> APIRouter:
-    """The ``/v1/answer-set`` route over ``service``."""
+def answer_set_api(service: AnswerSetService, gate: ModelGate) -> APIRouter:
+    """The ``/v1/answer-set`` route over ``service``, its LLM working through ``gate``."""
     api = APIRouter()
 
     @api.post("/v1/answer-set")
-    def answer_set(req: AnswerSetRequest) -> dict[str, Any]:
+    async def answer_set(req: AnswerSetRequest, request: Request) -> dict[str, Any]:
         """The calibrated answer set: it misses every gold answer at rate ≤ α with probability ≥ 1 − δ."""
-        return service.answer(req)
+        return await gate.run(request, service.answer, req)
 
     return api

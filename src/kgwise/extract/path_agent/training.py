@@ -148,7 +148,7 @@ def train_path_policy(
     start_it = 0
     ckpt = FilePath(checkpoint) if checkpoint is not None else None
     if ckpt is not None and ckpt.is_file():
-        blob = torch.load(ckpt, map_location="cpu", weights_only=False)
+        blob = torch.load(ckpt, map_location="cpu", weights_only=True)
         policy.load_state_dict(blob["state_dict"])
         optimiser.load_state_dict(blob["optimiser"])
         log = TrainingLog(**blob["log"])

@@ -1,0 +1,296 @@
+"""``kgwise bench serve``: a bounded load on a real ``kgwise serve`` over loopback.
+
+The benchmark starts the server itself (a child process on 127.0.0.1, a free port, with its own empty
+cache folder, so no answer or embedding comes from an earlier run), so it can read the server's resident
+memory; then, per endpoint and concurrency, it sends a fixed number of requests (and
+stops early at a time limit): ``/v1/subgraph``; ``/v1/route`` + ``/v1/route/feedback`` pairs (feedback
+cost = the bound the decision holds) on questions whose embeddings were computed in a warm-up pass;
+``/v1/answer`` with the local LLM, while ``/health`` is polled to time it under full answer load. Each
+phase reports throughput, p50/p99 latency, the status codes, transport errors, the server's RSS before
+and after, and what a client over the queue limit got (status, ``Retry-After``, message).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kgwise.errors import ConfigError
+
+__all__ = ["PhaseResult", "ServeBenchConfig", "run_serve_benchmark"]
+
+
+@dataclass(frozen=True)
+class ServeBenchConfig:
+    """What to load: ``requests`` per (endpoint, concurrency) for subgraph and route+feedback pairs,
+    ``answer_requests`` per concurrency for ``/v1/answer``; each phase stops issuing at ``phase_s``."""
+
+    concurrency: tuple[int, ...] = (1, 8, 32)
+    requests: int = 1000
+    answer_requests: int = 16
+    phase_s: float = 120.0
+    questions: int = 300
+    queue: int = 4
+    llm: str = "smollm2-135m"
+    save_every_s: float = 30.0
+
+
+@dataclass
+class PhaseResult:
+    """One (endpoint, concurrency) phase; latencies in ms; ``units``: requests, or route+feedback pairs."""
+
+    endpoint: str
+    concurrency: int
+    units: int
+    seconds: float
+    throughput_per_s: float
+    p50_ms: float
+    p99_ms: float
+    statuses: dict[str, int]
+    transport_errors: dict[str, int]
+    server_5xx: int
+    rss_before_mb: float
+    rss_after_mb: float
+    over_queue: dict[str, Any] | None = None
+    health: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of process ``pid`` in MB (Linux ``/proc``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise ConfigError(f"no VmRSS for process {pid}")
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    return round(float(np.percentile(values, q)), 2) if values else float("nan")
+
+
+One = Callable[[int], Awaitable[tuple[int, float]]]
+
+
+async def _drive(n: int, concurrency: int, deadline: float, one: One
+                 ) -> tuple[list[int], list[float], Counter[str], float]:
+    """Run ``one(i)`` for i < n with ``concurrency`` workers until done or ``deadline``: statuses,
+    latencies (s), transport errors by kind, wall time."""
+    statuses: list[int] = []
+    latencies: list[float] = []
+    errors: Counter[str] = Counter()
+    counter = iter(range(n))
+    t0 = time.perf_counter()
+
+    async def worker() -> None:
+        for i in counter:
+            if time.monotonic() > deadline:
+                return
+            try:
+                status, took = await one(i)
+            except Exception as exc:  # a refused or reset connection: counted by kind, not fatal
+                errors[type(exc).__name__] += 1
+                continue
+            statuses.append(status)
+            latencies.append(took)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return statuses, latencies, errors, time.perf_counter() - t0
+
+
+class _Server:
+    """``kgwise serve`` in a child process on 127.0.0.1."""
+
+    def __init__(self, args: list[str], log: Path, cache: Path) -> None:
+        self.port = _free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self._log = log.open("w")
+        self.proc = subprocess.Popen([sys.executable, "-m", "kgwise.cli.main", "serve", *args, "--port",
+                                      str(self.port)], stdout=self._log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, "KGWISE_CACHE": str(cache)})
+
+    def wait_ready(self, timeout_s: float = 180.0) -> None:
+        import httpx
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ConfigError(f"the server exited with {self.proc.returncode}; see {self._log.name}")
+            try:
+                if httpx.get(self.base + "/health", timeout=5).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        raise ConfigError(f"the server did not answer /health within {timeout_s:g} s")
+
+    def rss(self) -> float:
+        return round(rss_mb(self.proc.pid), 1)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()
+
+
+def _phase(endpoint: str, conc: int, server: _Server, before: float, statuses: list[int],
+           latencies: list[float], errors: Counter[str], wall: float) -> PhaseResult:
+    counts = Counter(statuses)
+    return PhaseResult(endpoint, conc, len(statuses), round(wall, 2), round(len(statuses) / wall, 1),
+                       _percentile([x * 1000 for x in latencies], 50),
+                       _percentile([x * 1000 for x in latencies], 99),
+                       {str(k): v for k, v in sorted(counts.items())}, dict(errors),
+                       sum(v for k, v in counts.items() if k >= 500), before, server.rss())
+
+
+def run_serve_benchmark(kg: Path, questions: Sequence[tuple[str, list[str]]], cfg: ServeBenchConfig,
+                        workdir: Path | None = None,
+                        progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Start ``kgwise serve`` over ``kg`` (a graph file) with a fresh router and the local LLM, load it
+    as :class:`ServeBenchConfig` says, stop it; the report (phases, RSS, settings, machine load)."""
+    if not questions:
+        raise ConfigError("bench serve needs questions")
+    work = workdir or Path(tempfile.mkdtemp(prefix="kgwise-bench-serve-"))
+    work.mkdir(parents=True, exist_ok=True)
+    router = work / "router.json"
+    _write_router(router)
+    server = _Server(["--kg", str(kg), "--llm", cfg.llm, "--router", str(router), "--queue", str(cfg.queue),
+                      "--router-save-every", str(cfg.save_every_s)], work / "server.log", work / "cache")
+    try:
+        server.wait_ready()
+        return asyncio.run(_bench(server, questions[: cfg.questions], cfg, progress)) | {
+            "settings": asdict(cfg), "kg": str(kg), "load_average": os.getloadavg(), "cpus": os.cpu_count()}
+    finally:
+        server.stop()
+
+
+def _write_router(path: Path) -> None:
+    """A three-arm router with a budget no load here can spend, and its own cost bounds."""
+    from kgwise.route.arms import ArmSpec
+    from kgwise.route.coke import CokeRouter
+
+    r = CokeRouter([ArmSpec("gnn", "KGM", 0.7), ArmSpec("small", "LLM"), ArmSpec("big", "LLM", 0.9)], 384,
+                   budget=1e9)
+    path.write_text(json.dumps({**r.state_dict(), "pending": [], "max_costs": [0.0, 0.01, 0.1]}))
+
+
+async def _bench(server: _Server, questions: Sequence[tuple[str, list[str]]], cfg: ServeBenchConfig,
+                 progress: Callable[[str], None]) -> dict[str, Any]:
+    import httpx
+
+    most = max(cfg.concurrency) + 4
+    limits = httpx.Limits(max_connections=most, max_keepalive_connections=most)
+    out: dict[str, Any] = {"rss_start_mb": server.rss(), "phases": []}
+    async with httpx.AsyncClient(base_url=server.base, limits=limits, timeout=300) as client:
+
+        async def post(path: str, body: dict[str, Any]) -> tuple[int, float, httpx.Response]:
+            t0 = time.perf_counter()
+            res = await client.post(path, json=body)
+            return res.status_code, time.perf_counter() - t0, res
+
+        async def subgraph(i: int) -> tuple[int, float]:
+            q, choices = questions[i % len(questions)]
+            status, took, _ = await post("/v1/subgraph", {"question": q, "choices": choices})
+            return status, took
+
+        async def pair(i: int) -> tuple[int, float]:
+            q, _ = questions[i % len(questions)]
+            t0 = time.perf_counter()
+            status, _, res = await post("/v1/route", {"question": q})
+            if status != 200:
+                return status, time.perf_counter() - t0
+            d = res.json()
+            if d["decision"] is None:
+                return 299, time.perf_counter() - t0  # no arm affordable: not expected with this budget
+            status, _, _ = await post("/v1/route/feedback", {"decision": d["decision"], "reward": i % 2,
+                                                             "cost": d["bound"]})
+            return status, time.perf_counter() - t0
+
+        progress("warm-up: embedding the questions once (the route phases use cached embeddings)")
+        await _drive(len(questions), 2, time.monotonic() + 600, pair)
+        for conc in cfg.concurrency:
+            for name, fn in (("/v1/subgraph", subgraph), ("/v1/route+feedback", pair)):
+                before = server.rss()
+                res = await _drive(cfg.requests, conc, time.monotonic() + cfg.phase_s, fn)
+                out["phases"].append(asdict(_phase(name, conc, server, before, *res)))
+                progress(f"{name} at concurrency {conc}: {out['phases'][-1]['throughput_per_s']}/s")
+        out["rss_after_subgraph_and_route_mb"] = server.rss()
+        for conc in cfg.concurrency:
+            n = cfg.answer_requests if conc > 1 else max(2, cfg.answer_requests // 8)
+            phase = await _answer_phase(client, server, questions, conc, n, cfg.phase_s)
+            out["phases"].append(asdict(phase))
+            progress(f"/v1/answer at concurrency {conc}: {phase.throughput_per_s}/s, /health p99 "
+                     f"{phase.health['p99_ms'] if phase.health else None} ms")
+        out["health_at_end"] = (await client.get("/health")).json().get("load")
+    out["rss_end_mb"] = server.rss()
+    out["requests_sent"] = sum(p["units"] * (2 if p["endpoint"] == "/v1/route+feedback" else 1)
+                               for p in out["phases"])
+    return out
+
+
+async def _answer_phase(client: Any, server: _Server, questions: Sequence[tuple[str, list[str]]], conc: int,
+                        n: int, phase_s: float) -> PhaseResult:
+    """``n`` answers at concurrency ``conc`` while ``/health`` is polled every 50 ms."""
+    import httpx
+
+    over: dict[str, Any] = {}
+    health_lat: list[float] = []
+    health_status: Counter[int] = Counter()
+    stop = asyncio.Event()
+
+    async def answer(i: int) -> tuple[int, float]:
+        q, choices = questions[i % len(questions)]
+        t0 = time.perf_counter()
+        res = await client.post("/v1/answer", json={"question": q, "choices": choices})
+        took = time.perf_counter() - t0
+        if res.status_code == 429 and not over:
+            over.update(status=429, retry_after=res.headers.get("retry-after"),
+                        detail=res.json().get("detail"), ms=round(took * 1000, 1))
+        return int(res.status_code), took
+
+    async def poll_health() -> None:
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            try:
+                res = await client.get("/health")
+                health_status[res.status_code] += 1
+                health_lat.append(time.perf_counter() - t0)
+            except httpx.HTTPError:
+                health_status[0] += 1
+            await asyncio.sleep(0.05)
+
+    before = server.rss()
+    poller = asyncio.create_task(poll_health())
+    res = await _drive(n, conc, time.monotonic() + phase_s, answer)
+    stop.set()
+    await poller
+    phase = _phase("/v1/answer", conc, server, before, *res)
+    phase.over_queue = over or None
+    ms = [x * 1000 for x in health_lat]
+    phase.health = {"polls": len(ms), "p50_ms": _percentile(ms, 50), "p99_ms": _percentile(ms, 99),
+                    "max_ms": round(max(ms, default=0.0), 2),
+                    "statuses": {str(k): v for k, v in health_status.items()}}
+    return phase
