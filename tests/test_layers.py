@@ -22,7 +22,7 @@ LAYERS: dict[str, int] = {
     "inject": 3, "route": 3, "conformal": 3, "kgm": 3,
     "app": 4,
     "eval": 5,
-    "cli": 6, "server": 6,
+    "cli": 6, "server": 6, "__main__": 6,
 }
 """Top-level module or package → its layer (``DESIGN.md``); ``kgwise/__init__`` and ``data`` stand apart."""
 

@@ -264,7 +264,7 @@ def test_saving_copies_under_the_lock_and_writes_outside_it(tmp_path: Path) -> N
     """A large state (384-d, 8 arms, 2,000 waiting decisions): routing waits only for the copy."""
     path = tmp_path / "big.json"
     names = [f"arm{i}" for i in range(8)]
-    CokeRouter(names, ["LLM"] * 8, 384, budget=1e9).save(path)
+    CokeRouter([ArmSpec(n, "LLM") for n in names], 384, budget=1e9).save(path)
     x = np.ones(384) / np.sqrt(384)
     with RoutingService(path, lambda _: x, 384) as service:
         for i in range(2000):
@@ -284,7 +284,8 @@ class BudgetMachine(RuleBasedStateMachine):
         super().__init__()
         self.dir = Path(tempfile.mkdtemp())
         self.path = self.dir / "r.json"
-        CokeRouter(["gnn", "small", "big"], ["KGM", "LLM", "LLM"], DIM, budget=1.0).save(self.path)
+        arms = [ArmSpec("gnn", "KGM"), ArmSpec("small", "LLM"), ArmSpec("big", "LLM")]
+        CokeRouter(arms, DIM, budget=1.0).save(self.path)
         self.now = [0.0]
         self.service = self._open()
         self.decisions: list[str] = []

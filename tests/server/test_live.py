@@ -26,6 +26,7 @@ from fastapi import FastAPI, Request
 
 from kgwise.cli.main import app as cli
 from kgwise.errors import ConfigError
+from kgwise.route.arms import ArmSpec
 from kgwise.route.coke import CokeRouter
 from kgwise.route.service import read_status
 from kgwise.server import ServerSettings, create_app
@@ -56,7 +57,8 @@ class Live:
 
 
 def _make_router(path: Path, budget: float = 1.0) -> Path:
-    r = CokeRouter(["gnn", "small", "big"], ["KGM", "LLM", "LLM"], 384, budget=budget)
+    r = CokeRouter([ArmSpec("gnn", "KGM"), ArmSpec("small", "LLM"), ArmSpec("big", "LLM")], 384,
+                   budget=budget)
     path.write_text(json.dumps({**r.state_dict(), "pending": [], "max_costs": [0.0, 0.2, 0.5]}))
     return path
 

@@ -124,7 +124,7 @@ class _Server:
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self._log = log.open("w")
-        self.proc = subprocess.Popen([sys.executable, "-m", "kgwise.cli.main", "serve", *args, "--port",
+        self.proc = subprocess.Popen([sys.executable, "-m", "kgwise", "serve", *args, "--port",
                                       str(self.port)], stdout=self._log, stderr=subprocess.STDOUT,
                                      env={**os.environ, "KGWISE_CACHE": str(cache)})
 
