@@ -58,6 +58,8 @@ def eval_uag(
                    ] = "rearev-sbert",
     granularity: Annotated[str, typer.Option(help="Eq. 6 against: whole, items, both (min).")
                            ] = "whole",
+    max_hops: Annotated[int, typer.Option(min=1, help="Longest relation path retrieved.")] = 2,
+    direction: Annotated[str, typer.Option(help="Edges a hop may follow: out, in or both.")] = "out",
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions (smoke runs).")] = None,
     llm: Annotated[str | None, typer.Option(help="Generate Φ(P) live with this kgwise LLM spec (e.g. "
                                                 "smollm2-135m) instead of RoG's recorded answers.")] = None,
@@ -69,6 +71,8 @@ def eval_uag(
     """ECR, APSS and Hits@1 of UAG (guaranteed and top-p), split CP and Top-K per α; Table 6 and Fig. 3
     (the paper's rows on WebQSP only)."""
     from kgwise.config import data_dir
+    from kgwise.conformal.calibrated import reachability_advice, sample_size_advice
+    from kgwise.conformal.retriever import RetrieverConfig
     from kgwise.eval.uag.experiment import (
         ExperimentConfig,
         load_user_data,
@@ -99,7 +103,8 @@ def eval_uag(
     cfg = ExperimentConfig(alphas=_floats(alphas, "--alphas"), splits=splits, seed=seed,
                            tune_fraction=tune_fraction, cal_fraction=cal_fraction,
                            steps=(step[0], step[1], step[2]), gnn_step=gnn_step, delta=delta, gnn=gnn,
-                           metric=metric, granularity=granularity, limit=limit, llm=llm)
+                           metric=metric, granularity=granularity, limit=limit, llm=llm,
+                           retriever=RetrieverConfig(max_hops=max_hops, direction=direction))  # type: ignore[arg-type]
     out_dir = json_out.parent if json_out is not None else None
     runs = out_dir / f"{json_out.stem}_runs" if out_dir is not None and json_out is not None else None
     if questions is None:
@@ -111,10 +116,16 @@ def eval_uag(
             err_console.print("no --candidates: uag_gnn, uag_marginal, split_cp and top_k need a scored "
                               "retriever and are not run")
     _say_left_out(inputs.coverage)
+    n = len(inputs.questions)
+    for line in sample_size_advice(round(cfg.cal_fraction * n), cfg.alphas, cfg.delta):
+        err_console.print(f"calibration split: {line}")
     report = run_experiment(inputs, cfg, out_dir=runs,
                             on_split=lambda s: err_console.print(f"split {s + 1}/{cfg.splits} done"),
                             jobs=jobs)
     table = markdown_table(report, cfg.alphas, paper=inputs.paper == "webqsp")
+    advice = reachability_advice(report["meta"]["gold_retrievable"], cfg.alphas, cfg.retriever)
+    if advice:
+        err_console.print(f"[yellow]warning:[/yellow] {advice}")
     report["table6_markdown"] = table
     if json_out is not None:
         stem = json_out.stem

@@ -123,4 +123,4 @@ def export(
         n = write_graded_log(log, graded)
         console.print(f"{n:,} graded questions × {len(graded.arms)} arms → {log}")
         console.print("arms (for --arm NAME:CLUSTER:ACCURACY): "
-                      + " ".join(f"{a}:{c}:{acc:.4f}" for a, c, acc in arms))
+                      + " ".join(f"{a}:{c}:{acc!r}" for a, c, acc in arms))

@@ -182,10 +182,12 @@ def _align_webqsp(data: Path, gnn: str) -> tuple[list[tuple[Question, str, Any]]
     info = read_test_info_candidates(data / REAREV_TEST_INFO[gnn])
     # test.info is WebQSP test in RoG order (with 11 extra questions): align monotonically by text
     aligned: list[tuple[Question, str, Any]] = []
+    skipped: list[str] = []
     j = 0
     for r in rog:
         key = question_key(r.question)
         while j < len(info) and question_key(info[j].question) != key:
+            skipped.append(info[j].question)
             j += 1
         if j == len(info):
             raise DataError(f"question {r.qid} ({r.question!r}) not found in order in test.info",
@@ -201,6 +203,8 @@ def _align_webqsp(data: Path, gnn: str) -> tuple[list[tuple[Question, str, Any]]
                                    "WebQSP test question without a RoG prediction"),
             "unknown_generation": _left([r.qid for r in rog if r.qid not in questions],
                                         "RoG prediction of no WebQSP test question"),
+            "unaligned_candidates": _left(skipped + [c.question for c in info[j:]],
+                                          "test.info question (text) of no RoG prediction"),
         },
         "kept_anyway": {"no_gold": _left([a[0].id for a in aligned if not a[0].gold],
                                          "kept: no gold answers, so a miss at every α")},
