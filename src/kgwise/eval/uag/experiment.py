@@ -139,8 +139,8 @@ class UAGData:
     """Aligned inputs of one experiment, in its question order: the questions, their recorded generations
     (``None``: generated live), a scored retriever's candidates (``None``: the methods of
     :data:`SCORED_METHODS` are not run) and ``single_answer`` (see :func:`with_gnn`), the KG (a graph
-    spec), the paper the report compares with (``"webqsp"`` or ``None``), a tag naming the inputs in cache
-    and run keys, and what was left out (counted, the first ids named)."""
+    spec), the paper the report compares with (``"webqsp"`` or ``None``), a tag naming the table inputs in
+    cache and run keys, and what was left out (counted, the first ids named)."""
 
     questions: list[Question]
     generations: dict[str, str] | None
@@ -150,6 +150,8 @@ class UAGData:
     paper: str | None = None
     tag: str = ""
     coverage: dict[str, Any] = field(default_factory=dict)
+    candidates_tag: str = ""
+    """Names the candidates in run keys (the tables do not depend on them)."""
 
 
 WebQSPData = UAGData
@@ -297,7 +299,8 @@ def load_user_data(questions: Path, kg: str, generations: Path | None = None, ca
     used = None if gens is None else {q.id: gens[q.id] for q in usable}
     tag = "own-" + short_hash({"kg": graph_stamp(kg), "generations": used,
                                "questions": [[q.id, q.text, q.gold, q.topic_entities] for q in usable]})
-    return UAGData(usable, used, batch, single, kg, None, tag, coverage)
+    cands_tag = "none" if cands is None else short_hash([cands[q.id].to_dict() for q in usable])
+    return UAGData(usable, used, batch, single, kg, None, tag, coverage, cands_tag)
 
 
 def uag_tables(inputs: UAGData, config: ExperimentConfig, tables_cache: Path | None = None,
@@ -496,7 +499,8 @@ def run_experiment(data: Path | UAGData, config: ExperimentConfig, out_dir: Path
     wq = data if isinstance(data, UAGData) else load_webqsp_data(data, config.gnn, config.limit)
     tables = uag_tables(wq, config, tables_cache, progress)
     gnn_tables = with_gnn(tables, wq.gnn, wq.single_answer) if wq.gnn is not None else None
-    run_key = _run_key(config) if wq.paper == "webqsp" else short_hash([_run_key(config), wq.tag])
+    run_key = (_run_key(config) if wq.paper == "webqsp"
+               else short_hash([_run_key(config), wq.tag, wq.candidates_tag]))
     log = ResultLog(out_dir / "splits.jsonl" if out_dir is not None else None, run_key)
     done = {s: r for s in range(config.splits) if (r := log.get(str(s))) is not None}
     todo = [s for s in range(config.splits) if s not in done]
