@@ -65,7 +65,7 @@ def own(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             "kg-model": {"answer": gold if kg_ok else "aspirin", "correct": kg_ok, "cost": 0,
                          "signals": [round(rng.uniform(0.5, 1.0) if kg_ok else rng.uniform(0, 0.6), 3)]},
             "big-llm": {"answer": gold if big_ok else "?", "correct": big_ok, "cost": 0.01},
-            "small-llm": {"answer": gold if small_ok else "?", "correct": small_ok,
+            "gpt-4o-mini": {"answer": gold if small_ok else "?", "correct": small_ok,
                           "usage": {"input_tokens": 40, "output_tokens": 5, "calls": 1}}}})
     _jsonl(d / "graded.jsonl", log)
     _jsonl(d / "mc.jsonl", [
@@ -131,7 +131,7 @@ def test_uag_calibrate_and_answer_on_own_kg(own: dict[str, Path], tmp_path: Path
 def test_eval_route_on_own_graded_log(own: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "route.json"
     res = runner.invoke(app, ["eval", "route", "--log", str(own["graded"]), "--arm", "kg-model:KGM:0.6",
-                              "--arm", "big-llm:LLM:0.9", "--arm", "small-llm:LLM:0.7", "--seeds", "2",
+                              "--arm", "big-llm:LLM:0.9", "--arm", "gpt-4o-mini:LLM:0.7", "--seeds", "2",
                               "--no-tune", "--no-sensitivity", "--no-plots", "--json", str(out)])
     assert res.exit_code == 0, res.output
     rep = json.loads(out.read_text())
@@ -139,6 +139,11 @@ def test_eval_route_on_own_graded_log(own: dict[str, Path], tmp_path: Path) -> N
     assert "free_gnn_signals" in rep["context_variants"] and "gpt4_subset" not in rep
     res = runner.invoke(app, ["eval", "route", "--log", str(own["graded"]), "--arm", "nope:LLM:0.5"])
     assert res.exit_code != 0 and "nope" in said(res)
+    # usage is priced by the arm's name: an arm the price table does not know is named
+    odd = _jsonl(tmp_path / "odd.jsonl", [{"id": "q1", "text": "t", "arms": {"mystery": {
+        "answer": "a", "correct": True, "usage": {"input_tokens": 3, "output_tokens": 1}}}}])
+    res = runner.invoke(app, ["eval", "route", "--log", str(odd), "--arm", "mystery:LLM:0.5"])
+    assert res.exit_code == 2 and "'mystery' is not in the price table" in said(res)
 
 
 @pytest.mark.slow
