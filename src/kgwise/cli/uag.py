@@ -126,6 +126,16 @@ def calibrate(
                           f"not in the KG ({listed([f'{i}: {t!r}' for i, t in unknown])}); those questions "
                           "retrieve from their other topic entities, or nothing (a miss)")
     settings = TableSettings(RetrieverConfig(max_hops=max_hops, direction=direction))  # type: ignore[arg-type]
+    recorded = read_generations(generations) if generations is not None else None
+    if recorded is not None:
+        missing = [q.id for q in qs if q.id not in recorded]
+        if missing:
+            raise DataError(f"no recorded answer for {len(missing)} of the {len(qs)} questions: "
+                            f"{listed(missing)}", generations)
+        extra = set(recorded) - {q.id for q in qs}
+        if extra:
+            err_console.print(f"[yellow]warning:[/yellow] {len(extra)} answers in {generations} belong to no "
+                              f"question of {questions}: {listed(sorted(extra))}")
     from kgwise.conformal.calibrated import reachability_advice
     from kgwise.conformal.ltt import min_calibration_questions
 
@@ -138,16 +148,6 @@ def calibrate(
                           "--tune-fraction")
     err_console.print(f"α={cfg.alpha:g}, δ={cfg.ltt.delta:g} needs at least {need} calibration questions; "
                       f"there are {n_cal}")
-    recorded = read_generations(generations) if generations is not None else None
-    if recorded is not None:
-        missing = [q.id for q in qs if q.id not in recorded]
-        if missing:
-            raise DataError(f"no recorded answer for {len(missing)} of the {len(qs)} questions: "
-                            f"{listed(missing)}", generations)
-        extra = set(recorded) - {q.id for q in qs}
-        if extra:
-            err_console.print(f"[yellow]warning:[/yellow] {len(extra)} answers in {generations} belong to no "
-                              f"question of {questions}: {listed(sorted(extra))}")
     live = None
     if llm is not None:
         from kgwise.llm import get_llm
