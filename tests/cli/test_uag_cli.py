@@ -142,7 +142,9 @@ def test_calibrate_rejects_bad_input(inputs: Path, data_dir: Path, tmp_path: Pat
     assert result.exit_code == 2 and "bad.jsonl" in said(result) and "2" in said(result)
     result = runner.invoke(app, [*base, *q, "--generations", str(inputs / "generations.jsonl"),
                                  "--alpha", "0.01", "--work", str(tmp_path / "w")])
-    assert result.exit_code == 2 and "no λ could be certified" in said(result)
+    # 70 calibration questions cannot certify α = 0.01 at δ = 0.05 (299 needed): said before any table
+    assert result.exit_code == 2 and "needs at least 299 calibration questions" in said(result)
+    assert not (tmp_path / "w").exists()
     # recorded answers that leave a question out, or belong to no question; a topic entity not in the KG
     rows = (inputs / "generations.jsonl").read_text().splitlines()
     partial = tmp_path / "partial.jsonl"

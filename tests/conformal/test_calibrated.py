@@ -62,3 +62,17 @@ def test_labelled_questions() -> None:
     assert [q.id for q in labelled_questions(qs, "f")] == ["a"]
     with pytest.raises(DataError, match="topic_entities"):
         labelled_questions(qs[1:], "f")
+
+
+def test_small_data_advice() -> None:
+    from kgwise.conformal.calibrated import reachability_advice, sample_size_advice
+    from kgwise.conformal.retriever import RetrieverConfig
+
+    few, enough = sample_size_advice(20, [0.1, 0.3], 0.05)
+    assert "needs at least 29" in few and "no λ can be certified" in few
+    assert "needs at least 9" in enough and "cannot" not in enough
+    assert reachability_advice(0.95, [0.1], RetrieverConfig()) is None
+    said = reachability_advice(0.6, [0.1, 0.5], RetrieverConfig())
+    assert said is not None and "--direction both" in said and "α = 0.1" in said and "0.5" not in said
+    both = reachability_advice(0.6, [0.1], RetrieverConfig(direction="both"))
+    assert both is not None and "--direction" not in both and "--max-hops 3" in both

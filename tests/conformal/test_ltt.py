@@ -102,3 +102,11 @@ def test_learn_then_test_picks_smallest_valid_set() -> None:
     assert res.chosen == 1
     none = learn_then_test(np.array([300, 400]), n, 0.1, LTTConfig(), np.array([1.0, 2.0]))
     assert none.chosen is None and not none.valid.any()
+
+
+def test_min_calibration_questions_is_where_a_clean_record_first_certifies() -> None:
+    from kgwise.conformal.ltt import binomial_p_values, min_calibration_questions
+
+    for alpha, delta in [(0.1, 0.05), (0.3, 0.05), (0.2, 0.1)]:
+        n = min_calibration_questions(alpha, delta)
+        assert binomial_p_values([0], n, alpha)[0] <= delta < binomial_p_values([0], n - 1, alpha)[0]

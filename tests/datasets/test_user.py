@@ -110,3 +110,29 @@ def test_schemas_ship_with_the_package() -> None:
 def test_graded_log_types() -> None:
     q = GradedQuestion("q", "t", {"a": ArmOutcome("x", True, 1.0)})
     assert GradedLog((q,), ("a",)).outcome("a") == [ArmOutcome("x", True, 1.0)]
+
+
+def test_generations_and_candidates_round_trip(tmp_path: Path) -> None:
+    from kgwise.datasets.user import (
+        Candidates,
+        read_candidates,
+        read_generations,
+        write_candidates,
+        write_generations,
+    )
+
+    g = tmp_path / "g.jsonl"
+    write_generations(g, {"q1": "aspirin", "q2": "insulin\nmetformin"})
+    assert read_generations(g) == {"q1": "aspirin", "q2": "insulin\nmetformin"}
+    c = tmp_path / "c.jsonl"
+    recs = [Candidates("q1", (("m.1", 0.9), ("m.2", 0.1)), ("m.1",)), Candidates("q2", (("x", 1.0),))]
+    write_candidates(c, recs)
+    assert list(read_candidates(c).values()) == recs
+    assert schema("generations")["required"] == ["id", "answer"]
+    assert schema("candidates")["required"] == ["id", "candidates"]
+    g.write_text('{"id": "q1", "answer": "a"}\n{"id": "q1", "answer": "b"}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"g\.jsonl.*2.*given twice"):
+        read_generations(g)
+    c.write_text('{"id": "q1", "candidates": [["a", "high"]]}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"c\.jsonl.*1.*finite score"):
+        read_candidates(c)

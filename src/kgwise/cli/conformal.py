@@ -1,4 +1,5 @@
-"""``kgwise eval uag`` (UAG and baselines on WebQSP), ``kgwise bench conformal`` (LTT calibration speed)."""
+"""``kgwise eval uag`` (UAG and baselines on WebQSP or on your own labelled questions), ``kgwise bench
+conformal`` (LTT calibration speed)."""
 
 from __future__ import annotations
 
@@ -26,8 +27,19 @@ def _floats(text: str, what: str) -> tuple[float, ...]:
 @eval_app.command("uag")
 @friendly_errors
 def eval_uag(
-    dataset: Annotated[str, typer.Option(help="Only webqsp (KG, generations and GNN candidates).")
-                       ] = "webqsp",
+    dataset: Annotated[str | None, typer.Option(
+        help="A benchmark with recorded generations and candidates: webqsp (the default without "
+             "--questions).")] = None,
+    questions: Annotated[Path | None, typer.Option(
+        help="Your labelled open questions (JSONL: id, text, gold, topic_entities) instead of --dataset.")
+    ] = None,
+    kg: Annotated[str | None, typer.Option(help="The KG of --questions (a graph file, e.g. a TSV of "
+                                          "head, relation, tail).")] = None,
+    generations: Annotated[Path | None, typer.Option(
+        help="Recorded Φ(P) of --questions (JSONL: id, answer); or --llm.")] = None,
+    candidates: Annotated[Path | None, typer.Option(
+        help="A scored retriever's candidates of --questions (JSONL: id, candidates [[name_or_id, score], "
+             "…], gold?); needed by uag_gnn, uag_marginal, split_cp and top_k.")] = None,
     alphas: Annotated[str, typer.Option(help="Comma-separated risk levels α.")
                       ] = "0.1,0.15,0.2,0.3,0.35,0.4,0.45,0.5",
     splits: Annotated[int, typer.Option(min=1, help="Random tuning/calibration/test splits.")] = 20,
@@ -46,6 +58,8 @@ def eval_uag(
                    ] = "rearev-sbert",
     granularity: Annotated[str, typer.Option(help="Eq. 6 against: whole, items, both (min).")
                            ] = "whole",
+    max_hops: Annotated[int, typer.Option(min=1, help="Longest relation path retrieved.")] = 2,
+    direction: Annotated[str, typer.Option(help="Edges a hop may follow: out, in or both.")] = "out",
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions (smoke runs).")] = None,
     llm: Annotated[str | None, typer.Option(help="Generate Φ(P) live with this kgwise LLM spec (e.g. "
                                                 "smollm2-135m) instead of RoG's recorded answers.")] = None,
@@ -54,26 +68,64 @@ def eval_uag(
     data: DataOption = None,
     json_out: JsonOption = None,
 ) -> None:
-    """ECR, APSS and Hits@1 of UAG (guaranteed and top-p), split CP and Top-K per α; Table 6 and Fig. 3."""
+    """ECR, APSS and Hits@1 of UAG (guaranteed and top-p), split CP and Top-K per α; Table 6 and Fig. 3
+    (the paper's rows on WebQSP only)."""
     from kgwise.config import data_dir
-    from kgwise.eval.uag.experiment import ExperimentConfig, markdown_table, run_experiment
+    from kgwise.conformal.calibrated import reachability_advice, sample_size_advice
+    from kgwise.conformal.retriever import RetrieverConfig
+    from kgwise.eval.uag.experiment import (
+        ExperimentConfig,
+        load_user_data,
+        load_webqsp_data,
+        markdown_table,
+        run_experiment,
+    )
     from kgwise.eval.uag.plots import plot_report
 
-    if dataset != "webqsp":
-        raise ConfigError(f"eval uag supports --dataset webqsp only (got {dataset!r})")
+    own = {"--kg": kg, "--generations": generations, "--candidates": candidates}
+    if questions is None:
+        given = [k for k, v in own.items() if v is not None]
+        if given:
+            raise ConfigError(f"{', '.join(given)} go with --questions FILE")
+        if (dataset or "webqsp") != "webqsp":
+            raise ConfigError(f"no recorded generations for --dataset {dataset!r} (only webqsp has them): "
+                              "give your questions: --questions FILE --kg G --generations FILE (or --llm)")
+    else:
+        if dataset is not None:
+            raise ConfigError("give --dataset or --questions, not both")
+        if kg is None:
+            raise ConfigError("--questions needs --kg (the KG the questions are asked over)")
+        if (generations is None) == (llm is None):
+            raise ConfigError("--questions needs exactly one of --generations FILE (recorded Φ(P)) and --llm")
     step = _floats(steps, "--steps")
     if len(step) != 3:
         raise ConfigError("--steps needs three values (α1, α2, α3)")
     cfg = ExperimentConfig(alphas=_floats(alphas, "--alphas"), splits=splits, seed=seed,
                            tune_fraction=tune_fraction, cal_fraction=cal_fraction,
                            steps=(step[0], step[1], step[2]), gnn_step=gnn_step, delta=delta, gnn=gnn,
-                           metric=metric, granularity=granularity, limit=limit, llm=llm)
+                           metric=metric, granularity=granularity, limit=limit, llm=llm,
+                           retriever=RetrieverConfig(max_hops=max_hops, direction=direction))  # type: ignore[arg-type]
     out_dir = json_out.parent if json_out is not None else None
     runs = out_dir / f"{json_out.stem}_runs" if out_dir is not None and json_out is not None else None
-    report = run_experiment(data_dir(data), cfg, out_dir=runs,
+    if questions is None:
+        inputs = load_webqsp_data(data_dir(data), gnn, limit)
+    else:
+        assert kg is not None
+        inputs = load_user_data(questions, kg, generations, candidates, limit)
+        if candidates is None:
+            err_console.print("no --candidates: uag_gnn, uag_marginal, split_cp and top_k need a scored "
+                              "retriever and are not run")
+    _say_left_out(inputs.coverage)
+    n = len(inputs.questions)
+    for line in sample_size_advice(round(cfg.cal_fraction * n), cfg.alphas, cfg.delta):
+        err_console.print(f"calibration split: {line}")
+    report = run_experiment(inputs, cfg, out_dir=runs,
                             on_split=lambda s: err_console.print(f"split {s + 1}/{cfg.splits} done"),
                             jobs=jobs)
-    table = markdown_table(report, cfg.alphas)
+    table = markdown_table(report, cfg.alphas, paper=inputs.paper == "webqsp")
+    advice = reachability_advice(report["meta"]["gold_retrievable"], cfg.alphas, cfg.retriever)
+    if advice:
+        err_console.print(f"[yellow]warning:[/yellow] {advice}")
     report["table6_markdown"] = table
     if json_out is not None:
         stem = json_out.stem
@@ -85,6 +137,16 @@ def eval_uag(
         err_console.print(f"{method}: targets {'met' if t['met'] else 'not met'}"
                           + (f" (ECR < 1 − α or no set at α = {', '.join(misses)})" if misses else ""))
     write_json(report, json_out)
+
+
+def _say_left_out(coverage: dict[str, Any]) -> None:
+    """Print every group of questions the inputs leave out: how many, why, the first ids."""
+    for group in ("left_out", "kept_anyway"):
+        for entry in coverage.get(group, {}).values():
+            if entry["count"]:
+                more = ", …" if entry["count"] > len(entry["first"]) else ""
+                err_console.print(f"[yellow]{group.replace('_', ' ')}:[/yellow] {entry['count']} "
+                                  f"({entry['why']}): {', '.join(entry['first'])}{more}")
 
 
 @bench_app.command("conformal")

@@ -71,19 +71,44 @@ def export(
     dataset: Annotated[str, typer.Option(help=f"Data set: {', '.join(DATASETS)}.")],
     split: Annotated[str, typer.Option(help="Its split (e.g. test, ihdev).")] = "test",
     questions: Annotated[Path | None, typer.Option(
-        help="Write the split as a questions file (JSONL, kgwise's format).", callback=writable)] = None,
+        help="Write the split as a questions file (JSONL, kgwise's format); with --generations or "
+             "--candidates, the questions those cover, in `eval uag`'s order.", callback=writable)] = None,
     log: Annotated[Path | None, typer.Option(
         help="Write the recorded outcomes as a graded log (JSONL; webqsp test: the recorded systems of "
              "`eval route`).", callback=writable)] = None,
+    generations: Annotated[Path | None, typer.Option(
+        help="Write RoG's recorded answers (webqsp test; JSONL: id, answer), for `eval uag --generations`.",
+        callback=writable)] = None,
+    candidates: Annotated[Path | None, typer.Option(
+        help="Write the ReaRev GNN's scored candidates (webqsp test; JSONL: id, candidates, gold), for "
+             "`eval uag --candidates`.", callback=writable)] = None,
     data: DataOption = None,
 ) -> None:
     """Convert a benchmark into kgwise's own file formats, so the benchmarks and a user's data go through
     one path (`--questions FILE`, `--log FILE` of the other commands)."""
-    if questions is None and log is None:
-        raise ConfigError("nothing to write: give --questions FILE and/or --log FILE")
-    distinct_outputs({"--questions": questions, "--log": log}, {})
+    outputs = {"--questions": questions, "--log": log, "--generations": generations,
+               "--candidates": candidates}
+    if all(v is None for v in outputs.values()):
+        raise ConfigError("nothing to write: give --questions, --log, --generations and/or --candidates FILE")
+    distinct_outputs(outputs, {})
     root = data_dir(data)
-    if questions is not None:
+    if generations is not None or candidates is not None:
+        if (dataset, split) != ("webqsp", "test"):
+            raise ConfigError(f"recorded generations and candidates exist for webqsp/test only, not "
+                              f"{dataset}/{split}")
+        from kgwise.datasets.user import write_candidates, write_generations, write_questions
+        from kgwise.eval.uag.experiment import webqsp_uag_files
+
+        qs, gens, cands = webqsp_uag_files(root)
+        if questions is not None:
+            write_questions(questions, qs)
+            console.print(f"{len(qs):,} questions of {dataset}/{split} (those with a RoG answer and ReaRev "
+                          f"candidates, in eval uag's order) → {questions}")
+        if generations is not None:
+            console.print(f"{write_generations(generations, gens):,} RoG answers → {generations}")
+        if candidates is not None:
+            console.print(f"{write_candidates(candidates, cands):,} ReaRev candidate lists → {candidates}")
+    elif questions is not None:
         from kgwise.datasets.user import write_questions
 
         n = write_questions(questions, load(dataset, split, root))
@@ -98,4 +123,4 @@ def export(
         n = write_graded_log(log, graded)
         console.print(f"{n:,} graded questions × {len(graded.arms)} arms → {log}")
         console.print("arms (for --arm NAME:CLUSTER:ACCURACY): "
-                      + " ".join(f"{a}:{c}:{acc:.4f}" for a, c, acc in arms))
+                      + " ".join(f"{a}:{c}:{acc!r}" for a, c, acc in arms))

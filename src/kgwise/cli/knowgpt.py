@@ -120,13 +120,12 @@ def calibrate(
 ) -> None:
     """Calibrate answer sets for `kgwise answer` / `kgwise serve` on labelled questions (split conformal
     prediction, LAC or APS); resumable. Reports coverage and set size on held-out halves."""
-    from tqdm import tqdm
-
     from kgwise.datasets import load
     from kgwise.files import file_stamp, short_hash
     from kgwise.inject.build import build_injector
     from kgwise.inject.calibration import CalibrationConfig, collect_probabilities, pipeline_of
     from kgwise.inject.calibration import calibrate as run_calibration
+    from kgwise.progress import bar as progress_bar
 
     distinct_outputs({"--out": out, "--json": json_out}, {"--kg": kg, "--policy": policy, "--bandit": bandit})
     cfg = CalibrationConfig(alpha=alpha, score=score)  # type: ignore[arg-type]
@@ -142,10 +141,17 @@ def calibrate(
     stamp = {"dataset": dataset, "split": split, "llm": llm, "combo": combo,
              "scoring": injector.config.scoring,
              "files": [file_stamp(p) if p is not None else None for p in (kg, policy, bandit)]}
-    bar = tqdm(total=len(questions), desc=f"calibrating on {dataset}/{split}", dynamic_ncols=True)
-    rows = collect_probabilities(injector, questions, combo,
-                                 out.with_name(f"{out.stem}.outcomes-{short_hash(stamp)}.jsonl"),
-                                 progress=lambda i, n: bar.update(1), fingerprint=short_hash(stamp))
+    outcomes = out.with_name(f"{out.stem}.outcomes-{short_hash(stamp)}.jsonl")
+    if not outcomes.is_file():  # a measured warm-up (its answers are kept) says what the rest will take
+        from kgwise.progress import estimate
+
+        fingerprint = short_hash(stamp)
+        est = estimate(len(questions), lambda: len(collect_probabilities(
+            injector, questions[:2], combo, outcomes, fingerprint=fingerprint)))
+        err_console.print("calibrate: " + est.describe("questions to answer (one KnowGPT answer each)"))
+    bar = progress_bar(total=len(questions), desc=f"calibrating on {dataset}/{split}", dynamic_ncols=True)
+    rows = collect_probabilities(injector, questions, combo, outcomes, progress=lambda i, n: bar.update(1),
+                                 fingerprint=short_hash(stamp))
     bar.close()
     conformal, report = run_calibration(rows, cfg)
     made_with = pipeline_of(injector, combo, policy, bandit)

@@ -107,8 +107,12 @@ def _default_records(dataset: str, split: str, llm: str, method: str, json_out: 
 @eval_app.command("llm")
 @friendly_errors
 def eval_llm(
-    dataset: Annotated[str, typer.Option("--dataset", help="csqa, obqa, medqa, webqsp, cwq.")],
-    split: Annotated[str, typer.Option("--split", help="e.g. ihtest, test.")],
+    dataset: Annotated[str | None, typer.Option("--dataset", help="csqa, obqa, medqa, webqsp, cwq.")
+                       ] = None,
+    split: Annotated[str | None, typer.Option("--split", help="e.g. ihtest, test.")] = None,
+    questions_file: Annotated[Path | None, typer.Option(
+        "--questions", help="Your questions (JSONL: id, text, choices?, gold?) instead of --dataset/--split.")
+    ] = None,
     llm: LlmOption = "smollm2-135m",
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N questions.")] = None,
     method: MethodOption = "score",
@@ -124,14 +128,26 @@ def eval_llm(
     from kgwise.eval.llm import EvalConfig, evaluate_llm
     from kgwise.llm import get_llm
 
-    distinct_outputs({"--out": out, "--json": json_out}, {})
+    distinct_outputs({"--out": out, "--json": json_out}, {"--questions": questions_file})
     cfg = EvalConfig(method=method, concurrency=concurrency)
-    questions = load(dataset, split, data)
+    if questions_file is not None:
+        if dataset is not None or split is not None:
+            raise ConfigError("give --questions FILE or --dataset/--split, not both")
+        from kgwise.datasets.user import read_questions
+
+        questions = read_questions(questions_file)
+        dataset, split = questions_file.stem, "file"
+    elif dataset is None or split is None:
+        raise ConfigError("give --dataset and --split, or --questions FILE")
+    else:
+        questions = load(dataset, split, data)
     if limit is not None:
         questions = questions[:limit]
     model = get_llm(llm, cache=cache)
     records = out if out is not None else _default_records(dataset, split, llm, method, json_out)
     report = {"dataset": dataset, "split": split, **evaluate_llm(model, questions, records, cfg)}
+    if questions_file is not None:
+        report["questions_file"] = str(questions_file)
     report["llm"] = llm
     if not report["labelled"]:
         err_console.print(f"[yellow]warning:[/yellow] {dataset}/{split} has no gold answers: "

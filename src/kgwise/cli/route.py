@@ -9,7 +9,7 @@ import math
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -32,6 +32,7 @@ from kgwise.config import data_dir
 from kgwise.errors import ConfigError
 from kgwise.files import owner_lock, write_text_atomic
 from kgwise.llm.base import ScoringRule, scoring_rule
+from kgwise.route.arms import Cluster
 
 if TYPE_CHECKING:
     from kgwise.route.service import RoutingService
@@ -344,10 +345,18 @@ def eval_route(
         help="Also cross-tune price-paced Coke's open settings (γ, decomposed reward, context) on one half "
              "of the questions and score them on the other.")] = True,
     plots: Annotated[bool, typer.Option(help="Save the figures next to the JSON.")] = True,
+    log: Annotated[Path | None, typer.Option(
+        "--log", exists=True, dir_okay=False,
+        help="Your graded log (JSONL: id, text, arms: {ARM: {answer, correct, cost | usage, signals?}}) "
+             "instead of --dataset; with --arm for each arm to replay.")] = None,
+    log_arms: Annotated[list[str] | None, typer.Option(
+        "--arm", help="With --log: NAME:CLUSTER:REPORTED_ACCURACY (CLUSTER = KGM or LLM) of an arm of the "
+                      "log; repeat per arm.")] = None,
     data: DataOption = None,
     json_out: JsonOption = None,
 ) -> None:
-    """Coke vs single arms, random, oracle, ablations, threshold router and mabwiser on recorded outcomes."""
+    """Coke vs single arms, random, oracle, ablations, threshold router and mabwiser on recorded outcomes
+    (WebQSP's, or your graded log's)."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from kgwise.embed import MiniLM
     from kgwise.eval.route.experiment import ExperimentConfig, run_experiment
@@ -355,24 +364,44 @@ def eval_route(
     from kgwise.eval.route.replay import MAIN_ARMS, WEBQSP_ARMS, free_gnn_signals, webqsp_table
     from kgwise.settings import configured
 
-    if dataset != "webqsp":
-        raise ConfigError(f"replay data set {dataset!r} has no recorded outcomes; only 'webqsp' is available")
-    root = data_dir(data)
+    if log is None and log_arms:
+        raise ConfigError("--arm goes with --log FILE (WebQSP's arms are known)")
+    if log is None and dataset != "webqsp":
+        raise ConfigError(f"replay data set {dataset!r} has no recorded outcomes (only 'webqsp' has): give "
+                          "your graded log with --log FILE --arm NAME:CLUSTER:ACCURACY …")
     cfg = ExperimentConfig(budget_fraction=budget_fraction, seeds=seeds, coke=configured(
         "coke", config, lam=lam, delta=delta, regret_prior=regret_prior, gamma_override=gamma))
     encoder = MiniLM()
-    table, coverage = webqsp_table(root, MAIN_ARMS)
+    if log is not None:
+        table, coverage, free, free_arms = _log_table(log, log_arms or [])
+        gpt4 = False  # the GPT-4 subset is WebQSP's
+    else:
+        root = data_dir(data)
+        table, coverage = webqsp_table(root, MAIN_ARMS)
+        free_arms = _free_arms(table)
     table = table.head(limit)
     err_console.print(f"{table.n_questions} questions × {table.n_arms} arms; embedding questions …")
     X = np.asarray(encoder.encode(list(table.texts)), dtype=np.float64)
-    free = free_gnn_signals(root, table)
-    signals = np.hstack([np.ones((table.n_questions, 1)), free])  # with a constant: LinUCB's intercept
-    contexts = {"free_gnn_signals": signals, "free_gnn_signals+embedding": np.hstack([signals, X])}
+    contexts = {}
+    if log is None:
+        free = free_gnn_signals(root, table)
+    elif free is not None:
+        free = free[: table.n_questions]
+    if free is not None:
+        signals = np.hstack([np.ones((table.n_questions, 1)), free])  # with a constant: LinUCB's intercept
+        contexts = {"free_gnn_signals": signals, "free_gnn_signals+embedding": np.hstack([signals, X])}
     report = run_experiment(table, X, cfg, _progress_file(json_out, "main"), contexts=contexts)
     report["coverage"] = coverage
     report["limit"] = limit
-    report["hindsight_cascade"] = _hindsight_cascade(table, report, free)
+    report["hindsight_cascade"] = (None if free is None else
+                                   _hindsight_cascade(table, report, free, free_arms))
     report["notes"] = [
+        f"Graded log {log}: correct and cost as the log records them (usage priced from "
+        "kgwise/data/prices.toml by arm name); questions graded on every --arm (coverage).",
+        "Coke's priors are the --arm reported accuracies.",
+        "hindsight_cascade (when the threshold router's cheap arm is a free KG model with signals) is a "
+        "bound, not a router; .learned is a router on the free models' signals.",
+    ] if log is not None else [
         "Correct = Hit: at least one gold answer in the arm's answer (ReaRev: Hits@1 of its top candidate).",
         "Questions: WebQSP test questions with gold names that every arm covers (GPT-4 only in gpt4_subset).",
         "Costs in US dollars from kgwise/data/prices.toml; tokens recorded for AoG, else ceil(chars/4) "
@@ -422,33 +451,100 @@ def eval_route(
     write_json(report, json_out)
 
 
-def _hindsight_cascade(table: Any, report: dict[str, Any], signals: np.ndarray) -> dict[str, Any] | None:
-    """Cascades between the threshold router's two arms (WebQSP replay), where the cheap arm is a free
-    ReaRev GNN: two hindsight bounds (its own top score; the two GNNs' agreement) and a cascade router that
-    learns escalation from the free GNNs' ``signals`` (:func:`~kgwise.eval.route.replay.free_gnn_signals`),
-    cross-fitted like the threshold router."""
+def _free_arms(table: Any) -> list[str]:
+    """The table's free KG models (cluster KGM, no cost on any question), in table order."""
+    return [a for j, a in enumerate(table.arms)
+            if table.clusters[j] == "KGM" and not np.any(table.cost[:, j] > 0)]
+
+
+def _log_table(path: Path, specs: list[str]) -> tuple[Any, dict[str, Any], np.ndarray | None, list[str]]:
+    """The outcome table of a graded log over the ``--arm`` specs, its coverage (questions some arm does
+    not grade: counted and named), the free signals (:func:`~kgwise.route.table.free_signals`; ``None``
+    when no arm has any) and the arms they come from."""
+    from kgwise.datasets.user import read_graded_log
+    from kgwise.llm.prices import default_prices
+    from kgwise.route.table import OutcomeTable, free_signals, graded_coverage
+
+    if not specs:
+        raise ConfigError("--log needs --arm NAME:CLUSTER:ACCURACY for each arm to replay")
+    arms = [_ArmSpec(*_arm_spec(s)) for s in specs]
+    names = [a.name for a in arms]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ConfigError(f"--arm given twice: {', '.join(twice)}")
+    graded = read_graded_log(path)
+    prices = default_prices()
+
+    def cost_of(arm: str, usage: Any) -> float:
+        price = prices.lookup(arm)
+        if price is None:
+            raise ConfigError(f"arm {arm!r}: the log gives usage, not cost, and {arm!r} is not in the price "
+                              "table")
+        return float(price.cost(usage.input_tokens, usage.output_tokens))
+
+    table = OutcomeTable.from_graded_log(graded, arms, "$", cost_of)
+    coverage: dict[str, Any] = {"log": str(path), **graded_coverage(graded, names)}
+    left: int = coverage["left_out"]
+    if left:
+        err_console.print(f"[yellow]left out:[/yellow] {left} questions not graded on every arm: "
+                          f"{', '.join(coverage['left_out_ids'][:10])}" + (", …" if left > 10 else ""))
+    by_id = {q.id: q for q in graded.questions}
+    with_signals = [a for a in table.arms if any(by_id[q].arms[a].signals for q in table.qids)]
+    free = free_signals(graded, table) if with_signals else None
+    return table, coverage, free, with_signals
+
+
+@dataclass(frozen=True)
+class _ArmSpec:
+    name: str
+    cluster: Cluster
+    reported_accuracy: float | None
+
+
+def _arm_spec(spec: str) -> tuple[str, Cluster, float | None]:
+    """``NAME:CLUSTER[:REPORTED_ACCURACY]`` (the name may hold ':', read from the right)."""
+    parts = spec.rsplit(":", 2)
+    if len(parts) == 3 and parts[1] not in ("KGM", "LLM"):
+        parts = [f"{parts[0]}:{parts[1]}", parts[2]]
+    if len(parts) < 2 or not parts[0] or parts[1] not in ("KGM", "LLM"):
+        raise ConfigError(f"--arm {spec!r}: expected NAME:CLUSTER[:REPORTED_ACCURACY], CLUSTER = KGM or LLM")
+    try:
+        reported = float(parts[2]) if len(parts) == 3 else None
+    except ValueError as exc:
+        raise ConfigError(f"--arm {spec!r}: reported accuracy {parts[2]!r} is not a number") from exc
+    return parts[0], parts[1], reported  # type: ignore[return-value]
+
+
+def _hindsight_cascade(table: Any, report: dict[str, Any], signals: np.ndarray, free_arms: list[str]
+                       ) -> dict[str, Any] | None:
+    """Cascades between the threshold router's two arms, where the cheap arm is one of the free KG models
+    whose ``signals`` are ``[agree, s_1 … s_k, agree · min s]`` (``free_arms``, in that order; see
+    :func:`~kgwise.route.table.free_signals`): two hindsight bounds (its own top score; the free models'
+    agreement) and a cascade router that learns escalation from the signals, cross-fitted like the
+    threshold router."""
     from kgwise.eval.route.baselines import accuracy_at_cost, hindsight_cascade, threshold_curve
 
     cheap, strong = report["threshold_router"]["cheap_arm"], report["threshold_router"]["strong_arm"]
-    if cheap not in ("ReaRev-lmsr", "ReaRev-sbert"):
+    if cheap not in free_arms or signals.shape[1] != len(free_arms) + 2:
         return None
     i, j = table.arm_index(cheap), table.arm_index(strong)
     cheap_ok, strong_ok, strong_cost = table.correct[:, i], table.correct[:, j], table.cost[:, j]
     budget = 0.6 * float(np.sum(strong_cost))
-    agreement = signals[:, 0] + signals[:, 3]  # agreeing questions first, then by the smaller score
+    agreement = signals[:, 0] + signals[:, -1]  # agreeing questions first, then by the smaller score
 
     def entry(confidence: str, curve: list[dict[str, float]]) -> dict[str, Any]:
         return {"confidence": confidence, "curve": curve,
                 "accuracy_at_60pct_of_strong_cost": accuracy_at_cost(curve, budget)}
 
-    own_score = signals[:, 1 if cheap == "ReaRev-lmsr" else 2]  # the cheap GNN's own top score
+    own_score = signals[:, 1 + free_arms.index(cheap)]  # the cheap model's own top score
     own = hindsight_cascade(own_score, cheap_ok, strong_ok, strong_cost)
     return {
         "cheap_arm": cheap, "strong_arm": strong,
         **entry(f"{cheap}'s top-candidate score", own),
-        "agreement": entry("both ReaRev GNNs put the same candidate on top, then the smaller top score",
+        "agreement": entry(f"the free models ({', '.join(free_arms)}) put the same answer on top, then the "
+                           "smaller top score",
                            hindsight_cascade(agreement, cheap_ok, strong_ok, strong_cost)),
-        "learned": entry("cross-fitted logistic regression on the free GNNs' signals (agreement, both top "
+        "learned": entry("cross-fitted logistic regression on the free models' signals (agreement, top "
                          "scores) — a router, like threshold_router",
                          threshold_curve(signals, cheap_ok, strong_ok, table.cost[:, i], strong_cost)),
     }

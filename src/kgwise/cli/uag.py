@@ -169,6 +169,18 @@ def calibrate(
         if extra:
             err_console.print(f"[yellow]warning:[/yellow] {len(extra)} answers in {generations} belong to no "
                               f"question of {questions}: {listed(sorted(extra))}")
+    from kgwise.conformal.calibrated import reachability_advice
+    from kgwise.conformal.ltt import min_calibration_questions
+
+    n_cal = len(qs) - round(tune_fraction * len(qs))
+    need = min_calibration_questions(cfg.alpha, cfg.ltt.delta)
+    if n_cal < need:  # said before any table is built
+        raise ConfigError(f"α={cfg.alpha:g}, δ={cfg.ltt.delta:g} needs at least {need} calibration "
+                          f"questions; {len(qs)} questions less the tuning share {tune_fraction:g} leave "
+                          f"{n_cal}: give more questions, a larger --alpha or --delta, or a smaller "
+                          "--tune-fraction")
+    err_console.print(f"α={cfg.alpha:g}, δ={cfg.ltt.delta:g} needs at least {need} calibration questions; "
+                      f"there are {n_cal}")
     live = None
     if llm is not None:
         from kgwise.llm import get_llm
@@ -180,6 +192,9 @@ def calibrate(
     tables = build_tables(graph, qs, recorded, settings.scorer(), settings.retriever,
                           (work or cache_dir() / "uag-calibrate") / key,
                           evaluator=settings.evaluator_config(), generator=live)
+    reach = reachability_advice(float(tables.gold_retrievable().mean()), [cfg.alpha], settings.retriever)
+    if reach:
+        err_console.print(f"[yellow]warning:[/yellow] {reach}")
     uag, summary = calibrate_uag(tables, cfg, settings, tune_fraction=tune_fraction, seed=seed)
     summary["kg"], summary["questions_file"] = str(kg), str(questions)
     summary["questions_left_out"] = len(given) - len(qs)

@@ -21,7 +21,7 @@ import numpy as np
 
 from kgwise.conformal.evaluator import EvaluatorConfig, Generator, UQEvaluator
 from kgwise.conformal.grid import EVALUATOR_SCORES, TableBatch
-from kgwise.conformal.ltt import LTTConfig
+from kgwise.conformal.ltt import LTTConfig, min_calibration_questions
 from kgwise.conformal.provenance import check_same_pipeline, graph_fingerprint
 from kgwise.conformal.retriever import RetrieverConfig, UQRetriever
 from kgwise.conformal.scores import S1, ScoreConfig
@@ -34,7 +34,7 @@ from kgwise.settings import command_default
 from kgwise.types import Question
 
 __all__ = ["UAG_DEFAULTS", "AnswerSet", "CalibratedUAG", "TableSettings", "calibrate_uag",
-           "labelled_questions"]
+           "labelled_questions", "reachability_advice", "sample_size_advice"]
 
 _KIND = "kgwise.CalibratedUAG"
 
@@ -247,3 +247,37 @@ def labelled_questions(questions: Sequence[Question], source: str) -> list[Quest
     if not out:
         raise DataError("no question has both 'gold' answers and 'topic_entities'", source)
     return out
+
+
+def sample_size_advice(n_calibration: int, alphas: Sequence[float], delta: float) -> list[str]:
+    """Before calibrating: per α, how many calibration questions Learn-then-Test needs at ``delta``
+    (:func:`~kgwise.conformal.ltt.min_calibration_questions`), and a warning for each α the
+    ``n_calibration`` questions cannot certify."""
+    out = []
+    for a in alphas:
+        need = min_calibration_questions(a, delta)
+        if n_calibration < need:
+            out.append(f"α={a:g}, δ={delta:g} needs at least {need} calibration questions, there are "
+                       f"{n_calibration}: no λ can be certified (more questions, a larger α or a larger δ)")
+        else:
+            out.append(f"α={a:g}, δ={delta:g} needs at least {need} calibration questions; there are "
+                       f"{n_calibration}")
+    return out
+
+
+def reachability_advice(gold_reachable: float, alphas: Sequence[float], retriever: RetrieverConfig
+                        ) -> str | None:
+    """A warning when the share of questions with a gold answer reachable in the KG (``gold_reachable``,
+    :meth:`~kgwise.conformal.grid.TableBatch.gold_retrievable`) is below 1 − α for some α: no set can
+    then cover enough questions; names the retrieval option that reaches more of the KG."""
+    low = [a for a in alphas if gold_reachable < 1 - a]
+    if not low:
+        return None
+    helps = []
+    if retriever.direction != "both":
+        helps.append("--direction both (follow edges both ways)")
+    helps.append(f"--max-hops {retriever.max_hops + 1}")
+    return (f"only {100 * gold_reachable:.1f} % of the questions have a gold answer reachable within "
+            f"{retriever.max_hops} hops ({retriever.direction}-edges) of their topic entities, below 1 − α "
+            f"for α = {', '.join(f'{a:g}' for a in low)}: those α cannot be met; try "
+            + " or ".join(helps) + ", or check the topic entities and gold names against the KG's labels")

@@ -15,6 +15,7 @@ Among the valid λ, the one with the smallest mean set size on a validation spli
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -34,6 +35,7 @@ __all__ = [
     "control_fwer",
     "hoeffding_bentkus_p_values",
     "learn_then_test",
+    "min_calibration_questions",
     "p_values",
 ]
 
@@ -170,3 +172,12 @@ def learn_then_test(
         idx = np.flatnonzero(valid)
         chosen = int(idx[np.argmin(size[idx])])
     return LTTResult(valid, chosen, pv, config.guaranteed)
+
+
+def min_calibration_questions(alpha: float, delta: float) -> int:
+    """The fewest calibration questions with which Learn-then-Test can certify any λ at risk ``alpha`` and
+    confidence ``delta``: even with no miss, the binomial p-value ``(1 − α)^n`` (Theorem 2) must reach
+    ``δ``, so ``n ≥ ln δ / ln(1 − α)`` (fixed-sequence testing spends all of δ on its first λ)."""
+    if not (0 < alpha < 1 and 0 < delta < 1):
+        raise ConfigError(f"alpha and delta must lie in (0, 1), got {alpha}, {delta}")
+    return math.ceil(math.log(delta) / math.log1p(-alpha) - 1e-12)

@@ -18,6 +18,16 @@ A graded log, one object per question: what each arm answered, whether that was 
 
 ``cost`` (dollars or calls, as the router counts) or ``usage`` (tokens and calls, priced by the arm);
 ``signals``: optional per-arm numbers known before any LLM is called (a KG model's scores).
+
+Recorded LLM answers (``eval uag --generations``, ``uag calibrate --generations``)::
+
+    {"id": "q1", "answer": "aspirin"}
+
+A scored retriever's candidates (``eval uag --candidates``; ``gold``: the candidate ids that are right, when
+they are ids rather than the gold names)::
+
+    {"id": "q1", "candidates": [["aspirin", 0.93], ["ibuprofen", 0.41]], "gold": ["aspirin"]}
+
 Every reader names the file, the line and the field of a bad record.
 """
 
@@ -35,14 +45,15 @@ from kgwise.errors import DataError
 from kgwise.files import read_jsonl, write_text_atomic
 from kgwise.types import CHOICE_LABELS, Choice, Question, Usage
 
-__all__ = ["ArmOutcome", "GradedLog", "GradedQuestion", "question_record", "read_graded_log",
-           "read_questions", "schema", "write_graded_log", "write_questions"]
+__all__ = ["ArmOutcome", "Candidates", "GradedLog", "GradedQuestion", "question_record", "read_candidates",
+           "read_generations", "read_graded_log", "read_questions", "schema", "write_candidates",
+           "write_generations", "write_graded_log", "write_questions"]
 
 _QUESTION_KEYS = {"id", "text", "choices", "gold", "answer", "topic_entities", "context", "concept"}
 
 
 def schema(name: str) -> dict[str, Any]:
-    """The JSON schema ``questions`` or ``graded_log`` shipped in the package."""
+    """The JSON schema ``questions``, ``graded_log``, ``generations`` or ``candidates`` of the package."""
     text = resources.files("kgwise").joinpath(f"data/schemas/{name}.schema.json").read_text("utf-8")
     loaded: dict[str, Any] = json.loads(text)
     return loaded
@@ -290,5 +301,98 @@ def write_graded_log(path: str | Path, log: GradedLog) -> int:
     """Write ``log`` as a graded log (atomically); returns how many questions."""
     lines = [json.dumps({"id": q.id, "text": q.text, "arms": {a: o.to_dict() for a, o in q.arms.items()}},
                         ensure_ascii=False) for q in log.questions]
+    write_text_atomic(Path(path), "".join(line + "\n" for line in lines))
+    return len(lines)
+
+
+# ------------------------------------------------------------------------------ generations, candidates
+def read_generations(path: str | Path) -> dict[str, str]:
+    """Recorded LLM answers ``Φ(P)``, one ``{"id", "answer"}`` a line (ids unique; schema ``generations``)."""
+    p = Path(path)
+    out: dict[str, str] = {}
+    lines: dict[str, int] = {}
+    for line, obj in read_jsonl(p, "generations file"):
+        unknown = sorted(set(obj) - {"id", "answer"})
+        if unknown:
+            raise DataError(f"unknown field(s) {', '.join(unknown)}; a generation has id, answer", p, line)
+        qid, answer = obj.get("id"), obj.get("answer")
+        if isinstance(qid, int) and not isinstance(qid, bool):
+            qid = str(qid)
+        if not isinstance(qid, str) or not qid.strip():
+            raise DataError("field 'id' missing or not a non-empty string", p, line)
+        if not isinstance(answer, str):
+            raise DataError(f"field 'answer' missing or not a string, got {answer!r}", p, line)
+        if qid.strip() in lines:
+            raise DataError(f"id {qid!r} is given twice (first on line {lines[qid.strip()]})", p, line)
+        lines[qid.strip()] = line
+        out[qid.strip()] = answer
+    if not out:
+        raise DataError("generations file holds no answers", p)
+    return out
+
+
+def write_generations(path: str | Path, generations: Mapping[str, str]) -> int:
+    """Write ``{id: answer}`` as a generations file (atomically, in the mapping's order); returns how many."""
+    lines = [json.dumps({"id": k, "answer": v}, ensure_ascii=False) for k, v in generations.items()]
+    write_text_atomic(Path(path), "".join(line + "\n" for line in lines))
+    return len(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """A scored retriever's candidates for one question, best first after sorting by score (higher is
+    better), and optionally which candidate ids are gold (else a candidate is gold when its name matches
+    one of the question's gold names)."""
+
+    id: str
+    candidates: tuple[tuple[str, float], ...]
+    gold: tuple[str, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        rec: dict[str, Any] = {"id": self.id, "candidates": [[c, s] for c, s in self.candidates]}
+        if self.gold is not None:
+            rec["gold"] = list(self.gold)
+        return rec
+
+
+def read_candidates(path: str | Path) -> dict[str, Candidates]:
+    """A candidates file, one ``{"id", "candidates": [[name_or_id, score], …], "gold"?: [ids]}`` per line
+    (schema ``candidates``), by id."""
+    p = Path(path)
+    out: dict[str, Candidates] = {}
+    lines: dict[str, int] = {}
+    for line, obj in read_jsonl(p, "candidates file"):
+        unknown = sorted(set(obj) - {"id", "candidates", "gold"})
+        if unknown:
+            raise DataError(f"unknown field(s) {', '.join(unknown)}; a record has id, candidates, gold",
+                            p, line)
+        qid = obj.get("id")
+        if isinstance(qid, int) and not isinstance(qid, bool):
+            qid = str(qid)
+        if not isinstance(qid, str) or not qid.strip():
+            raise DataError("field 'id' missing or not a non-empty string", p, line)
+        raw = obj.get("candidates")
+        if not isinstance(raw, list):
+            raise DataError("field 'candidates' must be a list of [name_or_id, score] pairs", p, line)
+        pairs = []
+        for k, c in enumerate(raw):
+            ok = isinstance(c, list) and len(c) == 2 and isinstance(c[0], str) and bool(c[0].strip())
+            ok = ok and isinstance(c[1], int | float) and not isinstance(c[1], bool) and math.isfinite(c[1])
+            if not ok:
+                raise DataError(f"candidates[{k}] must be [name_or_id, finite score], got {c!r}", p, line)
+            pairs.append((c[0], float(c[1])))
+        gold = _strings(obj["gold"], "gold", p, line) if obj.get("gold") is not None else None
+        if qid.strip() in lines:
+            raise DataError(f"id {qid!r} is given twice (first on line {lines[qid.strip()]})", p, line)
+        lines[qid.strip()] = line
+        out[qid.strip()] = Candidates(qid.strip(), tuple(pairs), gold)
+    if not out:
+        raise DataError("candidates file holds no records", p)
+    return out
+
+
+def write_candidates(path: str | Path, records: Iterable[Candidates]) -> int:
+    """Write candidates records (atomically); returns how many."""
+    lines = [json.dumps(r.to_dict(), ensure_ascii=False) for r in records]
     write_text_atomic(Path(path), "".join(line + "\n" for line in lines))
     return len(lines)

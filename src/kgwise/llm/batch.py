@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tqdm import tqdm
-
 from kgwise.errors import DataError, KgwiseError
 from kgwise.files import ResumeLog
+from kgwise.progress import bar as progress_bar
 
 __all__ = ["BatchReport", "read_done", "run_batch"]
 
@@ -92,7 +91,7 @@ def run_batch(
             todo.append((key, payload))
     lock = threading.Lock()
     start = time.perf_counter()
-    bar = tqdm(total=len(todo), desc=desc, disable=not progress, unit="call")
+    bar = progress_bar(total=len(todo), desc=desc, enabled=None if progress else False, unit="call")
 
     def work(key: str, payload: P) -> dict[str, Any]:
         t0 = time.perf_counter()

@@ -119,6 +119,7 @@ class LlamaCpp:
     def __init__(
         self, model: str | Path, *, name: str | None = None, config: LlamaCppConfig | None = None
     ) -> None:
+        _quiet_llama_logs()
         try:
             from llama_cpp import Llama
         except ImportError as exc:
@@ -142,6 +143,7 @@ class LlamaCpp:
             )
         except (ValueError, RuntimeError) as exc:
             raise LLMError(f"llama.cpp could not load {self.path}: {exc}") from exc
+        _quiet_llama_logs()  # Llama() set its logger to ERROR; kgwise raises its own errors
         self._lock = threading.Lock()
         has_template = any(k.startswith("tokenizer.chat_template") for k in self._llm.metadata)
         self.chat = has_template if self.config.chat is None else self.config.chat
@@ -268,6 +270,14 @@ class LlamaCpp:
         n_in = len(ctx_tokens) + sum(len(t) for t in conts)
         usage = Usage(n_in, 0, 1, time.perf_counter() - t0, 0.0)
         return ChoiceScores(tuple(sums), tuple(means), usage, tuple(len(t) for t in conts), method="logprob")
+
+
+def _quiet_llama_logs() -> None:
+    """llama.cpp's own log lines off (its log callback prints what the ``llama-cpp-python`` logger lets
+    through, even at level NONE): kgwise reports failures as ``LLMError``."""
+    import logging
+
+    logging.getLogger("llama-cpp-python").setLevel(logging.CRITICAL + 1)
 
 
 def _is_local_model(spec: str) -> bool:

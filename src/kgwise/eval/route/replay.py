@@ -68,6 +68,8 @@ class ArmRecords:
     reported_accuracy: float
     file_rows: int
     source: str
+    unmatched: tuple[str, ...] = ()
+    """The file's rows that match no dataset question (their question text, else id), in file order."""
 
 
 WEBQSP_ARMS = (
@@ -83,14 +85,18 @@ WEBQSP_ARMS = (
 MAIN_ARMS = WEBQSP_ARMS[:-1]
 
 
-def _by_key(rows: Sequence[Outcome], keys: dict[str, str]) -> dict[str, Outcome]:
-    """Map rows to dataset ids by question key; the first row wins when a question repeats."""
+def _by_key(rows: Sequence[Outcome], keys: dict[str, str]) -> tuple[dict[str, Outcome], tuple[str, ...]]:
+    """Map rows to dataset ids by question key (the first row wins when a question repeats), and the rows
+    that match no question (their text, else id), counted and named in the coverage report."""
     out: dict[str, Outcome] = {}
+    unmatched: list[str] = []
     for r in rows:
         qid = keys.get(r.key)
-        if qid is not None and qid not in out:
+        if qid is None:
+            unmatched.append(r.question or r.qid)
+        elif qid not in out:
             out[qid] = r
-    return out
+    return out, tuple(unmatched)
 
 
 def _rate(rows: Sequence[Outcome]) -> float:
@@ -108,16 +114,19 @@ def load_webqsp_records(data: Path, questions: Sequence[Question], arms: Sequenc
             variant = "rearev-" + name.split("-", 1)[1]
             path = data / REAREV_TEST_INFO[variant]
             rows = read_test_info_hits(path)
-            out.append(ArmRecords(name, "KGM", None, _by_key(rows, keys), _rate(rows), len(rows), str(path)))
+            aligned, missed = _by_key(rows, keys)
+            out.append(ArmRecords(name, "KGM", None, aligned, _rate(rows), len(rows), str(path), missed))
         elif name in ("RoG-GNN", "llama2-chat"):
             if prompts is None:
                 detailed = data / ROG_GNN_DETAILED[_ROG_VARIANT]
                 prompts = read_prompt_texts(detailed.with_name("predictions.jsonl"))
             path = data / (ROG_GNN_DETAILED[_ROG_VARIANT] if name == "RoG-GNN" else LLAMA2_CHAT_DETAILED)
             rows = read_detailed_eval(path)
-            aligned: dict[str, Outcome] = {}
+            aligned = {}
+            ids = set(keys.values())
+            missed = tuple(r.qid for r in rows if r.qid not in ids or r.qid not in prompts)
             for r in rows:
-                if r.qid not in keys.values() or r.qid not in prompts:
+                if r.qid not in ids or r.qid not in prompts:
                     continue
                 prompt = prompts[r.qid][1]
                 if name == "llama2-chat":
@@ -132,12 +141,14 @@ def load_webqsp_records(data: Path, questions: Sequence[Question], arms: Sequenc
                     1,
                     True,
                 )
-            out.append(ArmRecords(name, "LLM", "llama-2-7b", aligned, _rate(rows), len(rows), str(path)))
+            out.append(ArmRecords(name, "LLM", "llama-2-7b", aligned, _rate(rows), len(rows), str(path),
+                                  missed))
         elif name == "Qwen3-max-AoG":
             path = data / AOG_WEBQSP
             rows = read_aog(path)
-            aligned = _by_key(rows, keys)
-            out.append(ArmRecords(name, "LLM", "qwen3-max", aligned, _rate(rows), len(rows), str(path)))
+            aligned, missed = _by_key(rows, keys)
+            out.append(ArmRecords(name, "LLM", "qwen3-max", aligned, _rate(rows), len(rows), str(path),
+                                  missed))
         elif name in ("ChatGPT", "text-davinci-003", "GPT-4"):
             spec = {
                 "ChatGPT": ("chatgpt", "gpt-3.5-turbo"),
@@ -146,9 +157,10 @@ def load_webqsp_records(data: Path, questions: Sequence[Question], arms: Sequenc
             }[name]
             path = data / GPT_FILES[spec[0]]
             raw = read_answers(path)
-            rows = score_answers(raw, gold)
-            aligned = _by_key(rows, keys)
-            out.append(ArmRecords(name, "LLM", spec[1], aligned, _rate(rows), len(raw), str(path)))
+            rows = score_answers(raw, gold)  # the rows of questions with gold names
+            aligned, _ = _by_key(rows, keys)
+            missed = tuple(r.question for r in raw if question_key(r.question) not in keys)
+            out.append(ArmRecords(name, "LLM", spec[1], aligned, _rate(rows), len(raw), str(path), missed))
         else:
             raise ConfigError(f"unknown WebQSP replay arm {name!r}; choose from {', '.join(WEBQSP_ARMS)}")
     return out
@@ -180,12 +192,16 @@ def webqsp_table(
         "dataset_questions": len(questions),
         "with_gold_names": len(with_gold),
         "covered_by_all_arms": len(kept),
+        "no_gold_first": [q.id for q in questions if not q.gold][:20],
+        "not_covered_first": [q.id for q in with_gold if q not in kept][:20],
         "arms": {
             r.name: {
                 "file": r.source,
                 "file_rows": r.file_rows,
                 "aligned_questions": len(r.outcomes),
                 "aligned_with_gold": sum(1 for q in with_gold if q.id in r.outcomes),
+                "unmatched_rows": len(r.unmatched),
+                "unmatched_first": list(r.unmatched[:10]),
                 "reported_accuracy": round(r.reported_accuracy, 4),
                 "price_model": r.price_model,
                 "tokens": "recorded"
