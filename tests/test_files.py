@@ -191,3 +191,31 @@ def test_distinct_outputs_refuses_inputs_and_owned_files(tmp_path: Path) -> None
     finally:
         lock.release()
     assert not is_owned(state)
+
+
+def test_concurrent_atomic_writers_of_one_file_do_not_collide(tmp_path: Path) -> None:
+    """Two threads saving the same .npz at once (two runs sharing an embedding cache): each write is whole."""
+    import threading
+
+    import numpy as np
+
+    from kgwise.files import savez_atomic
+
+    target = tmp_path / "cache.npz"
+    errors: list[BaseException] = []
+
+    def write(value: int) -> None:
+        try:
+            for _ in range(20):
+                savez_atomic(target, {"x": np.full(1000, value)})
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(v,)) for v in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert set(np.load(target)["x"].tolist()) in ({1}, {2})
+    assert [p.name for p in tmp_path.iterdir()] == ["cache.npz"]

@@ -35,12 +35,13 @@ __all__ = [
 
 @contextmanager
 def atomic_path(path: str | Path, suffix: str = ".tmp") -> Iterator[Path]:
-    """Yield a temporary path beside ``path``'s resolved target (its name + ``suffix``; parents created);
+    """Yield a temporary path beside ``path``'s resolved target (its name, a part unique to this process
+    and thread, then ``suffix``; parents created), so two writers of one file never share a temporary;
     when the block succeeds the temporary file replaces the target (a symlink ``path`` keeps pointing at
-    it), and whatever happens it does not outlive the block."""
+    it; the last writer wins), and whatever happens it does not outlive the block."""
     target = Path(path).resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + suffix)
+    tmp = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}{suffix}")
     try:
         yield tmp
         tmp.replace(target)
