@@ -4,6 +4,7 @@ status``, ``kgwise fit`` — each a thin call of :class:`kgwise.app.Pipeline`.""
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -60,9 +61,18 @@ def init(
 
     if out.exists() and not force:
         raise ConfigError(f"{out} exists; pass --force to overwrite it")
-    text = starter_toml(kg, [parse_arm(a) for a in arm], budget_usd, budget_calls, alpha)
-    write_text_atomic(out, text)
+    arms = [parse_arm(a) for a in arm]
+    # the config reads its paths relative to its own folder: write the given (cwd-relative) ones so
+    arms = [(n, k, _beside(out, s) if k == "kgm" else s, p) for n, k, s, p in arms]
+    text = starter_toml(kg if kg.startswith("sparql:") else _beside(out, kg), arms, budget_usd, budget_calls,
+                        alpha)
+    write_text_atomic(out, text if text.endswith("\n") else text + "\n")
     err_console.print(f"wrote {out}; check it with `kgwise status --config {out}`")
+
+
+def _beside(config: Path, path: str) -> str:
+    """``path`` (as given, relative to the working directory) relative to ``config``'s folder."""
+    return os.path.relpath(Path(path).resolve(), config.resolve().parent)
 
 
 def _plain(obj: Any) -> Any:
