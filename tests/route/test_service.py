@@ -357,3 +357,14 @@ def test_commands_do_not_overwrite_a_router(router_file: Path, tmp_path: Path) -
     assert read_status(router_file)["max_costs"] == [0.0, 0.5]
     res = CliRunner().invoke(cli, [*init, "--max-cost", "a=0"])
     assert res.exit_code == 2 and "no bound for b" in " ".join(res.output.split())
+
+
+def test_repair_drops_waiting_decisions_of_a_named_arms_state(router_file: Path) -> None:
+    with RoutingService(router_file, embed, DIM) as service:
+        service.route(QUESTIONS[0], [0.1, 0.1, 0.1])
+    report = repair_state(router_file, drop_pending=True)
+    assert any("ended" in c for c in report.changes)
+    state = json.loads(router_file.read_text())
+    assert state["pending"] == [] and len(state["holds"]) == len(state["arms"])
+    with RoutingService(router_file, embed, DIM) as service:
+        assert not service.pending and service.router.reserved == 0.0

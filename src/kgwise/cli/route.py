@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -30,7 +28,7 @@ from kgwise.cli.common import (
 )
 from kgwise.config import data_dir
 from kgwise.errors import ConfigError
-from kgwise.files import owner_lock, write_text_atomic
+from kgwise.files import write_text_atomic
 from kgwise.llm.base import ScoringRule, scoring_rule
 from kgwise.route.arms import Cluster
 
@@ -74,6 +72,7 @@ def route_init(
     from kgwise.embed import MiniLM
     from kgwise.route.arms import ArmSpec
     from kgwise.route.coke import CokeRouter
+    from kgwise.route.service import owned_state
     from kgwise.settings import configured
 
     if not (budget > 0):
@@ -107,26 +106,11 @@ def route_init(
         learnt = f", warm-started from {n} outcomes on {len(texts)} questions"
     bounds = parse_max_costs(max_cost, router.names) if max_cost else None
     state = {**router.state_dict(), "pending": [], "max_costs": bounds}
-    with _owned(out):  # a server that owns the file keeps it
+    with owned_state(out):  # a server that owns the file keeps it
         write_text_atomic(out, json.dumps(state, allow_nan=False))
     err_console.print(f"router with {len(arms)} arms, budget {budget:g}{learnt}, written to {out}")
 
 
-@contextmanager
-def _owned(path: Path) -> Iterator[None]:
-    """Hold ``path``'s owner lock for the block; ``ConfigError`` when another process owns it."""
-    from filelock import Timeout
-
-    lock = owner_lock(path)
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        raise ConfigError(f"router {path} is in use by another process (a running `kgwise serve --router`?); "
-                          "stop it first") from None
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 def parse_max_costs(specs: list[str], names: list[str]) -> list[float]:

@@ -30,7 +30,8 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -414,13 +415,7 @@ def repair_state(path: Path, spent: float | None = None, drop_pending: bool = Fa
     path = Path(path)
     if spent is not None and not _fine(spent):
         raise ConfigError(f"--spent must be a finite number ≥ 0, got {spent}")
-    lock = owner_lock(path)
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        raise ConfigError(f"router {path} is in use by another process (a running `kgwise serve --router`?); "
-                          "stop it first") from None
-    try:
+    with owned_state(path):
         raw = path.read_text(encoding="utf-8")
         state = read_json(path)
         if not isinstance(state, dict) or state.get("kind") != "CokeRouter":
@@ -452,9 +447,9 @@ def repair_state(path: Path, spent: float | None = None, drop_pending: bool = Fa
             why = "asked" if drop_pending else "they did not match the held cost bounds"
             changes.append(f"waiting decisions: {len(pending)} ended, their bounds released ({why})")
             state["pending"] = []
-            state["holds"] = [[] for _ in state.get("names", [])]
+            state["holds"] = [[] for _ in _state_names(state)]
         if max_costs is not None:
-            names = state.get("names", [])
+            names = _state_names(state)
             state["max_costs"] = _check_max_costs(max_costs, names)
             changes.append(f"max_costs: -> {state['max_costs']}")
         text = json.dumps(state, allow_nan=False)
@@ -470,6 +465,28 @@ def repair_state(path: Path, spent: float | None = None, drop_pending: bool = Fa
             write_text_atomic(path, text)
             backup = str(backup_path)
         return RepairReport(str(path), backup, changes)
+
+
+def _state_names(state: Mapping[str, Any]) -> list[str]:
+    """The arm names a state file holds (records since version 2, a ``names`` list before)."""
+    arms = state.get("arms")
+    if isinstance(arms, list):
+        return [str(a.get("name")) if isinstance(a, dict) else str(a) for a in arms]
+    return [str(n) for n in state.get("names", [])]
+
+
+@contextmanager
+def owned_state(path: str | Path) -> Iterator[None]:
+    """Hold the owner lock of the state file ``path`` for the block; ``ConfigError`` when another process
+    (a running ``kgwise serve --router``) owns it."""
+    lock = owner_lock(path)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise ConfigError(f"router {path} is in use by another process (a running `kgwise serve --router`?); "
+                          "stop it first") from None
+    try:
+        yield
     finally:
         lock.release()
 
