@@ -44,7 +44,7 @@ class AnswerSetResult:
         return {**asdict(self.answer_set), "lambda": list(self.lambda_),
                 "evaluator_score": self.evaluator_score,
                 "same_generator_as_calibration": self.same_generator, "guaranteed": self.guaranteed,
-                "calibration_mismatch": list(self.mismatch)}
+                "calibration_mismatch": list(self.mismatch), "topic_entities_proposed": []}
 
 
 @dataclass(frozen=True, slots=True)
