@@ -331,8 +331,8 @@ class Pipeline:
             qnodes = tuple(self.kg.label(n) for n in g.question_nodes)
             cnodes = tuple(tuple(self.kg.label(n) for n in c) for c in g.choice_nodes)
         bounds = self.bounds(question)
-        if forced is not None:
-            bounds = {n: b if n == forced else self.state.router.unreachable() for n, b in bounds.items()}
+        held = bounds if forced is None else {  # a forced arm: every other arm is out of reach
+            n: b if n == forced else self.state.router.unreachable() for n, b in bounds.items()}
         observed: dict[str, ArmOutput] = {}
         if self.config.router.observe_free:
             for name, runner in self.runners.items():
@@ -343,13 +343,13 @@ class Pipeline:
             router = self.state.router
             scores = router.scores(x)
             affordable = router.affordable(bounds)
-            arm = self.state.select(decision, x.tolist(), bounds)
+            arm = self.state.select(decision, x.tolist(), held)
             if arm is None:
-                why = "" if forced is None else f"arm {forced!r} is forced: "
+                prefix = "" if forced is None else f"arm {forced!r} is forced: "
                 raise BudgetExhaustedError(
-                    why + f"no arm's cost bound fits in what the budget leaves: {router.remaining:g} "
+                    prefix + f"no arm's cost bound fits in what the budget leaves: {router.remaining:g} "
                     f"{self.config.router.unit} ({router.spent:g} spent, {router.reserved:g} held by "
-                    f"decisions awaiting feedback); cheapest bound {min(bounds.values()):g}")
+                    f"decisions awaiting feedback); cheapest bound {min(held.values()):g}")
         try:
             output = observed[arm] if arm in observed else self.runners[arm].answer(question)
         except BaseException:
