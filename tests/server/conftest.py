@@ -193,10 +193,13 @@ class FakePipeline:
         return FakeStatus(self.budget, self.spent, tuple(self.arms.values()), pending, self.alpha)
 
 
-REAL_TRIPLES = (("aspirin", "treats", "headache"), ("aspirin", "treats", "fever"),
-                 ("ibuprofen", "treats", "inflammation"), ("metformin", "treats", "diabetes"),
-                 ("penicillin", "treats", "infection"), ("diabetes", "has symptom", "thirst"),
-                 ("headache", "is a", "pain"))
+REAL_TRIPLES = (  # covers the server tests' questions: hypertension, diabetes, infection, thyroid
+    ("lisinopril", "treats", "hypertension"), ("lisinopril", "lowers", "blood pressure"),
+    ("hypertension", "is a", "cardiovascular disease"), ("insulin", "treats", "diabetes"),
+    ("insulin", "is a", "hormone"), ("type 1 diabetes", "is a", "diabetes"),
+    ("penicillin", "treats", "infection"), ("penicillin", "is a", "antibiotic"),
+    ("levothyroxine", "treats", "hypothyroidism"), ("levothyroxine", "is a", "hormone"),
+    ("medication", "treats", "disease"), ("drug", "is a", "medication"))
 
 REAL_CONFIG = """\
 [kg]

@@ -153,11 +153,14 @@ class ServedPipeline:
         return ServedFeedback(f.decision, f.arm, f.reward >= 0.5)
 
     def status(self) -> ServedStatus:
+        """Per arm, ``selections`` = settled pulls + decisions awaiting feedback; ``spent``: settled costs."""
         st = self.pipeline.status()
+        waiting = self.pipeline.pending()
         counts = self.pipeline.state.coverage
-        arms = tuple(ServedArmStatus(a.name, a.pulls, counts[a.name].graded, counts[a.name].correct,
-                                     a.coverage.covered, a.coverage.n) for a in st.arms)
-        pending = tuple(ServedPending(p.decision, p.arm, p.text) for p in self.pipeline.pending())
+        arms = tuple(ServedArmStatus(a.name, a.pulls + sum(p.arm == a.name for p in waiting),
+                                     counts[a.name].graded, counts[a.name].correct, a.coverage.covered,
+                                     a.coverage.n) for a in st.arms)
+        pending = tuple(ServedPending(p.decision, p.arm, p.text) for p in waiting)
         return ServedStatus(st.budget, st.spent, arms, pending, st.alpha if st.calibrated else None)
 
     def close(self) -> None:
