@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kgwise.app.pipeline import (
@@ -144,8 +144,9 @@ class ServedPipeline:
         aset = None if r.answer_set is None else AnswerSet(
             r.answer_set.labels if r.label is not None else r.answer_set.texts, r.answer_set.alpha,
             r.answer_set.guarantee, r.answer_set.statement)
+        usage = replace(r.usage, cost=r.cost)  # the arm's cost in the budget's unit, not the LLM's own
         return ServedResult(r.answer, r.label, r.arm, {s.arm: s.score for s in r.scores}, evidence, aset,
-                            r.usage, r.decision)
+                            usage, r.decision)
 
     def feedback(self, decision_id: str, correct: bool | None = None, gold: str | None = None
                  ) -> ServedFeedback:
