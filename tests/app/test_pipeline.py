@@ -331,3 +331,22 @@ def test_a_decision_whose_arm_was_running_at_a_kill_is_called_off(tmp_path: Path
         assert len(after.state.recovered) == 1
         s = after.status()
         assert s.questions == 2 and s.reserved == pytest.approx(after.state.pending[ids[0]].bound)
+
+
+def test_a_forced_arm_answers_and_the_counts_survive_a_restart(tmp_path: Path) -> None:
+    with make(tmp_path, free=False) as pipe:
+        forced = [pipe.answer(*question(i), arm="dear") for i in range(3)]
+        assert {r.arm for r in forced} == {"dear"}
+        assert {s.arm: s.cost_bound for s in forced[0].scores} == {"cheap": 0.1, "dear": 0.3, "free": 0.2}
+        assert [p.decision for p in pipe.pending()] == [r.decision for r in forced]
+        with pytest.raises(ConfigError, match="no arm 'nope'"):
+            pipe.answer(*question(0), arm="nope")
+        with pytest.raises(BudgetExhaustedError, match="arm 'dear' is forced"):
+            pipe.answer(*question(4), arm="dear")  # 3 × 0.3 held of 1.0: a fourth does not fit
+        pipe.feedback(forced[0].decision, gold="A")
+        pipe.feedback(forced[1].decision, correct=False)
+        right = int(forced[0].label == "A")
+    with make(tmp_path, free=False) as again:
+        count = again.state.coverage["dear"]
+        assert (count.graded, count.correct) == (2, right)
+        assert [p.decision for p in again.pending()] == [forced[2].decision]

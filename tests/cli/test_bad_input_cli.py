@@ -30,6 +30,8 @@ def said(args: list[str]) -> tuple[int, str]:
     (["route", "init", "--arm", "a:KGM:0.7", "--arm", "b:LLM:0.9", "--budget", "1", "--seed", "-1",
       "--out", "r.json"], "--seed"),
     (["serve", "--kg", "g.npz", "--port", "70000"], "--port"),
+    (["serve", "--state", "st"], "--state needs --config"),
+    (["serve", "--config", "no-such.toml"], "'--config': file 'no-such.toml' does not exist"),
     (["ask", "", "--choices", "3|4"], "the question text is empty"),
     (["ask", "2 + 2?", "--choices", "4| 4 |5"], "the choice '4' is given twice"),
     (["eval", "uag", "--alphas", " , "], "--alphas: no numbers given"),
@@ -88,3 +90,12 @@ def test_an_output_that_is_also_an_input_is_refused(graph_file: Path, tmp_path: 
     tsv.write_text("a\tr\tb\n")
     code, out = said(["kg", "build", str(tsv), "--format", "tsv", "--out", str(graph_file)])
     assert code == 0, out  # a graph file may be rebuilt in place from other sources
+
+
+def test_serve_names_a_bad_pipeline_config_before_serving(tmp_path: Path) -> None:
+    (tmp_path / "kg.tsv").write_text("insulin\ttreats\tdiabetes\n", encoding="utf-8")
+    cfg = tmp_path / "kgwise.toml"
+    cfg.write_text('[kg]\ngraph = "kg.tsv"\n\n[[arms]]\nname = "a"\nkind = "llm"\nspec = "smollm2-135m"\n'
+                   'colour = "red"\n\n[router]\nbudget_usd = 1\n', encoding="utf-8")
+    code, out = said(["serve", "--config", str(cfg), "--state", str(tmp_path / "st")])
+    assert code == 2 and "colour" in out, out

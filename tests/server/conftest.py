@@ -1,6 +1,6 @@
 """Shared by the server tests: ``FakePipeline`` (a test double of ``kgwise.app.Pipeline`` that satisfies
-``kgwise.server.contract.PipelineLike`` with typed results and no model time), the real pipeline when the
-branch has one, and a real uvicorn on 127.0.0.1 serving either."""
+``kgwise.server.contract.PipelineLike`` with typed results and no model time), the real pipeline,
+and a real uvicorn on 127.0.0.1 serving either."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import uvicorn
 from kgwise.route.service import UnknownDecisionError
 from kgwise.server import ServerSettings, create_app
 from kgwise.server.contract import PipelineLike
+from kgwise.server.openai_api import PipelineHub
 from kgwise.types import CHOICE_LABELS, Triple, Usage
 
 ARMS = ("kgm", "smollm2", "gemma3")
@@ -192,14 +193,44 @@ class FakePipeline:
         return FakeStatus(self.budget, self.spent, tuple(self.arms.values()), pending, self.alpha)
 
 
-def real_pipeline(tmp: Path) -> PipelineLike:
-    """``kgwise.app.Pipeline`` over the DDB graph with the local model as an arm, when this branch has it
-    (the lead enables this once the pipeline issue is merged; until then the tests that ask for it skip)."""
-    app = pytest.importorskip("kgwise.app", reason="kgwise.app.Pipeline is not on this branch yet (issue 27)")
-    if not hasattr(app, "Pipeline"):
-        pytest.skip("kgwise.app has no Pipeline yet (issue 27)")
-    pytest.skip("kgwise.app.Pipeline exists: wire real_pipeline() in tests/server/conftest.py to build one "
-                "from a kgwise.toml over the DDB graph with smollm2-135m")
+REAL_TRIPLES = (  # covers the server tests' questions: hypertension, diabetes, infection, thyroid
+    ("lisinopril", "treats", "hypertension"), ("lisinopril", "lowers", "blood pressure"),
+    ("hypertension", "is a", "cardiovascular disease"), ("insulin", "treats", "diabetes"),
+    ("insulin", "is a", "hormone"), ("type 1 diabetes", "is a", "diabetes"),
+    ("penicillin", "treats", "infection"), ("penicillin", "is a", "antibiotic"),
+    ("levothyroxine", "treats", "hypothyroidism"), ("levothyroxine", "is a", "hormone"),
+    ("medication", "treats", "disease"), ("drug", "is a", "medication"))
+
+REAL_CONFIG = """\
+[kg]
+graph = "kg.tsv"
+
+[[arms]]
+name = "smollm2"
+kind = "llm"
+spec = "smollm2-135m"
+price = 0.001
+
+[[arms]]
+name = "inject"
+kind = "inject"
+spec = "smollm2-135m"
+price = 0.002
+
+[router]
+budget_usd = 1.0
+seed = 0
+"""
+
+
+def real_pipeline(tmp: Path) -> Any:
+    """``kgwise.app.Pipeline`` from a kgwise.toml over a small drug/disease TSV graph, with smollm2-135m
+    as a plain LLM arm and as a KG-injection arm, wrapped for the server."""
+    from kgwise.server.pipeline_adapter import ServedPipeline
+
+    (tmp / "kg.tsv").write_text("".join(f"{h}\t{r}\t{t}\n" for h, r, t in REAL_TRIPLES), encoding="utf-8")
+    (tmp / "kgwise.toml").write_text(REAL_CONFIG, encoding="utf-8")
+    return ServedPipeline.from_config(tmp / "kgwise.toml", tmp / "state")
 
 
 @dataclass
@@ -217,7 +248,7 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(pipelines: Mapping[str, PipelineLike], app: Any = None) -> Iterator[str]:
+def serve(pipelines: Mapping[str, PipelineLike] | PipelineHub, app: Any = None) -> Iterator[str]:
     """Run uvicorn on a free loopback port in a thread; yields its base URL and stops it afterwards."""
     port = free_port()
     config = uvicorn.Config(app or create_app(ServerSettings(), pipelines=pipelines), host="127.0.0.1",
@@ -237,12 +268,22 @@ def serve(pipelines: Mapping[str, PipelineLike], app: Any = None) -> Iterator[st
         thread.join(10)
 
 
-@pytest.fixture(params=["fake", "real"])
+@pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.slow)])
 def live(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LiveServer]:
     """A live server over ``FakePipeline`` or (when the branch has it) the real ``kgwise.app.Pipeline``."""
-    pipeline: Any = FakePipeline() if request.param == "fake" else real_pipeline(tmp_path)
-    with serve({"kgwise": pipeline}) as url:
-        yield LiveServer(url, pipeline)
+    if request.param == "fake":
+        pipeline: Any = FakePipeline()
+        with serve({"kgwise": pipeline}) as url:
+            yield LiveServer(url, pipeline)
+        return
+    from kgwise.server.pipeline_adapter import pipeline_hub
+
+    pipeline = real_pipeline(tmp_path)
+    try:
+        with serve(pipeline_hub({"kgwise": pipeline})) as url:
+            yield LiveServer(url, pipeline)
+    finally:
+        pipeline.close()
 
 
 @pytest.fixture

@@ -105,6 +105,7 @@ class PipelineResult:
     unit: str
     remaining_budget: float
     notes: tuple[str, ...] = ()
+    choice_entities: tuple[tuple[str, ...], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -311,18 +312,27 @@ class Pipeline:
                                statement), None
 
     # ------------------------------------------------------------------ answer
-    def answer(self, text: str, choices: Sequence[str] | None = None) -> PipelineResult:
-        """Answer one question (see the module docstring); ``BudgetExhaustedError`` when no arm is
-        affordable."""
+    def answer(self, text: str, choices: Sequence[str] | None = None, arm: str | None = None
+               ) -> PipelineResult:
+        """Answer one question (see the module docstring); ``arm`` forces that arm instead of the router's
+        pick (its bound is held as usual; the router learns from its feedback). ``BudgetExhaustedError``
+        when no arm (or not the forced one) is affordable."""
         question = _question(text, choices)
         if not self.runners:
             raise ConfigError("this pipeline was opened without its models (models=False): it cannot answer")
+        if arm is not None and arm not in self.runners:
+            raise ConfigError(f"no arm {arm!r} (arms: {', '.join(self.runners)})")
+        forced = arm
         x = self.embed(question.text)
         qnodes: tuple[str, ...] = ()
+        cnodes: tuple[tuple[str, ...], ...] = ()
         if self._grounder is not None and self.kg is not None:
             g = self._grounder.ground(question)
             qnodes = tuple(self.kg.label(n) for n in g.question_nodes)
+            cnodes = tuple(tuple(self.kg.label(n) for n in c) for c in g.choice_nodes)
         bounds = self.bounds(question)
+        held = bounds if forced is None else {  # a forced arm: every other arm is out of reach
+            n: b if n == forced else self.state.router.unreachable() for n, b in bounds.items()}
         observed: dict[str, ArmOutput] = {}
         if self.config.router.observe_free:
             for name, runner in self.runners.items():
@@ -333,12 +343,13 @@ class Pipeline:
             router = self.state.router
             scores = router.scores(x)
             affordable = router.affordable(bounds)
-            arm = self.state.select(decision, x.tolist(), bounds)
+            arm = self.state.select(decision, x.tolist(), held)
             if arm is None:
+                prefix = "" if forced is None else f"arm {forced!r} is forced: "
                 raise BudgetExhaustedError(
-                    f"no arm's cost bound fits in what the budget leaves: {router.remaining:g} "
+                    prefix + f"no arm's cost bound fits in what the budget leaves: {router.remaining:g} "
                     f"{self.config.router.unit} ({router.spent:g} spent, {router.reserved:g} held by "
-                    f"decisions awaiting feedback); cheapest bound {min(bounds.values()):g}")
+                    f"decisions awaiting feedback); cheapest bound {min(held.values()):g}")
         try:
             output = observed[arm] if arm in observed else self.runners[arm].answer(question)
         except BaseException:
@@ -370,7 +381,7 @@ class Pipeline:
         arm_scores = tuple(ArmScore(n, scores[n], bounds[n], affordable[n]) for n in router.names)
         return PipelineResult(decision, question.text, answer_text, label, dict(output.probabilities),
                               entities, qnodes, arm, arm_scores, output.knowledge, answer_set,
-                              output.usage, cost, self.config.router.unit, remaining, tuple(notes))
+                              output.usage, cost, self.config.router.unit, remaining, tuple(notes), cnodes)
 
     # ------------------------------------------------------------------ feedback
     def feedback(self, decision: str, correct: bool | None = None, gold: str | Sequence[str] | None = None,
@@ -402,6 +413,11 @@ class Pipeline:
                                   warning)
 
     # ------------------------------------------------------------------ status
+    def pending(self) -> list[Pending]:
+        """The decisions awaiting feedback, oldest first."""
+        with self._lock:
+            return list(self.state.pending.values())
+
     def status(self) -> PipelineStatus:
         """Budget, spending, decisions and each arm's pulls, cost, calibration size and live coverage."""
         sets = self.config.answer_sets

@@ -64,11 +64,13 @@ def clopper_pearson(k: int, n: int, delta: float) -> tuple[float, float]:
 class CoverageCount:
     """Feedback on one arm's sets: ``n`` decided (the truth known to be in the set or not), ``covered``
     of them, ``undetermined`` (feedback that did not reveal the truth, e.g. ``correct=False`` on a set of
-    several choices)."""
+    several choices); ``graded``: all feedback on the arm's answers, ``correct`` of them (reward ≥ 0.5)."""
 
     n: int = 0
     covered: int = 0
     undetermined: int = 0
+    graded: int = 0
+    correct: int = 0
 
 
 @dataclass(slots=True)
@@ -205,6 +207,8 @@ class StateDir:
         p = self.pending[decision]
         x = np.asarray(p.embedding, dtype=np.float64)
         self.router.update(p.arm, x, reward, p.cost, p.bound)
+        self.coverage[p.arm].graded += 1
+        self.coverage[p.arm].correct += int(reward >= 0.5)
         for name, r in observed.items():
             self.router.observe(name, x, r)
         if covered is not None:
@@ -271,7 +275,8 @@ class StateDir:
             self.selected = {str(d): (str(a), float(b)) for d, (a, b) in body.get("selected", {}).items()}
             for name, c in body.get("coverage", {}).items():
                 self.coverage[str(name)] = CoverageCount(int(c["n"]), int(c["covered"]),
-                                                         int(c["undetermined"]))
+                                                         int(c["undetermined"]),
+                                                         int(c.get("graded", 0)), int(c.get("correct", 0)))
         except ConfigError as exc:
             raise DataError(str(exc), path) from exc
         except (KeyError, TypeError, ValueError) as exc:

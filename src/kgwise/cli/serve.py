@@ -16,6 +16,13 @@ from kgwise.kg.sources import GRAPH_FILE_HELP, GRAPH_SPEC_HELP
 @app.command("serve")
 @friendly_errors
 def serve(
+    config: Annotated[Path | None, typer.Option(
+        "--config", exists=True, dir_okay=False, help="A kgwise.toml: serves its Pipeline through the "
+        "OpenAI-compatible API (/v1/chat/completions, /v1/models, /v1/feedback, …) and the web page at /; "
+        "combines with the other options.")] = None,
+    state: Annotated[Path | None, typer.Option(
+        "--state", file_okay=False, help="The pipeline's state directory (default: .kgwise-state/ beside "
+        "--config).")] = None,
     kg: Annotated[Path | None, typer.Option("--kg", help="The graph file ("
                                             + GRAPH_FILE_HELP + "): "
                                             "serves /v1/answer and /v1/subgraph.")] = None,
@@ -94,6 +101,8 @@ def serve(
     keys = load_api_keys(api_key_file, keys_from_environment())
     check_exposure(host, keys, insecure)
     max_costs = _max_costs(router, route_max_cost or [])
+    if state is not None and config is None:
+        raise ConfigError("--state needs --config")
     settings = ServerSettings(kg=kg, llm=llm, policy=policy, bandit=bandit, scoring=scoring,
                               calibration=calibration, allow_calibration_mismatch=allow_calibration_mismatch,
                               router=router, router_save_every_s=router_save_every, uag=uag, uag_kg=uag_kg,
@@ -104,7 +113,16 @@ def serve(
                               torch_threads=torch_threads,
                               pending_ttl_s=pending_ttl or None, route_max_costs=max_costs,
                               allow_overrun=allow_overrun)
-    uvicorn.run(create_app(settings), host=host, port=port)
+    if config is None:
+        uvicorn.run(create_app(settings), host=host, port=port)
+        return
+    from kgwise.server.pipeline_adapter import ServedPipeline, pipeline_hub
+
+    served = ServedPipeline.from_config(config, state)
+    try:
+        uvicorn.run(create_app(settings, pipelines=pipeline_hub({"kgwise": served})), host=host, port=port)
+    finally:
+        served.close()  # writes the state and releases the directory
 
 
 def _max_costs(router: Path | None, specs: list[str]) -> tuple[float, ...] | None:

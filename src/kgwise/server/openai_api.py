@@ -333,6 +333,15 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     return out
 
 
+def _chunk_json(chunk: ChatChunk | TextCompletion) -> str:
+    """A streamed chunk as JSON: OpenAI's fields without nulls, kgwise's extras whole (a null
+    ``answer_set`` or ``choice`` says something, as in the non-streamed body)."""
+    body = chunk.model_dump(mode="json", exclude_none=True)
+    if chunk.kgwise is not None:
+        body["kgwise"] = chunk.kgwise.model_dump(mode="json")
+    return json.dumps(body, ensure_ascii=False)
+
+
 def openai_api(hub: PipelineHub) -> APIRouter:
     """The OpenAI-compatible routes (and ``/v1/feedback``, ``/v1/status``) over ``hub``."""
     api = APIRouter(route_class=_OpenAIRoute)
@@ -409,9 +418,8 @@ def openai_api(hub: PipelineHub) -> APIRouter:
             return JSONResponse(body.model_dump(mode="json"), headers=_headers(extra))
 
         def chunk(delta: Delta, finish: bool = False, extra_: KgwiseExtra | None = None) -> str:
-            return ChatChunk(id=cid, created=created, model=req.model, kgwise=extra_,
-                             choices=[ChatChunkChoice(delta=delta, finish_reason="stop" if finish else None)]
-                             ).model_dump_json(exclude_none=True)
+            return _chunk_json(ChatChunk(id=cid, created=created, model=req.model, kgwise=extra_, choices=[
+                ChatChunkChoice(delta=delta, finish_reason="stop" if finish else None)]))
 
         events = [chunk(Delta(role="assistant", content="")), chunk(Delta(content=_content(extra))),
                   chunk(Delta(), finish=True, extra_=extra)]
@@ -449,7 +457,7 @@ def openai_api(hub: PipelineHub) -> APIRouter:
         if (req.stream_options or StreamOptions()).include_usage:
             events.append(TextCompletion(id=cid, created=created, model=req.model, choices=[],
                                          usage=usage_of(extra)))
-        response = _sse([e.model_dump_json(exclude_none=True) for e in events])
+        response = _sse([_chunk_json(e) for e in events])
         response.headers.update(_headers(extra))
         return response
 
