@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kgwise.app.config import PipelineConfig, starter_toml
+from kgwise.app.config import PipelineConfig, paced_coke, starter_toml
 from kgwise.errors import DataError
 from kgwise.route.coke import CokeConfig
 
@@ -56,8 +56,21 @@ def test_a_good_config_reads_with_prices_from_the_table_by_default(tmp_path: Pat
     assert (api.per_call, api.price_model, api.is_api) == (0.0, "gpt-4o-mini", True)  # token prices
     assert (mine.per_call, mine.price_model, mine.is_api) == (0.0005, None, True)  # overridden
     assert cfg.router.budget == 2.5 and cfg.router.unit == "usd" and cfg.router.horizon == 100
-    assert cfg.router.coke == CokeConfig(lam=0.5)
+    # paced over a horizon: the pipeline's defaults (price pacing), the file's [coke] keys win
+    assert cfg.router.coke == CokeConfig(lam=0.5, pacing="price", gamma_override=0.25, decomposed_reward=True)
     assert (cfg.answer_sets.alpha, cfg.answer_sets.kind) == (0.2, "aps")
+
+
+def test_without_a_horizon_the_router_keeps_the_coke_defaults(tmp_path: Path) -> None:
+    write_kg(tmp_path)
+    cfg = PipelineConfig.load(write_config(tmp_path, GOOD.replace("horizon = 100\n", "")))
+    assert cfg.router.horizon is None and cfg.router.coke == CokeConfig(lam=0.5)
+
+
+def test_a_horizon_defaults_to_price_pacing_without_cost_regret(tmp_path: Path) -> None:
+    write_kg(tmp_path)
+    cfg = PipelineConfig.load(write_config(tmp_path, GOOD.replace("lam = 0.5\n", "")))
+    assert cfg.router.coke == paced_coke(CokeConfig()) and cfg.router.coke.lam == 0.0
 
 
 def test_a_call_budget_prices_one_per_llm_call_and_kg_models_free(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from kgwise.embed import MiniLM
+from kgwise.errors import ConfigError
 from kgwise.eval.pipeline import PipelineEvalConfig, evaluate_replay
 from kgwise.route.table import OutcomeTable
 
@@ -36,3 +37,19 @@ def test_the_replayed_pipeline_reports_arms_and_itself_within_its_budget() -> No
         assert run["budget"] == pytest.approx(0.5 * table.cost[test_rows, 2].sum())
     assert set(report["targets"]) == {"accuracy >= best single arm", "cost <= 60% of the best arm's", "both"}
     assert report["not_measured"]
+
+
+def test_the_budget_can_be_a_fraction_of_the_best_arms_cost() -> None:
+    table = _table()
+    report = evaluate_replay(table, MiniLM(), PipelineEvalConfig(budget=0.6, splits=1, budget_of="best"))
+    run = report["runs"][0]
+    test_rows = np.random.default_rng(0).permutation(60)[30:]
+    best = int(np.argmax(table.correct[test_rows].mean(axis=0)))
+    assert run["best_arm"] == table.arms[best] and report["config"]["budget_of"] == "best"
+    assert run["budget"] == pytest.approx(0.6 * table.cost[test_rows, best].sum())
+    assert run["spent"] <= run["budget"] + 1e-12
+
+
+def test_budget_of_names_an_arm_rule() -> None:
+    with pytest.raises(ConfigError, match="budget_of"):
+        PipelineEvalConfig(budget_of="cheapest")

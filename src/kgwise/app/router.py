@@ -57,8 +57,12 @@ class RouterAdapter:
         return self.router.budget + 1.0
 
     def select(self, x: npt.NDArray[np.float64], costs: Mapping[str, float]) -> str | None:
-        """The affordable arm maximising Eq. 2 (its bound is held until :meth:`update`/:meth:`cancel`)."""
-        return self.router.pull(x, self._vector(costs))
+        """The affordable arm maximising Eq. 2 (its bound is held until :meth:`update`/:meth:`cancel`).
+        A bound above the whole budget (:meth:`unreachable`: the arm cannot answer) marks the arm as
+        unavailable, so that it neither is picked nor inflates the arm's mean cost bound, which the price
+        of ``pacing="price"`` and the cost-regret prior read."""
+        c = self._vector(costs)
+        return self.router.pull(x, c, available=[b <= self.router.budget for b in c])
 
     def affordable(self, costs: Mapping[str, float]) -> dict[str, bool]:
         """Whether each arm's cost bound fits in what the (paced) budget leaves for the next question."""

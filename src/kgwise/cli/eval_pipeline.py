@@ -19,7 +19,14 @@ def eval_pipeline(
     dataset: Annotated[str, typer.Option(help="Replay data set (recorded outcomes): webqsp.")] = "webqsp",
     budget: Annotated[float, typer.Option(
         min=0.0, help="Budget: fraction of the cost of always calling the most expensive arm on the test "
-        "half.")] = 1.0,
+        "half (see --budget-of).")] = 1.0,
+    budget_of: Annotated[str, typer.Option(
+        help="Arm whose cost on the test half the budget is a fraction of: 'dearest' (the most expensive) "
+        "or 'best' (the most accurate).")] = "dearest",
+    coke: Annotated[str, typer.Option(
+        help="Router values: 'pipeline' (the pipeline's defaults for a paced budget over the [coke] "
+        "settings, as `kgwise fit` with a horizon gets them) or 'settings' (the [coke] settings alone).")
+                    ] = "pipeline",
     splits: Annotated[int, typer.Option(min=1, help="Random halvings (fit on one half, test on the other).")
                       ] = 10,
     seed: Annotated[int, typer.Option(min=0)] = 0,
@@ -32,6 +39,7 @@ def eval_pipeline(
     """The pipeline (fit → answer → feedback) on recorded WebQSP arms: per arm and pipeline accuracy, cost,
     share routed and spent/budget, mean ± std over random splits."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    from kgwise.app.config import paced_coke
     from kgwise.embed import MiniLM
     from kgwise.eval.pipeline import PipelineEvalConfig, embed_texts, evaluate_replay
     from kgwise.eval.route.replay import MAIN_ARMS, webqsp_table
@@ -41,7 +49,11 @@ def eval_pipeline(
         raise ConfigError(f"replay data set {dataset!r} has no recorded outcomes; only 'webqsp' is available")
     table, _ = webqsp_table(data_dir(data), MAIN_ARMS)
     table = table.head(limit)
-    cfg = PipelineEvalConfig(budget, splits, seed, configured("coke", config))
+    if coke not in ("pipeline", "settings"):
+        raise ConfigError(f"--coke must be 'pipeline' or 'settings', got {coke!r}")
+    settings_coke = configured("coke", config)
+    cfg = PipelineEvalConfig(budget, splits, seed,
+                             paced_coke(settings_coke) if coke == "pipeline" else settings_coke, budget_of)
     encoder = MiniLM()
     err_console.print(f"{table.n_questions} questions × {table.n_arms} arms; embedding questions …")
     embed_texts(encoder, table.texts)

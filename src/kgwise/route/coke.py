@@ -288,16 +288,26 @@ class CokeRouter(Policy[str]):
             total -= self.config.lam * self.cost_regret()
         return total
 
-    def pull(self, embedding: npt.ArrayLike, costs: Costs) -> str | None:
+    def pull(self, embedding: npt.ArrayLike, costs: Costs, available: npt.ArrayLike | None = None
+             ) -> str | None:
         """The name of the affordable arm maximising Eq. 2 for the question of embedding ``embedding``, or
         ``None`` when no arm is affordable. The chosen arm's cost bound is held until :meth:`update` or
         :meth:`cancel`.
 
         ``costs``: per arm (by name, or in arm order), an upper bound on what answering this question would
-        cost.
+        cost. ``available`` (arm order; default all): arms that can answer this question at all; the others
+        are not affordable, and their bound does not enter the mean cost bound ``c̄_a`` (it counts at the
+        arm's mean so far), so a placeholder bound for "cannot answer" does not make the arm look dear.
         """
         c = self.cost_vector(costs)
         mask = self._affordable(c)
+        if available is not None:
+            ok = np.asarray(available, dtype=bool).reshape(-1)
+            if ok.shape[0] != self.n_arms:
+                raise ConfigError(f"available must hold {self.n_arms} flags (one per arm), got {ok.shape[0]}")
+            mean = self.cost_seen / self.questions_seen if self.questions_seen else np.zeros(self.n_arms)
+            c = np.where(ok, c, mean)
+            mask &= ok
         self.cost_seen += c
         self.questions_seen += 1
         if not mask.any():
