@@ -42,7 +42,9 @@ def test_eval_llm_reports_and_resumes(tmp_path: Path, data_dir: Path) -> None:
     assert r1["n"] == 4 and r1["ran_now"] == 4 and r1["resumed"] == 0
     assert set(r1["usage"]) >= {"input_tokens", "output_tokens", "calls", "cost"}
     assert r1["usage"]["calls"] == 8 and r1["usage"]["input_tokens"] > 0  # the question and the choice prior
-    records = [json.loads(x) for x in Path(r1["records"]).read_text().splitlines()]
+    lines = [json.loads(x) for x in Path(r1["records"]).read_text().splitlines()]
+    assert "fingerprint" in lines[0]  # a files.ResumeLog: its settings first, then one record a question
+    records = [line["value"] for line in lines[1:]]
     assert r1["accuracy"] == sum(r["result"]["correct"] for r in records) / 4
     assert r1["accuracy"] == r1["accuracy_sum"]  # --method score ranks by the sum
     assert {"accuracy_mean", "accuracy_pmi"} <= set(r1)
