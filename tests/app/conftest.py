@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-import pytest
 
 from kgwise.app.arms import ArmOutput
 from kgwise.app.config import ArmConfig
@@ -156,54 +155,4 @@ def _truth(question: Question) -> int:
     return 0
 
 
-def _free_port() -> int:
-    import socket
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """llama.cpp's OpenAI-compatible server (llama-cpp-python[server]) serving smollm2-135m as
-    ``smollm2`` on 127.0.0.1; its ``/v1`` URL."""
-    import subprocess
-    import sys
-    import time
-
-    import httpx
-
-    from kgwise.llm.llamacpp import resolve_model_path
-
-    _, path = resolve_model_path("smollm2-135m")
-    port = _free_port()
-    log = tmp_path_factory.mktemp("server") / "server.log"
-    with log.open("w") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", "smollm2",
-             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "1024", "--n_threads", "1",
-             "--logits_all", "true", "--kv_overrides", "tokenizer.ggml.add_bos_token=bool:true"],
-            stdout=fh, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.time() + 120
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama.cpp server exited with {proc.returncode}:\n{log.read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{url}/models", timeout=1.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.time() > deadline:
-                pytest.fail(f"llama.cpp server did not start:\n{log.read_text()[-2000:]}")
-            time.sleep(0.3)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()

@@ -9,19 +9,13 @@ server's echo is aligned; the comparison is then like for like.
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from kgwise.datasets import load
 from kgwise.llm.answering import answer_by_scoring
-from kgwise.llm.llamacpp import LlamaCpp, LlamaCppConfig, resolve_model_path
+from kgwise.llm.llamacpp import LlamaCpp, LlamaCppConfig
 from kgwise.llm.openai_compat import OpenAICompatible, OpenAIConfig
 from kgwise.retry import RetryPolicy
 
@@ -30,46 +24,11 @@ pytestmark = pytest.mark.slow
 BOS = (("tokenizer.ggml.add_bos_token", True),)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    _, path = resolve_model_path("smollm2-135m")
-    port = _free_port()
-    log = tmp_path_factory.mktemp("server") / "server.log"
-    with log.open("w") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", "smollm2",
-             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "1024", "--n_threads", "1",
-             "--logits_all", "true", "--kv_overrides", "tokenizer.ggml.add_bos_token=bool:true"],
-            stdout=fh, stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.time() + 120
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama.cpp server exited with {proc.returncode}:\n{log.read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{url}/models", timeout=1.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.time() > deadline:
-                pytest.fail(f"llama.cpp server did not start:\n{log.read_text()[-2000:]}")
-            time.sleep(0.3)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+@pytest.fixture()
+def server(llama_server: str) -> str:
+    """llama.cpp's OpenAI-compatible server on 127.0.0.1 (the shared ``llama_server`` fixture)."""
+    return llama_server
 
 
 def test_server_gives_the_same_choices_as_in_process(server: str, data_dir: Path) -> None:
