@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from kgwise.conformal.grid import TableBatch
+from kgwise.eval.bench.net import free_port
 from kgwise.kg import CSRGraph
 from kgwise.types import Question
 
@@ -87,13 +88,6 @@ def rog_writer() -> Callable[..., Path]:
     return write_rog
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
@@ -108,7 +102,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from kgwise.llm.llamacpp import resolve_model_path
 
     _, path = resolve_model_path("smollm2-135m")
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("server") / "server.log"
     with log.open("w") as fh:
         proc = subprocess.Popen(

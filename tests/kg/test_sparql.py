@@ -3,7 +3,6 @@ fragment: it reads the same graph as the local loaders, and UAG retrieves the sa
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from typer.testing import CliRunner
 
 from kgwise.cli.main import app
 from kgwise.errors import ConfigError
+from kgwise.eval.bench.net import free_port
 from kgwise.kg import CSRGraph, KnowledgeGraph
 from kgwise.kg.grounding import Grounder
 from kgwise.kg.loaders import load_ntriples, load_tsv
@@ -28,11 +28,6 @@ from kgwise.retry import RetryPolicy
 
 NO_WAIT = RetryPolicy(max_retries=1, base_delay_s=0.0, timeout_s=5.0)
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +51,7 @@ def endpoint(ntriples: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     db = tmp_path_factory.mktemp("oxigraph") / "db"
     subprocess.run([str(oxigraph), "load", "--location", str(db), "--file", str(ntriples)], check=True,
                    capture_output=True, timeout=300)
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([str(oxigraph), "serve-read-only", "--location", str(db), "--bind",
                              f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}/query"
@@ -197,7 +192,7 @@ def test_hub_edges_are_cut_at_max_edges(endpoint: str, freebase: CSRGraph) -> No
 
 
 def test_endpoint_errors_name_the_endpoint_and_the_query(endpoint: str) -> None:
-    dead = f"http://127.0.0.1:{_free_port()}/query"
+    dead = f"http://127.0.0.1:{free_port()}/query"
     with pytest.raises(SPARQLError, match=r"gave up after 2 attempts: connection: http://127\.0\.0\.1"):
         SPARQLGraph(dead, SPARQLConfig(retry=NO_WAIT)).find("Jamaica")
     with pytest.raises(SPARQLError, match=r"HTTP 400 .*query: SELECT nonsense"):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import socket
 import threading
 import time
 import uuid
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 import uvicorn
 
+from kgwise.eval.bench.net import free_port
 from kgwise.route.service import UnknownDecisionError
 from kgwise.server import ServerSettings, create_app
 from kgwise.server.contract import PipelineLike
@@ -240,11 +240,6 @@ class LiveServer:
     url: str
     pipeline: Any
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from kgwise.errors import ConfigError
+from kgwise.eval.bench.net import free_port
 from kgwise.inject import PromptBandit
 from kgwise.inject.build import build_injector
 from kgwise.kg.loaders import load_ddb
@@ -92,12 +92,6 @@ def test_a_bandit_brings_the_scoring_rule_it_was_trained_with(ddb_file: Path, tm
         build_injector(ddb_file, bandit=path, scoring="sum")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
 
 def _post(url: str, payload: dict[str, Any]) -> dict[str, Any]:
     req = urllib.request.Request(url, json.dumps(payload).encode(), {"Content-Type": "application/json"})
@@ -108,7 +102,7 @@ def _post(url: str, payload: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.slow
 def test_kgwise_serve_answers_over_loopback(ddb_file: Path) -> None:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "kgwise.cli.main", "serve", "--kg", str(ddb_file), "--port", str(port)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=os.environ.copy(),

@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -26,6 +25,7 @@ from fastapi import FastAPI, Request
 
 from kgwise.cli.main import app as cli
 from kgwise.errors import ConfigError
+from kgwise.eval.bench.net import free_port
 from kgwise.route.arms import ArmSpec
 from kgwise.route.coke import CokeRouter
 from kgwise.route.service import read_status
@@ -36,12 +36,6 @@ from kgwise.server.guard import check_exposure, load_api_keys
 KEY = "k" * 24
 QUESTIONS = ["Which drug treats high blood pressure?", "Where is the Eiffel Tower?", "Who wrote Hamlet?"]
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -68,7 +62,7 @@ def live(tmp_path: Path) -> Iterator[Live]:
     """uvicorn in a thread, serving a router with API keys, Host checks, a 2 s decision lifetime and a
     4 KB body cap."""
     router = _make_router(tmp_path / "router.json")
-    port = _free_port()
+    port = free_port()
     settings = ServerSettings(router=router, api_keys=(KEY,), allowed_hosts=("127.0.0.1", "localhost"),
                               pending_ttl_s=2.0, max_body_bytes=4_000, router_save_every_s=3600)
     server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
@@ -230,7 +224,7 @@ def test_a_full_queue_answers_429_and_health_does_not_wait(tmp_path: Path) -> No
     async def health() -> dict[str, Any]:
         return {"busy": gate.stats().busy}
 
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -277,7 +271,7 @@ def test_a_full_queue_answers_429_and_health_does_not_wait(tmp_path: Path) -> No
 @pytest.mark.slow
 def test_kill_9_under_load_loses_no_feedback_older_than_the_save_interval(tmp_path: Path) -> None:
     router = _make_router(tmp_path / "router.json", budget=1e6)
-    port = _free_port()
+    port = free_port()
     save_every = 0.2
     proc = subprocess.Popen([sys.executable, "-m", "kgwise.cli.main", "serve", "--router", str(router),
                              "--router-save-every", str(save_every), "--port", str(port)],

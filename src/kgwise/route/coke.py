@@ -42,15 +42,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Self
 
 import numpy as np
 import numpy.typing as npt
 
 from kgwise.bandit import BetaThompson, LinUCB, Policy, beta_prior_from_accuracy, gamma_from_delta
-from kgwise.errors import ConfigError, DataError, KgwiseError
-from kgwise.files import read_json
+from kgwise.errors import ConfigError, KgwiseError
 from kgwise.route.arms import CLUSTERS, ArmInfo, ArmSpec, Cluster
 from kgwise.settings import table
 
@@ -546,14 +544,6 @@ class CokeRouter(Policy[str]):
             out.recent_count = int(state["recent_count"])
         return out
 
-    @classmethod
-    def load(cls, path: str | Path) -> Self:
-        """Inverse of :meth:`save`; ``DataError`` naming the file when it is missing, not JSON or not a
-        router's state."""
-        try:
-            return cls.from_state_dict(read_json(path))
-        except ConfigError as exc:
-            raise DataError(str(exc), path) from exc
 
 
 STATE_VERSION = 2

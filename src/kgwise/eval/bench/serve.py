@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from kgwise.errors import ConfigError
+from kgwise.eval.bench.net import free_port
 
 __all__ = ["PhaseResult", "ServeBenchConfig", "run_serve_benchmark"]
 
@@ -68,12 +68,6 @@ class PhaseResult:
     health: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def rss_mb(pid: int) -> float:
@@ -121,7 +115,7 @@ class _Server:
     """``kgwise serve`` in a child process on 127.0.0.1."""
 
     def __init__(self, args: list[str], log: Path, cache: Path) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self._log = log.open("w")
         self.proc = subprocess.Popen([sys.executable, "-m", "kgwise", "serve", *args, "--port",

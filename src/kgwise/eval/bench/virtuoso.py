@@ -10,7 +10,6 @@ is ``http://127.0.0.1:PORT/sparql``.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import httpx
 
 from kgwise.errors import ConfigError, ServiceError
+from kgwise.eval.bench.net import free_port
 
 __all__ = ["GRAPH_IRI", "Virtuoso", "virtuoso_binaries"]
 
@@ -30,11 +30,6 @@ def virtuoso_binaries() -> tuple[str, str] | None:
     server, isql = shutil.which("virtuoso-t"), shutil.which("isql-vt") or shutil.which("isql")
     return (server, isql) if server and isql else None
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 _INI = """[Database]
@@ -80,7 +75,7 @@ class Virtuoso:
         self.server, self.isql = found
         self.db = Path(db_dir).resolve()
         self.db.mkdir(parents=True, exist_ok=True)
-        self.sql_port, self.http_port = _free_port(), _free_port()
+        self.sql_port, self.http_port = free_port(), free_port()
         buffers = max(memory_mb * 1024 // 8 * 2 // 3, 2000)  # 8 KB pages, ~2/3 of the memory
         (self.db / "virtuoso.ini").write_text(_INI.format(
             db=self.db, sql=self.sql_port, http=self.http_port, buffers=buffers, dirty=buffers * 3 // 4,
