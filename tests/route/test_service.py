@@ -359,6 +359,18 @@ def test_commands_do_not_overwrite_a_router(router_file: Path, tmp_path: Path) -
     assert res.exit_code == 2 and "no bound for b" in " ".join(res.output.split())
 
 
+def test_route_init_prices_the_bounds_of_listed_models(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    init = ["route", "init", "--arm", "gnn:KGM", "--arm", "gpt-4o-mini:LLM", "--budget", "1",
+            "--out", str(out)]
+    res = CliRunner().invoke(cli, [*init, "--max-tokens", "4000,500"])
+    assert res.exit_code == 2 and "no bound for gnn (not in the price table" in " ".join(res.output.split())
+    assert not out.exists()
+    res = CliRunner().invoke(cli, [*init, "--max-tokens", "4000,500", "--max-cost", "gnn=0"])
+    assert res.exit_code == 0, res.output
+    assert read_status(out)["max_costs"] == [0.0, pytest.approx((4000 * 0.15 + 500 * 0.6) / 1e6)]
+
+
 def test_repair_drops_waiting_decisions_of_a_named_arms_state(router_file: Path) -> None:
     with RoutingService(router_file, embed, DIM) as service:
         service.route(QUESTIONS[0], [0.1, 0.1, 0.1])

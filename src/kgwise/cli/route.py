@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import asdict, dataclass, replace
 from functools import partial
@@ -64,7 +63,8 @@ def route_init(
     ] = False,
     max_cost: Annotated[list[str] | None, typer.Option(
         "--max-cost", help="ARM=COST: the most a decision of ARM may hold (the arm's price for the largest "
-        "question); clients' cost bounds are capped by it and may be left out. Name every arm.")] = None,
+        "question); clients' cost bounds are capped by it and may be left out.")] = None,
+    max_tokens: MaxTokensOption = None,
 ) -> None:
     """Write a Coke router (all-MiniLM-L6-v2 question context) for `kgwise serve --router`; its
     hyper-parameters are the coke table of --config (δ, ridge, priors, …) and --lambda. It starts from
@@ -104,7 +104,7 @@ def route_init(
         texts, rewards = read_graded_log(warm_start, router.names)
         n = router.warm_start(encoder.encode(texts), rewards)
         learnt = f", warm-started from {n} outcomes on {len(texts)} questions"
-    bounds = parse_max_costs(max_cost, router.names) if max_cost else None
+    bounds = service_bounds(max_cost, max_tokens, router.names)
     state = {**router.state_dict(), "pending": [], "max_costs": bounds}
     with owned_state(out):  # a server that owns the file keeps it
         write_text_atomic(out, json.dumps(state, allow_nan=False))
@@ -113,24 +113,22 @@ def route_init(
 
 
 
-def parse_max_costs(specs: list[str], names: list[str]) -> list[float]:
-    """``ARM=COST`` options as one bound per arm in ``names``' order; ``ConfigError`` naming the option
-    that is malformed, names an unknown arm, or leaves an arm out."""
-    given: dict[str, float] = {}
-    for spec in specs:
-        name, sep, value = spec.rpartition("=")
-        try:
-            cost = float(value)
-        except ValueError:
-            sep = ""
-        if not sep or name not in names or not (math.isfinite(cost) and cost >= 0):
-            raise ConfigError(f"--max-cost {spec!r}: expected ARM=COST with ARM one of {', '.join(names)} "
-                              "and COST a finite number ≥ 0")
-        given[name] = cost
-    missing = [n for n in names if n not in given]
-    if missing:
-        raise ConfigError(f"--max-cost: no bound for {', '.join(missing)} (name every arm)")
-    return [given[n] for n in names]
+MaxTokensOption = Annotated[str | None, typer.Option(
+    "--max-tokens", help="IN,OUT: bound every arm named like a model of the price table (bundled, or "
+    "$KGWISE_PRICES) by its price for a call of IN prompt and OUT completion tokens; --max-cost names "
+    "the others.", show_default=False)]
+
+
+def service_bounds(max_cost: list[str] | None, max_tokens: str | None, names: list[str],
+                   option: str = "--max-cost") -> list[float] | None:
+    """The service's per-arm cost bounds from ``--max-cost ARM=COST`` and ``--max-tokens IN,OUT``
+    (prices), or ``None`` when neither is given; every arm must get one."""
+    from kgwise.route.bounds import cost_bounds, parse_arm_costs, parse_token_limits
+
+    if not max_cost and max_tokens is None:
+        return None
+    limits = parse_token_limits(max_tokens) if max_tokens is not None else None
+    return cost_bounds(names, parse_arm_costs(max_cost or [], names, option), limits, option=option)
 
 
 RouterArgument = Annotated[Path, typer.Argument(help="Router state file (`kgwise route init`).",
@@ -221,7 +219,9 @@ def route_repair(
     drop_pending: Annotated[bool, typer.Option(
         "--drop-pending", help="End every waiting decision and release its cost bound.")] = False,
     max_cost: Annotated[list[str] | None, typer.Option(
-        "--max-cost", help="ARM=COST: set the router's per-arm cost bounds (name every arm).")] = None,
+        "--max-cost", help="ARM=COST: set the router's per-arm cost bounds (with --max-tokens, the "
+        "arms the price table lists may be left out).")] = None,
+    max_tokens: MaxTokensOption = None,
 ) -> None:
     """Set a router state file right (refused while a server owns it): the spending (--spent), per-arm
     money that is not a finite number ≥ 0 (to 0), waiting decisions that do not match the held bounds
@@ -229,8 +229,8 @@ def route_repair(
     from kgwise.files import read_json
     from kgwise.route.service import repair_state
 
-    names = read_json(router).get("names", []) if max_cost else []
-    bounds = parse_max_costs(max_cost, names) if max_cost else None
+    names = read_json(router).get("names", []) if max_cost or max_tokens else []
+    bounds = service_bounds(max_cost, max_tokens, names)
     report = repair_state(router, spent, drop_pending, bounds)
     write_json(asdict(report), None)
     if not report.changes:

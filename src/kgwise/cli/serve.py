@@ -54,6 +54,10 @@ def serve(
         "--route-max-cost", help="ARM=COST: the most a decision of ARM may hold; clients' cost bounds are "
         "capped by it and may be left out (default: the bounds the router file holds, `route init "
         "--max-cost`); repeat per arm.")] = None,
+    route_max_tokens: Annotated[str | None, typer.Option(
+        "--route-max-tokens", help="IN,OUT: bound every arm named like a model of the price table by its "
+        "price for a call of IN prompt and OUT completion tokens (--route-max-cost names the others).",
+        show_default=False)] = None,
     pending_ttl: Annotated[float, typer.Option(
         min=0.0, help="Seconds a routing decision waits for its feedback before it expires and its cost "
         "bound returns to the budget (0: never).")] = 3600.0,
@@ -100,7 +104,7 @@ def serve(
 
     keys = load_api_keys(api_key_file, keys_from_environment())
     check_exposure(host, keys, insecure)
-    max_costs = _max_costs(router, route_max_cost or [])
+    max_costs = _max_costs(router, route_max_cost or [], route_max_tokens)
     if state is not None and config is None:
         raise ConfigError("--state needs --config")
     settings = ServerSettings(kg=kg, llm=llm, policy=policy, bandit=bandit, scoring=scoring,
@@ -125,13 +129,14 @@ def serve(
         served.close()  # writes the state and releases the directory
 
 
-def _max_costs(router: Path | None, specs: list[str]) -> tuple[float, ...] | None:
-    """``--route-max-cost ARM=COST`` options as per-arm bounds in the router's order (every arm named)."""
-    if not specs:
+def _max_costs(router: Path | None, specs: list[str], max_tokens: str | None) -> tuple[float, ...] | None:
+    """``--route-max-cost``/``--route-max-tokens`` as per-arm bounds in the router's order."""
+    if not specs and max_tokens is None:
         return None
     if router is None:
-        raise ConfigError("--route-max-cost needs --router")
-    from kgwise.cli.route import parse_max_costs
+        raise ConfigError("--route-max-cost and --route-max-tokens need --router")
+    from kgwise.cli.route import service_bounds
     from kgwise.route.service import read_status
 
-    return tuple(parse_max_costs(specs, read_status(router)["arms"]))
+    bounds = service_bounds(specs, max_tokens, read_status(router)["arms"], option="--route-max-cost")
+    return None if bounds is None else tuple(bounds)
