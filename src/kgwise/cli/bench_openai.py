@@ -1,9 +1,11 @@
 """``kgwise bench openai``: load a running kgwise server's ``/v1/chat/completions`` (see
-:mod:`kgwise.eval.bench.openai_serve`)."""
+:mod:`kgwise.eval.bench.openai_serve`); ``kgwise bench page``: its web page in a headless browser (see
+:mod:`kgwise.eval.bench.page`)."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -41,4 +43,29 @@ def bench_openai(
                       + (f"; errors {report.errors}" if report.errors else "")
                       + (f"; server CPU {report.server_cpu_ms_per_request:.2f} ms/request"
                          if report.server_cpu_ms_per_request is not None else ""))
+    write_json(report.to_dict(), json_out)
+
+
+@bench_app.command("page")
+@friendly_errors
+def bench_page(
+    url: Annotated[str, typer.Option(help="The server's base URL, e.g. http://127.0.0.1:8000.")],
+    runs: Annotated[int, typer.Option(min=1, help="Fresh browser contexts (first visits), each followed by a "
+                                                  "return visit.")] = 5,
+    chromium: Annotated[Path, typer.Option(help="The Chromium executable Playwright drives.")] = Path(
+        "/usr/bin/chromium"),
+    json_out: JsonOption = None,
+) -> None:
+    """The web page's first and return visits in headless Chromium: bytes transferred, requests, DOM
+    interactive, and when it is usable (its model list filled); targets: first load ≤ 1 MB, usable in
+    ≤ 1 s. The key, if the server needs one, from $KGWISE_API_KEY."""
+    from kgwise.eval.bench.page import bench_page as run
+
+    report = run(url, runs=runs, chromium=chromium, api_key=os.environ.get("KGWISE_API_KEY"))
+    for name, s in (("first visit", report.first_visit), ("return visit", report.return_visit)):
+        err_console.print(f"{name} (median of {runs}): {s['bytes'] / 1000:.0f} kB in {s['requests']:.0f} "
+                          f"requests, DOM interactive {s['dom_interactive_ms']:.0f} ms, usable "
+                          f"{s['ready_ms']:.0f} ms")
+    if report.foreign_requests:
+        err_console.print(f"refused requests to other hosts: {report.foreign_requests}")
     write_json(report.to_dict(), json_out)

@@ -15,6 +15,7 @@ rebinding) and CORS (off unless origins are named); refused requests are 4xx nam
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import threading
@@ -156,6 +157,10 @@ def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: 
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # what is loaded by now (graph, router, pipeline, the app) lives as long as the server: kept out of
+        # the collector's full passes, which otherwise walk it all and stall every request in flight
+        gc.collect()
+        gc.freeze()
         yield
         for gate in gates.values():
             gate.close()
