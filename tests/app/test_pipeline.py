@@ -61,7 +61,7 @@ def test_an_answer_names_its_arm_scores_cost_and_decision(tmp_path: Path) -> Non
         if r.arm != "free":  # the free arm answered too, to be graded at feedback
             assert set(pending.observed) == {"free"}
         assert pipe.status().pending == 1
-        assert pipe.status().reserved == pytest.approx(r.cost)
+        assert pipe.status().reserved == 0.0 and pipe.status().spent == pytest.approx(r.cost)  # paid now
 
 
 def _files(pipe: Pipeline) -> dict[str, bytes]:
@@ -94,13 +94,14 @@ def test_feedback_teaches_once_and_refuses_unknown_or_settled_decisions(tmp_path
         assert _files(pipe) == after
 
 
-def test_a_restart_keeps_pending_decisions_and_their_held_budget(tmp_path: Path) -> None:
+def test_a_restart_keeps_pending_decisions_and_their_spending(tmp_path: Path) -> None:
     with make(tmp_path) as pipe:
         results = [pipe.answer(*question(i)) for i in range(4)]
-        held = pipe.status().reserved
+        spent = pipe.status().spent
+    assert spent == pytest.approx(sum(r.cost for r in results))
     with make(tmp_path) as again:
         assert set(again.state.pending) == {r.decision for r in results}
-        assert again.status().reserved == pytest.approx(held)
+        assert again.status().spent == pytest.approx(spent) and again.status().reserved == 0.0
         for r in results:
             again.feedback(r.decision, correct=True)
         s = again.status()
@@ -306,7 +307,7 @@ def test_a_kill_loses_no_acknowledged_answer_or_feedback(tmp_path: Path) -> None
         assert set(after.state.pending) == set(ids[2:])
         assert set(after.state.settled) == set(ids[:2])
         s = after.status()
-        assert s.questions == 5 and sum(a.pulls for a in s.arms) == 2
+        assert s.questions == 5 and sum(a.pulls for a in s.arms) == 5  # every answer is paid when made
         replayed = after.state.router.state_dict()
     # the same calls in one process that closes normally: the replayed router is the same, draws included
     (tmp_path / "b").mkdir()
@@ -330,7 +331,8 @@ def test_a_decision_whose_arm_was_running_at_a_kill_is_called_off(tmp_path: Path
         assert list(after.state.pending) == ids
         assert len(after.state.recovered) == 1
         s = after.status()
-        assert s.questions == 2 and s.reserved == pytest.approx(after.state.pending[ids[0]].bound)
+        assert s.questions == 2 and s.reserved == 0.0  # the running one's hold is released
+        assert s.spent == pytest.approx(after.state.pending[ids[0]].cost)
 
 
 def test_a_forced_arm_answers_and_the_counts_survive_a_restart(tmp_path: Path) -> None:
@@ -350,3 +352,51 @@ def test_a_forced_arm_answers_and_the_counts_survive_a_restart(tmp_path: Path) -
         count = again.state.coverage["dear"]
         assert (count.graded, count.correct) == (2, right)
         assert [p.decision for p in again.pending()] == [forced[2].decision]
+
+
+def test_answers_without_feedback_hold_no_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An OpenAI client sends no feedback: its answers are paid when made and wait for a grade that never
+    comes; they do not hold the budget, and beyond PENDING_KEPT the oldest are dropped and counted."""
+    import kgwise.app.state as state_module
+
+    monkeypatch.setattr(state_module, "PENDING_KEPT", 3)
+    with make(tmp_path, free=False, budget=10.0) as pipe:
+        results = [pipe.answer(*question(i % 4)) for i in range(6)]
+        s = pipe.status()
+        assert s.reserved == 0.0 and s.spent == pytest.approx(sum(r.cost for r in results))
+        assert s.pending == 3 and s.expired == 3
+        assert list(pipe.state.pending) == [r.decision for r in results[3:]]
+        with pytest.raises(UnknownDecisionError, match="dropped unanswered"):
+            pipe.feedback(results[0].decision, correct=True)
+        pipe.feedback(results[-1].decision, correct=True)
+    with make(tmp_path, free=False, budget=10.0) as again:
+        assert again.status().expired == 3 and again.status().pending == 2
+
+
+def test_a_version_1_state_pays_its_waiting_answers_when_opened(tmp_path: Path) -> None:
+    """Version 1 paid an answer at its feedback (its bound held until then): opened now, the waiting
+    answers are paid and their holds released, so the spending is what version 2 would show."""
+    import json
+
+    with make(tmp_path) as pipe:
+        results = [pipe.answer(*question(i)) for i in range(3)]
+    path = tmp_path / "state" / "state.json"
+    body = json.loads(path.read_text())
+    router = body["router"]
+    # back to version 1: nothing paid, each waiting answer holding its bound, embeddings as lists
+    router["spent"] = 0.0
+    router["arm_cost"] = [0.0] * len(router["arm_cost"])
+    router["pulls"] = [0] * len(router["pulls"])
+    names = [a["name"] for a in router["arms"]]
+    router["holds"] = [[p["bound"] for p in body["pending"] if p["arm"] == n] for n in names]
+    from kgwise.app.state import decode_vector
+
+    for p in body["pending"]:
+        p["embedding"] = decode_vector(p["embedding"])
+    del body["version"]
+    path.write_text(json.dumps(body))
+    with make(tmp_path) as again:
+        s = again.status()
+        assert s.reserved == 0.0 and s.spent == pytest.approx(sum(r.cost for r in results))
+        assert sum(a.pulls for a in s.arms) == 3 and s.pending == 3
+        again.feedback(results[0].decision, correct=True)

@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from kgwise.app.arms import ArmOutput, ArmRunner, Knowledge, arm_cost, build_runner
 from kgwise.app.config import PipelineConfig
-from kgwise.app.state import Pending, StateDir, coverage_bounds
+from kgwise.app.state import PENDING_KEPT, Pending, StateDir, coverage_bounds
 from kgwise.conformal.split import SplitConformal, SplitConformalConfig, min_calibration_size
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError, KgwiseError
@@ -158,8 +158,10 @@ class ArmStatus:
 
 @dataclass(frozen=True, slots=True)
 class PipelineStatus:
-    """Budget and spending (``reserved``: held by decisions awaiting feedback; ``overrun``: costs above
-    their bounds), questions routed, pending decisions, per-arm state, and the cluster posteriors."""
+    """Budget and spending (``spent``: every answer made, graded or not; ``reserved``: held by questions
+    being answered; ``overrun``: costs above their bounds), questions routed, decisions awaiting feedback
+    (``pending``; ``expired``: dropped unanswered, see :data:`~kgwise.app.state.PENDING_KEPT`), per-arm
+    state, and the cluster posteriors."""
 
     config: str
     state_dir: str
@@ -176,6 +178,7 @@ class PipelineStatus:
     calibrated: bool
     arms: tuple[ArmStatus, ...]
     cluster_accuracy: dict[str, float] = field(default_factory=dict)
+    expired: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -349,12 +352,13 @@ class Pipeline:
                 raise BudgetExhaustedError(
                     prefix + f"no arm's cost bound fits in what the budget leaves: {router.remaining:g} "
                     f"{self.config.router.unit} ({router.spent:g} spent, {router.reserved:g} held by "
-                    f"decisions awaiting feedback); cheapest bound {min(held.values()):g}")
+                    f"questions being answered); cheapest bound {min(held.values()):g}")
         try:
             output = observed[arm] if arm in observed else self.runners[arm].answer(question)
         except BaseException:
             with self._lock:
                 self.state.cancel(decision)
+            self.state.sync()
             raise
         runner = self.runners[arm]
         cost = arm_cost(runner.config, output.usage)
@@ -378,6 +382,7 @@ class Pipeline:
         with self._lock:
             self.state.record(pending)
             remaining = router.remaining
+        self.state.sync()  # durable before it is acknowledged
         arm_scores = tuple(ArmScore(n, scores[n], bounds[n], affordable[n]) for n in router.names)
         return PipelineResult(decision, question.text, answer_text, label, dict(output.probabilities),
                               entities, qnodes, arm, arm_scores, output.knowledge, answer_set,
@@ -395,7 +400,9 @@ class Pipeline:
         with self._lock:
             p = self.state.pending.get(decision)
             if p is None:
-                why = "already settled" if decision in self.state.settled else "not made with this state"
+                why = ("already settled" if decision in self.state.settled else "not made with this state"
+                       + (f", or dropped unanswered: only the newest {PENDING_KEPT} wait"
+                          if self.state.expired else ""))
                 raise UnknownDecisionError(f"unknown decision {decision!r} ({why}: {self.state.root})")
             reward, covered, seen = _grade(p, correct, gold)
             for name, ok in (observed or {}).items():
@@ -404,13 +411,12 @@ class Pipeline:
                                       f"arm (observed: {', '.join(p.observed) or 'none'})")
                 seen[name] = float(bool(ok))
             router = self.state.router
-            overrun = router.overrun
             self.state.feedback(decision, reward, seen, covered)
-            warning = None
-            if router.overrun > overrun:
-                warning = f"cost {p.cost:g} was above its bound {p.bound:g}"
-            return FeedbackResult(decision, p.arm, reward, covered, seen, router.spent, router.remaining,
-                                  warning)
+            warning = f"cost {p.cost:g} was above its bound {p.bound:g}" if p.cost > p.bound else None
+            result = FeedbackResult(decision, p.arm, reward, covered, seen, router.spent, router.remaining,
+                                    warning)
+        self.state.sync()  # durable before it is acknowledged
+        return result
 
     # ------------------------------------------------------------------ status
     def pending(self) -> list[Pending]:
@@ -436,7 +442,8 @@ class Pipeline:
             return PipelineStatus(str(self.config.path), str(self.state.root), self.config.router.unit,
                                   r.budget, r.spent, r.reserved, r.remaining, r.overrun, r.questions,
                                   len(self.state.pending), sets.alpha, sets.delta,
-                                  bool(self.state.calibrations), tuple(arms), r.cluster_accuracy())
+                                  bool(self.state.calibrations), tuple(arms), r.cluster_accuracy(),
+                                  self.state.expired)
 
 
 def _gold_label(p: Pending, gold: str | Sequence[str]) -> str:

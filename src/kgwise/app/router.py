@@ -84,7 +84,17 @@ class RouterAdapter:
 
     def update(self, name: str, x: npt.NDArray[np.float64], reward: float, cost: float, bound: float
                ) -> None:
+        """Pay and learn at once (:meth:`charge` + :meth:`learn`), a cost above its bound refused."""
         self.router.update(name, x, reward, cost, bound=bound)
+
+    def charge(self, name: str, cost: float, bound: float) -> None:
+        """Pay an answer when it is made (its hold released); a cost above its bound is recorded and
+        counted in :attr:`overrun` — the arm was called, the money is gone."""
+        self.router.charge(name, cost, bound, allow_overrun=True)
+
+    def learn(self, name: str, x: npt.NDArray[np.float64], reward: float, cost: float) -> None:
+        """Learn the graded outcome of an answer :meth:`charge` paid ``cost`` for."""
+        self.router.learn(name, x, reward, cost)
 
     def observe(self, name: str, x: npt.NDArray[np.float64], reward: float) -> None:
         self.router.observe(name, x, reward)

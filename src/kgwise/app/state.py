@@ -6,16 +6,26 @@ Files:
 * ``state.json`` — a snapshot (written atomically, :func:`kgwise.files.write_text_atomic`): the router
   (:meth:`kgwise.route.coke.CokeRouter.state_dict`), the pending decisions, the ids of recently settled
   ones, per arm the live coverage counts, and the sequence number of the last event it holds;
-* ``journal.jsonl`` — every change since the snapshot, one event per line, flushed and fsync'ed before
-  the call that made it returns: a routing decision (``select``: the embedding and cost bounds, so that
-  replaying it through the snapshot's router reproduces the same draw), its answer (``pending``), a call
-  called off (``cancel``), a feedback (``feedback``). Opening the directory replays the events after the
-  snapshot through the same methods that made them, so a kill loses no acknowledged answer or feedback;
-  a snapshot is taken every ``snapshot_every`` events and on :meth:`StateDir.close`. A decision whose
-  arm was running at the kill (selected, never answered) is called off on replay (``recovered``);
+* ``journal.jsonl`` — every change since the snapshot, one event per line: a routing decision
+  (``select``: the embedding and cost bounds, so that replaying it through the snapshot's router
+  reproduces the same draw), its answer (``pending``: the answer is paid here, its hold released), a call
+  called off (``cancel``), a feedback (``feedback``: the router learns). Events are written as they
+  happen and made durable by :meth:`StateDir.sync` (fsync), which the pipeline calls outside its lock
+  before it acknowledges an answer or a feedback: one fsync covers the events of every request written
+  before it (a group commit), and a ``select`` lost at a kill is one that would be called off anyway.
+  Opening the directory replays the events after the snapshot through the same methods that made them,
+  so a kill loses no acknowledged answer or feedback; a snapshot is taken every ``snapshot_every``
+  events and on :meth:`StateDir.close`. A decision whose arm was running at the kill (selected, never
+  answered) is called off on replay (``recovered``). Embeddings are stored as base64 float64 (exact, and
+  fast to write); lists of numbers, as older files hold them, are read too;
 * ``calibration.json`` — per arm the Mondrian calibration scores written by :func:`kgwise.app.fit.fit`;
 * ``lock`` — an OS lock (``filelock``) held while a :class:`StateDir` is open; a second process gets a
   ``ConfigError`` instead of overwriting the first one's learning and spending.
+
+An answer is paid when it is made: decisions awaiting feedback hold no budget, and one that never gets
+feedback (an OpenAI client seldom sends any) costs nothing but its memory — the newest
+:data:`PENDING_KEPT` wait, older ones are dropped and counted (``expired``). State files of version 1
+(paid at feedback) are migrated when opened: their waiting decisions are paid then.
 
 Live coverage (issue 27, item 4): for each arm, ``n`` answers whose feedback told whether the set held
 the truth and ``covered`` of them. The Clopper–Pearson interval at confidence ``1 − δ`` bounds the true
@@ -25,9 +35,11 @@ noise, one-sided level δ).
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
+import threading
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -48,6 +60,26 @@ STATE_FILE = "state.json"
 JOURNAL_FILE = "journal.jsonl"
 CALIBRATION_FILE = "calibration.json"
 SETTLED_KEPT = 10_000
+PENDING_KEPT = 10_000
+STATE_VERSION = 2
+
+
+def encode_vector(x: list[float]) -> str:
+    """A vector as base64 of its float64 bytes (exact)."""
+    import numpy as np
+
+    return base64.b64encode(np.asarray(x, dtype="<f8").tobytes()).decode("ascii")
+
+
+def decode_vector(v: object) -> list[float]:
+    """Inverse of :func:`encode_vector`; a list of numbers (older files) is read as it is."""
+    import numpy as np
+
+    if isinstance(v, str):
+        return np.frombuffer(base64.b64decode(v, validate=True), dtype="<f8").tolist()
+    if isinstance(v, list):
+        return [float(e) for e in v]
+    raise ValueError(f"an embedding must be a base64 string or a list of numbers, got {type(v).__name__}")
 
 
 def clopper_pearson(k: int, n: int, delta: float) -> tuple[float, float]:
@@ -75,8 +107,9 @@ class CoverageCount:
 
 @dataclass(slots=True)
 class Pending:
-    """A decision awaiting feedback: the question, the arm and the cost bound the router holds for it,
-    what was really spent, the embedding, the answer and its set, and the free arms' answers."""
+    """A decision awaiting feedback: the question, the arm and the cost bound held while it answered,
+    what it really cost (paid when it answered), the embedding, the answer and its set, and the free
+    arms' answers."""
 
     decision: str
     text: str
@@ -89,10 +122,15 @@ class Pending:
     answer_set: list[str] | None
     observed: dict[str, str] = field(default_factory=dict)
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"decision": self.decision, "text": self.text, "choices": self.choices, "arm": self.arm,
+                "bound": self.bound, "cost": self.cost, "embedding": encode_vector(self.embedding),
+                "prediction": self.prediction, "answer_set": self.answer_set, "observed": self.observed}
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Pending:
         return cls(str(d["decision"]), str(d["text"]), [str(c) for c in d["choices"]], str(d["arm"]),
-                   float(d["bound"]), float(d["cost"]), [float(v) for v in d["embedding"]],
+                   float(d["bound"]), float(d["cost"]), decode_vector(d["embedding"]),
                    str(d["prediction"]),
                    None if d["answer_set"] is None else [str(x) for x in d["answer_set"]],
                    {str(k): str(v) for k, v in d.get("observed", {}).items()})
@@ -117,6 +155,7 @@ class StateDir:
         self.root = root
         self.snapshot_every = snapshot_every
         self.seq = 0
+        self.expired = 0
         self._since_snapshot = 0
         self._replaying = False
         self.selected: dict[str, tuple[str, float]] = {}
@@ -142,8 +181,14 @@ class StateDir:
                 self.router = RouterAdapter.new(config, dim)
             if (root / CALIBRATION_FILE).exists():
                 self._load_calibration()
-            self._replay()
+            self._journal = self.journal_file.open("a", encoding="utf-8")
+            self._written = self._synced = 0
+            self._sync_lock = threading.Lock()
+            self._replay()  # ends by calling off the decisions a kill left running (journaled)
+            self.sync()
         except BaseException:
+            if hasattr(self, "_journal"):
+                self._journal.close()
             self._lock.release()
             raise
 
@@ -162,15 +207,14 @@ class StateDir:
 
     # ------------------------------------------------------------------ events (live and replayed)
     def _log(self, event: dict[str, Any]) -> None:
-        """Append ``event`` to the journal (flushed and fsync'ed); snapshot every ``snapshot_every``."""
+        """Append ``event`` to the journal (flushed to the OS; :meth:`sync` makes it durable); snapshot
+        every ``snapshot_every``."""
         if self._replaying:
             return
         self.seq += 1
-        line = json.dumps({"seq": self.seq, **event}) + "\n"
-        with self.journal_file.open("a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
-            os.fsync(fh.fileno())
+        self._journal.write(json.dumps({"seq": self.seq, **event}) + "\n")
+        self._journal.flush()
+        self._written = self.seq
         self._since_snapshot += 1
         if self._since_snapshot >= self.snapshot_every:
             self.save()
@@ -182,15 +226,33 @@ class StateDir:
         arm = self.router.select(np.asarray(x, dtype=np.float64), costs)
         if arm is not None:
             self.selected[decision] = (arm, float(costs[arm]))
-        self._log({"op": "select", "decision": decision, "x": x, "costs": costs, "arm": arm})
+        self._log({"op": "select", "decision": decision, "x": encode_vector(x), "costs": costs, "arm": arm})
         return arm
 
     def record(self, pending: Pending) -> None:
-        """A selected decision's answer: it now awaits feedback."""
+        """A selected decision's answer: it is paid (the hold released; a cost above its bound is counted
+        as overrun) and awaits feedback; beyond :data:`PENDING_KEPT` waiting, the oldest is dropped."""
         if self.selected.pop(pending.decision, None) is None:
             raise DataError(f"decision {pending.decision} was not selected", self.journal_file)
+        self.router.charge(pending.arm, pending.cost, pending.bound)
+        self._wait(pending)
+        self._log({"op": "pending", "pending": pending.to_dict()})
+
+    def sync(self) -> None:
+        """Make every event written so far durable (fsync), unless another call already did: a group
+        commit, so callers call it outside their own lock before they acknowledge an answer or a feedback."""
+        with self._sync_lock:
+            target = self._written
+            if self._synced >= target:
+                return
+            os.fsync(self._journal.fileno())
+            self._synced = target
+
+    def _wait(self, pending: Pending) -> None:
         self.pending[pending.decision] = pending
-        self._log({"op": "pending", "pending": asdict(pending)})
+        while len(self.pending) > PENDING_KEPT:
+            self.pending.popitem(last=False)
+            self.expired += 1
 
     def cancel(self, decision: str) -> None:
         """Call off a selected decision whose arm did not answer: its bound returns to the budget."""
@@ -206,7 +268,7 @@ class StateDir:
 
         p = self.pending[decision]
         x = np.asarray(p.embedding, dtype=np.float64)
-        self.router.update(p.arm, x, reward, p.cost, p.bound)
+        self.router.learn(p.arm, x, reward, p.cost)
         self.coverage[p.arm].graded += 1
         self.coverage[p.arm].correct += int(reward >= 0.5)
         for name, r in observed.items():
@@ -224,8 +286,6 @@ class StateDir:
     def _replay(self) -> None:
         """Apply the journal's events after the snapshot; call off decisions left running at a kill."""
         path = self.journal_file
-        if not path.exists():
-            path.touch()
         self._replaying = True
         try:
             for line, event in read_jsonl(path, "journal"):
@@ -246,7 +306,7 @@ class StateDir:
     def _apply(self, event: dict[str, Any]) -> None:
         op = event["op"]
         if op == "select":
-            arm = self.select(str(event["decision"]), [float(v) for v in event["x"]],
+            arm = self.select(str(event["decision"]), decode_vector(event["x"]),
                               {str(k): float(v) for k, v in event["costs"].items()})
             if arm != event["arm"]:
                 raise ValueError(f"the router picks {arm!r}, the journal says {event['arm']!r}")
@@ -267,10 +327,19 @@ class StateDir:
         body = read_json(path)
         if not isinstance(body, dict) or body.get("kind") != "kgwise.PipelineState":
             raise DataError("not a kgwise pipeline state (kind is not kgwise.PipelineState)", path)
+        version = body.get("version", 1)
+        if version not in (1, STATE_VERSION):
+            raise DataError(f"state version {version!r} is not one this kgwise reads (1 or {STATE_VERSION}); "
+                            "a newer kgwise wrote it", path)
         try:
             self.seq = int(body.get("seq", 0))
+            self.expired = int(body.get("expired", 0))
             self.router = RouterAdapter.from_state_dict(body["router"])
-            self.pending = OrderedDict((p["decision"], Pending.from_dict(p)) for p in body["pending"])
+            waiting = [Pending.from_dict(p) for p in body["pending"]]
+            if version == 1:  # paid at feedback then: pay the waiting answers now, as version 2 does
+                for p in waiting:
+                    self.router.charge(p.arm, p.cost, p.bound)
+            self.pending = OrderedDict((p.decision, p) for p in waiting)
             self.settled = OrderedDict((str(d), None) for d in body.get("settled", []))
             self.selected = {str(d): (str(a), float(b)) for d, (a, b) in body.get("selected", {}).items()}
             for name, c in body.get("coverage", {}).items():
@@ -317,14 +386,14 @@ class StateDir:
         leaves events the snapshot holds, which replay skips by their sequence number). Decisions whose
         arm is still running are kept as such: a process that opens the snapshot calls them off unless
         the journal holds their answer."""
-        body = {"kind": "kgwise.PipelineState", "config": str(self.config.path), "seq": self.seq,
-                "router": self.router.state_dict(),
-                "pending": [asdict(p) for p in self.pending.values()],
+        body = {"kind": "kgwise.PipelineState", "version": STATE_VERSION, "config": str(self.config.path),
+                "seq": self.seq, "expired": self.expired, "router": self.router.state_dict(),
+                "pending": [p.to_dict() for p in self.pending.values()],
                 "settled": list(self.settled),
                 "selected": {d: [a, b] for d, (a, b) in self.selected.items()},
                 "coverage": {k: asdict(v) for k, v in self.coverage.items()}}
         write_text_atomic(self.state_file, json.dumps(body))
-        self.journal_file.write_text("", encoding="utf-8")
+        self._journal.truncate(0)
         self._since_snapshot = 0
 
     def save_calibration(self, calibrations: dict[str, ArmCalibration], meta: dict[str, Any]) -> None:
@@ -348,6 +417,7 @@ class StateDir:
         try:
             self.save()
         finally:
+            self._journal.close()
             self._lock.release()
 
     def __enter__(self) -> StateDir:

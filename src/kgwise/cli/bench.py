@@ -167,14 +167,18 @@ def bench_serve(
     phase_s: Annotated[float, typer.Option(min=1.0, max=600.0, help="Time limit of each phase (s).")] = 120.0,
     llm: Annotated[str, typer.Option(help="Local LLM the server answers with.")] = "smollm2-135m",
     queue: Annotated[int, typer.Option(min=0, help="The server's --queue (LLM requests that may wait).")] = 4,
+    chat_requests: Annotated[int, typer.Option(
+        min=0, max=20_000, help="/v1/chat/completions requests per concurrency on a second server, a "
+        "pipeline replaying recorded WebQSP answers (no model time; 0: skip).")] = 1000,
     data: DataOption = None,
     json_out: JsonOption = None,
 ) -> None:
     """A bounded load on a real `kgwise serve` (started here on 127.0.0.1): throughput, p50/p99, status
     codes, errors and the server's RSS per endpoint and concurrency, /health latency under the answer
-    load, and what a client over the queue limit gets."""
+    load, and what a client over the queue limit gets; then /v1/chat/completions on a replay pipeline
+    (`serve --config`; targets ≥ 100 requests/s at concurrency 8, p99 ≤ 100 ms)."""
     from kgwise.datasets import load
-    from kgwise.eval.bench.serve import ServeBenchConfig, run_serve_benchmark
+    from kgwise.eval.bench.serve import ServeBenchConfig, run_chat_benchmark, run_serve_benchmark
 
     try:
         levels = tuple(int(c) for c in concurrency.split(",") if c.strip())
@@ -190,7 +194,11 @@ def bench_serve(
         kg = load_ddb(root / "ddb").save(work / "ddb.npz")
     qs = [(q.text, [c.text for c in q.choices]) for q in load(dataset, "test", root)]
     cfg = ServeBenchConfig(concurrency=levels, requests=requests, answer_requests=answer_requests,
-                           phase_s=phase_s, llm=llm, queue=queue)
-    report = run_serve_benchmark(kg, qs, cfg, work, progress=lambda m: err_console.print(f"[dim]{m}[/dim]"))
+                           phase_s=phase_s, llm=llm, queue=queue, chat_requests=chat_requests)
+    say = lambda m: err_console.print(f"[dim]{m}[/dim]")  # noqa: E731
+    report = run_serve_benchmark(kg, qs, cfg, work, progress=say)
     report["dataset"] = dataset
+    if chat_requests:
+        recorded = [q.text for q in load("webqsp", "test", root)]
+        report["chat"] = run_chat_benchmark(kg, recorded, cfg, work, progress=say)
     write_json(report, json_out)

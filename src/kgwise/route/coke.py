@@ -199,6 +199,7 @@ class CokeRouter(Policy[str]):
         n = len(names)
         self.spent = 0.0
         self.arm_cost = np.zeros(n)
+        self.graded_cost = np.zeros(n)  # the part of arm_cost whose outcome was learnt (Eq. 14's ratio)
         self.arm_fail_cost = np.zeros(n)
         self.pulls = np.zeros(n, dtype=np.int64)
         self.cost_seen = np.zeros(n)  # sum of the per-question cost bounds seen by select
@@ -234,7 +235,7 @@ class CokeRouter(Policy[str]):
         if k and self.questions_seen:
             pseudo = k * self.cost_seen / self.questions_seen
         num = self.arm_fail_cost + pseudo * self._prior_error
-        den = self.arm_cost + pseudo
+        den = self.graded_cost + pseudo
         with np.errstate(invalid="ignore", divide="ignore"):
             r = np.where(den > 0, num / den, 0.0)
         return np.asarray(r, dtype=np.float64)
@@ -407,14 +408,23 @@ class CokeRouter(Policy[str]):
 
     def update(self, name: str, embedding: npt.ArrayLike, reward: float, cost: float,
                bound: float | None = None, allow_overrun: bool = False) -> None:
-        """Feed back the outcome of the arm named ``name``: Beta posterior of its cluster (Eq. 5), its ridge
-        regression (Eq. 11, Sherman–Morrison), its spending and failure spending (Eq. 14). The cost is
-        settled against the arm's pull (the one of cost bound ``bound``, default its oldest). A cost above
-        that bound raises ``BudgetExceededError`` and nothing is recorded, unless ``allow_overrun``: then it
-        is recorded and the excess added to :attr:`overrun`. Without a pull to settle, a cost the remaining
-        budget cannot pay raises ``BudgetExceededError`` too. ``spent`` stays finite."""
-        arm = self._arm(name)
+        """Feed back the outcome of the arm named ``name``: its spending (:meth:`charge`) and what it
+        teaches (:meth:`learn`) — the Beta posterior of its cluster (Eq. 5), its ridge regression (Eq. 11,
+        Sherman–Morrison), its failure spending (Eq. 14). The cost is settled against the arm's pull (the
+        one of cost bound ``bound``, default its oldest). A cost above that bound raises
+        ``BudgetExceededError`` and nothing is recorded, unless ``allow_overrun``: then it is recorded and
+        the excess added to :attr:`overrun`. Without a pull to settle, a cost the remaining budget cannot
+        pay raises ``BudgetExceededError`` too. ``spent`` stays finite."""
         r = _reward(reward)
+        self.charge(name, cost, bound, allow_overrun)
+        self.learn(name, embedding, r, cost)
+
+    def charge(self, name: str, cost: float, bound: float | None = None, allow_overrun: bool = False
+               ) -> None:
+        """Spend ``cost`` for a pull of the arm named ``name`` whose outcome is not known yet (a kgwise
+        addition: an answer is paid when it is made, its grade may come later or never); the pull's hold
+        (``bound``, default the oldest) is released. Refusals as in :meth:`update`; nothing is learnt."""
+        arm = self._arm(name)
         if not (math.isfinite(cost) and cost >= 0):
             raise ConfigError(f"cost must be a finite number ≥ 0, got {cost}")
         if not self.holds[arm] and cost > self.remaining:
@@ -433,11 +443,21 @@ class CokeRouter(Policy[str]):
         held = self._release(arm, bound)
         if held is not None:
             self.overrun += max(0.0, cost - held)
-        self._learn(arm, embedding, r)
         self.spent += cost
         self.arm_cost[arm] += cost
-        self.arm_fail_cost[arm] += cost * (1.0 - r)
         self.pulls[arm] += 1
+
+    def learn(self, name: str, embedding: npt.ArrayLike, reward: float, cost: float) -> None:
+        """Learn the outcome of a pull of the arm named ``name`` that :meth:`charge` paid ``cost`` for:
+        Eq. 5, Eq. 11, and the arm's graded and failure spending of Eq. 14 (``R_a`` is taken over graded
+        pulls only, so pulls never graded do not count as right)."""
+        arm = self._arm(name)
+        r = _reward(reward)
+        if not (math.isfinite(cost) and cost >= 0):
+            raise ConfigError(f"cost must be a finite number ≥ 0, got {cost}")
+        self._learn(arm, embedding, r)
+        self.graded_cost[arm] += cost
+        self.arm_fail_cost[arm] += cost * (1.0 - r)
 
     def _learn(self, arm: int, embedding: npt.ArrayLike, r: float) -> None:
         """Eq. 5 for the arm's cluster and Eq. 11 for the arm (target ``r − E[θ_c]`` when decomposed)."""
@@ -468,6 +488,7 @@ class CokeRouter(Policy[str]):
             "linucb": self.linucb.state_dict(),
             "spent": self.spent,
             "arm_cost": self.arm_cost.tolist(),
+            "graded_cost": self.graded_cost.tolist(),
             "arm_fail_cost": self.arm_fail_cost.tolist(),
             "pulls": self.pulls.tolist(),
             "cost_seen": self.cost_seen.tolist(),
@@ -498,8 +519,8 @@ class CokeRouter(Policy[str]):
         n, d = out.n_arms, out.dim
         shapes = {"linucb": (out.linucb.n_arms, out.linucb.dim) == (n, d),
                   "thompson": out.thompson.alpha.shape == (len(CLUSTERS),),
-                  **{k: getattr(out, k).shape == (n,) for k in ("arm_cost", "arm_fail_cost", "pulls",
-                                                                 "cost_seen")},
+                  **{k: getattr(out, k).shape == (n,)
+                     for k in ("arm_cost", "graded_cost", "arm_fail_cost", "pulls", "cost_seen")},
                   "holds": len(out.holds) == n,
                   **{k: getattr(out, k).shape == (out.recent_values.shape[0], n)
                      for k in ("recent_values", "recent_costs")}}
@@ -508,7 +529,8 @@ class CokeRouter(Policy[str]):
             raise ConfigError(f"not a valid CokeRouter state: {', '.join(bad)} do not match {n} arms of "
                               f"dimension {d}")
         money = {"spent": [out.spent], "overrun": [out.overrun], "arm_cost": out.arm_cost.tolist(),
-                 "arm_fail_cost": out.arm_fail_cost.tolist(), "cost_seen": out.cost_seen.tolist(),
+                 "arm_fail_cost": out.arm_fail_cost.tolist(), "graded_cost": out.graded_cost.tolist(),
+                 "cost_seen": out.cost_seen.tolist(),
                  "holds": [b for arm in out.holds for b in arm]}
         broken = [k for k, v in money.items() if not all(math.isfinite(x) and x >= 0 for x in v)]
         if broken:
@@ -532,6 +554,8 @@ class CokeRouter(Policy[str]):
         out.spent = float(state["spent"])
         out.arm_cost = np.asarray(state["arm_cost"], dtype=np.float64)
         out.arm_fail_cost = np.asarray(state["arm_fail_cost"], dtype=np.float64)
+        # before charge/learn were apart every paid pull was graded
+        out.graded_cost = np.asarray(state.get("graded_cost", state["arm_cost"]), dtype=np.float64)
         out.pulls = np.asarray(state["pulls"], dtype=np.int64)
         out.cost_seen = np.asarray(state["cost_seen"], dtype=np.float64)
         out.questions_seen = int(state["questions_seen"])

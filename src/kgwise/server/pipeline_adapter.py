@@ -82,6 +82,9 @@ class ServedPending:
     question: str
 
 
+PENDING_SHOWN = 100
+
+
 @dataclass(frozen=True, slots=True)
 class ServedStatus:
     budget: float | None
@@ -154,13 +157,13 @@ class ServedPipeline:
         return ServedFeedback(f.decision, f.arm, f.reward >= 0.5)
 
     def status(self) -> ServedStatus:
-        """Per arm, ``selections`` = settled pulls + decisions awaiting feedback; ``spent``: settled costs."""
+        """Per arm, ``selections`` = answers made (each paid when made); ``spent``: their costs; the newest
+        :data:`PENDING_SHOWN` decisions awaiting feedback."""
         st = self.pipeline.status()
-        waiting = self.pipeline.pending()
+        waiting = self.pipeline.pending()[-PENDING_SHOWN:]
         counts = self.pipeline.state.coverage
-        arms = tuple(ServedArmStatus(a.name, a.pulls + sum(p.arm == a.name for p in waiting),
-                                     counts[a.name].graded, counts[a.name].correct, a.coverage.covered,
-                                     a.coverage.n) for a in st.arms)
+        arms = tuple(ServedArmStatus(a.name, a.pulls, counts[a.name].graded, counts[a.name].correct,
+                                     a.coverage.covered, a.coverage.n) for a in st.arms)
         pending = tuple(ServedPending(p.decision, p.arm, p.text) for p in waiting)
         return ServedStatus(st.budget, st.spent, arms, pending, st.alpha if st.calibrated else None)
 
