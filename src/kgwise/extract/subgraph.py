@@ -29,8 +29,8 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.errors import ConfigError
-from kgwise.extract.neighbourhood import NeighbourRule, capped_neighbours
-from kgwise.extract.registry import register_extractor
+from kgwise.extract.neighbourhood import IndexedNeighbours, NeighbourRule, capped_neighbours
+from kgwise.extract.registry import ExtractorOptions, register_extractor
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.kg.grounding import Grounding
 from kgwise.types import Path, Question, Subgraph
@@ -97,7 +97,9 @@ class SubgraphExtractor:
         """The P_sub subgraph of ``question`` (only ``grounding`` is used; see the module docstring)."""
         q, a = seeds_of(grounding)
         nodes = self.select_nodes(q, a)
-        h, r, t = self.kg.edges_among(nodes) if nodes.size else (np.empty(0, np.int32),) * 3
+        among = (self.capped.edges_among if isinstance(self.capped, IndexedNeighbours)
+                 else self.kg.edges_among)
+        h, r, t = among(nodes) if nodes.size else (np.empty(0, np.int32),) * 3
         order = np.lexsort((t, r, h))
         h, r, t = h[order], r[order], t[order]
         paths = self.paths(q, a, h, r, t)
@@ -218,4 +220,13 @@ class SubgraphExtractor:
         return tuple(out)
 
 
-register_extractor("P_sub", lambda kg, options: SubgraphExtractor(kg))
+def _make_psub(kg: KnowledgeGraph, options: ExtractorOptions) -> SubgraphExtractor:
+    """P_sub; over the statistics of ``options.stats`` when it has them (:class:`IndexedNeighbours`)."""
+    stats = options.stats
+    if stats is None or stats.hub_cap is None:
+        return SubgraphExtractor(kg)
+    cap = SubgraphConfig().max_expand
+    return SubgraphExtractor(kg, neighbours=IndexedNeighbours(kg, stats, cap))
+
+
+register_extractor("P_sub", _make_psub)

@@ -12,11 +12,11 @@ run.
   endpoint client (median ms, process RSS); with Virtuoso: the export + bulk-load time, then grounding +
   P_sub over the endpoint cold (first pass) and warm (second pass) against the in-memory CSR path.
 
-P_sub over an endpoint (:func:`endpoint_psub`) reads the seeds' 2-hop neighbourhood with batched ``VALUES``
-queries (hop-1 lists capped at ``max_expand`` per seed, as P_sub's hub rule caps them), builds that
-neighbourhood as a small in-memory graph and runs the same extractor on it; hub ranking then sees degrees
-within the neighbourhood, so its node choice can differ from the full graph's (``same_nodes`` reports how
-often it does not).
+P_sub over an endpoint (:func:`endpoint_psub`) is the extractor ``kgwise answer --kg sparql:URL`` runs:
+the hub rule's degrees and hub lists come from the label index (built from the graph file the store was
+loaded from), the other nodes' short edge lists from the endpoint, one ``VALUES`` query per hop, and the
+edges among the chosen nodes from one more query. Its node set equals the in-memory one but for ties in
+degree, which the endpoint's node ids break in another order (``same_nodes``, ``node_jaccard_mean``).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from kgwise.errors import KgwiseError
 
 if TYPE_CHECKING:
     from kgwise.kg.grounding import Grounder, Grounding
+    from kgwise.kg.label_index import BoundIndex
     from kgwise.kg.linking import TextEncoder
     from kgwise.kg.sparql import SPARQLGraph
     from kgwise.types import Question
@@ -84,44 +85,13 @@ def choice_recall(exact: Grounder, full: Grounder, questions: Sequence[Question]
     return out
 
 
-def endpoint_psub(sparql: SPARQLGraph, grounding: Grounding, max_expand: int = 100) -> tuple[int, ...]:
-    """P_sub's node set over an endpoint (see the module docstring); node ids are ``sparql``'s."""
-    from kgwise.extract.subgraph import SubgraphExtractor, seeds_of
-    from kgwise.kg.csr import CSRGraph
-    from kgwise.kg.grounding import Grounding as Seeds
+def endpoint_psub(sparql: SPARQLGraph, index: BoundIndex, grounding: Grounding) -> tuple[int, ...]:
+    """P_sub's node set over an endpoint, with the hub statistics of its bound label index (the extractor
+    ``kgwise answer --kg sparql:URL`` uses); node ids are ``sparql``'s."""
+    from kgwise.extract.registry import ExtractorOptions, make_extractor
 
-    q, a = seeds_of(grounding)
-    seeds = [*q, *a]
-    if not seeds:
-        return ()
-    sparql.prefetch(seeds, True)
-    sparql.prefetch(seeds, False)
-    hop1: dict[int, None] = {}
-    for v in seeds:
-        for out in (True, False):
-            _, ends = sparql.out_edges(v) if out else sparql.in_edges(v)
-            for e in ends[:max_expand].tolist():
-                hop1.setdefault(e)
-    ring = [v for v in hop1 if v not in set(seeds)]
-    sparql.prefetch(ring, True)
-    nodes = list(dict.fromkeys([*seeds, *ring]))
-    local = {v: i for i, v in enumerate(nodes)}
-    hs: list[int] = []
-    rs: list[int] = []
-    ts: list[int] = []
-    for v in nodes:
-        rels, ends = sparql.out_edges(v)
-        for r, t in zip(rels.tolist(), ends.tolist(), strict=True):
-            if t in local:
-                hs.append(local[v])
-                rs.append(r)
-                ts.append(local[t])
-    rel_names = [str(i) for i in range(max(sparql.num_relations, 1))]
-    small = CSRGraph.from_arrays([str(v) for v in nodes], rel_names, hs, rs, ts)
-    sub = SubgraphExtractor(small).extract(
-        _dummy_question(), Seeds(tuple(local[v] for v in grounding.question_nodes),
-                             tuple(tuple(local[v] for v in c) for c in grounding.choice_nodes)))
-    return tuple(sorted(nodes[i] for i in sub.nodes))
+    extractor = make_extractor("P_sub", sparql, ExtractorOptions(stats=index))
+    return extractor.extract(_dummy_question(), grounding).nodes
 
 
 def _dummy_question() -> Question:
@@ -210,6 +180,9 @@ def _ground_stage(argv: Sequence[str]) -> None:
         bind_s = time.perf_counter() - t0
         grounder = Grounder(sparql, GrounderConfig(wordnet_dir=Path(data_s) / "wordnet",
                                                    linking=LinkingConfig(embedding=False)), index)
+        from kgwise.extract.registry import ExtractorOptions, make_extractor
+
+        extractor = make_extractor("P_sub", sparql, ExtractorOptions(stats=index))
         ground_ms: list[float] = []
         cold_ms: list[float] = []
         warm_ms: list[float] = []
@@ -218,14 +191,14 @@ def _ground_stage(argv: Sequence[str]) -> None:
             t0 = time.perf_counter()
             g = grounder.ground(q)
             t1 = time.perf_counter()
-            nodes = endpoint_psub(sparql, g)
+            nodes = extractor.extract(q, g).nodes
             t2 = time.perf_counter()
             ground_ms.append((t1 - t0) * 1e3)
             cold_ms.append((t2 - t0) * 1e3)
             sets.append(sorted(sparql.label(v) for v in nodes))
         for q in qs:
             t0 = time.perf_counter()
-            endpoint_psub(sparql, grounder.ground(q))
+            extractor.extract(q, grounder.ground(q))
             warm_ms.append((time.perf_counter() - t0) * 1e3)
         result = {"bind_s": bind_s, "ground_median_ms": _median(ground_ms),
                   "psub_cold_median_ms": _median(cold_ms), "psub_warm_median_ms": _median(warm_ms),
