@@ -9,8 +9,10 @@ grounder's :class:`~kgwise.kg.grounding.NameIndex`.
 Each node is stored with its id in the source and its RDF term (an IRI; ``urn:kgwise:node:i`` for node
 ``i`` of a graph file, as ``kgwise kg export`` writes it), so an index of a graph file also serves the
 endpoint its export was loaded into. The index records what it was built from: a content hash of a
-graph file's graph, and for a dump or an endpoint the counts of edges and names; :meth:`LabelIndex.bind`
-refuses a graph that does not match (another graph), as calibrations are refused.
+graph file's graph, and for a dump or an endpoint the counts of edges and names; and 32 probe nodes spread
+over the ids (label; for a graph file also distinct neighbours), which an endpoint must match (counting
+every triple of a large store takes minutes). :meth:`LabelIndex.bind` refuses a graph that does not
+match (another graph), as calibrations are refused.
 
 An index of a graph file also keeps the statistics P_sub's hub rule ranks by (:mod:`kgwise.kg.hubs`):
 every node's degree and every hub's capped neighbour list (``hub_cap`` in the meta table), so that P_sub
@@ -24,6 +26,7 @@ segment (``optimize``), then written out in one pass (``VACUUM INTO``) and renam
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
@@ -51,6 +54,8 @@ HUB_CAP = 100
 """The hub rule's cap the statistics are built for (P_sub's default ``max_expand``)."""
 EXPORT_BASE = "urn:kgwise:node:"
 _BATCH = 50_000
+PROBE_NODES = 32
+"""Nodes (evenly spread over the ids) whose labels and neighbour counts an endpoint must match."""
 _IN_BATCH = 900  # host parameters per IN (...) query (SQLite's limit is 999 before 3.32)
 
 
@@ -137,8 +142,16 @@ class _Writer:
         self._node_rows.clear()
         self._name_rows.clear()
 
-    def finish(self, meta: dict[str, Any]) -> None:
+    def finish(self, meta: dict[str, Any], neighbours: Callable[[int], int] | None = None) -> None:
+        """Write the file; ``neighbours``: distinct neighbours of a node (a graph file's), for the probe."""
         self.flush()
+        ids = sorted({round(i * (self.nodes - 1) / (PROBE_NODES - 1)) for i in range(PROBE_NODES)}
+                     ) if self.nodes > 1 else list(range(self.nodes))
+        probe = [[term, label, neighbours(v) if neighbours is not None else None]
+                 for v, label, term in self.db.execute(
+                     f"SELECT node, label, term FROM nodes WHERE node IN ({','.join('?' * len(ids))}) "
+                     "ORDER BY node", ids)]
+        meta = {**meta, "probe": json.dumps(probe)}
         self.db.executemany("INSERT INTO words VALUES (?)", ((w,) for w in sorted(self.words)))
         self.db.executescript(_FINISH)
         meta = {**meta, "version": INDEX_VERSION, "nodes": self.nodes, "names": self.names,
@@ -286,14 +299,21 @@ def build_index(source: str | Path, out: str | Path, page: int = 10_000,
         else:
             from kgwise.kg.loaders import open_graph_file
 
-            meta = _from_graph(open_graph_file(source), w)
+            graph = open_graph_file(source)
+            meta = _from_graph(graph, w)
             label = str(source)
+            w.finish({**meta, "source": label}, lambda v: int(graph.neighbors([v]).size))
+            return _built(w, label, meta, t0)
         w.finish({**meta, "source": label})
     except BaseException:
         w.db.close()
         w.tmp.unlink(missing_ok=True)
         raise
-    return IndexBuild(Path(out), w.nodes, w.names, time.perf_counter() - t0, label, meta["kind"],
+    return _built(w, label, meta, t0)
+
+
+def _built(w: _Writer, label: str, meta: dict[str, Any], t0: float) -> IndexBuild:
+    return IndexBuild(w.path, w.nodes, w.names, time.perf_counter() - t0, label, meta["kind"],
                       meta["content_hash"])
 
 
@@ -440,8 +460,9 @@ class LabelIndex:
 
     def bind(self, kg: KnowledgeGraph) -> BoundIndex:
         """This index as the name index of ``kg``, after checking it was built from ``kg``: the content
-        hash of a graph file's graph; for an endpoint, its edge and name counts (two ``COUNT`` queries).
-        ``ConfigError`` naming both when they differ."""
+        hash of a graph file's graph; for an endpoint, the labels (and, for an index of a graph file,
+        the distinct neighbour counts) of the ``PROBE_NODES`` probe nodes the build recorded.
+        ``ConfigError`` naming the difference when they differ."""
         from kgwise.kg.csr import CSRGraph
         from kgwise.kg.sparql import SPARQLGraph
 
@@ -456,16 +477,44 @@ class LabelIndex:
                                   "rebuild it with `kgwise kg index build`")
             return BoundIndex(self, kg, None)
         if isinstance(kg, SPARQLGraph):
-            edges, labelled = kg.num_edges, kg.count_labelled()
-            want = (int(self.meta["edges"]), int(self.meta["labelled"]))
-            if (edges, labelled) != want:
-                raise ConfigError(f"{self.path} was built from another graph ({self.meta['source']}: "
-                                  f"{want[0]:,} edges, {want[1]:,} named nodes) than {kg.endpoint} "
-                                  f"({edges:,} edges, {labelled:,} named nodes): rebuild it with "
+            differs = self._probe(kg)
+            if differs:
+                raise ConfigError(f"{self.path} was built from another graph ({self.meta['source']}) than "
+                                  f"{kg.endpoint} serves: {differs}; rebuild it from the graph file the "
+                                  "store was loaded from, or with "
                                   f"`kgwise kg index build sparql:{kg.endpoint}`")
             return BoundIndex(self, kg, kg)
         raise ConfigError("a label index serves a graph file or a SPARQL endpoint, not a "
                           f"{type(kg).__name__}")
+
+    def _probe(self, kg: SPARQLGraph) -> str | None:
+        """How the endpoint differs from the probe nodes the index recorded (their ``rdfs:label``; for an
+        index of a graph file also their distinct neighbours), or ``None``: two queries, where counting
+        every triple (``COUNT(*)``) takes minutes on a large store."""
+        from kgwise.kg.loaders.ntriples import NAME_PREDICATES, RDFS_LABEL, iri_local_name
+
+        probe: list[list[Any]] = json.loads(self.meta["probe"])
+        if not probe:
+            return None
+        values = " ".join(f"<{term}>" for term, _, _ in probe)
+        labels: dict[str, set[str]] = {}
+        for row in kg.select(f"SELECT ?n ?l WHERE {{ VALUES ?n {{ {values} }} ?n <{RDFS_LABEL}> ?l }}"):
+            labels.setdefault(row["n"]["value"], set()).add(row["l"]["value"])
+        for term, label, _ in probe:
+            found = labels.get(term)
+            if (label not in found) if found else (label != iri_local_name(term)):
+                return f"<{term}> is labelled {sorted(found or ['(nothing)'])[:3]} there, {label!r} here"
+        if probe[0][2] is None:
+            return None
+        names = ", ".join(f"<{p}>" for p in NAME_PREDICATES)
+        rows = kg.select(f"SELECT ?n (COUNT(DISTINCT ?x) AS ?d) WHERE {{ VALUES ?n {{ {values} }} "
+                         f"{{ ?n ?p ?x FILTER(!(isLiteral(?x) && ?p IN ({names}))) }} "
+                         "UNION { ?x ?p ?n } } GROUP BY ?n")
+        degrees = {row["n"]["value"]: int(row["d"]["value"]) for row in rows}
+        for term, _, want in probe:
+            if degrees.get(term, 0) != want:
+                return f"<{term}> has {degrees.get(term, 0)} distinct neighbours there, {want} here"
+        return None
 
     def close(self) -> None:
         self.db.close()

@@ -76,7 +76,7 @@ class SPARQLConfig:
 
     max_edges: int = 10_000
     cache_nodes: int = 200_000
-    batch: int = 100
+    batch: int = 200
     retry: RetryPolicy = field(default_factory=lambda: RetryPolicy(max_retries=3, timeout_s=60.0))
     headers: tuple[tuple[str, str], ...] = ()
 
