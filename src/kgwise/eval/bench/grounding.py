@@ -106,9 +106,9 @@ def _dummy_question() -> Question:
 # ------------------------------------------------------------------------------------------ recall parts
 def _csqa(data: Path, limit: int | None, progress: Callable[[str], None]) -> dict[str, Any]:
     from kgwise.datasets import load
+    from kgwise.kg.benchmarks import DATASET_KGS, build_kg
     from kgwise.kg.grounding import Grounder, GrounderConfig, PhraseIndex
     from kgwise.kg.linking import LinkingConfig
-    from kgwise.kg.benchmarks import DATASET_KGS, build_kg
 
     progress("CSQA ihdev: building the CSQA KG (WordNet + ConceptNet slice)")
     kg = build_kg(DATASET_KGS["csqa"], data)
