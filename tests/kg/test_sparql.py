@@ -391,3 +391,20 @@ def test_answer_over_an_endpoint_with_a_label_index(endpoint: str, freebase_inde
     assert result.exit_code == 0, result.output
     assert "answer:" in result.output and "combination: P_sub+F_t" in result.output
     assert "Jamaica" in result.output.split("knowledge:")[1]  # triples read from the endpoint
+
+
+def test_an_endpoint_without_an_index_gets_one_built_and_cached(endpoint: str, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from kgwise.kg.label_index import open_index
+
+    monkeypatch.setenv("KGWISE_CACHE", str(tmp_path))
+    said: list[str] = []
+    remote = SPARQLGraph(endpoint)
+    bound = open_index(remote, progress=said.append)
+    assert any("building the label index" in m for m in said)
+    hit = bound.lookup("jamaica")
+    assert hit is not None and remote.label(hit[0]) == "Jamaica"
+    assert bound.hub_cap is None  # names from the endpoint: no P_sub statistics
+    said.clear()
+    again = open_index(SPARQLGraph(endpoint), progress=said.append)
+    assert not said and again.index.path == bound.index.path  # reused, not rebuilt

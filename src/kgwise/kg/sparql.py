@@ -425,8 +425,11 @@ class SPARQLGraph:
         return self._read(int(node), False)
 
     def degree(self, nodes: npt.ArrayLike, direction: Direction = "both") -> npt.NDArray[np.int64]:
-        """Edges read per node (a hub's are cut at ``max_edges`` per direction)."""
+        """Edges read per node (a hub's are cut at ``max_edges`` per direction); uncached lists are read
+        in batches (:meth:`prefetch`)."""
         v = np.asarray(nodes, dtype=np.int64).reshape(-1).tolist()
+        if len(v) > 1:
+            self.prefetch(v, None if direction == "both" else direction == "out")
         out = [len(self.out_edges(x)[1]) if direction in ("out", "both") else 0 for x in v]
         inn = [len(self.in_edges(x)[1]) if direction in ("in", "both") else 0 for x in v]
         return np.asarray(out, dtype=np.int64) + np.asarray(inn, dtype=np.int64)
