@@ -16,7 +16,10 @@ untagged and ``@en``, as ``rdfs:label``, ``skos:prefLabel`` or ``skos:altLabel``
 and literal values, not IRI local names. Free-text grounding runs over a label index of the endpoint
 (:mod:`kgwise.kg.label_index`, ``kgwise kg index build sparql:URL``); UAG, which starts from topic
 entities by name, runs on an endpoint directly. :meth:`SPARQLGraph.prefetch` reads many nodes' edges with
-one ``VALUES`` query per batch (``neighbors`` and ``edges_among`` use it).
+one ``VALUES`` query per batch, one direction or both in the same query (``neighbors``, ``degree`` and
+``edges_among`` use it). :meth:`SPARQLGraph.edges_among` told which nodes are hubs (P_sub's statistics
+from a label index) never reads a hub's edge list: it reads the other nodes' lists and asks for the edges
+between two hubs pair by pair.
 """
 
 from __future__ import annotations
