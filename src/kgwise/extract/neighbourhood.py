@@ -46,6 +46,10 @@ class NeighbourRule(Protocol):
         """``(pos, nbr)``: one pair ``(i, u)`` for every ``u`` in ``capN(nodes[i])``, grouped by ``pos``."""
         ...
 
+    def tie_key(self, nodes: I64) -> I64:
+        """What breaks ties in degree between ``nodes`` (their ids, unless told otherwise)."""
+        ...
+
 
 def capped_neighbours(kg: KnowledgeGraph, cap: int) -> NeighbourRule:
     """The vectorised rule when ``kg`` hands out edge arrays, else the node-by-node one."""
@@ -69,6 +73,9 @@ class CappedNeighbours:
 
     def degree_of(self, nodes: I64) -> I64:
         return self.degree[nodes]
+
+    def tie_key(self, nodes: I64) -> I64:
+        return np.asarray(nodes, dtype=np.int64)
 
     def expand(self, nodes: npt.ArrayLike) -> tuple[I64, I64]:
         """``(pos, nbr)``: for every ``i`` and every ``u`` in ``capN(nodes[i])``, one pair ``(i, u)``.
@@ -135,6 +142,9 @@ class LazyCappedNeighbours:
             self._degree.update(zip(missing, (int(d) for d in found), strict=True))
         return np.fromiter((self._degree[x] for x in v.tolist()), dtype=np.int64, count=v.size)
 
+    def tie_key(self, nodes: I64) -> I64:
+        return np.asarray(nodes, dtype=np.int64)
+
     def capped(self, node: int) -> I64:
         """``capN(node)``, sorted by id (only a hub's neighbours need their degrees)."""
         found = self._lists.get(node)
@@ -176,6 +186,10 @@ class HubStats(Protocol):
         """``capN(node)`` of a hub, or ``None`` when ``node`` is none (or unknown)."""
         ...
 
+    def index_ids(self, nodes: Sequence[int]) -> I64:
+        """The ids the statistics were computed with (-1 where unknown)."""
+        ...
+
 
 class IndexedNeighbours:
     """``capN`` with degrees and hub lists from ``stats`` and the other nodes' edge lists from ``kg`` (see
@@ -200,6 +214,13 @@ class IndexedNeighbours:
             d = d.copy()
             d[unknown] = self._lazy.degree_of(v[unknown])
         return d
+
+    def tie_key(self, nodes: I64) -> I64:
+        """The ids of the graph the statistics were computed from (so ties break as there); a node they do
+        not know comes after every known one, by its own id."""
+        v = np.asarray(nodes, dtype=np.int64).reshape(-1)
+        ids = self.stats.index_ids(v.tolist())
+        return np.where(ids >= 0, ids, np.int64(1) << 40 | v)
 
     def expand(self, nodes: npt.ArrayLike) -> tuple[I64, I64]:
         v = np.atleast_1d(np.asarray(nodes, dtype=np.int64)).tolist()

@@ -569,6 +569,11 @@ class BoundIndex:
                 self._to_index[v] = found.get(iri, -1) if iri is not None else -1
         return [None if self._to_index[v] < 0 else self._to_index[v] for v in nodes]
 
+    def index_ids(self, nodes: Sequence[int]) -> npt.NDArray[np.int64]:
+        """The index's ids of graph ids (-1 for a node it does not hold)."""
+        ids = self._index_ids([int(v) for v in nodes])
+        return np.fromiter((-1 if i is None else i for i in ids), dtype=np.int64, count=len(ids))
+
     def degree_of(self, nodes: Sequence[int]) -> npt.NDArray[np.int64]:
         """Stored degrees (edges touching each node, both directions) of graph ids; -1 for a node the index
         does not hold or an index without statistics."""
