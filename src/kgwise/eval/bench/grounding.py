@@ -344,7 +344,8 @@ def _graph_over_stores(name: str, graph: Path, data: Path, work: Path, dataset: 
         pairs = list(zip(local["node_sets"], remote.pop("node_sets"), strict=True))
         remote["same_nodes"] = sum(a == b for a, b in pairs) / max(len(pairs), 1)
         remote["node_jaccard_mean"] = statistics.fmean(
-            len(set(a) & set(b)) / max(len(set(a) | set(b)), 1) for a, b in pairs) if pairs else None
+            len(set(a) & set(b)) / len(set(a) | set(b)) if a or b else 1.0 for a, b in pairs
+        ) if pairs else None  # two empty sets (a question grounded to nothing either way) agree
         remote["cold_over_csr"] = (remote["psub_cold_median_ms"] or 0) / csr_ms
         remote["warm_over_csr"] = (remote["psub_warm_median_ms"] or 0) / csr_ms
         out[store] = remote
