@@ -26,5 +26,5 @@ def test_oxigraph_loads_and_serves_an_export(tmp_path: Path) -> None:
         assert sorted(remote.label(int(x)) for x in remote.neighbors([v])) == ["Caribbean", "Jamaican dollar"]
     assert store.proc is None
     (tmp_path / "bad.nt").write_text("<a> <b> broken\n", encoding="utf-8")
-    with pytest.raises(ServiceError, match="bad.nt"):
+    with pytest.raises(ServiceError, match=r"bad\.nt"):
         Oxigraph(tmp_path / "db2").load([tmp_path / "bad.nt"])
