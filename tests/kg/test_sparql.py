@@ -408,3 +408,18 @@ def test_an_endpoint_without_an_index_gets_one_built_and_cached(endpoint: str, t
     said.clear()
     again = open_index(SPARQLGraph(endpoint), progress=said.append)
     assert not said and again.index.path == bound.index.path  # reused, not rebuilt
+
+
+@pytest.mark.slow
+def test_the_pipeline_answers_over_an_endpoint_with_a_label_index(endpoint: str, freebase_index: Path,
+                                                                   tmp_path: Path) -> None:
+    from kgwise.app import Pipeline
+
+    config = tmp_path / "kgwise.toml"
+    config.write_text(f'[kg]\nsparql = "{endpoint}"\nindex = "{freebase_index}"\n[[arms]]\nname = "kg"\n'
+                      'kind = "inject"\nspec = "smollm2-135m"\ncombo = "P_sub+F_t"\n[router]\n'
+                      'budget_calls = 10\n', encoding="utf-8")
+    with Pipeline.from_config(config, tmp_path / "state") as pipe:
+        result = pipe.answer("What currency does Jamaica use?", ["Jamaican dollar", "Euro"])
+    assert "Jamaica" in result.question_entities  # grounded through the index
+    assert result.knowledge.triples and any("Jamaica" in (t.head, t.tail) for t in result.knowledge.triples)
