@@ -152,3 +152,17 @@ def test_the_starter_file_reads_back(tmp_path: Path) -> None:
     assert cfg.names == ("small", "small-kg")
     assert cfg.arm("small-kg").per_call == 0.01
     assert cfg.router.budget == 3.0 and cfg.answer_sets.alpha == 0.2
+
+
+def test_kg_takes_a_label_index_beside_a_graph_or_an_endpoint(tmp_path: Path) -> None:
+    write_kg(tmp_path)
+    (tmp_path / "kg.idx").write_bytes(b"")
+    body = ('[kg]\nsparql = "http://127.0.0.1:7878/query"\nindex = "kg.idx"\n[[arms]]\nname = "s"\n'
+            'kind = "llm"\nspec = "smollm2-135m"\n[router]\nbudget_calls = 5\n')
+    kg = PipelineConfig.load(write_config(tmp_path, body)).kg
+    assert (kg.sparql, kg.index) == ("http://127.0.0.1:7878/query", tmp_path / "kg.idx")
+    kg = PipelineConfig.load(write_config(tmp_path, body.replace('sparql = "http://127.0.0.1:7878/query"',
+                                                                 'graph = "kg.tsv"'))).kg
+    assert (kg.graph, kg.index) == (tmp_path / "kg.tsv", tmp_path / "kg.idx")
+    with pytest.raises(DataError, match=r"kgwise.toml:3: kg.index: label index .*gone.idx does not exist"):
+        PipelineConfig.load(write_config(tmp_path, body.replace("kg.idx", "gone.idx")))

@@ -71,3 +71,31 @@ def test_index_of_an_ntriples_dump_keeps_iris_and_aliases(tmp_path: Path) -> Non
     with pytest.raises(DataError, match=r"g.nt:1"):
         build_index(f"nt:{nt}", tmp_path / "e.idx")
     assert not (tmp_path / "e.idx").exists() and not (tmp_path / "e.idx.tmp").exists()
+
+
+def test_index_of_a_graph_file_keeps_degrees_hub_lists_and_probe_nodes(tmp_path: Path) -> None:
+    import json
+
+    import numpy as np
+
+    from kgwise.kg.hubs import hub_lists
+    from kgwise.kg.label_index import HUB_CAP, PROBE_NODES
+
+    leaves = [(f"leaf {i}", "r", f"tip {i % 7}") for i in range(HUB_CAP + 20)]
+    g = CSRGraph.from_triples([("centre", "r", f"leaf {i}") for i in range(HUB_CAP + 20)] + leaves)
+    idx = LabelIndex(build_index(g.save(tmp_path / "star.npz"), tmp_path / "star.idx").path)
+    assert idx.hub_cap == HUB_CAP
+    bound = idx.bind(g)
+    nodes = list(range(g.num_nodes))
+    assert bound.degree_of(nodes).tolist() == g.degree(np.arange(g.num_nodes), "both").tolist()
+    want = hub_lists(g, HUB_CAP)
+    row = want.hub_row()
+    for v in want.hubs.tolist():
+        got = bound.hub_neighbours(v)
+        assert got is not None and got.tolist() == want.nbr[want.ptr[row[v]]:want.ptr[row[v] + 1]].tolist()
+    assert bound.hub_neighbours(g.node("leaf 3")) is None
+    probe = json.loads(idx.meta["probe"])
+    assert len(probe) == PROBE_NODES and probe[0][:2] == ["urn:kgwise:node:0", "centre"]
+    assert probe[0][2] == HUB_CAP + 20  # distinct neighbours, which an endpoint must match
+    dump = LabelIndex(build_index(f"nt:{write_ntriples(g, tmp_path / 's.nt')}", tmp_path / "d.idx").path)
+    assert dump.hub_cap is None  # statistics come from a graph file only

@@ -205,8 +205,8 @@ def test_endpoint_errors_name_the_endpoint_and_the_query(endpoint: str) -> None:
     with pytest.raises(ConfigError, match="grounding free text"):
         Grounder(SPARQLGraph(endpoint))
     res = CliRunner().invoke(app, ["answer", "Where is Jamaica?", "--choices", "Caribbean|Alps",
-                                   "--kg", f"sparql:{endpoint}"])
-    assert res.exit_code != 0 and "KnowGPT grounds free text" in " ".join(res.output.split())
+                                   "--kg", f"sparql:{endpoint}", "--index", "no-such.idx"])
+    assert res.exit_code != 0 and "label index not found" in " ".join(res.output.split())
     with pytest.raises(ConfigError, match="not seen"):
         SPARQLGraph(endpoint).out_edges(0)
 
@@ -276,3 +276,150 @@ def test_bench_sparql_walks_agree(endpoint: str, data_dir: Path, tmp_path: Path)
     report = json.loads(out.read_text())
     assert report["questions"] == report["agree"] == 5 and report["edges_read"] > 0
     assert report["endpoint"]["failures"] == 0 and report["cold_over_local"] > 0
+
+
+@pytest.fixture(scope="module")
+def freebase_index(freebase: CSRGraph, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A label index of the fragment's graph file (with P_sub's hub statistics)."""
+    from kgwise.kg.label_index import build_index
+
+    root = tmp_path_factory.mktemp("index")
+    return build_index(freebase.save(root / "fb.npz"), root / "fb.idx").path
+
+
+def test_psub_over_the_endpoint_uses_the_index_statistics(endpoint: str, freebase: CSRGraph,
+                                                          freebase_index: Path) -> None:
+    from kgwise.extract.neighbourhood import CappedNeighbours, IndexedNeighbours
+    from kgwise.kg.label_index import LabelIndex
+
+    remote = SPARQLGraph(endpoint)
+    bound = LabelIndex(freebase_index).bind(remote)
+    local = CappedNeighbours(freebase, 100)
+    hubs = np.argsort(-local.degree)[:4].tolist()
+    assert local.degree[hubs[0]] > 100  # the fragment has hubs: their lists come from the index
+    sample = hubs + np.random.default_rng(1).choice(freebase.num_nodes, size=30, replace=False).tolist()
+    ids = [remote.node_of_iri(f"urn:kgwise:node:{v}") for v in sample]
+    rule = IndexedNeighbours(remote, bound, 100)
+    sent = remote.usage()["requests"]
+    assert rule.degree_of(np.asarray(ids)).tolist() == local.degree[sample].tolist()
+    pos, nbr = rule.expand(ids)
+    assert remote.usage()["requests"] - sent <= 1  # every short list in one VALUES query, no hub list
+    for i, v in enumerate(sample):
+        assert ({remote.label(int(x)) for x in nbr[pos == i]}
+                == {freebase.label(int(x)) for x in local.neighbours(v)}), freebase.label(v)
+    # the edges among a hub, its capped neighbours and the sample, without reading the hub's list
+    chosen_l = np.unique(np.concatenate([np.asarray(sample), local.neighbours(hubs[0])]))
+    chosen_r = np.unique(np.concatenate([np.asarray(ids), nbr[pos == 0]]))
+    h, _, t = freebase.edges_among(chosen_l)
+    hr, _, tr = rule.edges_among(chosen_r)
+    pairs_l = Counter((freebase.label(int(x)), freebase.label(int(y))) for x, y in zip(h, t, strict=True))
+    pairs_r = Counter((remote.label(int(x)), remote.label(int(y))) for x, y in zip(hr, tr, strict=True))
+    assert pairs_l == pairs_r and sum(pairs_l.values()) > 0
+    assert remote.truncated == 0
+
+
+def test_psub_over_the_endpoint_matches_the_graph_file(endpoint: str, freebase: CSRGraph,
+                                                        freebase_index: Path) -> None:
+    from kgwise.extract.registry import ExtractorOptions, make_extractor
+    from kgwise.kg.grounding import Grounder
+    from kgwise.kg.label_index import LabelIndex
+    from kgwise.types import make_question
+
+    remote = SPARQLGraph(endpoint)
+    bound = LabelIndex(freebase_index).bind(remote)
+    q = make_question("what currency does jamaica use", ["Jamaican dollar", "Euro"])
+    g_l, g_r = Grounder(freebase).ground(q), Grounder(remote, index=bound).ground(q)
+    assert [freebase.label(v) for v in g_l.question_nodes] == [remote.label(v) for v in g_r.question_nodes]
+    sub_l = make_extractor("P_sub", freebase).extract(q, g_l)
+    extractor = make_extractor("P_sub", remote, ExtractorOptions(stats=bound))
+    sent = remote.usage()["requests"]
+    sub_r = extractor.extract(q, g_r)
+    assert remote.usage()["requests"] - sent <= 6  # one round trip per hop, one for the edges among
+    # ties in degree break by the graph file's ids (the index's), so the endpoint gives the same nodes
+    assert [freebase.label(v) for v in sub_l.nodes] == [remote.label(v) for v in sub_r.nodes]
+    sent = remote.usage()["requests"]
+    assert extractor.extract(q, g_r).nodes == sub_r.nodes
+    assert remote.usage()["requests"] == sent  # warm: every list is kept
+
+
+def test_an_index_of_another_graph_is_refused_by_the_endpoint(endpoint: str, tmp_path: Path) -> None:
+    from kgwise.kg.label_index import LabelIndex, build_index
+
+    other = CSRGraph.from_triples([("Jamaica", "r", "b")]).save(tmp_path / "o.npz")
+    with pytest.raises(ConfigError, match="another graph"):
+        LabelIndex(build_index(other, tmp_path / "o.idx").path).bind(SPARQLGraph(endpoint))
+
+
+def test_a_malformed_or_slow_endpoint_fails_clearly() -> None:
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from threading import Thread
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            if self.path.startswith("/slow"):
+                time.sleep(3)
+            body = b"<html>not SPARQL</html>"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+    Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with pytest.raises(SPARQLError, match="not SPARQL JSON results"):
+            SPARQLGraph(f"{base}/query", SPARQLConfig(retry=NO_WAIT)).find("Jamaica")
+        quick = RetryPolicy(max_retries=1, base_delay_s=0.0, timeout_s=0.5)
+        t0 = time.perf_counter()
+        with pytest.raises(SPARQLError, match="gave up after 2 attempts"):
+            SPARQLGraph(f"{base}/slow", SPARQLConfig(retry=quick)).find("Jamaica")
+        assert time.perf_counter() - t0 < 5  # a timeout on every request: never a hang
+    finally:
+        server.shutdown()
+
+
+@pytest.mark.slow
+def test_answer_over_an_endpoint_with_a_label_index(endpoint: str, freebase_index: Path) -> None:
+    result = CliRunner().invoke(app, [
+        "answer", "What currency does Jamaica use?", "--choices", "Jamaican dollar|Euro|Yen",
+        "--kg", f"sparql:{endpoint}", "--index", str(freebase_index), "--llm", "smollm2-135m",
+        "--combo", "P_sub+F_t"])
+    assert result.exit_code == 0, result.output
+    assert "answer:" in result.output and "combination: P_sub+F_t" in result.output
+    assert "Jamaica" in result.output.split("knowledge:")[1]  # triples read from the endpoint
+
+
+def test_an_endpoint_without_an_index_gets_one_built_and_cached(endpoint: str, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from kgwise.kg.label_index import open_index
+
+    monkeypatch.setenv("KGWISE_CACHE", str(tmp_path))
+    said: list[str] = []
+    remote = SPARQLGraph(endpoint)
+    bound = open_index(remote, progress=said.append)
+    assert any("building the label index" in m for m in said)
+    hit = bound.lookup("jamaica")
+    assert hit is not None and remote.label(hit[0]) == "Jamaica"
+    assert bound.hub_cap is None  # names from the endpoint: no P_sub statistics
+    said.clear()
+    again = open_index(SPARQLGraph(endpoint), progress=said.append)
+    assert not said and again.index.path == bound.index.path  # reused, not rebuilt
+
+
+@pytest.mark.slow
+def test_the_pipeline_answers_over_an_endpoint_with_a_label_index(endpoint: str, freebase_index: Path,
+                                                                   tmp_path: Path) -> None:
+    from kgwise.app import Pipeline
+
+    config = tmp_path / "kgwise.toml"
+    config.write_text(f'[kg]\nsparql = "{endpoint}"\nindex = "{freebase_index}"\n[[arms]]\nname = "kg"\n'
+                      'kind = "inject"\nspec = "smollm2-135m"\ncombo = "P_sub+F_t"\n[router]\n'
+                      'budget_calls = 10\n', encoding="utf-8")
+    with Pipeline.from_config(config, tmp_path / "state") as pipe:
+        result = pipe.answer("What currency does Jamaica use?", ["Jamaican dollar", "Euro"])
+    assert "Jamaica" in result.question_entities  # grounded through the index
+    assert result.knowledge.triples and any("Jamaica" in (t.head, t.tail) for t in result.knowledge.triples)

@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kgwise.app.config import ArmConfig
 from kgwise.errors import ConfigError
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.llm.prices import default_prices
 from kgwise.types import Question, Subgraph, Triple, Usage
+
+if TYPE_CHECKING:
+    from kgwise.kg.label_index import BoundIndex
 
 __all__ = ["ArmOutput", "ArmRunner", "Knowledge", "arm_cost", "build_runner", "subgraph_knowledge"]
 
@@ -155,11 +158,11 @@ class LLMArm:
 class InjectArm(LLMArm):
     """An LLM with KnowGPT's knowledge injection over the pipeline's graph."""
 
-    def __init__(self, config: ArmConfig, kg: KnowledgeGraph) -> None:
+    def __init__(self, config: ArmConfig, kg: KnowledgeGraph, names: BoundIndex | None = None) -> None:
         super().__init__(config)
         from kgwise.embed import MiniLM
-        from kgwise.extract import SubgraphExtractor
         from kgwise.extract.base import Extractor
+        from kgwise.extract.registry import ExtractorOptions, make_extractor
         from kgwise.inject.bandit import PromptBandit
         from kgwise.inject.build import DEFAULT_COMBO
         from kgwise.inject.combination import Combination
@@ -169,11 +172,16 @@ class InjectArm(LLMArm):
         from kgwise.llm.base import scoring_rule
         from kgwise.render import make_format
 
-        if not isinstance(kg, CSRGraph):
+        if not isinstance(kg, CSRGraph) and names is None:
             raise ConfigError(f"arm {config.name!r}: knowledge injection grounds text against every node "
-                              "label, which a SPARQL endpoint does not list; use a local graph in [kg]")
+                              "label, which a SPARQL endpoint does not list: give [kg] a label index")
+        if not isinstance(kg, CSRGraph) and config.policy is not None:
+            raise ConfigError(f"arm {config.name!r}: P_RL (policy) walks a graph held in memory; over an "
+                              "endpoint knowledge injection extracts with P_sub only")
         encoder = MiniLM()
-        extractors: dict[str, Extractor] = {"P_sub": SubgraphExtractor(kg)}
+        stats = names if names is not None and names.endpoint is not None else None
+        extractors: dict[str, Extractor] = {
+            "P_sub": make_extractor("P_sub", kg, ExtractorOptions(encoder=encoder, stats=stats))}
         if config.policy is not None:
             from kgwise.extract.path_agent import PathAgent
 
@@ -185,7 +193,7 @@ class InjectArm(LLMArm):
                               f"scoring; set scoring = {bandit.scoring!r}")
         self.kg = kg
         self.injector = KnowledgeInjector(
-            kg, Grounder(kg), extractors, formats, self.llm, bandit, encoder,
+            kg, Grounder(kg, index=names), extractors, formats, self.llm, bandit, encoder,
             InjectorConfig(scoring_rule(config.scoring), Combination.parse(config.combo or DEFAULT_COMBO)))
         if config.combo is not None and config.combo not in self.injector.combos():
             raise ConfigError(f"arm {config.name!r}: unknown combo {config.combo!r}; available: "
@@ -239,10 +247,10 @@ class KGMArm:
         return ArmOutput(a.prediction, dict(a.probabilities), Knowledge(), a.usage)
 
 
-def build_runner(config: ArmConfig, kg: KnowledgeGraph) -> ArmRunner:
-    """The runner of one configured arm (models load here)."""
+def build_runner(config: ArmConfig, kg: KnowledgeGraph, names: BoundIndex | None = None) -> ArmRunner:
+    """The runner of one configured arm (models load here); ``names``: the KG's bound label index."""
     if config.kind == "kgm":
         return KGMArm(config)
     if config.kind == "inject":
-        return InjectArm(config, kg)
+        return InjectArm(config, kg, names)
     return LLMArm(config)

@@ -4,7 +4,8 @@ Tables:
 
 * ``[kg]`` — one of ``graph = FILE`` (a built ``.npz``, a ``.tsv``/``.nt`` triple file, RoG data),
   ``source = PATH`` with ``format = NAME`` (built on load by :func:`kgwise.kg.loaders.load_graph`), or
-  ``sparql = URL``;
+  ``sparql = URL``; optionally ``index = FILE``, a label index of the KG (``kgwise kg index build``) that
+  free text is grounded over (an endpoint without one gets one built from its labels and cached);
 * ``[[arms]]`` — each ``name``, ``kind`` (``kgm``: a trained KG model file ``model``; ``llm``: an LLM
   ``spec``, optionally behind an OpenAI-compatible ``base_url``; ``inject``: an LLM ``spec`` with KnowGPT's
   knowledge injection, optional ``policy``/``bandit``/``combo``), ``cluster`` (``KGM``/``LLM``, default
@@ -59,6 +60,7 @@ class KGConfig:
     source: Path | None = None
     format: str | None = None
     sparql: str | None = None
+    index: Path | None = None
 
     @property
     def is_endpoint(self) -> bool:
@@ -272,7 +274,8 @@ class _Reader:
         if data is None:
             raise DataError("missing table [kg]: give graph = FILE, source = PATH with format = NAME, or "
                             "sparql = URL", self.path)
-        self._keys(data, {"graph", "source", "format", "sparql"}, "kg")
+        self._keys(data, {"graph", "source", "format", "sparql", "index"}, "kg")
+        index = self._file(data, "index", "kg", what="label index")
         given = [k for k in ("graph", "source", "sparql") if k in data]
         if len(given) != 1:
             raise self.fail("give exactly one of graph, source (with format) or sparql"
@@ -282,17 +285,17 @@ class _Reader:
             url = self._str(data, "sparql", "kg") or ""
             if not url.startswith(("http://", "https://")):
                 raise self.fail(f"must be an http(s) URL, got {url!r}", "kg", "sparql")
-            return KGConfig(sparql=url)
+            return KGConfig(sparql=url, index=index)
         if "graph" in data:
             if "format" in data:
                 raise self.fail("format goes with source, not with graph", "kg", "format")
-            return KGConfig(graph=self._file(data, "graph", "kg", what="graph file"))
+            return KGConfig(graph=self._file(data, "graph", "kg", what="graph file"), index=index)
         fmt = self._str(data, "format", "kg")
         from kgwise.kg.loaders import FORMATS
 
         if fmt not in FORMATS:
             raise self.fail(f"must be one of {', '.join(FORMATS)}, got {fmt!r}", "kg", "format")
-        return KGConfig(source=self._file(data, "source", "kg", what="source"), format=fmt)
+        return KGConfig(source=self._file(data, "source", "kg", what="source"), format=fmt, index=index)
 
     def router(self, data: dict[str, Any] | None) -> RouterConfig:
         if data is None:

@@ -116,10 +116,10 @@ class KnowGPTApp:
     def build(cls, kg: str | Path, llm: str = "smollm2-135m", policy: str | Path | None = None,
               bandit: str | Path | None = None, scoring: str | None = None,
               calibration: str | Path | None = None, allow_mismatch: bool = False,
-              option: str = "--allow-mismatch") -> KnowGPTApp:
-        """The app over an injector built from files and specs
-        (:func:`kgwise.inject.build.build_injector`)."""
-        injector = build_injector(kg, llm, policy, bandit, scoring)
+              option: str = "--allow-mismatch", index: str | Path | None = None) -> KnowGPTApp:
+        """The app over an injector built from files and specs (:func:`kgwise.inject.build.build_injector`;
+        ``kg`` a graph file or a SPARQL endpoint, ``index`` its label index)."""
+        injector = build_injector(kg, llm, policy, bandit, scoring, index)
         return cls(injector, calibration, policy, bandit, allow_mismatch, option)
 
     @property

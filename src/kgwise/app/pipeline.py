@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +32,9 @@ from kgwise.errors import ConfigError, KgwiseError
 from kgwise.grading import match_answer
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.types import CHOICE_LABELS, Question, Usage, make_question
+
+if TYPE_CHECKING:
+    from kgwise.kg.label_index import BoundIndex
 
 __all__ = [
     "AnswerSetResult",
@@ -214,7 +217,8 @@ class Pipeline:
     (owned while open: use as a context manager or call :meth:`close`)."""
 
     def __init__(self, config: PipelineConfig, state_dir: Path, runners: Mapping[str, ArmRunner],
-                 encoder: Encoder, kg: KnowledgeGraph | None = None) -> None:
+                 encoder: Encoder, kg: KnowledgeGraph | None = None, names: BoundIndex | None = None
+                 ) -> None:
         missing = [a.name for a in config.arms if a.name not in runners]
         if missing and runners:
             raise ConfigError(f"no runner for arm(s) {', '.join(missing)}")
@@ -225,10 +229,11 @@ class Pipeline:
         self._grounder: Any = None
         if kg is not None:
             from kgwise.kg.csr import CSRGraph
+            from kgwise.kg.grounding import Grounder
 
-            if isinstance(kg, CSRGraph):
-                from kgwise.kg.grounding import Grounder
-
+            if names is not None:
+                self._grounder = Grounder(kg, index=names)
+            elif isinstance(kg, CSRGraph):
                 self._grounder = Grounder(kg)
         self.state = StateDir(state_dir, config, encoder.dim)
         self._lock = threading.Lock()
@@ -241,13 +246,18 @@ class Pipeline:
         :meth:`feedback` and :meth:`status`, not for :meth:`answer`."""
         config = PipelineConfig.load(path)
         kg = load_graph_of(config) if models else None
-        runners = {a.name: build_runner(a, kg) for a in config.arms} if kg is not None else {}
+        names = None
+        if kg is not None and (config.kg.index is not None or config.kg.is_endpoint):
+            from kgwise.kg.label_index import open_index
+
+            names = open_index(kg, config.kg.index)
+        runners = {a.name: build_runner(a, kg, names) for a in config.arms} if kg is not None else {}
         if encoder is None:
             from kgwise.embed import MiniLM
 
             encoder = MiniLM()
         root = Path(state_dir) if state_dir is not None else default_state_dir(path)
-        return cls(config, root, runners, encoder, kg)
+        return cls(config, root, runners, encoder, kg, names)
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:

@@ -109,28 +109,32 @@ def bench_sparql(
 def bench_grounding(
     data: DataOption = None,
     json_out: JsonOption = None,
-    parts: Annotated[str, typer.Option(help="Comma-separated: csqa, medqa, scale.")] = "csqa,medqa,scale",
+    parts: Annotated[str, typer.Option(help="Comma-separated: csqa, medqa, scale, webqsp.")
+                     ] = "csqa,medqa,scale,webqsp",
     medqa_limit: Annotated[int, typer.Option(min=1, help="MedQA test questions.")] = 200,
     csqa_limit: Annotated[int | None, typer.Option(
         min=1, help="CSQA ihdev questions (default: all).")] = None,
     scale_nodes: Annotated[int, typer.Option(min=1000, help="Nodes of the synthetic graph.")] = 1_600_000,
     scale_edges: Annotated[int, typer.Option(min=1000, help="Edges of the synthetic graph.")] = 3_400_000,
     scale_limit: Annotated[int, typer.Option(
-        min=1, help="Questions grounded over the synthetic graph.")] = 200,
-    virtuoso: Annotated[bool, typer.Option(help="Load the synthetic graph into Virtuoso.")] = True,
+        min=1, help="Questions grounded over the synthetic graph and the WebQSP fragment.")] = 200,
+    stores: Annotated[str, typer.Option(
+        help="Comma-separated SPARQL stores the graphs are loaded into: virtuoso, oxigraph (none: '').")
+                      ] = "virtuoso,oxigraph",
     embeddings: Annotated[bool, typer.Option(help="MiniLM embedding fallback on MedQA/DDB.")] = True,
     workdir: Annotated[Path | None, typer.Option(
         help="Where graphs, indexes and the Virtuoso database go (default: OUT_work beside --json OUT, "
              "else temp).")] = None,
 ) -> None:
     """Grounding recall (CSQA gold choices, MedQA options) exact-only vs aliases + fallbacks, and label-index
-    grounding + P_sub over Virtuoso vs the in-memory graph at ConceptNet scale (the issue's targets)."""
+    grounding + P_sub over Virtuoso and Oxigraph vs the in-memory graph, at ConceptNet scale and on the
+    WebQSP Freebase fragment (the issue's targets)."""
     from kgwise.eval.bench.grounding import run_grounding_benchmark
 
     names = [p.strip() for p in parts.split(",") if p.strip()]
-    bad = [p for p in names if p not in ("csqa", "medqa", "scale")]
+    bad = [p for p in names if p not in ("csqa", "medqa", "scale", "webqsp")]
     if bad:
-        raise ConfigError(f"unknown part(s) {bad}; choose from csqa, medqa, scale")
+        raise ConfigError(f"unknown part(s) {bad}; choose from csqa, medqa, scale, webqsp")
     work = workdir or (json_out.parent / (json_out.stem + "_work") if json_out is not None
                        else Path(tempfile.mkdtemp(prefix="kgwise-bench-grounding-")))
     encoder = None
@@ -140,7 +144,8 @@ def bench_grounding(
         encoder = MiniLM()
     report = run_grounding_benchmark(
         data_dir(data), work, medqa_limit=medqa_limit, csqa_limit=csqa_limit, scale_nodes=scale_nodes,
-        scale_edges=scale_edges, scale_limit=scale_limit, virtuoso=virtuoso, encoder=encoder, parts=names,
+        scale_edges=scale_edges, scale_limit=scale_limit,
+        stores=[x.strip() for x in stores.split(",") if x.strip()], encoder=encoder, parts=names,
         progress=lambda m: err_console.print(f"[dim]{m}[/dim]"), on_result=lambda r: _save(r, json_out))
     write_json(report, json_out)
 

@@ -158,7 +158,9 @@ def index_build(
     page: Annotated[int, typer.Option(min=100, help="Name triples per query from an endpoint.")] = 10_000,
 ) -> None:
     """Index every node name (labels and aliases) of SOURCE on disk, with its content hash, for grounding
-    without loading the labels (--index of `kgwise kg ground` and `kgwise uag`)."""
+    without loading the labels (--index of `kgwise answer`, `kgwise kg ground` and `kgwise uag`). Built
+    from a graph file, it also keeps P_sub's degrees and hub lists, so P_sub over the store the file was
+    loaded into (`kgwise kg export --format nt` + the store's loader) reads only short edge lists."""
     from kgwise.kg.label_index import build_index
 
     distinct_outputs({"--out": out}, {"SOURCE": source})

@@ -24,7 +24,7 @@ from kgwise.cli.common import (
     write_json,
 )
 from kgwise.errors import ConfigError
-from kgwise.kg.sources import GRAPH_FILE_HELP
+from kgwise.kg.sources import GRAPH_SPEC_HELP
 
 _LLM_HELP = "LLM spec: smollm2-135m, gemma3-270m, gguf:PATH, openai:MODEL."
 
@@ -42,8 +42,12 @@ def _parse_choices(text: str) -> list[str]:
 def answer(
     question: Annotated[str, typer.Argument(help="The question text.")],
     choices: Annotated[str, typer.Option("--choices", help="Answer choices separated by '|'.")],
-    kg: Annotated[Path, typer.Option("--kg", help="The graph file: " + GRAPH_FILE_HELP + ".")],
+    kg: Annotated[str, typer.Option("--kg", help="The KG: " + GRAPH_SPEC_HELP + ".")],
     llm: Annotated[str, typer.Option("--llm", help=_LLM_HELP)] = "smollm2-135m",
+    index: Annotated[Path | None, typer.Option(
+        "--index", help="A label index of the KG (`kgwise kg index build`; for an endpoint, best built from "
+        "the graph file it was loaded from): the free text is grounded over it. An endpoint without one "
+        "gets an index built from its labels once and cached.")] = None,
     policy: PolicyOption = None,
     bandit: BanditOption = None,
     combo: Annotated[str | None, typer.Option(
@@ -60,7 +64,8 @@ def answer(
         "policy or bandit differ from the calibration's (the set then carries no guarantee).")] = False,
     scoring: ScoringOption = None,
 ) -> None:
-    """Answer one multiple-choice QUESTION with knowledge from a KG injected into the LLM's prompt; with
+    """Answer one multiple-choice QUESTION with knowledge from a KG (a graph file, or a SPARQL endpoint
+    grounded through a label index) injected into the LLM's prompt; with
     --calibration, also its calibrated answer set (answered with the calibration's combination unless
     --combo says otherwise; see :mod:`kgwise.app.knowgpt`)."""
     from kgwise.app.knowgpt import KnowGPTApp
@@ -70,7 +75,7 @@ def answer(
     if alpha is not None and calibration is None:
         raise ConfigError("--alpha sets the miscoverage of a calibrated set: it needs --calibration FILE "
                           "(from `kgwise calibrate`)")
-    knowgpt = KnowGPTApp.build(kg, llm, policy, bandit, scoring, calibration, allow_mismatch)
+    knowgpt = KnowGPTApp.build(kg, llm, policy, bandit, scoring, calibration, allow_mismatch, index=index)
     for line in knowgpt.mismatch:
         err_console.print(f"[yellow]warning:[/yellow] {line}")
     r = knowgpt.answer(q, combo, alpha)

@@ -13,6 +13,7 @@ from pathlib import Path
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError
 from kgwise.extract.base import Extractor
+from kgwise.extract.neighbourhood import HubStats
 from kgwise.kg.base import KnowledgeGraph
 
 __all__ = ["EXTRACTORS", "ExtractorFactory", "ExtractorOptions", "make_extractor", "register_extractor"]
@@ -21,10 +22,13 @@ __all__ = ["EXTRACTORS", "ExtractorFactory", "ExtractorOptions", "make_extractor
 @dataclass(frozen=True, slots=True)
 class ExtractorOptions:
     """What building an extractor may need besides the graph: ``policy``, a trained P_RL policy file;
-    ``encoder``, the sentence encoder to share (``None``: the extractor's default)."""
+    ``encoder``, the sentence encoder to share (``None``: the extractor's default); ``stats``, stored
+    degrees and hub lists of the graph (a bound label index of an endpoint: P_sub then reads only short
+    edge lists from it)."""
 
     policy: Path | None = None
     encoder: Encoder | None = None
+    stats: HubStats | None = None
 
 
 ExtractorFactory = Callable[[KnowledgeGraph, ExtractorOptions], Extractor]

@@ -18,7 +18,9 @@ Definition (the networkx reference in ``kgwise.eval.bench.nx_reference`` impleme
    middle id, relations, inverse flags)``, at most ``max_paths_per_pair`` per pair and ``max_paths``
    in all.
 
-Low degree is the relevance tie-breaker (specific concepts before hubs, an IDF-like score).
+Low degree is the relevance tie-breaker (specific concepts before hubs, an IDF-like score). "id" is the
+rule's tie key (:meth:`~kgwise.extract.neighbourhood.NeighbourRule.tie_key`): the node id, or over an
+endpoint the id of the graph file its label index was built from, so both give the same nodes.
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.errors import ConfigError
-from kgwise.extract.neighbourhood import NeighbourRule, capped_neighbours
-from kgwise.extract.registry import register_extractor
+from kgwise.extract.neighbourhood import IndexedNeighbours, NeighbourRule, capped_neighbours
+from kgwise.extract.registry import ExtractorOptions, register_extractor
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.kg.grounding import Grounding
 from kgwise.types import Path, Question, Subgraph
@@ -97,7 +99,9 @@ class SubgraphExtractor:
         """The P_sub subgraph of ``question`` (only ``grounding`` is used; see the module docstring)."""
         q, a = seeds_of(grounding)
         nodes = self.select_nodes(q, a)
-        h, r, t = self.kg.edges_among(nodes) if nodes.size else (np.empty(0, np.int32),) * 3
+        among = (self.capped.edges_among if isinstance(self.capped, IndexedNeighbours)
+                 else self.kg.edges_among)
+        h, r, t = among(nodes) if nodes.size else (np.empty(0, np.int32),) * 3
         order = np.lexsort((t, r, h))
         h, r, t = h[order], r[order], t[order]
         paths = self.paths(q, a, h, r, t)
@@ -127,6 +131,7 @@ class SubgraphExtractor:
         ac = np.bincount(inv, weights=~from_q, minlength=uniq.size)
         total = qc + ac
         deg = self.degree(uniq)
+        tie = self.capped.tie_key(uniq)
         single = total == 1
         tier = np.where((qc > 0) & (ac > 0), 0, np.where(single, 2, 1))
         owner = np.zeros(uniq.size, dtype=np.int64)
@@ -134,13 +139,13 @@ class SubgraphExtractor:
         rank = np.zeros(uniq.size, dtype=np.int64)
         s_idx = np.flatnonzero(single)
         if s_idx.size:
-            s_order = s_idx[np.lexsort((uniq[s_idx], deg[s_idx], owner[s_idx]))]
+            s_order = s_idx[np.lexsort((tie[s_idx], deg[s_idx], owner[s_idx]))]
             s_owner = owner[s_order]
             group_start = np.searchsorted(s_owner, s_owner, side="left")
             rank[s_order] = np.arange(s_order.size) - group_start
         k1 = np.where(single, rank, -total.astype(np.int64))
         k2 = np.where(single, owner, deg)
-        order = np.lexsort((uniq, k2, k1, tier))
+        order = np.lexsort((tie, k2, k1, tier))
         hop1 = uniq[order]
         if hop1.size >= room:
             return np.concatenate((seeds, hop1[:room]))
@@ -154,7 +159,7 @@ class SubgraphExtractor:
             if nbr.size == 0:
                 break
             uniq, counts = np.unique(nbr, return_counts=True)
-            order = np.lexsort((uniq, self.degree(uniq), -counts))
+            order = np.lexsort((self.capped.tie_key(uniq), self.degree(uniq), -counts))
             ranked = uniq[order]
             if ranked.size >= room:
                 chosen.append(ranked[:room])
@@ -178,12 +183,12 @@ class SubgraphExtractor:
         inv = np.concatenate((np.zeros(h.size, np.int64), np.ones(h.size, np.int64)))
         src_q = _positions(np.asarray(q, dtype=np.int64), src)
         dst_a = _positions(np.asarray(a, dtype=np.int64), dst)
-        rows: list[I64] = []  # columns: qi, ai, length, deg(mid), mid, r1, i1, r2, i2
+        rows: list[I64] = []  # columns: qi, ai, length, deg(mid), tie key(mid), r1, i1, r2, i2, mid
         one = np.flatnonzero((src_q >= 0) & (dst_a >= 0))
         if one.size:
             z = np.zeros(one.size, np.int64)
-            rows.append(np.stack((src_q[one], dst_a[one], z + 1, z, z - 1, rel[one], inv[one], z - 1, z - 1),
-                                 axis=1))
+            rows.append(np.stack((src_q[one], dst_a[one], z + 1, z, z - 1, rel[one], inv[one], z - 1, z - 1,
+                                  z - 1), axis=1))
         if cfg.max_path_hops >= 2:
             first = np.flatnonzero((src_q >= 0) & (dst != src))
             second = np.flatnonzero(dst_a >= 0)
@@ -200,8 +205,9 @@ class SubgraphExtractor:
                 f, s = f[ok], s[ok]
                 if f.size:
                     mid = dst[f]
-                    rows.append(np.stack((src_q[f], dst_a[s], np.full(f.size, 2), self.degree(mid), mid,
-                                          rel[f], inv[f], rel[s], inv[s]), axis=1))
+                    rows.append(np.stack((src_q[f], dst_a[s], np.full(f.size, 2), self.degree(mid),
+                                          self.capped.tie_key(mid), rel[f], inv[f], rel[s], inv[s], mid),
+                                         axis=1))
         if not rows:
             return ()
         m = np.concatenate(rows)
@@ -210,7 +216,7 @@ class SubgraphExtractor:
         start = np.searchsorted(pair, pair, side="left")
         m = m[(np.arange(pair.size) - start) < cfg.max_paths_per_pair][: cfg.max_paths]
         out: list[Path] = []
-        for qi, ai, length, _, mid, r1, i1, r2, i2 in m.tolist():
+        for qi, ai, length, _, _, r1, i1, r2, i2, mid in m.tolist():
             if length == 1:
                 out.append(Path((q[qi], a[ai]), (r1,), (bool(i1),)))
             else:
@@ -218,4 +224,13 @@ class SubgraphExtractor:
         return tuple(out)
 
 
-register_extractor("P_sub", lambda kg, options: SubgraphExtractor(kg))
+def _make_psub(kg: KnowledgeGraph, options: ExtractorOptions) -> SubgraphExtractor:
+    """P_sub; over the statistics of ``options.stats`` when it has them (:class:`IndexedNeighbours`)."""
+    stats = options.stats
+    if stats is None or stats.hub_cap is None:
+        return SubgraphExtractor(kg)
+    cap = SubgraphConfig().max_expand
+    return SubgraphExtractor(kg, neighbours=IndexedNeighbours(kg, stats, cap))
+
+
+register_extractor("P_sub", _make_psub)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["ArrayGraph", "Direction", "EdgeArrays", "IdArray", "KnowledgeGraph", "normalise_label"]
+__all__ = ["ArrayGraph", "BatchReader", "Direction", "EdgeArrays", "IdArray", "KnowledgeGraph",
+           "normalise_label"]
 
 IdArray = npt.NDArray[np.int32]
 Direction = Literal["out", "in", "both"]
@@ -112,4 +113,19 @@ class ArrayGraph(Protocol):
 
     def alias_pairs(self) -> tuple[IdArray, Sequence[str]]:
         """Every alias as ``(nodes, names)``, aligned."""
+        ...
+
+
+@runtime_checkable
+class BatchReader(Protocol):
+    """Capability of a graph read over a network (``SPARQLGraph``): many nodes' edge lists in one round
+    trip, kept for the ``out_edges``/``in_edges`` calls that follow."""
+
+    def prefetch(self, nodes: Iterable[int], out: bool | None = None) -> int:
+        """Read the uncached edge lists of ``nodes``: outgoing, incoming, or both (``None``); the number
+        of queries sent."""
+        ...
+
+    def edges_among(self, nodes: npt.ArrayLike, large: Collection[int] = ()) -> EdgeArrays:
+        """Every edge among ``nodes``, never reading the whole edge list of a node in ``large``."""
         ...

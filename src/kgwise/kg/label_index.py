@@ -9,21 +9,33 @@ grounder's :class:`~kgwise.kg.grounding.NameIndex`.
 Each node is stored with its id in the source and its RDF term (an IRI; ``urn:kgwise:node:i`` for node
 ``i`` of a graph file, as ``kgwise kg export`` writes it), so an index of a graph file also serves the
 endpoint its export was loaded into. The index records what it was built from: a content hash of a
-graph file's graph, and for a dump or an endpoint the counts of edges and names; :meth:`LabelIndex.bind`
-refuses a graph that does not match (another graph), as calibrations are refused.
+graph file's graph, and for a dump or an endpoint the counts of edges and names; and 32 probe nodes spread
+over the ids (label; for a graph file also distinct neighbours), which an endpoint must match (counting
+every triple of a large store takes minutes). :meth:`LabelIndex.bind` refuses a graph that does not
+match (another graph), as calibrations are refused.
+
+An index of a graph file also keeps the statistics P_sub's hub rule ranks by (:mod:`kgwise.kg.hubs`):
+every node's degree and every hub's capped neighbour list (``hub_cap`` in the meta table), so that P_sub
+over the endpoint the graph was loaded into reads only small edge lists (:meth:`BoundIndex.degree_of`,
+:meth:`BoundIndex.hub_neighbours`). An index of a dump or an endpoint has none (``hub_cap`` absent).
+
+The file is built in memory (journal and sync off, one transaction), its FTS5 index merged into one
+segment (``optimize``), then written out in one pass (``VACUUM INTO``) and renamed into place.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from kgwise.errors import ConfigError, DataError
 from kgwise.kg.base import KnowledgeGraph
@@ -34,11 +46,17 @@ if TYPE_CHECKING:
     from kgwise.kg.csr import CSRGraph
     from kgwise.kg.sparql import SPARQLGraph
 
-__all__ = ["INDEX_VERSION", "BoundIndex", "IndexBuild", "LabelIndex", "build_index", "graph_content_hash"]
+__all__ = ["INDEX_VERSION", "BoundIndex", "IndexBuild", "LabelIndex", "build_index", "graph_content_hash",
+           "open_index"]
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2
+HUB_CAP = 100
+"""The hub rule's cap the statistics are built for (P_sub's default ``max_expand``)."""
 EXPORT_BASE = "urn:kgwise:node:"
 _BATCH = 50_000
+PROBE_NODES = 32
+"""Nodes (evenly spread over the ids) whose labels and neighbour counts an endpoint must match."""
+_IN_BATCH = 900  # host parameters per IN (...) query (SQLite's limit is 999 before 3.32)
 
 
 def graph_content_hash(kg: CSRGraph) -> str:
@@ -69,38 +87,42 @@ class IndexBuild:
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE nodes (node INTEGER PRIMARY KEY, label TEXT NOT NULL, term TEXT NOT NULL);
+CREATE TABLE nodes (node INTEGER PRIMARY KEY, label TEXT NOT NULL, term TEXT NOT NULL, degree INTEGER);
+CREATE TABLE hubs (node INTEGER PRIMARY KEY, nbrs BLOB NOT NULL);
 CREATE TABLE names (id INTEGER PRIMARY KEY, key TEXT NOT NULL, node INTEGER NOT NULL, name TEXT NOT NULL,
                     alias INTEGER NOT NULL);
 CREATE TABLE words (word TEXT PRIMARY KEY) WITHOUT ROWID;
 """
 _FINISH = """
 CREATE INDEX names_key ON names(key, alias, node);
+CREATE INDEX nodes_term ON nodes(term);
 CREATE VIRTUAL TABLE names_fts USING fts5(key, content='names', content_rowid='id', tokenize='trigram');
 INSERT INTO names_fts(names_fts) VALUES ('rebuild');
+INSERT INTO names_fts(names_fts) VALUES ('optimize');
 """
 
 
 class _Writer:
-    """Streams nodes and names into a new index file (replaced atomically when done)."""
+    """Streams nodes and names into an index built in memory, written to ``path`` when done (through a
+    temporary file renamed into place)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.tmp = path.with_name(path.name + ".tmp")
         self.tmp.unlink(missing_ok=True)
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.tmp)
-        self.db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-200000;"
+        self.db = sqlite3.connect(":memory:")
+        self.db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA temp_store=MEMORY;"
                               + _SCHEMA)
         self.nodes = 0
         self.names = 0
         self.words: set[str] = set()
         self.longest = 0
-        self._node_rows: list[tuple[int, str, str]] = []
+        self._node_rows: list[tuple[int, str, str, None]] = []
         self._name_rows: list[tuple[str, int, str, int]] = []
 
     def node(self, node: int, label: str, term: str, aliases: Iterable[str] = ()) -> None:
-        self._node_rows.append((node, label, term))
+        self._node_rows.append((node, label, term, None))
         self.nodes += 1
         names = [label, *aliases]
         for k, (key, name) in enumerate(zip(phrase_keys(names), names, strict=True)):
@@ -110,7 +132,7 @@ class _Writer:
             self.flush()
 
     def flush(self) -> None:
-        self.db.executemany("INSERT INTO nodes VALUES (?, ?, ?)", self._node_rows)
+        self.db.executemany("INSERT INTO nodes VALUES (?, ?, ?, ?)", self._node_rows)
         self.db.executemany("INSERT INTO names (key, node, name, alias) VALUES (?, ?, ?, ?)", self._name_rows)
         for key, _, _, _ in self._name_rows:
             parts = key.split(" ")
@@ -120,23 +142,39 @@ class _Writer:
         self._node_rows.clear()
         self._name_rows.clear()
 
-    def finish(self, meta: dict[str, Any]) -> None:
+    def finish(self, meta: dict[str, Any], neighbours: Callable[[int], int] | None = None) -> None:
+        """Write the file; ``neighbours``: distinct neighbours of a node (a graph file's), for the probe."""
         self.flush()
+        ids = sorted({round(i * (self.nodes - 1) / (PROBE_NODES - 1)) for i in range(PROBE_NODES)}
+                     ) if self.nodes > 1 else list(range(self.nodes))
+        probe = [[term, label, neighbours(v) if neighbours is not None else None]
+                 for v, label, term in self.db.execute(
+                     f"SELECT node, label, term FROM nodes WHERE node IN ({','.join('?' * len(ids))}) "
+                     "ORDER BY node", ids)]
+        meta = {**meta, "probe": json.dumps(probe)}
         self.db.executemany("INSERT INTO words VALUES (?)", ((w,) for w in sorted(self.words)))
         self.db.executescript(_FINISH)
         meta = {**meta, "version": INDEX_VERSION, "nodes": self.nodes, "names": self.names,
                 "longest": self.longest}
         self.db.executemany("INSERT INTO meta VALUES (?, ?)", ((k, str(v)) for k, v in meta.items()))
         self.db.commit()
+        self.db.execute("VACUUM INTO ?", (str(self.tmp),))
         self.db.close()
         self.tmp.replace(self.path)
 
 
 def _from_graph(kg: CSRGraph, w: _Writer) -> dict[str, Any]:
+    from kgwise.kg.hubs import hub_lists
+
     alias_nodes, alias_names = kg.alias_pairs()
     n = kg.num_nodes
-    w.db.executemany("INSERT INTO nodes VALUES (?, ?, ?)",
-                     zip(range(n), kg.labels, (f"{EXPORT_BASE}{v}" for v in range(n)), strict=True))
+    hubs = hub_lists(kg, HUB_CAP)
+    w.db.executemany("INSERT INTO nodes VALUES (?, ?, ?, ?)",
+                     zip(range(n), kg.labels, (f"{EXPORT_BASE}{v}" for v in range(n)), hubs.degree.tolist(),
+                         strict=True))
+    w.db.executemany("INSERT INTO hubs VALUES (?, ?)", (
+        (int(v), hubs.nbr[hubs.ptr[i]:hubs.ptr[i + 1]].astype("<i4").tobytes())
+        for i, v in enumerate(hubs.hubs.tolist())))
     keys = phrase_keys([*kg.labels, *alias_names])
     nodes = [*range(n), *alias_nodes.tolist()]
     names = [*kg.labels, *alias_names]
@@ -147,7 +185,7 @@ def _from_graph(kg: CSRGraph, w: _Writer) -> dict[str, Any]:
     w.words.update(" ".join(keys).split())
     w.longest = max((k.count(" ") + 1 for k in keys if k), default=0)
     return {"kind": "graph", "content_hash": graph_content_hash(kg), "edges": kg.num_edges,
-            "labelled": kg.num_nodes}
+            "labelled": kg.num_nodes, "hub_cap": HUB_CAP}
 
 
 def _from_ntriples(path: Path, w: _Writer) -> dict[str, Any]:
@@ -261,14 +299,21 @@ def build_index(source: str | Path, out: str | Path, page: int = 10_000,
         else:
             from kgwise.kg.loaders import open_graph_file
 
-            meta = _from_graph(open_graph_file(source), w)
+            graph = open_graph_file(source)
+            meta = _from_graph(graph, w)
             label = str(source)
+            w.finish({**meta, "source": label}, lambda v: int(graph.neighbors([v]).size))
+            return _built(w, label, meta, t0)
         w.finish({**meta, "source": label})
     except BaseException:
         w.db.close()
         w.tmp.unlink(missing_ok=True)
         raise
-    return IndexBuild(Path(out), w.nodes, w.names, time.perf_counter() - t0, label, meta["kind"],
+    return _built(w, label, meta, t0)
+
+
+def _built(w: _Writer, label: str, meta: dict[str, Any], t0: float) -> IndexBuild:
+    return IndexBuild(w.path, w.nodes, w.names, time.perf_counter() - t0, label, meta["kind"],
                       meta["content_hash"])
 
 
@@ -378,10 +423,46 @@ class LabelIndex:
         """Preferred labels of the nodes whose names are closest to ``text``."""
         return [self.label(v) for v, _, _ in self.fuzzy(phrase_key(text), limit, 0.6)]
 
+    @property
+    def hub_cap(self) -> int | None:
+        """The cap of the stored hub lists (:mod:`kgwise.kg.hubs`), or ``None`` for an index without
+        graph statistics (one built from a dump or an endpoint)."""
+        cap = self.meta.get("hub_cap")
+        return int(cap) if cap is not None else None
+
+    def nodes_of_terms(self, terms: Iterable[str]) -> dict[str, int]:
+        """The index ids of those ``terms`` (IRIs) it holds."""
+        found: dict[str, int] = {}
+        todo = list(dict.fromkeys(terms))
+        for start in range(0, len(todo), _IN_BATCH):
+            part = todo[start:start + _IN_BATCH]
+            found.update((str(t), int(v)) for t, v in self.db.execute(
+                f"SELECT term, node FROM nodes WHERE term IN ({','.join('?' * len(part))})", part))
+        return found
+
+    def rows(self, nodes: Iterable[int]) -> dict[int, tuple[str, str, int | None]]:
+        """``node -> (label, term, degree)`` of those ``nodes`` it holds (degree ``None`` without
+        statistics)."""
+        found: dict[int, tuple[str, str, int | None]] = {}
+        todo = list(dict.fromkeys(int(v) for v in nodes))
+        for start in range(0, len(todo), _IN_BATCH):
+            part = todo[start:start + _IN_BATCH]
+            found.update((int(v), (str(lab), str(term), None if d is None else int(d))) for v, lab, term, d in
+                         self.db.execute("SELECT node, label, term, degree FROM nodes WHERE node IN "
+                                         f"({','.join('?' * len(part))})", part))
+        return found
+
+    def hub(self, node: int) -> npt.NDArray[np.int64] | None:
+        """The stored capped neighbour list of ``node`` (sorted by ``(degree, id)``), or ``None`` when it
+        is no hub."""
+        row = self.db.execute("SELECT nbrs FROM hubs WHERE node = ?", (int(node),)).fetchone()
+        return None if row is None else np.frombuffer(row[0], dtype="<i4").astype(np.int64)
+
     def bind(self, kg: KnowledgeGraph) -> BoundIndex:
         """This index as the name index of ``kg``, after checking it was built from ``kg``: the content
-        hash of a graph file's graph; for an endpoint, its edge and name counts (two ``COUNT`` queries).
-        ``ConfigError`` naming both when they differ."""
+        hash of a graph file's graph; for an endpoint, the labels (and, for an index of a graph file,
+        the distinct neighbour counts) of the ``PROBE_NODES`` probe nodes the build recorded.
+        ``ConfigError`` naming the difference when they differ."""
         from kgwise.kg.csr import CSRGraph
         from kgwise.kg.sparql import SPARQLGraph
 
@@ -396,16 +477,44 @@ class LabelIndex:
                                   "rebuild it with `kgwise kg index build`")
             return BoundIndex(self, kg, None)
         if isinstance(kg, SPARQLGraph):
-            edges, labelled = kg.num_edges, kg.count_labelled()
-            want = (int(self.meta["edges"]), int(self.meta["labelled"]))
-            if (edges, labelled) != want:
-                raise ConfigError(f"{self.path} was built from another graph ({self.meta['source']}: "
-                                  f"{want[0]:,} edges, {want[1]:,} named nodes) than {kg.endpoint} "
-                                  f"({edges:,} edges, {labelled:,} named nodes): rebuild it with "
+            differs = self._probe(kg)
+            if differs:
+                raise ConfigError(f"{self.path} was built from another graph ({self.meta['source']}) than "
+                                  f"{kg.endpoint} serves: {differs}; rebuild it from the graph file the "
+                                  "store was loaded from, or with "
                                   f"`kgwise kg index build sparql:{kg.endpoint}`")
             return BoundIndex(self, kg, kg)
         raise ConfigError("a label index serves a graph file or a SPARQL endpoint, not a "
                           f"{type(kg).__name__}")
+
+    def _probe(self, kg: SPARQLGraph) -> str | None:
+        """How the endpoint differs from the probe nodes the index recorded (their ``rdfs:label``; for an
+        index of a graph file also their distinct neighbours), or ``None``: two queries, where counting
+        every triple (``COUNT(*)``) takes minutes on a large store."""
+        from kgwise.kg.loaders.ntriples import NAME_PREDICATES, RDFS_LABEL, iri_local_name
+
+        probe: list[list[Any]] = json.loads(self.meta["probe"])
+        if not probe:
+            return None
+        values = " ".join(f"<{term}>" for term, _, _ in probe)
+        labels: dict[str, set[str]] = {}
+        for row in kg.select(f"SELECT ?n ?l WHERE {{ VALUES ?n {{ {values} }} ?n <{RDFS_LABEL}> ?l }}"):
+            labels.setdefault(row["n"]["value"], set()).add(row["l"]["value"])
+        for term, label, _ in probe:
+            found = labels.get(term)
+            if (label not in found) if found else (label != iri_local_name(term)):
+                return f"<{term}> is labelled {sorted(found or ['(nothing)'])[:3]} there, {label!r} here"
+        if probe[0][2] is None:
+            return None
+        names = ", ".join(f"<{p}>" for p in NAME_PREDICATES)
+        rows = kg.select(f"SELECT ?n (COUNT(DISTINCT ?x) AS ?d) WHERE {{ VALUES ?n {{ {values} }} "
+                         f"{{ ?n ?p ?x FILTER(!(isLiteral(?x) && ?p IN ({names}))) }} "
+                         "UNION { ?x ?p ?n } } GROUP BY ?n")
+        degrees = {row["n"]["value"]: int(row["d"]["value"]) for row in rows}
+        for term, _, want in probe:
+            if degrees.get(term, 0) != want:
+                return f"<{term}> has {degrees.get(term, 0)} distinct neighbours there, {want} here"
+        return None
 
     def close(self) -> None:
         self.db.close()
@@ -413,7 +522,9 @@ class LabelIndex:
 
 class BoundIndex:
     """A :class:`LabelIndex` answering in the node ids of one graph: a graph file's ids as stored, an
-    endpoint's ids through the stored IRIs (each node registered with its label, so no label query)."""
+    endpoint's ids through the stored IRIs (each node registered with its label, so no label query). With
+    graph statistics (``hub_cap`` not ``None``) it also gives P_sub's hub rule its degrees and hub lists
+    (:meth:`degree_of`, :meth:`hub_neighbours`)."""
 
     def __init__(self, index: LabelIndex, kg: KnowledgeGraph, endpoint: SPARQLGraph | None) -> None:
         self.index = index
@@ -421,19 +532,111 @@ class BoundIndex:
         self.endpoint = endpoint
         self.longest = index.longest
         self.words = index.words
+        self.hub_cap = index.hub_cap
+        self._to_index: dict[int, int] = {}  # graph id -> index id (an endpoint's)
+        self._degree: dict[int, int] = {}  # graph id -> degree (-1: not in the index)
 
     def _node(self, node: int) -> int:
         if self.endpoint is None:
             return node
-        row = self.index.db.execute("SELECT term, label FROM nodes WHERE node = ?", (node,)).fetchone()
-        return self.endpoint.node_of_iri(str(row[0]), str(row[1]))
+        return self._nodes([node])[0]
+
+    def _nodes(self, nodes: Sequence[int]) -> list[int]:
+        """Graph ids of index ids (an endpoint's registered with their labels and degrees)."""
+        if self.endpoint is None:
+            return [int(v) for v in nodes]
+        rows = self.index.rows(nodes)
+        out: list[int] = []
+        for v in nodes:
+            label, term, degree = rows[int(v)]
+            node = self.endpoint.node_of_iri(term, label)
+            self._to_index[node] = int(v)
+            if degree is not None:
+                self._degree[node] = degree
+            out.append(node)
+        return out
+
+    def _index_ids(self, nodes: Sequence[int]) -> list[int | None]:
+        """Index ids of graph ids (``None``: a node the index does not hold)."""
+        if self.endpoint is None:
+            return [int(v) for v in nodes]
+        ep = self.endpoint
+        missing = [v for v in nodes if v not in self._to_index]
+        if missing:
+            iris = {v: ep.iri(v) for v in missing}
+            found = self.index.nodes_of_terms(t for t in iris.values() if t is not None)
+            for v, iri in iris.items():
+                self._to_index[v] = found.get(iri, -1) if iri is not None else -1
+        return [None if self._to_index[v] < 0 else self._to_index[v] for v in nodes]
+
+    def index_ids(self, nodes: Sequence[int]) -> npt.NDArray[np.int64]:
+        """The index's ids of graph ids (-1 for a node it does not hold)."""
+        ids = self._index_ids([int(v) for v in nodes])
+        return np.fromiter((-1 if i is None else i for i in ids), dtype=np.int64, count=len(ids))
+
+    def degree_of(self, nodes: Sequence[int]) -> npt.NDArray[np.int64]:
+        """Stored degrees (edges touching each node, both directions) of graph ids; -1 for a node the index
+        does not hold or an index without statistics."""
+        todo = [int(v) for v in dict.fromkeys(nodes) if int(v) not in self._degree]
+        if todo:
+            ids = self._index_ids(todo)
+            rows = self.index.rows(i for i in ids if i is not None)
+            for v, i in zip(todo, ids, strict=True):
+                d = rows[i][2] if i is not None and i in rows else None
+                self._degree[v] = -1 if d is None else d
+        return np.fromiter((self._degree[int(v)] for v in nodes), dtype=np.int64, count=len(nodes))
+
+    def hub_neighbours(self, node: int) -> npt.NDArray[np.int64] | None:
+        """``capN(node)`` as stored (graph ids, sorted by ``(degree, index id)``), or ``None`` when the node
+        is no hub (or not in the index)."""
+        i = self._index_ids([int(node)])[0]
+        found = self.index.hub(i) if i is not None else None
+        if found is None:
+            return None
+        return np.asarray(self._nodes(found.tolist()), dtype=np.int64)
 
     def lookup(self, key: str) -> tuple[int, bool] | None:
         hit = self.index.lookup(key)
         return None if hit is None else (self._node(hit[0]), hit[1])
 
     def fuzzy(self, key: str, limit: int, min_score: float) -> list[tuple[int, str, float]]:
-        return [(self._node(v), name, s) for v, name, s in self.index.fuzzy(key, limit, min_score)]
+        found = self.index.fuzzy(key, limit, min_score)
+        nodes = self._nodes([v for v, _, _ in found])
+        return [(v, name, s) for v, (_, name, s) in zip(nodes, found, strict=True)]
 
     def suggest(self, text: str, limit: int = 3) -> list[str]:
         return self.index.suggest(text, limit)
+
+
+def open_index(kg: KnowledgeGraph, path: str | Path | None = None,
+               progress: Callable[[str], None] | None = None) -> BoundIndex:
+    """The label index of ``kg``, bound to it: ``path`` when given (refused when built from another
+    graph); for an endpoint without one, the index kept for its URL in the cache directory
+    (``label-index/<SHA-256 of the URL>.sqlite``), built from the endpoint's labels (paged queries) when
+    missing, outdated, or made from another content than the endpoint serves now."""
+    from kgwise.config import cache_dir
+    from kgwise.kg.sparql import SPARQLGraph
+
+    if path is not None:
+        return LabelIndex(path).bind(kg)
+    if not isinstance(kg, SPARQLGraph):
+        raise ConfigError("build a graph file's label index with `kgwise kg index build GRAPH --out IDX` "
+                          "and pass it as the index")
+    say = progress or (lambda _m: None)
+    cached = cache_dir() / "label-index" / f"{hashlib.sha256(kg.endpoint.encode()).hexdigest()[:32]}.sqlite"
+    if cached.is_file():
+        try:
+            index = LabelIndex(cached)
+        except DataError as exc:
+            say(f"rebuilding the cached label index of {kg.endpoint}: {exc}")
+        else:
+            try:
+                return index.bind(kg)
+            except ConfigError as exc:
+                index.close()
+                say(f"rebuilding the cached label index of {kg.endpoint}: {exc}")
+    else:
+        say(f"building the label index of {kg.endpoint} into {cached} (once; reused while the endpoint's "
+            "content stays the same)")
+    build_index(f"sparql:{kg.endpoint}", cached, progress=say)
+    return LabelIndex(cached).bind(kg)

@@ -16,14 +16,17 @@ untagged and ``@en``, as ``rdfs:label``, ``skos:prefLabel`` or ``skos:altLabel``
 and literal values, not IRI local names. Free-text grounding runs over a label index of the endpoint
 (:mod:`kgwise.kg.label_index`, ``kgwise kg index build sparql:URL``); UAG, which starts from topic
 entities by name, runs on an endpoint directly. :meth:`SPARQLGraph.prefetch` reads many nodes' edges with
-one ``VALUES`` query per batch (``neighbors`` and ``edges_among`` use it).
+one ``VALUES`` query per batch, one direction or both in the same query (``neighbors``, ``degree`` and
+``edges_among`` use it). :meth:`SPARQLGraph.edges_among` told which nodes are hubs (P_sub's statistics
+from a label index) never reads a hub's edge list: it reads the other nodes' lists and asks for the edges
+between two hubs pair by pair.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,7 +79,7 @@ class SPARQLConfig:
 
     max_edges: int = 10_000
     cache_nodes: int = 200_000
-    batch: int = 100
+    batch: int = 200
     retry: RetryPolicy = field(default_factory=lambda: RetryPolicy(max_retries=3, timeout_s=60.0))
     headers: tuple[tuple[str, str], ...] = ()
 
@@ -143,6 +146,8 @@ class SPARQLGraph:
         self._rels = Interner()  # predicate IRIs
         self._edges: OrderedDict[tuple[int, bool], tuple[IdArray, IdArray]] = OrderedDict()
         self._num_edges: int | None = None
+        self._among: dict[int, tuple[frozenset[int], tuple[tuple[int, int, int], ...]]] = {}
+        self._pair_edges: dict[tuple[int, int], tuple[int, ...]] = {}
 
     def __repr__(self) -> str:
         return f"SPARQLGraph({self.endpoint!r}, seen {len(self._terms)} nodes)"
@@ -260,6 +265,11 @@ class SPARQLGraph:
                 self._unlabelled.discard(node)
             return node
 
+    def iri(self, node: int) -> str | None:
+        """The IRI of the node (``None`` for a literal)."""
+        term = self._check(node)
+        return term[1] if term[0] == "iri" else None
+
     def count_labelled(self) -> int:
         """IRIs with a name literal (``rdfs:label``, ``skos:prefLabel``/``altLabel``): one ``COUNT``."""
         rows = self.select(f"SELECT (COUNT(DISTINCT ?s) AS ?n) WHERE {{ ?s ?p ?l . VALUES ?p {{ "
@@ -354,47 +364,62 @@ class SPARQLGraph:
                 self.truncated += 1
             return self._store(node, out, rows, cut)
 
-    def prefetch(self, nodes: Iterable[int], out: bool) -> int:
-        """Read the edge lists of the uncached ``nodes`` (one direction) with one ``VALUES`` query per
-        ``SPARQLConfig.batch`` nodes instead of one query per node; a node that may hold more than
-        ``max_edges`` edges there is read alone (its list capped as :meth:`out_edges` caps it). Returns
-        the queries sent."""
+    def prefetch(self, nodes: Iterable[int], out: bool | None = None) -> int:
+        """Read the edge lists of the uncached ``nodes`` with one ``VALUES`` query per ``SPARQLConfig.batch``
+        nodes instead of one query per node: outgoing (``out``), incoming (``not out``) or both in the same
+        query (``None``). A node that may hold more than ``max_edges`` edges in a direction is read alone
+        there (its list capped as :meth:`out_edges` caps it). Returns the queries sent."""
+        dirs = (True, False) if out is None else (out,)
         with self._lock:
-            todo = [v for v in dict.fromkeys(int(x) for x in nodes) if (v, out) not in self._edges]
+            todo = [v for v in dict.fromkeys(int(x) for x in nodes)
+                    if any((v, d) not in self._edges for d in dirs)]
             for v in todo:
                 self._check(v)
-            if out:
+            if True in dirs:  # a literal is never a subject
                 for v in [v for v in todo if self._terms[v][0] != "iri"]:
-                    self._store(v, out, [], False)
-                todo = [v for v in todo if self._terms[v][0] == "iri"]
+                    self._store(v, True, [], False)
+                if out:
+                    todo = [v for v in todo if self._terms[v][0] == "iri"]
             sent = 0
             step = self.config.batch
             for start in range(0, len(todo), step):
                 batch = todo[start:start + step]
-                if len(batch) == 1:
+                if len(batch) == 1 and out is not None:
                     self._read(batch[0], out)
                     sent += 1
                     continue
-                values = " ".join(_sparql(self._terms[v]) for v in batch)
-                pattern = "?n ?p ?x" if out else "?x ?p ?n"
-                limit = self.config.max_edges * len(batch)
-                rows = self.select(f"SELECT ?n ?p ?x WHERE {{ VALUES ?n {{ {values} }} {pattern} }} "
-                                   f"LIMIT {limit}")
-                sent += 1
-                by_node: dict[int, list[dict[str, dict[str, str]]]] = {v: [] for v in batch}
-                for row in rows:
-                    term = _term(row["n"])
-                    hit = self._node_ids.get(term) if term is not None else None
-                    if hit is not None and hit in by_node:
-                        by_node[hit].append(row)
-                full = len(rows) >= limit  # the batch's limit cut some list: read every list alone
-                for v, got in by_node.items():
-                    if full or len(got) >= self.config.max_edges:
-                        self._read(v, out)
-                        sent += 1
-                    else:
-                        self._store(v, out, got, False)
+                sent += self._prefetch_batch(batch, dirs)
             return sent
+
+    def _prefetch_batch(self, batch: list[int], dirs: tuple[bool, ...]) -> int:
+        """One ``VALUES`` query for ``batch``'s lists in ``dirs`` (the caller holds the lock); queries
+        sent, with the re-reads of lists the limit may have cut."""
+        values = " ".join(_sparql(self._terms[v]) for v in batch)
+        if len(dirs) == 2:
+            pattern = '{ ?n ?p ?x BIND("o" AS ?d) } UNION { ?x ?p ?n BIND("i" AS ?d) }'
+        else:
+            pattern = "?n ?p ?x" if dirs[0] else "?x ?p ?n"
+        limit = self.config.max_edges * len(batch) * len(dirs)
+        rows = self.select(f"SELECT * WHERE {{ VALUES ?n {{ {values} }} {pattern} }} LIMIT {limit}")
+        sent = 1
+        by_node: dict[tuple[int, bool], list[dict[str, dict[str, str]]]] = {
+            (v, d): [] for v in batch for d in dirs}
+        for row in rows:
+            term = _term(row["n"])
+            hit = self._node_ids.get(term) if term is not None else None
+            d = dirs[0] if len(dirs) == 1 else row.get("d", {}).get("value") == "o"
+            if hit is not None and (hit, d) in by_node:
+                by_node[(hit, d)].append(row)
+        full = len(rows) >= limit  # the batch's limit cut some list: read every list alone
+        for (v, d), got in by_node.items():
+            if (v, d) in self._edges:
+                continue
+            if full or len(got) >= self.config.max_edges:
+                self._read(v, d)
+                sent += 1
+            else:
+                self._store(v, d, got, False)
+        return sent
 
     def out_edges(self, node: int) -> tuple[IdArray, IdArray]:
         return self._read(int(node), True)
@@ -403,8 +428,11 @@ class SPARQLGraph:
         return self._read(int(node), False)
 
     def degree(self, nodes: npt.ArrayLike, direction: Direction = "both") -> npt.NDArray[np.int64]:
-        """Edges read per node (a hub's are cut at ``max_edges`` per direction)."""
+        """Edges read per node (a hub's are cut at ``max_edges`` per direction); uncached lists are read
+        in batches (:meth:`prefetch`)."""
         v = np.asarray(nodes, dtype=np.int64).reshape(-1).tolist()
+        if len(v) > 1:
+            self.prefetch(v, None if direction == "both" else direction == "out")
         out = [len(self.out_edges(x)[1]) if direction in ("out", "both") else 0 for x in v]
         inn = [len(self.in_edges(x)[1]) if direction in ("in", "both") else 0 for x in v]
         return np.asarray(out, dtype=np.int64) + np.asarray(inn, dtype=np.int64)
@@ -426,16 +454,116 @@ class SPARQLGraph:
             return np.zeros(0, dtype=np.int32)
         return np.unique(np.concatenate(found)).astype(np.int32)
 
-    def edges_among(self, nodes: npt.ArrayLike) -> EdgeArrays:
-        keep = np.unique(np.asarray(nodes, dtype=np.int64).reshape(-1))
-        self.prefetch(keep.tolist(), True)
-        parts: list[EdgeArrays] = [(np.zeros(0, dtype=np.int32),) * 3]
-        for v in keep.tolist():
-            r, t = self.out_edges(v)
-            inside = np.isin(t, keep)
-            parts.append((np.full(int(inside.sum()), v, dtype=np.int32), r[inside], t[inside]))
-        h, r, t = (np.concatenate(x).astype(np.int32) for x in zip(*parts, strict=True))
+    def edges_among(self, nodes: npt.ArrayLike, large: Collection[int] = ()) -> EdgeArrays:
+        """Every edge among ``nodes``. ``large``: nodes known to have long edge lists (hubs). Without it,
+        edges come from the cached lists where they are read, the rest from one query whose ``VALUES``
+        blocks name the heads and the tails still unknown (the endpoint sends only those edges; what it
+        sent is kept per head). With it, the other nodes' lists are read whole in batches
+        (:meth:`prefetch`, kept for later calls) and the edges between two large nodes are asked pair by
+        pair, so no long list is ever scanned or sent."""
+        keep = np.unique(np.asarray(nodes, dtype=np.int64).reshape(-1)).tolist()
+        with self._lock:
+            for v in keep:
+                self._check(v)
+            members = set(keep)
+            if large:
+                big = [v for v in keep if v in large]
+                self.prefetch([v for v in keep if v not in large], None)
+                found = self._from_lists(keep, members)
+                found.update(self._pairs_among(big))
+            else:
+                found = self._from_lists(keep, members)
+                heads = [v for v in keep if (v, True) not in self._edges and self._terms[v][0] == "iri"]
+                unknown = [v for v in heads if not self._among_known(v, members)]
+                tails = [v for v in keep if (v, False) not in self._edges]
+                if unknown and tails:
+                    found.update(self._among_query(unknown, tails, members))
+                    self._remember_among(unknown, members, found)
+                for v in heads:
+                    hit = self._among.get(v)
+                    if hit is not None and hit[0] >= members:
+                        found.update(e for e in hit[1] if e[2] in members)
+        if not found:
+            return (np.zeros(0, dtype=np.int32),) * 3
+        h, r, t = (np.asarray(x, dtype=np.int32) for x in zip(*sorted(found), strict=True))
         return h, r, t
+
+    def _from_lists(self, keep: list[int], members: set[int]) -> set[tuple[int, int, int]]:
+        """The edges among ``members`` that the cached edge lists of ``keep`` hold."""
+        found: set[tuple[int, int, int]] = set()
+        for v in keep:
+            if (v, True) in self._edges:
+                r, t = self._edges[(v, True)]
+                found.update((v, int(a), int(b)) for a, b in zip(r.tolist(), t.tolist(), strict=True)
+                             if b in members)
+            if (v, False) in self._edges:
+                r, h = self._edges[(v, False)]
+                found.update((int(b), int(a), v) for a, b in zip(r.tolist(), h.tolist(), strict=True)
+                             if b in members)
+        return found
+
+    def _among_known(self, head: int, members: set[int]) -> bool:
+        hit = self._among.get(head)
+        return hit is not None and hit[0] >= members
+
+    def _remember_among(self, heads: list[int], members: set[int], found: set[tuple[int, int, int]]) -> None:
+        """Keep, per head, the targets asked about so far and the edges into them."""
+        if len(self._among) + len(heads) > self.config.cache_nodes:
+            self._among.clear()
+        by_head: dict[int, list[tuple[int, int, int]]] = {v: [] for v in heads}
+        for e in found:
+            if e[0] in by_head:
+                by_head[e[0]].append(e)
+        for v, got in by_head.items():
+            old = self._among.get(v)
+            if old is None:
+                self._among[v] = (frozenset(members), tuple(got))
+            else:
+                self._among[v] = (old[0] | members, tuple(set(old[1]) | set(got)))
+
+    def _pairs_among(self, nodes: list[int]) -> set[tuple[int, int, int]]:
+        """Edges between any two of ``nodes``, asked pair by pair (``VALUES (?h ?t)``), answers kept."""
+        pairs = [(a, b) for a in nodes for b in nodes if a != b and self._terms[a][0] == "iri"]
+        todo = [pair for pair in pairs if pair not in self._pair_edges]
+        step = self.config.batch * 4
+        for start in range(0, len(todo), step):
+            part = todo[start:start + step]
+            values = " ".join(f"({_sparql(self._terms[a])} {_sparql(self._terms[b])})" for a, b in part)
+            rows = self.select(f"SELECT ?h ?p ?t WHERE {{ VALUES (?h ?t) {{ {values} }} ?h ?p ?t }}")
+            got: dict[tuple[int, int], list[int]] = {pair: [] for pair in part}
+            for row in rows:
+                h, t = _term(row["h"]), _term(row["t"])
+                hv = self._node_ids.get(h) if h is not None else None
+                tv = self._node_ids.get(t) if t is not None else None
+                if hv is not None and tv is not None and (hv, tv) in got:
+                    got[(hv, tv)].append(self._rels(row["p"]["value"]))
+            if len(self._pair_edges) + len(got) > self.config.cache_nodes:
+                self._pair_edges.clear()
+            self._pair_edges.update((pair, tuple(rels)) for pair, rels in got.items())
+        found: set[tuple[int, int, int]] = set()
+        for a, b in pairs:
+            found.update((a, r, b) for r in self._pair_edges.get((a, b), ()))
+        return found
+
+    def _among_query(self, heads: list[int], tails: list[int], members: set[int]
+                     ) -> set[tuple[int, int, int]]:
+        """Edges from ``heads`` to ``tails`` (one query per ``batch`` heads); name literals are left out."""
+        found: set[tuple[int, int, int]] = set()
+        to = " ".join(_sparql(self._terms[v]) for v in tails)
+        step = self.config.batch
+        for start in range(0, len(heads), step):
+            values = " ".join(_sparql(self._terms[v]) for v in heads[start:start + step])
+            rows = self.select(f"SELECT ?h ?p ?t WHERE {{ VALUES ?h {{ {values} }} ?h ?p ?t . "
+                               f"VALUES ?t {{ {to} }} }}")
+            for row in rows:
+                h, t = _term(row["h"]), _term(row["t"])
+                pred = row["p"]["value"]
+                if h is None or t is None or (t[0] == "literal" and pred in NAME_PREDICATES):
+                    continue
+                hv, tv = self._node_ids.get(h), self._node_ids.get(t)
+                if hv is not None and tv is not None and tv in members:
+                    found.add((hv, self._rels(pred), tv))
+        return found
 
     def close(self) -> None:
         """Close the HTTP connections."""

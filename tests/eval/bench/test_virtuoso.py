@@ -63,9 +63,12 @@ def test_label_index_over_the_endpoint_grounds_questions(virtuoso: str, freebase
     assert "Jamaica" in [remote.label(x.node) for x in topics]
     typo = grounder.topic_entities("jamaika")
     assert [remote.label(x.node) for x in typo] == ["Jamaica"] and typo[0].method == "fuzzy"
-    sent_before = remote.usage()["requests"]
     g = grounder.ground(make_question("what currency does jamaica use", ["Jamaican dollar", "Euro"]))
-    nodes = endpoint_psub(remote, g)
+    # P_sub with the hub statistics of an index of the graph file the store was loaded from
+    from_file = build_index(freebase.save(tmp_path / "fb.npz"), tmp_path / "file.idx")
+    stats = LabelIndex(from_file.path).bind(remote)
+    sent_before = remote.usage()["requests"]
+    nodes = endpoint_psub(remote, stats, g)
     assert g.question_nodes and len(nodes) > len(g.question_nodes)
     assert remote.usage()["requests"] - sent_before <= 8  # batched VALUES queries, not one per node
     other = CSRGraph.from_triples([("a", "r", "b")]).save(tmp_path / "o.npz")
