@@ -65,8 +65,8 @@ class FakeArm:
 
 
 def _questions(prefix: str, n: int) -> list[Question]:
-    return [make_question(f"{prefix} question number {i}, gold {'ABCD'[i % 4]}?", ["red", "green", "blue", "black"],
-                          f"{prefix}{i}", "ABCD"[i % 4]) for i in range(n)]
+    return [make_question(f"{prefix} question number {i}, gold {'ABCD'[i % 4]}?",
+                          ["red", "green", "blue", "black"], f"{prefix}{i}", "ABCD"[i % 4]) for i in range(n)]
 
 
 def _arms() -> dict[str, FakeArm]:
@@ -83,7 +83,8 @@ def test_set_at_is_the_pipelines_split_conformal_rule() -> None:
     cp = SplitConformal(SplitConformalConfig(alpha=0.2, score="lac"))
     cp.calibration_scores_ = np.asarray(scores)
     mask = cp.predict_set(np.asarray([[0.7, 0.2, 0.1]]))[0]
-    assert set_at(scores, "lac", 0.2, probs, labels) == tuple(x for x, k in zip(labels, mask, strict=True) if k)
+    want = tuple(x for x, keep in zip(labels, mask, strict=True) if keep)
+    assert set_at(scores, "lac", 0.2, probs, labels) == want
 
 
 def test_grade_takes_labels_for_choices_and_names_for_open_questions() -> None:
@@ -149,8 +150,8 @@ def test_questions_without_choices_or_gold_are_refused(tmp_path: Path) -> None:
         evaluate_live_mcq([Question("a", "x?", gold=("y",))] * 2, [Question("b", "z?", gold=("y",))], arms,
                           FakeEncoder(), None, cfg, tmp_path, {})
     with pytest.raises(ConfigError, match="gold"):
-        evaluate_live_mcq(_questions("f", 2), [make_question("q?", ["a", "b"], "t")], arms, FakeEncoder(), None,
-                          cfg, tmp_path, {})
+        evaluate_live_mcq(_questions("f", 2), [make_question("q?", ["a", "b"], "t")], arms, FakeEncoder(),
+                          None, cfg, tmp_path, {})
 
 
 @pytest.mark.parametrize("kwargs, match", [({"alphas": (0.0,)}, "α"), ({"budget": 0.0}, "budget"),

@@ -106,6 +106,13 @@ def eval_pipeline(
     price_model: Annotated[str, typer.Option(
         help="Live: price-table model whose token prices give the dollar figure of the local models' "
         "tokens.")] = "llama-2-7b",
+    plain: Annotated[bool, typer.Option(
+        help="Live webqsp-open: also the plain LLM arm beside the +kg one.")] = True,
+    tune_fraction: Annotated[float, typer.Option(
+        min=0.05, max=0.95, help="Live webqsp-open: share of the fit questions that tunes UAG's grid (the "
+        "rest calibrates it).")] = 0.4,
+    max_tokens: Annotated[int, typer.Option(
+        min=1, help="Live webqsp-open: most tokens of a free-text answer (and of UAG's Φ(P)).")] = 16,
     out_dir: Annotated[Path | None, typer.Option(
         help="Live: where the run's logs and pipeline state go (resumed when rerun; default: beside "
         "--json, else runs/eval-pipeline-LIVE).")] = None,
@@ -128,7 +135,8 @@ def eval_pipeline(
         if live not in LIVE:
             raise ConfigError(f"--live must be one of {', '.join(LIVE)}, got {live!r}")
         report = _live(live, router, budget, budget_of, seed, kgm_model, llm, fit_n, test_n, fit_offset,
-                       _alphas(alphas), scoring, combo, price_model, out_dir, data, json_out)
+                       _alphas(alphas), scoring, combo, price_model, out_dir, data, json_out,
+                       (plain, tune_fraction, max_tokens))
         write_json(report, json_out)
         return
     from kgwise.embed import MiniLM
@@ -151,7 +159,7 @@ def eval_pipeline(
 def _live(live: str, router: Any, budget: float | None, budget_of: str | None, seed: int,
           kgm_model: Path | None, llms: list[str] | None, fit_n: int, test_n: int, fit_offset: int | None,
           alphas: tuple[float, ...], scoring: str, combo: str, price_model: str, out_dir: Path | None,
-          data: Path | None, json_out: Path | None) -> dict[str, Any]:
+          data: Path | None, json_out: Path | None, open_opts: tuple[bool, float, int]) -> dict[str, Any]:
     """``--live``: questions, arms and runners, then the evaluation (see :mod:`kgwise.eval.pipeline_live`)."""
     from kgwise.app.arms import build_runner
     from kgwise.datasets import load
@@ -186,13 +194,15 @@ def _live(live: str, router: Any, budget: float | None, budget_of: str | None, s
         kg = open_graph(kg_path)
         cfg = LiveMCConfig(fit_n, test_n, 0, alphas, 0.6 if budget is None else budget, budget_of or "best",
                            seed, router, price_model=price_model)
-        arms = open_arms(specs[0], combo)
+        plain, tune_fraction, max_tokens = open_opts
+        arms = open_arms(specs[0], combo, max_tokens, plain)
         runners = {a.name: build_runner(a, kg) for a in arms}
         err_console.print(f"webqsp-open: {len(fit_q)} fit + {len(test_q)} test questions, arms "
                           f"{', '.join(runners)}; KG {kg_path} (loaded in {time.perf_counter() - t0:.0f} s)")
         return {"live": live, **evaluate_live_open(
-            fit_q, test_q, runners, MiniLM(), kg, LLMGenerator(get_llm(specs[0], cache=True)), specs[0], cfg,
-            out_dir, {"live": live, "kg": str(kg_path)}, err_console.print, _bar)}
+            fit_q, test_q, runners, MiniLM(), kg, LLMGenerator(get_llm(specs[0], cache=True), max_tokens),
+            specs[0], cfg, out_dir, {"live": live, "kg": str(kg_path)}, err_console.print, _bar,
+            tune_fraction)}
     from kgwise.eval.pipeline_live import evaluate_live_mcq, live_mcq_arms
     from kgwise.kg.benchmarks import benchmark_kg
 

@@ -36,19 +36,21 @@ from kgwise.conformal.tables import build_tables
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError
 from kgwise.eval.pipeline_live import LiveMCConfig, coverage_stats, live_report, run_live
+from kgwise.files import short_hash
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.types import Question
 
 __all__ = ["evaluate_live_open", "open_arms"]
 
 
-def open_arms(llm: str = "smollm2-135m", combo: str = "P_sub+F_t", max_tokens: int = 32
+def open_arms(llm: str = "smollm2-135m", combo: str = "P_sub+F_t", max_tokens: int = 16, plain: bool = True
               ) -> tuple[ArmConfig, ...]:
-    """Two arms costed in LLM calls: ``llm`` alone, and ``llm+kg`` with P_sub's facts rendered by
-    ``combo``'s format; both answer in free text (at most ``max_tokens``)."""
-    return (ArmConfig(llm, "llm", "LLM", spec=llm, per_call=1.0, max_tokens=max_tokens),
-            ArmConfig(f"{llm}+kg", "inject", "LLM", spec=llm, per_call=1.0, combo=combo,
-                      max_tokens=max_tokens))
+    """Arms costed in LLM calls, answering in free text (at most ``max_tokens``: an answer is a name):
+    ``llm+kg`` with P_sub's facts rendered by ``combo``'s format, and (``plain``) ``llm`` alone."""
+    kg = ArmConfig(f"{llm}+kg", "inject", "LLM", spec=llm, per_call=1.0, combo=combo, max_tokens=max_tokens)
+    if not plain:
+        return (kg,)
+    return (ArmConfig(llm, "llm", "LLM", spec=llm, per_call=1.0, max_tokens=max_tokens), kg)
 
 
 def evaluate_live_open(questions_fit: Sequence[Question], questions_test: Sequence[Question],
@@ -78,11 +80,12 @@ def evaluate_live_open(questions_fit: Sequence[Question], questions_test: Sequen
     t0 = time.perf_counter()
     settings = TableSettings()
     scorer = settings.scorer()
+    tag = short_hash([generator_spec, getattr(generator, "max_tokens", None)])  # tables of this Φ(P)
     fit_tables = build_tables(kg, list(questions_fit), None, scorer, settings.retriever,
-                              out_dir / "uag-fit", evaluator=settings.evaluator_config(),
+                              out_dir / f"uag-fit-{tag}", evaluator=settings.evaluator_config(),
                               generator=generator, say=progress)
     test_tables = build_tables(kg, list(questions_test), None, scorer, settings.retriever,
-                               out_dir / "uag-test", evaluator=settings.evaluator_config(),
+                               out_dir / f"uag-test-{tag}", evaluator=settings.evaluator_config(),
                                generator=generator, say=progress)
     seconds = time.perf_counter() - t0
     routed = [None if (r := run.log.get(f"pipe\t{q.id}")) is None else r["arm"] for q in questions_test]
