@@ -16,7 +16,15 @@ from kgwise.app.arms import ArmOutput
 from kgwise.app.config import ArmConfig
 from kgwise.conformal.split import SplitConformal, SplitConformalConfig
 from kgwise.errors import ConfigError
-from kgwise.eval.pipeline_live import LiveMCConfig, evaluate_live_mcq, grade, live_mcq_arms, set_at
+from kgwise.eval.pipeline_live import (
+    LiveMCConfig,
+    coverage_splits,
+    evaluate_live_mcq,
+    grade,
+    live_mcq_arms,
+    logged_answers,
+    set_at,
+)
 from kgwise.types import Question, Usage, make_question
 
 
@@ -161,3 +169,24 @@ def test_questions_without_choices_or_gold_are_refused(tmp_path: Path) -> None:
 def test_bad_settings_are_named(kwargs: dict[str, object], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         LiveMCConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_coverage_over_random_splits_replays_the_logged_answers(tmp_path: Path) -> None:
+    arms = _arms()
+    fit, test = _questions("fit", 30), _questions("test", 30)
+    cfg = LiveMCConfig(fit_n=30, test_n=30, alphas=(0.2,), budget=0.5)
+    evaluate_live_mcq(fit, test, arms, FakeEncoder(), None, cfg, tmp_path, {})
+    both = [*fit, *test]
+    answers = logged_answers(tmp_path, both, list(arms))
+    assert all(len(answers[n]) == 60 for n in arms)
+    calls = {n: len(a.answered) for n, a in arms.items()}
+    out = coverage_splits(both, [a.config for a in arms.values()], answers, FakeEncoder(), cfg, 3,
+                          tmp_path / "splits")
+    assert {n: len(a.answered) for n, a in arms.items()} == calls  # replayed, not asked
+    assert out["splits"] == 3 and out["fit"] == out["test"] == 30
+    assert 0.0 <= out["every_arm_covered_share"]["0.2"] <= 1.0
+    assert out["target (≥ 95 % of splits)"]["0.2"] == (out["every_arm_covered_share"]["0.2"] >= 0.95)
+    for v in out["per_arm"]["0.2"].values():
+        assert v["splits_with_questions"] <= 3
+    with pytest.raises(ConfigError, match="no logged answer"):
+        logged_answers(tmp_path, [*both, *_questions("new", 1)], list(arms))

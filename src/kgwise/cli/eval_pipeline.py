@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -79,8 +80,9 @@ def eval_pipeline(
         help="Router values: 'pipeline' (the pipeline's defaults for a paced budget over the [coke] "
         "settings, as `kgwise fit` with a horizon gets them) or 'settings' (the [coke] settings alone).")
                     ] = "pipeline",
-    splits: Annotated[int, typer.Option(min=1, help="Random halvings (fit on one half, test on the other).")
-                      ] = 10,
+    splits: Annotated[int, typer.Option(min=1, help="Random halvings (fit on one half, test on the other); "
+                                        "live MCQ: of the fit and test questions, replayed from the logged "
+                                        "answers for the coverage check (the issue: 50).")] = 10,
     seed: Annotated[int, typer.Option(min=0)] = 0,
     limit: Annotated[int | None, typer.Option(min=4, help="Only the first N questions (a quick look).")
                      ] = None,
@@ -134,8 +136,8 @@ def eval_pipeline(
     if live is not None:
         if live not in LIVE:
             raise ConfigError(f"--live must be one of {', '.join(LIVE)}, got {live!r}")
-        report = _live(live, router, budget, budget_of, seed, kgm_model, llm, fit_n, test_n, fit_offset,
-                       _alphas(alphas), scoring, combo, price_model, out_dir, data, json_out,
+        report = _live(live, router, budget, budget_of, seed, splits, kgm_model, llm, fit_n, test_n,
+                       fit_offset, _alphas(alphas), scoring, combo, price_model, out_dir, data, json_out,
                        (plain, tune_fraction, max_tokens))
         write_json(report, json_out)
         return
@@ -156,7 +158,7 @@ def eval_pipeline(
     write_json(report, json_out)
 
 
-def _live(live: str, router: Any, budget: float | None, budget_of: str | None, seed: int,
+def _live(live: str, router: Any, budget: float | None, budget_of: str | None, seed: int, splits: int,
           kgm_model: Path | None, llms: list[str] | None, fit_n: int, test_n: int, fit_offset: int | None,
           alphas: tuple[float, ...], scoring: str, combo: str, price_model: str, out_dir: Path | None,
           data: Path | None, json_out: Path | None, open_opts: tuple[bool, float, int]) -> dict[str, Any]:
@@ -232,10 +234,18 @@ def _live(live: str, router: Any, budget: float | None, budget_of: str | None, s
     err_console.print(f"{live}: fit on {fit_split}[{offset}:{offset + fit_n}], test on "
                       f"{test_split}[:{test_n}]; arms {', '.join(runners)} (loaded in "
                       f"{time.perf_counter() - t0:.0f} s)")
-    return {"live": live, "fit_split": fit_split, "test_split": test_split, **evaluate_live_mcq(
-        fit_q, test_q, runners, MiniLM(), kg, cfg, out_dir,
-        {"live": live, "kgm": str(kgm_model.resolve()), "scoring": scoring, "combo": combo},
-        err_console.print, _bar)}
+    encoder = MiniLM()
+    report = evaluate_live_mcq(fit_q, test_q, runners, encoder, kg, cfg, out_dir,
+                               {"live": live, "kgm": str(kgm_model.resolve()), "scoring": scoring,
+                                "combo": combo}, err_console.print, _bar)
+    from kgwise.eval.pipeline_live import coverage_splits, logged_answers
+
+    both = [*fit_q, *test_q]
+    err_console.print(f"coverage check: {splits} random halvings of the {len(both)} questions, replayed …")
+    with tempfile.TemporaryDirectory(prefix="kgwise-live-splits-") as tmp:
+        report["coverage_splits"] = coverage_splits(both, arms, logged_answers(out_dir, both, list(runners)),
+                                                    encoder, cfg, splits, Path(tmp))
+    return {"live": live, "fit_split": fit_split, "test_split": test_split, **report}
 
 
 def _kgm_trained_on(model: Path) -> tuple[str, int] | None:

@@ -35,7 +35,7 @@ import math
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +56,22 @@ from kgwise.llm.prices import compute_proxy, default_prices
 from kgwise.route.coke import CokeConfig
 from kgwise.types import Question, Usage
 
-__all__ = ["LIVE_SPLITS", "LiveMCConfig", "LiveRun", "Ticking", "coverage_stats", "evaluate_live_mcq",
-           "grade", "live_mcq_arms", "live_report", "run_live", "set_at"]
+__all__ = [
+    "LIVE_SPLITS",
+    "LiveMCConfig",
+    "LiveRun",
+    "RecordedArm",
+    "Ticking",
+    "coverage_splits",
+    "coverage_stats",
+    "evaluate_live_mcq",
+    "grade",
+    "live_mcq_arms",
+    "live_report",
+    "logged_answers",
+    "run_live",
+    "set_at",
+]
 
 LIVE_SPLITS: dict[str, tuple[str, str]] = {"obqa": ("train", "test"), "csqa": ("ihtrain", "ihtest")}
 """(fit split, test split) per data set."""
@@ -502,3 +516,123 @@ def _mc_sets(questions_test: Sequence[Question], names: Sequence[str], cfg: Live
         st["min_calibration_size"] = min_calibration_size(alpha)
         sets[f"{alpha:g}"] = st
     return sets, mismatch
+
+
+@dataclass
+class RecordedArm:
+    """An arm runner replaying logged answers (prediction, probabilities, usage) keyed by question text:
+    the live arms' answers, re-asked through fresh pipelines by :func:`coverage_splits`."""
+
+    config: ArmConfig
+    rows: Mapping[str, Mapping[str, Any]]
+
+    def can_answer(self, question: Question) -> bool:
+        return question.text in self.rows
+
+    def usage_bound(self, question: Question) -> Usage:
+        return Usage.from_dict(self.rows[question.text]["usage"])
+
+    def answer(self, question: Question) -> ArmOutput:
+        row = self.rows[question.text]
+        return ArmOutput(str(row["prediction"]), dict(row["probabilities"]),
+                         usage=Usage.from_dict(row["usage"]))
+
+
+def logged_answers(out_dir: Path, questions: Sequence[Question], names: Sequence[str]
+                   ) -> dict[str, dict[str, dict[str, Any]]]:
+    """Every arm's logged answer on ``questions`` (arm → question text → row) from a live run's fit log
+    and test answers under ``out_dir``; ``ConfigError`` naming what is missing."""
+    by_id = {q.id: q for q in questions}
+    out: dict[str, dict[str, dict[str, Any]]] = {n: {} for n in names}
+    for _, row in ResumeLog(out_dir / "state-fit" / LOG_FILE, "kgwise.fit.v1", on_other="refuse").items():
+        if row["arm"] in out and row["qid"] in by_id:
+            out[row["arm"]][by_id[row["qid"]].text] = {**row, "prediction": row["answer"]}
+    arms_file = out_dir / "arms.jsonl"
+    if arms_file.is_file():
+        with arms_file.open(encoding="utf-8") as fh:
+            fp = json.loads(fh.readline())["fingerprint"]
+        for key, row in ResumeLog(arms_file, fp).items():
+            arm, _, qid = key.partition("\t")
+            if arm in out and qid in by_id:
+                out[arm][by_id[qid].text] = dict(row)
+    missing = [f"{n}: {q.id}" for n in names for q in questions if q.text not in out[n]]
+    if missing:
+        raise ConfigError(f"{out_dir}: no logged answer for {len(missing)} arm × question pairs (e.g. "
+                          f"{', '.join(missing[:3])}); finish the live run first")
+    return out
+
+
+def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
+                    answers: Mapping[str, Mapping[str, Mapping[str, Any]]], encoder: Encoder,
+                    cfg: LiveMCConfig, splits: int, root: Path) -> dict[str, Any]:
+    """The issue's coverage check: ``splits`` seeded random halvings of ``questions`` (fit on one half,
+    test on the other), each through a fresh :class:`~kgwise.app.Pipeline` whose arms replay the logged
+    ``answers``; per α, the share of splits where every arm's coverage over the questions routed to it
+    is ≥ 1 − α (arms that got no question are not counted), the same per arm, and the coverage's
+    spread."""
+    if splits < 1 or len(questions) < 4:
+        raise ConfigError("coverage_splits needs ≥ 1 split and ≥ 4 questions")
+    n = len(questions)
+    half = n // 2
+    ok: dict[str, list[bool]] = {f"{a:g}": [] for a in cfg.alphas}
+    per_arm: dict[str, dict[str, list[float]]] = {f"{a:g}": {x.name: [] for x in arms} for a in cfg.alphas}
+    overall: dict[str, list[float]] = {f"{a:g}": [] for a in cfg.alphas}
+    accuracy: list[float] = []
+    for s in range(splits):
+        perm = np.random.default_rng(cfg.seed + s).permutation(n)
+        fit = [questions[i] for i in perm[:half]]
+        test = [questions[i] for i in perm[half:]]
+        runners = {a.name: RecordedArm(a, answers[a.name]) for a in arms}
+        paid = [a.name for a in arms if any(arm_cost(a, Usage.from_dict(answers[a.name][q.text]["usage"])) > 0
+                                            for q in fit)]
+        if not paid:
+            raise ConfigError("no arm costs anything on the logged answers")
+        acc = {a: np.mean([grade(q, answers[a][q.text]["prediction"]) for q in fit]) for a in paid}
+        ref = max(paid, key=lambda a: acc[a])
+        mean_cost = np.mean([arm_cost(runners[ref].config, Usage.from_dict(answers[ref][q.text]["usage"]))
+                             for q in fit])
+        budget = cfg.budget * float(mean_cost) * len(test)
+        split_cfg = replace(cfg, test_n=len(test))
+        pipe = Pipeline(_pipeline_config(root, arms, budget, split_cfg, cfg.alphas[0]), root / f"split-{s}",
+                        runners, encoder)
+        rows: list[tuple[Question, str, dict[str, float]]] = []
+        right = 0
+        try:
+            total = sum(arm_cost(a, Usage.from_dict(answers[a.name][q.text]["usage"])) for a in arms
+                        for q in fit)
+            fit_questions(pipe, fit, max_spend=total + 1.0, echo=lambda _: None)
+            for q in test:
+                try:
+                    r = pipe.answer(q.text, list(q.choice_texts))
+                except BudgetExhaustedError:
+                    continue
+                pipe.feedback(r.decision, gold=q.gold[0])
+                right += grade(q, r.label)
+                rows.append((q, r.arm, dict(r.probabilities)))
+            cals = {a: (c.kind, list(c.scores)) for a, c in pipe.state.calibrations.items()}
+        finally:
+            pipe.close()
+        accuracy.append(right / len(test))
+        for alpha in cfg.alphas:
+            key = f"{alpha:g}"
+            got: dict[str, list[bool]] = {}
+            for q, arm, probs in rows:
+                if arm not in cals:
+                    continue
+                st = set_at(cals[arm][1], cals[arm][0], alpha, probs, [c.label for c in q.choices])
+                got.setdefault(arm, []).append(q.gold[0] in st)
+            for arm, hits in got.items():
+                per_arm[key][arm].append(float(np.mean(hits)))
+            overall[key].append(float(np.mean([h for v in got.values() for h in v])) if got else math.nan)
+            ok[key].append(all(np.mean(h) >= 1 - alpha for h in got.values()))
+    return {
+        "splits": splits, "questions": n, "fit": half, "test": n - half,
+        "pipeline_accuracy": {"mean": float(np.mean(accuracy)), "std": float(np.std(accuracy))},
+        "every_arm_covered_share": {k: float(np.mean(v)) for k, v in ok.items()},
+        "target (≥ 95 % of splits)": {k: float(np.mean(v)) >= 0.95 for k, v in ok.items()},
+        "overall_coverage_mean": {k: float(np.nanmean(v)) for k, v in overall.items()},
+        "per_arm": {k: {a: {"splits_with_questions": len(v),
+                            "covered_share": float(np.mean([c >= 1 - float(k) for c in v])) if v else None,
+                            "coverage_mean": float(np.mean(v)) if v else None}
+                        for a, v in d.items()} for k, d in per_arm.items()},
+    }
