@@ -131,6 +131,8 @@ def test_a_live_run_reports_arms_pipeline_and_sets_and_resumes_without_calls(tmp
     t = report["targets"]
     assert t["best_arm"] == max(report["arms"], key=lambda a: report["arms"][a]["accuracy"])
     assert t["accuracy >= best arm's"] == (p["accuracy"] >= t["best_arm_accuracy"])
+    assert t["best_paid_arm"] in ("small", "big") and t["cost < best paid arm's"] == (
+        p["cost_calls"] < report["arms"][t["best_paid_arm"]]["cost_calls"])
     before = {n: len(a.answered) for n, a in arms.items()}
     again = evaluate_live_mcq(fit, test, arms, FakeEncoder(), None, cfg, tmp_path, {"data": "fake"})
     assert {n: len(a.answered) for n, a in arms.items()} == before  # resumed: no arm called again

@@ -481,6 +481,14 @@ def live_report(questions_fit: Sequence[Question], questions_test: Sequence[Ques
             "underspending defect (spent < 50 % of budget while the dearest arm is more accurate)":
                 (spent_over or 0.0) < 0.5 and answered[dearest]["accuracy"] > acc,
         }
+        paid = {a: v for a, v in answered.items() if v["cost_calls"] > 0}
+        if paid:  # a free best arm cannot be undercut: the same checks against the best paid arm
+            bp = max(paid, key=lambda a: (paid[a]["accuracy"], -paid[a]["cost_calls"]))
+            targets |= {"best_paid_arm": bp, "best_paid_arm_accuracy": paid[bp]["accuracy"],
+                        "best_paid_arm_cost_calls": paid[bp]["cost_calls"],
+                        "accuracy >= best paid arm's": acc >= paid[bp]["accuracy"],
+                        "cost < best paid arm's": cost < paid[bp]["cost_calls"],
+                        "cost_over_best_paid": cost / paid[bp]["cost_calls"]}
     return {"fit_questions": len(questions_fit), "test_questions": n,
             "config": json.loads(json.dumps(asdict(cfg), default=str)), "unit": "calls",
             "arms": arms, "pipeline": pipeline, "targets": targets, "fit": run.fitted,
