@@ -25,7 +25,7 @@ from kgwise.eval.pipeline_live import (
     logged_answers,
     set_at,
 )
-from kgwise.types import Question, Usage, make_question
+from kgwise.types import Choice, Question, Usage, make_question
 
 
 class FakeEncoder:
@@ -192,3 +192,15 @@ def test_coverage_over_random_splits_replays_the_logged_answers(tmp_path: Path) 
         assert v["splits_with_questions"] <= 3
     with pytest.raises(ConfigError, match="no logged answer"):
         logged_answers(tmp_path, [*both, *_questions("new", 1)], list(arms))
+
+
+def test_a_question_the_pipeline_refuses_is_counted_not_fatal(tmp_path: Path) -> None:
+    arms = _arms()
+    test = _questions("test", 4)
+    choices = (Choice("A", "red"), Choice("B", "Red"), Choice("C", "blue"))
+    dup = Question("dup", "dup question, gold A?", choices, gold=("A",))
+    report = evaluate_live_mcq(_questions("fit", 20), [*test, dup], arms, FakeEncoder(), None,
+                               LiveMCConfig(fit_n=20, test_n=5, alphas=(0.3,)), tmp_path, {})
+    p = report["pipeline"]
+    assert p["refused_by_the_pipeline"] == 1 and p["unanswered"] >= 1
+    assert all(report["arms"][n]["answered"] == 5 for n in arms)  # the arms themselves answer it

@@ -390,6 +390,9 @@ class _NoBar:
 def _ask(pipe: Pipeline, q: Question, cfg: LiveMCConfig) -> dict[str, Any]:
     """One question through the pipeline, as a log row (not yet settled)."""
     t = time.perf_counter()
+    if not accepted(q):
+        return {"decision": None, "arm": None, "prediction": None, "correct": False, "settled": True,
+                "refused": "the pipeline refuses a question that gives a choice twice", "wall_s": 0.0}
     try:
         r = pipe.answer(q.text, list(q.choice_texts) if q.choices else None)
     except BudgetExhaustedError as exc:
@@ -405,6 +408,13 @@ def _ask(pipe: Pipeline, q: Question, cfg: LiveMCConfig) -> dict[str, Any]:
             "set": None if r.answer_set is None else list(r.answer_set.labels),
             "set_guarantee": None if r.answer_set is None else r.answer_set.guarantee,
             "scores": {s.arm: s.score for s in r.scores}, "notes": list(r.notes), "settled": False}
+
+
+def accepted(q: Question) -> bool:
+    """Whether the pipeline's door takes ``q``: no choice given twice (case-folded), as
+    :func:`kgwise.types.make_question` requires (a data set may hold such questions)."""
+    folded = [c.text.strip().casefold() for c in q.choices]
+    return len(set(folded)) == len(folded)
 
 
 def _settle_interrupted(pipe: Pipeline, log: ResumeLog, by_text: Mapping[str, Question]) -> None:
@@ -457,6 +467,7 @@ def live_report(questions_fit: Sequence[Question], questions_test: Sequence[Ques
     spent_over = run.spent / run.budget if run.budget else None
     pipeline: dict[str, Any] = {
         "answered": sum(a is not None for a in routed), "unanswered": routed.count(None),
+        "refused_by_the_pipeline": sum("refused" in r for r in rows),
         "recovered_after_kill": sum(bool(r.get("recovered")) for r in rows),
         "accuracy": acc, "cost_calls": cost, "calls": usage.calls, "tokens": usage.total_tokens,
         "compute_seconds": wall, "seconds_per_question": wall / len(rows) if rows else None,
@@ -610,6 +621,8 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
                         for q in fit)
             fit_questions(pipe, fit, max_spend=total + 1.0, echo=lambda _: None)
             for q in test:
+                if not accepted(q):
+                    continue
                 try:
                     r = pipe.answer(q.text, list(q.choice_texts))
                 except BudgetExhaustedError:
