@@ -1,9 +1,14 @@
-"""``kgwise eval pipeline``: the pipeline end to end on recorded arms (issue 27 item 6a)."""
+"""``kgwise eval pipeline``: the pipeline end to end on recorded arms (issue 27 item 6a), on live arms on
+OBQA / CSQA (6b: ``--live obqa|csqa``) and on WebQSP's open questions (6c: ``--live webqsp-open``)."""
 
 from __future__ import annotations
 
 import os
-from typing import Annotated
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
@@ -12,54 +17,247 @@ from kgwise.cli.common import ConfigOption, DataOption, JsonOption, err_console,
 from kgwise.config import data_dir
 from kgwise.errors import ConfigError
 
+LIVE = ("obqa", "csqa", "webqsp-open")
+
+
+class _LineBar:
+    """A progress bar for logs: a line every ``every`` items or ``seconds`` (a terminal gets tqdm)."""
+
+    def __init__(self, total: int, desc: str, every: int = 25, seconds: float = 60.0) -> None:
+        self.total, self.desc, self.every, self.seconds = total, desc, every, seconds
+        self.n = 0
+        self.t0 = self.last = time.perf_counter()
+
+    def update(self, k: int) -> None:
+        self.n += k
+        now = time.perf_counter()
+        if k and (self.n % self.every == 0 or now - self.last >= self.seconds or self.n == self.total):
+            self.last = now
+            rate = (now - self.t0) / max(self.n, 1)
+            left = rate * max(self.total - self.n, 0)
+            err_console.print(f"{self.desc}: {self.n}/{self.total} ({rate:.2f} s each, about {left / 60:.1f} "
+                              "min left)")
+
+    def close(self) -> None:
+        err_console.print(f"{self.desc}: {self.n}/{self.total} done in {time.perf_counter() - self.t0:.0f} s")
+
+
+def _bar(total: int, desc: str) -> Any:
+    from kgwise.progress import bar, interactive
+
+    if interactive():
+        return bar(total=total, desc=desc, dynamic_ncols=True, file=sys.stderr)
+    return _LineBar(total, desc)
+
+
+def _alphas(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ConfigError(f"--alphas must be numbers separated by commas, got {text!r}") from None
+    if not values:
+        raise ConfigError("--alphas names no α")
+    return values
+
 
 @eval_app.command("pipeline")
 @friendly_errors
 def eval_pipeline(
     dataset: Annotated[str, typer.Option(help="Replay data set (recorded outcomes): webqsp.")] = "webqsp",
-    budget: Annotated[float, typer.Option(
-        min=0.0, help="Budget: fraction of the cost of always calling the most expensive arm on the test "
-        "half (see --budget-of).")] = 1.0,
-    budget_of: Annotated[str, typer.Option(
-        help="Arm whose cost on the test half the budget is a fraction of: 'dearest' (the most expensive) "
-        "or 'best' (the most accurate).")] = "dearest",
+    live: Annotated[str | None, typer.Option(
+        help="Run live arms instead of replaying: obqa or csqa (the KG model, SmolLM2-135M and Gemma-3-270M "
+        "with and without knowledge injection; needs --kgm-model) or webqsp-open (WebQSP's open questions "
+        "over its Freebase fragment, a local model in free text with and without injected facts, UAG's "
+        "sets attached).")] = None,
+    budget: Annotated[float | None, typer.Option(
+        min=0.0, help="Budget: a fraction of the cost of always calling an arm (see --budget-of) on the test "
+        "questions (default: 1.0 replayed, 0.6 live).", show_default=False)] = None,
+    budget_of: Annotated[str | None, typer.Option(
+        help="Arm whose cost the budget is a fraction of: 'dearest' (the most expensive) or 'best' (the most "
+        "accurate; live: the most accurate paid arm on the fit log) (default: dearest replayed, best "
+        "live).", show_default=False)] = None,
     coke: Annotated[str, typer.Option(
         help="Router values: 'pipeline' (the pipeline's defaults for a paced budget over the [coke] "
         "settings, as `kgwise fit` with a horizon gets them) or 'settings' (the [coke] settings alone).")
                     ] = "pipeline",
-    splits: Annotated[int, typer.Option(min=1, help="Random halvings (fit on one half, test on the other).")
-                      ] = 10,
+    splits: Annotated[int, typer.Option(min=1, help="Random halvings (fit on one half, test on the other); "
+                                        "live MCQ: of the fit and test questions, replayed from the logged "
+                                        "answers for the coverage check (the issue: 50).")] = 10,
     seed: Annotated[int, typer.Option(min=0)] = 0,
     limit: Annotated[int | None, typer.Option(min=4, help="Only the first N questions (a quick look).")
                      ] = None,
+    kgm_model: Annotated[Path | None, typer.Option(
+        help="Live MCQ: the KG model arm (`kgwise kgm train --dataset D`).", exists=True, dir_okay=False)
+                         ] = None,
+    llm: Annotated[list[str] | None, typer.Option(
+        "--llm", help="Live: a local LLM (repeat; default smollm2-135m and gemma3-270m for MCQ, smollm2-135m "
+        "for webqsp-open); each gives a plain arm and a +kg (injection) arm.")] = None,
+    fit_n: Annotated[int, typer.Option(min=2, help="Live: fit questions (training split; WebQSP: the "
+                                       "first of test).")] = 300,
+    test_n: Annotated[int, typer.Option(min=1, help="Live: test questions (OBQA test, CSQA ihtest; WebQSP: "
+                                        "those after the fit ones).")] = 300,
+    fit_offset: Annotated[int | None, typer.Option(
+        min=0, help="Live MCQ: skip this many training questions before the fit ones (default: the number "
+        "the KG model was trained on, so that it is not fitted on questions it has seen).",
+        show_default=False)] = None,
+    alphas: Annotated[str, typer.Option(help="Live: the sets' α levels (the first is the pipeline's).")
+                      ] = "0.1,0.2",
+    scoring: Annotated[str, typer.Option(help="Live MCQ: how LLM arms rank choices: sum, mean or pmi.")
+                       ] = "pmi",
+    combo: Annotated[str, typer.Option(help="Live: the inject arms' extractor+format.")] = "P_sub+F_t",
+    price_model: Annotated[str, typer.Option(
+        help="Live: price-table model whose token prices give the dollar figure of the local models' "
+        "tokens.")] = "llama-2-7b",
+    plain: Annotated[bool, typer.Option(
+        help="Live webqsp-open: also the plain LLM arm beside the +kg one.")] = True,
+    tune_fraction: Annotated[float, typer.Option(
+        min=0.05, max=0.95, help="Live webqsp-open: share of the fit questions that tunes UAG's grid (the "
+        "rest calibrates it).")] = 0.4,
+    max_tokens: Annotated[int, typer.Option(
+        min=1, help="Live webqsp-open: most tokens of a free-text answer (and of UAG's Φ(P)).")] = 16,
+    out_dir: Annotated[Path | None, typer.Option(
+        help="Live: where the run's logs and pipeline state go (resumed when rerun; default: beside "
+        "--json, else runs/eval-pipeline-LIVE).")] = None,
     config: ConfigOption = None,
     data: DataOption = None,
     json_out: JsonOption = None,
 ) -> None:
-    """The pipeline (fit → answer → feedback) on recorded WebQSP arms: per arm and pipeline accuracy, cost,
-    share routed and spent/budget, mean ± std over random splits."""
+    """The pipeline (fit → answer → feedback) on recorded WebQSP arms (mean ± std over random splits), or
+    with --live on live arms: per arm and pipeline accuracy, cost, share routed, spent/budget, sets'
+    coverage and size."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from kgwise.app.config import paced_coke
+    from kgwise.settings import configured
+
+    if coke not in ("pipeline", "settings"):
+        raise ConfigError(f"--coke must be 'pipeline' or 'settings', got {coke!r}")
+    settings_coke = configured("coke", config)
+    router = paced_coke(settings_coke) if coke == "pipeline" else settings_coke
+    if live is not None:
+        if live not in LIVE:
+            raise ConfigError(f"--live must be one of {', '.join(LIVE)}, got {live!r}")
+        report = _live(live, router, budget, budget_of, seed, splits, kgm_model, llm, fit_n, test_n,
+                       fit_offset, _alphas(alphas), scoring, combo, price_model, out_dir, data, json_out,
+                       (plain, tune_fraction, max_tokens))
+        write_json(report, json_out)
+        return
     from kgwise.embed import MiniLM
     from kgwise.eval.pipeline import PipelineEvalConfig, embed_texts, evaluate_replay
     from kgwise.eval.route.replay import MAIN_ARMS, webqsp_table
-    from kgwise.settings import configured
 
     if dataset != "webqsp":
         raise ConfigError(f"replay data set {dataset!r} has no recorded outcomes; only 'webqsp' is available")
     table, _ = webqsp_table(data_dir(data), MAIN_ARMS)
     table = table.head(limit)
-    if coke not in ("pipeline", "settings"):
-        raise ConfigError(f"--coke must be 'pipeline' or 'settings', got {coke!r}")
-    settings_coke = configured("coke", config)
-    cfg = PipelineEvalConfig(budget, splits, seed,
-                             paced_coke(settings_coke) if coke == "pipeline" else settings_coke, budget_of)
+    cfg = PipelineEvalConfig(1.0 if budget is None else budget, splits, seed, router, budget_of or "dearest")
     encoder = MiniLM()
     err_console.print(f"{table.n_questions} questions × {table.n_arms} arms; embedding questions …")
     embed_texts(encoder, table.texts)
     report = evaluate_replay(table, encoder, cfg, progress=err_console.print)
     report["dataset"] = dataset
     write_json(report, json_out)
+
+
+def _live(live: str, router: Any, budget: float | None, budget_of: str | None, seed: int, splits: int,
+          kgm_model: Path | None, llms: list[str] | None, fit_n: int, test_n: int, fit_offset: int | None,
+          alphas: tuple[float, ...], scoring: str, combo: str, price_model: str, out_dir: Path | None,
+          data: Path | None, json_out: Path | None, open_opts: tuple[bool, float, int]) -> dict[str, Any]:
+    """``--live``: questions, arms and runners, then the evaluation (see :mod:`kgwise.eval.pipeline_live`)."""
+    from kgwise.app.arms import build_runner
+    from kgwise.datasets import load
+    from kgwise.embed import MiniLM
+    from kgwise.eval.pipeline_live import LIVE_SPLITS, LiveMCConfig
+
+    root = data_dir(data)
+    if out_dir is None:
+        out_dir = (json_out.with_name(f"{json_out.stem}.run") if json_out is not None
+                   else Path("runs") / f"eval-pipeline-{live}")
+    if scoring not in ("sum", "mean", "pmi"):
+        raise ConfigError(f"--scoring must be sum, mean or pmi, got {scoring!r}")
+    t0 = time.perf_counter()
+    if live == "webqsp-open":
+        if kgm_model is not None:
+            raise ConfigError("--kgm-model is for --live obqa|csqa (a KG model answers multiple choice only)")
+        from kgwise.conformal.calibrated import labelled_questions
+        from kgwise.conformal.evaluator import LLMGenerator
+        from kgwise.eval.pipeline_open import evaluate_live_open, open_arms
+        from kgwise.kg.sources import open_graph
+        from kgwise.llm import get_llm
+
+        specs = llms or ["smollm2-135m"]
+        if len(specs) != 1:
+            raise ConfigError("--live webqsp-open takes one --llm (its plain and +kg arms)")
+        questions = labelled_questions(load("webqsp", "test", root), "webqsp test")
+        if fit_n + test_n > len(questions):
+            raise ConfigError(f"WebQSP test has {len(questions)} questions with gold answers and topic "
+                              f"entities; --fit-n + --test-n = {fit_n + test_n}")
+        fit_q, test_q = questions[:fit_n], questions[fit_n:fit_n + test_n]
+        kg_path = root / "webqsp" / "freebase_fragment.tsv"
+        kg = open_graph(kg_path)
+        cfg = LiveMCConfig(fit_n, test_n, 0, alphas, 0.6 if budget is None else budget, budget_of or "best",
+                           seed, router, price_model=price_model)
+        plain, tune_fraction, max_tokens = open_opts
+        arms = open_arms(specs[0], combo, max_tokens, plain)
+        runners = {a.name: build_runner(a, kg) for a in arms}
+        err_console.print(f"webqsp-open: {len(fit_q)} fit + {len(test_q)} test questions, arms "
+                          f"{', '.join(runners)}; KG {kg_path} (loaded in {time.perf_counter() - t0:.0f} s)")
+        return {"live": live, **evaluate_live_open(
+            fit_q, test_q, runners, MiniLM(), kg, LLMGenerator(get_llm(specs[0], cache=True), max_tokens),
+            specs[0], cfg, out_dir, {"live": live, "kg": str(kg_path)}, err_console.print, _bar,
+            tune_fraction)}
+    from kgwise.eval.pipeline_live import evaluate_live_mcq, live_mcq_arms
+    from kgwise.kg.benchmarks import benchmark_kg
+
+    if kgm_model is None:
+        raise ConfigError(f"--live {live} needs --kgm-model (train one: kgwise kgm train --dataset {live} "
+                          "--kind graph --out M.pt)")
+    trained = _kgm_trained_on(kgm_model)
+    if trained is not None and trained[0] != live:
+        raise ConfigError(f"{kgm_model} was trained on {trained[0]}, not {live}")
+    seen = trained[1] if trained is not None else 0
+    offset = seen if fit_offset is None else fit_offset
+    if offset < seen:
+        raise ConfigError(f"{kgm_model} was trained on the first {seen} {LIVE_SPLITS[live][0]} questions: "
+                          f"fitting on them would overrate it; --fit-offset must be ≥ {seen}")
+    fit_split, test_split = LIVE_SPLITS[live]
+    train = load(live, fit_split, root)
+    test = load(live, test_split, root)
+    if offset + fit_n > len(train) or test_n > len(test):
+        raise ConfigError(f"{live}: {len(train)} {fit_split} questions (fit {offset}+{fit_n} asked) and "
+                          f"{len(test)} {test_split} questions ({test_n} asked)")
+    fit_q, test_q = train[offset:offset + fit_n], test[:test_n]
+    kg = benchmark_kg(live, root)
+    cfg = LiveMCConfig(fit_n, test_n, offset, alphas, 0.6 if budget is None else budget, budget_of or "best",
+                       seed, router, price_model=price_model)
+    arms = live_mcq_arms(kgm_model, tuple(llms or ("smollm2-135m", "gemma3-270m")), scoring, combo, root)
+    runners = {a.name: build_runner(a, kg) for a in arms}
+    err_console.print(f"{live}: fit on {fit_split}[{offset}:{offset + fit_n}], test on "
+                      f"{test_split}[:{test_n}]; arms {', '.join(runners)} (loaded in "
+                      f"{time.perf_counter() - t0:.0f} s)")
+    encoder = MiniLM()
+    report = evaluate_live_mcq(fit_q, test_q, runners, encoder, kg, cfg, out_dir,
+                               {"live": live, "kgm": str(kgm_model.resolve()), "scoring": scoring,
+                                "combo": combo}, err_console.print, _bar)
+    from kgwise.eval.pipeline_live import coverage_splits, logged_answers
+
+    both = [*fit_q, *test_q]
+    err_console.print(f"coverage check: {splits} random halvings of the {len(both)} questions, replayed …")
+    with tempfile.TemporaryDirectory(prefix="kgwise-live-splits-") as tmp:
+        report["coverage_splits"] = coverage_splits(both, arms, logged_answers(out_dir, both, list(runners)),
+                                                    encoder, cfg, splits, Path(tmp))
+    return {"live": live, "fit_split": fit_split, "test_split": test_split, **report}
+
+
+def _kgm_trained_on(model: Path) -> tuple[str, int] | None:
+    """``(data set, training questions)`` a KG model file's config records, if it does."""
+    from kgwise.files import read_json
+    from kgwise.kgm.io import config_path
+
+    cfg = read_json(config_path(model))
+    report = cfg.get("report", {}) if isinstance(cfg, dict) else {}
+    if not isinstance(report, dict) or "dataset" not in report or "train_questions" not in report:
+        return None
+    return str(report["dataset"]), int(report["train_questions"])
 
 
 __all__ = ["eval_pipeline"]

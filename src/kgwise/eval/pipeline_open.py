@@ -1,0 +1,124 @@
+"""``kgwise eval pipeline --live webqsp-open`` (issue 27 item 6c): open questions through the pipeline —
+WebQSP test over its Freebase fragment, live local models answering in free text (one plain, one with
+the KG facts P_sub finds around the question's concepts injected), UAG's calibrated sets attached.
+
+The pipeline part is :func:`kgwise.eval.pipeline_live.run_live` (fit on ``fit_n`` questions, every arm
+on every test question, then each test question through ``Pipeline.answer`` and ``feedback`` with the
+gold names): the pipeline's door takes the question text alone, so its arms ground the text (the
+data set's topic entities are not given to them, at fit or test). An answer is right when it names a
+gold answer (:func:`kgwise.grading.match_answer`: Hits@1 of the one answer).
+
+The pipeline attaches no set to an open answer yet, so the evaluation attaches UAG's: a
+:class:`~kgwise.conformal.calibrated.CalibratedUAG` per α, calibrated on the fit questions' tables (the
+data set's topic entities, ``Φ(P)`` written live by ``generator`` through the response cache), gives
+each test question its set; its guarantee is UAG's, ``P(miss rate ≤ α) ≥ 1 − δ`` over questions like
+the calibration ones, whatever arm answered. Coverage (a gold answer in the set, as the tables grade
+it) and mean size are reported overall and over the questions routed to each arm, with the generator's
+calls and the seconds the tables took beside the pipeline's cost.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kgwise.app.arms import ArmRunner
+from kgwise.app.config import ArmConfig
+from kgwise.conformal.calibrated import TableSettings, calibrate_uag
+from kgwise.conformal.evaluator import Generator
+from kgwise.conformal.ltt import min_calibration_questions
+from kgwise.conformal.tables import build_tables
+from kgwise.embed import Encoder
+from kgwise.errors import ConfigError
+from kgwise.eval.pipeline_live import LiveMCConfig, coverage_stats, live_report, run_live
+from kgwise.files import short_hash
+from kgwise.kg.base import KnowledgeGraph
+from kgwise.types import Question
+
+__all__ = ["evaluate_live_open", "open_arms"]
+
+
+def open_arms(llm: str = "smollm2-135m", combo: str = "P_sub+F_t", max_tokens: int = 16, plain: bool = True
+              ) -> tuple[ArmConfig, ...]:
+    """Arms costed in LLM calls, answering in free text (at most ``max_tokens``: an answer is a name):
+    ``llm+kg`` with P_sub's facts rendered by ``combo``'s format, and (``plain``) ``llm`` alone."""
+    kg = ArmConfig(f"{llm}+kg", "inject", "LLM", spec=llm, per_call=1.0, combo=combo, max_tokens=max_tokens)
+    if not plain:
+        return (kg,)
+    return (ArmConfig(llm, "llm", "LLM", spec=llm, per_call=1.0, max_tokens=max_tokens), kg)
+
+
+def evaluate_live_open(questions_fit: Sequence[Question], questions_test: Sequence[Question],
+                       runners: Mapping[str, ArmRunner], encoder: Encoder, kg: KnowledgeGraph,
+                       generator: Generator, generator_spec: str, cfg: LiveMCConfig, out_dir: Path,
+                       fingerprint: Mapping[str, Any], progress: Callable[[str], None] = lambda _: None,
+                       bar: Callable[[int, str], Any] | None = None, tune_fraction: float = 0.4
+                       ) -> dict[str, Any]:
+    """The module docstring's protocol; ``questions_*`` carry gold names and topic entities (the
+    pipeline gets neither; UAG gets the topic entities)."""
+    for q in [*questions_fit, *questions_test]:
+        if q.choices:
+            raise ConfigError(f"{q.ref}: an open-question evaluation takes questions without choices")
+        if not q.gold or not q.topic_entities:
+            raise ConfigError(f"{q.ref}: needs gold answer names and topic entities")
+    n_cal = len(questions_fit) - round(tune_fraction * len(questions_fit))
+    for alpha in cfg.alphas:
+        need = min_calibration_questions(alpha, cfg.delta)
+        if n_cal < need:
+            raise ConfigError(f"α={alpha:g}, δ={cfg.delta:g} needs ≥ {need} UAG calibration questions; "
+                              f"{len(questions_fit)} fit questions leave {n_cal} after tuning: raise the "
+                              "fit size")
+    bare_fit = [replace(q, topic_entities=()) for q in questions_fit]
+    bare_test = [replace(q, topic_entities=()) for q in questions_test]
+    run = run_live(bare_fit, bare_test, runners, encoder, kg, cfg, out_dir, fingerprint, progress, bar)
+    report = live_report(bare_fit, bare_test, runners, cfg, run)
+    t0 = time.perf_counter()
+    settings = TableSettings()
+    scorer = settings.scorer()
+    tag = short_hash([generator_spec, getattr(generator, "max_tokens", None)])  # tables of this Φ(P)
+    fit_tables = build_tables(kg, list(questions_fit), None, scorer, settings.retriever,
+                              out_dir / f"uag-fit-{tag}", evaluator=settings.evaluator_config(),
+                              generator=generator, say=progress)
+    test_tables = build_tables(kg, list(questions_test), None, scorer, settings.retriever,
+                               out_dir / f"uag-test-{tag}", evaluator=settings.evaluator_config(),
+                               generator=generator, say=progress)
+    seconds = time.perf_counter() - t0
+    routed = [None if (r := run.log.get(f"pipe\t{q.id}")) is None else r["arm"] for q in questions_test]
+    names = list(runners)
+    sets: dict[str, Any] = {}
+    per_question: dict[str, dict[str, list[str]]] = {q.id: {} for q in questions_test}
+    for alpha in cfg.alphas:
+        uag, summary = calibrate_uag(fit_tables, alpha, settings, tune_fraction, cfg.seed)
+        key = f"{alpha:g}"
+        if uag.abstains:
+            sets[key] = {"abstains": True, "calibration": summary}
+            continue
+        m = uag.evaluate(test_tables)
+        covered, size = np.asarray(m["covered"], dtype=bool), np.asarray(m["size"], dtype=np.float64)
+        rows = [(str(a), bool(c), int(s)) for a, c, s in zip(routed, covered, size, strict=True)]
+        st = coverage_stats(rows, names, alpha, cfg.delta)
+        st["calibration"] = summary
+        sets[key] = st
+        for i, q in enumerate(questions_test):
+            per_question[q.id][key] = uag.answer_labels(test_tables.table(i), kg)
+    report["sets"] = sets
+    report["uag"] = {"generator": generator_spec,
+                     "generator_calls": len(questions_fit) + len(questions_test), "tables_seconds": seconds,
+                     "gold_reachable_fit": float(fit_tables.gold_retrievable().mean()),
+                     "gold_reachable_test": float(test_tables.gold_retrievable().mean()),
+                     "topic_entities": "the data set's (the pipeline's arms ground the text instead)"}
+    report["questions"] = [
+        {"id": q.id, "question": q.text, "gold": list(q.gold), "arm": routed[i],
+         "answer": None if (r := run.log.get(f"pipe\t{q.id}")) is None else r["prediction"],
+         "correct": None if r is None else r["correct"], "sets": per_question[q.id]}
+        for i, q in enumerate(questions_test)]
+    report["targets"]["per-arm coverage below 1 − α beyond noise"] = {
+        a: [n for n, v in s["per_arm"].items() if v["n"] and v["below_target_beyond_noise"]]
+        for a, s in sets.items() if "per_arm" in s}
+    report["metric"] = "accuracy = Hits@1 of the pipeline's one free-text answer (match_answer)"
+    return report
