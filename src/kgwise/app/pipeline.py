@@ -2,13 +2,15 @@
 its evidence and a decision id whose feedback teaches the router.
 
 ``answer(text, choices)``: ground the question in the KG; run the free arms marked ``observe`` (their
-outcome is learnt at feedback); let the Coke router pick an affordable arm (Eq. 2 within the budget, Eq.
-14); run it; attach the arm's calibrated set; record the decision in the state directory. The set's
-guarantee (multiple choice, Mondrian split conformal per arm, :mod:`kgwise.app.fit`): over questions
-exchangeable with the dev log that the *fitted* router sends to this arm, ``P(truth ∈ set) ≥ 1 − α``.
-The router keeps learning from feedback, so the rule that sends questions to an arm drifts from the
-fitted one; :meth:`Pipeline.status` reports each arm's live coverage with a Clopper–Pearson bound and
-flags drift.
+outcome is learnt at feedback) and, with the ``question+free`` router context, the free arms whose
+answers and signals join the question embedding as the router's context (:mod:`kgwise.app.router`; a
+free arm the router then picks is not run twice); let the Coke router pick an affordable arm (Eq. 2
+within the budget, Eq. 14); run it; attach the arm's calibrated set; record the decision in the state
+directory. The set's guarantee (multiple choice, Mondrian split conformal per arm,
+:mod:`kgwise.app.fit`): over questions exchangeable with the dev log that the *fitted* router sends to
+this arm, ``P(truth ∈ set) ≥ 1 − α``. The router keeps learning from feedback, so the rule that sends
+questions to an arm drifts from the fitted one; :meth:`Pipeline.status` reports each arm's live
+coverage with a Clopper–Pearson bound and flags drift.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy.typing as npt
 
 from kgwise.app.arms import ArmOutput, ArmRunner, Knowledge, arm_cost, build_runner
 from kgwise.app.config import PipelineConfig
+from kgwise.app.router import context_vector
 from kgwise.app.state import Pending, StateDir, coverage_bounds
 from kgwise.conformal.split import SplitConformal, SplitConformalConfig, min_calibration_size
 from kgwise.embed import Encoder
@@ -323,7 +326,7 @@ class Pipeline:
         if arm is not None and arm not in self.runners:
             raise ConfigError(f"no arm {arm!r} (arms: {', '.join(self.runners)})")
         forced = arm
-        x = self.embed(question.text)
+        embedding = self.embed(question.text)
         qnodes: tuple[str, ...] = ()
         cnodes: tuple[tuple[str, ...], ...] = ()
         if self._grounder is not None and self.kg is not None:
@@ -333,11 +336,17 @@ class Pipeline:
         bounds = self.bounds(question)
         held = bounds if forced is None else {  # a forced arm: every other arm is out of reach
             n: b if n == forced else self.state.router.unreachable() for n, b in bounds.items()}
-        observed: dict[str, ArmOutput] = {}
-        if self.config.router.observe_free:
-            for name, runner in self.runners.items():
-                if runner.config.observe and bounds[name] == 0.0 and runner.can_answer(question):
-                    observed[name] = runner.answer(question)
+        context = self.state.context
+        observe = self.config.router.observe_free
+        ran: dict[str, ArmOutput] = {}  # free arms asked before routing: for the context or to observe
+        for name, runner in self.runners.items():
+            cfg = runner.config
+            wanted = (context == "question+free" and cfg.free) or (observe and cfg.observe)
+            if wanted and bounds[name] == 0.0 and runner.can_answer(question):
+                ran[name] = runner.answer(question)
+        observed = {n: o for n, o in ran.items() if observe and self.runners[n].config.observe}
+        free = {n: (o.prediction, o.signal) for n, o in ran.items() if self.runners[n].config.free}
+        x = context_vector(self.config, context, embedding, free)
         decision = uuid.uuid4().hex
         with self._lock:
             router = self.state.router
@@ -351,7 +360,7 @@ class Pipeline:
                     f"{self.config.router.unit} ({router.spent:g} spent, {router.reserved:g} held by "
                     f"decisions awaiting feedback); cheapest bound {min(held.values()):g}")
         try:
-            output = observed[arm] if arm in observed else self.runners[arm].answer(question)
+            output = ran[arm] if arm in ran else self.runners[arm].answer(question)
         except BaseException:
             with self._lock:
                 self.state.cancel(decision)

@@ -4,7 +4,9 @@ coverage counts, owned by one process at a time.
 Files:
 
 * ``state.json`` — a snapshot (written atomically, :func:`kgwise.files.write_text_atomic`): the router
-  (:meth:`kgwise.route.coke.CokeRouter.state_dict`), the pending decisions, the ids of recently settled
+  (:meth:`kgwise.route.coke.CokeRouter.state_dict`) and its context (``question`` or ``question+free``,
+  :mod:`kgwise.app.router`; a snapshot without one, written before contexts existed, is ``question``),
+  the pending decisions, the ids of recently settled
   ones, per arm the live coverage counts, and the sequence number of the last event it holds;
 * ``journal.jsonl`` — every change since the snapshot, one event per line, flushed and fsync'ed before
   the call that made it returns: a routing decision (``select``: the embedding and cost bounds, so that
@@ -37,8 +39,8 @@ from typing import Any
 from filelock import FileLock, Timeout
 from scipy.stats import beta as beta_dist
 
-from kgwise.app.config import PipelineConfig
-from kgwise.app.router import RouterAdapter
+from kgwise.app.config import CONTEXTS, Context, PipelineConfig
+from kgwise.app.router import RouterAdapter, context_width
 from kgwise.errors import ConfigError, DataError
 from kgwise.files import read_json, read_jsonl, write_text_atomic
 
@@ -109,7 +111,8 @@ class ArmCalibration:
 
 
 class StateDir:
-    """An open state directory (a context manager: :meth:`close` writes and releases the lock)."""
+    """An open state directory (a context manager: :meth:`close` writes and releases the lock); ``dim``:
+    the question encoder's dimension."""
 
     def __init__(self, root: Path, config: PipelineConfig, dim: int, snapshot_every: int = 500) -> None:
         if snapshot_every < 1:
@@ -136,10 +139,12 @@ class StateDir:
             self.coverage: dict[str, CoverageCount] = {a.name: CoverageCount() for a in config.arms}
             self.calibrations: dict[str, ArmCalibration] = {}
             self.calibration_meta: dict[str, Any] = {}
+            self.encoder_dim = dim
+            self.context: Context = config.router.context
             if (root / STATE_FILE).exists():
                 self._load(dim)
             else:
-                self.router = RouterAdapter.new(config, dim)
+                self.router = RouterAdapter.new(config, context_width(config, self.context, dim))
             if (root / CALIBRATION_FILE).exists():
                 self._load_calibration()
             self._replay()
@@ -269,6 +274,10 @@ class StateDir:
             raise DataError("not a kgwise pipeline state (kind is not kgwise.PipelineState)", path)
         try:
             self.seq = int(body.get("seq", 0))
+            context = body.get("context", "question")
+            if context not in CONTEXTS:
+                raise ValueError(f"context {context!r} is not one of {', '.join(CONTEXTS)}")
+            self.context = context
             self.router = RouterAdapter.from_state_dict(body["router"])
             self.pending = OrderedDict((p["decision"], Pending.from_dict(p)) for p in body["pending"])
             self.settled = OrderedDict((str(d), None) for d in body.get("settled", []))
@@ -293,8 +302,13 @@ class StateDir:
             problems.append(f"its arms are {have}, the config's {want}")
         if r.budget != self.config.router.budget:
             problems.append(f"its budget is {r.budget:g}, the config's {self.config.router.budget:g}")
-        if r.dim != dim:
-            problems.append(f"its router expects {r.dim}-d question embeddings, the encoder gives {dim}-d")
+        if self.context == "question+free" and not self.config.free_arms:
+            problems.append("its router reads the free arms' answers (context question+free), and the "
+                            "config has no free arm")
+        elif r.dim != (want_dim := context_width(self.config, self.context, dim)):
+            problems.append(f"its router expects {r.dim}-d contexts, and its context ({self.context}) is "
+                            f"{want_dim}-d with this encoder ({dim}-d) and the config's "
+                            f"{len(self.config.free_arms)} free arm(s)")
         if problems:
             raise DataError(f"made for another config ({'; '.join(problems)}): use another --state, or "
                             f"run `kgwise fit` again", self.state_file)
@@ -318,7 +332,7 @@ class StateDir:
         arm is still running are kept as such: a process that opens the snapshot calls them off unless
         the journal holds their answer."""
         body = {"kind": "kgwise.PipelineState", "config": str(self.config.path), "seq": self.seq,
-                "router": self.router.state_dict(),
+                "context": self.context, "router": self.router.state_dict(),
                 "pending": [asdict(p) for p in self.pending.values()],
                 "settled": list(self.settled),
                 "selected": {d: [a, b] for d, (a, b) in self.selected.items()},
