@@ -11,8 +11,12 @@ Files:
 * ``journal.jsonl`` — every change since the snapshot, one event per line, flushed and fsync'ed before
   the call that made it returns: a routing decision (``select``: the embedding and cost bounds, so that
   replaying it through the snapshot's router reproduces the same draw), its answer (``pending``), a call
-  called off (``cancel``), a feedback (``feedback``). Opening the directory replays the events after the
-  snapshot through the same methods that made them, so a kill loses no acknowledged answer or feedback;
+  called off (``cancel``), a feedback (``feedback``). A ``select`` is only flushed (to the OS: it
+  survives a killed process); the fsync of its ``pending`` event, which follows it in the same file,
+  makes both durable before the answer is returned. Lost in a machine crash before that, the decision
+  was never acknowledged, and the state is as if it had not been made. Opening the directory replays the
+  events after the snapshot through the same methods that made them, so a kill loses no acknowledged
+  answer or feedback;
   a snapshot is taken every ``snapshot_every`` events and on :meth:`StateDir.close`. A decision whose
   arm was running at the kill (selected, never answered) is called off on replay (``recovered``);
 * ``calibration.json`` — per arm the Mondrian calibration scores written by :func:`kgwise.app.fit.fit`;
@@ -166,8 +170,9 @@ class StateDir:
         return self.root / JOURNAL_FILE
 
     # ------------------------------------------------------------------ events (live and replayed)
-    def _log(self, event: dict[str, Any]) -> None:
-        """Append ``event`` to the journal (flushed and fsync'ed); snapshot every ``snapshot_every``."""
+    def _log(self, event: dict[str, Any], sync: bool = True) -> None:
+        """Append ``event`` to the journal (flushed, and fsync'ed when ``sync``); snapshot every
+        ``snapshot_every``."""
         if self._replaying:
             return
         self.seq += 1
@@ -175,7 +180,8 @@ class StateDir:
         with self.journal_file.open("a", encoding="utf-8") as fh:
             fh.write(line)
             fh.flush()
-            os.fsync(fh.fileno())
+            if sync:
+                os.fsync(fh.fileno())
         self._since_snapshot += 1
         if self._since_snapshot >= self.snapshot_every:
             self.save()
@@ -187,7 +193,7 @@ class StateDir:
         arm = self.router.select(np.asarray(x, dtype=np.float64), costs)
         if arm is not None:
             self.selected[decision] = (arm, float(costs[arm]))
-        self._log({"op": "select", "decision": decision, "x": x, "costs": costs, "arm": arm})
+        self._log({"op": "select", "decision": decision, "x": x, "costs": costs, "arm": arm}, sync=False)
         return arm
 
     def record(self, pending: Pending) -> None:
