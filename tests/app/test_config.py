@@ -115,6 +115,8 @@ def _fault(tmp_path: Path, old: str, new: str) -> str:
      "'question+free', got 'free'"),
     ('horizon = 100', 'horizon = 100\ncontext = "question+free"', ":24: router.context: 'question+free' "
      "needs a free arm"),
+    ('kind = "aps"', 'kind = "aps"\nguarantee = "always"',
+     ":31: answer_sets.guarantee: must be marginal or pac"),
     ('price = 0.0005', 'price = 0.0005\nreported_accuracy = 1.5', ":20: arms[2].reported_accuracy: must lie "
      "in [0, 1]"),
 ])

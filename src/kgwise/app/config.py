@@ -16,8 +16,11 @@ Tables:
   question before routing and what they say is joined to it, :func:`kgwise.route.table.free_context`;
   ``kgwise fit`` may choose the other by cross-fitting); Coke's own values in ``[coke]`` (the table of
   ``kgwise config show coke``, checked by :mod:`kgwise.settings`' rules);
-* ``[answer_sets]`` — ``alpha`` in (0, 1), ``delta`` in (0, 1) (the live coverage bound's level),
-  ``kind`` (``lac`` or ``aps``). Questions without choices get no set yet (UAG's sets are not attached).
+* ``[answer_sets]`` — ``alpha`` in (0, 1), ``delta`` in (0, 1) (the live coverage bound's level, and the
+  calibration's confidence with ``guarantee = "pac"``), ``kind`` (``lac`` or ``aps``), ``guarantee``
+  (``marginal``: split conformal, coverage ≥ 1 − α on average over dev logs; ``pac``: training-conditional,
+  coverage ≥ 1 − α with probability ≥ 1 − δ over the dev log — larger sets). Questions without choices
+  get no set yet (UAG's sets are not attached).
 
 Every fault raises ``DataError`` naming the file, the line (where the key stands) and the key.
 """
@@ -48,6 +51,7 @@ Context = Literal["question", "question+free"]
 CONTEXTS: tuple[Context, ...] = ("question", "question+free")
 ARM_KINDS: tuple[ArmKind, ...] = ("kgm", "llm", "inject")
 SetKind = Literal["lac", "aps"]
+Guarantee = Literal["marginal", "pac"]
 Unit = Literal["usd", "calls"]
 
 _TABLES = ("kg", "arms", "router", "coke", "answer_sets")
@@ -149,12 +153,14 @@ class RouterConfig:
 
 @dataclass(frozen=True, slots=True)
 class AnswerSetConfig:
-    """Target miscoverage ``alpha``, the level ``delta`` of the live coverage bound, and the
-    multiple-choice non-conformity score ``kind``."""
+    """Target miscoverage ``alpha``, the level ``delta`` of the live coverage bound (and of the calibration
+    with ``guarantee = "pac"``), the multiple-choice non-conformity score ``kind``, and the ``guarantee``
+    (see the module docstring)."""
 
     alpha: float = 0.1
     delta: float = 0.05
     kind: SetKind = "lac"
+    guarantee: Guarantee = "marginal"
 
 
 @dataclass(frozen=True, slots=True)
@@ -475,7 +481,7 @@ class _Reader:
         return 0.0, None  # an in-process local model: no dollars
 
     def answer_sets(self, data: dict[str, Any]) -> AnswerSetConfig:
-        self._keys(data, {"alpha", "delta", "kind"}, "answer_sets")
+        self._keys(data, {"alpha", "delta", "kind", "guarantee"}, "answer_sets")
         alpha = self._number(data, "alpha", "answer_sets")
         delta = self._number(data, "delta", "answer_sets")
         for key, value in (("alpha", alpha), ("delta", delta)):
@@ -484,8 +490,11 @@ class _Reader:
         kind = self._str(data, "kind", "answer_sets") or "lac"
         if kind not in ("lac", "aps"):
             raise self.fail(f"must be lac or aps, got {kind!r}", "answer_sets", "kind")
+        guarantee = self._str(data, "guarantee", "answer_sets") or "marginal"
+        if guarantee not in ("marginal", "pac"):
+            raise self.fail(f"must be marginal or pac, got {guarantee!r}", "answer_sets", "guarantee")
         return AnswerSetConfig(alpha if alpha is not None else 0.1, delta if delta is not None else 0.05,
-                               kind)  # type: ignore[arg-type]
+                               kind, guarantee)  # type: ignore[arg-type]
 
 
 def _toml_str(value: str) -> str:
@@ -540,5 +549,7 @@ def starter_toml(kg: str, arms: list[tuple[str, str, str, float | None]], budget
               "", "# Coke's values (see `kgwise config show coke`)", "[coke]", "lam = 1.0", "delta = 0.05",
               "", "[answer_sets]", f"alpha = {alpha!r}  # sets miss the truth at most this often, per arm",
               "delta = 0.05  # level of the live coverage bound (`kgwise status`)",
-              "kind = \"lac\"  # or aps", ""]
+              "kind = \"lac\"  # or aps",
+              "# guarantee = \"pac\"  # coverage >= 1 - alpha with probability >= 1 - delta (larger sets)",
+              ""]
     return "\n".join(lines)

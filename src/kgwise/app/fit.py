@@ -45,10 +45,10 @@ import numpy as np
 
 from kgwise.app.arms import arm_cost
 from kgwise.app.config import Context, PipelineConfig
-from kgwise.app.pipeline import Pipeline
+from kgwise.app.pipeline import Pipeline, calibrated_threshold
 from kgwise.app.router import RouterAdapter, context_vector
 from kgwise.app.state import ArmCalibration
-from kgwise.conformal.split import aps_scores, conformal_quantile, lac_scores, min_calibration_size
+from kgwise.conformal.split import aps_scores, lac_scores
 from kgwise.errors import ConfigError, DataError, KgwiseError
 from kgwise.files import ResumeLog, read_jsonl, short_hash, write_text_atomic
 from kgwise.grading import match_answer
@@ -374,8 +374,8 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
             s = _nonconformity(sets.kind, p)[0]
             scores.append(float(s[q.gold_index]))
         threshold = None
-        if scores and len(scores) >= min_calibration_size(sets.alpha):
-            threshold = conformal_quantile(scores, sets.alpha)
+        if scores and math.isfinite(t := calibrated_threshold(scores, sets)):
+            threshold = t
             for q, c in group:
                 labels = [ch.label for ch in q.choices]
                 p = np.asarray([[c.probabilities.get(lab, 0.0) for lab in labels]])
@@ -391,8 +391,10 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
             float(np.mean(covered)) if covered else None, float(np.mean(sizes)) if sizes else None))
     guarantee = (f"per arm: P(truth ∈ set) ≥ {1 - sets.alpha:g} over questions exchangeable with the dev log "
                  "that the fitted router sends to that arm (Mondrian split conformal on the replayed "
-                 "decisions); the groups come from a router warm-started on the same log, and the live "
-                 "router keeps learning, so `kgwise status` tracks live coverage")
+                 "decisions; " + (f"with probability ≥ {1 - sets.delta:g} over the log, training-conditional"
+                                  if sets.guarantee == "pac" else "on average over logs")
+                 + "); the groups come from a router warm-started on the same log, and the live router keeps "
+                 "learning, so `kgwise status` tracks live coverage")
     not_fitted: tuple[str, ...] = ("inject arms' prompt bandits are not fitted here (train with `kgwise "
                                    "eval knowgpt`, then give bandit = FILE)",)
     if selection.method != "cross-fitting":
@@ -401,7 +403,7 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     settings = {"coke": asdict(coke), "context": selection.context, "budget": config.router.budget,
                 "unit": config.router.unit,
                 "horizon": config.router.horizon, "seed": config.router.seed, "alpha": sets.alpha,
-                "kind": sets.kind, "outcomes_learnt": learnt}
+                "kind": sets.kind, "guarantee": sets.guarantee, "outcomes_learnt": learnt}
     report = FitReport(n, config.router.unit, estimate, spent, made, resumed, config.router.budget,
                        got / n, replay.spent, tuple(arm_fits), settings, guarantee, not_fitted, selection)
     state = pipeline.state

@@ -15,6 +15,7 @@ coverage with a Clopper–Pearson bound and flags drift.
 
 from __future__ import annotations
 
+import math
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
@@ -26,10 +27,16 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.app.arms import ArmOutput, ArmRunner, Knowledge, arm_cost, build_runner
-from kgwise.app.config import PipelineConfig
+from kgwise.app.config import AnswerSetConfig, PipelineConfig
 from kgwise.app.router import context_vector
-from kgwise.app.state import Pending, StateDir, coverage_bounds
-from kgwise.conformal.split import SplitConformal, SplitConformalConfig, min_calibration_size
+from kgwise.app.state import ArmCalibration, Pending, StateDir, coverage_bounds
+from kgwise.conformal.split import (
+    aps_scores,
+    conformal_quantile,
+    lac_scores,
+    min_calibration_size,
+    pac_conformal_quantile,
+)
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError, KgwiseError
 from kgwise.grading import match_answer
@@ -47,6 +54,7 @@ __all__ = [
     "PipelineResult",
     "PipelineStatus",
     "UnknownDecisionError",
+    "calibrated_threshold",
     "default_state_dir",
     "load_graph_of",
 ]
@@ -201,6 +209,19 @@ def load_graph_of(config: PipelineConfig) -> KnowledgeGraph:
     return load_graph(kg.source, kg.format)
 
 
+def calibrated_threshold(scores: Sequence[float], sets: AnswerSetConfig) -> float:
+    """An arm's set threshold on the non-conformity score: the split-conformal quantile (Eq. 1) or, with
+    ``guarantee = "pac"``, the training-conditional one (:func:`kgwise.conformal.split.pac_rank`); ``+∞``
+    when the calibration is too small (every choice)."""
+    if not scores:
+        return math.inf
+    if sets.guarantee == "pac":
+        return pac_conformal_quantile(scores, sets.alpha, sets.delta)
+    if len(scores) < min_calibration_size(sets.alpha):
+        return math.inf
+    return conformal_quantile(scores, sets.alpha)
+
+
 def _question(text: str, choices: Sequence[str] | None) -> Question:
     if not text or not text.strip():
         raise ConfigError("the question text is empty")
@@ -232,6 +253,7 @@ class Pipeline:
                 self._grounder = Grounder(kg)
         self.state = StateDir(state_dir, config, encoder.dim)
         self._lock = threading.Lock()
+        self._thresholds: dict[str, tuple[ArmCalibration, float]] = {}
 
     @classmethod
     def from_config(cls, path: str | Path, state_dir: str | Path | None = None,
@@ -296,18 +318,25 @@ class Pipeline:
         cov = coverage_bounds(self.state.coverage[arm], sets.alpha, sets.delta)
         base = (f"P(truth ∈ set) ≥ {1 - sets.alpha:g} over questions exchangeable with the dev log that the "
                 f"fitted router sends to arm {arm!r} (Mondrian split conformal, {len(cal.scores)} "
-                "calibration questions); the router keeps learning, so this is the fitted rule's guarantee")
-        if len(cal.scores) < min_calibration_size(sets.alpha):
+                "calibration questions"
+                + (f"; with probability ≥ {1 - sets.delta:g} over the dev log, training-conditional"
+                   if sets.guarantee == "pac" else "; on average over dev logs")
+                + "); the router keeps learning, so this is the fitted rule's guarantee")
+        cached = self._thresholds.get(arm)
+        if cached is None or cached[0] is not cal:  # a fit replaces the calibrations
+            cached = (cal, calibrated_threshold(cal.scores, sets))
+            self._thresholds[arm] = cached
+        threshold = cached[1]
+        if math.isinf(threshold):
             chosen = labels
-            statement = (f"every choice: arm {arm!r} has {len(cal.scores)} calibration questions, fewer than "
-                         f"the {min_calibration_size(sets.alpha)} that α = {sets.alpha:g} needs; the set "
-                         "covers the truth trivially")
+            statement = (f"every choice: arm {arm!r} has {len(cal.scores)} calibration questions, too few "
+                         f"for a {sets.guarantee} guarantee at α = {sets.alpha:g}"
+                         + (f", δ = {sets.delta:g}" if sets.guarantee == "pac" else "")
+                         + "; the set covers the truth trivially")
             return AnswerSetResult(tuple(chosen), tuple(texts[x] for x in chosen), sets.alpha, True,
                                    statement), None
-        cp = SplitConformal(SplitConformalConfig(alpha=sets.alpha, score=cal.kind))  # type: ignore[arg-type]
-        cp.calibration_scores_ = np.asarray(cal.scores, dtype=np.float64)
-        mask = cp.predict_set(probs)[0]
-        chosen = [lab for lab, keep in zip(labels, mask.tolist(), strict=True) if keep]
+        scores = lac_scores(probs) if cal.kind == "lac" else aps_scores(probs)
+        chosen = [lab for lab, s in zip(labels, scores[0].tolist(), strict=True) if s <= threshold]
         holds = not cov[3]
         statement = base if holds else (base + f"; live coverage of this arm's sets is below target beyond "
                                         f"noise (upper bound {cov[2]:.3f} < {1 - sets.alpha:g}): drift")
