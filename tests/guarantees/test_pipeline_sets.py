@@ -4,14 +4,14 @@ Synthetic multiple-choice questions of two kinds, i.i.d. (so a dev log and later
 exchangeable); three arms whose choice probabilities depend on the kind: a free KG-model-like arm (sure
 and mostly right on kind 0, unsure on kind 1), a cheap and a dear LLM-like arm. Per split a fresh
 pipeline (``question+free`` context, a budget of 60 % of always calling the dear arm) is fitted with
-:func:`kgwise.app.fit.fit_questions` on 400 questions (Mondrian calibration per arm on the replayed
-decisions), then answers 600 fresh questions, each settled by feedback, while its router keeps
+:func:`kgwise.app.fit.fit_questions` on 300 questions (Mondrian calibration per arm on the replayed
+decisions), then answers 400 fresh questions, each settled by feedback, while its router keeps
 learning.
 
 Per split and arm the coverage of the live sets is counted over the test questions the live router sent
 to it, by the pipeline's own live counts (``status()``), checked against the sets it attached. (The
 router reads the free arm's confidence, so the questions it sends to an arm depend on that arm's scores:
-no per-kind population figure applies, and 600 test questions per split keep the count's noise small.)
+no per-kind population figure applies, and 400 test questions per split keep the count's noise small.)
 The fit's cross-fitting of the router settings is skipped (``MIN_CROSS_FIT`` raised) to keep 100 fits
 within minutes; it changes which questions go where, not the calibration.
 
@@ -55,7 +55,7 @@ fit_module = importlib.import_module("kgwise.app.fit")  # the module (kgwise.app
 
 ALPHA = 0.1
 SPLITS = 50
-FIT, TEST = 400, 600
+FIT, TEST = 300, 400
 CHOICES = 4
 # per arm and kind: the Dirichlet boost of the truth's probability (larger: surer and more often right)
 BOOST = {"kgm": (6.0, 0.3), "small": (1.5, 1.5), "large": (4.0, 3.0)}
