@@ -111,6 +111,14 @@ def _fault(tmp_path: Path, old: str, new: str) -> str:
     ('horizon = 100', 'horizon = "100"', ":23: router.horizon: must be a whole number"),
     ('[answer_sets]', '[answer-sets]', ":28: unknown table(s) [answer-sets]"),
     ('price = 0.0005', 'price = 0.0005\ntemperature = 1', ":20: arms[2].temperature: unknown key"),
+    ('horizon = 100', 'horizon = 100\ncontext = "free"', ":24: router.context: must be one of 'question', "
+     "'question+free', got 'free'"),
+    ('horizon = 100', 'horizon = 100\ncontext = "question+free"', ":24: router.context: 'question+free' "
+     "needs a free arm"),
+    ('kind = "aps"', 'kind = "aps"\nguarantee = "always"',
+     ":31: answer_sets.guarantee: must be marginal or pac"),
+    ('price = 0.0005', 'price = 0.0005\nreported_accuracy = 1.5', ":20: arms[2].reported_accuracy: must lie "
+     "in [0, 1]"),
 ])
 def test_bad_values_are_named_by_file_line_and_key(tmp_path: Path, old: str, new: str, where: str) -> None:
     message = _fault(tmp_path, old, new)
@@ -166,3 +174,14 @@ def test_kg_takes_a_label_index_beside_a_graph_or_an_endpoint(tmp_path: Path) ->
     assert (kg.graph, kg.index) == (tmp_path / "kg.tsv", tmp_path / "kg.idx")
     with pytest.raises(DataError, match=r"kgwise.toml:3: kg.index: label index .*gone.idx does not exist"):
         PipelineConfig.load(write_config(tmp_path, body.replace("kg.idx", "gone.idx")))
+
+
+def test_a_free_arm_and_the_question_plus_free_context_read_back(tmp_path: Path) -> None:
+    write_kg(tmp_path)
+    free = 'spec = "smollm2-135m"\nprice = 0\nobserve = true\nreported_accuracy = 0.4\n'
+    body = GOOD.replace('spec = "smollm2-135m"\n', free, 1).replace(
+        "horizon = 100\n", 'horizon = 100\ncontext = "question+free"\n')
+    cfg = PipelineConfig.load(write_config(tmp_path, body))
+    assert cfg.router.context == "question+free" and cfg.free_arms == ("small",)
+    assert cfg.arm("small").reported_accuracy == 0.4 and cfg.arm("api").reported_accuracy is None
+    assert PipelineConfig.load(write_config(tmp_path, GOOD)).router.context == "question"

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kgwise.app.fit import REPORT_FILE, SpendLimitError, fit, read_questions
+from kgwise.app.fit import MIN_CROSS_FIT, REPORT_FILE, SpendLimitError, fit, read_questions
 from kgwise.app.pipeline import Pipeline
 from kgwise.conformal.split import conformal_quantile
 from kgwise.errors import ConfigError, DataError
@@ -107,3 +107,43 @@ def test_fit_refuses_while_decisions_await_feedback(tmp_path: Path) -> None:
         pipe.answer("What does aspirin treat?", ["fever", "diabetes", "thirst"])
         with pytest.raises(ConfigError, match=r"1 decision.* await feedback"):
             fit(pipe, path, max_spend=100.0, echo=lambda _: None)
+
+
+def test_a_small_log_keeps_the_configs_router_settings_and_says_why(tmp_path: Path) -> None:
+    path = write_questions(tmp_path, dev_rows(4))
+    with make(tmp_path, budget=100.0) as pipe:
+        report = fit(pipe, path, max_spend=100.0, echo=lambda _: None)
+        sel = report.router_selection
+        assert sel is not None and sel.method == "config" and sel.cross_fit is None
+        assert f"32 questions answered by every arm, fewer than the {MIN_CROSS_FIT}" in sel.reason
+        assert (sel.context, sel.gamma, sel.decomposed_reward) == ("question", None, False)
+        assert any("router settings" in n for n in report.not_fitted)
+
+
+def test_a_large_log_chooses_gamma_reward_form_and_context_by_cross_fitting(tmp_path: Path) -> None:
+    path = write_questions(tmp_path, dev_rows(13))  # 104 questions
+    with make(tmp_path, budget=100.0) as pipe:
+        report = fit(pipe, path, max_spend=100.0, echo=lambda _: None)
+        sel = report.router_selection
+        assert sel is not None and sel.method == "cross-fitting" and sel.cross_fit is not None
+        grid = sel.cross_fit.grid
+        assert len(grid) == 2 * 4 * 2  # contexts × γ × reward forms
+        assert {g.context for g in grid} == {"question", "question+free"}
+        assert sel.cross_fit.fold_sizes == (52, 52)
+        best = max(g.accuracy for g in grid)
+        chosen = sel.cross_fit.chosen
+        assert chosen.accuracy == best and (sel.context, sel.gamma, sel.decomposed_reward) == (
+            chosen.context, chosen.gamma, chosen.decomposed_reward)
+        # the live router runs with the chosen settings, over the chosen context, and keeps them
+        router = pipe.state.router.router
+        assert (router.config.gamma_override, router.config.decomposed_reward) == (sel.gamma,
+                                                                                   sel.decomposed_reward)
+        assert pipe.state.context == sel.context
+        assert router.dim == (8 if sel.context == "question" else 8 + 3 + 1)
+        saved = json.loads((pipe.state.root / REPORT_FILE).read_text())
+        assert saved["router_selection"]["method"] == "cross-fitting"
+        assert len(saved["router_selection"]["cross_fit"]["grid"]) == 16
+        assert all({"accuracy", "cost_per_question", "accuracy_by_fold"} <= set(g)
+                   for g in saved["router_selection"]["cross_fit"]["grid"])
+        assert not any("router settings" in n for n in report.not_fitted)
+        pipe.answer("What does aspirin treat?", ["fever", "diabetes", "thirst"])

@@ -19,16 +19,17 @@ from hypothesis import strategies as st
 from kgwise.app.config import PipelineConfig
 from kgwise.app.pipeline import BudgetExhaustedError, Pipeline, UnknownDecisionError
 from kgwise.app.state import ArmCalibration
-from kgwise.errors import ConfigError
+from kgwise.errors import ConfigError, DataError
 from kgwise.kg.loaders import open_graph_file
 
 from .conftest import DISEASES, STUB_CONFIG, TREATS, TRIPLES, FakeEncoder, StubArm, write_config, write_kg
 
 
 def make(root: Path, cheap: float = 0.1, dear: float = 0.3, budget: float = 1.0, seed: int = 0,
-         free: bool = True, kg: bool = False) -> Pipeline:
+         free: bool = True, kg: bool = False, context: str = "question") -> Pipeline:
     write_kg(root)
     body = STUB_CONFIG.format(cheap=cheap, dear=dear, budget=budget, seed=seed)
+    body = body.replace("[router]\n", f"[router]\ncontext = {context!r}\n".replace("'", '"'))
     if not free:
         body = body.replace("price = 0\nobserve = true", "price = 0.2")
     cfg = PipelineConfig.load(write_config(root, body))
@@ -400,3 +401,44 @@ def test_a_version_1_state_pays_its_waiting_answers_when_opened(tmp_path: Path) 
         assert s.reserved == 0.0 and s.spent == pytest.approx(sum(r.cost for r in results))
         assert sum(a.pulls for a in s.arms) == 3 and s.pending == 3
         again.feedback(results[0].decision, correct=True)
+
+
+def test_the_question_plus_free_context_reads_the_free_arm_and_reuses_its_answer(tmp_path: Path) -> None:
+    with make(tmp_path, context="question+free") as pipe:
+        assert pipe.state.context == "question+free" and pipe.state.router.dim == 8 + 3 + 1
+        free = pipe.runners["free"]
+        assert isinstance(free, StubArm)
+        r = pipe.answer(*question(0))
+        x = pipe.state.pending[r.decision].embedding
+        emb = FakeEncoder().encode([question(0)[0]])[0]
+        # [1, agree, s_free, agree · s_free, embedding]: one free arm agrees with itself; a StubArm
+        # gives no signal
+        assert x[:4] == [1.0, 1.0, 0.0, 0.0] and np.allclose(x[4:], emb)
+        assert free.answered.count(question(0)[0]) == 1
+        forced = pipe.answer(*question(1), arm="free")  # picked: the answer given for the context is reused
+        assert forced.arm == "free" and free.answered.count(question(1)[0]) == 1
+        assert pipe.state.pending[forced.decision].observed == {}
+        # an open question: the free arm cannot answer, so it says nothing (agree = 0)
+        r = pipe.answer("Which drug treats diabetes?")
+        assert pipe.state.pending[r.decision].embedding[:4] == [1.0, 0.0, 0.0, 0.0]
+        pipe.feedback(r.decision, correct=True)
+    with make(tmp_path) as again:  # the state keeps its context over a config that says "question"
+        assert again.state.context == "question+free" and len(again.state.pending) == 2
+
+
+def test_a_state_from_before_contexts_reads_as_question_and_a_mismatch_is_named(tmp_path: Path) -> None:
+    import json
+
+    with make(tmp_path) as pipe:
+        pipe.answer(*question(0))
+    state = tmp_path / "state" / "state.json"
+    body = json.loads(state.read_text())
+    assert body["context"] == "question"
+    del body["context"]
+    state.write_text(json.dumps(body))
+    with make(tmp_path, context="question+free") as pipe:
+        assert pipe.state.context == "question" and pipe.state.router.dim == 8
+    body["context"] = "question+free"
+    state.write_text(json.dumps(body))
+    with pytest.raises(DataError, match=r"expects 8-d contexts, and its context \(question\+free\) is 12-d"):
+        make(tmp_path)

@@ -56,7 +56,8 @@ def test_a_state_made_for_another_config_is_refused(tmp_path: Path) -> None:
         pass
     with pytest.raises(DataError, match=r"made for another config .*its budget is 1, the config's 2"):
         StateDir(tmp_path / "st", _config(tmp_path, budget=2.0), 8)
-    with pytest.raises(DataError, match="expects 8-d question embeddings, the encoder gives 16-d"):
+    with pytest.raises(DataError, match=r"expects 8-d contexts, and its context \(question\) is 16-d with "
+                       r"this encoder \(16-d\)"):
         StateDir(tmp_path / "st", _config(tmp_path), 16)
     (tmp_path / "st" / "state.json").write_text("{}", encoding="utf-8")
     with pytest.raises(DataError, match=r"state\.json: not a kgwise pipeline state"):

@@ -109,3 +109,25 @@ def test_save_load_round_trip_and_ragged_calibration(tmp_path: Path) -> None:
         SplitConformal.load(tmp_path / "missing.json")
     with pytest.raises(ConfigError):
         SplitConformal().save(tmp_path / "empty.json")
+
+
+def test_the_pac_rank_certifies_coverage_with_confidence() -> None:
+    from scipy.stats import beta
+
+    from kgwise.conformal.split import pac_conformal_quantile, pac_rank
+
+    for n, alpha, delta in [(100, 0.1, 0.05), (500, 0.2, 0.1), (59, 0.05, 0.05)]:
+        k = pac_rank(n, alpha, delta)
+        if k <= n:  # the k-th order statistic: coverage ~ Beta(k, n − k + 1), below 1 − α w.p. ≤ δ
+            assert beta.cdf(1 - alpha, k, n - k + 1) <= delta < beta.cdf(1 - alpha, k - 1, n - k + 2)
+        assert k >= conformal_rank(n, alpha)  # never smaller than the marginal one
+    assert pac_rank(10, 0.1, 0.05) == 11  # too few scores: every choice
+    scores = np.arange(100, dtype=float)
+    assert pac_conformal_quantile(scores, 0.1, 0.05) == pac_rank(100, 0.1, 0.05) - 1
+    assert pac_conformal_quantile(scores[:10], 0.1, 0.05) == float("inf")
+    with pytest.raises(ConfigError, match="delta"):
+        pac_rank(100, 0.1, 1.0)
+    # training-conditional: over 2000 calibration draws, the population coverage is ≥ 1 − α in ≥ 95 %
+    rng = np.random.default_rng(0)
+    q = [pac_conformal_quantile(rng.random(200), 0.1, 0.05) for _ in range(2000)]
+    assert np.mean(np.asarray(q) >= 0.9) >= 0.95 - 3 * np.sqrt(0.05 * 0.95 / 2000)

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
+from dataclasses import replace
+
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from kgwise.embed import MiniLM
 from kgwise.errors import ConfigError
 from kgwise.eval.pipeline import PipelineEvalConfig, evaluate_replay
-from kgwise.route.table import OutcomeTable
+from kgwise.route.coke import CokeConfig, CokeRouter
+from kgwise.route.table import OutcomeTable, free_context, free_signal_row
+from kgwise.route.tuning import simulate
 
-pytestmark = pytest.mark.slow  # loads all-MiniLM-L6-v2 and runs two fits
+slow = pytest.mark.slow  # loads all-MiniLM-L6-v2 and runs two fits
 
 
 def _table(n: int = 60) -> OutcomeTable:
@@ -22,6 +29,7 @@ def _table(n: int = 60) -> OutcomeTable:
                         ("KGM", "LLM", "LLM"), (None, None, None), correct, cost)
 
 
+@slow
 def test_the_replayed_pipeline_reports_arms_and_itself_within_its_budget() -> None:
     table = _table()
     report = evaluate_replay(table, MiniLM(), PipelineEvalConfig(budget=0.5, splits=2))
@@ -39,6 +47,7 @@ def test_the_replayed_pipeline_reports_arms_and_itself_within_its_budget() -> No
     assert report["not_measured"]
 
 
+@slow
 def test_the_budget_can_be_a_fraction_of_the_best_arms_cost() -> None:
     table = _table()
     report = evaluate_replay(table, MiniLM(), PipelineEvalConfig(budget=0.6, splits=1, budget_of="best"))
@@ -53,3 +62,68 @@ def test_the_budget_can_be_a_fraction_of_the_best_arms_cost() -> None:
 def test_budget_of_names_an_arm_rule() -> None:
     with pytest.raises(ConfigError, match="budget_of"):
         PipelineEvalConfig(budget_of="cheapest")
+
+
+class FakeEncoder:
+    """Test double of :class:`kgwise.embed.Encoder`: a unit vector from the text's hash (8-d)."""
+
+    dim = 8
+
+    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        out = []
+        for t in texts:
+            v = np.random.default_rng(int.from_bytes(hashlib.sha1(t.encode()).digest()[:4], "little")).normal(
+                size=self.dim)
+            out.append(v / np.linalg.norm(v))
+        return np.asarray(out, dtype=np.float32)
+
+
+def _free_table(n: int) -> tuple[OutcomeTable, dict[str, tuple[list[str], np.ndarray]]]:
+    """Two free GNNs whose top candidates agree (and are right) on "easy" questions, a cheap and a dear
+    LLM; the GNNs' candidates and scores are what a question+free context reads."""
+    rng = np.random.default_rng(1)
+    easy = rng.random(n) < 0.5
+    texts = tuple(f"which drug treats condition number {i}?" for i in range(n))
+    gnn = easy & (rng.random(n) < 0.9)
+    correct = np.column_stack([gnn, gnn | (rng.random(n) < 0.2), rng.random(n) < 0.6, rng.random(n) < 0.9])
+    cost = np.column_stack([np.zeros(n), np.zeros(n), np.full(n, 0.01), rng.uniform(0.05, 0.15, n)])
+    table = OutcomeTable(tuple(f"q{i}" for i in range(n)), texts, ("gnn-a", "gnn-b", "small", "big"),
+                         ("KGM", "KGM", "LLM", "LLM"), (0.5, 0.5, 0.6, 0.85), correct, cost)
+    top_a = [f"m.{i}" if easy[i] else f"m.a{i}" for i in range(n)]
+    top_b = [f"m.{i}" if easy[i] else f"m.b{i}" for i in range(n)]
+    scores_a = np.where(easy, 0.9, 0.3) + rng.normal(0, 0.05, n)
+    scores_b = np.where(easy, 0.8, 0.4) + rng.normal(0, 0.05, n)
+    return table, {"gnn-a": (top_a, scores_a), "gnn-b": (top_b, scores_b)}
+
+
+@pytest.mark.parametrize("n, context", [(60, "question+free"), (240, "question")])
+def test_the_pipelines_router_figures_equal_eval_routes_for_the_same_settings(n: int, context: str) -> None:
+    """Issue 27 (6a): the same engine. A Coke router with the settings the pipeline's fit chose (cross-fitted
+    at n = 240, the config's at n = 60), warm-started on the fit half's outcomes over the same context, then
+    replayed by ``kgwise eval route``'s :func:`simulate` over the test half in the pipeline's order, makes
+    the same choices: the same accuracy, cost and shares."""
+    table, free = _free_table(n)
+    enc = FakeEncoder()
+    coke = CokeConfig(lam=0.0, pacing="price", gamma_override=0.25, decomposed_reward=True)
+    cfg = PipelineEvalConfig(budget=0.6, splits=1, seed=3, coke=coke, budget_of="best",
+                             context=context)  # type: ignore[arg-type]
+    run = evaluate_replay(table, enc, cfg, free=free)["runs"][0]
+    sel = run["router_selection"]
+    assert sel["method"] == ("cross-fitting" if n >= 200 else "config")
+    perm = np.random.default_rng(3).permutation(n)
+    train, test = perm[: n // 2], perm[n // 2:]
+    emb = np.asarray(enc.encode(list(table.texts)), dtype=np.float64)
+    x = emb
+    if sel["context"] == "question+free":
+        rows = [free_signal_row([(free[a][0][i], float(free[a][1][i])) for a in ("gnn-a", "gnn-b")])
+                for i in range(n)]
+        x = free_context(rows, emb)
+    router = CokeRouter(table.arm_specs(), x.shape[1], budget=run["budget"], seed=3, horizon=len(test),
+                        config=replace(coke, gamma_override=sel["gamma"],
+                                       decomposed_reward=sel["decomposed_reward"]))
+    router.warm_start(x[train], table.correct[train].astype(float))
+    ref = simulate(router, table, x, test, router)
+    assert run["accuracy"] == pytest.approx(ref.accuracy)
+    assert run["cost"] == pytest.approx(ref.total_cost)
+    shares = np.bincount(ref.chosen[ref.chosen >= 0], minlength=table.n_arms) / len(test)
+    assert [run["share"][a] for a in table.arms] == pytest.approx(shares.tolist())

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kgwise.errors import DataError
-from kgwise.route.table import read_graded_log
+from kgwise.errors import ConfigError, DataError
+from kgwise.route.table import free_context, free_signal_row, read_graded_log
 
 
 def _write(path: Path, *lines: object) -> Path:
@@ -45,3 +45,15 @@ def test_empty_or_missing_graded_log(tmp_path: Path) -> None:
         read_graded_log(_write(tmp_path / "empty.jsonl", ""), ["gnn"])
     with pytest.raises(DataError, match="graded log not found"):
         read_graded_log(tmp_path / "nope.jsonl", ["gnn"])
+
+
+def test_free_signals_say_whether_the_free_arms_agree_and_how_sure_they_are() -> None:
+    assert free_signal_row([("m.1", 0.9), ("m.1", 0.6)]) == [1.0, 0.9, 0.6, 0.6]
+    assert free_signal_row([("m.1", 0.9), ("m.2", 0.6)]) == [0.0, 0.9, 0.6, 0.0]
+    assert free_signal_row([("", 0.0), ("", 0.0)]) == [0.0, 0.0, 0.0, 0.0]  # no answer: no agreement
+    ctx = free_context([[1.0, 0.9, 0.6, 0.6]], [[0.5, -0.5]])
+    assert ctx.tolist() == [[1.0, 1.0, 0.9, 0.6, 0.6, 0.5, -0.5]]  # intercept, signals, embedding
+    with pytest.raises(ConfigError, match="at least one free arm"):
+        free_signal_row([])
+    with pytest.raises(ConfigError, match="for 1 questions, embeddings for 2"):
+        free_context([[1.0]], np.zeros((2, 3)))

@@ -51,14 +51,22 @@ class Knowledge:
 @dataclass(frozen=True, slots=True)
 class ArmOutput:
     """One arm's answer: a choice label (multiple choice) or free text, the probabilities over the choice
-    labels (empty for free text), the knowledge used, the usage, and ``correct`` when the arm knows it
-    (a replayed, already graded outcome; ``None``: grade against the gold answer)."""
+    labels (empty for free text), the knowledge used, the usage, ``correct`` when the arm knows it
+    (a replayed, already graded outcome; ``None``: grade against the gold answer), and ``signals``: the
+    arm's scores known with its answer (a KG model's top probability, a replayed GNN's top candidate
+    score), of which the first is its signal in a ``question+free`` router context."""
 
     prediction: str
     probabilities: dict[str, float] = field(default_factory=dict)
     knowledge: Knowledge = field(default_factory=Knowledge)
     usage: Usage = field(default_factory=Usage)
     correct: bool | None = None
+    signals: tuple[float, ...] = ()
+
+    @property
+    def signal(self) -> float:
+        """The first of :attr:`signals` (0 when there is none)."""
+        return self.signals[0] if self.signals else 0.0
 
 
 class ArmRunner(Protocol):
@@ -244,7 +252,8 @@ class KGMArm:
 
     def answer(self, question: Question) -> ArmOutput:
         a = self.predictor.answer(question)
-        return ArmOutput(a.prediction, dict(a.probabilities), Knowledge(), a.usage)
+        top = max(a.probabilities.values(), default=0.0)
+        return ArmOutput(a.prediction, dict(a.probabilities), Knowledge(), a.usage, signals=(float(top),))
 
 
 def build_runner(config: ArmConfig, kg: KnowledgeGraph, names: BoundIndex | None = None) -> ArmRunner:

@@ -12,10 +12,16 @@ Tables:
   by kind), ``price`` (cost of one call in the budget's unit; default: the price table's token prices for
   ``openai:MODEL`` arms in dollars, one per LLM call in calls, nothing for local models and KG models);
 * ``[router]`` — ``budget_usd`` or ``budget_calls`` (> 0), ``horizon`` (questions the budget is paced
-  over), ``seed``, ``observe_free``; Coke's own values in ``[coke]`` (the table of ``kgwise config show
-  coke``, checked by :mod:`kgwise.settings`' rules);
-* ``[answer_sets]`` — ``alpha`` in (0, 1), ``delta`` in (0, 1) (the live coverage bound's level),
-  ``kind`` (``lac`` or ``aps``). Questions without choices get no set yet (UAG's sets are not attached).
+  over), ``seed``, ``observe_free``, ``context`` (``"question"``: the router's LinUCB context is the
+  question embedding; ``"question+free"``: the free arms — ``observe`` arms with no price — answer every
+  question before routing and what they say is joined to it, :func:`kgwise.route.table.free_context`;
+  ``kgwise fit`` may choose the other by cross-fitting); Coke's own values in ``[coke]`` (the table of
+  ``kgwise config show coke``, checked by :mod:`kgwise.settings`' rules);
+* ``[answer_sets]`` — ``alpha`` in (0, 1), ``delta`` in (0, 1) (the live coverage bound's level, and the
+  calibration's confidence with ``guarantee = "pac"``), ``kind`` (``lac`` or ``aps``), ``guarantee``
+  (``marginal``: split conformal, coverage ≥ 1 − α on average over dev logs; ``pac``: training-conditional,
+  coverage ≥ 1 − α with probability ≥ 1 − δ over the dev log — larger sets). Questions without choices
+  get no set yet (UAG's sets are not attached).
 
 Every fault raises ``DataError`` naming the file, the line (where the key stands) and the key.
 """
@@ -38,17 +44,20 @@ from kgwise.llm.prices import default_prices
 from kgwise.route.arms import CLUSTERS, Cluster
 from kgwise.route.coke import CokeConfig
 
-__all__ = ["ARM_KINDS", "PACED_COKE", "AnswerSetConfig", "ArmConfig", "ArmKind", "KGConfig",
-           "PipelineConfig", "RouterConfig", "paced_coke", "starter_toml"]
+__all__ = ["ARM_KINDS", "CONTEXTS", "PACED_COKE", "AnswerSetConfig", "ArmConfig", "ArmKind", "Context",
+           "KGConfig", "PipelineConfig", "RouterConfig", "paced_coke", "starter_toml"]
 
 ArmKind = Literal["kgm", "llm", "inject"]
+Context = Literal["question", "question+free"]
+CONTEXTS: tuple[Context, ...] = ("question", "question+free")
 ARM_KINDS: tuple[ArmKind, ...] = ("kgm", "llm", "inject")
 SetKind = Literal["lac", "aps"]
+Guarantee = Literal["marginal", "pac"]
 Unit = Literal["usd", "calls"]
 
 _TABLES = ("kg", "arms", "router", "coke", "answer_sets")
 _ARM_KEYS = {"name", "kind", "spec", "model", "data", "cluster", "price", "base_url", "api_key_env",
-             "scoring", "policy", "bandit", "combo", "observe", "max_tokens"}
+             "scoring", "policy", "bandit", "combo", "observe", "max_tokens", "reported_accuracy"}
 _LOCAL_LLMS = ("smollm2-135m", "gemma3-270m")
 
 
@@ -80,7 +89,9 @@ class ArmConfig:
     whose token fees are added (dollar budgets, ``openai:MODEL`` arms without an explicit ``price``);
     ``cost_from_usage``: the dollars the backend itself reports (``Usage.cost``) are added (dollar
     budgets, arms without a price of either kind: 0 for an in-process model, the recorded cost for a
-    replayed one)."""
+    replayed one). ``reported_accuracy``: the arm's published accuracy, the mean of its cluster's
+    Beta prior (Coke Eq. 3–4; None: no prior information). ``free``: it answers without cost (``observe``
+    and no price), so a ``question+free`` router context can ask it before routing."""
 
     name: str
     kind: ArmKind
@@ -99,6 +110,11 @@ class ArmConfig:
     observe: bool = False
     max_tokens: int = 64
     cost_from_usage: bool = False
+    reported_accuracy: float | None = None
+
+    @property
+    def free(self) -> bool:
+        return self.observe and self.per_call == 0 and self.price_model is None
 
     @property
     def is_api(self) -> bool:
@@ -134,16 +150,19 @@ class RouterConfig:
     seed: int = 0
     observe_free: bool = True
     coke: CokeConfig = dataclasses.field(default_factory=CokeConfig)
+    context: Context = "question"
 
 
 @dataclass(frozen=True, slots=True)
 class AnswerSetConfig:
-    """Target miscoverage ``alpha``, the level ``delta`` of the live coverage bound, and the
-    multiple-choice non-conformity score ``kind``."""
+    """Target miscoverage ``alpha``, the level ``delta`` of the live coverage bound (and of the calibration
+    with ``guarantee = "pac"``), the multiple-choice non-conformity score ``kind``, and the ``guarantee``
+    (see the module docstring)."""
 
     alpha: float = 0.1
     delta: float = 0.05
     kind: SetKind = "lac"
+    guarantee: Guarantee = "marginal"
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +184,11 @@ class PipelineConfig:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.arms)
+
+    @property
+    def free_arms(self) -> tuple[str, ...]:
+        """The arms whose answers a ``question+free`` context reads (:attr:`ArmConfig.free`), in order."""
+        return tuple(a.name for a in self.arms if a.free)
 
     def fingerprint(self) -> dict[str, Any]:
         """The config as plain JSON data (what fit logs and states are checked against)."""
@@ -236,6 +260,9 @@ class _Reader:
         kg = self.kg(self.doc.get("kg"))
         router = self.router(self.doc.get("router"))
         arms = self.arms(self.doc.get("arms"), router.unit)
+        if router.context == "question+free" and not any(a.free for a in arms):
+            raise self.fail("'question+free' needs a free arm (observe = true, no price: a kgm arm), and no "
+                            "arm is free", "router", "context")
         sets = self.answer_sets(self.doc.get("answer_sets", {}))
         return PipelineConfig(self.path, kg, arms, router, sets)
 
@@ -300,7 +327,8 @@ class _Reader:
     def router(self, data: dict[str, Any] | None) -> RouterConfig:
         if data is None:
             raise DataError("missing table [router]: give budget_usd or budget_calls", self.path)
-        self._keys(data, {"budget_usd", "budget_calls", "horizon", "seed", "observe_free"}, "router")
+        self._keys(data, {"budget_usd", "budget_calls", "horizon", "seed", "observe_free", "context"},
+                   "router")
         given = [k for k in ("budget_usd", "budget_calls") if k in data]
         if len(given) != 1:
             raise self.fail("give exactly one of budget_usd or budget_calls"
@@ -322,8 +350,12 @@ class _Reader:
         coke = self.coke(self.doc.get("coke", {}), PACED_COKE if horizon is not None else None)
         if coke.pacing == "price" and horizon is None:
             raise self.fail("pacing = 'price' needs [router] horizon", "coke", "pacing")
+        context = data.get("context", "question")
+        if context not in CONTEXTS:
+            raise self.fail(f"must be one of {', '.join(map(repr, CONTEXTS))}, got {context!r}", "router",
+                            "context")
         unit: Unit = "usd" if key == "budget_usd" else "calls"
-        return RouterConfig(budget, unit, horizon, seed, observe, coke)
+        return RouterConfig(budget, unit, horizon, seed, observe, coke, context)
 
     def coke(self, data: dict[str, Any], defaults: dict[str, Any] | None = None) -> CokeConfig:
         """``[coke]`` checked as :func:`kgwise.settings.read_section` checks it (strict types, the config's
@@ -412,6 +444,10 @@ class _Reader:
         max_tokens = data.get("max_tokens", 64)
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise self.fail(f"must be a whole number ≥ 1, got {max_tokens!r}", "arms", "max_tokens", i)
+        reported = self._number(data, "reported_accuracy", "arms", i)
+        if reported is not None and not 0.0 <= reported <= 1.0:
+            raise self.fail(f"must lie in [0, 1], got {data['reported_accuracy']!r}", "arms",
+                            "reported_accuracy", i)
         per_call, price_model = self.price(data, i, kind, spec, base_url, unit)
         from_usage = unit == "usd" and "price" not in data and price_model is None and kind != "kgm"
         return ArmConfig(
@@ -421,7 +457,7 @@ class _Reader:
             scoring=scoring, policy=self._file(data, "policy", "arms", i, "P_RL policy"),
             bandit=self._file(data, "bandit", "arms", i, "prompt bandit"),
             combo=self._str(data, "combo", "arms", i), observe=observe, max_tokens=max_tokens,
-            cost_from_usage=from_usage)
+            cost_from_usage=from_usage, reported_accuracy=reported)
 
     def price(self, data: dict[str, Any], i: int, kind: str, spec: str | None, base_url: str | None,
               unit: Unit) -> tuple[float, str | None]:
@@ -448,7 +484,7 @@ class _Reader:
         return 0.0, None  # an in-process local model: no dollars
 
     def answer_sets(self, data: dict[str, Any]) -> AnswerSetConfig:
-        self._keys(data, {"alpha", "delta", "kind"}, "answer_sets")
+        self._keys(data, {"alpha", "delta", "kind", "guarantee"}, "answer_sets")
         alpha = self._number(data, "alpha", "answer_sets")
         delta = self._number(data, "delta", "answer_sets")
         for key, value in (("alpha", alpha), ("delta", delta)):
@@ -457,8 +493,11 @@ class _Reader:
         kind = self._str(data, "kind", "answer_sets") or "lac"
         if kind not in ("lac", "aps"):
             raise self.fail(f"must be lac or aps, got {kind!r}", "answer_sets", "kind")
+        guarantee = self._str(data, "guarantee", "answer_sets") or "marginal"
+        if guarantee not in ("marginal", "pac"):
+            raise self.fail(f"must be marginal or pac, got {guarantee!r}", "answer_sets", "guarantee")
         return AnswerSetConfig(alpha if alpha is not None else 0.1, delta if delta is not None else 0.05,
-                               kind)  # type: ignore[arg-type]
+                               kind, guarantee)  # type: ignore[arg-type]
 
 
 def _toml_str(value: str) -> str:
@@ -508,8 +547,12 @@ def starter_toml(kg: str, arms: list[tuple[str, str, str, float | None]], budget
         lines.append(f"budget_usd = {budget_usd if budget_usd is not None else 1.0!r}  # hard limit, dollars")
     lines += ["# horizon = 1000  # questions the budget is paced over", "seed = 0",
               "observe_free = true  # free arms (kgm) answer every question; feedback teaches their outcome",
+              "# context = \"question+free\"  # join what the free arms say to the question (`kgwise fit` "
+              "chooses by cross-fitting)",
               "", "# Coke's values (see `kgwise config show coke`)", "[coke]", "lam = 1.0", "delta = 0.05",
               "", "[answer_sets]", f"alpha = {alpha!r}  # sets miss the truth at most this often, per arm",
               "delta = 0.05  # level of the live coverage bound (`kgwise status`)",
-              "kind = \"lac\"  # or aps", ""]
+              "kind = \"lac\"  # or aps",
+              "# guarantee = \"pac\"  # coverage >= 1 - alpha with probability >= 1 - delta (larger sets)",
+              ""]
     return "\n".join(lines)

@@ -4,7 +4,16 @@
    ``fit-log.jsonl`` in the state directory as it finishes — a rerun resumes and pays for no finished
    call twice. The estimated spend (the arms' cost bounds of the calls still to make) is printed first;
    beyond ``max_spend`` nothing is called, and the run stops before a call that could pass it.
-2. A fresh router is warm-started on all graded outcomes (:meth:`kgwise.route.coke.CokeRouter.warm_start`).
+2. The router's open settings — LinUCB's γ, the reward form (decomposed or not) and the context
+   (``question``, or ``question+free`` when the config has free arms) — are chosen by two-fold
+   cross-fitting on the log (:func:`kgwise.route.tuning.cross_fit`): on the questions every arm answered,
+   for every grid point, a router warm-started on one half routes the other within the configured budget
+   (per question: ``budget / horizon``, paced; without a horizon each half gets the whole budget), and
+   the point with the best mean accuracy over the two folds wins (ties: lower cost). This needs
+   :data:`MIN_CROSS_FIT` such questions (each fold learns from and is scored on ≥ 50); on a smaller log
+   the config's ``[coke]`` values and ``[router] context`` stay, and the report says why. A fresh router
+   with the chosen settings is then warm-started on all graded outcomes
+   (:meth:`kgwise.route.coke.CokeRouter.warm_start`).
 3. The fitted router is replayed over the log (a copy: select within the configured budget and horizon,
    then learn the logged outcome, as live) — its accuracy and spend are the fit report's expectation
    at the configured budget, and its decisions define the Mondrian groups.
@@ -17,8 +26,8 @@
    and routing shares, each arm's calibration size and in-sample coverage) is written as
    ``fit-report.json``.
 
-Not done here (issue 27 item 3): choosing γ, the reward form and the context by cross-fitting, and fitting
-each inject arm's prompt bandit; the report's ``not_fitted`` says so.
+Not done here (issue 27 item 3): fitting each inject arm's prompt bandit; the report's ``not_fitted`` says
+so.
 """
 
 from __future__ import annotations
@@ -28,26 +37,35 @@ import math
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from kgwise.app.arms import arm_cost
-from kgwise.app.pipeline import Pipeline
-from kgwise.app.router import RouterAdapter
+from kgwise.app.config import Context, PipelineConfig
+from kgwise.app.pipeline import Pipeline, calibrated_threshold
+from kgwise.app.router import RouterAdapter, context_vector
 from kgwise.app.state import ArmCalibration
-from kgwise.conformal.split import aps_scores, conformal_quantile, lac_scores, min_calibration_size
+from kgwise.conformal.split import aps_scores, lac_scores
 from kgwise.errors import ConfigError, DataError, KgwiseError
 from kgwise.files import ResumeLog, read_jsonl, short_hash, write_text_atomic
 from kgwise.grading import match_answer
+from kgwise.route.table import OutcomeTable
+from kgwise.route.tuning import CrossFitReport, TuningConfig, cross_fit
 from kgwise.types import CHOICE_LABELS, Choice, Question, Usage
 
-__all__ = ["ArmFit", "FitReport", "LoggedCall", "SpendLimitError", "fit", "fit_questions", "read_questions"]
+__all__ = ["MIN_CROSS_FIT", "ArmFit", "FitReport", "LoggedCall", "RouterSelection", "SpendLimitError", "fit",
+           "fit_questions", "read_questions"]
 
 LOG_FILE = "fit-log.jsonl"
 REPORT_FILE = "fit-report.json"
+MIN_CROSS_FIT = 100
+"""Questions answered by every arm that a log needs for cross-fitting the router's settings (two folds of
+≥ 50: fewer leave the folds' accuracies a few questions apart, too noisy to rank 16 grid points)."""
+CROSS_FIT_SEEDS = 2
+"""Question orders (and router seeds) each grid point is run with on each fold."""
 
 
 class SpendLimitError(KgwiseError):
@@ -129,6 +147,26 @@ class LoggedCall:
     correct: bool
     cost: float
     usage: Usage
+    signals: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RouterSelection:
+    """How the router's γ, reward form and context were set: ``method`` ``"cross-fitting"`` (``cross_fit``
+    holds every grid point's cross-fitted accuracy and cost) or ``"config"`` (the config's values;
+    ``reason`` says why no cross-fitting)."""
+
+    method: str
+    reason: str
+    context: Context
+    gamma: float | None
+    decomposed_reward: bool
+    cross_fit: CrossFitReport | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "reason": self.reason, "context": self.context, "gamma": self.gamma,
+                "decomposed_reward": self.decomposed_reward,
+                "cross_fit": None if self.cross_fit is None else self.cross_fit.to_dict()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,9 +202,13 @@ class FitReport:
     settings: dict[str, Any]
     guarantee: str
     not_fitted: tuple[str, ...]
+    router_selection: RouterSelection | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = {f: getattr(self, f) for f in self.__dataclass_fields__ if f != "router_selection"}
+        out["arms"] = [asdict(a) for a in self.arms]
+        out["router_selection"] = None if self.router_selection is None else self.router_selection.to_dict()
+        return out
 
 
 def _key(arm: dict[str, Any], q: Question) -> str:
@@ -242,7 +284,7 @@ def fit_questions(pipeline: Pipeline, source: Path | Sequence[Question], max_spe
         cost = arm_cost(runner.config, out.usage)
         row = {"arm": name, "qid": q.id, "answer": out.prediction, "probabilities": out.probabilities,
                "correct": _correct(q, out.prediction) if out.correct is None else out.correct,
-               "cost": cost, "usage": out.usage.to_dict()}
+               "cost": cost, "usage": out.usage.to_dict(), "signals": list(out.signals)}
         with lock:
             spent += cost - bound
             log.put(_key(arm_fp[name], q), row)
@@ -270,7 +312,8 @@ def _calls(log: ResumeLog, questions: Sequence[Question], pipeline: Pipeline, ar
             assert row is not None
             out[(name, q.id)] = LoggedCall(name, q.id, str(row["answer"]), dict(row["probabilities"]),
                                            bool(row["correct"]), float(row["cost"]),
-                                           Usage.from_dict(row["usage"]))
+                                           Usage.from_dict(row["usage"]),
+                                           tuple(float(v) for v in row.get("signals", [])))
     return out
 
 
@@ -284,10 +327,23 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     """Steps 2–5 of the module docstring on logged calls."""
     config = pipeline.config
     names = list(config.names)
-    X = np.asarray(pipeline.encoder.encode([q.text for q in questions]), dtype=np.float64)
+    E = np.asarray(pipeline.encoder.encode([q.text for q in questions]), dtype=np.float64)
+    contexts = {"question": E}
+    if config.free_arms:
+        contexts["question+free"] = np.stack([context_vector(config, "question+free", E[i], {
+            n: (calls[(n, q.id)].answer, calls[(n, q.id)].signals[0] if calls[(n, q.id)].signals else 0.0)
+            for n in config.free_arms if (n, q.id) in calls and calls[(n, q.id)].cost == 0.0})
+            for i, q in enumerate(questions)])
+    selection = _select_router(config, questions, calls, contexts)
+    echo(f"fit: router settings by {selection.method}: context {selection.context}, gamma "
+         f"{'Eq. 12' if selection.gamma is None else selection.gamma}, decomposed reward "
+         f"{selection.decomposed_reward}" + (f" ({selection.reason})" if selection.reason else ""))
+    X = contexts[selection.context]
+    coke = replace(config.router.coke, gamma_override=selection.gamma,
+                   decomposed_reward=selection.decomposed_reward)
     rewards = {n: [float(calls[(n, q.id)].correct) if (n, q.id) in calls else math.nan for q in questions]
                for n in names}
-    router = RouterAdapter.new(config, X.shape[1])
+    router = RouterAdapter.new(config, X.shape[1], coke)
     learnt = router.warm_start(X, rewards)
     # replay: the fitted router's decisions on the log, within the configured budget
     replay = router.copy()
@@ -318,8 +374,8 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
             s = _nonconformity(sets.kind, p)[0]
             scores.append(float(s[q.gold_index]))
         threshold = None
-        if scores and len(scores) >= min_calibration_size(sets.alpha):
-            threshold = conformal_quantile(scores, sets.alpha)
+        if scores and math.isfinite(t := calibrated_threshold(scores, sets)):
+            threshold = t
             for q, c in group:
                 labels = [ch.label for ch in q.choices]
                 p = np.asarray([[c.probabilities.get(lab, 0.0) for lab in labels]])
@@ -335,19 +391,24 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
             float(np.mean(covered)) if covered else None, float(np.mean(sizes)) if sizes else None))
     guarantee = (f"per arm: P(truth ∈ set) ≥ {1 - sets.alpha:g} over questions exchangeable with the dev log "
                  "that the fitted router sends to that arm (Mondrian split conformal on the replayed "
-                 "decisions); the groups come from a router warm-started on the same log, and the live "
-                 "router keeps learning, so `kgwise status` tracks live coverage")
-    not_fitted = ("router settings (γ, reward form, context) are the config's [coke] values, not chosen by "
-                  "cross-fitting", "inject arms' prompt bandits are not fitted here (train with `kgwise eval "
-                  "knowgpt`, then give bandit = FILE)")
-    settings = {"coke": asdict(config.router.coke), "budget": config.router.budget,
+                 "decisions; " + (f"with probability ≥ {1 - sets.delta:g} over the log, training-conditional"
+                                  if sets.guarantee == "pac" else "on average over logs")
+                 + "); the groups come from a router warm-started on the same log, and the live router keeps "
+                 "learning, so `kgwise status` tracks live coverage")
+    not_fitted: tuple[str, ...] = ("inject arms' prompt bandits are not fitted here (train with `kgwise "
+                                   "eval knowgpt`, then give bandit = FILE)",)
+    if selection.method != "cross-fitting":
+        not_fitted = (f"router settings (γ, reward form, context) are the config's: {selection.reason}",
+                      *not_fitted)
+    settings = {"coke": asdict(coke), "context": selection.context, "budget": config.router.budget,
                 "unit": config.router.unit,
                 "horizon": config.router.horizon, "seed": config.router.seed, "alpha": sets.alpha,
-                "kind": sets.kind, "outcomes_learnt": learnt}
+                "kind": sets.kind, "guarantee": sets.guarantee, "outcomes_learnt": learnt}
     report = FitReport(n, config.router.unit, estimate, spent, made, resumed, config.router.budget,
-                       got / n, replay.spent, tuple(arm_fits), settings, guarantee, not_fitted)
+                       got / n, replay.spent, tuple(arm_fits), settings, guarantee, not_fitted, selection)
     state = pipeline.state
     state.router = router
+    state.context = selection.context
     state.pending.clear()
     state.save_calibration(calibrations, {"questions": n, "alpha": sets.alpha, "kind": sets.kind})
     state.save()
@@ -355,3 +416,35 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     echo(f"fit: router warm-started on {learnt} outcomes; replay accuracy {got / n:.3f}, spend "
          f"{replay.spent:.6g} {config.router.unit}; report in {state.root / REPORT_FILE}")
     return report
+
+
+def _select_router(config: PipelineConfig, questions: Sequence[Question],
+                   calls: dict[tuple[str, str], LoggedCall], contexts: dict[str, np.ndarray]
+                   ) -> RouterSelection:
+    """Step 2 of the module docstring: the router's γ, reward form and context."""
+    coke = config.router.coke
+    keep = RouterSelection("config", "", config.router.context, coke.gamma_override, coke.decomposed_reward)
+    names = list(config.names)
+    rows = [i for i, q in enumerate(questions) if all((n, q.id) in calls for n in names)]
+    if len(names) < 2:
+        return replace(keep, reason="one arm: nothing to route")
+    if len(rows) < MIN_CROSS_FIT:
+        return replace(keep, reason=f"{len(rows)} questions answered by every arm, fewer than the "
+                                    f"{MIN_CROSS_FIT} cross-fitting needs")
+    qs = [questions[i] for i in rows]
+    correct = np.array([[calls[(n, q.id)].correct for n in names] for q in qs], dtype=bool)
+    cost = np.array([[calls[(n, q.id)].cost for n in names] for q in qs], dtype=np.float64)
+    table = OutcomeTable(tuple(q.id for q in qs), tuple(q.text for q in qs), tuple(names),
+                         tuple(a.cluster for a in config.arms),
+                         tuple(a.reported_accuracy for a in config.arms), correct, cost, config.router.unit)
+    r = config.router
+    horizon = r.horizon
+
+    def budget(half: OutcomeTable) -> float:
+        return float(r.budget if horizon is None else r.budget * half.n_questions / horizon)
+
+    report = cross_fit(table, {k: v[rows] for k, v in contexts.items()}, coke, budget,
+                       paced=r.horizon is not None, config=TuningConfig(), seeds=CROSS_FIT_SEEDS)
+    c = report.chosen
+    context: Context = "question+free" if c.context == "question+free" else "question"
+    return RouterSelection("cross-fitting", "", context, c.gamma, c.decomposed_reward, report)

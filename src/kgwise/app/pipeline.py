@@ -2,17 +2,20 @@
 its evidence and a decision id whose feedback teaches the router.
 
 ``answer(text, choices)``: ground the question in the KG; run the free arms marked ``observe`` (their
-outcome is learnt at feedback); let the Coke router pick an affordable arm (Eq. 2 within the budget, Eq.
-14); run it; attach the arm's calibrated set; record the decision in the state directory. The set's
-guarantee (multiple choice, Mondrian split conformal per arm, :mod:`kgwise.app.fit`): over questions
-exchangeable with the dev log that the *fitted* router sends to this arm, ``P(truth ∈ set) ≥ 1 − α``.
-The router keeps learning from feedback, so the rule that sends questions to an arm drifts from the
-fitted one; :meth:`Pipeline.status` reports each arm's live coverage with a Clopper–Pearson bound and
-flags drift.
+outcome is learnt at feedback) and, with the ``question+free`` router context, the free arms whose
+answers and signals join the question embedding as the router's context (:mod:`kgwise.app.router`; a
+free arm the router then picks is not run twice); let the Coke router pick an affordable arm (Eq. 2
+within the budget, Eq. 14); run it; attach the arm's calibrated set; record the decision in the state
+directory. The set's guarantee (multiple choice, Mondrian split conformal per arm,
+:mod:`kgwise.app.fit`): over questions exchangeable with the dev log that the *fitted* router sends to
+this arm, ``P(truth ∈ set) ≥ 1 − α``. The router keeps learning from feedback, so the rule that sends
+questions to an arm drifts from the fitted one; :meth:`Pipeline.status` reports each arm's live
+coverage with a Clopper–Pearson bound and flags drift.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
@@ -24,9 +27,16 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.app.arms import ArmOutput, ArmRunner, Knowledge, arm_cost, build_runner
-from kgwise.app.config import PipelineConfig
-from kgwise.app.state import PENDING_KEPT, Pending, StateDir, coverage_bounds
-from kgwise.conformal.split import SplitConformal, SplitConformalConfig, min_calibration_size
+from kgwise.app.config import AnswerSetConfig, PipelineConfig
+from kgwise.app.router import context_vector
+from kgwise.app.state import PENDING_KEPT, ArmCalibration, Pending, StateDir, coverage_bounds
+from kgwise.conformal.split import (
+    aps_scores,
+    conformal_quantile,
+    lac_scores,
+    min_calibration_size,
+    pac_conformal_quantile,
+)
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError, KgwiseError
 from kgwise.grading import match_answer
@@ -47,6 +57,7 @@ __all__ = [
     "PipelineResult",
     "PipelineStatus",
     "UnknownDecisionError",
+    "calibrated_threshold",
     "default_state_dir",
     "load_graph_of",
 ]
@@ -204,6 +215,19 @@ def load_graph_of(config: PipelineConfig) -> KnowledgeGraph:
     return load_graph(kg.source, kg.format)
 
 
+def calibrated_threshold(scores: Sequence[float], sets: AnswerSetConfig) -> float:
+    """An arm's set threshold on the non-conformity score: the split-conformal quantile (Eq. 1) or, with
+    ``guarantee = "pac"``, the training-conditional one (:func:`kgwise.conformal.split.pac_rank`); ``+∞``
+    when the calibration is too small (every choice)."""
+    if not scores:
+        return math.inf
+    if sets.guarantee == "pac":
+        return pac_conformal_quantile(scores, sets.alpha, sets.delta)
+    if len(scores) < min_calibration_size(sets.alpha):
+        return math.inf
+    return conformal_quantile(scores, sets.alpha)
+
+
 def _question(text: str, choices: Sequence[str] | None) -> Question:
     if not text or not text.strip():
         raise ConfigError("the question text is empty")
@@ -237,6 +261,7 @@ class Pipeline:
                 self._grounder = Grounder(kg)
         self.state = StateDir(state_dir, config, encoder.dim)
         self._lock = threading.Lock()
+        self._thresholds: dict[str, tuple[ArmCalibration, float]] = {}
 
     @classmethod
     def from_config(cls, path: str | Path, state_dir: str | Path | None = None,
@@ -306,18 +331,25 @@ class Pipeline:
         cov = coverage_bounds(self.state.coverage[arm], sets.alpha, sets.delta)
         base = (f"P(truth ∈ set) ≥ {1 - sets.alpha:g} over questions exchangeable with the dev log that the "
                 f"fitted router sends to arm {arm!r} (Mondrian split conformal, {len(cal.scores)} "
-                "calibration questions); the router keeps learning, so this is the fitted rule's guarantee")
-        if len(cal.scores) < min_calibration_size(sets.alpha):
+                "calibration questions"
+                + (f"; with probability ≥ {1 - sets.delta:g} over the dev log, training-conditional"
+                   if sets.guarantee == "pac" else "; on average over dev logs")
+                + "); the router keeps learning, so this is the fitted rule's guarantee")
+        cached = self._thresholds.get(arm)
+        if cached is None or cached[0] is not cal:  # a fit replaces the calibrations
+            cached = (cal, calibrated_threshold(cal.scores, sets))
+            self._thresholds[arm] = cached
+        threshold = cached[1]
+        if math.isinf(threshold):
             chosen = labels
-            statement = (f"every choice: arm {arm!r} has {len(cal.scores)} calibration questions, fewer than "
-                         f"the {min_calibration_size(sets.alpha)} that α = {sets.alpha:g} needs; the set "
-                         "covers the truth trivially")
+            statement = (f"every choice: arm {arm!r} has {len(cal.scores)} calibration questions, too few "
+                         f"for a {sets.guarantee} guarantee at α = {sets.alpha:g}"
+                         + (f", δ = {sets.delta:g}" if sets.guarantee == "pac" else "")
+                         + "; the set covers the truth trivially")
             return AnswerSetResult(tuple(chosen), tuple(texts[x] for x in chosen), sets.alpha, True,
                                    statement), None
-        cp = SplitConformal(SplitConformalConfig(alpha=sets.alpha, score=cal.kind))  # type: ignore[arg-type]
-        cp.calibration_scores_ = np.asarray(cal.scores, dtype=np.float64)
-        mask = cp.predict_set(probs)[0]
-        chosen = [lab for lab, keep in zip(labels, mask.tolist(), strict=True) if keep]
+        scores = lac_scores(probs) if cal.kind == "lac" else aps_scores(probs)
+        chosen = [lab for lab, s in zip(labels, scores[0].tolist(), strict=True) if s <= threshold]
         holds = not cov[3]
         statement = base if holds else (base + f"; live coverage of this arm's sets is below target beyond "
                                         f"noise (upper bound {cov[2]:.3f} < {1 - sets.alpha:g}): drift")
@@ -336,7 +368,7 @@ class Pipeline:
         if arm is not None and arm not in self.runners:
             raise ConfigError(f"no arm {arm!r} (arms: {', '.join(self.runners)})")
         forced = arm
-        x = self.embed(question.text)
+        embedding = self.embed(question.text)
         qnodes: tuple[str, ...] = ()
         cnodes: tuple[tuple[str, ...], ...] = ()
         if self._grounder is not None and self.kg is not None:
@@ -346,11 +378,17 @@ class Pipeline:
         bounds = self.bounds(question)
         held = bounds if forced is None else {  # a forced arm: every other arm is out of reach
             n: b if n == forced else self.state.router.unreachable() for n, b in bounds.items()}
-        observed: dict[str, ArmOutput] = {}
-        if self.config.router.observe_free:
-            for name, runner in self.runners.items():
-                if runner.config.observe and bounds[name] == 0.0 and runner.can_answer(question):
-                    observed[name] = runner.answer(question)
+        context = self.state.context
+        observe = self.config.router.observe_free
+        ran: dict[str, ArmOutput] = {}  # free arms asked before routing: for the context or to observe
+        for name, runner in self.runners.items():
+            cfg = runner.config
+            wanted = (context == "question+free" and cfg.free) or (observe and cfg.observe)
+            if wanted and bounds[name] == 0.0 and runner.can_answer(question):
+                ran[name] = runner.answer(question)
+        observed = {n: o for n, o in ran.items() if observe and self.runners[n].config.observe}
+        free = {n: (o.prediction, o.signal) for n, o in ran.items() if self.runners[n].config.free}
+        x = context_vector(self.config, context, embedding, free)
         decision = uuid.uuid4().hex
         with self._lock:
             router = self.state.router
@@ -364,7 +402,7 @@ class Pipeline:
                     f"{self.config.router.unit} ({router.spent:g} spent, {router.reserved:g} held by "
                     f"questions being answered); cheapest bound {min(held.values()):g}")
         try:
-            output = observed[arm] if arm in observed else self.runners[arm].answer(question)
+            output = ran[arm] if arm in ran else self.runners[arm].answer(question)
         except BaseException:
             with self._lock:
                 self.state.cancel(decision)

@@ -1,5 +1,8 @@
 """The one place the app talks to :class:`kgwise.route.coke.CokeRouter` (arms by name in, names out):
-costs are checked to name every arm, and the router's accounting is read as the app's typed views.
+costs are checked to name every arm, and the router's accounting is read as the app's typed views; and
+the router's context (:func:`context_width`, :func:`context_vector`): the question embedding, or
+(``question+free``) ``[1, agree, s_1 … s_k, agree · min s, embedding…]`` from the config's free arms'
+answers and signals (:func:`kgwise.route.table.free_context`).
 """
 
 from __future__ import annotations
@@ -11,12 +14,34 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kgwise.app.config import PipelineConfig
+from kgwise.app.config import Context, PipelineConfig
 from kgwise.errors import ConfigError
 from kgwise.route.arms import CLUSTERS, ArmSpec
-from kgwise.route.coke import CokeRouter
+from kgwise.route.coke import CokeConfig, CokeRouter
+from kgwise.route.table import free_context, free_signal_row
 
-__all__ = ["RouterAdapter"]
+__all__ = ["RouterAdapter", "context_vector", "context_width"]
+
+
+def context_width(config: PipelineConfig, context: Context, encoder_dim: int) -> int:
+    """The router's context dimension: the embedding's, plus ``3 + k`` for ``k`` free arms."""
+    if context == "question":
+        return encoder_dim
+    k = len(config.free_arms)
+    if not k:
+        raise ConfigError("a 'question+free' router context needs a free arm (observe = true, no price)")
+    return encoder_dim + 3 + k
+
+
+def context_vector(config: PipelineConfig, context: Context, embedding: npt.ArrayLike,
+                   free: Mapping[str, tuple[str, float]]) -> npt.NDArray[np.float64]:
+    """One question's router context; ``free``: each free arm's ``(answer, signal)`` on it (an arm
+    missing from it — it could not answer, or cost something on this question — counts as ``("", 0)``)."""
+    x = np.asarray(embedding, dtype=np.float64).reshape(-1)
+    if context == "question":
+        return x
+    row = free_signal_row([free.get(n, ("", 0.0)) for n in config.free_arms])
+    return np.asarray(free_context([row], [x])[0], dtype=np.float64)
 
 
 class RouterAdapter:
@@ -26,11 +51,12 @@ class RouterAdapter:
         self.router = router
 
     @classmethod
-    def new(cls, config: PipelineConfig, dim: int) -> RouterAdapter:
-        """A fresh router: the config's arms, clusters, budget, horizon, seed and ``[coke]`` values."""
+    def new(cls, config: PipelineConfig, dim: int, coke: CokeConfig | None = None) -> RouterAdapter:
+        """A fresh router over ``dim``-d contexts: the config's arms, clusters, reported accuracies, budget,
+        horizon, seed and ``[coke]`` values (or ``coke``)."""
         r = config.router
-        return cls(CokeRouter([ArmSpec(a.name, a.cluster) for a in config.arms], dim,
-                              budget=r.budget, config=r.coke, seed=r.seed, horizon=r.horizon))
+        return cls(CokeRouter([ArmSpec(a.name, a.cluster, a.reported_accuracy) for a in config.arms], dim,
+                              budget=r.budget, config=coke or r.coke, seed=r.seed, horizon=r.horizon))
 
     # ------------------------------------------------------------------ names
     @property

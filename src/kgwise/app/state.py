@@ -4,7 +4,9 @@ coverage counts, owned by one process at a time.
 Files:
 
 * ``state.json`` — a snapshot (written atomically, :func:`kgwise.files.write_text_atomic`): the router
-  (:meth:`kgwise.route.coke.CokeRouter.state_dict`), the pending decisions, the ids of recently settled
+  (:meth:`kgwise.route.coke.CokeRouter.state_dict`) and its context (``question`` or ``question+free``,
+  :mod:`kgwise.app.router`; a snapshot without one, written before contexts existed, is ``question``),
+  the pending decisions, the ids of recently settled
   ones, per arm the live coverage counts, and the sequence number of the last event it holds;
 * ``journal.jsonl`` — every change since the snapshot, one event per line: a routing decision
   (``select``: the embedding and cost bounds, so that replaying it through the snapshot's router
@@ -49,8 +51,8 @@ from typing import Any
 from filelock import FileLock, Timeout
 from scipy.stats import beta as beta_dist
 
-from kgwise.app.config import PipelineConfig
-from kgwise.app.router import RouterAdapter
+from kgwise.app.config import CONTEXTS, Context, PipelineConfig
+from kgwise.app.router import RouterAdapter, context_width
 from kgwise.errors import ConfigError, DataError
 from kgwise.files import read_json, read_jsonl, write_text_atomic
 
@@ -147,7 +149,8 @@ class ArmCalibration:
 
 
 class StateDir:
-    """An open state directory (a context manager: :meth:`close` writes and releases the lock)."""
+    """An open state directory (a context manager: :meth:`close` writes and releases the lock); ``dim``:
+    the question encoder's dimension."""
 
     def __init__(self, root: Path, config: PipelineConfig, dim: int, snapshot_every: int = 500) -> None:
         if snapshot_every < 1:
@@ -175,10 +178,12 @@ class StateDir:
             self.coverage: dict[str, CoverageCount] = {a.name: CoverageCount() for a in config.arms}
             self.calibrations: dict[str, ArmCalibration] = {}
             self.calibration_meta: dict[str, Any] = {}
+            self.encoder_dim = dim
+            self.context: Context = config.router.context
             if (root / STATE_FILE).exists():
                 self._load(dim)
             else:
-                self.router = RouterAdapter.new(config, dim)
+                self.router = RouterAdapter.new(config, context_width(config, self.context, dim))
             if (root / CALIBRATION_FILE).exists():
                 self._load_calibration()
             self._journal = self.journal_file.open("a", encoding="utf-8")
@@ -334,6 +339,10 @@ class StateDir:
         try:
             self.seq = int(body.get("seq", 0))
             self.expired = int(body.get("expired", 0))
+            context = body.get("context", "question")
+            if context not in CONTEXTS:
+                raise ValueError(f"context {context!r} is not one of {', '.join(CONTEXTS)}")
+            self.context = context
             self.router = RouterAdapter.from_state_dict(body["router"])
             waiting = [Pending.from_dict(p) for p in body["pending"]]
             if version == 1:  # paid at feedback then: pay the waiting answers now, as version 2 does
@@ -362,8 +371,13 @@ class StateDir:
             problems.append(f"its arms are {have}, the config's {want}")
         if r.budget != self.config.router.budget:
             problems.append(f"its budget is {r.budget:g}, the config's {self.config.router.budget:g}")
-        if r.dim != dim:
-            problems.append(f"its router expects {r.dim}-d question embeddings, the encoder gives {dim}-d")
+        if self.context == "question+free" and not self.config.free_arms:
+            problems.append("its router reads the free arms' answers (context question+free), and the "
+                            "config has no free arm")
+        elif r.dim != (want_dim := context_width(self.config, self.context, dim)):
+            problems.append(f"its router expects {r.dim}-d contexts, and its context ({self.context}) is "
+                            f"{want_dim}-d with this encoder ({dim}-d) and the config's "
+                            f"{len(self.config.free_arms)} free arm(s)")
         if problems:
             raise DataError(f"made for another config ({'; '.join(problems)}): use another --state, or "
                             f"run `kgwise fit` again", self.state_file)
@@ -387,8 +401,8 @@ class StateDir:
         arm is still running are kept as such: a process that opens the snapshot calls them off unless
         the journal holds their answer."""
         body = {"kind": "kgwise.PipelineState", "version": STATE_VERSION, "config": str(self.config.path),
-                "seq": self.seq, "expired": self.expired, "router": self.router.state_dict(),
-                "pending": [p.to_dict() for p in self.pending.values()],
+                "seq": self.seq, "expired": self.expired, "context": self.context,
+                "router": self.router.state_dict(), "pending": [p.to_dict() for p in self.pending.values()],
                 "settled": list(self.settled),
                 "selected": {d: [a, b] for d, (a, b) in self.selected.items()},
                 "coverage": {k: asdict(v) for k, v in self.coverage.items()}}

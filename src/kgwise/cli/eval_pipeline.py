@@ -84,6 +84,10 @@ def eval_pipeline(
                                         "live MCQ: of the fit and test questions, replayed from the logged "
                                         "answers for the coverage check (the issue: 50).")] = 10,
     seed: Annotated[int, typer.Option(min=0)] = 0,
+    context: Annotated[str, typer.Option(
+        help="The config's [router] context: 'question' or 'question+free' (the free ReaRev GNNs' top "
+        "candidates and scores joined to the question); `kgwise fit` replaces it by cross-fitting when the "
+        "fit half is large enough.")] = "question",
     limit: Annotated[int | None, typer.Option(min=4, help="Only the first N questions (a quick look).")
                      ] = None,
     kgm_model: Annotated[Path | None, typer.Option(
@@ -126,7 +130,7 @@ def eval_pipeline(
     with --live on live arms: per arm and pipeline accuracy, cost, share routed, spent/budget, sets'
     coverage and size."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    from kgwise.app.config import paced_coke
+    from kgwise.app.config import CONTEXTS, paced_coke
     from kgwise.settings import configured
 
     if coke not in ("pipeline", "settings"):
@@ -143,17 +147,22 @@ def eval_pipeline(
         return
     from kgwise.embed import MiniLM
     from kgwise.eval.pipeline import PipelineEvalConfig, embed_texts, evaluate_replay
-    from kgwise.eval.route.replay import MAIN_ARMS, webqsp_table
+    from kgwise.eval.route.replay import MAIN_ARMS, rearev_top, webqsp_table
 
     if dataset != "webqsp":
         raise ConfigError(f"replay data set {dataset!r} has no recorded outcomes; only 'webqsp' is available")
-    table, _ = webqsp_table(data_dir(data), MAIN_ARMS)
+    if context not in CONTEXTS:
+        raise ConfigError(f"--context must be one of {', '.join(CONTEXTS)}, got {context!r}")
+    root = data_dir(data)
+    table, _ = webqsp_table(root, MAIN_ARMS)
     table = table.head(limit)
-    cfg = PipelineEvalConfig(1.0 if budget is None else budget, splits, seed, router, budget_of or "dearest")
+    free = {a: rearev_top(root, table, a) for a in table.arms if a.startswith("ReaRev-")}
+    cfg = PipelineEvalConfig(1.0 if budget is None else budget, splits, seed, router, budget_of or "dearest",
+                             context)
     encoder = MiniLM()
     err_console.print(f"{table.n_questions} questions × {table.n_arms} arms; embedding questions …")
     embed_texts(encoder, table.texts)
-    report = evaluate_replay(table, encoder, cfg, progress=err_console.print)
+    report = evaluate_replay(table, encoder, cfg, progress=err_console.print, free=free)
     report["dataset"] = dataset
     write_json(report, json_out)
 

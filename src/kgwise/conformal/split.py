@@ -30,6 +30,8 @@ __all__ = [
     "label_set",
     "lac_scores",
     "min_calibration_size",
+    "pac_conformal_quantile",
+    "pac_rank",
 ]
 
 ChoiceScore = Literal["lac", "aps"]
@@ -72,6 +74,33 @@ def conformal_quantile(scores: npt.ArrayLike, alpha: float) -> float:
     if k == 0:
         return -math.inf
     return float(np.partition(s, k - 1)[k - 1])
+
+
+def pac_rank(n: int, alpha: float, delta: float) -> int:
+    """The smallest 1-based rank ``k`` whose order statistic, used as the threshold, covers with probability
+    ≥ 1 − α with confidence ≥ 1 − δ over the calibration draw (training-conditional split conformal, Vovk
+    2012): the coverage of the ``k``-th of ``n`` exchangeable scores is ``Beta(k, n − k + 1)``, so ``k`` is
+    the smallest with ``P(Beta(k, n − k + 1) < 1 − α) ≤ δ``; ``n + 1`` when no rank suffices."""
+    _check_alpha(alpha)
+    if not 0.0 < delta < 1.0:
+        raise ConfigError(f"delta must lie in (0, 1), got {delta}")
+    from scipy.stats import beta
+
+    for k in range(max(1, conformal_rank(n, alpha)), n + 1):
+        if float(beta.cdf(1.0 - alpha, k, n - k + 1)) <= delta:
+            return k
+    return n + 1
+
+
+def pac_conformal_quantile(scores: npt.ArrayLike, alpha: float, delta: float) -> float:
+    """The :func:`pac_rank`-th order statistic of ``scores`` (``+∞`` when the rank exceeds ``n``)."""
+    s = np.asarray(scores, dtype=np.float64).ravel()
+    if s.size == 0:
+        raise ConfigError("pac_conformal_quantile: no calibration scores")
+    if np.isnan(s).any():
+        raise ConfigError("pac_conformal_quantile: NaN among the calibration scores")
+    k = pac_rank(s.size, alpha, delta)
+    return math.inf if k > s.size else float(np.partition(s, k - 1)[k - 1])
 
 
 def _check_probs(probs: npt.ArrayLike) -> FloatArray:

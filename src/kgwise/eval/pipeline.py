@@ -8,7 +8,10 @@ question at a time through :meth:`kgwise.app.Pipeline.answer` and settled by
 :meth:`~kgwise.app.Pipeline.feedback` with the recorded outcome (free arms, cost 0, observed as the live
 pipeline observes them). The budget is ``budget`` × the cost of always calling the most expensive arm on
 the test half (``budget_of="dearest"``, ``kgwise eval route``'s convention) or the most accurate one
-(``budget_of="best"``: the issue's 60 % target), paced over the test half (``horizon``).
+(``budget_of="best"``: the issue's 60 % target), paced over the test half (``horizon``). The fit is
+``kgwise fit``'s: with a large enough half it chooses the router's γ, reward form and context by
+cross-fitting (each run reports the choice); the free arms (cost 0) answer every question with the
+recorded top candidate and score given as ``free``, which the ``question+free`` context reads.
 
 Reported per split and as mean ± std over splits: each arm's accuracy and cost on the test half, the
 pipeline's accuracy, cost, spent/budget and share of questions routed to each arm, and the issue's
@@ -28,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.app.arms import ArmOutput, ArmRunner
-from kgwise.app.config import AnswerSetConfig, ArmConfig, KGConfig, PipelineConfig, RouterConfig
+from kgwise.app.config import AnswerSetConfig, ArmConfig, Context, KGConfig, PipelineConfig, RouterConfig
 from kgwise.app.fit import fit_questions
 from kgwise.app.pipeline import BudgetExhaustedError, Pipeline
 from kgwise.embed import Encoder
@@ -37,7 +40,10 @@ from kgwise.route.coke import CokeConfig
 from kgwise.route.table import OutcomeTable
 from kgwise.types import Question, Usage
 
-__all__ = ["PipelineEvalConfig", "ReplayArm", "evaluate_replay"]
+__all__ = ["FreeAnswers", "PipelineEvalConfig", "ReplayArm", "evaluate_replay"]
+
+FreeAnswers = tuple[Sequence[str], Sequence[float] | npt.NDArray[np.float64]]
+"""A free arm's top answer (``""``: none) and its signal on each question of an outcome table."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +57,9 @@ class PipelineEvalConfig:
     seed: int = 0
     coke: CokeConfig = field(default_factory=CokeConfig)
     budget_of: str = "dearest"
+    context: Context = "question"
+    """The config's ``[router] context``: what the router starts from when the fit's log is too small to
+    cross-fit (the fit chooses otherwise)."""
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.budget) and self.budget > 0):
@@ -63,10 +72,13 @@ class PipelineEvalConfig:
 
 @dataclass
 class ReplayArm:
-    """An arm runner replaying recorded, graded outcomes keyed by question text (cost in ``Usage.cost``)."""
+    """An arm runner replaying recorded, graded outcomes keyed by question text (cost in ``Usage.cost``);
+    ``answers``: where recorded, the arm's answer and signal (a GNN's top candidate and its score) by
+    question text — what a ``question+free`` router context reads."""
 
     config: ArmConfig
     outcomes: Mapping[str, tuple[bool, float]]
+    answers: Mapping[str, tuple[str, float]] = field(default_factory=dict)
 
     def can_answer(self, question: Question) -> bool:
         return question.text in self.outcomes
@@ -76,7 +88,9 @@ class ReplayArm:
 
     def answer(self, question: Question) -> ArmOutput:
         correct, cost = self._get(question)
-        return ArmOutput("", usage=Usage(calls=1, cost=cost), correct=correct)
+        answer, signal = self.answers.get(question.text, ("", None))
+        return ArmOutput(answer, usage=Usage(calls=1, cost=cost), correct=correct,
+                         signals=() if signal is None else (signal,))
 
     def _get(self, question: Question) -> tuple[bool, float]:
         try:
@@ -86,20 +100,25 @@ class ReplayArm:
                                   ) from None
 
 
-def _runners(table: OutcomeTable, rows: Sequence[int]) -> dict[str, ArmRunner]:
+def _runners(table: OutcomeTable, rows: Sequence[int], free: Mapping[str, FreeAnswers]
+             ) -> dict[str, ArmRunner]:
     out: dict[str, ArmRunner] = {}
     for j, (name, cluster) in enumerate(zip(table.arms, table.clusters, strict=True)):
-        free = bool(np.all(table.cost[:, j] == 0))
+        zero = bool(np.all(table.cost[:, j] == 0))
         cfg = ArmConfig(name=name, kind="kgm" if cluster == "KGM" else "llm", cluster=cluster,
-                        spec=None if cluster == "KGM" else f"replay:{name}", observe=free,
-                        cost_from_usage=True)
+                        spec=None if cluster == "KGM" else f"replay:{name}", observe=zero,
+                        cost_from_usage=not zero, reported_accuracy=table.reported[j])
+        answers: dict[str, tuple[str, float]] = {}
+        if name in free:
+            top, scores = free[name]
+            answers = {table.texts[i]: (top[i], float(scores[i])) for i in rows}
         out[name] = ReplayArm(cfg, {table.texts[i]: (bool(table.correct[i, j]), float(table.cost[i, j]))
-                                    for i in rows})
+                                    for i in rows}, answers)
     return out
 
 
-def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, split: int, root: Path
-               ) -> dict[str, Any]:
+def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, split: int, root: Path,
+               free: Mapping[str, FreeAnswers]) -> dict[str, Any]:
     n = table.n_questions
     perm = np.random.default_rng(cfg.seed + split).permutation(n)
     train, test = perm[: n // 2], perm[n // 2:]
@@ -108,17 +127,17 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
     best = int(np.argmax(acc))
     base = float(per_arm_cost.max()) if cfg.budget_of == "dearest" else float(per_arm_cost[best])
     budget = cfg.budget * base
-    runners = _runners(table, list(range(n)))
+    runners = _runners(table, list(range(n)), free)
     config = PipelineConfig(root / "kgwise.toml", KGConfig(),
                             tuple(r.config for r in runners.values()),
-                            RouterConfig(budget, "usd", len(test), cfg.seed + split, True, cfg.coke),
-                            AnswerSetConfig())
+                            RouterConfig(budget, "usd", len(test), cfg.seed + split, True, cfg.coke,
+                                         cfg.context), AnswerSetConfig())
     pipe = Pipeline(config, root / f"state-{split}", runners, encoder)
     try:
         train_q = [Question(table.qids[i], table.texts[i]) for i in train]
         # replayed calls cost nothing real; the fit's limit is their recorded cost
-        fit_questions(pipe, train_q, max_spend=float(table.cost[train].sum()) * (1 + 1e-9),
-                      echo=lambda _: None)
+        fitted = fit_questions(pipe, train_q, max_spend=float(table.cost[train].sum()) * (1 + 1e-9),
+                               echo=lambda _: None)
         routed: list[str | None] = []
         correct: list[bool] = []
         paid = 0.0
@@ -150,6 +169,7 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
         "best_arm": table.arms[best],
         "accuracy_minus_best": pipe_acc - float(acc[best]),
         "cost_over_best": paid / float(per_arm_cost[best]) if per_arm_cost[best] > 0 else None,
+        "router_selection": None if fitted.router_selection is None else fitted.router_selection.to_dict(),
     }
 
 
@@ -159,8 +179,18 @@ def _mean_std(values: Sequence[float]) -> dict[str, float]:
 
 
 def evaluate_replay(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig,
-                    progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
-    """The pipeline on ``table`` over ``cfg.splits`` random halvings (module docstring)."""
+                    progress: Callable[[str], None] = lambda _: None,
+                    free: Mapping[str, FreeAnswers] | None = None) -> dict[str, Any]:
+    """The pipeline on ``table`` over ``cfg.splits`` random halvings (module docstring); ``free``: per
+    free arm, its answer and signal on each of the table's questions (row order)."""
+    free = dict(free or {})
+    for name, (top, scores) in free.items():
+        j = table.arm_index(name)
+        if np.any(table.cost[:, j] != 0):
+            raise ConfigError(f"arm {name!r} costs something on some question: it is not a free arm")
+        if len(top) != table.n_questions or len(scores) != table.n_questions:
+            raise ConfigError(f"free answers of {name!r}: {len(top)} answers and {len(scores)} signals for "
+                              f"{table.n_questions} questions")
     if table.n_questions < 4:
         raise ConfigError(f"the outcome table holds {table.n_questions} questions; a split needs ≥ 4")
     if len(set(table.texts)) != table.n_questions:
@@ -168,7 +198,7 @@ def evaluate_replay(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConf
     runs = []
     with tempfile.TemporaryDirectory(prefix="kgwise-eval-pipeline-") as tmp:
         for s in range(cfg.splits):
-            runs.append(_one_split(table, encoder, cfg, s, Path(tmp)))
+            runs.append(_one_split(table, encoder, cfg, s, Path(tmp), free))
             r = runs[-1]
             progress(f"split {s + 1}/{cfg.splits}: accuracy {r['accuracy']:.4f}, cost {r['cost']:.4f} "
                      f"(best arm {r['best_arm']}: {r['arms'][r['best_arm']]['accuracy']:.4f}, "
@@ -191,7 +221,8 @@ def evaluate_replay(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConf
                "both": f"{sum(a and c for a, c in zip(acc_ok, cost_ok, strict=True))}/{len(runs)} splits"}
     return {"questions": table.n_questions, "unit": table.unit,
             "config": {"budget_fraction": cfg.budget, "budget_of": cfg.budget_of, "splits": cfg.splits,
-                       "seed": cfg.seed, "coke": asdict(cfg.coke)},
+                       "seed": cfg.seed, "coke": asdict(cfg.coke), "context": cfg.context,
+                       "free_arms": sorted(free)},
             "summary": summary, "targets": targets, "runs": runs,
             "not_measured": ["answer-set coverage and size: the recorded WebQSP arms carry no choice "
                              "probabilities and no per-arm UAG tables were built; the pipeline attaches no "

@@ -17,7 +17,8 @@ from kgwise.files import read_jsonl
 from kgwise.route.arms import ArmInfo, ArmSpec, Cluster
 from kgwise.types import Question, Usage
 
-__all__ = ["ArmInfo", "OutcomeTable", "free_signals", "graded_coverage", "read_graded_log"]
+__all__ = ["ArmInfo", "OutcomeTable", "free_context", "free_signal_row", "free_signals", "graded_coverage",
+           "read_graded_log"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -153,10 +154,33 @@ def graded_coverage(log: GradedLog, arms: Sequence[str]) -> dict[str, object]:
             "left_out": len(left), "left_out_ids": left[:50]}
 
 
+def free_signal_row(outputs: Sequence[tuple[str, float]]) -> list[float]:
+    """What free arms say on one question, from each arm's ``(answer, signal)`` (``""``: no answer; the
+    signal: the arm's first score, e.g. its top candidate's): ``[agree, s_1, …, s_k, agree · min(s)]`` with
+    ``agree`` whether they all put the same non-empty answer on top."""
+    if not outputs:
+        raise ConfigError("free signals need at least one free arm")
+    scores = [float(s) for _, s in outputs]
+    answers = {a for a, _ in outputs}
+    agree = float(len(answers) == 1 and "" not in answers)
+    return [agree, *scores, agree * min(scores)]
+
+
+def free_context(signals: npt.ArrayLike, embeddings: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """The router context ``[1, free signals…, question embedding…]`` per row (the constant is LinUCB's
+    intercept): ``kgwise eval route``'s ``free_gnn_signals+embedding`` and the pipeline's
+    ``question+free``."""
+    s = np.atleast_2d(np.asarray(signals, dtype=np.float64))
+    x = np.atleast_2d(np.asarray(embeddings, dtype=np.float64))
+    if s.shape[0] != x.shape[0]:
+        raise ConfigError(f"free signals for {s.shape[0]} questions, embeddings for {x.shape[0]}")
+    return np.hstack([np.ones((s.shape[0], 1)), s, x])
+
+
 def free_signals(log: GradedLog, table: OutcomeTable) -> npt.NDArray[np.float64]:
     """Per question of ``table``, what the arms with ``signals`` (free KG models, known before any LLM is
-    called) say: ``[agree, s_1, …, s_k, agree · min(s)]`` with ``s_a`` an arm's first signal and ``agree``
-    whether they all put the same non-empty answer on top."""
+    called) say: :func:`free_signal_row` of each such arm's answer and first signal (0 when it has
+    none)."""
     by_id = {q.id: q for q in log.questions}
     with_signals = [a for a in table.arms if any(by_id[q].arms[a].signals for q in table.qids)]
     if not with_signals:
@@ -164,8 +188,5 @@ def free_signals(log: GradedLog, table: OutcomeTable) -> npt.NDArray[np.float64]
     rows = []
     for qid in table.qids:
         outs = [by_id[qid].arms[a] for a in with_signals]
-        scores = [o.signals[0] if o.signals else 0.0 for o in outs]
-        answers = {o.answer for o in outs}
-        agree = float(len(answers) == 1 and "" not in answers)
-        rows.append([agree, *scores, agree * min(scores)])
+        rows.append(free_signal_row([(o.answer, o.signals[0] if o.signals else 0.0) for o in outs]))
     return np.asarray(rows, dtype=np.float64)

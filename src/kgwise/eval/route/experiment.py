@@ -16,11 +16,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -38,23 +37,12 @@ from kgwise.eval.route.baselines import (
 from kgwise.files import ResumeLog, source_fingerprint
 from kgwise.route.coke import CokeConfig, CokeRouter
 from kgwise.route.table import OutcomeTable
+from kgwise.route.tuning import Observer, Router, RunResult, simulate
 
-__all__ = ["ExperimentConfig", "Router", "RunResult", "replay_fingerprint", "run_experiment", "simulate",
-           "target_checks"]
+__all__ = ["ExperimentConfig", "Observer", "Router", "RunResult", "replay_fingerprint", "run_experiment",
+           "simulate", "target_checks"]
 
 Matrix = npt.NDArray[np.float64]
-
-
-class Router(Protocol):
-    """A budgeted policy over named arms (:class:`~kgwise.route.coke.CokeRouter` and the baselines)."""
-
-    def pull(self, embedding: npt.ArrayLike, costs: Sequence[float] | Matrix) -> str | None: ...
-
-    def update(self, name: str, embedding: npt.ArrayLike, reward: float, cost: float) -> None: ...
-
-
-class Observer(Protocol):
-    def observe(self, name: str, embedding: npt.ArrayLike, reward: float) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -84,58 +72,6 @@ class ExperimentConfig:
             raise ConfigError(f"budget_fraction must be a finite number > 0, got {self.budget_fraction}")
         if self.seeds < 1:
             raise ConfigError(f"seeds must be ≥ 1, got {self.seeds}")
-
-
-@dataclass
-class RunResult:
-    """One policy on one question order: the chosen arm's column per step (−1: none affordable),
-    correctness, cost."""
-
-    chosen: npt.NDArray[np.int64]
-    correct: npt.NDArray[np.bool_]
-    cost: Matrix
-    seconds: float
-
-    @property
-    def accuracy(self) -> float:
-        return float(self.correct.mean())
-
-    @property
-    def total_cost(self) -> float:
-        return float(self.cost.sum())
-
-
-def simulate(
-    policy: Router,
-    table: OutcomeTable,
-    embeddings: npt.NDArray[np.floating[Any]],
-    order: Sequence[int] | npt.NDArray[np.int64],
-    observer: Observer | None = None,
-) -> RunResult:
-    """Feed the questions in ``order`` to ``policy``; a question with no affordable arm counts as wrong.
-    ``observer`` (usually the policy itself): the arms that cost nothing on a question answer it too, and
-    their outcomes are shown to it (:meth:`CokeRouter.observe`)."""
-    n = len(order)
-    column = {name: j for j, name in enumerate(table.arms)}
-    chosen = np.full(n, -1, dtype=np.int64)
-    correct = np.zeros(n, dtype=bool)
-    cost = np.zeros(n)
-    start = time.perf_counter()
-    for k, i in enumerate(order):
-        x = embeddings[i]
-        name = policy.pull(x, table.cost[i])
-        if name is None:
-            continue
-        a = column[name]
-        chosen[k] = a
-        correct[k] = table.correct[i, a]
-        cost[k] = table.cost[i, a]
-        policy.update(name, x, float(correct[k]), float(cost[k]))
-        if observer is not None:
-            for j in np.flatnonzero(table.cost[i] == 0):
-                if j != a:
-                    observer.observe(table.arms[j], x, float(table.correct[i, j]))
-    return RunResult(chosen, correct, cost, time.perf_counter() - start)
 
 
 def target_checks(accuracy_minus_best: float, cost_over_best: float | None,

@@ -45,7 +45,7 @@ from kgwise.eval.recorded.gnn_rag import (
 from kgwise.eval.recorded.gpt_family import GPT_FILES, read_answers, score_answers
 from kgwise.llm.prices import PriceTable, default_prices
 from kgwise.route.arms import Cluster
-from kgwise.route.table import OutcomeTable
+from kgwise.route.table import OutcomeTable, free_signal_row
 from kgwise.types import Question
 
 __all__ = [
@@ -234,8 +234,10 @@ def rearev_top(data: Path, table: OutcomeTable, arm: str = "ReaRev-lmsr") -> tup
 
 def free_gnn_signals(data: Path, table: OutcomeTable) -> np.ndarray:
     """Per question, what the two free ReaRev GNNs say before any LLM is called: ``[agree, score_lmsr,
-    score_sbert, agree · min(scores)]`` (``agree``: both put the same candidate on top)."""
+    score_sbert, agree · min(scores)]`` (``agree``: both put the same candidate on top;
+    :func:`~kgwise.route.table.free_signal_row`)."""
     ids_l, conf_l = rearev_top(data, table, "ReaRev-lmsr")
     ids_s, conf_s = rearev_top(data, table, "ReaRev-sbert")
-    agree = np.asarray([a == b and a != "" for a, b in zip(ids_l, ids_s, strict=True)], dtype=np.float64)
-    return np.stack([agree, conf_l, conf_s, agree * np.minimum(conf_l, conf_s)], axis=1)
+    rows = [free_signal_row([(a, float(x)), (b, float(y))])
+            for a, b, x, y in zip(ids_l, ids_s, conf_l, conf_s, strict=True)]
+    return np.asarray(rows, dtype=np.float64).reshape(len(ids_l), 4)

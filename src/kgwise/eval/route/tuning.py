@@ -1,6 +1,7 @@
 """Coke's settings the paper leaves open, chosen on held-out questions (two-fold cross-tuning).
 
-The questions are split in two halves by a seeded permutation. On each half, price-paced Coke (free arms
+The engine is :class:`kgwise.route.tuning.CrossFit` (shared with ``kgwise fit``). The questions are split in
+two halves by a seeded permutation. On each half, price-paced Coke (free arms
 observed, budget = ``budget_vs_best`` × the most accurate arm's cost on that half) runs for every grid
 point: the LinUCB width γ (``None``: Eq. 12's, from δ), whether LinUCB learns the decomposed reward, and the
 context (the question embedding or another per-question context). The point with the best mean accuracy
@@ -18,11 +19,8 @@ error over the questions.
 
 from __future__ import annotations
 
-import itertools
-import json
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -33,33 +31,15 @@ from tqdm import tqdm
 
 from kgwise.errors import ConfigError
 from kgwise.eval.route.baselines import accuracy_at_cost
-from kgwise.eval.route.experiment import replay_fingerprint, simulate, target_checks
+from kgwise.eval.route.experiment import replay_fingerprint, target_checks
 from kgwise.files import ResumeLog
-from kgwise.route.coke import CokeConfig, CokeRouter
+from kgwise.route.coke import CokeConfig
 from kgwise.route.table import OutcomeTable
+from kgwise.route.tuning import CrossFit, GridPoint, TuningConfig
 
 __all__ = ["TuningConfig", "cross_tune", "pick_and_score", "warm_targets"]
 
 Matrix = npt.NDArray[np.float64]
-GridPoint = tuple[str, float | None, bool]  # (context, γ or None for Eq. 12's, decomposed reward)
-
-
-@dataclass(frozen=True)
-class TuningConfig:
-    """The grid and the budget of two-fold cross-tuning (see the module docstring)."""
-
-    gammas: tuple[float | None, ...] = (None, 1.0, 0.5, 0.25)
-    decomposed: tuple[bool, ...] = (False, True)
-    budget_vs_best: float = 0.6
-    split_seed: int = 0
-
-    def __post_init__(self) -> None:
-        if not self.gammas or not self.decomposed:
-            raise ConfigError("the tuning grid needs at least one gamma and one decomposed setting")
-        if any(g is not None and not (math.isfinite(g) and g >= 0) for g in self.gammas):
-            raise ConfigError(f"tuning gammas must be None or ≥ 0, got {self.gammas}")
-        if not (math.isfinite(self.budget_vs_best) and self.budget_vs_best > 0):
-            raise ConfigError(f"budget_vs_best must be > 0, got {self.budget_vs_best}")
 
 
 def pick_and_score(scores: Mapping[tuple[int, GridPoint], float]) -> list[dict[str, Any]]:
@@ -95,46 +75,23 @@ def cross_tune(
             raise ConfigError(f"context {name!r}: {values.shape[0]} rows for {n} questions")
     log = ResumeLog(progress_file, replay_fingerprint(table, contexts, {"tuning": asdict(config)}),
                     on_other="restart")
-    perm = np.random.default_rng(config.split_seed).permutation(n)
-    halves = [np.sort(perm[: n // 2]), np.sort(perm[n // 2 :])]
     best_arm = int(np.argmax(table.correct.mean(axis=0)))
-    grid: list[GridPoint] = list(itertools.product(contexts, config.gammas, config.decomposed))
-    parts = [table.subset(rows) for rows in halves]
-    xs = [{name: np.asarray(values, dtype=np.float64)[rows] for name, values in contexts.items()}
-          for rows in halves]
-    bar = tqdm(total=2 * (len(grid) + 1) * seeds, desc="route cross-tuning", disable=not show_progress)
+    bar = tqdm(total=2 * (len(config.grid(list(contexts))) + 1) * seeds, desc="route cross-tuning",
+               disable=not show_progress)
+    engine = CrossFit(table, contexts, base, seeds,
+                      lambda half: config.budget_vs_best * float(half.cost[:, best_arm].sum()),
+                      config.split_seed, horizon=True, price=True, cache=log, on_run=lambda: bar.update(1))
+    halves, parts = engine.halves, engine.parts
+    grid = config.grid(engine.contexts)
 
     def score(h: int, point: GridPoint, warm: bool) -> tuple[float, float, Matrix]:
         """Over the seeds, ``point`` on half ``h``: mean accuracy, mean cost / best arm's cost, and per
         question (in the half's order) the share of seeds that answered it right. ``warm``: the router
         first learns every arm's outcome on the other half (:meth:`CokeRouter.warm_start`)."""
-        ctx, gamma, decomposed = point
-        coke = replace(base, pacing="price", gamma_override=gamma, decomposed_reward=decomposed)
-        half = parts[h]
-        half_best_cost = float(half.cost[:, best_arm].sum())
-        x = xs[h][ctx]
-        accs, spent, right = [], [], np.zeros(half.n_questions)
-        for s in range(seeds):
-            key = json.dumps(["warm" if warm else "cold", h, ctx, asdict(coke), s])
-            run = log.get(key)
-            if run is None:
-                router = CokeRouter(half.arm_specs(), x.shape[1],
-                                    budget=config.budget_vs_best * half_best_cost, config=coke, seed=s,
-                                    horizon=half.n_questions)
-                if warm:
-                    router.warm_start(xs[1 - h][ctx], parts[1 - h].correct)
-                order = np.random.default_rng(s).permutation(half.n_questions)
-                result = simulate(router, half, x, order, router)
-                correct = np.zeros(half.n_questions, dtype=np.uint8)
-                correct[order] = result.correct
-                run = {"accuracy": result.accuracy, "cost": result.total_cost,
-                       "correct": (correct + ord("0")).tobytes().decode()}  # "0110…", the half's order
-                log.put(key, run)
-            accs.append(run["accuracy"])
-            spent.append(run["cost"] / half_best_cost if half_best_cost > 0 else 0.0)
-            right += np.frombuffer(run["correct"].encode(), dtype=np.uint8) - ord("0")
-            bar.update(1)
-        return float(np.mean(accs)), float(np.mean(spent)), right / seeds
+        half_best_cost = float(parts[h].cost[:, best_arm].sum())
+        run = engine.score(h, point, warm)
+        spent = [c / half_best_cost if half_best_cost > 0 else 0.0 for c in run.costs]
+        return float(np.mean(run.accuracies)), float(np.mean(spent)), run.right
 
     scores: dict[tuple[int, GridPoint], float] = {}
     cost: dict[tuple[int, GridPoint], float] = {}

@@ -1,0 +1,282 @@
+"""Coke's open settings chosen on logged outcomes: replay (:func:`simulate`) and two-fold cross-fitting.
+
+The settings the paper leaves open — the LinUCB width γ (``None``: Eq. 12's, from δ), whether LinUCB learns
+the decomposed reward, and the context (the question embedding, or it joined to what the free arms say) —
+are scored on an outcome table by replaying Coke over it. The questions are split in two halves by a
+seeded permutation (:func:`halves`); :class:`CrossFit` scores one grid point on one half, either *cold*
+(the router starts from its priors) or *warm* (it first learns every arm's logged outcome on the other
+half, :meth:`CokeRouter.warm_start`, as a fitted pipeline does). :func:`cross_fit` is what ``kgwise fit``
+uses: every grid point's warm score on each half (learn on one fold, route the other), and the point with
+the best mean accuracy over the two folds (ties: the lower cost, then the grid's order). ``kgwise eval
+route``'s cross-tuning (:mod:`kgwise.eval.route.tuning`) runs on the same engine.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from kgwise.errors import ConfigError
+from kgwise.route.coke import CokeConfig, CokeRouter
+from kgwise.route.table import OutcomeTable
+
+__all__ = ["CrossFit", "CrossFitReport", "GridPoint", "GridScore", "HalfScore", "Observer", "Router",
+           "RunCache", "RunResult", "TuningConfig", "cross_fit", "halves", "simulate"]
+
+Matrix = npt.NDArray[np.float64]
+GridPoint = tuple[str, float | None, bool]
+"""``(context name, γ or None for Eq. 12's, decomposed reward)``."""
+
+
+class Router(Protocol):
+    """A budgeted policy over named arms (:class:`~kgwise.route.coke.CokeRouter` and the baselines)."""
+
+    def pull(self, embedding: npt.ArrayLike, costs: Sequence[float] | Matrix) -> str | None: ...
+
+    def update(self, name: str, embedding: npt.ArrayLike, reward: float, cost: float) -> None: ...
+
+
+class Observer(Protocol):
+    def observe(self, name: str, embedding: npt.ArrayLike, reward: float) -> None: ...
+
+
+@dataclass
+class RunResult:
+    """One policy on one question order: the chosen arm's column per step (−1: none affordable),
+    correctness, cost."""
+
+    chosen: npt.NDArray[np.int64]
+    correct: npt.NDArray[np.bool_]
+    cost: Matrix
+    seconds: float
+
+    @property
+    def accuracy(self) -> float:
+        return float(self.correct.mean())
+
+    @property
+    def total_cost(self) -> float:
+        return float(self.cost.sum())
+
+
+def simulate(
+    policy: Router,
+    table: OutcomeTable,
+    embeddings: npt.NDArray[np.floating[Any]],
+    order: Sequence[int] | npt.NDArray[np.int64],
+    observer: Observer | None = None,
+) -> RunResult:
+    """Feed the questions in ``order`` to ``policy``; a question with no affordable arm counts as wrong.
+    ``observer`` (usually the policy itself): the arms that cost nothing on a question answer it too, and
+    their outcomes are shown to it (:meth:`CokeRouter.observe`)."""
+    n = len(order)
+    column = {name: j for j, name in enumerate(table.arms)}
+    chosen = np.full(n, -1, dtype=np.int64)
+    correct = np.zeros(n, dtype=bool)
+    cost = np.zeros(n)
+    start = time.perf_counter()
+    for k, i in enumerate(order):
+        x = embeddings[i]
+        name = policy.pull(x, table.cost[i])
+        if name is None:
+            continue
+        a = column[name]
+        chosen[k] = a
+        correct[k] = table.correct[i, a]
+        cost[k] = table.cost[i, a]
+        policy.update(name, x, float(correct[k]), float(cost[k]))
+        if observer is not None:
+            for j in np.flatnonzero(table.cost[i] == 0):
+                if j != a:
+                    observer.observe(table.arms[j], x, float(table.correct[i, j]))
+    return RunResult(chosen, correct, cost, time.perf_counter() - start)
+
+
+@dataclass(frozen=True)
+class TuningConfig:
+    """The grid and the split of two-fold cross-tuning; ``budget_vs_best``: the budget of ``kgwise eval
+    route``'s cross-tuning, as a multiple of the most accurate arm's cost on a half."""
+
+    gammas: tuple[float | None, ...] = (None, 1.0, 0.5, 0.25)
+    decomposed: tuple[bool, ...] = (False, True)
+    budget_vs_best: float = 0.6
+    split_seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.gammas or not self.decomposed:
+            raise ConfigError("the tuning grid needs at least one gamma and one decomposed setting")
+        if any(g is not None and not (math.isfinite(g) and g >= 0) for g in self.gammas):
+            raise ConfigError(f"tuning gammas must be None or ≥ 0, got {self.gammas}")
+        if not (math.isfinite(self.budget_vs_best) and self.budget_vs_best > 0):
+            raise ConfigError(f"budget_vs_best must be > 0, got {self.budget_vs_best}")
+
+    def grid(self, contexts: Sequence[str]) -> list[GridPoint]:
+        """Every ``(context, γ, decomposed)``, contexts outermost."""
+        return list(itertools.product(contexts, self.gammas, self.decomposed))
+
+
+def halves(n: int, split_seed: int) -> list[npt.NDArray[np.int64]]:
+    """The two halves (sorted row numbers) of ``n`` questions under a seeded permutation."""
+    perm = np.random.default_rng(split_seed).permutation(n)
+    return [np.sort(perm[: n // 2]), np.sort(perm[n // 2:])]
+
+
+class RunCache(Protocol):
+    """Where finished runs are kept (e.g. a :class:`~kgwise.files.ResumeLog`)."""
+
+    def get(self, key: str) -> Any: ...
+
+    def put(self, key: str, value: Any) -> None: ...
+
+
+@dataclass(frozen=True)
+class HalfScore:
+    """One grid point on one half over the seeds: each seed's accuracy and total cost, and per question
+    (in the half's row order) the share of seeds that answered it right."""
+
+    accuracies: tuple[float, ...]
+    costs: tuple[float, ...]
+    right: Matrix
+
+    @property
+    def accuracy(self) -> float:
+        return float(np.mean(self.accuracies))
+
+    @property
+    def cost(self) -> float:
+        return float(np.mean(self.costs))
+
+
+class CrossFit:
+    """Scores grid points of Coke on the halves of ``table`` (module docstring).
+
+    ``contexts``: name → one row per question. ``budget(half)``: the budget of a run on that half (its
+    outcome table). ``horizon``: pace the budget over the half's questions. ``price``: force
+    ``pacing="price"`` (``kgwise eval route``'s cross-tuning) instead of ``base``'s pacing. ``cache``:
+    finished runs by key, so that a rerun resumes. Free arms (cost 0 on a question) are observed."""
+
+    def __init__(self, table: OutcomeTable, contexts: Mapping[str, npt.ArrayLike], base: CokeConfig,
+                 seeds: int, budget: Callable[[OutcomeTable], float], split_seed: int = 0,
+                 horizon: bool = True, price: bool = False, cache: RunCache | None = None,
+                 on_run: Callable[[], None] | None = None) -> None:
+        n = table.n_questions
+        if n < 4:
+            raise ConfigError(f"cross-tuning needs at least 4 questions, got {n}")
+        if seeds < 1:
+            raise ConfigError(f"seeds must be ≥ 1, got {seeds}")
+        ctx = {name: np.asarray(v, dtype=np.float64) for name, v in contexts.items()}
+        for name, values in ctx.items():
+            if values.ndim != 2 or values.shape[0] != n:
+                raise ConfigError(f"context {name!r}: {values.shape[0] if values.ndim else 0} rows for {n} "
+                                  "questions")
+        if not ctx:
+            raise ConfigError("cross-tuning needs at least one context")
+        self.table, self.base, self.seeds = table, base, seeds
+        self.budget, self.horizon, self.price = budget, horizon, price
+        self.cache, self.on_run = cache, on_run
+        self.halves = halves(n, split_seed)
+        self.parts = [table.subset(rows) for rows in self.halves]
+        self.xs = [{name: values[rows] for name, values in ctx.items()} for rows in self.halves]
+        self.contexts = list(ctx)
+
+    def coke(self, point: GridPoint) -> CokeConfig:
+        """``base`` with the point's γ and reward form (and price pacing when forced)."""
+        _, gamma, decomposed = point
+        if self.price:
+            return replace(self.base, pacing="price", gamma_override=gamma, decomposed_reward=decomposed)
+        return replace(self.base, gamma_override=gamma, decomposed_reward=decomposed)
+
+    def score(self, h: int, point: GridPoint, warm: bool) -> HalfScore:
+        """``point`` on half ``h`` over the seeds (seed ``s``: router seed and question order); ``warm``:
+        the router first learns every arm's outcome on the other half."""
+        ctx = point[0]
+        coke = self.coke(point)
+        half = self.parts[h]
+        x = self.xs[h][ctx]
+        budget = self.budget(half)
+        accs, costs, right = [], [], np.zeros(half.n_questions)
+        for s in range(self.seeds):
+            key = json.dumps(["warm" if warm else "cold", h, ctx, asdict(coke), s])
+            run = self.cache.get(key) if self.cache is not None else None
+            if run is None:
+                router = CokeRouter(half.arm_specs(), x.shape[1], budget=budget, config=coke, seed=s,
+                                    horizon=half.n_questions if self.horizon else None)
+                if warm:
+                    router.warm_start(self.xs[1 - h][ctx], self.parts[1 - h].correct)
+                order = np.random.default_rng(s).permutation(half.n_questions)
+                result = simulate(router, half, x, order, router)
+                correct = np.zeros(half.n_questions, dtype=np.uint8)
+                correct[order] = result.correct
+                run = {"accuracy": result.accuracy, "cost": result.total_cost,
+                       "correct": (correct + ord("0")).tobytes().decode()}  # "0110…", the half's order
+                if self.cache is not None:
+                    self.cache.put(key, run)
+            accs.append(float(run["accuracy"]))
+            costs.append(float(run["cost"]))
+            right += np.frombuffer(run["correct"].encode(), dtype=np.uint8) - ord("0")
+            if self.on_run is not None:
+                self.on_run()
+        return HalfScore(tuple(accs), tuple(costs), right / self.seeds)
+
+
+@dataclass(frozen=True)
+class GridScore:
+    """One grid point cross-fitted: per fold (the half routed, after learning the other) the mean
+    accuracy and cost over the seeds, and their means over the two folds (cost in the table's unit, per
+    question routed)."""
+
+    context: str
+    gamma: float | None
+    decomposed_reward: bool
+    accuracy_by_fold: tuple[float, float]
+    cost_per_question_by_fold: tuple[float, float]
+
+    @property
+    def accuracy(self) -> float:
+        return float(np.mean(self.accuracy_by_fold))
+
+    @property
+    def cost_per_question(self) -> float:
+        return float(np.mean(self.cost_per_question_by_fold))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"accuracy": self.accuracy, "cost_per_question": self.cost_per_question}
+
+
+@dataclass(frozen=True)
+class CrossFitReport:
+    """What :func:`cross_fit` chose and every grid point's cross-fitted score."""
+
+    chosen: GridScore
+    grid: tuple[GridScore, ...]
+    fold_sizes: tuple[int, int]
+    seeds: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"chosen": self.chosen.to_dict(), "grid": [g.to_dict() for g in self.grid],
+                "fold_sizes": list(self.fold_sizes), "seeds": self.seeds}
+
+
+def cross_fit(table: OutcomeTable, contexts: Mapping[str, npt.ArrayLike], base: CokeConfig,
+              budget: Callable[[OutcomeTable], float], paced: bool, config: TuningConfig | None = None,
+              seeds: int = 2) -> CrossFitReport:
+    """Two-fold cross-fitting of ``base`` over ``config``'s grid (module docstring): a run on a half gets
+    ``budget(half)``, paced over the half's questions when ``paced``."""
+    cfg = config or TuningConfig()
+    fit = CrossFit(table, contexts, base, seeds, budget, cfg.split_seed, horizon=paced)
+    scores = []
+    for point in cfg.grid(fit.contexts):
+        runs = [fit.score(h, point, warm=True) for h in (0, 1)]
+        scores.append(GridScore(point[0], point[1], point[2], (runs[0].accuracy, runs[1].accuracy),
+                                (runs[0].cost / fit.parts[0].n_questions,
+                                 runs[1].cost / fit.parts[1].n_questions)))
+    best = max(range(len(scores)), key=lambda i: (scores[i].accuracy, -scores[i].cost_per_question, -i))
+    return CrossFitReport(scores[best], tuple(scores), (len(fit.halves[0]), len(fit.halves[1])), seeds)

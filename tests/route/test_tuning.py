@@ -1,0 +1,82 @@
+"""``kgwise.route.tuning``: replay of a router over an outcome table, and two-fold cross-fitting of Coke's
+open settings (what ``kgwise fit`` uses)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from kgwise.errors import ConfigError
+from kgwise.route.coke import CokeConfig, CokeRouter
+from kgwise.route.table import OutcomeTable
+from kgwise.route.tuning import CrossFit, TuningConfig, cross_fit, halves, simulate
+
+
+def _table(n: int = 160, seed: int = 0) -> tuple[OutcomeTable, np.ndarray, np.ndarray]:
+    """A free arm right exactly on kind-0 questions, a paid arm right on 90 % of all; an informative
+    context (intercept, kind) and an uninformative one (intercept, noise)."""
+    rng = np.random.default_rng(seed)
+    kind = rng.integers(2, size=n)
+    informative = np.stack([np.ones(n), (kind == 0).astype(float)], axis=1)
+    noise = np.stack([np.ones(n), rng.random(n)], axis=1)
+    correct = np.stack([kind == 0, rng.random(n) < 0.9], axis=1)
+    cost = np.tile([0.0, 0.01], (n, 1))
+    table = OutcomeTable(tuple(f"q{i}" for i in range(n)), tuple(f"question {i}" for i in range(n)),
+                         ("kgm", "llm"), ("KGM", "LLM"), (0.5, 0.9), correct, cost)
+    return table, informative, noise
+
+
+def test_halves_split_every_question_once() -> None:
+    a, b = halves(11, 3)
+    assert sorted([*a, *b]) == list(range(11)) and len(a) == 5
+    assert all(np.array_equal(x, y) for x, y in zip(halves(11, 3), (a, b), strict=True))
+
+
+def test_a_warm_score_is_a_router_that_learnt_the_other_half_then_routed_this_one() -> None:
+    table, x, _ = _table()
+    engine = CrossFit(table, {"ctx": x}, CokeConfig(lam=0.0), 2, lambda half: 0.5 * 0.01 * half.n_questions)
+    point = ("ctx", 0.5, True)
+    got = engine.score(1, point, warm=True)
+    tune, held = halves(160, 0)
+    half = table.subset(held)
+    accs = []
+    for s in range(2):
+        router = CokeRouter(half.arm_specs(), 2, budget=0.5 * 0.01 * 80, seed=s, horizon=80,
+                            config=replace(CokeConfig(lam=0.0), gamma_override=0.5, decomposed_reward=True))
+        router.warm_start(x[tune], table.correct[tune])
+        run = simulate(router, half, x[held], np.random.default_rng(s).permutation(80), router)
+        accs.append(run.accuracy)
+        assert run.total_cost <= 0.5 * 0.01 * 80 + 1e-12
+    assert got.accuracies == tuple(accs) and got.accuracy == pytest.approx(np.mean(accs))
+
+
+def test_cross_fit_scores_every_grid_point_on_both_folds_and_picks_the_best() -> None:
+    table, informative, noise = _table()
+    cfg = TuningConfig(gammas=(None, 0.25), decomposed=(False, True))
+    report = cross_fit(table, {"noise": noise, "informative": informative}, CokeConfig(lam=0.0),
+                       lambda half: 0.3 * 0.01 * half.n_questions, paced=True, config=cfg, seeds=2)
+    assert len(report.grid) == 8 and report.fold_sizes == (80, 80) and report.seeds == 2
+    best = max(g.accuracy for g in report.grid)
+    assert report.chosen.accuracy == best
+    for g in report.grid:
+        assert g.accuracy == pytest.approx(np.mean(g.accuracy_by_fold))
+        assert 0 <= g.cost_per_question <= 0.3 * 0.01 + 1e-12  # within the budget per question
+    # the context that tells when the free arm is right routes better than noise
+    by_ctx = {c: max(g.accuracy for g in report.grid if g.context == c) for c in ("noise", "informative")}
+    assert by_ctx["informative"] > by_ctx["noise"] and report.chosen.context == "informative"
+    row = report.to_dict()
+    assert row["chosen"]["context"] == "informative" and len(row["grid"]) == 8
+
+
+def test_cross_fitting_refuses_bad_input() -> None:
+    table, x, _ = _table()
+    with pytest.raises(ConfigError, match="3 rows for 160"):
+        CrossFit(table, {"ctx": x[:3]}, CokeConfig(), 1, lambda _: 1.0)
+    with pytest.raises(ConfigError, match="at least 4"):
+        CrossFit(table.head(3), {"ctx": x[:3]}, CokeConfig(), 1, lambda _: 1.0)
+    with pytest.raises(ConfigError, match="seeds"):
+        CrossFit(table, {"ctx": x}, CokeConfig(), 0, lambda _: 1.0)
+    with pytest.raises(ConfigError, match="at least one context"):
+        CrossFit(table, {}, CokeConfig(), 1, lambda _: 1.0)
