@@ -123,6 +123,13 @@ class Pending:
     prediction: str
     answer_set: list[str] | None
     observed: dict[str, str] = field(default_factory=dict)
+    _json: str | None = field(default=None, repr=False, compare=False)
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as JSON, encoded once (the journal and every snapshot after it reuse it)."""
+        if self._json is None:
+            self._json = json.dumps(self.to_dict())
+        return self._json
 
     def to_dict(self) -> dict[str, Any]:
         return {"decision": self.decision, "text": self.text, "choices": self.choices, "arm": self.arm,
@@ -211,13 +218,16 @@ class StateDir:
         return self.root / JOURNAL_FILE
 
     # ------------------------------------------------------------------ events (live and replayed)
-    def _log(self, event: dict[str, Any]) -> None:
-        """Append ``event`` to the journal (flushed to the OS; :meth:`sync` makes it durable); snapshot
-        every ``snapshot_every``."""
+    def _log(self, event: dict[str, Any], encoded: tuple[str, str] | None = None) -> None:
+        """Append ``event`` (and ``encoded``: a key and its value as JSON already) to the journal (flushed
+        to the OS; :meth:`sync` makes it durable); snapshot every ``snapshot_every``."""
         if self._replaying:
             return
         self.seq += 1
-        self._journal.write(json.dumps({"seq": self.seq, **event}) + "\n")
+        text = json.dumps({"seq": self.seq, **event})
+        if encoded is not None:
+            text = f"{text[:-1]}, {json.dumps(encoded[0])}: {encoded[1]}}}"
+        self._journal.write(text + "\n")
         self._journal.flush()
         self._written = self.seq
         self._since_snapshot += 1
@@ -241,7 +251,7 @@ class StateDir:
             raise DataError(f"decision {pending.decision} was not selected", self.journal_file)
         self.router.charge(pending.arm, pending.cost, pending.bound)
         self._wait(pending)
-        self._log({"op": "pending", "pending": pending.to_dict()})
+        self._log({"op": "pending"}, ("pending", pending.to_json()))
 
     def sync(self) -> None:
         """Make every event written so far durable (fsync), unless another call already did: a group
@@ -402,11 +412,12 @@ class StateDir:
         the journal holds their answer."""
         body = {"kind": "kgwise.PipelineState", "version": STATE_VERSION, "config": str(self.config.path),
                 "seq": self.seq, "expired": self.expired, "context": self.context,
-                "router": self.router.state_dict(), "pending": [p.to_dict() for p in self.pending.values()],
+                "router": self.router.state_dict(),
                 "settled": list(self.settled),
                 "selected": {d: [a, b] for d, (a, b) in self.selected.items()},
                 "coverage": {k: asdict(v) for k, v in self.coverage.items()}}
-        write_text_atomic(self.state_file, json.dumps(body))
+        pending = ", ".join(p.to_json() for p in self.pending.values())
+        write_text_atomic(self.state_file, f'{json.dumps(body)[:-1]}, "pending": [{pending}]}}')
         self._journal.truncate(0)
         self._since_snapshot = 0
 
