@@ -166,12 +166,14 @@ def route_select(
     cost: Annotated[list[float] | None, typer.Option(
         "--cost", help="Per arm, in the router's order, an upper bound on what answering would cost; "
         "repeat per arm (capped by the router's own bounds; default: those).")] = None,
+    json_out: JsonOption = None,
 ) -> None:
     """Pick the arm for one question (Coke, Eq. 2–14) and hold its cost bound until `kgwise route
     feedback` reports the outcome; prints the decision id to report it with."""
+    distinct_outputs({"--json": json_out}, {"ROUTER": router})
     with _service(router) as service:
         out = service.route(question, cost or None)
-    write_json(out, None)
+    write_json(out, json_out)
     if out["arm"] is None:
         raise typer.Exit(1)
 
@@ -190,13 +192,15 @@ def route_feedback(
     allow_overrun: Annotated[bool, typer.Option(
         "--allow-overrun", help="Record a cost above the decision's bound (the budget may then be "
         "exceeded) instead of refusing it.")] = False,
+    json_out: JsonOption = None,
 ) -> None:
     """Report a decision's outcome: the router learns from it and the cost is settled against the
     budget (a cost above the decision's bound is refused unless --allow-overrun)."""
+    distinct_outputs({"--json": json_out}, {"ROUTER": router})
     seen = _observed(observed or [])
     with _service(router, allow_overrun) as service:
         out = service.feedback(decision, reward, cost, seen)
-    write_json(out, None)
+    write_json(out, json_out)
 
 
 @route_app.command("cancel")
@@ -204,11 +208,13 @@ def route_feedback(
 def route_cancel(
     router: RouterArgument,
     decision: Annotated[str, typer.Argument(help="The decision id `kgwise route select` printed.")],
+    json_out: JsonOption = None,
 ) -> None:
     """Call off a decision whose arm will not be run: its cost bound returns to the budget."""
+    distinct_outputs({"--json": json_out}, {"ROUTER": router})
     with _service(router) as service:
         out = service.cancel(decision)
-    write_json(out, None)
+    write_json(out, json_out)
 
 
 @route_app.command("repair")
