@@ -204,11 +204,11 @@ def calibrate(
                        for p in (kg, policy, bandit, questions_file)]}
     outcomes = out.with_name(f"{out.stem}.outcomes-{short_hash(stamp)}.jsonl")
     if not outcomes.is_file():  # a measured warm-up (its answers are kept) says what the rest will take
-        from kgwise.progress import estimate
+        from kgwise.progress import estimate_steps
 
         fingerprint = short_hash(stamp)
-        est = estimate(len(questions), lambda: len(collect_probabilities(
-            injector, questions[:2], combo, outcomes, fingerprint=fingerprint)))
+        est = estimate_steps(len(questions), lambda i: collect_probabilities(
+            injector, questions[i:i + 1], combo, outcomes, fingerprint=fingerprint))
         err_console.print("calibrate: " + est.describe("questions to answer (one KnowGPT answer each)"))
     bar = progress_bar(total=len(questions), desc=f"calibrating on {source}", dynamic_ncols=True)
     rows = collect_probabilities(injector, questions, combo, outcomes, progress=lambda i, n: bar.update(1),

@@ -63,7 +63,7 @@ from kgwise.kg.benchmarks import benchmark_kg
 from kgwise.kg.csr import CSRGraph
 from kgwise.kg.grounding import Grounder, GrounderConfig
 from kgwise.llm.base import SCORING_RULES, ChoiceScores, ScoringRule, scoring_rule
-from kgwise.progress import Estimate, duration, estimate, interactive
+from kgwise.progress import Estimate, duration, estimate_steps, interactive
 from kgwise.progress import bar as progress_bar
 from kgwise.render.formats import FORMAT_NAMES, FormatConfig, make_format
 from kgwise.settings import command_default
@@ -366,13 +366,8 @@ def run_experiment(
     todo = [(q, s) for q, s in needed if store.get(q.id, s) is None]
     if todo:  # a measured warm-up (its outcomes are kept) says what the rest will take
         calls: list[int] = []
-
-        def warmup() -> int:
-            for q, s in todo[:2]:
-                calls.append(int(outcome(q, s)["usage"].get("calls", 0)))
-            return len(calls)
-
-        est = estimate(len(todo), warmup)
+        est = estimate_steps(len(todo), lambda i: calls.append(
+            int(outcome(*todo[i])["usage"].get("calls", 0))))
         log(f"{name}: " + est.describe("outcomes to measure (KnowGPT answers; up to 8 per test question)",
                                        calls_per_item=sum(calls) / max(len(calls), 1)))
     scoring_report: dict[str, Any] = {"chosen": cfg.scoring}
