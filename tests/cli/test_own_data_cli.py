@@ -182,6 +182,8 @@ def test_own_questions_need_their_kg_and_say_so(own: dict[str, Path], tmp_path: 
          "not both"),
         (["bench", "conformal", "--questions", "60"], "the number of calibration questions is --n-questions"),
         (["bench", "conformal", "--questions", str(own["questions"])], "--questions needs --kg"),
+        (["bench", "serve", "--questions", q], "--questions needs --kg GRAPH"),
+        (["eval", "pipeline", "--arm", "kg-model:KGM:0.6"], "--arm goes with --log FILE"),
     ]
     for args, said_ in cases:
         res = runner.invoke(app, args)
@@ -280,7 +282,7 @@ def test_kgm_train_eval_and_answer_on_own_kg(own: dict[str, Path], tmp_path: Pat
     res = runner.invoke(app, ["kgm", "train", "--questions", str(own["mcq"]), "--kg", str(own["kg"]),
                               "--epochs", "2", "--out", str(model), "--json", str(tmp_path / "t.json")])
     assert res.exit_code == 0, res.output
-    assert "questions to ground, extract" in said(res) and "steps" in said(res)
+    assert "training: 2 epochs × 1 batches at most, 2 steps; the first 1 took" in said(res), said(res)
     rep = json.loads((tmp_path / "t.json").read_text())
     assert rep["dataset"] == "mcq" and rep["train_questions"] == 18 and len(rep["history"]) <= 2
     res = runner.invoke(app, ["eval", "kgm", "--model", str(model), "--questions", str(own["mcq"]), "--json",
@@ -313,18 +315,30 @@ def test_eval_route_live_and_pipeline_on_own_data(own: dict[str, Path], tmp_path
 
 
 @pytest.mark.slow
-def test_route_select_feedback_cancel_json(tmp_path: Path) -> None:
+def test_route_select_feedback_cancel_json(own: dict[str, Path], tmp_path: Path) -> None:
+    """A router warm-started from the documented graded log; select / feedback / cancel write --json."""
     router, sel = tmp_path / "router.json", tmp_path / "sel.json"
     res = runner.invoke(app, ["route", "init", "--arm", "kg-model:KGM:0.6", "--arm", "big-llm:LLM:0.9",
-                              "--budget", "1", "--out", str(router)])
+                              "--arm", "gpt-4o-mini:LLM:0.7", "--budget", "1", "--out", str(router),
+                              "--warm-start", str(own["graded"])])
     assert res.exit_code == 0, res.output
+    assert "warm-started from 66 outcomes on 22 questions" in said(res)
+    res = runner.invoke(app, ["route", "init", "--arm", "kg-model:KGM:0.6", "--budget", "1", "--out",
+                              str(tmp_path / "r2.json"), "--warm-start", str(own["graded"])])
+    assert res.exit_code == 2 and "unknown arm 'big-llm'" in said(res)
     res = runner.invoke(app, ["route", "select", str(router), "Which drug treats gout?", "--cost", "0",
-                              "--cost", "0.01", "--json", str(sel)])
+                              "--cost", "0.01", "--cost", "0.001", "--json", str(sel)])
     assert res.exit_code == 0, res.output
     decision = json.loads(sel.read_text())
     res = runner.invoke(app, ["route", "feedback", str(router), decision["decision"], "--reward", "1",
                               "--cost", "0", "--json", str(tmp_path / "fb.json")])
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "fb.json").read_text())
+    res = runner.invoke(app, ["route", "select", str(router), "Which drug treats fever?", "--json", str(sel)])
+    assert res.exit_code == 0, res.output
+    held = json.loads(sel.read_text())["decision"]
+    res = runner.invoke(app, ["route", "cancel", str(router), held, "--json", str(tmp_path / "c.json")])
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "c.json").read_text())
     res = runner.invoke(app, ["route", "select", str(router), "q", "--json", str(router)])
     assert res.exit_code == 2 and "is also ROUTER" in said(res)

@@ -56,8 +56,9 @@ def route_init(
         min=1, help="Pace the budget over this many questions.")] = None,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the Thompson and tie-breaking draws.")] = 0,
     warm_start: Annotated[Path | None, typer.Option(
-        exists=True, dir_okay=False, help='Graded log to learn from first (JSONL: {"question": TEXT, '
-        '"rewards": {ARM: REWARD, …}} per line, e.g. a dev set run on every arm); nothing is spent.')
+        exists=True, dir_okay=False, help='Graded log to learn from first (JSONL: the graded log of '
+        '`eval route --log`, {"id", "text", "arms": {ARM: {answer, correct, cost}}}, or {"question": TEXT, '
+        '"rewards": {ARM: REWARD, …}} per line; e.g. a dev set run on every arm); nothing is spent.')
     ] = None,
     config: ConfigOption = None,
     force: Annotated[bool, typer.Option(
@@ -101,9 +102,16 @@ def route_init(
                         seed=seed, horizon=horizon)
     learnt = ""
     if warm_start is not None:
-        from kgwise.route.table import read_graded_log
+        from kgwise.files import read_jsonl
+        from kgwise.route.table import graded_rewards, read_graded_log
 
-        texts, rewards = read_graded_log(warm_start, router.names)
+        first = next(iter(read_jsonl(warm_start, "graded log")), (0, {}))[1]
+        if "arms" in first:  # the documented graded log (kgwise.datasets.user)
+            from kgwise.datasets.user import read_graded_log as read_log
+
+            texts, rewards = graded_rewards(read_log(warm_start), router.names, warm_start)
+        else:
+            texts, rewards = read_graded_log(warm_start, router.names)
         n = router.warm_start(encoder.encode(texts), rewards)
         learnt = f", warm-started from {n} outcomes on {len(texts)} questions"
     bounds = parse_max_costs(max_cost, router.names) if max_cost else None

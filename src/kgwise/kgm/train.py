@@ -97,7 +97,7 @@ def train_model(
     history: list[dict[str, float]] = []
     stopped = "epochs"
     per_epoch = -(-len(labelled) // config.batch_size)
-    total_steps, warmup = config.epochs * per_epoch, min(3, config.epochs * per_epoch)
+    total_steps, warmup = config.epochs * per_epoch, min(3, per_epoch)
     for epoch in range(1, config.epochs + 1):
         model.train()
         order = rng.permutation(len(labelled))
