@@ -334,7 +334,8 @@ def test_route_select_feedback_cancel_json(own: dict[str, Path], tmp_path: Path)
                               "--cost", "0", "--json", str(tmp_path / "fb.json")])
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "fb.json").read_text())
-    res = runner.invoke(app, ["route", "select", str(router), "Which drug treats fever?", "--json", str(sel)])
+    res = runner.invoke(app, ["route", "select", str(router), "Which drug treats fever?", "--cost", "0",
+                              "--cost", "0.01", "--cost", "0.001", "--json", str(sel)])
     assert res.exit_code == 0, res.output
     held = json.loads(sel.read_text())["decision"]
     res = runner.invoke(app, ["route", "cancel", str(router), held, "--json", str(tmp_path / "c.json")])

@@ -73,7 +73,7 @@ def test_cwq_split_names_the_file(data_dir: Path, tmp_path: Path) -> None:
     (tmp_path / "cwq" / "cwq_test_sample200_tog_format.json").write_text(json.dumps(raw[:3]))
     assert len(load("cwq", "test", tmp_path)) == 3
     (tmp_path / "cwq" / "cwq_test_tog_format.json").write_text(json.dumps(raw[:5]))
-    with pytest.raises(ConfigError, match="cwq_test_sample200_tog_format.json, cwq_test_tog_format.json"):
+    with pytest.raises(ConfigError, match=r"cwq_test_sample200_tog_format\.json, cwq_test_tog_format\.json"):
         load("cwq", "test", tmp_path)
     assert len(load("cwq", "cwq_test_tog_format", tmp_path)) == 5
     assert len(load("cwq", "cwq_test_sample200_tog_format.json", tmp_path)) == 3
