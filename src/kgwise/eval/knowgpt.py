@@ -333,7 +333,11 @@ def run_experiment(
         policy.save(policy_path, agent_cfg, rl_report)
     if kg.num_nodes <= cfg.pre_encode_max_nodes:
         # one-off: every node's embedding (cached on disk), so per-question latency is not encoder time
-        emb.get(np.arange(kg.num_nodes))
+        ids, size = np.arange(kg.num_nodes), 1024
+        chunks = [ids[i:i + size] for i in range(0, kg.num_nodes, size)]
+        est = estimate_steps(len(chunks), lambda i: emb.get(chunks[i]), min_items=1, max_items=2)
+        log(f"{name}: " + est.describe(f"chunks of {size} node labels to embed (once; kept on disk)"))
+        emb.get(ids)
         emb.save()
     agent = PathAgent(kg, policy, agent_cfg, embeddings=emb)
 
