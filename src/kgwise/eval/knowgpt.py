@@ -63,8 +63,8 @@ from kgwise.kg.benchmarks import benchmark_kg
 from kgwise.kg.csr import CSRGraph
 from kgwise.kg.grounding import Grounder, GrounderConfig
 from kgwise.llm.base import SCORING_RULES, ChoiceScores, ScoringRule, scoring_rule
-from kgwise.progress import Estimate, duration, estimate_steps, interactive
 from kgwise.progress import bar as progress_bar
+from kgwise.progress import duration, estimate_steps, interactive
 from kgwise.render.formats import FORMAT_NAMES, FormatConfig, make_format
 from kgwise.settings import command_default
 from kgwise.types import Question, Usage
@@ -314,11 +314,17 @@ def run_experiment(
         log(f"P_RL training: {cfg.rl_iterations} gradient updates on {len(items)} questions, at most "
             f"{duration(cfg.rl_time_limit_s)}")
 
-        def said(it: int, tl: Any) -> None:  # after a few measured iterations: what the rest will take
-            if it + 1 == 3 and cfg.rl_iterations > 3:
-                est = Estimate(cfg.rl_iterations, it + 1, tl.seconds)
-                log("P_RL training: " + est.describe("gradient updates")
-                    + f" (capped at {duration(cfg.rl_time_limit_s)})")
+        started: list[float] = []
+
+        def said(it: int, tl: Any) -> None:  # what the rest will take, timed after the first updates (which
+            if it + 1 == 3:                  # also embed the node labels the walks first meet)
+                started.append(tl.seconds)
+            if it + 1 == 6 and started and cfg.rl_iterations > 6:  # (a resumed run may start later)
+                per = (tl.seconds - started[0]) / 3
+                rest = duration(per * (cfg.rl_iterations - 6))
+                log(f"P_RL training: 6 of {cfg.rl_iterations} gradient updates took {tl.seconds:.1f} s, "
+                    f"updates 4–6 {per:.2f} s each: about {rest} for the rest "
+                    f"(capped at {duration(cfg.rl_time_limit_s)} in all)")
 
         policy, tlog = train_path_policy(
             kg, items, agent_cfg, embeddings=emb, iterations=cfg.rl_iterations,
