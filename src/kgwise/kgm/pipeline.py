@@ -26,7 +26,7 @@ from kgwise.kgm.features import FeatureConfig, NodeTable, QuestionGraph
 from kgwise.kgm.io import load_model, save_model
 from kgwise.kgm.model import ModelConfig, build_model
 from kgwise.kgm.train import TrainConfig, predict_proba, train_model
-from kgwise.progress import estimate
+from kgwise.progress import Estimate, estimate_steps
 from kgwise.types import Question
 
 __all__ = ["SPLITS", "Features", "OwnData", "evaluate_file", "train_file"]
@@ -114,12 +114,15 @@ class Features:
             name += f"-{digest}"
         cache = FeatureCache(self.root / name, meta)
         if not cache.complete:
-            if not any(cache.directory.glob("part-*.npz")) and questions:
+            if not any(cache.directory.glob("part-*.npz")) and len(questions) > 1:
                 self.builder.build(questions[0])  # loads the encoder: not part of the timed warm-up
-                warm = questions[1:3]
-                est = estimate(len(questions), lambda: len([self.builder.build(q) for q in warm]))
+                rest, built = questions[1:], []
+                est = estimate_steps(len(rest), lambda i: built.append(self.builder.build(rest[i])))
+                t = time.perf_counter()  # the node table embeds the labels of every node the graphs hold
+                self.builder.node_table(built)
+                est = Estimate(len(questions), est.warmup_items, est.warmup_s + time.perf_counter() - t)
                 self.log(f"features {self.dataset}/{split}: " + est.describe(
-                    "questions to ground, extract (P_sub) and embed"))
+                    "questions to ground, extract (P_sub) and embed, with their nodes' labels"))
             t = time.perf_counter()
             cache.build(questions, self.builder, desc=f"{self.dataset}/{split}")
             self.log(
