@@ -376,8 +376,10 @@ def run_experiment(
     todo = [(q, s) for q, s in needed if store.get(q.id, s) is None]
     if todo:  # a measured warm-up (its outcomes are kept) says what the rest will take
         calls: list[int] = []
-        est = estimate_steps(len(todo), lambda i: calls.append(
-            int(outcome(*todo[i])["usage"].get("calls", 0))))
+        def used(row: dict[str, Any]) -> int:  # requests to the LLM, those its response cache served too
+            return int(row["usage"].get("calls", 0)) + int(row["usage"].get("cached_calls", 0))
+
+        est = estimate_steps(len(todo), lambda i: calls.append(used(outcome(*todo[i]))))
         log(f"{name}: " + est.describe("outcomes to measure (KnowGPT answers; up to 8 per test question)",
                                        calls_per_item=sum(calls) / max(len(calls), 1)))
     scoring_report: dict[str, Any] = {"chosen": cfg.scoring}
