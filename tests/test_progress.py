@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from kgwise.progress import Estimate, bar, duration, estimate, interactive
+from kgwise.progress import Estimate, bar, duration, estimate, estimate_steps, interactive
 
 
 def test_estimate_extrapolates_the_warm_up() -> None:
@@ -18,6 +18,24 @@ def test_estimate_extrapolates_the_warm_up() -> None:
     assert "100 tables to build, about 100 LLM calls" in line and "3 min" in line
     with pytest.raises(ValueError, match="warm-up did 5 of 4"):
         estimate(4, lambda: 5)
+
+
+def test_estimate_steps_times_past_cached_items() -> None:
+    """Two cached items (no time) then real ones of 2 s each: the warm-up goes on until a second is
+    measured, so it does not promise the rest in no time; it never does more than there is."""
+    now = [0.0]
+    cost = [0.0, 0.0, 2.0, 2.0, 2.0]
+    done: list[int] = []
+
+    def step(i: int) -> None:
+        now[0] += cost[i]
+        done.append(i)
+
+    est = estimate_steps(50, step, clock=lambda: now[0])
+    assert done == [0, 1, 2] and est == Estimate(50, 3, 2.0)
+    done.clear()
+    now[0] = 0.0
+    assert estimate_steps(2, step, clock=lambda: now[0]).warmup_items == 2 and done == [0, 1]
 
 
 def test_duration_units() -> None:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
-__all__ = ["Estimate", "bar", "duration", "estimate", "interactive"]
+__all__ = ["Estimate", "bar", "duration", "estimate", "estimate_steps", "interactive"]
 
 
 def interactive(stream: IO[str] | None = None) -> bool:
@@ -78,3 +78,17 @@ def estimate(n_items: int, warmup_fn: Callable[[], int], clock: Callable[[], flo
     if done < 0 or done > n_items:
         raise ValueError(f"warm-up did {done} of {n_items} items")
     return Estimate(n_items, done, took)
+
+
+def estimate_steps(n_items: int, step: Callable[[int], object], min_items: int = 2, min_seconds: float = 1.0,
+                   max_items: int = 10, clock: Callable[[], float] = time.perf_counter) -> Estimate:
+    """Do items ``0, 1, …`` for real with ``step(i)`` until at least ``min_items`` and ``min_seconds`` are
+    measured (at most ``max_items``, never more than ``n_items``): the estimate of the whole. Items served
+    from a cache take no time; timing on until a second has passed keeps a few cached ones at the front
+    from promising that the rest will be as quick."""
+    t0 = clock()
+    done = 0
+    while done < min(n_items, max_items) and (done < min_items or clock() - t0 < min_seconds):
+        step(done)
+        done += 1
+    return Estimate(n_items, done, clock() - t0)

@@ -35,7 +35,8 @@ def _jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
 def own(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A domain KG (TSV: disease —treated_by→ drug, drug —class→ kind), 22 open questions with gold
     answers and topic entities, an LLM's recorded answers (mostly right), a scored retriever's candidates,
-    a graded log of three arms and a few multiple-choice questions."""
+    a graded log of three arms, a few multiple-choice questions and the same 22 questions as multiple
+    choice (``mcq``: the right drug and two others, the answer given by its text)."""
     rng = random.Random(0)
     d = tmp_path_factory.mktemp("own")
     treats = {dis: DRUGS[i % len(DRUGS)] for i, dis in enumerate(DISEASES)}
@@ -74,6 +75,13 @@ def own(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         {"id": "m2", "text": "Which of these is an antibiotic?",
          "choices": {"A": "amoxicillin", "B": "heparin"}, "gold": ["A"]},
     ])
+    mcq = []
+    for q in qs:
+        gold = q["gold"][0]  # type: ignore[index]
+        choices = [gold, *rng.sample([x for x in DRUGS if x != gold], 2)]
+        rng.shuffle(choices)
+        mcq.append({"id": q["id"], "text": q["text"], "choices": choices, "answer": gold})
+    _jsonl(d / "mcq.jsonl", mcq)
     return {p.stem: p for p in d.iterdir()}
 
 
@@ -154,3 +162,184 @@ def test_eval_llm_on_own_questions(own: dict[str, Path], tmp_path: Path) -> None
     assert res.exit_code == 0, res.output
     rep = json.loads(out.read_text())
     assert rep["n"] == 2 and rep["labelled"] == 2 and rep["accuracy"] in (0.0, 0.5, 1.0)
+
+
+# ------------------------------------------------------------ --questions on every command, batch, --json
+def test_own_questions_need_their_kg_and_say_so(own: dict[str, Path], tmp_path: Path) -> None:
+    """Where a --dataset would have picked the KG, --questions needs --kg, and the error says so (before
+    any model loads); a file and a data set at once, or a batch without --out, are refused."""
+    q, kg = str(own["mcq"]), str(own["kg"])
+    cases = [
+        (["eval", "knowgpt", "--questions", q], "--questions needs --kg"),
+        (["eval", "knowgpt", "--dataset", "obqa", "--kg", kg], "--kg go with --questions"),
+        (["kgm", "train", "--questions", q, "--out", str(tmp_path / "m.pt")], "--questions needs --kg"),
+        (["eval", "route-live", "--questions", q, "--arm", "smollm2-135m+kg"], "needs --kg GRAPH"),
+        (["calibrate", "--questions", q, "--dataset", "csqa", "--kg", kg, "--out", str(tmp_path / "c.json")],
+         "not both"),
+        (["answer", "--questions", q, "--kg", kg], "--questions FILE needs --out FILE"),
+        (["answer", "--kg", kg], "give a QUESTION and its --choices"),
+        (["eval", "kgm", "--model", str(tmp_path / "m.pt"), "--questions", q, "--dataset", "csqa"],
+         "not both"),
+        (["bench", "conformal", "--questions", "60"], "the number of calibration questions is --n-questions"),
+        (["bench", "conformal", "--questions", str(own["questions"])], "--questions needs --kg"),
+        (["bench", "serve", "--questions", q], "--questions needs --kg GRAPH"),
+        (["eval", "pipeline", "--arm", "kg-model:KGM:0.6"], "--arm goes with --log FILE"),
+    ]
+    for args, said_ in cases:
+        res = runner.invoke(app, args)
+        assert res.exit_code == 2, (args, res.output)
+        assert said_ in said(res), (args, said(res))
+    # a question without choices cannot be answered by KnowGPT: named, with the command that can
+    res = runner.invoke(app, ["answer", "--questions", str(own["questions"]), "--kg", kg, "--out",
+                              str(tmp_path / "a.jsonl")])
+    assert res.exit_code == 2 and "22 question(s) have no choices" in said(res) and "uag answer" in said(res)
+
+
+def test_bench_conformal_on_own_questions(own: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "b.json"
+    res = runner.invoke(app, ["bench", "conformal", "--questions", str(own["questions"]), "--kg",
+                              str(own["kg"]), "--generations", str(own["generations"]), "--steps",
+                              "0.25,0.25,0.25", "--baseline-sample", "5", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    rep = json.loads(out.read_text())
+    assert rep["calibration_questions"] == 22 and rep["tables"] == str(own["questions"])
+    res = runner.invoke(app, ["bench", "conformal", "--questions", str(own["questions"]), "--kg",
+                              str(own["kg"]), "--generations", str(own["generations"]),
+                              "--n-questions", "23"])
+    assert res.exit_code == 2 and "the tables hold 22 questions" in said(res)
+
+
+@pytest.mark.slow
+def test_answer_batch_resumes_and_json(own: dict[str, Path], tmp_path: Path) -> None:
+    """`answer --questions FILE --out`: a rerun answers only what is not there yet (a killed run's torn last
+    line is recomputed); one question with --json gives the record a batch holds."""
+    kg, out = str(own["kg"]), tmp_path / "answers.jsonl"
+    batch = ["answer", "--questions", str(own["mcq"]), "--kg", kg, "--out", str(out), "--json",
+             str(tmp_path / "r.json")]
+    res = runner.invoke(app, [*batch, "--limit", "2"])
+    assert res.exit_code == 0, res.output
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert (rep["questions"], rep["answered"], rep["resumed"], rep["labelled"]) == (2, 2, 0, 2)
+    lines = out.read_text().splitlines()
+    assert len(lines) == 3 and "fingerprint" in json.loads(lines[0])
+    out.write_text("\n".join(lines) + "\n" + lines[2][: len(lines[2]) // 2])  # a kill in mid-line
+    res = runner.invoke(app, [*batch, "--limit", "4"])
+    assert res.exit_code == 0, res.output
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert (rep["questions"], rep["answered"], rep["resumed"]) == (4, 2, 2)
+    records = [json.loads(x)["value"] for x in out.read_text().splitlines()[1:]]
+    assert [r["id"] for r in records] == ["q0", "q1", "q2", "q3"]
+    assert all(r["correct"] == (r["prediction"] in r["gold"]) for r in records)
+    assert rep["correct"] == sum(r["correct"] for r in records)
+    one = tmp_path / "one.json"
+    first = json.loads(own["mcq"].read_text().splitlines()[0])
+    res = runner.invoke(app, ["answer", first["text"], "--choices", "|".join(first["choices"]), "--kg", kg,
+                              "--json", str(one)])
+    assert res.exit_code == 0, res.output
+    single = json.loads(one.read_text())
+    assert single["probabilities"] == pytest.approx(records[0]["probabilities"])
+    assert single["choice_text"] == records[0]["choice_text"]
+    # --out obeys the one rule for outputs: never the questions file itself
+    res = runner.invoke(app, ["answer", "--questions", str(own["mcq"]), "--kg", kg, "--out", str(own["mcq"])])
+    assert res.exit_code == 2 and "is also --questions" in said(res)
+
+
+@pytest.mark.slow
+def test_calibrate_on_own_questions_then_answer(own: dict[str, Path], tmp_path: Path) -> None:
+    cal, rep = tmp_path / "cal.json", tmp_path / "cal.report.json"
+    res = runner.invoke(app, ["calibrate", "--questions", str(own["mcq"]), "--kg", str(own["kg"]), "--alpha",
+                              "0.3", "--out", str(cal), "--json", str(rep)])
+    assert res.exit_code == 0, res.output
+    assert "needs at least" in said(res) and "22 questions to answer" in said(res)
+    report = json.loads(rep.read_text())
+    assert report["meta"]["questions_file"] == str(own["mcq"]) and report["meta"]["dataset"] is None
+    res = runner.invoke(app, ["answer", "Which drug treats gout?", "--choices", "insulin|aspirin|warfarin",
+                              "--kg", str(own["kg"]), "--calibration", str(cal), "--json",
+                              str(tmp_path / "a.json")])
+    assert res.exit_code == 0, res.output
+    a = json.loads((tmp_path / "a.json").read_text())
+    assert a["alpha"] == 0.3 and a["guaranteed"] is True and a["prediction_set"]
+
+
+@pytest.mark.slow
+def test_eval_knowgpt_on_own_questions(own: dict[str, Path], tmp_path: Path) -> None:
+    """Bandit and P_RL trained on the user's questions over their KG; the estimate comes first."""
+    out = tmp_path / "k.json"
+    res = runner.invoke(app, ["eval", "knowgpt", "--questions", str(own["mcq"]), "--kg", str(own["kg"]),
+                              "--rl-iterations", "1", "--train-limit", "2", "--limit", "2", "--out-dir",
+                              str(tmp_path / "run"), "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "outcomes to measure" in said(res) and "LLM calls" in said(res)
+    rep = json.loads(out.read_text())
+    assert rep["dataset"] == "mcq" and rep["kg"]["nodes"] == len(DISEASES) + len(DRUGS) + 2
+    assert rep["splits"]["test-half"]["n"] == 2 and rep["p_rl_training"]["train_questions"] == 11
+    assert rep["bandit_training"]["questions"] == 2
+
+
+@pytest.mark.slow
+def test_kgm_train_eval_and_answer_on_own_kg(own: dict[str, Path], tmp_path: Path) -> None:
+    model = tmp_path / "kgm.pt"
+    res = runner.invoke(app, ["kgm", "train", "--questions", str(own["mcq"]), "--kg", str(own["kg"]),
+                              "--epochs", "2", "--out", str(model), "--json", str(tmp_path / "t.json")])
+    assert res.exit_code == 0, res.output
+    assert "training: 2 epochs × 1 batches at most, 2 steps; the first 1 took" in said(res), said(res)
+    rep = json.loads((tmp_path / "t.json").read_text())
+    assert rep["dataset"] == "mcq" and rep["train_questions"] == 18 and len(rep["history"]) <= 2
+    res = runner.invoke(app, ["eval", "kgm", "--model", str(model), "--questions", str(own["mcq"]), "--json",
+                              str(tmp_path / "e.json")])
+    assert res.exit_code == 0, res.output
+    ev = json.loads((tmp_path / "e.json").read_text())
+    assert ev["mcq"]["questions"] == 22 and 0.0 <= ev["mcq"]["accuracy"] <= 1.0
+    res = runner.invoke(app, ["kgm", "answer", "Which drug treats gout?", "--choices", "insulin|aspirin",
+                              "--model", str(model), "--json", str(tmp_path / "a.json")])
+    assert res.exit_code == 0, res.output
+    a = json.loads((tmp_path / "a.json").read_text())
+    assert a["answer"] in ("insulin", "aspirin") and a["subgraph_nodes"] > 0  # read the user's KG
+
+
+@pytest.mark.slow
+def test_eval_route_live_and_pipeline_on_own_data(own: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "live.json"
+    res = runner.invoke(app, ["eval", "route-live", "--questions", str(own["mcq"]), "--kg", str(own["kg"]),
+                              "--arm", "smollm2-135m", "--arm", "smollm2-135m+kg", "--limit", "4", "--seeds",
+                              "1", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    rep = json.loads(out.read_text())
+    assert rep["setup"]["dataset"] == "mcq" and len(rep["live_arms"]) == 2
+    out = tmp_path / "pipe.json"
+    res = runner.invoke(app, ["eval", "pipeline", "--log", str(own["graded"]), "--arm", "kg-model:KGM:0.6",
+                              "--arm", "big-llm:LLM:0.9", "--splits", "1", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    rep = json.loads(out.read_text())
+    assert rep["dataset"] == "graded" and rep["coverage"]["graded_on_every_arm"] == 22
+
+
+@pytest.mark.slow
+def test_route_select_feedback_cancel_json(own: dict[str, Path], tmp_path: Path) -> None:
+    """A router warm-started from the documented graded log; select / feedback / cancel write --json."""
+    router, sel = tmp_path / "router.json", tmp_path / "sel.json"
+    res = runner.invoke(app, ["route", "init", "--arm", "kg-model:KGM:0.6", "--arm", "big-llm:LLM:0.9",
+                              "--arm", "gpt-4o-mini:LLM:0.7", "--budget", "1", "--out", str(router),
+                              "--warm-start", str(own["graded"])])
+    assert res.exit_code == 0, res.output
+    assert "warm-started from 66 outcomes on 22 questions" in said(res)
+    res = runner.invoke(app, ["route", "init", "--arm", "kg-model:KGM:0.6", "--budget", "1", "--out",
+                              str(tmp_path / "r2.json"), "--warm-start", str(own["graded"])])
+    assert res.exit_code == 2 and "unknown arm 'big-llm'" in said(res)
+    res = runner.invoke(app, ["route", "select", str(router), "Which drug treats gout?", "--cost", "0",
+                              "--cost", "0.01", "--cost", "0.001", "--json", str(sel)])
+    assert res.exit_code == 0, res.output
+    decision = json.loads(sel.read_text())
+    res = runner.invoke(app, ["route", "feedback", str(router), decision["decision"], "--reward", "1",
+                              "--cost", "0", "--json", str(tmp_path / "fb.json")])
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "fb.json").read_text())
+    res = runner.invoke(app, ["route", "select", str(router), "Which drug treats fever?", "--cost", "0",
+                              "--cost", "0.01", "--cost", "0.001", "--json", str(sel)])
+    assert res.exit_code == 0, res.output
+    held = json.loads(sel.read_text())["decision"]
+    res = runner.invoke(app, ["route", "cancel", str(router), held, "--json", str(tmp_path / "c.json")])
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "c.json").read_text())
+    res = runner.invoke(app, ["route", "select", str(router), "q", "--json", str(router)])
+    assert res.exit_code == 2 and "is also ROUTER" in said(res)

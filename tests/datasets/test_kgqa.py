@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kgwise.datasets import load
-from kgwise.errors import DataError
+from kgwise.errors import ConfigError, DataError
 
 
 def test_webqsp(data_dir: Path) -> None:
@@ -63,3 +63,19 @@ def test_webqsp_invalid_json(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="invalid JSON") as err:
         load("webqsp", "test", tmp_path)
     assert err.value.line == 3
+
+
+def test_cwq_split_names_the_file(data_dir: Path, tmp_path: Path) -> None:
+    """The file is found in the folder, not assumed: a full test set beside the sample makes 'test'
+    ambiguous (both named), and either is read by naming it as the split."""
+    raw = json.loads((data_dir / "cwq" / "cwq_test_sample200_tog_format.json").read_text())
+    (tmp_path / "cwq").mkdir()
+    (tmp_path / "cwq" / "cwq_test_sample200_tog_format.json").write_text(json.dumps(raw[:3]))
+    assert len(load("cwq", "test", tmp_path)) == 3
+    (tmp_path / "cwq" / "cwq_test_tog_format.json").write_text(json.dumps(raw[:5]))
+    with pytest.raises(ConfigError, match=r"cwq_test_sample200_tog_format\.json, cwq_test_tog_format\.json"):
+        load("cwq", "test", tmp_path)
+    assert len(load("cwq", "cwq_test_tog_format", tmp_path)) == 5
+    assert len(load("cwq", "cwq_test_sample200_tog_format.json", tmp_path)) == 3
+    with pytest.raises(DataError, match="no cwq file for split 'dev'"):
+        load("cwq", "dev", tmp_path)

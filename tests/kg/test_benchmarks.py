@@ -38,3 +38,22 @@ def test_wordnet_keeps_only_frequent_senses(data_dir: Path) -> None:
     frequent = benchmark_kg("obqa", data_dir)
     every = build_kg(KGSpec(wordnet="wordnet", wordnet_senses="all"), data_dir)
     assert frequent.num_nodes == every.num_nodes and frequent.num_edges < every.num_edges
+
+
+def test_a_users_graph_file_as_a_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``KGSpec.of_file``: the user's graph file (absolute), built with no data directory; the benchmarks'
+    keys are those of before the field existed (their caches and saved models stay valid)."""
+    monkeypatch.delenv("KGWISE_DATA", raising=False)
+    tsv = tmp_path / "kg.tsv"
+    tsv.write_text("gout\ttreated_by\tcolchicine\ncolchicine\tdrug_class\tanti-inflammatory\n",
+                   encoding="utf-8")
+    spec = KGSpec.of_file(tsv)
+    assert not spec.needs_data and KGSpec.from_dict(spec.to_dict()) == spec
+    g = build_kg(spec, use_cache=False)
+    assert (g.num_nodes, g.num_edges) == (3, 2)
+    assert "graph_file" not in DATASET_KGS["obqa"].to_dict()
+    assert DATASET_KGS["medqa"].key() == KGSpec(wordnet="", merge_file="", ddb="ddb").key()
+    with pytest.raises(ConfigError, match="a graph file stands alone"):
+        KGSpec(graph_file=str(tsv))  # wordnet is the default
+    with pytest.raises(ConfigError, match="does not exist"):
+        build_kg(KGSpec.of_file(tmp_path / "none.tsv"), use_cache=False)

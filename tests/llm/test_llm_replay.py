@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kgwise.errors import ConfigError
 from kgwise.eval.recorded import gnn_rag
 from kgwise.llm import LLM, ReplayMissError, get_llm
 from kgwise.llm.prices import default_prices
@@ -74,3 +75,18 @@ def test_miss_raises_a_clear_error(data_dir: Path) -> None:
         replay.answer(Question("nope", "zzz qqq unknown"))
     with pytest.raises(KeyError):
         replay.answer(Question("nope", "zzz qqq unknown"))
+
+
+def test_a_sources_format_read_from_the_users_own_file(data_dir: Path, tmp_path: Path) -> None:
+    """``replay:NAME@FILE``: the user's file in a registered source's format (here GPT-family lines on
+    questions of their own), not the shared data's WebQSP file."""
+    import kgwise.eval.recorded.sources  # noqa: F401  registers the sources
+
+    own = tmp_path / "my_answers.txt"
+    own.write_text("0\twhich drug treats gout?\tcolchicine\n1\twhich drug lowers blood sugar?\tinsulin\n",
+                   encoding="utf-8")
+    replay = get_llm(f"replay:gpt-4@{own}")
+    assert len(replay) == 2 and replay.name == "replay:gpt-4@my_answers.txt"
+    assert replay.lookup("Which drug treats gout?").prediction == "colchicine"
+    with pytest.raises(ConfigError, match="is not a file"):
+        get_llm(f"replay:gpt-4@{tmp_path / 'none.txt'}")

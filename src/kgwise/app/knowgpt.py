@@ -16,7 +16,7 @@ Rules (the same for every caller):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -24,12 +24,13 @@ from typing import Any
 from kgwise.conformal.provenance import check_same_pipeline
 from kgwise.conformal.split import SplitConformal, label_set
 from kgwise.errors import ConfigError
+from kgwise.files import ResumeLog, file_stamp, short_hash
 from kgwise.inject.build import build_injector
 from kgwise.inject.calibration import pipeline_of
 from kgwise.inject.injector import KnowledgeInjector
 from kgwise.types import Answer, Question, Usage
 
-__all__ = ["CalibratedAnswer", "KnowGPTApp"]
+__all__ = ["BatchReport", "CalibratedAnswer", "KnowGPTApp"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +97,7 @@ class KnowGPTApp:
                  policy: str | Path | None = None, bandit: str | Path | None = None,
                  allow_mismatch: bool = False, option: str = "--allow-mismatch") -> None:
         self.injector = injector
+        self.policy, self.bandit = policy, bandit
         self.allow_mismatch = allow_mismatch
         self.conformal = SplitConformal.load(calibration) if calibration is not None else None
         self.calibration = Path(calibration) if calibration is not None else None
@@ -161,3 +163,63 @@ class KnowGPTApp:
         return CalibratedAnswer(a, choice_text, a.prediction_set, level, guaranteed, tuple(differs),
                                 self.injector.config.scoring, result.prep_ms)
 
+
+    def answer_many(self, questions: Sequence[Question], out: str | Path, combo: str | None = None,
+                    alpha: float | None = None, progress: Callable[[int, int], None] | None = None
+                    ) -> BatchReport:
+        """Answer every question of ``questions`` (:meth:`answer`), each record appended to ``out`` (a
+        :class:`~kgwise.files.ResumeLog` of this app's pipeline, ``combo`` and ``alpha``) as it is made: a
+        rerun after a kill answers only the questions not yet there (or whose text or choices changed).
+        Records: ``{"id", "text", **CalibratedAnswer.to_dict(), "gold"?, "correct"?}``."""
+        made_with = pipeline_of(self.injector, combo, self.policy, self.bandit)
+        calibration = file_stamp(self.calibration) if self.calibration is not None else None
+        log = ResumeLog(out, short_hash({"made_with": made_with, "calibration": calibration,
+                                         "combo": combo, "alpha": alpha,
+                                         "allow_mismatch": self.allow_mismatch}))
+        resumed = labelled = correct = 0
+        usages: list[Usage] = []
+        for i, q in enumerate(questions):
+            digest = short_hash([q.text, [(c.label, c.text) for c in q.choices], list(q.gold)])
+            row = log.get(q.id)
+            if row is not None and row.get("digest") == digest:
+                resumed += 1
+            else:
+                r = self.answer(q, combo, alpha)
+                row = {"id": q.id, "text": q.text, **r.to_dict(), "digest": digest}
+                if q.gold:
+                    row["gold"] = list(q.gold)
+                    row["correct"] = r.prediction in q.gold
+                log.put(q.id, row)
+                usages.append(r.usage)
+            if "correct" in row:
+                labelled += 1
+                correct += bool(row["correct"])
+            if progress is not None:
+                progress(i + 1, len(questions))
+        return BatchReport(len(questions), len(questions) - resumed, resumed, labelled, correct, str(out),
+                           Usage.total(usages))
+
+
+@dataclass(frozen=True, slots=True)
+class BatchReport:
+    """A batch of questions answered into ``out``: how many there are, were ``answered`` in this run and
+    ``resumed`` from an earlier one, how many have gold answers (``labelled``) and of those were
+    ``correct``, and this run's LLM usage."""
+
+    questions: int
+    answered: int
+    resumed: int
+    labelled: int
+    correct: int
+    out: str
+    usage: Usage
+
+    @property
+    def accuracy(self) -> float | None:
+        """Share of the labelled questions answered right (``None`` without any)."""
+        return self.correct / self.labelled if self.labelled else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"questions": self.questions, "answered": self.answered, "resumed": self.resumed,
+                "labelled": self.labelled, "correct": self.correct, "accuracy": self.accuracy,
+                "out": self.out, "usage": self.usage.to_dict()}

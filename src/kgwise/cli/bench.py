@@ -15,6 +15,7 @@ from kgwise.cli.common import DataOption, JsonOption, err_console, friendly_erro
 from kgwise.config import data_dir
 from kgwise.errors import ConfigError
 from kgwise.eval.bench.kg import GRAPHS, run_kg_benchmark
+from kgwise.types import Question
 
 
 def _plot(report: dict[str, Any], path: Path) -> None:
@@ -86,6 +87,9 @@ def bench_sparql(
                                                "graph that `kgwise kg export` wrote).")],
     kg: Annotated[Path, typer.Option(help="The same graph as a file (.npz, .tsv, .nt): the baseline.")],
     dataset: Annotated[str, typer.Option(help="Questions with topic entities: webqsp or cwq.")] = "webqsp",
+    questions: Annotated[Path | None, typer.Option(
+        "--questions", help="Your questions (JSONL: id, text, topic_entities) instead of --dataset.",
+        exists=True, dir_okay=False)] = None,
     limit: Annotated[int, typer.Option(min=1, help="Questions.")] = 200,
     hops: Annotated[int, typer.Option(min=1, help="Hops of the walk from the topic entities.")] = 2,
     data: DataOption = None,
@@ -93,14 +97,17 @@ def bench_sparql(
 ) -> None:
     """Per question: topic entities by name, then every out-edge up to HOPS hops, on the local graph and
     on the endpoint (cold and warm cache); median and mean ms, the ratios, and whether the edges agree."""
-    from kgwise.datasets import load
     from kgwise.eval.bench.sparql import run_sparql_benchmark
     from kgwise.kg.sources import open_graph
     from kgwise.kg.sparql import SPARQLGraph
 
-    topics = [q.topic_entities for q in load(dataset, "test", data_dir(data)) if q.topic_entities][:limit]
+    qs = _questions(questions, dataset, data)
+    topics = [q.topic_entities for q in qs if q.topic_entities][:limit]
+    if not topics:
+        raise ConfigError(f"{questions or dataset}: no question names topic entities (topic_entities)")
     report = run_sparql_benchmark(open_graph(kg), SPARQLGraph(endpoint.removeprefix("sparql:")), topics, hops)
-    report |= {"dataset": dataset, "kg": str(kg), "url": endpoint}
+    name = questions.stem if questions is not None else dataset
+    report |= {"dataset": name, "kg": str(kg), "url": endpoint}
     write_json(report, json_out)
 
 
@@ -163,6 +170,9 @@ def bench_serve(
     kg: Annotated[Path | None, typer.Option(help="Graph file to serve (default: DDB, built from --data).")
                   ] = None,
     dataset: Annotated[str, typer.Option(help="Questions sent (test split).")] = "medqa",
+    questions: Annotated[Path | None, typer.Option(
+        "--questions", help="Your multiple-choice questions (JSONL: id, text, choices) instead of --dataset; "
+        "needs --kg.", exists=True, dir_okay=False)] = None,
     requests: Annotated[int, typer.Option(min=1, max=20_000, help="Requests (route: pairs) per endpoint "
                                           "and concurrency for /v1/subgraph and /v1/route+feedback.")] = 1000,
     answer_requests: Annotated[int, typer.Option(
@@ -191,19 +201,33 @@ def bench_serve(
         raise ConfigError(f"--concurrency {concurrency!r}: expected numbers such as 1,8,32") from exc
     if not levels or not all(1 <= c <= 64 for c in levels):
         raise ConfigError(f"--concurrency {concurrency!r}: levels must lie in [1, 64]")
-    root = data_dir(data)
+    if questions is not None and kg is None:
+        raise ConfigError("--questions needs --kg GRAPH (the default graph is DDB, MedQA's)")
     work = Path(tempfile.mkdtemp(prefix="kgwise-bench-serve-"))
     if kg is None:
         from kgwise.kg.loaders import load_ddb
 
-        kg = load_ddb(root / "ddb").save(work / "ddb.npz")
-    qs = [(q.text, [c.text for c in q.choices]) for q in load(dataset, "test", root)]
+        kg = load_ddb(data_dir(data) / "ddb").save(work / "ddb.npz")
+    qs = [(q.text, [c.text for c in q.choices]) for q in _questions(questions, dataset, data) if q.choices]
+    if not qs:
+        raise ConfigError(f"{questions or dataset}: no multiple-choice questions to send")
     cfg = ServeBenchConfig(concurrency=levels, requests=requests, answer_requests=answer_requests,
                            phase_s=phase_s, llm=llm, queue=queue, chat_requests=chat_requests)
     say = lambda m: err_console.print(f"[dim]{m}[/dim]")  # noqa: E731
     report = run_serve_benchmark(kg, qs, cfg, work, progress=say)
-    report["dataset"] = dataset
+    report["dataset"] = questions.stem if questions is not None else dataset
     if chat_requests:
-        recorded = [q.text for q in load("webqsp", "test", root)]
+        recorded = [q.text for q in load("webqsp", "test", data_dir(data))]
         report["chat"] = run_chat_benchmark(kg, recorded, cfg, work, progress=say)
     write_json(report, json_out)
+
+
+def _questions(path: Path | None, dataset: str, data: Path | None) -> list[Question]:
+    """The questions of ``--questions FILE`` when given, else the test split of ``--dataset``."""
+    if path is not None:
+        from kgwise.datasets.user import read_questions
+
+        return read_questions(path)
+    from kgwise.datasets import load
+
+    return load(dataset, "test", data_dir(data))

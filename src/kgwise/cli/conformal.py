@@ -152,7 +152,16 @@ def _say_left_out(coverage: dict[str, Any]) -> None:
 @bench_app.command("conformal")
 @friendly_errors
 def bench_conformal(
-    questions: Annotated[int, typer.Option(min=1, help="Calibration questions.")] = 1000,
+    n_questions: Annotated[int | None, typer.Option(
+        "--n-questions", min=1, help="Calibration questions (default: 1000 of WebQSP or synthetic; all of "
+        "--questions).", show_default=False)] = None,
+    questions: Annotated[Path | None, typer.Option(
+        "--questions", help="Time UAG's calibration on your labelled open questions (JSONL: id, text, gold, "
+        "topic_entities) with --kg and --generations instead of WebQSP's (the count is --n-questions).")
+    ] = None,
+    kg: Annotated[str | None, typer.Option(help="With --questions: their graph file.")] = None,
+    generations: Annotated[Path | None, typer.Option(
+        help="With --questions: the LLM's recorded answers Φ(P) (JSONL: id, answer).")] = None,
     steps: Annotated[str, typer.Option(help="Grid steps h for (α1, α2, α3).")] = "0.05,0.05,0.025",
     alpha: Annotated[float, typer.Option(help="Risk level α.")] = 0.2,
     baseline_sample: Annotated[int, typer.Option(min=1, help="λ timed for the per-λ loop baseline.")] = 200,
@@ -169,9 +178,26 @@ def bench_conformal(
     step = _floats(steps, "--steps")
     if len(step) != 3:
         raise ConfigError("--steps needs three values")
-    batch = _bench_tables(questions, synthetic, data)
+    if questions is not None:
+        if not questions.is_file():
+            hint = (" (--questions is the questions file now; the number of calibration questions is "
+                    "--n-questions)" if questions.name.isdigit() else "")
+            raise ConfigError(f"--questions {questions}: no such file{hint}")
+        if synthetic:
+            raise ConfigError("give --questions FILE or --synthetic, not both")
+        if kg is None or generations is None:
+            raise ConfigError("--questions needs --kg GRAPH (WebQSP brings its own) and --generations FILE")
+        batch = _own_tables(questions, kg, generations)
+    else:
+        given = [o for o, v in (("--kg", kg), ("--generations", generations)) if v is not None]
+        if given:
+            raise ConfigError(f"{', '.join(given)} go with --questions FILE")
+        batch = _bench_tables(n_questions or 1000, synthetic, data)
+    n_cal = n_questions or (batch.num_questions if questions is not None else 1000)
+    if n_cal > batch.num_questions:
+        raise ConfigError(f"--n-questions {n_cal}: the tables hold {batch.num_questions} questions")
     tune = batch.subset(np.arange(min(400, batch.num_questions)))
-    cal = batch.subset(np.arange(batch.num_questions - questions, batch.num_questions))
+    cal = batch.subset(np.arange(batch.num_questions - n_cal, batch.num_questions))
     uag = UAG(UAGConfig(alpha=alpha, steps=(step[0], step[1], step[2]))).fit(tune)
     t0 = time.perf_counter()
     uag.calibrate(cal)  # first call: includes importing MAPIE (FWER procedures) once per process
@@ -197,7 +223,7 @@ def bench_conformal(
     per_lambda = (time.perf_counter() - t0) / sample.size
     report: dict[str, Any] = {
         "calibration_questions": cal.num_questions,
-        "tables": "synthetic" if synthetic else "webqsp",
+        "tables": str(questions) if questions is not None else "synthetic" if synthetic else "webqsp",
         "grid": list(uag.grid_shape),
         "lambdas": n_lambda,
         "states": int(cal.state_q.size),
@@ -238,5 +264,15 @@ def _bench_tables(questions: int, synthetic: bool, data: Path | None) -> Any:
 
     batch = webqsp_tables(data_dir(data), ExperimentConfig())
     if batch.num_questions < questions:
-        raise ConfigError(f"WebQSP has {batch.num_questions} questions, fewer than --questions {questions}")
+        raise ConfigError(f"WebQSP has {batch.num_questions} questions, fewer than --n-questions {questions}")
     return batch
+
+
+def _own_tables(questions: Path, kg: str, generations: Path) -> Any:
+    """UAG tables of a user's questions, KG and recorded generations (as ``eval uag --questions`` builds
+    them, with its default retriever)."""
+    from kgwise.eval.uag.experiment import ExperimentConfig, load_user_data, uag_tables
+
+    inputs = load_user_data(questions, kg, generations, None, None)
+    _say_left_out(inputs.coverage)
+    return uag_tables(inputs, ExperimentConfig())

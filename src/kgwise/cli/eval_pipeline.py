@@ -76,6 +76,13 @@ def eval_pipeline(
         help="Arm whose cost the budget is a fraction of: 'dearest' (the most expensive) or 'best' (the most "
         "accurate; live: the most accurate paid arm on the fit log) (default: dearest replayed, best "
         "live).", show_default=False)] = None,
+    log: Annotated[Path | None, typer.Option(
+        "--log", exists=True, dir_okay=False,
+        help="Your graded log (JSONL: id, text, arms: {ARM: {answer, correct, cost | usage, signals?}}) "
+             "instead of --dataset; with --arm for each arm to replay.")] = None,
+    log_arms: Annotated[list[str] | None, typer.Option(
+        "--arm", help="With --log: NAME:CLUSTER:REPORTED_ACCURACY (CLUSTER = KGM or LLM) of an arm of the "
+                      "log; repeat per arm.")] = None,
     coke: Annotated[str, typer.Option(
         help="Router values: 'pipeline' (the pipeline's defaults for a paced budget over the [coke] "
         "settings, as `kgwise fit` with a horizon gets them) or 'settings' (the [coke] settings alone).")
@@ -126,15 +133,17 @@ def eval_pipeline(
     data: DataOption = None,
     json_out: JsonOption = None,
 ) -> None:
-    """The pipeline (fit → answer → feedback) on recorded WebQSP arms (mean ± std over random splits), or
-    with --live on live arms: per arm and pipeline accuracy, cost, share routed, spent/budget, sets'
-    coverage and size."""
+    """The pipeline (fit → answer → feedback) on recorded arms (WebQSP's, or your graded log's; mean ± std
+    over random splits), or with --live on live arms: per arm and pipeline accuracy, cost, share routed,
+    spent/budget, sets' coverage and size."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from kgwise.app.config import CONTEXTS, paced_coke
     from kgwise.settings import configured
 
     if coke not in ("pipeline", "settings"):
         raise ConfigError(f"--coke must be 'pipeline' or 'settings', got {coke!r}")
+    if context not in CONTEXTS:
+        raise ConfigError(f"--context must be one of {', '.join(CONTEXTS)}, got {context!r}")
     settings_coke = configured("coke", config)
     router = paced_coke(settings_coke) if coke == "pipeline" else settings_coke
     if live is not None:
@@ -149,14 +158,23 @@ def eval_pipeline(
     from kgwise.eval.pipeline import PipelineEvalConfig, embed_texts, evaluate_replay
     from kgwise.eval.route.replay import MAIN_ARMS, rearev_top, webqsp_table
 
-    if dataset != "webqsp":
-        raise ConfigError(f"replay data set {dataset!r} has no recorded outcomes; only 'webqsp' is available")
-    if context not in CONTEXTS:
-        raise ConfigError(f"--context must be one of {', '.join(CONTEXTS)}, got {context!r}")
-    root = data_dir(data)
-    table, _ = webqsp_table(root, MAIN_ARMS)
+    free: dict[str, Any] = {}
+    if log is not None:
+        from kgwise.cli.route import log_table
+
+        table, coverage, _, _ = log_table(log, log_arms or [])
+        dataset = log.stem
+    elif log_arms:
+        raise ConfigError("--arm goes with --log FILE (WebQSP's arms are known)")
+    elif dataset != "webqsp":
+        raise ConfigError(f"replay data set {dataset!r} has no recorded outcomes (only 'webqsp' has): give "
+                          "your graded log with --log FILE --arm NAME:CLUSTER:ACCURACY …")
+    else:
+        root = data_dir(data)
+        table, coverage = webqsp_table(root, MAIN_ARMS)
+        table = table.head(limit)
+        free = {a: rearev_top(root, table, a) for a in table.arms if a.startswith("ReaRev-")}
     table = table.head(limit)
-    free = {a: rearev_top(root, table, a) for a in table.arms if a.startswith("ReaRev-")}
     cfg = PipelineEvalConfig(1.0 if budget is None else budget, splits, seed, router, budget_of or "dearest",
                              context)
     encoder = MiniLM()
@@ -164,6 +182,7 @@ def eval_pipeline(
     embed_texts(encoder, table.texts)
     report = evaluate_replay(table, encoder, cfg, progress=err_console.print, free=free)
     report["dataset"] = dataset
+    report["coverage"] = coverage
     write_json(report, json_out)
 
 

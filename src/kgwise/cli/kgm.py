@@ -4,7 +4,7 @@ arms)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,10 +17,15 @@ from kgwise.cli.common import (
     distinct_outputs,
     err_console,
     friendly_errors,
+    listed,
     writable,
     write_json,
 )
 from kgwise.errors import ConfigError
+from kgwise.types import Question
+
+if TYPE_CHECKING:
+    from kgwise.kgm.pipeline import OwnData
 
 kgm_app = typer.Typer(
     help="Small KG-based QA models (train, answer; evaluate with `kgwise eval kgm`).", no_args_is_help=True
@@ -35,11 +40,22 @@ def _log(message: str) -> None:
 @kgm_app.command("train")
 @friendly_errors
 def train(
-    dataset: Annotated[str, typer.Option(help="csqa (ihtrain, early stop on ihdev) or obqa (train, dev).")],
     out: Annotated[
         Path, typer.Option(help="Weights file; the JSON config is written beside it (FILE.json).",
                            callback=writable)
     ],
+    dataset: Annotated[str | None, typer.Option(
+        help="csqa (ihtrain, early stop on ihdev) or obqa (train, dev); or --questions FILE --kg GRAPH.")
+    ] = None,
+    questions: Annotated[Path | None, typer.Option(
+        "--questions", help="Your labelled multiple-choice training questions (JSONL: id, text, choices, "
+        "gold | answer) instead of --dataset; needs --kg.", exists=True, dir_okay=False)] = None,
+    dev_questions: Annotated[Path | None, typer.Option(
+        "--dev-questions", help="With --questions: the questions early stopping scores (default: a seeded "
+        "fifth of --questions, held out of training).", exists=True, dir_okay=False)] = None,
+    kg: Annotated[Path | None, typer.Option(
+        "--kg", help="With --questions: the graph file the model reads (a --dataset brings its own KG).")
+    ] = None,
     kind: Annotated[str | None, typer.Option(
         help="graph (GNN over the subgraph) or text (no-graph baseline) (default: the --config's, else "
              "graph).", show_default=False)] = None,
@@ -65,7 +81,9 @@ def train(
     from kgwise.settings import configured
 
     distinct_outputs({"--out": out, "--out's config": config_path(out), "--json": json_out},
-                     {"--config": config})
+                     {"--config": config, "--questions": questions, "--dev-questions": dev_questions,
+                      "--kg": kg})
+    training = _training_data(dataset, questions, dev_questions, kg, train_seed=seed or 0)
     if kind not in (None, "graph", "text"):
         raise ConfigError(f"--kind must be graph or text, got {kind!r}")
     train_cfg = configured("kgm_train", config, seed=seed, epochs=epochs, max_minutes=max_minutes)
@@ -75,9 +93,57 @@ def train(
         if getattr(model, name) != getattr(derived, name):
             raise ConfigError(f"{config}: [kgm_model] {name} is set by {source}, not by the config")
     sizes = {k: getattr(model, k) for k in ("context_hidden", "gnn_hidden", "layers", "heads", "dropout")}
-    report = train_file(dataset, out, model.kind, data, train_cfg, model_overrides=sizes, limit=limit,
+    report = train_file(training, out, model.kind, data, train_cfg, model_overrides=sizes, limit=limit,
                         log=_log)
     write_json(report, json_out)
+
+
+def _labelled_mc(path: Path) -> list[Question]:
+    """The questions of ``path``, each with choices and a gold answer (``ConfigError`` naming those
+    without)."""
+    from kgwise.datasets.user import read_questions
+
+    qs = read_questions(path)
+    bad = [q.ref for q in qs if not q.choices or q.gold_index is None]
+    if bad:
+        raise ConfigError(f"{path}: {len(bad)} question(s) without choices or a gold answer ({listed(bad)}); "
+                          "the KG model learns from labelled multiple-choice questions")
+    return qs
+
+
+def _training_data(dataset: str | None, questions: Path | None, dev_questions: Path | None,
+                   kg: Path | None, train_seed: int) -> str | OwnData:
+    """``--dataset``, or ``--questions`` (+ ``--dev-questions``, else a seeded fifth held out) over
+    ``--kg``."""
+    if questions is None:
+        given = [o for o, v in (("--kg", kg), ("--dev-questions", dev_questions)) if v is not None]
+        if given:
+            raise ConfigError(f"{', '.join(given)} go with --questions FILE (a --dataset brings its own)")
+        if dataset is None:
+            raise ConfigError("give --dataset (csqa, obqa) or --questions FILE --kg GRAPH")
+        return dataset
+    if dataset is not None:
+        raise ConfigError("give --dataset or --questions FILE, not both")
+    from kgwise.kgm.pipeline import OwnData
+
+    if kg is None:
+        raise ConfigError("--questions needs --kg GRAPH: a --dataset brings its own KG "
+                          "(kgwise.kg.benchmarks), your questions need yours")
+    train_qs = _labelled_mc(questions)
+    if dev_questions is not None:
+        dev_qs = _labelled_mc(dev_questions)
+    else:
+        if len(train_qs) < 5:
+            raise ConfigError(f"{questions}: {len(train_qs)} questions are too few to hold a fifth out for "
+                              "early stopping; give at least 5, or --dev-questions FILE")
+        import numpy as np
+
+        order = np.random.default_rng(train_seed).permutation(len(train_qs))
+        n_dev = len(train_qs) // 5
+        dev_qs = [train_qs[i] for i in sorted(order[:n_dev])]
+        train_qs = [train_qs[i] for i in sorted(order[n_dev:])]
+        _log(f"{questions}: {len(train_qs)} questions train, {n_dev} held out for early stopping")
+    return OwnData(questions.stem, {"train": train_qs, "dev": dev_qs}, kg)
 
 
 @kgm_app.command("answer")
@@ -120,9 +186,15 @@ def answer(
 @eval_app.command("kgm")
 @friendly_errors
 def eval_kgm(
-    dataset: Annotated[str, typer.Option(help="Dataset name (csqa, obqa).")],
     model: Annotated[Path, typer.Option(help="A model file written by `kgwise kgm train`.")],
-    split: Annotated[list[str], typer.Option(help="Split(s) to evaluate, e.g. ihtest (repeatable).")],
+    dataset: Annotated[str | None, typer.Option(help="Dataset name (csqa, obqa); or --questions FILE.")
+                       ] = None,
+    split: Annotated[list[str] | None, typer.Option(
+        help="Split(s) of --dataset to evaluate, e.g. ihtest (repeatable).")] = None,
+    questions: Annotated[Path | None, typer.Option(
+        "--questions", help="Your labelled multiple-choice questions (JSONL: id, text, choices, gold | "
+        "answer) instead of --dataset/--split, answered over the model's own KG (its --kg when trained on "
+        "your questions).", exists=True, dir_okay=False)] = None,
     limit: Annotated[int | None, typer.Option(
         min=1, help="Use only the first N questions of each split.")] = None,
     predictions: Annotated[
@@ -131,12 +203,21 @@ def eval_kgm(
     data: DataOption = None,
     json_out: JsonOption = None,
 ) -> None:
-    """Accuracy of a saved KG model on the given splits."""
+    """Accuracy of a saved KG model on the given splits of a benchmark, or on your questions."""
     from kgwise.kgm.io import config_path
-    from kgwise.kgm.pipeline import evaluate_file
+    from kgwise.kgm.pipeline import OwnData, evaluate_file
 
     distinct_outputs({"--json": json_out}, {"--model": model, "--model's config": config_path(model),
-                                            "--predictions": predictions})
+                                            "--predictions": predictions, "--questions": questions})
+    source: str | OwnData
+    if questions is not None:
+        if dataset is not None or split:
+            raise ConfigError("give --questions FILE or --dataset/--split, not both")
+        source, splits = OwnData(questions.stem, {questions.stem: _labelled_mc(questions)}), [questions.stem]
+    elif dataset is None or not split:
+        raise ConfigError("give --dataset and --split, or --questions FILE")
+    else:
+        source, splits = dataset, split
     write_json(
-        evaluate_file(model, dataset, split, data, limit=limit, log=_log, predictions=predictions), json_out
+        evaluate_file(model, source, splits, data, limit=limit, log=_log, predictions=predictions), json_out
     )

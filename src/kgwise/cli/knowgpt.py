@@ -20,11 +20,13 @@ from kgwise.cli.common import (
     distinct_outputs,
     err_console,
     friendly_errors,
+    listed,
     writable,
     write_json,
 )
 from kgwise.errors import ConfigError
-from kgwise.kg.sources import GRAPH_SPEC_HELP
+from kgwise.kg.sources import GRAPH_FILE_HELP, GRAPH_SPEC_HELP
+from kgwise.types import Question
 
 _LLM_HELP = "LLM spec: smollm2-135m, gemma3-270m, gguf:PATH, openai:MODEL."
 
@@ -40,9 +42,17 @@ def _parse_choices(text: str) -> list[str]:
 @app.command("answer")
 @friendly_errors
 def answer(
-    question: Annotated[str, typer.Argument(help="The question text.")],
-    choices: Annotated[str, typer.Option("--choices", help="Answer choices separated by '|'.")],
     kg: Annotated[str, typer.Option("--kg", help="The KG: " + GRAPH_SPEC_HELP + ".")],
+    question: Annotated[str | None, typer.Argument(help="The question text (or --questions FILE).",
+                                                   show_default=False)] = None,
+    choices: Annotated[str | None, typer.Option(
+        "--choices", help="Answer choices of QUESTION separated by '|'.")] = None,
+    questions_file: Annotated[Path | None, typer.Option(
+        "--questions", help="Answer every question of this file (JSONL: id, text, choices, gold?) into --out "
+        "(resumable) instead of one QUESTION.", exists=True, dir_okay=False)] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="With --questions: the answers (JSONL, one record per question after a fingerprint "
+        "line; a rerun answers only the questions not yet there).", callback=writable)] = None,
     llm: Annotated[str, typer.Option("--llm", help=_LLM_HELP)] = "smollm2-135m",
     index: Annotated[Path | None, typer.Option(
         "--index", help="A label index of the KG (`kgwise kg index build`; for an endpoint, best built from "
@@ -63,24 +73,63 @@ def answer(
         "--allow-mismatch", help="Print the calibrated set even when the KG, LLM, combination, scoring, "
         "policy or bandit differ from the calibration's (the set then carries no guarantee).")] = False,
     scoring: ScoringOption = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="With --questions: only the first N.")
+                     ] = None,
+    json_out: JsonOption = None,
 ) -> None:
-    """Answer one multiple-choice QUESTION with knowledge from a KG (a graph file, or a SPARQL endpoint
-    grounded through a label index) injected into the LLM's prompt; with
-    --calibration, also its calibrated answer set (answered with the calibration's combination unless
+    """Answer one multiple-choice QUESTION (or every question of --questions FILE) with knowledge from a KG
+    (a graph file, or a SPARQL endpoint grounded through a label index) injected into the LLM's prompt;
+    with --calibration, also its calibrated answer set (answered with the calibration's combination unless
     --combo says otherwise; see :mod:`kgwise.app.knowgpt`)."""
     from kgwise.app.knowgpt import KnowGPTApp
     from kgwise.types import make_question
 
-    q = make_question(question, _parse_choices(choices))
     if alpha is not None and calibration is None:
         raise ConfigError("--alpha sets the miscoverage of a calibrated set: it needs --calibration FILE "
                           "(from `kgwise calibrate`)")
+    inputs = {"--kg": None if kg.startswith("sparql:") else Path(kg), "--policy": policy, "--bandit": bandit,
+              "--calibration": calibration,
+              "--questions": questions_file}
+    distinct_outputs({"--out": out, "--json": json_out}, inputs)
+    if questions_file is not None:
+        if question is not None or choices is not None:
+            raise ConfigError("give one QUESTION with --choices, or --questions FILE, not both")
+        if out is None:
+            raise ConfigError("--questions FILE needs --out FILE (the answers, JSONL; a rerun resumes it)")
+        from kgwise.datasets.user import read_questions
+
+        batch = read_questions(questions_file)[:limit]
+        open_ones = [q.ref for q in batch if not q.choices]
+        if open_ones:
+            raise ConfigError(f"{questions_file}: {len(open_ones)} question(s) have no choices "
+                              f"({listed(open_ones)}): `kgwise answer` answers multiple-choice questions; "
+                              "for open questions use `kgwise uag answer` or `kgwise ask`")
+    else:
+        if question is None or choices is None:
+            raise ConfigError("give a QUESTION and its --choices, or --questions FILE --out FILE")
+        if out is not None or limit is not None:
+            raise ConfigError("--out and --limit go with --questions FILE")
     knowgpt = KnowGPTApp.build(kg, llm, policy, bandit, scoring, calibration, allow_mismatch, index=index)
     for line in knowgpt.mismatch:
         err_console.print(f"[yellow]warning:[/yellow] {line}")
+    if questions_file is not None:
+        from kgwise.progress import bar as progress_bar
+
+        assert out is not None
+        bar = progress_bar(total=len(batch), desc=f"answering {questions_file.name}", dynamic_ncols=True)
+        report = knowgpt.answer_many(batch, out, combo, alpha, progress=lambda i, n: bar.update(1))
+        bar.close()
+        err_console.print(f"{report.answered} answered, {report.resumed} found in {out} from an earlier run")
+        write_json(report.to_dict() | {"questions_file": str(questions_file)}, json_out)
+        return
+    assert question is not None and choices is not None
+    q = make_question(question, _parse_choices(choices))
     r = knowgpt.answer(q, combo, alpha)
     for line in r.mismatch[len(knowgpt.mismatch):]:
         err_console.print(f"[yellow]warning:[/yellow] {line}")
+    if json_out is not None:
+        write_json(r.to_dict(), json_out)
+        return
     console.print(f"[bold]answer:[/bold] {r.prediction}) {r.choice_text}")
     for c in q.choices:
         console.print(f"  {c.label}) {c.text}: {r.probabilities.get(c.label, 0.0):.3f}")
@@ -106,10 +155,15 @@ def answer(
 @app.command("calibrate")
 @friendly_errors
 def calibrate(
-    dataset: Annotated[str, typer.Option("--dataset", help="Labelled data: csqa, obqa or medqa.")],
-    split: Annotated[str, typer.Option("--split", help="Its split used for calibration, e.g. ihdev.")],
     kg: Annotated[Path, typer.Option("--kg", help="The graph file `kgwise answer` will use.")],
     out: Annotated[Path, typer.Option("--out", help="Calibration file to write (.json).", callback=writable)],
+    dataset: Annotated[str | None, typer.Option(
+        "--dataset", help="Labelled benchmark: csqa, obqa or medqa (or --questions).")] = None,
+    split: Annotated[str | None, typer.Option(
+        "--split", help="Its split used for calibration, e.g. ihdev.")] = None,
+    questions_file: Annotated[Path | None, typer.Option(
+        "--questions", help="Your labelled multiple-choice questions (JSONL: id, text, choices, gold | "
+        "answer) instead of --dataset/--split.", exists=True, dir_okay=False)] = None,
     llm: Annotated[str, typer.Option("--llm", help=_LLM_HELP)] = "smollm2-135m",
     policy: PolicyOption = None,
     bandit: BanditOption = None,
@@ -125,52 +179,89 @@ def calibrate(
 ) -> None:
     """Calibrate answer sets for `kgwise answer` / `kgwise serve` on labelled questions (split conformal
     prediction, LAC or APS); resumable. Reports coverage and set size on held-out halves."""
-    from kgwise.datasets import load
     from kgwise.files import file_stamp, short_hash
     from kgwise.inject.build import build_injector
     from kgwise.inject.calibration import CalibrationConfig, collect_probabilities, pipeline_of
     from kgwise.inject.calibration import calibrate as run_calibration
     from kgwise.progress import bar as progress_bar
 
-    distinct_outputs({"--out": out, "--json": json_out}, {"--kg": kg, "--policy": policy, "--bandit": bandit})
+    distinct_outputs({"--out": out, "--json": json_out},
+                     {"--kg": kg, "--policy": policy, "--bandit": bandit, "--questions": questions_file})
     cfg = CalibrationConfig(alpha=alpha, score=score)  # type: ignore[arg-type]
-    questions = load(dataset, split, data)[:limit]
+    questions, source = _labelled_questions(dataset, split, questions_file, data)
+    questions = questions[:limit]
     if questions and not any(q.choices for q in questions):
-        raise ConfigError(f"{dataset} has no answer choices: `kgwise calibrate` makes sets of choices; for "
+        raise ConfigError(f"{source} has no answer choices: `kgwise calibrate` makes sets of choices; for "
                           "free-text KGQA, calibrate UAG (`kgwise uag calibrate`)")
+    unusable = [q.ref for q in questions if not q.choices or q.gold_index is None]
+    if unusable:
+        raise ConfigError(f"{source}: {len(unusable)} question(s) have no choices or no gold answer "
+                          f"({listed(unusable)}); every calibration question needs both")
     if len(questions) < cfg.min_questions:  # said before any question is answered
         raise ConfigError(f"--alpha {alpha:g} needs at least {cfg.min_questions} calibration questions, "
-                          f"{dataset}/{split}{f' --limit {limit}' if limit else ''} gives {len(questions)}")
+                          f"{source}{f' --limit {limit}' if limit else ''} gives {len(questions)}")
+    err_console.print(f"calibrate: --alpha {alpha:g} needs at least {cfg.min_questions} calibration "
+                      f"questions; {source} gives {len(questions)}")
     injector = build_injector(kg, llm, policy, bandit, scoring)
     # answers are kept per set of inputs, so a rerun resumes only a calibration of the same ones
     stamp = {"dataset": dataset, "split": split, "llm": llm, "combo": combo,
              "scoring": injector.config.scoring,
-             "files": [file_stamp(p) if p is not None else None for p in (kg, policy, bandit)]}
+             "files": [file_stamp(p) if p is not None else None
+                       for p in (kg, policy, bandit, questions_file)]}
     outcomes = out.with_name(f"{out.stem}.outcomes-{short_hash(stamp)}.jsonl")
     if not outcomes.is_file():  # a measured warm-up (its answers are kept) says what the rest will take
-        from kgwise.progress import estimate
+        from kgwise.progress import estimate_steps
 
         fingerprint = short_hash(stamp)
-        est = estimate(len(questions), lambda: len(collect_probabilities(
-            injector, questions[:2], combo, outcomes, fingerprint=fingerprint)))
+        est = estimate_steps(len(questions), lambda i: collect_probabilities(
+            injector, questions[i:i + 1], combo, outcomes, fingerprint=fingerprint))
         err_console.print("calibrate: " + est.describe("questions to answer (one KnowGPT answer each)"))
-    bar = progress_bar(total=len(questions), desc=f"calibrating on {dataset}/{split}", dynamic_ncols=True)
+    bar = progress_bar(total=len(questions), desc=f"calibrating on {source}", dynamic_ncols=True)
     rows = collect_probabilities(injector, questions, combo, outcomes, progress=lambda i, n: bar.update(1),
                                  fingerprint=short_hash(stamp))
     bar.close()
     conformal, report = run_calibration(rows, cfg)
     made_with = pipeline_of(injector, combo, policy, bandit)
     meta = {"dataset": dataset, "split": split, "kg": str(kg), "llm": llm,
+            "questions_file": str(questions_file) if questions_file is not None else None,
             "policy": str(policy) if policy else None, "bandit": str(bandit) if bandit else None,
             "made_with": made_with}
     conformal.save(out, meta)
     write_json(report | {"calibration_file": str(out), "meta": meta}, json_out)
 
 
+def _labelled_questions(dataset: str | None, split: str | None, questions_file: Path | None,
+                        data: Path | None) -> tuple[list[Question], str]:
+    """The questions of ``--dataset/--split`` or of ``--questions FILE`` (exactly one of them) and how
+    messages name them."""
+    if questions_file is not None:
+        if dataset is not None or split is not None:
+            raise ConfigError("give --questions FILE or --dataset/--split, not both")
+        from kgwise.datasets.user import read_questions
+
+        return read_questions(questions_file), str(questions_file)
+    if dataset is None or split is None:
+        raise ConfigError("give --dataset and --split, or --questions FILE")
+    from kgwise.datasets import load
+
+    return load(dataset, split, data), f"{dataset}/{split}"
+
+
 @eval_app.command("knowgpt")
 @friendly_errors
 def eval_knowgpt(
-    dataset: Annotated[str, typer.Option("--dataset", help="csqa, obqa or medqa.")],
+    dataset: Annotated[str | None, typer.Option(
+        "--dataset", help="csqa, obqa or medqa (or --questions FILE --kg GRAPH).")] = None,
+    questions_file: Annotated[Path | None, typer.Option(
+        "--questions", help="Your multiple-choice test questions (JSONL: id, text, choices, gold | answer) "
+        "instead of --dataset; needs --kg.", exists=True, dir_okay=False)] = None,
+    train_questions: Annotated[Path | None, typer.Option(
+        "--train-questions", help="With --questions: the questions P_RL and the prompt bandit train on "
+        "(default: a seeded half of --questions, the other half tested).", exists=True, dir_okay=False)
+    ] = None,
+    kg: Annotated[Path | None, typer.Option(
+        "--kg", help="With --questions: the graph file (" + GRAPH_FILE_HELP + "); a --dataset brings its "
+        "own KG.")] = None,
     llm: Annotated[str, typer.Option("--llm", help=_LLM_HELP)] = "smollm2-135m",
     json_out: JsonOption = None,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Test questions per split.")] = None,
@@ -198,22 +289,50 @@ def eval_knowgpt(
     config: ConfigOption = None,
     data: DataOption = None,
 ) -> None:
-    """KnowGPT's Tables 3/4 on our data: w/o KG, P_sub/P_RL × F_t/F_s/F_g, and full KnowGPT (resumable)."""
-    from kgwise.eval.knowgpt import DATASETS, SCORING, ExperimentConfig, markdown_table, run_experiment
+    """KnowGPT's Tables 3/4 on a benchmark or on your questions and KG: w/o KG, P_sub/P_RL × F_t/F_s/F_g,
+    and full KnowGPT (resumable); says first how many LLM outcomes it needs and how long they will take."""
+    from kgwise.eval.knowgpt import (
+        DATASETS,
+        SCORING,
+        ExperimentConfig,
+        KnowGPTData,
+        markdown_table,
+        run_experiment,
+        user_data,
+    )
     from kgwise.settings import configured
 
-    if dataset not in DATASETS:
-        raise ConfigError(f"unknown data set {dataset!r}; choose one of {', '.join(DATASETS)}")
+    inputs: str | KnowGPTData
+    if questions_file is not None:
+        if dataset is not None:
+            raise ConfigError("give --dataset or --questions FILE, not both")
+        if kg is None:
+            raise ConfigError("--questions needs --kg GRAPH: a --dataset brings its own KG "
+                              "(kgwise.kg.benchmarks), your questions need yours")
+        distinct_outputs({"--json": json_out}, {"--questions": questions_file, "--kg": kg,
+                                                "--train-questions": train_questions})
+        inputs = user_data(kg, questions_file, train_questions)
+        name = inputs.name
+    else:
+        given = [o for o, v in (("--kg", kg), ("--train-questions", train_questions)) if v is not None]
+        if given:
+            raise ConfigError(f"{', '.join(given)} go with --questions FILE (a --dataset brings its own)")
+        if dataset is None:
+            raise ConfigError("give --dataset (csqa, obqa, medqa) or --questions FILE --kg GRAPH")
+        if dataset not in DATASETS:
+            raise ConfigError(f"unknown data set {dataset!r}; choose one of {', '.join(DATASETS)}, or give "
+                              "your own: --questions FILE --kg GRAPH")
+        inputs = name = dataset
     if scoring not in SCORING:
         raise ConfigError(f"--scoring must be one of {', '.join(SCORING)}, got {scoring!r}")
     cfg = ExperimentConfig(limit=limit, train_limit=train_limit, rl_iterations=rl_iterations,
                            rl_time_limit_s=rl_minutes * 60, scoring=scoring,
                            agent=configured("path_agent", config, max_steps=rl_max_steps),
                            bandit=configured("prompt_bandit", config, feedback=bandit_feedback))
-    run_dir = out_dir or Path("runs") / "knowgpt" / f"{dataset}-{llm.replace(':', '_').replace('/', '_')}"
-    report = run_experiment(dataset, llm, run_dir, cfg, data, log=lambda m: console.print(m, markup=False))
+    run_dir = out_dir or Path("runs") / "knowgpt" / f"{name}-{llm.replace(':', '_').replace('/', '_')}"
+    report = run_experiment(inputs, llm, run_dir, cfg, data, log=lambda m: err_console.print(m, markup=False))
     write_json(report, json_out)
-    table = markdown_table({dataset: report})
+    table = markdown_table({name: report})
     console.print(table, markup=False)
     if json_out is not None:
         json_out.with_suffix(".md").write_text(table + "\n", encoding="utf-8")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -22,6 +23,7 @@ from kgwise.cli.common import (
     distinct_outputs,
     err_console,
     friendly_errors,
+    listed,
     writable,
     write_json,
 )
@@ -53,8 +55,9 @@ def route_init(
         min=1, help="Pace the budget over this many questions.")] = None,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the Thompson and tie-breaking draws.")] = 0,
     warm_start: Annotated[Path | None, typer.Option(
-        exists=True, dir_okay=False, help='Graded log to learn from first (JSONL: {"question": TEXT, '
-        '"rewards": {ARM: REWARD, …}} per line, e.g. a dev set run on every arm); nothing is spent.')
+        exists=True, dir_okay=False, help='Graded log to learn from first (JSONL: the graded log of '
+        '`eval route --log`, {"id", "text", "arms": {ARM: {answer, correct, cost}}}, or {"question": TEXT, '
+        '"rewards": {ARM: REWARD, …}} per line; e.g. a dev set run on every arm); nothing is spent.')
     ] = None,
     config: ConfigOption = None,
     force: Annotated[bool, typer.Option(
@@ -99,9 +102,16 @@ def route_init(
                         seed=seed, horizon=horizon)
     learnt = ""
     if warm_start is not None:
-        from kgwise.route.table import read_graded_log
+        from kgwise.files import read_jsonl
+        from kgwise.route.table import graded_rewards, read_graded_log
 
-        texts, rewards = read_graded_log(warm_start, router.names)
+        first = next(iter(read_jsonl(warm_start, "graded log")), (0, {}))[1]
+        if "arms" in first:  # the documented graded log (kgwise.datasets.user)
+            from kgwise.datasets.user import read_graded_log as read_log
+
+            texts, rewards = graded_rewards(read_log(warm_start), router.names, warm_start)
+        else:
+            texts, rewards = read_graded_log(warm_start, router.names)
         n = router.warm_start(encoder.encode(texts), rewards)
         learnt = f", warm-started from {n} outcomes on {len(texts)} questions"
     bounds = service_bounds(max_cost, max_tokens, router.names)
@@ -164,12 +174,14 @@ def route_select(
     cost: Annotated[list[float] | None, typer.Option(
         "--cost", help="Per arm, in the router's order, an upper bound on what answering would cost; "
         "repeat per arm (capped by the router's own bounds; default: those).")] = None,
+    json_out: JsonOption = None,
 ) -> None:
     """Pick the arm for one question (Coke, Eq. 2–14) and hold its cost bound until `kgwise route
     feedback` reports the outcome; prints the decision id to report it with."""
+    distinct_outputs({"--json": json_out}, {"ROUTER": router})
     with _service(router) as service:
         out = service.route(question, cost or None)
-    write_json(out, None)
+    write_json(out, json_out)
     if out["arm"] is None:
         raise typer.Exit(1)
 
@@ -188,13 +200,15 @@ def route_feedback(
     allow_overrun: Annotated[bool, typer.Option(
         "--allow-overrun", help="Record a cost above the decision's bound (the budget may then be "
         "exceeded) instead of refusing it.")] = False,
+    json_out: JsonOption = None,
 ) -> None:
     """Report a decision's outcome: the router learns from it and the cost is settled against the
     budget (a cost above the decision's bound is refused unless --allow-overrun)."""
+    distinct_outputs({"--json": json_out}, {"ROUTER": router})
     seen = _observed(observed or [])
     with _service(router, allow_overrun) as service:
         out = service.feedback(decision, reward, cost, seen)
-    write_json(out, None)
+    write_json(out, json_out)
 
 
 @route_app.command("cancel")
@@ -202,11 +216,13 @@ def route_feedback(
 def route_cancel(
     router: RouterArgument,
     decision: Annotated[str, typer.Argument(help="The decision id `kgwise route select` printed.")],
+    json_out: JsonOption = None,
 ) -> None:
     """Call off a decision whose arm will not be run: its cost bound returns to the budget."""
+    distinct_outputs({"--json": json_out}, {"ROUTER": router})
     with _service(router) as service:
         out = service.cancel(decision)
-    write_json(out, None)
+    write_json(out, json_out)
 
 
 @route_app.command("repair")
@@ -357,7 +373,7 @@ def eval_route(
         "coke", config, lam=lam, delta=delta, regret_prior=regret_prior, gamma_override=gamma))
     encoder = MiniLM()
     if log is not None:
-        table, coverage, free, free_arms = _log_table(log, log_arms or [])
+        table, coverage, free, free_arms = log_table(log, log_arms or [])
         gpt4 = False  # the GPT-4 subset is WebQSP's
     else:
         root = data_dir(data)
@@ -441,7 +457,7 @@ def _free_arms(table: Any) -> list[str]:
             if table.clusters[j] == "KGM" and not np.any(table.cost[:, j] > 0)]
 
 
-def _log_table(path: Path, specs: list[str]) -> tuple[Any, dict[str, Any], np.ndarray | None, list[str]]:
+def log_table(path: Path, specs: list[str]) -> tuple[Any, dict[str, Any], np.ndarray | None, list[str]]:
     """The outcome table of a graded log over the ``--arm`` specs, its coverage (questions some arm does
     not grade: counted and named), the free signals (:func:`~kgwise.route.table.free_signals`; ``None``
     when no arm has any) and the arms they come from."""
@@ -549,11 +565,12 @@ def bench_route_cmd(
     write_json(bench_route(arms, dim, steps, naive_steps), json_out)
 
 
-def _live_arms(specs: list[str], dataset: str, root: Path, scoring: ScoringRule
+def _live_arms(specs: list[str], open_kg: Callable[[], Any], root: Path | None, scoring: ScoringRule
                 ) -> tuple[list[Any], dict[str, int]]:
-    """Arms from specs: ``kgm:PATH`` (a saved KG model), ``NAME`` (a local LLM scoring the choices),
-    ``NAME+kg`` (the same LLM with KnowGPT knowledge injection: P_sub + triples format). LLM arms rank
-    the choices by ``scoring`` and are named ``SPEC/RULE``, so outcomes of another rule are not reused."""
+    """Arms from specs: ``kgm:PATH`` (a saved KG model; ``root``: the data directory its KG may need),
+    ``NAME`` (a local LLM scoring the choices), ``NAME+kg`` (the same LLM with KnowGPT knowledge injection
+    over the graph ``open_kg()`` returns: P_sub + triples format). LLM arms rank the choices by ``scoring``
+    and are named ``SPEC/RULE``, so outcomes of another rule are not reused."""
     from kgwise.eval.route.live import AnswerFnPredictor
     from kgwise.inject import InjectorConfig
     from kgwise.llm import get_llm
@@ -584,11 +601,10 @@ def _live_arms(specs: list[str], dataset: str, root: Path, scoring: ScoringRule
             continue
         if not injector_parts:
             from kgwise.extract.subgraph import SubgraphExtractor
-            from kgwise.kg.benchmarks import benchmark_kg
             from kgwise.kg.grounding import Grounder
             from kgwise.render.formats import make_format
 
-            kg = benchmark_kg(dataset, root)
+            kg = open_kg()
             injector_parts.update(
                 kg=kg,
                 grounder=Grounder(kg),
@@ -618,8 +634,18 @@ def eval_route_live(
             "--arm", help="An arm: kgm:PATH, an LLM short name, or NAME+kg (knowledge injection). Repeat."
         ),
     ],
-    dataset: Annotated[str, typer.Option(help="Multiple-choice data set (csqa, obqa, medqa).")] = "obqa",
-    split: Annotated[str, typer.Option(help="Split.")] = "test",
+    dataset: Annotated[str | None, typer.Option(
+        help="Multiple-choice data set (csqa, obqa, medqa; default obqa), or --questions FILE.",
+        show_default=False)] = None,
+    split: Annotated[str | None, typer.Option(help="Split of --dataset (default test).", show_default=False)
+                     ] = None,
+    questions_file: Annotated[Path | None, typer.Option(
+        "--questions", help="Your labelled multiple-choice questions (JSONL: id, text, choices, gold | "
+        "answer) instead of --dataset/--split; NAME+kg arms then need --kg.", exists=True, dir_okay=False)
+    ] = None,
+    kg: Annotated[Path | None, typer.Option(
+        "--kg", help="With --questions: the graph file NAME+kg arms inject knowledge from (a --dataset "
+        "brings its own KG).")] = None,
     limit: Annotated[int, typer.Option(min=0, help="First N questions (0 = all).")] = 100,
     budget_fraction: Annotated[float, typer.Option(
         help="Budget B as a fraction of the cost of always calling the most expensive arm (here: an LLM "
@@ -650,14 +676,52 @@ def eval_route_live(
     twice = sorted({a for a in arm if arm.count(a) > 1})
     if twice:
         raise ConfigError(f"--arm given twice: {', '.join(twice)} (arm names must be unique)")
-    root = data_dir(data)
-    questions = load(dataset, split, root)
+    root: Path | None
+    if questions_file is not None:
+        if dataset is not None or split is not None:
+            raise ConfigError("give --questions FILE or --dataset/--split, not both")
+        injected = [a for a in arm if a.endswith("+kg")]
+        if injected and kg is None:
+            raise ConfigError(f"--arm {injected[0]} injects KG knowledge: with --questions it needs --kg "
+                              "GRAPH (a --dataset brings its own KG)")
+        from kgwise.datasets.user import read_questions
+        from kgwise.files import file_stamp
+        from kgwise.kg.loaders import open_graph_file
+
+        distinct_outputs({"--json": json_out}, {"--questions": questions_file, "--kg": kg})
+        questions = read_questions(questions_file)
+        unusable = [q.ref for q in questions if not q.choices or q.gold_index is None]
+        if unusable:
+            raise ConfigError(f"{questions_file}: {len(unusable)} question(s) without choices or a gold "
+                              f"answer ({listed(unusable)}); the arms are graded on labelled multiple-choice "
+                              "questions")
+        root = data
+
+        def open_kg() -> Any:
+            return open_graph_file(kg) if kg is not None else None
+
+        stamp: dict[str, Any] = {"questions": file_stamp(questions_file),
+                                 "kg": file_stamp(kg) if kg is not None else None}
+        dataset, split = questions_file.stem, "file"
+    else:
+        if kg is not None:
+            raise ConfigError("--kg goes with --questions FILE (a --dataset brings its own KG)")
+        from kgwise.kg.benchmarks import benchmark_kg
+
+        dataset, split = dataset or "obqa", split or "test"
+        root = data_dir(data)
+        questions = load(dataset, split, root)
+        name, where = dataset, root
+
+        def open_kg() -> Any:
+            return benchmark_kg(name, where)
+
+        stamp = {"dataset": dataset, "split": split}
     if limit > 0:
         questions = questions[:limit]
-    arms, params = _live_arms(arm, dataset, root, scoring_rule(scoring))
+    arms, params = _live_arms(arm, open_kg, root, scoring_rule(scoring))
     outcomes = None if json_out is None else json_out.with_name(f"{json_out.stem}.outcomes.jsonl")
-    table, totals = collect_outcomes(arms, questions, outcomes, params,
-                                     fingerprint=short_hash({"dataset": dataset, "split": split}))
+    table, totals = collect_outcomes(arms, questions, outcomes, params, fingerprint=short_hash(stamp))
     X = np.asarray(MiniLM().encode(list(table.texts)), dtype=np.float64)
     cfg = ExperimentConfig(budget_fraction=budget_fraction, seeds=seeds,
                            coke=configured("coke", config, lam=lam))

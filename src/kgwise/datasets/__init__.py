@@ -1,8 +1,8 @@
 """Benchmark loaders: every data set as a list of ``kgwise.types.Question``.
 
 ``load(name, split, data)``: ``csqa`` (train/dev/test/ihtrain/ihdev/ihtest), ``obqa`` (train/dev/test),
-``medqa`` (test), ``webqsp`` (test), ``cwq`` (test). ``data`` is the shared data directory (default
-``$KGWISE_DATA``).
+``medqa`` (test), ``webqsp`` (test), ``cwq`` (test; or any ToG-format file of its folder named as the split,
+:func:`kgwise.datasets.kgqa.split_file`). ``data`` is the shared data directory (default ``$KGWISE_DATA``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def load(name: str, split: str, data: str | Path | None = None) -> list[Question
     if name not in _REGISTRY:
         raise ConfigError(f"unknown data set {name!r}; choose one of {', '.join(_REGISTRY)}")
     loader, splits = _REGISTRY[name]
-    if split not in splits:
+    if split not in splits and name not in kgqa.FOLDERS:  # a KGQA split may name a file of its folder
         raise ConfigError(f"unknown split {split!r} of {name}; choose one of {', '.join(splits)}")
     return loader(data_dir(data), split)
 

@@ -4,6 +4,11 @@
 ``gold`` holds the answer names (null names in the file are skipped; a question may so have none),
 ``topic_entities`` the names of the ``topic_entity`` {mid: name} map. Ids are ``QuestionId`` (WebQSP)
 and ``ID`` (CWQ).
+
+A split's file is found in the data set's folder (:func:`split_file`): the one
+``<prefix>_<split>*_tog_format.json`` there (the shared data hold WebQSP's 1,639 test questions and a
+200-question CWQ test sample), or the file the split names (``--split cwq_test_tog_format``), so a full CWQ
+test set dropped in beside the sample is read by naming it.
 """
 
 from __future__ import annotations
@@ -11,16 +16,35 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kgwise.datasets._io import dataset_file
-from kgwise.errors import DataError
+from kgwise.errors import ConfigError, DataError
 from kgwise.files import read_json
 from kgwise.types import Question
 
-__all__ = ["SPLITS", "load_cwq", "load_webqsp"]
+__all__ = ["FOLDERS", "SPLITS", "load_cwq", "load_webqsp", "split_file"]
 
 SPLITS = ("test",)
-_WEBQSP = "webqsp/WebQSP_test_1639_tog_format.json"
-_CWQ = "cwq/cwq_test_sample200_tog_format.json"
+FOLDERS: dict[str, tuple[str, str]] = {"webqsp": ("webqsp", "WebQSP"), "cwq": ("cwq", "cwq")}
+"""Data set → (its folder under the data directory, the prefix of its ToG-format files)."""
+
+
+def split_file(root: Path, dataset: str, split: str) -> Path:
+    """The ToG-format file of ``dataset``/``split``: ``<folder>/<split>`` or ``<folder>/<split>.json`` when
+    the split names a file, else the only ``<folder>/<prefix>_<split>*_tog_format.json``. ``ConfigError``
+    naming the candidates when several match; ``DataError`` naming the folder when none does."""
+    folder, prefix = FOLDERS[dataset]
+    where = root / folder
+    for named in (where / split, where / f"{split}.json"):
+        if named.is_file() and named.parent == where:
+            return named
+    found = sorted(where.glob(f"{prefix}_{split}*_tog_format.json"))
+    if len(found) > 1:
+        names = ", ".join(p.name for p in found)
+        raise ConfigError(f"{where} holds several {dataset} {split!r} files ({names}); name one as the "
+                          f"split, e.g. --split {found[0].stem}")
+    if not found:
+        raise DataError(f"no {dataset} file for split {split!r} ({prefix}_{split}*_tog_format.json, or a "
+                        "file the split names; is the data directory complete?)", where)
+    return found[0]
 
 
 def _line_index(path: Path, key: str) -> dict[str, int]:
@@ -86,10 +110,11 @@ def _read(path: Path, dataset: str, split: str, id_key: str, text_key: str) -> l
 
 
 def load_webqsp(root: Path, split: str) -> list[Question]:
-    """WebQSP test questions (ToG format)."""
-    return _read(dataset_file(root, _WEBQSP), "webqsp", split, "QuestionId", "RawQuestion")
+    """WebQSP questions of ``split`` (ToG format; :func:`split_file`)."""
+    return _read(split_file(root, "webqsp", split), "webqsp", split, "QuestionId", "RawQuestion")
 
 
 def load_cwq(root: Path, split: str) -> list[Question]:
-    """The 200-question CWQ test sample (ToG format)."""
-    return _read(dataset_file(root, _CWQ), "cwq", split, "ID", "question")
+    """CWQ questions of ``split`` (ToG format; :func:`split_file`: the shared data's 200-question test
+    sample, or the file the split names)."""
+    return _read(split_file(root, "cwq", split), "cwq", split, "ID", "question")

@@ -60,14 +60,17 @@ from kgwise.inject.bandit import ARMS, BanditConfig, PromptBandit
 from kgwise.inject.combination import PAPER_COMBINATIONS, PAPER_EXTRACTORS, Combination
 from kgwise.inject.injector import WITHOUT_KG, Injection, InjectorConfig, KnowledgeInjector
 from kgwise.kg.benchmarks import benchmark_kg
+from kgwise.kg.csr import CSRGraph
 from kgwise.kg.grounding import Grounder, GrounderConfig
 from kgwise.llm.base import SCORING_RULES, ChoiceScores, ScoringRule, scoring_rule
+from kgwise.progress import bar as progress_bar
+from kgwise.progress import duration, estimate_steps, interactive
 from kgwise.render.formats import FORMAT_NAMES, FormatConfig, make_format
 from kgwise.settings import command_default
 from kgwise.types import Question, Usage
 
-__all__ = ["DATASETS", "PROMPT_BANDIT", "RL_AGENT", "ExperimentConfig", "markdown_table",
-           "run_experiment", "split_questions"]
+__all__ = ["DATASETS", "PROMPT_BANDIT", "RL_AGENT", "ExperimentConfig", "KnowGPTData", "benchmark_data",
+           "markdown_table", "run_experiment", "split_questions", "user_data"]
 
 DATASETS = ("csqa", "obqa", "medqa")
 SCORING = (*SCORING_RULES, "auto")
@@ -124,6 +127,71 @@ def split_questions(
         half = len(qs) // 2
         return [qs[i] for i in order[:half]], {"test-half": [qs[i] for i in order[half:]]}
     raise ConfigError(f"unknown data set {dataset!r}; choose one of {', '.join(DATASETS)}")
+
+
+@dataclass(frozen=True)
+class KnowGPTData:
+    """What one evaluation runs on: its ``name`` (a benchmark's, or the questions file's), the ``kg``, the
+    ``train`` questions (P_RL and the prompt bandit) and the ``tests`` by split name, the grounder's
+    options, OBQA's open-book ``facts`` (or ``None``) and ``stamp``: what identifies the inputs in the run
+    directory's record (a benchmark's name, the files' stamps)."""
+
+    name: str
+    kg: CSRGraph
+    train: list[Question]
+    tests: dict[str, list[Question]]
+    grounder: GrounderConfig
+    facts: Sequence[str] | None = None
+    stamp: Any = None
+
+
+def benchmark_data(dataset: str, data: Path, seed: int = 0) -> KnowGPTData:
+    """The benchmark ``dataset``'s KG and questions (see the module docstring) under the data directory."""
+    if dataset not in DATASETS:
+        raise ConfigError(f"unknown data set {dataset!r}; choose one of {', '.join(DATASETS)}, or give your "
+                          "own: --questions FILE --kg GRAPH")
+    train, tests = split_questions(dataset, data, seed)
+    facts = None
+    if dataset == "obqa":
+        from kgwise.datasets import load_openbook_facts
+
+        facts = load_openbook_facts(data)
+    return KnowGPTData(dataset, benchmark_kg(dataset, data), train, tests,
+                       GrounderConfig(wordnet_dir=data / "wordnet" if dataset != "medqa" else None), facts,
+                       dataset)
+
+
+def user_data(kg: str | Path, questions: str | Path, train_questions: str | Path | None = None,
+              seed: int = 0) -> KnowGPTData:
+    """A user's graph file and multiple-choice questions files (:func:`kgwise.datasets.user.read_questions`):
+    ``train_questions`` train P_RL and the bandit and ``questions`` are tested; without a training file the
+    questions are split 50/50 by a seeded permutation (the first half trains), as MedQA is. ``ConfigError``
+    names a question without choices or (among the tested and bandit-trained ones) without a gold answer."""
+    from kgwise.datasets.user import read_questions
+    from kgwise.files import file_stamp
+    from kgwise.kg.loaders import open_graph_file
+
+    qs = read_questions(questions)
+    train = read_questions(train_questions) if train_questions is not None else None
+    for path, batch in ((questions, qs), (train_questions, train or [])):
+        bad = [q.ref for q in batch if not q.choices or q.gold_index is None]
+        if bad:
+            more = " …" if len(bad) > 5 else ""
+            raise ConfigError(f"{path}: {len(bad)} question(s) without choices or a gold answer "
+                              f"({', '.join(bad[:5])}{more}); KnowGPT's evaluation needs both")
+    if train is None:
+        if len(qs) < 2:
+            raise ConfigError(f"{questions}: at least two questions are needed to split into training and "
+                              "test halves (or give --train-questions FILE)")
+        order = np.random.default_rng(seed).permutation(len(qs))
+        half = len(qs) // 2
+        train, tests = [qs[i] for i in order[:half]], {"test-half": [qs[i] for i in order[half:]]}
+    else:
+        tests = {"test": qs}
+    name = Path(questions).stem
+    stamp = {"kg": file_stamp(kg), "questions": file_stamp(questions),
+             "train_questions": file_stamp(train_questions) if train_questions is not None else None}
+    return KnowGPTData(name, open_graph_file(kg), train, tests, GrounderConfig(), None, stamp)
 
 
 class FactRetriever:
@@ -198,35 +266,38 @@ def _row(q: Question, setting: str, inj: Injection, prior: ChoiceScores | None) 
 
 # ---------------------------------------------------------------------------------------------- runner
 def _progress(desc: str, total: int) -> Any:
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, dynamic_ncols=True)
+    return progress_bar(total=total, desc=desc, dynamic_ncols=True)
 
 
 def run_experiment(
-    dataset: str,
+    dataset: str | KnowGPTData,
     llm_spec: str,
     out_dir: Path,
     config: ExperimentConfig | None = None,
     data: Path | None = None,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Run (or resume) the KnowGPT evaluation of ``dataset`` with ``llm_spec``; returns the report."""
+    """Run (or resume) the KnowGPT evaluation of ``dataset`` (a benchmark's name, or
+    :class:`KnowGPTData`) with ``llm_spec``; returns the report. Before the LLM work it says how many
+    outcomes (KnowGPT answers) and LLM calls the run still needs and, from a measured warm-up, how long
+    they will take (through ``log``)."""
     import torch
 
     from kgwise.extract import SubgraphExtractor
     from kgwise.llm import get_llm
 
     cfg = config or ExperimentConfig()
-    root = data_dir(data)
-    fingerprint = _claim_run_dir(out_dir, dataset, llm_spec, cfg)
+    inputs = dataset if isinstance(dataset, KnowGPTData) else benchmark_data(dataset, data_dir(data),
+                                                                             cfg.split_seed)
+    name = inputs.name
+    fingerprint = _claim_run_dir(out_dir, inputs.stamp, llm_spec, cfg)
     torch.set_num_threads(1)
     t_start = time.perf_counter()
 
-    kg = benchmark_kg(dataset, root)
-    log(f"{dataset}: {kg!r}")
-    train_qs, tests = split_questions(dataset, root, cfg.split_seed)
-    grounder = Grounder(kg, GrounderConfig(wordnet_dir=root / "wordnet" if dataset != "medqa" else None))
+    kg = inputs.kg
+    log(f"{name}: {kg!r}")
+    train_qs, tests = inputs.train, inputs.tests
+    grounder = Grounder(kg, inputs.grounder)
     encoder = MiniLM()
     llm = get_llm(llm_spec, cache=True)
 
@@ -240,9 +311,25 @@ def run_experiment(
         log(f"loaded P_RL policy from {policy_path}")
     else:
         items = [(q, grounder.ground(q)) for q in train_qs[: cfg.rl_train_questions]]
+        log(f"P_RL training: {cfg.rl_iterations} gradient updates on {len(items)} questions, at most "
+            f"{duration(cfg.rl_time_limit_s)}")
+
+        started: list[float] = []
+
+        def said(it: int, tl: Any) -> None:  # what the rest will take, timed after the first updates (which
+            if it + 1 == 3:                  # also embed the node labels the walks first meet)
+                started.append(tl.seconds)
+            if it + 1 == 6 and started and cfg.rl_iterations > 6:  # (a resumed run may start later)
+                per = (tl.seconds - started[0]) / 3
+                rest = duration(per * (cfg.rl_iterations - 6))
+                log(f"P_RL training: 6 of {cfg.rl_iterations} gradient updates took {tl.seconds:.1f} s, "
+                    f"updates 4–6 {per:.2f} s each: about {rest} for the rest "
+                    f"(capped at {duration(cfg.rl_time_limit_s)} in all)")
+
         policy, tlog = train_path_policy(
             kg, items, agent_cfg, embeddings=emb, iterations=cfg.rl_iterations,
-            time_limit_s=cfg.rl_time_limit_s, checkpoint=out_dir / "path_policy.ckpt",
+            time_limit_s=cfg.rl_time_limit_s, checkpoint=out_dir / "path_policy.ckpt", on_iteration=said,
+            progress=interactive(),
         )
         r = tlog.reach_rate
         w = max(1, min(20, len(r) // 4))
@@ -252,17 +339,17 @@ def run_experiment(
         policy.save(policy_path, agent_cfg, rl_report)
     if kg.num_nodes <= cfg.pre_encode_max_nodes:
         # one-off: every node's embedding (cached on disk), so per-question latency is not encoder time
-        emb.get(np.arange(kg.num_nodes))
+        ids, size = np.arange(kg.num_nodes), 1024
+        chunks = [ids[i:i + size] for i in range(0, kg.num_nodes, size)]
+        est = estimate_steps(len(chunks), lambda i: emb.get(chunks[i]), min_items=1, max_items=2)
+        log(f"{name}: " + est.describe(f"chunks of {size} node labels to embed (once; kept on disk)"))
+        emb.get(ids)
         emb.save()
     agent = PathAgent(kg, policy, agent_cfg, embeddings=emb)
 
     fmt_cfg = FormatConfig()
     formats = {n: make_format(n, llm, fmt_cfg) for n in FORMAT_NAMES}
-    evidence = None
-    if dataset == "obqa":
-        from kgwise.datasets import load_openbook_facts
-
-        evidence = FactRetriever(load_openbook_facts(root), encoder, cfg.facts_k)
+    evidence = FactRetriever(inputs.facts, encoder, cfg.facts_k) if inputs.facts is not None else None
     rule: ScoringRule = "sum" if cfg.scoring == "auto" else scoring_rule(cfg.scoring)  # auto: chosen below
     injector = KnowledgeInjector(kg, grounder, {"P_sub": SubgraphExtractor(kg), "P_RL": agent}, formats, llm,
                                  encoder=encoder, config=InjectorConfig(rule), evidence=evidence)
@@ -282,12 +369,23 @@ def run_experiment(
         return row
 
     bandit_qs = [q for q in train_qs[: cfg.train_limit] if q.choices]
+    bandit_path = out_dir / "bandit.npz"
+    settings = [WITHOUT_KG, *([FACTS_ONLY] if evidence is not None else []), *ARMS]
+    test_qs = {split: [q for q in qs if q.choices][: cfg.limit] for split, qs in tests.items()}
+    needed = _needed(bandit_qs, test_qs, settings, cfg, retrain=not bandit_path.is_file())
+    todo = [(q, s) for q, s in needed if store.get(q.id, s) is None]
+    if todo:  # a measured warm-up (its outcomes are kept) says what the rest will take
+        calls: list[int] = []
+        def used(row: dict[str, Any]) -> int:  # requests to the LLM, those its response cache served too
+            return int(row["usage"].get("calls", 0)) + int(row["usage"].get("cached_calls", 0))
+
+        est = estimate_steps(len(todo), lambda i: calls.append(used(outcome(*todo[i]))))
+        log(f"{name}: " + est.describe("outcomes to measure (KnowGPT answers; up to 8 per test question)",
+                                       calls_per_item=sum(calls) / max(len(calls), 1)))
     scoring_report: dict[str, Any] = {"chosen": cfg.scoring}
     if cfg.scoring == "auto":
-        from tqdm import tqdm
-
         rows = [outcome(q, WITHOUT_KG)
-                for q in tqdm(bandit_qs, desc=f"{dataset} scoring rule (w/o KG on training questions)")]
+                for q in progress_bar(bandit_qs, desc=f"{name} scoring rule (w/o KG on training questions)")]
         acc = {r: _acc(rows, f"correct_{r}") for r in SCORING_RULES}
         rule = max((r for r in SCORING_RULES if np.isfinite(acc[r])), key=lambda r: acc[r])  # first of equals
         scoring_report = {"chosen": rule, "train_accuracy_without_kg": acc, "questions": len(rows)}
@@ -295,7 +393,6 @@ def run_experiment(
         log(f"scoring: {scoring_report}")
 
     # --- bandit: train on training questions (LLM correctness as reward), or load
-    bandit_path = out_dir / "bandit.npz"
     E = encoder.encode([q.text for q in bandit_qs])
 
     def reward(i: int, arm: str) -> float:
@@ -310,7 +407,7 @@ def run_experiment(
         if saved is not None:
             log(f"{bandit_path} was trained with {saved.scoring!r} scoring, not {rule!r}: training anew")
         bandit = PromptBandit(encoder.dim, ARMS, cfg.bandit)
-        bar = _progress(f"{dataset} bandit training ({cfg.bandit.feedback} feedback)",
+        bar = _progress(f"{name} bandit training ({cfg.bandit.feedback} feedback)",
                         len(bandit_qs) * bandit.config.epochs)
         hist = bandit.fit(E, reward, progress=lambda s, t: bar.update(1))
         bar.close()
@@ -327,11 +424,9 @@ def run_experiment(
         bandits["full_bandit_feedback"] = paper
 
     # --- test splits: every setting on every question (so rows compare on the same questions)
-    settings = [WITHOUT_KG, *([FACTS_ONLY] if evidence is not None else []), *ARMS]
     splits: dict[str, Any] = {}
-    for split, qs in tests.items():
-        qs = [q for q in qs if q.choices][: cfg.limit]
-        bar = _progress(f"{dataset}/{split}", len(qs))
+    for split, qs in test_qs.items():
+        bar = _progress(f"{name}/{split}", len(qs))
         for q in qs:
             for s in settings:
                 outcome(q, s)
@@ -347,7 +442,8 @@ def run_experiment(
     first = next(iter(splits.values()))
     usage = Usage.total([Usage.from_dict(r["usage"]) for r in store.rows()])
     report = {
-        "dataset": dataset,
+        "dataset": name,
+        "questions_file": None if isinstance(dataset, str) else inputs.stamp,
         "llm": llm_spec,
         "kg": {"name": kg.name, "nodes": kg.num_nodes, "edges": kg.num_edges},
         "config": asdict(cfg),
@@ -362,11 +458,31 @@ def run_experiment(
         "wall_s": round(time.perf_counter() - t_start, 1),
     }
     (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    (out_dir / "table.md").write_text(markdown_table({dataset: report}) + "\n", encoding="utf-8")
+    (out_dir / "table.md").write_text(markdown_table({name: report}) + "\n", encoding="utf-8")
     return report
 
 
-def _claim_run_dir(out_dir: Path, dataset: str, llm_spec: str, cfg: ExperimentConfig) -> str:
+def _needed(bandit_qs: Sequence[Question], tests: dict[str, list[Question]], settings: Sequence[str],
+            cfg: ExperimentConfig, retrain: bool) -> list[tuple[Question, str]]:
+    """Every (question, setting) outcome the run needs, in the order it measures them: w/o KG on the
+    bandit's questions (``scoring="auto"``), every combination on them (a bandit to train, full feedback;
+    with the paper's bandit feedback only the pulled ones, fewer), every setting on every test question."""
+    out: list[tuple[Question, str]] = []
+    if cfg.scoring == "auto":
+        out += [(q, WITHOUT_KG) for q in bandit_qs]
+    if retrain:
+        out += [(q, s) for q in bandit_qs for s in ARMS]
+    out += [(q, s) for qs in tests.values() for q in qs for s in settings]
+    seen: set[tuple[str, str]] = set()
+    unique = []
+    for q, s in out:
+        if (q.id, s) not in seen:
+            seen.add((q.id, s))
+            unique.append((q, s))
+    return unique
+
+
+def _claim_run_dir(out_dir: Path, dataset: Any, llm_spec: str, cfg: ExperimentConfig) -> str:
     """Record what ``out_dir`` holds (``run.json``: data set, LLM and every setting but the test ``limit``,
     which a rerun may raise) and refuse to resume a run of something else there: its saved outcomes,
     policy and bandit would be mixed into this one. Returns the fingerprint of those settings."""

@@ -25,22 +25,38 @@ class KGSpec:
     word senses ``wordnet_senses`` (``frequent``: a word's rare senses only put noise in a prompt, 'Go is a
     word for adam'; or ``all``) merged with ConceptNet choice-triple slices (``conceptnet_slices``),
     relations merged with ``merge_file`` (KagNet's 17 groups, or ``""`` to keep ConceptNet's own); or the
-    DDB medical graph (``ddb``, a directory, alone)."""
+    DDB medical graph (``ddb``, a directory, alone); or a user's graph file (``graph_file``, alone: any file
+    :func:`~kgwise.kg.loaders.open_graph_file` opens; an absolute path needs no data directory)."""
 
     wordnet: str = "wordnet"
     conceptnet_slices: tuple[str, ...] = ()
     merge_file: str = "conceptnet/merge_relation_kagnet.txt"
     wordnet_senses: str = "frequent"
     ddb: str = ""
+    graph_file: str = ""
 
     def __post_init__(self) -> None:
         if self.ddb and (self.wordnet or self.conceptnet_slices):
             raise ConfigError("KGSpec: the DDB graph stands alone; give ddb or wordnet/conceptnet_slices")
-        if not self.ddb and not self.wordnet and not self.conceptnet_slices:
-            raise ConfigError("KGSpec names no graph: give wordnet and/or conceptnet_slices, or ddb")
+        if self.graph_file and (self.ddb or self.wordnet or self.conceptnet_slices):
+            raise ConfigError("KGSpec: a graph file stands alone; give graph_file or a benchmark's sources")
+        if not self.ddb and not self.wordnet and not self.conceptnet_slices and not self.graph_file:
+            raise ConfigError("KGSpec names no graph: give wordnet and/or conceptnet_slices, ddb or "
+                              "graph_file")
         if self.wordnet_senses not in SENSES:
             raise ConfigError(f"KGSpec: wordnet_senses must be one of {', '.join(SENSES)}, "
                               f"got {self.wordnet_senses!r}")
+
+    @classmethod
+    def of_file(cls, path: str | Path) -> KGSpec:
+        """The spec of the user's graph file ``path`` (kept as an absolute path)."""
+        return cls(wordnet="", merge_file="", graph_file=str(Path(path).resolve()))
+
+    @property
+    def needs_data(self) -> bool:
+        """Whether the graph's sources lie under the data directory (a benchmark's KG, or a relative
+        graph file)."""
+        return not self.graph_file or not Path(self.graph_file).is_absolute()
 
     def key(self) -> str:
         """A short stable hash of the spec (names cache files)."""
@@ -48,12 +64,18 @@ class KGSpec:
 
     def sources(self, root: Path) -> list[Path]:
         """The data files and directories the graph is built from, under the data directory ``root``."""
+        if self.graph_file:
+            return [root / self.graph_file]
         if self.ddb:
             return [root / self.ddb]
         return [root / p for p in (self.wordnet, *self.conceptnet_slices, self.merge_file) if p]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields as a dict (``graph_file`` only when set, so a benchmark's key stays what it was)."""
+        out = asdict(self)
+        if not self.graph_file:
+            del out["graph_file"]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> KGSpec:
@@ -65,6 +87,7 @@ class KGSpec:
             merge_file=str(data.get("merge_file", "")),
             wordnet_senses=str(data.get("wordnet_senses", "all")),
             ddb=str(data.get("ddb", "")),
+            graph_file=str(data.get("graph_file", "")),
         )
 
 
@@ -83,8 +106,18 @@ DATASET_KGS: dict[str, KGSpec] = {
 
 
 def build_kg(spec: KGSpec, data: str | Path | None = None, use_cache: bool = True) -> CSRGraph:
-    """Load (or reopen from the cache) the graph ``spec`` describes, under the data directory ``data``."""
-    root = data_dir(data)
+    """Load (or reopen from the cache) the graph ``spec`` describes, under the data directory ``data`` (not
+    needed for an absolute ``graph_file``)."""
+    root = data_dir(data) if spec.needs_data else Path("/")
+    if spec.graph_file:
+        from kgwise.kg.loaders import open_graph_file
+
+        path = root / spec.graph_file
+        if not path.exists():
+            raise ConfigError(f"{path}: the KG's graph file does not exist")
+        if path.suffix == ".npz":
+            return open_graph_file(path)
+        return cached_graph(f"kg/file-{spec.key()}", [path], lambda: open_graph_file(path), use_cache)
     merge = root / spec.merge_file if spec.merge_file else None
     slices = [root / p for p in spec.conceptnet_slices]
 

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from tqdm import tqdm
 
 from kgwise.embed import Encoder
 from kgwise.errors import DataError
@@ -24,6 +23,7 @@ from kgwise.files import savez_atomic
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.kg.grounding import Grounder, GrounderConfig
 from kgwise.kgm.features import FeatureConfig, NodeTable, QuestionGraph, graph_from_subgraph
+from kgwise.progress import bar as progress_bar
 from kgwise.types import Question
 
 __all__ = ["FeatureCache", "GraphBuilder", "load_graphs", "pack_graphs", "unpack_graphs"]
@@ -151,7 +151,7 @@ class FeatureCache:
         if self.complete:
             return
         chunks = range(0, len(questions), self.chunk_size)
-        bar = tqdm(total=len(questions), desc=desc or f"features {self.directory.name}", unit="q")
+        bar = progress_bar(total=len(questions), desc=desc or f"features {self.directory.name}", unit="q")
         for k, start in enumerate(chunks):
             part = self.directory / f"part-{k:05d}.npz"
             chunk = questions[start : start + self.chunk_size]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +26,10 @@ from kgwise.kgm.features import FeatureConfig, NodeTable, QuestionGraph
 from kgwise.kgm.io import load_model, save_model
 from kgwise.kgm.model import ModelConfig, build_model
 from kgwise.kgm.train import TrainConfig, predict_proba, train_model
+from kgwise.progress import Estimate, estimate_steps
+from kgwise.types import Question
 
-__all__ = ["SPLITS", "Features", "evaluate_file", "train_file"]
+__all__ = ["SPLITS", "Features", "OwnData", "evaluate_file", "train_file"]
 
 SPLITS: dict[str, tuple[str, str]] = {"csqa": ("ihtrain", "ihdev"), "obqa": ("train", "dev")}
 """(train split, early-stopping dev split) per dataset."""
@@ -37,8 +39,20 @@ DEFAULT_FEATURE = FeatureConfig(max_nodes=100)
 """100 nodes per question subgraph (QA-GNN uses 200; halved to train on two CPU cores)."""
 
 
+@dataclass(frozen=True)
+class OwnData:
+    """A user's labelled multiple-choice questions by split name (``train`` and ``dev`` to train; any to
+    evaluate) over their graph file ``kg`` (``None``: the saved model's KG, to evaluate); ``name`` names
+    them in reports and cache directories."""
+
+    name: str
+    splits: Mapping[str, Sequence[Question]]
+    kg: Path | None = None
+
+
 class Features:
-    """Builds and opens cached features for one dataset on its KG (the KG and builder load lazily)."""
+    """Builds and opens cached features for one dataset on its KG (the KG and builder load lazily);
+    ``questions``: the questions of each split when they are not a benchmark's (a user's files)."""
 
     def __init__(
         self,
@@ -48,14 +62,18 @@ class Features:
         feature: FeatureConfig = DEFAULT_FEATURE,
         root: Path | None = None,
         log: Callable[[str], None] = print,
+        questions: Mapping[str, Sequence[Question]] | None = None,
     ) -> None:
         if dataset not in DATASET_KGS and kg_spec is None:
             raise ConfigError(
-                f"no KG model setup for dataset {dataset!r}; choose one of {sorted(DATASET_KGS)}"
+                f"no KG model setup for dataset {dataset!r}; choose one of {sorted(DATASET_KGS)}, or give "
+                "your questions with --questions FILE and their graph with --kg GRAPH"
             )
         self.dataset = dataset
-        self.data = data_dir(data)
         self.spec = kg_spec or DATASET_KGS[dataset]
+        self.questions = questions
+        needs_data = self.spec.needs_data or questions is None
+        self.data = data_dir(data) if needs_data else Path(data) if data is not None else Path.cwd()
         self.feature = feature
         self.subgraph = SubgraphConfig(max_nodes=feature.max_nodes)
         self.root = root or cache_dir() / "kgm" / "features"
@@ -79,15 +97,32 @@ class Features:
         return self._builder
 
     def split(self, split: str, limit: int | None = None) -> tuple[list[QuestionGraph], NodeTable]:
-        """The split's graphs and node table, building the cache first where needed."""
-        questions = load(self.dataset, split, self.data)
+        """The split's graphs and node table, building the cache first where needed (saying first, from a
+        measured warm-up, how long that will take)."""
+        if self.questions is not None:
+            questions = list(self.questions[split])
+        else:
+            questions = load(self.dataset, split, self.data)
         if limit is not None:
             questions = questions[:limit]
         graph = short_hash([self.spec.key(), graph_key(self.spec.sources(self.data))])  # a rebuilt KG: anew
         meta = cache_meta(self.dataset, split, graph, len(questions), self.feature, self.subgraph)
         name = f"{self.dataset}-{split}-{graph}-n{self.feature.max_nodes}-q{len(questions)}"
+        if self.questions is not None:  # a user's file may change under the same name and count
+            digest = short_hash([[q.id, q.text, q.choice_texts, list(q.gold)] for q in questions])
+            meta["questions_digest"] = digest
+            name += f"-{digest}"
         cache = FeatureCache(self.root / name, meta)
         if not cache.complete:
+            if not any(cache.directory.glob("part-*.npz")) and len(questions) > 1:
+                self.builder.build(questions[0])  # loads the encoder: not part of the timed warm-up
+                rest, built = questions[1:], []
+                est = estimate_steps(len(rest), lambda i: built.append(self.builder.build(rest[i])))
+                t = time.perf_counter()  # the node table embeds the labels of every node the graphs hold
+                self.builder.node_table(built)
+                est = Estimate(len(questions), est.warmup_items, est.warmup_s + time.perf_counter() - t)
+                self.log(f"features {self.dataset}/{split}: " + est.describe(
+                    "questions to ground, extract (P_sub) and embed, with their nodes' labels"))
             t = time.perf_counter()
             cache.build(questions, self.builder, desc=f"{self.dataset}/{split}")
             self.log(
@@ -101,7 +136,7 @@ class Features:
 
 
 def train_file(
-    dataset: str,
+    dataset: str | OwnData,
     out: Path,
     kind: str = "graph",
     data: str | Path | None = None,
@@ -110,12 +145,22 @@ def train_file(
     limit: int | None = None,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Train a ``kind`` model (``graph`` or ``text``) on the dataset's train split with early stopping on
-    its dev split; save it to ``out``; return a report."""
-    if dataset not in SPLITS:
-        raise ConfigError(f"KG model training is set up for {sorted(SPLITS)}, not {dataset!r}")
-    feats = Features(dataset, data, log=log)
-    train_split, dev_split = SPLITS[dataset]
+    """Train a ``kind`` model (``graph`` or ``text``) on the dataset's train split (or a user's ``train``
+    questions, :class:`OwnData` with their ``kg``) with early stopping on its dev split; save it to
+    ``out``; return a report."""
+    if isinstance(dataset, OwnData):
+        if dataset.kg is None or set(dataset.splits) != {"train", "dev"}:
+            raise ConfigError("training on your own questions needs a graph file and train and dev questions")
+        feats = Features(dataset.name, data, KGSpec.of_file(dataset.kg), log=log, questions=dataset.splits)
+        train_split, dev_split = "train", "dev"
+        name = dataset.name
+    else:
+        if dataset not in SPLITS:
+            raise ConfigError(f"KG model training is set up for {sorted(SPLITS)}, not {dataset!r}; or give "
+                              "your questions with --questions FILE and their graph with --kg GRAPH")
+        feats = Features(dataset, data, log=log)
+        train_split, dev_split = SPLITS[dataset]
+        name = dataset
     train = feats.split(train_split, limit)
     dev = feats.split(dev_split, limit)
     relations = feats.relations()
@@ -126,7 +171,7 @@ def train_file(
     train_config = train_config or TrainConfig()
     result = train_model(model, (train[0], table), (dev[0], dev_table), train_config, log=log)
     report = {
-        "dataset": dataset,
+        "dataset": name,
         "kind": kind,
         "train_split": train_split,
         "dev_split": dev_split,
@@ -142,7 +187,7 @@ def train_file(
         out,
         model,
         {
-            "dataset": dataset,
+            "dataset": name,
             "kg": feats.spec.to_dict(),
             "kg_relations": relations,
             "feature": asdict(feats.feature),
@@ -158,7 +203,7 @@ def train_file(
 
 def evaluate_file(
     model_path: Path,
-    dataset: str,
+    dataset: str | OwnData,
     splits: Sequence[str],
     data: str | Path | None = None,
     limit: int | None = None,
@@ -172,14 +217,19 @@ def evaluate_file(
     """
     model, cfg = load_model(model_path)
     spec = KGSpec.from_dict(cfg["kg"])
-    feats = Features(dataset, data, kg_spec=spec, feature=FeatureConfig(**cfg["feature"]), log=log)
+    own = dataset if isinstance(dataset, OwnData) else None
+    name = dataset.name if isinstance(dataset, OwnData) else dataset
+    if own is not None:
+        splits = list(own.splits)
+    feats = Features(name, data, kg_spec=spec, feature=FeatureConfig(**cfg["feature"]), log=log,
+                     questions=own.splits if own is not None else None)
     if cfg["model"]["kind"] == "graph" and feats.relations() != cfg["kg_relations"]:
         raise ConfigError(f"{model_path}: the KG's relations differ from those the model was trained on")
-    report: dict[str, Any] = {"model": str(model_path), "kind": cfg["model"]["kind"], "dataset": dataset}
+    report: dict[str, Any] = {"model": str(model_path), "kind": cfg["model"]["kind"], "dataset": name}
     trained_on = cfg.get("dataset")
-    if trained_on is not None and trained_on != dataset:
+    if trained_on is not None and trained_on != name and own is None:
         report["trained_on"] = trained_on
-        log(f"warning: {model_path} was trained on {trained_on}, not {dataset}: its choices and graph "
+        log(f"warning: {model_path} was trained on {trained_on}, not {name}: its choices and graph "
             "features may not carry over")
     for split in splits:
         graphs, table = feats.split(split, limit)
@@ -194,7 +244,7 @@ def evaluate_file(
             "questions": len(graphs),
             "seconds": round(time.perf_counter() - t, 2),
         }
-        log(f"{dataset}/{split}: accuracy {acc:.4f} on {len(graphs)} questions")
+        log(f"{name}/{split}: accuracy {acc:.4f} on {len(graphs)} questions")
     return report
 
 

@@ -48,7 +48,7 @@ class KGMPredictor:
     ) -> KGMPredictor:
         model, cfg = load_model(path)
         spec = KGSpec.from_dict(cfg["kg"])
-        root = data_dir(data)
+        root = data_dir(data) if spec.needs_data else Path("/")
         graph = kg if kg is not None else build_kg(spec, root)
         if model.config.kind == "graph" and list(graph.relations) != list(cfg["kg_relations"]):
             raise ConfigError(f"{path}: the KG's relations differ from those the model was trained on")

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 import torch
-from tqdm import tqdm
 
 from kgwise.errors import ConfigError
 from kgwise.kgm.config import TrainConfig
 from kgwise.kgm.features import NodeTable, QuestionGraph, collate
 from kgwise.kgm.model import GraphQA, TextQA
+from kgwise.progress import Estimate, duration
+from kgwise.progress import bar as progress_bar
 
 __all__ = ["TrainConfig", "TrainResult", "evaluate", "predict_proba", "set_seed", "train_model"]
 
@@ -79,7 +80,9 @@ def train_model(
     log: Callable[[str], None] = print,
     progress: bool = True,
 ) -> TrainResult:
-    """Fit ``model`` on ``train``; keep the weights of the best epoch on ``dev`` (loaded back at the end)."""
+    """Fit ``model`` on ``train``; keep the weights of the best epoch on ``dev`` (loaded back at the end).
+    After the first few batches it says (``log``) how many training steps there are at most and, from
+    their measured time, how long they will take (early stopping and ``max_minutes`` may end sooner)."""
     set_seed(config.seed, config.threads)
     graphs, table = train
     labelled = [g for g in graphs if g.label >= 0]
@@ -93,12 +96,14 @@ def train_model(
     best_acc, best_epoch, best_state = -1.0, 0, copy.deepcopy(model.state_dict())
     history: list[dict[str, float]] = []
     stopped = "epochs"
+    per_epoch = -(-len(labelled) // config.batch_size)
+    total_steps, warmup = config.epochs * per_epoch, min(3, per_epoch)
     for epoch in range(1, config.epochs + 1):
         model.train()
         order = rng.permutation(len(labelled))
         total, seen = 0.0, 0
         steps = range(0, len(order), config.batch_size)
-        bar = tqdm(steps, desc=f"epoch {epoch}", unit="batch", disable=not progress, leave=False)
+        bar = progress_bar(steps, desc=f"epoch {epoch}", unit="batch", disable=not progress, leave=False)
         timed_out = False
         for s in bar:
             chunk = [labelled[i] for i in order[s : s + config.batch_size]]
@@ -111,6 +116,11 @@ def train_model(
             total += float(loss.detach()) * len(chunk)
             seen += len(chunk)
             bar.set_postfix(loss=f"{total / seen:.4f}")
+            if epoch == 1 and s // config.batch_size + 1 == warmup:
+                est = Estimate(total_steps, warmup, time.perf_counter() - start)
+                log(f"training: {config.epochs} epochs × {per_epoch} batches at most, "
+                    + est.describe("steps") + f" (capped at {duration(config.max_minutes * 60)}; early "
+                    "stopping may end sooner; each epoch also scores the dev questions)")
             if time.perf_counter() - start > config.max_minutes * 60:
                 timed_out = True
                 break

@@ -3,7 +3,9 @@ real model behaviour without paying again.
 
 Records are any objects with the :class:`Recorded` fields; named recordings (``replay:NAME``) are
 :class:`ReplaySource` values registered with :func:`register_source` by whoever reads them (the
-benchmark recordings of the shared data register in :mod:`kgwise.eval.recorded`). A call is matched to a
+benchmark recordings of the shared data register in :mod:`kgwise.eval.recorded`); ``replay:NAME@FILE``
+reads the user's own FILE in that source's format instead of the shared data's file (another benchmark's
+AoG or GPT-family output, say). A call is matched to a
 record by question id (``answer``) or by the normalised question text found in the prompt (``generate``);
 a miss raises ``ReplayMissError``. ``Usage`` is the recorded one (tokens, LLM calls), priced with the
 price table.
@@ -47,12 +49,15 @@ class Recorded(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ReplaySource:
-    """A named recording: ``load(data_dir)`` reads its records; ``price_model`` prices their tokens."""
+    """A named recording: ``load(data_dir)`` reads its records; ``price_model`` prices their tokens;
+    ``load_file(path)``, when given, reads one file of the same format that the user points at
+    (``replay:NAME@FILE``)."""
 
     name: str
     description: str
     load: Callable[[Path], Sequence[Recorded]]
     price_model: str | None = None
+    load_file: Callable[[Path], Sequence[Recorded]] | None = None
 
 
 SOURCES: dict[str, ReplaySource] = {}
@@ -91,13 +96,23 @@ class Replay:
 
     @classmethod
     def from_spec(cls, spec: str, data: str | Path | None = None) -> Replay:
-        """``NAME`` of a registered :class:`ReplaySource`, read from the data directory ``data``."""
-        name = spec.strip()
+        """``NAME`` of a registered :class:`ReplaySource`, read from the data directory ``data``; or
+        ``NAME@FILE``: the user's FILE in that source's format."""
+        name, at, file = spec.strip().partition("@")
         if name not in SOURCES:
             known = ", ".join(SOURCES) or "none (import kgwise.eval.recorded for the benchmark recordings)"
             raise ConfigError(f"unknown replay source {name!r}; registered: {known}")
         source = SOURCES[name]
-        return cls(source.load(data_dir(data)), f"replay:{name}", price_model=source.price_model)
+        if not at:
+            return cls(source.load(data_dir(data)), f"replay:{name}", price_model=source.price_model)
+        if source.load_file is None:
+            can = ", ".join(n for n, s in SOURCES.items() if s.load_file is not None) or "none"
+            raise ConfigError(f"replay source {name!r} reads the shared data's files only; NAME@FILE works "
+                              f"for {can}")
+        path = Path(file)
+        if not path.is_file():
+            raise ConfigError(f"replay:{spec}: {path} is not a file")
+        return cls(source.load_file(path), f"replay:{name}@{path.name}", price_model=source.price_model)
 
     def __len__(self) -> int:
         return len(self.records)

@@ -147,6 +147,29 @@ def read_graded_log(path: Path, arms: Sequence[str]) -> tuple[list[str], npt.NDA
     return texts, np.array(rows, dtype=np.float64)
 
 
+def graded_rewards(log: GradedLog, arms: Sequence[str], path: Path | None = None
+                   ) -> tuple[list[str], npt.NDArray[np.float64]]:
+    """:func:`read_graded_log`'s texts and reward matrix from a graded log of the documented format
+    (:mod:`kgwise.datasets.user`): reward 1 where an arm was correct, 0 where not, NaN where the log does
+    not grade it; ``DataError`` names a question without text (the router embeds it) or an unknown arm."""
+    index = {name: j for j, name in enumerate(arms)}
+    texts: list[str] = []
+    rows: list[list[float]] = []
+    for q in log.questions:
+        if not q.text.strip():
+            raise DataError(f"question {q.id!r} has no text: warm-starting a router needs the question's "
+                            "text", path)
+        row = [math.nan] * len(arms)
+        for name, outcome in q.arms.items():
+            if name not in index:
+                raise DataError(f"question {q.id!r}: unknown arm {name!r}; the router's arms: "
+                                f"{', '.join(arms)}", path)
+            row[index[name]] = float(outcome.correct)
+        texts.append(q.text)
+        rows.append(row)
+    return texts, np.array(rows, dtype=np.float64)
+
+
 def graded_coverage(log: GradedLog, arms: Sequence[str]) -> dict[str, object]:
     """How many of a log's questions every arm graded, and which were left out (counted and named)."""
     left = [q.id for q in log.questions if not all(a in q.arms for a in arms)]

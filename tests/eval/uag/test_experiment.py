@@ -148,9 +148,12 @@ def test_bench_conformal_reports_both_timings(tmp_path: Path) -> None:
     from kgwise.cli.main import app
 
     out = tmp_path / "bench.json"
-    res = CliRunner().invoke(app, ["bench", "conformal", "--synthetic", "--questions", "60", "--steps",
+    res = CliRunner().invoke(app, ["bench", "conformal", "--synthetic", "--n-questions", "60", "--steps",
                                    "0.25,0.25,0.25", "--baseline-sample", "5", "--json", str(out)])
     assert res.exit_code == 0, res.output
+    # --questions is the questions file: a count there is named as such
+    old = CliRunner().invoke(app, ["bench", "conformal", "--synthetic", "--questions", "60"])
+    assert old.exit_code == 2 and "--n-questions" in " ".join(old.output.split())
     rep = json.loads(out.read_text())
     assert rep["calibration_questions"] == 60 and rep["lambdas"] == 2 * 64  # absolute + relative Eq. 6
     assert rep["vectorised_calibrate_s"] > 0 and rep["per_lambda_loop_s_estimated"] > 0

@@ -253,10 +253,10 @@ def run_pipeline_benchmark(graph: CSRGraph, questions: Sequence[Question], encod
     pipe._grounder = _TimedGrounder(pipe._grounder, ground_clock)
     log, sync = pipe.state._log, pipe.state.sync
 
-    def timed_log(event: dict[str, Any]) -> None:
+    def timed_log(event: dict[str, Any], encoded: tuple[str, str] | None = None) -> None:
         t = time.perf_counter()
         try:
-            log(event)
+            log(event, encoded)
         finally:
             record_clock.seconds += time.perf_counter() - t
 

@@ -30,9 +30,19 @@ def _gnn_rag(variant: str | None, root: Path) -> list[Outcome]:
     return out
 
 
-def _gpt(name: str, root: Path) -> list[Outcome]:
+def _gnn_rag_file(path: Path) -> list[Outcome]:
+    """A user's GNN-RAG ``detailed_eval_result.jsonl`` (no prompts: input tokens unknown, 0)."""
+    return [replace(o, calls=1, tokens_estimated=True) for o in gnn_rag.read_detailed_eval(path)]
+
+
+def _gpt_file(path: Path) -> list[Outcome]:
+    """A GPT-family answers file (``idx<TAB>question<TAB>answer``), tokens estimated from the texts."""
     return [Outcome("", r.question, False, r.answer, est(r.question), est(r.answer), 1, True)
-            for r in gpt_family.read_answers(root / gpt_family.GPT_FILES[name])]
+            for r in gpt_family.read_answers(path)]
+
+
+def _gpt(name: str, root: Path) -> list[Outcome]:
+    return _gpt_file(root / gpt_family.GPT_FILES[name])
 
 
 def _aog(root: Path) -> list[Outcome]:
@@ -50,14 +60,16 @@ _GPT = {
 }
 
 WEBQSP_SOURCES: tuple[ReplaySource, ...] = (
-    ReplaySource("aog-qwen3-max", "AoG agent with Qwen3-max on WebQSP test", _aog, "qwen3-max"),
+    ReplaySource("aog-qwen3-max", "AoG agent with Qwen3-max on WebQSP test", _aog, "qwen3-max",
+                 aog.read_aog),
     ReplaySource("rog-rearev-sbert", "RoG (LLaMA2-7B) with ReaRev+SBERT retrieval (GNN-RAG) on WebQSP test",
-                 partial(_gnn_rag, "rearev-sbert"), "llama-2-7b"),
+                 partial(_gnn_rag, "rearev-sbert"), "llama-2-7b", _gnn_rag_file),
     ReplaySource("rog-rearev-lmsr", "RoG (LLaMA2-7B) with ReaRev+LMSR retrieval (GNN-RAG) on WebQSP test",
-                 partial(_gnn_rag, "rearev-lmsr"), "llama-2-7b"),
+                 partial(_gnn_rag, "rearev-lmsr"), "llama-2-7b", _gnn_rag_file),
     ReplaySource("llama2-chat", "plain llama2-chat-7B (no KG) on WebQSP test", partial(_gnn_rag, None),
-                 "llama-2-7b"),
-    *(ReplaySource(name, desc, partial(_gpt, name), price) for name, (desc, price) in _GPT.items()),
+                 "llama-2-7b", _gnn_rag_file),
+    *(ReplaySource(name, desc, partial(_gpt, name), price, _gpt_file)
+      for name, (desc, price) in _GPT.items()),
 )
 
 for _source in WEBQSP_SOURCES:
