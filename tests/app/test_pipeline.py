@@ -442,3 +442,31 @@ def test_a_state_from_before_contexts_reads_as_question_and_a_mismatch_is_named(
     state.write_text(json.dumps(body))
     with pytest.raises(DataError, match=r"expects 8-d contexts, and its context \(question\+free\) is 12-d"):
         make(tmp_path)
+
+
+def test_snapshots_written_in_the_background_lose_nothing_at_a_kill(tmp_path: Path) -> None:
+    """Every few events the journal is set aside and the snapshot written by a background thread; a kill
+    at any point leaves a snapshot and segments that replay to the same state as a clean run."""
+    ids = _run_and_kill(tmp_path / "a", "\n".join([
+        "pipe.state.snapshot_every = 3",
+        "rs = [pipe.answer(*question(i % 4)) for i in range(7)]",
+        "[pipe.feedback(r.decision, correct=True) for r in rs[:3]]",
+        "pipe.state._snapshotter.join()",  # a snapshot was written and its segments removed
+        "assert (pipe.state.root / 'state.json').exists()",
+        "rs.append(pipe.answer(*question(1)))",
+        "print(json.dumps([r.decision for r in rs]), flush=True)"]))
+    root = tmp_path / "a" / "state"
+    assert all(int(p.name.rsplit(".", 1)[1]) > 0 for p in root.glob("journal.jsonl.*"))
+    with make(tmp_path / "a") as after:
+        assert list(after.state.pending) == ids[3:]
+        s = after.status()
+        assert s.questions == 8 and sum(a.pulls for a in s.arms) == 8
+        replayed = after.state.router.state_dict()
+    (tmp_path / "b").mkdir()
+    with make(tmp_path / "b") as ref:
+        rs = [ref.answer(*question(i % 4)) for i in range(7)]
+        for r in rs[:3]:
+            ref.feedback(r.decision, correct=True)
+        ref.answer(*question(1))
+        assert ref.state.router.state_dict() == replayed
+    assert not list(root.glob("journal.jsonl.*"))  # the clean close wrote the snapshot and removed them

@@ -16,10 +16,13 @@ Files:
   before it acknowledges an answer or a feedback: one fsync covers the events of every request written
   before it (a group commit), and a ``select`` lost at a kill is one that would be called off anyway.
   Opening the directory replays the events after the snapshot through the same methods that made them,
-  so a kill loses no acknowledged answer or feedback; a snapshot is taken every ``snapshot_every``
-  events and on :meth:`StateDir.close`. A decision whose arm was running at the kill (selected, never
-  answered) is called off on replay (``recovered``). Embeddings are stored as base64 float64 (exact, and
-  fast to write); lists of numbers, as older files hold them, are read too;
+  so a kill loses no acknowledged answer or feedback. Every ``snapshot_every`` events the state is copied
+  and the journal set aside as ``journal.jsonl.SEQ`` (fsync'ed), both under the caller's lock (a few ms);
+  a background thread then writes the snapshot and removes the segments it holds, so requests never wait
+  for a large snapshot to be written (a kill before it is done leaves the segment, which replay reads
+  first). :meth:`StateDir.close` snapshots in the foreground. A decision whose arm was running at the
+  kill (selected, never answered) is called off on replay (``recovered``). Embeddings are stored as
+  base64 float64 (exact, and fast to write); lists of numbers, as older files hold them, are read too;
 * ``calibration.json`` — per arm the Mondrian calibration scores written by :func:`kgwise.app.fit.fit`;
 * ``lock`` — an OS lock (``filelock``) held while a :class:`StateDir` is open; a second process gets a
   ``ConfigError`` instead of overwriting the first one's learning and spending.
@@ -172,6 +175,9 @@ class StateDir:
         self.recovered: list[str] = []
         root.mkdir(parents=True, exist_ok=True)
         self._lock = FileLock(str(root / "lock"))
+        self._snapshot_lock = threading.Lock()
+        self._snapshotter: threading.Thread | None = None
+        self._snapshot_error: BaseException | None = None
         try:
             self._lock.acquire(timeout=0)
         except Timeout:
@@ -232,7 +238,12 @@ class StateDir:
         self._written = self.seq
         self._since_snapshot += 1
         if self._since_snapshot >= self.snapshot_every:
-            self.save()
+            job = self._rotate()
+            if self._snapshotter is not None:
+                self._snapshotter.join()  # one at a time, in order
+            self._snapshotter = threading.Thread(target=self._write_snapshot, args=job, daemon=True,
+                                                 name="kgwise-snapshot")
+            self._snapshotter.start()
 
     def select(self, decision: str, x: list[float], costs: dict[str, float]) -> str | None:
         """The router's arm for a question (its bound held under ``decision``), journaled."""
@@ -298,20 +309,31 @@ class StateDir:
         self._log({"op": "feedback", "decision": decision, "reward": reward, "observed": observed,
                    "covered": covered})
 
+    def _segments(self) -> list[tuple[int, Path]]:
+        """Journal segments set aside for a snapshot (``journal.jsonl.SEQ``: events up to SEQ), oldest
+        first."""
+        found = []
+        for path in self.root.glob(JOURNAL_FILE + ".*"):
+            suffix = path.name[len(JOURNAL_FILE) + 1:]
+            if suffix.isdigit():
+                found.append((int(suffix), path))
+        return sorted(found)
+
     def _replay(self) -> None:
-        """Apply the journal's events after the snapshot; call off decisions left running at a kill."""
-        path = self.journal_file
+        """Apply the journal's events (segments first) after the snapshot; call off decisions left running
+        at a kill."""
         self._replaying = True
         try:
-            for line, event in read_jsonl(path, "journal"):
-                try:
-                    seq = int(event["seq"])
-                    if seq <= self.seq:
-                        continue  # already in the snapshot
-                    self._apply(event)
-                except (KeyError, TypeError, ValueError, ConfigError) as exc:
-                    raise DataError(f"journal event does not replay: {exc!r}", path, line) from exc
-                self.seq = seq
+            for path in [p for _, p in self._segments()] + [self.journal_file]:
+                for line, event in read_jsonl(path, "journal"):
+                    try:
+                        seq = int(event["seq"])
+                        if seq <= self.seq:
+                            continue  # already in the snapshot
+                        self._apply(event)
+                    except (KeyError, TypeError, ValueError, ConfigError) as exc:
+                        raise DataError(f"journal event does not replay: {exc!r}", path, line) from exc
+                    self.seq = seq
         finally:
             self._replaying = False
         for decision in list(self.selected):
@@ -406,20 +428,53 @@ class StateDir:
             raise DataError(f"not a kgwise calibration: {exc}", path) from exc
 
     def save(self) -> None:
-        """Write the snapshot ``state.json`` atomically, then empty the journal (a kill between the two
-        leaves events the snapshot holds, which replay skips by their sequence number). Decisions whose
-        arm is still running are kept as such: a process that opens the snapshot calls them off unless
-        the journal holds their answer."""
+        """Write the snapshot ``state.json`` now (waiting for one being written in the background) and
+        remove the journal it holds. Decisions whose arm is still running are kept as such: a process that
+        opens the snapshot calls them off unless the journal holds their answer."""
+        if self._snapshotter is not None:
+            self._snapshotter.join()
+            self._snapshotter = None
+        self._raise_snapshot_error()
+        self._write_snapshot(*self._rotate())
+
+    def _rotate(self) -> tuple[int, dict[str, Any], list[str]]:
+        """Under the caller's lock: copy what the snapshot holds and set the journal aside as
+        ``journal.jsonl.SEQ`` (fsync'ed first); the events after it go to a fresh journal."""
+        router = self.router.state_dict()
+        router["holds"] = [list(h) for h in router["holds"]]  # the rest of it are fresh copies
         body = {"kind": "kgwise.PipelineState", "version": STATE_VERSION, "config": str(self.config.path),
-                "seq": self.seq, "expired": self.expired, "context": self.context,
-                "router": self.router.state_dict(),
+                "seq": self.seq, "expired": self.expired, "context": self.context, "router": router,
                 "settled": list(self.settled),
                 "selected": {d: [a, b] for d, (a, b) in self.selected.items()},
                 "coverage": {k: asdict(v) for k, v in self.coverage.items()}}
-        pending = ", ".join(p.to_json() for p in self.pending.values())
-        write_text_atomic(self.state_file, f'{json.dumps(body)[:-1]}, "pending": [{pending}]}}')
-        self._journal.truncate(0)
+        pending = [p.to_json() for p in self.pending.values()]
+        with self._sync_lock:
+            self._journal.flush()
+            os.fsync(self._journal.fileno())
+            self._journal.close()
+            self.journal_file.replace(self.root / f"{JOURNAL_FILE}.{self.seq}")
+            self._journal = self.journal_file.open("a", encoding="utf-8")
+            self._synced = self._written
         self._since_snapshot = 0
+        return self.seq, body, pending
+
+    def _write_snapshot(self, seq: int, body: dict[str, Any], pending: list[str]) -> None:
+        """Write the snapshot of event ``seq`` atomically, then remove the journal segments it holds."""
+        try:
+            with self._snapshot_lock:
+                text = f'{json.dumps(body)[:-1]}, "pending": [{", ".join(pending)}]}}'
+                write_text_atomic(self.state_file, text)
+                for upto, path in self._segments():
+                    if upto <= seq:
+                        path.unlink()
+        except BaseException as exc:  # raised by save/close; the segments and journal keep every event
+            self._snapshot_error = exc
+
+    def _raise_snapshot_error(self) -> None:
+        exc, self._snapshot_error = self._snapshot_error, None
+        if exc is not None:
+            raise DataError(f"the state snapshot could not be written ({exc!r}); the journal keeps every "
+                            "event", self.state_file) from exc
 
     def save_calibration(self, calibrations: dict[str, ArmCalibration], meta: dict[str, Any]) -> None:
         """Replace the per-arm calibrations (and reset the live coverage counts, which were for the old
