@@ -25,6 +25,14 @@ DataOption = Annotated[
     typer.Option("--data", help="Data directory (default: $KGWISE_DATA).", show_default=False),
 ]
 
+GradedLogOption = Annotated[Path | None, typer.Option(
+    "--log", exists=True, dir_okay=False,
+    help="Your graded log (JSONL: id, text, arms: {ARM: {answer, correct, cost | usage, signals?}}) "
+         "instead of --dataset; with --arm for each arm to replay.")]
+LogArmsOption = Annotated[list[str] | None, typer.Option(
+    "--arm", help="With --log: NAME:CLUSTER:REPORTED_ACCURACY (CLUSTER = KGM or LLM) of an arm of the "
+                  "log; repeat per arm.")]
+
 
 def writable(path: Path | None) -> Path | None:
     """Option callback: refuse an output path that cannot be written (a directory, an uncreatable or

@@ -13,7 +13,16 @@ from typing import Annotated, Any
 import typer
 
 from kgwise.cli.apps import eval_app
-from kgwise.cli.common import ConfigOption, DataOption, JsonOption, err_console, friendly_errors, write_json
+from kgwise.cli.common import (
+    ConfigOption,
+    DataOption,
+    GradedLogOption,
+    JsonOption,
+    LogArmsOption,
+    err_console,
+    friendly_errors,
+    write_json,
+)
 from kgwise.config import data_dir
 from kgwise.errors import ConfigError
 
@@ -76,13 +85,8 @@ def eval_pipeline(
         help="Arm whose cost the budget is a fraction of: 'dearest' (the most expensive) or 'best' (the most "
         "accurate; live: the most accurate paid arm on the fit log) (default: dearest replayed, best "
         "live).", show_default=False)] = None,
-    log: Annotated[Path | None, typer.Option(
-        "--log", exists=True, dir_okay=False,
-        help="Your graded log (JSONL: id, text, arms: {ARM: {answer, correct, cost | usage, signals?}}) "
-             "instead of --dataset; with --arm for each arm to replay.")] = None,
-    log_arms: Annotated[list[str] | None, typer.Option(
-        "--arm", help="With --log: NAME:CLUSTER:REPORTED_ACCURACY (CLUSTER = KGM or LLM) of an arm of the "
-                      "log; repeat per arm.")] = None,
+    log: GradedLogOption = None,
+    log_arms: LogArmsOption = None,
     coke: Annotated[str, typer.Option(
         help="Router values: 'pipeline' (the pipeline's defaults for a paced budget over the [coke] "
         "settings, as `kgwise fit` with a horizon gets them) or 'settings' (the [coke] settings alone).")

@@ -19,7 +19,9 @@ from kgwise.cli.apps import app, bench_app, eval_app
 from kgwise.cli.common import (
     ConfigOption,
     DataOption,
+    GradedLogOption,
     JsonOption,
+    LogArmsOption,
     distinct_outputs,
     err_console,
     friendly_errors,
@@ -345,13 +347,8 @@ def eval_route(
         help="Also cross-tune price-paced Coke's open settings (γ, decomposed reward, context) on one half "
              "of the questions and score them on the other.")] = True,
     plots: Annotated[bool, typer.Option(help="Save the figures next to the JSON.")] = True,
-    log: Annotated[Path | None, typer.Option(
-        "--log", exists=True, dir_okay=False,
-        help="Your graded log (JSONL: id, text, arms: {ARM: {answer, correct, cost | usage, signals?}}) "
-             "instead of --dataset; with --arm for each arm to replay.")] = None,
-    log_arms: Annotated[list[str] | None, typer.Option(
-        "--arm", help="With --log: NAME:CLUSTER:REPORTED_ACCURACY (CLUSTER = KGM or LLM) of an arm of the "
-                      "log; repeat per arm.")] = None,
+    log: GradedLogOption = None,
+    log_arms: LogArmsOption = None,
     data: DataOption = None,
     json_out: JsonOption = None,
 ) -> None:
