@@ -314,21 +314,27 @@ def test_pipeline_error_classes_are_configurable(fake_pipeline: Any, serve_pipel
         assert _error(httpx.post(url + "/v1/feedback", json=body), 404)["code"] == "decision_not_found"
 
 
-def test_real_pipeline_cost_is_the_arm_price_and_feedback_spends_it(live: Any) -> None:
+def test_real_pipeline_cost_is_the_arm_price_and_the_answer_spends_it(live: Any) -> None:
+    """An answer is paid when it is made (a client may never send feedback); feedback only teaches."""
     from kgwise.server.pipeline_adapter import ServedPipeline
 
     if not isinstance(live.pipeline, ServedPipeline):
         pytest.skip("FakePipeline prices its arms itself; this checks the real pipeline's config prices")
     per_call = {a.name: a.per_call for a in live.pipeline.pipeline.config.arms}
+
+    def spent() -> float:
+        return float(httpx.get(live.url + "/v1/status").json()["pipelines"][0]["spent"])
+
     for arm, price in per_call.items():
+        before = spent()
         raw = _client(live.url).chat.completions.with_raw_response.create(model=f"kgwise/{arm}",
                                                                           messages=USER)
         extra = (raw.parse().model_extra or {})["kgwise"]
         assert extra["arm"] == arm and extra["usage"]["calls"] >= 1
         assert extra["cost"] == pytest.approx(price * extra["usage"]["calls"]) and extra["cost"] > 0
         assert float(raw.headers["x-kgwise-cost-usd"]) == pytest.approx(extra["cost"])
-        before = httpx.get(live.url + "/v1/status").json()["pipelines"][0]["spent"]
+        answered = spent()
+        assert answered == pytest.approx(before + extra["cost"])
         res = httpx.post(live.url + "/v1/feedback", json={"decision_id": extra["decision_id"], "gold": "A"})
         assert res.status_code == 200, res.text
-        after = httpx.get(live.url + "/v1/status").json()["pipelines"][0]["spent"]
-        assert after == pytest.approx(before + extra["cost"])
+        assert spent() == pytest.approx(answered)
