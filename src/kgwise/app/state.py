@@ -59,7 +59,8 @@ from kgwise.app.router import RouterAdapter, context_width
 from kgwise.errors import ConfigError, DataError
 from kgwise.files import read_json, read_jsonl, write_text_atomic
 
-__all__ = ["ArmCalibration", "CoverageCount", "Pending", "StateDir", "clopper_pearson"]
+__all__ = ["PENDING_KEPT", "ArmCalibration", "CoverageCount", "Pending", "StateDir", "clopper_pearson",
+           "decode_vector", "encode_vector"]
 
 STATE_FILE = "state.json"
 JOURNAL_FILE = "journal.jsonl"
