@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 
-__all__ = ["free_port"]
+__all__ = ["free_port", "stop_process"]
 
 
 def free_port() -> int:
@@ -13,3 +14,16 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def stop_process(proc: subprocess.Popen[bytes] | None, grace_s: float = 30.0) -> None:
+    """Stop a server started by a benchmark: SIGTERM, then SIGKILL after ``grace_s``; nothing when it is
+    ``None`` or has already ended."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)

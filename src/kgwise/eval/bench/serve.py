@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from kgwise.errors import ConfigError
-from kgwise.eval.bench.net import free_port
+from kgwise.eval.bench.net import free_port, stop_process
 
 __all__ = ["REPLAY_ARMS", "PhaseResult", "ServeBenchConfig", "run_chat_benchmark", "run_serve_benchmark"]
 
@@ -147,12 +147,7 @@ class _Server:
         return round(rss_mb(self.proc.pid), 1)
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc)
         self._log.close()
 
 

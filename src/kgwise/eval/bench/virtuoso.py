@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 
 from kgwise.errors import ConfigError, ServiceError
-from kgwise.eval.bench.net import free_port
+from kgwise.eval.bench.net import free_port, stop_process
 
 __all__ = ["GRAPH_IRI", "Virtuoso", "virtuoso_binaries"]
 
@@ -138,13 +138,7 @@ class Virtuoso:
 
     def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL after 30 s)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        stop_process(self.proc)
         self.proc = None
 
     def __enter__(self) -> Virtuoso:
