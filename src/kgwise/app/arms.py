@@ -18,6 +18,8 @@ choice, and bound tokens by characters (a token is never shorter than one charac
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -30,7 +32,8 @@ from kgwise.types import Question, Subgraph, Triple, Usage
 if TYPE_CHECKING:
     from kgwise.kg.label_index import BoundIndex
 
-__all__ = ["ArmOutput", "ArmRunner", "Knowledge", "arm_cost", "build_runner", "subgraph_knowledge"]
+__all__ = ["ArmOutput", "ArmRunner", "Knowledge", "ObservedArm", "arm_cost", "build_runner",
+           "subgraph_knowledge"]
 
 KNOWLEDGE_CHARS = 8_000
 """Characters of rendered knowledge the usage bound allows an inject arm's prompt."""
@@ -80,6 +83,31 @@ class ArmRunner(Protocol):
     def usage_bound(self, question: Question) -> Usage: ...
 
     def answer(self, question: Question) -> ArmOutput: ...
+
+
+@dataclass
+class ObservedArm:
+    """An arm runner that passes every call to ``inner`` and tells ``on_answer`` how many seconds each
+    answer took (progress bars and benchmarks watch arms through it)."""
+
+    inner: ArmRunner
+    on_answer: Callable[[float], None]
+
+    @property
+    def config(self) -> ArmConfig:
+        return self.inner.config
+
+    def can_answer(self, question: Question) -> bool:
+        return self.inner.can_answer(question)
+
+    def usage_bound(self, question: Question) -> Usage:
+        return self.inner.usage_bound(question)
+
+    def answer(self, question: Question) -> ArmOutput:
+        t = time.perf_counter()
+        out = self.inner.answer(question)
+        self.on_answer(time.perf_counter() - t)
+        return out
 
 
 def arm_cost(arm: ArmConfig, usage: Usage) -> float:

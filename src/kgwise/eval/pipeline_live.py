@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from kgwise.app.arms import ArmOutput, ArmRunner, arm_cost
+from kgwise.app.arms import ArmOutput, ArmRunner, ObservedArm, arm_cost
 from kgwise.app.config import AnswerSetConfig, ArmConfig, KGConfig, PipelineConfig, RouterConfig
 from kgwise.app.fit import LOG_FILE, FitReport, fit_questions
 from kgwise.app.pipeline import BudgetExhaustedError, Pipeline
@@ -61,7 +61,6 @@ __all__ = [
     "LiveMCConfig",
     "LiveRun",
     "RecordedArm",
-    "Ticking",
     "coverage_splits",
     "coverage_stats",
     "evaluate_live_mcq",
@@ -127,30 +126,6 @@ def live_mcq_arms(kgm_model: Path | None, llms: Sequence[str] = ("smollm2-135m",
     return tuple(arms)
 
 
-class Ticking:
-    """An arm runner that advances a progress callback after each answer (the fit calls runners
-    itself)."""
-
-    def __init__(self, inner: ArmRunner, tick: Callable[[], None]) -> None:
-        self.inner = inner
-        self.tick = tick
-
-    @property
-    def config(self) -> ArmConfig:
-        return self.inner.config
-
-    def can_answer(self, question: Question) -> bool:
-        return self.inner.can_answer(question)
-
-    def usage_bound(self, question: Question) -> Usage:
-        return self.inner.usage_bound(question)
-
-    def answer(self, question: Question) -> ArmOutput:
-        out = self.inner.answer(question)
-        self.tick()
-        return out
-
-
 def set_at(scores: Sequence[float], kind: str, alpha: float, probabilities: Mapping[str, float],
            labels: Sequence[str]) -> tuple[str, ...]:
     """The split-conformal set at ``alpha`` from an arm's calibration ``scores`` — exactly as
@@ -166,7 +141,7 @@ def set_at(scores: Sequence[float], kind: str, alpha: float, probabilities: Mapp
 
 
 def _n_params(runner: ArmRunner) -> int:
-    inner = runner.inner if isinstance(runner, Ticking) else runner
+    inner = runner.inner if isinstance(runner, ObservedArm) else runner
     llm = getattr(inner, "llm", None)
     return int(getattr(llm, "n_params", 0) or 0)
 
@@ -287,7 +262,7 @@ def run_live(questions_fit: Sequence[Question], questions_test: Sequence[Questio
     timings: dict[str, float] = {}
 
     def ticking(b: Any) -> dict[str, ArmRunner]:
-        return {n: Ticking(r, lambda: b.update(1)) for n, r in runners.items()}
+        return {n: ObservedArm(r, lambda _s: b.update(1)) for n, r in runners.items()}
 
     # 1. fit: a first fit makes the log and the report, the budget follows from it, a second fit with
     #    that budget re-reads the log (no call is made twice)

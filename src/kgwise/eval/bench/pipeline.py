@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kgwise.app.arms import ArmOutput, ArmRunner, Knowledge
+from kgwise.app.arms import ArmOutput, Knowledge, ObservedArm
 from kgwise.app.config import (
     PACED_COKE,
     AnswerSetConfig,
@@ -153,6 +153,9 @@ class _Clock:
         s, self.seconds = self.seconds, 0.0
         return s
 
+    def add(self, seconds: float) -> None:
+        self.seconds += seconds
+
 
 class _TimedEncoder:
     def __init__(self, inner: Encoder, clock: _Clock) -> None:
@@ -189,29 +192,6 @@ class _TimedGrounder:
             self.clock.seconds += time.perf_counter() - t
 
 
-@dataclass
-class _TimedArm:
-    inner: ArmRunner
-    clock: _Clock
-
-    @property
-    def config(self) -> ArmConfig:
-        return self.inner.config
-
-    def can_answer(self, question: Question) -> bool:
-        return self.inner.can_answer(question)
-
-    def usage_bound(self, question: Question) -> Usage:
-        return self.inner.usage_bound(question)
-
-    def answer(self, question: Question) -> ArmOutput:
-        t = time.perf_counter()
-        try:
-            return self.inner.answer(question)
-        finally:
-            self.clock.seconds += time.perf_counter() - t
-
-
 def _arms() -> dict[str, InstantArm]:
     specs = [("kgm", "kgm", "KGM", 0.0, True, 0.55), ("small", "llm", "LLM", 0.001, False, 0.6),
              ("large", "llm", "LLM", 0.01, False, 0.8)]
@@ -242,7 +222,7 @@ def run_pipeline_benchmark(graph: CSRGraph, questions: Sequence[Question], encod
                             RouterConfig(budget, "usd", len(test_q), 0, True, CokeConfig(**PACED_COKE),
                                          cfg.context), AnswerSetConfig())
     arm_clock, embed_clock, ground_clock, record_clock = _Clock(), _Clock(), _Clock(), _Clock()
-    runners = {n: _TimedArm(a, arm_clock) for n, a in arms.items()}
+    runners = {n: ObservedArm(a, arm_clock.add) for n, a in arms.items()}
     times = dict(setup_s or {})
     own = Path(tempfile.mkdtemp(prefix="kgwise-bench-pipeline-")) if work is None else work
     t = time.perf_counter()
