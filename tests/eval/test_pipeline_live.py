@@ -204,3 +204,18 @@ def test_a_question_the_pipeline_refuses_is_counted_not_fatal(tmp_path: Path) ->
     p = report["pipeline"]
     assert p["refused_by_the_pipeline"] == 1 and p["unanswered"] >= 1
     assert all(report["arms"][n]["answered"] == 5 for n in arms)  # the arms themselves answer it
+
+
+def test_a_text_repeated_with_other_choices_is_another_question(tmp_path: Path) -> None:
+    arms = _arms()
+    fit = _questions("fit", 20)
+    twins = [make_question("which colour, gold A?", choices, f"twin{i}", "A")
+             for i, choices in enumerate((["red", "green"], ["blue", "black"]))]
+    cfg = LiveMCConfig(fit_n=20, test_n=3, alphas=(0.3,), budget=1.0)
+    report = evaluate_live_mcq(fit, [*twins, *_questions("test", 1)], arms, FakeEncoder(), None, cfg,
+                               tmp_path, {})
+    assert report["pipeline"]["answered"] + report["pipeline"]["unanswered"] == 3
+    answers = logged_answers(tmp_path, [*fit, *twins], list(arms))
+    assert all(len(answers[n]) == 22 for n in arms)  # the twins are told apart
+    with pytest.raises(ConfigError, match="repeat a question"):
+        evaluate_live_mcq(fit, [twins[0], twins[0]], arms, FakeEncoder(), None, cfg, tmp_path / "b", {})

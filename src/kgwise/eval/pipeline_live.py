@@ -240,9 +240,10 @@ def run_live(questions_fit: Sequence[Question], questions_test: Sequence[Questio
     for q in [*questions_fit, *questions_test]:
         if not q.gold:
             raise ConfigError(f"{q.ref}: a live evaluation needs the gold answer of every question")
-    texts = [q.text for q in questions_test]
-    if len(set(texts)) != len(texts):
-        raise ConfigError("the test questions repeat a text; the pipeline keys decisions by text")
+    keys = [_asked(q.text, q.choice_texts) for q in questions_test]
+    if len(set(keys)) != len(keys):
+        raise ConfigError("the test questions repeat a question (text and choices); decisions recovered "
+                          "after a kill are matched by both")
     names = list(runners)
     arms = [r.config for r in runners.values()]
     alpha0 = cfg.alphas[0]
@@ -311,7 +312,7 @@ def run_live(questions_fit: Sequence[Question], questions_test: Sequence[Questio
 
         # 3. the pipeline, one question at a time
         t0 = time.perf_counter()
-        _settle_interrupted(pipe, log, {q.text: q for q in questions_test})
+        _settle_interrupted(pipe, log, {_asked(q.text, q.choice_texts): q for q in questions_test})
         b = make_bar(len(questions_test), "pipeline: answer + feedback")
         for q in questions_test:
             row = log.get(f"pipe\t{q.id}")
@@ -392,7 +393,18 @@ def accepted(q: Question) -> bool:
     return len(set(folded)) == len(folded)
 
 
-def _settle_interrupted(pipe: Pipeline, log: ResumeLog, by_text: Mapping[str, Question]) -> None:
+def _asked(text: str, choices: Sequence[str]) -> str:
+    """What the pipeline was asked: the text and the choices (data sets repeat a text with other
+    choices)."""
+    return "\x1f".join([text, *choices])
+
+
+def _key(q: Question) -> str:
+    """:func:`_asked` of ``q``."""
+    return _asked(q.text, q.choice_texts)
+
+
+def _settle_interrupted(pipe: Pipeline, log: ResumeLog, by_key: Mapping[str, Question]) -> None:
     """After a kill (the state itself calls off decisions selected but never answered): answered
     decisions the results log does not hold are settled and logged from what the state kept (no
     probabilities: such a question is left out of the set figures, and counted)."""
@@ -401,7 +413,7 @@ def _settle_interrupted(pipe: Pipeline, log: ResumeLog, by_text: Mapping[str, Qu
     for p in pipe.pending():
         if p.decision in logged:
             continue
-        q = by_text.get(p.text)
+        q = by_key.get(_asked(p.text, p.choices))
         if q is None:
             raise ConfigError(f"the state in {state.root} holds a decision on a question outside this "
                               "run's test questions; use a fresh --out-dir")
@@ -514,33 +526,34 @@ def _mc_sets(questions_test: Sequence[Question], names: Sequence[str], cfg: Live
 
 @dataclass
 class RecordedArm:
-    """An arm runner replaying logged answers (prediction, probabilities, usage) keyed by question text:
+    """An arm runner replaying logged answers (prediction, probabilities, usage) keyed by
+    :func:`_asked` of the question:
     the live arms' answers, re-asked through fresh pipelines by :func:`coverage_splits`."""
 
     config: ArmConfig
     rows: Mapping[str, Mapping[str, Any]]
 
     def can_answer(self, question: Question) -> bool:
-        return question.text in self.rows
+        return _key(question) in self.rows
 
     def usage_bound(self, question: Question) -> Usage:
-        return Usage.from_dict(self.rows[question.text]["usage"])
+        return Usage.from_dict(self.rows[_key(question)]["usage"])
 
     def answer(self, question: Question) -> ArmOutput:
-        row = self.rows[question.text]
+        row = self.rows[_key(question)]
         return ArmOutput(str(row["prediction"]), dict(row["probabilities"]),
                          usage=Usage.from_dict(row["usage"]))
 
 
 def logged_answers(out_dir: Path, questions: Sequence[Question], names: Sequence[str]
                    ) -> dict[str, dict[str, dict[str, Any]]]:
-    """Every arm's logged answer on ``questions`` (arm → question text → row) from a live run's fit log
+    """Every arm's logged answer on ``questions`` (arm → :func:`_key` → row) from a live run's fit log
     and test answers under ``out_dir``; ``ConfigError`` naming what is missing."""
     by_id = {q.id: q for q in questions}
     out: dict[str, dict[str, dict[str, Any]]] = {n: {} for n in names}
     for _, row in ResumeLog(out_dir / "state-fit" / LOG_FILE, "kgwise.fit.v1", on_other="refuse").items():
         if row["arm"] in out and row["qid"] in by_id:
-            out[row["arm"]][by_id[row["qid"]].text] = {**row, "prediction": row["answer"]}
+            out[row["arm"]][_key(by_id[row["qid"]])] = {**row, "prediction": row["answer"]}
     arms_file = out_dir / "arms.jsonl"
     if arms_file.is_file():
         with arms_file.open(encoding="utf-8") as fh:
@@ -548,8 +561,8 @@ def logged_answers(out_dir: Path, questions: Sequence[Question], names: Sequence
         for key, row in ResumeLog(arms_file, fp).items():
             arm, _, qid = key.partition("\t")
             if arm in out and qid in by_id:
-                out[arm][by_id[qid].text] = dict(row)
-    missing = [f"{n}: {q.id}" for n in names for q in questions if q.text not in out[n]]
+                out[arm][_key(by_id[qid])] = dict(row)
+    missing = [f"{n}: {q.id}" for n in names for q in questions if _key(q) not in out[n]]
     if missing:
         raise ConfigError(f"{out_dir}: no logged answer for {len(missing)} arm × question pairs (e.g. "
                           f"{', '.join(missing[:3])}); finish the live run first")
@@ -577,13 +590,13 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
         fit = [questions[i] for i in perm[:half]]
         test = [questions[i] for i in perm[half:]]
         runners = {a.name: RecordedArm(a, answers[a.name]) for a in arms}
-        paid = [a.name for a in arms if any(arm_cost(a, Usage.from_dict(answers[a.name][q.text]["usage"])) > 0
-                                            for q in fit)]
+        paid = [a.name for a in arms
+                if any(arm_cost(a, Usage.from_dict(answers[a.name][_key(q)]["usage"])) > 0 for q in fit)]
         if not paid:
             raise ConfigError("no arm costs anything on the logged answers")
-        acc = {a: np.mean([grade(q, answers[a][q.text]["prediction"]) for q in fit]) for a in paid}
+        acc = {a: np.mean([grade(q, answers[a][_key(q)]["prediction"]) for q in fit]) for a in paid}
         ref = max(paid, key=lambda a: acc[a])
-        mean_cost = np.mean([arm_cost(runners[ref].config, Usage.from_dict(answers[ref][q.text]["usage"]))
+        mean_cost = np.mean([arm_cost(runners[ref].config, Usage.from_dict(answers[ref][_key(q)]["usage"]))
                              for q in fit])
         budget = cfg.budget * float(mean_cost) * len(test)
         split_cfg = replace(cfg, test_n=len(test))
@@ -592,7 +605,7 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
         rows: list[tuple[Question, str, dict[str, float]]] = []
         right = 0
         try:
-            total = sum(arm_cost(a, Usage.from_dict(answers[a.name][q.text]["usage"])) for a in arms
+            total = sum(arm_cost(a, Usage.from_dict(answers[a.name][_key(q)]["usage"])) for a in arms
                         for q in fit)
             fit_questions(pipe, fit, max_spend=total + 1.0, echo=lambda _: None)
             for q in test:
