@@ -15,6 +15,7 @@ from typing import Any, Self, overload
 import numpy as np
 import numpy.typing as npt
 
+from kgwise.arrays import decode_array, encode_array
 from kgwise.bandit.base import ArmT, Policy
 from kgwise.errors import ConfigError
 
@@ -189,7 +190,8 @@ class LinUCB(Policy[ArmT]):
         self._cache = None
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume identically, generator state included (JSON-serialisable)."""
+        """Everything needed to resume identically, generator state included (JSON-serialisable; the
+        arrays by :func:`kgwise.arrays.encode_array`, lists of numbers are read too)."""
         return {
             "kind": "LinUCB",
             "arms": list(self.arms),
@@ -198,9 +200,9 @@ class LinUCB(Policy[ArmT]):
             "config": asdict(self.config),
             "seed": self._seed,
             "rng": self._rng.bit_generator.state,
-            "A_inv": self.A_inv.tolist(),
-            "b": self.b.tolist(),
-            "theta": self.theta.tolist(),
+            "A_inv": encode_array(self.A_inv),
+            "b": encode_array(self.b),
+            "theta": encode_array(self.theta),
             "counts": self.counts.tolist(),
         }
 
@@ -214,9 +216,9 @@ class LinUCB(Policy[ArmT]):
         precision = cfg.get("precision", "float64")
         arms = state["arms"] if "arms" in state else int(state["n_arms"])
         out = cls(arms, int(state["dim"]), cfg["alpha"], cfg["ridge"], state.get("seed"), precision)
-        out.A_inv = np.asarray(state["A_inv"], dtype=precision).reshape(out.n_arms, out.dim, out.dim)
-        out.b = np.asarray(state["b"], dtype=np.float64).reshape(out.n_arms, out.dim)
-        out.theta = np.asarray(state["theta"], dtype=np.float64).reshape(out.n_arms, out.dim)
+        out.A_inv = decode_array(state["A_inv"], precision).reshape(out.n_arms, out.dim, out.dim)
+        out.b = decode_array(state["b"]).reshape(out.n_arms, out.dim)
+        out.theta = decode_array(state["theta"]).reshape(out.n_arms, out.dim)
         out.counts = np.asarray(state["counts"], dtype=np.int64)
         out._rng.bit_generator.state = state["rng"]
         return out

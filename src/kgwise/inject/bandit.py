@@ -32,6 +32,7 @@ from typing import Any, Literal, Self
 import numpy as np
 import numpy.typing as npt
 
+from kgwise.arrays import decode_array
 from kgwise.bandit import LinUCB, Policy
 from kgwise.bandit.linucb import gamma_from_delta
 from kgwise.bandit.ridge_cv import select_ridge
@@ -224,7 +225,8 @@ class PromptBandit(Policy[str]):
         """Write :meth:`state_dict` to one ``.npz`` file (the LinUCB arrays as arrays, the rest as JSON)."""
         state = self.state_dict()
         linucb = state.pop("linucb")
-        arrays = {k: np.asarray(linucb.pop(k)) for k in ("A_inv", "b", "theta", "counts")}
+        arrays = {k: decode_array(linucb.pop(k)) for k in ("A_inv", "b", "theta")}
+        arrays["counts"] = np.asarray(linucb.pop("counts"))
         del state["kind"]
         arrays["meta"] = np.frombuffer(json.dumps(state | {"linucb": linucb}).encode(), dtype=np.uint8)
         return savez_atomic(path, arrays)
