@@ -56,3 +56,26 @@ def test_memo_and_disk_cache_are_bounded(tmp_path: Path) -> None:
     again = MiniLM(cache=tmp_path / "emb.sqlite")
     np.testing.assert_allclose(again.encode(texts[-1:])[0], v[-1], atol=1e-6)  # the newest are kept
     assert again._model is None
+
+
+def test_onnx_and_torch_engines_agree() -> None:
+    texts = ["a dog", "what is the capital city of the country where the river Danube ends?",
+             "aspirin " * 300, "Thyroxine treats hypothyroidism."]  # one past the 256-token limit
+    onnx = MiniLM(cache=False, backend="onnx", batch_size=3)
+    torch = MiniLM(cache=False, backend="torch")
+    a, b = onnx.encode(texts), torch.encode(texts)
+    np.testing.assert_allclose(a, b, atol=1e-5)
+    np.testing.assert_allclose(onnx.encode(texts[1:2])[0], a[1], atol=1e-6)  # alone = in a padded batch
+
+
+def test_unknown_backend_or_threads_are_refused() -> None:
+    import pytest
+
+    from kgwise.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="backend"):
+        MiniLM(backend="tensorflow")
+    with pytest.raises(ConfigError, match="threads"):
+        MiniLM(threads=0)
+    with pytest.raises(ConfigError, match="onnx backend runs on the CPU"):
+        MiniLM(device="cuda")
