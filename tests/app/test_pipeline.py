@@ -470,3 +470,46 @@ def test_snapshots_written_in_the_background_lose_nothing_at_a_kill(tmp_path: Pa
         ref.answer(*question(1))
         assert ref.state.router.state_dict() == replayed
     assert not list(root.glob("journal.jsonl.*"))  # the clean close wrote the snapshot and removed them
+
+
+def test_concurrent_answers_and_feedback_keep_the_books_and_run_an_in_process_arm_alone(
+        tmp_path: Path) -> None:
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    pipe = make(tmp_path, budget=3.0)
+    inside: dict[str, int] = {}
+    overlap: list[str] = []
+    guard = threading.Lock()
+    for name, runner in pipe.runners.items():  # every stub arm here is in-process (not an API arm)
+        real = runner.answer
+
+        def slow(q: object, name: str = name, real: object = real) -> object:
+            with guard:
+                inside[name] = inside.get(name, 0) + 1
+                if inside[name] > 1:
+                    overlap.append(name)
+            time.sleep(0.002)
+            with guard:
+                inside[name] -= 1
+            return real(q)  # type: ignore[operator]
+
+        runner.answer = slow  # type: ignore[method-assign]
+
+    def one(i: int) -> float:
+        try:
+            r = pipe.answer(*question(i))
+        except BudgetExhaustedError:
+            return 0.0
+        pipe.feedback(r.decision, correct=i % 2 == 0)
+        return r.cost
+
+    with pipe, ThreadPoolExecutor(8) as pool:
+        costs = list(pool.map(one, range(40)))
+        st_ = pipe.status()
+    assert not overlap
+    assert st_.spent == pytest.approx(sum(costs)) and st_.spent <= 3.0 + 1e-9
+    assert st_.pending == 0
+    with make(tmp_path, budget=3.0) as again:  # the journal replays to the same books
+        assert again.status().spent == pytest.approx(st_.spent)

@@ -11,6 +11,11 @@ directory. The set's guarantee (multiple choice, Mondrian split conformal per ar
 this arm, ``P(truth ∈ set) ≥ 1 − α``. The router keeps learning from feedback, so the rule that sends
 questions to an arm drifts from the fitted one; :meth:`Pipeline.status` reports each arm's live
 coverage with a Clopper–Pearson bound and flags drift.
+
+Threads: ``answer``, ``feedback`` and ``status`` may be called from several threads at once. The state
+and the router are changed under one lock; embedding, grounding, the arms' calls and the fsync that makes
+an answer durable run outside it. An in-process arm (a local model, a KG model) answers one question at a
+time; an API arm's calls overlap.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import math
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -261,6 +267,8 @@ class Pipeline:
                 self._grounder = Grounder(kg)
         self.state = StateDir(state_dir, config, encoder.dim)
         self._lock = threading.Lock()
+        self._arm_locks: dict[str, AbstractContextManager[Any]] = {
+            n: nullcontext() if r.config.is_api else threading.Lock() for n, r in runners.items()}
         self._thresholds: dict[str, tuple[ArmCalibration, float]] = {}
 
     @classmethod
@@ -296,6 +304,11 @@ class Pipeline:
         self.close()
 
     # ------------------------------------------------------------------ pieces
+    def _run(self, arm: str, question: Question) -> ArmOutput:
+        """``arm``'s answer (one call at a time for an in-process arm)."""
+        with self._arm_locks[arm]:
+            return self.runners[arm].answer(question)
+
     def embed(self, text: str) -> npt.NDArray[np.float64]:
         return np.asarray(self.encoder.encode([text])[0], dtype=np.float64)
 
@@ -385,7 +398,7 @@ class Pipeline:
             cfg = runner.config
             wanted = (context == "question+free" and cfg.free) or (observe and cfg.observe)
             if wanted and bounds[name] == 0.0 and runner.can_answer(question):
-                ran[name] = runner.answer(question)
+                ran[name] = self._run(name, question)
         observed = {n: o for n, o in ran.items() if observe and self.runners[n].config.observe}
         free = {n: (o.prediction, o.signal) for n, o in ran.items() if self.runners[n].config.free}
         x = context_vector(self.config, context, embedding, free)
@@ -402,7 +415,7 @@ class Pipeline:
                     f"{self.config.router.unit} ({router.spent:g} spent, {router.reserved:g} held by "
                     f"questions being answered); cheapest bound {min(held.values()):g}")
         try:
-            output = ran[arm] if arm in ran else self.runners[arm].answer(question)
+            output = ran[arm] if arm in ran else self._run(arm, question)
         except BaseException:
             with self._lock:
                 self.state.cancel(decision)

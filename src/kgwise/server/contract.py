@@ -145,7 +145,9 @@ class StatusLike(Protocol):
 
 
 class PipelineLike(Protocol):
-    """The product object as the server sees it (``kgwise.app.Pipeline``)."""
+    """The product object as the server sees it (``kgwise.app.Pipeline``): its methods are called from
+    several threads at once (the pipeline locks what it shares, and lets model calls and fsyncs of
+    concurrent requests overlap)."""
 
     @property
     def arm_names(self) -> Sequence[str]: ...

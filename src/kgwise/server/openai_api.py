@@ -195,8 +195,8 @@ class _Served:
 
 
 class PipelineHub:
-    """The pipelines a server answers with, by name (a model id; no ``/``), each called one request at a
-    time, with a spend history sampled by the server (bounded to the last ``history_points``).
+    """The pipelines a server answers with, by name (a model id; no ``/``), called by concurrent
+    requests at once, with a spend history sampled by the server (bounded to the last ``history_points``).
 
     ``unknown_decision`` and ``budget_exhausted``: the exception classes the pipelines raise for feedback
     on a decision that is not pending (answered 404) and for a question no arm is affordable for (429);
@@ -239,21 +239,22 @@ class PipelineHub:
         served.last_sample = now
 
     def call(self, served: _Served, fn: Callable[[PipelineLike], T]) -> T:
-        """``fn(pipeline)`` under the pipeline's lock, its errors mapped to OpenAI errors."""
+        """``fn(pipeline)``, its errors mapped to OpenAI errors; concurrent calls run at once (the
+        pipeline is thread-safe), only the spend history is sampled under ``served.lock``."""
+        try:
+            out = fn(served.pipeline)
+        except self.unknown_decision as exc:
+            raise OpenAIError(404, str(exc), param="decision_id", code="decision_not_found") from None
+        except self.budget_exhausted as exc:
+            raise OpenAIError(429, str(exc), "insufficient_quota", code="budget_exhausted") from None
+        except ServiceError as exc:
+            raise OpenAIError(502, f"a model service failed: {exc}", "api_error",
+                              code="upstream_error") from None
+        except KgwiseError as exc:
+            raise OpenAIError(400, str(exc), code="invalid_request") from None
         with served.lock:
-            try:
-                out = fn(served.pipeline)
-            except self.unknown_decision as exc:
-                raise OpenAIError(404, str(exc), param="decision_id", code="decision_not_found") from None
-            except self.budget_exhausted as exc:
-                raise OpenAIError(429, str(exc), "insufficient_quota", code="budget_exhausted") from None
-            except ServiceError as exc:
-                raise OpenAIError(502, f"a model service failed: {exc}", "api_error",
-                                  code="upstream_error") from None
-            except KgwiseError as exc:
-                raise OpenAIError(400, str(exc), code="invalid_request") from None
             self._sample(served)
-            return out
+        return out
 
     def status(self, served: _Served) -> PipelineStatusOut:
         with served.lock:
