@@ -457,27 +457,3 @@ def test_an_index_built_from_the_endpoint_keeps_the_hub_statistics(endpoint: str
         stored = idx.hub(ids[terms[v]])
         assert stored is not None
         assert {remote.iri(int(x)) for x in nbr[pos == i]} == {idx.term(int(x)) for x in stored.tolist()}
-
-
-def test_edges_among_skips_a_node_whose_edges_are_all_read(endpoint: str, freebase: CSRGraph) -> None:
-    remote = SPARQLGraph(endpoint)
-    degree = freebase.degree(np.arange(freebase.num_nodes), "both")
-    hub = int(np.argmax(degree))
-    # a node with one edge, to a node of a few edges (both not the hub)
-    leaf, mid = next((int(x), int(freebase.neighbors([x])[0])) for x in np.flatnonzero(degree == 1)
-                     if freebase.neighbors([x]).size == 1 and 1 < degree[freebase.neighbors([x])[0]] < 50
-                     and hub not in (int(x), int(freebase.neighbors([x])[0])))
-    ids = {v: remote.node_of_iri(f"urn:kgwise:node:{v}") for v in (hub, leaf, mid)}
-    remote.prefetch([ids[mid]])  # mid's lists hold the leaf's only edge
-    sent = remote.usage()["requests"]
-    degrees = {ids[v]: int(degree[v]) for v in ids}
-    h, _, t = remote.edges_among(list(ids.values()), {ids[hub]}, degrees)
-    assert remote.usage()["requests"] == sent  # the leaf is not read, the hub never
-    back = {i: v for v, i in ids.items()}
-    lh, _, lt = freebase.edges_among(sorted(ids))
-    got = sorted((back[int(a)], back[int(b)]) for a, b in zip(h, t, strict=True))
-    want = sorted((int(a), int(b)) for a, b in zip(lh, lt, strict=True))
-    assert got == want and (min(leaf, mid), max(leaf, mid)) in {(min(e), max(e)) for e in got}
-    degrees[ids[leaf]] = 2  # one edge unaccounted for: the leaf's lists are read
-    remote.edges_among(list(ids.values()), {ids[hub]}, degrees)
-    assert remote.usage()["requests"] > sent

@@ -249,11 +249,9 @@ class IndexedNeighbours:
 
     def edges_among(self, nodes: I64) -> EdgeArrays:
         """Every edge among ``nodes``; over a graph read in batches, without reading a hub's edge list
-        (the hubs are the nodes of more than ``cap`` edges) or that of a node whose edges (as many as its
-        degree) are all in the lists read already."""
+        (the hubs are the nodes of more than ``cap`` edges)."""
         if not isinstance(self.kg, BatchReader):
             return self.kg.edges_among(nodes)
         v = np.asarray(nodes, dtype=np.int64).reshape(-1)
-        d = self.degree_of(v)
-        known = dict(zip(v.tolist(), d.tolist(), strict=True))  # lets the graph skip nodes already read whole
-        return self.kg.edges_among(v, set(v[d > self.cap].tolist()), known)
+        hubs = v[self.degree_of(v) > self.cap]
+        return self.kg.edges_among(v, set(hubs.tolist()))

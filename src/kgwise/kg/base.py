@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -126,8 +126,6 @@ class BatchReader(Protocol):
         of queries sent."""
         ...
 
-    def edges_among(self, nodes: npt.ArrayLike, large: Collection[int] = (),
-                    degrees: Mapping[int, int] | None = None) -> EdgeArrays:
-        """Every edge among ``nodes``, never reading the whole edge list of a node in ``large``, nor that of
-        a node whose ``degrees`` entry says the lists already read hold all its edges."""
+    def edges_among(self, nodes: npt.ArrayLike, large: Collection[int] = ()) -> EdgeArrays:
+        """Every edge among ``nodes``, never reading the whole edge list of a node in ``large``."""
         ...

@@ -26,10 +26,9 @@ pair, in the same round trip.
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections import OrderedDict
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -486,16 +485,13 @@ class SPARQLGraph:
             return np.zeros(0, dtype=np.int32)
         return np.unique(np.concatenate(found)).astype(np.int32)
 
-    def edges_among(self, nodes: npt.ArrayLike, large: Collection[int] = (),
-                    degrees: Mapping[int, int] | None = None) -> EdgeArrays:
+    def edges_among(self, nodes: npt.ArrayLike, large: Collection[int] = ()) -> EdgeArrays:
         """Every edge among ``nodes``. ``large``: nodes known to have long edge lists (hubs). Without it,
         edges come from the cached lists where they are read, the rest from one query whose ``VALUES``
         blocks name the heads and the tails still unknown (the endpoint sends only those edges; what it
         sent is kept per head). With it, the other nodes' lists are read whole in batches
         (:meth:`prefetch`, kept for later calls) and the edges between two large nodes are asked pair by
-        pair, so no long list is ever scanned or sent. ``degrees``: known degrees (edges touching a node,
-        both directions, as stored); a node whose every edge is already in the cached lists of the others
-        (as many distinct edges as its degree) is not read."""
+        pair, so no long list is ever scanned or sent."""
         keep = np.unique(np.asarray(nodes, dtype=np.int64).reshape(-1)).tolist()
         with self._lock:
             for v in keep:
@@ -503,11 +499,7 @@ class SPARQLGraph:
             members = set(keep)
             if large:
                 big = [v for v in keep if v in large]
-                small = [v for v in keep if v not in large]
-                if degrees:
-                    seen = self._ends_counted(keep)
-                    small = [v for v in small if seen.get(v, 0) != degrees.get(v, -1)]
-                plan = self._prefetch_plan(small, None)
+                plan = self._prefetch_plan([v for v in keep if v not in large], None)
                 pairs = self._pairs_plan(big)
                 results = self.select_many([q for _, _, q in plan] + [q for _, q in pairs])
                 self._prefetch_apply(plan, results[:len(plan)])
@@ -529,23 +521,6 @@ class SPARQLGraph:
             return (np.zeros(0, dtype=np.int32),) * 3
         h, r, t = (np.asarray(x, dtype=np.int32) for x in zip(*sorted(found), strict=True))
         return h, r, t
-
-    def _ends_counted(self, keep: list[int]) -> dict[int, int]:
-        """Per node, the ends it holds of the distinct edges in the cached lists of ``keep`` (a self-loop
-        counts twice, as in a degree)."""
-        edges: set[tuple[int, int, int]] = set()
-        for v in keep:
-            if (v, True) in self._edges:
-                rels, ends = self._edges[(v, True)]
-                edges.update(zip(itertools.repeat(v), rels.tolist(), ends.tolist()))
-            if (v, False) in self._edges:
-                rels, ends = self._edges[(v, False)]
-                edges.update(zip(ends.tolist(), rels.tolist(), itertools.repeat(v)))
-        count: dict[int, int] = {}
-        for head, _, tail in edges:
-            count[head] = count.get(head, 0) + 1
-            count[tail] = count.get(tail, 0) + 1
-        return count
 
     def _from_lists(self, keep: list[int], members: set[int]) -> set[tuple[int, int, int]]:
         """The edges among ``members`` that the cached edge lists of ``keep`` hold."""
