@@ -19,6 +19,8 @@ def test_index_build_and_ground(tmp_path: Path, data_dir: Path) -> None:
     result = runner.invoke(app, ["kg", "build", str(data_dir / "ddb"), "-f", "ddb", "-o", str(graph)])
     assert result.exit_code == 0 and "7,400 aliases" in " ".join(result.output.split()), result.output
     index = tmp_path / "ddb.idx"
+    result = runner.invoke(app, ["kg", "index", "build", str(graph), "--out", str(index), "--hub-stats"])
+    assert result.exit_code != 0 and "always gives them" in " ".join(result.output.split())
     result = runner.invoke(app, ["kg", "index", "build", str(graph), "--out", str(index)])
     assert result.exit_code == 0, result.output
     for extra in ([], ["--index", str(index)]):

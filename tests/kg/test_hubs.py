@@ -23,3 +23,19 @@ def test_hub_lists_keep_the_lowest_degree_neighbours_of_each_hub() -> None:
     assert row[g.node("a")] == -1
     with pytest.raises(ValueError, match="cap"):
         hub_lists(g, 0)
+
+
+def test_edge_hub_lists_equal_hub_lists_of_the_graph() -> None:
+    from kgwise.kg.hubs import edge_hub_lists
+
+    rng = np.random.default_rng(3)
+    h = rng.integers(0, 40, 400) ** 2 // 40  # skewed: a few hubs
+    t = rng.integers(0, 40, 400)
+    g = CSRGraph.from_triples([(f"n{a}", "r", f"n{b}") for a, b in zip(h.tolist(), t.tolist(), strict=True)])
+    hh, _, tt = g.all_edges()
+    for cap in (1, 3, 10):
+        want, got = hub_lists(g, cap), edge_hub_lists(g.num_nodes, hh, tt, cap)
+        for field in ("degree", "hubs", "ptr", "nbr"):
+            assert getattr(want, field).tolist() == getattr(got, field).tolist()
+    with pytest.raises(ValueError, match=r"0\.\.1"):
+        edge_hub_lists(2, [0, 5], [1, 1], 3)

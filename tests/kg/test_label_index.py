@@ -97,5 +97,41 @@ def test_index_of_a_graph_file_keeps_degrees_hub_lists_and_probe_nodes(tmp_path:
     probe = json.loads(idx.meta["probe"])
     assert len(probe) == PROBE_NODES and probe[0][:2] == ["urn:kgwise:node:0", "centre"]
     assert probe[0][2] == HUB_CAP + 20  # distinct neighbours, which an endpoint must match
+    # a dump of the graph gives the same statistics, counted while it streams
     dump = LabelIndex(build_index(f"nt:{write_ntriples(g, tmp_path / 's.nt')}", tmp_path / "d.idx").path)
-    assert dump.hub_cap is None  # statistics come from a graph file only
+    assert dump.hub_cap == HUB_CAP
+    rows = dump.rows(range(g.num_nodes))
+    assert {term: d for _, term, d in rows.values()} == {
+        f"urn:kgwise:node:{v}": int(d) for v, d in enumerate(want.degree.tolist())}
+    for v in want.hubs.tolist():
+        i = dump.nodes_of_terms([f"urn:kgwise:node:{v}"])[f"urn:kgwise:node:{v}"]
+        got = dump.hub(i)
+        assert got is not None and [rows[x][1] for x in got.tolist()] == [
+            f"urn:kgwise:node:{x}" for x in want.nbr[want.ptr[row[v]]:want.ptr[row[v] + 1]].tolist()]
+
+
+def test_a_dump_counts_edges_to_unnamed_iris_and_literals_but_not_blank_nodes(tmp_path: Path) -> None:
+    from kgwise.kg.label_index import HUB_CAP
+
+    label = "<http://www.w3.org/2000/01/rdf-schema#label>"
+    lines = [f'<urn:hub> {label} "hub" .', f'<urn:lit> {label} "lit" .']
+    lines += [f"<urn:hub> <urn:r> <urn:x{i}> ." for i in range(HUB_CAP + 1)]  # unnamed IRIs
+    lines += ["<urn:hub> <urn:r> <urn:x0> .", "<urn:hub> <urn:r> _:b .", "_:b <urn:r> <urn:hub> ."]
+    lines += [f'<urn:lit> <urn:size> "{i}" .' for i in range(HUB_CAP + 1)]  # literal neighbours
+    lines += [f"<urn:x{i}> <urn:r> <urn:x{i + 1}> ." for i in range(3)]
+    (tmp_path / "d.nt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    built = build_index(f"nt:{tmp_path / 'd.nt'}", tmp_path / "d.idx")
+    assert (built.nodes, built.names) == (2 + HUB_CAP + 1, 2)  # the unnamed IRIs have nothing to ground to
+    idx = LabelIndex(built.path)
+    ids = idx.nodes_of_terms(["urn:hub", "urn:lit", "urn:x0", "urn:x1"])
+    rows = idx.rows(ids.values())
+    # a repeated triple is one edge; the blank node's edges are no edges
+    assert [rows[ids[t]][2] for t in ("urn:hub", "urn:lit", "urn:x0", "urn:x1")] == [HUB_CAP + 1, HUB_CAP + 1,
+                                                                                      2, 3]
+    assert rows[ids["urn:x1"]][0] == "x1" and idx.lookup("x1") is None
+    hub = idx.hub(ids["urn:hub"])
+    terms = idx.rows(hub.tolist()) if hub is not None else {}
+    # degree 1 first (x4 … x100), then degree 2 (x0, x3), then degree 3 by index id (x1, not x2): the cap
+    assert hub is not None and [terms[v][1] for v in hub.tolist()] == [
+        *(f"urn:x{i}" for i in range(4, HUB_CAP + 1)), "urn:x0", "urn:x3", "urn:x1"]
+    assert idx.hub(ids["urn:lit"]) is None  # its list would hold literals: P_sub reads it from the graph

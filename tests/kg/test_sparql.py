@@ -300,10 +300,11 @@ def test_psub_over_the_endpoint_uses_the_index_statistics(endpoint: str, freebas
     sample = hubs + np.random.default_rng(1).choice(freebase.num_nodes, size=30, replace=False).tolist()
     ids = [remote.node_of_iri(f"urn:kgwise:node:{v}") for v in sample]
     rule = IndexedNeighbours(remote, bound, 100)
-    sent = remote.usage()["requests"]
+    sent, trips = remote.usage()["requests"], remote.round_trips
     assert rule.degree_of(np.asarray(ids)).tolist() == local.degree[sample].tolist()
     pos, nbr = rule.expand(ids)
-    assert remote.usage()["requests"] - sent <= 1  # every short list in one VALUES query, no hub list
+    # every short list in one VALUES query per direction, sent side by side; no hub list
+    assert (remote.usage()["requests"] - sent, remote.round_trips - trips) == (2, 1)
     for i, v in enumerate(sample):
         assert ({remote.label(int(x)) for x in nbr[pos == i]}
                 == {freebase.label(int(x)) for x in local.neighbours(v)}), freebase.label(v)
@@ -332,9 +333,10 @@ def test_psub_over_the_endpoint_matches_the_graph_file(endpoint: str, freebase: 
     assert [freebase.label(v) for v in g_l.question_nodes] == [remote.label(v) for v in g_r.question_nodes]
     sub_l = make_extractor("P_sub", freebase).extract(q, g_l)
     extractor = make_extractor("P_sub", remote, ExtractorOptions(stats=bound))
-    sent = remote.usage()["requests"]
+    sent, trips = remote.usage()["requests"], remote.round_trips
     sub_r = extractor.extract(q, g_r)
-    assert remote.usage()["requests"] - sent <= 6  # one round trip per hop, one for the edges among
+    assert remote.round_trips - trips <= 3  # one round trip per hop, one for the edges among
+    assert remote.usage()["requests"] - sent <= 8  # out- and in-lists side by side, and the hub pairs
     # ties in degree break by the graph file's ids (the index's), so the endpoint gives the same nodes
     assert [freebase.label(v) for v in sub_l.nodes] == [remote.label(v) for v in sub_r.nodes]
     sent = remote.usage()["requests"]
@@ -423,3 +425,35 @@ def test_the_pipeline_answers_over_an_endpoint_with_a_label_index(endpoint: str,
         result = pipe.answer("What currency does Jamaica use?", ["Jamaican dollar", "Euro"])
     assert "Jamaica" in result.question_entities  # grounded through the index
     assert result.knowledge.triples and any("Jamaica" in (t.head, t.tail) for t in result.knowledge.triples)
+
+
+def test_an_index_built_from_the_endpoint_keeps_the_hub_statistics(endpoint: str, freebase: CSRGraph,
+                                                                   tmp_path: Path) -> None:
+    from kgwise.extract.neighbourhood import CappedNeighbours, IndexedNeighbours
+    from kgwise.kg.label_index import HUB_CAP, LabelIndex, build_index
+
+    idx = LabelIndex(build_index(f"sparql:{endpoint}", tmp_path / "ep.idx", hub_stats=True).path)
+    assert idx.hub_cap == HUB_CAP
+    local = CappedNeighbours(freebase, HUB_CAP)
+    terms = [f"urn:kgwise:node:{v}" for v in range(freebase.num_nodes)]
+    ids = idx.nodes_of_terms(terms)
+    rows = idx.rows(ids.values())
+    assert [rows[ids[t]][2] for t in terms] == local.degree.tolist()  # every degree, read in pages
+    hubs = np.flatnonzero(local.degree > HUB_CAP).tolist()
+    assert hubs
+    for v in hubs:  # capN by (degree, the index's id): the endpoint's order of ids, not the file's
+        nbr = [ids[terms[x]] for x in np.unique(freebase.neighbors([v])).tolist() if x != v]
+        want = sorted(nbr, key=lambda i: (rows[i][2] or 0, i))[:HUB_CAP]
+        got = idx.hub(ids[terms[v]])
+        assert got is not None and got.tolist() == want
+    # P_sub over the endpoint with those statistics reads no hub's list
+    remote = SPARQLGraph(endpoint)
+    rule = IndexedNeighbours(remote, idx.bind(remote), HUB_CAP)
+    sample = [remote.node_of_iri(terms[v]) for v in hubs[:3]]
+    sent = remote.usage()["requests"]
+    pos, nbr = rule.expand(sample)
+    assert remote.usage()["requests"] == sent  # hubs only: every list from the index
+    for i, v in enumerate(hubs[:3]):
+        stored = idx.hub(ids[terms[v]])
+        assert stored is not None
+        assert {remote.iri(int(x)) for x in nbr[pos == i]} == {idx.term(int(x)) for x in stored.tolist()}

@@ -156,18 +156,24 @@ def index_build(
         "--dump", help="SOURCE is an N-Triples dump to stream (its IRIs, as the store it was loaded into "
         "serves them) instead of a graph file to load.")] = False,
     page: Annotated[int, typer.Option(min=100, help="Name triples per query from an endpoint.")] = 10_000,
+    hub_stats: Annotated[bool, typer.Option(
+        "--hub-stats", help="From an endpoint: also read every edge reachable from a named node (500 nodes "
+        "per query) for P_sub's degrees and hub lists (a graph file or a dump always gives them).")] = False,
 ) -> None:
     """Index every node name (labels and aliases) of SOURCE on disk, with its content hash, for grounding
-    without loading the labels (--index of `kgwise answer`, `kgwise kg ground` and `kgwise uag`). Built
-    from a graph file, it also keeps P_sub's degrees and hub lists, so P_sub over the store the file was
-    loaded into (`kgwise kg export --format nt` + the store's loader) reads only short edge lists."""
+    without loading the labels (--index of `kgwise answer`, `kgwise kg ground` and `kgwise uag`). It also
+    keeps P_sub's degrees and hub lists (from a graph file or a dump; from an endpoint with --hub-stats),
+    so P_sub over the store (`kgwise kg export --format nt` + the store's loader) reads only short edge
+    lists."""
     from kgwise.kg.label_index import build_index
 
     distinct_outputs({"--out": out}, {"SOURCE": source})
     if dump and is_endpoint(source):
         raise ConfigError("--dump reads an N-Triples file, not an endpoint")
+    if hub_stats and not is_endpoint(source):
+        raise ConfigError("--hub-stats reads an endpoint's edges; a graph file or a dump always gives them")
     built = build_index(f"nt:{source}" if dump else source, out, page,
-                        progress=lambda m: console.print(f"[dim]{m}[/dim]"))
+                        progress=lambda m: console.print(f"[dim]{m}[/dim]"), hub_stats=hub_stats)
     console.print(f"wrote {built.path}: {built.nodes:,} nodes, {built.names:,} names from {built.source} "
                   f"({built.kind}, {built.content_hash[:19]}…) in {built.seconds:.1f} s")
 

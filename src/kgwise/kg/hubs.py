@@ -4,7 +4,8 @@
 most ``cap`` incident edges, else the ``cap`` neighbours with the smallest ``(degree, id)``. The second
 case needs the degree of every neighbour of a hub, so it is computed once for the whole graph here (one
 vectorised pass): the in-memory rule keeps it in memory, and a label index stores it beside the names so
-that P_sub over a SPARQL endpoint never reads a hub's edge list.
+that P_sub over a SPARQL endpoint never reads a hub's edge list. :func:`edge_hub_lists` computes the same
+from bare edge arrays (an N-Triples dump or an endpoint's triples, counted as they stream by).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy.typing as npt
 
 from kgwise.kg.base import ArrayGraph
 
-__all__ = ["HubLists", "hub_lists", "split_incident"]
+__all__ = ["HubLists", "edge_hub_lists", "hub_lists", "split_incident"]
 
 I64 = npt.NDArray[np.int64]
 
@@ -55,9 +56,33 @@ def hub_lists(kg: ArrayGraph, cap: int) -> HubLists:
     n = kg.num_nodes
     degree: I64 = kg.degree(np.arange(n, dtype=np.int64), "both").astype(np.int64)
     hubs = np.flatnonzero(degree > cap).astype(np.int64)
-    hub_row = np.full(n, -1, dtype=np.int64)
-    hub_row[hubs] = np.arange(hubs.size, dtype=np.int64)
     owner, other = split_incident(kg, hubs) if hubs.size else (np.empty(0, np.int64),) * 2
+    return _capped(cap, degree, hubs, owner, other)
+
+
+def edge_hub_lists(num_nodes: int, heads: npt.ArrayLike, tails: npt.ArrayLike, cap: int) -> HubLists:
+    """:func:`hub_lists` of the graph whose (deduplicated) edges are ``heads[i] -> tails[i]`` over nodes
+    ``0 … num_nodes - 1`` (an RDF source counted while it streams, :mod:`kgwise.kg.label_index`)."""
+    if cap < 1:
+        raise ValueError(f"cap must be >= 1, got {cap}")
+    h = np.asarray(heads, dtype=np.int64).reshape(-1)
+    t = np.asarray(tails, dtype=np.int64).reshape(-1)
+    if h.size != t.size or (h.size and (min(int(h.min()), int(t.min())) < 0
+                                        or max(int(h.max()), int(t.max())) >= num_nodes)):
+        raise ValueError(f"heads and tails must be equally long ids in 0..{num_nodes - 1}")
+    degree = (np.bincount(h, minlength=num_nodes) + np.bincount(t, minlength=num_nodes)).astype(np.int64)
+    hubs = np.flatnonzero(degree > cap).astype(np.int64)
+    is_hub = degree > cap
+    out, inn = is_hub[h], is_hub[t]
+    owner = np.concatenate((h[out], t[inn]))
+    other = np.concatenate((t[out], h[inn]))
+    return _capped(cap, degree, hubs, owner, other)
+
+
+def _capped(cap: int, degree: I64, hubs: I64, owner: I64, other: I64) -> HubLists:
+    """The hub lists from every ``(owner hub, neighbour)`` incidence (repeats and self-loops allowed)."""
+    hub_row = np.full(degree.size, -1, dtype=np.int64)
+    hub_row[hubs] = np.arange(hubs.size, dtype=np.int64)
     keep = owner != other
     row, other = hub_row[owner[keep]], other[keep]
     order = np.lexsort((other, degree[other], row))

@@ -14,21 +14,28 @@ over the ids (label; for a graph file also distinct neighbours), which an endpoi
 every triple of a large store takes minutes). :meth:`LabelIndex.bind` refuses a graph that does not
 match (another graph), as calibrations are refused.
 
-An index of a graph file also keeps the statistics P_sub's hub rule ranks by (:mod:`kgwise.kg.hubs`):
-every node's degree and every hub's capped neighbour list (``hub_cap`` in the meta table), so that P_sub
-over the endpoint the graph was loaded into reads only small edge lists (:meth:`BoundIndex.degree_of`,
-:meth:`BoundIndex.hub_neighbours`). An index of a dump or an endpoint has none (``hub_cap`` absent).
+An index also keeps the statistics P_sub's hub rule ranks by (:mod:`kgwise.kg.hubs`): every node's degree
+and every hub's capped neighbour list (``hub_cap`` in the meta table), so that P_sub over the endpoint
+the graph was loaded into reads only small edge lists (:meth:`BoundIndex.degree_of`,
+:meth:`BoundIndex.hub_neighbours`). A graph file's come from its CSR arrays; a dump's are counted while it
+streams; an endpoint's only on request (``hub_stats``: a walk from the named IRIs reads every edge P_sub
+can reach, a batch of nodes per query).
+Of an RDF source, the index also holds the IRIs that end an edge without a name (as nodes with nothing to
+ground to), and a hub whose list holds a literal keeps no list (P_sub reads that hub from the endpoint).
 
 The file is built in memory (journal and sync off, one transaction), its FTS5 index merged into one
-segment (``optimize``), then written out in one pass (``VACUUM INTO``) and renamed into place.
+segment (``optimize``), then written out in one pass (``VACUUM INTO``: about 2 % of the build's CPU) and
+renamed into place.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import sqlite3
 import time
+from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,8 +74,8 @@ def graph_content_hash(kg: CSRGraph) -> str:
     for names in (kg.labels, kg.relations, alias_names):
         digest.update("\n".join(names).encode("utf-8") + b"\0")
     digest.update(np.ascontiguousarray(alias_nodes, dtype=np.int64).tobytes())
-    for array in kg.all_edges():
-        digest.update(np.ascontiguousarray(array, dtype=np.int64).tobytes())
+    for column in kg.all_edges():
+        digest.update(np.ascontiguousarray(column, dtype=np.int64).tobytes())
     return "sha256:" + digest.hexdigest()
 
 
@@ -93,13 +100,20 @@ CREATE TABLE names (id INTEGER PRIMARY KEY, key TEXT NOT NULL, node INTEGER NOT 
                     alias INTEGER NOT NULL);
 CREATE TABLE words (word TEXT PRIMARY KEY) WITHOUT ROWID;
 """
-_FINISH = """
+_FTS_HASH_BYTES = 64 * 2**20
+_FINISH = f"""
 CREATE INDEX names_key ON names(key, alias, node);
 CREATE INDEX nodes_term ON nodes(term);
 CREATE VIRTUAL TABLE names_fts USING fts5(key, content='names', content_rowid='id', tokenize='trigram');
+INSERT INTO names_fts(names_fts, rank) VALUES ('automerge', 0);
+INSERT INTO names_fts(names_fts, rank) VALUES ('hashsize', {_FTS_HASH_BYTES});
 INSERT INTO names_fts(names_fts) VALUES ('rebuild');
 INSERT INTO names_fts(names_fts) VALUES ('optimize');
+INSERT INTO names_fts(names_fts, rank) VALUES ('automerge', 4);
 """
+"""Indexes made once every row is in. FTS5 tokenises (``rebuild``) with incremental merging off and a
+larger pending-terms buffer, then merges every segment into one (``optimize``): a third less CPU than
+merging as it goes on ConceptNet-scale labels; the default merging is restored for any later writes."""
 
 
 class _Writer:
@@ -118,29 +132,36 @@ class _Writer:
         self.names = 0
         self.words: set[str] = set()
         self.longest = 0
-        self._node_rows: list[tuple[int, str, str, None]] = []
+        self._node_rows: list[tuple[int, str, str, int | None]] = []
         self._name_rows: list[tuple[str, int, str, int]] = []
 
-    def node(self, node: int, label: str, term: str, aliases: Iterable[str] = ()) -> None:
-        self._node_rows.append((node, label, term, None))
+    def node(self, node: int, label: str, term: str, aliases: Iterable[str] = (), degree: int | None = None,
+             named: bool = True) -> None:
+        """Add a node; its ``label`` and ``aliases`` are names to ground to unless ``named`` is false (an
+        IRI without a name literal, kept only for P_sub's statistics)."""
+        self._node_rows.append((node, label, term, degree))
         self.nodes += 1
-        names = [label, *aliases]
+        names = [label, *aliases] if named else []
         for k, (key, name) in enumerate(zip(phrase_keys(names), names, strict=True)):
             if key:
                 self._name_rows.append((key, node, name, int(k > 0)))
-        if len(self._name_rows) >= _BATCH:
+        if len(self._name_rows) >= _BATCH or len(self._node_rows) >= _BATCH:
             self.flush()
 
     def flush(self) -> None:
         self.db.executemany("INSERT INTO nodes VALUES (?, ?, ?, ?)", self._node_rows)
-        self.db.executemany("INSERT INTO names (key, node, name, alias) VALUES (?, ?, ?, ?)", self._name_rows)
-        for key, _, _, _ in self._name_rows:
-            parts = key.split(" ")
-            self.words.update(parts)
-            self.longest = max(self.longest, len(parts))
-        self.names += len(self._name_rows)
+        self.add_names([r[0] for r in self._name_rows], self._name_rows)
         self._node_rows.clear()
         self._name_rows.clear()
+
+    def add_names(self, keys: list[str], rows: Iterable[tuple[str, int, str, int]]) -> None:
+        """Insert ``(key, node, name, alias)`` rows whose keys are ``keys`` (none blank); count their
+        words and the longest key."""
+        self.db.executemany("INSERT INTO names (key, node, name, alias) VALUES (?, ?, ?, ?)", rows)
+        self.names += len(keys)
+        if keys:
+            self.words.update(" ".join(keys).split(" "))
+            self.longest = max(self.longest, 1 + max(map(str.count, keys, itertools.repeat(" "))))
 
     def finish(self, meta: dict[str, Any], neighbours: Callable[[int], int] | None = None) -> None:
         """Write the file; ``neighbours``: distinct neighbours of a node (a graph file's), for the probe."""
@@ -164,39 +185,102 @@ class _Writer:
 
 
 def _from_graph(kg: CSRGraph, w: _Writer) -> dict[str, Any]:
+    """Every label and alias of a graph file, with its degrees and hub lists (numpy over the CSR arrays;
+    rows handed to ``executemany`` as C-level iterators)."""
     from kgwise.kg.hubs import hub_lists
 
     alias_nodes, alias_names = kg.alias_pairs()
     n = kg.num_nodes
     hubs = hub_lists(kg, HUB_CAP)
     w.db.executemany("INSERT INTO nodes VALUES (?, ?, ?, ?)",
-                     zip(range(n), kg.labels, (f"{EXPORT_BASE}{v}" for v in range(n)), hubs.degree.tolist(),
-                         strict=True))
-    w.db.executemany("INSERT INTO hubs VALUES (?, ?)", (
-        (int(v), hubs.nbr[hubs.ptr[i]:hubs.ptr[i + 1]].astype("<i4").tobytes())
-        for i, v in enumerate(hubs.hubs.tolist())))
-    keys = phrase_keys([*kg.labels, *alias_names])
-    nodes = [*range(n), *alias_nodes.tolist()]
+                     zip(range(n), kg.labels, map(EXPORT_BASE.__add__, map(str, range(n))),
+                         hubs.degree.tolist(), strict=True))
+    nbr = hubs.nbr.astype("<i4")
+    ptr = hubs.ptr.tolist()
+    w.db.executemany("INSERT INTO hubs VALUES (?, ?)",
+                     ((v, nbr[ptr[i]:ptr[i + 1]].tobytes()) for i, v in enumerate(hubs.hubs.tolist())))
     names = [*kg.labels, *alias_names]
-    rows = zip(keys, nodes, names, (int(i >= n) for i in range(len(keys))), strict=True)
-    w.db.executemany("INSERT INTO names (key, node, name, alias) VALUES (?, ?, ?, ?)",
-                     (r for r in rows if r[0]))
-    w.nodes, w.names = n, sum(1 for k in keys if k)
-    w.words.update(" ".join(keys).split())
-    w.longest = max((k.count(" ") + 1 for k in keys if k), default=0)
+    keys = phrase_keys(names)
+    nodes = itertools.chain(range(n), alias_nodes.tolist())
+    alias = itertools.chain(itertools.repeat(0, n), itertools.repeat(1, len(alias_names)))
+    rows: Iterable[tuple[str, int, str, int]] = zip(keys, nodes, names, alias, strict=True)
+    if "" in keys:  # a name without letters or digits has no key
+        kept = [bool(k) for k in keys]
+        rows, keys = itertools.compress(rows, kept), list(itertools.compress(keys, kept))
+    w.add_names(keys, rows)
+    w.nodes = n
     return {"kind": "graph", "content_hash": graph_content_hash(kg), "edges": kg.num_edges,
             "labelled": kg.num_nodes, "hub_cap": HUB_CAP}
 
 
+class _EdgeCounter:
+    """The edges of an RDF source as they stream by (a subject IRI, a predicate, an object IRI or literal;
+    no blank node, no name literal), each end numbered on first sight, for P_sub's statistics."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str | tuple[str, str, str], int] = {}  # an IRI, or a literal's (value, lang, datatype)
+        self.preds: dict[str, int] = {}
+        self.h = array("q")
+        self.p = array("q")
+        self.t = array("q")
+
+    def add(self, subj: str, pred: str, obj: str | tuple[str, str, str]) -> None:
+        ids = self.ids
+        self.h.append(ids.setdefault(subj, len(ids)))
+        self.p.append(self.preds.setdefault(pred, len(self.preds)))
+        self.t.append(ids.setdefault(obj, len(ids)))
+
+    def write(self, w: _Writer, labels: dict[str, tuple[str, list[str]]]) -> int:
+        """Write the nodes: ``labels`` (IRI -> label and aliases) first, in their order, with names; then
+        the IRIs that end an edge without a name (their local name as label, nothing to ground to); each
+        with its degree, and the hub lists (:func:`kgwise.kg.hubs.edge_hub_lists`, deduplicated edges).
+        A hub whose list holds a literal keeps none (P_sub reads it from the graph). Returns the edges."""
+        from kgwise.kg.hubs import edge_hub_lists
+        from kgwise.kg.loaders.ntriples import iri_local_name
+
+        index = {iri: i for i, iri in enumerate(labels)}
+        for key in self.ids:
+            if isinstance(key, str) and key not in index:
+                index[key] = len(index)
+        iris = len(index)
+        perm = np.fromiter((index.get(k, -1) if isinstance(k, str) else -1 for k in self.ids), dtype=np.int64,
+                           count=len(self.ids))
+        literal = perm < 0
+        perm[literal] = iris + np.arange(int(literal.sum()), dtype=np.int64)
+        h, p, t = (np.frombuffer(a, dtype=np.int64) if len(a) else np.empty(0, np.int64)
+                   for a in (self.h, self.p, self.t))
+        h, t = perm[h], perm[t]
+        order = np.lexsort((t, p, h))
+        h, p, t = h[order], p[order], t[order]
+        if h.size:  # a triple given twice is one edge
+            first = np.ones(h.size, dtype=bool)
+            first[1:] = (h[1:] != h[:-1]) | (p[1:] != p[:-1]) | (t[1:] != t[:-1])
+            h, t = h[first], t[first]
+        hubs = edge_hub_lists(iris + int(literal.sum()), h, t, HUB_CAP)
+        degree = hubs.degree.tolist()
+        for iri, v in index.items():
+            if v < len(labels):
+                label, aliases = labels[iri]
+                w.node(v, label, iri, aliases, degree[v])
+            else:
+                w.node(v, iri_local_name(iri), iri, degree=degree[v], named=False)
+        w.flush()
+        nbr, ptr = hubs.nbr, hubs.ptr.tolist()
+        w.db.executemany("INSERT INTO hubs VALUES (?, ?)", (
+            (v, nbr[ptr[i]:ptr[i + 1]].astype("<i4").tobytes()) for i, v in enumerate(hubs.hubs.tolist())
+            if v < iris and not (nbr[ptr[i]:ptr[i + 1]] >= iris).any()))
+        return int(h.size)
+
+
 def _from_ntriples(path: Path, w: _Writer) -> dict[str, Any]:
     """Stream a dump: every IRI with a name literal (``rdfs:label``, ``skos:prefLabel``/``altLabel``;
-    English or untagged for aliases, the preferred ``rdfs:label`` as label, else the local name)."""
+    English or untagged for aliases, the preferred ``rdfs:label`` as label, else the local name), and
+    P_sub's degrees and hub lists, counted as the edges go by (:class:`_EdgeCounter`)."""
     from kgwise.kg.loaders._common import numbered_lines
     from kgwise.kg.loaders.ntriples import (
         NAME_PREDICATES,
         RDFS_COMMENT,
         RDFS_LABEL,
-        iri_local_name,
         label_rank,
         parse_ntriples_line,
     )
@@ -204,7 +288,7 @@ def _from_ntriples(path: Path, w: _Writer) -> dict[str, Any]:
     digest = hashlib.sha256()
     names: dict[str, dict[str, None]] = {}
     best: dict[str, tuple[int, str]] = {}
-    edges = 0
+    counter = _EdgeCounter()
     for lineno, line in numbered_lines(path):
         digest.update(line.encode("utf-8") + b"\n")
         try:
@@ -214,10 +298,11 @@ def _from_ntriples(path: Path, w: _Writer) -> dict[str, Any]:
         if parsed is None:
             continue
         subj, pred, obj = parsed
-        if subj[0] != "iri" or obj[0] != "literal" or pred not in NAME_PREDICATES:
-            edges += subj[0] != "bnode" and obj[0] != "bnode"
+        if obj[0] != "literal" or pred not in NAME_PREDICATES:
+            if subj[0] == "iri" and obj[0] != "bnode":
+                counter.add(subj[1], pred, obj[1] if obj[0] == "iri" else obj[1:])
             continue
-        if pred == RDFS_COMMENT:
+        if pred == RDFS_COMMENT or subj[0] != "iri":
             continue
         rank = label_rank(obj[2])
         forms = names.setdefault(subj[1], {})
@@ -225,11 +310,21 @@ def _from_ntriples(path: Path, w: _Writer) -> dict[str, Any]:
             forms[obj[1]] = None
         if pred == RDFS_LABEL and (subj[1] not in best or rank < best[subj[1]][0]):
             best[subj[1]] = (rank, obj[1])
-    for v, (iri, forms) in enumerate(names.items()):
-        label = best[iri][1] if iri in best else iri_local_name(iri)
-        w.node(v, label, iri, [f for f in forms if f != label])
+    edges = counter.write(w, _named(names, best))
     return {"kind": "rdf", "content_hash": "sha256:" + digest.hexdigest(), "edges": edges,
-            "labelled": len(names)}
+            "labelled": len(names), "hub_cap": HUB_CAP}
+
+
+def _named(names: dict[str, dict[str, None]], best: dict[str, tuple[int, str]]
+           ) -> dict[str, tuple[str, list[str]]]:
+    """IRI -> (label, other names): the best ``rdfs:label``, else the local name."""
+    from kgwise.kg.loaders.ntriples import iri_local_name
+
+    out: dict[str, tuple[str, list[str]]] = {}
+    for iri, forms in names.items():
+        label = best[iri][1] if iri in best else iri_local_name(iri)
+        out[iri] = (label, [f for f in forms if f != label])
+    return out
 
 
 def _label_rows_query(page: int, offset: int) -> str:
@@ -240,10 +335,62 @@ def _label_rows_query(page: int, offset: int) -> str:
             f"LIMIT {page} OFFSET {offset}")
 
 
-def _from_endpoint(kg: SPARQLGraph, w: _Writer, page: int, progress: Callable[[str], None] | None
-                   ) -> dict[str, Any]:
-    """Page through the endpoint's name triples (``ORDER BY`` for stable pages)."""
-    from kgwise.kg.loaders.ntriples import RDFS_LABEL, iri_local_name, label_rank
+_EDGE_BATCH = 500
+"""Nodes whose edges (both directions) one query of an endpoint's statistics walk reads."""
+
+
+def _edges_query(nodes: Sequence[str | tuple[str, str, str]]) -> str:
+    from kgwise.kg.loaders.ntriples import NAME_PREDICATES, literal_syntax
+
+    names = ", ".join(f"<{p}>" for p in NAME_PREDICATES)
+    values = " ".join(f"<{n}>" if isinstance(n, str) else literal_syntax(n[0]) + (
+        f"@{n[1]}" if n[1] else f"^^<{n[2]}>" if n[2] else "") for n in nodes)
+    return (f"SELECT ?s ?p ?o WHERE {{ VALUES ?n {{ {values} }} "
+            f"{{ ?n ?p ?o BIND(?n AS ?s) FILTER(isIRI(?n) && !isBlank(?o) && "
+            f"!(isLiteral(?o) && ?p IN ({names}))) }} UNION "
+            f"{{ ?s ?p ?n BIND(?n AS ?o) FILTER(isIRI(?s) && !(isLiteral(?n) && ?p IN ({names}))) }} }}")
+
+
+def _read_edges(kg: SPARQLGraph, named: Iterable[str], progress: Callable[[str], None] | None
+                ) -> _EdgeCounter:
+    """Every edge of the endpoint's components that hold a named IRI (the only ones P_sub can reach from a
+    grounded node): a breadth-first walk from the named IRIs, one ``VALUES`` query per ``_EDGE_BATCH``
+    nodes reading their edges in both directions, so the store answers from its indexes (no ``ORDER BY``
+    or ``OFFSET`` over every triple, which costs a sort of the whole store per page)."""
+    from kgwise.kg.sparql import XSD_STRING
+
+    counter = _EdgeCounter()
+    seen: dict[str | tuple[str, str, str], None] = dict.fromkeys(named)
+    todo = list(seen)
+    done = 0
+    while done < len(todo):
+        part = todo[done:done + _EDGE_BATCH]
+        done += len(part)
+        for row in kg.select(_edges_query(part)):
+            try:
+                subj, pred, obj = row["s"]["value"], row["p"]["value"], row["o"]
+                if obj["type"] == "uri":
+                    end: str | tuple[str, str, str] = obj["value"]
+                else:
+                    dt = obj.get("datatype", "")
+                    end = (obj["value"], obj.get("xml:lang", "").lower(), "" if dt == XSD_STRING else dt)
+            except (KeyError, TypeError) as exc:
+                raise DataError(f"{kg.endpoint}: an edge row without ?s ?p ?o ({exc})") from exc
+            counter.add(subj, pred, end)  # an edge read from both ends is deduplicated when written
+            for x in (subj, end):
+                if x not in seen:
+                    seen[x] = None
+                    todo.append(x)
+        if progress is not None:
+            progress(f"{done:,} of {len(todo):,} nodes' edges read (P_sub's degrees and hub lists)")
+    return counter
+
+
+def _from_endpoint(kg: SPARQLGraph, w: _Writer, page: int, progress: Callable[[str], None] | None,
+                   hub_stats: bool) -> dict[str, Any]:
+    """Page through the endpoint's name triples (``ORDER BY`` for stable pages); with ``hub_stats``, also
+    read its edges for P_sub's degrees and hub lists (:func:`_read_edges`)."""
+    from kgwise.kg.loaders.ntriples import RDFS_LABEL, label_rank
 
     digest = hashlib.sha256()
     names: dict[str, dict[str, None]] = {}
@@ -269,18 +416,23 @@ def _from_endpoint(kg: SPARQLGraph, w: _Writer, page: int, progress: Callable[[s
             progress(f"{offset:,} name triples read")
         if len(rows) < page:
             break
-    for v, (iri, forms) in enumerate(names.items()):
-        label = best[iri][1] if iri in best else iri_local_name(iri)
-        w.node(v, label, iri, [f for f in forms if f != label])
-    return {"kind": "rdf", "content_hash": "sha256:" + digest.hexdigest(), "edges": kg.num_edges,
-            "labelled": len(names)}
+    labels = _named(names, best)
+    meta = {"kind": "rdf", "content_hash": "sha256:" + digest.hexdigest(), "labelled": len(names)}
+    if hub_stats:
+        return {**meta, "edges": _read_edges(kg, labels, progress).write(w, labels), "hub_cap": HUB_CAP}
+    for v, (iri, (label, aliases)) in enumerate(labels.items()):
+        w.node(v, label, iri, aliases)
+    return {**meta, "edges": kg.num_edges}
 
 
 def build_index(source: str | Path, out: str | Path, page: int = 10_000,
-                progress: Callable[[str], None] | None = None) -> IndexBuild:
+                progress: Callable[[str], None] | None = None, hub_stats: bool = False) -> IndexBuild:
     """Build the index of ``source`` into ``out``: a graph file (``.npz``, ``.tsv``, ``.nt`` read as a
     graph), an N-Triples dump streamed without building a graph (``--format nt``: pass a ``.nt``/``.nt.gz``
-    path prefixed ``nt:``), or a SPARQL endpoint (``sparql:URL``), read ``page`` name triples per query."""
+    path prefixed ``nt:``), or a SPARQL endpoint (``sparql:URL``), read ``page`` name triples per query.
+    P_sub's degrees and hub lists come with a graph file or a dump; from an endpoint only with
+    ``hub_stats`` (every edge reachable from a named node read, ``_EDGE_BATCH`` nodes per query: minutes
+    on a large store)."""
     from kgwise.kg.sources import is_endpoint
 
     t0 = time.perf_counter()
@@ -290,7 +442,7 @@ def build_index(source: str | Path, out: str | Path, page: int = 10_000,
             from kgwise.kg.sparql import SPARQLGraph
 
             endpoint = SPARQLGraph(str(source).removeprefix("sparql:"))
-            meta = _from_endpoint(endpoint, w, page, progress)
+            meta = _from_endpoint(endpoint, w, page, progress, hub_stats)
             label = endpoint.endpoint
         elif str(source).startswith("nt:"):
             path = Path(str(source)[3:])

@@ -16,10 +16,12 @@ untagged and ``@en``, as ``rdfs:label``, ``skos:prefLabel`` or ``skos:altLabel``
 and literal values, not IRI local names. Free-text grounding runs over a label index of the endpoint
 (:mod:`kgwise.kg.label_index`, ``kgwise kg index build sparql:URL``); UAG, which starts from topic
 entities by name, runs on an endpoint directly. :meth:`SPARQLGraph.prefetch` reads many nodes' edges with
-one ``VALUES`` query per batch, one direction or both in the same query (``neighbors``, ``degree`` and
-``edges_among`` use it). :meth:`SPARQLGraph.edges_among` told which nodes are hubs (P_sub's statistics
-from a label index) never reads a hub's edge list: it reads the other nodes' lists and asks for the edges
-between two hubs pair by pair.
+one ``VALUES`` query per batch and direction, the queries of one step sent side by side
+(:meth:`SPARQLGraph.select_many`, ``SPARQLConfig.parallel``: one round trip, where a ``UNION`` of both
+directions in one query costs the store their sum); ``neighbors``, ``degree`` and ``edges_among`` use it.
+:meth:`SPARQLGraph.edges_among` told which nodes are hubs (P_sub's statistics from a label index) never
+reads a hub's edge list: it reads the other nodes' lists and asks for the edges between two hubs pair by
+pair, in the same round trip.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,18 +77,20 @@ class TransientSPARQLError(SPARQLError, TransientError):
 @dataclass(frozen=True, slots=True)
 class SPARQLConfig:
     """``max_edges``: edges read per node and direction; ``cache_nodes``: edge lists kept (LRU);
-    ``batch``: nodes whose edges one ``VALUES`` query reads; ``retry``: timeouts and retries of each
-    request (every request has a timeout); ``headers``: extra HTTP headers (e.g. an API key)."""
+    ``batch``: nodes whose edges one ``VALUES`` query reads; ``parallel``: queries of one step sent side by
+    side (1: one after another); ``retry``: timeouts and retries of each request (every request has a
+    timeout); ``headers``: extra HTTP headers (e.g. an API key)."""
 
     max_edges: int = 10_000
     cache_nodes: int = 200_000
     batch: int = 200
+    parallel: int = 4
     retry: RetryPolicy = field(default_factory=lambda: RetryPolicy(max_retries=3, timeout_s=60.0))
     headers: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
-        if self.max_edges < 1 or self.cache_nodes < 1 or self.batch < 1:
-            raise ConfigError("SPARQLConfig: max_edges, cache_nodes and batch must be ≥ 1")
+        if self.max_edges < 1 or self.cache_nodes < 1 or self.batch < 1 or self.parallel < 1:
+            raise ConfigError("SPARQLConfig: max_edges, cache_nodes, batch and parallel must be ≥ 1")
 
 
 def _term(binding: dict[str, str]) -> Term | None:
@@ -136,6 +141,7 @@ class SPARQLGraph:
         self._client = client or httpx.Client(headers=headers, timeout=self.config.retry.timeout_s)
         self.stats = RetryStats()
         self.truncated = 0
+        self.round_trips = 0
         self._lock = threading.RLock()
         self._node_ids: dict[Term, int] = {}
         self._terms: list[Term] = []
@@ -148,6 +154,7 @@ class SPARQLGraph:
         self._num_edges: int | None = None
         self._among: dict[int, tuple[frozenset[int], tuple[tuple[int, int, int], ...]]] = {}
         self._pair_edges: dict[tuple[int, int], tuple[int, ...]] = {}
+        self._pool: ThreadPoolExecutor | None = None
 
     def __repr__(self) -> str:
         return f"SPARQLGraph({self.endpoint!r}, seen {len(self._terms)} nodes)"
@@ -171,6 +178,11 @@ class SPARQLGraph:
 
     def select(self, query: str) -> list[dict[str, dict[str, str]]]:
         """Run a ``SELECT`` query; the result rows (variable → JSON term), with retries."""
+        with self._lock:
+            self.round_trips += 1
+        return self._select(query)
+
+    def _select(self, query: str) -> list[dict[str, dict[str, str]]]:
         rows, _ = call_with_retry(lambda: self._post_once(query), self.config.retry, stats=self.stats)
         return rows
 
@@ -366,60 +378,79 @@ class SPARQLGraph:
 
     def prefetch(self, nodes: Iterable[int], out: bool | None = None) -> int:
         """Read the edge lists of the uncached ``nodes`` with one ``VALUES`` query per ``SPARQLConfig.batch``
-        nodes instead of one query per node: outgoing (``out``), incoming (``not out``) or both in the same
-        query (``None``). A node that may hold more than ``max_edges`` edges in a direction is read alone
-        there (its list capped as :meth:`out_edges` caps it). Returns the queries sent."""
-        dirs = (True, False) if out is None else (out,)
+        nodes and direction instead of one query per node: outgoing (``out``), incoming (``not out``) or
+        both (``None``), the queries sent together (:meth:`select_many`). A node that may hold more than
+        ``max_edges`` edges in a direction is read alone there (its list capped as :meth:`out_edges` caps
+        it). Returns the queries sent."""
         with self._lock:
-            todo = [v for v in dict.fromkeys(int(x) for x in nodes)
-                    if any((v, d) not in self._edges for d in dirs)]
-            for v in todo:
-                self._check(v)
-            if True in dirs:  # a literal is never a subject
-                for v in [v for v in todo if self._terms[v][0] != "iri"]:
-                    self._store(v, True, [], False)
-                if out:
-                    todo = [v for v in todo if self._terms[v][0] == "iri"]
-            sent = 0
-            step = self.config.batch
-            for start in range(0, len(todo), step):
-                batch = todo[start:start + step]
-                if len(batch) == 1 and out is not None:
-                    self._read(batch[0], out)
-                    sent += 1
-                    continue
-                sent += self._prefetch_batch(batch, dirs)
-            return sent
+            plan = self._prefetch_plan(nodes, out)
+            return self._prefetch_apply(plan, self.select_many([q for _, _, q in plan]))
 
-    def _prefetch_batch(self, batch: list[int], dirs: tuple[bool, ...]) -> int:
-        """One ``VALUES`` query for ``batch``'s lists in ``dirs`` (the caller holds the lock); queries
-        sent, with the re-reads of lists the limit may have cut."""
-        values = " ".join(_sparql(self._terms[v]) for v in batch)
-        if len(dirs) == 2:
-            pattern = '{ ?n ?p ?x BIND("o" AS ?d) } UNION { ?x ?p ?n BIND("i" AS ?d) }'
-        else:
-            pattern = "?n ?p ?x" if dirs[0] else "?x ?p ?n"
-        limit = self.config.max_edges * len(batch) * len(dirs)
-        rows = self.select(f"SELECT * WHERE {{ VALUES ?n {{ {values} }} {pattern} }} LIMIT {limit}")
-        sent = 1
-        by_node: dict[tuple[int, bool], list[dict[str, dict[str, str]]]] = {
-            (v, d): [] for v in batch for d in dirs}
-        for row in rows:
-            term = _term(row["n"])
-            hit = self._node_ids.get(term) if term is not None else None
-            d = dirs[0] if len(dirs) == 1 else row.get("d", {}).get("value") == "o"
-            if hit is not None and (hit, d) in by_node:
-                by_node[(hit, d)].append(row)
-        full = len(rows) >= limit  # the batch's limit cut some list: read every list alone
-        for (v, d), got in by_node.items():
-            if (v, d) in self._edges:
+    def _prefetch_plan(self, nodes: Iterable[int], out: bool | None) -> list[tuple[list[int], bool, str]]:
+        """``(batch, direction, query)`` of every query :meth:`prefetch` sends (the caller holds the lock);
+        a literal's empty out-list is stored at once."""
+        dirs = (True, False) if out is None else (out,)
+        todo = [v for v in dict.fromkeys(int(x) for x in nodes)
+                if any((v, d) not in self._edges for d in dirs)]
+        for v in todo:
+            self._check(v)
+        plan: list[tuple[list[int], bool, str]] = []
+        for d in dirs:
+            if d:  # a literal is never a subject
+                for v in todo:
+                    if self._terms[v][0] != "iri" and (v, True) not in self._edges:
+                        self._store(v, True, [], False)
+            left = [v for v in todo if (v, d) not in self._edges]
+            step = self.config.batch
+            for start in range(0, len(left), step):
+                batch = left[start:start + step]
+                values = " ".join(_sparql(self._terms[v]) for v in batch)
+                pattern = "?n ?p ?x" if d else "?x ?p ?n"
+                limit = self.config.max_edges * len(batch) if len(batch) > 1 else self.config.max_edges + 1
+                plan.append((batch, d,
+                             f"SELECT * WHERE {{ VALUES ?n {{ {values} }} {pattern} }} LIMIT {limit}"))
+        return plan
+
+    def _prefetch_apply(self, plan: list[tuple[list[int], bool, str]],
+                        results: list[list[dict[str, dict[str, str]]]]) -> int:
+        """Store the lists :meth:`_prefetch_plan`'s queries read (the caller holds the lock); queries sent,
+        with the re-reads of lists a limit may have cut."""
+        sent = len(plan)
+        for (batch, d, _), rows in zip(plan, results, strict=True):
+            if len(batch) == 1:
+                if (batch[0], d) not in self._edges:
+                    cut = len(rows) > self.config.max_edges
+                    self.truncated += cut
+                    self._store(batch[0], d, rows[:self.config.max_edges], cut)
                 continue
-            if full or len(got) >= self.config.max_edges:
-                self._read(v, d)
-                sent += 1
-            else:
-                self._store(v, d, got, False)
+            by_node: dict[int, list[dict[str, dict[str, str]]]] = {v: [] for v in batch}
+            for row in rows:
+                term = _term(row["n"])
+                hit = self._node_ids.get(term) if term is not None else None
+                if hit is not None and hit in by_node:
+                    by_node[hit].append(row)
+            full = len(rows) >= self.config.max_edges * len(batch)  # the limit cut some list: read alone
+            for v, got in by_node.items():
+                if (v, d) in self._edges:
+                    continue
+                if full or len(got) >= self.config.max_edges:
+                    self._read(v, d)
+                    sent += 1
+                else:
+                    self._store(v, d, got, False)
         return sent
+
+    def select_many(self, queries: Sequence[str]) -> list[list[dict[str, dict[str, str]]]]:
+        """:meth:`select` of every query, up to ``SPARQLConfig.parallel`` at a time (one round trip where
+        the endpoint answers them side by side); the rows in the order of ``queries``."""
+        if len(queries) <= 1 or self.config.parallel <= 1:
+            return [self.select(q) for q in queries]
+        with self._lock:
+            self.round_trips += 1
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.config.parallel, thread_name_prefix="sparql")
+            pool = self._pool
+        return list(pool.map(self._select, queries))
 
     def out_edges(self, node: int) -> tuple[IdArray, IdArray]:
         return self._read(int(node), True)
@@ -468,9 +499,12 @@ class SPARQLGraph:
             members = set(keep)
             if large:
                 big = [v for v in keep if v in large]
-                self.prefetch([v for v in keep if v not in large], None)
+                plan = self._prefetch_plan([v for v in keep if v not in large], None)
+                pairs = self._pairs_plan(big)
+                results = self.select_many([q for _, _, q in plan] + [q for _, q in pairs])
+                self._prefetch_apply(plan, results[:len(plan)])
                 found = self._from_lists(keep, members)
-                found.update(self._pairs_among(big))
+                found.update(self._pairs_apply(big, pairs, results[len(plan):]))
             else:
                 found = self._from_lists(keep, members)
                 heads = [v for v in keep if (v, True) not in self._edges and self._terms[v][0] == "iri"]
@@ -521,15 +555,24 @@ class SPARQLGraph:
             else:
                 self._among[v] = (old[0] | members, tuple(set(old[1]) | set(got)))
 
-    def _pairs_among(self, nodes: list[int]) -> set[tuple[int, int, int]]:
-        """Edges between any two of ``nodes``, asked pair by pair (``VALUES (?h ?t)``), answers kept."""
-        pairs = [(a, b) for a in nodes for b in nodes if a != b and self._terms[a][0] == "iri"]
-        todo = [pair for pair in pairs if pair not in self._pair_edges]
+    def _pairs_plan(self, nodes: list[int]) -> list[tuple[list[tuple[int, int]], str]]:
+        """The ``VALUES (?h ?t)`` queries asking for the edges between two of ``nodes`` not asked before
+        (the caller holds the lock)."""
+        todo = [(a, b) for a in nodes for b in nodes
+                if a != b and self._terms[a][0] == "iri" and (a, b) not in self._pair_edges]
         step = self.config.batch * 4
+        plan: list[tuple[list[tuple[int, int]], str]] = []
         for start in range(0, len(todo), step):
             part = todo[start:start + step]
             values = " ".join(f"({_sparql(self._terms[a])} {_sparql(self._terms[b])})" for a, b in part)
-            rows = self.select(f"SELECT ?h ?p ?t WHERE {{ VALUES (?h ?t) {{ {values} }} ?h ?p ?t }}")
+            plan.append((part, f"SELECT ?h ?p ?t WHERE {{ VALUES (?h ?t) {{ {values} }} ?h ?p ?t }}"))
+        return plan
+
+    def _pairs_apply(self, nodes: list[int], plan: list[tuple[list[tuple[int, int]], str]],
+                     results: list[list[dict[str, dict[str, str]]]]) -> set[tuple[int, int, int]]:
+        """Edges between any two of ``nodes``: the answers to :meth:`_pairs_plan`'s queries, kept, and
+        those kept before."""
+        for (part, _), rows in zip(plan, results, strict=True):
             got: dict[tuple[int, int], list[int]] = {pair: [] for pair in part}
             for row in rows:
                 h, t = _term(row["h"]), _term(row["t"])
@@ -541,8 +584,9 @@ class SPARQLGraph:
                 self._pair_edges.clear()
             self._pair_edges.update((pair, tuple(rels)) for pair, rels in got.items())
         found: set[tuple[int, int, int]] = set()
-        for a, b in pairs:
-            found.update((a, r, b) for r in self._pair_edges.get((a, b), ()))
+        for a in nodes:
+            for b in nodes:
+                found.update((a, r, b) for r in self._pair_edges.get((a, b), ()))
         return found
 
     def _among_query(self, heads: list[int], tails: list[int], members: set[int]
@@ -566,10 +610,14 @@ class SPARQLGraph:
         return found
 
     def close(self) -> None:
-        """Close the HTTP connections."""
+        """Close the HTTP connections (and the threads of :meth:`select_many`)."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
         self._client.close()
 
     def usage(self) -> dict[str, Any]:
-        """Requests, retries and failures so far, nodes and relations seen, truncated edge lists."""
-        return {**self.stats.snapshot(), "nodes_seen": len(self._terms), "relations_seen": len(self._rels),
-                "truncated_edge_lists": self.truncated}
+        """Requests, round trips (queries sent side by side count once), retries and failures so far, nodes
+        and relations seen, truncated edge lists."""
+        return {**self.stats.snapshot(), "round_trips": self.round_trips, "nodes_seen": len(self._terms),
+                "relations_seen": len(self._rels), "truncated_edge_lists": self.truncated}

@@ -87,12 +87,14 @@ def phrase_keys(labels: Sequence[str]) -> list[str]:
     """``phrase_key`` of many labels at once (one regex pass over the joined text)."""
     if not labels:
         return []
-    if any("\n" in x for x in labels):
+    blob = "\n".join(labels)
+    if blob.count("\n") != len(labels) - 1:  # a label holding a newline
         return [phrase_key(x) for x in labels]
-    blob = "\n".join(labels).lower()
+    blob = blob.lower()
     # fast path for ASCII text: a plain character class
     blob = _ASCII_SEPARATORS.sub(" ", blob) if blob.isascii() else _SEPARATORS.sub(" ", blob)
-    return [x.strip(" ") for x in blob.split("\n")]
+    # separators are single spaces now: at most one on either side of a line break
+    return blob.replace(" \n", "\n").replace("\n ", "\n").strip(" ").split("\n")
 
 
 _DETERMINERS = frozenset({

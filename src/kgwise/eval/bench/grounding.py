@@ -17,9 +17,10 @@ run.
 
 P_sub over an endpoint (:func:`endpoint_psub`) is the extractor ``kgwise answer --kg sparql:URL`` runs:
 the hub rule's degrees and hub lists come from the label index (built from the graph file the store was
-loaded from), the other nodes' short edge lists from the endpoint, one ``VALUES`` query per hop, and the
-edges among the chosen nodes from one more query. Its node set equals the in-memory one but for ties in
-degree, which the endpoint's node ids break in another order (``same_nodes``, ``node_jaccard_mean``).
+loaded from), the other nodes' short edge lists from the endpoint, one round trip per hop (a ``VALUES``
+query per direction, sent side by side), and the edges among the chosen nodes from one more round trip.
+Its node set equals the in-memory one but for ties in degree, which the endpoint's node ids break in
+another order (``same_nodes``, ``node_jaccard_mean``).
 """
 
 from __future__ import annotations
@@ -210,6 +211,7 @@ def _ground_stage(argv: Sequence[str]) -> None:
             sets.append(sorted(sparql.label(v) for v in nodes))
             rss_peak = max(rss_peak, _rss_mb())
         requests_cold = sparql.usage()["requests"]
+        trips_cold = sparql.round_trips
         for q in qs:
             t0 = time.perf_counter()
             extractor.extract(q, grounder.ground(q))
@@ -218,6 +220,7 @@ def _ground_stage(argv: Sequence[str]) -> None:
                   "psub_cold_median_ms": _median(cold_ms), "psub_warm_median_ms": _median(warm_ms),
                   "psub_cold_p90_ms": statistics.quantiles(cold_ms, n=10)[-1] if len(cold_ms) > 1 else None,
                   "requests_per_question_cold": requests_cold / max(len(qs), 1),
+                  "round_trips_per_question_cold": trips_cold / max(len(qs), 1),
                   "rss_mb": max(rss_peak, _rss_mb()), "rss_growth_mb": _rss_mb() - rss0, "node_sets": sets,
                   "endpoint": sparql.usage()}
     elif stage == "local":
