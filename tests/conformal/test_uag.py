@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kgwise.conformal.grid import QuestionTable, TableBatch
-from kgwise.conformal.ltt import LTTConfig
+from kgwise.conformal.ltt import LTTConfig, learn_then_test
 from kgwise.conformal.split import conformal_quantile, conformal_rank
 from kgwise.conformal.uag import UAG, UAGConfig, alpha_levels, pareto_order
 from kgwise.errors import ConfigError
@@ -429,3 +429,44 @@ def test_pareto_order_keeps_exactly_the_undominated(points: list[tuple[int, int]
         dominated = ((risk <= risk[i]) & (size <= size[i]) & ((risk < risk[i]) | (size < size[i]))).any()
         same_point_kept = any(risk[j] == risk[i] and size[j] == size[i] for j in order.tolist())
         assert same_point_kept != dominated  # one representative per undominated point, none dominated
+
+
+def one_gold_table(qid: str, gold_eq6: float, other_eq6: float, k: int = 5) -> QuestionTable:
+    """``k`` candidates, one state each with equal path scores; the first is gold with Eq. 6 ``gold_eq6``."""
+    gold = np.zeros(k, dtype=bool)
+    gold[0] = True
+    eq6 = np.where(gold, gold_eq6, other_eq6)
+    zeros = np.zeros(k)
+    return QuestionTable(qid, np.arange(k), zeros, zeros, zeros, np.arange(k), eq6, gold)
+
+
+def test_sequence_starts_at_the_largest_set_so_a_lucky_tuning_split_does_not_end_it() -> None:
+    # tuning: the gold candidate is the generation's best match, so the tuning front starts with a tiny set;
+    # calibration: the gold one is the worst match, so only unfiltered sets cover (and all of them do)
+    tune = TableBatch.from_tables([one_gold_table(f"t{i}", 0.1, 0.9) for i in range(7)])
+    cal = TableBatch.from_tables([one_gold_table(f"c{i}", 0.9, 0.1) for i in range(20)])
+    uag = UAG(UAGConfig(alpha=0.2, steps=(0.25, 0.25, 0.25))).fit(tune)
+    assert uag.order_ is not None and uag.order_[0] == uag.largest_index
+    assert uag.lambda_at(uag.largest_index)[:3] == (0.0, 0.0, 0.0)
+    losses = uag.loss_counts(cal)
+    assert losses[uag.largest_index] == 0 == losses.min()
+    assert uag.tune_size_ is not None and uag.tune_risk_ is not None
+    front = pareto_order(uag.tune_risk_, uag.tune_size_)
+    assert uag.largest_index not in front.tolist() and losses[front[0]] == cal.num_questions
+    without = learn_then_test(losses, cal.num_questions, 0.2, LTTConfig(), uag.tune_size_, front)
+    assert without.chosen is None  # the front alone certifies nothing
+    uag.calibrate(cal)
+    assert not uag.abstains and uag.lambda_ is not None and uag.lambda_[:3] == (0.0, 0.0, 0.0)
+    assert uag.evaluate(cal)["covered"].all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), min_size=1, max_size=30), st.data())
+def test_pareto_order_with_a_first_hypothesis(points: list[tuple[int, int]], data: st.DataObject) -> None:
+    risk = np.asarray([p[0] for p in points], dtype=np.float64)
+    size = np.asarray([p[1] for p in points], dtype=np.float64)
+    first = data.draw(st.integers(0, len(points) - 1))
+    order = pareto_order(risk, size, first=first)
+    front = pareto_order(risk, size)
+    assert order[0] == first and len(set(order.tolist())) == order.size
+    np.testing.assert_array_equal(order[1:], front[front != first])

@@ -15,8 +15,9 @@ set and is left out). The loss is the miss ``L_λ = 1{no gold answer in C_λ(X)}
 disjoint *calibration* split LTT tests ``H0_λ: E[L_λ] > α`` for every λ and keeps the rejected ones
 (Λ_valid); the selected λ is the valid one with the smallest mean set size on the tuning split. The
 fixed-sequence order is learned on the tuning split too (its (risk, size) Pareto front, lowest risk
-first: :func:`pareto_order`), so the guarantee ``P(E[L_λ̂ | D_cal] ≤ α) ≥ 1 − δ`` holds for the guaranteed
-FWER methods whatever the family Λ. With ``fwer="top_p"`` (the paper's choice) it does not.
+first, after the λ with the largest sets: :func:`pareto_order`), so the guarantee
+``P(E[L_λ̂ | D_cal] ≤ α) ≥ 1 − δ`` holds for the guaranteed FWER methods whatever the family Λ. With
+``fwer="top_p"`` (the paper's choice) it does not.
 
 ``UAGConfig(guarantee="marginal")`` (needs a scored retriever) gives split CP's kind of guarantee instead,
 ``E[L_λ̂] ≤ α`` over calibration and test draws, with smaller sets than the PAC one at the same α. The
@@ -73,13 +74,23 @@ def alpha_levels(h: float) -> FloatArray:
     return np.round(np.arange(n) * h, 10)
 
 
-def pareto_order(risk: FloatArray, size: FloatArray) -> npt.NDArray[np.int64]:
+def pareto_order(risk: FloatArray, size: FloatArray, first: int | None = None) -> npt.NDArray[np.int64]:
     """The fixed-sequence order: the λ on the tuning split's (risk, size) Pareto front, lowest risk (largest
     sets) first. A dominated λ (no smaller set at no more risk) would never be selected, yet testing it
-    could end the sequence early; leaving it out uses the tuning data only, so the guarantee is kept."""
+    could end the sequence early; leaving it out uses the tuning data only, so the guarantee is kept.
+
+    ``first``: a λ tested before the front (and not again). UAG passes the one whose set contains every
+    other λ's set: its loss count is the smallest on any data, so its p-value is too; if it is accepted no
+    λ could be rejected, so putting it first never ends a sequence that would have certified something,
+    and when the tuning split is small its front may start with a λ that tuning luck alone put there
+    (7 tuning questions: every λ that covers the 6 reachable ones ties at the lowest risk, and the
+    smallest of them misses half the calibration questions), which would end the sequence at once."""
     order = np.lexsort((size, risk))
     best_before = np.minimum.accumulate(np.r_[np.inf, size[order][:-1]])
-    return order[size[order] < best_before].astype(np.int64)
+    front = order[size[order] < best_before].astype(np.int64)
+    if first is None:
+        return front
+    return np.r_[np.int64(first), front[front != first]].astype(np.int64)
 
 
 @table("uag")
@@ -170,8 +181,15 @@ class UAG:
         covered, size = self._totals(tune, sizes=True, base=base)
         self.tune_risk_ = 1.0 - covered / tune.num_questions
         self.tune_size_ = size / tune.num_questions
-        self.order_ = pareto_order(self.tune_risk_, self.tune_size_)
+        self.order_ = pareto_order(self.tune_risk_, self.tune_size_, first=self.largest_index)
         return self
+
+    @property
+    def largest_index(self) -> int:
+        """The flat index of the λ whose set contains every other's: ``α1 = α2 = α3 = 0`` (no path
+        filtering) and, with a scored retriever, ``α4 = 0`` (every scored candidate)."""
+        shape = self.grid_shape
+        return int(np.ravel_multi_index((0, shape[1] - 1, shape[2] - 1, shape[3] - 1, shape[4] - 1), shape))
 
     def grid(self, batch: TableBatch, sizes: bool = True, keep: npt.NDArray[np.bool_] | None = None
              ) -> GridResult:
