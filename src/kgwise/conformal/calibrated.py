@@ -237,7 +237,7 @@ def calibrate_uag(tables: TableBatch, config: UAGConfig | float, settings: Table
         "questions": n, "tuning": tune.num_questions, "calibration": n_cal,
         "gold_retrievable": float(tables.gold_retrievable().mean()), "alpha": cfg.alpha,
         "delta": cfg.ltt.delta,
-        "seed": seed, "certified": not uag.abstains,
+        "seed": seed, "order": cfg.order, "certified": not uag.abstains,
         "valid_lambdas": int(uag.result_.valid.sum()) if uag.result_ is not None else 0,
         "largest_set_misses": largest_misses,
         "largest_set_mean_size": float(np.bincount(cal.node_q, minlength=n_cal).mean()),

@@ -12,7 +12,9 @@ The pipeline attaches no set to an open answer yet, so the evaluation attaches U
 :class:`~kgwise.conformal.calibrated.CalibratedUAG` per α, calibrated on the fit questions' tables (the
 data set's topic entities, ``Φ(P)`` written live by ``generator`` through the response cache), gives
 each test question its set; its guarantee is UAG's, ``P(miss rate ≤ α) ≥ 1 − δ`` over questions like
-the calibration ones, whatever arm answered (δ: the evaluation's ``delta``). An α whose calibration
+the calibration ones, whatever arm answered (δ: the evaluation's ``delta``; LTT's fixed sequences are
+the tuning front and the nested chain at δ/2 each, ``UAGConfig.order = "front+chain"``: a few dozen
+tuning questions give a coarse front). An α whose calibration
 certifies no λ gets no set and a note saying why (the largest set's misses and p-value, the calibration
 size its miss rate needs: :func:`~kgwise.conformal.calibrated.calibration_note`). Coverage (a gold
 answer in the set, as the tables grade it) and mean size are reported overall and over the questions
@@ -96,7 +98,8 @@ def evaluate_live_open(questions_fit: Sequence[Question], questions_test: Sequen
     sets: dict[str, Any] = {}
     per_question: dict[str, dict[str, list[str]]] = {q.id: {} for q in questions_test}
     for alpha in cfg.alphas:
-        uag_cfg = replace(UAG_DEFAULTS, alpha=alpha, ltt=replace(UAG_DEFAULTS.ltt, delta=cfg.delta))
+        uag_cfg = replace(UAG_DEFAULTS, alpha=alpha, ltt=replace(UAG_DEFAULTS.ltt, delta=cfg.delta),
+                          order="front+chain")
         uag, summary = calibrate_uag(fit_tables, uag_cfg, settings, tune_fraction, cfg.seed)
         key = f"{alpha:g}"
         if uag.abstains:
