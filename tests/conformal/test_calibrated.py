@@ -10,6 +10,7 @@ import pytest
 
 from kgwise.conformal.calibrated import CalibratedUAG, TableSettings, calibrate_uag, labelled_questions
 from kgwise.conformal.grid import TableBatch
+from kgwise.conformal.ltt import binomial_p_values
 from kgwise.conformal.uag import UAG, UAGConfig
 from kgwise.errors import ConfigError, DataError
 from kgwise.types import Question
@@ -55,6 +56,26 @@ def test_abstention_and_bad_files(webqsp_uag_tables: TableBatch, tmp_path: Path)
     bad.write_text(json.dumps(body))
     with pytest.raises(DataError, match="evaluator score"):
         CalibratedUAG.load(bad)
+
+
+def test_summary_says_what_the_largest_set_misses_and_why_nothing_is_certified(
+        webqsp_uag_tables: TableBatch) -> None:
+    tables = webqsp_uag_tables
+    uag, summary = calibrate_uag(tables, 0.01, TableSettings())
+    cal = tables.subset(np.random.default_rng(0).permutation(tables.num_questions)[120:])
+    losses = uag.loss_counts(cal)
+    k = summary["largest_set_misses"]
+    assert k == losses[uag.largest_index] == losses.min() and k > 0
+    assert summary["largest_set_p_value"] == pytest.approx(binomial_p_values([k], 180, 0.01)[0])
+    assert summary["largest_set_mean_size"] == pytest.approx(np.mean(
+        [cal.table(i).node_ids.size for i in range(180)]))
+    assert summary["calibration_needed"] is None  # k/180 ≥ 0.01
+    assert "no λ certified at α=0.01" in summary["note"] and "no calibration size" in summary["note"]
+    few = calibrate_uag(tables.subset(range(40)), 0.2, TableSettings())[1]  # 24 calibration questions
+    assert not few["certified"] and few["largest_set_p_value"] > 0.05 and few["calibration_needed"] > 24
+    assert f"about {few['calibration_needed']} calibration questions, there are 24" in few["note"]
+    ok = calibrate_uag(tables, 0.3, TableSettings())[1]
+    assert ok["note"].startswith("certified at α=0.3, δ=0.05: λ=")
 
 
 def test_labelled_questions() -> None:

@@ -13,9 +13,11 @@ from scipy.stats import binom
 from kgwise.conformal.ltt import (
     LTTConfig,
     binomial_p_values,
+    calibration_questions_needed,
     control_fwer,
     hoeffding_bentkus_p_values,
     learn_then_test,
+    min_calibration_questions,
 )
 from kgwise.errors import ConfigError
 
@@ -110,3 +112,16 @@ def test_min_calibration_questions_is_where_a_clean_record_first_certifies() -> 
     for alpha, delta in [(0.1, 0.05), (0.3, 0.05), (0.2, 0.1)]:
         n = min_calibration_questions(alpha, delta)
         assert binomial_p_values([0], n, alpha)[0] <= delta < binomial_p_values([0], n - 1, alpha)[0]
+
+
+def test_calibration_questions_needed_at_an_observed_miss_rate() -> None:
+    for alpha in (0.1, 0.2, 0.4):
+        assert calibration_questions_needed(alpha, 0.05, 0.0) == min_calibration_questions(alpha, 0.05)
+        assert calibration_questions_needed(alpha, 0.05, alpha) is None
+    need = calibration_questions_needed(0.1, 0.05, 1 / 30)  # the s22 open run: 1 miss in 30
+    assert need is not None and need > 30
+    ok = [binom.cdf(np.floor(n / 30 + 0.5), n, 0.1) <= 0.05 for n in range(1, need + 1)]
+    assert ok[-1] and not any(ok[:-1])
+    assert calibration_questions_needed(0.1, 0.05, 0.09, limit=100) is None
+    with pytest.raises(ConfigError):
+        calibration_questions_needed(0.1, 0.05, 1.5)

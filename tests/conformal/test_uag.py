@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kgwise.conformal.grid import QuestionTable, TableBatch
-from kgwise.conformal.ltt import LTTConfig
+from kgwise.conformal.ltt import LTTConfig, binomial_p_values, learn_then_test
 from kgwise.conformal.split import conformal_quantile, conformal_rank
 from kgwise.conformal.uag import UAG, UAGConfig, alpha_levels, pareto_order
 from kgwise.errors import ConfigError
@@ -429,3 +429,84 @@ def test_pareto_order_keeps_exactly_the_undominated(points: list[tuple[int, int]
         dominated = ((risk <= risk[i]) & (size <= size[i]) & ((risk < risk[i]) | (size < size[i]))).any()
         same_point_kept = any(risk[j] == risk[i] and size[j] == size[i] for j in order.tolist())
         assert same_point_kept != dominated  # one representative per undominated point, none dominated
+
+
+def one_gold_table(qid: str, gold_eq6: float, other_eq6: float, k: int = 5) -> QuestionTable:
+    """``k`` candidates, one state each with equal path scores; the first is gold with Eq. 6 ``gold_eq6``."""
+    gold = np.zeros(k, dtype=bool)
+    gold[0] = True
+    eq6 = np.where(gold, gold_eq6, other_eq6)
+    zeros = np.zeros(k)
+    return QuestionTable(qid, np.arange(k), zeros, zeros, zeros, np.arange(k), eq6, gold)
+
+
+def test_sequence_starts_at_the_largest_set_so_a_lucky_tuning_split_does_not_end_it() -> None:
+    # tuning: the gold candidate is the generation's best match, so the tuning front starts with a tiny set;
+    # calibration: the gold one is the worst match, so only unfiltered sets cover (and all of them do)
+    tune = TableBatch.from_tables([one_gold_table(f"t{i}", 0.1, 0.9) for i in range(7)])
+    cal = TableBatch.from_tables([one_gold_table(f"c{i}", 0.9, 0.1) for i in range(20)])
+    uag = UAG(UAGConfig(alpha=0.2, steps=(0.25, 0.25, 0.25))).fit(tune)
+    assert uag.order_ is not None and uag.order_[0] == uag.largest_index
+    assert uag.lambda_at(uag.largest_index)[:3] == (0.0, 0.0, 0.0)
+    losses = uag.loss_counts(cal)
+    assert losses[uag.largest_index] == 0 == losses.min()
+    assert uag.tune_size_ is not None and uag.tune_risk_ is not None
+    front = pareto_order(uag.tune_risk_, uag.tune_size_)
+    assert uag.largest_index not in front.tolist() and losses[front[0]] == cal.num_questions
+    without = learn_then_test(losses, cal.num_questions, 0.2, LTTConfig(), uag.tune_size_, front)
+    assert without.chosen is None  # the front alone certifies nothing
+    uag.calibrate(cal)
+    assert not uag.abstains and uag.lambda_ is not None and uag.lambda_[:3] == (0.0, 0.0, 0.0)
+    assert uag.evaluate(cal)["covered"].all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), min_size=1, max_size=30), st.data())
+def test_pareto_order_with_a_first_hypothesis(points: list[tuple[int, int]], data: st.DataObject) -> None:
+    risk = np.asarray([p[0] for p in points], dtype=np.float64)
+    size = np.asarray([p[1] for p in points], dtype=np.float64)
+    first = data.draw(st.integers(0, len(points) - 1))
+    order = pareto_order(risk, size, first=first)
+    front = pareto_order(risk, size)
+    assert order[0] == first and len(set(order.tolist())) == order.size
+    np.testing.assert_array_equal(order[1:], front[front != first])
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 10_000))
+def test_nested_chain_sets_shrink_so_calibration_misses_only_grow(seed: int) -> None:
+    batch = synthetic_batch(60, seed, p_reach=0.9)
+    uag = UAG(UAGConfig(alpha=0.2, steps=(0.25, 0.25, 0.2))).fit(batch.subset(range(15)))
+    assert uag.chain_ is not None and uag.chain_[0] == uag.largest_index
+    assert len(set(uag.chain_.tolist())) == uag.chain_.size == 1 + 3 + 3 + 4  # one level per step
+    cal = batch.subset(range(15, 60))
+    grid = uag.grid(cal)
+    per_q_size = grid.size.reshape(cal.num_questions, -1)[:, uag.chain_]
+    per_q_cov = grid.covered.reshape(cal.num_questions, -1)[:, uag.chain_]
+    assert (np.diff(per_q_size, axis=1) <= 0).all() and (np.diff(per_q_cov.astype(int), axis=1) <= 0).all()
+    assert len({uag.evaluator_score_at(int(i)) for i in uag.chain_[1:]}) == 1
+
+
+def test_front_and_chain_is_the_union_of_two_sequences_at_half_delta() -> None:
+    batch = synthetic_batch(400, 5, p_reach=0.93)
+    tune, cal = batch.subset(range(30)), batch.subset(range(30, 400))
+    uag = UAG(UAGConfig(alpha=0.15, steps=(0.1, 0.1, 0.1), order="front+chain")).fit(tune).calibrate(cal)
+    losses = uag.loss_counts(cal)
+    assert uag.tune_size_ is not None and uag.result_ is not None
+    assert uag.order_ is not None and uag.chain_ is not None and losses[uag.largest_index] < 0.1 * 370
+    half = LTTConfig(delta=0.025)
+    front = learn_then_test(losses, 370, 0.15, half, uag.tune_size_, uag.order_[1:])
+    chain = learn_then_test(losses, 370, 0.15, half, uag.tune_size_, uag.chain_[1:])
+    union = front.valid | chain.valid
+    union[uag.largest_index] = True  # rejected first, at δ
+    np.testing.assert_array_equal(uag.result_.valid, union)
+    # the largest set is tested at δ, not δ/2: an α where its p-value lies in (δ/2, δ] still certifies it
+    alphas = np.linspace(0.01, 0.2, 400)
+    p_first = np.asarray([binomial_p_values([losses[uag.largest_index]], 370, float(a))[0] for a in alphas])
+    a = float(alphas[np.flatnonzero((p_first > 0.025) & (p_first <= 0.05))[0]])
+    at_edge = UAG(replace(uag.config, alpha=a)).adopt_fit(uag).calibrate(cal, losses=losses)
+    assert not at_edge.abstains and at_edge.result_ is not None and at_edge.result_.valid[uag.largest_index]
+    assert chain.valid.sum() > 1 and not uag.abstains
+    assert uag.tune_size_[uag.result_.chosen] == uag.tune_size_[uag.result_.valid].min()
+    with pytest.raises(ConfigError, match="fixed_sequence"):
+        UAGConfig(order="front+chain", ltt=LTTConfig(fwer="holm"))

@@ -80,7 +80,7 @@ def test_open_questions_are_answered_routed_graded_and_get_uag_sets(tmp_path: Pa
     kg, qs = _setup()
     arms = {"plain": FakeOpenArm(ArmConfig("plain", "llm", "LLM", spec="x", per_call=1.0), False),
             "kg": FakeOpenArm(ArmConfig("kg", "inject", "LLM", spec="x", per_call=1.0), True)}
-    cfg = LiveMCConfig(fit_n=20, test_n=10, alphas=(0.5,), budget=1.0)
+    cfg = LiveMCConfig(fit_n=20, test_n=10, alphas=(0.5,), budget=1.0, delta=0.1)
     report = evaluate_live_open(qs[:20], qs[20:], arms, FakeEncoder(), kg, FakeGenerator(), "fake", cfg,
                                 tmp_path, {"kg": "capitals"})
     assert report["arms"]["kg"]["accuracy"] == 1.0 and report["arms"]["plain"]["accuracy"] == 0.0
@@ -95,6 +95,7 @@ def test_open_questions_are_answered_routed_graded_and_get_uag_sets(tmp_path: Pa
     assert s["overall"]["n"] == 10 and s["overall"]["coverage"] == pytest.approx(
         np.mean([any(match_answer(a, r["gold"]) for a in r["sets"]["0.5"]) for r in rows]))
     assert s["calibration"]["certified"] and report["uag"]["gold_reachable_test"] == 1.0
+    assert s["calibration"]["delta"] == 0.1 and s["note"].startswith("certified at α=0.5, δ=0.1")
 
 
 def test_open_arms_and_bad_questions(tmp_path: Path) -> None:

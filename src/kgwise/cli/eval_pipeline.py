@@ -117,6 +117,9 @@ def eval_pipeline(
         show_default=False)] = None,
     alphas: Annotated[str, typer.Option(help="Live: the sets' α levels (the first is the pipeline's).")
                       ] = "0.1,0.2",
+    delta: Annotated[float, typer.Option(
+        help="Live: δ of the sets' guarantees (UAG's: miss rate ≤ α with probability ≥ 1 − δ) and of the "
+        "coverage bounds.")] = 0.05,
     scoring: Annotated[str, typer.Option(help="Live MCQ: how LLM arms rank choices: sum, mean or pmi.")
                        ] = "pmi",
     combo: Annotated[str, typer.Option(help="Live: the inject arms' extractor+format.")] = "P_sub+F_t",
@@ -155,7 +158,7 @@ def eval_pipeline(
             raise ConfigError(f"--live must be one of {', '.join(LIVE)}, got {live!r}")
         report = _live(live, router, budget, budget_of, seed, splits, kgm_model, llm, fit_n, test_n,
                        fit_offset, _alphas(alphas), scoring, combo, price_model, out_dir, data, json_out,
-                       (plain, tune_fraction, max_tokens))
+                       (plain, tune_fraction, max_tokens), delta)
         write_json(report, json_out)
         return
     from kgwise.embed import MiniLM
@@ -193,7 +196,8 @@ def eval_pipeline(
 def _live(live: str, router: Any, budget: float | None, budget_of: str | None, seed: int, splits: int,
           kgm_model: Path | None, llms: list[str] | None, fit_n: int, test_n: int, fit_offset: int | None,
           alphas: tuple[float, ...], scoring: str, combo: str, price_model: str, out_dir: Path | None,
-          data: Path | None, json_out: Path | None, open_opts: tuple[bool, float, int]) -> dict[str, Any]:
+          data: Path | None, json_out: Path | None, open_opts: tuple[bool, float, int], delta: float = 0.05
+          ) -> dict[str, Any]:
     """``--live``: questions, arms and runners, then the evaluation (see :mod:`kgwise.eval.pipeline_live`)."""
     from kgwise.app.arms import build_runner
     from kgwise.datasets import load
@@ -206,6 +210,8 @@ def _live(live: str, router: Any, budget: float | None, budget_of: str | None, s
                    else Path("runs") / f"eval-pipeline-{live}")
     if scoring not in ("sum", "mean", "pmi"):
         raise ConfigError(f"--scoring must be sum, mean or pmi, got {scoring!r}")
+    if not 0.0 < delta < 1.0:
+        raise ConfigError(f"--delta must lie in (0, 1), got {delta:g}")
     t0 = time.perf_counter()
     if live == "webqsp-open":
         if kgm_model is not None:
@@ -227,7 +233,7 @@ def _live(live: str, router: Any, budget: float | None, budget_of: str | None, s
         kg_path = root / "webqsp" / "freebase_fragment.tsv"
         kg = open_graph(kg_path)
         cfg = LiveMCConfig(fit_n, test_n, 0, alphas, 0.6 if budget is None else budget, budget_of or "best",
-                           seed, router, price_model=price_model)
+                           seed, router, delta=delta, price_model=price_model)
         plain, tune_fraction, max_tokens = open_opts
         arms = open_arms(specs[0], combo, max_tokens, plain)
         runners = {a.name: build_runner(a, kg) for a in arms}
@@ -260,7 +266,7 @@ def _live(live: str, router: Any, budget: float | None, budget_of: str | None, s
     fit_q, test_q = train[offset:offset + fit_n], test[:test_n]
     kg = benchmark_kg(live, root)
     cfg = LiveMCConfig(fit_n, test_n, offset, alphas, 0.6 if budget is None else budget, budget_of or "best",
-                       seed, router, price_model=price_model)
+                       seed, router, delta=delta, price_model=price_model)
     arms = live_mcq_arms(kgm_model, tuple(llms or ("smollm2-135m", "gemma3-270m")), scoring, combo, root)
     runners = {a.name: build_runner(a, kg) for a in arms}
     err_console.print(f"{live}: fit on {fit_split}[{offset}:{offset + fit_n}], test on "

@@ -21,7 +21,12 @@ import numpy as np
 
 from kgwise.conformal.evaluator import EvaluatorConfig, Generator, UQEvaluator
 from kgwise.conformal.grid import EVALUATOR_SCORES, TableBatch
-from kgwise.conformal.ltt import LTTConfig, min_calibration_questions
+from kgwise.conformal.ltt import (
+    LTTConfig,
+    binomial_p_values,
+    calibration_questions_needed,
+    min_calibration_questions,
+)
 from kgwise.conformal.provenance import check_same_pipeline, graph_fingerprint
 from kgwise.conformal.retriever import RetrieverConfig, UQRetriever
 from kgwise.conformal.scores import S1, ScoreConfig
@@ -34,7 +39,7 @@ from kgwise.settings import command_default
 from kgwise.types import Question
 
 __all__ = ["UAG_DEFAULTS", "AnswerSet", "CalibratedUAG", "TableSettings", "calibrate_uag",
-           "labelled_questions", "reachability_advice", "sample_size_advice"]
+           "calibration_note", "labelled_questions", "reachability_advice", "sample_size_advice"]
 
 _KIND = "kgwise.CalibratedUAG"
 
@@ -226,19 +231,47 @@ def calibrate_uag(tables: TableBatch, config: UAGConfig | float, settings: Table
     tune, cal = tables.subset(perm[:n_tune]), tables.subset(perm[n_tune:])
     uag = UAG(replace(cfg, evaluator_scores=kinds))
     uag.fit(tune).calibrate(cal)
+    n_cal = cal.num_questions
+    largest_misses = int(n_cal - cal.gold_retrievable().sum())  # λ = (0, 0, 0): every candidate
     summary: dict[str, Any] = {
-        "questions": n, "tuning": tune.num_questions, "calibration": cal.num_questions,
+        "questions": n, "tuning": tune.num_questions, "calibration": n_cal,
         "gold_retrievable": float(tables.gold_retrievable().mean()), "alpha": cfg.alpha,
         "delta": cfg.ltt.delta,
-        "seed": seed, "certified": not uag.abstains,
+        "seed": seed, "order": cfg.order, "certified": not uag.abstains,
         "valid_lambdas": int(uag.result_.valid.sum()) if uag.result_ is not None else 0,
+        "largest_set_misses": largest_misses,
+        "largest_set_mean_size": float(np.bincount(cal.node_q, minlength=n_cal).mean()),
+        "largest_set_p_value": float(binomial_p_values([largest_misses], n_cal, cfg.alpha)[0]),
+        "calibration_needed": calibration_questions_needed(cfg.alpha, cfg.ltt.delta, largest_misses / n_cal),
     }
     if not uag.abstains:
         m = uag.evaluate(cal)
         summary.update({"lambda": uag.lambda_, "evaluator_score": uag.evaluator_score_,
                         "calibration_miss_rate": float(1 - m["covered"].mean()),
                         "calibration_mean_set_size": float(m["size"].mean())})
+    summary["note"] = calibration_note(summary)
     return uag, summary
+
+
+def calibration_note(summary: dict[str, Any]) -> str:
+    """One sentence on a :func:`calibrate_uag` summary: why no λ was certified (the largest set's misses
+    and p-value against δ, the calibration size that miss rate needs), or what the chosen λ gives."""
+    a, d, n = summary["alpha"], summary["delta"], summary["calibration"]
+    k, p, need = summary["largest_set_misses"], summary["largest_set_p_value"], summary["calibration_needed"]
+    largest = (f"the largest set (every candidate, mean size {summary['largest_set_mean_size']:.1f}) misses "
+               f"{k} of {n} calibration questions, p = {p:.3g}")
+    if summary["certified"]:
+        miss, size = summary["calibration_miss_rate"], summary["calibration_mean_set_size"]
+        return (f"certified at α={a:g}, δ={d:g}: λ={tuple(summary['lambda'])}, calibration miss rate "
+                f"{miss:.3f}, mean size {size:.1f}; {largest}")
+    if need is None:
+        return (f"no λ certified at α={a:g}, δ={d:g}: {largest}; its miss rate {k / n:.3f} is not below α, "
+                "so no calibration size can certify it (gold answers must be reachable more often)")
+    if p > d:
+        return (f"no λ certified at α={a:g}, δ={d:g}: {largest} > δ; at its miss rate {k / n:.3f} LTT needs "
+                f"about {need} calibration questions, there are {n}")
+    return (f"no λ certified at α={a:g}, δ={d:g}: {largest} ≤ δ, yet the FWER control rejected no "
+            "hypothesis (Bonferroni and Holm divide δ among the grid's λ)")
 
 
 def labelled_questions(questions: Sequence[Question], source: str) -> list[Question]:

@@ -32,6 +32,7 @@ __all__ = [
     "LTTResult",
     "PValue",
     "binomial_p_values",
+    "calibration_questions_needed",
     "control_fwer",
     "hoeffding_bentkus_p_values",
     "learn_then_test",
@@ -181,3 +182,25 @@ def min_calibration_questions(alpha: float, delta: float) -> int:
     if not (0 < alpha < 1 and 0 < delta < 1):
         raise ConfigError(f"alpha and delta must lie in (0, 1), got {alpha}, {delta}")
     return math.ceil(math.log(delta) / math.log1p(-alpha) - 1e-12)
+
+
+def calibration_questions_needed(alpha: float, delta: float, miss_rate: float, limit: int = 1_000_000
+                                 ) -> int | None:
+    """The fewest calibration questions with which LTT certifies a λ whose miss rate is ``miss_rate``
+    (observed, e.g. the largest set's): the smallest ``n`` with ``P(Binom(n, α) ≤ k) ≤ δ`` (Theorem 2),
+    ``k = ⌊miss_rate · n + ½⌋`` the misses expected among ``n``. ``None`` when ``miss_rate ≥ α`` (no ``n``
+    suffices) or none up to ``limit`` does. ``miss_rate = 0`` gives :func:`min_calibration_questions`."""
+    if not 0.0 <= miss_rate <= 1.0:
+        raise ConfigError(f"miss_rate must lie in [0, 1], got {miss_rate}")
+    start = min_calibration_questions(alpha, delta)
+    if miss_rate >= alpha:
+        return None
+    lo = start
+    while lo <= limit:
+        hi = min(limit, 2 * lo)
+        n = np.arange(lo, hi + 1)
+        ok = binom.cdf(np.floor(miss_rate * n + 0.5), n, alpha) <= delta
+        if ok.any():
+            return int(n[int(np.argmax(ok))])
+        lo = hi + 1
+    return None

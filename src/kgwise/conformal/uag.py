@@ -15,8 +15,9 @@ set and is left out). The loss is the miss ``L_λ = 1{no gold answer in C_λ(X)}
 disjoint *calibration* split LTT tests ``H0_λ: E[L_λ] > α`` for every λ and keeps the rejected ones
 (Λ_valid); the selected λ is the valid one with the smallest mean set size on the tuning split. The
 fixed-sequence order is learned on the tuning split too (its (risk, size) Pareto front, lowest risk
-first: :func:`pareto_order`), so the guarantee ``P(E[L_λ̂ | D_cal] ≤ α) ≥ 1 − δ`` holds for the guaranteed
-FWER methods whatever the family Λ. With ``fwer="top_p"`` (the paper's choice) it does not.
+first, after the λ with the largest sets: :func:`pareto_order`), so the guarantee
+``P(E[L_λ̂ | D_cal] ≤ α) ≥ 1 − δ`` holds for the guaranteed FWER methods whatever the family Λ. With
+``fwer="top_p"`` (the paper's choice) it does not.
 
 ``UAGConfig(guarantee="marginal")`` (needs a scored retriever) gives split CP's kind of guarantee instead,
 ``E[L_λ̂] ≤ α`` over calibration and test draws, with smaller sets than the PAC one at the same α. The
@@ -35,7 +36,7 @@ Usage::
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Literal
 
@@ -59,10 +60,11 @@ from kgwise.kg.base import KnowledgeGraph, normalise_label
 from kgwise.settings import table
 from kgwise.types import Question
 
-__all__ = ["UAG", "UAGConfig", "alpha_levels", "pareto_order", "question_table"]
+__all__ = ["UAG", "UAGConfig", "alpha_levels", "nested_chain", "pareto_order", "question_table"]
 
 FloatArray = npt.NDArray[np.float64]
 Guarantee = Literal["pac", "marginal"]
+Order = Literal["front", "front+chain"]
 
 
 def alpha_levels(h: float) -> FloatArray:
@@ -73,13 +75,42 @@ def alpha_levels(h: float) -> FloatArray:
     return np.round(np.arange(n) * h, 10)
 
 
-def pareto_order(risk: FloatArray, size: FloatArray) -> npt.NDArray[np.int64]:
+def pareto_order(risk: FloatArray, size: FloatArray, first: int | None = None) -> npt.NDArray[np.int64]:
     """The fixed-sequence order: the λ on the tuning split's (risk, size) Pareto front, lowest risk (largest
     sets) first. A dominated λ (no smaller set at no more risk) would never be selected, yet testing it
-    could end the sequence early; leaving it out uses the tuning data only, so the guarantee is kept."""
+    could end the sequence early; leaving it out uses the tuning data only, so the guarantee is kept.
+
+    ``first``: a λ tested before the front (and not again). UAG passes the one whose set contains every
+    other λ's set: its loss count is the smallest on any data, so its p-value is too; if it is accepted no
+    λ could be rejected, so putting it first never ends a sequence that would have certified something,
+    and when the tuning split is small its front may start with a λ that tuning luck alone put there
+    (7 tuning questions: every λ that covers the 6 reachable ones ties at the lowest risk, and the
+    smallest of them misses half the calibration questions), which would end the sequence at once."""
     order = np.lexsort((size, risk))
     best_before = np.minimum.accumulate(np.r_[np.inf, size[order][:-1]])
-    return order[size[order] < best_before].astype(np.int64)
+    front = order[size[order] < best_before].astype(np.int64)
+    if first is None:
+        return front
+    return np.r_[np.int64(first), front[front != first]].astype(np.int64)
+
+
+def nested_chain(risk: FloatArray, size: FloatArray, shape: tuple[int, ...]) -> npt.NDArray[np.int64]:
+    """A fixed-sequence order of nested sets, learned on the tuning split: from the largest set (every
+    α_k = 0, the last index of each level axis; α4 kept there) one step at a time, each step raising one
+    of α1, α2, α3 by one level (a smaller threshold, so a subset of the previous set), the step with the
+    lowest tuning ``risk`` and then the smallest tuning ``size``; the evaluator score is chosen at the
+    first step (all scores share the largest set). Along it the calibration misses can only grow, so
+    fixed-sequence testing stops only where the calibration data put the risk above α."""
+    r, sz = risk.reshape(shape), size.reshape(shape)
+    v0, i0, j0, k0, m = 0, shape[1] - 1, shape[2] - 1, shape[3] - 1, shape[4] - 1
+    chain = [(v0, i0, j0, k0, m)]
+    steps = [(v, i0 - (d == 0), j0 - (d == 1), k0 - (d == 2), m) for v in range(shape[0]) for d in range(3)]
+    while steps := [c for c in steps if min(c[1:4]) >= 0]:
+        best = min(steps, key=lambda c: (r[c], sz[c]))
+        chain.append(best)
+        v, i, j, k, _ = best
+        steps = [(v, i - 1, j, k, m), (v, i, j - 1, k, m), (v, i, j, k - 1, m)]
+    return np.asarray([np.ravel_multi_index(c, shape) for c in chain], dtype=np.int64)
 
 
 @table("uag")
@@ -90,7 +121,10 @@ class UAGConfig:
     variants in Λ (``("absolute",)`` is the paper's family); ``scored_step``: grid step of α4 for a
     scored retriever's candidates (``None``: no such retriever, the paper's UAG); ``ltt``: δ (0.05), FWER
     method, p-value; ``guarantee``: ``"pac"`` (LTT, Eq. 2) or ``"marginal"`` (split CP on the scored
-    threshold; needs ``scored_step``, whose grid then serves only PAC instances sharing the fit)."""
+    threshold; needs ``scored_step``, whose grid then serves only PAC instances sharing the fit);
+    ``order``: the fixed sequence, ``"front"`` (:func:`pareto_order`) or ``"front+chain"`` (the largest
+    set at δ, then that front and :func:`nested_chain` at δ/2 each: for small tuning splits, whose front
+    is coarse)."""
 
     alpha: float = 0.1
     steps: tuple[float, float, float] = (0.05, 0.05, 0.025)
@@ -98,6 +132,7 @@ class UAGConfig:
     scored_step: float | None = None
     ltt: LTTConfig = field(default_factory=LTTConfig)
     guarantee: Guarantee = "pac"
+    order: Order = "front"
 
     def __post_init__(self) -> None:
         if not 0.0 < self.alpha < 1.0:
@@ -111,6 +146,11 @@ class UAGConfig:
         for kind in self.evaluator_scores:
             if kind not in EVALUATOR_SCORES:
                 raise ConfigError(f"unknown evaluator score {kind!r}; choose from {EVALUATOR_SCORES}")
+        if self.order not in ("front", "front+chain"):
+            raise ConfigError(f"order must be 'front' or 'front+chain', got {self.order!r}")
+        if self.order == "front+chain" and self.ltt.fwer != "fixed_sequence":
+            raise ConfigError("order='front+chain' splits δ between two fixed sequences: it needs "
+                              "fwer='fixed_sequence'")
         if self.guarantee not in ("pac", "marginal"):
             raise ConfigError(f"guarantee must be 'pac' or 'marginal', got {self.guarantee!r}")
         if self.guarantee == "marginal" and self.scored_step is None:
@@ -130,6 +170,7 @@ class UAG:
         self.tune_risk_: FloatArray | None = None
         self.tune_size_: FloatArray | None = None
         self.order_: npt.NDArray[np.int64] | None = None
+        self.chain_: npt.NDArray[np.int64] | None = None
         self.tune_paths_: _TunePaths | None = None
         self.result_: LTTResult | None = None
         self.lambda_: tuple[float, float, float, float] | None = None
@@ -170,8 +211,16 @@ class UAG:
         covered, size = self._totals(tune, sizes=True, base=base)
         self.tune_risk_ = 1.0 - covered / tune.num_questions
         self.tune_size_ = size / tune.num_questions
-        self.order_ = pareto_order(self.tune_risk_, self.tune_size_)
+        self.order_ = pareto_order(self.tune_risk_, self.tune_size_, first=self.largest_index)
+        self.chain_ = nested_chain(self.tune_risk_, self.tune_size_, self.grid_shape)
         return self
+
+    @property
+    def largest_index(self) -> int:
+        """The flat index of the λ whose set contains every other's: ``α1 = α2 = α3 = 0`` (no path
+        filtering) and, with a scored retriever, ``α4 = 0`` (every scored candidate)."""
+        shape = self.grid_shape
+        return int(np.ravel_multi_index((0, shape[1] - 1, shape[2] - 1, shape[3] - 1, shape[4] - 1), shape))
 
     def grid(self, batch: TableBatch, sizes: bool = True, keep: npt.NDArray[np.bool_] | None = None
              ) -> GridResult:
@@ -258,6 +307,7 @@ class UAG:
         self.levels_, self.thresholds_ = other.levels_, other.thresholds_
         self.scored_levels_, self.scored_thresholds_ = other.scored_levels_, other.scored_thresholds_
         self.tune_risk_, self.tune_size_, self.order_ = other.tune_risk_, other.tune_size_, other.order_
+        self.chain_ = other.chain_
         self.tune_paths_ = other.tune_paths_
         return self
 
@@ -280,8 +330,11 @@ class UAG:
         if losses is None:
             losses = self.loss_counts(cal)
         assert self.tune_size_ is not None
-        self.result_ = learn_then_test(losses, cal.num_questions, a, self.config.ltt, self.tune_size_,
-                                       self.order_)
+        if self.config.order == "front+chain":
+            self.result_ = self._front_and_chain(losses, cal.num_questions, a)
+        else:
+            self.result_ = learn_then_test(losses, cal.num_questions, a, self.config.ltt, self.tune_size_,
+                                           self.order_)
         if self.result_.chosen is None:
             self.lambda_ = self.chosen_thresholds_ = self.evaluator_score_ = None
         else:
@@ -289,6 +342,26 @@ class UAG:
             self.chosen_thresholds_ = self.thresholds_at(self.result_.chosen)
             self.evaluator_score_ = self.evaluator_score_at(self.result_.chosen)
         return self
+
+    def _front_and_chain(self, losses: npt.NDArray[np.int64], n: int, alpha: float) -> LTTResult:
+        """``order="front+chain"``: the largest set at δ; once it is rejected, the rest of the Pareto front
+        (:func:`pareto_order`) and of the nested chain (:func:`nested_chain`), each a fixed sequence at
+        δ/2. Λ_valid is the union and λ̂ its smallest tuning set. FWER ≤ δ: if the largest set's risk
+        exceeds α so does every λ's (its set contains theirs), and a false rejection needs its own,
+        probability ≤ δ; otherwise one needs a false rejection in either sequence, ≤ δ/2 each."""
+        assert self.tune_size_ is not None and self.order_ is not None and self.chain_ is not None
+        first = learn_then_test(losses, n, alpha, self.config.ltt, self.tune_size_, [self.largest_index])
+        if not first.valid.any():
+            return first
+        half = replace(self.config.ltt, delta=self.config.ltt.delta / 2)
+        front = learn_then_test(losses, n, alpha, half, self.tune_size_, self.order_[1:])
+        chain = learn_then_test(losses, n, alpha, half, self.tune_size_, self.chain_[1:])
+        valid = first.valid | front.valid | chain.valid
+        chosen = None
+        if valid.any():
+            idx = np.flatnonzero(valid)
+            chosen = int(idx[np.argmin(self.tune_size_[idx])])
+        return LTTResult(valid, chosen, front.p_values, front.guaranteed)
 
     def _calibrate_marginal(self, cal: TableBatch, alpha: float) -> UAG:
         """Split CP on the scored threshold (see the module docstring): ``(s, α1, α2, α3)`` is the one

@@ -12,9 +12,14 @@ The pipeline attaches no set to an open answer yet, so the evaluation attaches U
 :class:`~kgwise.conformal.calibrated.CalibratedUAG` per α, calibrated on the fit questions' tables (the
 data set's topic entities, ``Φ(P)`` written live by ``generator`` through the response cache), gives
 each test question its set; its guarantee is UAG's, ``P(miss rate ≤ α) ≥ 1 − δ`` over questions like
-the calibration ones, whatever arm answered. Coverage (a gold answer in the set, as the tables grade
-it) and mean size are reported overall and over the questions routed to each arm, with the generator's
-calls and the seconds the tables took beside the pipeline's cost.
+the calibration ones, whatever arm answered (δ: the evaluation's ``delta``; LTT's fixed sequences are
+the tuning front and the nested chain at δ/2 each, ``UAGConfig.order = "front+chain"``: a few dozen
+tuning questions give a coarse front). An α whose calibration
+certifies no λ gets no set and a note saying why (the largest set's misses and p-value, the calibration
+size its miss rate needs: :func:`~kgwise.conformal.calibrated.calibration_note`). Coverage (a gold
+answer in the set, as the tables grade it) and mean size are reported overall and over the questions
+routed to each arm, with the generator's calls and the seconds the tables took beside the pipeline's
+cost.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import numpy as np
 
 from kgwise.app.arms import ArmRunner
 from kgwise.app.config import ArmConfig
-from kgwise.conformal.calibrated import TableSettings, calibrate_uag
+from kgwise.conformal.calibrated import UAG_DEFAULTS, TableSettings, calibrate_uag
 from kgwise.conformal.evaluator import Generator
 from kgwise.conformal.ltt import min_calibration_questions
 from kgwise.conformal.tables import build_tables
@@ -93,15 +98,18 @@ def evaluate_live_open(questions_fit: Sequence[Question], questions_test: Sequen
     sets: dict[str, Any] = {}
     per_question: dict[str, dict[str, list[str]]] = {q.id: {} for q in questions_test}
     for alpha in cfg.alphas:
-        uag, summary = calibrate_uag(fit_tables, alpha, settings, tune_fraction, cfg.seed)
+        uag_cfg = replace(UAG_DEFAULTS, alpha=alpha, ltt=replace(UAG_DEFAULTS.ltt, delta=cfg.delta),
+                          order="front+chain")
+        uag, summary = calibrate_uag(fit_tables, uag_cfg, settings, tune_fraction, cfg.seed)
         key = f"{alpha:g}"
         if uag.abstains:
-            sets[key] = {"abstains": True, "calibration": summary}
+            sets[key] = {"abstains": True, "note": summary["note"], "calibration": summary}
             continue
         m = uag.evaluate(test_tables)
         covered, size = np.asarray(m["covered"], dtype=bool), np.asarray(m["size"], dtype=np.float64)
         rows = [(str(a), bool(c), int(s)) for a, c, s in zip(routed, covered, size, strict=True)]
         st = coverage_stats(rows, names, alpha, cfg.delta)
+        st["note"] = summary["note"]
         st["calibration"] = summary
         sets[key] = st
         for i, q in enumerate(questions_test):
