@@ -8,12 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kgwise.app.config import PipelineConfig
 from kgwise.app.fit import MIN_CROSS_FIT, REPORT_FILE, SpendLimitError, fit, read_questions
 from kgwise.app.pipeline import Pipeline
 from kgwise.conformal.split import conformal_quantile
 from kgwise.errors import ConfigError, DataError
+from kgwise.types import Question, Usage
 
-from .conftest import StubArm, dev_rows, write_questions
+from .conftest import STUB_CONFIG, StubArm, dev_rows, write_config, write_kg, write_questions
 from .test_pipeline import make
 
 
@@ -91,7 +93,7 @@ def test_fit_warm_starts_the_router_and_calibrates_each_arm_on_its_own_questions
         cal = pipe.state.calibrations
         assert sum(len(c.scores) for c in cal.values()) == n  # Mondrian: each question in one group
         for arm in report.arms:
-            assert arm.calibration_size == round(arm.share_routed * n)
+            assert arm.calibration_size == (len(cal[arm.name].scores) if arm.name in cal else 0)
             if arm.threshold is not None:
                 assert arm.threshold == conformal_quantile(np.asarray(cal[arm.name].scores), 0.2)
                 assert arm.in_sample_coverage is not None and arm.in_sample_coverage >= 0.8 - 1e-9
@@ -147,3 +149,24 @@ def test_a_large_log_chooses_gamma_reward_form_and_context_by_cross_fitting(tmp_
                    for g in saved["router_selection"]["cross_fit"]["grid"])
         assert not any("router settings" in n for n in report.not_fitted)
         pipe.answer("What does aspirin treat?", ["fever", "diabetes", "thirst"])
+
+
+def test_the_mondrian_groups_come_from_routers_that_did_not_learn_the_question(tmp_path: Path) -> None:
+    from kgwise.app.fit import LoggedCall, _out_of_fold_routes
+
+    write_kg(tmp_path)
+    cfg = PipelineConfig.load(write_config(tmp_path, STUB_CONFIG.format(cheap=0.1, dear=0.3, budget=100.0,
+                                                                        seed=0)))
+    names = list(cfg.names)
+    n = 20
+    qs = [Question(f"q{i}", f"question {i}") for i in range(n)]
+    X = np.random.default_rng(0).normal(size=(n, 8))
+    calls = {(a, q.id): LoggedCall(a, q.id, "x", {}, (i + k) % 3 == 0, 0.0 if a == "free" else 0.1,
+                                   Usage(calls=1))
+             for k, a in enumerate(names) for i, q in enumerate(qs)}
+    rewards = {a: [float(calls[(a, q.id)].correct) for q in qs] for a in names}
+    routed = _out_of_fold_routes(cfg, qs, calls, X, rewards, cfg.router.coke)
+    assert len(routed) == n and all(a in names for a in routed)
+    for i in (0, 7, 13):  # a question's own outcomes never reach the router that routes it
+        flipped = {a: [1.0 - v if j == i else v for j, v in enumerate(vals)] for a, vals in rewards.items()}
+        assert _out_of_fold_routes(cfg, qs, calls, X, flipped, cfg.router.coke)[i] == routed[i]

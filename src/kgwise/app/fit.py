@@ -16,12 +16,17 @@
    (:meth:`kgwise.route.coke.CokeRouter.warm_start`).
 3. The fitted router is replayed over the log (a copy: select within the configured budget and horizon,
    then learn the logged outcome, as live) — its accuracy and spend are the fit report's expectation
-   at the configured budget, and its decisions define the Mondrian groups.
-4. Per arm, split-conformal calibration scores (LAC or APS, :mod:`kgwise.conformal.split`) of the true
-   choice on the multiple-choice questions the replay sent to that arm. A set for a question routed to
-   arm ``a`` then covers the truth with probability ≥ 1 − α over questions exchangeable with those
-   (Mondrian conformal: coverage holds within each group, not only on average over all questions).
-   Caveat, stated in the report: the groups come from a router warm-started on the same log.
+   at the configured budget.
+4. The Mondrian groups come from an out-of-fold replay (:data:`GROUP_FOLDS` interleaved folds): each
+   question is routed by a router warm-started on the other folds, with the fold's share of the budget,
+   as the live router routes questions it has not learnt from. (Groups taken from the in-sample replay
+   hold questions the router has memorised the right arm for: easy ones, whose scores understate an
+   arm's errors — on CSQA, 200 dev questions, α = 0.2 sets covered 52 % of new questions.)
+   Per arm, split-conformal calibration scores (LAC or APS, :mod:`kgwise.conformal.split`) of the true
+   choice on the multiple-choice questions of its group. A set for a question routed to arm ``a`` then
+   covers the truth with probability ≥ 1 − α over questions exchangeable with those (Mondrian
+   conformal: coverage holds within each group, not only on average over all questions); the live router,
+   learnt on the whole log and still learning, routes somewhat differently from the fold routers.
 5. A fit report (per arm accuracy and cost on the log, the settings used, the replay's accuracy, spend
    and routing shares, each arm's calibration size and in-sample coverage) is written as
    ``fit-report.json``.
@@ -317,6 +322,43 @@ def _calls(log: ResumeLog, questions: Sequence[Question], pipeline: Pipeline, ar
     return out
 
 
+GROUP_FOLDS = 5
+"""Folds of the out-of-fold replay that forms the Mondrian groups (step 4 of the module docstring)."""
+
+
+def _out_of_fold_routes(config: PipelineConfig, questions: Sequence[Question],
+                        calls: dict[tuple[str, str], LoggedCall], X: np.ndarray,
+                        rewards: dict[str, list[float]], coke: Any) -> list[str | None]:
+    """Each question's arm as chosen by a router warm-started on the other folds (question ``i`` is in
+    fold ``i mod k``), replayed over its fold in order with the fold's share of the budget and horizon;
+    with fewer than two questions, no group."""
+    n = len(questions)
+    k = min(GROUP_FOLDS, n)
+    out: list[str | None] = [None] * n
+    if k < 2:
+        return out
+    names = list(config.names)
+    fold = np.arange(n) % k
+    for f in range(k):
+        mine = np.flatnonzero(fold == f)
+        rest = np.flatnonzero(fold != f)
+        share = len(mine) / n
+        r = config.router
+        horizon = None if r.horizon is None else max(1, round(r.horizon * share))
+        cfg = replace(config, router=replace(r, budget=r.budget * share, horizon=horizon))
+        router = RouterAdapter.new(cfg, X.shape[1], coke)
+        router.warm_start(X[rest], {a: [v[i] for i in rest] for a, v in rewards.items()})
+        for i in mine.tolist():
+            q = questions[i]
+            costs = {a: calls[(a, q.id)].cost if (a, q.id) in calls else router.unreachable() for a in names}
+            arm = router.select(X[i], costs)
+            out[i] = arm
+            if arm is not None:
+                c = calls[(arm, q.id)]
+                router.update(arm, X[i], float(c.correct), c.cost, costs[arm])
+    return out
+
+
 def _nonconformity(kind: str, probs: np.ndarray) -> np.ndarray:
     return lac_scores(probs) if kind == "lac" else aps_scores(probs)
 
@@ -357,13 +399,14 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
             c = calls[(arm, q.id)]
             replay.update(arm, X[i], float(c.correct), c.cost, costs[arm])
             got += float(c.correct)
+    groups = _out_of_fold_routes(config, questions, calls, X, rewards, coke)
     sets = config.answer_sets
     calibrations: dict[str, ArmCalibration] = {}
     arm_fits = []
     n = len(questions)
     for name in names:
         mine = [calls[(name, q.id)] for q in questions if (name, q.id) in calls]
-        group = [(q, calls[(name, q.id)]) for q, a in zip(questions, routed, strict=True)
+        group = [(q, calls[(name, q.id)]) for q, a in zip(questions, groups, strict=True)
                  if a == name and q.choices and q.gold]
         scores: list[float] = []
         sizes: list[int] = []
