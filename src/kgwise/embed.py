@@ -93,17 +93,21 @@ class MiniLM:
     ``cache``: ``True`` for the default file under :func:`kgwise.config.cache_dir`, a path, or ``False``;
     it keeps at most ``cache_max_rows`` vectors (oldest written dropped first). ``memory_max``: vectors kept
     in memory, least recently used dropped first. ``backend``: ``onnx`` (default) or ``torch`` (see the
-    module docstring); ``threads``: ONNX Runtime's threads per call (default 1: a server answers many
-    questions at once, and one short text gains nothing from a second thread).
+    module docstring); ``threads``: ONNX Runtime's threads per call (default: 2, or 1 on a one-core
+    machine; its workers sleep rather than spin while they wait, so concurrent calls on a busy machine
+    do not slow each other down the way spinning threads do). Idle, on this project's 2-core machine, one
+    question took 5.2 ms with 2 threads and 7.9 ms with 1.
     """
 
     model_name = "all-MiniLM-L6-v2"
 
     def __init__(self, batch_size: int = 64, cache: bool | str | Path = True, device: str = "cpu",
                  memory_max: int = 50_000, cache_max_rows: int = 2_000_000, backend: str = "onnx",
-                 threads: int = 1) -> None:
+                 threads: int | None = None) -> None:
         if backend not in BACKENDS:
             raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        if threads is None:
+            threads = min(2, os.cpu_count() or 1)
         if threads < 1:
             raise ConfigError(f"threads must be ≥ 1, got {threads}")
         if backend == "onnx" and device != "cpu":
