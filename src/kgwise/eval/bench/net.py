@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import socket
 import subprocess
+from typing import Self
 
-__all__ = ["free_port", "stop_process"]
+__all__ = ["ServerProcess", "free_port", "stop_process"]
 
 
 def free_port() -> int:
@@ -27,3 +28,24 @@ def stop_process(proc: subprocess.Popen[bytes] | None, grace_s: float = 30.0) ->
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=10)
+
+
+class ServerProcess:
+    """A server a benchmark starts (``start`` sets ``proc`` and returns ``self``) and stops; a context
+    manager that starts it on entry and stops it on exit."""
+
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 60.0) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, then SIGKILL after 30 s)."""
+        stop_process(self.proc)
+        self.proc = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 
 from kgwise.errors import ConfigError, ServiceError
-from kgwise.eval.bench.net import free_port, stop_process
+from kgwise.eval.bench.net import ServerProcess, free_port
 
 __all__ = ["Oxigraph", "oxigraph_binary"]
 
@@ -26,7 +26,7 @@ def oxigraph_binary() -> str | None:
     return str(beside) if beside.is_file() else shutil.which("oxigraph")
 
 
-class Oxigraph:
+class Oxigraph(ServerProcess):
     """One Oxigraph store over ``db_dir``: :meth:`load` files, then use as a context manager (or
     :meth:`start` / :meth:`stop`) to serve it."""
 
@@ -73,14 +73,3 @@ class Oxigraph:
             time.sleep(0.2)
         self.stop()
         raise ServiceError(f"oxigraph did not answer on {self.endpoint} within {timeout_s:.0f} s")
-
-    def stop(self) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after 30 s)."""
-        stop_process(self.proc)
-        self.proc = None
-
-    def __enter__(self) -> Oxigraph:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

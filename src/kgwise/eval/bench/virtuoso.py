@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 
 from kgwise.errors import ConfigError, ServiceError
-from kgwise.eval.bench.net import free_port, stop_process
+from kgwise.eval.bench.net import ServerProcess, free_port
 
 __all__ = ["GRAPH_IRI", "Virtuoso", "virtuoso_binaries"]
 
@@ -64,7 +64,7 @@ DefaultGraph = {graph}
 """
 
 
-class Virtuoso:
+class Virtuoso(ServerProcess):
     """One Virtuoso server over ``db_dir`` (created empty); ``memory_mb`` sizes its page buffers. Use as a
     context manager, or :meth:`start` / :meth:`stop`."""
 
@@ -135,14 +135,3 @@ class Virtuoso:
             raise ServiceError(f"Virtuoso's bulk loader reported errors: {errors[-800:]}")
         shutil.rmtree(stage)
         return time.perf_counter() - t0
-
-    def stop(self) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after 30 s)."""
-        stop_process(self.proc)
-        self.proc = None
-
-    def __enter__(self) -> Virtuoso:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
