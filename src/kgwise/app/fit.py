@@ -337,7 +337,6 @@ def _out_of_fold_routes(config: PipelineConfig, questions: Sequence[Question],
     out: list[str | None] = [None] * n
     if k < 2:
         return out
-    names = list(config.names)
     fold = np.arange(n) % k
     for f in range(k):
         mine = np.flatnonzero(fold == f)
@@ -348,14 +347,25 @@ def _out_of_fold_routes(config: PipelineConfig, questions: Sequence[Question],
         cfg = replace(config, router=replace(r, budget=r.budget * share, horizon=horizon))
         router = RouterAdapter.new(cfg, X.shape[1], coke)
         router.warm_start(X[rest], {a: [v[i] for i in rest] for a, v in rewards.items()})
-        for i in mine.tolist():
-            q = questions[i]
-            costs = {a: calls[(a, q.id)].cost if (a, q.id) in calls else router.unreachable() for a in names}
-            arm = router.select(X[i], costs)
+        for i, arm in zip(mine.tolist(), _replay(router, questions, calls, X, mine.tolist()), strict=True):
             out[i] = arm
-            if arm is not None:
-                c = calls[(arm, q.id)]
-                router.update(arm, X[i], float(c.correct), c.cost, costs[arm])
+    return out
+
+
+def _replay(router: RouterAdapter, questions: Sequence[Question], calls: dict[tuple[str, str], LoggedCall],
+            X: np.ndarray, order: Sequence[int]) -> list[str | None]:
+    """``router``'s arm for each question of ``order`` in turn, as live: select within the budget, then
+    learn the logged outcome and pay the logged cost (``None``: nothing affordable)."""
+    out: list[str | None] = []
+    for i in order:
+        q = questions[i]
+        costs = {a: calls[(a, q.id)].cost if (a, q.id) in calls else router.unreachable()
+                 for a in router.names}
+        arm = router.select(X[i], costs)
+        out.append(arm)
+        if arm is not None:
+            c = calls[(arm, q.id)]
+            router.update(arm, X[i], float(c.correct), c.cost, costs[arm])
     return out
 
 
@@ -389,16 +399,9 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     learnt = router.warm_start(X, rewards)
     # replay: the fitted router's decisions on the log, within the configured budget
     replay = router.copy()
-    routed: list[str | None] = []
-    got = 0.0
-    for i, q in enumerate(questions):
-        costs = {n: calls[(n, q.id)].cost if (n, q.id) in calls else replay.unreachable() for n in names}
-        arm = replay.select(X[i], costs)
-        routed.append(arm)
-        if arm is not None:
-            c = calls[(arm, q.id)]
-            replay.update(arm, X[i], float(c.correct), c.cost, costs[arm])
-            got += float(c.correct)
+    routed = _replay(replay, questions, calls, X, range(len(questions)))
+    got = sum(float(calls[(a, q.id)].correct)
+              for q, a in zip(questions, routed, strict=True) if a is not None)
     groups = _out_of_fold_routes(config, questions, calls, X, rewards, coke)
     sets = config.answer_sets
     calibrations: dict[str, ArmCalibration] = {}

@@ -240,7 +240,7 @@ def run_live(questions_fit: Sequence[Question], questions_test: Sequence[Questio
     for q in [*questions_fit, *questions_test]:
         if not q.gold:
             raise ConfigError(f"{q.ref}: a live evaluation needs the gold answer of every question")
-    keys = [_asked(q.text, q.choice_texts) for q in questions_test]
+    keys = [_key(q) for q in questions_test]
     if len(set(keys)) != len(keys):
         raise ConfigError("the test questions repeat a question (text and choices); decisions recovered "
                           "after a kill are matched by both")
@@ -312,7 +312,7 @@ def run_live(questions_fit: Sequence[Question], questions_test: Sequence[Questio
 
         # 3. the pipeline, one question at a time
         t0 = time.perf_counter()
-        _settle_interrupted(pipe, log, {_asked(q.text, q.choice_texts): q for q in questions_test})
+        _settle_interrupted(pipe, log, {_key(q): q for q in questions_test})
         b = make_bar(len(questions_test), "pipeline: answer + feedback")
         for q in questions_test:
             row = log.get(f"pipe\t{q.id}")
