@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from kgwise.cli.main import app as cli
 from kgwise.errors import ConfigError, DataError
+from kgwise.route import service as service_module
 from kgwise.route.arms import ArmSpec
 from kgwise.route.coke import BudgetExceededError, CokeRouter
 from kgwise.route.service import RoutingService, UnknownDecisionError, read_status, repair_state
@@ -260,18 +261,29 @@ def test_the_lock_and_the_write_go_through_a_symlink(router_file: Path, tmp_path
     assert link.is_symlink() and read_status(link)["questions"] == 1
 
 
-def test_saving_copies_under_the_lock_and_writes_outside_it(tmp_path: Path) -> None:
-    """A large state (384-d, 8 arms, 2,000 waiting decisions): routing waits only for the copy."""
+def test_saving_copies_under_the_lock_and_writes_outside_it(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large state (384-d, 8 arms, 2,000 waiting decisions) is serialised and written with the service
+    lock free, so routing waits only for the copy."""
     path = tmp_path / "big.json"
     names = [f"arm{i}" for i in range(8)]
     CokeRouter([ArmSpec(n, "LLM") for n in names], 384, budget=1e9).save(path)
     x = np.ones(384) / np.sqrt(384)
+    held_while_writing: list[bool] = []
+    real_write = service_module.write_text_atomic
+
+    def write_checking_the_lock(target: Path, text: str) -> None:
+        held_while_writing.append(service.lock.locked())
+        real_write(target, text)
+
+    monkeypatch.setattr(service_module, "write_text_atomic", write_checking_the_lock)
     with RoutingService(path, lambda _: x, 384) as service:
         for i in range(2000):
             service.route("q" * 200 + str(i), [0.1] * 8)
         service.save()
         timing = service.last_save
-    assert timing.bytes > 5_000_000 and timing.copy_s < timing.write_s
+    assert held_while_writing and not any(held_while_writing)
+    assert timing.bytes > 5_000_000 and read_status(path)["pending"] == 2000
     print(f"save of {timing.bytes / 1e6:.1f} MB: {timing.copy_s * 1000:.1f} ms under the lock, "
           f"{timing.write_s * 1000:.1f} ms serialising and writing outside it")
 
