@@ -8,14 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kgwise.app.config import PipelineConfig
-from kgwise.app.fit import MIN_CROSS_FIT, REPORT_FILE, SpendLimitError, fit, read_questions
+from kgwise.app.calibration import CalibrationSelector
+from kgwise.app.fit import MIN_CROSS_FIT, REPORT_FILE, SpendLimitError, fit, held_out, read_questions
 from kgwise.app.pipeline import Pipeline
 from kgwise.conformal.split import conformal_quantile
 from kgwise.errors import ConfigError, DataError
-from kgwise.types import Question, Usage
 
-from .conftest import STUB_CONFIG, StubArm, dev_rows, write_config, write_kg, write_questions
+from .conftest import StubArm, dev_rows, write_questions
 from .test_pipeline import make
 
 
@@ -81,26 +80,55 @@ def test_a_run_stops_before_a_call_that_could_pass_the_limit(tmp_path: Path) -> 
         assert 9.6 - 0.4 < paid <= 9.6 + 0.3  # stopped near the limit; past it by one call's overrun at most
 
 
-def test_fit_warm_starts_the_router_and_calibrates_each_arm_on_its_own_questions(tmp_path: Path) -> None:
+def test_fit_warm_starts_the_router_on_one_part_and_calibrates_on_the_other(tmp_path: Path) -> None:
     path = write_questions(tmp_path, dev_rows(4))
     with make(tmp_path, cheap=0.1, dear=0.3, budget=100.0) as pipe:
         report = fit(pipe, path, max_spend=100.0, echo=lambda _: None)
         n = report.questions
-        assert n == 32
+        assert n == 32 and report.settings["held_out"] == 16 and report.settings["replay_on"] == "held-out"
         assert sum(a.share_routed for a in report.arms) == pytest.approx(1.0)
         assert pipe.state.router.questions == 0  # a fresh router: learnt, not yet used
-        assert report.settings["outcomes_learnt"] == 3 * n
-        cal = pipe.state.calibrations
-        assert sum(len(c.scores) for c in cal.values()) == n  # Mondrian: each question in one group
-        for arm in report.arms:
-            assert arm.calibration_size == (len(cal[arm.name].scores) if arm.name in cal else 0)
+        assert report.settings["outcomes_learnt"] == 3 * 16  # the held-out half is never learnt
+        cal = pipe.state.calibration
+        assert cal is not None and len(cal) == 16 and not np.isnan(cal.scores).any()
+        held = [q for q, h in zip(read_questions(path), held_out(read_questions(path), 0.5), strict=True)
+                if h]
+        assert [q.id for q in held] == [f"q{i}" for i in range(1, 32, 2)]  # interleaved
+        group = CalibrationSelector(cal).group(pipe.state.router.router, "fit")
+        assert sum(a.calibration_size for a in report.arms) == int((group >= 0).sum())
+        for a, arm in enumerate(report.arms):
+            scores = cal.scores[group == a, a]
+            assert arm.calibration_size == len(scores)
             if arm.threshold is not None:
-                assert arm.threshold == conformal_quantile(np.asarray(cal[arm.name].scores), 0.2)
+                assert arm.threshold == conformal_quantile(scores, 0.2)
                 assert arm.in_sample_coverage is not None and arm.in_sample_coverage >= 0.8 - 1e-9
         assert json.loads((pipe.state.root / REPORT_FILE).read_text())["questions"] == n
         # the live pipeline now attaches sets
         r = pipe.answer("What does aspirin treat?", ["fever", "diabetes", "thirst"])
-        assert r.answer_set is not None or r.arm not in cal
+        assert r.answer_set is not None
+
+
+def test_held_out_questions_are_never_learnt_by_the_router(tmp_path: Path) -> None:
+    """Flipping every held-out question's outcomes changes nothing in the fitted router."""
+    rows = dev_rows(4)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    path = write_questions(tmp_path / "a", rows)
+    with make(tmp_path / "a", budget=100.0) as pipe:
+        fit(pipe, path, max_spend=100.0, echo=lambda _: None)
+        base = pipe.state.router.router
+        assert pipe.state.calibration is not None
+        base_scores = pipe.state.calibration.scores.copy()
+    flipped = [dict(r, answer=r["choices"][(r["choices"].index(r["answer"]) + 1) % len(r["choices"])])
+               if i % 2 else r for i, r in enumerate(rows)]
+    path = write_questions(tmp_path / "b", flipped)
+    with make(tmp_path / "b", budget=100.0) as pipe:
+        fit(pipe, path, max_spend=100.0, echo=lambda _: None)
+        other = pipe.state.router.router
+        assert np.array_equal(other.linucb.theta, base.linucb.theta)
+        assert np.array_equal(other.thompson.alpha, base.thompson.alpha)
+        assert pipe.state.calibration is not None  # the held-out part (the truth moved) is what differs
+        assert not np.array_equal(pipe.state.calibration.scores, base_scores)
 
 
 def test_fit_refuses_while_decisions_await_feedback(tmp_path: Path) -> None:
@@ -117,13 +145,13 @@ def test_a_small_log_keeps_the_configs_router_settings_and_says_why(tmp_path: Pa
         report = fit(pipe, path, max_spend=100.0, echo=lambda _: None)
         sel = report.router_selection
         assert sel is not None and sel.method == "config" and sel.cross_fit is None
-        assert f"32 questions answered by every arm, fewer than the {MIN_CROSS_FIT}" in sel.reason
+        assert f"16 questions answered by every arm, fewer than the {MIN_CROSS_FIT}" in sel.reason
         assert (sel.context, sel.gamma, sel.decomposed_reward) == ("question", None, False)
         assert any("router settings" in n for n in report.not_fitted)
 
 
 def test_a_large_log_chooses_gamma_reward_form_and_context_by_cross_fitting(tmp_path: Path) -> None:
-    path = write_questions(tmp_path, dev_rows(13))  # 104 questions
+    path = write_questions(tmp_path, dev_rows(26))  # 208 questions: 104 teach the router
     with make(tmp_path, budget=100.0) as pipe:
         report = fit(pipe, path, max_spend=100.0, echo=lambda _: None)
         sel = report.router_selection
@@ -149,24 +177,3 @@ def test_a_large_log_chooses_gamma_reward_form_and_context_by_cross_fitting(tmp_
                    for g in saved["router_selection"]["cross_fit"]["grid"])
         assert not any("router settings" in n for n in report.not_fitted)
         pipe.answer("What does aspirin treat?", ["fever", "diabetes", "thirst"])
-
-
-def test_the_mondrian_groups_come_from_routers_that_did_not_learn_the_question(tmp_path: Path) -> None:
-    from kgwise.app.fit import LoggedCall, _out_of_fold_routes
-
-    write_kg(tmp_path)
-    cfg = PipelineConfig.load(write_config(tmp_path, STUB_CONFIG.format(cheap=0.1, dear=0.3, budget=100.0,
-                                                                        seed=0)))
-    names = list(cfg.names)
-    n = 20
-    qs = [Question(f"q{i}", f"question {i}") for i in range(n)]
-    X = np.random.default_rng(0).normal(size=(n, 8))
-    calls = {(a, q.id): LoggedCall(a, q.id, "x", {}, (i + k) % 3 == 0, 0.0 if a == "free" else 0.1,
-                                   Usage(calls=1))
-             for k, a in enumerate(names) for i, q in enumerate(qs)}
-    rewards = {a: [float(calls[(a, q.id)].correct) for q in qs] for a in names}
-    routed = _out_of_fold_routes(cfg, qs, calls, X, rewards, cfg.router.coke)
-    assert len(routed) == n and all(a in names for a in routed)
-    for i in (0, 7, 13):  # a question's own outcomes never reach the router that routes it
-        flipped = {a: [1.0 - v if j == i else v for j, v in enumerate(vals)] for a, vals in rewards.items()}
-        assert _out_of_fold_routes(cfg, qs, calls, X, flipped, cfg.router.coke)[i] == routed[i]

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kgwise.app.calibration import CalibrationSelector, HeldOutCalibration
 from kgwise.app.config import PipelineConfig
-from kgwise.app.pipeline import BudgetExhaustedError, Pipeline, UnknownDecisionError
-from kgwise.app.state import ArmCalibration
+from kgwise.app.pipeline import BudgetExhaustedError, Pipeline, UnknownDecisionError, calibrated_threshold
 from kgwise.errors import ConfigError, DataError
 from kgwise.kg.loaders import open_graph_file
 
@@ -126,24 +126,54 @@ def test_no_affordable_arm_is_an_error_that_spends_nothing(tmp_path: Path) -> No
         assert pipe.status().spent + pipe.status().reserved <= 0.5
 
 
+def held_out(pipe: Pipeline, n: int, seed: int = 0) -> HeldOutCalibration:
+    """A calibration of ``n`` random held-out questions for ``pipe``'s router."""
+    rng = np.random.default_rng(seed)
+    k, d = len(pipe.runners), pipe.state.router.dim
+    return HeldOutCalibration(tuple(pipe.runners), "lac", rng.normal(size=(n, d)),
+                              np.tile([0.1, 0.3, 0.0], (n, 1)), rng.uniform(0, 0.9, (n, k)), {"questions": n})
+
+
 def test_calibrated_sets_carry_their_statement_and_live_coverage_counts(tmp_path: Path) -> None:
     with make(tmp_path) as pipe:
-        rng = np.random.default_rng(0)
-        cals = {n: ArmCalibration(n, "lac", tuple(rng.uniform(0, 0.9, 40).tolist())) for n in pipe.runners}
-        pipe.state.save_calibration(cals, {"questions": 40})
+        pipe.state.save_calibration(held_out(pipe, 150))
         r = pipe.answer(*question(1))
         s = r.answer_set
         assert s is not None and s.alpha == 0.2 and s.guarantee
-        assert f"fitted router sends to arm {r.arm!r}" in s.statement
+        assert f"the router, as it stands, sends to arm {r.arm!r}" in s.statement
+        assert "of 150 held-out dev questions" in s.statement and 0 < s.calibration_size < 150
         assert r.label in s.labels or len(s.labels) < 3
         fb = pipe.feedback(r.decision, gold="A")
         assert fb.covered == ("A" in s.labels)
         assert pipe.status().arms[["cheap", "dear", "free"].index(r.arm)].coverage.n == 1
+        forced = pipe.answer(*question(2), arm="dear")  # a forced arm: every held-out question it answered
+        assert forced.answer_set is not None and forced.answer_set.calibration_size == 150
+        assert "forced" in forced.answer_set.statement
         # too few calibration questions for α: every choice, trivially covered
-        pipe.state.save_calibration({n: ArmCalibration(n, "lac", (0.1, 0.2)) for n in pipe.runners}, {})
+        pipe.state.save_calibration(held_out(pipe, 3))
         r2 = pipe.answer(*question(3))
         assert r2.answer_set is not None and len(r2.answer_set.labels) == 3
         assert "covers the truth trivially" in r2.answer_set.statement
+
+
+def test_the_set_is_split_conformal_on_the_held_out_questions_the_same_rule_routes_alike(tmp_path: Path
+                                                                                       ) -> None:
+    """Replaying the decision's draws on a copy of the router taken before the answer gives the same group,
+    and the set's threshold is the split-conformal quantile of that group's scores."""
+    with make(tmp_path) as pipe:
+        cal = held_out(pipe, 200)
+        pipe.state.save_calibration(cal)
+        for i in range(6):
+            before = pipe.state.router.copy().router
+            r = pipe.answer(*question(i))
+            selector = CalibrationSelector(cal)
+            group = selector.group(before, r.decision)
+            scores = selector.scores(group, r.arm)
+            assert r.answer_set is not None and r.answer_set.calibration_size == len(scores)
+            t = calibrated_threshold(scores.tolist(), pipe.config.answer_sets)
+            want = tuple(lab for lab, p in r.probabilities.items() if 1 - p <= t)
+            assert r.answer_set.labels == want
+            pipe.feedback(r.decision, correct=i % 2 == 0)
 
 
 def test_open_questions_link_the_answer_to_kg_entities(tmp_path: Path) -> None:

@@ -159,3 +159,28 @@ def test_arms_are_labels_and_old_states_load() -> None:
     old = LinUCB(2, 2, seed=0).state_dict()
     del old["arms"]
     assert LinUCB.from_state_dict(old).arms == (0, 1)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 4), st.integers(2, 9), st.integers(0, 40), st.integers(0, 10_000),
+       st.sampled_from(["float64", "float32"]))
+def test_tracked_contexts_stay_equal_to_a_fresh_computation(arms: int, dim: int, updates: int, seed: int,
+                                                            precision: str) -> None:
+    rng = np.random.default_rng(seed)
+    policy = LinUCB(arms, dim, alpha=1.3, seed=seed, precision=precision)
+    Z = rng.normal(size=(7, dim))
+    tracked = policy.track(Z)
+    for k in range(updates):
+        x = rng.normal(size=dim)
+        if k % 3 == 0:
+            policy.scores(x)  # the update then reuses the cached A⁻¹x
+        policy.update(int(rng.integers(arms)), x, float(rng.random()))
+        if k == updates // 2:
+            policy.refit(0, rng.normal(size=(5, dim)), rng.random(5), 1.0)
+    tol = 1e-4 if precision == "float32" else 1e-9
+    want = np.stack([policy.scores(z) for z in Z])
+    np.testing.assert_allclose(tracked.scores(policy), want, rtol=tol, atol=tol)
+    policy.untrack(tracked)
+    before = tracked.quad.copy()
+    policy.update(0, rng.normal(size=dim), 1.0)
+    assert np.array_equal(tracked.quad, before)  # no longer kept

@@ -13,7 +13,7 @@ import numpy.typing as npt
 import pytest
 
 from kgwise.app.arms import ArmOutput
-from kgwise.app.config import ArmConfig
+from kgwise.app.config import AnswerSetConfig, ArmConfig
 from kgwise.conformal.split import SplitConformal, SplitConformalConfig
 from kgwise.errors import ConfigError
 from kgwise.eval.pipeline_live import (
@@ -86,13 +86,15 @@ def _arms() -> dict[str, FakeArm]:
 def test_set_at_is_the_pipelines_split_conformal_rule() -> None:
     labels = ["A", "B", "C"]
     probs = {"A": 0.7, "B": 0.2, "C": 0.1}
-    assert set_at([0.1] * 3, "lac", 0.1, probs, labels) == ("A", "B", "C")  # too few calibration scores
+    assert set_at([0.1] * 3, "lac", AnswerSetConfig(0.1), probs, labels) == ("A", "B", "C")  # too few
     scores = list(np.linspace(0.0, 0.9, 40))
     cp = SplitConformal(SplitConformalConfig(alpha=0.2, score="lac"))
     cp.calibration_scores_ = np.asarray(scores)
     mask = cp.predict_set(np.asarray([[0.7, 0.2, 0.1]]))[0]
     want = tuple(x for x, keep in zip(labels, mask, strict=True) if keep)
-    assert set_at(scores, "lac", 0.2, probs, labels) == want
+    assert set_at(scores, "lac", AnswerSetConfig(0.2), probs, labels) == want
+    pac = AnswerSetConfig(0.2, 0.05, "lac", "pac")  # training-conditional: a higher rank, a larger set
+    assert set(set_at(scores, "lac", pac, probs, labels)) >= set(want)
 
 
 def test_grade_takes_labels_for_choices_and_names_for_open_questions() -> None:

@@ -4,14 +4,15 @@ Synthetic multiple-choice questions of two kinds, i.i.d. (so a dev log and later
 exchangeable); three arms whose choice probabilities depend on the kind: a free KG-model-like arm (sure
 and mostly right on kind 0, unsure on kind 1), a cheap and a dear LLM-like arm. Per split a fresh
 pipeline (``question+free`` context, a budget of 60 % of always calling the dear arm) is fitted with
-:func:`kgwise.app.fit.fit_questions` on 300 questions (Mondrian calibration per arm on the replayed
-decisions), then answers 400 fresh questions, each settled by feedback, while its router keeps
-learning.
+:func:`kgwise.app.fit.fit_questions` on 300 questions (150 teach the router, 150 are held out and
+re-selected by the router as it stands at each answer, :mod:`kgwise.app.calibration`), then answers 2,000
+fresh questions, each settled by feedback, while its router keeps learning.
 
 Per split and arm the coverage of the live sets is counted over the test questions the live router sent
 to it, by the pipeline's own live counts (``status()``), checked against the sets it attached. (The
 router reads the free arm's confidence, so the questions it sends to an arm depend on that arm's scores:
-no per-kind population figure applies, and 400 test questions per split keep the count's noise small.)
+no per-kind population figure applies; 2,000 test questions per split keep the count's noise — a
+finite-sample error the PAC statement about the population does not cover — to about ±0.01.)
 The fit's cross-fitting of the router settings is skipped (``MIN_CROSS_FIT`` raised) to keep 100 fits
 within minutes; it changes which questions go where, not the calibration.
 
@@ -46,7 +47,7 @@ from kgwise.app.config import (
     RouterConfig,
 )
 from kgwise.app.fit import fit_questions
-from kgwise.app.pipeline import Pipeline, calibrated_threshold
+from kgwise.app.pipeline import Pipeline
 from kgwise.route.coke import CokeConfig
 from kgwise.types import Question, Usage, make_question
 
@@ -55,7 +56,7 @@ fit_module = importlib.import_module("kgwise.app.fit")  # the module (kgwise.app
 
 ALPHA = 0.1
 SPLITS = 50
-FIT, TEST = 300, 400
+FIT, TEST = 300, 2000
 CHOICES = 4
 # per arm and kind: the Dirichlet boost of the truth's probability (larger: surer and more often right)
 BOOST = {"kgm": (6.0, 0.3), "small": (1.5, 1.5), "large": (4.0, 3.0)}
@@ -139,22 +140,23 @@ def _split(split: int, guarantee: Guarantee, root: Path) -> dict[str, dict[str, 
     out: dict[str, dict[str, float]] = {}
     with Pipeline(config, root / f"state-{guarantee}-{split}", arms, FakeEncoder()) as pipe:
         fit_questions(pipe, fit_q, max_spend=1e9, echo=lambda _: None)
-        thresholds = {n: calibrated_threshold(c.scores, sets) for n, c in pipe.state.calibrations.items()}
         kinds: dict[str, list[int]] = {n: [] for n in arms}
         covered: dict[str, list[bool]] = {n: [] for n in arms}
+        trivial: dict[str, int] = {n: 0 for n in arms}
         for q in test_q:
             r = pipe.answer(q.text, list(q.choice_texts))
             kinds[r.arm].append(_kind(q.text))
             if r.answer_set is not None:
                 covered[r.arm].append(q.gold[0] in r.answer_set.labels)
+                trivial[r.arm] += "covers the truth trivially" in r.answer_set.statement
             pipe.feedback(r.decision, gold=q.gold[0])
         status = {a.name: a.coverage for a in pipe.status().arms}
     for name, ks in kinds.items():
         live = status[name]
         assert live.n == len(covered[name]) and live.covered == sum(covered[name])  # the pipeline's counts
-        if len(ks) >= 50 and name in thresholds:
+        if len(ks) >= 50 and covered[name]:
             out[name] = {"coverage": live.covered / live.n, "routed": len(ks),
-                         "trivial": float(math.isinf(thresholds[name]))}
+                         "trivial": trivial[name] / len(covered[name])}
     return out
 
 
@@ -173,7 +175,7 @@ def _run(guarantee: Guarantee, monkeypatch: pytest.MonkeyPatch) -> dict[str, lis
                   f"{np.mean(np.asarray(cov) >= 1 - ALPHA):.3f}, mean {np.mean(cov):.4f}, "
                   f"min {min(cov):.4f}; "
                   f"routed mean {np.mean([r['routed'] for r in rows]):.0f}; trivial sets in "
-                  f"{sum(r['trivial'] for r in rows):.0f} splits")
+                  f"{np.mean([r['trivial'] for r in rows]):.3f} of the answers")
     return per_arm
 
 
@@ -183,7 +185,7 @@ def test_pac_sets_cover_per_arm_on_95_percent_of_splits(monkeypatch: pytest.Monk
     for name, rows in per_arm.items():
         if len(rows) < 20:
             continue  # an arm the router rarely uses has no per-split coverage to speak of
-        assert not any(r["trivial"] for r in rows)  # real sets, not every choice
+        assert np.mean([r["trivial"] for r in rows]) < 0.05  # real sets, not every choice
         share = float(np.mean([r["coverage"] >= 1 - ALPHA for r in rows]))
         assert share >= 0.95, f"{name}: coverage ≥ {1 - ALPHA} on {share:.2f} of {len(rows)} splits"
 

@@ -20,8 +20,10 @@ Tables:
 * ``[answer_sets]`` — ``alpha`` in (0, 1), ``delta`` in (0, 1) (the live coverage bound's level, and the
   calibration's confidence with ``guarantee = "pac"``), ``kind`` (``lac`` or ``aps``), ``guarantee``
   (``marginal``: split conformal, coverage ≥ 1 − α on average over dev logs; ``pac``: training-conditional,
-  coverage ≥ 1 − α with probability ≥ 1 − δ over the dev log — larger sets). Questions without choices
-  get no set yet (UAG's sets are not attached).
+  coverage ≥ 1 − α with probability ≥ 1 − δ over the dev log — larger sets), ``calibration_share`` in
+  (0, 1) (the part of the graded multiple-choice dev questions held out of the router's learning to
+  calibrate the sets, :mod:`kgwise.app.calibration`; default 0.5). Questions without choices get no set
+  yet (UAG's sets are not attached).
 
 Every fault raises ``DataError`` naming the file, the line (where the key stands) and the key.
 """
@@ -157,12 +159,14 @@ class RouterConfig:
 class AnswerSetConfig:
     """Target miscoverage ``alpha``, the level ``delta`` of the live coverage bound (and of the calibration
     with ``guarantee = "pac"``), the multiple-choice non-conformity score ``kind``, and the ``guarantee``
-    (see the module docstring)."""
+    (see the module docstring), and the ``calibration_share`` of the graded multiple-choice dev questions
+    that :func:`kgwise.app.fit.fit` holds out of the router's learning to calibrate the sets."""
 
     alpha: float = 0.1
     delta: float = 0.05
     kind: SetKind = "lac"
     guarantee: Guarantee = "marginal"
+    calibration_share: float = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -484,10 +488,11 @@ class _Reader:
         return 0.0, None  # an in-process local model: no dollars
 
     def answer_sets(self, data: dict[str, Any]) -> AnswerSetConfig:
-        self._keys(data, {"alpha", "delta", "kind", "guarantee"}, "answer_sets")
+        self._keys(data, {"alpha", "delta", "kind", "guarantee", "calibration_share"}, "answer_sets")
         alpha = self._number(data, "alpha", "answer_sets")
         delta = self._number(data, "delta", "answer_sets")
-        for key, value in (("alpha", alpha), ("delta", delta)):
+        share = self._number(data, "calibration_share", "answer_sets")
+        for key, value in (("alpha", alpha), ("delta", delta), ("calibration_share", share)):
             if value is not None and not 0.0 < value < 1.0:
                 raise self.fail(f"must lie in (0, 1), got {data[key]!r}", "answer_sets", key)
         kind = self._str(data, "kind", "answer_sets") or "lac"
@@ -497,7 +502,8 @@ class _Reader:
         if guarantee not in ("marginal", "pac"):
             raise self.fail(f"must be marginal or pac, got {guarantee!r}", "answer_sets", "guarantee")
         return AnswerSetConfig(alpha if alpha is not None else 0.1, delta if delta is not None else 0.05,
-                               kind, guarantee)  # type: ignore[arg-type]
+                               kind, guarantee,  # type: ignore[arg-type]
+                               share if share is not None else 0.5)
 
 
 def _toml_str(value: str) -> str:
@@ -554,5 +560,6 @@ def starter_toml(kg: str, arms: list[tuple[str, str, str, float | None]], budget
               "delta = 0.05  # level of the live coverage bound (`kgwise status`)",
               "kind = \"lac\"  # or aps",
               "# guarantee = \"pac\"  # coverage >= 1 - alpha with probability >= 1 - delta (larger sets)",
+              "calibration_share = 0.5  # dev questions held out of the router's learning to calibrate sets",
               ""]
     return "\n".join(lines)

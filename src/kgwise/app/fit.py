@@ -4,32 +4,30 @@
    ``fit-log.jsonl`` in the state directory as it finishes — a rerun resumes and pays for no finished
    call twice. The estimated spend (the arms' cost bounds of the calls still to make) is printed first;
    beyond ``max_spend`` nothing is called, and the run stops before a call that could pass it.
-2. The router's open settings — LinUCB's γ, the reward form (decomposed or not) and the context
+2. The log is split: ``calibration_share`` of the graded multiple-choice questions (interleaved, in log
+   order) are held out — the router never learns from them — and calibrate the answer sets
+   (:mod:`kgwise.app.calibration`); the rest teach the router. (A router that has learnt a question's
+   outcome routes it to an arm that was right on it: sets calibrated on such questions under-cover new
+   ones — on CSQA, 200 dev questions, α = 0.2 sets covered 52 % of new questions.)
+3. The router's open settings — LinUCB's γ, the reward form (decomposed or not) and the context
    (``question``, or ``question+free`` when the config has free arms) — are chosen by two-fold
-   cross-fitting on the log (:func:`kgwise.route.tuning.cross_fit`): on the questions every arm answered,
-   for every grid point, a router warm-started on one half routes the other within the configured budget
-   (per question: ``budget / horizon``, paced; without a horizon each half gets the whole budget), and
-   the point with the best mean accuracy over the two folds wins (ties: lower cost). This needs
-   :data:`MIN_CROSS_FIT` such questions (each fold learns from and is scored on ≥ 50); on a smaller log
-   the config's ``[coke]`` values and ``[router] context`` stay, and the report says why. A fresh router
-   with the chosen settings is then warm-started on all graded outcomes
+   cross-fitting on the learning part (:func:`kgwise.route.tuning.cross_fit`): on the questions every arm
+   answered, for every grid point, a router warm-started on one half routes the other within the
+   configured budget (per question: ``budget / horizon``, paced; without a horizon each half gets the
+   whole budget), and the point with the best mean accuracy over the two folds wins (ties: lower cost).
+   This needs :data:`MIN_CROSS_FIT` such questions (each fold learns from and is scored on ≥ 50); on a
+   smaller log the config's ``[coke]`` values and ``[router] context`` stay, and the report says why. A
+   fresh router with the chosen settings is then warm-started on the learning part's graded outcomes
    (:meth:`kgwise.route.coke.CokeRouter.warm_start`).
-3. The fitted router is replayed over the log (a copy: select within the configured budget and horizon,
-   then learn the logged outcome, as live) — its accuracy and spend are the fit report's expectation
-   at the configured budget.
-4. The Mondrian groups come from an out-of-fold replay (:data:`GROUP_FOLDS` interleaved folds): each
-   question is routed by a router warm-started on the other folds, with the fold's share of the budget,
-   as the live router routes questions it has not learnt from. (Groups taken from the in-sample replay
-   hold questions the router has memorised the right arm for: easy ones, whose scores understate an
-   arm's errors — on CSQA, 200 dev questions, α = 0.2 sets covered 52 % of new questions.)
-   Per arm, split-conformal calibration scores (LAC or APS, :mod:`kgwise.conformal.split`) of the true
-   choice on the multiple-choice questions of its group. A set for a question routed to arm ``a`` then
-   covers the truth with probability ≥ 1 − α over questions exchangeable with those (Mondrian
-   conformal: coverage holds within each group, not only on average over all questions); the live router,
-   learnt on the whole log and still learning, routes somewhat differently from the fold routers.
+4. A copy of the fitted router is replayed over the held-out questions (select within the configured
+   budget and horizon, then learn the logged outcome, as live; over the whole log, in sample, when
+   nothing is held out) — its accuracy and spend are the fit report's expectation at the configured
+   budget. The held-out questions' contexts, every arm's cost bound and every arm's non-conformity score
+   (LAC or APS, :mod:`kgwise.conformal.split`) of the true choice are saved as the calibration; the
+   report gives, per arm, the calibration questions the fitted router sends to it and the threshold,
+   coverage and set size they give.
 5. A fit report (per arm accuracy and cost on the log, the settings used, the replay's accuracy, spend
-   and routing shares, each arm's calibration size and in-sample coverage) is written as
-   ``fit-report.json``.
+   and routing shares, each arm's calibration) is written as ``fit-report.json``.
 
 Not done here (issue 27 item 3): fitting each inject arm's prompt bandit; the report's ``not_fitted`` says
 so.
@@ -49,10 +47,10 @@ from typing import Any
 import numpy as np
 
 from kgwise.app.arms import arm_cost
+from kgwise.app.calibration import CalibrationSelector, HeldOutCalibration
 from kgwise.app.config import Context, PipelineConfig
 from kgwise.app.pipeline import Pipeline, calibrated_threshold
 from kgwise.app.router import RouterAdapter, context_vector
-from kgwise.app.state import ArmCalibration
 from kgwise.conformal.split import aps_scores, lac_scores
 from kgwise.errors import ConfigError, DataError, KgwiseError
 from kgwise.files import ResumeLog, read_jsonl, short_hash, write_text_atomic
@@ -322,36 +320,6 @@ def _calls(log: ResumeLog, questions: Sequence[Question], pipeline: Pipeline, ar
     return out
 
 
-GROUP_FOLDS = 5
-"""Folds of the out-of-fold replay that forms the Mondrian groups (step 4 of the module docstring)."""
-
-
-def _out_of_fold_routes(config: PipelineConfig, questions: Sequence[Question],
-                        calls: dict[tuple[str, str], LoggedCall], X: np.ndarray,
-                        rewards: dict[str, list[float]], coke: Any) -> list[str | None]:
-    """Each question's arm as chosen by a router warm-started on the other folds (question ``i`` is in
-    fold ``i mod k``), replayed over its fold in order with the fold's share of the budget and horizon;
-    with fewer than two questions, no group."""
-    n = len(questions)
-    k = min(GROUP_FOLDS, n)
-    out: list[str | None] = [None] * n
-    if k < 2:
-        return out
-    fold = np.arange(n) % k
-    for f in range(k):
-        mine = np.flatnonzero(fold == f)
-        rest = np.flatnonzero(fold != f)
-        share = len(mine) / n
-        r = config.router
-        horizon = None if r.horizon is None else max(1, round(r.horizon * share))
-        cfg = replace(config, router=replace(r, budget=r.budget * share, horizon=horizon))
-        router = RouterAdapter.new(cfg, X.shape[1], coke)
-        router.warm_start(X[rest], {a: [v[i] for i in rest] for a, v in rewards.items()})
-        for i, arm in zip(mine.tolist(), _replay(router, questions, calls, X, mine.tolist()), strict=True):
-            out[i] = arm
-    return out
-
-
 def _replay(router: RouterAdapter, questions: Sequence[Question], calls: dict[tuple[str, str], LoggedCall],
             X: np.ndarray, order: Sequence[int]) -> list[str | None]:
     """``router``'s arm for each question of ``order`` in turn, as live: select within the budget, then
@@ -373,11 +341,25 @@ def _nonconformity(kind: str, probs: np.ndarray) -> np.ndarray:
     return lac_scores(probs) if kind == "lac" else aps_scores(probs)
 
 
+def held_out(questions: Sequence[Question], share: float) -> list[bool]:
+    """Which questions calibrate the sets (step 2 of the module docstring): ``share`` of the graded
+    multiple-choice ones, interleaved in log order (the ``j``-th such question is held out when
+    ``⌊(j+1)·share⌋ > ⌊j·share⌋``)."""
+    out = []
+    j = 0
+    for q in questions:
+        mc = bool(q.choices and q.gold)
+        out.append(mc and math.floor((j + 1) * share) > math.floor(j * share))
+        j += mc
+    return out
+
+
 def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict[tuple[str, str], LoggedCall],
                   estimate: float, spent: float, made: int, resumed: int, echo: Callable[[str], None]
                   ) -> FitReport:
     """Steps 2–5 of the module docstring on logged calls."""
     config = pipeline.config
+    sets = config.answer_sets
     names = list(config.names)
     E = np.asarray(pipeline.encoder.encode([q.text for q in questions]), dtype=np.float64)
     contexts = {"question": E}
@@ -386,61 +368,53 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
             n: (calls[(n, q.id)].answer, calls[(n, q.id)].signals[0] if calls[(n, q.id)].signals else 0.0)
             for n in config.free_arms if (n, q.id) in calls and calls[(n, q.id)].cost == 0.0})
             for i, q in enumerate(questions)])
-    selection = _select_router(config, questions, calls, contexts)
-    echo(f"fit: router settings by {selection.method}: context {selection.context}, gamma "
+    held = held_out(questions, sets.calibration_share)
+    learn = [i for i, h in enumerate(held) if not h]
+    hold = [i for i, h in enumerate(held) if h]
+    learn_q = [questions[i] for i in learn]
+    selection = _select_router(config, learn_q, calls, {k: v[learn] for k, v in contexts.items()})
+    echo(f"fit: {len(hold)} of {len(questions)} questions held out to calibrate the sets; router settings by "
+         f"{selection.method}: context {selection.context}, gamma "
          f"{'Eq. 12' if selection.gamma is None else selection.gamma}, decomposed reward "
          f"{selection.decomposed_reward}" + (f" ({selection.reason})" if selection.reason else ""))
     X = contexts[selection.context]
     coke = replace(config.router.coke, gamma_override=selection.gamma,
                    decomposed_reward=selection.decomposed_reward)
-    rewards = {n: [float(calls[(n, q.id)].correct) if (n, q.id) in calls else math.nan for q in questions]
+    rewards = {n: [float(calls[(n, q.id)].correct) if (n, q.id) in calls else math.nan for q in learn_q]
                for n in names}
     router = RouterAdapter.new(config, X.shape[1], coke)
-    learnt = router.warm_start(X, rewards)
-    # replay: the fitted router's decisions on the log, within the configured budget
+    learnt = router.warm_start(X[learn], rewards)
+    replay_on = hold or list(range(len(questions)))
     replay = router.copy()
-    routed = _replay(replay, questions, calls, X, range(len(questions)))
-    got = sum(float(calls[(a, q.id)].correct)
-              for q, a in zip(questions, routed, strict=True) if a is not None)
-    groups = _out_of_fold_routes(config, questions, calls, X, rewards, coke)
-    sets = config.answer_sets
-    calibrations: dict[str, ArmCalibration] = {}
+    routed = _replay(replay, questions, calls, X, replay_on)
+    got = sum(float(calls[(a, questions[i].id)].correct)
+              for i, a in zip(replay_on, routed, strict=True) if a is not None)
+    calibration = _calibration(pipeline, [questions[i] for i in hold], calls, X[hold], selection.context)
+    selector = CalibrationSelector(calibration)
+    group = selector.group(router.router, "fit")
+    selector.release()
     arm_fits = []
-    n = len(questions)
     for name in names:
         mine = [calls[(name, q.id)] for q in questions if (name, q.id) in calls]
-        group = [(q, calls[(name, q.id)]) for q, a in zip(questions, groups, strict=True)
-                 if a == name and q.choices and q.gold]
-        scores: list[float] = []
-        sizes: list[int] = []
-        covered: list[bool] = []
-        for q, c in group:
-            labels = [ch.label for ch in q.choices]
-            p = np.asarray([[c.probabilities.get(lab, 0.0) for lab in labels]])
-            s = _nonconformity(sets.kind, p)[0]
-            scores.append(float(s[q.gold_index]))
-        threshold = None
-        if scores and math.isfinite(t := calibrated_threshold(scores, sets)):
-            threshold = t
-            for q, c in group:
-                labels = [ch.label for ch in q.choices]
-                p = np.asarray([[c.probabilities.get(lab, 0.0) for lab in labels]])
-                s = _nonconformity(sets.kind, p)[0]
-                sizes.append(int((s <= threshold).sum()))
-                covered.append(bool(s[q.gold_index] <= threshold))
-        if group:
-            calibrations[name] = ArmCalibration(name, sets.kind, tuple(scores))
+        scores = selector.scores(group, name)
+        threshold = calibrated_threshold(scores.tolist(), sets) if len(scores) else math.inf
+        a = names.index(name)
+        rows = [(questions[i], calls[(name, questions[i].id)]) for i, g in zip(hold, group, strict=True)
+                if g == a and (name, questions[i].id) in calls]
+        sizes = [len(_set_of(q, c, sets.kind, threshold)) for q, c in rows]
+        covered = [q.gold[0] in _set_of(q, c, sets.kind, threshold) for q, c in rows]
         arm_fits.append(ArmFit(
             name, len(mine), float(np.mean([c.correct for c in mine])) if mine else None,
             float(sum(c.cost for c in mine)), float(np.mean([c.cost for c in mine])) if mine else None,
-            sum(a == name for a in routed) / n, len(scores), threshold,
+            sum(r == name for r in routed) / len(replay_on), len(scores),
+            threshold if math.isfinite(threshold) else None,
             float(np.mean(covered)) if covered else None, float(np.mean(sizes)) if sizes else None))
-    guarantee = (f"per arm: P(truth ∈ set) ≥ {1 - sets.alpha:g} over questions exchangeable with the dev log "
-                 "that the fitted router sends to that arm (Mondrian split conformal on the replayed "
-                 "decisions; " + (f"with probability ≥ {1 - sets.delta:g} over the log, training-conditional"
-                                  if sets.guarantee == "pac" else "on average over logs")
-                 + "); the groups come from a router warm-started on the same log, and the live router keeps "
-                 "learning, so `kgwise status` tracks live coverage")
+    guarantee = (f"per arm: P(truth ∈ set) ≥ {1 - sets.alpha:g} for a question the router, as it stands, "
+                 "sends to that arm, over questions exchangeable with the dev log (split conformal on the "
+                 f"{len(hold)} held-out dev questions the same rule sends there; "
+                 + (f"with probability ≥ {1 - sets.delta:g} over them, training-conditional"
+                    if sets.guarantee == "pac" else "on average over them")
+                 + "); `kgwise status` tracks live coverage")
     not_fitted: tuple[str, ...] = ("inject arms' prompt bandits are not fitted here (train with `kgwise "
                                    "eval knowgpt`, then give bandit = FILE)",)
     if selection.method != "cross-fitting":
@@ -449,19 +423,52 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     settings = {"coke": asdict(coke), "context": selection.context, "budget": config.router.budget,
                 "unit": config.router.unit,
                 "horizon": config.router.horizon, "seed": config.router.seed, "alpha": sets.alpha,
-                "kind": sets.kind, "guarantee": sets.guarantee, "outcomes_learnt": learnt}
+                "kind": sets.kind, "guarantee": sets.guarantee, "outcomes_learnt": learnt,
+                "held_out": len(hold), "replay_on": "held-out" if hold else "in-sample"}
+    n = len(questions)
     report = FitReport(n, config.router.unit, estimate, spent, made, resumed, config.router.budget,
-                       got / n, replay.spent, tuple(arm_fits), settings, guarantee, not_fitted, selection)
+                       got / len(replay_on), replay.spent, tuple(arm_fits), settings, guarantee, not_fitted,
+                       selection)
     state = pipeline.state
     state.router = router
     state.context = selection.context
     state.pending.clear()
-    state.save_calibration(calibrations, {"questions": n, "alpha": sets.alpha, "kind": sets.kind})
+    state.save_calibration(calibration)
     state.save()
     write_text_atomic(state.root / REPORT_FILE, json.dumps(report.to_dict(), indent=1, default=str) + "\n")
-    echo(f"fit: router warm-started on {learnt} outcomes; replay accuracy {got / n:.3f}, spend "
-         f"{replay.spent:.6g} {config.router.unit}; report in {state.root / REPORT_FILE}")
+    echo(f"fit: router warm-started on {learnt} outcomes; replay accuracy {got / len(replay_on):.3f} "
+         f"({settings['replay_on']}), spend {replay.spent:.6g} {config.router.unit}; report in "
+         f"{state.root / REPORT_FILE}")
     return report
+
+
+def _calibration(pipeline: Pipeline, questions: Sequence[Question], calls: dict[tuple[str, str], LoggedCall],
+                 X: np.ndarray, context: Context) -> HeldOutCalibration:
+    """The held-out questions' contexts, every arm's cost bound and score of the true choice (NaN: the
+    arm did not answer)."""
+    config = pipeline.config
+    names = list(config.names)
+    kind = config.answer_sets.kind
+    bounds = np.asarray([[pipeline.bounds(q)[n] for n in names] for q in questions],
+                        dtype=np.float64).reshape(len(questions), len(names))
+    scores = np.full((len(questions), len(names)), np.nan)
+    for i, q in enumerate(questions):
+        labels = [ch.label for ch in q.choices]
+        for a, name in enumerate(names):
+            c = calls.get((name, q.id))
+            if c is not None and c.probabilities:
+                p = np.asarray([[c.probabilities.get(lab, 0.0) for lab in labels]])
+                scores[i, a] = _nonconformity(kind, p)[0][q.gold_index]
+    return HeldOutCalibration(tuple(names), kind, np.asarray(X, dtype=np.float64).reshape(len(questions), -1),
+                              bounds, scores, {"questions": len(questions), "alpha": config.answer_sets.alpha,
+                                               "kind": kind, "context": context})
+
+
+def _set_of(q: Question, c: LoggedCall, kind: str, threshold: float) -> list[str]:
+    labels = [ch.label for ch in q.choices]
+    p = np.asarray([[c.probabilities.get(lab, 0.0) for lab in labels]])
+    s = _nonconformity(kind, p)[0]
+    return [lab for lab, v in zip(labels, s.tolist(), strict=True) if v <= threshold]
 
 
 def _select_router(config: PipelineConfig, questions: Sequence[Question],

@@ -6,11 +6,11 @@ outcome is learnt at feedback) and, with the ``question+free`` router context, t
 answers and signals join the question embedding as the router's context (:mod:`kgwise.app.router`; a
 free arm the router then picks is not run twice); let the Coke router pick an affordable arm (Eq. 2
 within the budget, Eq. 14); run it; attach the arm's calibrated set; record the decision in the state
-directory. The set's guarantee (multiple choice, Mondrian split conformal per arm,
-:mod:`kgwise.app.fit`): over questions exchangeable with the dev log that the *fitted* router sends to
-this arm, ``P(truth ∈ set) ≥ 1 − α``. The router keeps learning from feedback, so the rule that sends
-questions to an arm drifts from the fitted one; :meth:`Pipeline.status` reports each arm's live
-coverage with a Clopper–Pearson bound and flags drift.
+directory. The set's guarantee (multiple choice, :mod:`kgwise.app.calibration`): for a question the
+router in its present state sends to this arm, ``P(truth ∈ set) ≥ 1 − α`` over questions exchangeable
+with the dev log — split conformal on the held-out dev questions that the same rule sends to the arm;
+for a forced arm, on every held-out question it answered. :meth:`Pipeline.status` reports each arm's
+live coverage with a Clopper–Pearson bound and flags drift.
 
 Threads: ``answer``, ``feedback`` and ``status`` may be called from several threads at once. The state
 and the router are changed under one lock; embedding, grounding, the arms' calls and the fsync that makes
@@ -33,9 +33,10 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.app.arms import ArmOutput, ArmRunner, Knowledge, arm_cost, build_runner
+from kgwise.app.calibration import CalibrationSelector
 from kgwise.app.config import AnswerSetConfig, PipelineConfig
 from kgwise.app.router import context_vector
-from kgwise.app.state import PENDING_KEPT, ArmCalibration, Pending, StateDir, coverage_bounds
+from kgwise.app.state import PENDING_KEPT, Pending, StateDir, coverage_bounds
 from kgwise.conformal.split import (
     aps_scores,
     conformal_quantile,
@@ -96,13 +97,16 @@ class ArmScore:
 @dataclass(frozen=True, slots=True)
 class AnswerSetResult:
     """A calibrated set: choice labels (and their texts), its α, whether the guarantee holds for this
-    answer, and the exact statement of what is guaranteed (or why not)."""
+    answer, the exact statement of what is guaranteed (or why not), and the held-out calibration scores
+    its threshold is the quantile of (``calibration_size`` of them)."""
 
     labels: tuple[str, ...]
     texts: tuple[str, ...]
     alpha: float
     guarantee: bool
     statement: str
+    calibration_size: int = 0
+    calibration_scores: tuple[float, ...] = field(default=(), repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,9 +132,13 @@ class PipelineResult:
     choice_entities: tuple[tuple[str, ...], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as JSON data (without the set's calibration scores)."""
         from dataclasses import asdict
 
-        return asdict(self)
+        out = asdict(self)
+        if out["answer_set"] is not None:
+            del out["answer_set"]["calibration_scores"]
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,7 +277,7 @@ class Pipeline:
         self._lock = threading.Lock()
         self._arm_locks: dict[str, AbstractContextManager[Any]] = {
             n: nullcontext() if r.config.is_api else threading.Lock() for n, r in runners.items()}
-        self._thresholds: dict[str, tuple[ArmCalibration, float]] = {}
+        self._selector: CalibrationSelector | None = None
 
     @classmethod
     def from_config(cls, path: str | Path, state_dir: str | Path | None = None,
@@ -295,6 +303,8 @@ class Pipeline:
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
         """Write the state and release the state directory."""
+        if self._selector is not None:
+            self._selector.release()
         self.state.close()
 
     def __enter__(self) -> Pipeline:
@@ -328,46 +338,65 @@ class Pipeline:
                 out[name] = self.state.router.unreachable()
         return out
 
-    def answer_set(self, arm: str, output: ArmOutput, question: Question) -> tuple[AnswerSetResult | None,
-                                                                                 str | None]:
-        """The arm's calibrated set for a multiple-choice answer, or ``(None, why not)``."""
+    def _calibration_group(self, decision: str) -> npt.NDArray[np.int64] | None:
+        """Under the lock, before the question's own pull: the arm the router would send each held-out
+        calibration question to now (:meth:`CalibrationSelector.group`); ``None`` without a calibration."""
+        cal = self.state.calibration
+        if cal is None:
+            return None
+        if self._selector is None or self._selector.calibration is not cal:  # a fit replaced it
+            if self._selector is not None:
+                self._selector.release()
+            self._selector = CalibrationSelector(cal)
+        return self._selector.group(self.state.router.router, decision)
+
+    def answer_set(self, arm: str, output: ArmOutput, question: Question,
+                   group: npt.NDArray[np.int64] | None, forced: bool = False
+                   ) -> tuple[AnswerSetResult | None, str | None]:
+        """The arm's calibrated set for a multiple-choice answer from the calibration questions ``group``
+        sends to it (every one it answered when ``forced``), or ``(None, why not)``."""
         sets = self.config.answer_sets
         if not question.choices:
             return None, ("no answer set: open questions get UAG's sets, which this pipeline does not "
                           "attach yet")
-        cal = self.state.calibrations.get(arm)
-        if cal is None or not output.probabilities:
+        cal = self.state.calibration
+        if cal is None or cal.size(arm) == 0 or not output.probabilities:
             return None, f"no answer set: arm {arm!r} has no calibration (run `kgwise fit`)"
+        if forced:
+            column = cal.scores[:, cal.names.index(arm)]
+            scores = column[np.isfinite(column)]
+        elif group is not None and self._selector is not None:
+            scores = self._selector.scores(group, arm)
+        else:
+            return None, "no answer set: the calibration was not re-selected for this question"
         labels = [c.label for c in question.choices]
         probs = np.asarray([[output.probabilities.get(lab, 0.0) for lab in labels]])
         texts = {c.label: c.text for c in question.choices}
         cov = coverage_bounds(self.state.coverage[arm], sets.alpha, sets.delta)
-        base = (f"P(truth ∈ set) ≥ {1 - sets.alpha:g} over questions exchangeable with the dev log that the "
-                f"fitted router sends to arm {arm!r} (Mondrian split conformal, {len(cal.scores)} "
-                "calibration questions"
-                + (f"; with probability ≥ {1 - sets.delta:g} over the dev log, training-conditional"
-                   if sets.guarantee == "pac" else "; on average over dev logs")
-                + "); the router keeps learning, so this is the fitted rule's guarantee")
-        cached = self._thresholds.get(arm)
-        if cached is None or cached[0] is not cal:  # a fit replaces the calibrations
-            cached = (cal, calibrated_threshold(cal.scores, sets))
-            self._thresholds[arm] = cached
-        threshold = cached[1]
+        who = (f"any question answered by arm {arm!r} (forced: split conformal on the {len(scores)} held-out "
+               "dev questions it answered" if forced else
+               f"a question the router, as it stands, sends to arm {arm!r} (split conformal on the "
+               f"{len(scores)} of {len(cal)} held-out dev questions it sends there now, which it never "
+               "learnt from")
+        base = (f"P(truth ∈ set) ≥ {1 - sets.alpha:g} for {who}"
+                + (f"; with probability ≥ {1 - sets.delta:g} over them, training-conditional"
+                   if sets.guarantee == "pac" else "; on average over them")
+                + "), over questions exchangeable with the dev log")
+        threshold = calibrated_threshold(scores.tolist(), sets)
         if math.isinf(threshold):
-            chosen = labels
-            statement = (f"every choice: arm {arm!r} has {len(cal.scores)} calibration questions, too few "
+            statement = (f"every choice: {len(scores)} held-out dev questions for arm {arm!r} are too few "
                          f"for a {sets.guarantee} guarantee at α = {sets.alpha:g}"
                          + (f", δ = {sets.delta:g}" if sets.guarantee == "pac" else "")
                          + "; the set covers the truth trivially")
-            return AnswerSetResult(tuple(chosen), tuple(texts[x] for x in chosen), sets.alpha, True,
-                                   statement), None
-        scores = lac_scores(probs) if cal.kind == "lac" else aps_scores(probs)
-        chosen = [lab for lab, s in zip(labels, scores[0].tolist(), strict=True) if s <= threshold]
+            return AnswerSetResult(tuple(labels), tuple(texts[x] for x in labels), sets.alpha, True,
+                                   statement, len(scores), tuple(scores.tolist())), None
+        nonconformity = lac_scores(probs) if cal.kind == "lac" else aps_scores(probs)
+        chosen = [lab for lab, s in zip(labels, nonconformity[0].tolist(), strict=True) if s <= threshold]
         holds = not cov[3]
         statement = base if holds else (base + f"; live coverage of this arm's sets is below target beyond "
                                         f"noise (upper bound {cov[2]:.3f} < {1 - sets.alpha:g}): drift")
         return AnswerSetResult(tuple(chosen), tuple(texts[x] for x in chosen), sets.alpha, holds,
-                               statement), None
+                               statement, len(scores), tuple(scores.tolist())), None
 
     # ------------------------------------------------------------------ answer
     def answer(self, text: str, choices: Sequence[str] | None = None, arm: str | None = None
@@ -407,6 +436,7 @@ class Pipeline:
             router = self.state.router
             scores = router.scores(x)
             affordable = router.affordable(bounds)
+            group = self._calibration_group(decision) if question.choices and forced is None else None
             arm = self.state.select(decision, x.tolist(), held)
             if arm is None:
                 prefix = "" if forced is None else f"arm {forced!r} is forced: "
@@ -423,7 +453,7 @@ class Pipeline:
             raise
         runner = self.runners[arm]
         cost = arm_cost(runner.config, output.usage)
-        answer_set, why = self.answer_set(arm, output, question)
+        answer_set, why = self.answer_set(arm, output, question, group, forced is not None)
         notes = [why] if why else []
         if cost > bounds[arm]:
             notes.append(f"cost {cost:g} above its bound {bounds[arm]:g}: the budget holds only while costs "
@@ -495,15 +525,15 @@ class Pipeline:
             for a in self.config.arms:
                 count = self.state.coverage[a.name]
                 rate, lower, upper, drift = coverage_bounds(count, sets.alpha, sets.delta)
-                cal = self.state.calibrations.get(a.name)
+                cal = self.state.calibration
                 arms.append(ArmStatus(a.name, a.kind, a.cluster, pulls[a.name], costs[a.name],
-                                      0 if cal is None else len(cal.scores),
+                                      0 if cal is None else cal.size(a.name),
                                       CoverageStatus(count.n, count.covered, count.undetermined, rate, lower,
                                                      upper, 1 - sets.alpha, drift)))
             return PipelineStatus(str(self.config.path), str(self.state.root), self.config.router.unit,
                                   r.budget, r.spent, r.reserved, r.remaining, r.overrun, r.questions,
                                   len(self.state.pending), sets.alpha, sets.delta,
-                                  bool(self.state.calibrations), tuple(arms), r.cluster_accuracy(),
+                                  cal is not None, tuple(arms), r.cluster_accuracy(),
                                   self.state.expired)
 
 

@@ -23,7 +23,8 @@ Files:
   first). :meth:`StateDir.close` snapshots in the foreground. A decision whose arm was running at the
   kill (selected, never answered) is called off on replay (``recovered``). Embeddings are stored as
   base64 float64 (exact, and fast to write); lists of numbers, as older files hold them, are read too;
-* ``calibration.json`` — per arm the Mondrian calibration scores written by :func:`kgwise.app.fit.fit`;
+* ``calibration.json`` — the held-out calibration questions written by :func:`kgwise.app.fit.fit`
+  (:class:`kgwise.app.calibration.HeldOutCalibration`);
 * ``lock`` — an OS lock (``filelock``) held while a :class:`StateDir` is open; a second process gets a
   ``ConfigError`` instead of overwriting the first one's learning and spending.
 
@@ -54,12 +55,13 @@ from typing import Any
 from filelock import FileLock, Timeout
 from scipy.stats import beta as beta_dist
 
+from kgwise.app.calibration import HeldOutCalibration
 from kgwise.app.config import CONTEXTS, Context, PipelineConfig
 from kgwise.app.router import RouterAdapter, context_width
 from kgwise.errors import ConfigError, DataError
 from kgwise.files import read_json, read_jsonl, write_text_atomic
 
-__all__ = ["PENDING_KEPT", "ArmCalibration", "CoverageCount", "Pending", "StateDir", "clopper_pearson",
+__all__ = ["PENDING_KEPT", "CoverageCount", "Pending", "StateDir", "clopper_pearson",
            "decode_vector", "encode_vector"]
 
 STATE_FILE = "state.json"
@@ -149,16 +151,6 @@ class Pending:
                    {str(k): str(v) for k, v in d.get("observed", {}).items()})
 
 
-@dataclass(frozen=True, slots=True)
-class ArmCalibration:
-    """One arm's Mondrian calibration: the non-conformity scores of the true choice on the logged
-    questions the fitted router sent to this arm (``kind``: ``lac``/``aps``)."""
-
-    arm: str
-    kind: str
-    scores: tuple[float, ...]
-
-
 class StateDir:
     """An open state directory (a context manager: :meth:`close` writes and releases the lock); ``dim``:
     the question encoder's dimension."""
@@ -190,8 +182,7 @@ class StateDir:
             self.pending: OrderedDict[str, Pending] = OrderedDict()
             self.settled: OrderedDict[str, None] = OrderedDict()
             self.coverage: dict[str, CoverageCount] = {a.name: CoverageCount() for a in config.arms}
-            self.calibrations: dict[str, ArmCalibration] = {}
-            self.calibration_meta: dict[str, Any] = {}
+            self.calibration: HeldOutCalibration | None = None
             self.encoder_dim = dim
             self.context: Context = config.router.context
             if (root / STATE_FILE).exists():
@@ -199,7 +190,7 @@ class StateDir:
             else:
                 self.router = RouterAdapter.new(config, context_width(config, self.context, dim))
             if (root / CALIBRATION_FILE).exists():
-                self._load_calibration()
+                self.calibration = HeldOutCalibration.load(root / CALIBRATION_FILE)
             self._journal = self.journal_file.open("a", encoding="utf-8")
             self._written = self._synced = 0
             self._sync_lock = threading.Lock()
@@ -415,19 +406,6 @@ class StateDir:
             raise DataError(f"made for another config ({'; '.join(problems)}): use another --state, or "
                             f"run `kgwise fit` again", self.state_file)
 
-    def _load_calibration(self) -> None:
-        path = self.calibration_file
-        body = read_json(path)
-        try:
-            if body.get("kind") != "kgwise.MondrianCalibration":
-                raise ValueError(f"kind is {body.get('kind')!r}")
-            self.calibrations = {
-                str(name): ArmCalibration(str(name), str(c["kind"]), tuple(float(s) for s in c["scores"]))
-                for name, c in body["arms"].items()}
-            self.calibration_meta = dict(body.get("meta", {}))
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            raise DataError(f"not a kgwise calibration: {exc}", path) from exc
-
     def save(self) -> None:
         """Write the snapshot ``state.json`` now (waiting for one being written in the background) and
         remove the journal it holds. Decisions whose arm is still running are kept as such: a process that
@@ -477,14 +455,10 @@ class StateDir:
             raise DataError(f"the state snapshot could not be written ({exc!r}); the journal keeps every "
                             "event", self.state_file) from exc
 
-    def save_calibration(self, calibrations: dict[str, ArmCalibration], meta: dict[str, Any]) -> None:
-        """Replace the per-arm calibrations (and reset the live coverage counts, which were for the old
-        ones)."""
-        body = {"kind": "kgwise.MondrianCalibration", "meta": meta,
-                "arms": {k: {"kind": c.kind, "scores": list(c.scores)} for k, c in calibrations.items()}}
-        write_text_atomic(self.calibration_file, json.dumps(body))
-        self.calibrations = dict(calibrations)
-        self.calibration_meta = dict(meta)
+    def save_calibration(self, calibration: HeldOutCalibration) -> None:
+        """Replace the calibration (and reset the live coverage counts, which were for the old one)."""
+        calibration.save(self.calibration_file)
+        self.calibration = calibration
         self.coverage = {a.name: CoverageCount() for a in self.config.arms}
 
     def settle(self, decision: str) -> None:

@@ -3,6 +3,9 @@
 Each arm ``a`` keeps ``A_a = σI + Σ x xᵀ`` (held as its inverse) and ``b_a = Σ r x``. The ridge estimate is
 ``μ_a = A_a⁻¹ b_a`` (Eq. 11) and the score of context ``q`` is ``q·μ_a + γ √(qᵀ A_a⁻¹ q)`` (Eq. 8, 12, 13).
 An update is a Sherman–Morrison rank-one change of ``A_a⁻¹``, O(d²) instead of an O(d³) inversion.
+
+:meth:`LinUCB.track` keeps the quadratic forms ``zᵀ A_a⁻¹ z`` of a fixed set of contexts current through
+every update at O(n·d) each (the same rank-one change), for callers that score those contexts often.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from kgwise.arrays import decode_array, encode_array
 from kgwise.bandit.base import ArmT, Policy
 from kgwise.errors import ConfigError
 
-__all__ = ["LinUCB", "LinUCBConfig", "gamma_from_delta"]
+__all__ = ["LinUCB", "LinUCBConfig", "TrackedContexts", "gamma_from_delta"]
 
 Vector = npt.NDArray[np.float64]
 
@@ -48,6 +51,20 @@ class LinUCBConfig:
             raise ConfigError(f"LinUCB ridge must be a finite number > 0, got {self.ridge}")
         if self.precision not in ("float64", "float32"):
             raise ConfigError(f"LinUCB precision must be float64 or float32, got {self.precision!r}")
+
+
+class TrackedContexts:
+    """Fixed contexts ``Z`` (n × d) and their ``zᵀ A_a⁻¹ z`` for every arm (``quad``, n × arms), kept current
+    by the :class:`LinUCB` that made them (:meth:`LinUCB.track`)."""
+
+    def __init__(self, contexts: npt.NDArray[np.float64], quad: npt.NDArray[np.float64]) -> None:
+        self.contexts = contexts
+        self.quad = quad
+
+    def scores(self, policy: LinUCB[Any]) -> npt.NDArray[np.float64]:
+        """``policy.scores`` of every tracked context at once (n × arms), Eq. 8, 12, 13."""
+        widths = np.sqrt(np.maximum(self.quad, 0.0))
+        return np.asarray(self.contexts @ policy.theta.T + policy.alpha * widths)
 
 
 class LinUCB(Policy[ArmT]):
@@ -91,6 +108,26 @@ class LinUCB(Policy[ArmT]):
         self.theta = np.zeros((n_arms, dim))
         self.counts = np.zeros(n_arms, dtype=np.int64)
         self._cache: tuple[Vector, npt.NDArray[np.float64]] | None = None
+        self._tracked: list[TrackedContexts] = []
+
+    def track(self, contexts: npt.ArrayLike) -> TrackedContexts:
+        """Start keeping ``zᵀ A_a⁻¹ z`` of ``contexts`` (n × d) current: O(arms·n·d²) now, O(n·d) per later
+        update (not saved with the state; track again after loading)."""
+        Z = np.asarray(contexts, dtype=np.float64).reshape(-1, self.dim)
+        if not np.all(np.isfinite(Z)):
+            raise ConfigError("tracked contexts contain NaN or infinite values")
+        tracked = TrackedContexts(Z, np.stack([self._quad(a, Z) for a in range(self.n_arms)], axis=1)
+                                  if len(Z) else np.zeros((0, self.n_arms)))
+        self._tracked.append(tracked)
+        return tracked
+
+    def untrack(self, tracked: TrackedContexts) -> None:
+        """Stop keeping ``tracked`` current."""
+        self._tracked = [t for t in self._tracked if t is not tracked]
+
+    def _quad(self, a: int, Z: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        A = np.asarray(self.A_inv[a], dtype=np.float64)
+        return np.asarray(np.einsum("ij,ij->i", Z @ A, Z))
 
     @property
     def alpha(self) -> float:
@@ -165,6 +202,8 @@ class LinUCB(Policy[ArmT]):
         # Sherman–Morrison: (A + x xᵀ)⁻¹ = A⁻¹ − (A⁻¹x)(A⁻¹x)ᵀ / (1 + xᵀA⁻¹x)
         Axs = Ax.astype(self.A_inv.dtype, copy=False)
         self.A_inv[a] -= np.outer(Axs / s, Axs)
+        for t in self._tracked:  # zᵀA'⁻¹z = zᵀA⁻¹z − (zᵀA⁻¹x)² / (1 + xᵀA⁻¹x)
+            t.quad[:, a] -= (t.contexts @ Ax) ** 2 / s
         self.b[a] += r * x
         # μ' = A'⁻¹ b' = μ + A⁻¹x (r − xᵀμ) / (1 + xᵀA⁻¹x), O(d)
         self.theta[a] += Ax * ((r - float(x @ self.theta[a])) / s)
@@ -188,6 +227,8 @@ class LinUCB(Policy[ArmT]):
         self.theta[a] = A_inv @ self.b[a]
         self.counts[a] = X.shape[0]
         self._cache = None
+        for t in self._tracked:
+            t.quad[:, a] = self._quad(a, t.contexts)
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume identically, generator state included (JSON-serialisable; the

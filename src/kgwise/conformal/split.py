@@ -7,6 +7,7 @@ so ``P(y ∈ C(x)) ≥ 1 − α`` for exchangeable data.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -76,6 +77,7 @@ def conformal_quantile(scores: npt.ArrayLike, alpha: float) -> float:
     return float(np.partition(s, k - 1)[k - 1])
 
 
+@functools.lru_cache(maxsize=4096)
 def pac_rank(n: int, alpha: float, delta: float) -> int:
     """The smallest 1-based rank ``k`` whose order statistic, used as the threshold, covers with probability
     ≥ 1 − α with confidence ≥ 1 − δ over the calibration draw (training-conditional split conformal, Vovk

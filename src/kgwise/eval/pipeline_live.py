@@ -44,9 +44,9 @@ import numpy as np
 from kgwise.app.arms import ArmOutput, ArmRunner, ObservedArm, arm_cost
 from kgwise.app.config import AnswerSetConfig, ArmConfig, KGConfig, PipelineConfig, RouterConfig
 from kgwise.app.fit import LOG_FILE, FitReport, fit_questions
-from kgwise.app.pipeline import BudgetExhaustedError, Pipeline
+from kgwise.app.pipeline import BudgetExhaustedError, Pipeline, calibrated_threshold
 from kgwise.app.state import clopper_pearson
-from kgwise.conformal.split import SplitConformal, SplitConformalConfig, min_calibration_size
+from kgwise.conformal.split import aps_scores, lac_scores, min_calibration_size
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError
 from kgwise.files import ResumeLog, short_hash
@@ -126,18 +126,15 @@ def live_mcq_arms(kgm_model: Path | None, llms: Sequence[str] = ("smollm2-135m",
     return tuple(arms)
 
 
-def set_at(scores: Sequence[float], kind: str, alpha: float, probabilities: Mapping[str, float],
+def set_at(scores: Sequence[float], kind: str, sets: AnswerSetConfig, probabilities: Mapping[str, float],
            labels: Sequence[str]) -> tuple[str, ...]:
-    """The split-conformal set at ``alpha`` from an arm's calibration ``scores`` — exactly as
-    :meth:`kgwise.app.Pipeline.answer_set` makes it (every choice when the calibration is smaller than
-    :func:`~kgwise.conformal.split.min_calibration_size` asks)."""
-    if len(scores) < min_calibration_size(alpha):
-        return tuple(labels)
-    cp = SplitConformal(SplitConformalConfig(alpha=alpha, score=kind))  # type: ignore[arg-type]
-    cp.calibration_scores_ = np.asarray(scores, dtype=np.float64)
+    """The set at ``sets``' α (and guarantee) from the calibration ``scores`` a decision's set was made
+    from (:attr:`kgwise.app.pipeline.AnswerSetResult.calibration_scores`) — exactly as
+    :meth:`kgwise.app.Pipeline.answer_set` makes it."""
+    threshold = calibrated_threshold(list(scores), sets)
     probs = np.asarray([[probabilities.get(lab, 0.0) for lab in labels]])
-    mask = cp.predict_set(probs)[0]
-    return tuple(lab for lab, keep in zip(labels, mask.tolist(), strict=True) if keep)
+    s = (lac_scores(probs) if kind == "lac" else aps_scores(probs))[0]
+    return tuple(lab for lab, v in zip(labels, s.tolist(), strict=True) if v <= threshold)
 
 
 def _n_params(runner: ArmRunner) -> int:
@@ -211,14 +208,13 @@ def _gold(q: Question) -> str | list[str]:
 @dataclass
 class LiveRun:
     """What :func:`run_live` leaves for a report: the results log, the arms' answers on the test
-    questions, the fit report, the per-arm
-    calibrations (kind, scores), the budget and the arm it was taken from, the router's spend, the
-    pipeline's status and the phases' seconds."""
+    questions, the fit report, the sets' non-conformity score (``set_kind``), the budget and the arm it
+    was taken from, the router's spend, the pipeline's status and the phases' seconds."""
 
     log: ResumeLog
     arms_log: ResumeLog
     fitted: dict[str, Any]
-    calibrations: dict[str, tuple[str, list[float]]]
+    set_kind: str
     budget: float
     budget_ref: str
     spent: float
@@ -251,7 +247,7 @@ def run_live(questions_fit: Sequence[Question], questions_test: Sequence[Questio
     arm_fp = {"kind": "kgwise.eval.pipeline.live.arms.v1", **dict(fingerprint),
               "price_model": cfg.price_model,
               "arms": json.loads(json.dumps([asdict(a) for a in arms], default=str))}
-    fp = short_hash({**arm_fp, "kind": "kgwise.eval.pipeline.live.v1",
+    fp = short_hash({**arm_fp, "kind": "kgwise.eval.pipeline.live.v2",
                      "config": json.loads(json.dumps(asdict(cfg), default=str)),
                      "fit": [q.id for q in questions_fit], "test": [q.id for q in questions_test]})
     # arms' answers (and the fit's calls) do not depend on the sizes: a larger run reuses them
@@ -327,12 +323,11 @@ def run_live(questions_fit: Sequence[Question], questions_test: Sequence[Questio
             b.update(1)
         b.close()
         timings["pipeline_s"] = time.perf_counter() - t0
-        calibrations = {n: (c.kind, list(c.scores)) for n, c in pipe.state.calibrations.items()}
         spent = pipe.state.router.spent
         status = pipe.status().to_dict()
     finally:
         pipe.close()
-    return LiveRun(log, arms_log, fitted, calibrations, budget, budget_ref, spent, status, timings)
+    return LiveRun(log, arms_log, fitted, config.answer_sets.kind, budget, budget_ref, spent, status, timings)
 
 
 def evaluate_live_mcq(questions_fit: Sequence[Question], questions_test: Sequence[Question],
@@ -383,6 +378,7 @@ def _ask(pipe: Pipeline, q: Question, cfg: LiveMCConfig) -> dict[str, Any]:
             "usd": _usd(cfg.price_model, r.usage) if pipe.runners[r.arm].config.kind != "kgm" else 0.0,
             "set": None if r.answer_set is None else list(r.answer_set.labels),
             "set_guarantee": None if r.answer_set is None else r.answer_set.guarantee,
+            "calibration_scores": None if r.answer_set is None else list(r.answer_set.calibration_scores),
             "scores": {s.arm: s.score for s in r.scores}, "notes": list(r.notes), "settled": False}
 
 
@@ -495,30 +491,32 @@ def live_report(questions_fit: Sequence[Question], questions_test: Sequence[Ques
 
 def _mc_sets(questions_test: Sequence[Question], names: Sequence[str], cfg: LiveMCConfig, run: LiveRun
              ) -> tuple[dict[str, Any], int]:
-    """Coverage and size of the sets at every α from the per-arm calibrations (the first α is the
-    pipeline's own; the count of questions where the pipeline's set differs from the recomputed one
-    is a check, 0 when both are the same rule)."""
+    """Coverage and size of the sets at every α, each from the calibration scores its decision's set was
+    made from (the first α is the pipeline's own; the count of questions where the pipeline's set
+    differs from the recomputed one is a check, 0 when both are the same rule)."""
     sets: dict[str, Any] = {}
     mismatch = 0
     for alpha in cfg.alphas:
+        rule = AnswerSetConfig(alpha, cfg.delta, run.set_kind)  # type: ignore[arg-type]
         cov_rows: list[tuple[str, bool, int]] = []
+        sizes: dict[str, list[int]] = {a: [] for a in names}
         no_set = 0
         for q in questions_test:
             r = run.log.get(f"pipe\t{q.id}")
             if r is None or r["arm"] is None or "probabilities" not in r:
                 continue
-            cal = run.calibrations.get(r["arm"])
-            if cal is None or not r["probabilities"]:
+            scores = r.get("calibration_scores")
+            if scores is None or not r["probabilities"]:
                 no_set += 1
                 continue
-            s = set_at(cal[1], cal[0], alpha, r["probabilities"], [c.label for c in q.choices])
+            s = set_at(scores, run.set_kind, rule, r["probabilities"], [c.label for c in q.choices])
             if alpha == cfg.alphas[0] and r["set"] is not None and list(s) != list(r["set"]):
                 mismatch += 1
             cov_rows.append((r["arm"], q.gold[0] in s, len(s)))
+            sizes[r["arm"]].append(len(scores))
         st = coverage_stats(cov_rows, names, alpha, cfg.delta)
         st["questions_without_set"] = no_set
-        st["calibration_size"] = {a: len(run.calibrations[a][1]) if a in run.calibrations else 0
-                                  for a in names}
+        st["calibration_size_mean"] = {a: float(np.mean(v)) if v else 0.0 for a, v in sizes.items()}
         st["min_calibration_size"] = min_calibration_size(alpha)
         sets[f"{alpha:g}"] = st
     return sets, mismatch
@@ -602,7 +600,7 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
         split_cfg = replace(cfg, test_n=len(test))
         pipe = Pipeline(_pipeline_config(root, arms, budget, split_cfg, cfg.alphas[0]), root / f"split-{s}",
                         runners, encoder)
-        rows: list[tuple[Question, str, dict[str, float]]] = []
+        rows: list[tuple[Question, str, dict[str, float], tuple[float, ...]]] = []
         right = 0
         try:
             total = sum(arm_cost(a, Usage.from_dict(answers[a.name][_key(q)]["usage"])) for a in arms
@@ -617,18 +615,18 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
                     continue
                 pipe.feedback(r.decision, gold=q.gold[0])
                 right += grade(q, r.label)
-                rows.append((q, r.arm, dict(r.probabilities)))
-            cals = {a: (c.kind, list(c.scores)) for a, c in pipe.state.calibrations.items()}
+                if r.answer_set is not None:
+                    rows.append((q, r.arm, dict(r.probabilities), r.answer_set.calibration_scores))
+            kind = pipe.config.answer_sets.kind
         finally:
             pipe.close()
         accuracy.append(right / len(test))
         for alpha in cfg.alphas:
             key = f"{alpha:g}"
+            rule = AnswerSetConfig(alpha, cfg.delta, kind)
             got: dict[str, list[bool]] = {}
-            for q, arm, probs in rows:
-                if arm not in cals:
-                    continue
-                st = set_at(cals[arm][1], cals[arm][0], alpha, probs, [c.label for c in q.choices])
+            for q, arm, probs, scores in rows:
+                st = set_at(scores, kind, rule, probs, [c.label for c in q.choices])
                 got.setdefault(arm, []).append(q.gold[0] in st)
             for arm, hits in got.items():
                 per_arm[key][arm].append(float(np.mean(hits)))

@@ -48,6 +48,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.bandit import BetaThompson, LinUCB, Policy, beta_prior_from_accuracy, gamma_from_delta
+from kgwise.bandit.linucb import TrackedContexts
 from kgwise.errors import ConfigError, KgwiseError
 from kgwise.route.arms import CLUSTERS, ArmInfo, ArmSpec, Cluster
 from kgwise.settings import table
@@ -317,6 +318,39 @@ class CokeRouter(Policy[str]):
         arm = self.linucb.argmax(values, mask)
         self.holds[arm].append(float(c[arm]))
         return self.arms[arm]
+
+    def would_pull(self, tracked: TrackedContexts | None, costs: npt.ArrayLike, available: npt.ArrayLike,
+                   rng: np.random.Generator) -> npt.NDArray[np.int64]:
+        """Per context of ``tracked`` (made by ``self.linucb.track``; ``None`` without the context term),
+        the arm position :meth:`pull` would choose were it the next question (−1: nothing affordable),
+        with the state left as it is: ``costs`` and ``available`` per context and arm (n × arms), the
+        cluster samples θ drawn from ``rng`` for each context, ties broken by ``rng``. Under
+        ``pacing="price"`` the present price η (the last selection's) stands for the one a pull would set
+        with the context's own values in its window."""
+        c = np.asarray(costs, dtype=np.float64).reshape(-1, self.n_arms)
+        ok = np.asarray(available, dtype=bool).reshape(c.shape)
+        n = c.shape[0]
+        if tracked is not None and len(tracked.contexts) != n:
+            raise ConfigError(f"would_pull got {n} rows of costs for {len(tracked.contexts)} contexts")
+        mean = self.cost_seen / self.questions_seen if self.questions_seen else np.zeros(self.n_arms)
+        c = np.where(ok, c, mean)
+        mask = ok & (self.spent + self.reserved + c <= self.allowance(self.questions_seen + 1))
+        values = np.zeros((n, self.n_arms))
+        if self.config.use_cluster:
+            theta = rng.beta(self.thompson.alpha, self.thompson.beta, size=(n, len(self.thompson.alpha)))
+            values += theta[:, self._cluster_index]
+        if self.config.use_context:
+            if tracked is None:
+                raise ConfigError("would_pull needs tracked contexts when the router uses the context")
+            values += tracked.scores(self.linucb)
+        if self.config.lam:
+            values -= self.config.lam * self.cost_regret()
+        if self.config.pacing == "price":
+            values -= self.price * (self.cost_seen + c) / (self.questions_seen + 1)
+        values[~mask] = -np.inf
+        best = values >= values.max(axis=1, keepdims=True) - 1e-12
+        pick = np.argmax(np.where(best, rng.random(values.shape), -1.0), axis=1)
+        return np.where(mask.any(axis=1), pick, -1).astype(np.int64)
 
     def _price(self, values: npt.NDArray[np.float64]) -> float:
         """η for this question (``pacing="price"``): the smallest price at which ``argmax_a E_a − η·c̄_a``

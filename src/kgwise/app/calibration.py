@@ -1,0 +1,148 @@
+"""The pipeline's answer-set calibration: a held-out part of the dev log that the router never learns from,
+re-selected by the router as it stands whenever a question is answered.
+
+Issue 27 asks for sets that cover the truth at rate ≥ 1 − α over the questions routed to each arm. The
+router selects questions, and keeps learning, so scores pooled over all questions — or over the
+questions some other router sent to the arm — do not give that. What does:
+
+* :func:`kgwise.app.fit.fit` keeps ``calibration_share`` of the graded multiple-choice questions out of
+  everything the router learns (its warm start and its settings); for each it stores the router context,
+  every arm's cost bound and every arm's non-conformity score of the true choice
+  (:class:`HeldOutCalibration`).
+* When a question is routed, the same selection rule — the router in its present state, which depends
+  only on questions other than these — is applied to each calibration question
+  (:meth:`kgwise.route.coke.CokeRouter.would_pull`: its own cluster draws and cost bounds, the budget as
+  it stands). The set of the routed arm ``a`` uses the scores of the calibration questions that the rule
+  sends to ``a`` (:meth:`CalibrationSelector.group`).
+
+Given the router's state, the calibration questions and the new one are i.i.d.; the selection rule is a
+fixed (randomised) function of each question alone, so those it sends to ``a`` are i.i.d. draws from the
+questions routed to ``a``, and split conformal on them covers a question routed to ``a`` with probability
+≥ 1 − α (marginal), or has coverage ≥ 1 − α over questions routed to ``a`` with probability ≥ 1 − δ over
+the calibration questions (``guarantee = "pac"``). Two approximations remain and are stated: under
+``pacing = "price"`` a pull sets the price η with the question's own values in its window, the replay
+uses the last η; and the guarantee holds for the rule in force at each question, the live coverage
+(``kgwise status``) checks it on what feedback reveals.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from kgwise.arrays import decode_array, encode_array
+from kgwise.bandit.linucb import TrackedContexts
+from kgwise.errors import DataError
+from kgwise.files import read_json, write_text_atomic
+from kgwise.route.coke import CokeRouter
+
+__all__ = ["CALIBRATION_KIND", "CalibrationSelector", "HeldOutCalibration"]
+
+CALIBRATION_KIND = "kgwise.HeldOutCalibration"
+
+
+@dataclass(frozen=True, eq=False)
+class HeldOutCalibration:
+    """The held-out calibration questions (see the module docstring): per question (rows) its router
+    ``contexts``, and per arm (columns, in the order of ``names``) its cost ``bounds`` and the
+    non-conformity ``scores`` (``kind``: ``lac``/``aps``) of the true choice — NaN where the arm gave no
+    graded answer. ``meta``: what the fit says about them (questions, α, the context)."""
+
+    names: tuple[str, ...]
+    kind: str
+    contexts: npt.NDArray[np.float64]
+    bounds: npt.NDArray[np.float64]
+    scores: npt.NDArray[np.float64]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n, k = len(self.contexts), len(self.names)
+        if self.bounds.shape != (n, k) or self.scores.shape != (n, k) or self.contexts.ndim != 2:
+            raise DataError(f"calibration arrays disagree: {self.contexts.shape} contexts, bounds "
+                            f"{self.bounds.shape}, scores {self.scores.shape} for {k} arms")
+
+    def __len__(self) -> int:
+        return len(self.contexts)
+
+    def size(self, arm: str) -> int:
+        """How many calibration questions ``arm`` answered."""
+        return int(np.isfinite(self.scores[:, self.names.index(arm)]).sum()) if arm in self.names else 0
+
+    def save(self, path: Path) -> None:
+        body = {"kind": CALIBRATION_KIND, "version": 1, "names": list(self.names), "score": self.kind,
+                "contexts": encode_array(self.contexts), "bounds": encode_array(self.bounds),
+                "scores": encode_array(self.scores), "shape": [len(self), len(self.names),
+                                                               self.contexts.shape[1]],
+                "meta": self.meta}
+        write_text_atomic(path, json.dumps(body))
+
+    @classmethod
+    def load(cls, path: Path) -> HeldOutCalibration:
+        """Read a calibration written by :meth:`save`; ``DataError`` naming the file otherwise (a file of
+        the per-arm format older kgwise versions wrote asks for ``kgwise fit`` again)."""
+        body = read_json(path)
+        kind = body.get("kind") if isinstance(body, dict) else None
+        if kind != CALIBRATION_KIND:
+            raise DataError(f"not a kgwise calibration (kind {kind!r}; calibrations made before the held-out "
+                            "split cannot be re-selected: run `kgwise fit` again)", path)
+        try:
+            n, k, d = (int(v) for v in body["shape"])
+            return cls(tuple(str(x) for x in body["names"]), str(body["score"]),
+                       decode_array(body["contexts"]).reshape(n, d),
+                       decode_array(body["bounds"]).reshape(n, k),
+                       decode_array(body["scores"]).reshape(n, k), dict(body.get("meta", {})))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(f"not a kgwise calibration: {exc!r}", path) from exc
+
+
+class CalibrationSelector:
+    """Applies a router's selection rule to the calibration questions (:meth:`group`); keeps their
+    contexts tracked by the router's LinUCB so that doing so costs O(n·arms) per question and O(n·d) per
+    router update, not O(n·d²)."""
+
+    def __init__(self, calibration: HeldOutCalibration) -> None:
+        self.calibration = calibration
+        self._router: CokeRouter | None = None
+        self._tracked: TrackedContexts | None = None
+
+    def _track(self, router: CokeRouter) -> TrackedContexts | None:
+        if router is not self._router:
+            if self._router is not None and self._tracked is not None:
+                self._router.linucb.untrack(self._tracked)
+            self._router = router
+            use = router.config.use_context
+            self._tracked = router.linucb.track(self.calibration.contexts) if use else None
+        return self._tracked
+
+    def release(self) -> None:
+        """Stop tracking (the router is replaced or the pipeline closes)."""
+        if self._router is not None and self._tracked is not None:
+            self._router.linucb.untrack(self._tracked)
+        self._router = self._tracked = None
+
+    def group(self, router: CokeRouter, seed: str) -> npt.NDArray[np.int64]:
+        """Per calibration question, the position of the arm ``router`` would send it to now (−1: none),
+        with draws seeded by ``seed`` (e.g. the decision id: the set of a decision can be recomputed).
+        Call under the lock that guards ``router``, before the routed question's own pull."""
+        cal = self.calibration
+        if router.names != list(cal.names) or (router.config.use_context
+                                               and cal.contexts.shape[1] != router.dim):
+            raise DataError(f"the calibration was made for arms {list(cal.names)} with "
+                            f"{cal.contexts.shape[1]}-d contexts, the router has {router.names} with "
+                            f"{router.dim}-d: run `kgwise fit` again")
+        available = np.isfinite(cal.scores) & (cal.bounds <= router.budget)
+        rng = np.random.default_rng(int.from_bytes(hashlib.blake2b(seed.encode(), digest_size=8).digest(),
+                                                   "little"))
+        return router.would_pull(self._track(router), np.where(available, cal.bounds, 0.0), available, rng)
+
+    def scores(self, group: npt.NDArray[np.int64], arm: str) -> npt.NDArray[np.float64]:
+        """The scores of ``arm`` on the calibration questions ``group`` sends to it."""
+        a = self.calibration.names.index(arm)
+        s = self.calibration.scores[group == a, a]
+        return s[~np.isnan(s)] if len(s) else s
