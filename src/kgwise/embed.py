@@ -55,12 +55,16 @@ def cosine_distance(a: Matrix, b: Matrix) -> npt.NDArray[np.float32]:
 
 class _VectorCache:
     """A persistent map from text hash to vector bytes (SQLite, safe across threads) of at most
-    ``max_rows`` vectors: past it, the oldest written tenth is deleted."""
+    ``max_rows`` vectors: past it, the oldest written tenth is deleted. Written in WAL mode without an
+    fsync per write (``synchronous=NORMAL``): a crash may lose the last vectors written, which are then
+    computed again, never a corrupt file — and a served question does not wait for the disk."""
 
     def __init__(self, path: Path, max_rows: int) -> None:
         self._lock = threading.Lock()
         self.max_rows = max_rows
         self._db = sqlite3.connect(path, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS vec (key BLOB PRIMARY KEY, value BLOB NOT NULL)")
         self._rows: int = self._db.execute("SELECT count(*) FROM vec").fetchone()[0]
 

@@ -543,3 +543,15 @@ def test_concurrent_answers_and_feedback_keep_the_books_and_run_an_in_process_ar
     assert st_.pending == 0
     with make(tmp_path, budget=3.0) as again:  # the journal replays to the same books
         assert again.status().spent == pytest.approx(st_.spent)
+
+
+def test_an_old_or_broken_calibration_is_named_in_every_answer_and_a_fit_replaces_it(tmp_path: Path) -> None:
+    with make(tmp_path) as pipe:
+        pipe.state.calibration_file.write_text('{"kind": "kgwise.MondrianCalibration", "arms": {}}')
+    with make(tmp_path) as pipe:  # opening does not fail: the fit that mends it must be able to run
+        assert pipe.status().calibration_problem is not None
+        r = pipe.answer(*question(0))
+        assert r.answer_set is None and "calibrations made before the held-out split" in r.notes[0]
+        pipe.feedback(r.decision, correct=True)
+        pipe.state.save_calibration(held_out(pipe, 100))
+        assert pipe.status().calibration_problem is None and pipe.answer(*question(1)).answer_set is not None

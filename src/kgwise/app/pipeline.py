@@ -207,6 +207,7 @@ class PipelineStatus:
     arms: tuple[ArmStatus, ...]
     cluster_accuracy: dict[str, float] = field(default_factory=dict)
     expired: int = 0
+    calibration_problem: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -360,6 +361,8 @@ class Pipeline:
             return None, ("no answer set: open questions get UAG's sets, which this pipeline does not "
                           "attach yet")
         cal = self.state.calibration
+        if self.state.calibration_problem is not None:
+            return None, f"no answer set: {self.state.calibration_problem}"
         if cal is None or cal.size(arm) == 0 or not output.probabilities:
             return None, f"no answer set: arm {arm!r} has no calibration (run `kgwise fit`)"
         if forced:
@@ -534,7 +537,7 @@ class Pipeline:
                                   r.budget, r.spent, r.reserved, r.remaining, r.overrun, r.questions,
                                   len(self.state.pending), sets.alpha, sets.delta,
                                   cal is not None, tuple(arms), r.cluster_accuracy(),
-                                  self.state.expired)
+                                  self.state.expired, self.state.calibration_problem)
 
 
 def _gold_label(p: Pending, gold: str | Sequence[str]) -> str:

@@ -183,6 +183,7 @@ class StateDir:
             self.settled: OrderedDict[str, None] = OrderedDict()
             self.coverage: dict[str, CoverageCount] = {a.name: CoverageCount() for a in config.arms}
             self.calibration: HeldOutCalibration | None = None
+            self.calibration_problem: str | None = None  # why a calibration file present is not used
             self.encoder_dim = dim
             self.context: Context = config.router.context
             if (root / STATE_FILE).exists():
@@ -190,7 +191,10 @@ class StateDir:
             else:
                 self.router = RouterAdapter.new(config, context_width(config, self.context, dim))
             if (root / CALIBRATION_FILE).exists():
-                self.calibration = HeldOutCalibration.load(root / CALIBRATION_FILE)
+                try:
+                    self.calibration = HeldOutCalibration.load(root / CALIBRATION_FILE)
+                except DataError as exc:  # answers say so; a fit (which this must not block) replaces it
+                    self.calibration_problem = str(exc)
             self._journal = self.journal_file.open("a", encoding="utf-8")
             self._written = self._synced = 0
             self._sync_lock = threading.Lock()
@@ -459,6 +463,7 @@ class StateDir:
         """Replace the calibration (and reset the live coverage counts, which were for the old one)."""
         calibration.save(self.calibration_file)
         self.calibration = calibration
+        self.calibration_problem = None
         self.coverage = {a.name: CoverageCount() for a in self.config.arms}
 
     def settle(self, decision: str) -> None:
