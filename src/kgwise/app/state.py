@@ -42,6 +42,7 @@ noise, one-sided level δ).
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import math
 import os
@@ -423,8 +424,7 @@ class StateDir:
     def _rotate(self) -> tuple[int, dict[str, Any], list[str]]:
         """Under the caller's lock: copy what the snapshot holds and set the journal aside as
         ``journal.jsonl.SEQ`` (fsync'ed first); the events after it go to a fresh journal."""
-        router = self.router.state_dict()
-        router["holds"] = [list(h) for h in router["holds"]]  # the rest of it are fresh copies
+        router = copy.deepcopy(self.router.router)  # serialised by the writer, outside the lock
         body = {"kind": "kgwise.PipelineState", "version": STATE_VERSION, "config": str(self.config.path),
                 "seq": self.seq, "expired": self.expired, "context": self.context, "router": router,
                 "settled": list(self.settled),
@@ -445,6 +445,7 @@ class StateDir:
         """Write the snapshot of event ``seq`` atomically, then remove the journal segments it holds."""
         try:
             with self._snapshot_lock:
+                body = {**body, "router": body["router"].state_dict()}
                 text = f'{json.dumps(body)[:-1]}, "pending": [{", ".join(pending)}]}}'
                 write_text_atomic(self.state_file, text)
                 for upto, path in self._segments():
