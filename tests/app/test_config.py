@@ -103,6 +103,7 @@ def _fault(tmp_path: Path, old: str, new: str) -> str:
     ('budget_usd = 2.5', 'budget_usd = -3', ":22: router.budget_usd: the budget must be > 0"),
     ('alpha = 0.2', 'alpha = 1.0', ":29: answer_sets.alpha: must lie in (0, 1)"),
     ('alpha = 0.2', 'alpha = 0', ":29: answer_sets.alpha: must lie in (0, 1)"),
+    ('alpha = 0.2', 'alpha = 0.2\ncalibration_share = 1', ":30: answer_sets.calibration_share: must lie in (0, 1)"),
     ('lam = 0.5', 'lam = -0.5', ":26: coke.lam: lambda must be a finite number ≥ 0"),
     ('lam = 0.5', 'lamb = 0.5', ":26: coke.lamb: unknown key"),
     ('graph = "kg.tsv"', 'graph = "nowhere.tsv"', ":2: kg.graph: graph file"),
