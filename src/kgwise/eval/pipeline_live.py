@@ -6,12 +6,12 @@ Protocol (every step through :class:`kgwise.app.Pipeline`):
 
 1. **Fit** on ``fit_n`` questions of the training split (from ``fit_offset``: a KG model trained on the
    first questions of that split must not be fitted and calibrated on them): :func:`kgwise.app.fit.
-   fit_questions` runs every arm on every question (logged and resumed by the fit), warm-starts the
-   router on half of them and keeps the other half as the sets' calibration, re-selected by the router
-   at each answer (:mod:`kgwise.app.calibration`). The budget is set from the fit report, as a user would: ``budget`` × the mean cost per
-   question on the fit log of the most accurate paid arm (``budget_of="best"``) or of the dearest arm
-   (``"dearest"``) × ``test_n``, paced over the ``test_n`` questions (a second fit with that budget
-   re-reads the log and pays nothing).
+   fit_questions` runs every arm on every question (logged and resumed by the fit), warm-starts the router
+   on half of them and keeps the other half as the sets' calibration, re-selected by the router at each
+   answer (:mod:`kgwise.app.calibration`). The budget is set from the fit report, as a user would:
+   ``budget`` × the mean cost per question on the fit log of the most accurate paid arm
+   (``budget_of="best"``) or of the dearest arm (``"dearest"``) × ``test_n``, paced over the ``test_n``
+   questions (a second fit with that budget re-reads the log and pays nothing).
 2. **Single arms**: every arm answers every test question (the baselines the targets compare with).
 3. **Pipeline**: each test question in turn through :meth:`~kgwise.app.Pipeline.answer` and
    :meth:`~kgwise.app.Pipeline.feedback` with the gold label (free arms observed, as live).

@@ -5,9 +5,10 @@ Setup: the synthetic graph (:mod:`kgwise.eval.bench.synthetic`, 1.6 M nodes / 3.
 smaller one for tests), three zero-time arms (:class:`InstantArm`: an answer drawn from a hash of the
 question, no model behind it — a free KG-model-like arm and two priced LLM-like arms), a
 :class:`~kgwise.app.Pipeline` over a fresh state directory (its journal fsync'ed as in production), fitted
-with :func:`kgwise.app.fit.fit_questions` on the first CSQA ihdev questions (so the router is warm-started,
-its settings cross-fitted when the log is large enough, and half of the log held out as the sets'
-calibration). Then each measured question is answered with :meth:`Pipeline.answer` and settled with :meth:`Pipeline.feedback`.
+with :func:`kgwise.app.fit.fit_questions` on the first CSQA ihdev questions (so the router is
+warm-started, its settings cross-fitted when the log is large enough, and half of the log held out as the
+sets' calibration). Then each measured question is answered with :meth:`Pipeline.answer` and settled with
+:meth:`Pipeline.feedback`.
 
 Per question: ``answer`` — the wall time of :meth:`Pipeline.answer`; ``arms`` — the time spent inside the
 arms' answer calls (the free arm run for the context and the routed arm); ``overhead`` = answer − arms,
