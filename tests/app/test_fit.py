@@ -96,6 +96,8 @@ def test_fit_warm_starts_the_router_on_one_part_and_calibrates_on_the_other(tmp_
         assert [q.id for q in held] == [f"q{i}" for i in range(1, 32, 2)]  # interleaved
         group = CalibrationSelector(cal).group(pipe.state.router.router, "fit")
         assert sum(a.calibration_size for a in report.arms) == int((group >= 0).sum())
+        routed = [a.calibration_routed_mean for a in report.arms]
+        assert all(r is not None for r in routed) and 0 < sum(r or 0 for r in routed) <= 16 + 1e-9
         for a, arm in enumerate(report.arms):
             scores = cal.scores[group == a, a]
             assert arm.calibration_size == len(scores)

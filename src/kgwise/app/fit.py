@@ -174,7 +174,10 @@ class RouterSelection:
 
 @dataclass(frozen=True, slots=True)
 class ArmFit:
-    """One arm on the log and in the fitted pipeline."""
+    """One arm on the log and in the fitted pipeline: ``calibration_size`` held-out questions the fitted
+    router, as it stands after the fit, sends to it, with the ``threshold`` they give and the coverage
+    and set size on them; ``calibration_routed_mean``: how many it was sent on average over the replay
+    (the router's rule, and so the group, changes as it spends and learns)."""
 
     name: str
     answered: int
@@ -186,6 +189,7 @@ class ArmFit:
     threshold: float | None
     in_sample_coverage: float | None
     mean_set_size: float | None
+    calibration_routed_mean: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,11 +325,15 @@ def _calls(log: ResumeLog, questions: Sequence[Question], pipeline: Pipeline, ar
 
 
 def _replay(router: RouterAdapter, questions: Sequence[Question], calls: dict[tuple[str, str], LoggedCall],
-            X: np.ndarray, order: Sequence[int]) -> list[str | None]:
+            X: np.ndarray, order: Sequence[int], before: Callable[[RouterAdapter], None] | None = None
+            ) -> list[str | None]:
     """``router``'s arm for each question of ``order`` in turn, as live: select within the budget, then
-    learn the logged outcome and pay the logged cost (``None``: nothing affordable)."""
+    learn the logged outcome and pay the logged cost (``None``: nothing affordable); ``before`` sees the
+    router before each selection."""
     out: list[str | None] = []
     for i in order:
+        if before is not None:
+            before(router)
         q = questions[i]
         costs = {a: calls[(a, q.id)].cost if (a, q.id) in calls else router.unreachable()
                  for a in router.names}
@@ -384,15 +392,21 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
                for n in names}
     router = RouterAdapter.new(config, X.shape[1], coke)
     learnt = router.warm_start(X[learn], rewards)
-    replay_on = hold or list(range(len(questions)))
-    replay = router.copy()
-    routed = _replay(replay, questions, calls, X, replay_on)
-    got = sum(float(calls[(a, questions[i].id)].correct)
-              for i, a in zip(replay_on, routed, strict=True) if a is not None)
     calibration = _calibration(pipeline, [questions[i] for i in hold], calls, X[hold], selection.context)
     selector = CalibrationSelector(calibration)
     group = selector.group(router.router, "fit")
+    routed_sizes: list[list[int]] = []
+
+    def watch(r: RouterAdapter) -> None:
+        g = selector.group(r.router, f"replay {len(routed_sizes)}")
+        routed_sizes.append([int((g == a).sum()) for a in range(len(names))])
+
+    replay_on = hold or list(range(len(questions)))
+    replay = router.copy()
+    routed = _replay(replay, questions, calls, X, replay_on, watch if len(calibration) else None)
     selector.release()
+    got = sum(float(calls[(a, questions[i].id)].correct)
+              for i, a in zip(replay_on, routed, strict=True) if a is not None)
     arm_fits = []
     for name in names:
         mine = [calls[(name, q.id)] for q in questions if (name, q.id) in calls]
@@ -408,7 +422,8 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
             float(sum(c.cost for c in mine)), float(np.mean([c.cost for c in mine])) if mine else None,
             sum(r == name for r in routed) / len(replay_on), len(scores),
             threshold if math.isfinite(threshold) else None,
-            float(np.mean(covered)) if covered else None, float(np.mean(sizes)) if sizes else None))
+            float(np.mean(covered)) if covered else None, float(np.mean(sizes)) if sizes else None,
+            float(np.mean([s[a] for s in routed_sizes])) if routed_sizes else None))
     guarantee = (f"per arm: P(truth ∈ set) ≥ {1 - sets.alpha:g} for a question the router, as it stands, "
                  "sends to that arm, over questions exchangeable with the dev log (split conformal on the "
                  f"{len(hold)} held-out dev questions the same rule sends there; "
