@@ -179,3 +179,15 @@ def test_a_large_log_chooses_gamma_reward_form_and_context_by_cross_fitting(tmp_
                    for g in saved["router_selection"]["cross_fit"]["grid"])
         assert not any("router settings" in n for n in report.not_fitted)
         pipe.answer("What does aspirin treat?", ["fever", "diabetes", "thirst"])
+
+
+def test_a_log_of_open_questions_holds_nothing_out_and_says_so(tmp_path: Path) -> None:
+    rows = [{"id": f"o{i}", "text": f"Which drug treats {d}{'?' * (1 + i // 8)}", "gold": ["aspirin"]}
+            for i, d in enumerate(["fever", "headache", "pain", "gout"] * 4)]
+    path = write_questions(tmp_path, rows)
+    with make(tmp_path, budget=100.0) as pipe:
+        report = fit(pipe, path, max_spend=100.0, echo=lambda _: None)
+        assert report.settings["held_out"] == 0 and report.settings["replay_on"] == "in-sample"
+        assert pipe.state.calibration is not None and len(pipe.state.calibration) == 0
+        r = pipe.answer("What does aspirin treat?", ["fever", "diabetes", "thirst"])
+        assert r.answer_set is None and "has no calibration" in r.notes[0]

@@ -474,9 +474,9 @@ def _calibration(pipeline: Pipeline, questions: Sequence[Question], calls: dict[
             if c is not None and c.probabilities:
                 p = np.asarray([[c.probabilities.get(lab, 0.0) for lab in labels]])
                 scores[i, a] = _nonconformity(kind, p)[0][q.gold_index]
-    return HeldOutCalibration(tuple(names), kind, np.asarray(X, dtype=np.float64).reshape(len(questions), -1),
-                              bounds, scores, {"questions": len(questions), "alpha": config.answer_sets.alpha,
-                                               "kind": kind, "context": context})
+    return HeldOutCalibration(tuple(names), kind, np.asarray(X, dtype=np.float64), bounds, scores,
+                              {"questions": len(questions), "alpha": config.answer_sets.alpha, "kind": kind,
+                               "context": context})
 
 
 def _set_of(q: Question, c: LoggedCall, kind: str, threshold: float) -> list[str]:
