@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from kgwise.app.arms import ArmOutput, ArmRunner, ObservedArm, arm_cost
-from kgwise.app.config import AnswerSetConfig, ArmConfig, KGConfig, PipelineConfig, RouterConfig
+from kgwise.app.config import AnswerSetConfig, ArmConfig, Guarantee, KGConfig, PipelineConfig, RouterConfig
 from kgwise.app.fit import LOG_FILE, FitReport, fit_questions
 from kgwise.app.pipeline import BudgetExhaustedError, Pipeline, calibrated_threshold
 from kgwise.app.state import clopper_pearson
@@ -567,6 +567,10 @@ def logged_answers(out_dir: Path, questions: Sequence[Question], names: Sequence
     return out
 
 
+GUARANTEES: tuple[Guarantee, ...] = ("marginal", "pac")
+"""The set rules :func:`coverage_splits` checks: the pipeline's split conformal and its PAC variant."""
+
+
 def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
                     answers: Mapping[str, Mapping[str, Mapping[str, Any]]], encoder: Encoder,
                     cfg: LiveMCConfig, splits: int, root: Path) -> dict[str, Any]:
@@ -574,14 +578,16 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
     test on the other), each through a fresh :class:`~kgwise.app.Pipeline` whose arms replay the logged
     ``answers``; per α, the share of splits where every arm's coverage over the questions routed to it
     is ≥ 1 − α (arms that got no question are not counted), the same per arm, and the coverage's
-    spread."""
+    spread — for the split-conformal sets and, under ``pac``, for their PAC variant at ``cfg.delta``
+    (each recomputed from the calibration scores its decision's set was made from)."""
     if splits < 1 or len(questions) < 4:
         raise ConfigError("coverage_splits needs ≥ 1 split and ≥ 4 questions")
     n = len(questions)
     half = n // 2
-    ok: dict[str, list[bool]] = {f"{a:g}": [] for a in cfg.alphas}
-    per_arm: dict[str, dict[str, list[float]]] = {f"{a:g}": {x.name: [] for x in arms} for a in cfg.alphas}
-    overall: dict[str, list[float]] = {f"{a:g}": [] for a in cfg.alphas}
+    keys: list[tuple[Guarantee, str]] = [(g, f"{a:g}") for g in GUARANTEES for a in cfg.alphas]
+    ok: dict[tuple[str, str], list[bool]] = {k: [] for k in keys}
+    per_arm: dict[tuple[str, str], dict[str, list[float]]] = {k: {x.name: [] for x in arms} for k in keys}
+    overall: dict[tuple[str, str], list[float]] = {k: [] for k in keys}
     accuracy: list[float] = []
     for s in range(splits):
         perm = np.random.default_rng(cfg.seed + s).permutation(n)
@@ -621,9 +627,9 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
         finally:
             pipe.close()
         accuracy.append(right / len(test))
-        for alpha in cfg.alphas:
-            key = f"{alpha:g}"
-            rule = AnswerSetConfig(alpha, cfg.delta, kind)
+        for key in keys:
+            alpha = float(key[1])
+            rule = AnswerSetConfig(alpha, cfg.delta, kind, key[0])
             got: dict[str, list[bool]] = {}
             for q, arm, probs, scores in rows:
                 st = set_at(scores, kind, rule, probs, [c.label for c in q.choices])
@@ -632,14 +638,18 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
                 per_arm[key][arm].append(float(np.mean(hits)))
             overall[key].append(float(np.mean([h for v in got.values() for h in v])) if got else math.nan)
             ok[key].append(all(np.mean(h) >= 1 - alpha for h in got.values()))
-    return {
-        "splits": splits, "questions": n, "fit": half, "test": n - half,
-        "pipeline_accuracy": {"mean": float(np.mean(accuracy)), "std": float(np.std(accuracy))},
-        "every_arm_covered_share": {k: float(np.mean(v)) for k, v in ok.items()},
-        "target (≥ 95 % of splits)": {k: float(np.mean(v)) >= 0.95 for k, v in ok.items()},
-        "overall_coverage_mean": {k: float(np.nanmean(v)) for k, v in overall.items()},
-        "per_arm": {k: {a: {"splits_with_questions": len(v),
-                            "covered_share": float(np.mean([c >= 1 - float(k) for c in v])) if v else None,
-                            "coverage_mean": float(np.mean(v)) if v else None}
-                        for a, v in d.items()} for k, d in per_arm.items()},
-    }
+    def summary(g: str) -> dict[str, Any]:
+        mine = [k for k in keys if k[0] == g]
+        return {
+            "every_arm_covered_share": {k[1]: float(np.mean(ok[k])) for k in mine},
+            "target (≥ 95 % of splits)": {k[1]: float(np.mean(ok[k])) >= 0.95 for k in mine},
+            "overall_coverage_mean": {k[1]: float(np.nanmean(overall[k])) for k in mine},
+            "per_arm": {k[1]: {a: {"splits_with_questions": len(v),
+                                   "covered_share": float(np.mean([c >= 1 - float(k[1]) for c in v]))
+                                   if v else None,
+                                   "coverage_mean": float(np.mean(v)) if v else None}
+                               for a, v in per_arm[k].items()} for k in mine}}
+
+    return {"splits": splits, "questions": n, "fit": half, "test": n - half,
+            "pipeline_accuracy": {"mean": float(np.mean(accuracy)), "std": float(np.std(accuracy))},
+            **summary("marginal"), "pac": {"delta": cfg.delta, **summary("pac")}}
