@@ -11,7 +11,9 @@ run.
   grounding of CSQA ihdev questions over the index in a fresh subprocess holding only the index and an
   endpoint client (median ms, peak process RSS); per store (Virtuoso, Oxigraph): the export + bulk-load
   time, then grounding + P_sub over the endpoint cold (first pass) and warm (second pass) against the
-  in-memory CSR path (the baseline, in its own subprocess).
+  in-memory CSR path (the baseline, in its own subprocess). *Cold* is a fresh kgwise process with empty
+  client caches; the store's own caches are as the bulk load left them, or empty when the store is one
+  kept by an earlier run (``keep_stores``: a freshly started server, ``store_reused`` in the report).
 * **WebQSP Freebase fragment** (``webqsp/freebase_fragment.tsv``): the same, with the WebQSP test
   questions grounded as free text (their named topic entities dropped), beside the synthetic graph.
 
