@@ -387,7 +387,8 @@ def test_a_virtuoso_endpoint_is_asked_for_xml_and_pair_queries_keep_their_join_o
         seen.append((accept, query))
         server = {"Server": "Virtuoso/07.20.3229 (Linux) x86_64-pc-linux-gnu"}
         if XML_RESULTS not in accept:
-            return httpx.Response(200, headers=server, json={"head": {"vars": []}, "results": {"bindings": [{}]}})
+            empty = {"head": {"vars": []}, "results": {"bindings": [{}]}}
+            return httpx.Response(200, headers=server, json=empty)
         body = "<sparql><oops" if broken[0] == "yes" else xml_row
         return httpx.Response(200, headers={**server, "Content-Type": XML_RESULTS}, text=body)
 
