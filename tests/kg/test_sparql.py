@@ -23,7 +23,7 @@ from kgwise.kg.grounding import Grounder
 from kgwise.kg.loaders import load_ntriples, load_tsv
 from kgwise.kg.loaders.ntriples import write_ntriples
 from kgwise.kg.sources import open_graph
-from kgwise.kg.sparql import SPARQLConfig, SPARQLError, SPARQLGraph
+from kgwise.kg.sparql import VIRTUOSO_ORDER, XML_RESULTS, SPARQLConfig, SPARQLError, SPARQLGraph
 from kgwise.retry import RetryPolicy
 
 NO_WAIT = RetryPolicy(max_retries=1, base_delay_s=0.0, timeout_s=5.0)
@@ -350,6 +350,59 @@ def test_an_index_of_another_graph_is_refused_by_the_endpoint(endpoint: str, tmp
     other = CSRGraph.from_triples([("Jamaica", "r", "b")]).save(tmp_path / "o.npz")
     with pytest.raises(ConfigError, match="another graph"):
         LabelIndex(build_index(other, tmp_path / "o.idx").path).bind(SPARQLGraph(endpoint))
+
+
+def test_xml_results_read_the_same_graph_as_json(endpoint: str, freebase: CSRGraph) -> None:
+    """Oxigraph asked for SPARQL XML results (what a Virtuoso endpoint is asked for) reads what JSON reads:
+    IRIs, plain, language-tagged and typed literals."""
+    as_json = SPARQLGraph(endpoint)
+    as_xml = SPARQLGraph(endpoint, client=httpx.Client(headers={"Accept": XML_RESULTS}, timeout=30))
+    for label in ("Jamaica", "Jamaican dollar", "English Language"):
+        a, b = as_json.find(label), as_xml.find(label)
+        assert a is not None and b is not None and as_xml.label(b) == label
+        for out in (True, False):
+            assert _edges(as_xml, b, out) == _edges(as_json, a, out)
+    rows = as_xml.select('SELECT ?a ?b ?c WHERE { BIND("x"@en AS ?a) BIND(3 AS ?b) BIND(<urn:y> AS ?c) }')
+    assert rows == [{"a": {"type": "literal", "value": "x", "xml:lang": "en"},
+                     "b": {"type": "literal", "value": "3",
+                           "datatype": "http://www.w3.org/2001/XMLSchema#integer"},
+                     "c": {"type": "uri", "value": "urn:y"}}]
+
+
+def test_a_virtuoso_endpoint_is_asked_for_xml_and_pair_queries_keep_their_join_order() -> None:
+    """A stub endpoint that names itself Virtuoso: after its first (JSON) reply the client asks for XML, and
+    the queries for the edges between two hubs carry Virtuoso's join-order pragma; malformed XML fails
+    clearly."""
+    seen: list[tuple[str, str]] = []
+    ns = "http://www.w3.org/2005/sparql-results#"
+    xml_row = (f'<?xml version="1.0"?><sparql xmlns="{ns}"><head><variable name="h"/><variable name="p"/>'
+               '<variable name="t"/></head><results><result><binding name="h"><uri>urn:a</uri></binding>'
+               '<binding name="p"><uri>urn:r</uri></binding><binding name="t"><uri>urn:b</uri></binding>'
+               '</result></results></sparql>')
+    broken = ["no"]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        query = dict(httpx.QueryParams(request.content.decode()))["query"]
+        accept = request.headers.get("accept", "")
+        seen.append((accept, query))
+        server = {"Server": "Virtuoso/07.20.3229 (Linux) x86_64-pc-linux-gnu"}
+        if XML_RESULTS not in accept:
+            empty = {"head": {"vars": []}, "results": {"bindings": [{}]}}
+            return httpx.Response(200, headers=server, json=empty)
+        body = "<sparql><oops" if broken[0] == "yes" else xml_row
+        return httpx.Response(200, headers={**server, "Content-Type": XML_RESULTS}, text=body)
+
+    kg = SPARQLGraph("http://stub.invalid/sparql", SPARQLConfig(retry=NO_WAIT),
+                     client=httpx.Client(transport=httpx.MockTransport(handler)))
+    a, b = kg.node_of_iri("urn:a", "A"), kg.node_of_iri("urn:b", "B")
+    h, r, t = kg.edges_among([a, b], large={a, b})
+    assert (h.tolist(), t.tolist(), kg.relation_name(int(r[0]))) == ([a], [b], "r")
+    assert kg.is_virtuoso()
+    assert XML_RESULTS not in seen[0][0]  # the first request learns who answers
+    assert seen[-1][0] == XML_RESULTS and seen[-1][1].startswith(VIRTUOSO_ORDER)
+    broken[0] = "yes"
+    with pytest.raises(SPARQLError, match="not SPARQL XML results"):
+        kg.select("SELECT ?x WHERE { ?x ?p ?o }")
 
 
 def test_a_malformed_or_slow_endpoint_fails_clearly() -> None:

@@ -132,6 +132,9 @@ def bench_grounding(
     workdir: Annotated[Path | None, typer.Option(
         help="Where graphs, indexes and the Virtuoso database go (default: OUT_work beside --json OUT, "
              "else temp).")] = None,
+    keep_stores: Annotated[bool, typer.Option(
+        help="Keep the loaded Virtuoso/Oxigraph databases in --workdir and reuse them in a later run over "
+             "the same graph (the bulk load is paid once).")] = False,
 ) -> None:
     """Grounding recall (CSQA gold choices, MedQA options) exact-only vs aliases + fallbacks, and label-index
     grounding + P_sub over Virtuoso and Oxigraph vs the in-memory graph, at ConceptNet scale and on the
@@ -152,7 +155,8 @@ def bench_grounding(
     report = run_grounding_benchmark(
         data_dir(data), work, medqa_limit=medqa_limit, csqa_limit=csqa_limit, scale_nodes=scale_nodes,
         scale_edges=scale_edges, scale_limit=scale_limit,
-        stores=[x.strip() for x in stores.split(",") if x.strip()], encoder=encoder, parts=names,
+        stores=[x.strip() for x in stores.split(",") if x.strip()], encoder=encoder, keep_stores=keep_stores,
+        parts=names,
         progress=lambda m: err_console.print(f"[dim]{m}[/dim]"), on_result=lambda r: _save(r, json_out))
     write_json(report, json_out)
 

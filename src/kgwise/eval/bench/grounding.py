@@ -11,7 +11,9 @@ run.
   grounding of CSQA ihdev questions over the index in a fresh subprocess holding only the index and an
   endpoint client (median ms, peak process RSS); per store (Virtuoso, Oxigraph): the export + bulk-load
   time, then grounding + P_sub over the endpoint cold (first pass) and warm (second pass) against the
-  in-memory CSR path (the baseline, in its own subprocess).
+  in-memory CSR path (the baseline, in its own subprocess). *Cold* is a fresh kgwise process with empty
+  client caches; the store's own caches are as the bulk load left them, or empty when the store is one
+  kept by an earlier run (``keep_stores``: a freshly started server, ``store_reused`` in the report).
 * **WebQSP Freebase fragment** (``webqsp/freebase_fragment.tsv``): the same, with the WebQSP test
   questions grounded as free text (their named topic entities dropped), beside the synthetic graph.
 
@@ -219,6 +221,7 @@ def _ground_stage(argv: Sequence[str]) -> None:
         result = {"bind_s": bind_s, "ground_median_ms": _median(ground_ms),
                   "psub_cold_median_ms": _median(cold_ms), "psub_warm_median_ms": _median(warm_ms),
                   "psub_cold_p90_ms": statistics.quantiles(cold_ms, n=10)[-1] if len(cold_ms) > 1 else None,
+                  "psub_warm_p90_ms": statistics.quantiles(warm_ms, n=10)[-1] if len(warm_ms) > 1 else None,
                   "requests_per_question_cold": requests_cold / max(len(qs), 1),
                   "round_trips_per_question_cold": trips_cold / max(len(qs), 1),
                   "rss_mb": max(rss_peak, _rss_mb()), "rss_growth_mb": _rss_mb() - rss0, "node_sets": sets,
@@ -279,21 +282,50 @@ def _store_available(store: str) -> str | None:
     return None if oxigraph_binary() is not None else "oxigraph not installed (dev extras)"
 
 
-def _over_store(store: str, nt: Path, db: Path, stage: list[str], work: Path, progress: Callable[[str], None]
-                ) -> dict[str, Any]:
-    """Load ``nt`` into a fresh ``store`` under ``db``, run the ground stage against it; its report with the
-    load time."""
+STORE_MARK = "kgwise-loaded.json"
+"""Written into a store's database directory after a complete bulk load when stores are kept: the graph's
+content hash and the load time, so a later run over the same work directory reuses the loaded store."""
+
+
+def _loaded_store(db: Path, content_hash: str) -> float | None:
+    """The load time recorded in a kept store at ``db`` loaded from the graph with ``content_hash``, or
+    ``None`` (no store there, an unfinished load, or another graph)."""
+    mark = db / STORE_MARK
+    if not mark.is_file():
+        return None
+    try:
+        found = json.loads(mark.read_text(encoding="utf-8"))
+        return float(found["load_s"]) if found["content_hash"] == content_hash else None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise KgwiseError(f"{mark}: not a store mark written by this benchmark ({exc}); delete {db}") from exc
+
+
+def _over_store(store: str, nt: Path | None, db: Path, stage: list[str], work: Path, content_hash: str,
+                keep: bool, progress: Callable[[str], None]) -> dict[str, Any]:
+    """Load ``nt`` into a fresh ``store`` under ``db`` (or, with ``keep``, reuse the store a previous run
+    loaded there from the same graph, and keep it afterwards), run the ground stage against it; its report
+    with the load time (``store_reused``: the time is the earlier run's)."""
     import shutil
 
-    shutil.rmtree(db, ignore_errors=True)
+    load_s = _loaded_store(db, content_hash) if keep else None
+    reused = load_s is not None
+    files: list[Path] = []
+    if not reused:
+        if nt is None:
+            raise KgwiseError(f"no N-Triples export to load {store} from")
+        files = [nt]
+        shutil.rmtree(db, ignore_errors=True)
     if store == "virtuoso":
         from kgwise.eval.bench.virtuoso import GRAPH_IRI, Virtuoso
 
         server = Virtuoso(db, memory_mb=3072)
         server.start(timeout_s=600)  # a loaded machine may take minutes to start it
         try:
-            progress(f"  {store}: bulk load (ld_dir + rdf_loader_run)")
-            load_s = server.bulk_load([nt])
+            if not reused:
+                progress(f"  {store}: bulk load (ld_dir + rdf_loader_run)")
+                load_s = server.bulk_load(files)
+            else:
+                progress(f"  {store}: reusing the store loaded in {db}")
             progress(f"  {store}: grounding + P_sub over the endpoint")
             out = _run(["ground", f"{server.endpoint}?default-graph-uri={GRAPH_IRI}", *stage], work)
         finally:
@@ -302,19 +334,29 @@ def _over_store(store: str, nt: Path, db: Path, stage: list[str], work: Path, pr
         from kgwise.eval.bench.oxigraph import Oxigraph
 
         ox = Oxigraph(db)
-        progress(f"  {store}: bulk load (oxigraph load)")
-        load_s = ox.load([nt])
+        if not reused:
+            progress(f"  {store}: bulk load (oxigraph load)")
+            load_s = ox.load(files)
+        else:
+            progress(f"  {store}: reusing the store loaded in {db}")
         with ox:
             progress(f"  {store}: grounding + P_sub over the endpoint")
             out = _run(["ground", ox.endpoint, *stage], work)
-    shutil.rmtree(db, ignore_errors=True)
-    return {"load_s": load_s, **out}
+    if keep:
+        if not reused:
+            (db / STORE_MARK).write_text(json.dumps({"content_hash": content_hash, "load_s": load_s}),
+                                         encoding="utf-8")
+    else:
+        shutil.rmtree(db, ignore_errors=True)
+    return {"load_s": load_s, "store_reused": reused, **out}
 
 
 def _graph_over_stores(name: str, graph: Path, data: Path, work: Path, dataset: str, split: str, limit: int,
-                       stores: Sequence[str], progress: Callable[[str], None]) -> dict[str, Any]:
+                       stores: Sequence[str], keep_stores: bool, progress: Callable[[str], None]
+                       ) -> dict[str, Any]:
     """Index ``graph``, ground ``limit`` questions of ``dataset`` in memory (the baseline), then over
-    each store of ``stores`` loaded from ``kgwise kg export``'s N-Triples."""
+    each store of ``stores`` loaded from ``kgwise kg export``'s N-Triples (``keep_stores``: stores loaded
+    from this graph by an earlier run over ``work`` are reused, and the loaded ones kept)."""
     from kgwise.kg.csr import CSRGraph
     from kgwise.kg.label_index import build_index
     from kgwise.kg.loaders.ntriples import write_ntriples
@@ -329,21 +371,26 @@ def _graph_over_stores(name: str, graph: Path, data: Path, work: Path, dataset: 
     stage = [str(data), dataset, split, str(limit)]
     local = _run(["local", str(graph), *stage], work)
     out["csr"] = {k: v for k, v in local.items() if k != "node_sets"}
-    usable = {s: _store_available(s) for s in stores}
-    if any(why is None for why in usable.values()):
-        progress(f"{name}: export N-Triples")
-        t0 = time.perf_counter()
+    usable = [s for s in stores if _store_available(s) is None]
+    for store in stores:
+        if store not in usable:
+            out[store] = {"skipped": _store_available(store)}
+    to_load = [s for s in usable
+               if not keep_stores or _loaded_store(work / f"{s}-{name}", built.content_hash) is None]
+    nt: Path | None = None
+    if usable:
         kg = CSRGraph.load(graph)
         out |= {"nodes": kg.num_nodes, "edges": kg.num_edges}
-        nt = write_ntriples(kg, work / f"{name}.nt")
+        if to_load:
+            progress(f"{name}: export N-Triples")
+            t0 = time.perf_counter()
+            nt = write_ntriples(kg, work / f"{name}.nt")
+            out["export_s"] = time.perf_counter() - t0
         del kg
-        out["export_s"] = time.perf_counter() - t0
     csr_ms = local["psub_median_ms"] or float("nan")
-    for store, why in usable.items():
-        if why is not None:
-            out[store] = {"skipped": why}
-            continue
-        remote = _over_store(store, nt, work / f"{store}-{name}", [str(built.path), *stage], work, progress)
+    for store in usable:
+        remote = _over_store(store, nt, work / f"{store}-{name}", [str(built.path), *stage], work,
+                             built.content_hash, keep_stores, progress)
         pairs = list(zip(local["node_sets"], remote.pop("node_sets"), strict=True))
         remote["same_nodes"] = sum(a == b for a, b in pairs) / max(len(pairs), 1)
         remote["node_jaccard_mean"] = statistics.fmean(
@@ -352,40 +399,43 @@ def _graph_over_stores(name: str, graph: Path, data: Path, work: Path, dataset: 
         remote["cold_over_csr"] = (remote["psub_cold_median_ms"] or 0) / csr_ms
         remote["warm_over_csr"] = (remote["psub_warm_median_ms"] or 0) / csr_ms
         out[store] = remote
-    if any(why is None for why in usable.values()):
+    if nt is not None:
         nt.unlink(missing_ok=True)
     return out
 
 
 def _scale(data: Path, work: Path, nodes: int, edges: int, limit: int, stores: Sequence[str],
-           progress: Callable[[str], None]) -> dict[str, Any]:
+           keep_stores: bool, progress: Callable[[str], None]) -> dict[str, Any]:
     progress(f"scale: synthetic graph of {nodes:,} nodes")
     graph = _synthetic(data, work, nodes, edges)
     return _graph_over_stores(f"synthetic-{nodes}", graph, data, work, "csqa", "ihdev", limit, stores,
-                              progress)
+                              keep_stores, progress)
 
 
-def _webqsp(data: Path, work: Path, limit: int, stores: Sequence[str], progress: Callable[[str], None]
-            ) -> dict[str, Any]:
+def _webqsp(data: Path, work: Path, limit: int, stores: Sequence[str], keep_stores: bool,
+            progress: Callable[[str], None]) -> dict[str, Any]:
     from kgwise.kg.loaders import load_tsv
 
     path = work / "webqsp-freebase.npz"
     if not path.is_file():
         load_tsv(data / "webqsp" / "freebase_fragment.tsv").save(path)
-    return _graph_over_stores("webqsp-freebase", path, data, work, "webqsp", "test", limit, stores, progress)
+    return _graph_over_stores("webqsp-freebase", path, data, work, "webqsp", "test", limit, stores,
+                              keep_stores, progress)
 
 
 def run_grounding_benchmark(data: Path, work: Path, medqa_limit: int = 200, csqa_limit: int | None = None,
                             scale_nodes: int = 1_600_000, scale_edges: int = 3_400_000,
                             scale_limit: int = 200, stores: Sequence[str] = STORES,
-                            encoder: TextEncoder | None = None,
+                            encoder: TextEncoder | None = None, keep_stores: bool = False,
                             parts: Sequence[str] = ("csqa", "medqa", "scale", "webqsp"),
                             progress: Callable[[str], None] | None = None,
                             on_result: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Run the ``parts`` (see the module docstring); ``scale_*``: the synthetic graph's size and the
     questions grounded over it (and over the WebQSP fragment); ``stores``: the SPARQL stores the graphs
-    are loaded into (each skipped with a reason when it is not installed); ``on_result`` gets the report
-    after each part."""
+    are loaded into (each skipped with a reason when it is not installed); ``keep_stores``: keep each loaded
+    store's database under ``work`` and reuse it in a later run over the same ``work`` and graph (its
+    bulk load is then not paid again; a store is reused only after a complete load, marked with the graph's
+    content hash); ``on_result`` gets the report after each part."""
     say = progress or (lambda _m: None)
     done = on_result or (lambda _r: None)
     bad = [s for s in stores if s not in STORES]
@@ -400,10 +450,11 @@ def run_grounding_benchmark(data: Path, work: Path, medqa_limit: int = 200, csqa
         report["medqa_ddb"] = _medqa(data, medqa_limit, encoder, say)
         done(report)
     if "scale" in parts:
-        report["conceptnet_scale"] = _scale(data, work, scale_nodes, scale_edges, scale_limit, stores, say)
+        report["conceptnet_scale"] = _scale(data, work, scale_nodes, scale_edges, scale_limit, stores,
+                                            keep_stores, say)
         done(report)
     if "webqsp" in parts:
-        report["webqsp_freebase"] = _webqsp(data, work, scale_limit, stores, say)
+        report["webqsp_freebase"] = _webqsp(data, work, scale_limit, stores, keep_stores, say)
         done(report)
     report["targets"] = _targets(report)
     return report

@@ -65,8 +65,9 @@ DefaultGraph = {graph}
 
 
 class Virtuoso(ServerProcess):
-    """One Virtuoso server over ``db_dir`` (created empty); ``memory_mb`` sizes its page buffers. Use as a
-    context manager, or :meth:`start` / :meth:`stop`."""
+    """One Virtuoso server over ``db_dir`` (created when missing; a database loaded there before is served
+    again, the ini rewritten with free ports); ``memory_mb`` sizes its page buffers. Use as a context
+    manager, or :meth:`start` / :meth:`stop`."""
 
     def __init__(self, db_dir: str | Path, memory_mb: int = 1024) -> None:
         found = virtuoso_binaries()
