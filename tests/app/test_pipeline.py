@@ -555,3 +555,20 @@ def test_an_old_or_broken_calibration_is_named_in_every_answer_and_a_fit_replace
         pipe.feedback(r.decision, correct=True)
         pipe.state.save_calibration(held_out(pipe, 100))
         assert pipe.status().calibration_problem is None and pipe.answer(*question(1)).answer_set is not None
+
+
+def test_a_snapshot_waits_until_the_journal_is_as_large_as_the_last_snapshot(tmp_path: Path) -> None:
+    with make(tmp_path) as pipe:
+        state = pipe.state
+        state.snapshot_every = 1
+        state.save()
+        bar = state.state_file.stat().st_size
+        before = 0
+        for i in range(500):
+            pipe.feedback(pipe.answer(*question(i % 4)).decision, correct=True)
+            if state._journal_bytes < before:  # set aside: a snapshot is being written
+                break
+            before = state._journal_bytes
+        else:
+            raise AssertionError("no snapshot in 500 answers")
+        assert before < bar <= before + 10_000  # not one event before the journal reached the snapshot's size

@@ -8,21 +8,23 @@ Files:
   :mod:`kgwise.app.router`; a snapshot without one, written before contexts existed, is ``question``),
   the pending decisions, the ids of recently settled
   ones, per arm the live coverage counts, and the sequence number of the last event it holds;
-* ``journal.jsonl`` — every change since the snapshot, one event per line: a routing decision
-  (``select``: the embedding and cost bounds, so that replaying it through the snapshot's router
-  reproduces the same draw), its answer (``pending``: the answer is paid here, its hold released), a call
-  called off (``cancel``), a feedback (``feedback``: the router learns). Events are written as they
-  happen and made durable by :meth:`StateDir.sync` (fsync), which the pipeline calls outside its lock
-  before it acknowledges an answer or a feedback: one fsync covers the events of every request written
-  before it (a group commit), and a ``select`` lost at a kill is one that would be called off anyway.
-  Opening the directory replays the events after the snapshot through the same methods that made them,
-  so a kill loses no acknowledged answer or feedback. Every ``snapshot_every`` events the state is copied
-  and the journal set aside as ``journal.jsonl.SEQ`` (fsync'ed), both under the caller's lock (a few ms);
-  a background thread then writes the snapshot and removes the segments it holds, so requests never wait
-  for a large snapshot to be written (a kill before it is done leaves the segment, which replay reads
-  first). :meth:`StateDir.close` snapshots in the foreground. A decision whose arm was running at the
-  kill (selected, never answered) is called off on replay (``recovered``). Embeddings are stored as
-  base64 float64 (exact, and fast to write); lists of numbers, as older files hold them, are read too;
+* ``journal.jsonl`` — every change since the snapshot, one event per line: a routing decision (``select``:
+  the embedding and cost bounds, so that replaying it through the snapshot's router reproduces the same
+  draw), its answer (``pending``: the answer is paid here, its hold released), a call called off
+  (``cancel``), a feedback (``feedback``: the router learns). Events are written as they happen and made
+  durable by :meth:`StateDir.sync` (fsync), which the pipeline calls outside its lock before it acknowledges
+  an answer or a feedback: one fsync covers the events of every request written before it (a group commit),
+  and a ``select`` lost at a kill is one that would be called off anyway. Opening the directory replays the
+  events after the snapshot through the same methods that made them, so a kill loses no acknowledged answer
+  or feedback. Once the journal holds ``snapshot_every`` events and at least as many bytes as the last
+  snapshot (so that snapshots cost at most as much writing as the journal itself, however large the state
+  grows, and opening replays at most that much), the state is copied and the journal set aside as
+  ``journal.jsonl.SEQ`` (fsync'ed), both under the caller's lock (a few ms); a background thread then writes
+  the snapshot and removes the segments it holds, so requests never wait for a large snapshot to be written
+  (a kill before it is done leaves the segment, which replay reads first). :meth:`StateDir.close` snapshots
+  in the foreground. A decision whose arm was running at the kill (selected, never answered) is called off
+  on replay (``recovered``). Embeddings are stored as base64 float64 (exact, and fast to write); lists of
+  numbers, as older files hold them, are read too;
 * ``calibration.json`` — the held-out calibration questions written by :func:`kgwise.app.fit.fit`
   (:class:`kgwise.app.calibration.HeldOutCalibration`);
 * ``lock`` — an OS lock (``filelock``) held while a :class:`StateDir` is open; a second process gets a
@@ -161,6 +163,8 @@ class StateDir:
             raise ConfigError(f"snapshot_every must be ≥ 1 event, got {snapshot_every}")
         self.root = root
         self.snapshot_every = snapshot_every
+        self._journal_bytes = 0  # written since the last rotation
+        self._snapshot_bytes = 0  # size of the last snapshot written
         self.seq = 0
         self.expired = 0
         self._since_snapshot = 0
@@ -189,6 +193,7 @@ class StateDir:
             self.context: Context = config.router.context
             if (root / STATE_FILE).exists():
                 self._load(dim)
+                self._snapshot_bytes = (root / STATE_FILE).stat().st_size
             else:
                 self.router = RouterAdapter.new(config, context_width(config, self.context, dim))
             if (root / CALIBRATION_FILE).exists():
@@ -223,7 +228,7 @@ class StateDir:
     # ------------------------------------------------------------------ events (live and replayed)
     def _log(self, event: dict[str, Any], encoded: tuple[str, str] | None = None) -> None:
         """Append ``event`` (and ``encoded``: a key and its value as JSON already) to the journal (flushed
-        to the OS; :meth:`sync` makes it durable); snapshot every ``snapshot_every``."""
+        to the OS; :meth:`sync` makes it durable); snapshot when the journal is due (module docstring)."""
         if self._replaying:
             return
         self.seq += 1
@@ -234,7 +239,8 @@ class StateDir:
         self._journal.flush()
         self._written = self.seq
         self._since_snapshot += 1
-        if self._since_snapshot >= self.snapshot_every:
+        self._journal_bytes += len(text) + 1
+        if self._since_snapshot >= self.snapshot_every and self._journal_bytes >= self._snapshot_bytes:
             job = self._rotate()
             if self._snapshotter is not None:
                 self._snapshotter.join()  # one at a time, in order
@@ -439,6 +445,7 @@ class StateDir:
             self._journal = self.journal_file.open("a", encoding="utf-8")
             self._synced = self._written
         self._since_snapshot = 0
+        self._journal_bytes = 0
         return self.seq, body, pending
 
     def _write_snapshot(self, seq: int, body: dict[str, Any], pending: list[str]) -> None:
@@ -448,6 +455,7 @@ class StateDir:
                 body = {**body, "router": body["router"].state_dict()}
                 text = f'{json.dumps(body)[:-1]}, "pending": [{", ".join(pending)}]}}'
                 write_text_atomic(self.state_file, text)
+                self._snapshot_bytes = len(text)
                 for upto, path in self._segments():
                     if upto <= seq:
                         path.unlink()
