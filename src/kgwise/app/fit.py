@@ -413,10 +413,11 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
         scores = selector.scores(group, name)
         threshold = calibrated_threshold(scores.tolist(), sets) if len(scores) else math.inf
         a = names.index(name)
-        rows = [(questions[i], calls[(name, questions[i].id)]) for i, g in zip(hold, group, strict=True)
-                if g == a and (name, questions[i].id) in calls]
-        sizes = [len(_set_of(q, c, sets.kind, threshold)) for q, c in rows]
-        covered = [q.gold[0] in _set_of(q, c, sets.kind, threshold) for q, c in rows]
+        arm_sets = [(q, _set_of(q, calls[(name, q.id)], sets.kind, threshold))
+                    for q in (questions[i] for i, g in zip(hold, group, strict=True) if g == a)
+                    if (name, q.id) in calls] if math.isfinite(threshold) else []
+        sizes = [len(m) for _, m in arm_sets]
+        covered = [q.gold[0] in m for q, m in arm_sets]
         arm_fits.append(ArmFit(
             name, len(mine), float(np.mean([c.correct for c in mine])) if mine else None,
             float(sum(c.cost for c in mine)), float(np.mean([c.cost for c in mine])) if mine else None,
