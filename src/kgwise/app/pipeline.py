@@ -368,10 +368,9 @@ class Pipeline:
         if forced:
             column = cal.scores[:, cal.names.index(arm)]
             scores = column[np.isfinite(column)]
-        elif group is not None and self._selector is not None:
-            scores = self._selector.scores(group, arm)
         else:
-            return None, "no answer set: the calibration was not re-selected for this question"
+            assert group is not None and self._selector is not None  # re-selected before the pull
+            scores = self._selector.scores(group, arm)
         labels = [c.label for c in question.choices]
         probs = np.asarray([[output.probabilities.get(lab, 0.0) for lab in labels]])
         texts = {c.label: c.text for c in question.choices}
