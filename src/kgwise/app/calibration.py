@@ -136,7 +136,9 @@ class CalibrationSelector:
             raise DataError(f"the calibration was made for arms {list(cal.names)} with "
                             f"{cal.contexts.shape[1]}-d contexts, the router has {router.names} with "
                             f"{router.dim}-d: run `kgwise fit` again")
-        available = np.isfinite(cal.scores) & (cal.bounds <= router.budget)
+        # as live, an arm is available where it can answer; a missing score is dropped from the arm's group
+        # by :meth:`scores`, it does not keep the arm from being chosen
+        available = cal.bounds <= router.budget
         rng = np.random.default_rng(int.from_bytes(hashlib.blake2b(seed.encode(), digest_size=8).digest(),
                                                    "little"))
         return router.would_pull(self._track(router), np.where(available, cal.bounds, 0.0), available, rng)
@@ -145,4 +147,4 @@ class CalibrationSelector:
         """The scores of ``arm`` on the calibration questions ``group`` sends to it."""
         a = self.calibration.names.index(arm)
         s = self.calibration.scores[group == a, a]
-        return s[~np.isnan(s)] if len(s) else s
+        return s[~np.isnan(s)]
