@@ -114,10 +114,10 @@ def test_the_pipelines_router_figures_equal_eval_routes_for_the_same_settings(n:
     train, test = perm[: n // 2], perm[n // 2:]
     emb = np.asarray(enc.encode(list(table.texts)), dtype=np.float64)
     x = emb
-    if sel["context"] == "question+free":
+    if sel["context"] in ("question+free", "free"):
         rows = [free_signal_row([(free[a][0][i], float(free[a][1][i])) for a in ("gnn-a", "gnn-b")])
                 for i in range(n)]
-        x = free_context(rows, emb)
+        x = free_context(rows, emb if sel["context"] == "question+free" else emb[:, :0])
     router = CokeRouter(table.arm_specs(), x.shape[1], budget=run["budget"], seed=3, horizon=len(test),
                         config=replace(coke, gamma_override=sel["gamma"],
                                        decomposed_reward=sel["decomposed_reward"]))

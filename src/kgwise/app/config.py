@@ -15,7 +15,8 @@ Tables:
   over), ``seed``, ``observe_free``, ``context`` (``"question"``: the router's LinUCB context is the
   question embedding; ``"question+free"``: the free arms — ``observe`` arms with no price — answer every
   question before routing and what they say is joined to it, :func:`kgwise.route.table.free_context`;
-  ``kgwise fit`` may choose the other by cross-fitting); Coke's own values in ``[coke]`` (the table of
+  ``"free"``: what they say alone, a few numbers that a router learns from few questions; ``kgwise fit``
+  may choose another by cross-fitting); Coke's own values in ``[coke]`` (the table of
   ``kgwise config show coke``, checked by :mod:`kgwise.settings`' rules);
 * ``[answer_sets]`` — ``alpha`` in (0, 1), ``delta`` in (0, 1) (the live coverage bound's level, and the
   calibration's confidence with ``guarantee = "pac"``), ``kind`` (``lac`` or ``aps``), ``guarantee``
@@ -47,11 +48,16 @@ from kgwise.route.arms import CLUSTERS, Cluster
 from kgwise.route.coke import CokeConfig
 
 __all__ = ["ARM_KINDS", "CONTEXTS", "PACED_COKE", "AnswerSetConfig", "ArmConfig", "ArmKind", "Context",
-           "KGConfig", "PipelineConfig", "RouterConfig", "paced_coke", "starter_toml"]
+           "KGConfig", "PipelineConfig", "RouterConfig", "paced_coke", "reads_free", "starter_toml"]
 
 ArmKind = Literal["kgm", "llm", "inject"]
-Context = Literal["question", "question+free"]
-CONTEXTS: tuple[Context, ...] = ("question", "question+free")
+Context = Literal["question", "question+free", "free"]
+CONTEXTS: tuple[Context, ...] = ("question", "question+free", "free")
+
+
+def reads_free(context: Context) -> bool:
+    """Whether a router context reads what the free arms say (their answers are needed before routing)."""
+    return context != "question"
 ARM_KINDS: tuple[ArmKind, ...] = ("kgm", "llm", "inject")
 SetKind = Literal["lac", "aps"]
 Guarantee = Literal["marginal", "pac"]
@@ -264,9 +270,9 @@ class _Reader:
         kg = self.kg(self.doc.get("kg"))
         router = self.router(self.doc.get("router"))
         arms = self.arms(self.doc.get("arms"), router.unit)
-        if router.context == "question+free" and not any(a.free for a in arms):
-            raise self.fail("'question+free' needs a free arm (observe = true, no price: a kgm arm), and no "
-                            "arm is free", "router", "context")
+        if reads_free(router.context) and not any(a.free for a in arms):
+            raise self.fail(f"{router.context!r} needs a free arm (observe = true, no price: a kgm arm), and "
+                            "no arm is free", "router", "context")
         sets = self.answer_sets(self.doc.get("answer_sets", {}))
         return PipelineConfig(self.path, kg, arms, router, sets)
 

@@ -10,7 +10,7 @@
    outcome routes it to an arm that was right on it: sets calibrated on such questions under-cover new
    ones — on CSQA, 200 dev questions, α = 0.2 sets covered 52 % of new questions.)
 3. The router's open settings — LinUCB's γ, the reward form (decomposed or not) and the context
-   (``question``, or ``question+free`` when the config has free arms) — are chosen by two-fold
+   (``question``, or ``question+free`` or ``free`` when the config has free arms) — are chosen by two-fold
    cross-fitting on the learning part (:func:`kgwise.route.tuning.cross_fit`): on the questions every arm
    answered, for every grid point, a router warm-started on one half routes the other within the
    configured budget (per question: ``budget / horizon``, paced; without a horizon each half gets the
@@ -48,7 +48,7 @@ import numpy as np
 
 from kgwise.app.arms import arm_cost
 from kgwise.app.calibration import CalibrationSelector, HeldOutCalibration
-from kgwise.app.config import Context, PipelineConfig
+from kgwise.app.config import CONTEXTS, Context, PipelineConfig
 from kgwise.app.pipeline import Pipeline, calibrated_threshold
 from kgwise.app.router import RouterAdapter, context_vector
 from kgwise.conformal.split import aps_scores, lac_scores
@@ -371,8 +371,8 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     names = list(config.names)
     E = np.asarray(pipeline.encoder.encode([q.text for q in questions]), dtype=np.float64)
     contexts = {"question": E}
-    if config.free_arms:
-        contexts["question+free"] = np.stack([context_vector(config, "question+free", E[i], {
+    for context in ("question+free", "free") if config.free_arms else ():
+        contexts[context] = np.stack([context_vector(config, context, E[i], {
             n: (calls[(n, q.id)].answer, calls[(n, q.id)].signals[0] if calls[(n, q.id)].signals else 0.0)
             for n in config.free_arms if (n, q.id) in calls and calls[(n, q.id)].cost == 0.0})
             for i, q in enumerate(questions)])
@@ -515,5 +515,5 @@ def _select_router(config: PipelineConfig, questions: Sequence[Question],
     report = cross_fit(table, {k: v[rows] for k, v in contexts.items()}, coke, budget,
                        paced=r.horizon is not None, config=TuningConfig(), seeds=CROSS_FIT_SEEDS)
     c = report.chosen
-    context: Context = "question+free" if c.context == "question+free" else "question"
+    context = next(x for x in CONTEXTS if x == c.context)
     return RouterSelection("cross-fitting", "", context, c.gamma, c.decomposed_reward, report)

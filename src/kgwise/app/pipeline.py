@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 from kgwise.app.arms import ArmOutput, ArmRunner, Knowledge, arm_cost, build_runner
 from kgwise.app.calibration import CalibrationSelector
-from kgwise.app.config import AnswerSetConfig, PipelineConfig
+from kgwise.app.config import AnswerSetConfig, PipelineConfig, reads_free
 from kgwise.app.router import context_vector
 from kgwise.app.state import PENDING_KEPT, Pending, StateDir, coverage_bounds
 from kgwise.conformal.split import (
@@ -427,7 +427,7 @@ class Pipeline:
         ran: dict[str, ArmOutput] = {}  # free arms asked before routing: for the context or to observe
         for name, runner in self.runners.items():
             cfg = runner.config
-            wanted = (context == "question+free" and cfg.free) or (observe and cfg.observe)
+            wanted = (reads_free(context) and cfg.free) or (observe and cfg.observe)
             if wanted and bounds[name] == 0.0 and runner.can_answer(question):
                 ran[name] = self._run(name, question)
         observed = {n: o for n, o in ran.items() if observe and self.runners[n].config.observe}

@@ -2,7 +2,8 @@
 costs are checked to name every arm, and the router's accounting is read as the app's typed views; and
 the router's context (:func:`context_width`, :func:`context_vector`): the question embedding, or
 (``question+free``) ``[1, agree, s_1 … s_k, agree · min s, embedding…]`` from the config's free arms'
-answers and signals (:func:`kgwise.route.table.free_context`).
+answers and signals (:func:`kgwise.route.table.free_context`), or (``free``) those without the
+embedding.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kgwise.app.config import Context, PipelineConfig
+from kgwise.app.config import Context, PipelineConfig, reads_free
 from kgwise.errors import ConfigError
 from kgwise.route.arms import CLUSTERS, ArmSpec
 from kgwise.route.coke import CokeConfig, CokeRouter
@@ -24,13 +25,14 @@ __all__ = ["RouterAdapter", "context_vector", "context_width"]
 
 
 def context_width(config: PipelineConfig, context: Context, encoder_dim: int) -> int:
-    """The router's context dimension: the embedding's, plus ``3 + k`` for ``k`` free arms."""
-    if context == "question":
+    """The router's context dimension: the embedding's, plus ``3 + k`` for ``k`` free arms (``free``:
+    ``3 + k`` alone)."""
+    if not reads_free(context):
         return encoder_dim
     k = len(config.free_arms)
     if not k:
-        raise ConfigError("a 'question+free' router context needs a free arm (observe = true, no price)")
-    return encoder_dim + 3 + k
+        raise ConfigError(f"a {context!r} router context needs a free arm (observe = true, no price)")
+    return (0 if context == "free" else encoder_dim) + 3 + k
 
 
 def context_vector(config: PipelineConfig, context: Context, embedding: npt.ArrayLike,
@@ -38,10 +40,10 @@ def context_vector(config: PipelineConfig, context: Context, embedding: npt.Arra
     """One question's router context; ``free``: each free arm's ``(answer, signal)`` on it (an arm
     missing from it — it could not answer, or cost something on this question — counts as ``("", 0)``)."""
     x = np.asarray(embedding, dtype=np.float64).reshape(-1)
-    if context == "question":
+    if not reads_free(context):
         return x
     row = free_signal_row([free.get(n, ("", 0.0)) for n in config.free_arms])
-    return np.asarray(free_context([row], [x])[0], dtype=np.float64)
+    return np.asarray(free_context([row], [x if context == "question+free" else x[:0]])[0], dtype=np.float64)
 
 
 class RouterAdapter:

@@ -4,9 +4,9 @@ coverage counts, owned by one process at a time.
 Files:
 
 * ``state.json`` — a snapshot (written atomically, :func:`kgwise.files.write_text_atomic`): the router
-  (:meth:`kgwise.route.coke.CokeRouter.state_dict`) and its context (``question`` or ``question+free``,
-  :mod:`kgwise.app.router`; a snapshot without one, written before contexts existed, is ``question``),
-  the pending decisions, the ids of recently settled
+  (:meth:`kgwise.route.coke.CokeRouter.state_dict`) and its context (``question``, ``question+free``
+  or ``free``, :mod:`kgwise.app.router`; a snapshot without one, written before contexts existed, is
+  ``question``), the pending decisions, the ids of recently settled
   ones, per arm the live coverage counts, and the sequence number of the last event it holds;
 * ``journal.jsonl`` — every change since the snapshot, one event per line: a routing decision (``select``:
   the embedding and cost bounds, so that replaying it through the snapshot's router reproduces the same
@@ -59,7 +59,7 @@ from filelock import FileLock, Timeout
 from scipy.stats import beta as beta_dist
 
 from kgwise.app.calibration import HeldOutCalibration
-from kgwise.app.config import CONTEXTS, Context, PipelineConfig
+from kgwise.app.config import CONTEXTS, Context, PipelineConfig, reads_free
 from kgwise.app.router import RouterAdapter, context_width
 from kgwise.errors import ConfigError, DataError
 from kgwise.files import read_json, read_jsonl, write_text_atomic
@@ -406,8 +406,8 @@ class StateDir:
             problems.append(f"its arms are {have}, the config's {want}")
         if r.budget != self.config.router.budget:
             problems.append(f"its budget is {r.budget:g}, the config's {self.config.router.budget:g}")
-        if self.context == "question+free" and not self.config.free_arms:
-            problems.append("its router reads the free arms' answers (context question+free), and the "
+        if reads_free(self.context) and not self.config.free_arms:
+            problems.append(f"its router reads the free arms' answers (context {self.context}), and the "
                             "config has no free arm")
         elif r.dim != (want_dim := context_width(self.config, self.context, dim)):
             problems.append(f"its router expects {r.dim}-d contexts, and its context ({self.context}) is "

@@ -247,7 +247,7 @@ def run_live(questions_fit: Sequence[Question], questions_test: Sequence[Questio
     arm_fp = {"kind": "kgwise.eval.pipeline.live.arms.v1", **dict(fingerprint),
               "price_model": cfg.price_model,
               "arms": json.loads(json.dumps([asdict(a) for a in arms], default=str))}
-    fp = short_hash({**arm_fp, "kind": "kgwise.eval.pipeline.live.v2",
+    fp = short_hash({**arm_fp, "kind": "kgwise.eval.pipeline.live.v3",
                      "config": json.loads(json.dumps(asdict(cfg), default=str)),
                      "fit": [q.id for q in questions_fit], "test": [q.id for q in questions_test]})
     # arms' answers (and the fit's calls) do not depend on the sizes: a larger run reuses them
