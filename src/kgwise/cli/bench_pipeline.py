@@ -30,8 +30,8 @@ def bench_pipeline(
     fit: Annotated[int, typer.Option(min=1, help="CSQA ihdev questions the pipeline is fitted on.")] = 200,
     questions: Annotated[int, typer.Option(min=1, help="CSQA ihdev questions timed (after the fit's).")
                          ] = 300,
-    context: Annotated[str, typer.Option(help="Router context before the fit chooses: question or "
-                                              "question+free.")] = "question+free",
+    context: Annotated[str, typer.Option(help="Router context before the fit chooses: question, "
+                                              "question+free or free.")] = "question+free",
     workdir: Annotated[Path | None, typer.Option(
         help="Where the graph and the state directory go (default: OUT_work beside --json OUT, else temp).")
                        ] = None,
