@@ -4,8 +4,9 @@ sentence-transformers, matplotlib nor networkx.
 
 * :mod:`~kgwise.app.config` — :class:`PipelineConfig`, read from ``kgwise.toml`` and validated strictly;
 * :mod:`~kgwise.app.pipeline` — :class:`Pipeline`: ``answer`` / ``feedback`` / ``status``;
-* :mod:`~kgwise.app.fit` — :func:`fit` on labelled dev questions: router warm start, per-arm sets;
-* :mod:`~kgwise.app.state` — the state directory (router, pending decisions, calibrations, coverage);
+* :mod:`~kgwise.app.fit` — :func:`fit` on labelled dev questions: router warm start, held-out calibration;
+* :mod:`~kgwise.app.calibration` — the held-out calibration, re-selected by the router at every answer;
+* :mod:`~kgwise.app.state` — the state directory (router, pending decisions, calibration, coverage);
 * :mod:`~kgwise.app.arms`, :mod:`~kgwise.app.router` — arms at run time, the one adapter to the router;
 * :mod:`~kgwise.app.knowgpt` — the calibrated KnowGPT answer (:class:`KnowGPTApp`, ``kgwise answer``);
 * :mod:`~kgwise.app.answer_sets` — UAG's calibrated answer set (:class:`UAGApp`, ``kgwise uag answer``).
