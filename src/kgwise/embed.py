@@ -219,6 +219,7 @@ class _OnnxMiniLM:
         self.tokenizer = st.tokenizer
         self._tokenizer_lock = threading.Lock()  # a fast tokenizer is not safe across threads
         self.max_length = int(st.max_seq_length)
+        self.dim = int(st.get_sentence_embedding_dimension())
         path = self._export(st)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
@@ -264,7 +265,7 @@ class _OnnxMiniLM:
 
     def encode(self, texts: Sequence[str], batch_size: int, normalize_embeddings: bool = True,
                convert_to_numpy: bool = True, show_progress_bar: bool = False) -> Matrix:
-        out = np.empty((len(texts), 384), dtype=np.float32)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths pad less
         for start in range(0, len(order), batch_size):
             rows = order[start:start + batch_size]

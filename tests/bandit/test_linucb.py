@@ -184,3 +184,18 @@ def test_tracked_contexts_stay_equal_to_a_fresh_computation(arms: int, dim: int,
     before = tracked.quad.copy()
     policy.update(0, rng.normal(size=dim), 1.0)
     assert np.array_equal(tracked.quad, before)  # no longer kept
+
+
+def test_a_deep_copy_neither_carries_nor_updates_the_tracked_contexts() -> None:
+    import copy
+
+    policy = LinUCB(2, 3, alpha=1.0, seed=0)
+    tracked = policy.track(np.eye(3))
+    clone = copy.deepcopy(policy)
+    assert clone._tracked == [] and policy._tracked == [tracked]
+    before = tracked.quad.copy()
+    clone.update(0, [1.0, 0.0, 0.0], 1.0)  # the copy learns: the original's tracker does not move
+    assert np.array_equal(tracked.quad, before) and np.array_equal(clone.A_inv[1], policy.A_inv[1])
+    policy.update(0, [1.0, 0.0, 0.0], 1.0)
+    np.testing.assert_allclose(clone.A_inv, policy.A_inv)
+    assert not np.array_equal(tracked.quad, before)

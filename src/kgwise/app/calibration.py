@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,15 +38,52 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kgwise.app.config import AnswerSetConfig
 from kgwise.arrays import decode_array, encode_array
 from kgwise.bandit.linucb import TrackedContexts
+from kgwise.conformal.split import (
+    aps_scores,
+    conformal_quantile,
+    lac_scores,
+    min_calibration_size,
+    pac_conformal_quantile,
+)
 from kgwise.errors import DataError
 from kgwise.files import read_json, write_text_atomic
 from kgwise.route.coke import CokeRouter
 
-__all__ = ["CALIBRATION_KIND", "CalibrationSelector", "HeldOutCalibration"]
+__all__ = ["CALIBRATION_KIND", "CalibrationSelector", "HeldOutCalibration", "calibrated_threshold",
+           "choice_set", "nonconformity"]
 
 CALIBRATION_KIND = "kgwise.HeldOutCalibration"
+
+
+def nonconformity(kind: str, probabilities: Mapping[str, float], labels: Sequence[str]
+                  ) -> npt.NDArray[np.float64]:
+    """Each choice's non-conformity score, LAC or APS (:mod:`kgwise.conformal.split`), from an answer's
+    probabilities over the choice labels (a label without one: 0)."""
+    p = np.asarray([[probabilities.get(lab, 0.0) for lab in labels]])
+    return np.asarray((lac_scores(p) if kind == "lac" else aps_scores(p))[0])
+
+
+def calibrated_threshold(scores: Sequence[float], sets: AnswerSetConfig) -> float:
+    """An arm's set threshold on the non-conformity score: the split-conformal quantile (Eq. 1) or, with
+    ``guarantee = "pac"``, the training-conditional one (:func:`kgwise.conformal.split.pac_rank`); ``+∞``
+    when the calibration is too small (every choice)."""
+    if not scores:
+        return math.inf
+    if sets.guarantee == "pac":
+        return pac_conformal_quantile(scores, sets.alpha, sets.delta)
+    if len(scores) < min_calibration_size(sets.alpha):
+        return math.inf
+    return conformal_quantile(scores, sets.alpha)
+
+
+def choice_set(probabilities: Mapping[str, float], labels: Sequence[str], kind: str, threshold: float
+               ) -> tuple[str, ...]:
+    """The labels whose non-conformity score is at most ``threshold``: the set (every label at ``+∞``)."""
+    scores = nonconformity(kind, probabilities, labels)
+    return tuple(lab for lab, s in zip(labels, scores.tolist(), strict=True) if s <= threshold)
 
 
 @dataclass(frozen=True, eq=False)
@@ -73,6 +112,13 @@ class HeldOutCalibration:
     def size(self, arm: str) -> int:
         """How many calibration questions ``arm`` answered."""
         return int(np.isfinite(self.scores[:, self.names.index(arm)]).sum()) if arm in self.names else 0
+
+    def arm_scores(self, arm: str, group: npt.NDArray[np.int64] | None = None) -> npt.NDArray[np.float64]:
+        """``arm``'s scores on the calibration questions ``group`` (:meth:`CalibrationSelector.group`)
+        sends to it — on all of them without a group — leaving out those it did not answer."""
+        a = self.names.index(arm)
+        column = self.scores[:, a] if group is None else self.scores[group == a, a]
+        return column[~np.isnan(column)]
 
     def save(self, path: Path) -> None:
         body = {"kind": CALIBRATION_KIND, "version": 1, "names": list(self.names), "score": self.kind,
@@ -142,9 +188,3 @@ class CalibrationSelector:
         rng = np.random.default_rng(int.from_bytes(hashlib.blake2b(seed.encode(), digest_size=8).digest(),
                                                    "little"))
         return router.would_pull(self._track(router), np.where(available, cal.bounds, 0.0), available, rng)
-
-    def scores(self, group: npt.NDArray[np.int64], arm: str) -> npt.NDArray[np.float64]:
-        """The scores of ``arm`` on the calibration questions ``group`` sends to it."""
-        a = self.calibration.names.index(arm)
-        s = self.calibration.scores[group == a, a]
-        return s[~np.isnan(s)]

@@ -47,11 +47,16 @@ from typing import Any
 import numpy as np
 
 from kgwise.app.arms import arm_cost
-from kgwise.app.calibration import CalibrationSelector, HeldOutCalibration
+from kgwise.app.calibration import (
+    CalibrationSelector,
+    HeldOutCalibration,
+    calibrated_threshold,
+    choice_set,
+    nonconformity,
+)
 from kgwise.app.config import CONTEXTS, Context, PipelineConfig
-from kgwise.app.pipeline import Pipeline, calibrated_threshold
+from kgwise.app.pipeline import Pipeline
 from kgwise.app.router import RouterAdapter, context_vector
-from kgwise.conformal.split import aps_scores, lac_scores
 from kgwise.errors import ConfigError, DataError, KgwiseError
 from kgwise.files import ResumeLog, read_jsonl, short_hash, write_text_atomic
 from kgwise.grading import match_answer
@@ -345,10 +350,6 @@ def _replay(router: RouterAdapter, questions: Sequence[Question], calls: dict[tu
     return out
 
 
-def _nonconformity(kind: str, probs: np.ndarray) -> np.ndarray:
-    return lac_scores(probs) if kind == "lac" else aps_scores(probs)
-
-
 def held_out(questions: Sequence[Question], share: float) -> list[bool]:
     """Which questions calibrate the sets (step 2 of the module docstring): ``share`` of the graded
     multiple-choice ones, interleaved in log order (the ``j``-th such question is held out when
@@ -395,25 +396,27 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     calibration = _calibration(pipeline, [questions[i] for i in hold], calls, X[hold], selection.context)
     selector = CalibrationSelector(calibration)
     group = selector.group(router.router, "fit")
-    routed_sizes: list[list[int]] = []
+    routed_sizes: list[np.ndarray] = []  # per replay step, the held-out questions each arm is sent
 
     def watch(r: RouterAdapter) -> None:
         g = selector.group(r.router, f"replay {len(routed_sizes)}")
-        routed_sizes.append([int((g == a).sum()) for a in range(len(names))])
+        routed_sizes.append(np.bincount(g[g >= 0], minlength=len(names)))
 
     replay_on = hold or list(range(len(questions)))
     replay = router.copy()
     routed = _replay(replay, questions, calls, X, replay_on, watch if len(calibration) else None)
     selector.release()
+    routed_mean = np.mean(routed_sizes, axis=0) if routed_sizes else None
     got = sum(float(calls[(a, questions[i].id)].correct)
               for i, a in zip(replay_on, routed, strict=True) if a is not None)
     arm_fits = []
     for name in names:
         mine = [calls[(name, q.id)] for q in questions if (name, q.id) in calls]
-        scores = selector.scores(group, name)
-        threshold = calibrated_threshold(scores.tolist(), sets) if len(scores) else math.inf
+        scores = calibration.arm_scores(name, group)
+        threshold = calibrated_threshold(scores.tolist(), sets)
         a = names.index(name)
-        arm_sets = [(q, _set_of(q, calls[(name, q.id)], sets.kind, threshold))
+        arm_sets = [(q, choice_set(calls[(name, q.id)].probabilities, [c.label for c in q.choices], sets.kind,
+                                   threshold))
                     for q in (questions[i] for i, g in zip(hold, group, strict=True) if g == a)
                     if (name, q.id) in calls] if math.isfinite(threshold) else []
         sizes = [len(m) for _, m in arm_sets]
@@ -424,7 +427,7 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
             sum(r == name for r in routed) / len(replay_on), len(scores),
             threshold if math.isfinite(threshold) else None,
             float(np.mean(covered)) if covered else None, float(np.mean(sizes)) if sizes else None,
-            float(np.mean([s[a] for s in routed_sizes])) if routed_sizes else None))
+            None if routed_mean is None else float(routed_mean[a])))
     guarantee = (f"per arm: P(truth ∈ set) ≥ {1 - sets.alpha:g} for a question the router, as it stands, "
                  "sends to that arm, over questions exchangeable with the dev log (split conformal on the "
                  f"{len(hold)} held-out dev questions the same rule sends there; "
@@ -465,7 +468,7 @@ def _calibration(pipeline: Pipeline, questions: Sequence[Question], calls: dict[
     config = pipeline.config
     names = list(config.names)
     kind = config.answer_sets.kind
-    bounds = np.asarray([[pipeline.bounds(q)[n] for n in names] for q in questions],
+    bounds = np.asarray([[b[n] for n in names] for b in map(pipeline.bounds, questions)],
                         dtype=np.float64).reshape(len(questions), len(names))
     scores = np.full((len(questions), len(names)), np.nan)
     for i, q in enumerate(questions):
@@ -473,18 +476,10 @@ def _calibration(pipeline: Pipeline, questions: Sequence[Question], calls: dict[
         for a, name in enumerate(names):
             c = calls.get((name, q.id))
             if c is not None and c.probabilities:
-                p = np.asarray([[c.probabilities.get(lab, 0.0) for lab in labels]])
-                scores[i, a] = _nonconformity(kind, p)[0][q.gold_index]
+                scores[i, a] = nonconformity(kind, c.probabilities, labels)[q.gold_index]
     return HeldOutCalibration(tuple(names), kind, np.asarray(X, dtype=np.float64), bounds, scores,
                               {"questions": len(questions), "alpha": config.answer_sets.alpha, "kind": kind,
                                "context": context})
-
-
-def _set_of(q: Question, c: LoggedCall, kind: str, threshold: float) -> list[str]:
-    labels = [ch.label for ch in q.choices]
-    p = np.asarray([[c.probabilities.get(lab, 0.0) for lab in labels]])
-    s = _nonconformity(kind, p)[0]
-    return [lab for lab, v in zip(labels, s.tolist(), strict=True) if v <= threshold]
 
 
 def _select_router(config: PipelineConfig, questions: Sequence[Question],

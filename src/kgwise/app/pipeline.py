@@ -33,17 +33,10 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.app.arms import ArmOutput, ArmRunner, Knowledge, arm_cost, build_runner
-from kgwise.app.calibration import CalibrationSelector
-from kgwise.app.config import AnswerSetConfig, PipelineConfig, reads_free
+from kgwise.app.calibration import CalibrationSelector, calibrated_threshold, choice_set
+from kgwise.app.config import PipelineConfig, reads_free
 from kgwise.app.router import context_vector
 from kgwise.app.state import PENDING_KEPT, Pending, StateDir, coverage_bounds
-from kgwise.conformal.split import (
-    aps_scores,
-    conformal_quantile,
-    lac_scores,
-    min_calibration_size,
-    pac_conformal_quantile,
-)
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError, KgwiseError
 from kgwise.grading import match_answer
@@ -64,7 +57,6 @@ __all__ = [
     "PipelineResult",
     "PipelineStatus",
     "UnknownDecisionError",
-    "calibrated_threshold",
     "default_state_dir",
     "load_graph_of",
 ]
@@ -230,19 +222,6 @@ def load_graph_of(config: PipelineConfig) -> KnowledgeGraph:
     return load_graph(kg.source, kg.format)
 
 
-def calibrated_threshold(scores: Sequence[float], sets: AnswerSetConfig) -> float:
-    """An arm's set threshold on the non-conformity score: the split-conformal quantile (Eq. 1) or, with
-    ``guarantee = "pac"``, the training-conditional one (:func:`kgwise.conformal.split.pac_rank`); ``+∞``
-    when the calibration is too small (every choice)."""
-    if not scores:
-        return math.inf
-    if sets.guarantee == "pac":
-        return pac_conformal_quantile(scores, sets.alpha, sets.delta)
-    if len(scores) < min_calibration_size(sets.alpha):
-        return math.inf
-    return conformal_quantile(scores, sets.alpha)
-
-
 def _question(text: str, choices: Sequence[str] | None) -> Question:
     if not text or not text.strip():
         raise ConfigError("the question text is empty")
@@ -365,14 +344,9 @@ class Pipeline:
             return None, f"no answer set: {self.state.calibration_problem}"
         if cal is None or cal.size(arm) == 0 or not output.probabilities:
             return None, f"no answer set: arm {arm!r} has no calibration (run `kgwise fit`)"
-        if forced:
-            column = cal.scores[:, cal.names.index(arm)]
-            scores = column[np.isfinite(column)]
-        else:
-            assert group is not None and self._selector is not None  # re-selected before the pull
-            scores = self._selector.scores(group, arm)
+        assert forced or group is not None  # re-selected before the pull
+        scores = cal.arm_scores(arm, None if forced else group)
         labels = [c.label for c in question.choices]
-        probs = np.asarray([[output.probabilities.get(lab, 0.0) for lab in labels]])
         texts = {c.label: c.text for c in question.choices}
         cov = coverage_bounds(self.state.coverage[arm], sets.alpha, sets.delta)
         who = (f"any question answered by arm {arm!r} (forced: split conformal on the {len(scores)} held-out "
@@ -392,8 +366,7 @@ class Pipeline:
                          + "; the set covers the truth trivially")
             return AnswerSetResult(tuple(labels), tuple(texts[x] for x in labels), sets.alpha, True,
                                    statement, len(scores), tuple(scores.tolist())), None
-        nonconformity = lac_scores(probs) if cal.kind == "lac" else aps_scores(probs)
-        chosen = [lab for lab, s in zip(labels, nonconformity[0].tolist(), strict=True) if s <= threshold]
+        chosen = choice_set(output.probabilities, labels, cal.kind, threshold)
         holds = not cov[3]
         statement = base if holds else (base + f"; live coverage of this arm's sets is below target beyond "
                                         f"noise (upper bound {cov[2]:.3f} < {1 - sets.alpha:g}): drift")

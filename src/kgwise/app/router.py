@@ -101,13 +101,7 @@ class RouterAdapter:
         """Eq. 2 per arm with each cluster's θ at its posterior mean (deterministic; the selection itself
         draws θ, Eq. 3–5)."""
         r = self.router
-        total = np.zeros(r.n_arms)
-        if r.config.use_cluster:
-            total += r.thompson.mean()[[CLUSTERS.index(c) for c in r.clusters]]
-        if r.config.use_context:
-            total += r.linucb.scores(x)
-        if r.config.lam:
-            total -= r.config.lam * r.cost_regret()
+        total = r.values(r.thompson.mean(), lambda: r.linucb.scores(x))
         return {n: float(v) for n, v in zip(r.names, total, strict=True)}
 
     def update(self, name: str, x: npt.NDArray[np.float64], reward: float, cost: float, bound: float

@@ -10,6 +10,7 @@ every update at O(n·d) each (the same rank-one change), for callers that score 
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -120,6 +121,15 @@ class LinUCB(Policy[ArmT]):
                                   if len(Z) else np.zeros((0, self.n_arms)))
         self._tracked.append(tracked)
         return tracked
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Self:
+        """A copy without the tracked contexts: they are kept current for this policy's owner only (a copy
+        made to be serialised would otherwise carry and update them for nothing)."""
+        clone = self.__class__.__new__(self.__class__)
+        memo[id(self)] = clone
+        for key, value in self.__dict__.items():
+            setattr(clone, key, [] if key == "_tracked" else copy.deepcopy(value, memo))
+        return clone
 
     def untrack(self, tracked: TrackedContexts) -> None:
         """Stop keeping ``tracked`` current."""

@@ -42,11 +42,12 @@ from typing import Any
 import numpy as np
 
 from kgwise.app.arms import ArmOutput, ArmRunner, ObservedArm, arm_cost
+from kgwise.app.calibration import calibrated_threshold, choice_set
 from kgwise.app.config import AnswerSetConfig, ArmConfig, Guarantee, KGConfig, PipelineConfig, RouterConfig
 from kgwise.app.fit import LOG_FILE, FitReport, fit_questions
-from kgwise.app.pipeline import BudgetExhaustedError, Pipeline, calibrated_threshold
+from kgwise.app.pipeline import BudgetExhaustedError, Pipeline
 from kgwise.app.state import clopper_pearson
-from kgwise.conformal.split import aps_scores, lac_scores, min_calibration_size
+from kgwise.conformal.split import min_calibration_size
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError
 from kgwise.files import ResumeLog, short_hash
@@ -131,10 +132,7 @@ def set_at(scores: Sequence[float], kind: str, sets: AnswerSetConfig, probabilit
     """The set at ``sets``' α (and guarantee) from the calibration ``scores`` a decision's set was made
     from (:attr:`kgwise.app.pipeline.AnswerSetResult.calibration_scores`) — exactly as
     :meth:`kgwise.app.Pipeline.answer_set` makes it."""
-    threshold = calibrated_threshold(list(scores), sets)
-    probs = np.asarray([[probabilities.get(lab, 0.0) for lab in labels]])
-    s = (lac_scores(probs) if kind == "lac" else aps_scores(probs))[0]
-    return tuple(lab for lab, v in zip(labels, s.tolist(), strict=True) if v <= threshold)
+    return choice_set(probabilities, labels, kind, calibrated_threshold(list(scores), sets))
 
 
 def _n_params(runner: ArmRunner) -> int:

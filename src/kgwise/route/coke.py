@@ -40,7 +40,7 @@ Further kgwise additions, off by default:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Self
 
@@ -276,17 +276,22 @@ class CokeRouter(Policy[str]):
             raise ConfigError(f"costs must be {self.n_arms} finite numbers ≥ 0")
         return c
 
+    def values(self, theta: npt.NDArray[np.float64], context: Callable[[], npt.NDArray[np.float64]]
+               ) -> npt.NDArray[np.float64]:
+        """Eq. 2 per arm from cluster values ``theta`` (one per cluster in CLUSTERS order, or a row of them
+        per question) and ``context()``, LinUCB's scores (called only when the context term is on): the
+        cluster and context terms the config switches on, minus ``λ·R_a`` (Eq. 14)."""
+        rows = theta.shape[:-1]
+        total = theta[..., self._cluster_index] if self.config.use_cluster else np.zeros((*rows, self.n_arms))
+        if self.config.use_context:
+            total = total + context()
+        if self.config.lam:
+            total = total - self.config.lam * self.cost_regret()
+        return np.asarray(total, dtype=np.float64)
+
     def expectations(self, embedding: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """Eq. 2 per arm for one draw of the cluster samples θ (consumes randomness)."""
-        total = np.zeros(self.n_arms)
-        theta = self.thompson.sample()  # one θ per cluster, in CLUSTERS order
-        if self.config.use_cluster:
-            total += theta[self._cluster_index]
-        if self.config.use_context:
-            total += self.linucb.scores(embedding)
-        if self.config.lam:
-            total -= self.config.lam * self.cost_regret()
-        return total
+        return self.values(self.thompson.sample(), lambda: self.linucb.scores(embedding))
 
     def pull(self, embedding: npt.ArrayLike, costs: Costs, available: npt.ArrayLike | None = None
              ) -> str | None:
@@ -335,16 +340,17 @@ class CokeRouter(Policy[str]):
         mean = self.cost_seen / self.questions_seen if self.questions_seen else np.zeros(self.n_arms)
         c = np.where(ok, c, mean)
         mask = ok & (self.spent + self.reserved + c <= self.allowance(self.questions_seen + 1))
-        values = np.zeros((n, self.n_arms))
-        if self.config.use_cluster:
-            theta = rng.beta(self.thompson.alpha, self.thompson.beta, size=(n, len(self.thompson.alpha)))
-            values += theta[:, self._cluster_index]
-        if self.config.use_context:
-            if tracked is None:
-                raise ConfigError("would_pull needs tracked contexts when the router uses the context")
-            values += tracked.scores(self.linucb)
-        if self.config.lam:
-            values -= self.config.lam * self.cost_regret()
+        if self.config.use_context and tracked is None:
+            raise ConfigError("would_pull needs tracked contexts when the router uses the context")
+        k = len(self.thompson.alpha)
+        theta = (rng.beta(self.thompson.alpha, self.thompson.beta, size=(n, k)) if self.config.use_cluster
+                 else np.zeros((n, k)))
+
+        def context() -> npt.NDArray[np.float64]:
+            assert tracked is not None  # checked above
+            return tracked.scores(self.linucb)
+
+        values = self.values(theta, context)
         if self.config.pacing == "price":
             values -= self.price * (self.cost_seen + c) / (self.questions_seen + 1)
         values[~mask] = -np.inf

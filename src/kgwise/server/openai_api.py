@@ -230,7 +230,7 @@ class PipelineHub:
                                                                      for a in s.pipeline.arm_names))]
 
     def _sample(self, served: _Served, status: StatusLike | None = None, force: bool = False) -> None:
-        """Add the current spend to the history (called with the pipeline's lock held)."""
+        """Add the current spend to the history (called with ``served.lock`` held)."""
         now = time.time()
         if not force and now - served.last_sample < 0.5:
             return
