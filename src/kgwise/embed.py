@@ -219,7 +219,7 @@ class _OnnxMiniLM:
         self.tokenizer = st.tokenizer
         self._tokenizer_lock = threading.Lock()  # a fast tokenizer is not safe across threads
         self.max_length = int(st.max_seq_length)
-        self.dim = int(st.get_sentence_embedding_dimension())
+        self.dim = int(st[0].auto_model.config.hidden_size)  # mean pooling keeps the hidden width
         path = self._export(st)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
