@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -156,3 +156,33 @@ def _truth(question: Question) -> int:
 
 
 
+
+
+@dataclass
+class StubPromptArm(StubArm):
+    """Test double of an inject arm with ``combos``: :class:`StubArm` whose skill is ``skills[combo]``;
+    answers with the given combination, else its bandit's pick, else the first; records the bandit it is
+    given."""
+
+    combos: tuple[str, ...] = ("P_sub+F_t", "P_sub+F_s")
+    skills: dict[str, float] = field(default_factory=lambda: {"P_sub+F_t": 0.9, "P_sub+F_s": 0.3})
+    encoder: FakeEncoder = field(default_factory=FakeEncoder)
+    bandit: object = None
+    combos_used: list[str] = field(default_factory=list)
+
+    def combos_for(self, question: Question) -> tuple[str, ...]:
+        return self.combos
+
+    def use_bandit(self, bandit: object) -> None:
+        self.bandit = bandit
+
+    def answer(self, question: Question, combo: str | None = None) -> ArmOutput:
+        if combo is None:
+            from kgwise.inject.bandit import PromptBandit
+
+            combo = (self.bandit.pull(self.encoder.encode([question.text])[0])
+                     if isinstance(self.bandit, PromptBandit) else self.combos[0])
+        self.combos_used.append(combo)
+        inner = StubArm(replace(self.config, name=f"{self.config.name}:{combo}"), self.skills[combo],
+                        self.calls)
+        return inner.answer(question)

@@ -122,6 +122,18 @@ def _fault(tmp_path: Path, old: str, new: str) -> str:
      ":31: answer_sets.guarantee: must be marginal or pac"),
     ('price = 0.0005', 'price = 0.0005\nreported_accuracy = 1.5', ":20: arms[2].reported_accuracy: must lie "
      "in [0, 1]"),
+    ('kind = "llm"\nspec = "smollm2-135m"', 'kind = "llm"\nspec = "smollm2-135m"\ncombos = "all"',
+     ":8: arms[0].combos: combos is for inject arms"),
+    ('kind = "llm"\nspec = "smollm2-135m"', 'kind = "inject"\nspec = "smollm2-135m"\ncombos = ["P_sub+F_t"]',
+     ":8: arms[0].combos: must be \"all\" or a list of two or more distinct combinations"),
+    ('kind = "llm"\nspec = "smollm2-135m"', 'kind = "inject"\nspec = "smollm2-135m"\ncombos = ["P_sub+F_t", '
+     '"P_sub+F_t"]', ":8: arms[0].combos: must be \"all\" or a list"),
+    ('kind = "llm"\nspec = "smollm2-135m"', 'kind = "inject"\nspec = "smollm2-135m"\ncombos = ["P_sub+F_t", '
+     '"P_sub+F_x"]', ":8: arms[0].combos: "),
+    ('kind = "llm"\nspec = "smollm2-135m"', 'kind = "inject"\nspec = "smollm2-135m"\ncombos = ["P_sub+F_t", '
+     '"P_RL+F_t"]', ":8: arms[0].combos: 'P_RL+F_t' needs a trained P_RL policy"),
+    ('kind = "llm"\nspec = "smollm2-135m"', 'kind = "inject"\nspec = "smollm2-135m"\ncombo = "P_sub+F_t"\n'
+     'combos = "all"', ":9: arms[0].combos: give combo (fixed) or combos (learnt by `kgwise fit`), not both"),
 ])
 def test_bad_values_are_named_by_file_line_and_key(tmp_path: Path, old: str, new: str, where: str) -> None:
     message = _fault(tmp_path, old, new)

@@ -191,3 +191,101 @@ def test_a_log_of_open_questions_holds_nothing_out_and_says_so(tmp_path: Path) -
         assert pipe.state.calibration is not None and len(pipe.state.calibration) == 0
         r = pipe.answer("What does aspirin treat?", ["fever", "diabetes", "thirst"])
         assert r.answer_set is None and "has no calibration" in r.notes[0]
+
+
+
+def _with_combos(root: Path) -> Pipeline:
+    """A pipeline whose inject arm ``dear`` learns its prompt over two combinations (test doubles)."""
+    from kgwise.app.config import PipelineConfig
+
+    from .conftest import STUB_CONFIG, FakeEncoder, StubPromptArm, write_config, write_kg
+
+    write_kg(root)
+    body = STUB_CONFIG.format(cheap=0.1, dear=0.3, budget=100.0, seed=0).replace(
+        'kind = "inject"\n', 'kind = "inject"\ncombos = ["P_sub+F_t", "P_sub+F_s"]\n')
+    cfg = PipelineConfig.load(write_config(root, body))
+    runners = {"cheap": StubArm(cfg.arm("cheap"), 0.5), "dear": StubPromptArm(cfg.arm("dear")),
+               "free": StubArm(cfg.arm("free"), 0.6, open_questions=False)}
+    return Pipeline(cfg, root / "state", runners, FakeEncoder())
+
+
+def test_an_inject_arm_with_combos_answers_with_each_and_learns_its_prompt_bandit(tmp_path: Path) -> None:
+    from kgwise.app.calibration import nonconformity
+    from kgwise.app.prompt_fit import MIN_PROMPT_FIT
+    from kgwise.inject.bandit import PromptBandit
+
+    from .conftest import StubPromptArm
+
+    path = write_questions(tmp_path, dev_rows(6))
+    questions = read_questions(path)
+    said: list[str] = []
+    with _with_combos(tmp_path) as pipe:
+        report = fit(pipe, path, max_spend=100.0, echo=said.append)
+        assert "192 calls to make" in said[0]  # 48 questions × (cheap + free + dear × 2 combinations)
+        (p,) = report.prompts
+        assert p.arm == "dear" and p.reason == "" and p.questions == 24 >= MIN_PROMPT_FIT
+        assert p.accuracy["P_sub+F_t"] > p.accuracy["P_sub+F_s"]
+        assert p.held_out_share["P_sub+F_t"] > 0.5 and not any("prompt" in x for x in report.not_fitted)
+        arm = pipe.runners["dear"]
+        assert isinstance(arm, StubPromptArm) and isinstance(arm.bandit, PromptBandit)
+        saved = PromptBandit.load(pipe.state.prompt_bandit_file("dear"))
+        np.testing.assert_array_equal(saved.policy.theta, arm.bandit.policy.theta)
+        # the calibration holds, per held-out question, the score of what the arm now answers there
+        cal = pipe.state.calibration
+        assert cal is not None
+        held = [q for q, h in zip(questions, held_out(questions, 0.5), strict=True) if h]
+        d = list(pipe.config.names).index("dear")
+        expected = [nonconformity("lac", arm.answer(q).probabilities,
+                                  [c.label for c in q.choices])[q.gold_index] for q in held]
+        np.testing.assert_allclose(cal.scores[:, d], expected)
+    with _with_combos(tmp_path) as again:  # reopened: the arm answers with the saved bandit
+        arm = again.runners["dear"]
+        assert isinstance(arm, StubPromptArm) and isinstance(arm.bandit, PromptBandit)
+        np.testing.assert_array_equal(arm.bandit.policy.theta, saved.policy.theta)
+        second = fit(again, path, max_spend=0.0, echo=lambda _: None)
+        assert second.calls_made == 0 and second.prompts == report.prompts
+
+
+def test_a_log_too_small_for_a_prompt_bandit_keeps_the_first_combination_and_says_so(tmp_path: Path) -> None:
+    from .conftest import StubPromptArm
+
+    with _with_combos(tmp_path) as pipe:
+        pipe.state.save_prompt_bandit("dear", None)
+        (tmp_path / "state" / "prompt-bandits").mkdir(exist_ok=True)
+        stale = pipe.state.prompt_bandit_file("dear")
+        stale.write_bytes(b"an old fit's bandit")
+        report = fit(pipe, write_questions(tmp_path, dev_rows(3)), max_spend=100.0, echo=lambda _: None)
+        assert ("fewer than the 20 a prompt bandit needs: the arm answers with P_sub+F_t"
+                in report.not_fitted[-1])
+        assert not stale.exists()
+        arm = pipe.runners["dear"]
+        assert isinstance(arm, StubPromptArm) and arm.bandit is None
+
+
+@pytest.mark.slow
+def test_a_real_inject_arm_learns_its_prompt_bandit_and_answers_with_it(tmp_path: Path) -> None:
+    """Real parts: smollm2 with KnowGPT's injection over the drug KG, two combinations on 40 questions."""
+    from kgwise.app.arms import InjectArm
+    from kgwise.types import make_question
+
+    from .conftest import write_config, write_kg
+
+    write_kg(tmp_path)
+    config = write_config(tmp_path, '[kg]\ngraph = "kg.tsv"\n\n[[arms]]\nname = "plain"\nkind = "llm"\n'
+                          'spec = "smollm2-135m"\n\n[[arms]]\nname = "kg"\nkind = "inject"\n'
+                          'spec = "smollm2-135m"\ncombos = ["P_sub+F_t", "P_sub+F_s"]\n\n'
+                          '[router]\nbudget_calls = 100\n')
+    path = write_questions(tmp_path, dev_rows(5))
+    with Pipeline.from_config(config) as pipe:
+        report = fit(pipe, path, max_spend=200.0, echo=lambda _: None)
+        assert report.calls_made == 40 * 3
+        (p,) = report.prompts
+        assert p.reason == "" and p.questions == 20 and sum(p.held_out_share.values()) == pytest.approx(1.0)
+        arm = pipe.runners["kg"]
+        assert isinstance(arm, InjectArm) and arm.injector.bandit is not None
+        text, choices = "What does metformin treat?", ["fever", "diabetes", "swelling"]
+        r = pipe.answer(text, choices, arm="kg")
+        assert r.knowledge.combo == str(arm.injector.choose(make_question(text, choices)))
+    with Pipeline.from_config(config) as again:
+        arm = again.runners["kg"]
+        assert isinstance(arm, InjectArm) and arm.injector.bandit is not None

@@ -5,6 +5,7 @@ sentence-transformers, matplotlib nor networkx.
 * :mod:`~kgwise.app.config` — :class:`PipelineConfig`, read from ``kgwise.toml`` and validated strictly;
 * :mod:`~kgwise.app.pipeline` — :class:`Pipeline`: ``answer`` / ``feedback`` / ``status``;
 * :mod:`~kgwise.app.fit` — :func:`fit` on labelled dev questions: router warm start, held-out calibration;
+* :mod:`~kgwise.app.prompt_fit` — an inject arm's prompt bandit, learnt by ``fit`` on the dev log;
 * :mod:`~kgwise.app.calibration` — the held-out calibration, re-selected by the router at every answer;
 * :mod:`~kgwise.app.state` — the state directory (router, pending decisions, calibration, coverage);
 * :mod:`~kgwise.app.arms`, :mod:`~kgwise.app.router` — arms at run time, the one adapter to the router;

@@ -6,7 +6,9 @@ usage, and bounding that usage before the call (the router's budget check).
   :func:`~kgwise.llm.answering.answer_free_text`;
 * ``inject`` — KnowGPT's :class:`kgwise.inject.KnowledgeInjector` over the pipeline's graph: choices
   answered by :meth:`~kgwise.inject.KnowledgeInjector.inject`; an open question gets P_sub's knowledge
-  around its concepts rendered by the combination's format, and a free-text answer after it;
+  around its concepts rendered by the combination's format, and a free-text answer after it; with
+  ``combos``, the combination is the prompt bandit's pick once ``kgwise fit`` has learnt it
+  (:class:`PromptArm`);
 * ``kgm`` — :class:`kgwise.kgm.predictor.KGMPredictor` (multiple choice only).
 
 Cost of a call (:func:`arm_cost`): ``per_call × calls`` plus the price table's token fees of
@@ -30,9 +32,11 @@ from kgwise.llm.prices import default_prices
 from kgwise.types import Question, Subgraph, Triple, Usage
 
 if TYPE_CHECKING:
+    from kgwise.embed import Encoder
+    from kgwise.inject.bandit import PromptBandit
     from kgwise.kg.label_index import BoundIndex
 
-__all__ = ["ArmOutput", "ArmRunner", "Knowledge", "ObservedArm", "arm_cost", "build_runner",
+__all__ = ["ArmOutput", "ArmRunner", "Knowledge", "ObservedArm", "PromptArm", "arm_cost", "build_runner",
            "subgraph_knowledge"]
 
 KNOWLEDGE_CHARS = 8_000
@@ -83,6 +87,23 @@ class ArmRunner(Protocol):
     def usage_bound(self, question: Question) -> Usage: ...
 
     def answer(self, question: Question) -> ArmOutput: ...
+
+
+class PromptArm(ArmRunner, Protocol):
+    """An arm whose prompt ``kgwise fit`` learns (an inject arm with ``combos``): it answers with a given
+    combination, embeds questions for its bandit, and takes the bandit learnt."""
+
+    @property
+    def combos(self) -> tuple[str, ...]: ...
+
+    @property
+    def encoder(self) -> Encoder: ...
+
+    def combos_for(self, question: Question) -> tuple[str, ...]: ...
+
+    def answer(self, question: Question, combo: str | None = None) -> ArmOutput: ...
+
+    def use_bandit(self, bandit: PromptBandit) -> None: ...
 
 
 @dataclass
@@ -228,33 +249,58 @@ class InjectArm(LLMArm):
             raise ConfigError(f"arm {config.name!r}: its bandit was trained with {bandit.scoring!r} "
                               f"scoring; set scoring = {bandit.scoring!r}")
         self.kg = kg
+        self.encoder: Encoder = encoder
+        first = config.combos[0] if config.combos and config.combos != ("all",) else None
+        default = Combination.parse(config.combo or first or DEFAULT_COMBO)
         self.injector = KnowledgeInjector(
             kg, Grounder(kg, index=names), extractors, formats, self.llm, bandit, encoder,
-            InjectorConfig(scoring_rule(config.scoring), Combination.parse(config.combo or DEFAULT_COMBO)))
-        if config.combo is not None and config.combo not in self.injector.combos():
-            raise ConfigError(f"arm {config.name!r}: unknown combo {config.combo!r}; available: "
-                              f"{', '.join(self.injector.combos())}")
+            InjectorConfig(scoring_rule(config.scoring), default))
+        available = self.injector.combos()
+        self.combos: tuple[str, ...] = tuple(available) if config.combos == ("all",) else config.combos
+        """The combinations ``kgwise fit`` learns this arm's prompt bandit over (empty: not learnt)."""
+        for c in (*([config.combo] if config.combo else []), *self.combos):
+            if c not in available:
+                raise ConfigError(f"arm {config.name!r}: unknown combination {c!r}; available: "
+                                  f"{', '.join(available)}")
+        if len(self.combos) == 1:
+            raise ConfigError(f"arm {config.name!r}: combos = \"all\" leaves one combination "
+                              f"({self.combos[0]}); a bandit needs two")
 
     def usage_bound(self, question: Question, knowledge_chars: int = 0, extra_calls: int = 0) -> Usage:
         # one more call: F_g asks the LLM to describe the graph
         return super().usage_bound(question, KNOWLEDGE_CHARS, 1)
 
-    def answer(self, question: Question) -> ArmOutput:
+    def use_bandit(self, bandit: PromptBandit) -> None:
+        """Choose each question's combination with ``bandit`` (fitted over :attr:`combos` by ``kgwise
+        fit``)."""
+        if sorted(bandit.arms) != sorted(self.combos):
+            raise ConfigError(f"arm {self._config.name!r}: the prompt bandit chooses among "
+                              f"{', '.join(bandit.arms)}, the config's combos are {', '.join(self.combos)}: "
+                              "run `kgwise fit` again")
+        self.injector.bandit = bandit
+
+    def combos_for(self, question: Question) -> tuple[str, ...]:
+        """The combinations of :attr:`combos` that can answer ``question`` (P_RL needs answer choices)."""
+        return self.combos if question.choices else tuple(c for c in self.combos if c.startswith("P_sub+"))
+
+    def answer(self, question: Question, combo: str | None = None) -> ArmOutput:
+        """The answer with ``combo`` (default: the configured ``combo``, else the bandit's choice, else the
+        first of the configured ``combos``, ``P_sub+F_s`` for ``"all"``)."""
         from kgwise.inject.combination import Combination
         from kgwise.llm.answering import answer_free_text
 
+        combo = combo or self._config.combo
         if question.choices:
-            inj = self.injector.inject(question, self._config.combo)
+            inj = self.injector.inject(question, combo)
             a = inj.answer
             return ArmOutput(a.prediction, dict(a.probabilities),
                              subgraph_knowledge(self.kg, inj.subgraph, a.knowledge, a.combo), a.usage)
-        combo = (Combination.parse(self._config.combo) if self._config.combo
-                 else self.injector.choose(question))
-        if combo.extractor != "P_sub":  # P_RL needs answer-choice targets
-            combo = Combination("P_sub", combo.format)
-        rendered, sub, _ = self.injector.knowledge(question, combo)
+        chosen = Combination.parse(combo) if combo else self.injector.choose(question)
+        if chosen.extractor != "P_sub":  # P_RL needs answer-choice targets
+            chosen = Combination("P_sub", chosen.format)
+        rendered, sub, _ = self.injector.knowledge(question, chosen)
         a = answer_free_text(self.llm, question, rendered.text, max_tokens=self._config.max_tokens)
-        return ArmOutput(a.prediction, {}, subgraph_knowledge(self.kg, sub, rendered.text, str(combo)),
+        return ArmOutput(a.prediction, {}, subgraph_knowledge(self.kg, sub, rendered.text, str(chosen)),
                          rendered.usage + a.usage)
 
 

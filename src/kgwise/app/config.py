@@ -8,9 +8,11 @@ Tables:
   free text is grounded over (an endpoint without one gets one built from its labels and cached);
 * ``[[arms]]`` — each ``name``, ``kind`` (``kgm``: a trained KG model file ``model``; ``llm``: an LLM
   ``spec``, optionally behind an OpenAI-compatible ``base_url``; ``inject``: an LLM ``spec`` with KnowGPT's
-  knowledge injection, optional ``policy``/``bandit``/``combo``), ``cluster`` (``KGM``/``LLM``, default
-  by kind), ``price`` (cost of one call in the budget's unit; default: the price table's token prices for
-  ``openai:MODEL`` arms in dollars, one per LLM call in calls, nothing for local models and KG models);
+  knowledge injection, optional ``policy``/``bandit``/``combo``, or ``combos``: the combinations — a list,
+  or ``"all"`` — whose prompt bandit ``kgwise fit`` learns on the dev log), ``cluster`` (``KGM``/``LLM``,
+  default by kind), ``price`` (cost of one call in the budget's unit; default: the price table's token
+  prices for ``openai:MODEL`` arms in dollars, one per LLM call in calls, nothing for local models and KG
+  models);
 * ``[router]`` — ``budget_usd`` or ``budget_calls`` (> 0), ``horizon`` (questions the budget is paced
   over), ``seed``, ``observe_free``, ``context`` (``"question"``: the router's LinUCB context is the
   question embedding; ``"question+free"``: the free arms — ``observe`` arms with no price — answer every
@@ -65,7 +67,7 @@ Unit = Literal["usd", "calls"]
 
 _TABLES = ("kg", "arms", "router", "coke", "answer_sets")
 _ARM_KEYS = {"name", "kind", "spec", "model", "data", "cluster", "price", "base_url", "api_key_env",
-             "scoring", "policy", "bandit", "combo", "observe", "max_tokens", "reported_accuracy"}
+             "scoring", "policy", "bandit", "combo", "combos", "observe", "max_tokens", "reported_accuracy"}
 _LOCAL_LLMS = ("smollm2-135m", "gemma3-270m")
 
 
@@ -99,7 +101,9 @@ class ArmConfig:
     budgets, arms without a price of either kind: 0 for an in-process model, the recorded cost for a
     replayed one). ``reported_accuracy``: the arm's published accuracy, the mean of its cluster's
     Beta prior (Coke Eq. 3–4; None: no prior information). ``free``: it answers without cost (``observe``
-    and no price), so a ``question+free`` router context can ask it before routing."""
+    and no price), so a ``question+free`` router context can ask it before routing. ``combos`` (inject
+    arms): the (extractor+format) combinations ``kgwise fit`` learns the arm's prompt bandit over
+    (``("all",)``: every one the arm can build)."""
 
     name: str
     kind: ArmKind
@@ -115,6 +119,7 @@ class ArmConfig:
     policy: Path | None = None
     bandit: Path | None = None
     combo: str | None = None
+    combos: tuple[str, ...] = ()
     observe: bool = False
     max_tokens: int = 64
     cost_from_usage: bool = False
@@ -123,6 +128,14 @@ class ArmConfig:
     @property
     def free(self) -> bool:
         return self.observe and self.per_call == 0 and self.price_model is None
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The fields as JSON values (resume logs key calls by them); ``combos`` only when set, so logs
+        written before it existed stay valid."""
+        out: dict[str, Any] = json.loads(json.dumps(dataclasses.asdict(self), default=str))
+        if not self.combos:
+            del out["combos"]
+        return out
 
     @property
     def is_api(self) -> bool:
@@ -442,9 +455,10 @@ class _Reader:
             if spec is not None and not spec.startswith("openai:"):
                 raise self.fail("an arm behind base_url needs spec = openai:MODEL (the served model's "
                                 "name)", "arms", "spec", i)
-        for key in ("policy", "bandit", "combo"):
+        for key in ("policy", "bandit", "combo", "combos"):
             if key in data and kind != "inject":
                 raise self.fail(f"{key} is for inject arms", "arms", key, i)
+        combos = self.combos(data, i)
         scoring = self._str(data, "scoring", "arms", i) or "sum"
         if scoring not in ("sum", "mean", "pmi"):
             raise self.fail(f"must be sum, mean or pmi, got {scoring!r}", "arms", "scoring", i)
@@ -466,8 +480,35 @@ class _Reader:
             price_model=price_model, base_url=base_url, api_key_env=self._str(data, "api_key_env", "arms", i),
             scoring=scoring, policy=self._file(data, "policy", "arms", i, "P_RL policy"),
             bandit=self._file(data, "bandit", "arms", i, "prompt bandit"),
-            combo=self._str(data, "combo", "arms", i), observe=observe, max_tokens=max_tokens,
+            combo=self._str(data, "combo", "arms", i), combos=combos, observe=observe, max_tokens=max_tokens,
             cost_from_usage=from_usage, reported_accuracy=reported)
+
+    def combos(self, data: dict[str, Any], i: int) -> tuple[str, ...]:
+        """An inject arm's ``combos``: ``"all"`` or a list of ≥ 2 distinct combinations, without ``combo``
+        or ``bandit`` (which fix the choice), P_RL ones only with a ``policy``."""
+        from kgwise.inject.combination import Combination
+
+        raw = data.get("combos")
+        if raw is None:
+            return ()
+        for other in ("combo", "bandit"):
+            if other in data:
+                raise self.fail(f"give {other} (fixed) or combos (learnt by `kgwise fit`), not both", "arms",
+                                "combos", i)
+        if raw == "all":
+            return ("all",)
+        if (not isinstance(raw, list) or len(raw) < 2 or not all(isinstance(c, str) for c in raw)
+                or len(set(raw)) != len(raw)):
+            raise self.fail(f'must be "all" or a list of two or more distinct combinations such as '
+                            f'["P_sub+F_t", "P_sub+F_s"], got {raw!r}', "arms", "combos", i)
+        for c in raw:
+            try:
+                parsed = Combination.parse(c)
+            except ConfigError as exc:
+                raise self.fail(str(exc), "arms", "combos", i) from None
+            if parsed.extractor == "P_RL" and "policy" not in data:
+                raise self.fail(f"{c!r} needs a trained P_RL policy (policy = FILE)", "arms", "combos", i)
+        return tuple(raw)
 
     def price(self, data: dict[str, Any], i: int, kind: str, spec: str | None, base_url: str | None,
               unit: Unit) -> tuple[float, str | None]:
@@ -546,7 +587,8 @@ def starter_toml(kg: str, arms: list[tuple[str, str, str, float | None]], budget
                          "openai:MODEL)")
         if kind == "inject":
             lines.append("# policy = \"path_policy.pt\"  # P_RL")
-            lines.append("# bandit = \"bandit.npz\"  # or combo = \"P_sub+F_s\"")
+            lines.append("# combos = \"all\"  # `kgwise fit` learns which (extractor+format) per question;")
+            lines.append("# or bandit = \"bandit.npz\", or a fixed combo = \"P_sub+F_s\"")
         lines.append(f"cluster = {_toml_str('KGM' if kind == 'kgm' else 'LLM')}")
         if price is not None:
             lines.append(f"price = {price!r}  # per call, in the budget's unit")

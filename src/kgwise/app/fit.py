@@ -29,8 +29,10 @@
 5. A fit report (per arm accuracy and cost on the log, the settings used, the replay's accuracy, spend
    and routing shares, each arm's calibration) is written as ``fit-report.json``.
 
-Not done here (issue 27 item 3): fitting each inject arm's prompt bandit; the report's ``not_fitted`` says
-so.
+An inject arm with ``combos`` answers in step 1 with each of them, and its prompt bandit is learnt before
+step 2 (:mod:`kgwise.app.prompt_fit`): from then on the arm's call on a dev question is the one its
+bandit picks, held-out questions picked by the bandit it keeps (saved in the state directory), learning
+questions by a cross-fitted one.
 """
 
 from __future__ import annotations
@@ -42,11 +44,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from kgwise.app.arms import arm_cost
+from kgwise.app.arms import ArmRunner, PromptArm, arm_cost
 from kgwise.app.calibration import (
     CalibrationSelector,
     HeldOutCalibration,
@@ -56,6 +58,7 @@ from kgwise.app.calibration import (
 )
 from kgwise.app.config import CONTEXTS, Context, PipelineConfig
 from kgwise.app.pipeline import Pipeline
+from kgwise.app.prompt_fit import PromptFit, fit_prompts
 from kgwise.app.router import RouterAdapter, context_vector
 from kgwise.errors import ConfigError, DataError, KgwiseError
 from kgwise.files import ResumeLog, read_jsonl, short_hash, write_text_atomic
@@ -215,15 +218,21 @@ class FitReport:
     guarantee: str
     not_fitted: tuple[str, ...]
     router_selection: RouterSelection | None = None
+    prompts: tuple[PromptFit, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out = {f: getattr(self, f) for f in self.__dataclass_fields__ if f != "router_selection"}
         out["arms"] = [asdict(a) for a in self.arms]
+        out["prompts"] = [asdict(p) for p in self.prompts]
         out["router_selection"] = None if self.router_selection is None else self.router_selection.to_dict()
         return out
 
 
-def _key(arm: dict[str, Any], q: Question) -> str:
+def _key(arm: dict[str, Any], q: Question, combo: str | None = None) -> str:
+    """A call's log key: the arm's fingerprint and the question; a call with one of an arm's ``combos`` is
+    keyed as the same arm with that ``combo`` fixed (the same call), so either reuses the other's."""
+    if combo is not None:
+        arm = {k: v for k, v in arm.items() if k != "combos"} | {"combo": combo}
     return short_hash([arm, q.id, q.text, list(q.choice_texts)])
 
 
@@ -257,19 +266,20 @@ def fit_questions(pipeline: Pipeline, source: Path | Sequence[Question], max_spe
     questions = read_questions(source) if isinstance(source, Path) else list(source)
     config = pipeline.config
     unit = config.router.unit
-    arm_fp = {a.name: json.loads(json.dumps(asdict(a), default=str)) for a in config.arms}
+    arm_fp = {a.name: a.fingerprint() for a in config.arms}
     log = ResumeLog(state.root / LOG_FILE, "kgwise.fit.v1", on_other="restart", fsync=True)
-    todo: list[tuple[str, Question, float]] = []
+    todo: list[tuple[str, Question, float, str | None]] = []
     resumed = 0
     for q in questions:
         for name, runner in pipeline.runners.items():
             if not runner.can_answer(q):
                 continue
-            if log.get(_key(arm_fp[name], q)) is not None:
-                resumed += 1
-            else:
-                todo.append((name, q, arm_cost(runner.config, runner.usage_bound(q))))
-    estimate = float(sum(b for _, _, b in todo))
+            for combo in _combos(runner, q):
+                if log.get(_key(arm_fp[name], q, combo)) is not None:
+                    resumed += 1
+                else:
+                    todo.append((name, q, arm_cost(runner.config, runner.usage_bound(q)), combo))
+    estimate = float(sum(t[2] for t in todo))
     echo(f"fit: {len(questions)} questions × {len(config.arms)} arms: {len(todo)} calls to make "
          f"({resumed} already in {state.root / LOG_FILE}); estimated spend {estimate:.6g} {unit} "
          f"(limit {max_spend:g})")
@@ -279,7 +289,7 @@ def fit_questions(pipeline: Pipeline, source: Path | Sequence[Question], max_spe
     spent = 0.0
     lock = threading.Lock()
 
-    def run(name: str, q: Question, bound: float) -> None:
+    def run(name: str, q: Question, bound: float, combo: str | None) -> None:
         nonlocal spent
         with lock:
             if spent + bound > max_spend:
@@ -288,7 +298,7 @@ def fit_questions(pipeline: Pipeline, source: Path | Sequence[Question], max_spe
             spent += bound  # held until the call reports its cost
         runner = pipeline.runners[name]
         try:
-            out = runner.answer(q)
+            out = runner.answer(q) if combo is None else cast(PromptArm, runner).answer(q, combo)
         except BaseException:
             with lock:
                 spent -= bound
@@ -299,7 +309,7 @@ def fit_questions(pipeline: Pipeline, source: Path | Sequence[Question], max_spe
                "cost": cost, "usage": out.usage.to_dict(), "signals": list(out.signals)}
         with lock:
             spent += cost - bound
-            log.put(_key(arm_fp[name], q), row)
+            log.put(_key(arm_fp[name], q, combo), row)
 
     local = [t for t in todo if not pipeline.runners[t[0]].config.is_api]
     remote = [t for t in todo if pipeline.runners[t[0]].config.is_api]
@@ -309,24 +319,50 @@ def fit_questions(pipeline: Pipeline, source: Path | Sequence[Question], max_spe
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
             for fut in [pool.submit(run, *t) for t in remote]:
                 fut.result()
-    calls = _calls(log, questions, pipeline, arm_fp)
-    return _fit_from_log(pipeline, questions, calls, estimate, spent, len(todo), resumed, echo)
+    calls, prompts = _calls(log, questions, pipeline, arm_fp)
+    return _fit_from_log(pipeline, questions, calls, estimate, spent, len(todo), resumed, echo, prompts)
+
+
+def _combos(runner: ArmRunner, q: Question) -> tuple[str | None, ...]:
+    """The combinations an arm answers ``q`` with during a fit: each of an inject arm's ``combos`` that
+    can answer it, else its one way of answering (``None``)."""
+    return cast(PromptArm, runner).combos_for(q) if runner.config.combos else (None,)
+
+
+def _logged(name: str, q: Question, row: dict[str, Any]) -> LoggedCall:
+    return LoggedCall(name, q.id, str(row["answer"]), dict(row["probabilities"]), bool(row["correct"]),
+                      float(row["cost"]), Usage.from_dict(row["usage"]),
+                      tuple(float(v) for v in row.get("signals", [])))
 
 
 def _calls(log: ResumeLog, questions: Sequence[Question], pipeline: Pipeline, arm_fp: dict[str, Any]
-           ) -> dict[tuple[str, str], LoggedCall]:
+           ) -> tuple[dict[tuple[str, str], LoggedCall], tuple[PromptFit, ...]]:
+    """Every arm's logged call per question — for an inject arm with ``combos``, the call of the
+    combination its prompt bandit picks (:func:`kgwise.app.prompt_fit.fit_prompts`, which learns that
+    bandit and hands it to the arm and the state) — and the prompt fits."""
     out = {}
-    for q in questions:
-        for name, runner in pipeline.runners.items():
-            if not runner.can_answer(q):
-                continue
-            row = log.get(_key(arm_fp[name], q))
-            assert row is not None
-            out[(name, q.id)] = LoggedCall(name, q.id, str(row["answer"]), dict(row["probabilities"]),
-                                           bool(row["correct"]), float(row["cost"]),
-                                           Usage.from_dict(row["usage"]),
-                                           tuple(float(v) for v in row.get("signals", [])))
-    return out
+    prompts = []
+    held = held_out(questions, pipeline.config.answer_sets.calibration_share)
+    for name, runner in pipeline.runners.items():
+        combos = cast(PromptArm, runner).combos if runner.config.combos else ()
+        rows = {(q.id, c): _logged(name, q, row) for q in questions if runner.can_answer(q)
+                for c in _combos(runner, q) if (row := log.get(_key(arm_fp[name], q, c))) is not None}
+        if not combos:
+            out.update({(name, qid): call for (qid, _), call in rows.items()})
+            continue
+        arm = cast(PromptArm, runner)
+        R = np.array([[float(rows[(q.id, c)].correct) if (q.id, c) in rows else math.nan for c in combos]
+                      for q in questions]).reshape(len(questions), len(combos))
+        E = arm.encoder.encode([q.text for q in questions])
+        bandit, picks, report = fit_prompts(name, combos, E, R, held, pipeline.config.router.seed)
+        if bandit is not None:
+            bandit.scoring = runner.config.scoring
+            arm.use_bandit(bandit)
+        pipeline.state.save_prompt_bandit(name, bandit)
+        prompts.append(report)
+        out.update({(name, q.id): rows[(q.id, combos[p])] for q, p in zip(questions, picks, strict=True)
+                    if p is not None})
+    return out, tuple(prompts)
 
 
 def _replay(router: RouterAdapter, questions: Sequence[Question], calls: dict[tuple[str, str], LoggedCall],
@@ -364,9 +400,16 @@ def held_out(questions: Sequence[Question], share: float) -> list[bool]:
 
 
 def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict[tuple[str, str], LoggedCall],
-                  estimate: float, spent: float, made: int, resumed: int, echo: Callable[[str], None]
-                  ) -> FitReport:
+                  estimate: float, spent: float, made: int, resumed: int, echo: Callable[[str], None],
+                  prompts: tuple[PromptFit, ...] = ()) -> FitReport:
     """Steps 2–5 of the module docstring on logged calls."""
+    for p in prompts:
+        echo(f"fit: {p.arm}'s prompt bandit: {p.reason}" if p.reason else
+             f"fit: {p.arm}'s prompt bandit over {p.questions} questions — each combination: "
+             + ", ".join(f"{c} {a:.3f}" for c, a in p.accuracy.items())
+             + f"; cross-fitted picks {_fmt(p.cross_fitted_accuracy)}; on the held-out questions "
+             f"{_fmt(p.held_out_accuracy)}, picking "
+             + ", ".join(f"{c} {s:.0%}" for c, s in p.held_out_share.items()))
     config = pipeline.config
     sets = config.answer_sets
     names = list(config.names)
@@ -434,8 +477,7 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
                  + (f"with probability ≥ {1 - sets.delta:g} over them, training-conditional"
                     if sets.guarantee == "pac" else "on average over them")
                  + "); `kgwise status` tracks live coverage")
-    not_fitted: tuple[str, ...] = ("inject arms' prompt bandits are not fitted here (train with `kgwise "
-                                   "eval knowgpt`, then give bandit = FILE)",)
+    not_fitted = tuple(f"{p.arm}'s prompt bandit: {p.reason}" for p in prompts if p.reason)
     if selection.method != "cross-fitting":
         not_fitted = (f"router settings (γ, reward form, context) are the config's: {selection.reason}",
                       *not_fitted)
@@ -447,7 +489,7 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     n = len(questions)
     report = FitReport(n, config.router.unit, estimate, spent, made, resumed, config.router.budget,
                        got / len(replay_on), replay.spent, tuple(arm_fits), settings, guarantee, not_fitted,
-                       selection)
+                       selection, prompts)
     state = pipeline.state
     state.router = router
     state.context = selection.context
@@ -459,6 +501,10 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
          f"({settings['replay_on']}), spend {replay.spent:.6g} {config.router.unit}; report in "
          f"{state.root / REPORT_FILE}")
     return report
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
 
 
 def _calibration(pipeline: Pipeline, questions: Sequence[Question], calls: dict[tuple[str, str], LoggedCall],

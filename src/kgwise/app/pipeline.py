@@ -27,12 +27,12 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
-from kgwise.app.arms import ArmOutput, ArmRunner, Knowledge, arm_cost, build_runner
+from kgwise.app.arms import ArmOutput, ArmRunner, Knowledge, PromptArm, arm_cost, build_runner
 from kgwise.app.calibration import CalibrationSelector, calibrated_threshold, choice_set
 from kgwise.app.config import PipelineConfig, reads_free
 from kgwise.app.router import context_vector
@@ -44,6 +44,7 @@ from kgwise.kg.base import KnowledgeGraph
 from kgwise.types import CHOICE_LABELS, Question, Usage, make_question
 
 if TYPE_CHECKING:
+    from kgwise.inject.bandit import PromptBandit
     from kgwise.kg.label_index import BoundIndex
 
 __all__ = [
@@ -254,10 +255,20 @@ class Pipeline:
             elif isinstance(kg, CSRGraph):
                 self._grounder = Grounder(kg)
         self.state = StateDir(state_dir, config, encoder.dim)
+        for name, runner in self.runners.items():
+            if runner.config.combos and (bandit := self._prompt_bandit(name)) is not None:
+                cast(PromptArm, runner).use_bandit(bandit)
         self._lock = threading.Lock()
         self._arm_locks: dict[str, AbstractContextManager[Any]] = {
             n: nullcontext() if r.config.is_api else threading.Lock() for n, r in runners.items()}
         self._selector: CalibrationSelector | None = None
+
+    def _prompt_bandit(self, arm: str) -> PromptBandit | None:
+        try:
+            return self.state.prompt_bandit(arm)
+        except BaseException:
+            self.state.close()
+            raise
 
     @classmethod
     def from_config(cls, path: str | Path, state_dir: str | Path | None = None,

@@ -27,6 +27,8 @@ Files:
   numbers, as older files hold them, are read too;
 * ``calibration.json`` — the held-out calibration questions written by :func:`kgwise.app.fit.fit`
   (:class:`kgwise.app.calibration.HeldOutCalibration`);
+* ``prompt-bandits/ARM-HASH.npz`` — each inject arm's prompt bandit learnt by ``fit``
+  (:mod:`kgwise.app.prompt_fit`);
 * ``lock`` — an OS lock (``filelock``) held while a :class:`StateDir` is open; a second process gets a
   ``ConfigError`` instead of overwriting the first one's learning and spending.
 
@@ -48,12 +50,13 @@ import copy
 import json
 import math
 import os
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock, Timeout
 from scipy.stats import beta as beta_dist
@@ -62,7 +65,10 @@ from kgwise.app.calibration import HeldOutCalibration
 from kgwise.app.config import CONTEXTS, Context, PipelineConfig, reads_free
 from kgwise.app.router import RouterAdapter, context_width
 from kgwise.errors import ConfigError, DataError
-from kgwise.files import read_json, read_jsonl, write_text_atomic
+from kgwise.files import read_json, read_jsonl, short_hash, write_text_atomic
+
+if TYPE_CHECKING:
+    from kgwise.inject.bandit import PromptBandit
 
 __all__ = ["PENDING_KEPT", "CoverageCount", "Pending", "StateDir", "clopper_pearson",
            "decode_vector", "encode_vector"]
@@ -70,6 +76,7 @@ __all__ = ["PENDING_KEPT", "CoverageCount", "Pending", "StateDir", "clopper_pear
 STATE_FILE = "state.json"
 JOURNAL_FILE = "journal.jsonl"
 CALIBRATION_FILE = "calibration.json"
+PROMPT_BANDITS = "prompt-bandits"
 SETTLED_KEPT = 10_000
 PENDING_KEPT = 10_000
 STATE_VERSION = 2
@@ -467,6 +474,26 @@ class StateDir:
         if exc is not None:
             raise DataError(f"the state snapshot could not be written ({exc!r}); the journal keeps every "
                             "event", self.state_file) from exc
+
+    def prompt_bandit_file(self, arm: str) -> Path:
+        return self.root / PROMPT_BANDITS / f"{re.sub(r'[^A-Za-z0-9_.+-]', '_', arm)}-{short_hash(arm)}.npz"
+
+    def prompt_bandit(self, arm: str) -> PromptBandit | None:
+        """The prompt bandit ``kgwise fit`` learnt for ``arm``, if any (``DataError`` naming a broken
+        file)."""
+        from kgwise.inject.bandit import PromptBandit
+
+        path = self.prompt_bandit_file(arm)
+        return PromptBandit.load(path) if path.is_file() else None
+
+    def save_prompt_bandit(self, arm: str, bandit: PromptBandit | None) -> None:
+        """Write (``None``: remove) ``arm``'s learnt prompt bandit."""
+        path = self.prompt_bandit_file(arm)
+        if bandit is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.parent.mkdir(exist_ok=True)
+            bandit.save(path)
 
     def save_calibration(self, calibration: HeldOutCalibration) -> None:
         """Replace the calibration (and reset the live coverage counts, which were for the old one)."""

@@ -122,7 +122,9 @@ def eval_pipeline(
         "coverage bounds.")] = 0.05,
     scoring: Annotated[str, typer.Option(help="Live MCQ: how LLM arms rank choices: sum, mean or pmi.")
                        ] = "pmi",
-    combo: Annotated[str, typer.Option(help="Live: the inject arms' extractor+format.")] = "P_sub+F_t",
+    combo: Annotated[str, typer.Option(
+        help="Live: the inject arms' extractor+format; several, comma-separated (P_sub+F_t,P_sub+F_s): the "
+        "fit learns each inject arm's prompt bandit over them.")] = "P_sub+F_t",
     price_model: Annotated[str, typer.Option(
         help="Live: price-table model whose token prices give the dollar figure of the local models' "
         "tokens.")] = "llama-2-7b",

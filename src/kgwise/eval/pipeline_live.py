@@ -116,14 +116,17 @@ def live_mcq_arms(kgm_model: Path | None, llms: Sequence[str] = ("smollm2-135m",
                   ) -> tuple[ArmConfig, ...]:
     """The issue's arms, costed in LLM calls: the KG model ``kgm`` (free, observed on every question),
     and per LLM the plain model (``NAME``) and the model with knowledge injection (``NAME+kg``, P_sub's
-    subgraph rendered by ``combo``'s format), both ranking choices by ``scoring``."""
+    subgraph rendered by ``combo``'s format; several, comma-separated: the combinations whose prompt
+    bandit the fit learns), both ranking choices by ``scoring``."""
     arms: list[ArmConfig] = []
     if kgm_model is not None:
         arms.append(ArmConfig("kgm", "kgm", "KGM", model=kgm_model, data=data, observe=True))
     for spec in llms:
         arms.append(ArmConfig(spec, "llm", "LLM", spec=spec, per_call=1.0, scoring=scoring))
+        combos = tuple(c.strip() for c in combo.split(","))
+        learnt = len(combos) > 1
         arms.append(ArmConfig(f"{spec}+kg", "inject", "LLM", spec=spec, per_call=1.0, scoring=scoring,
-                              combo=combo))
+                              combo=None if learnt else combo, combos=combos if learnt else ()))
     return tuple(arms)
 
 
@@ -244,7 +247,7 @@ def run_live(questions_fit: Sequence[Question], questions_test: Sequence[Questio
     out_dir.mkdir(parents=True, exist_ok=True)
     arm_fp = {"kind": "kgwise.eval.pipeline.live.arms.v1", **dict(fingerprint),
               "price_model": cfg.price_model,
-              "arms": json.loads(json.dumps([asdict(a) for a in arms], default=str))}
+              "arms": [a.fingerprint() for a in arms]}
     fp = short_hash({**arm_fp, "kind": "kgwise.eval.pipeline.live.v3",
                      "config": json.loads(json.dumps(asdict(cfg), default=str)),
                      "fit": [q.id for q in questions_fit], "test": [q.id for q in questions_test]})
