@@ -80,3 +80,14 @@ def test_a_question_some_combinations_could_not_answer_gets_one_that_did() -> No
     _, picks, report = fit_prompts("arm", COMBOS, E, R, held)
     assert picks[5] == 1 and picks[6] is None
     assert report.questions == 39  # learning questions with every combination's outcome
+
+
+def test_the_report_compares_each_combination_with_the_picks_on_the_held_out_questions() -> None:
+    E, R = _log(200)
+    held = [i % 2 == 1 for i in range(200)]
+    _, picks, report = fit_prompts("arm", COMBOS, E, R, held)
+    hold = list(range(1, 200, 2))
+    assert report.held_out_questions == 100
+    each = {c: pytest.approx(R[hold, k].mean()) for k, c in enumerate(COMBOS)}
+    assert report.held_out_accuracy_each == each
+    assert report.held_out_accuracy == pytest.approx(np.mean([R[i, picks[i]] for i in hold]))  # type: ignore[index]

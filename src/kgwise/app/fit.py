@@ -407,8 +407,9 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
         echo(f"fit: {p.arm}'s prompt bandit: {p.reason}" if p.reason else
              f"fit: {p.arm}'s prompt bandit over {p.questions} questions — each combination: "
              + ", ".join(f"{c} {a:.3f}" for c, a in p.accuracy.items())
-             + f"; cross-fitted picks {_fmt(p.cross_fitted_accuracy)}; on the held-out questions "
-             f"{_fmt(p.held_out_accuracy)}, picking "
+             + f"; cross-fitted picks {_fmt(p.cross_fitted_accuracy)}; on {p.held_out_questions} held-out "
+             "questions each: " + ", ".join(f"{c} {a:.3f}" for c, a in p.held_out_accuracy_each.items())
+             + f", the bandit's picks {_fmt(p.held_out_accuracy)}, picking "
              + ", ".join(f"{c} {s:.0%}" for c, s in p.held_out_share.items()))
     config = pipeline.config
     sets = config.answer_sets

@@ -38,8 +38,9 @@ MIN_PROMPT_FIT = 20
 @dataclass(frozen=True, slots=True)
 class PromptFit:
     """One inject arm's prompt fit: the combinations, the learning questions the bandit learnt from, each
-    combination's accuracy on them, the accuracy of the cross-fitted picks on them, and on the held-out
-    questions the final bandit's accuracy and how often it picked each combination. ``reason``: why no
+    combination's accuracy on them, the accuracy of the cross-fitted picks on them; on the held-out
+    questions answered with every combination, each combination's accuracy, the final bandit's and how
+    often it picked each combination (out of sample: the bandit never saw them). ``reason``: why no
     bandit was learnt (empty when one was)."""
 
     arm: str
@@ -47,6 +48,8 @@ class PromptFit:
     questions: int
     accuracy: dict[str, float] = field(default_factory=dict)
     cross_fitted_accuracy: float | None = None
+    held_out_questions: int = 0
+    held_out_accuracy_each: dict[str, float] = field(default_factory=dict)
     held_out_accuracy: float | None = None
     held_out_share: dict[str, float] = field(default_factory=dict)
     ridges: dict[str, float] = field(default_factory=dict)
@@ -90,9 +93,10 @@ def fit_prompts(arm: str, combos: Sequence[str], embeddings: npt.ArrayLike, rewa
         other = _learn(combos, E, R, folds[1 - k], seed)
         for i in fold:
             picks[i] = _pick(other, E[i], answered[i])
-    hold = [i for i in range(len(R)) if held[i] and answered[i].any()]
-    for i in hold:
-        picks[i] = _pick(bandit, E[i], answered[i])
+    for i in range(len(R)):
+        if held[i] and answered[i].any():
+            picks[i] = _pick(bandit, E[i], answered[i])
+    hold = [i for i in range(len(R)) if held[i] and answered[i].all()]
 
     def accuracy(rows: Sequence[int]) -> float | None:
         got = [R[i, p] for i in rows if (p := picks[i]) is not None]
@@ -101,7 +105,8 @@ def fit_prompts(arm: str, combos: Sequence[str], embeddings: npt.ArrayLike, rewa
     shares = np.bincount([p for i in hold if (p := picks[i]) is not None], minlength=len(combos))
     report = PromptFit(
         arm, tuple(combos), len(learn), {c: float(np.mean(R[learn, k])) for k, c in enumerate(combos)},
-        accuracy(learn), accuracy(hold),
+        accuracy(learn), len(hold), {c: float(np.mean(R[hold, k])) for k, c in enumerate(combos) if hold},
+        accuracy(hold),
         {c: float(shares[k] / max(1, len(hold))) for k, c in enumerate(combos)},
         {c: float(r) for c, r in zip(combos, bandit.ridges, strict=True) if math.isfinite(r)})
     return bandit, picks, report
