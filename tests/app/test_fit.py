@@ -289,3 +289,18 @@ def test_a_real_inject_arm_learns_its_prompt_bandit_and_answers_with_it(tmp_path
     with Pipeline.from_config(config) as again:
         arm = again.runners["kg"]
         assert isinstance(arm, InjectArm) and arm.injector.bandit is not None
+
+
+def test_a_watched_inject_arm_still_learns_its_prompt(tmp_path: Path) -> None:
+    """:class:`ObservedArm` (progress bars, benchmarks) passes the prompt methods through."""
+    from kgwise.app.arms import ObservedArm
+
+    from .conftest import StubPromptArm
+
+    seen: list[float] = []
+    with _with_combos(tmp_path) as pipe:
+        inner = pipe.runners["dear"]
+        pipe.runners = {n: ObservedArm(r, seen.append) for n, r in pipe.runners.items()}
+        report = fit(pipe, write_questions(tmp_path, dev_rows(6)), max_spend=100.0, echo=lambda _: None)
+        assert report.prompts[0].reason == "" and len(seen) == 192
+        assert isinstance(inner, StubPromptArm) and inner.bandit is not None

@@ -23,7 +23,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 from kgwise.app.config import ArmConfig
 from kgwise.errors import ConfigError
@@ -109,7 +109,8 @@ class PromptArm(ArmRunner, Protocol):
 @dataclass
 class ObservedArm:
     """An arm runner that passes every call to ``inner`` and tells ``on_answer`` how many seconds each
-    answer took (progress bars and benchmarks watch arms through it)."""
+    answer took (progress bars and benchmarks watch arms through it); a :class:`PromptArm`'s prompt
+    methods pass through too."""
 
     inner: ArmRunner
     on_answer: Callable[[float], None]
@@ -124,11 +125,29 @@ class ObservedArm:
     def usage_bound(self, question: Question) -> Usage:
         return self.inner.usage_bound(question)
 
-    def answer(self, question: Question) -> ArmOutput:
+    def answer(self, question: Question, combo: str | None = None) -> ArmOutput:
         t = time.perf_counter()
-        out = self.inner.answer(question)
+        out = self.inner.answer(question) if combo is None else self._prompt.answer(question, combo)
         self.on_answer(time.perf_counter() - t)
         return out
+
+    @property
+    def _prompt(self) -> PromptArm:
+        return cast(PromptArm, self.inner)
+
+    @property
+    def combos(self) -> tuple[str, ...]:
+        return self._prompt.combos
+
+    @property
+    def encoder(self) -> Encoder:
+        return self._prompt.encoder
+
+    def combos_for(self, question: Question) -> tuple[str, ...]:
+        return self._prompt.combos_for(question)
+
+    def use_bandit(self, bandit: PromptBandit) -> None:
+        self._prompt.use_bandit(bandit)
 
 
 def arm_cost(arm: ArmConfig, usage: Usage) -> float:
