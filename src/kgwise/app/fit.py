@@ -68,7 +68,7 @@ from kgwise.route.tuning import CrossFitReport, TuningConfig, cross_fit
 from kgwise.types import CHOICE_LABELS, Choice, Question, Usage
 
 __all__ = ["MIN_CROSS_FIT", "ArmFit", "FitReport", "LoggedCall", "RouterSelection", "SpendLimitError", "fit",
-           "fit_questions", "read_questions"]
+           "fit_calls", "fit_questions", "read_questions"]
 
 LOG_FILE = "fit-log.jsonl"
 REPORT_FILE = "fit-report.json"
@@ -274,7 +274,7 @@ def fit_questions(pipeline: Pipeline, source: Path | Sequence[Question], max_spe
         for name, runner in pipeline.runners.items():
             if not runner.can_answer(q):
                 continue
-            for combo in _combos(runner, q):
+            for combo in fit_calls(runner, q):
                 if log.get(_key(arm_fp[name], q, combo)) is not None:
                     resumed += 1
                 else:
@@ -323,7 +323,7 @@ def fit_questions(pipeline: Pipeline, source: Path | Sequence[Question], max_spe
     return _fit_from_log(pipeline, questions, calls, estimate, spent, len(todo), resumed, echo, prompts)
 
 
-def _combos(runner: ArmRunner, q: Question) -> tuple[str | None, ...]:
+def fit_calls(runner: ArmRunner, q: Question) -> tuple[str | None, ...]:
     """The combinations an arm answers ``q`` with during a fit: each of an inject arm's ``combos`` that
     can answer it, else its one way of answering (``None``)."""
     return cast(PromptArm, runner).combos_for(q) if runner.config.combos else (None,)
@@ -346,7 +346,7 @@ def _calls(log: ResumeLog, questions: Sequence[Question], pipeline: Pipeline, ar
     for name, runner in pipeline.runners.items():
         combos = cast(PromptArm, runner).combos if runner.config.combos else ()
         rows = {(q.id, c): _logged(name, q, row) for q in questions if runner.can_answer(q)
-                for c in _combos(runner, q) if (row := log.get(_key(arm_fp[name], q, c))) is not None}
+                for c in fit_calls(runner, q) if (row := log.get(_key(arm_fp[name], q, c))) is not None}
         if not combos:
             out.update({(name, qid): call for (qid, _), call in rows.items()})
             continue

@@ -44,7 +44,7 @@ import numpy as np
 from kgwise.app.arms import ArmOutput, ArmRunner, ObservedArm, arm_cost
 from kgwise.app.calibration import calibrated_threshold, choice_set
 from kgwise.app.config import AnswerSetConfig, ArmConfig, Guarantee, KGConfig, PipelineConfig, RouterConfig
-from kgwise.app.fit import LOG_FILE, FitReport, fit_questions
+from kgwise.app.fit import LOG_FILE, FitReport, fit_calls, fit_questions
 from kgwise.app.pipeline import BudgetExhaustedError, Pipeline
 from kgwise.app.state import clopper_pearson
 from kgwise.conformal.split import min_calibration_size
@@ -266,14 +266,14 @@ def run_live(questions_fit: Sequence[Question], questions_test: Sequence[Questio
     #    that budget re-reads the log (no call is made twice)
     t0 = time.perf_counter()
     probe_root = out_dir / "state-fit"
-    total_fit = sum(r.can_answer(q) for q in questions_fit for r in runners.values())
+    total_fit = sum(len(fit_calls(r, q)) for q in questions_fit for r in runners.values() if r.can_answer(q))
     b = make_bar(total_fit, "fit: arms × questions")
     with Pipeline(_pipeline_config(out_dir, arms, 1.0, cfg, alpha0), probe_root, ticking(b), encoder,
                   kg) as probe:
         b.update(sum(1 for _ in ResumeLog(probe_root / LOG_FILE, "kgwise.fit.v1",
                                           on_other="restart").items()))
-        spend = sum(arm_cost(r.config, r.usage_bound(q)) for q in questions_fit for r in runners.values()
-                    if r.can_answer(q))
+        spend = sum(arm_cost(r.config, r.usage_bound(q)) * len(fit_calls(r, q)) for q in questions_fit
+                    for r in runners.values() if r.can_answer(q))
         probe_report = fit_questions(probe, questions_fit, max_spend=spend * 1.000001 + 1e-9,
                                      echo=progress)
     b.close()
