@@ -25,8 +25,10 @@ Tables:
   (``marginal``: split conformal, coverage ≥ 1 − α on average over dev logs; ``pac``: training-conditional,
   coverage ≥ 1 − α with probability ≥ 1 − δ over the dev log — larger sets), ``calibration_share`` in
   (0, 1) (the part of the graded multiple-choice dev questions held out of the router's learning to
-  calibrate the sets, :mod:`kgwise.app.calibration`; default 0.5). Questions without choices get no set
-  yet (UAG's sets are not attached).
+  calibrate the sets, :mod:`kgwise.app.calibration`; default 0.5), ``uag_llm`` (a local LLM: open
+  questions get UAG's sets, calibrated by ``kgwise fit`` on the graded open dev questions with this model
+  writing Φ(P), :mod:`kgwise.app.open_sets`; without it open answers carry no set) and ``uag_tune_share``
+  in (0, 1) (the part of those questions that tunes UAG's grid; default 0.4).
 
 Every fault raises ``DataError`` naming the file, the line (where the key stands) and the key.
 """
@@ -179,13 +181,17 @@ class AnswerSetConfig:
     """Target miscoverage ``alpha``, the level ``delta`` of the live coverage bound (and of the calibration
     with ``guarantee = "pac"``), the multiple-choice non-conformity score ``kind``, and the ``guarantee``
     (see the module docstring), and the ``calibration_share`` of the graded multiple-choice dev questions
-    that :func:`kgwise.app.fit.fit` holds out of the router's learning to calibrate the sets."""
+    that :func:`kgwise.app.fit.fit` holds out of the router's learning to calibrate the sets; ``uag_llm``:
+    the local LLM that writes Φ(P) for UAG's sets on open questions (None: no set), ``uag_tune_share``:
+    the part of the open dev questions that tunes UAG's grid (:mod:`kgwise.app.open_sets`)."""
 
     alpha: float = 0.1
     delta: float = 0.05
     kind: SetKind = "lac"
     guarantee: Guarantee = "marginal"
     calibration_share: float = 0.5
+    uag_llm: str | None = None
+    uag_tune_share: float = 0.4
 
 
 @dataclass(frozen=True, slots=True)
@@ -535,11 +541,14 @@ class _Reader:
         return 0.0, None  # an in-process local model: no dollars
 
     def answer_sets(self, data: dict[str, Any]) -> AnswerSetConfig:
-        self._keys(data, {"alpha", "delta", "kind", "guarantee", "calibration_share"}, "answer_sets")
+        self._keys(data, {"alpha", "delta", "kind", "guarantee", "calibration_share", "uag_llm",
+                          "uag_tune_share"}, "answer_sets")
         alpha = self._number(data, "alpha", "answer_sets")
         delta = self._number(data, "delta", "answer_sets")
         share = self._number(data, "calibration_share", "answer_sets")
-        for key, value in (("alpha", alpha), ("delta", delta), ("calibration_share", share)):
+        tune = self._number(data, "uag_tune_share", "answer_sets")
+        for key, value in (("alpha", alpha), ("delta", delta), ("calibration_share", share),
+                           ("uag_tune_share", tune)):
             if value is not None and not 0.0 < value < 1.0:
                 raise self.fail(f"must lie in (0, 1), got {data[key]!r}", "answer_sets", key)
         kind = self._str(data, "kind", "answer_sets") or "lac"
@@ -548,9 +557,20 @@ class _Reader:
         guarantee = self._str(data, "guarantee", "answer_sets") or "marginal"
         if guarantee not in ("marginal", "pac"):
             raise self.fail(f"must be marginal or pac, got {guarantee!r}", "answer_sets", "guarantee")
+        uag_llm = self._str(data, "uag_llm", "answer_sets")
+        if uag_llm is not None:
+            if uag_llm.startswith("openai:"):
+                raise self.fail("must be a local model (smollm2-135m, gemma3-270m, gguf:PATH): the budget "
+                                "does not pay for the calls that write UAG's Φ(P)", "answer_sets", "uag_llm")
+            if uag_llm.startswith("gguf:"):
+                if not self.resolve(uag_llm[5:]).is_file():
+                    raise self.fail(f"model file {self.resolve(uag_llm[5:])} does not exist", "answer_sets",
+                                    "uag_llm")
+                uag_llm = f"gguf:{self.resolve(uag_llm[5:])}"
         return AnswerSetConfig(alpha if alpha is not None else 0.1, delta if delta is not None else 0.05,
                                kind, guarantee,  # type: ignore[arg-type]
-                               share if share is not None else 0.5)
+                               share if share is not None else 0.5, uag_llm,
+                               tune if tune is not None else 0.4)
 
 
 def _toml_str(value: str) -> str:
@@ -609,5 +629,7 @@ def starter_toml(kg: str, arms: list[tuple[str, str, str, float | None]], budget
               "kind = \"lac\"  # or aps",
               "# guarantee = \"pac\"  # coverage >= 1 - alpha with probability >= 1 - delta (larger sets)",
               "calibration_share = 0.5  # dev questions held out of the router's learning to calibrate sets",
+              "# uag_llm = \"smollm2-135m\"  # open questions get UAG's sets, calibrated by `kgwise fit` on "
+              "graded open dev questions",
               ""]
     return "\n".join(lines)

@@ -57,6 +57,7 @@ from kgwise.app.calibration import (
     nonconformity,
 )
 from kgwise.app.config import CONTEXTS, Context, PipelineConfig
+from kgwise.app.open_sets import OpenSetFit
 from kgwise.app.pipeline import Pipeline
 from kgwise.app.prompt_fit import PromptFit, fit_prompts
 from kgwise.app.router import RouterAdapter, context_vector
@@ -219,11 +220,13 @@ class FitReport:
     not_fitted: tuple[str, ...]
     router_selection: RouterSelection | None = None
     prompts: tuple[PromptFit, ...] = ()
+    open_sets: OpenSetFit | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {f: getattr(self, f) for f in self.__dataclass_fields__ if f != "router_selection"}
         out["arms"] = [asdict(a) for a in self.arms]
         out["prompts"] = [asdict(p) for p in self.prompts]
+        out["open_sets"] = None if self.open_sets is None else asdict(self.open_sets)
         out["router_selection"] = None if self.router_selection is None else self.router_selection.to_dict()
         return out
 
@@ -488,9 +491,12 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
                 "kind": sets.kind, "guarantee": sets.guarantee, "outcomes_learnt": learnt,
                 "held_out": len(hold), "replay_on": "held-out" if hold else "in-sample"}
     n = len(questions)
+    open_fit = _fit_open_sets(pipeline, questions, echo)
+    if open_fit is not None and open_fit.reason:
+        not_fitted = (*not_fitted, f"UAG's sets for open questions: {open_fit.reason}")
     report = FitReport(n, config.router.unit, estimate, spent, made, resumed, config.router.budget,
                        got / len(replay_on), replay.spent, tuple(arm_fits), settings, guarantee, not_fitted,
-                       selection, prompts)
+                       selection, prompts, open_fit)
     state = pipeline.state
     state.router = router
     state.context = selection.context
@@ -501,6 +507,32 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     echo(f"fit: router warm-started on {learnt} outcomes; replay accuracy {got / len(replay_on):.3f} "
          f"({settings['replay_on']}), spend {replay.spent:.6g} {config.router.unit}; report in "
          f"{state.root / REPORT_FILE}")
+    return report
+
+
+def _fit_open_sets(pipeline: Pipeline, questions: Sequence[Question], echo: Callable[[str], None]
+                   ) -> OpenSetFit | None:
+    """Step 4b: UAG calibrated for open questions when ``[answer_sets] uag_llm`` is set
+    (:mod:`kgwise.app.open_sets`), saved in the state (an old calibration is removed when none is
+    certified) and used by ``pipeline`` from now on."""
+    from kgwise.app.open_sets import OpenSets, calibrate_open_sets
+
+    sets = pipeline.config.answer_sets
+    if sets.uag_llm is None:
+        return None
+    state = pipeline.state
+    if pipeline.kg is None:
+        raise ConfigError("fit needs the KG to calibrate UAG's sets: open the pipeline with models=True")
+    calibrated, report = calibrate_open_sets(pipeline.kg, pipeline.topic_entities, questions, sets,
+                                             state.root / "uag-tables", pipeline.config.router.seed, echo)
+    pipeline.open_sets, pipeline.open_sets_problem = None, None
+    if calibrated is None:
+        state.uag_file.unlink(missing_ok=True)
+        echo(f"fit: no UAG sets for open questions: {report.reason}")
+    else:
+        calibrated.save(state.uag_file)
+        pipeline.open_sets = OpenSets(calibrated, pipeline.kg, state.uag_file)
+        echo(f"fit: UAG's sets for open questions: {report.summary['note']}")
     return report
 
 

@@ -25,7 +25,7 @@ import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -38,12 +38,13 @@ from kgwise.app.config import PipelineConfig, reads_free
 from kgwise.app.router import context_vector
 from kgwise.app.state import PENDING_KEPT, Pending, StateDir, coverage_bounds
 from kgwise.embed import Encoder
-from kgwise.errors import ConfigError, KgwiseError
+from kgwise.errors import ConfigError, DataError, KgwiseError
 from kgwise.grading import match_answer
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.types import CHOICE_LABELS, Question, Usage, make_question
 
 if TYPE_CHECKING:
+    from kgwise.app.open_sets import OpenSets
     from kgwise.inject.bandit import PromptBandit
     from kgwise.kg.label_index import BoundIndex
 
@@ -258,6 +259,15 @@ class Pipeline:
         for name, runner in self.runners.items():
             if runner.config.combos and (bandit := self._prompt_bandit(name)) is not None:
                 cast(PromptArm, runner).use_bandit(bandit)
+        self.open_sets: OpenSets | None = None
+        self.open_sets_problem: str | None = None  # why a saved UAG calibration is not used
+        if config.answer_sets.uag_llm is not None and kg is not None and self.state.uag_file.is_file():
+            from kgwise.app.open_sets import OpenSets
+
+            try:
+                self.open_sets = OpenSets.load(self.state.uag_file, kg)
+            except (ConfigError, DataError) as exc:  # answers say so; a fit (not blocked by it) redoes it
+                self.open_sets_problem = str(exc)
         self._lock = threading.Lock()
         self._arm_locks: dict[str, AbstractContextManager[Any]] = {
             n: nullcontext() if r.config.is_api else threading.Lock() for n, r in runners.items()}
@@ -313,6 +323,12 @@ class Pipeline:
     def embed(self, text: str) -> npt.NDArray[np.float64]:
         return np.asarray(self.encoder.encode([text])[0], dtype=np.float64)
 
+    def topic_entities(self, question: Question) -> tuple[str, ...]:
+        """The KG labels of the nodes the question's text is grounded to (UAG's topic entities)."""
+        if self._grounder is None or self.kg is None:
+            return ()
+        return tuple(self.kg.label(n) for n in self._grounder.ground(question).question_nodes)
+
     def _entities(self, text: str) -> tuple[str, ...]:
         if self._grounder is None or self.kg is None:
             return ()
@@ -348,8 +364,7 @@ class Pipeline:
         sends to it (every one it answered when ``forced``), or ``(None, why not)``."""
         sets = self.config.answer_sets
         if not question.choices:
-            return None, ("no answer set: open questions get UAG's sets, which this pipeline does not "
-                          "attach yet")
+            return self.open_set(question)
         cal = self.state.calibration
         if self.state.calibration_problem is not None:
             return None, f"no answer set: {self.state.calibration_problem}"
@@ -383,6 +398,26 @@ class Pipeline:
                                         f"noise (upper bound {cov[2]:.3f} < {1 - sets.alpha:g}): drift")
         return AnswerSetResult(tuple(chosen), tuple(texts[x] for x in chosen), sets.alpha, holds,
                                statement, len(scores), tuple(scores.tolist())), None
+
+    def open_set(self, question: Question) -> tuple[AnswerSetResult | None, str | None]:
+        """UAG's set of an open question (:mod:`kgwise.app.open_sets`), or ``(None, why not)``."""
+        if self.config.answer_sets.uag_llm is None:
+            return None, "no answer set: open questions get UAG's sets when [answer_sets] uag_llm is set"
+        if self.open_sets_problem is not None:
+            return None, f"no answer set: {self.open_sets_problem}"
+        if self.open_sets is None:
+            return None, ("no answer set: UAG is not calibrated for open questions (run `kgwise fit` with "
+                          "graded open questions)")
+        topics = self.topic_entities(question)
+        found = self.open_sets.answer_set(replace(question, topic_entities=topics)) if topics else None
+        if found is None:
+            return None, "no answer set: the question names no entity of the KG"
+        u = self.open_sets.calibration
+        statement = (f"P(miss rate ≤ {found.alpha:g}) ≥ {1 - found.delta:g} over questions like the "
+                     f"{self.open_sets.size} open dev questions UAG was calibrated on (topic entities "
+                     f"{', '.join(topics)}; Φ(P) by {u.summary.get('generator')}), whichever arm answers")
+        answers = tuple(found.answers)
+        return AnswerSetResult(answers, answers, found.alpha, True, statement, self.open_sets.size), None
 
     # ------------------------------------------------------------------ answer
     def answer(self, text: str, choices: Sequence[str] | None = None, arm: str | None = None

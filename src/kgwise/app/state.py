@@ -27,6 +27,7 @@ Files:
   numbers, as older files hold them, are read too;
 * ``calibration.json`` — the held-out calibration questions written by :func:`kgwise.app.fit.fit`
   (:class:`kgwise.app.calibration.HeldOutCalibration`);
+* ``uag.json`` — UAG's calibration for open questions written by ``fit`` (:mod:`kgwise.app.open_sets`);
 * ``prompt-bandits/ARM-HASH.npz`` — each inject arm's prompt bandit learnt by ``fit``
   (:mod:`kgwise.app.prompt_fit`);
 * ``lock`` — an OS lock (``filelock``) held while a :class:`StateDir` is open; a second process gets a
@@ -77,6 +78,7 @@ STATE_FILE = "state.json"
 JOURNAL_FILE = "journal.jsonl"
 CALIBRATION_FILE = "calibration.json"
 PROMPT_BANDITS = "prompt-bandits"
+UAG_FILE = "uag.json"
 SETTLED_KEPT = 10_000
 PENDING_KEPT = 10_000
 STATE_VERSION = 2
@@ -474,6 +476,10 @@ class StateDir:
         if exc is not None:
             raise DataError(f"the state snapshot could not be written ({exc!r}); the journal keeps every "
                             "event", self.state_file) from exc
+
+    @property
+    def uag_file(self) -> Path:
+        return self.root / UAG_FILE
 
     def prompt_bandit_file(self, arm: str) -> Path:
         return self.root / PROMPT_BANDITS / f"{re.sub(r'[^A-Za-z0-9_.+-]', '_', arm)}-{short_hash(arm)}.npz"

@@ -1,0 +1,96 @@
+"""kgwise.app.open_sets: UAG's sets on the pipeline's open answers, calibrated by ``fit``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kgwise.app.fit import fit
+from kgwise.app.pipeline import Pipeline
+from kgwise.errors import DataError
+
+from .conftest import TREATS, TRIPLES, dev_rows, write_config, write_kg, write_questions
+
+OPEN_CONFIG = """\
+[kg]
+graph = "kg.tsv"
+
+[[arms]]
+name = "local"
+kind = "llm"
+spec = "smollm2-135m"
+price = 0.001
+max_tokens = 8
+
+[router]
+budget_usd = 1.0
+
+[answer_sets]
+alpha = 0.3
+delta = 0.2
+uag_llm = "smollm2-135m"
+"""
+
+
+def open_rows() -> list[dict[str, object]]:
+    """Open questions about the six drugs (two phrasings each) with the KG's diseases as gold names."""
+    rows: list[dict[str, object]] = []
+    for form in ("What does {} treat?", "Which illness is {} given for?"):
+        for drug, cured in TREATS.items():
+            rows.append({"id": f"o{len(rows)}", "text": form.format(drug), "gold": cured})
+    return rows
+
+
+def test_uag_llm_must_be_a_local_model(tmp_path: Path) -> None:
+    from kgwise.app.config import PipelineConfig
+
+    write_kg(tmp_path)
+    body = OPEN_CONFIG.replace('uag_llm = "smollm2-135m"', 'uag_llm = "openai:gpt-4o"')
+    with pytest.raises(DataError, match=r":17: answer_sets.uag_llm: must be a local model"):
+        PipelineConfig.load(write_config(tmp_path, body))
+
+
+def test_without_enough_open_questions_the_fit_says_why_and_answers_say_so(tmp_path: Path) -> None:
+    """Test doubles for the arms (``StubArm``); the KG, its grounding and the open-set step are real."""
+    from kgwise.app.config import PipelineConfig
+    from kgwise.kg.loaders import open_graph_file
+
+    from .conftest import STUB_CONFIG, FakeEncoder, StubArm
+
+    write_kg(tmp_path)
+    body = STUB_CONFIG.format(cheap=0.1, dear=0.3, budget=100.0, seed=0)
+    cfg = PipelineConfig.load(write_config(tmp_path, body + 'uag_llm = "smollm2-135m"\n'))
+    runners = {n: StubArm(cfg.arm(n)) for n in cfg.names}
+    kg = open_graph_file(tmp_path / "kg.tsv")
+    with Pipeline(cfg, tmp_path / "state", runners, FakeEncoder(), kg) as pipe:
+        report = fit(pipe, write_questions(tmp_path, dev_rows(2)), max_spend=100.0, echo=lambda _: None)
+        assert report.open_sets is not None and report.open_sets.questions == 0
+        assert "0 graded open dev questions with a grounded topic entity" in report.not_fitted[-1]
+        r = pipe.answer("What does aspirin treat?")
+        assert r.answer_set is None and "UAG is not calibrated for open questions" in r.notes[0]
+
+
+@pytest.mark.slow
+def test_fit_calibrates_uag_and_open_answers_carry_its_set(tmp_path: Path) -> None:
+    """Real parts: smollm2 answers and writes Φ(P); the drug KG; UAG certified on the open dev questions."""
+    write_kg(tmp_path)
+    config = write_config(tmp_path, OPEN_CONFIG)
+    dev = write_questions(tmp_path, open_rows())
+    with Pipeline.from_config(config) as pipe:
+        report = fit(pipe, dev, max_spend=1.0, echo=lambda _: None)
+        o = report.open_sets
+        assert o is not None and o.reason == "" and (o.questions, o.grounded) == (12, 12)
+        assert o.summary["certified"] and o.summary["calibration"] == 12 - round(0.4 * 12)
+        assert json.loads((pipe.state.root / "fit-report.json").read_text())["open_sets"]["grounded"] == 12
+        r = pipe.answer("What does metformin treat?")
+        s = r.answer_set
+        assert s is not None and s.guarantee and "P(miss rate ≤ 0.3) ≥ 0.8" in s.statement
+        labels = {x for h, _, t in TRIPLES for x in (h, t)}
+        assert "metformin" in s.statement and s.texts and set(s.texts) <= labels
+        fb = pipe.feedback(r.decision, gold=["diabetes"])
+        assert fb.covered == ("diabetes" in s.texts)
+        assert pipe.status().arms[0].coverage.n == 1
+    with Pipeline.from_config(config) as again:  # the calibration is kept in the state
+        assert again.open_sets is not None and again.open_sets.size == o.summary["calibration"]
