@@ -96,6 +96,13 @@ def test_open_questions_are_answered_routed_graded_and_get_uag_sets(tmp_path: Pa
         np.mean([any(match_answer(a, r["gold"]) for a in r["sets"]["0.5"]) for r in rows]))
     assert s["calibration"]["certified"] and report["uag"]["gold_reachable_test"] == 1.0
     assert s["calibration"]["delta"] == 0.1 and s["note"].startswith("certified at α=0.5, δ=0.1")
+    # the pipeline's own sets: calibrated by its fit on its own grounding of the text, one per answer
+    own = report["pipeline_sets"]
+    assert own["calibration"]["reason"] == "" and own["calibration"]["grounded"] == 20
+    assert own["overall"]["n"] + own["answers_without_set"] == p["answered"] and own["overall"]["n"] > 0
+    carried = [r for r in rows if r["pipeline_set"] is not None]
+    assert own["overall"]["coverage"] == pytest.approx(
+        np.mean([any(match_answer(a, r["gold"]) for a in r["pipeline_set"]) for r in carried]))
 
 
 def test_open_arms_and_bad_questions(tmp_path: Path) -> None:

@@ -524,14 +524,15 @@ def _fit_open_sets(pipeline: Pipeline, questions: Sequence[Question], echo: Call
     if pipeline.kg is None:
         raise ConfigError("fit needs the KG to calibrate UAG's sets: open the pipeline with models=True")
     calibrated, report = calibrate_open_sets(pipeline.kg, pipeline.topic_entities, questions, sets,
-                                             state.root / "uag-tables", pipeline.config.router.seed, echo)
+                                             state.root / "uag-tables", pipeline.config.router.seed, echo,
+                                             pipeline.uag_generator)
     pipeline.open_sets, pipeline.open_sets_problem = None, None
     if calibrated is None:
         state.uag_file.unlink(missing_ok=True)
         echo(f"fit: no UAG sets for open questions: {report.reason}")
     else:
         calibrated.save(state.uag_file)
-        pipeline.open_sets = OpenSets(calibrated, pipeline.kg, state.uag_file)
+        pipeline.open_sets = OpenSets(calibrated, pipeline.kg, state.uag_file, pipeline.uag_generator)
         echo(f"fit: UAG's sets for open questions: {report.summary['note']}")
     return report
 

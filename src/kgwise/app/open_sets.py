@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kgwise.conformal.calibrated import UAG_DEFAULTS, CalibratedUAG, TableSettings, calibrate_uag
-from kgwise.conformal.evaluator import LLMGenerator
+from kgwise.conformal.evaluator import Generator, LLMGenerator
 from kgwise.conformal.ltt import min_calibration_questions
 from kgwise.conformal.provenance import graph_fingerprint
 from kgwise.errors import DataError
@@ -61,7 +61,7 @@ class OpenSetFit:
     reason: str = ""
 
 
-def _generator(spec: str) -> LLMGenerator:
+def _generator(spec: str) -> Generator:
     from kgwise.llm import get_llm
 
     return LLMGenerator(get_llm(spec, cache=True), max_tokens=GENERATOR_TOKENS)
@@ -69,10 +69,11 @@ def _generator(spec: str) -> LLMGenerator:
 
 def calibrate_open_sets(kg: KnowledgeGraph, ground: Ground, questions: Sequence[Question],
                         sets: AnswerSetConfig, work: Path, seed: int = 0,
-                        say: Callable[[str], None] | None = None) -> tuple[CalibratedUAG | None, OpenSetFit]:
+                        say: Callable[[str], None] | None = None, generator: Generator | None = None
+                        ) -> tuple[CalibratedUAG | None, OpenSetFit]:
     """UAG calibrated on the graded open ``questions`` (module docstring); tables are built under
-    ``work`` (resumable). ``None`` with the reason when there are too few questions or no λ is
-    certified."""
+    ``work`` (resumable); ``generator`` writes Φ(P) (default: ``uag_llm``). ``None`` with the reason
+    when there are too few questions or no λ is certified."""
     assert sets.uag_llm is not None
     graded = [q for q in questions if not q.choices and q.gold]
     topical = [replace(q, topic_entities=t) for q in graded if (t := ground(q))]
@@ -89,7 +90,8 @@ def calibrate_open_sets(kg: KnowledgeGraph, ground: Ground, questions: Sequence[
                       [(q.id, q.text, list(q.topic_entities)) for q in topical]])
     t0 = time.perf_counter()
     tables = build_tables(kg, topical, None, settings.scorer(), settings.retriever, work / key,
-                          evaluator=settings.evaluator_config(), generator=_generator(sets.uag_llm), say=say)
+                          evaluator=settings.evaluator_config(),
+                          generator=generator or _generator(sets.uag_llm), say=say)
     seconds = time.perf_counter() - t0
     cfg = replace(UAG_DEFAULTS, alpha=sets.alpha, ltt=replace(UAG_DEFAULTS.ltt, delta=sets.delta),
                   order="front+chain")
@@ -103,18 +105,20 @@ def calibrate_open_sets(kg: KnowledgeGraph, ground: Ground, questions: Sequence[
 
 
 class OpenSets:
-    """A saved calibration with its generator: the set of one open question."""
+    """A saved calibration with its generator (default: the model it was calibrated with): the set of one
+    open question."""
 
-    def __init__(self, calibration: CalibratedUAG, kg: KnowledgeGraph, source: Path) -> None:
+    def __init__(self, calibration: CalibratedUAG, kg: KnowledgeGraph, source: Path,
+                 generator: Generator | None = None) -> None:
         spec, _ = calibration.check_pipeline(kg, None, source)
         self.calibration = calibration
         self.kg = kg
-        self.generator = _generator(spec)
+        self.generator = generator or _generator(spec)
         self.scorer = calibration.settings.scorer()
 
     @classmethod
-    def load(cls, path: Path, kg: KnowledgeGraph) -> OpenSets:
-        return cls(CalibratedUAG.load(path), kg, path)
+    def load(cls, path: Path, kg: KnowledgeGraph, generator: Generator | None = None) -> OpenSets:
+        return cls(CalibratedUAG.load(path), kg, path, generator)
 
     @property
     def size(self) -> int:

@@ -45,6 +45,7 @@ from kgwise.types import CHOICE_LABELS, Question, Usage, make_question
 
 if TYPE_CHECKING:
     from kgwise.app.open_sets import OpenSets
+    from kgwise.conformal.evaluator import Generator
     from kgwise.inject.bandit import PromptBandit
     from kgwise.kg.label_index import BoundIndex
 
@@ -237,8 +238,8 @@ class Pipeline:
     (owned while open: use as a context manager or call :meth:`close`)."""
 
     def __init__(self, config: PipelineConfig, state_dir: Path, runners: Mapping[str, ArmRunner],
-                 encoder: Encoder, kg: KnowledgeGraph | None = None, names: BoundIndex | None = None
-                 ) -> None:
+                 encoder: Encoder, kg: KnowledgeGraph | None = None, names: BoundIndex | None = None,
+                 uag_generator: Generator | None = None) -> None:
         missing = [a.name for a in config.arms if a.name not in runners]
         if missing and runners:
             raise ConfigError(f"no runner for arm(s) {', '.join(missing)}")
@@ -259,13 +260,15 @@ class Pipeline:
         for name, runner in self.runners.items():
             if runner.config.combos and (bandit := self._prompt_bandit(name)) is not None:
                 cast(PromptArm, runner).use_bandit(bandit)
+        self.uag_generator = uag_generator
+        """What writes Φ(P) for UAG's sets (default: ``[answer_sets] uag_llm``)."""
         self.open_sets: OpenSets | None = None
         self.open_sets_problem: str | None = None  # why a saved UAG calibration is not used
         if config.answer_sets.uag_llm is not None and kg is not None and self.state.uag_file.is_file():
             from kgwise.app.open_sets import OpenSets
 
             try:
-                self.open_sets = OpenSets.load(self.state.uag_file, kg)
+                self.open_sets = OpenSets.load(self.state.uag_file, kg, uag_generator)
             except (ConfigError, DataError) as exc:  # answers say so; a fit (not blocked by it) redoes it
                 self.open_sets_problem = str(exc)
         self._lock = threading.Lock()

@@ -47,6 +47,7 @@ from kgwise.app.config import AnswerSetConfig, ArmConfig, Guarantee, KGConfig, P
 from kgwise.app.fit import LOG_FILE, FitReport, fit_calls, fit_questions
 from kgwise.app.pipeline import BudgetExhaustedError, Pipeline
 from kgwise.app.state import clopper_pearson
+from kgwise.conformal.evaluator import Generator
 from kgwise.conformal.split import min_calibration_size
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError
@@ -80,7 +81,8 @@ LIVE_SPLITS: dict[str, tuple[str, str]] = {"obqa": ("train", "test"), "csqa": ("
 @dataclass(frozen=True, slots=True)
 class LiveMCConfig:
     """See the module docstring. ``coke``: the router's values; ``set_kind``: the split-conformal score;
-    ``price_model``: the price-table model whose token prices give the dollar figure."""
+    ``price_model``: the price-table model whose token prices give the dollar figure; ``uag_llm``,
+    ``uag_tune_share``: the pipeline's ``[answer_sets]`` values for open questions' UAG sets."""
 
     fit_n: int = 300
     test_n: int = 300
@@ -93,6 +95,16 @@ class LiveMCConfig:
     set_kind: str = "lac"
     delta: float = 0.05
     price_model: str = "llama-2-7b"
+    uag_llm: str | None = None
+    uag_tune_share: float = 0.4
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The values as JSON (run logs are keyed by them); the UAG values only when ``uag_llm`` is set, so
+        runs logged before they existed stay valid."""
+        out: dict[str, Any] = json.loads(json.dumps(asdict(self), default=str))
+        if self.uag_llm is None:
+            del out["uag_llm"], out["uag_tune_share"]
+        return out
 
     def __post_init__(self) -> None:
         if self.fit_n < 2 or self.test_n < 1:
@@ -154,7 +166,8 @@ def _pipeline_config(root: Path, arms: Sequence[ArmConfig], budget: float, cfg: 
                      alpha: float) -> PipelineConfig:
     return PipelineConfig(root / "kgwise.toml", KGConfig(), tuple(arms),
                           RouterConfig(budget, "calls", cfg.test_n, cfg.seed, True, cfg.coke),
-                          AnswerSetConfig(alpha, cfg.delta, cfg.set_kind))  # type: ignore[arg-type]
+                          AnswerSetConfig(alpha, cfg.delta, cfg.set_kind,  # type: ignore[arg-type]
+                                          uag_llm=cfg.uag_llm, uag_tune_share=cfg.uag_tune_share))
 
 
 def _budget(report: FitReport, cfg: LiveMCConfig) -> tuple[float, str]:
@@ -227,7 +240,7 @@ def run_live(questions_fit: Sequence[Question], questions_test: Sequence[Questio
              runners: Mapping[str, ArmRunner], encoder: Encoder, kg: KnowledgeGraph | None,
              cfg: LiveMCConfig, out_dir: Path, fingerprint: Mapping[str, Any],
              progress: Callable[[str], None] = lambda _: None,
-             bar: Callable[[int, str], Any] | None = None) -> LiveRun:
+             bar: Callable[[int, str], Any] | None = None, uag_generator: Generator | None = None) -> LiveRun:
     """Steps 1–3 of the module docstring with ``runners`` (one per arm, keyed by arm name), resumable
     under ``out_dir`` for the same ``fingerprint`` (data set, arms, settings). Questions with choices
     are multiple choice, the others open (answered in free text, graded by name). ``bar(total, desc)``:
@@ -249,7 +262,7 @@ def run_live(questions_fit: Sequence[Question], questions_test: Sequence[Questio
               "price_model": cfg.price_model,
               "arms": [a.fingerprint() for a in arms]}
     fp = short_hash({**arm_fp, "kind": "kgwise.eval.pipeline.live.v3",
-                     "config": json.loads(json.dumps(asdict(cfg), default=str)),
+                     "config": cfg.fingerprint(),
                      "fit": [q.id for q in questions_fit], "test": [q.id for q in questions_test]})
     # arms' answers (and the fit's calls) do not depend on the sizes: a larger run reuses them
     arms_log = ResumeLog(out_dir / "arms.jsonl", short_hash(arm_fp), fsync=True)
@@ -269,7 +282,7 @@ def run_live(questions_fit: Sequence[Question], questions_test: Sequence[Questio
     total_fit = sum(len(fit_calls(r, q)) for q in questions_fit for r in runners.values() if r.can_answer(q))
     b = make_bar(total_fit, "fit: arms × questions")
     with Pipeline(_pipeline_config(out_dir, arms, 1.0, cfg, alpha0), probe_root, ticking(b), encoder,
-                  kg) as probe:
+                  kg, uag_generator=uag_generator) as probe:
         b.update(sum(1 for _ in ResumeLog(probe_root / LOG_FILE, "kgwise.fit.v1",
                                           on_other="restart").items()))
         spend = sum(arm_cost(r.config, r.usage_bound(q)) * len(fit_calls(r, q)) for q in questions_fit
@@ -283,7 +296,7 @@ def run_live(questions_fit: Sequence[Question], questions_test: Sequence[Questio
              f"{cfg.test_n} test questions)")
     state_root = run_dir / "state"
     config = _pipeline_config(run_dir, arms, budget, cfg, alpha0)
-    pipe = Pipeline(config, state_root, runners, encoder, kg)
+    pipe = Pipeline(config, state_root, runners, encoder, kg, uag_generator=uag_generator)
     try:
         fitted = log.get("fit")
         if fitted is None:
@@ -604,7 +617,7 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
         mean_cost = np.mean([arm_cost(runners[ref].config, Usage.from_dict(answers[ref][_key(q)]["usage"]))
                              for q in fit])
         budget = cfg.budget * float(mean_cost) * len(test)
-        split_cfg = replace(cfg, test_n=len(test))
+        split_cfg = replace(cfg, test_n=len(test), uag_llm=None)  # multiple choice: no UAG
         pipe = Pipeline(_pipeline_config(root, arms, budget, split_cfg, cfg.alphas[0]), root / f"split-{s}",
                         runners, encoder)
         rows: list[tuple[Question, str, dict[str, float], tuple[float, ...]]] = []

@@ -8,10 +8,17 @@ gold names): the pipeline's door takes the question text alone, so its arms grou
 data set's topic entities are not given to them, at fit or test). An answer is right when it names a
 gold answer (:func:`kgwise.grading.match_answer`: Hits@1 of the one answer).
 
-The pipeline attaches no set to an open answer yet, so the evaluation attaches UAG's: a
-:class:`~kgwise.conformal.calibrated.CalibratedUAG` per α, calibrated on the fit questions' tables (the
-data set's topic entities, ``Φ(P)`` written live by ``generator`` through the response cache), gives
-each test question its set; its guarantee is UAG's, ``P(miss rate ≤ α) ≥ 1 − δ`` over questions like
+Sets, two ways:
+
+* **The pipeline's own** (``pipeline_sets``): the pipeline is configured with ``[answer_sets] uag_llm`` =
+  ``generator``, so its fit calibrates UAG at the first α on the fit questions, with topic entities from
+  its own grounding of the text (:mod:`kgwise.app.open_sets`), and each answer carries that set — the
+  product path, measured.
+* **UAG with the data set's topic entities** (``sets``), beside it at every α: a
+  :class:`~kgwise.conformal.calibrated.CalibratedUAG` per α, calibrated on the fit questions' tables
+  (``Φ(P)`` written live by ``generator`` through the response cache), gives each test question its set.
+
+Either guarantee is UAG's, ``P(miss rate ≤ α) ≥ 1 − δ`` over questions like
 the calibration ones, whatever arm answered (δ: the evaluation's ``delta``; LTT's fixed sequences are
 the tuning front and the nested chain at δ/2 each, ``UAGConfig.order = "front+chain"``: a few dozen
 tuning questions give a coarse front). An α whose calibration
@@ -40,8 +47,9 @@ from kgwise.conformal.ltt import min_calibration_questions
 from kgwise.conformal.tables import build_tables
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError
-from kgwise.eval.pipeline_live import LiveMCConfig, coverage_stats, live_report, run_live
+from kgwise.eval.pipeline_live import LiveMCConfig, LiveRun, coverage_stats, live_report, run_live
 from kgwise.files import short_hash
+from kgwise.grading import match_answer
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.types import Question
 
@@ -56,6 +64,27 @@ def open_arms(llm: str = "smollm2-135m", combo: str = "P_sub+F_t", max_tokens: i
     if not plain:
         return (kg,)
     return (ArmConfig(llm, "llm", "LLM", spec=llm, per_call=1.0, max_tokens=max_tokens), kg)
+
+
+def _pipeline_sets(run: LiveRun, questions: Sequence[Question], names: Sequence[str], cfg: LiveMCConfig
+                   ) -> dict[str, Any]:
+    """Coverage and size of the sets the pipeline attached to its answers (at the first α), overall and
+    per routed arm, with how many answers carried none and the fit's UAG calibration."""
+    rows: list[tuple[str, bool, int]] = []
+    without = 0
+    for q in questions:
+        r = run.log.get(f"pipe\t{q.id}")
+        if r is None or r.get("decision") is None:
+            continue
+        if r.get("set") is None:
+            without += 1
+            continue
+        rows.append((str(r["arm"]), any(match_answer(a, list(q.gold)) for a in r["set"]), len(r["set"])))
+    out = coverage_stats(rows, names, cfg.alphas[0], cfg.delta)
+    out["alpha"] = cfg.alphas[0]
+    out["answers_without_set"] = without
+    out["calibration"] = (run.fitted.get("open_sets") or {})
+    return out
 
 
 def evaluate_live_open(questions_fit: Sequence[Question], questions_test: Sequence[Question],
@@ -80,8 +109,11 @@ def evaluate_live_open(questions_fit: Sequence[Question], questions_test: Sequen
                               "fit size")
     bare_fit = [replace(q, topic_entities=()) for q in questions_fit]
     bare_test = [replace(q, topic_entities=()) for q in questions_test]
-    run = run_live(bare_fit, bare_test, runners, encoder, kg, cfg, out_dir, fingerprint, progress, bar)
+    cfg = replace(cfg, uag_llm=generator_spec, uag_tune_share=tune_fraction)
+    run = run_live(bare_fit, bare_test, runners, encoder, kg, cfg, out_dir, fingerprint, progress, bar,
+                   generator)
     report = live_report(bare_fit, bare_test, runners, cfg, run)
+    report["pipeline_sets"] = _pipeline_sets(run, questions_test, list(runners), cfg)
     t0 = time.perf_counter()
     settings = TableSettings()
     scorer = settings.scorer()
@@ -123,7 +155,8 @@ def evaluate_live_open(questions_fit: Sequence[Question], questions_test: Sequen
     report["questions"] = [
         {"id": q.id, "question": q.text, "gold": list(q.gold), "arm": routed[i],
          "answer": None if (r := run.log.get(f"pipe\t{q.id}")) is None else r["prediction"],
-         "correct": None if r is None else r["correct"], "sets": per_question[q.id]}
+         "correct": None if r is None else r["correct"], "pipeline_set": None if r is None else r.get("set"),
+         "sets": per_question[q.id]}
         for i, q in enumerate(questions_test)]
     report["targets"]["per-arm coverage below 1 − α beyond noise"] = {
         a: [n for n, v in s["per_arm"].items() if v["n"] and v["below_target_beyond_noise"]]
