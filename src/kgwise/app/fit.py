@@ -26,8 +26,11 @@
    (LAC or APS, :mod:`kgwise.conformal.split`) of the true choice are saved as the calibration; the
    report gives, per arm, the calibration questions the fitted router sends to it and the threshold,
    coverage and set size they give.
-5. A fit report (per arm accuracy and cost on the log, the settings used, the replay's accuracy, spend
-   and routing shares, each arm's calibration) is written as ``fit-report.json``.
+5. With ``[answer_sets] uag_llm``, UAG is calibrated on the graded open questions for the sets of open
+   answers (:mod:`kgwise.app.open_sets`).
+6. A fit report (per arm accuracy and cost on the log, the settings used, the replay's accuracy, spend
+   and routing shares, each arm's calibration, each prompt fit, UAG's calibration) is written as
+   ``fit-report.json``.
 
 An inject arm with ``combos`` answers in step 1 with each of them, and its prompt bandit is learnt before
 step 2 (:mod:`kgwise.app.prompt_fit`): from then on the arm's call on a dev question is the one its
@@ -405,7 +408,7 @@ def held_out(questions: Sequence[Question], share: float) -> list[bool]:
 def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict[tuple[str, str], LoggedCall],
                   estimate: float, spent: float, made: int, resumed: int, echo: Callable[[str], None],
                   prompts: tuple[PromptFit, ...] = ()) -> FitReport:
-    """Steps 2–5 of the module docstring on logged calls."""
+    """Steps 2–6 of the module docstring on logged calls."""
     for p in prompts:
         echo(f"fit: {p.arm}'s prompt bandit: {p.reason}" if p.reason else
              f"fit: {p.arm}'s prompt bandit over {p.questions} questions — each combination: "
@@ -512,7 +515,7 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
 
 def _fit_open_sets(pipeline: Pipeline, questions: Sequence[Question], echo: Callable[[str], None]
                    ) -> OpenSetFit | None:
-    """Step 4b: UAG calibrated for open questions when ``[answer_sets] uag_llm`` is set
+    """Step 5 of the module docstring: UAG calibrated for open questions when ``[answer_sets] uag_llm`` is set
     (:mod:`kgwise.app.open_sets`), saved in the state (an old calibration is removed when none is
     certified) and used by ``pipeline`` from now on."""
     from kgwise.app.open_sets import OpenSets, calibrate_open_sets
