@@ -70,6 +70,7 @@ def test_without_enough_open_questions_the_fit_says_why_and_answers_say_so(tmp_p
         assert "0 graded open dev questions with a grounded topic entity" in report.not_fitted[-1]
         r = pipe.answer("What does aspirin treat?")
         assert r.answer_set is None and "UAG is not calibrated for open questions" in r.notes[0]
+        assert str(pipe.status().open_sets).startswith("not calibrated")
 
 
 @pytest.mark.slow
@@ -94,3 +95,5 @@ def test_fit_calibrates_uag_and_open_answers_carry_its_set(tmp_path: Path) -> No
         assert pipe.status().arms[0].coverage.n == 1
     with Pipeline.from_config(config) as again:  # the calibration is kept in the state
         assert again.open_sets is not None and again.open_sets.size == o.summary["calibration"]
+    with Pipeline.from_config(config, models=False) as light:
+        assert str(light.status().open_sets).startswith("certified at α=0.3, δ=0.2")

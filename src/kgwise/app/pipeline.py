@@ -184,7 +184,8 @@ class PipelineStatus:
     """Budget and spending (``spent``: every answer made, graded or not; ``reserved``: held by questions
     being answered; ``overrun``: costs above their bounds), questions routed, decisions awaiting feedback
     (``pending``; ``expired``: dropped unanswered, see :data:`~kgwise.app.state.PENDING_KEPT`), per-arm
-    state, and the cluster posteriors."""
+    state, the cluster posteriors, and with ``[answer_sets] uag_llm`` what UAG's sets for open questions
+    rest on (``open_sets``)."""
 
     config: str
     state_dir: str
@@ -203,6 +204,7 @@ class PipelineStatus:
     cluster_accuracy: dict[str, float] = field(default_factory=dict)
     expired: int = 0
     calibration_problem: str | None = None
+    open_sets: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -558,7 +560,22 @@ class Pipeline:
                                   r.budget, r.spent, r.reserved, r.remaining, r.overrun, r.questions,
                                   len(self.state.pending), sets.alpha, sets.delta,
                                   cal is not None, tuple(arms), r.cluster_accuracy(),
-                                  self.state.expired, self.state.calibration_problem)
+                                  self.state.expired, self.state.calibration_problem,
+                                  self._open_sets_status())
+
+    def _open_sets_status(self) -> str | None:
+        if self.config.answer_sets.uag_llm is None:
+            return None
+        if self.open_sets_problem is not None:
+            return f"not used: {self.open_sets_problem}"
+        if not self.state.uag_file.is_file():
+            return "not calibrated: run `kgwise fit` with graded open questions"
+        from kgwise.conformal.calibrated import CalibratedUAG
+
+        try:
+            return str(CalibratedUAG.load(self.state.uag_file).summary.get("note", "calibrated"))
+        except (ConfigError, DataError) as exc:
+            return f"not used: {exc}"
 
 
 def _gold_label(p: Pending, gold: str | Sequence[str]) -> str:
