@@ -76,6 +76,8 @@ __all__ = ["MIN_CROSS_FIT", "ArmFit", "FitReport", "LoggedCall", "RouterSelectio
 
 LOG_FILE = "fit-log.jsonl"
 REPORT_FILE = "fit-report.json"
+UAG_TABLES = "uag-tables"
+"""Where the fit builds UAG's tables of the open dev questions (in the state directory; resumable)."""
 MIN_CROSS_FIT = 100
 """Questions answered by every arm that a log needs for cross-fitting the router's settings (two folds of
 ≥ 50: fewer leave the folds' accuracies a few questions apart, too noisy to rank 16 grid points)."""
@@ -527,7 +529,7 @@ def _fit_open_sets(pipeline: Pipeline, questions: Sequence[Question], echo: Call
     if pipeline.kg is None:
         raise ConfigError("fit needs the KG to calibrate UAG's sets: open the pipeline with models=True")
     calibrated, report = calibrate_open_sets(pipeline.kg, pipeline.topic_entities, questions, sets,
-                                             state.root / "uag-tables", pipeline.config.router.seed, echo,
+                                             state.root / UAG_TABLES, pipeline.config.router.seed, echo,
                                              pipeline.uag_generator)
     pipeline.open_sets, pipeline.open_sets_problem = None, None
     if calibrated is None:

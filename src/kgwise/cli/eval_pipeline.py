@@ -133,6 +133,9 @@ def eval_pipeline(
     tune_fraction: Annotated[float, typer.Option(
         min=0.05, max=0.95, help="Live webqsp-open: share of the fit questions that tunes UAG's grid (the "
         "rest calibrates it).")] = 0.4,
+    data_topics: Annotated[bool, typer.Option(
+        help="Live webqsp-open: beside the pipeline's own sets (its grounding's topic entities), UAG's sets "
+        "with the data set's topic entities at every α.")] = True,
     max_tokens: Annotated[int, typer.Option(
         min=1, help="Live webqsp-open: most tokens of a free-text answer (and of UAG's Φ(P)).")] = 16,
     out_dir: Annotated[Path | None, typer.Option(
@@ -160,7 +163,7 @@ def eval_pipeline(
             raise ConfigError(f"--live must be one of {', '.join(LIVE)}, got {live!r}")
         report = _live(live, router, budget, budget_of, seed, splits, kgm_model, llm, fit_n, test_n,
                        fit_offset, _alphas(alphas), scoring, combo, price_model, out_dir, data, json_out,
-                       (plain, tune_fraction, max_tokens), delta)
+                       (plain, tune_fraction, max_tokens, data_topics), delta)
         write_json(report, json_out)
         return
     from kgwise.embed import MiniLM
@@ -198,7 +201,8 @@ def eval_pipeline(
 def _live(live: str, router: Any, budget: float | None, budget_of: str | None, seed: int, splits: int,
           kgm_model: Path | None, llms: list[str] | None, fit_n: int, test_n: int, fit_offset: int | None,
           alphas: tuple[float, ...], scoring: str, combo: str, price_model: str, out_dir: Path | None,
-          data: Path | None, json_out: Path | None, open_opts: tuple[bool, float, int], delta: float = 0.05
+          data: Path | None, json_out: Path | None, open_opts: tuple[bool, float, int, bool],
+          delta: float = 0.05
           ) -> dict[str, Any]:
     """``--live``: questions, arms and runners, then the evaluation (see :mod:`kgwise.eval.pipeline_live`)."""
     from kgwise.app.arms import build_runner
@@ -236,7 +240,7 @@ def _live(live: str, router: Any, budget: float | None, budget_of: str | None, s
         kg = open_graph(kg_path)
         cfg = LiveMCConfig(fit_n, test_n, 0, alphas, 0.6 if budget is None else budget, budget_of or "best",
                            seed, router, delta=delta, price_model=price_model)
-        plain, tune_fraction, max_tokens = open_opts
+        plain, tune_fraction, max_tokens, data_topics = open_opts
         arms = open_arms(specs[0], combo, max_tokens, plain)
         runners = {a.name: build_runner(a, kg) for a in arms}
         err_console.print(f"webqsp-open: {len(fit_q)} fit + {len(test_q)} test questions, arms "
@@ -244,7 +248,7 @@ def _live(live: str, router: Any, budget: float | None, budget_of: str | None, s
         return {"live": live, **evaluate_live_open(
             fit_q, test_q, runners, MiniLM(), kg, LLMGenerator(get_llm(specs[0], cache=True), max_tokens),
             specs[0], cfg, out_dir, {"live": live, "kg": str(kg_path)}, err_console.print, _bar,
-            tune_fraction)}
+            tune_fraction, data_topics)}
     from kgwise.eval.pipeline_live import evaluate_live_mcq, live_mcq_arms
     from kgwise.kg.benchmarks import benchmark_kg
 

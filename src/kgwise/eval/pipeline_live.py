@@ -44,7 +44,7 @@ import numpy as np
 from kgwise.app.arms import ArmOutput, ArmRunner, ObservedArm, arm_cost
 from kgwise.app.calibration import calibrated_threshold, choice_set
 from kgwise.app.config import AnswerSetConfig, ArmConfig, Guarantee, KGConfig, PipelineConfig, RouterConfig
-from kgwise.app.fit import LOG_FILE, FitReport, fit_calls, fit_questions
+from kgwise.app.fit import LOG_FILE, UAG_TABLES, FitReport, fit_calls, fit_questions
 from kgwise.app.pipeline import BudgetExhaustedError, Pipeline
 from kgwise.app.state import clopper_pearson
 from kgwise.conformal.evaluator import Generator
@@ -301,6 +301,8 @@ def run_live(questions_fit: Sequence[Question], questions_test: Sequence[Questio
         fitted = log.get("fit")
         if fitted is None:
             shutil.copyfile(probe_root / LOG_FILE, state_root / LOG_FILE)
+            if (probe_root / UAG_TABLES).is_dir():  # UAG's tables of the open questions: built once
+                shutil.copytree(probe_root / UAG_TABLES, state_root / UAG_TABLES, dirs_exist_ok=True)
             report = fit_questions(pipe, questions_fit, max_spend=1e-9, echo=progress)
             assert report.calls_made == 0, "the second fit must re-read the first fit's log"
             fitted = report.to_dict()

@@ -87,14 +87,58 @@ def _pipeline_sets(run: LiveRun, questions: Sequence[Question], names: Sequence[
     return out
 
 
+def _data_topic_sets(questions_fit: Sequence[Question], questions_test: Sequence[Question],
+                     routed: Sequence[str | None], names: Sequence[str], kg: KnowledgeGraph,
+                     generator: Generator, generator_spec: str, cfg: LiveMCConfig, out_dir: Path,
+                     progress: Callable[[str], None], tune_fraction: float,
+                     per_question: dict[str, dict[str, list[str]]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """UAG with the data set's topic entities at every α (module docstring): the sets' figures per α and
+    the tables' summary; each test question's sets go into ``per_question``."""
+    t0 = time.perf_counter()
+    settings = TableSettings()
+    scorer = settings.scorer()
+    tag = short_hash([generator_spec, getattr(generator, "max_tokens", None)])  # tables of this Φ(P)
+    fit_tables = build_tables(kg, list(questions_fit), None, scorer, settings.retriever,
+                              out_dir / f"uag-fit-{tag}", evaluator=settings.evaluator_config(),
+                              generator=generator, say=progress)
+    test_tables = build_tables(kg, list(questions_test), None, scorer, settings.retriever,
+                               out_dir / f"uag-test-{tag}", evaluator=settings.evaluator_config(),
+                               generator=generator, say=progress)
+    seconds = time.perf_counter() - t0
+    sets: dict[str, Any] = {}
+    for alpha in cfg.alphas:
+        uag_cfg = replace(UAG_DEFAULTS, alpha=alpha, ltt=replace(UAG_DEFAULTS.ltt, delta=cfg.delta),
+                          order="front+chain")
+        uag, summary = calibrate_uag(fit_tables, uag_cfg, settings, tune_fraction, cfg.seed)
+        key = f"{alpha:g}"
+        if uag.abstains:
+            sets[key] = {"abstains": True, "note": summary["note"], "calibration": summary}
+            continue
+        m = uag.evaluate(test_tables)
+        covered, size = np.asarray(m["covered"], dtype=bool), np.asarray(m["size"], dtype=np.float64)
+        rows = [(str(a), bool(c), int(s)) for a, c, s in zip(routed, covered, size, strict=True)]
+        st = coverage_stats(rows, names, alpha, cfg.delta)
+        st["note"] = summary["note"]
+        st["calibration"] = summary
+        sets[key] = st
+        for i, q in enumerate(questions_test):
+            per_question[q.id][key] = uag.answer_labels(test_tables.table(i), kg)
+    return sets, {"generator": generator_spec,
+                  "generator_calls": len(questions_fit) + len(questions_test), "tables_seconds": seconds,
+                  "gold_reachable_fit": float(fit_tables.gold_retrievable().mean()),
+                  "gold_reachable_test": float(test_tables.gold_retrievable().mean()),
+                  "topic_entities": "the data set's (the pipeline's arms ground the text instead)"}
+
+
 def evaluate_live_open(questions_fit: Sequence[Question], questions_test: Sequence[Question],
                        runners: Mapping[str, ArmRunner], encoder: Encoder, kg: KnowledgeGraph,
                        generator: Generator, generator_spec: str, cfg: LiveMCConfig, out_dir: Path,
                        fingerprint: Mapping[str, Any], progress: Callable[[str], None] = lambda _: None,
-                       bar: Callable[[int, str], Any] | None = None, tune_fraction: float = 0.4
-                       ) -> dict[str, Any]:
+                       bar: Callable[[int, str], Any] | None = None, tune_fraction: float = 0.4,
+                       data_topics: bool = True) -> dict[str, Any]:
     """The module docstring's protocol; ``questions_*`` carry gold names and topic entities (the
-    pipeline gets neither; UAG gets the topic entities)."""
+    pipeline gets neither; UAG gets the topic entities unless not ``data_topics``, which measures the
+    pipeline's own sets alone)."""
     for q in [*questions_fit, *questions_test]:
         if q.choices:
             raise ConfigError(f"{q.ref}: an open-question evaluation takes questions without choices")
@@ -114,44 +158,14 @@ def evaluate_live_open(questions_fit: Sequence[Question], questions_test: Sequen
                    generator)
     report = live_report(bare_fit, bare_test, runners, cfg, run)
     report["pipeline_sets"] = _pipeline_sets(run, questions_test, list(runners), cfg)
-    t0 = time.perf_counter()
-    settings = TableSettings()
-    scorer = settings.scorer()
-    tag = short_hash([generator_spec, getattr(generator, "max_tokens", None)])  # tables of this Φ(P)
-    fit_tables = build_tables(kg, list(questions_fit), None, scorer, settings.retriever,
-                              out_dir / f"uag-fit-{tag}", evaluator=settings.evaluator_config(),
-                              generator=generator, say=progress)
-    test_tables = build_tables(kg, list(questions_test), None, scorer, settings.retriever,
-                               out_dir / f"uag-test-{tag}", evaluator=settings.evaluator_config(),
-                               generator=generator, say=progress)
-    seconds = time.perf_counter() - t0
     routed = [None if (r := run.log.get(f"pipe\t{q.id}")) is None else r["arm"] for q in questions_test]
-    names = list(runners)
-    sets: dict[str, Any] = {}
     per_question: dict[str, dict[str, list[str]]] = {q.id: {} for q in questions_test}
-    for alpha in cfg.alphas:
-        uag_cfg = replace(UAG_DEFAULTS, alpha=alpha, ltt=replace(UAG_DEFAULTS.ltt, delta=cfg.delta),
-                          order="front+chain")
-        uag, summary = calibrate_uag(fit_tables, uag_cfg, settings, tune_fraction, cfg.seed)
-        key = f"{alpha:g}"
-        if uag.abstains:
-            sets[key] = {"abstains": True, "note": summary["note"], "calibration": summary}
-            continue
-        m = uag.evaluate(test_tables)
-        covered, size = np.asarray(m["covered"], dtype=bool), np.asarray(m["size"], dtype=np.float64)
-        rows = [(str(a), bool(c), int(s)) for a, c, s in zip(routed, covered, size, strict=True)]
-        st = coverage_stats(rows, names, alpha, cfg.delta)
-        st["note"] = summary["note"]
-        st["calibration"] = summary
-        sets[key] = st
-        for i, q in enumerate(questions_test):
-            per_question[q.id][key] = uag.answer_labels(test_tables.table(i), kg)
+    sets: dict[str, Any] = {}
+    if data_topics:
+        sets, report["uag"] = _data_topic_sets(questions_fit, questions_test, routed, list(runners), kg,
+                                               generator, generator_spec, cfg, out_dir, progress,
+                                               tune_fraction, per_question)
     report["sets"] = sets
-    report["uag"] = {"generator": generator_spec,
-                     "generator_calls": len(questions_fit) + len(questions_test), "tables_seconds": seconds,
-                     "gold_reachable_fit": float(fit_tables.gold_retrievable().mean()),
-                     "gold_reachable_test": float(test_tables.gold_retrievable().mean()),
-                     "topic_entities": "the data set's (the pipeline's arms ground the text instead)"}
     report["questions"] = [
         {"id": q.id, "question": q.text, "gold": list(q.gold), "arm": routed[i],
          "answer": None if (r := run.log.get(f"pipe\t{q.id}")) is None else r["prediction"],
