@@ -46,7 +46,6 @@ from kgwise.types import CHOICE_LABELS, Question, Usage, make_question
 if TYPE_CHECKING:
     from kgwise.app.open_sets import OpenSets
     from kgwise.conformal.evaluator import Generator
-    from kgwise.inject.bandit import PromptBandit
     from kgwise.kg.label_index import BoundIndex
 
 __all__ = [
@@ -258,32 +257,35 @@ class Pipeline:
                 self._grounder = Grounder(kg, index=names)
             elif isinstance(kg, CSRGraph):
                 self._grounder = Grounder(kg)
-        self.state = StateDir(state_dir, config, encoder.dim)
-        for name, runner in self.runners.items():
-            if runner.config.combos and (bandit := self._prompt_bandit(name)) is not None:
-                cast(PromptArm, runner).use_bandit(bandit)
         self.uag_generator = uag_generator
         """What writes Φ(P) for UAG's sets (default: ``[answer_sets] uag_llm``)."""
         self.open_sets: OpenSets | None = None
         self.open_sets_problem: str | None = None  # why a saved UAG calibration is not used
-        if config.answer_sets.uag_llm is not None and kg is not None and self.state.uag_file.is_file():
-            from kgwise.app.open_sets import OpenSets
-
-            try:
-                self.open_sets = OpenSets.load(self.state.uag_file, kg, uag_generator)
-            except (ConfigError, DataError) as exc:  # answers say so; a fit (not blocked by it) redoes it
-                self.open_sets_problem = str(exc)
+        self.state = StateDir(state_dir, config, encoder.dim)
+        try:
+            self._load_fitted()
+        except BaseException:
+            self.state.close()
+            raise
         self._lock = threading.Lock()
         self._arm_locks: dict[str, AbstractContextManager[Any]] = {
             n: nullcontext() if r.config.is_api else threading.Lock() for n, r in runners.items()}
         self._selector: CalibrationSelector | None = None
 
-    def _prompt_bandit(self, arm: str) -> PromptBandit | None:
-        try:
-            return self.state.prompt_bandit(arm)
-        except BaseException:
-            self.state.close()
-            raise
+    def _load_fitted(self) -> None:
+        """What ``fit`` left in the state besides router and calibration: each prompt-learning arm's
+        bandit, and UAG's calibration for open questions."""
+        for name, runner in self.runners.items():
+            if runner.config.combos and (bandit := self.state.prompt_bandit(name)) is not None:
+                cast(PromptArm, runner).use_bandit(bandit)
+        if (self.config.answer_sets.uag_llm is not None and self.kg is not None
+                and self.state.uag_file.is_file()):
+            from kgwise.app.open_sets import OpenSets
+
+            try:
+                self.open_sets = OpenSets.load(self.state.uag_file, self.kg, self.uag_generator)
+            except (ConfigError, DataError) as exc:  # answers say so; a fit (not blocked by it) redoes it
+                self.open_sets_problem = str(exc)
 
     @classmethod
     def from_config(cls, path: str | Path, state_dir: str | Path | None = None,
