@@ -285,10 +285,18 @@ def _live(live: str, router: Any, budget: float | None, budget_of: str | None, s
     from kgwise.eval.pipeline_live import coverage_splits, logged_answers
 
     both = [*fit_q, *test_q]
-    err_console.print(f"coverage check: {splits} random halvings of the {len(both)} questions, replayed …")
-    with tempfile.TemporaryDirectory(prefix="kgwise-live-splits-") as tmp:
-        report["coverage_splits"] = coverage_splits(both, arms, logged_answers(out_dir, both, list(runners)),
-                                                    encoder, cfg, splits, Path(tmp))
+    learnt = [a.name for a in arms if a.combos]
+    if learnt:  # the fit log holds one answer per combination of these arms; the splits replay one per arm
+        why = (f"not run: {', '.join(learnt)} learn their prompt (--combo {combo}); the coverage splits "
+               "replay one logged answer per arm and question — run them with one --combo")
+        err_console.print(f"coverage check {why}")
+        report["coverage_splits"] = {"skipped": why}
+    else:
+        err_console.print(f"coverage check: {splits} random halvings of the {len(both)} questions, "
+                          "replayed …")
+        answers = logged_answers(out_dir, both, list(runners))
+        with tempfile.TemporaryDirectory(prefix="kgwise-live-splits-") as tmp:
+            report["coverage_splits"] = coverage_splits(both, arms, answers, encoder, cfg, splits, Path(tmp))
     return {"live": live, "fit_split": fit_split, "test_split": test_split, **report}
 
 
