@@ -174,6 +174,11 @@ class StubPromptArm(StubArm):
         return self.combos
 
     def use_bandit(self, bandit: object) -> None:
+        from kgwise.errors import ConfigError
+        from kgwise.inject.bandit import PromptBandit
+
+        if isinstance(bandit, PromptBandit) and sorted(bandit.arms) != sorted(self.combos):
+            raise ConfigError(f"the prompt bandit chooses among {', '.join(bandit.arms)}")
         self.bandit = bandit
 
     def answer(self, question: Question, combo: str | None = None) -> ArmOutput:

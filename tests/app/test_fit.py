@@ -250,16 +250,16 @@ def test_a_log_too_small_for_a_prompt_bandit_keeps_the_first_combination_and_say
     from .conftest import StubPromptArm
 
     with _with_combos(tmp_path) as pipe:
-        pipe.state.save_prompt_bandit("dear", None)
+        arm = pipe.runners["dear"]
+        assert isinstance(arm, StubPromptArm)
+        arm.bandit = "an old fit's bandit, in memory"
         (tmp_path / "state" / "prompt-bandits").mkdir(exist_ok=True)
         stale = pipe.state.prompt_bandit_file("dear")
         stale.write_bytes(b"an old fit's bandit")
         report = fit(pipe, write_questions(tmp_path, dev_rows(3)), max_spend=100.0, echo=lambda _: None)
         assert ("fewer than the 20 a prompt bandit needs: the arm answers with P_sub+F_t"
                 in report.not_fitted[-1])
-        assert not stale.exists()
-        arm = pipe.runners["dear"]
-        assert isinstance(arm, StubPromptArm) and arm.bandit is None
+        assert not stale.exists() and arm.bandit is None
 
 
 @pytest.mark.slow
@@ -304,3 +304,21 @@ def test_a_watched_inject_arm_still_learns_its_prompt(tmp_path: Path) -> None:
         report = fit(pipe, write_questions(tmp_path, dev_rows(6)), max_spend=100.0, echo=lambda _: None)
         assert report.prompts[0].reason == "" and len(seen) == 192
         assert isinstance(inner, StubPromptArm) and inner.bandit is not None
+
+
+def test_a_saved_bandit_for_other_combinations_is_named_and_does_not_block_a_fit(tmp_path: Path) -> None:
+    from kgwise.inject.bandit import PromptBandit
+
+    from .conftest import StubPromptArm
+
+    with _with_combos(tmp_path) as pipe:
+        PromptBandit(8, ["P_sub+F_t", "P_sub+F_g"]).save(pipe.state.prompt_bandit_file("dear"))
+    with _with_combos(tmp_path) as pipe:
+        assert "the prompt bandit chooses among P_sub+F_t, P_sub+F_g" in pipe.prompt_problems["dear"]
+        assert "dear" in pipe.status().prompt_problems
+        r = pipe.answer("What does aspirin treat?", ["fever", "diabetes", "thirst"], arm="dear")
+        assert any("first combination until a fit" in n for n in r.notes)
+        fit(pipe, write_questions(tmp_path, dev_rows(6)), max_spend=100.0, echo=lambda _: None, force=True)
+        arm = pipe.runners["dear"]
+        assert isinstance(arm, StubPromptArm) and isinstance(arm.bandit, PromptBandit)
+        assert sorted(arm.bandit.arms) == ["P_sub+F_s", "P_sub+F_t"]

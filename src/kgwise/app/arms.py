@@ -103,7 +103,7 @@ class PromptArm(ArmRunner, Protocol):
 
     def answer(self, question: Question, combo: str | None = None) -> ArmOutput: ...
 
-    def use_bandit(self, bandit: PromptBandit) -> None: ...
+    def use_bandit(self, bandit: PromptBandit | None) -> None: ...
 
 
 @dataclass
@@ -146,7 +146,7 @@ class ObservedArm:
     def combos_for(self, question: Question) -> tuple[str, ...]:
         return self._prompt.combos_for(question)
 
-    def use_bandit(self, bandit: PromptBandit) -> None:
+    def use_bandit(self, bandit: PromptBandit | None) -> None:
         self._prompt.use_bandit(bandit)
 
 
@@ -289,10 +289,10 @@ class InjectArm(LLMArm):
         # one more call: F_g asks the LLM to describe the graph
         return super().usage_bound(question, KNOWLEDGE_CHARS, 1)
 
-    def use_bandit(self, bandit: PromptBandit) -> None:
+    def use_bandit(self, bandit: PromptBandit | None) -> None:
         """Choose each question's combination with ``bandit`` (fitted over :attr:`combos` by ``kgwise
-        fit``)."""
-        if sorted(bandit.arms) != sorted(self.combos):
+        fit``; ``None``: the first combination)."""
+        if bandit is not None and sorted(bandit.arms) != sorted(self.combos):
             raise ConfigError(f"arm {self._config.name!r}: the prompt bandit chooses among "
                               f"{', '.join(bandit.arms)}, the config's combos are {', '.join(self.combos)}: "
                               "run `kgwise fit` again")

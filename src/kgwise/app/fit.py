@@ -365,8 +365,9 @@ def _calls(log: ResumeLog, questions: Sequence[Question], pipeline: Pipeline, ar
         bandit, picks, report = fit_prompts(name, combos, E, R, held, pipeline.config.router.seed)
         if bandit is not None:
             bandit.scoring = runner.config.scoring
-            arm.use_bandit(bandit)
+        arm.use_bandit(bandit)  # None: the first combination, as the log's calls were picked
         pipeline.state.save_prompt_bandit(name, bandit)
+        pipeline.prompt_problems.pop(name, None)
         prompts.append(report)
         out.update({(name, q.id): rows[(q.id, combos[p])] for q, p in zip(questions, picks, strict=True)
                     if p is not None})

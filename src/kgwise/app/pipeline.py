@@ -183,8 +183,8 @@ class PipelineStatus:
     """Budget and spending (``spent``: every answer made, graded or not; ``reserved``: held by questions
     being answered; ``overrun``: costs above their bounds), questions routed, decisions awaiting feedback
     (``pending``; ``expired``: dropped unanswered, see :data:`~kgwise.app.state.PENDING_KEPT`), per-arm
-    state, the cluster posteriors, and with ``[answer_sets] uag_llm`` what UAG's sets for open questions
-    rest on (``open_sets``)."""
+    state, the cluster posteriors, with ``[answer_sets] uag_llm`` what UAG's sets for open questions rest
+    on (``open_sets``), and why a prompt-learning arm's saved bandit is not used (``prompt_problems``)."""
 
     config: str
     state_dir: str
@@ -204,6 +204,7 @@ class PipelineStatus:
     expired: int = 0
     calibration_problem: str | None = None
     open_sets: str | None = None
+    prompt_problems: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -261,6 +262,7 @@ class Pipeline:
         """What writes Φ(P) for UAG's sets (default: ``[answer_sets] uag_llm``)."""
         self.open_sets: OpenSets | None = None
         self.open_sets_problem: str | None = None  # why a saved UAG calibration is not used
+        self.prompt_problems: dict[str, str] = {}  # arm → why its saved prompt bandit is not used
         self.state = StateDir(state_dir, config, encoder.dim)
         try:
             self._load_fitted()
@@ -274,10 +276,16 @@ class Pipeline:
 
     def _load_fitted(self) -> None:
         """What ``fit`` left in the state besides router and calibration: each prompt-learning arm's
-        bandit, and UAG's calibration for open questions."""
+        bandit, and UAG's calibration for open questions. A broken or mismatched one is named (answers,
+        ``status``) and left unused, so that the ``fit`` that replaces it can run."""
         for name, runner in self.runners.items():
-            if runner.config.combos and (bandit := self.state.prompt_bandit(name)) is not None:
-                cast(PromptArm, runner).use_bandit(bandit)
+            if not runner.config.combos:
+                continue
+            try:
+                if (bandit := self.state.prompt_bandit(name)) is not None:
+                    cast(PromptArm, runner).use_bandit(bandit)
+            except (ConfigError, DataError) as exc:  # named, left unused: the fit replacing it can run
+                self.prompt_problems[name] = f"{exc}; it answers with its first combination until a fit"
         if (self.config.answer_sets.uag_llm is not None and self.kg is not None
                 and self.state.uag_file.is_file()):
             from kgwise.app.open_sets import OpenSets
@@ -483,6 +491,8 @@ class Pipeline:
         cost = arm_cost(runner.config, output.usage)
         answer_set, why = self.answer_set(arm, output, question, group, forced is not None)
         notes = [why] if why else []
+        if arm in self.prompt_problems:
+            notes.append(f"arm {arm!r}: {self.prompt_problems[arm]}")
         if cost > bounds[arm]:
             notes.append(f"cost {cost:g} above its bound {bounds[arm]:g}: the budget holds only while costs "
                          "stay within their bounds")
@@ -563,7 +573,7 @@ class Pipeline:
                                   len(self.state.pending), sets.alpha, sets.delta,
                                   cal is not None, tuple(arms), r.cluster_accuracy(),
                                   self.state.expired, self.state.calibration_problem,
-                                  self._open_sets_status())
+                                  self._open_sets_status(), dict(self.prompt_problems))
 
     def _open_sets_status(self) -> str | None:
         if self.config.answer_sets.uag_llm is None:
