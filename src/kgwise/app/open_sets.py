@@ -86,7 +86,8 @@ def calibrate_open_sets(kg: KnowledgeGraph, ground: Ground, questions: Sequence[
     from kgwise.conformal.tables import build_tables
 
     settings = TableSettings()
-    key = short_hash([sets.uag_llm, GENERATOR_TOKENS, graph_fingerprint(kg),
+    graph = graph_fingerprint(kg)  # hashes every label and edge: once
+    key = short_hash([sets.uag_llm, GENERATOR_TOKENS, graph,
                       [(q.id, q.text, list(q.topic_entities)) for q in topical]])
     t0 = time.perf_counter()
     tables = build_tables(kg, topical, None, settings.scorer(), settings.retriever, work / key,
@@ -98,7 +99,7 @@ def calibrate_open_sets(kg: KnowledgeGraph, ground: Ground, questions: Sequence[
     uag, summary = calibrate_uag(tables, cfg, settings, sets.uag_tune_share, seed)
     summary["generator"] = sets.uag_llm
     summary["generator_tokens"] = GENERATOR_TOKENS
-    summary["made_with"] = {"kg": graph_fingerprint(kg), "generator": sets.uag_llm}
+    summary["made_with"] = {"kg": graph, "generator": sets.uag_llm}
     fit = OpenSetFit(len(graded), len(topical), len(topical), seconds, summary,
                      "" if not uag.abstains else str(summary["note"]))
     return (None if uag.abstains else CalibratedUAG(uag, settings, summary)), fit

@@ -373,13 +373,14 @@ class Pipeline:
         return self._selector.group(self.state.router.router, decision)
 
     def answer_set(self, arm: str, output: ArmOutput, question: Question,
-                   group: npt.NDArray[np.int64] | None, forced: bool = False
+                   group: npt.NDArray[np.int64] | None, forced: bool = False, topics: tuple[str, ...] = ()
                    ) -> tuple[AnswerSetResult | None, str | None]:
         """The arm's calibrated set for a multiple-choice answer from the calibration questions ``group``
-        sends to it (every one it answered when ``forced``), or ``(None, why not)``."""
+        sends to it (every one it answered when ``forced``), or ``(None, why not)``; an open question's
+        is UAG's from its grounded ``topics`` (:meth:`open_set`)."""
         sets = self.config.answer_sets
         if not question.choices:
-            return self.open_set(question)
+            return self.open_set(question, topics)
         cal = self.state.calibration
         if self.state.calibration_problem is not None:
             return None, f"no answer set: {self.state.calibration_problem}"
@@ -414,8 +415,10 @@ class Pipeline:
         return AnswerSetResult(tuple(chosen), tuple(texts[x] for x in chosen), sets.alpha, holds,
                                statement, len(scores), tuple(scores.tolist())), None
 
-    def open_set(self, question: Question) -> tuple[AnswerSetResult | None, str | None]:
-        """UAG's set of an open question (:mod:`kgwise.app.open_sets`), or ``(None, why not)``."""
+    def open_set(self, question: Question, topics: tuple[str, ...]
+                 ) -> tuple[AnswerSetResult | None, str | None]:
+        """UAG's set of an open question from its grounded ``topics`` (:meth:`topic_entities`;
+        :mod:`kgwise.app.open_sets`), or ``(None, why not)``."""
         if self.config.answer_sets.uag_llm is None:
             return None, "no answer set: open questions get UAG's sets when [answer_sets] uag_llm is set"
         if self.open_sets_problem is not None:
@@ -423,7 +426,6 @@ class Pipeline:
         if self.open_sets is None:
             return None, ("no answer set: UAG is not calibrated for open questions (run `kgwise fit` with "
                           "graded open questions)")
-        topics = self.topic_entities(question)
         found = self.open_sets.answer_set(replace(question, topic_entities=topics)) if topics else None
         if found is None:
             return None, "no answer set: the question names no entity of the KG"
@@ -489,7 +491,7 @@ class Pipeline:
             raise
         runner = self.runners[arm]
         cost = arm_cost(runner.config, output.usage)
-        answer_set, why = self.answer_set(arm, output, question, group, forced is not None)
+        answer_set, why = self.answer_set(arm, output, question, group, forced is not None, qnodes)
         notes = [why] if why else []
         if arm in self.prompt_problems:
             notes.append(f"arm {arm!r}: {self.prompt_problems[arm]}")
@@ -580,6 +582,8 @@ class Pipeline:
             return None
         if self.open_sets_problem is not None:
             return f"not used: {self.open_sets_problem}"
+        if self.open_sets is not None:
+            return str(self.open_sets.calibration.summary.get("note", "calibrated"))
         if not self.state.uag_file.is_file():
             return "not calibrated: run `kgwise fit` with graded open questions"
         from kgwise.conformal.calibrated import CalibratedUAG
