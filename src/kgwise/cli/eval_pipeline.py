@@ -7,6 +7,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -112,8 +113,8 @@ def eval_pipeline(
     test_n: Annotated[int, typer.Option(min=1, help="Live: test questions (OBQA test, CSQA ihtest; WebQSP: "
                                         "those after the fit ones).")] = 300,
     fit_offset: Annotated[int | None, typer.Option(
-        min=0, help="Live MCQ: skip this many training questions before the fit ones (default: the number "
-        "the KG model was trained on, so that it is not fitted on questions it has seen).",
+        min=0, help="Live MCQ: skip this many training questions before the fit ones (default: the first "
+        "offset whose fit questions the KG model was not trained on, e.g. its --reserve range).",
         show_default=False)] = None,
     alphas: Annotated[str, typer.Option(help="Live: the sets' α levels (the first is the pipeline's).")
                       ] = "0.1,0.2",
@@ -258,11 +259,13 @@ def _live(live: str, router: Any, budget: float | None, budget_of: str | None, s
     trained = _kgm_trained_on(kgm_model)
     if trained is not None and trained[0] != live:
         raise ConfigError(f"{kgm_model} was trained on {trained[0]}, not {live}")
-    seen = trained[1] if trained is not None else 0
-    offset = seen if fit_offset is None else fit_offset
-    if offset < seen:
-        raise ConfigError(f"{kgm_model} was trained on the first {seen} {LIVE_SPLITS[live][0]} questions: "
-                          f"fitting on them would overrate it; --fit-offset must be ≥ {seen}")
+    spans = trained[1] if trained is not None else []
+    offset = _unseen_offset(spans, fit_n) if fit_offset is None else fit_offset
+    seen = [f"{a}:{b}" for a, b in spans if a < offset + fit_n and offset < b]
+    if seen:
+        raise ConfigError(f"{kgm_model} was trained on {LIVE_SPLITS[live][0]} questions {', '.join(seen)}: "
+                          f"fitting on {offset}:{offset + fit_n} would overrate it; choose a --fit-offset "
+                          "whose fit questions it has not seen (train it with --reserve START:STOP)")
     fit_split, test_split = LIVE_SPLITS[live]
     train = load(live, fit_split, root)
     test = load(live, test_split, root)
@@ -300,8 +303,9 @@ def _live(live: str, router: Any, budget: float | None, budget_of: str | None, s
     return {"live": live, "fit_split": fit_split, "test_split": test_split, **report}
 
 
-def _kgm_trained_on(model: Path) -> tuple[str, int] | None:
-    """``(data set, training questions)`` a KG model file's config records, if it does."""
+def _kgm_trained_on(model: Path) -> tuple[str, list[tuple[int, int]]] | None:
+    """``(data set, half-open index spans of its training split)`` a KG model file's config records, if it
+    does (a file from before ``train_spans``: the first ``train_questions``)."""
     from kgwise.files import read_json
     from kgwise.kgm.io import config_path
 
@@ -309,7 +313,16 @@ def _kgm_trained_on(model: Path) -> tuple[str, int] | None:
     report = cfg.get("report", {}) if isinstance(cfg, dict) else {}
     if not isinstance(report, dict) or "dataset" not in report or "train_questions" not in report:
         return None
-    return str(report["dataset"]), int(report["train_questions"])
+    spans = report.get("train_spans", [[0, report["train_questions"]]])
+    return str(report["dataset"]), [(int(a), int(b)) for a, b in spans]
+
+
+def _unseen_offset(spans: Sequence[tuple[int, int]], n: int) -> int:
+    """The first offset whose ``n`` questions lie outside every trained span."""
+    for start in sorted({0, *(b for _, b in spans)}):
+        if all(start + n <= a or b <= start for a, b in spans):
+            return start
+    raise AssertionError("unreachable: the end of the last span is always free")
 
 
 __all__ = ["eval_pipeline"]

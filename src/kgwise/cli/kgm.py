@@ -69,6 +69,10 @@ def train(
         min=0, help="Random seed (default: the --config's, else 0).", show_default=False)] = None,
     limit: Annotated[int | None, typer.Option(
         min=1, help="Use only the first N questions of each split.")] = None,
+    reserve: Annotated[str | None, typer.Option(
+        help="START:STOP — with --dataset: leave training-split questions START to STOP-1 out of training, "
+             "unseen, to fit a pipeline on (`kgwise eval pipeline --live` picks them).",
+        show_default=False)] = None,
     config: ConfigOption = None,
     data: DataOption = None,
     json_out: JsonOption = None,
@@ -94,8 +98,18 @@ def train(
             raise ConfigError(f"{config}: [kgm_model] {name} is set by {source}, not by the config")
     sizes = {k: getattr(model, k) for k in ("context_hidden", "gnn_hidden", "layers", "heads", "dropout")}
     report = train_file(training, out, model.kind, data, train_cfg, model_overrides=sizes, limit=limit,
-                        log=_log)
+                        log=_log, reserve=_span(reserve, "--reserve"))
     write_json(report, json_out)
+
+
+def _span(text: str | None, option: str) -> tuple[int, int] | None:
+    """``"START:STOP"`` as two integers (``ConfigError`` naming ``option`` otherwise)."""
+    if text is None:
+        return None
+    parts = text.split(":")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise ConfigError(f"{option} must be START:STOP (two whole numbers), got {text!r}")
+    return int(parts[0]), int(parts[1])
 
 
 def _labelled_mc(path: Path) -> list[Question]:

@@ -29,7 +29,7 @@ from kgwise.kgm.train import TrainConfig, predict_proba, train_model
 from kgwise.progress import Estimate, estimate_steps
 from kgwise.types import Question
 
-__all__ = ["SPLITS", "Features", "OwnData", "evaluate_file", "train_file"]
+__all__ = ["SPLITS", "Features", "OwnData", "evaluate_file", "reserved_spans", "train_file"]
 
 SPLITS: dict[str, tuple[str, str]] = {"csqa": ("ihtrain", "ihdev"), "obqa": ("train", "dev")}
 """(train split, early-stopping dev split) per dataset."""
@@ -144,13 +144,19 @@ def train_file(
     model_overrides: dict[str, Any] | None = None,
     limit: int | None = None,
     log: Callable[[str], None] = print,
+    reserve: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     """Train a ``kind`` model (``graph`` or ``text``) on the dataset's train split (or a user's ``train``
     questions, :class:`OwnData` with their ``kg``) with early stopping on its dev split; save it to
-    ``out``; return a report."""
+    ``out``; return a report. ``reserve``: ``(start, stop)``, train-split questions ``start`` to
+    ``stop − 1`` left out of training (kept unseen for fitting a pipeline on them); the report's
+    ``train_spans`` name the half-open index spans of the split it trained on."""
     if isinstance(dataset, OwnData):
         if dataset.kg is None or set(dataset.splits) != {"train", "dev"}:
             raise ConfigError("training on your own questions needs a graph file and train and dev questions")
+        if reserve is not None:
+            raise ConfigError("a reserved range goes with a benchmark data set; leave your own reserved "
+                              "questions out of the training file instead")
         feats = Features(dataset.name, data, KGSpec.of_file(dataset.kg), log=log, questions=dataset.splits)
         train_split, dev_split = "train", "dev"
         name = dataset.name
@@ -163,6 +169,8 @@ def train_file(
         name = dataset
     train = feats.split(train_split, limit)
     dev = feats.split(dev_split, limit)
+    spans = reserved_spans(len(train[0]), reserve, train_split)
+    train = ([g for a, b in spans for g in train[0][a:b]], train[1])
     relations = feats.relations()
     cfg = ModelConfig(kind=kind, num_relations=len(relations), **(model_overrides or {}))  # type: ignore[arg-type]
     model = build_model(cfg)
@@ -176,6 +184,7 @@ def train_file(
         "train_split": train_split,
         "dev_split": dev_split,
         "train_questions": len(train[0]),
+        "train_spans": [list(span) for span in spans],
         "best_epoch": result.best_epoch,
         "best_dev_accuracy": result.best_dev_accuracy,
         "train_seconds": result.seconds,
@@ -199,6 +208,23 @@ def train_file(
     )
     log(f"saved {out}")
     return report
+
+
+def reserved_spans(n: int, reserve: tuple[int, int] | None, split: str = "train"
+                   ) -> list[tuple[int, int]]:
+    """The half-open index spans of ``n`` questions left once ``reserve`` (``(start, stop)``) is taken out
+    (``ConfigError`` naming the split when the range is empty or outside it, or leaves nothing)."""
+    if reserve is None:
+        return [(0, n)]
+    start, stop = reserve
+    if not 0 <= start < stop <= n:
+        raise ConfigError(f"reserved range {start}:{stop} is not a non-empty range within the {n} {split} "
+                          "questions")
+    spans = [(a, b) for a, b in ((0, start), (stop, n)) if b > a]
+    if not spans:
+        raise ConfigError(f"reserved range {start}:{stop} leaves none of the {n} {split} questions to "
+                          "train on")
+    return spans
 
 
 def evaluate_file(
