@@ -8,8 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from kgwise.cli.eval_pipeline import _unseen_offset
 from kgwise.cli.main import app
 
 runner = CliRunner()
@@ -36,23 +39,31 @@ def test_unknown_live_set_and_missing_kg_model_are_named(tmp_path: Path, data_di
     assert code == 2 and "--delta must lie in (0, 1), got 1.5" in out
 
 
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(1, 30)), max_size=4), st.integers(1, 40))
+def test_the_fit_window_is_the_first_one_the_model_did_not_see(raw: list[tuple[int, int]], n: int) -> None:
+    spans = [(a, a + w) for a, w in raw]
+    offset = _unseen_offset(spans, n)
+    window = set(range(offset, offset + n))
+    assert not any(window & set(range(a, b)) for a, b in spans)
+    assert all(any(set(range(o, o + n)) & set(range(a, b)) for a, b in spans) for o in range(offset))
+
+
 @pytest.mark.slow  # trains a KG model on 16 questions and runs SmolLM2-135M in-process (minutes)
 def test_a_tiny_live_run_through_the_cli(tmp_path: Path, data_dir: Path) -> None:
     model = tmp_path / "kgm.pt"
-    result = runner.invoke(app, ["kgm", "train", "--dataset", "obqa", "--out", str(model), "--limit", "16",
-                                 "--epochs", "1", "--data", str(data_dir)])
+    result = runner.invoke(app, ["kgm", "train", "--dataset", "obqa", "--out", str(model), "--limit", "20",
+                                 "--reserve", "0:4", "--epochs", "1", "--data", str(data_dir)])
     assert result.exit_code == 0, result.output
-    code, out = said(["eval", "pipeline", "--live", "obqa", "--kgm-model", str(model), "--fit-offset", "0",
+    code, out = said(["eval", "pipeline", "--live", "obqa", "--kgm-model", str(model), "--fit-offset", "2",
                       "--data", str(data_dir)])
-    assert code == 2 and "trained on the first 16 train questions" in out
-    assert "--fit-offset must be ≥ 16" in out
+    assert code == 2 and "was trained on train questions 4:20: fitting on 2:302 would overrate it" in out
     args = ["eval", "pipeline", "--live", "obqa", "--kgm-model", str(model), "--llm", "smollm2-135m",
             "--fit-n", "4", "--test-n", "2", "--alphas", "0.5,0.6", "--out-dir", str(tmp_path / "run"),
             "--data", str(data_dir), "--json", str(tmp_path / "r.json")]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "r.json").read_text())
-    assert report["config"]["fit_offset"] == 16 and report["test_split"] == "test"
+    assert report["config"]["fit_offset"] == 0 and report["test_split"] == "test"  # the reserved range
     assert set(report["arms"]) == {"kgm", "smollm2-135m", "smollm2-135m+kg"}
     for name, arm in report["arms"].items():
         assert arm["answered"] == 2 and 0.0 <= arm["accuracy"] <= 1.0

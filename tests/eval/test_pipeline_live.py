@@ -18,6 +18,7 @@ from kgwise.conformal.split import SplitConformal, SplitConformalConfig
 from kgwise.errors import ConfigError
 from kgwise.eval.pipeline_live import (
     LiveMCConfig,
+    _key,
     coverage_splits,
     evaluate_live_mcq,
     grade,
@@ -155,6 +156,33 @@ def test_a_larger_run_reuses_the_fit_calls_and_test_answers(tmp_path: Path) -> N
         assert fit[25].text in new and test[15].text in new
 
 
+def test_a_run_with_one_arm_changed_asks_only_that_arm(tmp_path: Path) -> None:
+    """A retrained KG model (another model file) answers every fit and test question anew; the other arms'
+    logged answers are reused, and the coverage replay takes each arm's answers with its own settings."""
+    from dataclasses import replace
+
+    arms = _arms()
+    fit, test = _questions("fit", 20), _questions("test", 10)
+    cfg = LiveMCConfig(fit_n=20, test_n=10, alphas=(0.3,))
+    evaluate_live_mcq(fit, test, arms, FakeEncoder(), None, cfg, tmp_path, {})
+    counts = {n: len(a.answered) for n, a in arms.items()}
+    new_kgm = FakeArm(replace(arms["kgm"].config, model=tmp_path / "retrained.pt"), 0.8, 0)
+    arms2 = {**arms, "kgm": new_kgm}
+    report = evaluate_live_mcq(fit, test, arms2, FakeEncoder(), None, cfg, tmp_path, {})
+    for n in ("small", "big"):  # asked again only where the (new) pipeline run routes to them
+        new = arms[n].answered[counts[n]:]
+        assert not set(new) & {q.text for q in fit} and len(new) == len(set(new))
+        assert len(new) == round(report["pipeline"]["share"][n] * len(test))
+    assert set(new_kgm.answered) == {q.text for q in [*fit, *test]}  # the test ones in the pipeline too
+    right = np.mean([new_kgm.right(q) for q in test])
+    assert report["arms"]["kgm"]["accuracy"] == pytest.approx(right)
+    configs = [a.config for a in arms2.values()]
+    answers = logged_answers(tmp_path, [*fit, *test], configs, cfg.price_model)
+    assert np.mean([answers["kgm"][_key(q)]["correct"] for q in test]) == pytest.approx(right)
+    with pytest.raises(ConfigError, match="no logged answer"):  # a third model file: nothing logged
+        logged_answers(tmp_path, fit, [replace(new_kgm.config, model=tmp_path / "third.pt")], cfg.price_model)
+
+
 def test_questions_without_choices_or_gold_are_refused(tmp_path: Path) -> None:
     arms = _arms()
     cfg = LiveMCConfig(fit_n=2, test_n=1)
@@ -181,10 +209,11 @@ def test_coverage_over_random_splits_replays_the_logged_answers(tmp_path: Path) 
     cfg = LiveMCConfig(fit_n=30, test_n=30, alphas=(0.2,), budget=0.5)
     evaluate_live_mcq(fit, test, arms, FakeEncoder(), None, cfg, tmp_path, {})
     both = [*fit, *test]
-    answers = logged_answers(tmp_path, both, list(arms))
+    configs = [a.config for a in arms.values()]
+    answers = logged_answers(tmp_path, both, configs, cfg.price_model)
     assert all(len(answers[n]) == 60 for n in arms)
     calls = {n: len(a.answered) for n, a in arms.items()}
-    out = coverage_splits(both, [a.config for a in arms.values()], answers, FakeEncoder(), cfg, 3,
+    out = coverage_splits(both, configs, answers, FakeEncoder(), cfg, 3,
                           tmp_path / "splits")
     assert {n: len(a.answered) for n, a in arms.items()} == calls  # replayed, not asked
     assert out["splits"] == 3 and out["fit"] == out["test"] == 30
@@ -198,7 +227,7 @@ def test_coverage_over_random_splits_replays_the_logged_answers(tmp_path: Path) 
         if v["coverage_mean"] is not None:
             assert v["coverage_mean"] >= out["per_arm"]["0.2"][a]["coverage_mean"] - 1e-12
     with pytest.raises(ConfigError, match="no logged answer"):
-        logged_answers(tmp_path, [*both, *_questions("new", 1)], list(arms))
+        logged_answers(tmp_path, [*both, *_questions("new", 1)], configs, cfg.price_model)
 
 
 def test_a_question_the_pipeline_refuses_is_counted_not_fatal(tmp_path: Path) -> None:
@@ -222,7 +251,7 @@ def test_a_text_repeated_with_other_choices_is_another_question(tmp_path: Path) 
     report = evaluate_live_mcq(fit, [*twins, *_questions("test", 1)], arms, FakeEncoder(), None, cfg,
                                tmp_path, {})
     assert report["pipeline"]["answered"] + report["pipeline"]["unanswered"] == 3
-    answers = logged_answers(tmp_path, [*fit, *twins], list(arms))
+    answers = logged_answers(tmp_path, [*fit, *twins], [a.config for a in arms.values()], cfg.price_model)
     assert all(len(answers[n]) == 22 for n in arms)  # the twins are told apart
     with pytest.raises(ConfigError, match="repeat a question"):
         evaluate_live_mcq(fit, [twins[0], twins[0]], arms, FakeEncoder(), None, cfg, tmp_path / "b", {})

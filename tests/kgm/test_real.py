@@ -133,6 +133,8 @@ def test_cli_train_and_eval(tmp_path: Path, data_dir: Path) -> None:
             "text",
             "--limit",
             "16",
+            "--reserve",
+            "4:8",
             "--epochs",
             "2",
             "--out",
@@ -145,7 +147,8 @@ def test_cli_train_and_eval(tmp_path: Path, data_dir: Path) -> None:
     )
     assert res.exit_code == 0, res.output
     report = json.loads((tmp_path / "train.json").read_text())
-    assert report["kind"] == "text" and report["train_questions"] == 16 and out.is_file()
+    assert report["kind"] == "text" and report["train_questions"] == 12 and out.is_file()
+    assert report["train_spans"] == [[0, 4], [8, 16]]
     res = runner.invoke(
         app,
         [

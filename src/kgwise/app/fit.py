@@ -71,8 +71,8 @@ from kgwise.route.table import OutcomeTable
 from kgwise.route.tuning import CrossFitReport, TuningConfig, cross_fit
 from kgwise.types import CHOICE_LABELS, Choice, Question, Usage
 
-__all__ = ["MIN_CROSS_FIT", "ArmFit", "FitReport", "LoggedCall", "RouterSelection", "SpendLimitError", "fit",
-           "fit_calls", "fit_questions", "read_questions"]
+__all__ = ["LOG_FILE", "MIN_CROSS_FIT", "ArmFit", "FitReport", "LoggedCall", "RouterSelection",
+           "SpendLimitError", "call_key", "fit", "fit_calls", "fit_questions", "read_questions"]
 
 LOG_FILE = "fit-log.jsonl"
 REPORT_FILE = "fit-report.json"
@@ -236,7 +236,7 @@ class FitReport:
         return out
 
 
-def _key(arm: dict[str, Any], q: Question, combo: str | None = None) -> str:
+def call_key(arm: dict[str, Any], q: Question, combo: str | None = None) -> str:
     """A call's log key: the arm's fingerprint and the question; a call with one of an arm's ``combos`` is
     keyed as the same arm with that ``combo`` fixed (the same call), so either reuses the other's."""
     if combo is not None:
@@ -283,7 +283,7 @@ def fit_questions(pipeline: Pipeline, source: Path | Sequence[Question], max_spe
             if not runner.can_answer(q):
                 continue
             for combo in fit_calls(runner, q):
-                if log.get(_key(arm_fp[name], q, combo)) is not None:
+                if log.get(call_key(arm_fp[name], q, combo)) is not None:
                     resumed += 1
                 else:
                     todo.append((name, q, arm_cost(runner.config, runner.usage_bound(q)), combo))
@@ -317,7 +317,7 @@ def fit_questions(pipeline: Pipeline, source: Path | Sequence[Question], max_spe
                "cost": cost, "usage": out.usage.to_dict(), "signals": list(out.signals)}
         with lock:
             spent += cost - bound
-            log.put(_key(arm_fp[name], q, combo), row)
+            log.put(call_key(arm_fp[name], q, combo), row)
 
     local = [t for t in todo if not pipeline.runners[t[0]].config.is_api]
     remote = [t for t in todo if pipeline.runners[t[0]].config.is_api]
@@ -354,7 +354,7 @@ def _calls(log: ResumeLog, questions: Sequence[Question], pipeline: Pipeline, ar
     for name, runner in pipeline.runners.items():
         combos = cast(PromptArm, runner).combos if runner.config.combos else ()
         rows = {(q.id, c): _logged(name, q, row) for q in questions if runner.can_answer(q)
-                for c in fit_calls(runner, q) if (row := log.get(_key(arm_fp[name], q, c))) is not None}
+                for c in fit_calls(runner, q) if (row := log.get(call_key(arm_fp[name], q, c))) is not None}
         if not combos:
             out.update({(name, qid): call for (qid, _), call in rows.items()})
             continue

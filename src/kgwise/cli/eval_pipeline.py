@@ -297,7 +297,7 @@ def _live(live: str, router: Any, budget: float | None, budget_of: str | None, s
     else:
         err_console.print(f"coverage check: {splits} random halvings of the {len(both)} questions, "
                           "replayed …")
-        answers = logged_answers(out_dir, both, list(runners))
+        answers = logged_answers(out_dir, both, arms, cfg.price_model)
         with tempfile.TemporaryDirectory(prefix="kgwise-live-splits-") as tmp:
             report["coverage_splits"] = coverage_splits(both, arms, answers, encoder, cfg, splits, Path(tmp))
     return {"live": live, "fit_split": fit_split, "test_split": test_split, **report}

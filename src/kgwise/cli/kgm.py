@@ -87,6 +87,10 @@ def train(
     distinct_outputs({"--out": out, "--out's config": config_path(out), "--json": json_out},
                      {"--config": config, "--questions": questions, "--dev-questions": dev_questions,
                       "--kg": kg})
+    reserved = _span(reserve, "--reserve")
+    if reserved is not None and questions is not None:
+        raise ConfigError("--reserve goes with --dataset; leave the questions to keep unseen out of your "
+                          "--questions file instead")
     training = _training_data(dataset, questions, dev_questions, kg, train_seed=seed or 0)
     if kind not in (None, "graph", "text"):
         raise ConfigError(f"--kind must be graph or text, got {kind!r}")
@@ -98,7 +102,7 @@ def train(
             raise ConfigError(f"{config}: [kgm_model] {name} is set by {source}, not by the config")
     sizes = {k: getattr(model, k) for k in ("context_hidden", "gnn_hidden", "layers", "heads", "dropout")}
     report = train_file(training, out, model.kind, data, train_cfg, model_overrides=sizes, limit=limit,
-                        log=_log, reserve=_span(reserve, "--reserve"))
+                        log=_log, reserve=reserved)
     write_json(report, json_out)
 
 

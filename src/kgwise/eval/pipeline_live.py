@@ -44,7 +44,7 @@ import numpy as np
 from kgwise.app.arms import ArmOutput, ArmRunner, ObservedArm, arm_cost
 from kgwise.app.calibration import calibrated_threshold, choice_set
 from kgwise.app.config import AnswerSetConfig, ArmConfig, Guarantee, KGConfig, PipelineConfig, RouterConfig
-from kgwise.app.fit import LOG_FILE, UAG_TABLES, FitReport, fit_calls, fit_questions
+from kgwise.app.fit import LOG_FILE, UAG_TABLES, FitReport, call_key, fit_calls, fit_questions
 from kgwise.app.pipeline import BudgetExhaustedError, Pipeline
 from kgwise.app.state import clopper_pearson
 from kgwise.conformal.evaluator import Generator
@@ -59,10 +59,12 @@ from kgwise.route.coke import CokeConfig
 from kgwise.types import Question, Usage
 
 __all__ = [
+    "ARMS_LOG",
     "LIVE_SPLITS",
     "LiveMCConfig",
     "LiveRun",
     "RecordedArm",
+    "answer_key_of",
     "coverage_splits",
     "coverage_stats",
     "evaluate_live_mcq",
@@ -121,6 +123,17 @@ class LiveMCConfig:
             raise ConfigError(f"set_kind must be lac or aps, got {self.set_kind!r}")
         if default_prices().lookup(self.price_model) is None:
             raise ConfigError(f"price_model {self.price_model!r} is not in the price table")
+
+
+ARMS_LOG = "kgwise.eval.pipeline.live.arms.v2"
+"""The test answers' log (``arms.jsonl``): one row per arm and question, keyed by :func:`answer_key_of`."""
+
+
+def answer_key_of(arm: ArmConfig, price_model: str) -> Callable[[Question], str]:
+    """A test answer's key in the answers' log: the arm's name and fingerprint (with the price model its
+    dollar figure uses) and the question, so that a run with one arm changed reuses the others' answers."""
+    prefix = f"{arm.name}\t{short_hash([arm.fingerprint(), price_model])}\t"
+    return lambda q: prefix + q.id
 
 
 def live_mcq_arms(kgm_model: Path | None, llms: Sequence[str] = ("smollm2-135m", "gemma3-270m"),
@@ -227,6 +240,7 @@ class LiveRun:
 
     log: ResumeLog
     arms_log: ResumeLog
+    answer_key: dict[str, Callable[[Question], str]]
     fitted: dict[str, Any]
     set_kind: str
     budget: float
@@ -264,8 +278,10 @@ def run_live(questions_fit: Sequence[Question], questions_test: Sequence[Questio
     fp = short_hash({**arm_fp, "kind": "kgwise.eval.pipeline.live.v3",
                      "config": cfg.fingerprint(),
                      "fit": [q.id for q in questions_fit], "test": [q.id for q in questions_test]})
-    # arms' answers (and the fit's calls) do not depend on the sizes: a larger run reuses them
-    arms_log = ResumeLog(out_dir / "arms.jsonl", short_hash(arm_fp), fsync=True)
+    # arms' answers (and the fit's calls) do not depend on the sizes or on the other arms: a larger run,
+    # or one with an arm changed, reuses them
+    arms_log = ResumeLog(out_dir / "arms.jsonl", ARMS_LOG, fsync=True)
+    answer_key = {a.name: answer_key_of(a, cfg.price_model) for a in arms}
     run_dir = out_dir / f"run-{fp}"
     run_dir.mkdir(exist_ok=True)
     log = ResumeLog(run_dir / "results.jsonl", fp, fsync=True)
@@ -311,12 +327,12 @@ def run_live(questions_fit: Sequence[Question], questions_test: Sequence[Questio
         # 2. every arm on every test question
         t0 = time.perf_counter()
         todo = [(n, q) for q in questions_test for n in names
-                if runners[n].can_answer(q) and arms_log.get(f"{n}\t{q.id}") is None]
+                if runners[n].can_answer(q) and arms_log.get(answer_key[n](q)) is None]
         b = make_bar(len(todo), "single arms on the test questions")
         for n, q in todo:
             t = time.perf_counter()
             out = runners[n].answer(q)
-            arms_log.put(f"{n}\t{q.id}", _output_row(q, runners[n], out, time.perf_counter() - t,
+            arms_log.put(answer_key[n](q), _output_row(q, runners[n], out, time.perf_counter() - t,
                                                      cfg.price_model))
             b.update(1)
         b.close()
@@ -343,7 +359,8 @@ def run_live(questions_fit: Sequence[Question], questions_test: Sequence[Questio
         status = pipe.status().to_dict()
     finally:
         pipe.close()
-    return LiveRun(log, arms_log, fitted, config.answer_sets.kind, budget, budget_ref, spent, status, timings)
+    return LiveRun(log, arms_log, answer_key, fitted, config.answer_sets.kind, budget, budget_ref, spent,
+                   status, timings)
 
 
 def evaluate_live_mcq(questions_fit: Sequence[Question], questions_test: Sequence[Question],
@@ -444,7 +461,7 @@ def live_report(questions_fit: Sequence[Question], questions_test: Sequence[Ques
     n = len(questions_test)
     arms: dict[str, Any] = {}
     for name in names:
-        rows = [run.arms_log.get(f"{name}\t{q.id}") for q in questions_test]
+        rows = [run.arms_log.get(run.answer_key[name](q)) for q in questions_test]
         got = [r for r in rows if r is not None]
         usage = Usage.total([Usage.from_dict(r["usage"]) for r in got])
         wall = float(sum(r["wall_s"] for r in got))
@@ -559,24 +576,24 @@ class RecordedArm:
                          usage=Usage.from_dict(row["usage"]))
 
 
-def logged_answers(out_dir: Path, questions: Sequence[Question], names: Sequence[str]
+def logged_answers(out_dir: Path, questions: Sequence[Question], arms: Sequence[ArmConfig], price_model: str
                    ) -> dict[str, dict[str, dict[str, Any]]]:
-    """Every arm's logged answer on ``questions`` (arm → :func:`_key` → row) from a live run's fit log
-    and test answers under ``out_dir``; ``ConfigError`` naming what is missing."""
-    by_id = {q.id: q for q in questions}
-    out: dict[str, dict[str, dict[str, Any]]] = {n: {} for n in names}
-    for _, row in ResumeLog(out_dir / "state-fit" / LOG_FILE, "kgwise.fit.v1", on_other="refuse").items():
-        if row["arm"] in out and row["qid"] in by_id:
-            out[row["arm"]][_key(by_id[row["qid"]])] = {**row, "prediction": row["answer"]}
+    """Every arm's logged answer on ``questions`` (arm name → :func:`_key` → row) from a live run's fit
+    log and test answers under ``out_dir``, each looked up by the arm's fingerprint (answers an arm gave
+    with other settings are not taken); ``ConfigError`` naming what is missing."""
+    out: dict[str, dict[str, dict[str, Any]]] = {a.name: {} for a in arms}
+    fit_log = ResumeLog(out_dir / "state-fit" / LOG_FILE, "kgwise.fit.v1", on_other="refuse")
     arms_file = out_dir / "arms.jsonl"
-    if arms_file.is_file():
-        with arms_file.open(encoding="utf-8") as fh:
-            fp = json.loads(fh.readline())["fingerprint"]
-        for key, row in ResumeLog(arms_file, fp).items():
-            arm, _, qid = key.partition("\t")
-            if arm in out and qid in by_id:
-                out[arm][_key(by_id[qid])] = dict(row)
-    missing = [f"{n}: {q.id}" for n in names for q in questions if _key(q) not in out[n]]
+    answers = ResumeLog(arms_file, ARMS_LOG, on_other="refuse") if arms_file.is_file() else None
+    for arm in arms:
+        fp, key = arm.fingerprint(), answer_key_of(arm, price_model)
+        for q in questions:
+            row = fit_log.get(call_key(fp, q))
+            if row is not None:
+                out[arm.name][_key(q)] = {**row, "prediction": row["answer"]}
+            if answers is not None and (row := answers.get(key(q))) is not None:
+                out[arm.name][_key(q)] = dict(row)
+    missing = [f"{a.name}: {q.id}" for a in arms for q in questions if _key(q) not in out[a.name]]
     if missing:
         raise ConfigError(f"{out_dir}: no logged answer for {len(missing)} arm × question pairs (e.g. "
                           f"{', '.join(missing[:3])}); finish the live run first")
