@@ -119,7 +119,7 @@ def _fault(tmp_path: Path, old: str, new: str) -> str:
     ('horizon = 100', 'horizon = 100\ncontext = "question+free"', ":24: router.context: 'question+free' "
      "needs a free arm"),
     ('kind = "aps"', 'kind = "aps"\nguarantee = "always"',
-     ":31: answer_sets.guarantee: must be marginal or pac"),
+     ":31: answer_sets.guarantee: must be marginal, pac or pac_all_arms"),
     ('price = 0.0005', 'price = 0.0005\nreported_accuracy = 1.5', ":20: arms[2].reported_accuracy: must lie "
      "in [0, 1]"),
     ('kind = "llm"\nspec = "smollm2-135m"', 'kind = "llm"\nspec = "smollm2-135m"\ncombos = "all"',

@@ -26,9 +26,11 @@ from .conftest import DISEASES, STUB_CONFIG, TREATS, TRIPLES, FakeEncoder, StubA
 
 
 def make(root: Path, cheap: float = 0.1, dear: float = 0.3, budget: float = 1.0, seed: int = 0,
-         free: bool = True, kg: bool = False, context: str = "question") -> Pipeline:
+         free: bool = True, kg: bool = False, context: str = "question", guarantee: str = "marginal"
+         ) -> Pipeline:
     write_kg(root)
     body = STUB_CONFIG.format(cheap=cheap, dear=dear, budget=budget, seed=seed)
+    body = body.replace("[answer_sets]\n", f"[answer_sets]\nguarantee = \"{guarantee}\"\n")
     body = body.replace("[router]\n", f"[router]\ncontext = {context!r}\n".replace("'", '"'))
     if not free:
         body = body.replace("price = 0\nobserve = true", "price = 0.2")
@@ -156,11 +158,16 @@ def test_calibrated_sets_carry_their_statement_and_live_coverage_counts(tmp_path
         assert "covers the truth trivially" in r2.answer_set.statement
 
 
-def test_the_set_is_split_conformal_on_the_held_out_questions_the_same_rule_routes_alike(tmp_path: Path
-                                                                                       ) -> None:
+@pytest.mark.parametrize("guarantee", ["marginal", "pac", "pac_all_arms"])
+def test_the_set_is_split_conformal_on_the_held_out_questions_the_same_rule_routes_alike(
+        tmp_path: Path, guarantee: str) -> None:
     """Replaying the decision's draws on a copy of the router taken before the answer gives the same group,
-    and the set's threshold is the split-conformal quantile of that group's scores."""
-    with make(tmp_path) as pipe:
+    and the set's threshold is that group's split-conformal quantile (marginal), its training-conditional
+    one at δ (pac), or at δ/3 for the three arms at once (pac_all_arms)."""
+    from kgwise.conformal.split import conformal_quantile, pac_conformal_quantile
+
+    delta = {"marginal": None, "pac": 0.05, "pac_all_arms": 0.05 / 3}[guarantee]
+    with make(tmp_path, guarantee=guarantee) as pipe:
         cal = held_out(pipe, 200)
         pipe.state.save_calibration(cal)
         for i in range(6):
@@ -170,9 +177,14 @@ def test_the_set_is_split_conformal_on_the_held_out_questions_the_same_rule_rout
             group = selector.group(before, r.decision)
             scores = cal.arm_scores(r.arm, group)
             assert r.answer_set is not None and r.answer_set.calibration_size == len(scores)
-            t = calibrated_threshold(scores.tolist(), pipe.config.answer_sets)
+            t = calibrated_threshold(scores.tolist(), pipe.config.answer_sets, 3)
+            assert t == (conformal_quantile(scores, 0.2) if delta is None else
+                         pac_conformal_quantile(scores, 0.2, delta))
             want = tuple(lab for lab, p in r.probabilities.items() if 1 - p <= t)
             assert r.answer_set.labels == want
+            if guarantee == "pac_all_arms":
+                assert "with probability ≥ 0.95 over them for every arm at once (δ/3 per arm)" in \
+                    r.answer_set.statement
             pipe.feedback(r.decision, correct=i % 2 == 0)
 
 

@@ -221,11 +221,13 @@ def test_coverage_over_random_splits_replays_the_logged_answers(tmp_path: Path) 
     assert out["target (≥ 95 % of splits)"]["0.2"] == (out["every_arm_covered_share"]["0.2"] >= 0.95)
     for v in out["per_arm"]["0.2"].values():
         assert v["splits_with_questions"] <= 3
-    pac = out["pac"]  # the PAC sets contain the marginal ones: no arm covers less
+    pac, joint = out["pac"], out["pac_all_arms"]  # PAC sets contain the marginal ones, joint PAC the PAC
     assert pac["delta"] == cfg.delta and set(pac["per_arm"]["0.2"]) == set(out["per_arm"]["0.2"])
+    assert joint["delta_per_arm"] == pytest.approx(cfg.delta / 3)
     for a, v in pac["per_arm"]["0.2"].items():
         if v["coverage_mean"] is not None:
             assert v["coverage_mean"] >= out["per_arm"]["0.2"][a]["coverage_mean"] - 1e-12
+            assert joint["per_arm"]["0.2"][a]["coverage_mean"] >= v["coverage_mean"] - 1e-12
     with pytest.raises(ConfigError, match="no logged answer"):
         logged_answers(tmp_path, [*both, *_questions("new", 1)], configs, cfg.price_model)
 

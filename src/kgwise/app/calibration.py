@@ -19,10 +19,11 @@ Given the router's state, the calibration questions and the new one are i.i.d.; 
 fixed (randomised) function of each question alone, so those it sends to ``a`` are i.i.d. draws from the
 questions routed to ``a``, and split conformal on them covers a question routed to ``a`` with probability
 ≥ 1 − α (marginal), or has coverage ≥ 1 − α over questions routed to ``a`` with probability ≥ 1 − δ over
-the calibration questions (``guarantee = "pac"``). Two approximations remain and are stated: under
-``pacing = "price"`` a pull sets the price η with the question's own values in its window, the replay
-uses the last η; and the guarantee holds for the rule in force at each question, the live coverage
-(``kgwise status``) checks it on what feedback reveals.
+the calibration questions (``guarantee = "pac"``; ``"pac_all_arms"``: δ/K for each of K arms, so that by
+the union bound every arm's coverage is ≥ 1 − α at once with probability ≥ 1 − δ). Two approximations
+remain and are stated: under ``pacing = "price"`` a pull sets the price η with the question's own values
+in its window, the replay uses the last η; and the guarantee holds for the rule in force at each
+question, the live coverage (``kgwise status``) checks it on what feedback reveals.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ from kgwise.errors import DataError
 from kgwise.files import read_json, write_text_atomic
 from kgwise.route.coke import CokeRouter
 
-__all__ = ["CALIBRATION_KIND", "CalibrationSelector", "HeldOutCalibration", "calibrated_threshold",
-           "choice_set", "nonconformity"]
+__all__ = ["CALIBRATION_KIND", "CalibrationSelector", "HeldOutCalibration", "arm_delta",
+           "calibrated_threshold", "choice_set", "guarantee_clause", "nonconformity"]
 
 CALIBRATION_KIND = "kgwise.HeldOutCalibration"
 
@@ -66,17 +67,34 @@ def nonconformity(kind: str, probabilities: Mapping[str, float], labels: Sequenc
     return np.asarray((lac_scores(p) if kind == "lac" else aps_scores(p))[0])
 
 
-def calibrated_threshold(scores: Sequence[float], sets: AnswerSetConfig) -> float:
+def calibrated_threshold(scores: Sequence[float], sets: AnswerSetConfig, arms: int = 1) -> float:
     """An arm's set threshold on the non-conformity score: the split-conformal quantile (Eq. 1) or, with
-    ``guarantee = "pac"``, the training-conditional one (:func:`kgwise.conformal.split.pac_rank`); ``+∞``
-    when the calibration is too small (every choice)."""
+    ``guarantee = "pac"``, the training-conditional one (:func:`kgwise.conformal.split.pac_rank`) at δ, with
+    ``"pac_all_arms"`` at δ / ``arms`` (the pipeline's arm count); ``+∞`` when the calibration is too
+    small (every choice)."""
     if not scores:
         return math.inf
-    if sets.guarantee == "pac":
-        return pac_conformal_quantile(scores, sets.alpha, sets.delta)
+    if sets.guarantee != "marginal":
+        return pac_conformal_quantile(scores, sets.alpha, arm_delta(sets, arms))
     if len(scores) < min_calibration_size(sets.alpha):
         return math.inf
     return conformal_quantile(scores, sets.alpha)
+
+
+def arm_delta(sets: AnswerSetConfig, arms: int) -> float:
+    """The confidence level one arm's PAC calibration runs at: δ, or δ / ``arms`` for ``pac_all_arms``."""
+    if arms < 1:
+        raise ValueError(f"arms must be ≥ 1, got {arms}")
+    return sets.delta / arms if sets.guarantee == "pac_all_arms" else sets.delta
+
+
+def guarantee_clause(sets: AnswerSetConfig, arms: int) -> str:
+    """How the set's coverage holds over the calibration draw, for a statement: on average (marginal),
+    with probability ≥ 1 − δ (pac), or for every arm at once (pac_all_arms)."""
+    if sets.guarantee == "marginal":
+        return "on average over them"
+    joint = f" for every arm at once (δ/{arms} per arm)" if sets.guarantee == "pac_all_arms" else ""
+    return f"with probability ≥ {1 - sets.delta:g} over them{joint}, training-conditional"
 
 
 def choice_set(probabilities: Mapping[str, float], labels: Sequence[str], kind: str, threshold: float

@@ -23,7 +23,8 @@ Tables:
 * ``[answer_sets]`` — ``alpha`` in (0, 1), ``delta`` in (0, 1) (the live coverage bound's level, and the
   calibration's confidence with ``guarantee = "pac"``), ``kind`` (``lac`` or ``aps``), ``guarantee``
   (``marginal``: split conformal, coverage ≥ 1 − α on average over dev logs; ``pac``: training-conditional,
-  coverage ≥ 1 − α with probability ≥ 1 − δ over the dev log — larger sets), ``calibration_share`` in
+  coverage ≥ 1 − α with probability ≥ 1 − δ over the dev log — larger sets; ``pac_all_arms``: the same
+  for every arm at once, δ split evenly over the arms — larger still), ``calibration_share`` in
   (0, 1) (the part of the graded multiple-choice dev questions held out of the router's learning to
   calibrate the sets, :mod:`kgwise.app.calibration`; default 0.5), ``uag_llm`` (a local LLM: open
   questions get UAG's sets, calibrated by ``kgwise fit`` on the graded open dev questions with this model
@@ -64,7 +65,7 @@ def reads_free(context: Context) -> bool:
     return context != "question"
 ARM_KINDS: tuple[ArmKind, ...] = ("kgm", "llm", "inject")
 SetKind = Literal["lac", "aps"]
-Guarantee = Literal["marginal", "pac"]
+Guarantee = Literal["marginal", "pac", "pac_all_arms"]
 Unit = Literal["usd", "calls"]
 
 _TABLES = ("kg", "arms", "router", "coke", "answer_sets")
@@ -179,11 +180,12 @@ class RouterConfig:
 @dataclass(frozen=True, slots=True)
 class AnswerSetConfig:
     """Target miscoverage ``alpha``, the level ``delta`` of the live coverage bound (and of the calibration
-    with ``guarantee = "pac"``), the multiple-choice non-conformity score ``kind``, and the ``guarantee``
-    (see the module docstring), and the ``calibration_share`` of the graded multiple-choice dev questions
-    that :func:`kgwise.app.fit.fit` holds out of the router's learning to calibrate the sets; ``uag_llm``:
-    the local LLM that writes Φ(P) for UAG's sets on open questions (None: no set), ``uag_tune_share``:
-    the part of the open dev questions that tunes UAG's grid (:mod:`kgwise.app.open_sets`)."""
+    with ``guarantee = "pac"`` or ``"pac_all_arms"``), the multiple-choice non-conformity score ``kind``,
+    and the ``guarantee`` (see the module docstring), and the ``calibration_share`` of the graded
+    multiple-choice dev questions that :func:`kgwise.app.fit.fit` holds out of the router's learning to
+    calibrate the sets; ``uag_llm``: the local LLM that writes Φ(P) for UAG's sets on open questions
+    (None: no set), ``uag_tune_share``: the part of the open dev questions that tunes UAG's grid
+    (:mod:`kgwise.app.open_sets`)."""
 
     alpha: float = 0.1
     delta: float = 0.05
@@ -555,8 +557,9 @@ class _Reader:
         if kind not in ("lac", "aps"):
             raise self.fail(f"must be lac or aps, got {kind!r}", "answer_sets", "kind")
         guarantee = self._str(data, "guarantee", "answer_sets") or "marginal"
-        if guarantee not in ("marginal", "pac"):
-            raise self.fail(f"must be marginal or pac, got {guarantee!r}", "answer_sets", "guarantee")
+        if guarantee not in ("marginal", "pac", "pac_all_arms"):
+            raise self.fail(f"must be marginal, pac or pac_all_arms, got {guarantee!r}", "answer_sets",
+                            "guarantee")
         uag_llm = self._str(data, "uag_llm", "answer_sets")
         if uag_llm is not None:
             if uag_llm.startswith("openai:"):
@@ -627,7 +630,8 @@ def starter_toml(kg: str, arms: list[tuple[str, str, str, float | None]], budget
               "", "[answer_sets]", f"alpha = {alpha!r}  # sets miss the truth at most this often, per arm",
               "delta = 0.05  # level of the live coverage bound (`kgwise status`)",
               "kind = \"lac\"  # or aps",
-              "# guarantee = \"pac\"  # coverage >= 1 - alpha with probability >= 1 - delta (larger sets)",
+              "# guarantee = \"pac\"  # coverage >= 1 - alpha with probability >= 1 - delta (larger sets);",
+              "#   \"pac_all_arms\": the same for every arm at once (delta split over the arms)",
               "calibration_share = 0.5  # dev questions held out of the router's learning to calibrate sets",
               "# uag_llm = \"smollm2-135m\"  # open questions get UAG's sets, calibrated by `kgwise fit` on "
               "graded open dev questions",

@@ -57,6 +57,7 @@ from kgwise.app.calibration import (
     HeldOutCalibration,
     calibrated_threshold,
     choice_set,
+    guarantee_clause,
     nonconformity,
 )
 from kgwise.app.config import CONTEXTS, Context, PipelineConfig
@@ -466,7 +467,7 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     for name in names:
         mine = [calls[(name, q.id)] for q in questions if (name, q.id) in calls]
         scores = calibration.arm_scores(name, group)
-        threshold = calibrated_threshold(scores.tolist(), sets)
+        threshold = calibrated_threshold(scores.tolist(), sets, len(names))
         a = names.index(name)
         arm_sets = [(q, choice_set(calls[(name, q.id)].probabilities, [c.label for c in q.choices], sets.kind,
                                    threshold))
@@ -484,9 +485,7 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     guarantee = (f"per arm: P(truth ∈ set) ≥ {1 - sets.alpha:g} for a question the router, as it stands, "
                  "sends to that arm, over questions exchangeable with the dev log (split conformal on the "
                  f"{len(hold)} held-out dev questions the same rule sends there; "
-                 + (f"with probability ≥ {1 - sets.delta:g} over them, training-conditional"
-                    if sets.guarantee == "pac" else "on average over them")
-                 + "); `kgwise status` tracks live coverage")
+                 f"{guarantee_clause(sets, len(names))}); `kgwise status` tracks live coverage")
     not_fitted = tuple(f"{p.arm}'s prompt bandit: {p.reason}" for p in prompts if p.reason)
     if selection.method != "cross-fitting":
         not_fitted = (f"router settings (γ, reward form, context) are the config's: {selection.reason}",

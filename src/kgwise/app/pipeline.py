@@ -33,7 +33,13 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.app.arms import ArmOutput, ArmRunner, Knowledge, PromptArm, arm_cost, build_runner
-from kgwise.app.calibration import CalibrationSelector, calibrated_threshold, choice_set
+from kgwise.app.calibration import (
+    CalibrationSelector,
+    arm_delta,
+    calibrated_threshold,
+    choice_set,
+    guarantee_clause,
+)
 from kgwise.app.config import PipelineConfig, reads_free
 from kgwise.app.router import context_vector
 from kgwise.app.state import PENDING_KEPT, Pending, StateDir, coverage_bounds
@@ -396,15 +402,14 @@ class Pipeline:
                f"a question the router, as it stands, sends to arm {arm!r} (split conformal on the "
                f"{len(scores)} of {len(cal)} held-out dev questions it sends there now, which it never "
                "learnt from")
-        base = (f"P(truth ∈ set) ≥ {1 - sets.alpha:g} for {who}"
-                + (f"; with probability ≥ {1 - sets.delta:g} over them, training-conditional"
-                   if sets.guarantee == "pac" else "; on average over them")
-                + "), over questions exchangeable with the dev log")
-        threshold = calibrated_threshold(scores.tolist(), sets)
+        arms = len(self.config.arms)
+        base = (f"P(truth ∈ set) ≥ {1 - sets.alpha:g} for {who}; {guarantee_clause(sets, arms)}), over "
+                "questions exchangeable with the dev log")
+        threshold = calibrated_threshold(scores.tolist(), sets, arms)
         if math.isinf(threshold):
             statement = (f"every choice: {len(scores)} held-out dev questions for arm {arm!r} are too few "
                          f"for a {sets.guarantee} guarantee at α = {sets.alpha:g}"
-                         + (f", δ = {sets.delta:g}" if sets.guarantee == "pac" else "")
+                         + (f", δ = {arm_delta(sets, arms):g}" if sets.guarantee != "marginal" else "")
                          + "; the set covers the truth trivially")
             return AnswerSetResult(tuple(labels), tuple(texts[x] for x in labels), sets.alpha, True,
                                    statement, len(scores), tuple(scores.tolist())), None

@@ -156,11 +156,11 @@ def live_mcq_arms(kgm_model: Path | None, llms: Sequence[str] = ("smollm2-135m",
 
 
 def set_at(scores: Sequence[float], kind: str, sets: AnswerSetConfig, probabilities: Mapping[str, float],
-           labels: Sequence[str]) -> tuple[str, ...]:
+           labels: Sequence[str], arms: int = 1) -> tuple[str, ...]:
     """The set at ``sets``' α (and guarantee) from the calibration ``scores`` a decision's set was made
     from (:attr:`kgwise.app.pipeline.AnswerSetResult.calibration_scores`) — exactly as
-    :meth:`kgwise.app.Pipeline.answer_set` makes it."""
-    return choice_set(probabilities, labels, kind, calibrated_threshold(list(scores), sets))
+    :meth:`kgwise.app.Pipeline.answer_set` makes it in a pipeline of ``arms`` arms."""
+    return choice_set(probabilities, labels, kind, calibrated_threshold(list(scores), sets, arms))
 
 
 def _n_params(runner: ArmRunner) -> int:
@@ -542,7 +542,8 @@ def _mc_sets(questions_test: Sequence[Question], names: Sequence[str], cfg: Live
             if scores is None or not r["probabilities"]:
                 no_set += 1
                 continue
-            s = set_at(scores, run.set_kind, rule, r["probabilities"], [c.label for c in q.choices])
+            s = set_at(scores, run.set_kind, rule, r["probabilities"], [c.label for c in q.choices],
+                       len(names))
             if alpha == cfg.alphas[0] and r["set"] is not None and list(s) != list(r["set"]):
                 mismatch += 1
             cov_rows.append((r["arm"], q.gold[0] in s, len(s)))
@@ -600,8 +601,9 @@ def logged_answers(out_dir: Path, questions: Sequence[Question], arms: Sequence[
     return out
 
 
-GUARANTEES: tuple[Guarantee, ...] = ("marginal", "pac")
-"""The set rules :func:`coverage_splits` checks: the pipeline's split conformal and its PAC variant."""
+GUARANTEES: tuple[Guarantee, ...] = ("marginal", "pac", "pac_all_arms")
+"""The set rules :func:`coverage_splits` checks: the pipeline's split conformal and its PAC variants (per
+arm, and for every arm at once)."""
 
 
 def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
@@ -611,8 +613,9 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
     test on the other), each through a fresh :class:`~kgwise.app.Pipeline` whose arms replay the logged
     ``answers``; per α, the share of splits where every arm's coverage over the questions routed to it
     is ≥ 1 − α (arms that got no question are not counted), the same per arm, and the coverage's
-    spread — for the split-conformal sets and, under ``pac``, for their PAC variant at ``cfg.delta``
-    (each recomputed from the calibration scores its decision's set was made from)."""
+    spread — for the split-conformal sets and, under ``pac`` and ``pac_all_arms``, for their PAC variants
+    at ``cfg.delta`` per arm and split over the arms (each recomputed from the calibration scores its
+    decision's set was made from)."""
     if splits < 1 or len(questions) < 4:
         raise ConfigError("coverage_splits needs ≥ 1 split and ≥ 4 questions")
     n = len(questions)
@@ -665,7 +668,7 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
             rule = AnswerSetConfig(alpha, cfg.delta, kind, key[0])
             got: dict[str, list[bool]] = {}
             for q, arm, probs, scores in rows:
-                st = set_at(scores, kind, rule, probs, [c.label for c in q.choices])
+                st = set_at(scores, kind, rule, probs, [c.label for c in q.choices], len(arms))
                 got.setdefault(arm, []).append(q.gold[0] in st)
             for arm, hits in got.items():
                 per_arm[key][arm].append(float(np.mean(hits)))
@@ -685,4 +688,6 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
 
     return {"splits": splits, "questions": n, "fit": half, "test": n - half,
             "pipeline_accuracy": {"mean": float(np.mean(accuracy)), "std": float(np.std(accuracy))},
-            **summary("marginal"), "pac": {"delta": cfg.delta, **summary("pac")}}
+            **summary("marginal"), "pac": {"delta": cfg.delta, **summary("pac")},
+            "pac_all_arms": {"delta": cfg.delta, "delta_per_arm": cfg.delta / len(arms),
+                             **summary("pac_all_arms")}}
