@@ -24,8 +24,9 @@ own set at the first α, and the same per-arm calibration scores at the others (
 on α); coverage and mean size overall and per arm (over the test questions routed to it, with a
 Clopper–Pearson interval). Every step appends to a :class:`~kgwise.files.ResumeLog` under ``out_dir``
 (the pipeline's state directory there too), so a killed run resumes without calling a model twice for
-a finished step; the fit's calls and the arms' test answers do not depend on the sizes, so a larger
-run in the same ``out_dir`` reuses them (its pipeline runs afresh, in its own ``run-HASH`` folder).
+a finished step; the fit's calls and the arms' test answers are keyed by each arm's own settings and do
+not depend on the sizes, so a larger run in the same ``out_dir``, or one with an arm changed (a retrained
+KG model), reuses the others' (its pipeline runs afresh, in its own ``run-HASH`` folder).
 """
 
 from __future__ import annotations
@@ -299,8 +300,9 @@ def run_live(questions_fit: Sequence[Question], questions_test: Sequence[Questio
     b = make_bar(total_fit, "fit: arms × questions")
     with Pipeline(_pipeline_config(out_dir, arms, 1.0, cfg, alpha0), probe_root, ticking(b), encoder,
                   kg, uag_generator=uag_generator) as probe:
-        b.update(sum(1 for _ in ResumeLog(probe_root / LOG_FILE, "kgwise.fit.v1",
-                                          on_other="restart").items()))
+        logged = ResumeLog(probe_root / LOG_FILE, "kgwise.fit.v1", on_other="restart")
+        b.update(sum(logged.get(call_key(r.config.fingerprint(), q, c)) is not None for q in questions_fit
+                     for r in runners.values() if r.can_answer(q) for c in fit_calls(r, q)))
         spend = sum(arm_cost(r.config, r.usage_bound(q)) * len(fit_calls(r, q)) for q in questions_fit
                     for r in runners.values() if r.can_answer(q))
         probe_report = fit_questions(probe, questions_fit, max_spend=spend * 1.000001 + 1e-9,
