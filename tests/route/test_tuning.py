@@ -11,7 +11,7 @@ import pytest
 from kgwise.errors import ConfigError
 from kgwise.route.coke import CokeConfig, CokeRouter
 from kgwise.route.table import OutcomeTable
-from kgwise.route.tuning import CrossFit, TuningConfig, cross_fit, halves, simulate
+from kgwise.route.tuning import CrossFit, TuningConfig, cross_fit, halves, simulate, single_arm
 
 
 def _table(n: int = 160, seed: int = 0) -> tuple[OutcomeTable, np.ndarray, np.ndarray]:
@@ -68,6 +68,30 @@ def test_cross_fit_scores_every_grid_point_on_both_folds_and_picks_the_best() ->
     assert by_ctx["informative"] > by_ctx["noise"] and report.chosen.context == "informative"
     row = report.to_dict()
     assert row["chosen"]["context"] == "informative" and len(row["grid"]) == 8
+    # the paid arm cannot answer every question at 30 %: the baseline is the free arm, which routing beats
+    one = report.single_arm
+    assert one is not None and one.arm_by_fold == ("kgm", "kgm")
+    gain = report.routing_gain
+    assert gain is not None and gain == pytest.approx(report.chosen.accuracy - one.accuracy) and gain > 0
+    assert tuple(row["single_arm"]["arm_by_fold"]) == ("kgm", "kgm") and row["routing_gain"] == gain
+
+
+def test_the_single_arm_baseline_is_learnt_on_one_fold_and_scored_on_the_other() -> None:
+    table, x, _ = _table()
+    tune, held = halves(160, 0)
+
+    def free(half: OutcomeTable) -> float:  # a budget that no paid arm fits
+        return 0.0
+
+    assert single_arm(CrossFit(table, {"ctx": x}, CokeConfig(), 1, free)).arm_by_fold == ("kgm", "kgm")
+    rich = CrossFit(table, {"ctx": x}, CokeConfig(), 1, lambda half: 0.01 * half.n_questions)
+    one = single_arm(rich)  # the paid arm fits a budget of its full cost, and is the more accurate
+    assert one is not None and one.arm_by_fold == ("llm", "llm")
+    assert one.accuracy_by_fold == (pytest.approx(table.correct[tune, 1].mean()),
+                                    pytest.approx(table.correct[held, 1].mean()))
+    assert one.cost_per_question_by_fold == (pytest.approx(0.01), pytest.approx(0.01))
+    priced = replace(table, cost=np.tile([0.005, 0.01], (160, 1)))  # no arm is free, none fits nothing
+    assert single_arm(CrossFit(priced, {"ctx": x}, CokeConfig(), 1, free)) is None
 
 
 def test_cross_fitting_refuses_bad_input() -> None:

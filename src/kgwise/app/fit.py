@@ -186,6 +186,18 @@ class RouterSelection:
                 "decomposed_reward": self.decomposed_reward,
                 "cross_fit": None if self.cross_fit is None else self.cross_fit.to_dict()}
 
+    def against_single_arm(self) -> str:
+        """The cross-fitted accuracy of the chosen settings beside the best affordable single arm's, for
+        the fit's output ('' without cross-fitting or an affordable arm)."""
+        cf = self.cross_fit
+        if cf is None or cf.single_arm is None or cf.routing_gain is None:
+            return ""
+        one = cf.single_arm
+        arm = one.arm_by_fold[0] if len(set(one.arm_by_fold)) == 1 else " / ".join(one.arm_by_fold)
+        verdict = "" if cf.routing_gain > 0 else ": on this log routing does not beat answering with it alone"
+        return (f"; out of fold {cf.chosen.accuracy:.3f} against {one.accuracy:.3f} for always {arm}, the "
+                f"best affordable single arm{verdict}")
+
 
 @dataclass(frozen=True, slots=True)
 class ArmFit:
@@ -439,7 +451,8 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     echo(f"fit: {len(hold)} of {len(questions)} questions held out to calibrate the sets; router settings by "
          f"{selection.method}: context {selection.context}, gamma "
          f"{'Eq. 12' if selection.gamma is None else selection.gamma}, decomposed reward "
-         f"{selection.decomposed_reward}" + (f" ({selection.reason})" if selection.reason else ""))
+         f"{selection.decomposed_reward}" + (f" ({selection.reason})" if selection.reason else "")
+         + selection.against_single_arm())
     X = contexts[selection.context]
     coke = replace(config.router.coke, gamma_override=selection.gamma,
                    decomposed_reward=selection.decomposed_reward)

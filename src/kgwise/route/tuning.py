@@ -7,8 +7,10 @@ seeded permutation (:func:`halves`); :class:`CrossFit` scores one grid point on 
 (the router starts from its priors) or *warm* (it first learns every arm's logged outcome on the other
 half, :meth:`CokeRouter.warm_start`, as a fitted pipeline does). :func:`cross_fit` is what ``kgwise fit``
 uses: every grid point's warm score on each half (learn on one fold, route the other), and the point with
-the best mean accuracy over the two folds (ties: the lower cost, then the grid's order). ``kgwise eval
-route``'s cross-tuning (:mod:`kgwise.eval.route.tuning`) runs on the same engine.
+the best mean accuracy over the two folds (ties: the lower cost, then the grid's order), beside the best
+affordable single arm cross-fitted the same way (:func:`single_arm`: learn which arm on one fold, score
+it on the other), which routing has to beat to be worth its cost. ``kgwise eval route``'s cross-tuning
+(:mod:`kgwise.eval.route.tuning`) runs on the same engine.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from kgwise.route.coke import CokeConfig, CokeRouter
 from kgwise.route.table import OutcomeTable
 
 __all__ = ["CrossFit", "CrossFitReport", "GridPoint", "GridScore", "HalfScore", "Observer", "Router",
-           "RunCache", "RunResult", "TuningConfig", "cross_fit", "halves", "simulate"]
+           "RunCache", "RunResult", "SingleArmScore", "TuningConfig", "cross_fit", "halves", "simulate",
+           "single_arm"]
 
 Matrix = npt.NDArray[np.float64]
 GridPoint = tuple[str, float | None, bool]
@@ -252,17 +255,63 @@ class GridScore:
 
 
 @dataclass(frozen=True)
+class SingleArmScore:
+    """The baseline routing has to beat, cross-fitted like a grid point: per fold, the arm most accurate
+    on the other fold among those that can answer every question of this fold within its budget, and
+    that arm's accuracy and cost per question on this fold."""
+
+    arm_by_fold: tuple[str, str]
+    accuracy_by_fold: tuple[float, float]
+    cost_per_question_by_fold: tuple[float, float]
+
+    @property
+    def accuracy(self) -> float:
+        return float(np.mean(self.accuracy_by_fold))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"accuracy": self.accuracy}
+
+
+def single_arm(fit: CrossFit) -> SingleArmScore | None:
+    """:class:`SingleArmScore` on ``fit``'s halves (ties: the cheaper arm, then the table's order);
+    ``None`` when on some fold no arm fits the budget."""
+    arms, acc, cost = [], [], []
+    for h in (0, 1):
+        here, other = fit.parts[h], fit.parts[1 - h]
+        budget = fit.budget(here)
+        total = here.cost.sum(axis=0)
+        ok = [a for a in range(len(here.arms)) if total[a] <= budget + 1e-9]
+        if not ok:
+            return None
+        learnt = other.correct.mean(axis=0)
+        best = max(ok, key=lambda a: (learnt[a], -other.cost[:, a].mean(), -a))
+        arms.append(here.arms[best])
+        acc.append(float(here.correct[:, best].mean()))
+        cost.append(float(here.cost[:, best].mean()))
+    return SingleArmScore((arms[0], arms[1]), (acc[0], acc[1]), (cost[0], cost[1]))
+
+
+@dataclass(frozen=True)
 class CrossFitReport:
-    """What :func:`cross_fit` chose and every grid point's cross-fitted score."""
+    """What :func:`cross_fit` chose, every grid point's cross-fitted score, and the best affordable single
+    arm's (``single_arm``: routing is worth its cost only above it)."""
 
     chosen: GridScore
     grid: tuple[GridScore, ...]
     fold_sizes: tuple[int, int]
     seeds: int
+    single_arm: SingleArmScore | None = None
+
+    @property
+    def routing_gain(self) -> float | None:
+        """The chosen settings' cross-fitted accuracy minus the single arm's (``None`` without one)."""
+        return None if self.single_arm is None else self.chosen.accuracy - self.single_arm.accuracy
 
     def to_dict(self) -> dict[str, Any]:
         return {"chosen": self.chosen.to_dict(), "grid": [g.to_dict() for g in self.grid],
-                "fold_sizes": list(self.fold_sizes), "seeds": self.seeds}
+                "fold_sizes": list(self.fold_sizes), "seeds": self.seeds,
+                "single_arm": None if self.single_arm is None else self.single_arm.to_dict(),
+                "routing_gain": self.routing_gain}
 
 
 def cross_fit(table: OutcomeTable, contexts: Mapping[str, npt.ArrayLike], base: CokeConfig,
@@ -279,4 +328,5 @@ def cross_fit(table: OutcomeTable, contexts: Mapping[str, npt.ArrayLike], base: 
                                 (runs[0].cost / fit.parts[0].n_questions,
                                  runs[1].cost / fit.parts[1].n_questions)))
     best = max(range(len(scores)), key=lambda i: (scores[i].accuracy, -scores[i].cost_per_question, -i))
-    return CrossFitReport(scores[best], tuple(scores), (len(fit.halves[0]), len(fit.halves[1])), seeds)
+    return CrossFitReport(scores[best], tuple(scores), (len(fit.halves[0]), len(fit.halves[1])), seeds,
+                          single_arm(fit))
