@@ -199,3 +199,11 @@ def test_a_deep_copy_neither_carries_nor_updates_the_tracked_contexts() -> None:
     policy.update(0, [1.0, 0.0, 0.0], 1.0)
     np.testing.assert_allclose(clone.A_inv, policy.A_inv)
     assert not np.array_equal(tracked.quad, before)
+
+
+def test_argmax_never_picks_a_masked_arm_even_when_every_value_is_minus_infinity_or_nan() -> None:
+    bandit = LinUCB(3, 2, seed=0)
+    for values in ([-np.inf, -np.inf, -np.inf], [np.nan, -np.inf, np.nan], [np.nan, np.nan, np.nan]):
+        picks = {bandit.argmax(values, [False, True, False]) for _ in range(20)}
+        assert picks == {1}
+    assert bandit.argmax([np.nan, 0.5, 0.7]) == 2  # NaN ranks last

@@ -181,13 +181,12 @@ class LinUCB(Policy[ArmT]):
     def argmax(self, values: npt.ArrayLike, mask: npt.ArrayLike | None = None) -> int:
         """Position of the largest of ``values`` (one per arm) among allowed arms, ties broken by the
         seeded generator."""
-        v = np.asarray(values, dtype=np.float64).copy()
-        if mask is not None:
-            m = np.asarray(mask, dtype=bool)
-            if m.shape != v.shape or not m.any():
-                raise ConfigError("mask must have one entry per arm and allow at least one arm")
-            v[~m] = -np.inf
-        best = np.flatnonzero(v >= v.max() - 1e-12)
+        v = np.asarray(values, dtype=np.float64)
+        v = np.where(np.isnan(v), -np.inf, v)  # an overflowed value ranks last, never first
+        m = np.ones(v.shape, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+        if m.shape != v.shape or not m.any():
+            raise ConfigError("mask must have one entry per arm and allow at least one arm")
+        best = np.flatnonzero(m & (v >= v[m].max() - 1e-12))  # only allowed arms, even if all are -inf
         return int(best[0]) if best.size == 1 else int(self._rng.choice(best))
 
     def pull(self, context: npt.ArrayLike, mask: npt.ArrayLike | None = None) -> ArmT:

@@ -353,8 +353,9 @@ class CokeRouter(Policy[str]):
         values = self.values(theta, context)
         if self.config.pacing == "price":
             values -= self.price * (self.cost_seen + c) / (self.questions_seen + 1)
-        values[~mask] = -np.inf
-        best = values >= values.max(axis=1, keepdims=True) - 1e-12
+        values = np.where(mask & ~np.isnan(values), values, -np.inf)
+        top = values.max(axis=1, keepdims=True)
+        best = mask & (values >= top - 1e-12)  # only affordable arms, even when all of them are at -inf
         pick = np.argmax(np.where(best, rng.random(values.shape), -1.0), axis=1)
         return np.where(mask.any(axis=1), pick, -1).astype(np.int64)
 
@@ -380,7 +381,8 @@ class CokeRouter(Policy[str]):
         if spends(0.0) <= per_question or positive.size == 0:
             self.price = 0.0
             return 0.0
-        scale = 1.0 / max(per_question, float(positive.min()))  # η in reward per "one question's budget"
+        # η in reward per "one question's budget", kept finite for a vanishing budget (no ∞·0 = NaN below)
+        scale = 1.0 / max(per_question, float(positive.min()), 1e-200)
         lo, hi = 0.0, scale
         while spends(hi) > per_question and hi < 1e9 * scale:
             lo, hi = hi, 4 * hi
