@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from kgwise.app.arms import ArmOutput, ArmRunner, ObservedArm, arm_cost
-from kgwise.app.calibration import calibrated_threshold, choice_set
+from kgwise.app.calibration import arm_delta, calibrated_threshold, choice_set
 from kgwise.app.config import AnswerSetConfig, ArmConfig, Guarantee, KGConfig, PipelineConfig, RouterConfig
 from kgwise.app.fit import LOG_FILE, UAG_TABLES, FitReport, call_key, fit_calls, fit_questions
 from kgwise.app.pipeline import BudgetExhaustedError, Pipeline
@@ -301,8 +301,9 @@ def run_live(questions_fit: Sequence[Question], questions_test: Sequence[Questio
     with Pipeline(_pipeline_config(out_dir, arms, 1.0, cfg, alpha0), probe_root, ticking(b), encoder,
                   kg, uag_generator=uag_generator) as probe:
         logged = ResumeLog(probe_root / LOG_FILE, "kgwise.fit.v1", on_other="restart")
-        b.update(sum(logged.get(call_key(r.config.fingerprint(), q, c)) is not None for q in questions_fit
-                     for r in runners.values() if r.can_answer(q) for c in fit_calls(r, q)))
+        fps = {n: r.config.fingerprint() for n, r in runners.items()}
+        b.update(sum(logged.get(call_key(fps[n], q, c)) is not None for n, r in runners.items()
+                     for q in questions_fit if r.can_answer(q) for c in fit_calls(r, q)))
         spend = sum(arm_cost(r.config, r.usage_bound(q)) * len(fit_calls(r, q)) for q in questions_fit
                     for r in runners.values() if r.can_answer(q))
         probe_report = fit_questions(probe, questions_fit, max_spend=spend * 1.000001 + 1e-9,
@@ -688,8 +689,9 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
                                    "coverage_mean": float(np.mean(v)) if v else None}
                                for a, v in per_arm[k].items()} for k in mine}}
 
+    joint = AnswerSetConfig(delta=cfg.delta, guarantee="pac_all_arms")
     return {"splits": splits, "questions": n, "fit": half, "test": n - half,
             "pipeline_accuracy": {"mean": float(np.mean(accuracy)), "std": float(np.std(accuracy))},
             **summary("marginal"), "pac": {"delta": cfg.delta, **summary("pac")},
-            "pac_all_arms": {"delta": cfg.delta, "delta_per_arm": cfg.delta / len(arms),
+            "pac_all_arms": {"delta": cfg.delta, "delta_per_arm": arm_delta(joint, len(arms)),
                              **summary("pac_all_arms")}}
