@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 from kgwise.app.calibration import CalibrationSelector
+from kgwise.app.config import PipelineConfig
 from kgwise.app.fit import MIN_CROSS_FIT, REPORT_FILE, SpendLimitError, fit, held_out, read_questions
 from kgwise.app.pipeline import Pipeline
 from kgwise.conformal.split import conformal_quantile
 from kgwise.errors import ConfigError, DataError
 
-from .conftest import StubArm, dev_rows, write_questions
+from .conftest import STUB_CONFIG, FakeEncoder, StubArm, dev_rows, write_config, write_kg, write_questions
 from .test_pipeline import make
 
 
@@ -179,6 +180,61 @@ def test_a_large_log_chooses_gamma_reward_form_and_context_by_cross_fitting(tmp_
                    for g in saved["router_selection"]["cross_fit"]["grid"])
         assert not any("router settings" in n for n in report.not_fitted)
         pipe.answer("What does aspirin treat?", ["fever", "diabetes", "thirst"])
+
+
+def _skilled(root: Path, skills: dict[str, float], pin: bool = True) -> Pipeline:
+    """The stub pipeline with these arm skills (budget 100: every arm is affordable)."""
+    write_kg(root)
+    body = STUB_CONFIG.format(cheap=0.1, dear=0.3, budget=100.0, seed=0)
+    body = body.replace("[router]\n", f"[router]\npin_single_arm = {str(pin).lower()}\n")
+    cfg = PipelineConfig.load(write_config(root, body))
+    runners = {n: StubArm(cfg.arm(n), k, open_questions=n != "free") for n, k in skills.items()}
+    return Pipeline(cfg, root / "state", runners, FakeEncoder())
+
+
+def test_a_free_arm_that_routing_cannot_beat_is_pinned_and_answers(tmp_path: Path) -> None:
+    path = write_questions(tmp_path, dev_rows(26))
+    lines: list[str] = []
+    with _skilled(tmp_path, {"cheap": 0.4, "dear": 0.5, "free": 0.95}) as pipe:
+        report = fit(pipe, path, max_spend=100.0, echo=lines.append)
+        sel = report.router_selection
+        assert sel is not None and sel.cross_fit is not None and sel.cross_fit.gain is not None
+        gain = sel.cross_fit.gain
+        assert gain.single_arm_cost_per_question == 0.0 and not gain.pays(1.0)
+        assert sel.pinned == "free" and pipe.status().pinned == "free"
+        assert any("pinned" in line and "gain" in line for line in lines)
+        assert json.loads((pipe.state.root / REPORT_FILE).read_text())["router_selection"]["pinned"] == "free"
+        # the held-out replay and the live pipeline answer with it, for free
+        assert {a.name: a.share_routed for a in report.arms}["free"] == 1.0 and report.replay_spend == 0.0
+        r = pipe.answer("What does aspirin treat?", ["fever", "diabetes", "thirst"])
+        assert r.arm == "free" and r.cost == 0.0
+        assert r.answer_set is not None  # calibrated on the held-out questions the pinned rule sends it
+        assert r.answer_set.calibration_size == sum(held_out(read_questions(path), 0.5))
+        pipe.feedback(r.decision, correct=False)
+        assert pipe.answer("What does aspirin treat??", ["fever", "diabetes", "thirst"]).arm == "free"
+    with _skilled(tmp_path, {"cheap": 0.4, "dear": 0.5, "free": 0.95}) as reopened:
+        assert reopened.status().pinned == "free"  # a restart keeps it
+        assert reopened.answer("What does aspirin treat???", ["fever", "diabetes", "thirst"]).arm == "free"
+
+
+def test_without_pinning_the_fit_only_reports_that_routing_does_not_pay(tmp_path: Path) -> None:
+    path = write_questions(tmp_path, dev_rows(26))
+    lines: list[str] = []
+    with _skilled(tmp_path, {"cheap": 0.4, "dear": 0.5, "free": 0.95}, pin=False) as pipe:
+        report = fit(pipe, path, max_spend=100.0, echo=lines.append)
+        assert report.router_selection is not None and report.router_selection.pinned is None
+        assert pipe.status().pinned is None
+        assert any("routing does not beat answering with it alone" in line for line in lines)
+
+
+def test_routing_that_clears_the_best_single_arm_is_not_pinned(tmp_path: Path) -> None:
+    path = write_questions(tmp_path, dev_rows(26))
+    with make(tmp_path, budget=100.0) as pipe:  # the dear arm (0.9) beats the free one (0.6); all affordable
+        report = fit(pipe, path, max_spend=100.0, echo=lambda _: None)
+        sel = report.router_selection
+        assert sel is not None and sel.cross_fit is not None and sel.cross_fit.gain is not None
+        gain = sel.cross_fit.gain
+        assert (sel.pinned is None) == gain.pays(1.0)
 
 
 def test_a_log_of_open_questions_holds_nothing_out_and_says_so(tmp_path: Path) -> None:

@@ -99,7 +99,8 @@ def _free_table(n: int) -> tuple[OutcomeTable, dict[str, tuple[list[str], np.nda
 @pytest.mark.parametrize("n, context", [(60, "question+free"), (240, "question")])
 def test_the_pipelines_router_figures_equal_eval_routes_for_the_same_settings(n: int, context: str) -> None:
     """Issue 27 (6a): the same engine. A Coke router with the settings the pipeline's fit chose (cross-fitted
-    at n = 240, the config's at n = 60), warm-started on the fit half's outcomes over the same context, then
+    at n = 240, the config's at n = 60) and its pinned arm, if any, warm-started on the fit half's outcomes
+    over the same context, then
     replayed by ``kgwise eval route``'s :func:`simulate` over the test half in the pipeline's order, makes
     the same choices: the same accuracy, cost and shares."""
     table, free = _free_table(n)
@@ -122,6 +123,7 @@ def test_the_pipelines_router_figures_equal_eval_routes_for_the_same_settings(n:
                         config=replace(coke, gamma_override=sel["gamma"],
                                        decomposed_reward=sel["decomposed_reward"]))
     router.warm_start(x[train], table.correct[train].astype(float))
+    router.pin(sel["pinned"])  # the fit's verdict on routing against the best single arm, if it pinned one
     ref = simulate(router, table, x, test, router)
     assert run["accuracy"] == pytest.approx(ref.accuracy)
     assert run["cost"] == pytest.approx(ref.total_cost)

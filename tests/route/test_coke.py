@@ -357,10 +357,11 @@ def test_loads_a_state_file_of_the_first_format(tmp_path: Path) -> None:
         CokeRouter.load(tmp_path / "v3.json")
 
 
+@pytest.mark.parametrize("pinned", [None, "small"])
 @pytest.mark.parametrize("pacing", ["allowance", "price"])
-def test_would_pull_picks_what_pull_would_and_changes_nothing(pacing: str) -> None:
+def test_would_pull_picks_what_pull_would_and_changes_nothing(pacing: str, pinned: str | None) -> None:
     """With the cluster posteriors sharp (θ draws all but fixed), ``would_pull`` on many contexts equals a
-    ``pull`` of each on a copy of the router, affordability and availability included."""
+    ``pull`` of each on a copy of the router, affordability, availability and a pinned arm included."""
     rng = np.random.default_rng(3)
     arms = [ArmSpec("kgm", "KGM"), ArmSpec("small", "LLM"), ArmSpec("big", "LLM")]
     cfg = CokeConfig(lam=0.5, pacing=pacing, price_window=50)
@@ -372,6 +373,7 @@ def test_would_pull_picks_what_pull_would_and_changes_nothing(pacing: str) -> No
         arm = router.pull(x, [0.0, 0.05, 0.2])
         if arm is not None:
             router.update(arm, x, float(rng.random() < 0.6), {"kgm": 0.0, "small": 0.05, "big": 0.2}[arm])
+    router.pin(pinned)
     Z = rng.normal(size=(60, 6))
     costs = np.tile([0.0, 0.05, 0.2], (60, 1)) * rng.uniform(0.5, 8.0, (60, 1))
     available = rng.random((60, 3)) > 0.2
@@ -387,7 +389,35 @@ def test_would_pull_picks_what_pull_would_and_changes_nothing(pacing: str) -> No
         arm = replica.pull(z, c, available=ok)
         want.append(-1 if arm is None else replica.names.index(arm))
     assert got[0] == got[1] == -1 and len(set(got.tolist())) >= 3
+    if pinned is not None:  # the pinned arm wherever it can answer and is affordable, Eq. 2 elsewhere
+        left = router.allowance(router.questions_seen + 1) - router.spent - router.reserved
+        can = available[:, 1] & (costs[:, 1] <= left)
+        assert np.all(got[can] == 1) and can.sum() >= 20 and np.any(got[~can] >= 0)
     # a pull under pacing="price" fits the price with the question's own values in its window,
     # would_pull keeps the last price: nearly always the same choice
     agree = float(np.mean(got == np.asarray(want)))
     assert agree >= (0.9 if pacing == "price" else 1.0), agree
+
+
+def test_a_pinned_arm_answers_wherever_it_can_and_survives_a_save() -> None:
+    router = _router(budget=1.0)
+    router.pin("small")
+    x = np.ones(4)
+
+    def pick(costs: list[float], available: list[bool] | None = None) -> str | None:
+        arm = router.pull(x, costs, available=available)
+        if arm is not None:
+            router.cancel(arm)
+        return arm
+
+    assert pick([0.0, 0.1, 0.1]) == "small"
+    router.update(router.pull(x, [0.0, 0.1, 0.1]) or "", x, 0.0, 0.1)  # wrong: only a fit unpins
+    assert pick([0.0, 0.1, 0.1]) == "small"
+    assert pick([0.0, 0.1, 0.1], [True, False, True]) in {"kgm", "big"}  # it cannot answer this one
+    assert pick([0.0, 2.0, 0.1]) in {"kgm", "big"}  # nor afford this one
+    restored = CokeRouter.from_state_dict(json.loads(json.dumps(router.state_dict())))
+    assert restored.pinned == 1 and restored.state_dict()["pinned"] == "small"
+    restored.pin(None)
+    assert restored.pinned is None and restored.state_dict()["pinned"] is None
+    with pytest.raises(ConfigError, match="arm names"):
+        router.pin("nope")

@@ -7,11 +7,22 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kgwise.errors import ConfigError
 from kgwise.route.coke import CokeConfig, CokeRouter
 from kgwise.route.table import OutcomeTable
-from kgwise.route.tuning import CrossFit, TuningConfig, cross_fit, halves, simulate, single_arm
+from kgwise.route.tuning import (
+    CrossFit,
+    RoutingGain,
+    TuningConfig,
+    best_single_arm,
+    cross_fit,
+    halves,
+    simulate,
+    single_arm,
+)
 
 
 def _table(n: int = 160, seed: int = 0) -> tuple[OutcomeTable, np.ndarray, np.ndarray]:
@@ -71,9 +82,70 @@ def test_cross_fit_scores_every_grid_point_on_both_folds_and_picks_the_best() ->
     # the paid arm cannot answer every question at 30 %: the baseline is the free arm, which routing beats
     one = report.single_arm
     assert one is not None and one.arm_by_fold == ("kgm", "kgm")
-    gain = report.routing_gain
-    assert gain is not None and gain == pytest.approx(report.chosen.accuracy - one.accuracy) and gain > 0
-    assert tuple(row["single_arm"]["arm_by_fold"]) == ("kgm", "kgm") and row["routing_gain"] == gain
+    gain = report.gain
+    assert gain is not None and gain.single_arm_accuracy == pytest.approx(one.accuracy)
+    assert gain.gain > 3 * gain.se and gain.pays(1.0)  # routing clears the free arm by far
+    assert tuple(row["single_arm"]["arm_by_fold"]) == ("kgm", "kgm") and row["gain"]["gain"] == gain.gain
+
+
+def test_the_gain_routes_each_fold_with_the_point_that_won_the_other_and_pairs_questions() -> None:
+    table, informative, noise = _table(seed=1)
+    cfg = TuningConfig(gammas=(None, 0.25), decomposed=(False, True))
+    contexts = {"noise": noise, "informative": informative}
+
+    def budget(half: OutcomeTable) -> float:
+        return 0.3 * 0.01 * half.n_questions
+
+    report = cross_fit(table, contexts, CokeConfig(lam=0.0), budget, paced=True, config=cfg, seeds=2)
+    gain = report.gain
+    assert gain is not None and gain.questions == 160
+    engine = CrossFit(table, contexts, CokeConfig(lam=0.0), 2, budget)
+    grid = cfg.grid(engine.contexts)
+    d, cost = [], 0.0
+    for h in (0, 1):
+        scores = [engine.score(1 - h, p, warm=True) for p in grid]
+        best = max(range(len(grid)), key=lambda i: (scores[i].accuracy, -scores[i].cost, -i))
+        assert gain.points[h] == grid[best]
+        run = engine.score(h, grid[best], warm=True)
+        single = engine.parts[h].correct[:, table.arm_index("kgm")]
+        d.append(run.right - single)
+        cost += run.cost
+    diffs = np.concatenate(d)
+    assert gain.gain == pytest.approx(diffs.mean())
+    assert gain.se == pytest.approx(diffs.std(ddof=1) / np.sqrt(160))
+    assert gain.accuracy == pytest.approx(gain.single_arm_accuracy + gain.gain)
+    assert gain.cost_per_question == pytest.approx(cost / 160) and gain.single_arm_cost_per_question == 0.0
+
+
+def test_routing_does_not_pay_where_a_free_arm_is_as_good_as_anything() -> None:
+    table, x, _ = _table()
+    rng = np.random.default_rng(5)
+    # the free arm is right on 80 % at random, the paid one on 50 %: nothing in the context tells them apart
+    even = replace(table, correct=np.stack([rng.random(160) < 0.8, rng.random(160) < 0.5], axis=1))
+    report = cross_fit(even, {"ctx": x}, CokeConfig(), lambda half: 0.01 * half.n_questions, paced=True,
+                       config=TuningConfig(gammas=(None,), decomposed=(False,)), seeds=2)
+    gain = report.gain
+    assert gain is not None and gain.single_arm_cost_per_question == 0.0 and not gain.pays(1.0)
+    assert best_single_arm(even, even, 0.0) == 0
+
+
+def _gain(gain: float, se: float, cost: float, single_cost: float) -> RoutingGain:
+    return RoutingGain((("c", None, False), ("c", None, False)), 0.5 + gain, 0.5, gain, se, cost, single_cost,
+                       100)
+
+
+@given(st.floats(-0.5, 0.5), st.floats(0.0, 0.2), st.floats(0.0, 3.0), st.floats(0.0, 3.0),
+       st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_routing_pays_only_past_z_standard_errors_and_less_so_for_a_larger_z(
+        g: float, se: float, z1: float, z2: float, cost: float, single_cost: float) -> None:
+    r = _gain(g, se, cost, single_cost)
+    lo, hi = sorted((z1, z2))
+    if single_cost <= cost:  # an arm no dearer: routing must be better by more than z·se
+        assert r.pays(lo) == (g > lo * se)
+    else:  # a dearer arm: routing, cheaper, must not be worse by more than z·se
+        assert r.pays(lo) == (g >= -lo * se)
+    # a larger z asks more before paying more, and forgives more before paying less
+    assert r.pays(hi) <= r.pays(lo) if single_cost <= cost else r.pays(hi) >= r.pays(lo)
 
 
 def test_the_single_arm_baseline_is_learnt_on_one_fold_and_scored_on_the_other() -> None:

@@ -18,7 +18,10 @@ Tables:
   question embedding; ``"question+free"``: the free arms — ``observe`` arms with no price — answer every
   question before routing and what they say is joined to it, :func:`kgwise.route.table.free_context`;
   ``"free"``: what they say alone, a few numbers that a router learns from few questions; ``kgwise fit``
-  may choose another by cross-fitting); Coke's own values in ``[coke]`` (the table of
+  may choose another by cross-fitting), ``pin_single_arm`` and ``routing_gain_z`` (default ``true``,
+  ``1.0``: ``kgwise fit`` answers with the best affordable single arm unless routing beats it, out of
+  fold, by more than that many standard errors — or, against a dearer arm, is not worse by more); Coke's
+  own values in ``[coke]`` (the table of
   ``kgwise config show coke``, checked by :mod:`kgwise.settings`' rules);
 * ``[answer_sets]`` — ``alpha`` in (0, 1), ``delta`` in (0, 1) (the live coverage bound's level, and the
   calibration's confidence with ``guarantee = "pac"``), ``kind`` (``lac`` or ``aps``), ``guarantee``
@@ -165,8 +168,10 @@ def paced_coke(base: CokeConfig) -> CokeConfig:
 
 @dataclass(frozen=True, slots=True)
 class RouterConfig:
-    """Budget (in ``unit``: dollars or LLM calls), pacing horizon, seed, Coke's values, and whether free
-    arms marked ``observe`` answer every question so that feedback teaches the router their outcome too."""
+    """Budget (in ``unit``: dollars or LLM calls), pacing horizon, seed, Coke's values, whether free arms
+    marked ``observe`` answer every question so that feedback teaches the router their outcome too, and
+    whether :func:`kgwise.app.fit.fit` pins the best affordable single arm where routing does not clear it
+    by ``routing_gain_z`` standard errors (:meth:`kgwise.route.tuning.RoutingGain.pays`)."""
 
     budget: float
     unit: Unit
@@ -175,6 +180,8 @@ class RouterConfig:
     observe_free: bool = True
     coke: CokeConfig = dataclasses.field(default_factory=CokeConfig)
     context: Context = "question"
+    pin_single_arm: bool = True
+    routing_gain_z: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,8 +365,8 @@ class _Reader:
     def router(self, data: dict[str, Any] | None) -> RouterConfig:
         if data is None:
             raise DataError("missing table [router]: give budget_usd or budget_calls", self.path)
-        self._keys(data, {"budget_usd", "budget_calls", "horizon", "seed", "observe_free", "context"},
-                   "router")
+        self._keys(data, {"budget_usd", "budget_calls", "horizon", "seed", "observe_free", "context",
+                          "pin_single_arm", "routing_gain_z"}, "router")
         given = [k for k in ("budget_usd", "budget_calls") if k in data]
         if len(given) != 1:
             raise self.fail("give exactly one of budget_usd or budget_calls"
@@ -385,8 +392,16 @@ class _Reader:
         if context not in CONTEXTS:
             raise self.fail(f"must be one of {', '.join(map(repr, CONTEXTS))}, got {context!r}", "router",
                             "context")
+        pin = data.get("pin_single_arm", True)
+        if not isinstance(pin, bool):
+            raise self.fail(f"must be true or false, got {pin!r}", "router", "pin_single_arm")
+        z = self._number(data, "routing_gain_z", "router")
+        if z is not None and not (math.isfinite(z) and z >= 0):
+            raise self.fail(f"must be a number of standard errors ≥ 0, got {data['routing_gain_z']!r}",
+                            "router", "routing_gain_z")
         unit: Unit = "usd" if key == "budget_usd" else "calls"
-        return RouterConfig(budget, unit, horizon, seed, observe, coke, context)
+        return RouterConfig(budget, unit, horizon, seed, observe, coke, context, pin,
+                            1.0 if z is None else z)
 
     def coke(self, data: dict[str, Any], defaults: dict[str, Any] | None = None) -> CokeConfig:
         """``[coke]`` checked as :func:`kgwise.settings.read_section` checks it (strict types, the config's
@@ -626,6 +641,8 @@ def starter_toml(kg: str, arms: list[tuple[str, str, str, float | None]], budget
               "observe_free = true  # free arms (kgm) answer every question; feedback teaches their outcome",
               "# context = \"question+free\"  # join what the free arms say to the question (`kgwise fit` "
               "chooses by cross-fitting)",
+              "# pin_single_arm = true  # `kgwise fit` answers with the best affordable single arm when",
+              "# routing_gain_z = 1.0   #   routing does not beat it by this many standard errors",
               "", "# Coke's values (see `kgwise config show coke`)", "[coke]", "lam = 1.0", "delta = 0.05",
               "", "[answer_sets]", f"alpha = {alpha!r}  # sets miss the truth at most this often, per arm",
               "delta = 0.05  # level of the live coverage bound (`kgwise status`)",

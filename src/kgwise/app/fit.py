@@ -18,7 +18,13 @@
    This needs :data:`MIN_CROSS_FIT` such questions (each fold learns from and is scored on ≥ 50); on a
    smaller log the config's ``[coke]`` values and ``[router] context`` stay, and the report says why. A
    fresh router with the chosen settings is then warm-started on the learning part's graded outcomes
-   (:meth:`kgwise.route.coke.CokeRouter.warm_start`).
+   (:meth:`kgwise.route.coke.CokeRouter.warm_start`). Routing has to earn its cost: the cross-fit also
+   measures its gain over the best affordable single arm question by question, each fold routed with the
+   settings that won on the other fold (:class:`kgwise.route.tuning.RoutingGain`); unless routing beats
+   an arm that costs no more by more than ``[router] routing_gain_z`` standard errors (or, against a
+   dearer arm, is not worse by more), the router is pinned to the best affordable single arm on the
+   learning part (:meth:`~kgwise.route.coke.CokeRouter.pin`: it answers wherever it can and is
+   affordable; ``pin_single_arm = false`` keeps routing and only reports it).
 4. A copy of the fitted router is replayed over the held-out questions (select within the configured
    budget and horizon, then learn the logged outcome, as live; over the whole log, in sample, when
    nothing is held out) — its accuracy and spend are the fit report's expectation at the configured
@@ -69,7 +75,7 @@ from kgwise.errors import ConfigError, DataError, KgwiseError
 from kgwise.files import ResumeLog, read_jsonl, short_hash, write_text_atomic
 from kgwise.grading import match_answer
 from kgwise.route.table import OutcomeTable
-from kgwise.route.tuning import CrossFitReport, TuningConfig, cross_fit
+from kgwise.route.tuning import CrossFitReport, TuningConfig, best_single_arm, cross_fit
 from kgwise.types import CHOICE_LABELS, Choice, Question, Usage
 
 __all__ = ["LOG_FILE", "MIN_CROSS_FIT", "ArmFit", "FitReport", "LoggedCall", "RouterSelection",
@@ -171,8 +177,10 @@ class LoggedCall:
 @dataclass(frozen=True, slots=True)
 class RouterSelection:
     """How the router's γ, reward form and context were set: ``method`` ``"cross-fitting"`` (``cross_fit``
-    holds every grid point's cross-fitted accuracy and cost) or ``"config"`` (the config's values;
-    ``reason`` says why no cross-fitting)."""
+    holds every grid point's cross-fitted accuracy and cost, and routing's gain over the best affordable
+    single arm) or ``"config"`` (the config's values; ``reason`` says why no cross-fitting); ``pinned``:
+    the arm the fitted router answers with wherever it can (routing did not clear it,
+    ``[router] pin_single_arm``), else ``None``."""
 
     method: str
     reason: str
@@ -180,23 +188,30 @@ class RouterSelection:
     gamma: float | None
     decomposed_reward: bool
     cross_fit: CrossFitReport | None = None
+    pinned: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "reason": self.reason, "context": self.context, "gamma": self.gamma,
                 "decomposed_reward": self.decomposed_reward,
-                "cross_fit": None if self.cross_fit is None else self.cross_fit.to_dict()}
+                "cross_fit": None if self.cross_fit is None else self.cross_fit.to_dict(),
+                "pinned": self.pinned}
 
-    def against_single_arm(self) -> str:
-        """The cross-fitted accuracy of the chosen settings beside the best affordable single arm's, for
+    def against_single_arm(self, z: float) -> str:
+        """Routing's out-of-fold gain over the best affordable single arm and what the fit made of it, for
         the fit's output ('' without cross-fitting or an affordable arm)."""
         cf = self.cross_fit
-        if cf is None or cf.single_arm is None or cf.routing_gain is None:
+        if cf is None or cf.single_arm is None or cf.gain is None:
             return ""
-        one = cf.single_arm
+        g, one = cf.gain, cf.single_arm
         arm = one.arm_by_fold[0] if len(set(one.arm_by_fold)) == 1 else " / ".join(one.arm_by_fold)
-        verdict = "" if cf.routing_gain > 0 else ": on this log routing does not beat answering with it alone"
-        return (f"; out of fold {cf.chosen.accuracy:.3f} against {one.accuracy:.3f} for always {arm}, the "
-                f"best affordable single arm{verdict}")
+        out = (f"; out of fold (each fold routed with the settings that won the other) routing "
+               f"{g.accuracy:.3f} at {g.cost_per_question:.4g}/question against {g.single_arm_accuracy:.3f} "
+               f"at {g.single_arm_cost_per_question:.4g} for always {arm}, the best affordable single arm: "
+               f"gain {g.gain:+.3f} ± {g.se:.3f}")
+        if self.pinned is not None:
+            return out + (f", not clear of {z:g} standard errors: the router answers with {self.pinned} "
+                          "wherever it can (pinned; [router] pin_single_arm = false routes regardless)")
+        return out if g.pays(z) else out + ": on this log routing does not beat answering with it alone"
 
 
 @dataclass(frozen=True, slots=True)
@@ -452,7 +467,7 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
          f"{selection.method}: context {selection.context}, gamma "
          f"{'Eq. 12' if selection.gamma is None else selection.gamma}, decomposed reward "
          f"{selection.decomposed_reward}" + (f" ({selection.reason})" if selection.reason else "")
-         + selection.against_single_arm())
+         + selection.against_single_arm(config.router.routing_gain_z))
     X = contexts[selection.context]
     coke = replace(config.router.coke, gamma_override=selection.gamma,
                    decomposed_reward=selection.decomposed_reward)
@@ -460,6 +475,7 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
                for n in names}
     router = RouterAdapter.new(config, X.shape[1], coke)
     learnt = router.warm_start(X[learn], rewards)
+    router.router.pin(selection.pinned)
     calibration = _calibration(pipeline, [questions[i] for i in hold], calls, X[hold], selection.context)
     selector = CalibrationSelector(calibration)
     group = selector.group(router.router, "fit")
@@ -609,4 +625,8 @@ def _select_router(config: PipelineConfig, questions: Sequence[Question],
                        paced=r.horizon is not None, config=TuningConfig(), seeds=CROSS_FIT_SEEDS)
     c = report.chosen
     context = next(x for x in CONTEXTS if x == c.context)
-    return RouterSelection("cross-fitting", "", context, c.gamma, c.decomposed_reward, report)
+    pinned = None
+    if r.pin_single_arm and report.gain is not None and not report.gain.pays(r.routing_gain_z):
+        arm = best_single_arm(table, table, budget(table))
+        pinned = None if arm is None else names[arm]
+    return RouterSelection("cross-fitting", "", context, c.gamma, c.decomposed_reward, report, pinned)

@@ -190,7 +190,8 @@ class PipelineStatus:
     being answered; ``overrun``: costs above their bounds), questions routed, decisions awaiting feedback
     (``pending``; ``expired``: dropped unanswered, see :data:`~kgwise.app.state.PENDING_KEPT`), per-arm
     state, the cluster posteriors, with ``[answer_sets] uag_llm`` what UAG's sets for open questions rest
-    on (``open_sets``), and why a prompt-learning arm's saved bandit is not used (``prompt_problems``)."""
+    on (``open_sets``), why a prompt-learning arm's saved bandit is not used (``prompt_problems``), and
+    the arm the fit pinned (``pinned``: the router answers with it wherever it can)."""
 
     config: str
     state_dir: str
@@ -211,6 +212,7 @@ class PipelineStatus:
     calibration_problem: str | None = None
     open_sets: str | None = None
     prompt_problems: dict[str, str] = field(default_factory=dict)
+    pinned: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -580,7 +582,7 @@ class Pipeline:
                                   len(self.state.pending), sets.alpha, sets.delta,
                                   cal is not None, tuple(arms), r.cluster_accuracy(),
                                   self.state.expired, self.state.calibration_problem,
-                                  self._open_sets_status(), dict(self.prompt_problems))
+                                  self._open_sets_status(), dict(self.prompt_problems), r.pinned)
 
     def _open_sets_status(self) -> str | None:
         if self.config.answer_sets.uag_llm is None:

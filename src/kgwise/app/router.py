@@ -73,6 +73,12 @@ class RouterAdapter:
     def dim(self) -> int:
         return self.router.dim
 
+    @property
+    def pinned(self) -> str | None:
+        """The arm the router answers with wherever it can (:meth:`kgwise.route.coke.CokeRouter.pin`)."""
+        p = self.router.pinned
+        return None if p is None else self.router.names[p]
+
     def _vector(self, costs: Mapping[str, float]) -> list[float]:
         missing = [n for n in self.router.names if n not in costs]
         if missing:

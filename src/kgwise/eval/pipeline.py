@@ -14,8 +14,9 @@ cross-fitting (each run reports the choice); the free arms (cost 0) answer every
 recorded top candidate and score given as ``free``, which the ``question+free`` context reads.
 
 Reported per split and as mean ± std over splits: each arm's accuracy and cost on the test half, the
-pipeline's accuracy, cost, spent/budget and share of questions routed to each arm, and the issue's
-target checks against the best single arm (accuracy ≥ its, cost ≤ 60 % of its).
+pipeline's accuracy, cost, spent/budget and share of questions routed to each arm, in how many splits
+the fit pinned each arm (routing did not clear it, ``[router] pin_single_arm``), and the issue's target
+checks against the best single arm (accuracy ≥ its, cost ≤ 60 % of its).
 """
 
 from __future__ import annotations
@@ -202,7 +203,8 @@ def evaluate_replay(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConf
             r = runs[-1]
             progress(f"split {s + 1}/{cfg.splits}: accuracy {r['accuracy']:.4f}, cost {r['cost']:.4f} "
                      f"(best arm {r['best_arm']}: {r['arms'][r['best_arm']]['accuracy']:.4f}, "
-                     f"{r['arms'][r['best_arm']]['cost']:.4f}), spent/budget {r['spent_over_budget']:.3f}")
+                     f"{r['arms'][r['best_arm']]['cost']:.4f}), spent/budget {r['spent_over_budget']:.3f}"
+                     + (f", pinned to {pin}" if (pin := (r["router_selection"] or {}).get("pinned")) else ""))
     over = [r["cost_over_best"] for r in runs if r["cost_over_best"] is not None]
     summary = {
         "accuracy": _mean_std([r["accuracy"] for r in runs]),
@@ -211,6 +213,8 @@ def evaluate_replay(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConf
         "accuracy_minus_best": _mean_std([r["accuracy_minus_best"] for r in runs]),
         "cost_over_best": _mean_std(over) if over else None,
         "share": {a: _mean_std([r["share"][a] for r in runs]) for a in table.arms},
+        "splits_pinned": {a: sum((r["router_selection"] or {}).get("pinned") == a for r in runs)
+                          for a in table.arms},
         "arms": {a: {"accuracy": _mean_std([r["arms"][a]["accuracy"] for r in runs]),
                      "cost": _mean_std([r["arms"][a]["cost"] for r in runs])} for a in table.arms},
     }

@@ -208,6 +208,7 @@ class CokeRouter(Policy[str]):
         self.holds: list[list[float]] = [[] for _ in range(n)]  # bounds of selections awaiting an outcome
         self.overrun = 0.0  # reported costs above their selection's bound (the caller's bounds were low)
         self.price = 0.0  # η of the last selection (pacing="price")
+        self.pinned: int | None = None  # :meth:`pin`
         # pacing="price": Eq. 2 and the mean cost bounds at the last price_window selections (a ring)
         w = self.config.price_window if self.config.pacing == "price" else 0
         self.recent_values = np.zeros((w, n))
@@ -317,6 +318,7 @@ class CokeRouter(Policy[str]):
         self.questions_seen += 1
         if not mask.any():
             return None
+        mask = self._pin(mask)
         values = self.expectations(embedding)
         if self.config.pacing == "price":
             values = values - self._price(values) * self.cost_seen / self.questions_seen
@@ -339,7 +341,7 @@ class CokeRouter(Policy[str]):
             raise ConfigError(f"would_pull got {n} rows of costs for {len(tracked.contexts)} contexts")
         mean = self.cost_seen / self.questions_seen if self.questions_seen else np.zeros(self.n_arms)
         c = np.where(ok, c, mean)
-        mask = ok & (self.spent + self.reserved + c <= self.allowance(self.questions_seen + 1))
+        mask = self._pin(ok & (self.spent + self.reserved + c <= self.allowance(self.questions_seen + 1)))
         if self.config.use_context and tracked is None:
             raise ConfigError("would_pull needs tracked contexts when the router uses the context")
         k = len(self.thompson.alpha)
@@ -512,6 +514,20 @@ class CokeRouter(Policy[str]):
         if self.config.use_context:
             self.linucb.update(arm, embedding, r - baseline)
 
+    def pin(self, name: str | None) -> None:
+        """Answer with arm ``name`` whenever it can answer and is affordable, Eq. 2 choosing only among
+        the others when it is not (``None``: Eq. 2 always). Learning is unchanged. ``kgwise fit`` pins the
+        best single arm when routing is not shown to beat it (:class:`kgwise.route.tuning.RoutingGain`)."""
+        self.pinned = None if name is None else self._arm(name)
+
+    def _pin(self, mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+        """``mask`` (arms, or questions × arms) narrowed to the pinned arm where it is allowed."""
+        if self.pinned is None:
+            return mask
+        only = np.zeros(self.n_arms, dtype=bool)
+        only[self.pinned] = True
+        return np.where(mask[..., self.pinned: self.pinned + 1], only, mask)
+
     # --- persistence -------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
@@ -541,6 +557,7 @@ class CokeRouter(Policy[str]):
             "recent_values": self.recent_values.tolist(),
             "recent_costs": self.recent_costs.tolist(),
             "recent_count": self.recent_count,
+            "pinned": None if self.pinned is None else self.names[self.pinned],
         }
 
     @classmethod
@@ -604,6 +621,7 @@ class CokeRouter(Policy[str]):
         out.holds = [[float(b) for b in arm] for arm in state.get("holds", [[] for _ in out.names])]
         out.overrun = float(state.get("overrun", 0.0))
         out.price = float(state.get("price", 0.0))
+        out.pin(state.get("pinned"))
         if out.config.pacing == "price":
             out.recent_values = np.asarray(state["recent_values"], dtype=np.float64)
             out.recent_costs = np.asarray(state["recent_costs"], dtype=np.float64)

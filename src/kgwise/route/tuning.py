@@ -9,7 +9,9 @@ half, :meth:`CokeRouter.warm_start`, as a fitted pipeline does). :func:`cross_fi
 uses: every grid point's warm score on each half (learn on one fold, route the other), and the point with
 the best mean accuracy over the two folds (ties: the lower cost, then the grid's order), beside the best
 affordable single arm cross-fitted the same way (:func:`single_arm`: learn which arm on one fold, score
-it on the other), which routing has to beat to be worth its cost. ``kgwise eval route``'s cross-tuning
+it on the other), which routing has to beat to be worth its cost (:class:`RoutingGain`: routing's
+gain over it, question by question, with each fold routed by the point that won on the other fold, and
+its standard error). ``kgwise eval route``'s cross-tuning
 (:mod:`kgwise.eval.route.tuning`) runs on the same engine.
 """
 
@@ -31,8 +33,8 @@ from kgwise.route.coke import CokeConfig, CokeRouter
 from kgwise.route.table import OutcomeTable
 
 __all__ = ["CrossFit", "CrossFitReport", "GridPoint", "GridScore", "HalfScore", "Observer", "Router",
-           "RunCache", "RunResult", "SingleArmScore", "TuningConfig", "cross_fit", "halves", "simulate",
-           "single_arm"]
+           "RoutingGain", "RunCache", "RunResult", "SingleArmScore", "TuningConfig", "best_single_arm",
+           "cross_fit", "halves", "routing_gain", "simulate", "single_arm"]
 
 Matrix = npt.NDArray[np.float64]
 GridPoint = tuple[str, float | None, bool]
@@ -272,19 +274,25 @@ class SingleArmScore:
         return asdict(self) | {"accuracy": self.accuracy}
 
 
+def best_single_arm(learn: OutcomeTable, pay: OutcomeTable, budget: float) -> int | None:
+    """The column of the arm most accurate on ``learn`` among those whose total cost on ``pay`` fits in
+    ``budget`` (ties: the cheaper on ``learn``, then the table's order); ``None`` when none fits."""
+    total = pay.cost.sum(axis=0)
+    ok = [a for a in range(len(pay.arms)) if total[a] <= budget + 1e-9]
+    if not ok:
+        return None
+    learnt = learn.correct.mean(axis=0)
+    return max(ok, key=lambda a: (learnt[a], -learn.cost[:, a].mean(), -a))
+
+
 def single_arm(fit: CrossFit) -> SingleArmScore | None:
-    """:class:`SingleArmScore` on ``fit``'s halves (ties: the cheaper arm, then the table's order);
-    ``None`` when on some fold no arm fits the budget."""
+    """:class:`SingleArmScore` on ``fit``'s halves; ``None`` when on some fold no arm fits the budget."""
     arms, acc, cost = [], [], []
     for h in (0, 1):
-        here, other = fit.parts[h], fit.parts[1 - h]
-        budget = fit.budget(here)
-        total = here.cost.sum(axis=0)
-        ok = [a for a in range(len(here.arms)) if total[a] <= budget + 1e-9]
-        if not ok:
+        here = fit.parts[h]
+        best = best_single_arm(fit.parts[1 - h], here, fit.budget(here))
+        if best is None:
             return None
-        learnt = other.correct.mean(axis=0)
-        best = max(ok, key=lambda a: (learnt[a], -other.cost[:, a].mean(), -a))
         arms.append(here.arms[best])
         acc.append(float(here.correct[:, best].mean()))
         cost.append(float(here.cost[:, best].mean()))
@@ -292,26 +300,77 @@ def single_arm(fit: CrossFit) -> SingleArmScore | None:
 
 
 @dataclass(frozen=True)
+class RoutingGain:
+    """Routing against the best affordable single arm (:func:`single_arm`), question by question, with
+    the router's settings chosen out of fold: each fold is routed with the grid point that scored best on
+    the *other* fold, so that picking the best of the grid does not inflate the estimate as the best mean
+    over both folds does. ``gain``: the mean over all questions of routing's share of right answers (over
+    the seeds) minus the single arm's; ``se``: its paired standard error; costs per question in the
+    table's unit."""
+
+    points: tuple[GridPoint, GridPoint]
+    accuracy: float
+    single_arm_accuracy: float
+    gain: float
+    se: float
+    cost_per_question: float
+    single_arm_cost_per_question: float
+    questions: int
+
+    def pays(self, z: float) -> bool:
+        """Whether routing earns its place over the single arm at ``z`` standard errors: against an arm
+        that costs no more, routing must be better by more than ``z·se``; against a dearer one, routing
+        (cheaper) must not be worse by more than that."""
+        if self.single_arm_cost_per_question <= self.cost_per_question:
+            return self.gain > z * self.se
+        return self.gain >= -z * self.se
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def routing_gain(fit: CrossFit, grid: Sequence[GridPoint], runs: Sequence[tuple[HalfScore, HalfScore]],
+                 one: SingleArmScore) -> RoutingGain:
+    """:class:`RoutingGain` from every grid point's warm runs on the two folds (``runs[i][h]``: point
+    ``grid[i]`` on fold ``h``) and the single arm's cross-fit."""
+    picked: list[GridPoint] = []
+    diffs, cost, single_right, single_cost = [], 0.0, 0.0, 0.0
+    for h in (0, 1):
+        o = 1 - h
+        best = max(range(len(grid)), key=lambda i: (runs[i][o].accuracy, -runs[i][o].cost, -i))
+        part = fit.parts[h]
+        arm = part.arm_index(one.arm_by_fold[h])
+        single = part.correct[:, arm].astype(np.float64)
+        diffs.append(runs[best][h].right - single)
+        picked.append(grid[best])
+        cost += runs[best][h].cost
+        single_right += float(single.sum())
+        single_cost += float(part.cost[:, arm].sum())
+    d = np.concatenate(diffs)
+    n = d.size
+    se = float(d.std(ddof=1) / math.sqrt(n)) if n > 1 else math.inf
+    return RoutingGain((picked[0], picked[1]), (single_right + float(d.sum())) / n, single_right / n,
+                       float(d.mean()), se, cost / n, single_cost / n, n)
+
+
+@dataclass(frozen=True)
 class CrossFitReport:
-    """What :func:`cross_fit` chose, every grid point's cross-fitted score, and the best affordable single
-    arm's (``single_arm``: routing is worth its cost only above it)."""
+    """What :func:`cross_fit` chose, every grid point's cross-fitted score, the best affordable single
+    arm's (``single_arm``) and routing's gain over it with settings chosen out of fold (``gain``:
+    routing is worth its cost only where it clears that arm; ``None`` without an affordable arm)."""
 
     chosen: GridScore
     grid: tuple[GridScore, ...]
     fold_sizes: tuple[int, int]
     seeds: int
     single_arm: SingleArmScore | None = None
-
-    @property
-    def routing_gain(self) -> float | None:
-        """The chosen settings' cross-fitted accuracy minus the single arm's (``None`` without one)."""
-        return None if self.single_arm is None else self.chosen.accuracy - self.single_arm.accuracy
+    gain: RoutingGain | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"chosen": self.chosen.to_dict(), "grid": [g.to_dict() for g in self.grid],
                 "fold_sizes": list(self.fold_sizes), "seeds": self.seeds,
                 "single_arm": None if self.single_arm is None else self.single_arm.to_dict(),
-                "routing_gain": self.routing_gain}
+                "gain": None if self.gain is None else self.gain.to_dict()}
 
 
 def cross_fit(table: OutcomeTable, contexts: Mapping[str, npt.ArrayLike], base: CokeConfig,
@@ -321,12 +380,12 @@ def cross_fit(table: OutcomeTable, contexts: Mapping[str, npt.ArrayLike], base: 
     ``budget(half)``, paced over the half's questions when ``paced``."""
     cfg = config or TuningConfig()
     fit = CrossFit(table, contexts, base, seeds, budget, cfg.split_seed, horizon=paced)
-    scores = []
-    for point in cfg.grid(fit.contexts):
-        runs = [fit.score(h, point, warm=True) for h in (0, 1)]
-        scores.append(GridScore(point[0], point[1], point[2], (runs[0].accuracy, runs[1].accuracy),
-                                (runs[0].cost / fit.parts[0].n_questions,
-                                 runs[1].cost / fit.parts[1].n_questions)))
+    grid = cfg.grid(fit.contexts)
+    runs = [(fit.score(0, point, warm=True), fit.score(1, point, warm=True)) for point in grid]
+    scores = [GridScore(point[0], point[1], point[2], (r[0].accuracy, r[1].accuracy),
+                        (r[0].cost / fit.parts[0].n_questions, r[1].cost / fit.parts[1].n_questions))
+              for point, r in zip(grid, runs, strict=True)]
     best = max(range(len(scores)), key=lambda i: (scores[i].accuracy, -scores[i].cost_per_question, -i))
-    return CrossFitReport(scores[best], tuple(scores), (len(fit.halves[0]), len(fit.halves[1])), seeds,
-                          single_arm(fit))
+    one = single_arm(fit)
+    return CrossFitReport(scores[best], tuple(scores), (len(fit.halves[0]), len(fit.halves[1])), seeds, one,
+                          None if one is None else routing_gain(fit, grid, runs, one))
