@@ -14,6 +14,7 @@ from kgwise.app.fit import MIN_CROSS_FIT, REPORT_FILE, SpendLimitError, fit, hel
 from kgwise.app.pipeline import Pipeline
 from kgwise.conformal.split import conformal_quantile
 from kgwise.errors import ConfigError, DataError
+from kgwise.server.pipeline_adapter import ServedPipeline
 
 from .conftest import STUB_CONFIG, FakeEncoder, StubArm, dev_rows, write_config, write_kg, write_questions
 from .test_pipeline import make
@@ -202,6 +203,7 @@ def test_a_free_arm_that_routing_cannot_beat_is_pinned_and_answers(tmp_path: Pat
         gain = sel.cross_fit.gain
         assert gain.single_arm_cost_per_question == 0.0 and not gain.pays(1.0)
         assert sel.pinned == "free" and pipe.status().pinned == "free"
+        assert ServedPipeline(pipe).status().pinned == "free"  # what the server's /v1/status shows
         assert any("pinned" in line and "gain" in line for line in lines)
         assert json.loads((pipe.state.root / REPORT_FILE).read_text())["router_selection"]["pinned"] == "free"
         # the held-out replay and the live pipeline answer with it, for free

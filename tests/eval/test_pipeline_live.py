@@ -217,6 +217,9 @@ def test_coverage_over_random_splits_replays_the_logged_answers(tmp_path: Path) 
                           tmp_path / "splits")
     assert {n: len(a.answered) for n, a in arms.items()} == calls  # replayed, not asked
     assert out["splits"] == 3 and out["fit"] == out["test"] == 30
+    assert set(out["arm_accuracy"]) == set(arms)
+    assert all(0 <= v["mean"] <= 1 for v in out["arm_accuracy"].values())
+    assert set(out["splits_pinned"]) == set(arms) and sum(out["splits_pinned"].values()) <= 3
     assert 0.0 <= out["every_arm_covered_share"]["0.2"] <= 1.0
     assert out["target (≥ 95 % of splits)"]["0.2"] == (out["every_arm_covered_share"]["0.2"] >= 0.95)
     for v in out["per_arm"]["0.2"].values():

@@ -95,6 +95,7 @@ class FakeStatus:
     arms: tuple[FakeArmStatus, ...]
     pending: tuple[FakePending, ...]
     alpha: float | None
+    pinned: str | None = None
 
 
 @dataclass

@@ -614,11 +614,12 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
                     cfg: LiveMCConfig, splits: int, root: Path) -> dict[str, Any]:
     """The issue's coverage check: ``splits`` seeded random halvings of ``questions`` (fit on one half,
     test on the other), each through a fresh :class:`~kgwise.app.Pipeline` whose arms replay the logged
-    ``answers``; per α, the share of splits where every arm's coverage over the questions routed to it
-    is ≥ 1 − α (arms that got no question are not counted), the same per arm, and the coverage's
-    spread — for the split-conformal sets and, under ``pac`` and ``pac_all_arms``, for their PAC variants
-    at ``cfg.delta`` per arm and split over the arms (each recomputed from the calibration scores its
-    decision's set was made from)."""
+    ``answers``; the pipeline's and each arm's accuracy on the test halves, in how many splits the fit
+    pinned each arm (routing did not beat it); per α, the share of splits where every arm's coverage over
+    the questions routed to it is ≥ 1 − α (arms that got no question are not counted), the same per arm,
+    and the coverage's spread — for the split-conformal sets and, under ``pac`` and ``pac_all_arms``, for
+    their PAC variants at ``cfg.delta`` per arm and split over the arms (each recomputed from the
+    calibration scores its decision's set was made from)."""
     if splits < 1 or len(questions) < 4:
         raise ConfigError("coverage_splits needs ≥ 1 split and ≥ 4 questions")
     n = len(questions)
@@ -628,6 +629,8 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
     per_arm: dict[tuple[str, str], dict[str, list[float]]] = {k: {x.name: [] for x in arms} for k in keys}
     overall: dict[tuple[str, str], list[float]] = {k: [] for k in keys}
     accuracy: list[float] = []
+    arm_accuracy: dict[str, list[float]] = {a.name: [] for a in arms}
+    pinned: dict[str, int] = {a.name: 0 for a in arms}
     for s in range(splits):
         perm = np.random.default_rng(cfg.seed + s).permutation(n)
         fit = [questions[i] for i in perm[:half]]
@@ -650,7 +653,9 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
         try:
             total = sum(arm_cost(a, Usage.from_dict(answers[a.name][_key(q)]["usage"])) for a in arms
                         for q in fit)
-            fit_questions(pipe, fit, max_spend=total + 1.0, echo=lambda _: None)
+            report = fit_questions(pipe, fit, max_spend=total + 1.0, echo=lambda _: None)
+            if report.router_selection is not None and report.router_selection.pinned is not None:
+                pinned[report.router_selection.pinned] += 1
             for q in test:
                 if not accepted(q):
                     continue
@@ -666,6 +671,9 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
         finally:
             pipe.close()
         accuracy.append(right / len(test))
+        for a in arms:
+            arm_accuracy[a.name].append(float(np.mean([grade(q, answers[a.name][_key(q)]["prediction"])
+                                                       for q in test])))
         for key in keys:
             alpha = float(key[1])
             rule = AnswerSetConfig(alpha, cfg.delta, kind, key[0])
@@ -692,6 +700,9 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
     joint = AnswerSetConfig(delta=cfg.delta, guarantee="pac_all_arms")
     return {"splits": splits, "questions": n, "fit": half, "test": n - half,
             "pipeline_accuracy": {"mean": float(np.mean(accuracy)), "std": float(np.std(accuracy))},
+            "arm_accuracy": {a: {"mean": float(np.mean(v)), "std": float(np.std(v))}
+                             for a, v in arm_accuracy.items()},
+            "splits_pinned": pinned,
             **summary("marginal"), "pac": {"delta": cfg.delta, **summary("pac")},
             "pac_all_arms": {"delta": cfg.delta, "delta_per_arm": arm_delta(joint, len(arms)),
                              **summary("pac_all_arms")}}

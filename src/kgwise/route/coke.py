@@ -147,7 +147,7 @@ def cluster_priors(
 class CokeRouter(Policy[str]):
     """Online router over named arms: :meth:`pull` the name of an arm for a question embedding within the
     budget (``None`` when none is affordable), then :meth:`update` that arm with the observed reward
-    (1 = correct) and cost.
+    (1 = correct) and cost; an arm set by :meth:`pin` is pulled wherever it is available and affordable.
 
     ``arms``: name, cluster and reported accuracy of each arm (:class:`~kgwise.route.arms.ArmSpec`, an
     :class:`~kgwise.route.arms.Arm`, an outcome table's ``arm_specs()``); their order is the order of

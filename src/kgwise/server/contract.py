@@ -129,8 +129,9 @@ class PendingLike(Protocol):
 
 
 class StatusLike(Protocol):
-    """Spend against ``budget`` (``None``: no router budget), per-arm figures, pending decisions and the
-    answer sets' ``alpha`` (``None``: no calibration)."""
+    """Spend against ``budget`` (``None``: no router budget), per-arm figures, pending decisions, the
+    answer sets' ``alpha`` (``None``: no calibration) and the arm the fit pinned the router to (``None``:
+    it routes)."""
 
     @property
     def budget(self) -> float | None: ...
@@ -142,6 +143,8 @@ class StatusLike(Protocol):
     def pending(self) -> Sequence[PendingLike]: ...
     @property
     def alpha(self) -> float | None: ...
+    @property
+    def pinned(self) -> str | None: ...
 
 
 class PipelineLike(Protocol):

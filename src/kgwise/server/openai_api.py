@@ -271,7 +271,7 @@ class PipelineHub:
                    for p in list(st.pending)[-100:]]
         return PipelineStatusOut(name=served.name, cost_unit=served.pipeline.cost_unit, budget=st.budget,
                                  spent=st.spent, alpha=st.alpha, arms=arms, pending_total=len(st.pending),
-                                 pending=pending, history=history)
+                                 pending=pending, history=history, pinned=st.pinned)
 
 
 def _extra(served: _Served, question: str, choices: list[str] | None, result: ResultLike,

@@ -92,6 +92,7 @@ class ServedStatus:
     arms: tuple[ServedArmStatus, ...]
     pending: tuple[ServedPending, ...]
     alpha: float | None
+    pinned: str | None = None
 
 
 def label_path(chain: Sequence[Triple]) -> LabelPath:
@@ -165,7 +166,8 @@ class ServedPipeline:
         arms = tuple(ServedArmStatus(a.name, a.pulls, counts[a.name].graded, counts[a.name].correct,
                                      a.coverage.covered, a.coverage.n) for a in st.arms)
         pending = tuple(ServedPending(p.decision, p.arm, p.text) for p in waiting)
-        return ServedStatus(st.budget, st.spent, arms, pending, st.alpha if st.calibrated else None)
+        return ServedStatus(st.budget, st.spent, arms, pending, st.alpha if st.calibrated else None,
+                            st.pinned)
 
     def close(self) -> None:
         self.pipeline.close()

@@ -298,7 +298,8 @@ class SpendPoint(BaseModel):
 class PipelineStatusOut(BaseModel):
     """One pipeline's status: ``budget`` null = no router budget; ``alpha`` null = no calibration;
     ``pending`` lists at most the 100 last of ``pending_total`` waiting decisions; ``history``: spend
-    since this server started, sampled after answers and feedback (at most every 0.5 s) and on reads."""
+    since this server started, sampled after answers and feedback (at most every 0.5 s) and on reads;
+    ``pinned``: the arm ``kgwise fit`` pinned the router to (routing did not beat it), null when it routes."""
 
     name: str
     cost_unit: str
@@ -309,6 +310,7 @@ class PipelineStatusOut(BaseModel):
     pending_total: int
     pending: list[PendingOut]
     history: list[SpendPoint]
+    pinned: str | None = None
 
 
 class StatusResponse(BaseModel):

@@ -308,6 +308,7 @@ function renderPipeline(p) {
     ? chart(p) : el("p", { class: "empty", text: "No spending since this server started: the curve appears after the first paid answer." });
   box.append(el("div", { class: "spend" }, el("div", {}, el("div", { class: "big spent", text: spendText }), meter), hist));
   box.append(el("h3", { text: "Arms" }));
+  if (p.pinned) box.append(el("p", { class: "hint pinned", text: `Pinned to ${p.pinned}: on the fit's log routing did not beat this arm alone, so it answers wherever it can (kgwise fit; [router] pin_single_arm).` }));
   const rows = p.arms.map((a) => el("tr", { "data-arm": a.name },
     el("td", { text: a.name }),
     el("td", { class: "selections", text: String(a.selections) }),
