@@ -245,6 +245,11 @@ def test_a_question_the_pipeline_refuses_is_counted_not_fatal(tmp_path: Path) ->
     p = report["pipeline"]
     assert p["refused_by_the_pipeline"] == 1 and p["unanswered"] >= 1
     assert all(report["arms"][n]["answered"] == 5 for n in arms)  # the arms themselves answer it
+    same = report["targets"]["on_the_questions_the_pipeline_accepts"]  # and the comparison on the other 4
+    logged = logged_answers(tmp_path, test, [a.config for a in arms.values()], LiveMCConfig().price_model)
+    assert same["questions"] == 4 and same["best_arm_accuracy"] == pytest.approx(
+        max(np.mean([r["correct"] for r in logged[a].values()]) for a in arms))
+    assert same["accuracy >= best arm's"] == (same["pipeline_accuracy"] >= same["best_arm_accuracy"])
 
 
 def test_a_text_repeated_with_other_choices_is_another_question(tmp_path: Path) -> None:

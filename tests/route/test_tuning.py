@@ -155,7 +155,8 @@ def test_the_single_arm_baseline_is_learnt_on_one_fold_and_scored_on_the_other()
     def free(half: OutcomeTable) -> float:  # a budget that no paid arm fits
         return 0.0
 
-    assert single_arm(CrossFit(table, {"ctx": x}, CokeConfig(), 1, free)).arm_by_fold == ("kgm", "kgm")
+    poor = single_arm(CrossFit(table, {"ctx": x}, CokeConfig(), 1, free))
+    assert poor is not None and poor.arm_by_fold == ("kgm", "kgm")
     rich = CrossFit(table, {"ctx": x}, CokeConfig(), 1, lambda half: 0.01 * half.n_questions)
     one = single_arm(rich)  # the paid arm fits a budget of its full cost, and is the more accurate
     assert one is not None and one.arm_by_fold == ("llm", "llm")

@@ -20,6 +20,11 @@ from kgwise.files import write_text_atomic
 console = Console()
 err_console = Console(stderr=True)
 
+
+def say(message: str) -> None:
+    """Print the app's progress text on stderr as it is (``[router]`` and the like are not markup)."""
+    err_console.print(message, markup=False)
+
 DataOption = Annotated[
     Path | None,
     typer.Option("--data", help="Data directory (default: $KGWISE_DATA).", show_default=False),

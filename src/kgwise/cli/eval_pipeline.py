@@ -22,6 +22,7 @@ from kgwise.cli.common import (
     LogArmsOption,
     err_console,
     friendly_errors,
+    say,
     write_json,
 )
 from kgwise.config import data_dir
@@ -193,7 +194,7 @@ def eval_pipeline(
     encoder = MiniLM()
     err_console.print(f"{table.n_questions} questions × {table.n_arms} arms; embedding questions …")
     embed_texts(encoder, table.texts)
-    report = evaluate_replay(table, encoder, cfg, progress=err_console.print, free=free)
+    report = evaluate_replay(table, encoder, cfg, progress=say, free=free)
     report["dataset"] = dataset
     report["coverage"] = coverage
     write_json(report, json_out)
@@ -248,7 +249,7 @@ def _live(live: str, router: Any, budget: float | None, budget_of: str | None, s
                           f"{', '.join(runners)}; KG {kg_path} (loaded in {time.perf_counter() - t0:.0f} s)")
         return {"live": live, **evaluate_live_open(
             fit_q, test_q, runners, MiniLM(), kg, LLMGenerator(get_llm(specs[0], cache=True), max_tokens),
-            specs[0], cfg, out_dir, {"live": live, "kg": str(kg_path)}, err_console.print, _bar,
+            specs[0], cfg, out_dir, {"live": live, "kg": str(kg_path)}, say, _bar,
             tune_fraction, data_topics)}
     from kgwise.eval.pipeline_live import evaluate_live_mcq, live_mcq_arms
     from kgwise.kg.benchmarks import benchmark_kg
@@ -284,7 +285,7 @@ def _live(live: str, router: Any, budget: float | None, budget_of: str | None, s
     encoder = MiniLM()
     report = evaluate_live_mcq(fit_q, test_q, runners, encoder, kg, cfg, out_dir,
                                {"live": live, "kgm": str(kgm_model.resolve()), "scoring": scoring,
-                                "combo": combo}, err_console.print, _bar)
+                                "combo": combo}, say, _bar)
     from kgwise.eval.pipeline_live import coverage_splits, logged_answers
 
     both = [*fit_q, *test_q]

@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 
 from kgwise.cli.apps import app
-from kgwise.cli.common import JsonOption, console, err_console, friendly_errors, writable, write_json
+from kgwise.cli.common import JsonOption, console, err_console, friendly_errors, say, writable, write_json
 from kgwise.errors import ConfigError
 
 __all__ = ["ask_pipeline", "parse_arm"]
@@ -164,5 +164,5 @@ def fit_command(
     from kgwise.app import Pipeline, fit
 
     with Pipeline.from_config(config, state) as pipe:
-        report = fit(pipe, questions, max_spend, concurrency, echo=err_console.print)
+        report = fit(pipe, questions, max_spend, concurrency, echo=say)
     write_json(report.to_dict(), json_out)

@@ -458,7 +458,8 @@ def _settle_interrupted(pipe: Pipeline, log: ResumeLog, by_key: Mapping[str, Que
 def live_report(questions_fit: Sequence[Question], questions_test: Sequence[Question],
                 runners: Mapping[str, ArmRunner], cfg: LiveMCConfig, run: LiveRun) -> dict[str, Any]:
     """Per arm and pipeline accuracy, cost (calls) and compute, the pipeline's routing shares and
-    spent/budget, and the issue's target checks against the best single arm on the test questions."""
+    spent/budget, and the issue's target checks against the best single arm on the test questions (and,
+    where the pipeline refuses some — a choice given twice —, on the questions it accepts)."""
     log = run.log
     names = list(runners)
     n = len(questions_test)
@@ -511,6 +512,17 @@ def live_report(questions_fit: Sequence[Question], questions_test: Sequence[Ques
             "underspending defect (spent < 50 % of budget while the dearest arm is more accurate)":
                 (spent_over or 0.0) < 0.5 and answered[dearest]["accuracy"] > acc,
         }
+        took = [q for q in questions_test if accepted(q)]
+        if len(took) < n:  # the arms answered questions the pipeline refuses: compare on the same ones too
+            mine = [r["correct"] for q in took if (r := log.get(f"pipe\t{q.id}")) is not None]
+            same = {a: float(np.mean([r["correct"] for q in took
+                                      if (r := run.arms_log.get(run.answer_key[a](q))) is not None]))
+                    for a in answered}
+            b = max(same, key=lambda a: (same[a], -answered[a]["cost_calls"]))
+            targets["on_the_questions_the_pipeline_accepts"] = {
+                "questions": len(took), "pipeline_accuracy": float(np.mean(mine)) if mine else None,
+                "best_arm": b, "best_arm_accuracy": same[b],
+                "accuracy >= best arm's": bool(mine) and float(np.mean(mine)) >= same[b]}
         paid = {a: v for a, v in answered.items() if v["cost_calls"] > 0}
         if paid:  # a free best arm cannot be undercut: the same checks against the best paid arm
             bp = max(paid, key=lambda a: (paid[a]["accuracy"], -paid[a]["cost_calls"]))
