@@ -112,7 +112,8 @@ class _Decision:
 class FakePipeline:
     """A deterministic stand-in for ``kgwise.app.Pipeline``: concepts are the question's long words, each
     linked to every choice by a triple and a two-hop path; the "router" scores arms by a hash of the text
-    and picks the best affordable; the set is the answer and the next choice, at α = 0.1."""
+    and picks the best affordable; the set is the answer and the next choice, at α = 0.1. Thread-safe, as
+    the contract asks: what calls share is guarded by ``lock``."""
 
     budget: float | None = 1.0
     alpha: float | None = 0.1
@@ -121,6 +122,7 @@ class FakePipeline:
     spent: float = 0.0
     arms: dict[str, FakeArmStatus] = field(default_factory=lambda: {a: FakeArmStatus(a) for a in ARMS})
     decisions: dict[str, _Decision] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def answer(self, text: str, choices: Sequence[str] | None = None, arm: str | None = None) -> FakeResult:
         from kgwise.errors import ConfigError
@@ -130,20 +132,22 @@ class FakePipeline:
             raise ConfigError(f"a question needs 2 to 26 non-empty choices, got {len(choices)}")
         digest = hashlib.sha256(text.encode()).digest()
         scores = {a: round(digest[i] / 255, 4) for i, a in enumerate(self.arm_names)}
-        affordable = [a for a in self.arm_names
-                      if self.budget is None or self.spent + PRICES[a] <= self.budget + 1e-12]
-        if arm is None:
-            if not affordable:
-                raise BudgetExceededError(f"budget {self.budget} spent: no arm is affordable")
-            arm = max(affordable, key=lambda a: scores[a])
-        elif arm not in affordable:
-            raise BudgetExceededError(f"budget {self.budget} spent: arm {arm!r} is not affordable")
+        with self.lock:
+            affordable = [a for a in self.arm_names
+                          if self.budget is None or self.spent + PRICES[a] <= self.budget + 1e-12]
+            if arm is None:
+                if not affordable:
+                    raise BudgetExceededError(f"budget {self.budget} spent: no arm is affordable")
+                arm = max(affordable, key=lambda a: scores[a])
+            elif arm not in affordable:
+                raise BudgetExceededError(f"budget {self.budget} spent: arm {arm!r} is not affordable")
+            self.spent += PRICES[arm]
         words = [w.strip("?.,!").lower() for w in text.split()]
         concepts = tuple(dict.fromkeys(w for w in words if len(w) > 5))[:3] or (words[0],)
         if choices is not None:
             i = len(text) % len(choices)
             label, answer = CHOICE_LABELS[i], choices[i]
-            members = (label, CHOICE_LABELS[(i + 1) % len(choices)])
+            members: tuple[str, ...] = (label, CHOICE_LABELS[(i + 1) % len(choices)])
             choice_concepts = tuple((c.lower(),) for c in choices)
             triples = tuple(Triple(concepts[0], "related_to", c.lower()) for c in choices)
             paths = tuple(FakePath((concepts[-1], "treatment", c.lower()), ("is_a", "used_for"),
@@ -158,16 +162,20 @@ class FakePipeline:
             members, self.alpha, True, f"covers the right answer at rate ≥ {1 - self.alpha:.0%} over the "
             f"questions routed to {arm}")
         cost = PRICES[arm]
-        self.spent += cost
         decision = uuid.uuid4().hex[:16]
-        self.decisions[decision] = _Decision(arm, text, list(choices) if choices else None, label, answer,
-                                             members)
-        self.arms[arm].selections += 1
+        with self.lock:
+            self.decisions[decision] = _Decision(arm, text, list(choices) if choices else None, label,
+                                                 answer, members)
+            self.arms[arm].selections += 1
         usage = Usage(input_tokens=10 + 2 * len(words), output_tokens=1, calls=1, latency_s=0.0, cost=cost)
         return FakeResult(answer, label, arm, scores, evidence, aset, usage, decision)
 
     def feedback(self, decision_id: str, correct: bool | None = None, gold: str | None = None
                  ) -> FakeFeedback:
+        with self.lock:
+            return self._feedback(decision_id, correct, gold)
+
+    def _feedback(self, decision_id: str, correct: bool | None, gold: str | None) -> FakeFeedback:
         d = self.decisions.get(decision_id)
         if d is None:
             raise UnknownDecisionError(f"no decision {decision_id!r} is waiting for feedback")
@@ -190,8 +198,9 @@ class FakePipeline:
         return FakeFeedback(decision_id, d.arm, bool(correct))
 
     def status(self) -> FakeStatus:
-        pending = tuple(FakePending(k, d.arm, d.question) for k, d in self.decisions.items())
-        return FakeStatus(self.budget, self.spent, tuple(self.arms.values()), pending, self.alpha)
+        with self.lock:
+            pending = tuple(FakePending(k, d.arm, d.question) for k, d in self.decisions.items())
+            return FakeStatus(self.budget, self.spent, tuple(self.arms.values()), pending, self.alpha)
 
 
 REAL_TRIPLES = (  # covers the server tests' questions: hypertension, diabetes, infection, thyroid
