@@ -76,8 +76,7 @@ class RouterAdapter:
     @property
     def pinned(self) -> str | None:
         """The arm the router answers with wherever it can (:meth:`kgwise.route.coke.CokeRouter.pin`)."""
-        p = self.router.pinned
-        return None if p is None else self.router.names[p]
+        return self.router.pinned_arm
 
     def _vector(self, costs: Mapping[str, float]) -> list[float]:
         missing = [n for n in self.router.names if n not in costs]

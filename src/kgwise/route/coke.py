@@ -520,6 +520,11 @@ class CokeRouter(Policy[str]):
         best single arm when routing is not shown to beat it (:class:`kgwise.route.tuning.RoutingGain`)."""
         self.pinned = None if name is None else self._arm(name)
 
+    @property
+    def pinned_arm(self) -> str | None:
+        """The name of the pinned arm (:meth:`pin`), if any."""
+        return None if self.pinned is None else self.names[self.pinned]
+
     def _pin(self, mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
         """``mask`` (arms, or questions × arms) narrowed to the pinned arm where it is allowed."""
         if self.pinned is None:
@@ -557,7 +562,7 @@ class CokeRouter(Policy[str]):
             "recent_values": self.recent_values.tolist(),
             "recent_costs": self.recent_costs.tolist(),
             "recent_count": self.recent_count,
-            "pinned": None if self.pinned is None else self.names[self.pinned],
+            "pinned": self.pinned_arm,
         }
 
     @classmethod
