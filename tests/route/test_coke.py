@@ -38,15 +38,20 @@ def _router(budget: float = math.inf, seed: int = 0, horizon: int | None = None,
         max_size=60,
     ),
     seed=st.integers(0, 1000),
+    pinned=st.sampled_from([None, *COL]),
 )
-def test_budget_is_never_exceeded(budget: float, steps: list, seed: int) -> None:
+def test_budget_is_never_exceeded(budget: float, steps: list, seed: int, pinned: str | None) -> None:
+    """Whatever the costs and outcomes, with or without a pinned arm."""
     router = _router(budget, seed)
+    router.pin(pinned)
     for costs, right, x in steps:
         arm = router.pull(np.array(x), costs)
         if arm is None:
             assert all(router.spent + c > budget for c in costs)
             continue
         assert router.spent + costs[COL[arm]] <= budget
+        if pinned is not None and router.spent + costs[COL[pinned]] <= budget:
+            assert arm == pinned  # the pinned arm wherever it is affordable
         router.update(arm, np.array(x), float(right), costs[COL[arm]])
         assert router.spent <= budget
 
