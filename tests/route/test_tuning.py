@@ -130,8 +130,7 @@ def test_routing_does_not_pay_where_a_free_arm_is_as_good_as_anything() -> None:
 
 
 def _gain(gain: float, se: float, cost: float, single_cost: float) -> RoutingGain:
-    return RoutingGain((("c", None, False), ("c", None, False)), 0.5 + gain, 0.5, gain, se, cost, single_cost,
-                       100)
+    return RoutingGain((("c", None, False), ("c", None, False)), 0.5, gain, se, cost, single_cost, 100)
 
 
 @given(st.floats(-0.5, 0.5), st.floats(0.0, 0.2), st.floats(0.0, 3.0), st.floats(0.0, 3.0),

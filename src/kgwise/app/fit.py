@@ -475,7 +475,7 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
                for n in names}
     router = RouterAdapter.new(config, X.shape[1], coke)
     learnt = router.warm_start(X[learn], rewards)
-    router.router.pin(selection.pinned)
+    router.pin(selection.pinned)
     calibration = _calibration(pipeline, [questions[i] for i in hold], calls, X[hold], selection.context)
     selector = CalibrationSelector(calibration)
     group = selector.group(router.router, "fit")

@@ -78,6 +78,11 @@ class RouterAdapter:
         """The arm the router answers with wherever it can (:meth:`kgwise.route.coke.CokeRouter.pin`)."""
         return self.router.pinned_arm
 
+    def pin(self, name: str | None) -> None:
+        """Answer with arm ``name`` wherever it can; ``None``: route
+        (:meth:`kgwise.route.coke.CokeRouter.pin`)."""
+        self.router.pin(name)
+
     def _vector(self, costs: Mapping[str, float]) -> list[float]:
         missing = [n for n in self.router.names if n not in costs]
         if missing:

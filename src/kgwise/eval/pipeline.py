@@ -171,6 +171,7 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
         "accuracy_minus_best": pipe_acc - float(acc[best]),
         "cost_over_best": paid / float(per_arm_cost[best]) if per_arm_cost[best] > 0 else None,
         "router_selection": None if fitted.router_selection is None else fitted.router_selection.to_dict(),
+        "pinned": None if fitted.router_selection is None else fitted.router_selection.pinned,
     }
 
 
@@ -204,7 +205,7 @@ def evaluate_replay(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConf
             progress(f"split {s + 1}/{cfg.splits}: accuracy {r['accuracy']:.4f}, cost {r['cost']:.4f} "
                      f"(best arm {r['best_arm']}: {r['arms'][r['best_arm']]['accuracy']:.4f}, "
                      f"{r['arms'][r['best_arm']]['cost']:.4f}), spent/budget {r['spent_over_budget']:.3f}"
-                     + (f", pinned to {pin}" if (pin := (r["router_selection"] or {}).get("pinned")) else ""))
+                     + (f", pinned to {r['pinned']}" if r["pinned"] else ""))
     over = [r["cost_over_best"] for r in runs if r["cost_over_best"] is not None]
     summary = {
         "accuracy": _mean_std([r["accuracy"] for r in runs]),
@@ -213,8 +214,7 @@ def evaluate_replay(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConf
         "accuracy_minus_best": _mean_std([r["accuracy_minus_best"] for r in runs]),
         "cost_over_best": _mean_std(over) if over else None,
         "share": {a: _mean_std([r["share"][a] for r in runs]) for a in table.arms},
-        "splits_pinned": {a: sum((r["router_selection"] or {}).get("pinned") == a for r in runs)
-                          for a in table.arms},
+        "splits_pinned": {a: sum(r["pinned"] == a for r in runs) for a in table.arms},
         "arms": {a: {"accuracy": _mean_std([r["arms"][a]["accuracy"] for r in runs]),
                      "cost": _mean_std([r["arms"][a]["cost"] for r in runs])} for a in table.arms},
     }

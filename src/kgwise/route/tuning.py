@@ -309,13 +309,17 @@ class RoutingGain:
     table's unit."""
 
     points: tuple[GridPoint, GridPoint]
-    accuracy: float
     single_arm_accuracy: float
     gain: float
     se: float
     cost_per_question: float
     single_arm_cost_per_question: float
     questions: int
+
+    @property
+    def accuracy(self) -> float:
+        """Routing's accuracy over both folds."""
+        return self.single_arm_accuracy + self.gain
 
     def pays(self, z: float) -> bool:
         """Whether routing earns its place over the single arm at ``z`` standard errors: against an arm
@@ -326,7 +330,12 @@ class RoutingGain:
         return self.gain >= -z * self.se
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return asdict(self) | {"accuracy": self.accuracy}
+
+
+def _best(scores: Sequence[tuple[float, float]]) -> int:
+    """The position of the best ``(accuracy, cost)``: the most accurate, ties the cheaper, then the first."""
+    return max(range(len(scores)), key=lambda i: (scores[i][0], -scores[i][1], -i))
 
 
 def routing_gain(fit: CrossFit, grid: Sequence[GridPoint], runs: Sequence[tuple[HalfScore, HalfScore]],
@@ -334,23 +343,21 @@ def routing_gain(fit: CrossFit, grid: Sequence[GridPoint], runs: Sequence[tuple[
     """:class:`RoutingGain` from every grid point's warm runs on the two folds (``runs[i][h]``: point
     ``grid[i]`` on fold ``h``) and the single arm's cross-fit."""
     picked: list[GridPoint] = []
-    diffs, cost, single_right, single_cost = [], 0.0, 0.0, 0.0
+    diffs, singles, cost, single_cost = [], [], 0.0, 0.0
     for h in (0, 1):
-        o = 1 - h
-        best = max(range(len(grid)), key=lambda i: (runs[i][o].accuracy, -runs[i][o].cost, -i))
+        best = _best([(r[1 - h].accuracy, r[1 - h].cost) for r in runs])  # the other fold's winner
         part = fit.parts[h]
-        arm = part.arm_index(one.arm_by_fold[h])
-        single = part.correct[:, arm].astype(np.float64)
+        single = part.correct[:, part.arm_index(one.arm_by_fold[h])].astype(np.float64)
         diffs.append(runs[best][h].right - single)
+        singles.append(single)
         picked.append(grid[best])
         cost += runs[best][h].cost
-        single_right += float(single.sum())
-        single_cost += float(part.cost[:, arm].sum())
+        single_cost += one.cost_per_question_by_fold[h] * part.n_questions
     d = np.concatenate(diffs)
     n = d.size
     se = float(d.std(ddof=1) / math.sqrt(n)) if n > 1 else math.inf
-    return RoutingGain((picked[0], picked[1]), (single_right + float(d.sum())) / n, single_right / n,
-                       float(d.mean()), se, cost / n, single_cost / n, n)
+    return RoutingGain((picked[0], picked[1]), float(np.concatenate(singles).mean()), float(d.mean()), se,
+                       cost / n, single_cost / n, n)
 
 
 @dataclass(frozen=True)
@@ -385,7 +392,7 @@ def cross_fit(table: OutcomeTable, contexts: Mapping[str, npt.ArrayLike], base: 
     scores = [GridScore(point[0], point[1], point[2], (r[0].accuracy, r[1].accuracy),
                         (r[0].cost / fit.parts[0].n_questions, r[1].cost / fit.parts[1].n_questions))
               for point, r in zip(grid, runs, strict=True)]
-    best = max(range(len(scores)), key=lambda i: (scores[i].accuracy, -scores[i].cost_per_question, -i))
+    best = _best([(g.accuracy, g.cost_per_question) for g in scores])
     one = single_arm(fit)
     return CrossFitReport(scores[best], tuple(scores), (len(fit.halves[0]), len(fit.halves[1])), seeds, one,
                           None if one is None else routing_gain(fit, grid, runs, one))
