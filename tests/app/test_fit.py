@@ -204,7 +204,10 @@ def test_a_free_arm_that_routing_cannot_beat_is_pinned_and_answers(tmp_path: Pat
         assert gain.single_arm_cost_per_question == 0.0 and not gain.pays(1.0)
         assert sel.pinned == "free" and pipe.status().pinned == "free"
         assert ServedPipeline(pipe).status().pinned == "free"  # what the server's /v1/status shows
-        assert any("pinned" in line and "gain" in line for line in lines)
+        said = next(line for line in lines if "pinned" in line and "gain" in line)
+        need = gain.questions_needed(1.0)  # how many questions would tell, where more could
+        assert ("would be clear with about" in said) == (need is not None)
+        assert need is None or f"about {need} questions" in said
         assert json.loads((pipe.state.root / REPORT_FILE).read_text())["router_selection"]["pinned"] == "free"
         # the held-out replay and the live pipeline answer with it, for free
         assert {a.name: a.share_routed for a in report.arms}["free"] == 1.0 and report.replay_spend == 0.0

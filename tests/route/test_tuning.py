@@ -3,6 +3,7 @@ open settings (what ``kgwise fit`` uses)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -145,6 +146,28 @@ def test_routing_pays_only_past_z_standard_errors_and_less_so_for_a_larger_z(
         assert r.pays(lo) == (g >= -lo * se)
     # a larger z asks more before paying more, and forgives more before paying less
     assert r.pays(hi) <= r.pays(lo) if single_cost <= cost else r.pays(hi) >= r.pays(lo)
+
+
+@given(st.floats(0.001, 0.5), st.floats(0.001, 0.2), st.floats(0.1, 3.0))
+def test_the_questions_needed_make_the_same_gain_pay_and_no_fewer_do(g: float, se: float, z: float) -> None:
+    r = _gain(g, se, 0.5, 0.0)  # against a free arm
+    need = r.questions_needed(z)
+    if r.pays(z):
+        assert need is None
+        return
+    assert need is not None and need >= r.questions
+    shrink = math.sqrt(r.questions / need)  # the SE at ``need`` questions, the gain unchanged
+    assert _gain(g, se * shrink * (1 - 1e-9), 0.5, 0.0).pays(z)
+    if need > r.questions + 1:
+        fewer = math.sqrt(r.questions / (need - 1))
+        assert not _gain(g, se * fewer * (1 + 1e-9), 0.5, 0.0).pays(z)
+
+
+def test_no_number_of_questions_makes_a_gain_that_loses_pay() -> None:
+    assert _gain(0.05, 0.01, 0.5, 0.0).questions_needed(1.0) is None  # pays already
+    assert _gain(-0.01, 0.02, 0.5, 0.0).questions_needed(1.0) is None  # loses to a free arm
+    assert _gain(-0.05, 0.01, 0.5, 1.0).questions_needed(1.0) is None  # loses too much to a dearer arm
+    assert _gain(0.01, 0.02, 0.5, 0.0).questions_needed(1.0) == 400  # 100 · (0.02 / 0.01)²
 
 
 def test_the_single_arm_baseline_is_learnt_on_one_fold_and_scored_on_the_other() -> None:

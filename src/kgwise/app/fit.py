@@ -208,10 +208,16 @@ class RouterSelection:
                f"{g.accuracy:.3f} at {g.cost_per_question:.4g}/question against {g.single_arm_accuracy:.3f} "
                f"at {g.single_arm_cost_per_question:.4g} for always {arm}, the best affordable single arm: "
                f"gain {g.gain:+.3f} ± {g.se:.3f}")
+        need = g.questions_needed(z)
+        more = "" if need is None else (f" (a gain this size would be clear with about {need} questions the "
+                                         f"router learns from, answered by every arm; it had {g.questions})")
         if self.pinned is not None:
-            return out + (f", not clear of {z:g} standard errors: the router answers with {self.pinned} "
-                          "wherever it can (pinned; [router] pin_single_arm = false routes regardless)")
-        return out if g.pays(z) else out + ": on this log routing does not beat answering with it alone"
+            return out + (f", not clear of {z:g} standard errors{more}: the router answers with "
+                          f"{self.pinned} wherever it can (pinned; [router] pin_single_arm = false routes "
+                          "regardless)")
+        if g.pays(z):
+            return out
+        return out + f": on this log routing does not beat answering with it alone{more}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -329,6 +329,15 @@ class RoutingGain:
             return self.gain > z * self.se
         return self.gain >= -z * self.se
 
+    def questions_needed(self, z: float) -> int | None:
+        """About how many logged questions would make a gain of the measured size clear ``z`` standard
+        errors (the SE shrinks as ``1/√n``: ``⌈n·(z·se/gain)²⌉``), where routing does not pay on this log
+        only for want of questions; ``None`` where it pays, or where the measured gain (≤ 0 against an
+        arm that costs no more, below −z·se against a dearer one) would not pay on any number."""
+        if self.pays(z) or self.single_arm_cost_per_question > self.cost_per_question or self.gain <= 0:
+            return None
+        return math.ceil(self.questions * (z * self.se / self.gain) ** 2)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"accuracy": self.accuracy}
 
