@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from kgwise.conformal.grid import TableBatch
@@ -64,7 +65,7 @@ def write_rog(questions: list[Question], graph: CSRGraph, out: Path, split: str 
     rows = []
     for q in questions:
         hop0 = [n for n in (graph.find(t) for t in q.topic_entities) if n is not None]
-        hop1 = graph.neighbors(hop0, "out") if hop0 else []
+        hop1: npt.ArrayLike = graph.neighbors(hop0, "out") if hop0 else []
         h, r, t = graph.incident(np.union1d(hop0, hop1).astype(np.int64), "out")
         triples = [list(x) for x in graph.triples(h, r, t)]
         nodes = {x for tr in triples for x in (tr[0], tr[2])}

@@ -12,7 +12,12 @@ from kgwise.progress import Estimate, bar, duration, estimate, estimate_steps, i
 def test_estimate_extrapolates_the_warm_up() -> None:
     ticks = iter([10.0, 16.0])  # a fake clock: the warm-up of 3 items took 6 s
     done: list[int] = []
-    est = estimate(100, lambda: len(done.extend([1, 2, 3]) or done), clock=lambda: next(ticks))
+
+    def warmup() -> int:
+        done.extend([1, 2, 3])
+        return len(done)
+
+    est = estimate(100, warmup, clock=lambda: next(ticks))
     assert est == Estimate(100, 3, 6.0) and est.per_item_s == 2.0 and est.remaining_s == 194.0
     line = est.describe("tables to build", 1.0)
     assert "100 tables to build, about 100 LLM calls" in line and "3 min" in line

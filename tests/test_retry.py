@@ -39,7 +39,8 @@ def test_parse_retry_after_forms() -> None:
 
 
 def test_retry_loop_counts_and_waits() -> None:
-    script = [TransientLLMError("x", status=429, retry_after=2.0), TransientLLMError("y", status=503), "ok"]
+    script: list[Exception | str] = [TransientLLMError("x", status=429, retry_after=2.0),
+                                     TransientLLMError("y", status=503), "ok"]
     slept: list[float] = []
     stats = RetryStats()
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 
 from kgwise.types import Answer, Choice, Path, Question, Subgraph, Usage
@@ -50,7 +52,7 @@ def test_path_edges_follow_inverse_flags() -> None:
 
 def test_usage_adds_up() -> None:
     total = Usage.total([Usage(1, 2, 1, 0.1, 0.5), Usage(3, 4, 1, 0.2, 0.25, cached_calls=1)])
-    assert total == Usage(4, 6, 2, pytest.approx(0.3), 0.75, 1)
+    assert total == Usage(4, 6, 2, cast(float, pytest.approx(0.3)), 0.75, 1)
     assert total.total_tokens == 10
 
 

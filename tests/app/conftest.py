@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -37,10 +38,10 @@ def write_kg(tmp: Path) -> Path:
     return path
 
 
-def dev_rows(n_rounds: int = 1) -> list[dict[str, object]]:
+def dev_rows(n_rounds: int = 1) -> list[dict[str, Any]]:
     """Multiple-choice questions "What does DRUG treat?" with the KG's answer among three diseases."""
     rng = np.random.default_rng(0)
-    rows: list[dict[str, object]] = []
+    rows: list[dict[str, Any]] = []
     for k in range(n_rounds):
         for drug, cured in TREATS.items():
             for disease in cured:
@@ -52,7 +53,7 @@ def dev_rows(n_rounds: int = 1) -> list[dict[str, object]]:
     return rows
 
 
-def write_questions(tmp: Path, rows: Sequence[dict[str, object]], name: str = "dev.jsonl") -> Path:
+def write_questions(tmp: Path, rows: Sequence[Mapping[str, object]], name: str = "dev.jsonl") -> Path:
     path = tmp / name
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -16,11 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kgwise.app.arms import ArmOutput
 from kgwise.app.calibration import CalibrationSelector, HeldOutCalibration, calibrated_threshold
 from kgwise.app.config import PipelineConfig
 from kgwise.app.pipeline import BudgetExhaustedError, Pipeline, UnknownDecisionError
 from kgwise.errors import ConfigError, DataError
 from kgwise.kg.loaders import open_graph_file
+from kgwise.types import Question
 
 from .conftest import DISEASES, STUB_CONFIG, TREATS, TRIPLES, FakeEncoder, StubArm, write_config, write_kg
 
@@ -527,7 +530,8 @@ def test_concurrent_answers_and_feedback_keep_the_books_and_run_an_in_process_ar
     for name, runner in pipe.runners.items():  # every stub arm here is in-process (not an API arm)
         real = runner.answer
 
-        def slow(q: object, name: str = name, real: object = real) -> object:
+        def slow(question: Question, name: str = name, real: Callable[[Question], ArmOutput] = real
+                 ) -> ArmOutput:
             with guard:
                 inside[name] = inside.get(name, 0) + 1
                 if inside[name] > 1:
@@ -535,7 +539,7 @@ def test_concurrent_answers_and_feedback_keep_the_books_and_run_an_in_process_ar
             time.sleep(0.002)
             with guard:
                 inside[name] -= 1
-            return real(q)  # type: ignore[operator]
+            return real(question)
 
         runner.answer = slow  # type: ignore[method-assign]
 

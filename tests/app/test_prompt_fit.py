@@ -90,4 +90,4 @@ def test_the_report_compares_each_combination_with_the_picks_on_the_held_out_que
     assert report.held_out_questions == 100
     each = {c: pytest.approx(R[hold, k].mean()) for k, c in enumerate(COMBOS)}
     assert report.held_out_accuracy_each == each
-    assert report.held_out_accuracy == pytest.approx(np.mean([R[i, picks[i]] for i in hold]))  # type: ignore[index]
+    assert report.held_out_accuracy == pytest.approx(np.mean([R[i, picks[i]] for i in hold]))

@@ -71,7 +71,7 @@ def test_state_round_trip_gives_identical_decisions() -> None:
     for _ in range(40):
         x = rng.normal(size=8)
         pol.update(pol.pull(x), x, float(rng.random() < 0.5))
-    clone = LinUCB.from_state_dict(json.loads(json.dumps(pol.state_dict())))
+    clone: LinUCB[int] = LinUCB.from_state_dict(json.loads(json.dumps(pol.state_dict())))
     for _ in range(60):
         x = rng.normal(size=8) * (rng.random() < 0.3)  # many all-zero contexts → ties
         a, b = pol.pull(x), clone.pull(x)
@@ -118,7 +118,7 @@ def test_float32_storage_tracks_the_ridge_solution() -> None:
         pol64.update(a, x, y)
     q = rng.normal(size=16)
     np.testing.assert_allclose(pol32.scores(q), pol64.scores(q), rtol=1e-4, atol=1e-5)
-    clone = LinUCB.from_state_dict(json.loads(json.dumps(pol32.state_dict())))
+    clone: LinUCB[int] = LinUCB.from_state_dict(json.loads(json.dumps(pol32.state_dict())))
     assert clone.A_inv.dtype == np.float32
     np.testing.assert_array_equal(clone.scores(q), pol32.scores(q))
     with pytest.raises(ConfigError):

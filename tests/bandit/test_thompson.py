@@ -45,7 +45,7 @@ def test_state_round_trip_gives_identical_draws() -> None:
     ts = BetaThompson(3, seed=2)
     for i in range(20):
         ts.update(i % 3, None, i % 2)
-    clone = BetaThompson.from_state_dict(json.loads(json.dumps(ts.state_dict())))
+    clone: BetaThompson[int] = BetaThompson.from_state_dict(json.loads(json.dumps(ts.state_dict())))
     for _ in range(10):
         np.testing.assert_array_equal(ts.sample(), clone.sample())
 
@@ -72,7 +72,7 @@ def test_arms_are_labels() -> None:
     assert ts.alpha.tolist() == [2.0, 9.0]
     with pytest.raises(ConfigError, match="KGM, LLM"):
         ts.update("GPU", None, 1.0)
-    clone = BetaThompson.from_state_dict(json.loads(json.dumps(ts.state_dict())))
+    clone: BetaThompson[str] = BetaThompson.from_state_dict(json.loads(json.dumps(ts.state_dict())))
     assert clone.arms == ("KGM", "LLM") and [clone.pull() for _ in range(5)] == [ts.pull() for _ in range(5)]
     with pytest.raises(ConfigError, match="unique"):
         BetaThompson(["a", "a"])

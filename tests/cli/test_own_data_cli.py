@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
-from click.testing import Result
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from kgwise.cli.main import app
 
@@ -26,7 +26,7 @@ def said(result: Result) -> str:
     return " ".join(result.output.split())
 
 
-def _jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
+def _jsonl(path: Path, rows: Sequence[Mapping[str, object]]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
 
@@ -48,19 +48,19 @@ def own(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     qs = [{"id": f"q{i}", "text": f"Which drug treats {dis}?", "gold": [drug], "topic_entities": [dis]}
           for i, (dis, drug) in enumerate(treats.items())]
     _jsonl(d / "questions.jsonl", qs)
-    gens = [{"id": q["id"], "answer": q["gold"][0] if rng.random() < 0.8 else rng.choice(DRUGS)}  # type: ignore[index]
+    gens = [{"id": q["id"], "answer": q["gold"][0] if rng.random() < 0.8 else rng.choice(DRUGS)}
             for q in qs]
     _jsonl(d / "generations.jsonl", gens)
     cands = []
     for q in qs:
-        gold = q["gold"][0]  # type: ignore[index]
+        gold = q["gold"][0]
         others = rng.sample([x for x in DRUGS if x != gold], 3)
         cands.append({"id": q["id"], "candidates": [[gold, round(rng.uniform(0.3, 0.9), 3)]]
                       + [[o, round(rng.uniform(0.0, 0.6), 3)] for o in others]})
     _jsonl(d / "candidates.jsonl", cands)
     log = []
     for q in qs:
-        gold = q["gold"][0]  # type: ignore[index]
+        gold = q["gold"][0]
         kg_ok, big_ok, small_ok = rng.random() < 0.6, rng.random() < 0.9, rng.random() < 0.7
         log.append({"id": q["id"], "text": q["text"], "arms": {
             "kg-model": {"answer": gold if kg_ok else "aspirin", "correct": kg_ok, "cost": 0,
@@ -77,7 +77,7 @@ def own(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     ])
     mcq = []
     for q in qs:
-        gold = q["gold"][0]  # type: ignore[index]
+        gold = q["gold"][0]
         choices = [gold, *rng.sample([x for x in DRUGS if x != gold], 2)]
         rng.shuffle(choices)
         mcq.append({"id": q["id"], "text": q["text"], "choices": choices, "answer": gold})

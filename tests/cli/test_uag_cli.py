@@ -7,8 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from click.testing import Result
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from kgwise.cli.main import app
 
@@ -26,6 +25,7 @@ def inputs(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     from kgwise.eval.uag.experiment import load_webqsp_data
 
     wq = load_webqsp_data(data_dir, limit=120)
+    assert wq.generations is not None  # the WebQSP inputs come with RoG's recorded generations
     out = tmp_path_factory.mktemp("uag-inputs")
     with (out / "questions.jsonl").open("w", encoding="utf-8") as fh:
         for q in wq.questions:

@@ -12,7 +12,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from kgwise.conformal.split import SplitConformal, SplitConformalConfig
 
 
-class ProbabilitiesAsFeatures(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
+class ProbabilitiesAsFeatures(ClassifierMixin, BaseEstimator):
     """Test double: a 'classifier' whose features already are its class probabilities."""
 
     def fit(self, X: npt.NDArray[np.float64], y: npt.NDArray[np.int64]) -> ProbabilitiesAsFeatures:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kgwise.conformal.grid import QuestionTable, TableBatch
+from kgwise.conformal.grid import EvaluatorScore, QuestionTable, TableBatch
 from kgwise.conformal.ltt import LTTConfig, binomial_p_values, learn_then_test
 from kgwise.conformal.split import conformal_quantile, conformal_rank
 from kgwise.conformal.uag import UAG, UAGConfig, alpha_levels, pareto_order
@@ -42,13 +42,16 @@ def test_grid_equals_per_question_final_sets(seed: int) -> None:
     batch = TableBatch.from_tables(tables)
     T = [np.sort(rng.choice([-np.inf, 0.0, 0.1, 0.3, 0.5, 0.7, 1.0, np.inf], size=int(rng.integers(1, 5))))
          for _ in range(3)]
-    res = batch.grid(*T)
+    res = batch.grid(T[0], T[1], T[2])
+    i: int  # np.ndindex yields Any: typed so that T[0][i] is a scalar, not an array
+    j: int
+    k: int
     for q, t in enumerate(tables):
         for i, j, k in np.ndindex(T[0].size, T[1].size, T[2].size):
             s = t.final_set(T[0][i], T[1][j], T[2][k])
             assert res.size[q, i, j, k] == s.size
             assert res.covered[q, i, j, k] == bool(t.gold[s].any())
-    cov_only = batch.grid(*T, sizes=False)
+    cov_only = batch.grid(T[0], T[1], T[2], sizes=False)
     np.testing.assert_array_equal(cov_only.covered, res.covered)
     # subset + table round trip
     sub = batch.subset([len(tables) - 1, 0])
@@ -234,11 +237,14 @@ def test_item_level_scores_travel_with_the_tables(tmp_path: Path) -> None:
     batch = TableBatch.from_tables(tables)
     assert batch.eq6_items is not None
     part = batch.subset([5, 2])
-    np.testing.assert_allclose(part.table(0).eq6_items, tables[5].eq6_items)  # type: ignore[arg-type]
+    part_items, items5 = part.table(0).eq6_items, tables[5].eq6_items
+    assert part_items is not None and items5 is not None
+    np.testing.assert_allclose(part_items, items5)
     back = TableBatch.load(batch.save(tmp_path / "t.npz"))
-    np.testing.assert_allclose(back.eq6_items, batch.eq6_items)  # type: ignore[arg-type]
+    assert back.eq6_items is not None
+    np.testing.assert_allclose(back.eq6_items, batch.eq6_items)
     items = batch.rescored("items")
-    np.testing.assert_allclose(items.eq6, batch.eq6_items)  # type: ignore[arg-type]
+    np.testing.assert_allclose(items.eq6, batch.eq6_items)
     rel = batch.rescored("items-relative")
     for i, t in enumerate(tables):
         np.testing.assert_allclose(rel.table(i).eq6, t.rescored("items-relative").eq6)
@@ -253,10 +259,14 @@ def with_random_scored(batch: TableBatch, rng: np.random.Generator) -> TableBatc
     for i in range(batch.num_questions):
         t = batch.table(i)
         for node in t.node_ids[rng.random(t.node_ids.size) < 0.4].tolist():  # shared with the paths
-            q.append(i), ids.append(node), nc.append(round(float(rng.random()), 1))
+            q.append(i)
+            ids.append(node)
+            nc.append(round(float(rng.random()), 1))
             gold.append(bool(t.gold[t.node_ids == node][0]))
         for _ in range(int(rng.integers(0, 4))):  # only the scored retriever has these
-            q.append(i), ids.append(10_000 + len(ids)), nc.append(round(float(rng.random()), 1))
+            q.append(i)
+            ids.append(10_000 + len(ids))
+            nc.append(round(float(rng.random()), 1))
             gold.append(bool(rng.random() < 0.3))
     return batch.with_scored(q, nc, gold, ids)
 
@@ -358,17 +368,18 @@ def test_marginal_mode_is_split_cp_on_the_scored_threshold(seed: int, alpha: flo
     cfg = UAGConfig(alpha=alpha, steps=(0.25, 0.25, 0.25), scored_step=0.25, guarantee="marginal")
     uag = UAG(cfg).fit(tune).calibrate(cal)
 
-    def e_scores(batch: TableBatch, kind: str, th: tuple[float, float, float]) -> np.ndarray:
+    def e_scores(batch: TableBatch, kind: EvaluatorScore, th: tuple[float, float, float]) -> np.ndarray:
         out = []
         for q in range(batch.num_questions):
-            t = batch.table(q).rescored(kind)  # type: ignore[arg-type]
+            t = batch.table(q).rescored(kind)
             paths = t.final_set(*th, -np.inf)
             covered = bool(t.gold[paths].any())
             gold_nc = t.scored[t.gold] if t.scored is not None else np.empty(0)
             out.append(-np.inf if covered else float(gold_nc.min(initial=np.inf)))
         return np.asarray(out)
 
-    n_scored = np.sort(tune.scored[np.isfinite(tune.scored)])  # type: ignore[index]
+    assert tune.scored is not None  # with_random_scored gave it a scored retriever
+    n_scored = np.sort(tune.scored[np.isfinite(tune.scored)])
     sizes = {}
     for idx in range(int(np.prod(uag.grid_shape[:4]))):
         flat = idx * uag.grid_shape[4]  # the α4 = 1 slice: paths only
@@ -378,7 +389,7 @@ def test_marginal_mode_is_split_cp_on_the_scored_threshold(seed: int, alpha: flo
         margin = 2 * math.sqrt(alpha * (1 - alpha) / tune.num_questions)
         need = tune.num_questions if alpha <= margin else conformal_rank(tune.num_questions, alpha - margin)
         if t4 < np.inf and (e < np.inf).sum() >= min(need, tune.num_questions):
-            path_sizes = [tune.table(q).rescored(kind).final_set(*th, -np.inf).size  # type: ignore[arg-type]
+            path_sizes = [tune.table(q).rescored(kind).final_set(*th, -np.inf).size
                           for q in range(tune.num_questions)]
             sizes[idx] = sum(path_sizes) + int(np.searchsorted(n_scored, t4, side="right"))
     if not sizes:
@@ -396,7 +407,10 @@ def test_marginal_mode_is_split_cp_on_the_scored_threshold(seed: int, alpha: flo
 
 
 def test_marginal_mode_covers_on_average_with_smaller_sets_than_pac() -> None:
-    cov_marginal, cov_pac, size_marginal, size_pac = [], [], [], []
+    cov_marginal: list[float] = []
+    cov_pac: list[float] = []
+    size_marginal: list[float] = []
+    size_pac: list[float] = []
     for seed in range(6):
         rng = np.random.default_rng(seed)
         scored = gnn_like(synthetic_batch(900, 10 + seed, p_reach=0.8), rng).subset(rng.permutation(900))

@@ -50,8 +50,8 @@ def _brute(n: int, edges: set[Edge], q: list[int], a: list[int], cfg: SubgraphCo
         keys = {}
         per_seed_rank: dict[int, int] = {}
         for i in range(len(seeds)):
-            mine = sorted((x for x, who in reach.items() if who == [i]), key=lambda x: (deg[x], x))
-            for rank, x in enumerate(mine):
+            only_i = sorted((x for x, who in reach.items() if who == [i]), key=lambda x: (deg[x], x))
+            for rank, x in enumerate(only_i):
                 per_seed_rank[x] = rank
         for x, who in reach.items():
             nq = sum(1 for i in who if i < len(q))
@@ -80,10 +80,10 @@ def _brute(n: int, edges: set[Edge], q: list[int], a: list[int], cfg: SubgraphCo
             frontier = nxt
     keep = set(chosen)
     sub = sorted(e for e in edges if e[0] in keep and e[2] in keep)
-    rows = []
+    rows: list[tuple[int, ...]] = []
     for qi, qn in enumerate(q):
         for ai, an in enumerate(a):
-            mine = []
+            mine: list[tuple[int, ...]] = []
             for h, r, t in sub:
                 if (h, t) == (qn, an):
                     mine.append((qi, ai, 1, 0, -1, r, 0, -1, -1))
@@ -98,7 +98,7 @@ def _brute(n: int, edges: set[Edge], q: list[int], a: list[int], cfg: SubgraphCo
                         if s2 == m and d == an:
                             mine.append((qi, ai, 2, deg[m], m, r1, i1, r2, i2))
             rows += sorted(mine)[: cfg.max_paths_per_pair]
-    paths = []
+    paths: list[tuple[tuple[int, ...], tuple[int, ...], tuple[bool, ...]]] = []
     for qi, ai, length, _, m, r1, i1, r2, i2 in sorted(rows)[: cfg.max_paths]:
         if length == 1:
             paths.append(((q[qi], a[ai]), (r1,), (bool(i1),)))

@@ -95,6 +95,7 @@ def webqsp(data_dir: Path, webqsp_data: WebQSPData) -> tuple[TableBatch, TableBa
     from kgwise.eval.uag.experiment import ExperimentConfig, webqsp_tables, with_gnn
 
     tables = webqsp_tables(data_dir, ExperimentConfig(), webqsp_data, progress=False)
+    assert webqsp_data.gnn is not None
     return tables, with_gnn(tables, webqsp_data.gnn, webqsp_data.single_answer)
 
 
@@ -196,6 +197,7 @@ def test_split_cp_marginal_coverage_on_gnn_candidates(webqsp_data: WebQSPData) -
     from kgwise.eval.uag.baselines import SplitCPBaseline
 
     gnn = webqsp_data.gnn
+    assert gnn is not None
     n = gnn.num_questions
     for a in (0.15, 0.2, 0.3, 0.4, 0.5):
         cov: list[float] = []

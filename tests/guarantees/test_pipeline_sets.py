@@ -170,10 +170,10 @@ def _run(guarantee: Guarantee, monkeypatch: pytest.MonkeyPatch, splits: list[dic
     per_arm: dict[str, list[dict[str, float]]] = {n: [] for n in BOOST}
     with tempfile.TemporaryDirectory(dir=base) as tmp:
         for s in range(SPLITS):
-            rows = _split(s, guarantee, Path(tmp))
+            split_rows = _split(s, guarantee, Path(tmp))
             if splits is not None:
-                splits.append(rows)
-            for name, row in rows.items():
+                splits.append(split_rows)
+            for name, row in split_rows.items():
                 per_arm[name].append(row)
     for name, rows in per_arm.items():
         cov = [r["coverage"] for r in rows]

@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -137,8 +138,12 @@ def test_full_feedback_learns_every_arm_on_every_question_and_finds_a_close_best
         E = rng.normal(size=(n, dim)) / np.sqrt(dim)
         R = (rng.random((n, len(ARMS))) < p).astype(float)
         for feedback in ("bandit", "full"):
-            bandit = PromptBandit(dim, config=BanditConfig(seed=seed, feedback=feedback))  # type: ignore[arg-type]
-            hist = bandit.fit(E, lambda i, a, R=R: float(R[i, ARMS.index(a)]))
+            bandit = PromptBandit(dim, config=BanditConfig(seed=seed, feedback=feedback))
+
+            def reward(i: int, a: str, R: npt.NDArray[np.float64] = R) -> float:
+                return float(R[i, ARMS.index(a)])
+
+            hist = bandit.fit(E, reward)
             if feedback == "full":
                 assert len(hist.arms) == n * len(ARMS)
                 assert np.allclose(bandit.training_means(), R.mean(axis=0))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -91,7 +92,7 @@ def test_did_you_mean_in_unknown_node_errors() -> None:
 class FakeEncoder:
     """A bag-of-letters encoder: texts with the same letters embed alike (a test double)."""
 
-    def encode(self, texts: list[str]) -> npt.NDArray[np.float32]:
+    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         out = np.zeros((len(texts), 26), dtype=np.float32)
         for i, t in enumerate(texts):
             for ch in t.lower():

@@ -235,6 +235,7 @@ def test_uag_calibrates_and_answers_over_sparql_as_over_the_file(endpoint: str, 
     questions.write_text("".join(json.dumps({"id": q.id, "text": q.text, "gold": list(q.gold),
                                              "topic_entities": list(q.topic_entities)}) + "\n"
                                  for q in wq.questions), encoding="utf-8")
+    assert wq.generations is not None
     generations.write_text("".join(json.dumps({"id": q.id, "answer": wq.generations[q.id]}) + "\n"
                                    for q in wq.questions), encoding="utf-8")
     results = {}
@@ -495,8 +496,8 @@ def test_an_index_built_from_the_endpoint_keeps_the_hub_statistics(endpoint: str
     hubs = np.flatnonzero(local.degree > HUB_CAP).tolist()
     assert hubs
     for v in hubs:  # capN by (degree, the index's id): the endpoint's order of ids, not the file's
-        nbr = [ids[terms[x]] for x in np.unique(freebase.neighbors([v])).tolist() if x != v]
-        want = sorted(nbr, key=lambda i: (rows[i][2] or 0, i))[:HUB_CAP]
+        adjacent = [ids[terms[x]] for x in np.unique(freebase.neighbors([v])).tolist() if x != v]
+        want = sorted(adjacent, key=lambda i: (rows[i][2] or 0, i))[:HUB_CAP]
         got = idx.hub(ids[terms[v]])
         assert got is not None and got.tolist() == want
     # P_sub over the endpoint with those statistics reads no hub's list

@@ -63,7 +63,7 @@ def test_forward_backward_on_real_batch(
     b = collate(graphs[:8], table, kg.num_relations)
     assert b.num_graph_nodes > 0 and len(b.edge_src) > 0
     loss = torch.nn.functional.cross_entropy(model(b), b.labels)
-    loss.backward()  # type: ignore[no-untyped-call]
+    loss.backward()
     assert torch.isfinite(loss)
     for name in ("node_in.weight", "layers.0.msg.weight", "layers.1.key.weight", "pool_key.weight"):
         grad = dict(model.named_parameters())[name].grad

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import pytest
 from hypothesis import given
@@ -94,7 +95,7 @@ def test_answer_by_scoring_sum_and_mean() -> None:
     assert ans.probabilities["B"] / ans.probabilities["A"] == pytest.approx(math.e)
     ans_mean, _ = answer_by_scoring(llm, Q, rule="mean")
     assert ans_mean.prediction == "C"  # -5/5 = -1 is the best mean
-    context, conts = llm.calls[0]  # type: ignore[misc]
+    context, conts = cast(tuple[str, tuple[str, ...]], llm.calls[0])  # score_choices records this pair
     assert context.endswith("Question: What purrs?\nAnswer:")
     assert conts == (" dog", " cat", " dark red", " red")
     assert ans.usage.input_tokens == 20

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from kgwise.errors import ConfigError
-from kgwise.eval.recorded import gnn_rag
+from kgwise.eval.recorded import Outcome, gnn_rag
 from kgwise.llm import LLM, ReplayMissError, get_llm
 from kgwise.llm.prices import default_prices
 from kgwise.llm.replay import Replay
@@ -21,7 +22,7 @@ def test_rog_hit_rate_equals_the_release_summary(data_dir: Path, variant: str) -
     detailed = data_dir / gnn_rag.ROG_GNN_DETAILED[variant]
     summary = gnn_rag.read_eval_summary(detailed.parent / "eval_result.txt")
     assert len(replay) == 1628
-    hit = 100 * sum(r.correct for r in replay.records) / len(replay)
+    hit = 100 * sum(cast(Outcome, r).correct for r in replay.records) / len(replay)
     assert hit == pytest.approx(summary["Hit"], abs=1e-9)
     # by id and by the question text inside a prompt, the same record comes back
     rec = replay.records[10]
@@ -47,7 +48,7 @@ def test_aog_tokens_and_accuracy_equal_the_file(data_dir: Path, monkeypatch: pyt
         assert gen.text == row["Answer"]
         tin, tout = tin + gen.usage.input_tokens, tout + gen.usage.output_tokens
         calls += gen.usage.calls
-        correct += replay.lookup(row["question"]).correct
+        correct += cast(Outcome, replay.lookup(row["question"])).correct
     assert (tin, tout, calls) == (sum(r["input_token"] for r in rows), sum(r["output_token"] for r in rows),
                                   sum(r["call_num"] for r in rows))
     assert correct == sum(r["correct"] for r in rows)
@@ -86,6 +87,7 @@ def test_a_sources_format_read_from_the_users_own_file(data_dir: Path, tmp_path:
     own.write_text("0\twhich drug treats gout?\tcolchicine\n1\twhich drug lowers blood sugar?\tinsulin\n",
                    encoding="utf-8")
     replay = get_llm(f"replay:gpt-4@{own}")
+    assert isinstance(replay, Replay)
     assert len(replay) == 2 and replay.name == "replay:gpt-4@my_answers.txt"
     assert replay.lookup("Which drug treats gout?").prediction == "colchicine"
     with pytest.raises(ConfigError, match="is not a file"):

@@ -216,9 +216,13 @@ def test_a_full_queue_answers_429_and_health_does_not_wait(tmp_path: Path) -> No
     gate = ModelGate("slow", workers=1, queue_limit=1, timeout_s=30)
     app = FastAPI()
 
+    def slow_work() -> dict[str, bool]:
+        time.sleep(1.0)
+        return {"done": True}
+
     @app.post("/work")
     async def work(request: Request) -> dict[str, bool]:
-        return await gate.run(request, lambda: time.sleep(1.0) or {"done": True})
+        return await gate.run(request, slow_work)
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
@@ -244,12 +248,12 @@ def test_a_full_queue_answers_429_and_health_does_not_wait(tmp_path: Path) -> No
                 assert max(busy) == 2  # one at work, one waiting
                 return list(await asyncio.gather(*tasks)), lat
 
-        responses, health = asyncio.run(scenario())
+        responses, health_s = asyncio.run(scenario())
         codes = sorted(r.status_code for r in responses)
         assert codes == [200, 200, 429]
         refused = next(r for r in responses if r.status_code == 429)
         assert int(refused.headers["retry-after"]) >= 1 and "queue" in refused.json()["detail"]
-        assert len(health) >= 5 and max(health) < 0.5  # the event loop never waits for the work
+        assert len(health_s) >= 5 and max(health_s) < 0.5  # the event loop never waits for the work
         # a client that leaves while queued: its work is dropped before it runs
         async def leave() -> None:
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:

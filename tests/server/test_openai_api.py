@@ -302,7 +302,7 @@ class OwnDecisionError(KgwiseError):
 
 
 def test_pipeline_error_classes_are_configurable(fake_pipeline: Any, serve_pipelines: Any) -> None:
-    class Pipeline(fake_pipeline):  # type: ignore[misc,valid-type]
+    class Pipeline(fake_pipeline):
         def feedback(self, decision_id: str, correct: bool | None = None, gold: str | None = None) -> Any:
             raise OwnDecisionError(f"no decision {decision_id!r} is pending")
 

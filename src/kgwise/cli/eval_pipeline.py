@@ -117,11 +117,15 @@ def eval_pipeline(
         min=0, help="Live MCQ: skip this many training questions before the fit ones (default: the first "
         "offset whose fit questions the KG model was not trained on, e.g. its --reserve range).",
         show_default=False)] = None,
-    alphas: Annotated[str, typer.Option(help="Live: the sets' α levels (the first is the pipeline's).")
+    alphas: Annotated[str, typer.Option(help="The sets' α levels (live: the first is the pipeline's).")
                       ] = "0.1,0.2",
     delta: Annotated[float, typer.Option(
-        help="Live: δ of the sets' guarantees (UAG's: miss rate ≤ α with probability ≥ 1 − δ) and of the "
+        help="δ of the sets' guarantees (UAG's: miss rate ≤ α with probability ≥ 1 − δ) and of the "
         "coverage bounds.")] = 0.05,
+    sets: Annotated[bool, typer.Option(
+        help="Replayed WebQSP: UAG's sets of the open answers, calibrated on each fit half (RoG's recorded "
+        "generations as Φ(P); UAG's tables are built once and cached) and scored per arm the pipeline "
+        "routed each test question to.")] = True,
     scoring: Annotated[str, typer.Option(help="Live MCQ: how LLM arms rank choices: sum, mean or pmi.")
                        ] = "pmi",
     combo: Annotated[str, typer.Option(
@@ -173,6 +177,7 @@ def eval_pipeline(
     from kgwise.eval.route.replay import MAIN_ARMS, rearev_top, webqsp_table
 
     free: dict[str, Any] = {}
+    routed_sets = None
     if log is not None:
         from kgwise.cli.route import log_table
 
@@ -188,16 +193,42 @@ def eval_pipeline(
         table, coverage = webqsp_table(root, MAIN_ARMS)
         table = table.head(limit)
         free = {a: rearev_top(root, table, a) for a in table.arms if a.startswith("ReaRev-")}
+        if sets:
+            routed_sets = _webqsp_sets(root, table, _alphas(alphas), delta)
     table = table.head(limit)
     cfg = PipelineEvalConfig(1.0 if budget is None else budget, splits, seed, router, budget_of or "dearest",
                              context)
     encoder = MiniLM()
     err_console.print(f"{table.n_questions} questions × {table.n_arms} arms; embedding questions …")
     embed_texts(encoder, table.texts)
-    report = evaluate_replay(table, encoder, cfg, progress=say, free=free)
+    report = evaluate_replay(table, encoder, cfg, progress=say, free=free, sets=routed_sets)
     report["dataset"] = dataset
     report["coverage"] = coverage
     write_json(report, json_out)
+
+
+def _webqsp_sets(root: Path, table: Any, alphas: tuple[float, ...], delta: float) -> Any:
+    """UAG's tables of the outcome table's WebQSP questions (``eval uag``'s, built once and cached; a
+    subset, e.g. under ``--limit``, gets its own cache), matched by question id."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from kgwise.eval.pipeline_sets import RoutedSets
+    from kgwise.eval.uag.experiment import ExperimentConfig, load_webqsp_data, webqsp_tables
+    from kgwise.files import short_hash
+
+    wq = load_webqsp_data(root)
+    wanted = set(table.qids)
+    if not {q.id for q in wq.questions} <= wanted:
+        kept = [q for q in wq.questions if q.id in wanted]
+        wq = replace(wq, questions=kept, tag=f"webqsp-{short_hash([q.id for q in kept])}")
+    index = {q.id: i for i, q in enumerate(wq.questions)}
+    err_console.print(f"UAG tables of {len(index)} of the {table.n_questions} questions (without a RoG "
+                      f"generation: {table.n_questions - len(index)}, no set) …")
+    tables = webqsp_tables(root, ExperimentConfig(), wq)
+    rows = np.asarray([index.get(q, -1) for q in table.qids], dtype=np.int64)
+    return RoutedSets(tables, rows, alphas, delta)
 
 
 def _live(live: str, router: Any, budget: float | None, budget_of: str | None, seed: int, splits: int,

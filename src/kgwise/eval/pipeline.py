@@ -37,6 +37,7 @@ from kgwise.app.fit import fit_questions
 from kgwise.app.pipeline import BudgetExhaustedError, Pipeline
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError, ReplayMissError
+from kgwise.eval.pipeline_sets import RoutedSets, summarise_sets
 from kgwise.route.coke import CokeConfig
 from kgwise.route.table import OutcomeTable
 from kgwise.types import Question, Usage
@@ -119,7 +120,7 @@ def _runners(table: OutcomeTable, rows: Sequence[int], free: Mapping[str, FreeAn
 
 
 def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, split: int, root: Path,
-               free: Mapping[str, FreeAnswers]) -> dict[str, Any]:
+               free: Mapping[str, FreeAnswers], sets: RoutedSets | None) -> dict[str, Any]:
     n = table.n_questions
     perm = np.random.default_rng(cfg.seed + split).permutation(n)
     train, test = perm[: n // 2], perm[n // 2:]
@@ -160,6 +161,8 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
     finally:
         pipe.close()
     pipe_acc = float(np.mean(correct))
+    answer_sets = (None if sets is None else
+                   sets.split(train.tolist(), test.tolist(), routed, table.arms, cfg.seed + split))
     return {
         "split": split, "train": len(train), "test": len(test), "budget": budget, "spent": spent,
         "spent_over_budget": spent / budget if budget else None, "paid": paid,
@@ -172,6 +175,7 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
         "cost_over_best": paid / float(per_arm_cost[best]) if per_arm_cost[best] > 0 else None,
         "router_selection": None if fitted.router_selection is None else fitted.router_selection.to_dict(),
         "pinned": None if fitted.router_selection is None else fitted.router_selection.pinned,
+        "answer_sets": answer_sets,
     }
 
 
@@ -182,9 +186,11 @@ def _mean_std(values: Sequence[float]) -> dict[str, float]:
 
 def evaluate_replay(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig,
                     progress: Callable[[str], None] = lambda _: None,
-                    free: Mapping[str, FreeAnswers] | None = None) -> dict[str, Any]:
+                    free: Mapping[str, FreeAnswers] | None = None, sets: RoutedSets | None = None
+                    ) -> dict[str, Any]:
     """The pipeline on ``table`` over ``cfg.splits`` random halvings (module docstring); ``free``: per
-    free arm, its answer and signal on each of the table's questions (row order)."""
+    free arm, its answer and signal on each of the table's questions (row order); ``sets``: UAG's tables
+    of the questions, for the open answers' sets (:mod:`kgwise.eval.pipeline_sets`)."""
     free = dict(free or {})
     for name, (top, scores) in free.items():
         j = table.arm_index(name)
@@ -200,12 +206,16 @@ def evaluate_replay(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConf
     runs = []
     with tempfile.TemporaryDirectory(prefix="kgwise-eval-pipeline-") as tmp:
         for s in range(cfg.splits):
-            runs.append(_one_split(table, encoder, cfg, s, Path(tmp), free))
+            runs.append(_one_split(table, encoder, cfg, s, Path(tmp), free, sets))
             r = runs[-1]
             progress(f"split {s + 1}/{cfg.splits}: accuracy {r['accuracy']:.4f}, cost {r['cost']:.4f} "
                      f"(best arm {r['best_arm']}: {r['arms'][r['best_arm']]['accuracy']:.4f}, "
                      f"{r['arms'][r['best_arm']]['cost']:.4f}), spent/budget {r['spent_over_budget']:.3f}"
-                     + (f", pinned to {r['pinned']}" if r["pinned"] else ""))
+                     + (f", pinned to {r['pinned']}" if r["pinned"] else "")
+                     + "".join(f"; sets α={a['alpha']:g}: " + (
+                         f"coverage {a['coverage']:.3f}, every arm on target: "
+                         f"{all(x['on_target'] for x in a['arms'].values())}" if a["certified"] else
+                         "not certified") for a in (r["answer_sets"] or {}).get("alphas", [])))
     over = [r["cost_over_best"] for r in runs if r["cost_over_best"] is not None]
     summary = {
         "accuracy": _mean_std([r["accuracy"] for r in runs]),
@@ -228,9 +238,8 @@ def evaluate_replay(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConf
                        "seed": cfg.seed, "coke": asdict(cfg.coke), "context": cfg.context,
                        "free_arms": sorted(free)},
             "summary": summary, "targets": targets, "runs": runs,
-            "not_measured": ["answer-set coverage and size: the recorded WebQSP arms carry no choice "
-                             "probabilities and no per-arm UAG tables were built; the pipeline attaches no "
-                             "set to these answers"]}
+            **({"answer_sets": summarise_sets(runs, table.arms, sets.alphas)} if sets is not None else
+               {"not_measured": ["answer-set coverage and size: no UAG tables were given (--no-sets)"]})}
 
 
 def embed_texts(encoder: Encoder, texts: Sequence[str]) -> npt.NDArray[np.float64]:

@@ -8,7 +8,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import uvicorn
@@ -25,12 +25,12 @@ def _stub_chat_server(fail_every: int) -> FastAPI:
     calls = itertools.count()
 
     @app.post("/v1/chat/completions")
-    async def chat(body: dict) -> object:  # type: ignore[type-arg]
+    async def chat(body: dict) -> object:
         n = next(calls)
         if fail_every and n >= 3 and n % fail_every == 0:  # the 3 warm-up requests always pass
             return JSONResponse({"error": {"message": "busy"}}, status_code=503)
         if body.get("stream"):
-            async def events() -> Iterator[str]:  # type: ignore[misc]
+            async def events() -> AsyncIterator[str]:
                 yield 'data: {"choices": []}\n\n'
                 yield "data: [DONE]\n\n"
             return StreamingResponse(events(), media_type="text/event-stream")

@@ -12,13 +12,13 @@ from kgwise.embed import MiniLM
 from kgwise.errors import ConfigError
 from kgwise.eval.bench.pipeline import PipelineBenchConfig, run_pipeline_benchmark, timing
 from kgwise.eval.bench.synthetic import SyntheticConfig, synthetic_conceptnet
-from kgwise.types import make_question
+from kgwise.types import Question, make_question
 
 WORDS = [f"{a}{b}" for a in ("ba", "ko", "mi", "tu", "re", "sa", "lo", "ne")
          for b in ("dor", "kin", "pel", "sut", "vam", "zor", "lim")]
 
 
-def _questions(kg_labels: list[str], n: int) -> list:  # type: ignore[type-arg]
+def _questions(kg_labels: list[str], n: int) -> list[Question]:
     rng = np.random.default_rng(0)
     out = []
     for i in range(n):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from kgwise.eval.route.baselines import (
@@ -92,7 +93,7 @@ class RecordingObserver:
     def __init__(self) -> None:
         self.seen: list[tuple[str, float]] = []
 
-    def observe(self, name: str, embedding: np.ndarray, reward: float) -> None:
+    def observe(self, name: str, embedding: npt.ArrayLike, reward: float) -> None:
         self.seen.append((name, reward))
 
 

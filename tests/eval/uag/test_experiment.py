@@ -23,6 +23,7 @@ from kgwise.eval.uag.experiment import (
 
 def test_webqsp_inputs_are_aligned(data_dir: Path) -> None:
     wq = load_webqsp_data(data_dir)
+    assert wq.gnn is not None and wq.generations is not None  # WebQSP comes with candidates and generations
     assert len(wq.questions) == 1628 == wq.gnn.num_questions
     assert [q.id for q in wq.questions] == wq.gnn.qids
     assert all(q.id in wq.generations for q in wq.questions)
@@ -40,6 +41,7 @@ def test_with_gnn_merges_only_a_one_answer_questions_gold(data_dir: Path,
     """The gold MID of a one-answer question joins the path table's single gold node (same entity), so a
     set holding both counts it once; nothing else merges, and coverage does not change."""
     wq = load_webqsp_data(data_dir, limit=300)
+    assert wq.gnn is not None and wq.single_answer is not None
     tables = webqsp_uag_tables
     naive, merged = with_gnn(tables, wq.gnn), with_gnn(tables, wq.gnn, wq.single_answer)
     gold_nodes = np.bincount(tables.node_q[tables.gold], minlength=300)
@@ -50,6 +52,7 @@ def test_with_gnn_merges_only_a_one_answer_questions_gold(data_dir: Path,
     q = int(wq.gnn.q[np.flatnonzero(expected)[0]])
     table = merged.table(q)
     (g,) = np.flatnonzero(table.gold)  # one gold node, reached by paths and scored by the GNN
+    assert table.scored is not None
     assert np.isfinite(table.scored[g]) and (table.state_node == g).any()
     everything = table.final_set(np.inf, np.inf, np.inf, np.inf)
     assert everything.size == naive.table(q).final_set(np.inf, np.inf, np.inf, np.inf).size - 1
