@@ -35,11 +35,13 @@ from kgwise.app.arms import ArmOutput, ArmRunner
 from kgwise.app.config import AnswerSetConfig, ArmConfig, Context, KGConfig, PipelineConfig, RouterConfig
 from kgwise.app.fit import fit_questions
 from kgwise.app.pipeline import BudgetExhaustedError, Pipeline
+from kgwise.app.router import context_vector
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError, ReplayMissError
 from kgwise.eval.pipeline_sets import RoutedSets, summarise_sets
-from kgwise.route.coke import CokeConfig
+from kgwise.route.coke import CokeConfig, CokeRouter
 from kgwise.route.table import OutcomeTable
+from kgwise.route.tuning import simulate
 from kgwise.types import Question, Usage
 
 __all__ = ["FreeAnswers", "PipelineEvalConfig", "ReplayArm", "evaluate_replay"]
@@ -140,6 +142,9 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
         # replayed calls cost nothing real; the fit's limit is their recorded cost
         fitted = fit_questions(pipe, train_q, max_spend=float(table.cost[train].sum()) * (1 + 1e-9),
                                echo=lambda _: None)
+        fit_groups = None if sets is None else _out_of_fold_groups(
+            table, encoder, config, pipe.state.context, pipe.state.router.router, free, train,
+            budget / len(test), cfg.seed + split)
         routed: list[str | None] = []
         correct: list[bool] = []
         paid = 0.0
@@ -162,7 +167,8 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
         pipe.close()
     pipe_acc = float(np.mean(correct))
     answer_sets = (None if sets is None else
-                   sets.split(train.tolist(), test.tolist(), routed, table.arms, cfg.seed + split))
+                   sets.split(train.tolist(), test.tolist(), routed, table.arms, cfg.seed + split,
+                              fit_groups))
     return {
         "split": split, "train": len(train), "test": len(test), "budget": budget, "spent": spent,
         "spent_over_budget": spent / budget if budget else None, "paid": paid,
@@ -177,6 +183,32 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
         "pinned": None if fitted.router_selection is None else fitted.router_selection.pinned,
         "answer_sets": answer_sets,
     }
+
+
+def _out_of_fold_groups(table: OutcomeTable, encoder: Encoder, config: PipelineConfig, context: Context,
+                        fitted: CokeRouter, free: Mapping[str, FreeAnswers], train: npt.NDArray[np.int64],
+                        budget_per_question: float, seed: int) -> list[str | None]:
+    """Per fit row, the arm a router that never learnt it sends it to: the fit rows are halved, and a
+    router with the fitted one's settings (γ, reward form, context, pinned arm), warm-started on one half,
+    routes the other in order within a paced budget, learning as the pipeline does live
+    (:func:`kgwise.route.tuning.simulate`). What the per-arm (Mondrian) sets calibrate on."""
+    E = np.asarray(encoder.encode([table.texts[i] for i in train]), dtype=np.float64)
+    X = np.stack([context_vector(config, context, E[k], {
+        a: (free[a][0][i], float(free[a][1][i])) for a in config.free_arms if a in free})
+        for k, i in enumerate(train)])
+    groups: list[str | None] = [None] * len(train)
+    halves = (np.arange(0, len(train), 2), np.arange(1, len(train), 2))
+    for h, mine in enumerate(halves):
+        other = halves[1 - h]
+        router = CokeRouter(table.arm_specs(), X.shape[1], budget=budget_per_question * len(mine),
+                            config=fitted.config, seed=seed, horizon=len(mine))
+        router.warm_start(X[other], table.correct[train[other]].astype(np.float64))
+        router.pin(fitted.pinned_arm)
+        rows = table.subset(train[mine])
+        result = simulate(router, rows, X[mine], np.arange(len(mine)), router)
+        for k, j in zip(mine, result.chosen, strict=True):
+            groups[k] = table.arms[j] if j >= 0 else None
+    return groups
 
 
 def _mean_std(values: Sequence[float]) -> dict[str, float]:

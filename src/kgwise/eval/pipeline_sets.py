@@ -53,32 +53,57 @@ class RoutedSets:
             raise ConfigError(f"table row {int(self.rows.max())} of {self.tables.num_questions} tables")
 
     def split(self, fit: Sequence[int], test: Sequence[int], routed: Sequence[str | None],
-              arms: Sequence[str], seed: int) -> dict[str, Any]:
+              arms: Sequence[str], seed: int, fit_groups: Sequence[str | None] | None = None
+              ) -> dict[str, Any]:
         """Calibrate on the ``fit`` rows, score the ``test`` rows' sets per arm in ``routed`` (``None``:
-        not answered, budget spent)."""
-        fit_t = self.rows[np.asarray(fit, dtype=np.int64)]
+        not answered, budget spent). With ``fit_groups`` (per fit row, the arm an out-of-fold router sends
+        it to), also per arm (``per_arm``, Mondrian): UAG calibrated on that arm's fit rows only, scored on
+        its test rows; an arm whose rows certify nothing gets no set."""
+        fit_a = np.asarray(fit, dtype=np.int64)
+        fit_t = self.rows[fit_a]
         test_t = self.rows[np.asarray(test, dtype=np.int64)]
         has = test_t >= 0
-        calib = self.tables.subset(fit_t[fit_t >= 0])
         scored = self.tables.subset(test_t[has])
         arm_of = np.asarray([a if a is not None else "" for a in routed], dtype=object)[has]
         out: dict[str, Any] = {"calibration_questions": int((fit_t >= 0).sum()),
                                "fit_without_table": int((fit_t < 0).sum()),
                                "test_without_table": int((~has).sum()), "alphas": []}
+        group = (None if fit_groups is None else
+                 np.asarray([g if g is not None else "" for g in fit_groups], dtype=object))
         for alpha in self.alphas:
-            cfg = replace(UAG_DEFAULTS, alpha=alpha, ltt=replace(UAG_DEFAULTS.ltt, delta=self.delta),
-                          order="front+chain")
-            uag, summary = calibrate_uag(calib, cfg, TableSettings(), self.tune_share, seed)
-            row: dict[str, Any] = {"alpha": alpha, "certified": not uag.abstains,
-                                   "lambda": summary.get("lambda")}
-            if not uag.abstains:
-                m = uag.evaluate(scored)
-                covered, size = m["covered"].astype(bool), m["size"]
-                row.update(_cover(covered, size, alpha))
-                row["arms"] = {a: _cover(covered[arm_of == a], size[arm_of == a], alpha)
-                               for a in arms if np.any(arm_of == a)}
+            row: dict[str, Any] = {"alpha": alpha, **self._scored(fit_t, scored, arm_of, arms, alpha, seed)}
+            if group is not None:
+                row["per_arm"] = {}
+                for a in arms:
+                    routed_here = arm_of == a
+                    if not routed_here.any():
+                        continue
+                    mine = self._scored(fit_t[group == a], scored.subset(np.flatnonzero(routed_here)),
+                                        arm_of[routed_here], [a], alpha, seed)
+                    mine.pop("arms", None)
+                    row["per_arm"][a] = {"calibration_questions": int((fit_t[group == a] >= 0).sum()),
+                                         **mine}
             out["alphas"].append(row)
         return out
+
+    def _scored(self, fit_t: npt.NDArray[np.int64], scored: TableBatch, arm_of: npt.NDArray[np.object_],
+                arms: Sequence[str], alpha: float, seed: int) -> dict[str, Any]:
+        """UAG calibrated on the tables ``fit_t`` (−1: none) at ``alpha``, its sets of ``scored`` overall and
+        per arm of ``arm_of``; not certified when LTT certifies nothing or too few rows to split."""
+        calib = fit_t[fit_t >= 0]
+        cfg = replace(UAG_DEFAULTS, alpha=alpha, ltt=replace(UAG_DEFAULTS.ltt, delta=self.delta),
+                      order="front+chain")
+        n_tune = round(self.tune_share * calib.size)
+        if n_tune < 1 or calib.size - n_tune < 1:
+            return {"certified": False, "lambda": None}
+        uag, summary = calibrate_uag(self.tables.subset(calib), cfg, TableSettings(), self.tune_share, seed)
+        if uag.abstains:
+            return {"certified": False, "lambda": None}
+        m = uag.evaluate(scored)
+        covered, size = m["covered"].astype(bool), m["size"]
+        return {"certified": True, "lambda": summary["lambda"], **_cover(covered, size, alpha),
+                "arms": {a: _cover(covered[arm_of == a], size[arm_of == a], alpha)
+                         for a in arms if np.any(arm_of == a)}}
 
 
 def _cover(covered: npt.NDArray[np.bool_], size: npt.NDArray[np.float64], alpha: float) -> dict[str, Any]:
@@ -92,26 +117,47 @@ def _cover(covered: npt.NDArray[np.bool_], size: npt.NDArray[np.float64], alpha:
 def summarise_sets(runs: Sequence[Mapping[str, Any]], arms: Sequence[str], alphas: Sequence[float]
                    ) -> dict[str, Any]:
     """Over the splits' ``answer_sets``: per α, certified splits, mean coverage and size, and per arm (over
-    the splits it was routed questions in) the share on target and the share below it beyond noise."""
+    the splits it was routed questions in) the share on target and the share below it beyond noise; the
+    same for the per-arm (Mondrian) sets where the splits have them, with each arm's share of splits
+    certified and the share of splits in which every routed arm got a set."""
     out: dict[str, Any] = {}
     for k, alpha in enumerate(alphas):
         rows = [r["answer_sets"]["alphas"][k] for r in runs]
         ok = [r for r in rows if r["certified"]]
         entry: dict[str, Any] = {"splits": len(rows), "certified": len(ok)}
         if ok:
-            entry["coverage"] = float(np.mean([r["coverage"] for r in ok]))
-            entry["mean_size"] = float(np.mean([r["mean_size"] for r in ok]))
-            entry["every_arm_on_target"] = float(np.mean([all(a["on_target"] for a in r["arms"].values())
-                                                          for r in ok]))
-            entry["no_arm_below_beyond_noise"] = float(np.mean(
-                [not any(a["below_beyond_noise"] for a in r["arms"].values()) for r in ok]))
-            per_arm = {}
-            for a in arms:
-                mine = [r["arms"][a] for r in ok if a in r["arms"]]
-                if mine:
-                    per_arm[a] = {"splits_routed": len(mine), **{
-                        key: float(np.mean([m[key] for m in mine]))
-                        for key in ("questions", "coverage", "mean_size", "on_target", "below_beyond_noise")}}
-            entry["arms"] = per_arm
+            entry.update(_over([r["coverage"] for r in ok], [r["mean_size"] for r in ok],
+                               [r["arms"] for r in ok], arms))
+        if rows and all("per_arm" in r for r in rows):
+            per = [r["per_arm"] for r in rows]
+            entry["per_arm"] = {
+                "every_routed_arm_certified": float(np.mean([all(v["certified"] for v in p.values())
+                                                             for p in per])),
+                "certified": {a: float(np.mean([p[a]["certified"] for p in per if a in p]))
+                              for a in arms if any(a in p for p in per)},
+                **_over([], [], per, arms)}
         out[f"{alpha:g}"] = entry
     return out
+
+
+def _over(coverage: Sequence[float], size: Sequence[float], arm_rows: Sequence[Mapping[str, Any]],
+          arms: Sequence[str]) -> dict[str, Any]:
+    """Means over splits; an arm without a set (not certified) is not on target and is left out of its
+    coverage and size means."""
+    entry: dict[str, Any] = {}
+    if coverage:
+        entry["coverage"] = float(np.mean(coverage))
+        entry["mean_size"] = float(np.mean(size))
+    entry["every_arm_on_target"] = float(np.mean([all(a.get("on_target", False) for a in r.values())
+                                                  for r in arm_rows]))
+    entry["no_arm_below_beyond_noise"] = float(np.mean(
+        [not any(a.get("below_beyond_noise", False) for a in r.values()) for r in arm_rows]))
+    per_arm = {}
+    for a in arms:
+        mine = [r[a] for r in arm_rows if a in r and r[a].get("certified", True)]
+        if mine:
+            per_arm[a] = {"splits": len(mine), **{
+                key: float(np.mean([m[key] for m in mine]))
+                for key in ("questions", "coverage", "mean_size", "on_target", "below_beyond_noise")}}
+    entry["arms"] = per_arm
+    return entry
