@@ -9,6 +9,7 @@ import pytest
 
 from kgwise.app.fit import fit
 from kgwise.app.pipeline import Pipeline
+from kgwise.app.state import CoverageCount
 from kgwise.errors import DataError
 
 from .conftest import TREATS, TRIPLES, dev_rows, write_config, write_kg, write_questions
@@ -88,11 +89,16 @@ def test_fit_calibrates_uag_and_open_answers_carry_its_set(tmp_path: Path) -> No
         r = pipe.answer("What does metformin treat?")
         s = r.answer_set
         assert s is not None and s.guarantee and "P(miss rate ≤ 0.3) ≥ 0.8" in s.statement
+        assert "not over those routed to arm 'local' alone" in s.statement
         labels = {x for h, _, t in TRIPLES for x in (h, t)}
         assert "metformin" in s.statement and s.texts and set(s.texts) <= labels
         fb = pipe.feedback(r.decision, gold=["diabetes"])
         assert fb.covered == ("diabetes" in s.texts)
         assert pipe.status().arms[0].coverage.n == 1
+        pipe.state.coverage["local"] = CoverageCount(n=30, covered=12)  # live coverage .4 against .7
+        drifted = pipe.answer("What does metformin treat?").answer_set
+        assert drifted is not None and not drifted.guarantee and "drift" in drifted.statement
+        pipe.state.coverage["local"] = CoverageCount()
     with Pipeline.from_config(config) as again:  # the calibration is kept in the state
         assert again.open_sets is not None and again.open_sets.size == o.summary["calibration"]
     with Pipeline.from_config(config, models=False) as light:

@@ -388,7 +388,7 @@ class Pipeline:
         is UAG's from its grounded ``topics`` (:meth:`open_set`)."""
         sets = self.config.answer_sets
         if not question.choices:
-            return self.open_set(question, topics)
+            return self.open_set(arm, question, topics)
         cal = self.state.calibration
         if self.state.calibration_problem is not None:
             return None, f"no answer set: {self.state.calibration_problem}"
@@ -422,11 +422,14 @@ class Pipeline:
         return AnswerSetResult(tuple(chosen), tuple(texts[x] for x in chosen), sets.alpha, holds,
                                statement, len(scores), tuple(scores.tolist())), None
 
-    def open_set(self, question: Question, topics: tuple[str, ...]
+    def open_set(self, arm: str, question: Question, topics: tuple[str, ...]
                  ) -> tuple[AnswerSetResult | None, str | None]:
-        """UAG's set of an open question from its grounded ``topics`` (:meth:`topic_entities`;
-        :mod:`kgwise.app.open_sets`), or ``(None, why not)``."""
-        if self.config.answer_sets.uag_llm is None:
+        """UAG's set of an open question answered by ``arm`` from its grounded ``topics``
+        (:meth:`topic_entities`; :mod:`kgwise.app.open_sets`), or ``(None, why not)``. Its guarantee is
+        over all open questions, not over those routed to ``arm``; it is flagged (``holds`` false) when the
+        arm's live coverage is below target beyond noise."""
+        sets = self.config.answer_sets
+        if sets.uag_llm is None:
             return None, "no answer set: open questions get UAG's sets when [answer_sets] uag_llm is set"
         if self.open_sets_problem is not None:
             return None, f"no answer set: {self.open_sets_problem}"
@@ -439,9 +442,15 @@ class Pipeline:
         u = self.open_sets.calibration
         statement = (f"P(miss rate ≤ {found.alpha:g}) ≥ {1 - found.delta:g} over questions like the "
                      f"{self.open_sets.size} open dev questions UAG was calibrated on (topic entities "
-                     f"{', '.join(topics)}; Φ(P) by {u.summary.get('generator')}), whichever arm answers")
+                     f"{', '.join(topics)}; Φ(P) by {u.summary.get('generator')}), whichever arm answers: "
+                     f"over all of them, not over those routed to arm {arm!r} alone")
+        cov = coverage_bounds(self.state.coverage[arm], sets.alpha, sets.delta)
+        holds = not cov[3]
+        if not holds:
+            statement += (f"; live coverage of this arm's sets is below target beyond noise (upper bound "
+                          f"{cov[2]:.3f} < {1 - sets.alpha:g}): drift")
         answers = tuple(found.answers)
-        return AnswerSetResult(answers, answers, found.alpha, True, statement, self.open_sets.size), None
+        return AnswerSetResult(answers, answers, found.alpha, holds, statement, self.open_sets.size), None
 
     # ------------------------------------------------------------------ answer
     def answer(self, text: str, choices: Sequence[str] | None = None, arm: str | None = None

@@ -204,6 +204,12 @@ def eval_pipeline(
     report = evaluate_replay(table, encoder, cfg, progress=say, free=free, sets=routed_sets)
     report["dataset"] = dataset
     report["coverage"] = coverage
+    if json_out is not None and routed_sets is not None:
+        from kgwise.eval.pipeline_plots import plot_set_coverage
+
+        png = json_out.with_name(f"{json_out.stem}_sets.png")
+        figure = plot_set_coverage(report["runs"], table.arms, png)
+        report["figures"] = [] if figure is None else [str(figure)]
     write_json(report, json_out)
 
 

@@ -16,7 +16,10 @@ recorded top candidate and score given as ``free``, which the ``question+free`` 
 Reported per split and as mean ± std over splits: each arm's accuracy and cost on the test half, the
 pipeline's accuracy, cost, spent/budget and share of questions routed to each arm, in how many splits
 the fit pinned each arm (routing did not clear it, ``[router] pin_single_arm``), and the issue's target
-checks against the best single arm (accuracy ≥ its, cost ≤ 60 % of its).
+checks against the best single arm (accuracy ≥ its, cost ≤ 60 % of its). With UAG's tables of the
+questions (``sets``), the open answers' sets over all test questions and per routed arm, calibrated on
+the fit half over all its questions (as ``kgwise fit`` calibrates open sets) and per arm on the fit
+questions an out-of-fold router sends there (:mod:`kgwise.eval.pipeline_sets`).
 """
 
 from __future__ import annotations
