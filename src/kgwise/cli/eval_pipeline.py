@@ -9,7 +9,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -27,6 +27,10 @@ from kgwise.cli.common import (
 )
 from kgwise.config import data_dir
 from kgwise.errors import ConfigError
+
+if TYPE_CHECKING:
+    from kgwise.eval.pipeline_sets import RoutedSets
+    from kgwise.route.table import OutcomeTable
 
 LIVE = ("obqa", "csqa", "webqsp-open")
 
@@ -213,7 +217,7 @@ def eval_pipeline(
     write_json(report, json_out)
 
 
-def _webqsp_sets(root: Path, table: Any, alphas: tuple[float, ...], delta: float) -> Any:
+def _webqsp_sets(root: Path, table: OutcomeTable, alphas: tuple[float, ...], delta: float) -> RoutedSets:
     """UAG's tables of the outcome table's WebQSP questions (``eval uag``'s, built once and cached; a
     subset, e.g. under ``--limit``, gets its own cache), matched by question id."""
     from dataclasses import replace
