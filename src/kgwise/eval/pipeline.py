@@ -274,7 +274,8 @@ def evaluate_replay(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConf
                        "free_arms": sorted(free)},
             "summary": summary, "targets": targets, "runs": runs,
             **({"answer_sets": summarise_sets(runs, table.arms, sets.alphas)} if sets is not None else
-               {"not_measured": ["answer-set coverage and size: no UAG tables were given (--no-sets)"]})}
+               {"not_measured": ["answer-set coverage and size: no UAG tables of the questions were given "
+                                "(--no-sets, or a graded log, which carries none)"]})}
 
 
 def embed_texts(encoder: Encoder, texts: Sequence[str]) -> npt.NDArray[np.float64]:
