@@ -7,13 +7,15 @@ the fit half tunes the grid, Learn-then-Test on the rest certifies λ at α and 
 answers as the generations Φ(P). The sets of the test half are then scored per arm the pipeline routed each
 question to. The calibration knows nothing of the router, so this measures whether UAG's guarantee over
 all questions also holds over the questions routed to each arm — which the router, choosing questions,
-could break.
+could break. Beside it, ``per_arm`` (Mondrian): each arm's sets calibrated (tuned and certified) on the
+fit questions an out-of-fold router sends to that arm only; an arm whose questions certify nothing gets
+no set.
 
-Per α: coverage and mean size over the test half and per arm, each arm's one-sided binomial p-value of its
-misses under "miss rate ≤ α" (below target beyond noise when < :data:`SIGNIFICANCE`); over splits: per arm,
-the share of the splits it was routed questions in where it covered ≥ 1 − α, and the share of splits in
-which every routed arm did (the issue's target: ≥ 95 %). A question without a table (not in UAG's data)
-gets no set and is counted, not dropped.
+Per α and calibration: coverage and mean size over the test half and per arm, each arm's one-sided
+binomial p-value of its misses under "miss rate ≤ α" (below target beyond noise when <
+:data:`SIGNIFICANCE`); over splits: per arm, the share of the splits it was routed questions in where it
+covered ≥ 1 − α, and the share of splits in which every routed arm did (the issue's target: ≥ 95 %). A
+question without a table (not in UAG's data) gets no set and is counted, not dropped.
 """
 
 from __future__ import annotations
