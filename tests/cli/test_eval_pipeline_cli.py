@@ -85,3 +85,16 @@ def test_a_tiny_live_run_through_the_cli(tmp_path: Path, data_dir: Path) -> None
     again = json.loads((tmp_path / "r.json").read_text())
     assert (tmp_path / "run" / "arms.jsonl").read_text() == arms_log
     assert again["pipeline"] == report["pipeline"] and again["arms"] == report["arms"]
+
+
+@pytest.mark.slow  # SmolLM2-135M answers nine WebQSP questions in-process
+def test_webqsp_opens_one_arm_gets_its_whole_cost_as_default_budget(tmp_path: Path, data_dir: Path) -> None:
+    args = ["eval", "pipeline", "--live", "webqsp-open", "--fit-n", "6", "--test-n", "3", "--alphas", "0.5",
+            "--delta", "0.3", "--no-plain", "--no-data-topics", "--out-dir", str(tmp_path / "run"),
+            "--data", str(data_dir), "--json", str(tmp_path / "r.json")]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert list(report["arms"]) == ["smollm2-135m+kg"] and report["config"]["budget"] == 1.0
+    fit_cost = report["fit"]["arms"][0]["cost_mean"]
+    assert report["pipeline"]["budget"] == pytest.approx(fit_cost * 3)

@@ -86,7 +86,8 @@ def eval_pipeline(
         "sets attached).")] = None,
     budget: Annotated[float | None, typer.Option(
         min=0.0, help="Budget: a fraction of the cost of always calling an arm (see --budget-of) on the test "
-        "questions (default: 1.0 replayed, 0.6 live).", show_default=False)] = None,
+        "questions (default: 1.0 replayed, 0.6 live; 1.0 for webqsp-open's one arm with --no-plain).",
+        show_default=False)] = None,
     budget_of: Annotated[str | None, typer.Option(
         help="Arm whose cost the budget is a fraction of: 'dearest' (the most expensive) or 'best' (the most "
         "accurate; live: the most accurate paid arm on the fit log) (default: dearest replayed, best "
@@ -281,9 +282,11 @@ def _live(live: str, router: Any, budget: float | None, budget_of: str | None, s
         fit_q, test_q = questions[:fit_n], questions[fit_n:fit_n + test_n]
         kg_path = root / "webqsp" / "freebase_fragment.tsv"
         kg = open_graph(kg_path)
-        cfg = LiveMCConfig(fit_n, test_n, 0, alphas, 0.6 if budget is None else budget, budget_of or "best",
-                           seed, router, delta=delta, price_model=price_model)
         plain, tune_fraction, max_tokens, data_topics = open_opts
+        # one arm (--no-plain): a budget below its own cost would only refuse questions
+        fraction = budget if budget is not None else (0.6 if plain else 1.0)
+        cfg = LiveMCConfig(fit_n, test_n, 0, alphas, fraction, budget_of or "best", seed, router, delta=delta,
+                           price_model=price_model)
         arms = open_arms(specs[0], combo, max_tokens, plain)
         runners = {a.name: build_runner(a, kg) for a in arms}
         err_console.print(f"webqsp-open: {len(fit_q)} fit + {len(test_q)} test questions, arms "
