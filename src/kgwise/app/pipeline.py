@@ -398,7 +398,6 @@ class Pipeline:
         scores = cal.arm_scores(arm, None if forced else group)
         labels = [c.label for c in question.choices]
         texts = {c.label: c.text for c in question.choices}
-        cov = coverage_bounds(self.state.coverage[arm], sets.alpha, sets.delta)
         who = (f"any question answered by arm {arm!r} (forced: split conformal on the {len(scores)} held-out "
                "dev questions it answered" if forced else
                f"a question the router, as it stands, sends to arm {arm!r} (split conformal on the "
@@ -416,11 +415,17 @@ class Pipeline:
             return AnswerSetResult(tuple(labels), tuple(texts[x] for x in labels), sets.alpha, True,
                                    statement, len(scores), tuple(scores.tolist())), None
         chosen = choice_set(output.probabilities, labels, cal.kind, threshold)
-        holds = not cov[3]
-        statement = base if holds else (base + f"; live coverage of this arm's sets is below target beyond "
-                                        f"noise (upper bound {cov[2]:.3f} < {1 - sets.alpha:g}): drift")
-        return AnswerSetResult(tuple(chosen), tuple(texts[x] for x in chosen), sets.alpha, holds,
-                               statement, len(scores), tuple(scores.tolist())), None
+        drift = self._drift(arm)
+        return AnswerSetResult(tuple(chosen), tuple(texts[x] for x in chosen), sets.alpha, not drift,
+                               base + drift, len(scores), tuple(scores.tolist())), None
+
+    def _drift(self, arm: str) -> str:
+        """``""``, or what to add to a set's statement when ``arm``'s live coverage is below 1 − α beyond
+        noise (its guarantee is then not taken to hold)."""
+        sets = self.config.answer_sets
+        _, _, upper, drift = coverage_bounds(self.state.coverage[arm], sets.alpha, sets.delta)
+        return (f"; live coverage of this arm's sets is below target beyond noise (upper bound {upper:.3f} "
+                f"< {1 - sets.alpha:g}): drift") if drift else ""
 
     def open_set(self, arm: str, question: Question, topics: tuple[str, ...]
                  ) -> tuple[AnswerSetResult | None, str | None]:
@@ -444,13 +449,10 @@ class Pipeline:
                      f"{self.open_sets.size} open dev questions UAG was calibrated on (topic entities "
                      f"{', '.join(topics)}; Φ(P) by {u.summary.get('generator')}), whichever arm answers: "
                      f"over all of them, not over those routed to arm {arm!r} alone")
-        cov = coverage_bounds(self.state.coverage[arm], sets.alpha, sets.delta)
-        holds = not cov[3]
-        if not holds:
-            statement += (f"; live coverage of this arm's sets is below target beyond noise (upper bound "
-                          f"{cov[2]:.3f} < {1 - sets.alpha:g}): drift")
+        drift = self._drift(arm)
         answers = tuple(found.answers)
-        return AnswerSetResult(answers, answers, found.alpha, holds, statement, self.open_sets.size), None
+        return AnswerSetResult(answers, answers, found.alpha, not drift, statement + drift,
+                               self.open_sets.size), None
 
     # ------------------------------------------------------------------ answer
     def answer(self, text: str, choices: Sequence[str] | None = None, arm: str | None = None
