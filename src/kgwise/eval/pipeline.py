@@ -200,6 +200,7 @@ def _out_of_fold_groups(table: OutcomeTable, encoder: Encoder, config: PipelineC
         a: (free[a][0][i], float(free[a][1][i])) for a in config.free_arms if a in free})
         for k, i in enumerate(train)])
     groups: list[str | None] = [None] * len(train)
+    # ``train`` is already in random order: alternate rows are random halves
     halves = (np.arange(0, len(train), 2), np.arange(1, len(train), 2))
     for h, mine in enumerate(halves):
         other = halves[1 - h]
@@ -212,6 +213,17 @@ def _out_of_fold_groups(table: OutcomeTable, encoder: Encoder, config: PipelineC
         for k, j in zip(mine, result.chosen, strict=True):
             groups[k] = table.arms[j] if j >= 0 else None
     return groups
+
+
+def _sets_line(sets: Mapping[str, Any] | None) -> str:
+    """The progress line's part on a split's sets (:meth:`RoutedSets.split`): per α, coverage and whether
+    every routed arm met its target."""
+    out = ""
+    for a in (sets or {}).get("alphas", []):
+        out += f"; sets α={a['alpha']:g}: " + (
+            f"coverage {a['coverage']:.3f}, every arm on target: "
+            f"{all(x['on_target'] for x in a['arms'].values())}" if a["certified"] else "not certified")
+    return out
 
 
 def _mean_std(values: Sequence[float]) -> dict[str, float]:
@@ -246,11 +258,7 @@ def evaluate_replay(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConf
             progress(f"split {s + 1}/{cfg.splits}: accuracy {r['accuracy']:.4f}, cost {r['cost']:.4f} "
                      f"(best arm {r['best_arm']}: {r['arms'][r['best_arm']]['accuracy']:.4f}, "
                      f"{r['arms'][r['best_arm']]['cost']:.4f}), spent/budget {r['spent_over_budget']:.3f}"
-                     + (f", pinned to {r['pinned']}" if r["pinned"] else "")
-                     + "".join(f"; sets α={a['alpha']:g}: " + (
-                         f"coverage {a['coverage']:.3f}, every arm on target: "
-                         f"{all(x['on_target'] for x in a['arms'].values())}" if a["certified"] else
-                         "not certified") for a in (r["answer_sets"] or {}).get("alphas", [])))
+                     + (f", pinned to {r['pinned']}" if r["pinned"] else "") + _sets_line(r["answer_sets"]))
     over = [r["cost_over_best"] for r in runs if r["cost_over_best"] is not None]
     summary = {
         "accuracy": _mean_std([r["accuracy"] for r in runs]),

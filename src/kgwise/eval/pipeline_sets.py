@@ -81,8 +81,7 @@ class RoutedSets:
                     if not routed_here.any():
                         continue
                     mine = self._scored(fit_t[group == a], scored.subset(np.flatnonzero(routed_here)),
-                                        arm_of[routed_here], [a], alpha, seed)
-                    mine.pop("arms", None)
+                                        arm_of[routed_here], (), alpha, seed)
                     row["per_arm"][a] = {"calibration_questions": int((fit_t[group == a] >= 0).sum()),
                                          **mine}
             out["alphas"].append(row)
@@ -91,7 +90,8 @@ class RoutedSets:
     def _scored(self, fit_t: npt.NDArray[np.int64], scored: TableBatch, arm_of: npt.NDArray[np.object_],
                 arms: Sequence[str], alpha: float, seed: int) -> dict[str, Any]:
         """UAG calibrated on the tables ``fit_t`` (−1: none) at ``alpha``, its sets of ``scored`` overall and
-        per arm of ``arm_of``; not certified when LTT certifies nothing or too few rows to split."""
+        (when ``arms`` are named) per arm of ``arm_of``; not certified when LTT certifies nothing or too few
+        rows to split."""
         calib = fit_t[fit_t >= 0]
         cfg = replace(UAG_DEFAULTS, alpha=alpha, ltt=replace(UAG_DEFAULTS.ltt, delta=self.delta),
                       order="front+chain")
@@ -103,9 +103,11 @@ class RoutedSets:
             return {"certified": False, "lambda": None}
         m = uag.evaluate(scored)
         covered, size = m["covered"].astype(bool), m["size"]
-        return {"certified": True, "lambda": summary["lambda"], **_cover(covered, size, alpha),
-                "arms": {a: _cover(covered[arm_of == a], size[arm_of == a], alpha)
-                         for a in arms if np.any(arm_of == a)}}
+        out = {"certified": True, "lambda": summary["lambda"], **_cover(covered, size, alpha)}
+        if arms:
+            out["arms"] = {a: _cover(covered[arm_of == a], size[arm_of == a], alpha)
+                           for a in arms if np.any(arm_of == a)}
+        return out
 
 
 def _cover(covered: npt.NDArray[np.bool_], size: npt.NDArray[np.float64], alpha: float) -> dict[str, Any]:
@@ -128,8 +130,9 @@ def summarise_sets(runs: Sequence[Mapping[str, Any]], arms: Sequence[str], alpha
         ok = [r for r in rows if r["certified"]]
         entry: dict[str, Any] = {"splits": len(rows), "certified": len(ok)}
         if ok:
-            entry.update(_over([r["coverage"] for r in ok], [r["mean_size"] for r in ok],
-                               [r["arms"] for r in ok], arms))
+            entry["coverage"] = float(np.mean([r["coverage"] for r in ok]))
+            entry["mean_size"] = float(np.mean([r["mean_size"] for r in ok]))
+            entry.update(_over([r["arms"] for r in ok], arms))
         if rows and all("per_arm" in r for r in rows):
             per = [r["per_arm"] for r in rows]
             entry["per_arm"] = {
@@ -137,19 +140,15 @@ def summarise_sets(runs: Sequence[Mapping[str, Any]], arms: Sequence[str], alpha
                                                              for p in per])),
                 "certified": {a: float(np.mean([p[a]["certified"] for p in per if a in p]))
                               for a in arms if any(a in p for p in per)},
-                **_over([], [], per, arms)}
+                **_over(per, arms)}
         out[f"{alpha:g}"] = entry
     return out
 
 
-def _over(coverage: Sequence[float], size: Sequence[float], arm_rows: Sequence[Mapping[str, Any]],
-          arms: Sequence[str]) -> dict[str, Any]:
-    """Means over splits; an arm without a set (not certified) is not on target and is left out of its
-    coverage and size means."""
+def _over(arm_rows: Sequence[Mapping[str, Any]], arms: Sequence[str]) -> dict[str, Any]:
+    """Over splits (one mapping arm → result each): every arm at once, and per arm its means; an arm
+    without a set (not certified) is not on target and is left out of its coverage and size means."""
     entry: dict[str, Any] = {}
-    if coverage:
-        entry["coverage"] = float(np.mean(coverage))
-        entry["mean_size"] = float(np.mean(size))
     entry["every_arm_on_target"] = float(np.mean([all(a.get("on_target", False) for a in r.values())
                                                   for r in arm_rows]))
     entry["no_arm_below_beyond_noise"] = float(np.mean(
