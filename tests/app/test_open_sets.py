@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from kgwise.app.fit import fit
+from kgwise.app.fit import fit, held_out, read_questions
 from kgwise.app.pipeline import Pipeline
 from kgwise.app.state import CoverageCount
 from kgwise.errors import DataError
+from kgwise.types import Question
 
 from .conftest import TREATS, TRIPLES, dev_rows, write_config, write_kg, write_questions
 
@@ -76,30 +78,52 @@ def test_without_enough_open_questions_the_fit_says_why_and_answers_say_so(tmp_p
 
 @pytest.mark.slow
 def test_fit_calibrates_uag_and_open_answers_carry_its_set(tmp_path: Path) -> None:
-    """Real parts: smollm2 answers and writes Φ(P); the drug KG; UAG certified on the open dev questions."""
+    """Real parts: smollm2 answers and writes Φ(P); the drug KG; UAG certified on the held-out open dev
+    questions, and again on those the router sends to the answering arm."""
     write_kg(tmp_path)
     config = write_config(tmp_path, OPEN_CONFIG)
     dev = write_questions(tmp_path, open_rows())
     with Pipeline.from_config(config) as pipe:
         report = fit(pipe, dev, max_spend=1.0, echo=lambda _: None)
         o = report.open_sets
-        assert o is not None and o.reason == "" and (o.questions, o.grounded) == (12, 12)
-        assert o.summary["certified"] and o.summary["calibration"] == 12 - round(0.4 * 12)
+        held = sum(held_out(read_questions(dev), 0.5, 0.6))  # 1 − uag_tune_share of the open questions
+        assert o is not None and o.reason == "" and (o.questions, o.grounded, o.calibration) == (12, 12, held)
+        assert held == 7 and o.summary["certified"] and o.summary["calibration"] == held
+        assert report.settings["held_out"] == held  # out of the router's learning too
+        (arm,) = o.per_arm
+        assert arm.arm == "local" and arm.questions == held and arm.lambda_ is not None
         assert json.loads((pipe.state.root / "fit-report.json").read_text())["open_sets"]["grounded"] == 12
         r = pipe.answer("What does metformin treat?")
         s = r.answer_set
         assert s is not None and s.guarantee and "P(miss rate ≤ 0.3) ≥ 0.8" in s.statement
-        assert "not over those routed to arm 'local' alone" in s.statement
+        assert f"sends to arm 'local' (Learn-then-Test on the {held} of {held} held-out" in s.statement
+        assert s.calibration_size == held
         labels = {x for h, _, t in TRIPLES for x in (h, t)}
         assert "metformin" in s.statement and s.texts and set(s.texts) <= labels
         fb = pipe.feedback(r.decision, gold=["diabetes"])
         assert fb.covered == ("diabetes" in s.texts)
         assert pipe.status().arms[0].coverage.n == 1
+        forced = pipe.answer("What does metformin treat?", arm="local").answer_set
+        assert forced is not None and forced.guarantee and forced.statement.endswith("over all of them")
+        topics = ("metformin",)
+        q = Question("q", "What does metformin treat?")
+        none_sent, _ = pipe.open_set("local", q, topics, np.full(held, -1, dtype=np.int64))
+        assert none_sent is not None and not none_sent.guarantee
+        assert f"the 0 of {held} held-out open dev questions" in none_sent.statement
+        assert "certify no λ at α = 0.3, δ = 0.2" in none_sent.statement
+        assert pipe.state.calibration is not None
+        pipe.state.calibration.meta["fit"] = "another fit"
+        other, _ = pipe.open_set("local", q, topics, np.zeros(held, dtype=np.int64))
+        assert other is not None and not other.guarantee
+        assert "not the one UAG's was made with" in other.statement
+        pipe.state.calibration.meta["fit"] = pipe.open_sets.fit if pipe.open_sets else None
         pipe.state.coverage["local"] = CoverageCount(n=30, covered=12)  # live coverage .4 against .7
         drifted = pipe.answer("What does metformin treat?").answer_set
         assert drifted is not None and not drifted.guarantee and "drift" in drifted.statement
         pipe.state.coverage["local"] = CoverageCount()
     with Pipeline.from_config(config) as again:  # the calibration is kept in the state
         assert again.open_sets is not None and again.open_sets.size == o.summary["calibration"]
+        s2 = again.answer("What does aspirin treat?").answer_set
+        assert s2 is not None and s2.guarantee and "sends to arm 'local'" in s2.statement
     with Pipeline.from_config(config, models=False) as light:
         assert str(light.status().open_sets).startswith("certified at α=0.3, δ=0.2")

@@ -127,6 +127,11 @@ class HeldOutCalibration:
     def __len__(self) -> int:
         return len(self.contexts)
 
+    @property
+    def scored(self) -> int:
+        """How many calibration questions some arm has a score on (the multiple-choice ones answered)."""
+        return int(np.isfinite(self.scores).any(axis=1).sum())
+
     def size(self, arm: str) -> int:
         """How many calibration questions ``arm`` answered."""
         return int(np.isfinite(self.scores[:, self.names.index(arm)]).sum()) if arm in self.names else 0

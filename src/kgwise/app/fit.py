@@ -49,6 +49,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
@@ -67,7 +68,7 @@ from kgwise.app.calibration import (
     nonconformity,
 )
 from kgwise.app.config import CONTEXTS, Context, PipelineConfig
-from kgwise.app.open_sets import OpenSetFit
+from kgwise.app.open_sets import ArmOpenSet, OpenSetFit, OpenSets
 from kgwise.app.pipeline import Pipeline
 from kgwise.app.prompt_fit import PromptFit, fit_prompts
 from kgwise.app.router import RouterAdapter, context_vector
@@ -79,7 +80,8 @@ from kgwise.route.tuning import CrossFitReport, TuningConfig, best_single_arm, c
 from kgwise.types import CHOICE_LABELS, Choice, Question, Usage
 
 __all__ = ["LOG_FILE", "MIN_CROSS_FIT", "ArmFit", "FitReport", "LoggedCall", "RouterSelection",
-           "SpendLimitError", "call_key", "fit", "fit_calls", "fit_questions", "read_questions"]
+           "SpendLimitError", "call_key", "fit", "fit_calls", "fit_questions", "held_out", "interleaved",
+           "read_questions"]
 
 LOG_FILE = "fit-log.jsonl"
 REPORT_FILE = "fit-report.json"
@@ -384,7 +386,7 @@ def _calls(log: ResumeLog, questions: Sequence[Question], pipeline: Pipeline, ar
     bandit and hands it to the arm and the state) — and the prompt fits."""
     out = {}
     prompts = []
-    held = held_out(questions, pipeline.config.answer_sets.calibration_share)
+    held = _held_out(pipeline, questions)
     for name, runner in pipeline.runners.items():
         combos = cast(PromptArm, runner).combos if runner.config.combos else ()
         rows = {(q.id, c): _logged(name, q, row) for q in questions if runner.can_answer(q)
@@ -429,17 +431,34 @@ def _replay(router: RouterAdapter, questions: Sequence[Question], calls: dict[tu
     return out
 
 
-def held_out(questions: Sequence[Question], share: float) -> list[bool]:
+def held_out(questions: Sequence[Question], share: float, open_share: float = 0.0) -> list[bool]:
     """Which questions calibrate the sets (step 2 of the module docstring): ``share`` of the graded
-    multiple-choice ones, interleaved in log order (the ``j``-th such question is held out when
-    ``⌊(j+1)·share⌋ > ⌊j·share⌋``)."""
+    multiple-choice ones and ``open_share`` of the graded open ones, each interleaved in log order (the
+    ``j``-th question of its kind is held out when ``⌊(j+1)·share⌋ > ⌊j·share⌋``)."""
     out = []
-    j = 0
+    seen = {True: 0, False: 0}
     for q in questions:
-        mc = bool(q.choices and q.gold)
-        out.append(mc and math.floor((j + 1) * share) > math.floor(j * share))
-        j += mc
+        mc = bool(q.choices)
+        if not q.gold:
+            out.append(False)
+            continue
+        out.append(interleaved(seen[mc], share if mc else open_share))
+        seen[mc] += 1
     return out
+
+
+def interleaved(j: int, share: float) -> bool:
+    """Whether the ``j``-th question (from 0) is held out when ``share`` of them are, evenly in order:
+    ``⌊(j+1)·share⌋ > ⌊j·share⌋``."""
+    return math.floor((j + 1) * share) > math.floor(j * share)
+
+
+def _held_out(pipeline: Pipeline, questions: Sequence[Question]) -> list[bool]:
+    """:func:`held_out` at the pipeline's shares: open questions only when they get UAG's sets
+    (``1 − uag_tune_share`` of them, :mod:`kgwise.app.open_sets`)."""
+    sets = pipeline.config.answer_sets
+    open_share = 0.0 if sets.uag_llm is None else 1.0 - sets.uag_tune_share
+    return held_out(questions, sets.calibration_share, open_share)
 
 
 def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict[tuple[str, str], LoggedCall],
@@ -464,7 +483,7 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
             n: (calls[(n, q.id)].answer, calls[(n, q.id)].signals[0] if calls[(n, q.id)].signals else 0.0)
             for n in config.free_arms if (n, q.id) in calls and calls[(n, q.id)].cost == 0.0})
             for i, q in enumerate(questions)])
-    held = held_out(questions, sets.calibration_share)
+    held = _held_out(pipeline, questions)
     learn = [i for i, h in enumerate(held) if not h]
     hold = [i for i, h in enumerate(held) if h]
     learn_q = [questions[i] for i in learn]
@@ -485,10 +504,11 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     calibration = _calibration(pipeline, [questions[i] for i in hold], calls, X[hold], selection.context)
     selector = CalibrationSelector(calibration)
     group = selector.group(router.router, "fit")
-    routed_sizes: list[np.ndarray] = []  # per replay step, the held-out questions each arm is sent
+    mc = np.asarray([bool(questions[i].choices) for i in hold], dtype=bool)
+    routed_sizes: list[np.ndarray] = []  # per replay step, the held-out MC questions each arm is sent
 
     def watch(r: RouterAdapter) -> None:
-        g = selector.group(r.router, f"replay {len(routed_sizes)}")
+        g = selector.group(r.router, f"replay {len(routed_sizes)}")[mc]
         routed_sizes.append(np.bincount(g[g >= 0], minlength=len(names)))
 
     replay_on = hold or list(range(len(questions)))
@@ -519,7 +539,7 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
             None if routed_mean is None else float(routed_mean[a])))
     guarantee = (f"per arm: P(truth ∈ set) ≥ {1 - sets.alpha:g} for a question the router, as it stands, "
                  "sends to that arm, over questions exchangeable with the dev log (split conformal on the "
-                 f"{len(hold)} held-out dev questions the same rule sends there; "
+                 f"{int(mc.sum())} held-out multiple-choice dev questions the same rule sends there; "
                  f"{guarantee_clause(sets, len(names))}); `kgwise status` tracks live coverage")
     not_fitted = tuple(f"{p.arm}'s prompt bandit: {p.reason}" for p in prompts if p.reason)
     if selection.method != "cross-fitting":
@@ -531,7 +551,9 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
                 "kind": sets.kind, "guarantee": sets.guarantee, "outcomes_learnt": learnt,
                 "held_out": len(hold), "replay_on": "held-out" if hold else "in-sample"}
     n = len(questions)
-    open_fit = _fit_open_sets(pipeline, questions, echo)
+    row_of = {i: r for r, i in enumerate(hold)}
+    open_fit = _fit_open_sets(pipeline, questions, [row_of.get(i) for i in range(n)],
+                              str(calibration.meta["fit"]), group, echo)
     if open_fit is not None and open_fit.reason:
         not_fitted = (*not_fitted, f"UAG's sets for open questions: {open_fit.reason}")
     report = FitReport(n, config.router.unit, estimate, spent, made, resumed, config.router.budget,
@@ -550,12 +572,12 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     return report
 
 
-def _fit_open_sets(pipeline: Pipeline, questions: Sequence[Question], echo: Callable[[str], None]
-                   ) -> OpenSetFit | None:
+def _fit_open_sets(pipeline: Pipeline, questions: Sequence[Question], held_rows: Sequence[int | None],
+                   fit_id: str, group: np.ndarray, echo: Callable[[str], None]) -> OpenSetFit | None:
     """Step 5 of the module docstring: UAG calibrated for open questions when ``[answer_sets] uag_llm`` is set
     (:mod:`kgwise.app.open_sets`), saved in the state (an old calibration is removed when none is
     certified) and used by ``pipeline`` from now on."""
-    from kgwise.app.open_sets import OpenSets, calibrate_open_sets
+    from kgwise.app.open_sets import calibrate_open_sets
 
     sets = pipeline.config.answer_sets
     if sets.uag_llm is None:
@@ -563,8 +585,8 @@ def _fit_open_sets(pipeline: Pipeline, questions: Sequence[Question], echo: Call
     state = pipeline.state
     if pipeline.kg is None:
         raise ConfigError("fit needs the KG to calibrate UAG's sets: open the pipeline with models=True")
-    calibrated, report = calibrate_open_sets(pipeline.kg, pipeline.topic_entities, questions, sets,
-                                             state.root / UAG_TABLES, pipeline.config.router.seed, echo,
+    calibrated, report = calibrate_open_sets(pipeline.kg, pipeline.topic_entities, questions, held_rows,
+                                             fit_id, sets, state.root / UAG_TABLES, echo,
                                              pipeline.uag_generator)
     pipeline.open_sets, pipeline.open_sets_problem = None, None
     if calibrated is None:
@@ -572,9 +594,26 @@ def _fit_open_sets(pipeline: Pipeline, questions: Sequence[Question], echo: Call
         echo(f"fit: no UAG sets for open questions: {report.reason}")
     else:
         calibrated.save(state.uag_file)
-        pipeline.open_sets = OpenSets(calibrated, pipeline.kg, state.uag_file, pipeline.uag_generator)
-        echo(f"fit: UAG's sets for open questions: {report.summary['note']}")
+        open_sets = OpenSets(calibrated, pipeline.kg, state.uag_file, pipeline.uag_generator)
+        pipeline.open_sets = open_sets
+        report = replace(report, per_arm=tuple(_arm_open_set(open_sets, group, a, name)
+                                               for a, name in enumerate(pipeline.config.names)))
+        echo(f"fit: UAG's sets for open questions: {report.summary['note']}; per arm, on the held-out open "
+             "questions the fitted router sends it: " + "; ".join(
+                 f"{s.arm} {s.questions}, " + ("none certified" if s.lambda_ is None else
+                                              f"λ={s.lambda_}, miss rate {s.miss_rate:.3f}")
+                 for s in report.per_arm))
     return report
+
+
+def _arm_open_set(open_sets: OpenSets, group: np.ndarray, a: int, name: str) -> ArmOpenSet:
+    """Arm ``a``'s held-out open questions under ``group`` and what LTT certifies on them."""
+    uag, k = open_sets.for_arm(group, a)
+    if uag is None:
+        return ArmOpenSet(name, k)
+    assert uag.lambda_ is not None
+    miss = open_sets.miss_rate(group, a, uag)
+    return ArmOpenSet(name, k, uag.lambda_, miss)
 
 
 def _fmt(x: float | None) -> str:
@@ -595,11 +634,11 @@ def _calibration(pipeline: Pipeline, questions: Sequence[Question], calls: dict[
         labels = [ch.label for ch in q.choices]
         for a, name in enumerate(names):
             c = calls.get((name, q.id))
-            if c is not None and c.probabilities:
+            if q.choices and c is not None and c.probabilities:
                 scores[i, a] = nonconformity(kind, c.probabilities, labels)[q.gold_index]
     return HeldOutCalibration(tuple(names), kind, np.asarray(X, dtype=np.float64), bounds, scores,
                               {"questions": len(questions), "alpha": config.answer_sets.alpha, "kind": kind,
-                               "context": context})
+                               "context": context, "fit": uuid.uuid4().hex})
 
 
 def _select_router(config: PipelineConfig, questions: Sequence[Question],

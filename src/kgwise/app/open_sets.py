@@ -1,4 +1,5 @@
-"""UAG's calibrated answer sets for the pipeline's open questions (issue 27 item 2: "the set is UAG's").
+"""UAG's calibrated answer sets for the pipeline's open questions (issue 27 item 2: "the set is UAG's"), kept
+per routed arm (item 4).
 
 With ``[answer_sets] uag_llm = SPEC``, :func:`kgwise.app.fit.fit` calibrates a
 :class:`~kgwise.conformal.calibrated.CalibratedUAG` on the graded open dev questions and saves it in the
@@ -9,15 +10,22 @@ writes from the best retrieved paths.
 * The topic entities are the pipeline's own grounding of the question text. The same is done at fit and
   at answer time, so the calibration questions and a new question are treated alike; entities given in a
   dev file are not used.
-* The calibration is split into a tuning part (``uag_tune_share``) and a calibration part, and LTT runs
-  at the pipeline's α and δ (``order = "front+chain"``: :func:`~kgwise.conformal.calibrated.calibrate_uag`).
-* What is guaranteed is UAG's: ``P(miss rate ≤ α) ≥ 1 − δ`` over questions like the calibration ones,
-  whichever arm answered — over all open questions, not over those routed to one arm. The set does not
-  depend on the arm, but the router chooses which questions go to it, and those can be harder than the
-  rest (WebQSP replayed, α = 0.2: the questions routed to llama2-chat were covered .820 on average over
-  50 splits, ≥ 0.8 in 72 % of them; ``kgwise eval pipeline``, :mod:`kgwise.eval.pipeline_sets`). Each
-  answer's statement says so, and ``guarantee`` turns false when the arm's live coverage falls below
-  1 − α beyond noise. Per-arm (Mondrian) UAG is measured there, not yet used here.
+* ``1 − uag_tune_share`` of the graded open dev questions (interleaved, in log order) are held out of the
+  router's learning, as multiple-choice ones are (:mod:`kgwise.app.calibration`); those with a grounded
+  topic entity calibrate UAG (LTT at the pipeline's α and δ, ``order = "front+chain"``), the others tune
+  its grid. Each calibration question's misses on the λ LTT may test are kept
+  (:class:`~kgwise.conformal.grouped.GroupedUAG`).
+* When the router sends an open question to arm ``a``, the held-out calibration questions are re-routed
+  by the router as it stands (:class:`~kgwise.app.calibration.CalibrationSelector`, the same draw as the
+  multiple-choice sets) and LTT runs again on those it sends to ``a``. The set then carries UAG's
+  guarantee over the questions routed to ``a``: ``P(miss rate ≤ α) ≥ 1 − δ`` over questions the present
+  rule sends there, exchangeable with the dev log. When that group certifies no λ (too few questions for
+  α and δ, or too many misses) the set is the one calibrated on every held-out open question, whose
+  guarantee is over all open questions, not those routed to ``a``: the answer says so and its
+  ``guarantee`` is false. A forced arm answers any question, so its set is that one too, with its
+  guarantee. (WebQSP replayed, α = 0.2: sets calibrated over all questions covered the questions routed
+  to llama2-chat .820 on average over 50 splits, ≥ 0.8 in 72 % of them; calibrated per arm, .858 and
+  100 %: ``kgwise eval pipeline``, :mod:`kgwise.eval.pipeline_sets`.)
 * ``uag_llm`` must be a local model. Its calls are counted and timed but are not charged to the budget,
   which only knows the arms.
 """
@@ -30,8 +38,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import numpy.typing as npt
+
 from kgwise.conformal.calibrated import UAG_DEFAULTS, CalibratedUAG, TableSettings, calibrate_uag
 from kgwise.conformal.evaluator import Generator, LLMGenerator
+from kgwise.conformal.grouped import GroupedUAG
 from kgwise.conformal.ltt import min_calibration_questions
 from kgwise.conformal.provenance import graph_fingerprint
 from kgwise.errors import DataError
@@ -42,8 +54,9 @@ from kgwise.types import Question
 if TYPE_CHECKING:
     from kgwise.app.config import AnswerSetConfig
     from kgwise.conformal.calibrated import AnswerSet
+    from kgwise.conformal.uag import UAG
 
-__all__ = ["GENERATOR_TOKENS", "OpenSetFit", "OpenSets", "calibrate_open_sets"]
+__all__ = ["GENERATOR_TOKENS", "ArmOpenSet", "OpenSetFit", "OpenSets", "calibrate_open_sets"]
 
 GENERATOR_TOKENS = 64
 """Most tokens of ``Φ(P)`` (at calibration and at answer time alike)."""
@@ -55,15 +68,30 @@ Ground = Callable[[Question], tuple[str, ...]]
 @dataclass(frozen=True, slots=True)
 class OpenSetFit:
     """What the fit did for open questions: how many graded open dev questions it had, how many had a
-    grounded topic entity, and UAG's calibration summary (``certified``, λ, miss rate, sizes, ``note``);
-    ``reason``: why nothing was calibrated (empty when something was)."""
+    grounded topic entity, how many of those were held out to calibrate, UAG's calibration summary
+    (``certified``, λ, miss rate, sizes, ``note``) and, per arm, the held-out questions the fitted router
+    sends to it and what LTT certifies on them (:class:`ArmOpenSet`); ``reason``: why nothing was
+    calibrated (empty when something was)."""
 
     questions: int
     grounded: int = 0
+    calibration: int = 0
     generator_calls: int = 0
     seconds: float = 0.0
     summary: dict[str, Any] = field(default_factory=dict)
     reason: str = ""
+    per_arm: tuple[ArmOpenSet, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ArmOpenSet:
+    """One arm's share of the held-out open questions (those the router sends it) and what LTT certifies
+    on them: λ and their miss rate at it (``None``: nothing certified)."""
+
+    arm: str
+    questions: int
+    lambda_: tuple[float, ...] | None = None
+    miss_rate: float | None = None
 
 
 def _generator(spec: str) -> Generator:
@@ -73,41 +101,49 @@ def _generator(spec: str) -> Generator:
 
 
 def calibrate_open_sets(kg: KnowledgeGraph, ground: Ground, questions: Sequence[Question],
-                        sets: AnswerSetConfig, work: Path, seed: int = 0,
+                        held_rows: Sequence[int | None], fit: str, sets: AnswerSetConfig, work: Path,
                         say: Callable[[str], None] | None = None, generator: Generator | None = None
                         ) -> tuple[CalibratedUAG | None, OpenSetFit]:
-    """UAG calibrated on the graded open ``questions`` (module docstring); tables are built under
-    ``work`` (resumable); ``generator`` writes Φ(P) (default: ``uag_llm``). ``None`` with the reason
-    when there are too few questions or no λ is certified."""
+    """UAG calibrated on the graded open ``questions`` (module docstring): those with a row in the fit's
+    held-out calibration (``held_rows``, parallel to ``questions``; ``fit``: that calibration's id)
+    calibrate, the others tune. Tables are built under ``work`` (resumable); ``generator`` writes Φ(P)
+    (default: ``uag_llm``). ``None`` with the reason when there are too few questions or no λ is
+    certified."""
     assert sets.uag_llm is not None
-    graded = [q for q in questions if not q.choices and q.gold]
-    topical = [replace(q, topic_entities=t) for q in graded if (t := ground(q))]
-    n_cal = len(topical) - round(sets.uag_tune_share * len(topical))
+    graded = [(q, r) for q, r in zip(questions, held_rows, strict=True) if not q.choices and q.gold]
+    topical = [(replace(q, topic_entities=t), r) for q, r in graded if (t := ground(q))]
+    cal = [j for j, (_, r) in enumerate(topical) if r is not None]
+    tune = [j for j, (_, r) in enumerate(topical) if r is None]
     need = min_calibration_questions(sets.alpha, sets.delta)
-    if n_cal < need:
-        return None, OpenSetFit(len(graded), len(topical), reason=(
-            f"{len(topical)} graded open dev questions with a grounded topic entity leave {n_cal} to "
-            f"calibrate after tuning; UAG at α={sets.alpha:g}, δ={sets.delta:g} needs ≥ {need}"))
+    if len(cal) < need or not tune:
+        return None, OpenSetFit(len(graded), len(topical), len(cal), reason=(
+            f"{len(topical)} graded open dev questions with a grounded topic entity: {len(cal)} held out to "
+            f"calibrate, {len(tune)} to tune; UAG at α={sets.alpha:g}, δ={sets.delta:g} needs ≥ {need} "
+            "to calibrate and ≥ 1 to tune"))
     from kgwise.conformal.tables import build_tables
 
     settings = TableSettings()
     graph = graph_fingerprint(kg)  # hashes every label and edge: once
     key = short_hash([sets.uag_llm, GENERATOR_TOKENS, graph,
-                      [(q.id, q.text, list(q.topic_entities)) for q in topical]])
+                      [(q.id, q.text, list(q.topic_entities)) for q, _ in topical]])
     t0 = time.perf_counter()
-    tables = build_tables(kg, topical, None, settings.scorer(), settings.retriever, work / key,
+    tables = build_tables(kg, [q for q, _ in topical], None, settings.scorer(), settings.retriever,
+                          work / key,
                           evaluator=settings.evaluator_config(),
                           generator=generator or _generator(sets.uag_llm), say=say)
     seconds = time.perf_counter() - t0
     cfg = replace(UAG_DEFAULTS, alpha=sets.alpha, ltt=replace(UAG_DEFAULTS.ltt, delta=sets.delta),
                   order="front+chain")
-    uag, summary = calibrate_uag(tables, cfg, settings, sets.uag_tune_share, seed)
+    uag, summary = calibrate_uag(tables, cfg, settings, split=(tune, cal))
     summary["generator"] = sets.uag_llm
     summary["generator_tokens"] = GENERATOR_TOKENS
     summary["made_with"] = {"kg": graph, "generator": sets.uag_llm}
-    fit = OpenSetFit(len(graded), len(topical), len(topical), seconds, summary,
-                     "" if not uag.abstains else str(summary["note"]))
-    return (None if uag.abstains else CalibratedUAG(uag, settings, summary)), fit
+    summary["held_out"] = {"fit": fit, "rows": [topical[j][1] for j in cal]}
+    fit_report = OpenSetFit(len(graded), len(topical), len(cal), len(topical), seconds, summary,
+                            "" if not uag.abstains else str(summary["note"]))
+    if uag.abstains:
+        return None, fit_report
+    return CalibratedUAG(uag, settings, summary, GroupedUAG.from_fit(uag, tables.subset(cal))), fit_report
 
 
 class OpenSets:
@@ -121,6 +157,9 @@ class OpenSets:
         self.kg = kg
         self.generator = generator or _generator(spec)
         self.scorer = calibration.settings.scorer()
+        held = calibration.summary.get("held_out") or {}
+        self.fit: str | None = held.get("fit")
+        self.rows = np.asarray(held.get("rows", []), dtype=np.int64)
 
     @classmethod
     def load(cls, path: Path, kg: KnowledgeGraph, generator: Generator | None = None) -> OpenSets:
@@ -131,9 +170,32 @@ class OpenSets:
         """Calibration questions LTT certified λ on."""
         return int(self.calibration.summary.get("calibration", 0))
 
-    def answer_set(self, question: Question) -> AnswerSet | None:
-        """The set of ``question`` (with its grounded topic entities), ``None`` when none is in the KG."""
+    def _mine(self, group: npt.NDArray[np.int64], arm: int) -> npt.NDArray[np.int64]:
+        groups = self.calibration.groups
+        if groups is None or self.rows.size != len(groups) or (
+                self.rows.size and self.rows.max() >= group.size):
+            raise DataError("the open-set calibration does not match the held-out calibration: "
+                            "run `kgwise fit`")
+        return np.flatnonzero(group[self.rows] == arm)
+
+    def for_arm(self, group: npt.NDArray[np.int64], arm: int) -> tuple[UAG | None, int]:
+        """The UAG LTT certifies on the held-out calibration questions that ``group`` (per held-out row, the
+        position of the arm the router sends it to: :meth:`CalibrationSelector.group`) sends to arm
+        position ``arm`` (``None``: nothing certified), and how many those are."""
+        mine = self._mine(group, arm)
+        assert self.calibration.groups is not None
+        return self.calibration.groups.certify(mine), int(mine.size)
+
+    def miss_rate(self, group: npt.NDArray[np.int64], arm: int, uag: UAG) -> float:
+        """The miss rate of ``uag`` (:meth:`for_arm`'s) on the held-out questions ``group`` sends to
+        ``arm``."""
+        assert self.calibration.groups is not None
+        return self.calibration.groups.miss_rate(self._mine(group, arm), uag)
+
+    def answer_set(self, question: Question, uag: UAG | None = None) -> AnswerSet | None:
+        """The set of ``question`` (with its grounded topic entities) at the calibration's λ — ``uag``'s
+        when given (:meth:`for_arm`) — ``None`` when no topic entity is in the KG."""
         try:
-            return self.calibration.answer(question, self.kg, self.generator, self.scorer)
+            return self.calibration.answer(question, self.kg, self.generator, self.scorer, uag)
         except DataError:
             return None

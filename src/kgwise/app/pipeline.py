@@ -52,6 +52,7 @@ from kgwise.types import CHOICE_LABELS, Question, Usage, make_question
 if TYPE_CHECKING:
     from kgwise.app.open_sets import OpenSets
     from kgwise.conformal.evaluator import Generator
+    from kgwise.conformal.uag import UAG
     from kgwise.kg.label_index import BoundIndex
 
 __all__ = [
@@ -388,7 +389,7 @@ class Pipeline:
         is UAG's from its grounded ``topics`` (:meth:`open_set`)."""
         sets = self.config.answer_sets
         if not question.choices:
-            return self.open_set(arm, question, topics)
+            return self.open_set(arm, question, topics, group, forced)
         cal = self.state.calibration
         if self.state.calibration_problem is not None:
             return None, f"no answer set: {self.state.calibration_problem}"
@@ -401,7 +402,7 @@ class Pipeline:
         who = (f"any question answered by arm {arm!r} (forced: split conformal on the {len(scores)} held-out "
                "dev questions it answered" if forced else
                f"a question the router, as it stands, sends to arm {arm!r} (split conformal on the "
-               f"{len(scores)} of {len(cal)} held-out dev questions it sends there now, which it never "
+               f"{len(scores)} of {cal.scored} held-out dev questions it sends there now, which it never "
                "learnt from")
         arms = len(self.config.arms)
         base = (f"P(truth ∈ set) ≥ {1 - sets.alpha:g} for {who}; {guarantee_clause(sets, arms)}), over "
@@ -427,32 +428,60 @@ class Pipeline:
         return (f"; live coverage of this arm's sets is below target beyond noise (upper bound {upper:.3f} "
                 f"< {1 - sets.alpha:g}): drift") if drift else ""
 
-    def open_set(self, arm: str, question: Question, topics: tuple[str, ...]
+    def open_set(self, arm: str, question: Question, topics: tuple[str, ...],
+                 group: npt.NDArray[np.int64] | None = None, forced: bool = False
                  ) -> tuple[AnswerSetResult | None, str | None]:
         """UAG's set of an open question answered by ``arm`` from its grounded ``topics``
-        (:meth:`topic_entities`; :mod:`kgwise.app.open_sets`), or ``(None, why not)``. Its guarantee is
-        over all open questions, not over those routed to ``arm``; it is flagged (``holds`` false) when the
-        arm's live coverage is below target beyond noise."""
+        (:meth:`topic_entities`; :mod:`kgwise.app.open_sets`), or ``(None, why not)``: calibrated on the
+        held-out open questions ``group`` sends to ``arm`` when they certify a λ, else on all of them —
+        then its guarantee is over all open questions, and ``guarantee`` is false unless the arm was
+        ``forced``. Flagged (``guarantee`` false) when the arm's live coverage is below target beyond
+        noise."""
         sets = self.config.answer_sets
         if sets.uag_llm is None:
             return None, "no answer set: open questions get UAG's sets when [answer_sets] uag_llm is set"
         if self.open_sets_problem is not None:
             return None, f"no answer set: {self.open_sets_problem}"
-        if self.open_sets is None:
+        open_sets = self.open_sets
+        if open_sets is None:
             return None, ("no answer set: UAG is not calibrated for open questions (run `kgwise fit` with "
                           "graded open questions)")
-        found = self.open_sets.answer_set(replace(question, topic_entities=topics)) if topics else None
+        if not topics:
+            return None, "no answer set: the question names no entity of the KG"
+        n = open_sets.size
+        u = open_sets.calibration
+        mine: UAG | None = None
+        k, per_arm = n, ""
+        if not forced:
+            cal = self.state.calibration
+            if group is None or cal is None or cal.meta.get("fit") != open_sets.fit:
+                per_arm = ("; no per-arm calibration: the held-out calibration is not the one UAG's was made "
+                           "with (run `kgwise fit`)")
+            else:
+                mine, k = open_sets.for_arm(group, self.config.names.index(arm))
+                if mine is None:
+                    per_arm = (f"; the {k} of {n} held-out open dev questions the router, as it stands, "
+                               f"sends to arm {arm!r} certify no λ at α = {sets.alpha:g}, δ = "
+                               f"{sets.delta:g}: no guarantee over the questions routed to it")
+        found = open_sets.answer_set(replace(question, topic_entities=topics), mine)
         if found is None:
             return None, "no answer set: the question names no entity of the KG"
-        u = self.open_sets.calibration
-        statement = (f"P(miss rate ≤ {found.alpha:g}) ≥ {1 - found.delta:g} over questions like the "
-                     f"{self.open_sets.size} open dev questions UAG was calibrated on (topic entities "
-                     f"{', '.join(topics)}; Φ(P) by {u.summary.get('generator')}), whichever arm answers: "
-                     f"over all of them, not over those routed to arm {arm!r} alone")
+        made = f"topic entities {', '.join(topics)}; Φ(P) by {u.summary.get('generator')}"
+        if mine is not None:
+            statement = (f"P(miss rate ≤ {found.alpha:g}) ≥ {1 - found.delta:g} over open questions the "
+                         f"router, as it stands, sends to arm {arm!r} (Learn-then-Test on the {k} of {n} "
+                         f"held-out open dev questions it sends there now, which it never learnt from; "
+                         f"{made})")
+        else:
+            statement = (f"P(miss rate ≤ {found.alpha:g}) ≥ {1 - found.delta:g} over open questions like the "
+                         f"{n} held-out open dev questions UAG was calibrated on ({made}), whichever arm "
+                         "answers: over all of them"
+                         + ("" if forced else f", not over those routed to arm {arm!r} alone{per_arm}"))
         drift = self._drift(arm)
+        holds = not drift and (forced or mine is not None)
         answers = tuple(found.answers)
-        return AnswerSetResult(answers, answers, found.alpha, not drift, statement + drift,
-                               self.open_sets.size), None
+        return AnswerSetResult(answers, answers, found.alpha, holds, statement + drift,
+                               k if mine is not None else n), None
 
     # ------------------------------------------------------------------ answer
     def answer(self, text: str, choices: Sequence[str] | None = None, arm: str | None = None
@@ -492,7 +521,7 @@ class Pipeline:
             router = self.state.router
             scores = router.scores(x)
             affordable = router.affordable(bounds)
-            group = self._calibration_group(decision) if question.choices and forced is None else None
+            group = self._calibration_group(decision) if forced is None else None
             arm = self.state.select(decision, x.tolist(), held)
             if arm is None:
                 prefix = "" if forced is None else f"arm {forced!r} is forced: "

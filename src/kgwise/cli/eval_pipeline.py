@@ -131,6 +131,11 @@ def eval_pipeline(
         help="Replayed WebQSP: UAG's sets of the open answers, calibrated on each fit half (RoG's recorded "
         "generations as Φ(P); UAG's tables are built once and cached) and scored per arm the pipeline "
         "routed each test question to.")] = True,
+    sets_calibration: Annotated[str, typer.Option(
+        help="Replayed WebQSP sets: 'held-out' (what `kgwise fit` does with [answer_sets] uag_llm: 60 % of "
+        "each fit half is held out of the router's learning and calibrates UAG per routed arm, re-selected "
+        "before each test question) or 'fit-half' (the router learns the whole fit half; UAG calibrated on "
+        "all of it, and per arm on the fit questions an out-of-fold router sends there).")] = "held-out",
     scoring: Annotated[str, typer.Option(help="Live MCQ: how LLM arms rank choices: sum, mean or pmi.")
                        ] = "pmi",
     combo: Annotated[str, typer.Option(
@@ -167,6 +172,11 @@ def eval_pipeline(
         raise ConfigError(f"--coke must be 'pipeline' or 'settings', got {coke!r}")
     if context not in CONTEXTS:
         raise ConfigError(f"--context must be one of {', '.join(CONTEXTS)}, got {context!r}")
+    from kgwise.eval.pipeline_sets import CALIBRATIONS
+
+    if sets_calibration not in CALIBRATIONS:
+        raise ConfigError(f"--sets-calibration must be one of {', '.join(CALIBRATIONS)}, got "
+                          f"{sets_calibration!r}")
     settings_coke = configured("coke", config)
     router = paced_coke(settings_coke) if coke == "pipeline" else settings_coke
     if live is not None:
@@ -199,7 +209,7 @@ def eval_pipeline(
         table = table.head(limit)
         free = {a: rearev_top(root, table, a) for a in table.arms if a.startswith("ReaRev-")}
         if sets:
-            routed_sets = _webqsp_sets(root, table, _alphas(alphas), delta)
+            routed_sets = _webqsp_sets(root, table, _alphas(alphas), delta, sets_calibration)
     table = table.head(limit)
     cfg = PipelineEvalConfig(1.0 if budget is None else budget, splits, seed, router, budget_of or "dearest",
                              context)
@@ -218,7 +228,8 @@ def eval_pipeline(
     write_json(report, json_out)
 
 
-def _webqsp_sets(root: Path, table: OutcomeTable, alphas: tuple[float, ...], delta: float) -> RoutedSets:
+def _webqsp_sets(root: Path, table: OutcomeTable, alphas: tuple[float, ...], delta: float,
+                 calibration: str = "held-out") -> RoutedSets:
     """UAG's tables of the outcome table's WebQSP questions (``eval uag``'s, built once and cached; a
     subset, e.g. under ``--limit``, gets its own cache), matched by question id."""
     from dataclasses import replace
@@ -239,7 +250,7 @@ def _webqsp_sets(root: Path, table: OutcomeTable, alphas: tuple[float, ...], del
                       f"generation: {table.n_questions - len(index)}, no set) …")
     tables = webqsp_tables(root, ExperimentConfig(), wq)
     rows = np.asarray([index.get(q, -1) for q in table.qids], dtype=np.int64)
-    return RoutedSets(tables, rows, alphas, delta)
+    return RoutedSets(tables, rows, alphas, delta, calibration=calibration)
 
 
 def _live(live: str, router: Any, budget: float | None, budget_of: str | None, seed: int, splits: int,

@@ -21,6 +21,7 @@ import numpy as np
 
 from kgwise.conformal.evaluator import EvaluatorConfig, Generator, UQEvaluator
 from kgwise.conformal.grid import EVALUATOR_SCORES, TableBatch
+from kgwise.conformal.grouped import GroupedUAG
 from kgwise.conformal.ltt import (
     LTTConfig,
     binomial_p_values,
@@ -81,10 +82,12 @@ class AnswerSet:
 
 
 class CalibratedUAG:
-    """A calibrated :class:`UAG` plus the table settings it was calibrated with, and a summary of the
-    calibration (sizes, chosen λ, risks)."""
+    """A calibrated :class:`UAG` plus the table settings it was calibrated with, a summary of the
+    calibration (sizes, chosen λ, risks) and, optionally, its calibration questions' misses
+    (:class:`~kgwise.conformal.grouped.GroupedUAG`: LTT on any group of them)."""
 
-    def __init__(self, uag: UAG, settings: TableSettings, summary: dict[str, Any]) -> None:
+    def __init__(self, uag: UAG, settings: TableSettings, summary: dict[str, Any],
+                 groups: GroupedUAG | None = None) -> None:
         if uag.abstains:
             raise ConfigError("CalibratedUAG needs a UAG that certified a λ")
         if uag.config.scored_step is not None:
@@ -93,6 +96,7 @@ class CalibratedUAG:
         self.uag = uag
         self.settings = settings
         self.summary = summary
+        self.groups = groups
 
     def generator_spec(self, llm: str | None, option: str = "--llm") -> tuple[str, bool]:
         """The LLM spec that writes Φ(P) for new questions — ``llm``, else the one the calibration used —
@@ -119,10 +123,11 @@ class CalibratedUAG:
             now["generator"] = spec
         return spec, check_same_pipeline(made, now, source, allow_mismatch, option)
 
-    def answer(self, question: Question, kg: KnowledgeGraph, generator: Generator, scorer: S1 | None = None
-               ) -> AnswerSet:
-        """Retrieve, generate ``Φ(P)``, score and keep the candidates of the calibrated λ. A question whose
-        topic entities are not in ``kg`` raises ``DataError`` (its set would always be empty)."""
+    def answer(self, question: Question, kg: KnowledgeGraph, generator: Generator, scorer: S1 | None = None,
+               uag: UAG | None = None) -> AnswerSet:
+        """Retrieve, generate ``Φ(P)``, score and keep the candidates of the calibrated λ (``uag``'s
+        instead: e.g. a group's, :meth:`GroupedUAG.certify`). A question whose topic entities are not in
+        ``kg`` raises ``DataError`` (its set would always be empty)."""
         s = scorer or self.settings.scorer()
         retriever = UQRetriever(kg, s, self.settings.retriever)
         if not retriever.topic_nodes(question.topic_entities):
@@ -130,14 +135,15 @@ class CalibratedUAG:
                             f"{list(question.topic_entities)} is a node of the KG")
         recording = _Recording(generator)
         tab = question_table(question, retriever, self.settings.evaluator(s, recording))
-        cfg = self.uag.config
+        u = uag or self.uag
         unknown = [t for t in question.topic_entities if kg.find(t) is None]
-        return AnswerSet(question.text, self.uag.answer_labels(tab, kg), recording.last, cfg.alpha,
-                         cfg.ltt.delta, unknown)
+        return AnswerSet(question.text, u.answer_labels(tab, kg), recording.last, u.config.alpha,
+                         u.config.ltt.delta, unknown)
 
     # ------------------------------------------------------------------------------------- persistence
     def save(self, path: str | Path) -> Path:
-        """One JSON file: the UAG config, the chosen λ and thresholds, the table settings, the summary."""
+        """One JSON file: the UAG config, the chosen λ and thresholds, the table settings, the summary
+        (and the calibration questions' misses, with ``groups``)."""
         u = self.uag
         assert u.chosen_thresholds_ is not None and u.lambda_ is not None
         body = {
@@ -150,6 +156,7 @@ class CalibratedUAG:
             "settings": {"retriever": asdict(self.settings.retriever), "metric": self.settings.metric,
                          "granularity": self.settings.granularity},
             "summary": self.summary,
+            **({} if self.groups is None else {"groups": self.groups.to_dict()}),
         }
         return write_text_atomic(path, json.dumps(body, indent=1, ensure_ascii=False) + "\n")
 
@@ -179,9 +186,10 @@ class CalibratedUAG:
             settings = TableSettings(RetrieverConfig(**st["retriever"]), str(st["metric"]),
                                      str(st["granularity"]))
             summary = dict(body.get("summary", {}))
+            groups = GroupedUAG.from_dict(body["groups"]) if "groups" in body else None
         except (AttributeError, KeyError, TypeError, ValueError, ConfigError) as exc:
             raise DataError(f"not a kgwise UAG calibration file: {exc}", p) from exc
-        return cls(uag, settings, summary)
+        return cls(uag, settings, summary, groups)
 
 
 class _Recording:
@@ -209,26 +217,35 @@ def _decode(x: Any) -> float:
 
 
 def calibrate_uag(tables: TableBatch, config: UAGConfig | float, settings: TableSettings,
-                  tune_fraction: float = 0.4, seed: int = 0) -> tuple[UAG, dict[str, Any]]:
-    """Fit on a seeded ``tune_fraction`` of the labelled ``tables``, run LTT on the rest; returns the UAG
-    (it may abstain: ``uag.abstains``) and a summary of the calibration. ``config``: the UAG's settings,
-    or just α (then every evaluator score the tables give is in Λ); the evaluator scores the tables
-    cannot give are left out of Λ."""
+                  tune_fraction: float = 0.4, seed: int = 0,
+                  split: tuple[Sequence[int], Sequence[int]] | None = None) -> tuple[UAG, dict[str, Any]]:
+    """Fit on a seeded ``tune_fraction`` of the labelled ``tables`` — or on ``split``'s first part, given
+    as question indices — and run LTT on the rest (``split``'s second part); returns the UAG (it may
+    abstain: ``uag.abstains``) and a summary of the calibration. ``config``: the UAG's settings, or just α
+    (then every evaluator score the tables give is in Λ); the evaluator scores the tables cannot give
+    are left out of Λ."""
     cfg = config if isinstance(config, UAGConfig) else replace(UAG_DEFAULTS, alpha=config)
     if cfg.scored_step is not None:
         raise ConfigError("a UAG calibrated on a KG alone has no scored retriever: leave scored_step unset")
     n = tables.num_questions
-    if not 0.0 < tune_fraction < 1.0:
-        raise ConfigError(f"tune_fraction must lie in (0, 1), got {tune_fraction}")
-    n_tune = round(tune_fraction * n)
-    if n_tune < 1 or n - n_tune < 1:
-        raise ConfigError(f"{n} labelled questions cannot be split into tuning and calibration parts")
+    seeded = split is None
+    if split is None:
+        if not 0.0 < tune_fraction < 1.0:
+            raise ConfigError(f"tune_fraction must lie in (0, 1), got {tune_fraction}")
+        n_tune = round(tune_fraction * n)
+        perm = np.random.default_rng(seed).permutation(n)
+        split = (perm[:n_tune].tolist(), perm[n_tune:].tolist())
+    tune_idx, cal_idx = (np.asarray(part, dtype=np.int64) for part in split)
+    if tune_idx.size < 1 or cal_idx.size < 1:
+        raise ConfigError(f"{n} labelled questions cannot be split into tuning and calibration parts "
+                          f"({tune_idx.size} and {cal_idx.size})")
+    if np.intersect1d(tune_idx, cal_idx).size:
+        raise ConfigError("the tuning and calibration parts share questions")
     kinds = tables.usable_scores(cfg.evaluator_scores)
     if not kinds:
         raise ConfigError(f"none of the evaluator scores {list(cfg.evaluator_scores)} can be computed from "
                           "these tables (item scores need tables built with granularity items or both)")
-    perm = np.random.default_rng(seed).permutation(n)
-    tune, cal = tables.subset(perm[:n_tune]), tables.subset(perm[n_tune:])
+    tune, cal = tables.subset(tune_idx), tables.subset(cal_idx)
     uag = UAG(replace(cfg, evaluator_scores=kinds))
     uag.fit(tune).calibrate(cal)
     n_cal = cal.num_questions
@@ -237,7 +254,7 @@ def calibrate_uag(tables: TableBatch, config: UAGConfig | float, settings: Table
         "questions": n, "tuning": tune.num_questions, "calibration": n_cal,
         "gold_retrievable": float(tables.gold_retrievable().mean()), "alpha": cfg.alpha,
         "delta": cfg.ltt.delta,
-        "seed": seed, "order": cfg.order, "certified": not uag.abstains,
+        "seed": seed if seeded else None, "order": cfg.order, "certified": not uag.abstains,
         "valid_lambdas": int(uag.result_.valid.sum()) if uag.result_ is not None else 0,
         "largest_set_misses": largest_misses,
         "largest_set_mean_size": float(np.bincount(cal.node_q, minlength=n_cal).mean()),

@@ -60,7 +60,8 @@ from kgwise.kg.base import KnowledgeGraph, normalise_label
 from kgwise.settings import table
 from kgwise.types import Question
 
-__all__ = ["UAG", "UAGConfig", "alpha_levels", "nested_chain", "pareto_order", "question_table"]
+__all__ = ["UAG", "UAGConfig", "alpha_levels", "front_and_chain", "nested_chain", "pareto_order",
+           "question_table"]
 
 FloatArray = npt.NDArray[np.float64]
 Guarantee = Literal["pac", "marginal"]
@@ -174,6 +175,7 @@ class UAG:
         self.tune_paths_: _TunePaths | None = None
         self.result_: LTTResult | None = None
         self.lambda_: tuple[float, float, float, float] | None = None
+        self.index_: int | None = None  # λ̂'s flat grid index (not set by the marginal mode)
         self.chosen_thresholds_: tuple[float, float, float, float] | None = None
         self.evaluator_score_: EvaluatorScore | None = None
 
@@ -335,33 +337,24 @@ class UAG:
         else:
             self.result_ = learn_then_test(losses, cal.num_questions, a, self.config.ltt, self.tune_size_,
                                            self.order_)
-        if self.result_.chosen is None:
+        return self.choose(self.result_.chosen)
+
+    def choose(self, index: int | None) -> UAG:
+        """Set λ̂ to flat grid index ``index`` (``None``: abstain)."""
+        self.index_ = index
+        if index is None:
             self.lambda_ = self.chosen_thresholds_ = self.evaluator_score_ = None
         else:
-            self.lambda_ = self.lambda_at(self.result_.chosen)
-            self.chosen_thresholds_ = self.thresholds_at(self.result_.chosen)
-            self.evaluator_score_ = self.evaluator_score_at(self.result_.chosen)
+            self.lambda_ = self.lambda_at(index)
+            self.chosen_thresholds_ = self.thresholds_at(index)
+            self.evaluator_score_ = self.evaluator_score_at(index)
         return self
 
     def _front_and_chain(self, losses: npt.NDArray[np.int64], n: int, alpha: float) -> LTTResult:
-        """``order="front+chain"``: the largest set at δ; once it is rejected, the rest of the Pareto front
-        (:func:`pareto_order`) and of the nested chain (:func:`nested_chain`), each a fixed sequence at
-        δ/2. Λ_valid is the union and λ̂ its smallest tuning set. FWER ≤ δ: if the largest set's risk
-        exceeds α so does every λ's (its set contains theirs), and a false rejection needs its own,
-        probability ≤ δ; otherwise one needs a false rejection in either sequence, ≤ δ/2 each."""
+        """``order="front+chain"`` on this instance's tuning order (:func:`front_and_chain`)."""
         assert self.tune_size_ is not None and self.order_ is not None and self.chain_ is not None
-        first = learn_then_test(losses, n, alpha, self.config.ltt, self.tune_size_, [self.largest_index])
-        if not first.valid.any():
-            return first
-        half = replace(self.config.ltt, delta=self.config.ltt.delta / 2)
-        front = learn_then_test(losses, n, alpha, half, self.tune_size_, self.order_[1:])
-        chain = learn_then_test(losses, n, alpha, half, self.tune_size_, self.chain_[1:])
-        valid = first.valid | front.valid | chain.valid
-        chosen = None
-        if valid.any():
-            idx = np.flatnonzero(valid)
-            chosen = int(idx[np.argmin(self.tune_size_[idx])])
-        return LTTResult(valid, chosen, front.p_values, front.guaranteed)
+        return front_and_chain(losses, n, alpha, self.config.ltt, self.tune_size_, self.largest_index,
+                               self.order_[1:], self.chain_[1:])
 
     def _calibrate_marginal(self, cal: TableBatch, alpha: float) -> UAG:
         """Split CP on the scored threshold (see the module docstring): ``(s, α1, α2, α3)`` is the one
@@ -435,6 +428,28 @@ class UAG:
             first = order[np.r_[True, q[1:] != q[:-1]]]
             hit1[batch.node_q[first]] = batch.gold[first]
         return {"covered": covered.astype(np.float64), "size": size, "hit1": hit1.astype(np.float64)}
+
+
+def front_and_chain(losses: npt.ArrayLike, n: int, alpha: float, ltt: LTTConfig, tune_size: npt.ArrayLike,
+                    largest: int, front: npt.ArrayLike, chain: npt.ArrayLike) -> LTTResult:
+    """``order="front+chain"``: hypothesis ``largest`` (the λ whose set contains every other's) at δ; once
+    it is rejected, the rest of the Pareto front (``front``, :func:`pareto_order` without ``largest``) and
+    of the nested chain (``chain``, :func:`nested_chain` without it), each a fixed sequence at δ/2.
+    Λ_valid is the union and λ̂ its smallest ``tune_size``. FWER ≤ δ: if the largest set's risk exceeds α
+    so does every λ's (its set contains theirs), and a false rejection needs its own, probability ≤ δ;
+    otherwise one needs a false rejection in either sequence, ≤ δ/2 each. ``losses`` and ``tune_size``
+    are indexed like the hypotheses the three sequences name."""
+    first = learn_then_test(losses, n, alpha, ltt, tune_size, [largest])
+    if not first.valid.any():
+        return first
+    half = replace(ltt, delta=ltt.delta / 2)
+    valid = first.valid.copy()
+    for seq in (front, chain):
+        if np.size(seq):
+            valid |= learn_then_test(losses, n, alpha, half, tune_size, seq).valid
+    size = np.asarray(tune_size, dtype=np.float64)
+    idx = np.flatnonzero(valid)
+    return LTTResult(valid, int(idx[np.argmin(size[idx])]), first.p_values, first.guaranteed)
 
 
 class _TunePaths:

@@ -35,8 +35,9 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.app.arms import ArmOutput, ArmRunner
+from kgwise.app.calibration import CalibrationSelector, HeldOutCalibration
 from kgwise.app.config import AnswerSetConfig, ArmConfig, Context, KGConfig, PipelineConfig, RouterConfig
-from kgwise.app.fit import fit_questions
+from kgwise.app.fit import fit_questions, interleaved
 from kgwise.app.pipeline import BudgetExhaustedError, Pipeline
 from kgwise.app.router import context_vector
 from kgwise.embed import Encoder
@@ -140,18 +141,29 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
                             RouterConfig(budget, "usd", len(test), cfg.seed + split, True, cfg.coke,
                                          cfg.context), AnswerSetConfig())
     pipe = Pipeline(config, root / f"state-{split}", runners, encoder)
+    held_mode = sets is not None and sets.calibration == "held-out"
+    # the pipeline with UAG's sets holds 1 − tune_share of the open dev questions out of the router
+    share = 1 - sets.tune_share if held_mode and sets is not None else 0.0
+    hold = np.asarray([interleaved(j, share) for j in range(len(train))], dtype=bool)
+    learn, held = train[~hold], train[hold]
+    selector: CalibrationSelector | None = None
+    test_groups: list[npt.NDArray[np.int64]] = []
     try:
-        train_q = [Question(table.qids[i], table.texts[i]) for i in train]
+        learn_q = [Question(table.qids[i], table.texts[i]) for i in learn]
         # replayed calls cost nothing real; the fit's limit is their recorded cost
-        fitted = fit_questions(pipe, train_q, max_spend=float(table.cost[train].sum()) * (1 + 1e-9),
+        fitted = fit_questions(pipe, learn_q, max_spend=float(table.cost[learn].sum()) * (1 + 1e-9),
                                echo=lambda _: None)
-        fit_groups = None if sets is None else _out_of_fold_groups(
+        fit_groups = None if sets is None or held_mode else _out_of_fold_groups(
             table, encoder, config, pipe.state.context, pipe.state.router.router, free, train,
             budget / len(test), cfg.seed + split)
+        if held_mode:
+            selector = CalibrationSelector(_held_calibration(pipe, table, held, free))
         routed: list[str | None] = []
         correct: list[bool] = []
         paid = 0.0
-        for i in test:
+        for k, i in enumerate(test):
+            if selector is not None:  # as Pipeline.answer re-selects them, before the question's pull
+                test_groups.append(selector.group(pipe.state.router.router, f"{split}:{k}"))
             try:
                 r = pipe.answer(table.texts[i])
             except BudgetExhaustedError:
@@ -167,13 +179,18 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
             paid += r.cost
         spent = pipe.state.router.spent
     finally:
+        if selector is not None:
+            selector.release()
         pipe.close()
     pipe_acc = float(np.mean(correct))
     answer_sets = (None if sets is None else
+                   sets.split_held_out(learn.tolist(), held.tolist(), test.tolist(), routed, test_groups,
+                                       table.arms) if held_mode else
                    sets.split(train.tolist(), test.tolist(), routed, table.arms, cfg.seed + split,
                               fit_groups))
     return {
-        "split": split, "train": len(train), "test": len(test), "budget": budget, "spent": spent,
+        "split": split, "train": len(train), "router_learnt": len(learn), "held_out": len(held),
+        "test": len(test), "budget": budget, "spent": spent,
         "spent_over_budget": spent / budget if budget else None, "paid": paid,
         "accuracy": pipe_acc, "cost": paid, "unanswered": routed.count(None),
         "share": {a: routed.count(a) / len(test) for a in table.arms},
@@ -186,6 +203,22 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
         "pinned": None if fitted.router_selection is None else fitted.router_selection.pinned,
         "answer_sets": answer_sets,
     }
+
+
+def _held_calibration(pipe: Pipeline, table: OutcomeTable, held: npt.NDArray[np.int64],
+                      free: Mapping[str, FreeAnswers]) -> HeldOutCalibration:
+    """The held-out fit rows as the pipeline's fit keeps them: router contexts (the fitted context) and
+    every arm's cost bound; no choice scores (open questions)."""
+    config = pipe.config
+    E = np.asarray(pipe.encoder.encode([table.texts[i] for i in held]), dtype=np.float64)
+    X = np.stack([context_vector(config, pipe.state.context, E[k], {
+        a: (free[a][0][i], float(free[a][1][i])) for a in config.free_arms if a in free})
+        for k, i in enumerate(held)]) if len(held) else np.zeros((0, pipe.state.router.router.dim))
+    names = list(config.names)
+    bounds = np.asarray([[b[n] for n in names] for b in
+                         (pipe.bounds(Question(table.qids[i], table.texts[i])) for i in held)],
+                        dtype=np.float64).reshape(len(held), len(names))
+    return HeldOutCalibration(tuple(names), "lac", X, bounds, np.full(bounds.shape, np.nan))
 
 
 def _out_of_fold_groups(table: OutcomeTable, encoder: Encoder, config: PipelineConfig, context: Context,

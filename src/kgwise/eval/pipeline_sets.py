@@ -11,6 +11,14 @@ could break. Beside it, ``per_arm`` (Mondrian): each arm's sets calibrated (tune
 fit questions an out-of-fold router sends to that arm only; an arm whose questions certify nothing gets
 no set.
 
+``calibration = "held-out"`` measures instead what the pipeline does with ``[answer_sets] uag_llm``
+(:mod:`kgwise.app.open_sets`): ``1 − tune_share`` of the fit half (interleaved) is held out of everything
+the router learns; the rest tunes UAG's grid and teaches the router; before each test question the
+held-out questions are re-routed by the router as it stands, and the set of the arm it picks is UAG
+certified (Learn-then-Test) on the held-out questions sent to that arm — or, when they certify nothing,
+on all held-out questions (the ``fallback`` share per arm), as the pipeline does
+(:meth:`split_held_out`).
+
 Per α and calibration: coverage and mean size over the test half and per arm, each arm's one-sided
 binomial p-value of its misses under "miss rate ≤ α" (below target beyond noise when <
 :data:`SIGNIFICANCE`); over splits: per arm, the share of the splits it was routed questions in where it
@@ -29,10 +37,14 @@ import numpy.typing as npt
 
 from kgwise.conformal.calibrated import UAG_DEFAULTS, TableSettings, calibrate_uag
 from kgwise.conformal.grid import TableBatch
+from kgwise.conformal.grouped import GroupedUAG
+from kgwise.conformal.uag import UAG
 from kgwise.errors import ConfigError
 from kgwise.eval.uag.experiment import SIGNIFICANCE, miss_p_value
 
-__all__ = ["RoutedSets", "summarise_sets"]
+__all__ = ["CALIBRATIONS", "RoutedSets", "summarise_sets"]
+
+CALIBRATIONS = ("held-out", "fit-half")
 
 
 @dataclass(frozen=True)
@@ -45,8 +57,13 @@ class RoutedSets:
     alphas: tuple[float, ...] = (0.1, 0.2)
     delta: float = 0.05
     tune_share: float = 0.4
+    calibration: str = "fit-half"
+    """``"fit-half"`` (:meth:`split`) or ``"held-out"`` (:meth:`split_held_out`; the module docstring)."""
 
     def __post_init__(self) -> None:
+        if self.calibration not in CALIBRATIONS:
+            raise ConfigError(f"the sets' calibration must be one of {', '.join(CALIBRATIONS)}, got "
+                              f"{self.calibration!r}")
         if not self.alphas or any(not 0 < a < 1 for a in self.alphas):
             raise ConfigError(f"the sets' α levels must lie in (0, 1), got {list(self.alphas)}")
         if not 0 < self.delta < 1:
@@ -87,6 +104,68 @@ class RoutedSets:
             out["alphas"].append(row)
         return out
 
+    def split_held_out(self, learn: Sequence[int], held: Sequence[int], test: Sequence[int],
+                       routed: Sequence[str | None], groups: Sequence[npt.NDArray[np.int64]],
+                       arms: Sequence[str]) -> dict[str, Any]:
+        """The pipeline's own calibration (module docstring): UAG tuned on the ``learn`` rows and certified
+        on the ``held`` rows, each ``test`` row's set from the held rows that ``groups`` (per test row, the
+        arm position the router sent each held row to just before it) sends to its ``routed`` arm, else
+        from every held row (``fallback``)."""
+        tune_t = self.rows[np.asarray(learn, dtype=np.int64)]
+        held_t = self.rows[np.asarray(held, dtype=np.int64)]
+        test_t = self.rows[np.asarray(test, dtype=np.int64)]
+        tune_t, has_held = tune_t[tune_t >= 0], held_t >= 0
+        cal_t = held_t[has_held]
+        out: dict[str, Any] = {"tuning_questions": int(tune_t.size), "calibration_questions": int(cal_t.size),
+                               "fit_without_table": int((~has_held).sum() + len(learn) - tune_t.size),
+                               "test_without_table": int((test_t < 0).sum()), "alphas": []}
+        for alpha in self.alphas:
+            cfg = replace(UAG_DEFAULTS, alpha=alpha, ltt=replace(UAG_DEFAULTS.ltt, delta=self.delta),
+                          order="front+chain")
+            if not tune_t.size or not cal_t.size:
+                out["alphas"].append({"alpha": alpha, "certified": False, "lambda": None})
+                continue
+            both = self.tables.subset(np.r_[tune_t, cal_t])
+            uag, summary = calibrate_uag(both, cfg, TableSettings(), split=(
+                range(tune_t.size), range(tune_t.size, tune_t.size + cal_t.size)))
+            if uag.abstains:
+                out["alphas"].append({"alpha": alpha, "certified": False, "lambda": None})
+                continue
+            grouped = GroupedUAG.from_fit(uag, self.tables.subset(cal_t))
+            by_index: dict[int, list[int]] = {}
+            rows_arm: list[str] = []
+            fell: list[bool] = []
+            for k, (t, arm) in enumerate(zip(test_t, routed, strict=True)):
+                if t < 0 or arm is None:
+                    continue
+                g = groups[k][has_held]
+                mine = grouped.certify(np.flatnonzero(g == list(arms).index(arm)))
+                chosen = mine if mine is not None else uag
+                assert chosen.index_ is not None
+                by_index.setdefault(chosen.index_, []).append(len(rows_arm))
+                rows_arm.append(arm)
+                fell.append(mine is None)
+            if not rows_arm:
+                out["alphas"].append({"alpha": alpha, "certified": True, "lambda": summary["lambda"],
+                                      "questions": 0, "arms": {}})
+                continue
+            covered = np.zeros(len(rows_arm), dtype=bool)
+            size = np.zeros(len(rows_arm))
+            answered = np.asarray([t for t, a in zip(test_t, routed, strict=True)
+                                   if t >= 0 and a is not None], dtype=np.int64)
+            for index, members in by_index.items():
+                at = UAG(uag.config).adopt_fit(uag).choose(index)
+                m = at.evaluate(self.tables.subset(answered[members]))
+                covered[members], size[members] = m["covered"].astype(bool), m["size"]
+            arm_of, fallback = np.asarray(rows_arm, dtype=object), np.asarray(fell, dtype=bool)
+            row = {"alpha": alpha, "certified": True, "lambda": summary["lambda"],
+                   **_cover(covered, size, alpha), "fallback": float(fallback.mean())}
+            row["arms"] = {a: {**_cover(covered[arm_of == a], size[arm_of == a], alpha),
+                               "fallback": float(fallback[arm_of == a].mean())}
+                           for a in arms if np.any(arm_of == a)}
+            out["alphas"].append(row)
+        return out
+
     def _scored(self, fit_t: npt.NDArray[np.int64], scored: TableBatch, arm_of: npt.NDArray[np.object_],
                 arms: Sequence[str], alpha: float, seed: int) -> dict[str, Any]:
         """UAG calibrated on the tables ``fit_t`` (−1: none) at ``alpha``, its sets of ``scored`` overall and
@@ -120,18 +199,20 @@ def _cover(covered: npt.NDArray[np.bool_], size: npt.NDArray[np.float64], alpha:
 
 def summarise_sets(runs: Sequence[Mapping[str, Any]], arms: Sequence[str], alphas: Sequence[float]
                    ) -> dict[str, Any]:
-    """Over the splits' ``answer_sets``: per α, certified splits, mean coverage and size, and per arm (over
-    the splits it was routed questions in) the share on target and the share below it beyond noise; the
-    same for the per-arm (Mondrian) sets where the splits have them, with each arm's share of splits
-    certified and the share of splits in which every routed arm got a set."""
+    """Over the splits' ``answer_sets``: per α, certified splits, mean coverage and size (and, held-out
+    calibration, the share of sets that fell back to all held-out questions), and per arm (over the splits
+    it was routed questions in) the share on target and the share below it beyond noise; the same for the
+    per-arm (Mondrian) sets where the splits have them, with each arm's share of splits certified and the
+    share of splits in which every routed arm got a set."""
     out: dict[str, Any] = {}
     for k, alpha in enumerate(alphas):
         rows = [r["answer_sets"]["alphas"][k] for r in runs]
         ok = [r for r in rows if r["certified"]]
         entry: dict[str, Any] = {"splits": len(rows), "certified": len(ok)}
         if ok:
-            entry["coverage"] = float(np.mean([r["coverage"] for r in ok]))
-            entry["mean_size"] = float(np.mean([r["mean_size"] for r in ok]))
+            for key in ("coverage", "mean_size", "fallback"):
+                if all(key in r for r in ok):
+                    entry[key] = float(np.mean([r[key] for r in ok]))
             entry.update(_over([r["arms"] for r in ok], arms))
         if rows and all("per_arm" in r for r in rows):
             per = [r["per_arm"] for r in rows]
@@ -159,6 +240,7 @@ def _over(arm_rows: Sequence[Mapping[str, Any]], arms: Sequence[str]) -> dict[st
         if mine:
             per_arm[a] = {"splits": len(mine), **{
                 key: float(np.mean([m[key] for m in mine]))
-                for key in ("questions", "coverage", "mean_size", "on_target", "below_beyond_noise")}}
+                for key in ("questions", "coverage", "mean_size", "on_target", "below_beyond_noise",
+                            "fallback") if all(key in m for m in mine)}}
     entry["arms"] = per_arm
     return entry
