@@ -10,9 +10,11 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from kgwise.conformal.grid import TableBatch
 from kgwise.embed import MiniLM
 from kgwise.errors import ConfigError
 from kgwise.eval.pipeline import PipelineEvalConfig, evaluate_replay
+from kgwise.eval.pipeline_sets import RoutedSets
 from kgwise.route.coke import CokeConfig, CokeRouter
 from kgwise.route.table import OutcomeTable, free_context, free_signal_row
 from kgwise.route.tuning import simulate
@@ -45,6 +47,30 @@ def test_the_replayed_pipeline_reports_arms_and_itself_within_its_budget() -> No
         assert run["budget"] == pytest.approx(0.5 * table.cost[test_rows, 2].sum())
     assert set(report["targets"]) == {"accuracy >= best single arm", "cost <= 60% of the best arm's", "both"}
     assert report["not_measured"]
+
+
+@slow
+@pytest.mark.parametrize("calibration", ["held-out", "fit-half"])
+def test_the_sets_are_calibrated_as_the_pipeline_calibrates_them(webqsp_uag_tables: TableBatch,
+                                                                 calibration: str) -> None:
+    """Held-out (``kgwise fit`` with ``uag_llm``): 60 % of the fit half never teaches the router and
+    calibrates UAG per routed arm; fit-half: the router learns it all, sets calibrated two ways."""
+    table = _table(300)
+    sets = RoutedSets(webqsp_uag_tables, np.arange(300, dtype=np.int64), alphas=(0.3,),
+                      calibration=calibration)
+    report = evaluate_replay(table, MiniLM(), PipelineEvalConfig(budget=0.5, splits=1), sets=sets)
+    run = report["runs"][0]
+    row = run["answer_sets"]["alphas"][0]
+    assert row["certified"] and row["questions"] == 150 - run["unanswered"]
+    summary = report["answer_sets"]["0.3"]
+    if calibration == "held-out":
+        assert (run["router_learnt"], run["held_out"]) == (60, 90)
+        sizes = run["answer_sets"]["tuning_questions"], run["answer_sets"]["calibration_questions"]
+        assert sizes == (60, 90)
+        assert 0 <= row["fallback"] <= 1 and "fallback" in summary and "per_arm" not in summary
+    else:
+        assert (run["router_learnt"], run["held_out"]) == (150, 0)
+        assert run["answer_sets"]["calibration_questions"] == 150 and "per_arm" in summary
 
 
 @slow

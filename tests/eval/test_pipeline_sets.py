@@ -80,6 +80,46 @@ def test_per_arm_sets_calibrate_on_the_fit_rows_an_out_of_fold_router_sent_to_th
                                                     "lambda": None}
 
 
+def test_held_out_sets_are_certified_per_answer_on_the_held_rows_sent_to_its_arm(
+        webqsp_uag_tables: TableBatch) -> None:
+    """The pipeline's calibration: tuned on the learn rows; each test question's λ certified on the held
+    rows its group sends to its arm, else on every held row (fallback) — recomputed here with
+    ``calibrate_uag`` on exactly those rows."""
+    tables = webqsp_uag_tables
+    rows = np.arange(tables.num_questions, dtype=np.int64)
+    learn, held, test = list(range(80)), list(range(80, 250)), list(range(250, 300))
+    arms = ["big", "small"]
+    many = np.asarray([0 if k % 5 else 1 for k in range(len(held))], dtype=np.int64)  # "small": 34 rows
+    groups = [many if k % 4 == 3 else np.zeros(len(held), dtype=np.int64) for k in range(len(test))]
+    routed: list[str | None] = [arms[k % 2] for k in range(len(test))]
+    routed[4] = None  # not answered
+    out = RoutedSets(tables, rows, alphas=(0.3,), calibration="held-out").split_held_out(
+        learn, held, test, routed, groups, arms)
+    assert (out["tuning_questions"], out["calibration_questions"]) == (80, 170)
+    row = out["alphas"][0]
+    assert row["certified"] and row["questions"] == len(test) - 1
+    cfg = replace(UAG_DEFAULTS, alpha=0.3, ltt=replace(UAG_DEFAULTS.ltt, delta=0.05), order="front+chain")
+
+    def certified_on(cal: list[int]) -> UAG:
+        both = tables.subset(np.asarray(learn + cal))
+        return calibrate_uag(both, cfg, TableSettings(), split=(range(80), range(80, 80 + len(cal))))[0]
+
+    every = certified_on(held)
+    covered, fell = [], []
+    for k, (t, arm) in enumerate(zip(test, routed, strict=True)):
+        if arm is None:
+            continue
+        mine = [h for h, g in zip(held, groups[k], strict=True) if g == arms.index(arm)]
+        u = certified_on(mine) if mine else every
+        fell.append(u.abstains or not mine)
+        u = every if u.abstains else u
+        covered.append(bool(u.evaluate(tables.subset(np.asarray([t])))["covered"][0]))
+    assert row["coverage"] == pytest.approx(np.mean(covered))
+    assert row["fallback"] == pytest.approx(np.mean(fell))
+    assert 0 < row["fallback"] < 1, "'small' answers whose group sends it nothing fall back"
+    assert set(row["arms"]) == {"big", "small"}
+
+
 def _run(per_alpha: list[dict[str, Any]]) -> dict[str, Any]:
     return {"answer_sets": {"alphas": per_alpha}}
 
@@ -124,3 +164,5 @@ def test_bad_levels_and_rows_are_refused(webqsp_uag_tables: TableBatch) -> None:
         RoutedSets(webqsp_uag_tables, rows, delta=0.0)
     with pytest.raises(ConfigError, match="table row"):
         RoutedSets(webqsp_uag_tables, np.asarray([webqsp_uag_tables.num_questions]))
+    with pytest.raises(ConfigError, match="calibration must be one of held-out, fit-half"):
+        RoutedSets(webqsp_uag_tables, rows, calibration="per-arm")

@@ -32,7 +32,8 @@ Tables:
   calibrate the sets, :mod:`kgwise.app.calibration`; default 0.5), ``uag_llm`` (a local LLM: open
   questions get UAG's sets, calibrated by ``kgwise fit`` on the graded open dev questions with this model
   writing Φ(P), :mod:`kgwise.app.open_sets`; without it open answers carry no set) and ``uag_tune_share``
-  in (0, 1) (the part of those questions that tunes UAG's grid; default 0.4).
+  in (0, 1) (the part of those questions that tunes UAG's grid and teaches the router; the rest is held
+  out of the router's learning and calibrates UAG per routed arm; default 0.4).
 
 Every fault raises ``DataError`` naming the file, the line (where the key stands) and the key.
 """
@@ -191,8 +192,8 @@ class AnswerSetConfig:
     and the ``guarantee`` (see the module docstring), and the ``calibration_share`` of the graded
     multiple-choice dev questions that :func:`kgwise.app.fit.fit` holds out of the router's learning to
     calibrate the sets; ``uag_llm``: the local LLM that writes Φ(P) for UAG's sets on open questions
-    (None: no set), ``uag_tune_share``: the part of the open dev questions that tunes UAG's grid
-    (:mod:`kgwise.app.open_sets`)."""
+    (None: no set), ``uag_tune_share``: the part of the graded open dev questions that tunes UAG's grid
+    (and teaches the router; the rest is held out of it to calibrate, :mod:`kgwise.app.open_sets`)."""
 
     alpha: float = 0.1
     delta: float = 0.05
@@ -652,5 +653,7 @@ def starter_toml(kg: str, arms: list[tuple[str, str, str, float | None]], budget
               "calibration_share = 0.5  # dev questions held out of the router's learning to calibrate sets",
               "# uag_llm = \"smollm2-135m\"  # open questions get UAG's sets, calibrated by `kgwise fit` on "
               "graded open dev questions",
+              "# uag_tune_share = 0.4  # of those, the part that tunes UAG (and teaches the router); the "
+              "rest calibrates it per arm",
               ""]
     return "\n".join(lines)

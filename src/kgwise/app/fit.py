@@ -4,11 +4,13 @@
    ``fit-log.jsonl`` in the state directory as it finishes — a rerun resumes and pays for no finished
    call twice. The estimated spend (the arms' cost bounds of the calls still to make) is printed first;
    beyond ``max_spend`` nothing is called, and the run stops before a call that could pass it.
-2. The log is split: ``calibration_share`` of the graded multiple-choice questions (interleaved, in log
-   order) are held out — the router never learns from them — and calibrate the answer sets
-   (:mod:`kgwise.app.calibration`); the rest teach the router. (A router that has learnt a question's
-   outcome routes it to an arm that was right on it: sets calibrated on such questions under-cover new
-   ones — on CSQA, 200 dev questions, α = 0.2 sets covered 52 % of new questions.)
+2. The log is split: ``calibration_share`` of the graded multiple-choice questions and, with
+   ``uag_llm``, ``1 − uag_tune_share`` of the graded open ones (each interleaved, in log order) are held
+   out — the router never learns from them — and calibrate the answer sets
+   (:mod:`kgwise.app.calibration`, :mod:`kgwise.app.open_sets`); the rest teach the router. (A router
+   that has learnt a question's outcome routes it to an arm that was right on it: sets calibrated on such
+   questions under-cover new ones — on CSQA, 200 dev questions, α = 0.2 sets covered 52 % of new
+   questions.)
 3. The router's open settings — LinUCB's γ, the reward form (decomposed or not) and the context
    (``question``, or ``question+free`` or ``free`` when the config has free arms) — are chosen by two-fold
    cross-fitting on the learning part (:func:`kgwise.route.tuning.cross_fit`): on the questions every arm
@@ -32,8 +34,10 @@
    (LAC or APS, :mod:`kgwise.conformal.split`) of the true choice are saved as the calibration; the
    report gives, per arm, the calibration questions the fitted router sends to it and the threshold,
    coverage and set size they give.
-5. With ``[answer_sets] uag_llm``, UAG is calibrated on the graded open questions for the sets of open
-   answers (:mod:`kgwise.app.open_sets`).
+5. With ``[answer_sets] uag_llm``, UAG is tuned on the open questions the router learnt from and
+   calibrated on the held-out ones, keeping each one's misses so that the held-out questions the router
+   sends to an arm can calibrate that arm's sets (:mod:`kgwise.app.open_sets`); the report gives, per
+   arm, those the fitted router sends there and what they certify.
 6. A fit report (per arm accuracy and cost on the log, the settings used, the replay's accuracy, spend
    and routing shares, each arm's calibration, each prompt fit, UAG's calibration) is written as
    ``fit-report.json``.

@@ -9,8 +9,9 @@ within the budget, Eq. 14); run it; attach the arm's calibrated set; record the 
 directory. The set's guarantee (multiple choice, :mod:`kgwise.app.calibration`): for a question the
 router in its present state sends to this arm, ``P(truth ∈ set) ≥ 1 − α`` over questions exchangeable
 with the dev log — split conformal on the held-out dev questions that the same rule sends to the arm;
-for a forced arm, on every held-out question it answered. :meth:`Pipeline.status` reports each arm's
-live coverage with a Clopper–Pearson bound and flags drift.
+for a forced arm, on every held-out question it answered. An open question's set is UAG's, certified the
+same way on the held-out open dev questions the rule sends to the arm (:mod:`kgwise.app.open_sets`).
+:meth:`Pipeline.status` reports each arm's live coverage with a Clopper–Pearson bound and flags drift.
 
 Threads: ``answer``, ``feedback`` and ``status`` may be called from several threads at once. The state
 and the router are changed under one lock; embedding, grounding, the arms' calls and the fsync that makes

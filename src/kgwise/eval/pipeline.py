@@ -17,9 +17,14 @@ Reported per split and as mean ± std over splits: each arm's accuracy and cost 
 pipeline's accuracy, cost, spent/budget and share of questions routed to each arm, in how many splits
 the fit pinned each arm (routing did not clear it, ``[router] pin_single_arm``), and the issue's target
 checks against the best single arm (accuracy ≥ its, cost ≤ 60 % of its). With UAG's tables of the
-questions (``sets``), the open answers' sets over all test questions and per routed arm, calibrated on
-the fit half over all its questions (as ``kgwise fit`` calibrates open sets) and per arm on the fit
-questions an out-of-fold router sends there (:mod:`kgwise.eval.pipeline_sets`).
+questions (``sets``), the open answers' sets over all test questions and per routed arm
+(:mod:`kgwise.eval.pipeline_sets`). With ``sets.calibration = "held-out"`` the split is run as ``kgwise
+fit`` runs it with ``[answer_sets] uag_llm``: ``1 − tune_share`` of the fit half (interleaved) is held out of
+the fit — the router learns from the rest only — and before each test question the held-out questions
+are re-routed by the router as it stands (:class:`kgwise.app.calibration.CalibrationSelector`, as
+``Pipeline.answer`` does), which picks the arm's calibration questions. With ``"fit-half"`` the router
+learns the whole fit half, and the sets are calibrated on all of it and per arm on the fit questions an
+out-of-fold router sends there.
 """
 
 from __future__ import annotations
