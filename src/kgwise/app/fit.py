@@ -415,23 +415,25 @@ def _calls(log: ResumeLog, questions: Sequence[Question], pipeline: Pipeline, ar
 
 
 def _replay(router: RouterAdapter, questions: Sequence[Question], calls: dict[tuple[str, str], LoggedCall],
-            X: np.ndarray, order: Sequence[int], before: Callable[[RouterAdapter], None] | None = None
-            ) -> list[str | None]:
-    """``router``'s arm for each question of ``order`` in turn, as live: select within the budget, then
-    learn the logged outcome and pay the logged cost (``None``: nothing affordable); ``before`` sees the
-    router before each selection."""
+            X: np.ndarray, order: Sequence[int], bounds: Callable[[Question], dict[str, float]],
+            before: Callable[[RouterAdapter], None] | None = None) -> list[str | None]:
+    """``router``'s arm for each question of ``order`` in turn, as live: select within the budget by the
+    arms' cost ``bounds`` (an arm without a logged call is out of reach), then learn the logged outcome
+    and pay the logged cost (``None``: nothing affordable); ``before`` sees the router before each
+    selection."""
     out: list[str | None] = []
     for i in order:
         if before is not None:
             before(router)
         q = questions[i]
-        costs = {a: calls[(a, q.id)].cost if (a, q.id) in calls else router.unreachable()
-                 for a in router.names}
+        held = bounds(q)
+        costs = {a: held[a] if (a, q.id) in calls else router.unreachable() for a in router.names}
         arm = router.select(X[i], costs)
         out.append(arm)
-        if arm is not None:
+        if arm is not None:  # paid as live: a cost above its bound is recorded as an overrun
             c = calls[(arm, q.id)]
-            router.update(arm, X[i], float(c.correct), c.cost, costs[arm])
+            router.charge(arm, c.cost, costs[arm])
+            router.learn(arm, X[i], float(c.correct), c.cost)
     return out
 
 
@@ -517,7 +519,8 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
 
     replay_on = hold or list(range(len(questions)))
     replay = router.copy()
-    routed = _replay(replay, questions, calls, X, replay_on, watch if len(calibration) else None)
+    routed = _replay(replay, questions, calls, X, replay_on, pipeline.bounds,
+                     watch if len(calibration) else None)
     selector.release()
     routed_mean = np.mean(routed_sizes, axis=0) if routed_sizes else None
     got = sum(float(calls[(a, questions[i].id)].correct)

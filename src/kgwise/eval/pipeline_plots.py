@@ -1,5 +1,6 @@
-"""Plot of ``kgwise eval pipeline``'s sets under routing: per α, each routed arm's coverage in every split,
-UAG calibrated over all fit questions beside UAG calibrated per arm (:mod:`kgwise.eval.pipeline_sets`)."""
+"""Plot of ``kgwise eval pipeline``'s sets under routing: per α, each routed arm's coverage in every split —
+UAG calibrated over all fit questions beside UAG calibrated per arm, or the pipeline's own held-out
+calibration (:mod:`kgwise.eval.pipeline_sets`)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from typing import Any
 __all__ = ["plot_set_coverage"]
 
 
-def plot_set_coverage(runs: Sequence[Mapping[str, Any]], arms: Sequence[str], path: Path) -> Path | None:
+def plot_set_coverage(runs: Sequence[Mapping[str, Any]], arms: Sequence[str], path: Path,
+                      calibration: str = "fit-half") -> Path | None:
     """Write the figure to ``path`` (PNG): one panel per α, per arm the splits' coverages (a point per
-    split, with the number of splits whose sets were certified) and the 1 − α line; ``None`` when the runs
-    hold no sets."""
+    split, with the number of splits whose sets were certified) and the 1 − α line; ``calibration``: the
+    sets' (:data:`~kgwise.eval.pipeline_sets.CALIBRATIONS`); ``None`` when the runs hold no sets."""
     rows = [r["answer_sets"] for r in runs if r.get("answer_sets")]
     if not rows:
         return None
@@ -28,9 +30,11 @@ def plot_set_coverage(runs: Sequence[Mapping[str, Any]], arms: Sequence[str], pa
     fig, axes = plt.subplots(1, len(alphas), figsize=(4.5 * len(alphas), 4), squeeze=False)
     rng = np.random.default_rng(0)
     for k, (ax, alpha) in enumerate(zip(axes[0], alphas, strict=True)):
-        for shift, key, label, colour in ((-0.17, "arms", "calibrated on all fit questions", "tab:blue"),
-                                          (0.17, "per_arm", "calibrated per arm (out-of-fold groups)",
-                                           "tab:orange")):
+        kinds = (((0.0, "arms", "per routed arm on the held-out questions (else all of them)", "tab:blue"),)
+                 if calibration == "held-out" else
+                 ((-0.17, "arms", "calibrated on all fit questions", "tab:blue"),
+                  (0.17, "per_arm", "calibrated per arm (out-of-fold groups)", "tab:orange")))
+        for shift, key, label, colour in kinds:
             xs, ys = [], []
             for j, arm in enumerate(routed):
                 for s in rows:
