@@ -7,6 +7,7 @@
 * :mod:`~kgwise.conformal.grid` / :mod:`~kgwise.conformal.uag` — per-question tables, the λ grid, UAG;
 * :mod:`~kgwise.conformal.tables` — the tables of a list of labelled questions, built resumably;
 * :mod:`~kgwise.conformal.calibrated` — UAG calibrated on a user's KG, saved and used to answer.
+* :mod:`~kgwise.conformal.grouped` — UAG's Learn-then-Test re-run on any group of its calibration questions.
 
 Experiments and baselines (``kgwise eval uag``) live in :mod:`kgwise.eval.uag`.
 """

@@ -210,15 +210,22 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
     }
 
 
+def _contexts(config: PipelineConfig, context: Context, encoder: Encoder, table: OutcomeTable,
+              rows: npt.NDArray[np.int64], free: Mapping[str, FreeAnswers]) -> npt.NDArray[np.float64]:
+    """The router context of each of ``rows`` (``context``: the fitted one), as the pipeline builds it."""
+    E = np.asarray(encoder.encode([table.texts[i] for i in rows]), dtype=np.float64)
+    return np.stack([context_vector(config, context, E[k], {
+        a: (free[a][0][i], float(free[a][1][i])) for a in config.free_arms if a in free})
+        for k, i in enumerate(rows)])
+
+
 def _held_calibration(pipe: Pipeline, table: OutcomeTable, held: npt.NDArray[np.int64],
                       free: Mapping[str, FreeAnswers]) -> HeldOutCalibration:
     """The held-out fit rows as the pipeline's fit keeps them: router contexts (the fitted context) and
     every arm's cost bound; no choice scores (open questions)."""
     config = pipe.config
-    E = np.asarray(pipe.encoder.encode([table.texts[i] for i in held]), dtype=np.float64)
-    X = np.stack([context_vector(config, pipe.state.context, E[k], {
-        a: (free[a][0][i], float(free[a][1][i])) for a in config.free_arms if a in free})
-        for k, i in enumerate(held)]) if len(held) else np.zeros((0, pipe.state.router.router.dim))
+    X = (_contexts(config, pipe.state.context, pipe.encoder, table, held, free) if len(held) else
+         np.zeros((0, pipe.state.router.router.dim)))
     names = list(config.names)
     bounds = np.asarray([[b[n] for n in names] for b in
                          (pipe.bounds(Question(table.qids[i], table.texts[i])) for i in held)],
@@ -233,10 +240,7 @@ def _out_of_fold_groups(table: OutcomeTable, encoder: Encoder, config: PipelineC
     router with the fitted one's settings (γ, reward form, context, pinned arm), warm-started on one half,
     routes the other in order within a paced budget, learning as the pipeline does live
     (:func:`kgwise.route.tuning.simulate`). What the per-arm (Mondrian) sets calibrate on."""
-    E = np.asarray(encoder.encode([table.texts[i] for i in train]), dtype=np.float64)
-    X = np.stack([context_vector(config, context, E[k], {
-        a: (free[a][0][i], float(free[a][1][i])) for a in config.free_arms if a in free})
-        for k, i in enumerate(train)])
+    X = _contexts(config, context, encoder, table, train, free)
     groups: list[str | None] = [None] * len(train)
     # ``train`` is already in random order: alternate rows are random halves
     halves = (np.arange(0, len(train), 2), np.arange(1, len(train), 2))
