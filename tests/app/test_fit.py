@@ -82,6 +82,22 @@ def test_a_run_stops_before_a_call_that_could_pass_the_limit(tmp_path: Path) -> 
         assert 9.6 - 0.4 < paid <= 9.6 + 0.3  # stopped near the limit; past it by one call's overrun at most
 
 
+def test_the_fit_replay_selects_by_cost_bounds_as_the_live_router_does(tmp_path: Path) -> None:
+    """``dear`` is bounded at 3 calls (0.9) but pays 1 (0.3): within a 0.5 budget the live router can
+    never afford it, so the replay that gives the report's expectation must not route to it either."""
+    path = write_questions(tmp_path, dev_rows(4))
+    with make(tmp_path, cheap=0.1, dear=0.3, budget=0.5) as pipe:
+        dear = pipe.runners["dear"]
+        assert isinstance(dear, StubArm)
+        pipe.runners["dear"] = StubArm(dear.config, 0.9, calls=3, extra_calls=-2)
+        assert pipe.bounds(read_questions(path)[0])["dear"] == pytest.approx(0.9)
+        report = fit(pipe, path, max_spend=100.0, echo=lambda _: None)
+        assert {a.name: a.share_routed for a in report.arms}["dear"] == 0.0
+        assert {a.name: a.cost_mean for a in report.arms}["dear"] == pytest.approx(0.3)
+        assert report.replay_spend <= 0.5 + 1e-12
+        assert pipe.answer("What does aspirin treat?", ["fever", "diabetes", "thirst"]).arm != "dear"
+
+
 def test_fit_warm_starts_the_router_on_one_part_and_calibrates_on_the_other(tmp_path: Path) -> None:
     path = write_questions(tmp_path, dev_rows(4))
     with make(tmp_path, cheap=0.1, dear=0.3, budget=100.0) as pipe:
