@@ -63,14 +63,6 @@ class GroupedUAG:
     def __len__(self) -> int:
         return int(self.misses.shape[0])
 
-    @property
-    def alpha(self) -> float:
-        return self.uag.config.alpha
-
-    @property
-    def delta(self) -> float:
-        return self.uag.config.ltt.delta
-
     def certify(self, rows: Sequence[int] | npt.NDArray[np.int64]) -> UAG | None:
         """A UAG at the λ̂ LTT certifies on calibration questions ``rows`` (``front+chain`` at the fitted
         α and δ), ``None`` when none is (or ``rows`` is empty)."""
@@ -78,7 +70,7 @@ class GroupedUAG:
         if r.size == 0:
             return None
         losses = self.misses[r].sum(axis=0)
-        result = front_and_chain(losses, int(r.size), self.alpha, self.uag.config.ltt, self._size,
+        result = front_and_chain(losses, int(r.size), self.uag.config.alpha, self.uag.config.ltt, self._size,
                                  self._largest, self._front, self._chain)
         if result.chosen is None:
             return None
