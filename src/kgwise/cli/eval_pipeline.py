@@ -147,8 +147,9 @@ def eval_pipeline(
     plain: Annotated[bool, typer.Option(
         help="Live webqsp-open: also the plain LLM arm beside the +kg one.")] = True,
     tune_fraction: Annotated[float, typer.Option(
-        min=0.05, max=0.95, help="Live webqsp-open: share of the fit questions that tunes UAG's grid (the "
-        "rest calibrates it).")] = 0.4,
+        min=0.05, max=0.95, help="Live webqsp-open: share of the fit questions that tunes UAG's grid and "
+        "teaches the router (the rest is held out of the router and calibrates the sets per routed arm).")
+        ] = 0.4,
     data_topics: Annotated[bool, typer.Option(
         help="Live webqsp-open: beside the pipeline's own sets (its grounding's topic entities), UAG's sets "
         "with the data set's topic entities at every α.")] = True,
