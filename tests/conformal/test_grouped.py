@@ -87,3 +87,13 @@ def test_it_needs_the_front_and_chain_order(webqsp_uag_tables: TableBatch) -> No
     uag = UAG(replace(_config(0.2), order="front")).fit(tables.subset(np.arange(40)))
     with pytest.raises(ConfigError, match="front\\+chain"):
         GroupedUAG.from_fit(uag, tables.subset(np.arange(40, 80)))
+
+
+def test_another_alpha_certifies_as_uag_calibrated_at_that_alpha(
+        grouped: tuple[GroupedUAG, TableBatch]) -> None:
+    g, cal = grouped
+    rows = np.arange(0, len(g), 2)
+    got = g.certify(rows, 0.3)
+    want = UAG(_config(0.3)).adopt_fit(g.uag).calibrate(cal.subset(rows))
+    assert got is not None and not want.abstains and got.config.alpha == 0.3
+    assert got.lambda_ == want.lambda_ and got.chosen_thresholds_ == want.chosen_thresholds_

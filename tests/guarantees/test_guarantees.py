@@ -231,12 +231,11 @@ def _group_split(tables: TableBatch, hard: np.ndarray, seed: int
     tune, cal, test = perm[:300], perm[300:700], perm[700:]
     out: dict[tuple[str, int, float], float | None] = {}
     base = UAGConfig(evaluator_scores=EVALUATOR_SCORES, ltt=LTTConfig(delta=DELTA), order="front+chain")
-    fitted = UAG(base).fit(tables.subset(tune))
+    grouped = GroupedUAG.from_fit(UAG(base).fit(tables.subset(tune)), tables.subset(cal))
     for a in (0.1, 0.2, 0.3):
-        grouped = GroupedUAG.from_fit(UAG(replace(base, alpha=a)).adopt_fit(fitted), tables.subset(cal))
-        every = grouped.certify(np.arange(cal.size))
+        every = grouped.certify(np.arange(cal.size), a)
         for g in (0, 1):
-            mine = grouped.certify(np.flatnonzero(hard[cal] == g))
+            mine = grouped.certify(np.flatnonzero(hard[cal] == g), a)
             rows = tables.subset(test[hard[test] == g])
             for name, uag in (("group", mine), ("all", every)):
                 out[(name, g, a)] = None if uag is None else 1 - float(uag.evaluate(rows)["covered"].mean())

@@ -284,11 +284,10 @@ class InjectArm(LLMArm):
         if len(self.combos) == 1:
             raise ConfigError(f"arm {config.name!r}: combos = \"all\" leaves one combination "
                               f"({self.combos[0]}); a bandit needs two")
-        self._describes = self._may_describe()
 
     def usage_bound(self, question: Question, knowledge_chars: int = 0, extra_calls: int = 0) -> Usage:
         # one more call where it may render with F_g, which asks the LLM to describe the graph first
-        return super().usage_bound(question, KNOWLEDGE_CHARS, int(self._describes))
+        return super().usage_bound(question, KNOWLEDGE_CHARS, int(self._may_describe()))
 
     def _may_describe(self) -> bool:
         """Whether a combination this arm may answer with (its bandit's, else its default; during a fit
@@ -305,7 +304,6 @@ class InjectArm(LLMArm):
                               f"{', '.join(bandit.arms)}, the config's combos are {', '.join(self.combos)}: "
                               "run `kgwise fit` again")
         self.injector.bandit = bandit
-        self._describes = self._may_describe()
 
     def combos_for(self, question: Question) -> tuple[str, ...]:
         """The combinations of :attr:`combos` that can answer ``question`` (P_RL needs answer choices)."""

@@ -54,7 +54,7 @@ import json
 import math
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -84,8 +84,8 @@ from kgwise.route.tuning import CrossFitReport, TuningConfig, best_single_arm, c
 from kgwise.types import CHOICE_LABELS, Choice, Question, Usage
 
 __all__ = ["LOG_FILE", "MIN_CROSS_FIT", "ArmFit", "FitReport", "LoggedCall", "RouterSelection",
-           "SpendLimitError", "call_key", "fit", "fit_calls", "fit_questions", "held_out", "interleaved",
-           "read_questions"]
+           "SpendLimitError", "call_key", "fit", "fit_calls", "fit_questions", "held_out",
+           "held_out_calibration", "interleaved", "read_questions"]
 
 LOG_FILE = "fit-log.jsonl"
 REPORT_FILE = "fit-report.json"
@@ -507,7 +507,8 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     router = RouterAdapter.new(config, X.shape[1], coke)
     learnt = router.warm_start(X[learn], rewards)
     router.pin(selection.pinned)
-    calibration = _calibration(pipeline, [questions[i] for i in hold], calls, X[hold], selection.context)
+    calibration = held_out_calibration(pipeline, [questions[i] for i in hold], calls, X[hold],
+                                       selection.context)
     selector = CalibrationSelector(calibration)
     group = selector.group(router.router, "fit")
     mc = np.asarray([bool(questions[i].choices) for i in hold], dtype=bool)
@@ -615,22 +616,22 @@ def _fit_open_sets(pipeline: Pipeline, questions: Sequence[Question], held_rows:
 
 def _arm_open_set(open_sets: OpenSets, group: np.ndarray, a: int, name: str) -> ArmOpenSet:
     """Arm ``a``'s held-out open questions under ``group`` and what LTT certifies on them."""
-    uag, k = open_sets.for_arm(group, a)
-    if uag is None:
-        return ArmOpenSet(name, k)
+    uag, rows = open_sets.for_arm(group, a)
+    if uag is None or open_sets.calibration.groups is None:
+        return ArmOpenSet(name, int(rows.size))
     assert uag.lambda_ is not None
-    miss = open_sets.miss_rate(group, a, uag)
-    return ArmOpenSet(name, k, uag.lambda_, miss)
+    return ArmOpenSet(name, int(rows.size), uag.lambda_, open_sets.calibration.groups.miss_rate(rows, uag))
 
 
 def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
-def _calibration(pipeline: Pipeline, questions: Sequence[Question], calls: dict[tuple[str, str], LoggedCall],
-                 X: np.ndarray, context: Context) -> HeldOutCalibration:
-    """The held-out questions' contexts, every arm's cost bound and score of the true choice (NaN: the
-    arm did not answer)."""
+def held_out_calibration(pipeline: Pipeline, questions: Sequence[Question],
+                         calls: Mapping[tuple[str, str], LoggedCall], X: np.ndarray, context: Context
+                         ) -> HeldOutCalibration:
+    """The held-out ``questions``' router contexts ``X``, every arm's cost bound and score of the true
+    choice in ``calls`` (NaN: the arm gave no graded choice, e.g. on an open question)."""
     config = pipeline.config
     names = list(config.names)
     kind = config.answer_sets.kind

@@ -128,8 +128,7 @@ def calibrate_open_sets(kg: KnowledgeGraph, ground: Ground, questions: Sequence[
                       [(q.id, q.text, list(q.topic_entities)) for q, _ in topical]])
     t0 = time.perf_counter()
     tables = build_tables(kg, [q for q, _ in topical], None, settings.scorer(), settings.retriever,
-                          work / key,
-                          evaluator=settings.evaluator_config(),
+                          work / key, evaluator=settings.evaluator_config(),
                           generator=generator or _generator(sets.uag_llm), say=say)
     seconds = time.perf_counter() - t0
     cfg = replace(UAG_DEFAULTS, alpha=sets.alpha, ltt=replace(UAG_DEFAULTS.ltt, delta=sets.delta),
@@ -170,27 +169,18 @@ class OpenSets:
         """Calibration questions LTT certified λ on."""
         return int(self.calibration.summary.get("calibration", 0))
 
-    def _mine(self, group: npt.NDArray[np.int64], arm: int) -> npt.NDArray[np.int64]:
+    def for_arm(self, group: npt.NDArray[np.int64], arm: int) -> tuple[UAG | None, npt.NDArray[np.int64]]:
+        """The UAG LTT certifies on the held-out calibration questions that ``group`` (per held-out row, the
+        position of the arm the router sends it to: :meth:`CalibrationSelector.group`) sends to arm
+        position ``arm`` (``None``: nothing certified), and those questions (rows of
+        ``calibration.groups``)."""
         groups = self.calibration.groups
         if groups is None or self.rows.size != len(groups) or (
                 self.rows.size and self.rows.max() >= group.size):
             raise DataError("the open-set calibration does not match the held-out calibration: "
                             "run `kgwise fit`")
-        return np.flatnonzero(group[self.rows] == arm)
-
-    def for_arm(self, group: npt.NDArray[np.int64], arm: int) -> tuple[UAG | None, int]:
-        """The UAG LTT certifies on the held-out calibration questions that ``group`` (per held-out row, the
-        position of the arm the router sends it to: :meth:`CalibrationSelector.group`) sends to arm
-        position ``arm`` (``None``: nothing certified), and how many those are."""
-        mine = self._mine(group, arm)
-        assert self.calibration.groups is not None
-        return self.calibration.groups.certify(mine), int(mine.size)
-
-    def miss_rate(self, group: npt.NDArray[np.int64], arm: int, uag: UAG) -> float:
-        """The miss rate of ``uag`` (:meth:`for_arm`'s) on the held-out questions ``group`` sends to
-        ``arm``."""
-        assert self.calibration.groups is not None
-        return self.calibration.groups.miss_rate(self._mine(group, arm), uag)
+        mine = np.flatnonzero(group[self.rows] == arm)
+        return groups.certify(mine), mine
 
     def answer_set(self, question: Question, uag: UAG | None = None) -> AnswerSet | None:
         """The set of ``question`` (with its grounded topic entities) at the calibration's λ — ``uag``'s

@@ -459,7 +459,8 @@ class Pipeline:
                 per_arm = ("; no per-arm calibration: the held-out calibration is not the one UAG's was made "
                            "with (run `kgwise fit`)")
             else:
-                mine, k = open_sets.for_arm(group, self.config.names.index(arm))
+                mine, rows = open_sets.for_arm(group, self.config.names.index(arm))
+                k = rows.size
                 if mine is None:
                     per_arm = (f"; the {k} of {n} held-out open dev questions the router, as it stands, "
                                f"sends to arm {arm!r} certify no λ at α = {sets.alpha:g}, δ = "

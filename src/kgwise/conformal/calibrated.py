@@ -23,7 +23,6 @@ from kgwise.conformal.evaluator import EvaluatorConfig, Generator, UQEvaluator
 from kgwise.conformal.grid import EVALUATOR_SCORES, TableBatch
 from kgwise.conformal.grouped import GroupedUAG
 from kgwise.conformal.ltt import (
-    LTTConfig,
     binomial_p_values,
     calibration_questions_needed,
     min_calibration_questions,
@@ -31,7 +30,7 @@ from kgwise.conformal.ltt import (
 from kgwise.conformal.provenance import check_same_pipeline, graph_fingerprint
 from kgwise.conformal.retriever import RetrieverConfig, UQRetriever
 from kgwise.conformal.scores import S1, ScoreConfig
-from kgwise.conformal.uag import UAG, UAGConfig, question_table
+from kgwise.conformal.uag import UAG, UAGConfig, config_from_dict, config_to_dict, question_table
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError, DataError
 from kgwise.files import read_json, write_text_atomic
@@ -148,8 +147,7 @@ class CalibratedUAG:
         assert u.chosen_thresholds_ is not None and u.lambda_ is not None
         body = {
             "kind": _KIND,
-            "uag": {"alpha": u.config.alpha, "steps": list(u.config.steps),
-                    "evaluator_scores": list(u.config.evaluator_scores), "ltt": asdict(u.config.ltt)},
+            "uag": config_to_dict(u.config),
             "lambda": list(u.lambda_),
             "thresholds": [_encode(t) for t in u.chosen_thresholds_],
             "evaluator_score": u.evaluator_score_,
@@ -168,9 +166,7 @@ class CalibratedUAG:
         try:
             if body.get("kind") != _KIND:
                 raise ValueError(f"kind is {body.get('kind')!r}, expected {_KIND!r}")
-            raw = body["uag"]
-            cfg = UAGConfig(alpha=float(raw["alpha"]), steps=tuple(raw["steps"]),
-                            evaluator_scores=tuple(raw["evaluator_scores"]), ltt=LTTConfig(**raw["ltt"]))
+            cfg = config_from_dict(body["uag"])
             uag = UAG(cfg)
             th = [_decode(t) for t in body["thresholds"]]
             lam = [float(x) for x in body["lambda"]]

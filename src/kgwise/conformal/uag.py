@@ -36,9 +36,9 @@ Usage::
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -60,8 +60,8 @@ from kgwise.kg.base import KnowledgeGraph, normalise_label
 from kgwise.settings import table
 from kgwise.types import Question
 
-__all__ = ["UAG", "UAGConfig", "alpha_levels", "front_and_chain", "nested_chain", "pareto_order",
-           "question_table"]
+__all__ = ["UAG", "UAGConfig", "alpha_levels", "config_from_dict", "config_to_dict", "front_and_chain",
+           "nested_chain", "pareto_order", "question_table"]
 
 FloatArray = npt.NDArray[np.float64]
 Guarantee = Literal["pac", "marginal"]
@@ -157,6 +157,21 @@ class UAGConfig:
         if self.guarantee == "marginal" and self.scored_step is None:
             raise ConfigError("guarantee='marginal' needs a scored retriever: set scored_step and use "
                               "tables from TableBatch.with_scored")
+
+
+def config_to_dict(config: UAGConfig) -> dict[str, Any]:
+    """``config`` as JSON data (:func:`config_from_dict` reads it back; no scored retriever)."""
+    return {"alpha": config.alpha, "steps": list(config.steps),
+            "evaluator_scores": list(config.evaluator_scores), "ltt": asdict(config.ltt),
+            "order": config.order}
+
+
+def config_from_dict(raw: dict[str, Any]) -> UAGConfig:
+    """Inverse of :func:`config_to_dict` (``order`` defaults to ``"front"``, as files without it were
+    written); ``KeyError``/``TypeError``/``ConfigError`` on a malformed one."""
+    return UAGConfig(alpha=float(raw["alpha"]), steps=tuple(raw["steps"]),
+                     evaluator_scores=tuple(raw["evaluator_scores"]), ltt=LTTConfig(**raw["ltt"]),
+                     order=raw.get("order", "front"))
 
 
 class UAG:

@@ -42,7 +42,7 @@ import numpy.typing as npt
 from kgwise.app.arms import ArmOutput, ArmRunner
 from kgwise.app.calibration import CalibrationSelector, HeldOutCalibration
 from kgwise.app.config import AnswerSetConfig, ArmConfig, Context, KGConfig, PipelineConfig, RouterConfig
-from kgwise.app.fit import fit_questions, interleaved
+from kgwise.app.fit import fit_questions, held_out_calibration, interleaved
 from kgwise.app.pipeline import BudgetExhaustedError, Pipeline
 from kgwise.app.router import context_vector
 from kgwise.embed import Encoder
@@ -221,16 +221,12 @@ def _contexts(config: PipelineConfig, context: Context, encoder: Encoder, table:
 
 def _held_calibration(pipe: Pipeline, table: OutcomeTable, held: npt.NDArray[np.int64],
                       free: Mapping[str, FreeAnswers]) -> HeldOutCalibration:
-    """The held-out fit rows as the pipeline's fit keeps them: router contexts (the fitted context) and
-    every arm's cost bound; no choice scores (open questions)."""
-    config = pipe.config
-    X = (_contexts(config, pipe.state.context, pipe.encoder, table, held, free) if len(held) else
+    """The held-out fit rows as the pipeline's fit keeps them (:func:`kgwise.app.fit.held_out_calibration`:
+    router contexts in the fitted context, every arm's cost bound; open questions, so no choice scores)."""
+    X = (_contexts(pipe.config, pipe.state.context, pipe.encoder, table, held, free) if len(held) else
          np.zeros((0, pipe.state.router.router.dim)))
-    names = list(config.names)
-    bounds = np.asarray([[b[n] for n in names] for b in
-                         (pipe.bounds(Question(table.qids[i], table.texts[i])) for i in held)],
-                        dtype=np.float64).reshape(len(held), len(names))
-    return HeldOutCalibration(tuple(names), "lac", X, bounds, np.full(bounds.shape, np.nan))
+    return held_out_calibration(pipe, [Question(table.qids[i], table.texts[i]) for i in held], {}, X,
+                                pipe.state.context)
 
 
 def _out_of_fold_groups(table: OutcomeTable, encoder: Encoder, config: PipelineConfig, context: Context,

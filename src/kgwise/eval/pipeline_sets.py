@@ -119,49 +119,48 @@ class RoutedSets:
         out: dict[str, Any] = {"tuning_questions": int(tune_t.size), "calibration_questions": int(cal_t.size),
                                "fit_without_table": int((~has_held).sum() + len(learn) - tune_t.size),
                                "test_without_table": int((test_t < 0).sum()), "alphas": []}
+        if not tune_t.size or not cal_t.size:
+            out["alphas"] = [{"alpha": a, "certified": False, "lambda": None} for a in self.alphas]
+            return out
+        # the grid, its thresholds and LTT's sequences come from the tuning rows alone, whatever α: one
+        # fit, and each α certifies on the stored misses (all held rows: UAG's own calibration)
+        cfg = replace(UAG_DEFAULTS, alpha=self.alphas[0], ltt=replace(UAG_DEFAULTS.ltt, delta=self.delta),
+                      order="front+chain")
+        fitted, _ = calibrate_uag(self.tables.subset(np.r_[tune_t, cal_t]), cfg, TableSettings(), split=(
+            range(tune_t.size), range(tune_t.size, tune_t.size + cal_t.size)))
+        grouped = GroupedUAG.from_fit(fitted, self.tables.subset(cal_t))
+        position = {a: j for j, a in enumerate(arms)}
+        answered = [(k, t, arm) for k, (t, arm) in enumerate(zip(test_t, routed, strict=True))
+                    if t >= 0 and arm is not None]
         for alpha in self.alphas:
-            cfg = replace(UAG_DEFAULTS, alpha=alpha, ltt=replace(UAG_DEFAULTS.ltt, delta=self.delta),
-                          order="front+chain")
-            if not tune_t.size or not cal_t.size:
+            every = grouped.certify(np.arange(cal_t.size), alpha)
+            if every is None:
                 out["alphas"].append({"alpha": alpha, "certified": False, "lambda": None})
                 continue
-            both = self.tables.subset(np.r_[tune_t, cal_t])
-            uag, summary = calibrate_uag(both, cfg, TableSettings(), split=(
-                range(tune_t.size), range(tune_t.size, tune_t.size + cal_t.size)))
-            if uag.abstains:
-                out["alphas"].append({"alpha": alpha, "certified": False, "lambda": None})
-                continue
-            grouped = GroupedUAG.from_fit(uag, self.tables.subset(cal_t))
-            by_index: dict[int, list[int]] = {}
-            rows_arm: list[str] = []
-            fell: list[bool] = []
-            for k, (t, arm) in enumerate(zip(test_t, routed, strict=True)):
-                if t < 0 or arm is None:
-                    continue
-                g = groups[k][has_held]
-                mine = grouped.certify(np.flatnonzero(g == list(arms).index(arm)))
-                chosen = mine if mine is not None else uag
-                assert chosen.index_ is not None
-                by_index.setdefault(chosen.index_, []).append(len(rows_arm))
-                rows_arm.append(arm)
-                fell.append(mine is None)
-            if not rows_arm:
-                out["alphas"].append({"alpha": alpha, "certified": True, "lambda": summary["lambda"],
+            if not answered:
+                out["alphas"].append({"alpha": alpha, "certified": True, "lambda": every.lambda_,
                                       "questions": 0, "arms": {}})
                 continue
-            covered = np.zeros(len(rows_arm), dtype=bool)
-            size = np.zeros(len(rows_arm))
-            answered = np.asarray([t for t, a in zip(test_t, routed, strict=True)
-                                   if t >= 0 and a is not None], dtype=np.int64)
+            by_index: dict[int, list[int]] = {}
+            fell = np.zeros(len(answered), dtype=bool)
+            for n, (k, _, arm) in enumerate(answered):
+                mine = grouped.certify(np.flatnonzero(groups[k][has_held] == position[arm]), alpha)
+                fell[n] = mine is None
+                chosen = every if mine is None else mine
+                assert chosen.index_ is not None
+                by_index.setdefault(chosen.index_, []).append(n)
+            covered = np.zeros(len(answered), dtype=bool)
+            size = np.zeros(len(answered))
+            tables_of = np.asarray([t for _, t, _ in answered], dtype=np.int64)
             for index, members in by_index.items():
-                at = UAG(uag.config).adopt_fit(uag).choose(index)
-                m = at.evaluate(self.tables.subset(answered[members]))
+                m = UAG(every.config).adopt_fit(every).choose(index).evaluate(
+                    self.tables.subset(tables_of[members]))
                 covered[members], size[members] = m["covered"].astype(bool), m["size"]
-            arm_of, fallback = np.asarray(rows_arm, dtype=object), np.asarray(fell, dtype=bool)
-            row = {"alpha": alpha, "certified": True, "lambda": summary["lambda"],
-                   **_cover(covered, size, alpha), "fallback": float(fallback.mean())}
+            arm_of = np.asarray([arm for _, _, arm in answered], dtype=object)
+            row = {"alpha": alpha, "certified": True, "lambda": every.lambda_,
+                   **_cover(covered, size, alpha), "fallback": float(fell.mean())}
             row["arms"] = {a: {**_cover(covered[arm_of == a], size[arm_of == a], alpha),
-                               "fallback": float(fallback[arm_of == a].mean())}
+                               "fallback": float(fell[arm_of == a].mean())}
                            for a in arms if np.any(arm_of == a)}
             out["alphas"].append(row)
         return out
