@@ -124,6 +124,8 @@ def _fault(tmp_path: Path, old: str, new: str) -> str:
      "needs a free arm"),
     ('kind = "aps"', 'kind = "aps"\nguarantee = "always"',
      ":31: answer_sets.guarantee: must be marginal, pac or pac_all_arms"),
+    ('kind = "aps"', 'kind = "aps"\nopen_uncertified = "all"',
+     ":31: answer_sets.open_uncertified: must be largest or pooled, got 'all'"),
     ('price = 0.0005', 'price = 0.0005\nreported_accuracy = 1.5', ":20: arms[2].reported_accuracy: must lie "
      "in [0, 1]"),
     ('kind = "llm"\nspec = "smollm2-135m"', 'kind = "llm"\nspec = "smollm2-135m"\ncombos = "all"',

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -111,6 +112,14 @@ def test_fit_calibrates_uag_and_open_answers_carry_its_set(tmp_path: Path) -> No
         assert none_sent is not None and not none_sent.guarantee
         assert f"the 0 of {held} held-out open dev questions" in none_sent.statement
         assert "certify no λ at α = 0.3, δ = 0.2" in none_sent.statement
+        assert none_sent.statement.startswith("UAG's largest set")  # open_uncertified's default
+        assert set(s.texts) <= set(none_sent.texts), "the largest set holds every calibrated set"
+        sets = pipe.config.answer_sets
+        pipe.config = replace(pipe.config, answer_sets=replace(sets, open_uncertified="pooled"))
+        pooled, _ = pipe.open_set("local", q, topics, np.full(held, -1, dtype=np.int64))
+        assert pooled is not None and not pooled.guarantee and set(pooled.texts) == set(forced.texts)
+        assert "over all of them, not over those routed to arm 'local' alone" in pooled.statement
+        pipe.config = replace(pipe.config, answer_sets=sets)
         assert pipe.state.calibration is not None
         pipe.state.calibration.meta["fit"] = "another fit"
         other, _ = pipe.open_set("local", q, topics, np.zeros(held, dtype=np.int64))

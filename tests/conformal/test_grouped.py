@@ -97,3 +97,15 @@ def test_another_alpha_certifies_as_uag_calibrated_at_that_alpha(
     want = UAG(_config(0.3)).adopt_fit(g.uag).calibrate(cal.subset(rows))
     assert got is not None and not want.abstains and got.config.alpha == 0.3
     assert got.lambda_ == want.lambda_ and got.chosen_thresholds_ == want.chosen_thresholds_
+
+
+def test_the_largest_set_misses_no_question_a_certified_set_covers(
+        grouped: tuple[GroupedUAG, TableBatch]) -> None:
+    g, cal = grouped
+    largest = g.largest()
+    assert largest.index_ == g.uag.largest_index
+    every = g.certify(np.arange(len(g)))
+    assert every is not None and every.index_ != largest.index_
+    big, small = (u.evaluate(cal) for u in (largest, every))
+    assert np.all(big["covered"] >= small["covered"]) and np.all(big["size"] >= small["size"])
+    assert g.miss_rate(np.arange(len(g)), largest) == pytest.approx(1 - big["covered"].mean())

@@ -80,11 +80,12 @@ def test_per_arm_sets_calibrate_on_the_fit_rows_an_out_of_fold_router_sent_to_th
                                                     "lambda": None}
 
 
+@pytest.mark.parametrize("uncertified", ["largest", "pooled"])
 def test_held_out_sets_are_certified_per_answer_on_the_held_rows_sent_to_its_arm(
-        webqsp_uag_tables: TableBatch) -> None:
+        webqsp_uag_tables: TableBatch, uncertified: str) -> None:
     """The pipeline's calibration: tuned on the learn rows; each test question's λ certified on the held
-    rows its group sends to its arm, else on every held row (fallback) — recomputed here with
-    ``calibrate_uag`` on exactly those rows."""
+    rows its group sends to its arm, else (fallback) UAG's largest set or the λ certified on every held
+    row — recomputed here with ``calibrate_uag`` on exactly those rows."""
     tables = webqsp_uag_tables
     rows = np.arange(tables.num_questions, dtype=np.int64)
     learn, held, test = list(range(80)), list(range(80, 250)), list(range(250, 300))
@@ -93,8 +94,8 @@ def test_held_out_sets_are_certified_per_answer_on_the_held_rows_sent_to_its_arm
     groups = [many if k % 4 == 3 else np.zeros(len(held), dtype=np.int64) for k in range(len(test))]
     routed: list[str | None] = [arms[k % 2] for k in range(len(test))]
     routed[4] = None  # not answered
-    out = RoutedSets(tables, rows, alphas=(0.3,), calibration="held-out").split_held_out(
-        learn, held, test, routed, groups, arms)
+    out = RoutedSets(tables, rows, alphas=(0.3,), calibration="held-out", uncertified=uncertified
+                     ).split_held_out(learn, held, test, routed, groups, arms)
     assert (out["tuning_questions"], out["calibration_questions"]) == (80, 170)
     row = out["alphas"][0]
     assert row["certified"] and row["questions"] == len(test) - 1
@@ -105,6 +106,7 @@ def test_held_out_sets_are_certified_per_answer_on_the_held_rows_sent_to_its_arm
         return calibrate_uag(both, cfg, TableSettings(), split=(range(80), range(80, 80 + len(cal))))[0]
 
     every = certified_on(held)
+    fallback = every if uncertified == "pooled" else UAG(cfg).adopt_fit(every).choose(every.largest_index)
     covered, fell = [], []
     for k, (t, arm) in enumerate(zip(test, routed, strict=True)):
         if arm is None:
@@ -112,7 +114,7 @@ def test_held_out_sets_are_certified_per_answer_on_the_held_rows_sent_to_its_arm
         mine = [h for h, g in zip(held, groups[k], strict=True) if g == arms.index(arm)]
         u = certified_on(mine) if mine else every
         fell.append(u.abstains or not mine)
-        u = every if u.abstains else u
+        u = fallback if u.abstains or not mine else u
         covered.append(bool(u.evaluate(tables.subset(np.asarray([t])))["covered"][0]))
     assert row["coverage"] == pytest.approx(np.mean(covered))
     assert row["fallback"] == pytest.approx(np.mean(fell))

@@ -33,7 +33,11 @@ Tables:
   questions get UAG's sets, calibrated by ``kgwise fit`` on the graded open dev questions with this model
   writing Φ(P), :mod:`kgwise.app.open_sets`; without it open answers carry no set) and ``uag_tune_share``
   in (0, 1) (the part of those questions that tunes UAG's grid and teaches the router; the rest is held
-  out of the router's learning and calibrates UAG per routed arm; default 0.4).
+  out of the router's learning and calibrates UAG per routed arm; default 0.4), ``open_uncertified``
+  (an open answer's set when the held-out questions routed to its arm certify no λ: ``largest``, UAG's
+  largest set — every candidate its retrieval keeps, the most it can cover, as a multiple-choice arm with
+  too few questions gets every choice — or ``pooled``, the set certified on all held-out open questions,
+  smaller but under-covering an arm that gets the harder questions; either way without guarantee).
 
 Every fault raises ``DataError`` naming the file, the line (where the key stands) and the key.
 """
@@ -70,6 +74,7 @@ def reads_free(context: Context) -> bool:
 ARM_KINDS: tuple[ArmKind, ...] = ("kgm", "llm", "inject")
 SetKind = Literal["lac", "aps"]
 Guarantee = Literal["marginal", "pac", "pac_all_arms"]
+OpenUncertified = Literal["largest", "pooled"]
 Unit = Literal["usd", "calls"]
 
 _TABLES = ("kg", "arms", "router", "coke", "answer_sets")
@@ -193,7 +198,8 @@ class AnswerSetConfig:
     multiple-choice dev questions that :func:`kgwise.app.fit.fit` holds out of the router's learning to
     calibrate the sets; ``uag_llm``: the local LLM that writes Φ(P) for UAG's sets on open questions
     (None: no set), ``uag_tune_share``: the part of the graded open dev questions that tunes UAG's grid
-    (and teaches the router; the rest is held out of it to calibrate, :mod:`kgwise.app.open_sets`)."""
+    (and teaches the router; the rest is held out of it to calibrate, :mod:`kgwise.app.open_sets`);
+    ``open_uncertified``: an open answer's set when its arm's held-out questions certify nothing."""
 
     alpha: float = 0.1
     delta: float = 0.05
@@ -202,6 +208,7 @@ class AnswerSetConfig:
     calibration_share: float = 0.5
     uag_llm: str | None = None
     uag_tune_share: float = 0.4
+    open_uncertified: OpenUncertified = "largest"
 
 
 @dataclass(frozen=True, slots=True)
@@ -560,7 +567,7 @@ class _Reader:
 
     def answer_sets(self, data: dict[str, Any]) -> AnswerSetConfig:
         self._keys(data, {"alpha", "delta", "kind", "guarantee", "calibration_share", "uag_llm",
-                          "uag_tune_share"}, "answer_sets")
+                          "uag_tune_share", "open_uncertified"}, "answer_sets")
         alpha = self._number(data, "alpha", "answer_sets")
         delta = self._number(data, "delta", "answer_sets")
         share = self._number(data, "calibration_share", "answer_sets")
@@ -576,6 +583,10 @@ class _Reader:
         if guarantee not in ("marginal", "pac", "pac_all_arms"):
             raise self.fail(f"must be marginal, pac or pac_all_arms, got {guarantee!r}", "answer_sets",
                             "guarantee")
+        uncertified = self._str(data, "open_uncertified", "answer_sets") or "largest"
+        if uncertified not in ("largest", "pooled"):
+            raise self.fail(f"must be largest or pooled, got {uncertified!r}", "answer_sets",
+                            "open_uncertified")
         uag_llm = self._str(data, "uag_llm", "answer_sets")
         if uag_llm is not None:
             if uag_llm.startswith("openai:"):
@@ -589,7 +600,7 @@ class _Reader:
         return AnswerSetConfig(alpha if alpha is not None else 0.1, delta if delta is not None else 0.05,
                                kind, guarantee,  # type: ignore[arg-type]
                                share if share is not None else 0.5, uag_llm,
-                               tune if tune is not None else 0.4)
+                               tune if tune is not None else 0.4, uncertified)  # type: ignore[arg-type]
 
 
 def _toml_str(value: str) -> str:
@@ -655,5 +666,7 @@ def starter_toml(kg: str, arms: list[tuple[str, str, str, float | None]], budget
               "graded open dev questions",
               "# uag_tune_share = 0.4  # of those, the part that tunes UAG (and teaches the router); the "
               "rest calibrates it per arm",
+              "# open_uncertified = \"largest\"  # an arm whose held-out open questions certify nothing: "
+              "UAG's largest set, or \"pooled\"",
               ""]
     return "\n".join(lines)

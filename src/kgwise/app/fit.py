@@ -610,17 +610,22 @@ def _fit_open_sets(pipeline: Pipeline, questions: Sequence[Question], held_rows:
              "questions the fitted router sends it: " + "; ".join(
                  f"{s.arm} {s.questions}, " + ("none certified" if s.lambda_ is None else
                                               f"λ={s.lambda_}, miss rate {s.miss_rate:.3f}")
+                 + ("" if s.largest_miss_rate is None else f" (largest set {s.largest_miss_rate:.3f})")
                  for s in report.per_arm))
     return report
 
 
 def _arm_open_set(open_sets: OpenSets, group: np.ndarray, a: int, name: str) -> ArmOpenSet:
-    """Arm ``a``'s held-out open questions under ``group`` and what LTT certifies on them."""
+    """Arm ``a``'s held-out open questions under ``group``, what LTT certifies on them and how often UAG's
+    largest set misses them."""
     uag, rows = open_sets.for_arm(group, a)
-    if uag is None or open_sets.calibration.groups is None:
-        return ArmOpenSet(name, int(rows.size))
+    groups = open_sets.calibration.groups
+    assert groups is not None  # for_arm checked it
+    largest = groups.miss_rate(rows, groups.largest()) if rows.size else None
+    if uag is None:
+        return ArmOpenSet(name, int(rows.size), largest_miss_rate=largest)
     assert uag.lambda_ is not None
-    return ArmOpenSet(name, int(rows.size), uag.lambda_, open_sets.calibration.groups.miss_rate(rows, uag))
+    return ArmOpenSet(name, int(rows.size), uag.lambda_, groups.miss_rate(rows, uag), largest)
 
 
 def _fmt(x: float | None) -> str:

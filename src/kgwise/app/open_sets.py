@@ -19,13 +19,15 @@ writes from the best retrieved paths.
   by the router as it stands (:class:`~kgwise.app.calibration.CalibrationSelector`, the same draw as the
   multiple-choice sets) and LTT runs again on those it sends to ``a``. The set then carries UAG's
   guarantee over the questions routed to ``a``: ``P(miss rate ≤ α) ≥ 1 − δ`` over questions the present
-  rule sends there, exchangeable with the dev log. When that group certifies no λ (too few questions for
-  α and δ, or too many misses) the set is the one calibrated on every held-out open question, whose
-  guarantee is over all open questions, not those routed to ``a``: the answer says so and its
-  ``guarantee`` is false. A forced arm answers any question, so its set is that one too, with its
-  guarantee. (WebQSP replayed, α = 0.2: sets calibrated over all questions covered the questions routed
-  to llama2-chat .820 on average over 50 splits, ≥ 0.8 in 72 % of them; calibrated this way, .861 and
-  98 %: ``kgwise eval pipeline``, :mod:`kgwise.eval.pipeline_sets`.)
+  rule sends there, exchangeable with the dev log. When that group certifies no λ (too few questions for α
+  and δ, or too many misses) the set is, without guarantee (the answer says so and its ``guarantee`` is
+  false), what ``[answer_sets] open_uncertified`` names: ``"largest"`` (default), UAG's largest set — every
+  candidate its retrieval keeps, the most it can cover, as a multiple-choice arm with too few questions gets
+  every choice — or ``"pooled"``, the set calibrated on every held-out open question, whose guarantee is
+  over all open questions, not those routed to ``a``. A forced arm answers any question, so its set is the
+  pooled one, with its guarantee. (WebQSP replayed, α = 0.2: sets calibrated over all questions covered the
+  questions routed to llama2-chat .820 on average over 50 splits, ≥ 0.8 in 72 % of them; calibrated this
+  way, .861 and 98 %: ``kgwise eval pipeline``, :mod:`kgwise.eval.pipeline_sets`.)
 * ``uag_llm`` must be a local model. Its calls are counted and timed but are not charged to the budget,
   which only knows the arms.
 """
@@ -86,12 +88,14 @@ class OpenSetFit:
 @dataclass(frozen=True, slots=True)
 class ArmOpenSet:
     """One arm's share of the held-out open questions (those the router sends it) and what LTT certifies
-    on them: λ and their miss rate at it (``None``: nothing certified)."""
+    on them: λ and their miss rate at it (``None``: nothing certified), and their miss rate at UAG's
+    largest set (``None``: no questions)."""
 
     arm: str
     questions: int
     lambda_: tuple[float, ...] | None = None
     miss_rate: float | None = None
+    largest_miss_rate: float | None = None
 
 
 def _generator(spec: str) -> Generator:

@@ -434,9 +434,10 @@ class Pipeline:
                  ) -> tuple[AnswerSetResult | None, str | None]:
         """UAG's set of an open question answered by ``arm`` from its grounded ``topics``
         (:meth:`topic_entities`; :mod:`kgwise.app.open_sets`), or ``(None, why not)``: calibrated on the
-        held-out open questions ``group`` sends to ``arm`` when they certify a λ, else on all of them —
-        then its guarantee is over all open questions, and ``guarantee`` is false unless the arm was
-        ``forced``. Flagged (``guarantee`` false) when the arm's live coverage is below target beyond
+        held-out open questions ``group`` sends to ``arm`` when they certify a λ; else, without guarantee,
+        what ``[answer_sets] open_uncertified`` names (UAG's largest set, or the set certified on all
+        held-out open questions); a ``forced`` arm gets the latter with its guarantee (over all open
+        questions). Flagged (``guarantee`` false) when the arm's live coverage is below target beyond
         noise."""
         sets = self.config.answer_sets
         if sets.uag_llm is None:
@@ -449,41 +450,51 @@ class Pipeline:
                           "graded open questions)")
         if not topics:
             return None, "no answer set: the question names no entity of the KG"
-        n = open_sets.size
-        u = open_sets.calibration
-        mine: UAG | None = None
-        k, per_arm = n, ""
+        n, u = open_sets.size, open_sets.calibration
+        chosen: UAG | None = None
+        rows: npt.NDArray[np.int64] | None = None
+        why = ""
         if not forced:
             cal = self.state.calibration
             if group is None or cal is None or cal.meta.get("fit") != open_sets.fit:
-                per_arm = ("; no per-arm calibration: the held-out calibration is not the one UAG's was made "
-                           "with (run `kgwise fit`)")
+                why = "the held-out calibration is not the one UAG's was made with (run `kgwise fit`)"
             else:
-                mine, rows = open_sets.for_arm(group, self.config.names.index(arm))
-                k = rows.size
-                if mine is None:
-                    per_arm = (f"; the {k} of {n} held-out open dev questions the router, as it stands, "
-                               f"sends to arm {arm!r} certify no λ at α = {sets.alpha:g}, δ = "
-                               f"{sets.delta:g}: no guarantee over the questions routed to it")
-        found = open_sets.answer_set(replace(question, topic_entities=topics), mine)
+                chosen, rows = open_sets.for_arm(group, self.config.names.index(arm))
+                why = (f"the {rows.size} of {n} held-out open dev questions the router, as it stands, "
+                       f"sends to arm {arm!r} certify no λ at α = {sets.alpha:g}, δ = {sets.delta:g}")
+        certified = forced or chosen is not None
+        largest = not certified and sets.open_uncertified == "largest" and u.groups is not None
+        if largest:
+            assert u.groups is not None
+            chosen = u.groups.largest()
+        found = open_sets.answer_set(replace(question, topic_entities=topics), chosen)
         if found is None:
             return None, "no answer set: the question names no entity of the KG"
         made = f"topic entities {', '.join(topics)}; Φ(P) by {u.summary.get('generator')}"
-        if mine is not None:
-            statement = (f"P(miss rate ≤ {found.alpha:g}) ≥ {1 - found.delta:g} over open questions the "
-                         f"router, as it stands, sends to arm {arm!r} (Learn-then-Test on the {k} of {n} "
-                         f"held-out open dev questions it sends there now, which it never learnt from; "
-                         f"{made})")
+        level = f"P(miss rate ≤ {found.alpha:g}) ≥ {1 - found.delta:g}"
+        k = n
+        if certified and not forced:
+            assert rows is not None
+            k = rows.size
+            statement = (f"{level} over open questions the router, as it stands, sends to arm {arm!r} "
+                         f"(Learn-then-Test on the {k} of {n} held-out open dev questions it sends there "
+                         f"now, which it never learnt from; {made})")
+        elif largest:
+            assert u.groups is not None and chosen is not None
+            missed = ("" if rows is None or not rows.size else
+                      f"; this set misses {u.groups.miss_rate(rows, chosen):.3f} of them")
+            k = n if rows is None else rows.size
+            statement = (f"UAG's largest set, every candidate its retrieval keeps ({made}), without "
+                         f"guarantee: {why}{missed}")
         else:
-            statement = (f"P(miss rate ≤ {found.alpha:g}) ≥ {1 - found.delta:g} over open questions like the "
-                         f"{n} held-out open dev questions UAG was calibrated on ({made}), whichever arm "
-                         "answers: over all of them"
-                         + ("" if forced else f", not over those routed to arm {arm!r} alone{per_arm}"))
+            statement = (f"{level} over open questions like the {n} held-out open dev questions UAG was "
+                         f"calibrated on ({made}), whichever arm answers: over all of them"
+                         + ("" if forced else f", not over those routed to arm {arm!r} alone; {why}: no "
+                            "guarantee over the questions routed to it"))
         drift = self._drift(arm)
-        holds = not drift and (forced or mine is not None)
         answers = tuple(found.answers)
-        return AnswerSetResult(answers, answers, found.alpha, holds, statement + drift,
-                               k if mine is not None else n), None
+        return AnswerSetResult(answers, answers, found.alpha, certified and not drift, statement + drift,
+                               k), None
 
     # ------------------------------------------------------------------ answer
     def answer(self, text: str, choices: Sequence[str] | None = None, arm: str | None = None

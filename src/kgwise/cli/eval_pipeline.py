@@ -136,6 +136,10 @@ def eval_pipeline(
         "each fit half is held out of the router's learning and calibrates UAG per routed arm, re-selected "
         "before each test question) or 'fit-half' (the router learns the whole fit half; UAG calibrated on "
         "all of it, and per arm on the fit questions an out-of-fold router sends there).")] = "held-out",
+    uncertified: Annotated[str, typer.Option(
+        help="Replayed WebQSP, held-out sets: an answer's set when the held-out questions routed to its arm "
+        "certify no λ — 'largest' (UAG's largest set) or 'pooled' (the set certified on all held-out "
+        "questions), as [answer_sets] open_uncertified.")] = "largest",
     scoring: Annotated[str, typer.Option(help="Live MCQ: how LLM arms rank choices: sum, mean or pmi.")
                        ] = "pmi",
     combo: Annotated[str, typer.Option(
@@ -173,11 +177,13 @@ def eval_pipeline(
         raise ConfigError(f"--coke must be 'pipeline' or 'settings', got {coke!r}")
     if context not in CONTEXTS:
         raise ConfigError(f"--context must be one of {', '.join(CONTEXTS)}, got {context!r}")
-    from kgwise.eval.pipeline_sets import CALIBRATIONS
+    from kgwise.eval.pipeline_sets import CALIBRATIONS, UNCERTIFIED
 
     if sets_calibration not in CALIBRATIONS:
         raise ConfigError(f"--sets-calibration must be one of {', '.join(CALIBRATIONS)}, got "
                           f"{sets_calibration!r}")
+    if uncertified not in UNCERTIFIED:
+        raise ConfigError(f"--uncertified must be one of {', '.join(UNCERTIFIED)}, got {uncertified!r}")
     settings_coke = configured("coke", config)
     router = paced_coke(settings_coke) if coke == "pipeline" else settings_coke
     if live is not None:
@@ -210,7 +216,7 @@ def eval_pipeline(
         table = table.head(limit)
         free = {a: rearev_top(root, table, a) for a in table.arms if a.startswith("ReaRev-")}
         if sets:
-            routed_sets = _webqsp_sets(root, table, _alphas(alphas), delta, sets_calibration)
+            routed_sets = _webqsp_sets(root, table, _alphas(alphas), delta, sets_calibration, uncertified)
     table = table.head(limit)
     cfg = PipelineEvalConfig(1.0 if budget is None else budget, splits, seed, router, budget_of or "dearest",
                              context)
@@ -230,7 +236,7 @@ def eval_pipeline(
 
 
 def _webqsp_sets(root: Path, table: OutcomeTable, alphas: tuple[float, ...], delta: float,
-                 calibration: str = "held-out") -> RoutedSets:
+                 calibration: str = "held-out", uncertified: str = "largest") -> RoutedSets:
     """UAG's tables of the outcome table's WebQSP questions (``eval uag``'s, built once and cached; a
     subset, e.g. under ``--limit``, gets its own cache), matched by question id."""
     from dataclasses import replace
@@ -251,7 +257,7 @@ def _webqsp_sets(root: Path, table: OutcomeTable, alphas: tuple[float, ...], del
                       f"generation: {table.n_questions - len(index)}, no set) …")
     tables = webqsp_tables(root, ExperimentConfig(), wq)
     rows = np.asarray([index.get(q, -1) for q in table.qids], dtype=np.int64)
-    return RoutedSets(tables, rows, alphas, delta, calibration=calibration)
+    return RoutedSets(tables, rows, alphas, delta, calibration=calibration, uncertified=uncertified)
 
 
 def _live(live: str, router: Any, budget: float | None, budget_of: str | None, seed: int, splits: int,

@@ -70,6 +70,11 @@ class GroupedUAG:
             return None
         return UAG(cfg).adopt_fit(self.uag).choose(int(self.tested[result.chosen]))
 
+    def largest(self) -> UAG:
+        """A UAG at the largest set (the first λ LTT tests): every candidate the retrieval keeps, the most
+        UAG can cover; certified or not."""
+        return UAG(self.uag.config).adopt_fit(self.uag).choose(int(self.uag.largest_index))
+
     def miss_rate(self, rows: Sequence[int] | npt.NDArray[np.int64], uag: UAG) -> float:
         """The share of calibration questions ``rows`` that ``uag``'s λ̂ (one :meth:`certify` gave) misses."""
         if uag.index_ is None or not len(rows):

@@ -15,8 +15,9 @@ no set.
 (:mod:`kgwise.app.open_sets`): ``1 − tune_share`` of the fit half (interleaved) is held out of everything
 the router learns; the rest tunes UAG's grid and teaches the router; before each test question the
 held-out questions are re-routed by the router as it stands, and the set of the arm it picks is UAG
-certified (Learn-then-Test) on the held-out questions sent to that arm — or, when they certify nothing,
-on all held-out questions (the ``fallback`` share per arm), as the pipeline does
+certified (Learn-then-Test) on the held-out questions sent to that arm — or, when they certify nothing
+(the ``fallback`` share per arm), what ``[answer_sets] open_uncertified`` names: UAG's largest set
+(``"largest"``) or the set certified on all held-out questions (``"pooled"``), as the pipeline does
 (:meth:`split_held_out`).
 
 Per α and calibration: coverage and mean size over the test half and per arm, each arm's one-sided
@@ -42,9 +43,10 @@ from kgwise.conformal.uag import UAG
 from kgwise.errors import ConfigError
 from kgwise.eval.uag.experiment import SIGNIFICANCE, miss_p_value
 
-__all__ = ["CALIBRATIONS", "RoutedSets", "summarise_sets"]
+__all__ = ["CALIBRATIONS", "UNCERTIFIED", "RoutedSets", "summarise_sets"]
 
 CALIBRATIONS = ("held-out", "fit-half")
+UNCERTIFIED = ("largest", "pooled")
 
 
 @dataclass(frozen=True)
@@ -59,11 +61,17 @@ class RoutedSets:
     tune_share: float = 0.4
     calibration: str = "fit-half"
     """``"fit-half"`` (:meth:`split`) or ``"held-out"`` (:meth:`split_held_out`; the module docstring)."""
+    uncertified: str = "largest"
+    """Held-out calibration: an answer's set when its arm's group certifies nothing (``"largest"`` or
+    ``"pooled"``: ``[answer_sets] open_uncertified``)."""
 
     def __post_init__(self) -> None:
         if self.calibration not in CALIBRATIONS:
             raise ConfigError(f"the sets' calibration must be one of {', '.join(CALIBRATIONS)}, got "
                               f"{self.calibration!r}")
+        if self.uncertified not in UNCERTIFIED:
+            raise ConfigError(f"an uncertified group's set must be one of {', '.join(UNCERTIFIED)}, got "
+                              f"{self.uncertified!r}")
         if not self.alphas or any(not 0 < a < 1 for a in self.alphas):
             raise ConfigError(f"the sets' α levels must lie in (0, 1), got {list(self.alphas)}")
         if not 0 < self.delta < 1:
@@ -110,7 +118,7 @@ class RoutedSets:
         """The pipeline's own calibration (module docstring): UAG tuned on the ``learn`` rows and certified
         on the ``held`` rows, each ``test`` row's set from the held rows that ``groups`` (per test row, the
         arm position the router sent each held row to just before it) sends to its ``routed`` arm, else
-        from every held row (``fallback``)."""
+        (``fallback``) UAG's largest set or the one certified on every held row (:attr:`uncertified`)."""
         tune_t = self.rows[np.asarray(learn, dtype=np.int64)]
         held_t = self.rows[np.asarray(held, dtype=np.int64)]
         test_t = self.rows[np.asarray(test, dtype=np.int64)]
@@ -129,6 +137,7 @@ class RoutedSets:
         fitted, _ = calibrate_uag(self.tables.subset(np.r_[tune_t, cal_t]), cfg, TableSettings(), split=(
             range(tune_t.size), range(tune_t.size, tune_t.size + cal_t.size)))
         grouped = GroupedUAG.from_fit(fitted, self.tables.subset(cal_t))
+        largest = grouped.largest()
         position = {a: j for j, a in enumerate(arms)}
         answered = [(k, t, arm) for k, (t, arm) in enumerate(zip(test_t, routed, strict=True))
                     if t >= 0 and arm is not None]
@@ -146,7 +155,7 @@ class RoutedSets:
             for n, (k, _, arm) in enumerate(answered):
                 mine = grouped.certify(np.flatnonzero(groups[k][has_held] == position[arm]), alpha)
                 fell[n] = mine is None
-                chosen = every if mine is None else mine
+                chosen = mine if mine is not None else every if self.uncertified == "pooled" else largest
                 assert chosen.index_ is not None
                 by_index.setdefault(chosen.index_, []).append(n)
             covered = np.zeros(len(answered), dtype=bool)
