@@ -11,7 +11,7 @@ import pytest
 from kgwise.app.calibration import CalibrationSelector
 from kgwise.app.config import PipelineConfig
 from kgwise.app.fit import MIN_CROSS_FIT, REPORT_FILE, SpendLimitError, fit, held_out, read_questions
-from kgwise.app.pipeline import Pipeline
+from kgwise.app.pipeline import Pipeline, RoutedCalibration
 from kgwise.conformal.split import conformal_quantile
 from kgwise.errors import ConfigError, DataError
 from kgwise.server.pipeline_adapter import ServedPipeline
@@ -231,6 +231,9 @@ def test_a_free_arm_that_routing_cannot_beat_is_pinned_and_answers(tmp_path: Pat
         assert r.arm == "free" and r.cost == 0.0
         assert r.answer_set is not None  # calibrated on the held-out questions the pinned rule sends it
         assert r.answer_set.calibration_size == sum(held_out(read_questions(path), 0.5))
+        routed = {a.name: a.routed for a in pipe.status().arms}  # what the next sets rest on, per arm
+        assert routed == {"cheap": RoutedCalibration(0), "dear": RoutedCalibration(0),
+                          "free": RoutedCalibration(r.answer_set.calibration_size)}
         pipe.feedback(r.decision, correct=False)
         assert pipe.answer("What does aspirin treat??", ["fever", "diabetes", "thirst"]).arm == "free"
     with _skilled(tmp_path, {"cheap": 0.4, "dear": 0.5, "free": 0.95}) as reopened:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from kgwise.app.fit import fit, held_out, read_questions
-from kgwise.app.pipeline import Pipeline
+from kgwise.app.pipeline import Pipeline, RoutedCalibration
 from kgwise.app.state import CoverageCount
 from kgwise.errors import DataError
 from kgwise.types import Question
@@ -135,4 +135,6 @@ def test_fit_calibrates_uag_and_open_answers_carry_its_set(tmp_path: Path) -> No
         s2 = again.answer("What does aspirin treat?").answer_set
         assert s2 is not None and s2.guarantee and "sends to arm 'local'" in s2.statement
     with Pipeline.from_config(config, models=False) as light:
-        assert str(light.status().open_sets).startswith("certified at α=0.3, δ=0.2")
+        status = light.status()
+        assert str(status.open_sets).startswith("certified at α=0.3, δ=0.2")
+        assert status.arms[0].routed == RoutedCalibration(0, held, True)  # no multiple-choice dev questions

@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from kgwise.conformal.calibrated import AnswerSet
     from kgwise.conformal.uag import UAG
 
-__all__ = ["GENERATOR_TOKENS", "ArmOpenSet", "OpenSetFit", "OpenSets", "calibrate_open_sets"]
+__all__ = ["GENERATOR_TOKENS", "ArmOpenSet", "OpenSetFit", "OpenSets", "calibrate_open_sets", "routed_to"]
 
 GENERATOR_TOKENS = 64
 """Most tokens of ``Φ(P)`` (at calibration and at answer time alike)."""
@@ -149,6 +149,17 @@ def calibrate_open_sets(kg: KnowledgeGraph, ground: Ground, questions: Sequence[
     return CalibratedUAG(uag, settings, summary, GroupedUAG.from_fit(uag, tables.subset(cal))), fit_report
 
 
+def routed_to(calibration: CalibratedUAG, group: npt.NDArray[np.int64], arm: int
+              ) -> tuple[UAG | None, npt.NDArray[np.int64]]:
+    """:meth:`OpenSets.for_arm` on a saved ``calibration`` (no KG or generator needed)."""
+    groups = calibration.groups
+    rows = np.asarray((calibration.summary.get("held_out") or {}).get("rows", []), dtype=np.int64)
+    if groups is None or rows.size != len(groups) or (rows.size and rows.max() >= group.size):
+        raise DataError("the open-set calibration does not match the held-out calibration: run `kgwise fit`")
+    mine = np.flatnonzero(group[rows] == arm)
+    return groups.certify(mine), mine
+
+
 class OpenSets:
     """A saved calibration with its generator (default: the model it was calibrated with): the set of one
     open question."""
@@ -162,7 +173,6 @@ class OpenSets:
         self.scorer = calibration.settings.scorer()
         held = calibration.summary.get("held_out") or {}
         self.fit: str | None = held.get("fit")
-        self.rows = np.asarray(held.get("rows", []), dtype=np.int64)
 
     @classmethod
     def load(cls, path: Path, kg: KnowledgeGraph, generator: Generator | None = None) -> OpenSets:
@@ -178,13 +188,7 @@ class OpenSets:
         position of the arm the router sends it to: :meth:`CalibrationSelector.group`) sends to arm
         position ``arm`` (``None``: nothing certified), and those questions (rows of
         ``calibration.groups``)."""
-        groups = self.calibration.groups
-        if groups is None or self.rows.size != len(groups) or (
-                self.rows.size and self.rows.max() >= group.size):
-            raise DataError("the open-set calibration does not match the held-out calibration: "
-                            "run `kgwise fit`")
-        mine = np.flatnonzero(group[self.rows] == arm)
-        return groups.certify(mine), mine
+        return routed_to(self.calibration, group, arm)
 
     def answer_set(self, question: Question, uag: UAG | None = None) -> AnswerSet | None:
         """The set of ``question`` (with its grounded topic entities) at the calibration's λ — ``uag``'s

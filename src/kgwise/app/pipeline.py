@@ -52,6 +52,7 @@ from kgwise.types import CHOICE_LABELS, Question, Usage, make_question
 
 if TYPE_CHECKING:
     from kgwise.app.open_sets import OpenSets
+    from kgwise.conformal.calibrated import CalibratedUAG
     from kgwise.conformal.evaluator import Generator
     from kgwise.conformal.uag import UAG
     from kgwise.kg.label_index import BoundIndex
@@ -66,6 +67,7 @@ __all__ = [
     "Pipeline",
     "PipelineResult",
     "PipelineStatus",
+    "RoutedCalibration",
     "UnknownDecisionError",
     "default_state_dir",
     "load_graph_of",
@@ -174,8 +176,22 @@ class CoverageStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class RoutedCalibration:
+    """What an arm's next sets would be calibrated on, the router as it stands: the held-out
+    multiple-choice dev questions it sends the arm and that the arm answered (``questions``), and with
+    UAG's open sets the held-out open dev questions it sends there (``open_questions``) and whether they
+    certify a λ (``open_certified``; false: its open answers get the uncertified set, without guarantee)."""
+
+    questions: int
+    open_questions: int | None = None
+    open_certified: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ArmStatus:
-    """One arm in :class:`PipelineStatus`."""
+    """One arm in :class:`PipelineStatus`; ``calibration_size``: held-out multiple-choice dev questions it
+    answered; ``routed``: its share of them (and of the open ones) now (None without a calibration, or
+    one the router cannot use)."""
 
     name: str
     kind: str
@@ -184,6 +200,7 @@ class ArmStatus:
     cost: float
     calibration_size: int
     coverage: CoverageStatus
+    routed: RoutedCalibration | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -621,15 +638,17 @@ class Pipeline:
         with self._lock:
             r = self.state.router
             pulls, costs = r.pulls(), r.arm_cost()
+            cal = self.state.calibration
+            routed = self._routed_calibration()
             arms = []
-            for a in self.config.arms:
+            for j, a in enumerate(self.config.arms):
                 count = self.state.coverage[a.name]
                 rate, lower, upper, drift = coverage_bounds(count, sets.alpha, sets.delta)
-                cal = self.state.calibration
                 arms.append(ArmStatus(a.name, a.kind, a.cluster, pulls[a.name], costs[a.name],
                                       0 if cal is None else cal.size(a.name),
                                       CoverageStatus(count.n, count.covered, count.undetermined, rate, lower,
-                                                     upper, 1 - sets.alpha, drift)))
+                                                     upper, 1 - sets.alpha, drift),
+                                      None if routed is None else routed[j]))
             return PipelineStatus(str(self.config.path), str(self.state.root), self.config.router.unit,
                                   r.budget, r.spent, r.reserved, r.remaining, r.overrun, r.questions,
                                   len(self.state.pending), sets.alpha, sets.delta,
@@ -637,21 +656,57 @@ class Pipeline:
                                   self.state.expired, self.state.calibration_problem,
                                   self._open_sets_status(), dict(self.prompt_problems), r.pinned)
 
-    def _open_sets_status(self) -> str | None:
-        if self.config.answer_sets.uag_llm is None:
+    def _routed_calibration(self) -> list[RoutedCalibration] | None:
+        """Under the lock: per arm, :class:`RoutedCalibration` from one draw of the router's rule (seeded,
+        so two status calls agree); ``None`` without a calibration or with one made for other arms."""
+        cal = self.state.calibration
+        if cal is None or self.state.calibration_problem is not None:
             return None
+        try:
+            group = self._calibration_group("status")
+        except DataError:
+            return None
+        if group is None:
+            return None
+        from kgwise.app.open_sets import routed_to
+
+        uag, _ = self._open_calibration()
+        if uag is not None and (uag.summary.get("held_out") or {}).get("fit") != cal.meta.get("fit"):
+            uag = None
+        out = []
+        for j, name in enumerate(self.config.names):
+            questions = int(cal.arm_scores(name, group).size)
+            if uag is None:
+                out.append(RoutedCalibration(questions))
+                continue
+            try:
+                certified, rows = routed_to(uag, group, j)
+            except DataError:
+                out.append(RoutedCalibration(questions))
+                continue
+            out.append(RoutedCalibration(questions, int(rows.size), certified is not None))
+        return out
+
+    def _open_calibration(self) -> tuple[CalibratedUAG | None, str | None]:
+        """UAG's calibration for open questions (loaded, or read from the state) or why there is none."""
+        if self.config.answer_sets.uag_llm is None:
+            return None, None
         if self.open_sets_problem is not None:
-            return f"not used: {self.open_sets_problem}"
+            return None, f"not used: {self.open_sets_problem}"
         if self.open_sets is not None:
-            return str(self.open_sets.calibration.summary.get("note", "calibrated"))
+            return self.open_sets.calibration, None
         if not self.state.uag_file.is_file():
-            return "not calibrated: run `kgwise fit` with graded open questions"
+            return None, "not calibrated: run `kgwise fit` with graded open questions"
         from kgwise.conformal.calibrated import CalibratedUAG
 
         try:
-            return str(CalibratedUAG.load(self.state.uag_file).summary.get("note", "calibrated"))
+            return CalibratedUAG.load(self.state.uag_file), None
         except (ConfigError, DataError) as exc:
-            return f"not used: {exc}"
+            return None, f"not used: {exc}"
+
+    def _open_sets_status(self) -> str | None:
+        uag, problem = self._open_calibration()
+        return problem if uag is None else str(uag.summary.get("note", "calibrated"))
 
 
 def _gold_label(p: Pending, gold: str | Sequence[str]) -> str:
