@@ -12,6 +12,7 @@ from kgwise.app.calibration import CalibrationSelector
 from kgwise.app.config import PipelineConfig
 from kgwise.app.fit import MIN_CROSS_FIT, REPORT_FILE, SpendLimitError, fit, held_out, read_questions
 from kgwise.app.pipeline import Pipeline, RoutedCalibration
+from kgwise.app.state import CoverageCount
 from kgwise.conformal.split import conformal_quantile
 from kgwise.errors import ConfigError, DataError
 from kgwise.server.pipeline_adapter import ServedPipeline
@@ -234,6 +235,14 @@ def test_a_free_arm_that_routing_cannot_beat_is_pinned_and_answers(tmp_path: Pat
         routed = {a.name: a.routed for a in pipe.status().arms}  # what the next sets rest on, per arm
         assert routed == {"cheap": RoutedCalibration(0), "dear": RoutedCalibration(0),
                           "free": RoutedCalibration(r.answer_set.calibration_size)}
+        served = {a.name: a for a in ServedPipeline(pipe).status().arms}  # the same on /v1/status
+        assert (served["free"].calibration_questions, served["cheap"].calibration_questions) == (
+            r.answer_set.calibration_size, 0) and served["free"].open_certified is None
+        kept = pipe.state.coverage["free"]
+        pipe.state.coverage["free"] = CoverageCount(n=30, covered=12)  # .4 against a target of .9
+        free = next(a for a in ServedPipeline(pipe).status().arms if a.name == "free")
+        assert free.drift and free.coverage_lower < 0.4 < free.coverage_upper < 0.9
+        pipe.state.coverage["free"] = kept
         pipe.feedback(r.decision, correct=False)
         assert pipe.answer("What does aspirin treat??", ["fever", "diabetes", "thirst"]).arm == "free"
     with _skilled(tmp_path, {"cheap": 0.4, "dear": 0.5, "free": 0.95}) as reopened:

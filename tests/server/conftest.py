@@ -79,6 +79,11 @@ class FakeArmStatus:
     correct: int = 0
     covered: int = 0
     coverage_n: int = 0
+    coverage_lower: float = 0.0
+    coverage_upper: float = 1.0
+    drift: bool = False
+    calibration_questions: int | None = None
+    open_certified: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
 
 from kgwise.server import ServerSettings, create_app
@@ -96,7 +97,8 @@ def _ask(pg: Any, question: str, choices: list[str], model: str = "kgwise") -> d
 
 def _router_row(pg: Any, arm: str) -> dict[str, str]:
     row = pg.locator(f"table.arms tr[data-arm='{arm}']")
-    return {k: row.locator(f"td.{k}").inner_text() for k in ("selections", "graded", "accuracy")}
+    cells = ("selections", "graded", "accuracy", "calibration")
+    return {k: row.locator(f"td.{k}").inner_text() for k in cells}
 
 
 def _open_router(pg: Any) -> None:
@@ -154,6 +156,10 @@ def test_ask_graph_feedback_and_router_counts(live: Any, page: Page) -> None:
     _open_router(pg)
     row = _router_row(pg, extra["arm"])
     assert int(row["selections"]) >= 1
+    status = {a["name"]: a for a in httpx.get(live.url + "/v1/status").json()["pipelines"][0]["arms"]}
+    questions = status[extra["arm"]]["calibration_questions"]
+    want = "no calibration" if questions is None else f"{questions} held-out questions"
+    assert row["calibration"] == want
     graded = int(row["graded"])
     assert pg.locator(f"tr[data-decision='{extra['decision_id']}']").count() == 1
 

@@ -101,7 +101,11 @@ class FeedbackLike(Protocol):
 
 class ArmStatusLike(Protocol):
     """One arm's live figures: ``selections`` (answers routed to it), ``graded`` (of those, with
-    feedback), ``correct``; ``covered``/``coverage_n``: feedback whose gold was in the calibrated set."""
+    feedback), ``correct``; ``covered``/``coverage_n``: feedback whose gold was in the calibrated set,
+    ``coverage_lower``/``coverage_upper`` its Clopper–Pearson bounds and ``drift`` whether the upper one is
+    below 1 − α; ``calibration_questions``: the held-out questions the router now sends the arm (what its
+    next sets are calibrated on; ``None`` without a calibration), ``open_certified``: whether its open
+    ones certify UAG's λ (``None`` without UAG's open sets)."""
 
     @property
     def name(self) -> str: ...
@@ -115,6 +119,16 @@ class ArmStatusLike(Protocol):
     def covered(self) -> int: ...
     @property
     def coverage_n(self) -> int: ...
+    @property
+    def coverage_lower(self) -> float: ...
+    @property
+    def coverage_upper(self) -> float: ...
+    @property
+    def drift(self) -> bool: ...
+    @property
+    def calibration_questions(self) -> int | None: ...
+    @property
+    def open_certified(self) -> bool | None: ...
 
 
 class PendingLike(Protocol):

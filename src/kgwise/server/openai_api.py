@@ -266,7 +266,10 @@ class PipelineHub:
                              accuracy=a.correct / a.graded if a.graded else None, covered=a.covered,
                              coverage_n=a.coverage_n,
                              coverage=a.covered / a.coverage_n if a.coverage_n else None,
-                             coverage_target=target) for a in st.arms]
+                             coverage_lower=a.coverage_lower, coverage_upper=a.coverage_upper,
+                             drift=a.drift, coverage_target=target,
+                             calibration_questions=a.calibration_questions,
+                             open_certified=a.open_certified) for a in st.arms]
         pending = [PendingOut(decision_id=p.decision_id, arm=p.arm, question=p.question)
                    for p in list(st.pending)[-100:]]
         return PipelineStatusOut(name=served.name, cost_unit=served.pipeline.cost_unit, budget=st.budget,

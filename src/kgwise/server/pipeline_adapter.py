@@ -73,6 +73,11 @@ class ServedArmStatus:
     correct: int
     covered: int
     coverage_n: int
+    coverage_lower: float = 0.0
+    coverage_upper: float = 1.0
+    drift: bool = False
+    calibration_questions: int | None = None
+    open_certified: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +169,10 @@ class ServedPipeline:
         waiting = self.pipeline.pending()[-PENDING_SHOWN:]
         counts = self.pipeline.state.coverage
         arms = tuple(ServedArmStatus(a.name, a.pulls, counts[a.name].graded, counts[a.name].correct,
-                                     a.coverage.covered, a.coverage.n) for a in st.arms)
+                                     a.coverage.covered, a.coverage.n, a.coverage.lower, a.coverage.upper,
+                                     a.coverage.drift, None if a.routed is None else a.routed.questions,
+                                     None if a.routed is None else a.routed.open_certified)
+                     for a in st.arms)
         pending = tuple(ServedPending(p.decision, p.arm, p.text) for p in waiting)
         return ServedStatus(st.budget, st.spent, arms, pending, st.alpha if st.calibrated else None,
                             st.pinned)

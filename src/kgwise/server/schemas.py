@@ -269,7 +269,11 @@ class FeedbackResponse(BaseModel):
 
 class ArmStatusOut(BaseModel):
     """One arm's live figures; ``accuracy`` = correct / graded and ``coverage`` = covered / coverage_n
-    (null without data); ``coverage_target`` = 1 − α (null without calibration)."""
+    (null without data) with its Clopper–Pearson bounds at the pipeline's δ; ``drift``: the upper bound is
+    below ``coverage_target`` = 1 − α (null without calibration), below target beyond noise;
+    ``calibration_questions``: held-out dev questions the router now sends this arm, on which its next
+    sets are calibrated (null without calibration); ``open_certified``: whether its held-out open
+    questions certify UAG's λ (null without UAG's open sets)."""
 
     name: str
     selections: int
@@ -279,7 +283,12 @@ class ArmStatusOut(BaseModel):
     covered: int
     coverage_n: int
     coverage: float | None
+    coverage_lower: float
+    coverage_upper: float
+    drift: bool
     coverage_target: float | None
+    calibration_questions: int | None
+    open_certified: bool | None
 
 
 class PendingOut(BaseModel):

@@ -286,14 +286,21 @@ function chart(p) {
 }
 
 function coverageCell(a) {
-  if (a.coverage_target === null) return el("td", { class: "hint", text: "no calibration" });
-  if (a.coverage === null) return el("td", { class: "hint", text: `no feedback yet (target ≥ ${pct(a.coverage_target)})` });
-  const low = a.coverage < a.coverage_target;
-  return el("td", {},
-    el("span", { class: "cov" }, el("i", { class: low ? "low" : "", style: `width:${100 * a.coverage}%` }),
+  if (a.coverage_target === null) return el("td", { class: "hint coverage", text: "no calibration" });
+  if (a.coverage === null) return el("td", { class: "hint coverage", text: `no feedback yet (target ≥ ${pct(a.coverage_target)})` });
+  // red only when the Clopper–Pearson upper bound is below target: a few misses are noise, not drift
+  return el("td", { class: "coverage" },
+    el("span", { class: "cov" }, el("i", { class: a.drift ? "low" : "", style: `width:${100 * a.coverage}%` }),
       el("b", { style: `left:${100 * a.coverage_target}%` })),
-    el("span", { class: low ? "warn" : "ok", text: `${pct(a.coverage)} of ${a.coverage_n}` }),
-    el("span", { class: "hint", text: ` (target ≥ ${pct(a.coverage_target)})` }));
+    el("span", { class: a.drift ? "warn" : "ok", text: `${pct(a.coverage)} of ${a.coverage_n}` }),
+    el("span", { class: "hint", text: ` (bounds ${pct(a.coverage_lower)}–${pct(a.coverage_upper)}, target ≥ ${pct(a.coverage_target)})` }),
+    a.drift ? el("span", { class: "warn drift", text: " drift: below target beyond noise" }) : null);
+}
+
+function calibrationCell(a) {
+  if (a.calibration_questions === null) return el("td", { class: "hint calibration", text: "no calibration" });
+  const open = a.open_certified === null ? "" : a.open_certified ? "; open questions: certified" : "; open questions: not certified (no guarantee)";
+  return el("td", { class: "calibration", text: `${a.calibration_questions} held-out questions${open}` });
 }
 
 function renderPipeline(p) {
@@ -314,9 +321,9 @@ function renderPipeline(p) {
     el("td", { class: "selections", text: String(a.selections) }),
     el("td", { class: "graded", text: String(a.graded) }),
     el("td", { class: "accuracy", text: a.accuracy === null ? "no feedback yet" : `${pct(a.accuracy)} (${a.correct}/${a.graded})` }),
-    coverageCell(a)));
+    coverageCell(a), calibrationCell(a)));
   box.append(el("table", { class: "arms" },
-    el("thead", {}, el("tr", {}, ...["arm", "selections", "with feedback", "observed accuracy", "live coverage of the calibrated set"].map((h) => el("th", { text: h })))),
+    el("thead", {}, el("tr", {}, ...["arm", "selections", "with feedback", "observed accuracy", "live coverage of the calibrated set", "next sets calibrated on"].map((h) => el("th", { text: h })))),
     el("tbody", {}, ...rows)));
   if (p.alpha === null) box.append(el("p", { class: "empty", text: "No calibration: answers carry no calibrated set, so there is no coverage to track." }));
   box.append(el("h3", { text: `Pending decisions (${p.pending_total})` }));
