@@ -230,7 +230,8 @@ def eval_pipeline(
         from kgwise.eval.pipeline_plots import plot_set_coverage
 
         png = json_out.with_name(f"{json_out.stem}_sets.png")
-        figure = plot_set_coverage(report["runs"], table.arms, png, routed_sets.calibration)
+        figure = plot_set_coverage(report["runs"], table.arms, png, routed_sets.calibration,
+                                   routed_sets.uncertified)
         report["figures"] = [] if figure is None else [str(figure)]
     write_json(report, json_out)
 

@@ -12,10 +12,11 @@ __all__ = ["plot_set_coverage"]
 
 
 def plot_set_coverage(runs: Sequence[Mapping[str, Any]], arms: Sequence[str], path: Path,
-                      calibration: str = "fit-half") -> Path | None:
+                      calibration: str = "fit-half", uncertified: str = "largest") -> Path | None:
     """Write the figure to ``path`` (PNG): one panel per α, per arm the splits' coverages (a point per
     split, with the number of splits whose sets were certified) and the 1 − α line; ``calibration``: the
-    sets' (:data:`~kgwise.eval.pipeline_sets.CALIBRATIONS`); ``None`` when the runs hold no sets."""
+    sets' (:data:`~kgwise.eval.pipeline_sets.CALIBRATIONS`), ``uncertified``: a held-out group's fallback;
+    ``None`` when the runs hold no sets."""
     rows = [r["answer_sets"] for r in runs if r.get("answer_sets")]
     if not rows:
         return None
@@ -30,7 +31,8 @@ def plot_set_coverage(runs: Sequence[Mapping[str, Any]], arms: Sequence[str], pa
     fig, axes = plt.subplots(1, len(alphas), figsize=(4.5 * len(alphas), 4), squeeze=False)
     rng = np.random.default_rng(0)
     for k, (ax, alpha) in enumerate(zip(axes[0], alphas, strict=True)):
-        kinds = (((0.0, "arms", "per routed arm on the held-out questions (else all of them)", "tab:blue"),)
+        fallback = "UAG's largest set" if uncertified == "largest" else "certified on all of them"
+        kinds = (((0.0, "arms", f"per routed arm on the held-out questions (else {fallback})", "tab:blue"),)
                  if calibration == "held-out" else
                  ((-0.17, "arms", "calibrated on all fit questions", "tab:blue"),
                   (0.17, "per_arm", "calibrated per arm (out-of-fold groups)", "tab:orange")))
