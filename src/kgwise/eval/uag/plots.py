@@ -59,7 +59,10 @@ def plot_report(report: dict[str, Any], alphas: Sequence[float], out_dir: Path, 
         ax.set_xlabel("risk level α")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+        else:  # e.g. sizes where no α was certified: say so rather than leave a blank panel
+            ax.text(0.5, 0.5, "no value at any α", transform=ax.transAxes, ha="center", va="center")
         fig.tight_layout()
         path = out_dir / f"{stem}_{fname}.png"
         fig.savefig(path, dpi=120)
