@@ -9,6 +9,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from kgwise.app.config import OpenUncertified
 from kgwise.conformal.calibrated import UAG_DEFAULTS, TableSettings, calibrate_uag
 from kgwise.conformal.grid import TableBatch
 from kgwise.conformal.uag import UAG
@@ -82,7 +83,7 @@ def test_per_arm_sets_calibrate_on_the_fit_rows_an_out_of_fold_router_sent_to_th
 
 @pytest.mark.parametrize("uncertified", ["largest", "pooled"])
 def test_held_out_sets_are_certified_per_answer_on_the_held_rows_sent_to_its_arm(
-        webqsp_uag_tables: TableBatch, uncertified: str) -> None:
+        webqsp_uag_tables: TableBatch, uncertified: OpenUncertified) -> None:
     """The pipeline's calibration: tuned on the learn rows; each test question's λ certified on the held
     rows its group sends to its arm, else (fallback) UAG's largest set or the λ certified on every held
     row — recomputed here with ``calibrate_uag`` on exactly those rows."""

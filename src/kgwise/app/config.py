@@ -51,7 +51,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -584,7 +584,7 @@ class _Reader:
             raise self.fail(f"must be marginal, pac or pac_all_arms, got {guarantee!r}", "answer_sets",
                             "guarantee")
         uncertified = self._str(data, "open_uncertified", "answer_sets") or "largest"
-        if uncertified not in ("largest", "pooled"):
+        if uncertified not in get_args(OpenUncertified):
             raise self.fail(f"must be largest or pooled, got {uncertified!r}", "answer_sets",
                             "open_uncertified")
         uag_llm = self._str(data, "uag_llm", "answer_sets")

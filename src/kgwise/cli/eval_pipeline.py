@@ -9,7 +9,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
@@ -29,6 +29,7 @@ from kgwise.config import data_dir
 from kgwise.errors import ConfigError
 
 if TYPE_CHECKING:
+    from kgwise.app.config import OpenUncertified
     from kgwise.eval.pipeline_sets import RoutedSets
     from kgwise.route.table import OutcomeTable
 
@@ -216,7 +217,8 @@ def eval_pipeline(
         table = table.head(limit)
         free = {a: rearev_top(root, table, a) for a in table.arms if a.startswith("ReaRev-")}
         if sets:
-            routed_sets = _webqsp_sets(root, table, _alphas(alphas), delta, sets_calibration, uncertified)
+            routed_sets = _webqsp_sets(root, table, _alphas(alphas), delta, sets_calibration,
+                                       cast("OpenUncertified", uncertified))
     table = table.head(limit)
     cfg = PipelineEvalConfig(1.0 if budget is None else budget, splits, seed, router, budget_of or "dearest",
                              context)
@@ -237,7 +239,7 @@ def eval_pipeline(
 
 
 def _webqsp_sets(root: Path, table: OutcomeTable, alphas: tuple[float, ...], delta: float,
-                 calibration: str = "held-out", uncertified: str = "largest") -> RoutedSets:
+                 calibration: str = "held-out", uncertified: OpenUncertified = "largest") -> RoutedSets:
     """UAG's tables of the outcome table's WebQSP questions (``eval uag``'s, built once and cached; a
     subset, e.g. under ``--limit``, gets its own cache), matched by question id."""
     from dataclasses import replace

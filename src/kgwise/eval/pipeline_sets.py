@@ -31,11 +31,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import numpy.typing as npt
 
+from kgwise.app.config import OpenUncertified
 from kgwise.conformal.calibrated import UAG_DEFAULTS, TableSettings, calibrate_uag
 from kgwise.conformal.grid import TableBatch
 from kgwise.conformal.grouped import GroupedUAG
@@ -46,7 +47,7 @@ from kgwise.eval.uag.experiment import SIGNIFICANCE, miss_p_value
 __all__ = ["CALIBRATIONS", "UNCERTIFIED", "RoutedSets", "summarise_sets"]
 
 CALIBRATIONS = ("held-out", "fit-half")
-UNCERTIFIED = ("largest", "pooled")
+UNCERTIFIED: tuple[OpenUncertified, ...] = get_args(OpenUncertified)
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class RoutedSets:
     tune_share: float = 0.4
     calibration: str = "fit-half"
     """``"fit-half"`` (:meth:`split`) or ``"held-out"`` (:meth:`split_held_out`; the module docstring)."""
-    uncertified: str = "largest"
+    uncertified: OpenUncertified = "largest"
     """Held-out calibration: an answer's set when its arm's group certifies nothing (``"largest"`` or
     ``"pooled"``: ``[answer_sets] open_uncertified``)."""
 
