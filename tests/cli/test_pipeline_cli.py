@@ -3,12 +3,14 @@ naming file, line and key, exit code 2, before any model loads."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from typer.testing import CliRunner
 
+from kgwise.cli.common import console
 from kgwise.cli.main import app
-from kgwise.cli.pipeline import parse_arm
+from kgwise.cli.pipeline import parse_arm, print_status
 
 runner = CliRunner()
 
@@ -40,8 +42,37 @@ def test_init_writes_a_config_that_status_reads(tmp_path: Path) -> None:
     assert code == 2 and "exists; pass --force" in text
     code, text = said(["status", "--config", str(out)])
     assert code == 0, text
-    assert '"budget": 2.0' in text and '"pending": 0' in text and '"name": "small-kg"' in text
+    assert "budget 2 usd: spent 0 (0.0%)" in text and "0 waiting for feedback" in text and "small-kg" in text
     assert (tmp_path / ".kgwise-state" / "state.json").is_file()
+    code, text = said(["status", "--config", str(out), "--json", str(tmp_path / "status.json")])
+    assert code == 0, text
+    body = json.loads((tmp_path / "status.json").read_text())
+    assert body["budget"] == 2.0 and body["pending"] == 0 and [a["name"] for a in body["arms"]] == [
+        "small", "small-kg"]
+
+
+def test_status_shows_what_each_arm_s_sets_rest_on_and_drift() -> None:
+    from kgwise.app.pipeline import ArmStatus, CoverageStatus, PipelineStatus, RoutedCalibration
+
+    def arm(name: str, coverage: CoverageStatus, routed: RoutedCalibration | None) -> ArmStatus:
+        return ArmStatus(name, "llm", "llm", 40, 0.04, 75, coverage, routed)
+
+    fine = CoverageStatus(30, 28, 0, 28 / 30, 0.80, 0.99, 0.9, False)
+    drifting = CoverageStatus(30, 12, 0, 0.4, 0.26, 0.56, 0.9, True)
+    st = PipelineStatus("kgwise.toml", ".kgwise-state", "usd", 1.0, 0.08, 0.0, 0.92, 0.0, 80, 3, 0.1, 0.05,
+                        True, (arm("cheap", fine, RoutedCalibration(51, 20, True)),
+                               arm("dear", drifting, RoutedCalibration(24, 4, False))), pinned=None)
+    width, console.width = console.width, 200  # one line per row
+    try:
+        with console.capture() as captured:
+            print_status(st)
+    finally:
+        console.width = width
+    text = " ".join(captured.get().replace("│", " ").split())
+    assert "spent 0.08 (8.0%)" in text and "80 questions answered, 3 waiting for feedback" in text
+    assert "51 held-out; 20 open, certified" in text and "24 held-out; 4 open, not certified" in text
+    assert "93.3% of 30 (80.0%–99.0%; target 90%)" in text and "drift" not in text.split("dear")[0]
+    assert "40.0% of 30 (26.0%–56.0%; target 90%) drift" in text
 
 
 def test_bad_input_is_one_error_line(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -15,7 +15,10 @@ from kgwise.cli.apps import app
 from kgwise.cli.common import JsonOption, console, err_console, friendly_errors, say, writable, write_json
 from kgwise.errors import ConfigError
 
-__all__ = ["ask_pipeline", "parse_arm"]
+if TYPE_CHECKING:
+    from kgwise.app.pipeline import PipelineStatus
+
+__all__ = ["ask_pipeline", "parse_arm", "print_status"]
 
 PipelineConfigOption = Annotated[Path, typer.Option(
     "--config", help="The pipeline's kgwise.toml (`kgwise init` writes one).")]
@@ -139,12 +142,53 @@ def status(
     state: StateOption = None,
     json_out: JsonOption = None,
 ) -> None:
-    """Budget, spending, pending decisions, and per arm pulls, cost and live set coverage."""
+    """Budget, spending, pending decisions, and per arm pulls, cost and live set coverage (a table; the
+    whole status as JSON with --json)."""
     from kgwise.app import Pipeline
 
     with Pipeline.from_config(config, state, models=False) as pipe:
         out = pipe.status()
-    write_json(out.to_dict(), json_out)
+    if json_out is not None:
+        write_json(out.to_dict(), json_out)
+        return
+    print_status(out)
+
+
+def print_status(st: PipelineStatus) -> None:
+    """``kgwise status`` for a person: spend, sets, and a row per arm (drift in red)."""
+    from rich.table import Table
+
+    share = st.spent / st.budget if st.budget else 0.0
+    console.print(f"[bold]budget[/bold] {st.budget:.6g} {st.unit}: spent {st.spent:.6g} ({share:.1%}), "
+                  f"reserved {st.reserved:.6g}, remaining {st.remaining:.6g}"
+                  + (f", overrun {st.overrun:.6g}" if st.overrun else ""))
+    console.print(f"{st.questions} questions answered, {st.pending} waiting for feedback"
+                  + (f", {st.expired} dropped unanswered" if st.expired else "")
+                  + (f"; pinned to [bold]{escape(st.pinned)}[/bold] by the fit" if st.pinned else ""))
+    sets = (f"answer sets: α = {st.alpha:g}, δ = {st.delta:g}, "
+            + ("calibrated" if st.calibrated else "not calibrated (run `kgwise fit`)"))
+    console.print(escape(sets + (f" — {st.calibration_problem}" if st.calibration_problem else "")))
+    if st.open_sets is not None:
+        console.print(f"open questions' sets: {escape(st.open_sets)}")
+    for arm, problem in st.prompt_problems.items():
+        console.print(f"[yellow]{escape(arm)}: {escape(problem)}[/yellow]")
+    table = Table("arm", "kind", "answers", "spent", "next sets calibrated on", "live coverage (bounds)")
+    for a in st.arms:
+        c = a.coverage
+        if c.rate is None:
+            live = "no feedback yet"
+        else:
+            live = f"{c.rate:.1%} of {c.n} ({c.lower:.1%}–{c.upper:.1%}; target {c.target:.0%})"
+            live = f"[red]{live} drift[/red]" if c.drift else live
+        if a.routed is None:
+            routed = "—"
+        else:
+            routed = f"{a.routed.questions} held-out"
+            if a.routed.open_questions is not None:
+                routed += (f"; {a.routed.open_questions} open, "
+                           + ("certified" if a.routed.open_certified else "[yellow]not certified[/yellow]"))
+        table.add_row(escape(a.name), a.kind, str(a.pulls), f"{a.cost:.6g}", routed, live)
+    console.print(table)
 
 
 @app.command("fit")
