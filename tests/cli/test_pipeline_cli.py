@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from typer.testing import CliRunner
 
 from kgwise.cli.common import console
 from kgwise.cli.main import app
-from kgwise.cli.pipeline import parse_arm, print_status
+from kgwise.cli.pipeline import SET_SHOWN, parse_arm, print_answer, print_status
 
 runner = CliRunner()
 
@@ -62,13 +63,7 @@ def test_status_shows_what_each_arm_s_sets_rest_on_and_drift() -> None:
     st = PipelineStatus("kgwise.toml", ".kgwise-state", "usd", 1.0, 0.08, 0.0, 0.92, 0.0, 80, 3, 0.1, 0.05,
                         True, (arm("cheap", fine, RoutedCalibration(51, 20, True)),
                                arm("dear", drifting, RoutedCalibration(24, 4, False))), pinned=None)
-    width, console.width = console.width, 200  # one line per row
-    try:
-        with console.capture() as captured:
-            print_status(st)
-    finally:
-        console.width = width
-    text = " ".join(captured.get().replace("│", " ").split())
+    text = " ".join(_printed(print_status, st).replace("│", " ").split())
     assert "spent 0.08 (8.0%)" in text and "80 questions answered, 3 waiting for feedback" in text
     assert "51 held-out; 20 open, certified" in text and "24 held-out; 4 open, not certified" in text
     assert "93.3% of 30 (80.0%–99.0%; target 90%)" in text and "drift" not in text.split("dear")[0]
@@ -94,3 +89,29 @@ def test_bad_input_is_one_error_line(tmp_path: Path) -> None:
     assert code == 2 and "expected NAME=KIND:SPEC[:PRICE]" in text
     code, text = said(["ask", "2 + 2?", "--state", str(tmp_path)])
     assert code == 2 and "--state goes with --config" in text
+
+
+def _printed(show: Any, value: object) -> str:
+    width, console.width = console.width, 400  # one line per row
+    try:
+        with console.capture() as captured:
+            show(value)
+    finally:
+        console.width = width
+    return captured.get()
+
+
+def test_an_open_answer_s_large_set_is_shown_by_its_first_members() -> None:
+    from kgwise.app.arms import Knowledge
+    from kgwise.app.pipeline import AnswerSetResult, PipelineResult
+    from kgwise.types import Usage
+
+    names = tuple(f"entity {i}" for i in range(300))
+    why = "UAG's largest set, every candidate its retrieval keeps (...), without guarantee: the 4 of 90 …"
+    result = PipelineResult("d1", "Who wrote it?", "entity 7", None, {}, ("entity 7",), ("book",), "small",
+                            (), Knowledge(), AnswerSetResult(names, names, 0.1, False, why, 4),
+                            Usage(calls=1), 0.001, "usd", 0.999)
+    text = _printed(print_answer, result)
+    assert "set of 300 (α = 0.1, guarantee does NOT hold): entity 0, " in text
+    assert f"entity {SET_SHOWN - 1} … and {300 - SET_SHOWN} more (all with --json)" in text
+    assert f"entity {SET_SHOWN}," not in text and why in text and "kgwise feedback d1" in text

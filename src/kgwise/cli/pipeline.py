@@ -16,9 +16,12 @@ from kgwise.cli.common import JsonOption, console, err_console, friendly_errors,
 from kgwise.errors import ConfigError
 
 if TYPE_CHECKING:
-    from kgwise.app.pipeline import PipelineStatus
+    from kgwise.app.pipeline import PipelineResult, PipelineStatus
 
-__all__ = ["ask_pipeline", "parse_arm", "print_status"]
+__all__ = ["ask_pipeline", "parse_arm", "print_answer", "print_status"]
+
+SET_SHOWN = 20
+"""Members of an answer set that ``ask`` prints (an open question's may hold hundreds)."""
 
 PipelineConfigOption = Annotated[Path, typer.Option(
     "--config", help="The pipeline's kgwise.toml (`kgwise init` writes one).")]
@@ -94,6 +97,12 @@ def ask_pipeline(question: str, choices: str | None, config: Path, state: Path |
     if json_out is not None:
         write_json(report, json_out)
         return
+    print_answer(result)
+
+
+def print_answer(result: PipelineResult) -> None:
+    """``kgwise ask --config`` for a person: answer, arm and cost, the set (its first members), notes, the
+    knowledge and the decision id."""
     console.print(f"[bold]answer:[/bold] {escape(result.answer)}"
                   + (f" ({result.label})" if result.label else ""))
     if result.answer_entities:
@@ -102,8 +111,12 @@ def ask_pipeline(question: str, choices: str | None, config: Path, state: Path |
                   f"{result.remaining_budget:.6g}")
     if result.answer_set is not None:
         s = result.answer_set
-        console.print(f"set (α = {s.alpha:g}, guarantee {'holds' if s.guarantee else 'does NOT hold'}): "
-                      f"{escape(', '.join(s.texts))}")
+        more = len(s.texts) - SET_SHOWN
+        holds = "holds" if s.guarantee else "does NOT hold"
+        console.print(f"set of {len(s.texts)} (α = {s.alpha:g}, guarantee {holds}): "
+                      f"{escape(', '.join(s.texts[:SET_SHOWN]))}"
+                      + (f" … and {more} more (all with --json)" if more > 0 else ""))
+        console.print(f"  [dim]{escape(s.statement)}[/dim]")
     for note in result.notes:
         console.print(f"note: {escape(note)}")
     if result.knowledge.text:

@@ -135,6 +135,8 @@ function render(x) {
   renderEvidence(x);
 }
 
+const SET_SHOWN = 30;
+
 function renderSet(x) {
   const box = $("set");
   const s = x.answer_set;
@@ -148,8 +150,11 @@ function renderSet(x) {
     return c ? `${m}) ${c.text}` : m;
   };
   const member = (m) => el("span", { class: "pill" + (m === x.choice || m === x.answer ? " chosen" : "") }, text(m));
+  // an open question's set can hold hundreds of KG entities (UAG's largest set): the rest folds away
+  const shown = s.members.slice(0, SET_SHOWN), rest = s.members.slice(SET_SHOWN);
   box.replaceChildren(
-    el("div", {}, ...s.members.map(member)),
+    el("div", {}, ...shown.map(member),
+      rest.length ? el("details", { class: "set-rest" }, el("summary", { text: `and ${rest.length} more` }), ...rest.map(member)) : null),
     el("p", { class: s.guaranteed ? "ok" : "warn", id: "set-guarantee",
       text: (s.guaranteed ? "✓ guaranteed: " : "✗ not guaranteed: ") + s.guarantee }),
     el("p", { class: "hint", text: `α = ${s.alpha}: the set should hold the right answer at least ${pct(1 - s.alpha)} of the time` }));
