@@ -123,8 +123,13 @@ def test_fit_calibrates_uag_and_open_answers_carry_its_set(tmp_path: Path) -> No
         assert pipe.state.calibration is not None
         pipe.state.calibration.meta["fit"] = "another fit"
         other, _ = pipe.open_set("local", q, topics, np.zeros(held, dtype=np.int64))
-        assert other is not None and not other.guarantee
+        assert other is not None and not other.guarantee and not other.certified
         assert "not the one UAG's was made with" in other.statement
+        loose = pipe.answer("What does metformin treat?")  # its set promises nothing: not counted as coverage
+        assert loose.answer_set is not None and not loose.answer_set.certified
+        pipe.feedback(loose.decision, gold=["diabetes"])
+        count = pipe.state.coverage["local"]
+        assert (count.n, count.uncertified) == (1, 1) and pipe.status().arms[0].coverage.uncertified == 1
         pipe.state.calibration.meta["fit"] = pipe.open_sets.fit if pipe.open_sets else None
         pipe.state.coverage["local"] = CoverageCount(n=30, covered=12)  # live coverage .4 against .7
         drifted = pipe.answer("What does metformin treat?").answer_set

@@ -8,7 +8,7 @@ import pytest
 from scipy.stats import binom
 
 from kgwise.app.config import PipelineConfig
-from kgwise.app.state import CoverageCount, StateDir, clopper_pearson, coverage_bounds
+from kgwise.app.state import CoverageCount, Pending, StateDir, clopper_pearson, coverage_bounds
 from kgwise.errors import ConfigError, DataError
 
 from .conftest import STUB_CONFIG, write_config, write_kg
@@ -62,3 +62,27 @@ def test_a_state_made_for_another_config_is_refused(tmp_path: Path) -> None:
     (tmp_path / "st" / "state.json").write_text("{}", encoding="utf-8")
     with pytest.raises(DataError, match=r"state\.json: not a kgwise pipeline state"):
         StateDir(tmp_path / "st", _config(tmp_path), 8)
+
+
+def test_feedback_on_uncertified_sets_is_counted_apart_and_survives_a_restart(tmp_path: Path) -> None:
+    """A set given without guarantee does not enter the arm's live coverage (it promised none), before
+    and after the journal is replayed and after a snapshot."""
+    cfg = _config(tmp_path, budget=5.0)
+    st = StateDir(tmp_path / "st", cfg, 8)
+    x = [0.1] * 8
+    for i, certified in enumerate((True, False, False)):
+        arm = st.select(f"d{i}", x, {"cheap": 0.1, "dear": 0.3, "free": 0.0})
+        assert arm is not None
+        st.record(Pending(f"d{i}", "q", ["a", "b"], arm, {"cheap": 0.1, "dear": 0.3, "free": 0.0}[arm], 0.0,
+                          x, "A", ["A"], certified=certified))
+        st.feedback(f"d{i}", 1.0, {}, covered=True)
+    counts = {a: (c.n, c.uncertified) for a, c in st.coverage.items() if c.graded}
+    assert sum(n for n, _ in counts.values()) == 1 and sum(u for _, u in counts.values()) == 2
+    st.sync()
+    st._journal.close()  # as a kill leaves it: no snapshot, the journal only, the OS lock gone
+    st._lock.release()
+    assert not (tmp_path / "st" / "state.json").exists()
+    with StateDir(tmp_path / "st", cfg, 8) as replayed:
+        assert {a: (c.n, c.uncertified) for a, c in replayed.coverage.items() if c.graded} == counts
+    with StateDir(tmp_path / "st", cfg, 8) as snapshot:
+        assert {a: (c.n, c.uncertified) for a, c in snapshot.coverage.items() if c.graded} == counts

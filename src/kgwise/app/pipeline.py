@@ -101,8 +101,9 @@ class ArmScore:
 @dataclass(frozen=True, slots=True)
 class AnswerSetResult:
     """A calibrated set: choice labels (and their texts), its α, whether the guarantee holds for this
-    answer, the exact statement of what is guaranteed (or why not), and the held-out calibration scores
-    its threshold is the quantile of (``calibration_size`` of them)."""
+    answer, the exact statement of what is guaranteed (or why not), the held-out calibration scores its
+    threshold is the quantile of (``calibration_size`` of them), and whether its calibration certified it
+    (``certified``; ``guarantee`` is that and no live drift)."""
 
     labels: tuple[str, ...]
     texts: tuple[str, ...]
@@ -111,6 +112,7 @@ class AnswerSetResult:
     statement: str
     calibration_size: int = 0
     calibration_scores: tuple[float, ...] = field(default=(), repr=False)
+    certified: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,8 +164,9 @@ class FeedbackResult:
 
 @dataclass(frozen=True, slots=True)
 class CoverageStatus:
-    """Live coverage of one arm's sets: ``covered`` of ``n`` decided, the rate, its one-sided
-    Clopper–Pearson bounds at ``1 − δ``, and ``drift`` when the upper bound is below ``target``."""
+    """Live coverage of one arm's certified sets: ``covered`` of ``n`` decided, the rate, its one-sided
+    Clopper–Pearson bounds at ``1 − δ``, and ``drift`` when the upper bound is below ``target``;
+    ``uncertified``: feedback on sets given without guarantee (not counted)."""
 
     n: int
     covered: int
@@ -173,6 +176,7 @@ class CoverageStatus:
     upper: float
     target: float
     drift: bool
+    uncertified: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -511,7 +515,7 @@ class Pipeline:
         drift = self._drift(arm)
         answers = tuple(found.answers)
         return AnswerSetResult(answers, answers, found.alpha, certified and not drift, statement + drift,
-                               k), None
+                               k, certified=certified), None
 
     # ------------------------------------------------------------------ answer
     def answer(self, text: str, choices: Sequence[str] | None = None, arm: str | None = None
@@ -586,7 +590,8 @@ class Pipeline:
         pending = Pending(decision, question.text, list(question.choice_texts), arm, bounds[arm], cost,
                           x.tolist(), output.prediction,
                           None if answer_set is None else list(answer_set.labels),
-                          {n: o.prediction for n, o in observed.items() if n != arm})
+                          {n: o.prediction for n, o in observed.items() if n != arm},
+                          answer_set is None or answer_set.certified)
         with self._lock:
             self.state.record(pending)
             remaining = router.remaining
@@ -647,7 +652,7 @@ class Pipeline:
                 arms.append(ArmStatus(a.name, a.kind, a.cluster, pulls[a.name], costs[a.name],
                                       0 if cal is None else cal.size(a.name),
                                       CoverageStatus(count.n, count.covered, count.undetermined, rate, lower,
-                                                     upper, 1 - sets.alpha, drift),
+                                                     upper, 1 - sets.alpha, drift, count.uncertified),
                                       None if routed is None else routed[j]))
             return PipelineStatus(str(self.config.path), str(self.state.root), self.config.router.unit,
                                   r.budget, r.spent, r.reserved, r.remaining, r.overrun, r.questions,

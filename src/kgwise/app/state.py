@@ -41,7 +41,10 @@ feedback (an OpenAI client seldom sends any) costs nothing but its memory — th
 Live coverage (issue 27, item 4): for each arm, ``n`` answers whose feedback told whether the set held
 the truth and ``covered`` of them. The Clopper–Pearson interval at confidence ``1 − δ`` bounds the true
 coverage; *drift* is flagged when its upper end lies below ``1 − α`` (coverage below target beyond
-noise, one-sided level δ).
+noise, one-sided level δ). Only sets their calibration certified count: an open answer's set given
+without guarantee (its arm's held-out questions certified nothing) promises no coverage, and counting it
+would hide drift (UAG's largest set covers more) or raise a false one; it is counted apart
+(``uncertified``).
 """
 
 from __future__ import annotations
@@ -116,20 +119,22 @@ def clopper_pearson(k: int, n: int, delta: float) -> tuple[float, float]:
 class CoverageCount:
     """Feedback on one arm's sets: ``n`` decided (the truth known to be in the set or not), ``covered``
     of them, ``undetermined`` (feedback that did not reveal the truth, e.g. ``correct=False`` on a set of
-    several choices); ``graded``: all feedback on the arm's answers, ``correct`` of them (reward ≥ 0.5)."""
+    several choices); ``graded``: all feedback on the arm's answers, ``correct`` of them (reward ≥ 0.5);
+    ``uncertified``: feedback on sets given without a calibration guarantee, not in ``n``."""
 
     n: int = 0
     covered: int = 0
     undetermined: int = 0
     graded: int = 0
     correct: int = 0
+    uncertified: int = 0
 
 
 @dataclass(slots=True)
 class Pending:
     """A decision awaiting feedback: the question, the arm and the cost bound held while it answered,
-    what it really cost (paid when it answered), the embedding, the answer and its set, and the free
-    arms' answers."""
+    what it really cost (paid when it answered), the embedding, the answer and its set, the free arms'
+    answers, and whether the set's calibration certified it (live coverage counts only those)."""
 
     decision: str
     text: str
@@ -141,6 +146,7 @@ class Pending:
     prediction: str
     answer_set: list[str] | None
     observed: dict[str, str] = field(default_factory=dict)
+    certified: bool = True
     _json: str | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> str:
@@ -152,7 +158,8 @@ class Pending:
     def to_dict(self) -> dict[str, Any]:
         return {"decision": self.decision, "text": self.text, "choices": self.choices, "arm": self.arm,
                 "bound": self.bound, "cost": self.cost, "embedding": encode_vector(self.embedding),
-                "prediction": self.prediction, "answer_set": self.answer_set, "observed": self.observed}
+                "prediction": self.prediction, "answer_set": self.answer_set, "observed": self.observed,
+                "certified": self.certified}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Pending:
@@ -160,7 +167,7 @@ class Pending:
                    float(d["bound"]), float(d["cost"]), decode_vector(d["embedding"]),
                    str(d["prediction"]),
                    None if d["answer_set"] is None else [str(x) for x in d["answer_set"]],
-                   {str(k): str(v) for k, v in d.get("observed", {}).items()})
+                   {str(k): str(v) for k, v in d.get("observed", {}).items()}, bool(d.get("certified", True)))
 
 
 class StateDir:
@@ -311,7 +318,9 @@ class StateDir:
         self.coverage[p.arm].correct += int(reward >= 0.5)
         for name, r in observed.items():
             self.router.observe(name, x, r)
-        if covered is not None:
+        if p.answer_set is not None and not p.certified:
+            self.coverage[p.arm].uncertified += 1
+        elif covered is not None:
             c = self.coverage[p.arm]
             c.n += 1
             c.covered += int(covered)
@@ -398,7 +407,8 @@ class StateDir:
             for name, c in body.get("coverage", {}).items():
                 self.coverage[str(name)] = CoverageCount(int(c["n"]), int(c["covered"]),
                                                          int(c["undetermined"]),
-                                                         int(c.get("graded", 0)), int(c.get("correct", 0)))
+                                                         int(c.get("graded", 0)), int(c.get("correct", 0)),
+                                                         int(c.get("uncertified", 0)))
         except ConfigError as exc:
             raise DataError(str(exc), path) from exc
         except (KeyError, TypeError, ValueError) as exc:

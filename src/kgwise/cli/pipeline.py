@@ -193,6 +193,8 @@ def print_status(st: PipelineStatus) -> None:
         else:
             live = f"{c.rate:.1%} of {c.n} ({c.lower:.1%}–{c.upper:.1%}; target {c.target:.0%})"
             live = f"[red]{live} drift[/red]" if c.drift else live
+        if c.uncertified:
+            live += f" (+{c.uncertified} uncertified)"
         if a.routed is None:
             routed = "—"
         else:
