@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from kgwise.cli.common import console
 from kgwise.cli.main import app
-from kgwise.cli.pipeline import SET_SHOWN, parse_arm, print_answer, print_status
+from kgwise.cli.pipeline import SET_SHOWN, parse_arm, print_answer, print_feedback, print_fit, print_status
 
 runner = CliRunner()
 
@@ -115,3 +115,27 @@ def test_an_open_answer_s_large_set_is_shown_by_its_first_members() -> None:
     assert "set of 300 (α = 0.1, guarantee does NOT hold): entity 0, " in text
     assert f"entity {SET_SHOWN - 1} … and {300 - SET_SHOWN} more (all with --json)" in text
     assert f"entity {SET_SHOWN}," not in text and why in text and "kgwise feedback d1" in text
+
+
+def test_fit_prints_a_row_per_arm_the_replay_and_what_was_not_fitted() -> None:
+    from kgwise.app.fit import ArmFit, FitReport, RouterSelection
+
+    arms = (ArmFit("gnn", 12, 0.5, 0.0, 0.0, 0.75, 4, 0.41, 0.95, 1.5),
+            ArmFit("big", 12, 0.75, 0.024, 0.002, 0.25, 2, None, None, None))
+    report = FitReport(12, "usd", 0.024, 0.024, 12, 12, 1.0, 0.583, 0.006, arms, {},
+                       "per arm: P(truth ∈ set)", ("router settings are the config's: 6 questions",),
+                       RouterSelection("config", "6 questions", "question", None, False, pinned="gnn"))
+    text = " ".join(_printed(print_fit, report).replace("│", " ").split())
+    assert "gnn (pinned) 12 0.500 0 75% 4 held-out 0.410 95.0% 1.50" in text
+    assert "big 12 0.750 0.002 25% 2 held-out — — —" in text
+    assert "accuracy 0.583, spend 0.006 of 1 usd; this fit paid 0.024 (12 calls, 12 resumed)" in text
+    assert "not fitted: router settings are the config's" in text and "per arm: P(truth ∈ set)" in text
+
+
+def test_feedback_prints_what_the_router_learnt() -> None:
+    from kgwise.app.pipeline import FeedbackResult
+
+    text = " ".join(_printed(print_feedback, FeedbackResult("d1", "big", 1.0, False, {"gnn": 0.0}, 0.2, 0.8,
+                                                            "cost 0.3 was above its bound 0.2")).split())
+    assert "decision d1: arm big right; its set missed the truth; spent 0.2, remaining 0.8" in text
+    assert "observed arms: gnn wrong" in text and "warning: cost 0.3 was above its bound 0.2" in text

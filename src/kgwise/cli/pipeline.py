@@ -16,9 +16,10 @@ from kgwise.cli.common import JsonOption, console, err_console, friendly_errors,
 from kgwise.errors import ConfigError
 
 if TYPE_CHECKING:
-    from kgwise.app.pipeline import PipelineResult, PipelineStatus
+    from kgwise.app.fit import FitReport
+    from kgwise.app.pipeline import FeedbackResult, PipelineResult, PipelineStatus
 
-__all__ = ["ask_pipeline", "parse_arm", "print_answer", "print_status"]
+__all__ = ["ask_pipeline", "parse_arm", "print_answer", "print_feedback", "print_fit", "print_status"]
 
 SET_SHOWN = 20
 """Members of an answer set that ``ask`` prints (an open question's may hold hundreds)."""
@@ -145,7 +146,22 @@ def feedback(
         raise ConfigError("give one of --correct, --wrong or --gold X")
     with Pipeline.from_config(config, state, models=False) as pipe:
         out = pipe.feedback(decision, correct=correct, gold=gold)
-    write_json(_plain(out), json_out)
+    if json_out is not None:
+        write_json(_plain(out), json_out)
+        return
+    print_feedback(out)
+
+
+def print_feedback(fb: FeedbackResult) -> None:
+    """``kgwise feedback`` for a person: what the router learnt and the budget after it."""
+    covered = {None: "not revealed", True: "covered the truth", False: "missed the truth"}[fb.covered]
+    console.print(f"decision {fb.decision}: arm {escape(fb.arm)} {'right' if fb.reward else 'wrong'}; "
+                  f"its set {covered}; spent {fb.spent:.6g}, remaining {fb.remaining_budget:.6g}")
+    if fb.observed:
+        console.print("observed arms: " + escape(", ".join(
+            f"{a} {'right' if r else 'wrong'}" for a, r in fb.observed.items())))
+    if fb.warning:
+        console.print(f"[yellow]warning: {escape(fb.warning)}[/yellow]")
 
 
 @app.command("status")
@@ -156,7 +172,7 @@ def status(
     json_out: JsonOption = None,
 ) -> None:
     """Budget, spending, pending decisions, and per arm pulls, cost and live set coverage (a table; the
-    whole status as JSON with --json)."""
+    whole status as JSON with --json FILE)."""
     from kgwise.app import Pipeline
 
     with Pipeline.from_config(config, state, models=False) as pipe:
@@ -175,7 +191,8 @@ def print_status(st: PipelineStatus) -> None:
     console.print(f"[bold]budget[/bold] {st.budget:.6g} {st.unit}: spent {st.spent:.6g} ({share:.1%}), "
                   f"reserved {st.reserved:.6g}, remaining {st.remaining:.6g}"
                   + (f", overrun {st.overrun:.6g}" if st.overrun else ""))
-    console.print(f"{st.questions} questions answered, {st.pending} waiting for feedback"
+    console.print(f"{st.questions} question{'' if st.questions == 1 else 's'} answered, {st.pending} waiting "
+                  "for feedback"
                   + (f", {st.expired} dropped unanswered" if st.expired else "")
                   + (f"; pinned to [bold]{escape(st.pinned)}[/bold] by the fit" if st.pinned else ""))
     sets = (f"answer sets: α = {st.alpha:g}, δ = {st.delta:g}, "
@@ -219,9 +236,52 @@ def fit_command(
     concurrency: Annotated[int, typer.Option(min=1, help="Parallel calls of API arms.")] = 4,
     json_out: JsonOption = None,
 ) -> None:
-    """Run every arm on the dev questions (resumable), warm-start the router, calibrate per-arm sets."""
+    """Run every arm on the dev questions (resumable), warm-start the router, calibrate per-arm sets; a
+    table per arm (the whole report as JSON with --json FILE; it is also kept in the state folder)."""
     from kgwise.app import Pipeline, fit
 
     with Pipeline.from_config(config, state) as pipe:
         report = fit(pipe, questions, max_spend, concurrency, echo=say)
-    write_json(report.to_dict(), json_out)
+    if json_out is not None:
+        write_json(report.to_dict(), json_out)
+        return
+    print_fit(report)
+
+
+def print_fit(report: FitReport) -> None:
+    """``kgwise fit`` for a person: a row per arm (on the dev log and in the fitted pipeline), the replay
+    against the budget, how the router was set, what was not fitted and the sets' guarantee."""
+    from rich.table import Table
+
+    def num(x: float | None, fmt: str) -> str:
+        return "—" if x is None else format(x, fmt)
+
+    table = Table("arm", "answered", "accuracy", f"cost/question ({report.unit})", "routed",
+                  "sets calibrated on", "threshold", "coverage", "mean set size")
+    for a in report.arms:
+        pinned = " (pinned)" if report.router_selection and report.router_selection.pinned == a.name else ""
+        table.add_row(escape(a.name) + pinned, str(a.answered), num(a.accuracy, ".3f"),
+                      num(a.cost_mean, ".4g"), f"{a.share_routed:.0%}", f"{a.calibration_size} held-out",
+                      num(a.threshold, ".3f"), num(a.in_sample_coverage, ".1%"), num(a.mean_set_size, ".2f"))
+    console.print(table)
+    console.print(f"replay of the fitted router: accuracy {report.replay_accuracy:.3f}, spend "
+                  f"{report.replay_spend:.6g} of {report.budget:.6g} {report.unit}; this fit paid "
+                  f"{report.spent:.6g} ({report.calls_made} calls, {report.calls_resumed} resumed)")
+    sel = report.router_selection
+    if sel is not None:
+        console.print(escape(f"router settings by {sel.method}: context {sel.context}, γ "
+                             + ("Eq. 12" if sel.gamma is None else f"{sel.gamma:g}")
+                             + f", decomposed reward {sel.decomposed_reward}"))
+    for p in report.prompts:
+        best = max(p.accuracy.items(), key=lambda kv: kv[1], default=None)
+        console.print(escape(f"{p.arm}'s prompts: " + (p.reason or (
+            f"bandit over {', '.join(p.combos)} on {p.questions} questions"
+            + (f", best alone {best[0]} {best[1]:.3f}" if best else "")
+            + ("" if p.held_out_accuracy is None else f"; held out {p.held_out_accuracy:.3f}")))))
+    if report.open_sets is not None:
+        o = report.open_sets
+        console.print(escape("open questions' sets: " + (o.reason or (
+            f"UAG on {o.calibration} held-out of {o.grounded} grounded open questions"))))
+    for note in report.not_fitted:
+        console.print(f"[yellow]not fitted: {escape(note)}[/yellow]")
+    console.print(f"[dim]{escape(report.guarantee)}[/dim]")
