@@ -181,6 +181,7 @@ def test_the_starter_file_reads_back(tmp_path: Path) -> None:
     assert cfg.names == ("small", "small-kg")
     assert cfg.arm("small-kg").per_call == 0.01
     assert cfg.router.budget == 3.0 and cfg.answer_sets.alpha == 0.2
+    assert cfg.answer_sets.guarantee == "pac"  # training-conditional, as UAG's open sets
 
 
 def test_kg_takes_a_label_index_beside_a_graph_or_an_endpoint(tmp_path: Path) -> None:

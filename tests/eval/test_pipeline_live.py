@@ -93,8 +93,8 @@ def test_set_at_is_the_pipelines_split_conformal_rule() -> None:
     cp.calibration_scores_ = np.asarray(scores)
     mask = cp.predict_set(np.asarray([[0.7, 0.2, 0.1]]))[0]
     want = tuple(x for x, keep in zip(labels, mask, strict=True) if keep)
-    assert set_at(scores, "lac", AnswerSetConfig(0.2), probs, labels) == want
-    pac = AnswerSetConfig(0.2, 0.05, "lac", "pac")  # training-conditional: a higher rank, a larger set
+    assert set_at(scores, "lac", AnswerSetConfig(0.2, guarantee="marginal"), probs, labels) == want
+    pac = AnswerSetConfig(0.2)  # training-conditional (the default): a higher rank, a larger set
     assert set(set_at(scores, "lac", pac, probs, labels)) >= set(want)
 
 

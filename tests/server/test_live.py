@@ -294,7 +294,7 @@ def test_kill_9_under_load_loses_no_feedback_older_than_the_save_interval(tmp_pa
                 time.sleep(0.3)
 
         def client(i: int) -> None:
-            with httpx.Client(base_url=url, timeout=10) as c:
+            with httpx.Client(base_url=url, timeout=30) as c:
                 k = 0
                 while not stop.is_set():
                     k += 1
@@ -303,6 +303,8 @@ def test_kill_9_under_load_loses_no_feedback_older_than_the_save_interval(tmp_pa
                         fb = {"decision": d["decision"], "reward": 1, "cost": d["bound"]}
                         if c.post("/v1/route/feedback", json=fb).status_code == 200:
                             acked.append(time.monotonic())
+                    except httpx.TimeoutException:
+                        continue  # a slow answer on a loaded machine: ask again
                     except httpx.HTTPError:
                         return  # the server is gone
 

@@ -25,11 +25,13 @@ Tables:
   ``kgwise config show coke``, checked by :mod:`kgwise.settings`' rules);
 * ``[answer_sets]`` — ``alpha`` in (0, 1), ``delta`` in (0, 1) (the live coverage bound's level, and the
   calibration's confidence with ``guarantee = "pac"``), ``kind`` (``lac`` or ``aps``), ``guarantee``
-  (``marginal``: split conformal, coverage ≥ 1 − α on average over dev logs; ``pac``: training-conditional,
-  coverage ≥ 1 − α with probability ≥ 1 − δ over the dev log — larger sets; ``pac_all_arms``: the same
-  for every arm at once, δ split evenly over the arms — larger still), ``calibration_share`` in
-  (0, 1) (the part of the graded multiple-choice dev questions held out of the router's learning to
-  calibrate the sets, :mod:`kgwise.app.calibration`; default 0.5), ``uag_llm`` (a local LLM: open
+  (``pac``, the default: training-conditional, coverage ≥ 1 − α with probability ≥ 1 − δ over the dev
+  log, the kind of guarantee UAG's open sets carry; ``marginal``: split conformal, coverage ≥ 1 − α on
+  average over dev logs — smaller sets, but a given log's sets fall short of 1 − α about half the time;
+  ``pac_all_arms``: ``pac`` for every arm at once, δ split evenly over the arms — larger sets),
+  ``calibration_share`` in (0, 1) (the part of the graded multiple-choice dev questions held out of the
+  router's learning to calibrate the sets, :mod:`kgwise.app.calibration`; default 0.5), ``uag_llm`` (a
+  local LLM: open
   questions get UAG's sets, calibrated by ``kgwise fit`` on the graded open dev questions with this model
   writing Φ(P), :mod:`kgwise.app.open_sets`; without it open answers carry no set) and ``uag_tune_share``
   in (0, 1) (the part of those questions that tunes UAG's grid and teaches the router; the rest is held
@@ -204,7 +206,7 @@ class AnswerSetConfig:
     alpha: float = 0.1
     delta: float = 0.05
     kind: SetKind = "lac"
-    guarantee: Guarantee = "marginal"
+    guarantee: Guarantee = "pac"
     calibration_share: float = 0.5
     uag_llm: str | None = None
     uag_tune_share: float = 0.4
@@ -579,7 +581,7 @@ class _Reader:
         kind = self._str(data, "kind", "answer_sets") or "lac"
         if kind not in ("lac", "aps"):
             raise self.fail(f"must be lac or aps, got {kind!r}", "answer_sets", "kind")
-        guarantee = self._str(data, "guarantee", "answer_sets") or "marginal"
+        guarantee = self._str(data, "guarantee", "answer_sets") or "pac"
         if guarantee not in ("marginal", "pac", "pac_all_arms"):
             raise self.fail(f"must be marginal, pac or pac_all_arms, got {guarantee!r}", "answer_sets",
                             "guarantee")
@@ -659,8 +661,9 @@ def starter_toml(kg: str, arms: list[tuple[str, str, str, float | None]], budget
               "", "[answer_sets]", f"alpha = {alpha!r}  # sets miss the truth at most this often, per arm",
               "delta = 0.05  # level of the live coverage bound (`kgwise status`)",
               "kind = \"lac\"  # or aps",
-              "# guarantee = \"pac\"  # coverage >= 1 - alpha with probability >= 1 - delta (larger sets);",
-              "#   \"pac_all_arms\": the same for every arm at once (delta split over the arms)",
+              "guarantee = \"pac\"  # coverage >= 1 - alpha with probability >= 1 - delta over the dev log;",
+              "#   \"marginal\": on average over dev logs (smaller sets); \"pac_all_arms\": pac for "
+              "every arm at once",
               "calibration_share = 0.5  # dev questions held out of the router's learning to calibrate sets",
               "# uag_llm = \"smollm2-135m\"  # open questions get UAG's sets, calibrated by `kgwise fit` on "
               "graded open dev questions",
