@@ -202,6 +202,18 @@ def test_open_questions_link_the_answer_to_kg_entities(tmp_path: Path) -> None:
         assert fb.reward == float(r.answer == "aspirin")
 
 
+def test_an_open_answer_names_first_the_entities_the_question_does_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kgwise.types import Usage
+
+    with make(tmp_path, kg=True) as pipe:
+        for name in ("cheap", "dear"):
+            monkeypatch.setattr(pipe.runners[name], "answer", lambda q: ArmOutput(
+                "For a headache, take aspirin.", {}, usage=Usage(calls=1)))
+        r = pipe.answer("Which drug would you take for a headache?")
+        assert r.question_entities == ("headache",) and r.answer_entities == ("aspirin", "headache")
+
+
 OPS = st.lists(st.one_of(st.tuples(st.just("ask"), st.integers(0, 30)),
                          st.tuples(st.just("feedback"), st.integers(0, 10), st.booleans()),
                          st.tuples(st.just("restart"))), min_size=1, max_size=40)

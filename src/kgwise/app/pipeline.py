@@ -7,10 +7,13 @@ answers and signals join the question embedding as the router's context (:mod:`k
 free arm the router then picks is not run twice); let the Coke router pick an affordable arm (Eq. 2
 within the budget, Eq. 14); run it; attach the arm's calibrated set; record the decision in the state
 directory. The set's guarantee (multiple choice, :mod:`kgwise.app.calibration`): for a question the
-router in its present state sends to this arm, ``P(truth ∈ set) ≥ 1 − α`` over questions exchangeable
-with the dev log — split conformal on the held-out dev questions that the same rule sends to the arm;
-for a forced arm, on every held-out question it answered. An open question's set is UAG's, certified the
-same way on the held-out open dev questions the rule sends to the arm (:mod:`kgwise.app.open_sets`).
+router in its present state sends to this arm, coverage ≥ 1 − α over questions exchangeable with the dev
+log, with probability ≥ 1 − δ over the held-out dev questions that the same rule sends to the arm
+(``[answer_sets] guarantee = "pac"``, the default; ``"marginal"``: split conformal, on average over
+them); for a forced arm, on every held-out question it answered. An open question's set is UAG's,
+certified the same way on the held-out open dev questions the rule sends to the arm
+(:mod:`kgwise.app.open_sets`); its ``answer_entities`` are the KG entities the answer's text names, those
+the question does not name first.
 :meth:`Pipeline.status` reports each arm's live coverage with a Clopper–Pearson bound and flags drift.
 
 Threads: ``answer``, ``feedback`` and ``status`` may be called from several threads at once. The state
@@ -585,8 +588,8 @@ class Pipeline:
         if question.choices:
             label = output.prediction
             answer_text = next((c.text for c in question.choices if c.label == label), label)
-        else:
-            entities = self._entities(output.prediction)
+        else:  # the KG entities the answer names, those the question does not first (a stable sort)
+            entities = tuple(sorted(self._entities(output.prediction), key=lambda e: e in qnodes))
         pending = Pending(decision, question.text, list(question.choice_texts), arm, bounds[arm], cost,
                           x.tolist(), output.prediction,
                           None if answer_set is None else list(answer_set.labels),

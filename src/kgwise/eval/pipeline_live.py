@@ -564,6 +564,7 @@ def _mc_sets(questions_test: Sequence[Question], names: Sequence[str], cfg: Live
             cov_rows.append((r["arm"], q.gold[0] in s, len(s)))
             sizes[r["arm"]].append(len(scores))
         st = coverage_stats(cov_rows, names, alpha, cfg.delta)
+        st["guarantee"] = rule.guarantee
         st["questions_without_set"] = no_set
         st["calibration_size_mean"] = {a: float(np.mean(v)) if v else 0.0 for a, v in sizes.items()}
         st["min_calibration_size"] = min_calibration_size(alpha)
