@@ -570,25 +570,22 @@ class _Reader:
     def answer_sets(self, data: dict[str, Any]) -> AnswerSetConfig:
         self._keys(data, {"alpha", "delta", "kind", "guarantee", "calibration_share", "uag_llm",
                           "uag_tune_share", "open_uncertified"}, "answer_sets")
-        alpha = self._number(data, "alpha", "answer_sets")
-        delta = self._number(data, "delta", "answer_sets")
-        share = self._number(data, "calibration_share", "answer_sets")
-        tune = self._number(data, "uag_tune_share", "answer_sets")
-        for key, value in (("alpha", alpha), ("delta", delta), ("calibration_share", share),
-                           ("uag_tune_share", tune)):
-            if value is not None and not 0.0 < value < 1.0:
-                raise self.fail(f"must lie in (0, 1), got {data[key]!r}", "answer_sets", key)
-        kind = self._str(data, "kind", "answer_sets") or "lac"
-        if kind not in ("lac", "aps"):
-            raise self.fail(f"must be lac or aps, got {kind!r}", "answer_sets", "kind")
-        guarantee = self._str(data, "guarantee", "answer_sets") or "pac"
-        if guarantee not in ("marginal", "pac", "pac_all_arms"):
-            raise self.fail(f"must be marginal, pac or pac_all_arms, got {guarantee!r}", "answer_sets",
-                            "guarantee")
-        uncertified = self._str(data, "open_uncertified", "answer_sets") or "largest"
-        if uncertified not in get_args(OpenUncertified):
-            raise self.fail(f"must be largest or pooled, got {uncertified!r}", "answer_sets",
-                            "open_uncertified")
+        given: dict[str, Any] = {}  # the keys the file sets; AnswerSetConfig holds the defaults
+        for key in ("alpha", "delta", "calibration_share", "uag_tune_share"):
+            value = self._number(data, key, "answer_sets")
+            if value is not None:
+                if not 0.0 < value < 1.0:
+                    raise self.fail(f"must lie in (0, 1), got {data[key]!r}", "answer_sets", key)
+                given[key] = value
+        for key, allowed in (("kind", SetKind), ("guarantee", Guarantee),
+                             ("open_uncertified", OpenUncertified)):
+            text = self._str(data, key, "answer_sets")
+            if text:
+                options = get_args(allowed)
+                if text not in options:
+                    raise self.fail(f"must be {', '.join(options[:-1])} or {options[-1]}, got {text!r}",
+                                    "answer_sets", key)
+                given[key] = text
         uag_llm = self._str(data, "uag_llm", "answer_sets")
         if uag_llm is not None:
             if uag_llm.startswith("openai:"):
@@ -599,10 +596,7 @@ class _Reader:
                     raise self.fail(f"model file {self.resolve(uag_llm[5:])} does not exist", "answer_sets",
                                     "uag_llm")
                 uag_llm = f"gguf:{self.resolve(uag_llm[5:])}"
-        return AnswerSetConfig(alpha if alpha is not None else 0.1, delta if delta is not None else 0.05,
-                               kind, guarantee,  # type: ignore[arg-type]
-                               share if share is not None else 0.5, uag_llm,
-                               tune if tune is not None else 0.4, uncertified)  # type: ignore[arg-type]
+        return AnswerSetConfig(uag_llm=uag_llm, **given)
 
 
 def _toml_str(value: str) -> str:

@@ -250,7 +250,8 @@ def fit_command(
 
 def print_fit(report: FitReport) -> None:
     """``kgwise fit`` for a person: a row per arm (on the dev log and in the fitted pipeline), the replay
-    against the budget, how the router was set, what was not fitted and the sets' guarantee."""
+    against the budget, what was not fitted and the sets' guarantee (the router's settings, the prompt
+    bandits and the open sets are in the lines the fit printed as it went)."""
     from rich.table import Table
 
     def num(x: float | None, fmt: str) -> str:
@@ -267,21 +268,6 @@ def print_fit(report: FitReport) -> None:
     console.print(f"replay of the fitted router: accuracy {report.replay_accuracy:.3f}, spend "
                   f"{report.replay_spend:.6g} of {report.budget:.6g} {report.unit}; this fit paid "
                   f"{report.spent:.6g} ({report.calls_made} calls, {report.calls_resumed} resumed)")
-    sel = report.router_selection
-    if sel is not None:
-        console.print(escape(f"router settings by {sel.method}: context {sel.context}, γ "
-                             + ("Eq. 12" if sel.gamma is None else f"{sel.gamma:g}")
-                             + f", decomposed reward {sel.decomposed_reward}"))
-    for p in report.prompts:
-        best = max(p.accuracy.items(), key=lambda kv: kv[1], default=None)
-        console.print(escape(f"{p.arm}'s prompts: " + (p.reason or (
-            f"bandit over {', '.join(p.combos)} on {p.questions} questions"
-            + (f", best alone {best[0]} {best[1]:.3f}" if best else "")
-            + ("" if p.held_out_accuracy is None else f"; held out {p.held_out_accuracy:.3f}")))))
-    if report.open_sets is not None:
-        o = report.open_sets
-        console.print(escape("open questions' sets: " + (o.reason or (
-            f"UAG on {o.calibration} held-out of {o.grounded} grounded open questions"))))
     for note in report.not_fitted:
         console.print(f"[yellow]not fitted: {escape(note)}[/yellow]")
     console.print(f"[dim]{escape(report.guarantee)}[/dim]")
