@@ -58,8 +58,8 @@ def test_split_choices_lines_inline_json_and_open() -> None:
 
 def test_models_list_each_pipeline_and_arm(live: Any) -> None:
     ids = [m.id for m in _client(live.url).models.list()]
-    assert ids[0] == "kgwise" and len(ids) >= 2
-    assert all(i == "kgwise" or i.startswith("kgwise/") for i in ids)
+    assert ids[:2] == ["kgwise", "kgwise:explain"] and len(ids) >= 3
+    assert all(i in ("kgwise", "kgwise:explain") or i.startswith("kgwise/") for i in ids)
     assert _client(live.url).models.retrieve("kgwise/" + _arms(live.url)[0]).id.startswith("kgwise/")
     with pytest.raises(openai.NotFoundError) as err:
         _client(live.url).models.retrieve("kgwise/no-such-arm")
@@ -338,3 +338,42 @@ def test_real_pipeline_cost_is_the_arm_price_and_the_answer_spends_it(live: Any)
         res = httpx.post(live.url + "/v1/feedback", json={"decision_id": extra["decision_id"], "gold": "A"})
         assert res.status_code == 200, res.text
         assert spent() == pytest.approx(answered)
+
+
+# --- what a plain chat client sees --------------------------------------------------------------------
+def test_an_ordinary_chat_client_sees_the_explained_answer_and_can_give_feedback(live: Any) -> None:
+    client = _client(live.url)
+    assert "kgwise:explain" in [m.id for m in client.models.list()]
+    asks: list[dict[str, Any]] = [{"model": "kgwise:explain"},
+                                  {"model": "kgwise", "extra_body": {"kgwise": {"explain": True}}}]
+    for kwargs in asks:
+        c = client.chat.completions.create(messages=USER, **kwargs)
+        extra = (c.model_extra or {})["kgwise"]
+        content = c.choices[0].message.content or ""
+        assert content.startswith(f"**{extra['choice']}) {extra['answer']}**")
+        assert f"decision `{extra['decision_id']}`" in content and f"Arm `{extra['arm']}`" in content
+        assert f"cost {extra['cost']:.6g} {extra['cost_unit']}" in content
+        if extra["answer_set"] is not None:
+            assert f"Answer set at α = {extra['answer_set']['alpha']:g}" in content
+        if extra["evidence"] is not None and (extra["evidence"]["paths"] or extra["evidence"]["triples"]):
+            assert "Evidence:\n- " in content
+    decision = extra["decision_id"]
+    reply = client.chat.completions.create(model="kgwise", messages=[
+        {"role": "user", "content": f"/feedback {decision} correct"}])
+    assert reply.choices[0].message.content == (f"Thanks: decision `{decision}` recorded as right for arm "
+                                                f"`{extra['arm']}`; the router has learnt it.")
+    with pytest.raises(openai.NotFoundError):  # once per decision, as POST /v1/feedback
+        client.chat.completions.create(model="kgwise", messages=[
+            {"role": "user", "content": f"/feedback {decision} wrong"}])
+
+
+def test_feedback_commands_are_read_exactly() -> None:
+    from kgwise.server.explain import FeedbackCommand, feedback_command, split_explain
+
+    assert feedback_command("/feedback abc123 correct") == FeedbackCommand("abc123", True, None)
+    assert feedback_command("  /FEEDBACK abc WRONG ") == FeedbackCommand("abc", False, None)
+    assert feedback_command("/feedback abc gold= Lisinopril ") == FeedbackCommand("abc", None, "Lisinopril")
+    assert feedback_command("What is /feedback abc correct?") is None
+    assert feedback_command("/feedback abc maybe") is None
+    assert split_explain("kgwise/arm:explain") == ("kgwise/arm", True)
+    assert split_explain("kgwise") == ("kgwise", False)

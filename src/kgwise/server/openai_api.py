@@ -41,6 +41,13 @@ from kgwise.errors import KgwiseError, ServiceError
 from kgwise.route.coke import BudgetExceededError
 from kgwise.route.service import UnknownDecisionError
 from kgwise.server.contract import PipelineLike, ResultLike, StatusLike
+from kgwise.server.explain import (
+    EXPLAIN_SUFFIX,
+    FeedbackCommand,
+    feedback_command,
+    render_explained,
+    split_explain,
+)
 from kgwise.server.schemas import (
     AnswerSetOut,
     ArmStatusOut,
@@ -218,7 +225,7 @@ class PipelineHub:
 
     def resolve(self, model: str) -> tuple[_Served, str | None]:
         """The pipeline and forced arm (or None) that ``model`` names; a 404 for anything else."""
-        name, _, arm = model.partition("/")
+        name, _, arm = split_explain(model)[0].partition("/")
         served = self.served.get(name)
         if served is None or (arm and arm not in served.pipeline.arm_names) or model.endswith("/"):
             raise OpenAIError(404, f"The model `{model}` does not exist; GET /v1/models lists them",
@@ -226,8 +233,8 @@ class PipelineHub:
         return served, arm or None
 
     def models(self) -> list[str]:
-        return [m for s in self.served.values() for m in (s.name, *(f"{s.name}/{a}"
-                                                                     for a in s.pipeline.arm_names))]
+        return [m for s in self.served.values() for m in (s.name, s.name + EXPLAIN_SUFFIX,
+                                                          *(f"{s.name}/{a}" for a in s.pipeline.arm_names))]
 
     def _sample(self, served: _Served, status: StatusLike | None = None, force: bool = False) -> None:
         """Add the current spend to the history (called with ``served.lock`` held)."""
@@ -383,6 +390,27 @@ def openai_api(hub: PipelineHub) -> APIRouter:
         return OpenAIUsage(prompt_tokens=u.input_tokens, completion_tokens=u.output_tokens,
                            total_tokens=u.input_tokens + u.output_tokens)
 
+    async def chat_feedback(req: ChatCompletionRequest, command: FeedbackCommand) -> Response:
+        """A chat message ``/feedback DECISION correct|wrong|gold=X``: the feedback, answered in words."""
+        served, _ = hub.resolve(req.model)
+        gold = None if command.gold is None else _text(command.gold, "messages[-1].content")
+        out = await run_in_threadpool(
+            hub.call, served, lambda p: p.feedback(command.decision, correct=command.correct, gold=gold))
+        verdict = "right" if out.correct else "wrong"
+        text = (f"Thanks: decision `{out.decision_id}` recorded as {verdict} for arm `{out.arm}`; the router "
+                "has learnt it.")
+        cid, created = f"chatcmpl-feedback-{out.decision_id}", int(time.time())
+        if not req.stream:
+            body = ChatCompletion(id=cid, created=created, model=req.model, kgwise=None,
+                                  usage=OpenAIUsage(prompt_tokens=0, completion_tokens=0, total_tokens=0),
+                                  choices=[ChatChoice(index=0, message=ChatMessageOut(content=text))])
+            return JSONResponse(body.model_dump(mode="json"))
+        events = [_chunk_json(ChatChunk(id=cid, created=created, model=req.model, choices=[
+            ChatChunkChoice(delta=Delta(role="assistant", content=text), finish_reason=None)])),
+                  _chunk_json(ChatChunk(id=cid, created=created, model=req.model, choices=[
+                      ChatChunkChoice(delta=Delta(), finish_reason="stop")]))]
+        return _sse(events)
+
     @api.get("/v1/models", response_model=ModelList, tags=openai_tag, responses=_errors())
     def models() -> ModelList:
         """Each pipeline (the router picks the arm) and each of its arms as ``<pipeline>/<arm>``."""
@@ -412,11 +440,16 @@ def openai_api(hub: PipelineHub) -> APIRouter:
             if any(p.type != "text" or p.text is None for p in content):
                 raise OpenAIError(400, f"{param}: only text parts are supported", param=param)
             content = "\n".join(p.text or "" for p in content)
+        command = feedback_command(content or "")
+        if command is not None:
+            return await chat_feedback(req, command)
         question, choices = question_of(content or "", req.kgwise.choices if req.kgwise else None, param)
         extra, _ = await answer(req.model, question, choices)
         cid, created = f"chatcmpl-{extra.decision_id}", int(time.time())
+        explain = split_explain(req.model)[1] or bool(req.kgwise and req.kgwise.explain)
+        text = render_explained(extra) if explain else _content(extra)
         if not req.stream:
-            message = ChatMessageOut(content=_content(extra))
+            message = ChatMessageOut(content=text)
             body = ChatCompletion(id=cid, created=created, model=req.model, usage=usage_of(extra),
                                   kgwise=extra, choices=[ChatChoice(index=0, message=message)])
             return JSONResponse(body.model_dump(mode="json"), headers=_headers(extra))
@@ -425,7 +458,7 @@ def openai_api(hub: PipelineHub) -> APIRouter:
             return _chunk_json(ChatChunk(id=cid, created=created, model=req.model, kgwise=extra_, choices=[
                 ChatChunkChoice(delta=delta, finish_reason="stop" if finish else None)]))
 
-        events = [chunk(Delta(role="assistant", content="")), chunk(Delta(content=_content(extra))),
+        events = [chunk(Delta(role="assistant", content="")), chunk(Delta(content=text)),
                   chunk(Delta(), finish=True, extra_=extra)]
         if (req.stream_options or StreamOptions()).include_usage:
             events.append(ChatChunk(id=cid, created=created, model=req.model, choices=[],
@@ -449,7 +482,8 @@ def openai_api(hub: PipelineHub) -> APIRouter:
         question, choices = question_of(prompt, req.kgwise.choices if req.kgwise else None, "prompt")
         extra, _ = await answer(req.model, question, choices)
         cid, created = f"cmpl-{extra.decision_id}", int(time.time())
-        text = _content(extra)
+        explain = split_explain(req.model)[1] or bool(req.kgwise and req.kgwise.explain)
+        text = render_explained(extra) if explain else _content(extra)
         if not req.stream:
             body = TextCompletion(id=cid, created=created, model=req.model, usage=usage_of(extra),
                                   kgwise=extra, choices=[CompletionChoice(text=text)])

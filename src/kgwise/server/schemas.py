@@ -51,9 +51,12 @@ class StreamOptions(_Request):
 
 class KgwiseRequest(_Request):
     """kgwise's request extra (``extra_body={"kgwise": {...}}`` in the SDK): the answer ``choices`` as a
-    list (then the message is the question as written, not searched for choices)."""
+    list (then the message is the question as written, not searched for choices); ``explain``: the message
+    content is the answer explained in Markdown (set, evidence, cost, decision id), as with the model
+    alias ``<pipeline>:explain``."""
 
     choices: list[str] | None = Field(default=None, min_length=2, max_length=26)
+    explain: bool = False
 
 
 class ChatCompletionRequest(_Request):
@@ -186,7 +189,7 @@ class ChatChoice(BaseModel):
 
 
 class ChatCompletion(BaseModel):
-    """An OpenAI ``chat.completion`` plus the ``kgwise`` extra."""
+    """An OpenAI ``chat.completion`` plus the ``kgwise`` extra (null for a ``/feedback`` message's reply)."""
 
     id: str
     object: Literal["chat.completion"] = "chat.completion"
@@ -195,7 +198,7 @@ class ChatCompletion(BaseModel):
     choices: list[ChatChoice]
     usage: OpenAIUsage
     system_fingerprint: str | None = None
-    kgwise: KgwiseExtra
+    kgwise: KgwiseExtra | None
 
 
 class Delta(BaseModel):

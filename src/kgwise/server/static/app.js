@@ -85,7 +85,8 @@ async function loadModels() {
     return;
   }
   const body = await readJson(res);
-  state.models = body.data.map((m) => m.id);
+  // the ":explain" aliases are for chat clients that see only the message; this page shows the extras itself
+  state.models = body.data.map((m) => m.id).filter((m) => !m.endsWith(":explain"));
   const sel = $("model");
   sel.replaceChildren(...state.models.map((m) => el("option", { value: m, text: m })));
   $("ask-form").hidden = false;
