@@ -52,10 +52,16 @@ def test_one_process_owns_a_state_directory(tmp_path: Path) -> None:
 
 
 def test_a_state_made_for_another_config_is_refused(tmp_path: Path) -> None:
-    with StateDir(tmp_path / "st", _config(tmp_path), 8):
-        pass
-    with pytest.raises(DataError, match=r"made for another config .*its budget is 1, the config's 2"):
-        StateDir(tmp_path / "st", _config(tmp_path, budget=2.0), 8)
+    with StateDir(tmp_path / "st", _config(tmp_path), 8) as st:
+        st.select("d", [0.1] * 8, {"cheap": 0.1, "dear": 0.3, "free": 5.0})  # free: out of reach
+        arm, bound = st.selected["d"]
+        st.record(Pending("d", "q", ["a"], arm, bound, bound, [0.1] * 8, "A", None))
+        spent = st.router.spent
+    with StateDir(tmp_path / "st", _config(tmp_path, budget=2.0), 8) as other:  # a budget change: journalled
+        assert other.router.budget == 2.0 and other.router.spent == spent > 0
+        assert any("budget changed from 1 to 2" in w for w in other.warnings)
+    with StateDir(tmp_path / "st", _config(tmp_path, budget=2.0), 8) as again:
+        assert again.router.budget == 2.0 and again.router.spent == spent and not again.warnings
     with pytest.raises(DataError, match=r"expects 8-d contexts, and its context \(question\) is 16-d with "
                        r"this encoder \(16-d\)"):
         StateDir(tmp_path / "st", _config(tmp_path), 16)

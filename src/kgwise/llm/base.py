@@ -20,6 +20,7 @@ __all__ = [
     "ReplayMissError",
     "ScoringRule",
     "TransientLLMError",
+    "UsageError",
     "as_messages",
     "scoring_rule",
     "softmax",
@@ -28,6 +29,11 @@ __all__ = [
 
 class LLMError(ServiceError):
     """A language-model call failed for good (bad reply, bad request, retries exhausted)."""
+
+
+class UsageError(LLMError):
+    """A call was made and its reply reports usage that cannot be priced (missing, negative, non-finite,
+    absurd): an upstream error, and the call may have cost up to its bound."""
 
 
 class TransientLLMError(LLMError, TransientError):
