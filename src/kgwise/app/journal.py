@@ -5,7 +5,8 @@ Framing. Each event is one JSON line whose last key is ``"crc"``: the CRC-32 (zl
 text without that key, i.e. ``crc32(body)`` where the line is ``body[:-1] + ', "crc": "%08x"}'``. A line
 stays plain JSONL (``jq`` reads it); a line cut short by a kill or a full disk, or changed on disk, fails
 its check. A line without ``"crc"`` is an event of the previous journal format (unframed) and is read as
-it is (migrated on read: the next snapshot holds it, the events after it are framed). :func:`read_events`
+it is (migrated on read: the next snapshot holds it, the events after it are framed) — if it holds only
+the keys that format had (:data:`LEGACY_KEYS`), so that a damaged frame is not read as an old line. :func:`read_events`
 returns the good events and each bad line (file, line, byte offset, reason); the caller sets the bad bytes
 aside in ``set-aside/`` (:func:`set_aside`) and replays the rest — nothing is dropped unnamed.
 
@@ -54,6 +55,10 @@ RETRY_AFTER_S = 5
 SET_ASIDE = "set-aside"
 
 _CRC = re.compile(rb', "crc": "([0-9a-f]{8})"\}\n?$')
+LEGACY_KEYS = frozenset({"seq", "op", "decision", "x", "costs", "arm", "pending", "reward", "observed",
+                         "covered"})
+"""The keys events of the previous, unframed format have: an unframed line with another key is a framed
+line whose frame was damaged."""
 
 
 class StateReadOnlyError(KgwiseError):
@@ -89,6 +94,8 @@ def unframe(line: bytes) -> dict[str, Any]:
         raise ValueError(f"corrupt: not JSON ({exc})") from None
     if not isinstance(event, dict):
         raise ValueError("corrupt: not a JSON object")
+    if m is None and not event.keys() <= LEGACY_KEYS:
+        raise ValueError("corrupt: its checksum is missing or damaged")
     return event
 
 
@@ -171,19 +178,23 @@ Fsync = Callable[[int], None]
 
 class Journal:
     """An append-only journal file that refuses to acknowledge what is not on disk (module docstring).
-    ``fsync``: how a descriptor is made durable (``os.fsync``; a test passes a failing double)."""
+    ``fsync``: how a descriptor is made durable (``os.fsync``; a test passes a failing double); ``check``:
+    called before each fsync or recovery, raises ``OSError`` when writing must not go on; ``failure``: an
+    error that makes the journal read-only from the start (its torn tail could not be set aside yet: the
+    file is cut back to ``end`` only once ``check`` has set it aside)."""
 
-    def __init__(self, path: Path, fsync: Fsync = os.fsync, check: Callable[[], None] | None = None) -> None:
+    def __init__(self, path: Path, fsync: Fsync = os.fsync, check: Callable[[], None] | None = None,
+                 end: int | None = None, failure: OSError | None = None) -> None:
         self.path = path
         self._fsync = fsync
         self._check = check  # raises OSError when the directory is no longer the one locked
         self._io = threading.Lock()  # the descriptor, the kept lines, the failure
         self._sync_lock = threading.Lock()  # one fsync or recovery at a time
         self._fd = self._open()
-        self._synced_end = os.fstat(self._fd).st_size
+        self._synced_end = os.fstat(self._fd).st_size if end is None else end
         self._kept: list[tuple[int, bytes, float]] = []  # (seq, line, spend after it) since the last fsync
         self._written_seq = self._synced_seq = 0
-        self.failure: OSError | None = None
+        self.failure: OSError | None = failure
         self._last_try = 0.0
         self.bytes_written = 0
 

@@ -219,7 +219,9 @@ class PipelineStatus:
     (``pending``; ``expired``: dropped unanswered, see :data:`~kgwise.app.state.PENDING_KEPT`), per-arm
     state, the cluster posteriors, with ``[answer_sets] uag_llm`` what UAG's sets for open questions rest
     on (``open_sets``), why a prompt-learning arm's saved bandit is not used (``prompt_problems``), and
-    the arm the fit pinned (``pinned``: the router answers with it wherever it can)."""
+    the arm the fit pinned (``pinned``: the router answers with it wherever it can); why the state is
+    read-only (``read_only``: nothing new is acknowledged until a write succeeds), and what opening it
+    found and repaired (``state_warnings``: journal lines set aside, spend kept, a budget change)."""
 
     config: str
     state_dir: str
@@ -241,6 +243,8 @@ class PipelineStatus:
     open_sets: str | None = None
     prompt_problems: dict[str, str] = field(default_factory=dict)
     pinned: str | None = None
+    read_only: str | None = None
+    state_warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -621,6 +625,7 @@ class Pipeline:
         the caller). Unknown or settled decisions, and bad feedback, raise with the state unchanged."""
         if (correct is None) == (gold is None):
             raise ConfigError("give exactly one of correct=… or gold=…")
+        self.state.check_writable()
         with self._lock:
             p = self.state.pending.get(decision)
             if p is None:
@@ -670,7 +675,8 @@ class Pipeline:
                                   len(self.state.pending), sets.alpha, sets.delta,
                                   cal is not None, tuple(arms), r.cluster_accuracy(),
                                   self.state.expired, self.state.calibration_problem,
-                                  self._open_sets_status(), dict(self.prompt_problems), r.pinned)
+                                  self._open_sets_status(), dict(self.prompt_problems), r.pinned,
+                                  self.state.read_only, tuple(self.state.warnings))
 
     def _routed_calibration(self) -> list[RoutedCalibration] | None:
         """Under the lock: per arm, :class:`RoutedCalibration` from one draw of the router's rule (seeded,

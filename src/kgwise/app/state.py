@@ -62,6 +62,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import logging
 import math
 import os
 import re
@@ -210,6 +211,8 @@ class StateDir:
         self.selected: dict[str, tuple[str, float]] = {}
         self.recovered: list[str] = []
         self.set_aside: list[BadLine] = []  # journal lines not replayed (kept in set-aside/)
+        self._torn: tuple[int | None, OSError | None] = (None, None)  # a tail not set aside yet: (end, why)
+        self._tail: list[BadLine] = []
         self.warnings: list[str] = []  # what opening found and repaired (status shows them)
         root.mkdir(parents=True, exist_ok=True)
         self._snapshot_lock = threading.Lock()
@@ -229,6 +232,7 @@ class StateDir:
             self._spend = SpendMark(root / SPEND_FILE)
             if self._spend.problem:
                 self.warnings.append(self._spend.problem)
+            fresh = not (root / STATE_FILE).exists() and not self.journal_file.exists()
             if (root / STATE_FILE).exists():
                 self._load()
                 self._snapshot_bytes = (root / STATE_FILE).stat().st_size
@@ -240,18 +244,18 @@ class StateDir:
                 except DataError as exc:  # answers say so; a fit (which this must not block) replaces it
                     self.calibration_problem = str(exc)
             middle = self._replay()
-            self._journal = Journal(self.journal_file, fsync, self._lock.check)
+            self._journal = Journal(self.journal_file, fsync, self._writable, *self._torn)
             self._keep_spend()
             self._match(dim, refit)
             for decision in list(self.selected):  # a kill left their arm running: call them off
                 self.cancel(decision)
                 self.recovered.append(decision)
-            self.sync()
-            if middle:  # lines after a bad one were replayed: a snapshot holds them, the journal goes
-                try:
-                    self.save()
-                except (DataError, StateReadOnlyError) as exc:
-                    self.warnings.append(f"the repaired state could not be snapshot yet ({exc})")
+            try:
+                self.sync()
+                if fresh or middle:  # fresh: a later config is checked against a snapshot before replay;
+                    self.save()  # middle: lines after a bad one were replayed, a snapshot replaces them
+            except (DataError, StateReadOnlyError) as exc:  # opens read-only; writes are retried
+                self.warnings.append(f"opened read-only: {exc}")
         except BaseException:
             if hasattr(self, "_journal"):
                 self._journal.close()
@@ -414,19 +418,35 @@ class StateDir:
                                            f"does not replay: {exc!r}"))
                         continue
                     self.seq = seq
-                if bad:
+                if not bad:
+                    continue
+                self.set_aside.extend(bad)
+                tail = path == self.journal_file and all(b.offset >= good_end for b in bad)
+                try:
                     kept = set_aside(self.root, bad)
-                    self.set_aside.extend(bad)
-                    self.warnings.extend(f"set aside in {kept}: {b.describe()}" for b in bad)
-                    if path == self.journal_file and all(b.offset >= good_end for b in bad):
-                        with path.open("r+b") as fh:  # a torn or corrupt tail: cut it off
-                            fh.truncate(good_end)
-                            os.fsync(fh.fileno())
-                    else:
-                        middle = True
+                except OSError as exc:  # a full disk: read-only until they can be kept (:meth:`_writable`)
+                    self.warnings.extend(f"not set aside yet ({exc.strerror}): {b.describe()}" for b in bad)
+                    if tail:
+                        self._torn, self._tail = (good_end, exc), bad
+                    continue
+                self.warnings.extend(f"set aside in {kept}: {b.describe()}" for b in bad)
+                if tail:
+                    with path.open("r+b") as fh:  # a torn or corrupt tail: cut it off
+                        fh.truncate(good_end)
+                        os.fsync(fh.fileno())
+                else:
+                    middle = True
         finally:
             self._replaying = False
         return middle
+
+    def _writable(self) -> None:
+        """Before the journal syncs or recovers: ``OSError`` when the directory is no longer the one locked,
+        or the journal's torn tail still cannot be set aside (the journal cuts it off once it is)."""
+        self._lock.check()
+        if self._torn[0] is not None:
+            set_aside(self.root, self._tail)
+            self._torn = (None, None)
 
     def _keep_spend(self) -> None:
         """Spend never rolls back: below the spend mark (an emptied or lost journal, a lost snapshot) the
@@ -617,8 +637,12 @@ class StateDir:
             self.settled.popitem(last=False)
 
     def close(self) -> None:
+        """Snapshot and release. A read-only state closes without a snapshot (logged): what is on disk
+        is what was acknowledged; the events not written were never acknowledged."""
         try:
             self.save()
+        except StateReadOnlyError as exc:
+            logging.getLogger("kgwise.state").warning("closed without a snapshot: %s", exc)
         finally:
             self._journal.close()
             self._spend.close()
