@@ -88,7 +88,7 @@ def test_feedback_on_uncertified_sets_is_counted_apart_and_survives_a_restart(tm
     st.sync()
     st._journal.close()  # as a kill leaves it: no snapshot, the journal only, the OS lock gone
     st._lock.release()
-    assert json.loads((tmp_path / "st" / "state.json").read_text())["seq"] == 0  # the snapshot made at creation
+    assert json.loads((tmp_path / "st" / "state.json").read_text())["seq"] == 0  # snapshot made at creation
     with StateDir(tmp_path / "st", cfg, 8) as replayed:
         assert {a: (c.n, c.uncertified) for a, c in replayed.coverage.items() if c.graded} == counts
     with StateDir(tmp_path / "st", cfg, 8) as snapshot:

@@ -159,8 +159,8 @@ def arm_cost(arm: ArmConfig, usage: Usage) -> float:
     counts = (usage.input_tokens, usage.output_tokens, usage.calls)
     if not all(isinstance(n, int) and n >= 0 for n in counts) or not (
             math.isfinite(usage.cost) and usage.cost >= 0):
-        raise UsageError(f"arm {arm.name!r}: reported usage {counts} tokens/calls, cost {usage.cost!r} cannot "
-                         "be priced")
+        raise UsageError(f"arm {arm.name!r}: reported usage {counts} tokens/calls, cost {usage.cost!r} "
+                         "cannot be priced")
     total = arm.per_call * usage.calls
     if arm.cost_from_usage:
         total += usage.cost

@@ -6,7 +6,8 @@ text without that key, i.e. ``crc32(body)`` where the line is ``body[:-1] + ', "
 stays plain JSONL (``jq`` reads it); a line cut short by a kill or a full disk, or changed on disk, fails
 its check. A line without ``"crc"`` is an event of the previous journal format (unframed) and is read as
 it is (migrated on read: the next snapshot holds it, the events after it are framed) — if it holds only
-the keys that format had (:data:`LEGACY_KEYS`), so that a damaged frame is not read as an old line. :func:`read_events`
+the keys that format had (:data:`LEGACY_KEYS`), so that a damaged frame is not read as an old line.
+:func:`read_events`
 returns the good events and each bad line (file, line, byte offset, reason); the caller sets the bad bytes
 aside in ``set-aside/`` (:func:`set_aside`) and replays the rest — nothing is dropped unnamed.
 
@@ -222,8 +223,9 @@ class Journal:
     def _error(self) -> StateReadOnlyError:
         exc = self.failure
         why = (exc.strerror or str(exc)) if exc is not None else "unknown"
-        return StateReadOnlyError(f"the state's journal {self.path} cannot be written ({why}); nothing new is "
-                                  f"acknowledged until a write succeeds again (tried every {RETRY_AFTER_S} s)")
+        return StateReadOnlyError(f"the state's journal {self.path} cannot be written ({why}); nothing new "
+                                  "is acknowledged until a write succeeds again (tried every "
+                                  f"{RETRY_AFTER_S} s)")
 
     def sync(self) -> float | None:
         """Make every event appended so far durable; the spend after the last one synced now (``None``:
@@ -327,7 +329,7 @@ class SpendMark:
         raw = self.path.read_bytes()
         m = re.fullmatch(rb"kgwise-spend (\S+) ([0-9a-f]{8}) *\n", raw)
         if m is None or zlib.crc32(m.group(1)) != int(m.group(2), 16):
-            self.problem = f"{self.path}: unreadable spend mark (ignored; the snapshot and journal hold spend)"
+            self.problem = f"{self.path}: unreadable spend mark (ignored; snapshot and journal hold spend)"
             return 0.0
         try:
             value = float(m.group(1))
@@ -380,7 +382,7 @@ class DirectoryLock:
     def check(self) -> None:
         """``OSError`` when ``root`` is no longer the directory locked (removed or replaced)."""
         try:
-            st = os.stat(self.root)
+            st = self.root.stat()
         except OSError as exc:
             raise OSError(errno.ESTALE, f"the state directory {self.root} was removed") from exc
         if (st.st_dev, st.st_ino) != self.identity:

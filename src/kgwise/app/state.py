@@ -94,8 +94,8 @@ from kgwise.files import read_json, short_hash, write_text_atomic
 if TYPE_CHECKING:
     from kgwise.inject.bandit import PromptBandit
 
-__all__ = ["PENDING_KEPT", "CoverageCount", "Pending", "StateDir", "StateReadOnlyError", "clopper_pearson",
-           "decode_vector", "encode_vector"]
+__all__ = ["PENDING_KEPT", "CoverageCount", "Pending", "RepairReport", "StateDir", "StateReadOnlyError",
+           "clopper_pearson", "decode_vector", "encode_vector", "repair"]
 
 STATE_FILE = "state.json"
 JOURNAL_FILE = "journal.jsonl"
@@ -213,6 +213,7 @@ class StateDir:
         self.set_aside: list[BadLine] = []  # journal lines not replayed (kept in set-aside/)
         self._torn: tuple[int | None, OSError | None] = (None, None)  # a tail not set aside yet: (end, why)
         self._tail: list[BadLine] = []
+        self.mismatch: DataError | None = None  # refit: the saved router is for another config
         self.warnings: list[str] = []  # what opening found and repaired (status shows them)
         root.mkdir(parents=True, exist_ok=True)
         self._snapshot_lock = threading.Lock()
@@ -232,9 +233,13 @@ class StateDir:
             self._spend = SpendMark(root / SPEND_FILE)
             if self._spend.problem:
                 self.warnings.append(self._spend.problem)
-            fresh = not (root / STATE_FILE).exists() and not self.journal_file.exists()
+            fresh = not (root / STATE_FILE).exists() and not self.journal_file.exists() and not refit
             if (root / STATE_FILE).exists():
-                self._load()
+                try:
+                    self._load()
+                except DataError as exc:
+                    raise DataError(f"{exc} — `kgwise repair --state {root} --dry-run` says what a repair "
+                                    "keeps and drops") from exc
                 self._snapshot_bytes = (root / STATE_FILE).stat().st_size
             else:
                 self.router = RouterAdapter.new(config, context_width(config, self.context, dim))
@@ -287,8 +292,8 @@ class StateDir:
             text = f"{text[:-1]}, {json.dumps(encoded[0])}: {encoded[1]}}}"
         self._journal.append(self.seq, text, self.router.spent)
         self._since_snapshot += 1
-        if (self._since_snapshot >= self.snapshot_every and self._journal.bytes_written >= self._snapshot_bytes
-                and not self._journal.read_only):
+        due = self._since_snapshot >= self.snapshot_every
+        if due and self._journal.bytes_written >= self._snapshot_bytes and not self._journal.read_only:
             try:
                 job = self._rotate()
             except StateReadOnlyError:
@@ -334,7 +339,10 @@ class StateDir:
 
     def check_writable(self) -> None:
         """:class:`StateReadOnlyError` while the state cannot be written (a recovery is tried once the
-        retry interval has passed): callers refuse new work before spending on it."""
+        retry interval has passed): callers refuse new work before spending on it. ``DataError`` while
+        the saved router is for another config (opened to be refitted)."""
+        if self.mismatch is not None:
+            raise self.mismatch
         self._journal.retry()
 
     def _wait(self, pending: Pending) -> None:
@@ -512,23 +520,36 @@ class StateDir:
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(f"malformed pipeline state ({exc!r})", path) from exc
 
+    def replace_router(self, router: RouterAdapter, context: Context) -> None:
+        """A fit's new router and context (the decisions waiting are dropped): it starts from the spend,
+        overrun and per-arm spend of the one it replaces — spend only grows (the caller snapshots)."""
+        old = self.router
+        new = router.router
+        new.spent = max(new.spent, old.spent)
+        new.overrun = max(new.overrun, old.overrun)
+        for i, name in enumerate(new.names):
+            if name in old.names:
+                new.arm_cost[i] = max(new.arm_cost[i], old.router.arm_cost[old.names.index(name)])
+        self.router = router
+        self.context = context
+        self.pending.clear()
+        self.selected.clear()
+        self.mismatch = None
+
     def _match(self, dim: int, refit: bool) -> None:
         """After replay: a budget changed in the config is journalled (the spend stays); a router made for
         other arms or contexts is refused (``refit``: replaced by a fresh one that keeps the spend)."""
         try:
             self.check_matches(dim)
-        except DataError:
+        except DataError as exc:
             if not refit:
                 raise
-            old = self.router
-            self.context = self.config.router.context
-            self.router = RouterAdapter.new(self.config, context_width(self.config, self.context, dim))
-            self.router.router.spent = old.spent
-            self.router.router.overrun = old.overrun
-            self.selected.clear()
+            self.mismatch = exc  # kept as it is on disk until the fit replaces it
+            return
         if self.router.budget != self.config.router.budget:
-            self.warnings.append(f"budget changed from {self.router.budget:g} to {self.config.router.budget:g} "
-                                 f"{self.config.router.unit} (the {self.router.spent:g} spent stays spent)")
+            self.warnings.append(f"budget changed from {self.router.budget:g} to "
+                                 f"{self.config.router.budget:g} {self.config.router.unit} (the "
+                                 f"{self.router.spent:g} spent stays spent)")
             self.set_budget(self.config.router.budget)
 
     def check_matches(self, dim: int) -> None:
@@ -640,7 +661,8 @@ class StateDir:
         """Snapshot and release. A read-only state closes without a snapshot (logged): what is on disk
         is what was acknowledged; the events not written were never acknowledged."""
         try:
-            self.save()
+            if self.mismatch is None:  # a router for another config stays as it is on disk
+                self.save()
         except StateReadOnlyError as exc:
             logging.getLogger("kgwise.state").warning("closed without a snapshot: %s", exc)
         finally:
@@ -662,3 +684,78 @@ def coverage_bounds(count: CoverageCount, alpha: float, delta: float) -> tuple[f
     lower, upper = clopper_pearson(count.covered, count.n, delta)
     rate = count.covered / count.n if count.n else None
     return rate, lower, upper, upper < 1.0 - alpha and not math.isclose(upper, 1.0 - alpha)
+
+
+@dataclass(frozen=True, slots=True)
+class RepairReport:
+    """What :func:`repair` keeps and drops: per journal file the events kept, the lines dropped (set aside,
+    each named), whether the snapshot and the spend mark are readable, and whether it changed anything."""
+
+    state_dir: str
+    events_kept: dict[str, int]
+    dropped: tuple[str, ...]
+    snapshot: str
+    spend_mark: float
+    changed: bool
+    set_aside_in: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def repair(root: Path, dry_run: bool = False) -> RepairReport:
+    """Check a state directory without its config: every journal file's lines (kept, or torn/corrupt and
+    dropped), the snapshot and the spend mark. Without ``dry_run``, the dropped lines are set aside in
+    ``set-aside/`` and each journal file is rewritten with the lines kept; a snapshot that cannot be read
+    is set aside too (the router then starts fresh when the state opens; the spend mark keeps the spend).
+    Holds the directory's lock (``ConfigError`` while a server uses it)."""
+    if not (root / STATE_FILE).exists() and not (root / JOURNAL_FILE).exists():
+        raise DataError("not a kgwise state directory (no state.json, no journal.jsonl)", root)
+    lock = DirectoryLock(root)
+    try:
+        files = sorted((int(p.name[len(JOURNAL_FILE) + 1:]), p) for p in root.glob(JOURNAL_FILE + ".*")
+                       if p.name[len(JOURNAL_FILE) + 1:].isdigit())
+        kept: dict[str, int] = {}
+        dropped: list[BadLine] = []
+        rewrite: list[tuple[Path, list[tuple[int, dict[str, Any]]], bytes]] = []
+        for path in [p for _, p in files] + [root / JOURNAL_FILE]:
+            if not path.exists():
+                continue
+            events, bad, _ = read_events(path)
+            kept[path.name] = len(events)
+            dropped.extend(bad)
+            if bad:
+                data = path.read_bytes()
+                good = b"".join(line for line in data.splitlines(keepends=True)
+                                if not any(b.data == line for b in bad))
+                rewrite.append((path, events, good))
+        snapshot = "absent"
+        if (root / STATE_FILE).exists():
+            try:
+                body = read_json(root / STATE_FILE)
+                ok = isinstance(body, dict) and body.get("kind") == "kgwise.PipelineState"
+                snapshot = "readable" if ok else "not a kgwise pipeline state"
+            except DataError as exc:
+                snapshot = f"unreadable: {exc}"
+        mark = SpendMark(root / SPEND_FILE)
+        changed = bool(rewrite) or snapshot not in ("absent", "readable")
+        where = None
+        if changed and not dry_run:
+            if dropped:
+                where = str(set_aside(root, dropped))
+            for path, _, good in rewrite:
+                tmp = path.with_name(path.name + ".repair")
+                tmp.write_bytes(good)
+                with tmp.open("rb") as fh:
+                    os.fsync(fh.fileno())
+                tmp.replace(path)
+            if snapshot not in ("absent", "readable"):
+                folder = root / "set-aside"
+                folder.mkdir(exist_ok=True)
+                target = folder / f"state-{short_hash((root / STATE_FILE).read_bytes().hex())}.json"
+                (root / STATE_FILE).replace(target)
+                where = where or str(target)
+        return RepairReport(str(root), kept, tuple(b.describe() for b in dropped), snapshot, mark.value,
+                            changed, where)
+    finally:
+        lock.release()

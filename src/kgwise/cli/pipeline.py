@@ -12,7 +12,16 @@ import typer
 from rich.markup import escape
 
 from kgwise.cli.apps import app
-from kgwise.cli.common import JsonOption, console, err_console, friendly_errors, say, writable, write_json
+from kgwise.cli.common import (
+    JsonOption,
+    console,
+    err_console,
+    friendly_errors,
+    refuse_overwrite,
+    say,
+    writable,
+    write_json,
+)
 from kgwise.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -67,7 +76,7 @@ def init(
     from kgwise.files import write_text_atomic
 
     if out.exists() and not force:
-        raise ConfigError(f"{out} exists; pass --force to overwrite it")
+        raise ConfigError(f"{out} exists; pass --force to overwrite it (its state directory keeps its spend)")
     arms = [parse_arm(a) for a in arm]
     # the config reads its paths relative to its own folder: write the given (cwd-relative) ones so
     arms = [(n, k, _beside(out, s) if k == "kgm" else s, p) for n, k, s, p in arms]
@@ -82,6 +91,14 @@ def _beside(config: Path, path: str) -> str:
     return os.path.relpath(Path(path).resolve(), config.resolve().parent)
 
 
+def _guard(json_out: Path | None, config: Path, state: Path | None, **inputs: Any) -> None:
+    """Refuse a ``--json`` file that is the config, another input, or inside the state directory."""
+    from kgwise.app.pipeline import default_state_dir
+
+    refuse_overwrite({"--json": json_out}, {"--config": config, **inputs},
+                     {"--state": state if state is not None else default_state_dir(config)})
+
+
 def _plain(obj: Any) -> Any:
     return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) and not isinstance(obj, type) else obj
 
@@ -92,6 +109,7 @@ def ask_pipeline(question: str, choices: str | None, config: Path, state: Path |
     from kgwise.app import Pipeline
 
     opts = choices.split("|") if choices is not None else None
+    _guard(json_out, config, state)
     with Pipeline.from_config(config, state) as pipe:
         result = pipe.answer(question, opts)
     report = result.to_dict()
@@ -144,6 +162,7 @@ def feedback(
 
     if (correct is None) == (gold is None):
         raise ConfigError("give one of --correct, --wrong or --gold X")
+    _guard(json_out, config, state)
     with Pipeline.from_config(config, state, models=False) as pipe:
         out = pipe.feedback(decision, correct=correct, gold=gold)
     if json_out is not None:
@@ -175,6 +194,7 @@ def status(
     whole status as JSON with --json FILE)."""
     from kgwise.app import Pipeline
 
+    _guard(json_out, config, state)
     with Pipeline.from_config(config, state, models=False) as pipe:
         out = pipe.status()
     if json_out is not None:
@@ -234,14 +254,17 @@ def fit_command(
         "--max-spend", min=0.0, help="Refuse to start (and stop) beyond this spend, in the budget's unit "
         "(dollars or calls).")] = 0.0,
     concurrency: Annotated[int, typer.Option(min=1, help="Parallel calls of API arms.")] = 4,
+    force: Annotated[bool, typer.Option("--force", help="Drop the decisions still awaiting feedback (a fit "
+                                        "replaces the router they were made with).")] = False,
     json_out: JsonOption = None,
 ) -> None:
     """Run every arm on the dev questions (resumable), warm-start the router, calibrate per-arm sets; a
     table per arm (the whole report as JSON with --json FILE; it is also kept in the state folder)."""
     from kgwise.app import Pipeline, fit
 
-    with Pipeline.from_config(config, state) as pipe:
-        report = fit(pipe, questions, max_spend, concurrency, echo=say)
+    _guard(json_out, config, state, **{"--questions": questions})
+    with Pipeline.from_config(config, state, refit=True) as pipe:  # a router for other arms is replaced
+        report = fit(pipe, questions, max_spend, concurrency, echo=say, force=force)
     if json_out is not None:
         write_json(report.to_dict(), json_out)
         return
@@ -271,3 +294,36 @@ def print_fit(report: FitReport) -> None:
     for note in report.not_fitted:
         console.print(f"[yellow]not fitted: {escape(note)}[/yellow]")
     console.print(f"[dim]{escape(report.guarantee)}[/dim]")
+
+
+@app.command("repair")
+@friendly_errors
+def repair_command(
+    state: Annotated[Path, typer.Option("--state", help="The state directory to check and repair.",
+                                        exists=True, file_okay=False)],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what a repair keeps and drops.")
+                       ] = False,
+    json_out: JsonOption = None,
+) -> None:
+    """Check a pipeline's state directory: journal lines kept, torn or corrupt lines dropped (set aside in
+    set-aside/, never deleted), the snapshot and the spend mark; without --dry-run, repair it."""
+    from kgwise.app.state import repair
+
+    refuse_overwrite({"--json": json_out}, {}, {"--state": state})
+    report = repair(state, dry_run)
+    if json_out is not None:
+        write_json(report.to_dict(), json_out)
+        return
+    verb = "would keep" if dry_run else "kept"
+    for name, n in report.events_kept.items():
+        console.print(f"{escape(name)}: {verb} {n} event{'' if n == 1 else 's'}")
+    for line in report.dropped:
+        verb = "would drop" if dry_run else "dropped"
+        console.print(f"[yellow]{verb} (set aside): {escape(line)}[/yellow]")
+    console.print(f"snapshot: {escape(report.snapshot)}; spend mark: {report.spend_mark:.6g}")
+    if not report.changed:
+        console.print("nothing to repair")
+    elif dry_run:
+        console.print(f"run `kgwise repair --state {escape(str(state))}` to repair it")
+    else:
+        console.print(f"repaired; what was dropped is kept in {escape(str(report.set_aside_in))}")
