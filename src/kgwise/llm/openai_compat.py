@@ -17,6 +17,7 @@ import json
 import math
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -29,6 +30,7 @@ from kgwise.errors import ConfigError
 from kgwise.llm.answering import parse_choice
 from kgwise.llm.base import (
     ChoiceScores,
+    ContextLengthError,
     Generation,
     LLMError,
     Message,
@@ -44,6 +46,7 @@ from kgwise.types import Choice, Usage
 __all__ = ["HTTPStatusError", "OpenAICompatible", "OpenAIConfig"]
 
 OFFICIAL_BASE_URL = "https://api.openai.com/v1"
+_TOO_LONG = re.compile(r"context|too (long|many tokens)", re.I)
 MAX_REPORTED_TOKENS = 10_000_000
 """Tokens one reply may report in a field: above every served model's context window (10⁷), so a larger
 count is a broken or lying upstream, not a long prompt."""
@@ -110,7 +113,10 @@ class OpenAICompatible:
         resp = send_once(lambda: self._client.post(url, json=payload, timeout=self.retry.timeout_s), url,
                          self.retry, TransientLLMError)
         if resp.status_code >= 400:
-            raise HTTPStatusError(f"HTTP {resp.status_code} from {url}: {resp.text[:500]}", resp.status_code)
+            message = f"HTTP {resp.status_code} from {url}: {resp.text[:500]}"
+            if resp.status_code in (400, 413) and _TOO_LONG.search(resp.text):
+                raise ContextTooLongError(message, resp.status_code)
+            raise HTTPStatusError(message, resp.status_code)
         try:
             data = resp.json()
         except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
@@ -274,6 +280,10 @@ class HTTPStatusError(LLMError):
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
         self.status = status
+
+
+class ContextTooLongError(HTTPStatusError, ContextLengthError):
+    """An upstream's 400/413 saying the prompt exceeds the model's context."""
 
 
 class _NoEchoError(Exception):
