@@ -632,7 +632,7 @@ class Pipeline:
                 why = ("already settled" if decision in self.state.settled else "not made with this state"
                        + (f", or dropped unanswered: only the newest {PENDING_KEPT} wait"
                           if self.state.expired else ""))
-                raise UnknownDecisionError(f"unknown decision {decision!r} ({why}: {self.state.root})")
+                raise UnknownDecisionError(f"unknown decision {decision!r} ({why})")
             reward, covered, seen = _grade(p, correct, gold)
             for name, ok in (observed or {}).items():
                 if name not in p.observed:

@@ -211,8 +211,11 @@ def print_status(st: PipelineStatus) -> None:
     console.print(f"[bold]budget[/bold] {st.budget:.6g} {st.unit}: spent {st.spent:.6g} ({share:.1%}), "
                   f"reserved {st.reserved:.6g}, remaining {st.remaining:.6g}"
                   + (f", overrun {st.overrun:.6g}" if st.overrun else ""))
-    console.print(f"{st.questions} question{'' if st.questions == 1 else 's'} answered, {st.pending} waiting "
-                  "for feedback"
+    answered = sum(a.pulls for a in st.arms)  # paid answers; the router also saw the questions it refused
+    refused = max(0, st.questions - answered)  # (the CLI owns the state: no question is in flight)
+    console.print(f"{answered} question{'' if answered == 1 else 's'} answered"
+                  + (f", {refused} refused (no affordable arm, or the arm failed)" if refused else "")
+                  + f", {st.pending} waiting for feedback"
                   + (f", {st.expired} dropped unanswered" if st.expired else "")
                   + (f"; pinned to [bold]{escape(st.pinned)}[/bold] by the fit" if st.pinned else ""))
     sets = (f"answer sets: α = {st.alpha:g}, δ = {st.delta:g}, "
@@ -222,6 +225,10 @@ def print_status(st: PipelineStatus) -> None:
         console.print(f"open questions' sets: {escape(st.open_sets)}")
     for arm, problem in st.prompt_problems.items():
         console.print(f"[yellow]{escape(arm)}: {escape(problem)}[/yellow]")
+    if st.read_only:
+        console.print(f"[red]read-only: {escape(st.read_only)}[/red]")
+    for warning in st.state_warnings:
+        console.print(f"[yellow]state: {escape(warning)}[/yellow]")
     table = Table("arm", "kind", "answers", "spent", "next sets calibrated on", "live coverage (bounds)")
     for a in st.arms:
         c = a.coverage
