@@ -267,3 +267,49 @@ def test_a_full_disk_loses_no_acknowledged_answer(tmp_path: Path, disk: str) -> 
     else:
         result = _disk_full_run(tmp_path, mount / "state", 64_000)
         _check_after_disk_full(tmp_path, mount / "state", result)
+
+
+HOLDER = textwrap.dedent("""
+    import sys, importlib
+    sys.path.insert(0, sys.argv[3])
+    t = importlib.import_module("tests.app.test_state_faults")
+    st = t._reopen(t.Path(sys.argv[1]), t.Path(sys.argv[2]))
+    print("ready", flush=True)
+    sys.stdin.readline()
+    st.close()
+""")
+
+
+def test_the_lock_is_on_the_directory_itself(tmp_path: Path) -> None:
+    """Two processes: while one holds the state, the other is refused — whatever files are deleted."""
+    state, _ = _answered_state(tmp_path)
+    holder = tmp_path / "holder.py"
+    holder.write_text(HOLDER, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(HERE.parents[1] / "src")}
+    child = subprocess.Popen([sys.executable, str(holder), str(tmp_path), str(state), str(HERE.parents[1])],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        for path in state.iterdir():  # no lock file to delete: none stands for the lock
+            if path.is_file() and path.name in {"lock", "journal.lock", "state.lock"}:
+                path.unlink()
+        with pytest.raises(Exception, match="in use by another kgwise process"):
+            _reopen(tmp_path, state)
+    finally:
+        assert child.stdin is not None
+        child.stdin.write("\n")
+        child.stdin.flush()
+        assert child.wait(60) == 0
+    with _reopen(tmp_path, state) as st:  # released with its process
+        assert st.read_only is None
+
+
+def test_a_replaced_state_directory_turns_its_owner_read_only(tmp_path: Path) -> None:
+    pipe = _pipeline(tmp_path, tmp_path / "state")
+    pipe.answer(*question(0))
+    (tmp_path / "state").rename(tmp_path / "moved")
+    (tmp_path / "state").mkdir()  # another state where the first one was: the owner must not write it
+    with pytest.raises(StateReadOnlyError, match="replaced by another one"):
+        pipe.answer(*question(1))
+    assert not list((tmp_path / "state").iterdir())
+    _abandon(pipe)
