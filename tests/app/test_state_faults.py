@@ -313,3 +313,13 @@ def test_a_replaced_state_directory_turns_its_owner_read_only(tmp_path: Path) ->
         pipe.answer(*question(1))
     assert not list((tmp_path / "state").iterdir())
     _abandon(pipe)
+
+
+def test_a_calibration_of_another_version_is_named_not_read(tmp_path: Path) -> None:
+    from kgwise.app.calibration import CALIBRATION_KIND, HeldOutCalibration
+    from kgwise.errors import DataError
+
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps({"kind": CALIBRATION_KIND, "version": 99}), encoding="utf-8")
+    with pytest.raises(DataError, match=r"calibration\.json: calibration version 99 is not one this kgwise"):
+        HeldOutCalibration.load(path)
