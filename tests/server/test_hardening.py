@@ -162,3 +162,37 @@ def test_a_hostile_upstream_never_spends_beyond_the_budget(tmp_path: Path, upstr
             assert 0 < capped["kgwise"]["cost"] <= 0.001
     finally:
         pipe.close()
+
+
+def test_refusals_are_4xx_or_503_with_their_reason(fake_pipeline: Any, serve_pipelines: Any) -> None:
+    """A question beyond the model's context or the character cap is a 400 naming it; a state that cannot
+    be written is a 503 with Retry-After (the pipeline test double raises what the real one raises)."""
+    from kgwise.app.journal import StateReadOnlyError
+    from kgwise.llm.base import ContextLengthError
+    from kgwise.server.openai_api import PipelineHub
+
+    class Refusing(fake_pipeline):
+        """Test double: refuses as the text asks."""
+
+        def answer(self, text: str, choices: Sequence[str] | None = None, arm: str | None = None) -> Any:
+            if "long" in text:
+                raise ContextLengthError("smollm2: context + choice is 4000 tokens, over n_ctx=2048")
+            if "disk" in text:
+                raise StateReadOnlyError("the state's journal cannot be written (No space left on device)")
+            return super().answer(text, choices, arm)
+
+    hub = PipelineHub({"kgwise": Refusing()}, read_only=(StateReadOnlyError,))
+    with serve_pipelines(hub) as url:
+        def ask(content: str) -> httpx.Response:
+            return httpx.post(url + "/v1/chat/completions", timeout=30,
+                              json={"model": "kgwise", "messages": [{"role": "user", "content": content}]})
+
+        r = ask("a long question")
+        assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"
+        assert "n_ctx=2048" in r.json()["error"]["message"]
+        r = ask("x" * 8001)
+        assert r.status_code == 400 and "8001 characters, more than the 8000" in r.json()["error"]["message"]
+        r = ask("a full disk?")
+        assert r.status_code == 503 and int(r.headers["retry-after"]) >= 1
+        assert r.json()["error"]["code"] == "state_read_only"
+        assert ask("fine?").status_code == 200
