@@ -142,6 +142,7 @@ def test_a_journal_cut_at_every_byte_of_its_last_event_opens(tmp_path: Path) -> 
         assert (copy / "journal.jsonl").stat().st_size in (0, start)  # the torn tail is cut off
         with _reopen(tmp_path, copy) as again:
             assert not again.set_aside and set(acked) <= set(again.pending)
+    print(f"cut at each of the {len(data) - start} bytes of the last event: opened every time")
 
 
 def test_a_corrupt_line_is_set_aside_and_replay_goes_on(tmp_path: Path) -> None:
@@ -244,6 +245,9 @@ def _check_after_disk_full(tmp_path: Path, state: Path, result: dict[str, object
     with _reopen(tmp_path, state) as st:  # opens without repair, space back or not
         assert set(acked) <= set(st.pending) | set(st.settled)
         assert st.router.spent == pytest.approx(sum(acked.values()))
+        print(f"{state}: {len(acked)} acknowledged before the disk filled, 10 refused after; reopened with "
+              f"{len(st.pending) + len(st.settled)} decisions, spend {st.router.spent:.4g} = acknowledged "
+              f"{sum(acked.values()):.4g}, {len(st.set_aside)} line(s) set aside")
 
 
 @pytest.mark.parametrize("disk", ["tmpfs", "file-size limit"])

@@ -58,16 +58,18 @@ def _advised(message: str) -> list[str]:
     return shlex.split(found.group(1))
 
 
-@pytest.mark.parametrize("command", [["status"], ["feedback", "abc", "--correct"],
-                                     ["fit", "--questions", "dev.jsonl"], ["ask", "q?"]])
-@pytest.mark.parametrize("target", ["kgwise.toml", ".kgwise-state/state.json", "dev.jsonl"])
+WRITERS = [["status"], ["feedback", "abc", "--correct"], ["fit", "--questions", "dev.jsonl"], ["ask", "q?"]]
+
+
+@pytest.mark.parametrize(("command", "target"), [
+    *((c, t) for c in WRITERS for t in ("kgwise.toml", ".kgwise-state/state.json",
+                                        ".kgwise-state/calibration.json")),
+    (WRITERS[2], "dev.jsonl")])
 def test_a_command_refuses_to_overwrite_its_inputs(tmp_path: Path, command: list[str], target: str) -> None:
     cfg = _config(tmp_path)
     (tmp_path / "dev.jsonl").write_text('{"id": 1, "text": "q", "answer": "a"}\n', encoding="utf-8")
     (tmp_path / ".kgwise-state").mkdir()
     (tmp_path / target).write_text("precious\n", encoding="utf-8")
-    if target == "dev.jsonl" and command[0] != "fit":
-        return  # not an input of that command
     args = [*command, "--config", str(cfg), "--json", str(tmp_path / target)]
     if command[0] == "fit":
         args[2] = str(tmp_path / "dev.jsonl")

@@ -87,7 +87,10 @@ def test_two_hundred_chats_over_a_queue_of_eight(fake_pipeline: Any, serve_pipel
     paid = sum(float(r.headers["x-kgwise-cost"]) for r in responses if r.status_code == 200)
     assert pipe.spent == pytest.approx(paid)  # nor charged
     waits.sort()
-    assert waits and waits[int(0.99 * (len(waits) - 1))] < 1.0  # answered while the pipeline is busy
+    p50, p99 = waits[len(waits) // 2], waits[int(0.99 * (len(waits) - 1))]
+    print(f"/health and /v1/models during the run: {len(waits)} calls, p50 {p50 * 1e3:.1f} ms, "
+          f"p99 {p99 * 1e3:.1f} ms; {answered} answered, {len(refused)} refused (429), 6 gave up unrun")
+    assert p99 < 1.0  # answered while the pipeline is busy (the target, 50 ms, is a figure, not a test)
 
 
 class HostileUpstream(BaseHTTPRequestHandler):
