@@ -341,7 +341,7 @@ class Pipeline:
         """Read the config, load the KG and every arm's model, open the state directory (default
         :func:`default_state_dir`). ``models=False`` loads neither KG nor models: enough for
         :meth:`feedback` and :meth:`status`, not for :meth:`answer`. ``refit``: for ``fit``, a state made
-        for other arms is opened with a fresh router that keeps its spend."""
+        for other arms is opened for the fit to replace its router (keeping its spend)."""
         config = PipelineConfig.load(path)
         kg = load_graph_of(config) if models else None
         names = None

@@ -40,8 +40,9 @@ Files:
 Faults (:mod:`kgwise.app.journal`): journal lines are framed with a CRC-32; a torn or corrupt line is set
 aside, counted and named (:attr:`StateDir.warnings`) and replay goes on; a write or fsync error makes the
 state read-only (:class:`~kgwise.app.journal.StateReadOnlyError`) until a write succeeds again. A change of
-budget in the config is a journalled ``budget`` event (the spend stays); a refit (``refit=True``) replaces
-a router made for other arms and keeps its spend.
+budget in the config is a journalled ``budget`` event (the spend stays); a router made for other arms is
+refused, unless opened to be refitted (``refit=True``): :meth:`StateDir.replace_router` then starts the
+fit's router from its spend.
 
 An answer is paid when it is made: decisions awaiting feedback hold no budget, and one that never gets
 feedback (an OpenAI client seldom sends any) costs nothing but its memory — the newest
@@ -194,8 +195,9 @@ class Pending:
 class StateDir:
     """An open state directory (a context manager: :meth:`close` writes and releases the lock); ``dim``:
     the question encoder's dimension; ``fsync``: how the journal is made durable (``os.fsync``; a test
-    passes a failing double); ``refit``: a router made for other arms or contexts is replaced by a fresh
-    one (its spend kept) instead of refused — for ``kgwise fit``, which replaces the router anyway."""
+    passes a failing double); ``refit``: a router made for other arms or contexts is not refused but kept
+    as it is on disk (:attr:`mismatch`; no answer or feedback) until :meth:`replace_router` — for
+    ``kgwise fit``, which replaces the router anyway."""
 
     def __init__(self, root: Path, config: PipelineConfig, dim: int, snapshot_every: int = 500,
                  fsync: Fsync = os.fsync, refit: bool = False) -> None:
@@ -468,9 +470,13 @@ class StateDir:
     def _apply(self, event: dict[str, Any]) -> None:
         op = event["op"]
         if op == "select":
-            arm = self.select(str(event["decision"]), decode_vector(event["x"]),
-                              {str(k): float(v) for k, v in event["costs"].items()})
-            if arm != event["arm"]:
+            decision = str(event["decision"])
+            costs = {str(k): float(v) for k, v in event["costs"].items()}
+            arm = self.select(decision, decode_vector(event["x"]), costs)
+            if arm != event["arm"]:  # an event before it was lost: undo the hold, set the event aside
+                if arm is not None:
+                    self.selected.pop(decision)
+                    self.router.cancel(arm, costs[arm])
                 raise ValueError(f"the router picks {arm!r}, the journal says {event['arm']!r}")
         elif op == "pending":
             self.record(Pending.from_dict(event["pending"]))
@@ -538,7 +544,7 @@ class StateDir:
 
     def _match(self, dim: int, refit: bool) -> None:
         """After replay: a budget changed in the config is journalled (the spend stays); a router made for
-        other arms or contexts is refused (``refit``: replaced by a fresh one that keeps the spend)."""
+        other arms or contexts is refused (``refit``: kept as :attr:`mismatch` for the fit to replace)."""
         try:
             self.check_matches(dim)
         except DataError as exc:
