@@ -22,7 +22,7 @@ from kgwise.app.pipeline import Pipeline
 from kgwise.app.router import RouterAdapter
 from kgwise.app.state import StateDir
 
-from .conftest import STUB_CONFIG, FakeEncoder, StubArm, write_config, write_kg
+from .conftest import STUB_CONFIG, FakeEncoder, StubArm, dev_rows, write_config, write_kg, write_questions
 from .test_pipeline import question
 
 HERE = Path(__file__).parent
@@ -198,6 +198,32 @@ def test_a_refit_and_a_budget_change_keep_the_spend(tmp_path: Path) -> None:
         assert st.router.names[0] == "cheaper" and st.router.spent == pytest.approx(sum(acked.values()))
     with StateDir(state, cfg2, FakeEncoder.dim) as st:
         assert st.router.spent == pytest.approx(sum(acked.values())) and st.router.budget == 50.0
+
+
+def test_the_refit_an_error_advises_runs_and_keeps_the_spend(tmp_path: Path) -> None:
+    """The advice of a state made for other arms — `kgwise fit --config C --state S --questions DEV` —
+    run as that command runs it (``refit=True``, test-double arms instead of the config's models)."""
+    from kgwise.app.fit import fit
+
+    state, acked = _answered_state(tmp_path)
+    cfg = _config(tmp_path)
+    cfg2 = PipelineConfig.load(write_config(tmp_path, cfg.path.read_text().replace(
+        'name = "cheap"', 'name = "cheaper"'), "other.toml"))
+    runners = {"cheaper": StubArm(cfg2.arm("cheaper"), 0.5), "dear": StubArm(cfg2.arm("dear"), 0.9),
+               "free": StubArm(cfg2.arm("free"), 0.6, open_questions=False)}
+    with pytest.raises(Exception, match="kgwise fit --config") as refused:
+        Pipeline(cfg2, state, runners, FakeEncoder())
+    assert "--questions DEV.jsonl" in str(refused.value)
+    dev = write_questions(tmp_path, dev_rows(2))
+    with Pipeline(cfg2, state, runners, FakeEncoder(), refit=True) as pipe:
+        with pytest.raises(Exception, match=r"kgwise fit --force"):
+            fit(pipe, dev, max_spend=100.0, echo=lambda _: None)  # decisions still wait for feedback
+        fit(pipe, dev, max_spend=100.0, echo=lambda _: None, force=True)  # as that advice says
+        assert pipe.state.router.names[0] == "cheaper"
+        assert pipe.state.router.spent == pytest.approx(sum(acked.values()))
+        pipe.answer(*question(0))  # the refitted state answers
+    with Pipeline(cfg2, state, runners, FakeEncoder()) as again:
+        assert again.state.router.spent > sum(acked.values())
 
 
 DISK_FULL_WORKER = textwrap.dedent("""
