@@ -383,8 +383,8 @@ def _chunk_json(chunk: ChatChunk | TextCompletion) -> str:
 
 
 def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
-    """The OpenAI-compatible routes (and ``/v1/feedback``, ``/v1/status``) over ``hub``; answers and
-    feedback run through ``gate`` (default: 4 workers, 8 waiting)."""
+    """The OpenAI-compatible routes (and ``/v1/feedback``, ``/v1/status``) over ``hub``; answers run
+    through ``gate`` (default: 4 workers, 8 waiting)."""
     api = APIRouter(route_class=_OpenAIRoute)
     gate = gate or ModelGate("pipeline", 4, 8)
     answering = _errors(400, 404, 429, 502, 503)
@@ -509,7 +509,7 @@ def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
 
     @api.post("/v1/feedback", response_model=FeedbackResponse, tags=kgwise_tag,
               responses=_errors(400, 404, 502, 503))
-    async def feedback(req: FeedbackRequest, request: Request) -> FeedbackResponse:
+    async def feedback(req: FeedbackRequest) -> FeedbackResponse:
         """Whether a decision's answer was right (``correct``) or what the right answer was (``gold``)."""
         if (req.correct is None) == (req.gold is None):
             raise OpenAIError(400, "give exactly one of correct and gold", param="correct")
@@ -518,8 +518,8 @@ def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
         served, _ = hub.resolve(req.model or next(iter(hub.served)))
         decision = _text(req.decision_id, "decision_id")
         gold = None if req.gold is None else _text(req.gold, "gold")
-        out = await gate.run(request, hub.call, served,
-                             lambda p: p.feedback(decision, correct=req.correct, gold=gold))
+        out = await run_in_threadpool(hub.call, served,  # no model work: not queued behind answers
+                                      lambda p: p.feedback(decision, correct=req.correct, gold=gold))
         return FeedbackResponse(pipeline=served.name, decision_id=out.decision_id, arm=out.arm,
                                 correct=out.correct)
 
