@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["ConfigError", "DataError", "KgwiseError", "ServiceError", "TransientError", "UnknownNodeError"]
+__all__ = ["ConfigError", "DataError", "InputTooLongError", "KgwiseError", "ServiceError", "TransientError",
+           "UnknownNodeError"]
 
 
 class KgwiseError(Exception):
@@ -37,6 +38,10 @@ class UnknownNodeError(KgwiseError, KeyError):
 class ServiceError(KgwiseError, RuntimeError):
     """A model or data service (an LLM, a SPARQL endpoint) failed for good: a bad reply, a bad request,
     retries exhausted."""
+
+
+class InputTooLongError(KgwiseError):
+    """The input does not fit the model's context window (a request's fault, not the service's)."""
 
 
 class TransientError(ServiceError):

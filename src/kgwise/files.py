@@ -126,11 +126,15 @@ def read_json(path: str | Path) -> Any:
 
 def read_jsonl(path: Path, what: str = "file") -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` for each non-blank line; a missing file (described as ``what``) or a line
-    that is not a JSON object raises ``DataError`` naming file and line."""
+    that is not valid UTF-8 or not a JSON object raises ``DataError`` naming file and line."""
     if not path.is_file():
         raise DataError(f"{what} not found", path)
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataError(f"not valid UTF-8 (byte {exc.start} of the line)", path, lineno) from None
             if not line.strip():
                 continue
             try:

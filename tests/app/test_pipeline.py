@@ -8,6 +8,7 @@ a llama.cpp OpenAI-compatible server on 127.0.0.1 as another, over a KG and ques
 from __future__ import annotations
 
 import contextlib
+import json
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -360,7 +361,8 @@ def test_a_kill_loses_no_acknowledged_answer_or_feedback(tmp_path: Path) -> None
         "pipe.feedback(rs[0].decision, correct=True)",
         "pipe.feedback(rs[1].decision, gold='B')",
         "print(json.dumps([r.decision for r in rs]), flush=True)"]))
-    assert not (tmp_path / "a" / "state" / "state.json").exists()  # nothing but the journal was written
+    snapshot = json.loads((tmp_path / "a" / "state" / "state.json").read_text())
+    assert snapshot["seq"] == 0  # the snapshot made at creation: the answers are in the journal only
     with make(tmp_path / "a") as after:
         assert set(after.state.pending) == set(ids[2:])
         assert set(after.state.settled) == set(ids[:2])
@@ -594,9 +596,9 @@ def test_a_snapshot_waits_until_the_journal_is_as_large_as_the_last_snapshot(tmp
         before = 0
         for i in range(500):
             pipe.feedback(pipe.answer(*question(i % 4)).decision, correct=True)
-            if state._journal_bytes < before:  # set aside: a snapshot is being written
+            if state._journal.bytes_written < before:  # set aside: a snapshot is being written
                 break
-            before = state._journal_bytes
+            before = state._journal.bytes_written
         else:
             raise AssertionError("no snapshot in 500 answers")
         assert before < bar <= before + 10_000  # not one event before the journal reached the snapshot's size

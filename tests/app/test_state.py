@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -52,10 +53,16 @@ def test_one_process_owns_a_state_directory(tmp_path: Path) -> None:
 
 
 def test_a_state_made_for_another_config_is_refused(tmp_path: Path) -> None:
-    with StateDir(tmp_path / "st", _config(tmp_path), 8):
-        pass
-    with pytest.raises(DataError, match=r"made for another config .*its budget is 1, the config's 2"):
-        StateDir(tmp_path / "st", _config(tmp_path, budget=2.0), 8)
+    with StateDir(tmp_path / "st", _config(tmp_path), 8) as st:
+        st.select("d", [0.1] * 8, {"cheap": 0.1, "dear": 0.3, "free": 5.0})  # free: out of reach
+        arm, bound = st.selected["d"]
+        st.record(Pending("d", "q", ["a"], arm, bound, bound, [0.1] * 8, "A", None))
+        spent = st.router.spent
+    with StateDir(tmp_path / "st", _config(tmp_path, budget=2.0), 8) as other:  # a budget change: journalled
+        assert other.router.budget == 2.0 and other.router.spent == spent > 0
+        assert any("budget changed from 1 to 2" in w for w in other.warnings)
+    with StateDir(tmp_path / "st", _config(tmp_path, budget=2.0), 8) as again:
+        assert again.router.budget == 2.0 and again.router.spent == spent and not again.warnings
     with pytest.raises(DataError, match=r"expects 8-d contexts, and its context \(question\) is 16-d with "
                        r"this encoder \(16-d\)"):
         StateDir(tmp_path / "st", _config(tmp_path), 16)
@@ -81,7 +88,7 @@ def test_feedback_on_uncertified_sets_is_counted_apart_and_survives_a_restart(tm
     st.sync()
     st._journal.close()  # as a kill leaves it: no snapshot, the journal only, the OS lock gone
     st._lock.release()
-    assert not (tmp_path / "st" / "state.json").exists()
+    assert json.loads((tmp_path / "st" / "state.json").read_text())["seq"] == 0  # snapshot made at creation
     with StateDir(tmp_path / "st", cfg, 8) as replayed:
         assert {a: (c.n, c.uncertified) for a, c in replayed.coverage.items() if c.graded} == counts
     with StateDir(tmp_path / "st", cfg, 8) as snapshot:

@@ -19,6 +19,7 @@ choice, and bound tokens by characters (a token is never shorter than one charac
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable
@@ -151,7 +152,15 @@ class ObservedArm:
 
 
 def arm_cost(arm: ArmConfig, usage: Usage) -> float:
-    """Cost of ``usage`` on ``arm`` in the budget's unit (Eq. 14's ``p(a)‖q_a‖``)."""
+    """Cost of ``usage`` on ``arm`` in the budget's unit (Eq. 14's ``p(a)‖q_a‖``); ``UsageError`` for
+    usage that cannot be priced (negative or non-whole counts, a non-finite or negative reported cost)."""
+    from kgwise.llm.base import UsageError
+
+    counts = (usage.input_tokens, usage.output_tokens, usage.calls)
+    if not all(isinstance(n, int) and n >= 0 for n in counts) or not (
+            math.isfinite(usage.cost) and usage.cost >= 0):
+        raise UsageError(f"arm {arm.name!r}: reported usage {counts} tokens/calls, cost {usage.cost!r} "
+                         "cannot be priced")
     total = arm.per_call * usage.calls
     if arm.cost_from_usage:
         total += usage.cost

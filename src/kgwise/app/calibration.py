@@ -57,6 +57,7 @@ __all__ = ["CALIBRATION_KIND", "CalibrationSelector", "HeldOutCalibration", "arm
            "calibrated_threshold", "choice_set", "guarantee_clause", "nonconformity"]
 
 CALIBRATION_KIND = "kgwise.HeldOutCalibration"
+CALIBRATION_VERSION = 1
 
 
 def nonconformity(kind: str, probabilities: Mapping[str, float], labels: Sequence[str]
@@ -144,7 +145,8 @@ class HeldOutCalibration:
         return column[~np.isnan(column)]
 
     def save(self, path: Path) -> None:
-        body = {"kind": CALIBRATION_KIND, "version": 1, "names": list(self.names), "score": self.kind,
+        body = {"kind": CALIBRATION_KIND, "version": CALIBRATION_VERSION, "names": list(self.names),
+                "score": self.kind,
                 "contexts": encode_array(self.contexts), "bounds": encode_array(self.bounds),
                 "scores": encode_array(self.scores), "shape": [len(self), len(self.names),
                                                                self.contexts.shape[1]],
@@ -160,6 +162,10 @@ class HeldOutCalibration:
         if kind != CALIBRATION_KIND:
             raise DataError(f"not a kgwise calibration (kind {kind!r}; calibrations made before the held-out "
                             "split cannot be re-selected: run `kgwise fit` again)", path)
+        version = body.get("version", 1)
+        if version != CALIBRATION_VERSION:
+            raise DataError(f"calibration version {version!r} is not one this kgwise reads "
+                            f"({CALIBRATION_VERSION}): run `kgwise fit` again", path)
         try:
             n, k, d = (int(v) for v in body["shape"])
             return cls(tuple(str(x) for x in body["names"]), str(body["score"]),

@@ -312,7 +312,8 @@ def fit_questions(pipeline: Pipeline, source: Path | Sequence[Question], max_spe
     state = pipeline.state
     if state.pending and not force:
         raise ConfigError(f"{len(state.pending)} decision(s) in {state.root} await feedback; a fit replaces "
-                          "the router and would drop them: give their feedback first (or force)")
+                          "the router and would drop them: give their feedback first (`kgwise feedback ID "
+                          "--correct|--wrong`), or drop them with `kgwise fit --force …`")
     questions = read_questions(source) if isinstance(source, Path) else list(source)
     config = pipeline.config
     unit = config.router.unit
@@ -577,9 +578,7 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
                        got / len(replay_on), replay.spent, tuple(arm_fits), settings, guarantee, not_fitted,
                        selection, prompts, open_fit)
     state = pipeline.state
-    state.router = router
-    state.context = selection.context
-    state.pending.clear()
+    state.replace_router(router, selection.context)
     state.save_calibration(calibration)
     state.save()
     write_text_atomic(state.root / REPORT_FILE, json.dumps(report.to_dict(), indent=1, default=str) + "\n")

@@ -46,11 +46,12 @@ from kgwise.app.calibration import (
 )
 from kgwise.app.config import PipelineConfig, reads_free
 from kgwise.app.router import context_vector
-from kgwise.app.state import PENDING_KEPT, Pending, StateDir, coverage_bounds
+from kgwise.app.state import PENDING_KEPT, Pending, StateDir, StateReadOnlyError, coverage_bounds
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError, DataError, KgwiseError
 from kgwise.grading import match_answer
 from kgwise.kg.base import KnowledgeGraph
+from kgwise.llm.base import UsageError
 from kgwise.types import CHOICE_LABELS, Question, Usage, make_question
 
 if TYPE_CHECKING:
@@ -71,6 +72,7 @@ __all__ = [
     "PipelineResult",
     "PipelineStatus",
     "RoutedCalibration",
+    "StateReadOnlyError",
     "UnknownDecisionError",
     "default_state_dir",
     "load_graph_of",
@@ -217,7 +219,9 @@ class PipelineStatus:
     (``pending``; ``expired``: dropped unanswered, see :data:`~kgwise.app.state.PENDING_KEPT`), per-arm
     state, the cluster posteriors, with ``[answer_sets] uag_llm`` what UAG's sets for open questions rest
     on (``open_sets``), why a prompt-learning arm's saved bandit is not used (``prompt_problems``), and
-    the arm the fit pinned (``pinned``: the router answers with it wherever it can)."""
+    the arm the fit pinned (``pinned``: the router answers with it wherever it can); why the state is
+    read-only (``read_only``: nothing new is acknowledged until a write succeeds), and what opening it
+    found and repaired (``state_warnings``: journal lines set aside, spend kept, a budget change)."""
 
     config: str
     state_dir: str
@@ -239,6 +243,8 @@ class PipelineStatus:
     open_sets: str | None = None
     prompt_problems: dict[str, str] = field(default_factory=dict)
     pinned: str | None = None
+    read_only: str | None = None
+    state_warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -275,7 +281,7 @@ class Pipeline:
 
     def __init__(self, config: PipelineConfig, state_dir: Path, runners: Mapping[str, ArmRunner],
                  encoder: Encoder, kg: KnowledgeGraph | None = None, names: BoundIndex | None = None,
-                 uag_generator: Generator | None = None) -> None:
+                 uag_generator: Generator | None = None, refit: bool = False) -> None:
         missing = [a.name for a in config.arms if a.name not in runners]
         if missing and runners:
             raise ConfigError(f"no runner for arm(s) {', '.join(missing)}")
@@ -297,7 +303,7 @@ class Pipeline:
         self.open_sets: OpenSets | None = None
         self.open_sets_problem: str | None = None  # why a saved UAG calibration is not used
         self.prompt_problems: dict[str, str] = {}  # arm → why its saved prompt bandit is not used
-        self.state = StateDir(state_dir, config, encoder.dim)
+        self.state = StateDir(state_dir, config, encoder.dim, refit=refit)
         try:
             self._load_fitted()
         except BaseException:
@@ -331,10 +337,11 @@ class Pipeline:
 
     @classmethod
     def from_config(cls, path: str | Path, state_dir: str | Path | None = None,
-                    encoder: Encoder | None = None, models: bool = True) -> Pipeline:
+                    encoder: Encoder | None = None, models: bool = True, refit: bool = False) -> Pipeline:
         """Read the config, load the KG and every arm's model, open the state directory (default
         :func:`default_state_dir`). ``models=False`` loads neither KG nor models: enough for
-        :meth:`feedback` and :meth:`status`, not for :meth:`answer`."""
+        :meth:`feedback` and :meth:`status`, not for :meth:`answer`. ``refit``: for ``fit``, a state made
+        for other arms is opened for the fit to replace its router (keeping its spend)."""
         config = PipelineConfig.load(path)
         kg = load_graph_of(config) if models else None
         names = None
@@ -348,7 +355,7 @@ class Pipeline:
 
             encoder = MiniLM()
         root = Path(state_dir) if state_dir is not None else default_state_dir(path)
-        return cls(config, root, runners, encoder, kg, names)
+        return cls(config, root, runners, encoder, kg, names, refit=refit)
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -525,8 +532,12 @@ class Pipeline:
                ) -> PipelineResult:
         """Answer one question (see the module docstring); ``arm`` forces that arm instead of the router's
         pick (its bound is held as usual; the router learns from its feedback). ``BudgetExhaustedError``
-        when no arm (or not the forced one) is affordable."""
+        when no arm (or not the forced one) is affordable; :class:`StateReadOnlyError` while the state
+        cannot be written (nothing is run or charged then). Reported usage priced above the arm's bound is
+        charged at the bound and flagged; usage that cannot be priced (``UsageError``: missing, negative,
+        non-finite, absurd) is an upstream error, charged at the bound (the call was made)."""
         question = _question(text, choices)
+        self.state.check_writable()
         if not self.runners:
             raise ConfigError("this pipeline was opened without its models (models=False): it cannot answer")
         if arm is not None and arm not in self.runners:
@@ -566,22 +577,23 @@ class Pipeline:
                     prefix + f"no arm's cost bound fits in what the budget leaves: {router.remaining:g} "
                     f"{self.config.router.unit} ({router.spent:g} spent, {router.reserved:g} held by "
                     f"questions being answered); cheapest bound {min(held.values()):g}")
+        runner = self.runners[arm]
         try:
             output = ran[arm] if arm in ran else self._run(arm, question)
-        except BaseException:
+            cost = _priced(runner.config.name, arm_cost(runner.config, output.usage))
+        except BaseException as exc:
             with self._lock:
-                self.state.cancel(decision)
+                self.state.cancel(decision, bounds[arm] if isinstance(exc, UsageError) else 0.0)
             self.state.sync()
             raise
-        runner = self.runners[arm]
-        cost = arm_cost(runner.config, output.usage)
         answer_set, why = self.answer_set(arm, output, question, group, forced is not None, qnodes)
         notes = [why] if why else []
         if arm in self.prompt_problems:
             notes.append(f"arm {arm!r}: {self.prompt_problems[arm]}")
         if cost > bounds[arm]:
-            notes.append(f"cost {cost:g} above its bound {bounds[arm]:g}: the budget holds only while costs "
-                         "stay within their bounds")
+            notes.append(f"reported usage costs {cost:g}, above the arm's bound {bounds[arm]:g} (its usage "
+                         "bound at its price): charged at the bound")
+            cost = bounds[arm]
         label: str | None = None
         answer_text = output.prediction
         entities: tuple[str, ...] = ()
@@ -613,13 +625,14 @@ class Pipeline:
         the caller). Unknown or settled decisions, and bad feedback, raise with the state unchanged."""
         if (correct is None) == (gold is None):
             raise ConfigError("give exactly one of correct=… or gold=…")
+        self.state.check_writable()
         with self._lock:
             p = self.state.pending.get(decision)
             if p is None:
                 why = ("already settled" if decision in self.state.settled else "not made with this state"
                        + (f", or dropped unanswered: only the newest {PENDING_KEPT} wait"
                           if self.state.expired else ""))
-                raise UnknownDecisionError(f"unknown decision {decision!r} ({why}: {self.state.root})")
+                raise UnknownDecisionError(f"unknown decision {decision!r} ({why})")
             reward, covered, seen = _grade(p, correct, gold)
             for name, ok in (observed or {}).items():
                 if name not in p.observed:
@@ -662,7 +675,8 @@ class Pipeline:
                                   len(self.state.pending), sets.alpha, sets.delta,
                                   cal is not None, tuple(arms), r.cluster_accuracy(),
                                   self.state.expired, self.state.calibration_problem,
-                                  self._open_sets_status(), dict(self.prompt_problems), r.pinned)
+                                  self._open_sets_status(), dict(self.prompt_problems), r.pinned,
+                                  self.state.read_only, tuple(self.state.warnings))
 
     def _routed_calibration(self) -> list[RoutedCalibration] | None:
         """Under the lock: per arm, :class:`RoutedCalibration` from one draw of the router's rule (seeded,
@@ -715,6 +729,14 @@ class Pipeline:
     def _open_sets_status(self) -> str | None:
         uag, problem = self._open_calibration()
         return problem if uag is None else str(uag.summary.get("note", "calibrated"))
+
+
+def _priced(arm: str, cost: float) -> float:
+    """``cost`` when it is a finite amount ≥ 0; else ``UsageError`` (the upstream's usage cannot be
+    priced)."""
+    if not (math.isfinite(cost) and cost >= 0):
+        raise UsageError(f"arm {arm!r}: its reported usage prices at {cost!r}, not a finite amount ≥ 0")
+    return cost
 
 
 def _gold_label(p: Pending, gold: str | Sequence[str]) -> str:

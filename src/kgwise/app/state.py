@@ -30,8 +30,19 @@ Files:
 * ``uag.json`` — UAG's calibration for open questions written by ``fit`` (:mod:`kgwise.app.open_sets`);
 * ``prompt-bandits/ARM-HASH.npz`` — each inject arm's prompt bandit learnt by ``fit``
   (:mod:`kgwise.app.prompt_fit`);
-* ``lock`` — an OS lock (``filelock``) held while a :class:`StateDir` is open; a second process gets a
-  ``ConfigError`` instead of overwriting the first one's learning and spending.
+* the lock — an ``flock`` on the state directory itself (:class:`kgwise.app.journal.DirectoryLock`) held
+  while a :class:`StateDir` is open; a second process gets a ``ConfigError`` instead of overwriting the
+  first one's learning and spending, and deleting a file cannot break it;
+* ``spend`` — the spend mark (:class:`kgwise.app.journal.SpendMark`): spend only grows, whatever happens
+  to the journal or the snapshot;
+* ``set-aside/`` — journal lines that were torn or corrupt, kept with where they were and why.
+
+Faults (:mod:`kgwise.app.journal`): journal lines are framed with a CRC-32; a torn or corrupt line is set
+aside, counted and named (:attr:`StateDir.warnings`) and replay goes on; a write or fsync error makes the
+state read-only (:class:`~kgwise.app.journal.StateReadOnlyError`) until a write succeeds again. A change of
+budget in the config is a journalled ``budget`` event (the spend stays); a router made for other arms is
+refused, unless opened to be refitted (``refit=True``): :meth:`StateDir.replace_router` then starts the
+fit's router from its spend.
 
 An answer is paid when it is made: decisions awaiting feedback hold no budget, and one that never gets
 feedback (an OpenAI client seldom sends any) costs nothing but its memory — the newest
@@ -52,6 +63,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import logging
 import math
 import os
 import re
@@ -62,26 +74,36 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from filelock import FileLock, Timeout
 from scipy.stats import beta as beta_dist
 
 from kgwise.app.calibration import HeldOutCalibration
 from kgwise.app.config import CONTEXTS, Context, PipelineConfig, reads_free
+from kgwise.app.journal import (
+    BadLine,
+    DirectoryLock,
+    Fsync,
+    Journal,
+    SpendMark,
+    StateReadOnlyError,
+    read_events,
+    set_aside,
+)
 from kgwise.app.router import RouterAdapter, context_width
 from kgwise.errors import ConfigError, DataError
-from kgwise.files import read_json, read_jsonl, short_hash, write_text_atomic
+from kgwise.files import read_json, short_hash, write_text_atomic
 
 if TYPE_CHECKING:
     from kgwise.inject.bandit import PromptBandit
 
-__all__ = ["PENDING_KEPT", "CoverageCount", "Pending", "StateDir", "clopper_pearson",
-           "decode_vector", "encode_vector"]
+__all__ = ["PENDING_KEPT", "CoverageCount", "Pending", "RepairReport", "StateDir", "StateReadOnlyError",
+           "clopper_pearson", "decode_vector", "encode_vector", "repair"]
 
 STATE_FILE = "state.json"
 JOURNAL_FILE = "journal.jsonl"
 CALIBRATION_FILE = "calibration.json"
 PROMPT_BANDITS = "prompt-bandits"
 UAG_FILE = "uag.json"
+SPEND_FILE = "spend"
 SETTLED_KEPT = 10_000
 PENDING_KEPT = 10_000
 STATE_VERSION = 2
@@ -172,14 +194,17 @@ class Pending:
 
 class StateDir:
     """An open state directory (a context manager: :meth:`close` writes and releases the lock); ``dim``:
-    the question encoder's dimension."""
+    the question encoder's dimension; ``fsync``: how the journal is made durable (``os.fsync``; a test
+    passes a failing double); ``refit``: a router made for other arms or contexts is not refused but kept
+    as it is on disk (:attr:`mismatch`; no answer or feedback) until :meth:`replace_router` — for
+    ``kgwise fit``, which replaces the router anyway."""
 
-    def __init__(self, root: Path, config: PipelineConfig, dim: int, snapshot_every: int = 500) -> None:
+    def __init__(self, root: Path, config: PipelineConfig, dim: int, snapshot_every: int = 500,
+                 fsync: Fsync = os.fsync, refit: bool = False) -> None:
         if snapshot_every < 1:
             raise ConfigError(f"snapshot_every must be ≥ 1 event, got {snapshot_every}")
         self.root = root
         self.snapshot_every = snapshot_every
-        self._journal_bytes = 0  # written since the last rotation
         self._snapshot_bytes = 0  # size of the last snapshot written
         self.seq = 0
         self.expired = 0
@@ -187,16 +212,16 @@ class StateDir:
         self._replaying = False
         self.selected: dict[str, tuple[str, float]] = {}
         self.recovered: list[str] = []
+        self.set_aside: list[BadLine] = []  # journal lines not replayed (kept in set-aside/)
+        self._torn: tuple[int | None, OSError | None] = (None, None)  # a tail not set aside yet: (end, why)
+        self._tail: list[BadLine] = []
+        self.mismatch: DataError | None = None  # refit: the saved router is for another config
+        self.warnings: list[str] = []  # what opening found and repaired (status shows them)
         root.mkdir(parents=True, exist_ok=True)
-        self._lock = FileLock(str(root / "lock"))
         self._snapshot_lock = threading.Lock()
         self._snapshotter: threading.Thread | None = None
         self._snapshot_error: BaseException | None = None
-        try:
-            self._lock.acquire(timeout=0)
-        except Timeout:
-            raise ConfigError(f"the state directory {root} is in use by another kgwise process (a running "
-                              "`kgwise serve`?); stop it first or use another --state") from None
+        self._lock = DirectoryLock(root)
         try:
             self.config = config
             self.router: RouterAdapter
@@ -207,8 +232,16 @@ class StateDir:
             self.calibration_problem: str | None = None  # why a calibration file present is not used
             self.encoder_dim = dim
             self.context: Context = config.router.context
+            self._spend = SpendMark(root / SPEND_FILE)
+            if self._spend.problem:
+                self.warnings.append(self._spend.problem)
+            fresh = not (root / STATE_FILE).exists() and not self.journal_file.exists() and not refit
             if (root / STATE_FILE).exists():
-                self._load(dim)
+                try:
+                    self._load()
+                except DataError as exc:
+                    raise DataError(f"{exc} — `kgwise repair --state {root} --dry-run` says what a repair "
+                                    "keeps and drops") from exc
                 self._snapshot_bytes = (root / STATE_FILE).stat().st_size
             else:
                 self.router = RouterAdapter.new(config, context_width(config, self.context, dim))
@@ -217,11 +250,19 @@ class StateDir:
                     self.calibration = HeldOutCalibration.load(root / CALIBRATION_FILE)
                 except DataError as exc:  # answers say so; a fit (which this must not block) replaces it
                     self.calibration_problem = str(exc)
-            self._journal = self.journal_file.open("a", encoding="utf-8")
-            self._written = self._synced = 0
-            self._sync_lock = threading.Lock()
-            self._replay()  # ends by calling off the decisions a kill left running (journaled)
-            self.sync()
+            middle = self._replay()
+            self._journal = Journal(self.journal_file, fsync, self._writable, *self._torn)
+            self._keep_spend()
+            self._match(dim, refit)
+            for decision in list(self.selected):  # a kill left their arm running: call them off
+                self.cancel(decision)
+                self.recovered.append(decision)
+            try:
+                self.sync()
+                if fresh or middle:  # fresh: a later config is checked against a snapshot before replay;
+                    self.save()  # middle: lines after a bad one were replayed, a snapshot replaces them
+            except (DataError, StateReadOnlyError) as exc:  # opens read-only; writes are retried
+                self.warnings.append(f"opened read-only: {exc}")
         except BaseException:
             if hasattr(self, "_journal"):
                 self._journal.close()
@@ -251,13 +292,14 @@ class StateDir:
         text = json.dumps({"seq": self.seq, **event})
         if encoded is not None:
             text = f"{text[:-1]}, {json.dumps(encoded[0])}: {encoded[1]}}}"
-        self._journal.write(text + "\n")
-        self._journal.flush()
-        self._written = self.seq
+        self._journal.append(self.seq, text, self.router.spent)
         self._since_snapshot += 1
-        self._journal_bytes += len(text) + 1
-        if self._since_snapshot >= self.snapshot_every and self._journal_bytes >= self._snapshot_bytes:
-            job = self._rotate()
+        due = self._since_snapshot >= self.snapshot_every
+        if due and self._journal.bytes_written >= self._snapshot_bytes and not self._journal.read_only:
+            try:
+                job = self._rotate()
+            except StateReadOnlyError:
+                return  # the journal keeps every event; the caller's sync reports the failure
             if self._snapshotter is not None:
                 self._snapshotter.join()  # one at a time, in order
             self._snapshotter = threading.Thread(target=self._write_snapshot, args=job, daemon=True,
@@ -285,13 +327,25 @@ class StateDir:
 
     def sync(self) -> None:
         """Make every event written so far durable (fsync), unless another call already did: a group
-        commit, so callers call it outside their own lock before they acknowledge an answer or a feedback."""
-        with self._sync_lock:
-            target = self._written
-            if self._synced >= target:
-                return
-            os.fsync(self._journal.fileno())
-            self._synced = target
+        commit, so callers call it outside their own lock before they acknowledge an answer or a feedback.
+        :class:`StateReadOnlyError` when it cannot (nothing may be acknowledged then)."""
+        spent = self._journal.sync()
+        if spent is not None:
+            self._spend.raise_to(spent)
+
+    @property
+    def read_only(self) -> str | None:
+        """Why the state cannot be written now (``None``: it can)."""
+        exc = self._journal.failure
+        return None if exc is None else f"{self.journal_file}: {exc.strerror or exc}"
+
+    def check_writable(self) -> None:
+        """:class:`StateReadOnlyError` while the state cannot be written (a recovery is tried once the
+        retry interval has passed): callers refuse new work before spending on it. ``DataError`` while
+        the saved router is for another config (opened to be refitted)."""
+        if self.mismatch is not None:
+            raise self.mismatch
+        self._journal.retry()
 
     def _wait(self, pending: Pending) -> None:
         self.pending[pending.decision] = pending
@@ -299,11 +353,24 @@ class StateDir:
             self.pending.popitem(last=False)
             self.expired += 1
 
-    def cancel(self, decision: str) -> None:
-        """Call off a selected decision whose arm did not answer: its bound returns to the budget."""
+    def cancel(self, decision: str, charged: float = 0.0) -> None:
+        """Call off a selected decision whose arm gave no usable answer: its bound returns to the budget,
+        less ``charged`` (an arm that was called and failed after it may have spent, e.g. one whose
+        upstream reported unusable usage, is charged up to its bound)."""
         arm, bound = self.selected.pop(decision)
-        self.router.cancel(arm, bound)
-        self._log({"op": "cancel", "decision": decision})
+        if charged > 0:
+            self.router.charge(arm, min(charged, bound), bound)
+        else:
+            self.router.cancel(arm, bound)
+        self._log({"op": "cancel", "decision": decision, **({"charged": charged} if charged > 0 else {})})
+
+    def set_budget(self, budget: float) -> None:
+        """Change the budget (a journalled event; what was spent stays spent)."""
+        if not (math.isfinite(budget) and budget >= 0):
+            raise ConfigError(f"a budget must be a finite number ≥ 0, got {budget}")
+        was = self.router.budget
+        self.router.router.budget = float(budget)
+        self._log({"op": "budget", "budget": float(budget), "was": was})
 
     def feedback(self, decision: str, reward: float, observed: dict[str, float], covered: bool | None
                  ) -> None:
@@ -340,38 +407,83 @@ class StateDir:
                 found.append((int(suffix), path))
         return sorted(found)
 
-    def _replay(self) -> None:
-        """Apply the journal's events (segments first) after the snapshot; call off decisions left running
-        at a kill."""
+    def _replay(self) -> bool:
+        """Apply the journal's events (segments first) after the snapshot. A torn or corrupt line, or an
+        event that does not replay, is set aside (``set-aside/``), counted and named, and replay goes on;
+        a torn tail of the journal is cut off. Whether good lines followed a bad one (the journal is then
+        replaced by a snapshot)."""
+        middle = False
         self._replaying = True
         try:
             for path in [p for _, p in self._segments()] + [self.journal_file]:
-                for line, event in read_jsonl(path, "journal"):
+                events, bad, good_end = read_events(path)
+                for line, event in events:
                     try:
                         seq = int(event["seq"])
                         if seq <= self.seq:
                             continue  # already in the snapshot
                         self._apply(event)
-                    except (KeyError, TypeError, ValueError, ConfigError) as exc:
-                        raise DataError(f"journal event does not replay: {exc!r}", path, line) from exc
+                    except (KeyError, TypeError, ValueError, ConfigError, DataError) as exc:
+                        bad.append(BadLine(str(path), line, -1, json.dumps(event).encode("utf-8"),
+                                           f"does not replay: {exc!r}"))
+                        continue
                     self.seq = seq
+                if not bad:
+                    continue
+                self.set_aside.extend(bad)
+                tail = path == self.journal_file and all(b.offset >= good_end for b in bad)
+                try:
+                    kept = set_aside(self.root, bad)
+                except OSError as exc:  # a full disk: read-only until they can be kept (:meth:`_writable`)
+                    self.warnings.extend(f"not set aside yet ({exc.strerror}): {b.describe()}" for b in bad)
+                    if tail:
+                        self._torn, self._tail = (good_end, exc), bad
+                    continue
+                self.warnings.extend(f"set aside in {kept}: {b.describe()}" for b in bad)
+                if tail:
+                    with path.open("r+b") as fh:  # a torn or corrupt tail: cut it off
+                        fh.truncate(good_end)
+                        os.fsync(fh.fileno())
+                else:
+                    middle = True
         finally:
             self._replaying = False
-        for decision in list(self.selected):
-            self.cancel(decision)
-            self.recovered.append(decision)
+        return middle
+
+    def _writable(self) -> None:
+        """Before the journal syncs or recovers: ``OSError`` when the directory is no longer the one locked,
+        or the journal's torn tail still cannot be set aside (the journal cuts it off once it is)."""
+        self._lock.check()
+        if self._torn[0] is not None:
+            set_aside(self.root, self._tail)
+            self._torn = (None, None)
+
+    def _keep_spend(self) -> None:
+        """Spend never rolls back: below the spend mark (an emptied or lost journal, a lost snapshot) the
+        difference is counted as spent and named."""
+        floor = self._spend.value
+        if floor > self.router.spent + 1e-9 * max(1.0, floor):
+            self.warnings.append(f"the journal and snapshot hold {self.router.spent:g} spent, the spend mark "
+                                 f"{floor:g}: events were lost; spend kept at {floor:g}")
+            self.router.router.spent = floor
 
     def _apply(self, event: dict[str, Any]) -> None:
         op = event["op"]
         if op == "select":
-            arm = self.select(str(event["decision"]), decode_vector(event["x"]),
-                              {str(k): float(v) for k, v in event["costs"].items()})
-            if arm != event["arm"]:
+            decision = str(event["decision"])
+            costs = {str(k): float(v) for k, v in event["costs"].items()}
+            arm = self.select(decision, decode_vector(event["x"]), costs)
+            if arm != event["arm"]:  # an event before it was lost: undo the hold, set the event aside
+                if arm is not None:
+                    self.selected.pop(decision)
+                    self.router.cancel(arm, costs[arm])
                 raise ValueError(f"the router picks {arm!r}, the journal says {event['arm']!r}")
         elif op == "pending":
             self.record(Pending.from_dict(event["pending"]))
         elif op == "cancel":
-            self.cancel(str(event["decision"]))
+            self.cancel(str(event["decision"]), float(event.get("charged", 0.0)))
+        elif op == "budget":
+            self.set_budget(float(event["budget"]))
         elif op == "feedback":
             cov = event["covered"]
             self.feedback(str(event["decision"]), float(event["reward"]),
@@ -380,7 +492,7 @@ class StateDir:
         else:
             raise ValueError(f"unknown op {op!r}")
 
-    def _load(self, dim: int) -> None:
+    def _load(self) -> None:
         path = self.state_file
         body = read_json(path)
         if not isinstance(body, dict) or body.get("kind") != "kgwise.PipelineState":
@@ -413,18 +525,47 @@ class StateDir:
             raise DataError(str(exc), path) from exc
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(f"malformed pipeline state ({exc!r})", path) from exc
-        self.check_matches(dim)
+
+    def replace_router(self, router: RouterAdapter, context: Context) -> None:
+        """A fit's new router and context (the decisions waiting are dropped): it starts from the spend,
+        overrun and per-arm spend of the one it replaces — spend only grows (the caller snapshots)."""
+        old = self.router
+        new = router.router
+        new.spent = max(new.spent, old.spent)
+        new.overrun = max(new.overrun, old.overrun)
+        for i, name in enumerate(new.names):
+            if name in old.names:
+                new.arm_cost[i] = max(new.arm_cost[i], old.router.arm_cost[old.names.index(name)])
+        self.router = router
+        self.context = context
+        self.pending.clear()
+        self.selected.clear()
+        self.mismatch = None
+
+    def _match(self, dim: int, refit: bool) -> None:
+        """After replay: a budget changed in the config is journalled (the spend stays); a router made for
+        other arms or contexts is refused (``refit``: kept as :attr:`mismatch` for the fit to replace)."""
+        try:
+            self.check_matches(dim)
+        except DataError as exc:
+            if not refit:
+                raise
+            self.mismatch = exc  # kept as it is on disk until the fit replaces it
+            return
+        if self.router.budget != self.config.router.budget:
+            self.warnings.append(f"budget changed from {self.router.budget:g} to "
+                                 f"{self.config.router.budget:g} {self.config.router.unit} (the "
+                                 f"{self.router.spent:g} spent stays spent)")
+            self.set_budget(self.config.router.budget)
 
     def check_matches(self, dim: int) -> None:
-        """``DataError`` when the saved router does not fit the config (other arms, another budget)."""
+        """``DataError`` when the saved router does not fit the config (other arms, another context)."""
         r = self.router
         want = [(a.name, a.cluster) for a in self.config.arms]
         have = list(zip(r.names, r.clusters, strict=True))
         problems = []
         if have != want:
             problems.append(f"its arms are {have}, the config's {want}")
-        if r.budget != self.config.router.budget:
-            problems.append(f"its budget is {r.budget:g}, the config's {self.config.router.budget:g}")
         if reads_free(self.context) and not self.config.free_arms:
             problems.append(f"its router reads the free arms' answers (context {self.context}), and the "
                             "config has no free arm")
@@ -433,8 +574,10 @@ class StateDir:
                             f"{want_dim}-d with this encoder ({dim}-d) and the config's "
                             f"{len(self.config.free_arms)} free arm(s)")
         if problems:
+            cfg = self.config.path
             raise DataError(f"made for another config ({'; '.join(problems)}): use another --state, or "
-                            f"run `kgwise fit` again", self.state_file)
+                            f"refit it (the spend is kept): `kgwise fit --config {cfg} --state {self.root} "
+                            "--questions DEV.jsonl`", self.state_file)
 
     def save(self) -> None:
         """Write the snapshot ``state.json`` now (waiting for one being written in the background) and
@@ -456,15 +599,9 @@ class StateDir:
                 "selected": {d: [a, b] for d, (a, b) in self.selected.items()},
                 "coverage": {k: asdict(v) for k, v in self.coverage.items()}}
         pending = [p.to_json() for p in self.pending.values()]
-        with self._sync_lock:
-            self._journal.flush()
-            os.fsync(self._journal.fileno())
-            self._journal.close()
-            self.journal_file.replace(self.root / f"{JOURNAL_FILE}.{self.seq}")
-            self._journal = self.journal_file.open("a", encoding="utf-8")
-            self._synced = self._written
+        self.sync()
+        self._journal.set_aside_to(self.root / f"{JOURNAL_FILE}.{self.seq}")
         self._since_snapshot = 0
-        self._journal_bytes = 0
         return self.seq, body, pending
 
     def _write_snapshot(self, seq: int, body: dict[str, Any], pending: list[str]) -> None:
@@ -474,6 +611,7 @@ class StateDir:
                 body = {**body, "router": body["router"].state_dict()}
                 text = f'{json.dumps(body)[:-1]}, "pending": [{", ".join(pending)}]}}'
                 write_text_atomic(self.state_file, text)
+                self._spend.raise_to(float(body["router"]["spent"]), durable=True)
                 self._snapshot_bytes = len(text)
                 for upto, path in self._segments():
                     if upto <= seq:
@@ -526,10 +664,16 @@ class StateDir:
             self.settled.popitem(last=False)
 
     def close(self) -> None:
+        """Snapshot and release. A read-only state closes without a snapshot (logged): what is on disk
+        is what was acknowledged; the events not written were never acknowledged."""
         try:
-            self.save()
+            if self.mismatch is None:  # a router for another config stays as it is on disk
+                self.save()
+        except StateReadOnlyError as exc:
+            logging.getLogger("kgwise.state").warning("closed without a snapshot: %s", exc)
         finally:
             self._journal.close()
+            self._spend.close()
             self._lock.release()
 
     def __enter__(self) -> StateDir:
@@ -546,3 +690,78 @@ def coverage_bounds(count: CoverageCount, alpha: float, delta: float) -> tuple[f
     lower, upper = clopper_pearson(count.covered, count.n, delta)
     rate = count.covered / count.n if count.n else None
     return rate, lower, upper, upper < 1.0 - alpha and not math.isclose(upper, 1.0 - alpha)
+
+
+@dataclass(frozen=True, slots=True)
+class RepairReport:
+    """What :func:`repair` keeps and drops: per journal file the events kept, the lines dropped (set aside,
+    each named), whether the snapshot and the spend mark are readable, and whether it changed anything."""
+
+    state_dir: str
+    events_kept: dict[str, int]
+    dropped: tuple[str, ...]
+    snapshot: str
+    spend_mark: float
+    changed: bool
+    set_aside_in: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def repair(root: Path, dry_run: bool = False) -> RepairReport:
+    """Check a state directory without its config: every journal file's lines (kept, or torn/corrupt and
+    dropped), the snapshot and the spend mark. Without ``dry_run``, the dropped lines are set aside in
+    ``set-aside/`` and each journal file is rewritten with the lines kept; a snapshot that cannot be read
+    is set aside too (the router then starts fresh when the state opens; the spend mark keeps the spend).
+    Holds the directory's lock (``ConfigError`` while a server uses it)."""
+    if not (root / STATE_FILE).exists() and not (root / JOURNAL_FILE).exists():
+        raise DataError("not a kgwise state directory (no state.json, no journal.jsonl)", root)
+    lock = DirectoryLock(root)
+    try:
+        files = sorted((int(p.name[len(JOURNAL_FILE) + 1:]), p) for p in root.glob(JOURNAL_FILE + ".*")
+                       if p.name[len(JOURNAL_FILE) + 1:].isdigit())
+        kept: dict[str, int] = {}
+        dropped: list[BadLine] = []
+        rewrite: list[tuple[Path, list[tuple[int, dict[str, Any]]], bytes]] = []
+        for path in [p for _, p in files] + [root / JOURNAL_FILE]:
+            if not path.exists():
+                continue
+            events, bad, _ = read_events(path)
+            kept[path.name] = len(events)
+            dropped.extend(bad)
+            if bad:
+                data = path.read_bytes()
+                good = b"".join(line for line in data.splitlines(keepends=True)
+                                if not any(b.data == line for b in bad))
+                rewrite.append((path, events, good))
+        snapshot = "absent"
+        if (root / STATE_FILE).exists():
+            try:
+                body = read_json(root / STATE_FILE)
+                ok = isinstance(body, dict) and body.get("kind") == "kgwise.PipelineState"
+                snapshot = "readable" if ok else "not a kgwise pipeline state"
+            except DataError as exc:
+                snapshot = f"unreadable: {exc}"
+        mark = SpendMark(root / SPEND_FILE)
+        changed = bool(rewrite) or snapshot not in ("absent", "readable")
+        where = None
+        if changed and not dry_run:
+            if dropped:
+                where = str(set_aside(root, dropped))
+            for path, _, good in rewrite:
+                tmp = path.with_name(path.name + ".repair")
+                tmp.write_bytes(good)
+                with tmp.open("rb") as fh:
+                    os.fsync(fh.fileno())
+                tmp.replace(path)
+            if snapshot not in ("absent", "readable"):
+                folder = root / "set-aside"
+                folder.mkdir(exist_ok=True)
+                target = folder / f"state-{short_hash((root / STATE_FILE).read_bytes().hex())}.json"
+                (root / STATE_FILE).replace(target)
+                where = where or str(target)
+        return RepairReport(str(root), kept, tuple(b.describe() for b in dropped), snapshot, mark.value,
+                            changed, where)
+    finally:
+        lock.release()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from kgwise.errors import KgwiseError
+from kgwise.errors import ConfigError, KgwiseError
 from kgwise.files import distinct_outputs as distinct_outputs  # the rule lives in kgwise.files
 from kgwise.files import write_text_atomic
 
@@ -66,6 +66,22 @@ def writable(path: Path | None) -> Path | None:
     if not os.access(path.parent, os.W_OK):
         raise typer.BadParameter(f"the folder {path.parent} is not writable")
     return path
+
+
+def refuse_overwrite(outputs: Mapping[str, Path | None], inputs: Mapping[str, Any],
+                     folders: Mapping[str, Path] | None = None) -> None:
+    """Before any work: refuse an output that is one of the command's inputs or another output
+    (:func:`kgwise.files.distinct_outputs`), or lies inside a folder the command reads as a whole
+    (``folders``: a state directory — ``--json state.json`` would destroy the state). ``ConfigError``
+    naming both options."""
+    distinct_outputs(outputs, inputs)
+    for option, path in outputs.items():
+        if path is None:
+            continue
+        for name, folder in (folders or {}).items():
+            if path.resolve().is_relative_to(folder.resolve()):
+                raise ConfigError(f"{option} {path} is inside {name} {folder}: writing it would overwrite "
+                                  "what this command reads there; choose a file outside it")
 
 
 def listed(items: Sequence[str], most: int = 5) -> str:

@@ -12,7 +12,16 @@ import typer
 from rich.markup import escape
 
 from kgwise.cli.apps import app
-from kgwise.cli.common import JsonOption, console, err_console, friendly_errors, save_json, say, writable
+from kgwise.cli.common import (
+    JsonOption,
+    console,
+    err_console,
+    friendly_errors,
+    refuse_overwrite,
+    save_json,
+    say,
+    writable,
+)
 from kgwise.errors import ConfigError, KgwiseError
 
 if TYPE_CHECKING:
@@ -68,7 +77,7 @@ def init(
     from kgwise.files import atomic_path
 
     if out.exists() and not force:
-        raise ConfigError(f"{out} exists; pass --force to overwrite it")
+        raise ConfigError(f"{out} exists; pass --force to overwrite it (its state directory keeps its spend)")
     arms = [parse_arm(a) for a in arm]
     # the config reads its paths relative to its own folder: write the given (cwd-relative) ones so
     arms = [(n, k, _beside(out, s) if k == "kgm" else s, p) for n, k, s, p in arms]
@@ -89,6 +98,14 @@ def _beside(config: Path, path: str) -> str:
     return os.path.relpath(Path(path).resolve(), config.resolve().parent)
 
 
+def _guard(json_out: Path | None, config: Path, state: Path | None, **inputs: Any) -> None:
+    """Refuse a ``--json`` file that is the config, another input, or inside the state directory."""
+    from kgwise.app.pipeline import default_state_dir
+
+    refuse_overwrite({"--json": json_out}, {"--config": config, **inputs},
+                     {"--state": state if state is not None else default_state_dir(config)})
+
+
 def _plain(obj: Any) -> Any:
     return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) and not isinstance(obj, type) else obj
 
@@ -99,6 +116,7 @@ def ask_pipeline(question: str, choices: str | None, config: Path, state: Path |
     from kgwise.app import Pipeline
 
     opts = choices.split("|") if choices is not None else None
+    _guard(json_out, config, state)
     with Pipeline.from_config(config, state) as pipe:
         result = pipe.answer(question, opts)
     print_answer(result)
@@ -110,9 +128,9 @@ def ask_file(questions: Path, out: Path, config: Path, state: Path | None, json_
     loaded once; a one-line summary (and the refused questions) for a person, the report with --json."""
     from kgwise.app import Pipeline
     from kgwise.app.batch import answer_file
-    from kgwise.files import distinct_outputs
 
-    distinct_outputs({"--out": out, "--json": json_out}, {"--questions": questions, "--config": config})
+    _guard(json_out, config, state, **{"--questions": questions})
+    _guard(out, config, state, **{"--questions": questions, "--json": json_out})
     with Pipeline.from_config(config, state) as pipe:
         report = answer_file(pipe, questions, out, echo=say)
     ratio = report.overhead_ratio
@@ -168,6 +186,7 @@ def feedback(
 
     if (correct is None) == (gold is None):
         raise ConfigError("give one of --correct, --wrong or --gold X")
+    _guard(json_out, config, state)
     with Pipeline.from_config(config, state, models=False) as pipe:
         out = pipe.feedback(decision, correct=correct, gold=gold)
     print_feedback(out)
@@ -197,6 +216,7 @@ def status(
     whole status as JSON with --json FILE)."""
     from kgwise.app import Pipeline
 
+    _guard(json_out, config, state)
     with Pipeline.from_config(config, state, models=False) as pipe:
         out = pipe.status()
     print_status(out)
@@ -211,8 +231,11 @@ def print_status(st: PipelineStatus) -> None:
     console.print(f"[bold]budget[/bold] {st.budget:.6g} {st.unit}: spent {st.spent:.6g} ({share:.1%}), "
                   f"reserved {st.reserved:.6g}, remaining {st.remaining:.6g}"
                   + (f", overrun {st.overrun:.6g}" if st.overrun else ""))
-    console.print(f"{st.questions} question{'' if st.questions == 1 else 's'} answered, {st.pending} waiting "
-                  "for feedback"
+    answered = sum(a.pulls for a in st.arms)  # paid answers; the router also saw the questions it refused
+    refused = max(0, st.questions - answered)  # (the CLI owns the state: no question is in flight)
+    console.print(f"{answered} question{'' if answered == 1 else 's'} answered"
+                  + (f", {refused} refused (no affordable arm, or the arm failed)" if refused else "")
+                  + f", {st.pending} waiting for feedback"
                   + (f", {st.expired} dropped unanswered" if st.expired else "")
                   + (f"; pinned to [bold]{escape(st.pinned)}[/bold] by the fit" if st.pinned else ""))
     sets = (f"answer sets: α = {st.alpha:g}, δ = {st.delta:g}, "
@@ -222,6 +245,10 @@ def print_status(st: PipelineStatus) -> None:
         console.print(f"open questions' sets: {escape(st.open_sets)}")
     for arm, problem in st.prompt_problems.items():
         console.print(f"[yellow]{escape(arm)}: {escape(problem)}[/yellow]")
+    if st.read_only:
+        console.print(f"[red]read-only: {escape(st.read_only)}[/red]")
+    for warning in st.state_warnings:
+        console.print(f"[yellow]state: {escape(warning)}[/yellow]")
     table = Table("arm", "kind", "answers", "spent", "next sets calibrated on", "live coverage (bounds)")
     for a in st.arms:
         c = a.coverage
@@ -254,14 +281,17 @@ def fit_command(
         "--max-spend", min=0.0, help="Refuse to start (and stop) beyond this spend, in the budget's unit "
         "(dollars or calls).")] = 0.0,
     concurrency: Annotated[int, typer.Option(min=1, help="Parallel calls of API arms.")] = 4,
+    force: Annotated[bool, typer.Option("--force", help="Drop the decisions still awaiting feedback (a fit "
+                                        "replaces the router they were made with).")] = False,
     json_out: JsonOption = None,
 ) -> None:
     """Run every arm on the dev questions (resumable), warm-start the router, calibrate per-arm sets; a
     table per arm (the whole report as JSON with --json FILE; it is also kept in the state folder)."""
     from kgwise.app import Pipeline, fit
 
-    with Pipeline.from_config(config, state) as pipe:
-        report = fit(pipe, questions, max_spend, concurrency, echo=say)
+    _guard(json_out, config, state, **{"--questions": questions})
+    with Pipeline.from_config(config, state, refit=True) as pipe:  # a router for other arms is replaced
+        report = fit(pipe, questions, max_spend, concurrency, echo=say, force=force)
     print_fit(report)
     save_json(report.to_dict(), json_out)
 
@@ -289,3 +319,34 @@ def print_fit(report: FitReport) -> None:
     for note in report.not_fitted:
         console.print(f"[yellow]not fitted: {escape(note)}[/yellow]")
     console.print(f"[dim]{escape(report.guarantee)}[/dim]")
+
+
+@app.command("repair")
+@friendly_errors
+def repair_command(
+    state: Annotated[Path, typer.Option("--state", help="The state directory to check and repair.",
+                                        exists=True, file_okay=False)],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what a repair keeps and drops.")
+                       ] = False,
+    json_out: JsonOption = None,
+) -> None:
+    """Check a pipeline's state directory: journal lines kept, torn or corrupt lines dropped (set aside in
+    set-aside/, never deleted), the snapshot and the spend mark; without --dry-run, repair it."""
+    from kgwise.app.state import repair
+
+    refuse_overwrite({"--json": json_out}, {}, {"--state": state})
+    report = repair(state, dry_run)
+    verb = "would keep" if dry_run else "kept"
+    for name, n in report.events_kept.items():
+        console.print(f"{escape(name)}: {verb} {n} event{'' if n == 1 else 's'}")
+    for line in report.dropped:
+        verb = "would drop" if dry_run else "dropped"
+        console.print(f"[yellow]{verb} (set aside): {escape(line)}[/yellow]")
+    console.print(f"snapshot: {escape(report.snapshot)}; spend mark: {report.spend_mark:.6g}")
+    if not report.changed:
+        console.print("nothing to repair")
+    elif dry_run:
+        console.print(f"run `kgwise repair --state {escape(str(state))}` to repair it")
+    else:
+        console.print(f"repaired; what was dropped is kept in {escape(str(report.set_aside_in))}")
+    save_json(report.to_dict(), json_out)

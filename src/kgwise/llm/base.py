@@ -7,19 +7,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from kgwise.errors import ConfigError, ReplayMissError, ServiceError, TransientError
+from kgwise.errors import ConfigError, InputTooLongError, ReplayMissError, ServiceError, TransientError
 from kgwise.types import Usage
 
 __all__ = [
     "LLM",
     "SCORING_RULES",
     "ChoiceScores",
+    "ContextLengthError",
     "Generation",
     "LLMError",
     "Message",
     "ReplayMissError",
     "ScoringRule",
     "TransientLLMError",
+    "UsageError",
     "as_messages",
     "scoring_rule",
     "softmax",
@@ -28,6 +30,16 @@ __all__ = [
 
 class LLMError(ServiceError):
     """A language-model call failed for good (bad reply, bad request, retries exhausted)."""
+
+
+class ContextLengthError(LLMError, InputTooLongError):
+    """The prompt (question, choices, knowledge) does not fit the model's context window: the request's
+    fault (an HTTP client gets a 400), not the service's."""
+
+
+class UsageError(LLMError):
+    """A call was made and its reply reports usage that cannot be priced (missing, negative, non-finite,
+    absurd): an upstream error, and the call may have cost up to its bound."""
 
 
 class TransientLLMError(LLMError, TransientError):

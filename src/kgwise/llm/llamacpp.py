@@ -26,7 +26,7 @@ import numpy as np
 from kgwise.config import cache_dir
 from kgwise.errors import ConfigError
 from kgwise.files import atomic_path
-from kgwise.llm.base import ChoiceScores, Generation, LLMError, Message, as_messages
+from kgwise.llm.base import ChoiceScores, ContextLengthError, Generation, LLMError, Message, as_messages
 from kgwise.llm.prices import compute_proxy
 from kgwise.llm.registry import register_backend
 from kgwise.types import Usage
@@ -190,7 +190,8 @@ class LlamaCpp:
                     )
                     text = resp["choices"][0].get("text")
             except ValueError as exc:  # e.g. prompt longer than the context window
-                raise LLMError(f"{self.name}: {exc}") from exc
+                kind = ContextLengthError if "context" in str(exc).lower() else LLMError
+                raise kind(f"{self.name}: {exc}") from exc
             finally:
                 self._llm.reset()
         choice = resp["choices"][0]
@@ -243,7 +244,7 @@ class LlamaCpp:
                     raise ValueError(f"choice {c!r} has no tokens")
             longest = len(ctx_tokens) + max(len(t) for t in conts)
             if longest > self.config.n_ctx:
-                raise LLMError(f"{self.name}: context + choice is {longest} tokens, "
+                raise ContextLengthError(f"{self.name}: context + choice is {longest} tokens, "
                                f"over n_ctx={self.config.n_ctx}")
             llm = self._llm
             llm.reset()

@@ -17,6 +17,7 @@ import json
 import math
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -27,7 +28,16 @@ import httpx
 
 from kgwise.errors import ConfigError
 from kgwise.llm.answering import parse_choice
-from kgwise.llm.base import ChoiceScores, Generation, LLMError, Message, TransientLLMError, as_messages
+from kgwise.llm.base import (
+    ChoiceScores,
+    ContextLengthError,
+    Generation,
+    LLMError,
+    Message,
+    TransientLLMError,
+    UsageError,
+    as_messages,
+)
 from kgwise.llm.prices import PriceTable, default_prices
 from kgwise.llm.registry import register_backend
 from kgwise.retry import RetryPolicy, RetryStats, call_with_retry, send_once
@@ -36,6 +46,10 @@ from kgwise.types import Choice, Usage
 __all__ = ["HTTPStatusError", "OpenAICompatible", "OpenAIConfig"]
 
 OFFICIAL_BASE_URL = "https://api.openai.com/v1"
+_TOO_LONG = re.compile(r"context|too (long|many tokens)", re.I)
+MAX_REPORTED_TOKENS = 10_000_000
+"""Tokens one reply may report in a field: above every served model's context window (10⁷), so a larger
+count is a broken or lying upstream, not a long prompt."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +113,10 @@ class OpenAICompatible:
         resp = send_once(lambda: self._client.post(url, json=payload, timeout=self.retry.timeout_s), url,
                          self.retry, TransientLLMError)
         if resp.status_code >= 400:
-            raise HTTPStatusError(f"HTTP {resp.status_code} from {url}: {resp.text[:500]}", resp.status_code)
+            message = f"HTTP {resp.status_code} from {url}: {resp.text[:500]}"
+            if resp.status_code in (400, 413) and _TOO_LONG.search(resp.text):
+                raise ContextTooLongError(message, resp.status_code)
+            raise HTTPStatusError(message, resp.status_code)
         try:
             data = resp.json()
         except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
@@ -113,9 +130,26 @@ class OpenAICompatible:
             rng = random.Random(self._rng.random())
         return call_with_retry(lambda: self._post_once(path, payload), self.retry, stats=self.stats, rng=rng)
 
+    def _tokens(self, data: dict[str, Any]) -> tuple[int, int]:
+        """The ``(prompt, completion)`` tokens a reply reports; ``LLMError`` when its usage is missing,
+        negative, not a whole number or beyond :data:`MAX_REPORTED_TOKENS` (the call's cost cannot be
+        known, and a retry would pay again)."""
+        u = data.get("usage")
+        if not isinstance(u, dict):
+            raise UsageError(f"{self.name}: the reply reports no usage, so its cost cannot be known")
+        out = []
+        for key in ("prompt_tokens", "completion_tokens"):
+            n = u.get(key, 0)
+            if isinstance(n, float) and n.is_integer():
+                n = int(n)
+            if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_REPORTED_TOKENS:
+                raise UsageError(f"{self.name}: the reply reports usage.{key} = {str(n)[:40]}, not a whole "
+                               f"number of tokens from 0 to {MAX_REPORTED_TOKENS:g}")
+            out.append(n)
+        return out[0], out[1]
+
     def _usage(self, data: dict[str, Any], latency: float) -> Usage:
-        u = data.get("usage") or {}
-        tin, tout = int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0)
+        tin, tout = self._tokens(data)
         cost = self.prices.cost(self.model, tin, tout)
         return Usage(tin, tout, 1, latency, cost or 0.0)
 
@@ -213,8 +247,7 @@ class OpenAICompatible:
             sums.append(sum(picked))
             means.append(sum(picked) / len(picked))
             counts.append(len(picked))
-            u = data.get("usage") or {}
-            usage = usage + Usage(int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0), 1)
+            usage = usage + Usage(*self._tokens(data), 1)
         cost = self.prices.cost(self.model, usage.input_tokens, usage.output_tokens) or 0.0
         usage = Usage(usage.input_tokens, usage.output_tokens, usage.calls, time.perf_counter() - t0, cost)
         return ChoiceScores(tuple(sums), tuple(means), usage, tuple(counts), method="logprob")
@@ -247,6 +280,10 @@ class HTTPStatusError(LLMError):
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
         self.status = status
+
+
+class ContextTooLongError(HTTPStatusError, ContextLengthError):
+    """An upstream's 400/413 saying the prompt exceeds the model's context."""
 
 
 class _NoEchoError(Exception):

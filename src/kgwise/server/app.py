@@ -81,6 +81,7 @@ class ServerSettings(BaseModel):
     cors_origins: tuple[str, ...] = ()
     max_body_bytes: int = Field(default=1_000_000, ge=1_000)
     queue_limit: int = Field(default=8, ge=0)
+    pipeline_workers: int = Field(default=4, ge=1)
     request_timeout_s: float = Field(default=120.0, gt=0.0)
     torch_threads: int | None = Field(default=1, ge=1)
     pending_ttl_s: float | None = Field(default=3600.0, gt=0.0)
@@ -127,7 +128,9 @@ def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = No
     gates = {"router": ModelGate("router", 8, 64, settings.request_timeout_s),
              "kg": ModelGate("kg", 2, 64, settings.request_timeout_s),
              "llm": ModelGate("llm", 1, settings.queue_limit, settings.request_timeout_s),
-             "uag": ModelGate("uag", 1, settings.queue_limit, settings.request_timeout_s)}
+             "uag": ModelGate("uag", 1, settings.queue_limit, settings.request_timeout_s),
+             "pipeline": ModelGate("pipeline", settings.pipeline_workers, settings.queue_limit,
+                                   settings.request_timeout_s)}
     try:
         return _app(settings, injector, routing, gates, pipelines)
     except BaseException:
@@ -174,7 +177,7 @@ def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: 
     install_web(app)  # the page at /
     if pipelines:
         app.include_router(openai_api(pipelines if isinstance(pipelines, PipelineHub)
-                                      else PipelineHub(pipelines)))
+                                      else PipelineHub(pipelines), gates["pipeline"]))
     app.add_middleware(Guard, api_keys=settings.api_keys, max_body_bytes=settings.max_body_bytes)
     if settings.cors_origins:  # outside the guard: a browser's preflight carries no key
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),

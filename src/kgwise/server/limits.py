@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import AfterValidator, Field, StringConstraints
 
+from kgwise.app.journal import StateReadOnlyError
 from kgwise.errors import KgwiseError
 
 __all__ = ["MAX_ID", "MAX_QUESTION", "Choice", "Ident", "Money", "QuestionText", "Unit", "install_handlers",
@@ -69,7 +70,11 @@ def install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(KgwiseError)
     async def unprocessable(_: Request, exc: KgwiseError) -> JSONResponse:
-        """kgwise's own errors are about the request (unknown entity, bad combination, cost): 422."""
+        """kgwise's own errors are about the request (unknown entity, bad combination, cost): 422; a state
+        that cannot be written is the server's: 503 with ``Retry-After`` (nothing was acknowledged)."""
+        if isinstance(exc, StateReadOnlyError):
+            return JSONResponse(status_code=503, content={"detail": safe_text(exc, 1000)},
+                                headers={"Retry-After": str(max(1, int(exc.retry_after_s)))})
         return JSONResponse(status_code=422, content={"detail": safe_text(exc, 1000)})
 
     @app.exception_handler(RecursionError)

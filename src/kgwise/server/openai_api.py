@@ -15,8 +15,16 @@
 Every answer carries the headers ``x-kgwise-cost`` and ``x-kgwise-cost-unit`` (and ``x-kgwise-cost-usd``
 when the unit is US dollars), ``x-kgwise-arm`` and ``x-kgwise-decision-id``. Errors use OpenAI's shape
 ``{"error": {"message", "type", "param", "code"}}``: 400 for a bad request (validation, choices, ``n`` >
-1), 404 for an unknown model or decision, 429 when the budget affords no arm, 502 when a model service
-failed. Calls into one pipeline are made one at a time (local models are not thread-safe).
+1, a question longer than :data:`~kgwise.server.limits.MAX_QUESTION` characters or than the model's
+context), 404 for an unknown model or decision, 429 when the budget affords no arm or the queue is full
+(with ``Retry-After``), 502 when a model service failed (also when it reports usage that cannot be
+priced), 503 with ``Retry-After`` while the pipeline's state cannot be written (nothing is acknowledged
+then) or a request waited past the timeout.
+
+Backpressure: answering calls run on the pipeline gate's threads (:class:`~kgwise.server.backpressure.
+ModelGate`: a bounded queue, 429 beyond it), never on the event loop, so ``/health``, ``/v1/models`` and
+``/v1/status`` answer while the pipeline is busy; a queued request whose client has gone is dropped
+before its model call starts, so it is neither run nor charged.
 """
 
 from __future__ import annotations
@@ -31,15 +39,16 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, TypeVar
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
 
-from kgwise.errors import KgwiseError, ServiceError
+from kgwise.errors import InputTooLongError, KgwiseError, ServiceError
 from kgwise.route.coke import BudgetExceededError
 from kgwise.route.service import UnknownDecisionError
+from kgwise.server.backpressure import ModelGate
 from kgwise.server.contract import PipelineLike, ResultLike, StatusLike
 from kgwise.server.explain import (
     EXPLAIN_SUFFIX,
@@ -48,6 +57,7 @@ from kgwise.server.explain import (
     render_explained,
     split_explain,
 )
+from kgwise.server.limits import MAX_QUESTION
 from kgwise.server.schemas import (
     AnswerSetOut,
     ArmStatusOut,
@@ -90,13 +100,25 @@ class OpenAIError(Exception):
     """An error answered in OpenAI's shape with HTTP ``status``."""
 
     def __init__(self, status: int, message: str, type_: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None) -> None:
+                 param: str | None = None, code: str | None = None,
+                 headers: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.headers = dict(headers or {})
         self.body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
     def response(self) -> JSONResponse:
-        return JSONResponse(status_code=self.status, content=self.body)
+        return JSONResponse(status_code=self.status, content=self.body, headers=self.headers)
+
+
+_GATE_CODES = {429: ("rate_limit_exceeded", "queue_full"), 499: ("invalid_request_error", "client_closed"),
+               503: ("server_error", "timeout")}
+
+
+def _gate_error(exc: HTTPException) -> OpenAIError:
+    """A refusal of the pipeline gate (queue full, timeout, client gone) in OpenAI's shape."""
+    type_, code = _GATE_CODES.get(exc.status_code, ("server_error", None))
+    return OpenAIError(exc.status_code, str(exc.detail), type_, code=code, headers=exc.headers)
 
 
 def _validation_error(exc: RequestValidationError) -> OpenAIError:
@@ -125,6 +147,8 @@ class _OpenAIRoute(APIRoute):
                 return _validation_error(exc).response()
             except OpenAIError as exc:
                 return exc.response()
+            except HTTPException as exc:
+                return _gate_error(exc).response()
 
         return handle
 
@@ -207,13 +231,17 @@ class PipelineHub:
 
     ``unknown_decision`` and ``budget_exhausted``: the exception classes the pipelines raise for feedback
     on a decision that is not pending (answered 404) and for a question no arm is affordable for (429);
-    any other ``KgwiseError`` is a 400, a ``ServiceError`` a 502."""
+    ``read_only``: for a state that cannot be written (503 with ``Retry-After``: the exception's
+    ``retry_after_s``); an ``InputTooLongError`` is a 400, any other ``KgwiseError`` a 400, a
+    ``ServiceError`` a 502."""
 
     def __init__(self, pipelines: Mapping[str, PipelineLike], history_points: int = 5000,
                  unknown_decision: tuple[type[Exception], ...] = (UnknownDecisionError,),
-                 budget_exhausted: tuple[type[Exception], ...] = (BudgetExceededError,)) -> None:
+                 budget_exhausted: tuple[type[Exception], ...] = (BudgetExceededError,),
+                 read_only: tuple[type[Exception], ...] = ()) -> None:
         self.unknown_decision = unknown_decision
         self.budget_exhausted = budget_exhausted
+        self.read_only = read_only
         if not pipelines:
             raise KgwiseError("no pipeline to serve")
         for name in pipelines:
@@ -254,6 +282,12 @@ class PipelineHub:
             raise OpenAIError(404, str(exc), param="decision_id", code="decision_not_found") from None
         except self.budget_exhausted as exc:
             raise OpenAIError(429, str(exc), "insufficient_quota", code="budget_exhausted") from None
+        except self.read_only as exc:
+            wait = str(max(1, int(getattr(exc, "retry_after_s", 5))))
+            raise OpenAIError(503, str(exc), "server_error", code="state_read_only",
+                              headers={"Retry-After": wait}) from None
+        except InputTooLongError as exc:
+            raise OpenAIError(400, str(exc), param="messages", code="context_length_exceeded") from None
         except ServiceError as exc:
             raise OpenAIError(502, f"a model service failed: {exc}", "api_error",
                               code="upstream_error") from None
@@ -337,7 +371,9 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI entries for the error statuses a route answers (in OpenAI's shape); declaring ``default``
     keeps FastAPI from listing the 422 these routes never send (validation errors are 400 here)."""
     text = {400: "a bad request: a field, the choices, n > 1", 404: "unknown model or decision",
-            429: "the budget affords no arm", 502: "a model service failed"}
+            429: "the budget affords no arm, or the queue is full (Retry-After)",
+            502: "a model service failed", 503: "the state cannot be written now, or the request timed out "
+            "(Retry-After)"}
     out: dict[int | str, dict[str, Any]] = {c: {"model": ErrorResponse, "description": text[c]}
                                             for c in codes}
     out["default"] = {"model": ErrorResponse, "description": "any other error, in OpenAI's shape"}
@@ -353,15 +389,20 @@ def _chunk_json(chunk: ChatChunk | TextCompletion) -> str:
     return json.dumps(body, ensure_ascii=False)
 
 
-def openai_api(hub: PipelineHub) -> APIRouter:
-    """The OpenAI-compatible routes (and ``/v1/feedback``, ``/v1/status``) over ``hub``."""
+def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
+    """The OpenAI-compatible routes (and ``/v1/feedback``, ``/v1/status``) over ``hub``; answers run
+    through ``gate`` (default: 4 workers, 8 waiting)."""
     api = APIRouter(route_class=_OpenAIRoute)
-    answering = _errors(400, 404, 429, 502)
+    gate = gate or ModelGate("pipeline", 4, 8)
+    answering = _errors(400, 404, 429, 502, 503)
     openai_tag: list[str | Enum] = ["OpenAI-compatible"]
     kgwise_tag: list[str | Enum] = ["kgwise"]
 
     def question_of(text: str, given: list[str] | None, param: str) -> tuple[str, list[str] | None]:
         text = _text(text, param)
+        if len(text) > MAX_QUESTION:
+            raise OpenAIError(400, f"{param}: {len(text)} characters, more than the {MAX_QUESTION} a "
+                              "question may hold", param=param, code="string_above_max_length")
         choices: list[str] | None
         if given is not None:
             question, choices = text.strip(), [_text(c, "kgwise.choices") for c in given]
@@ -377,11 +418,12 @@ def openai_api(hub: PipelineHub) -> APIRouter:
                 raise OpenAIError(400, f"{where}: choice {empty} is empty", param=where, code="invalid_value")
         return question, choices
 
-    async def answer(model: str, question: str, choices: list[str] | None) -> tuple[KgwiseExtra, _Served]:
+    async def answer(request: Request, model: str, question: str, choices: list[str] | None
+                     ) -> tuple[KgwiseExtra, _Served]:
         served, arm = hub.resolve(model)
         # the arm is passed only when forced, so a pipeline without arm forcing still answers the rest
-        result = await run_in_threadpool(
-            hub.call, served, lambda p: p.answer(question, choices) if arm is None
+        result = await gate.run(
+            request, hub.call, served, lambda p: p.answer(question, choices) if arm is None
             else p.answer(question, choices, arm=arm))
         return _extra(served, question, choices, result, arm is not None), served
 
@@ -426,7 +468,7 @@ def openai_api(hub: PipelineHub) -> APIRouter:
               responses=answering | {200: {"content": {"text/event-stream": {}},
                                "description": "a chat.completion, or with stream: true server-sent "
                                               "chat.completion.chunk events ending in data: [DONE]"}})
-    async def chat_completions(req: ChatCompletionRequest) -> Response:
+    async def chat_completions(req: ChatCompletionRequest, request: Request) -> Response:
         """Answer the last user message with the pipeline (or the arm ``model`` names)."""
         if req.n != 1:
             raise OpenAIError(400, "n: kgwise gives one answer per question (n must be 1)", param="n")
@@ -444,7 +486,7 @@ def openai_api(hub: PipelineHub) -> APIRouter:
         if command is not None:
             return await chat_feedback(req, command)
         question, choices = question_of(content or "", req.kgwise.choices if req.kgwise else None, param)
-        extra, _ = await answer(req.model, question, choices)
+        extra, _ = await answer(request, req.model, question, choices)
         cid, created = f"chatcmpl-{extra.decision_id}", int(time.time())
         explain = split_explain(req.model)[1] or bool(req.kgwise and req.kgwise.explain)
         text = render_explained(extra) if explain else _content(extra)
@@ -470,7 +512,7 @@ def openai_api(hub: PipelineHub) -> APIRouter:
     @api.post("/v1/completions", response_model=TextCompletion, tags=openai_tag,
               responses=answering | {200: {"content": {"text/event-stream": {}},
                                "description": "a text_completion, or with stream: true server-sent events"}})
-    async def completions(req: CompletionRequest) -> Response:
+    async def completions(req: CompletionRequest, request: Request) -> Response:
         """Answer ``prompt`` (one string, or a list of one) like a chat message."""
         if req.n != 1:
             raise OpenAIError(400, "n: kgwise gives one answer per question (n must be 1)", param="n")
@@ -480,7 +522,7 @@ def openai_api(hub: PipelineHub) -> APIRouter:
                 raise OpenAIError(400, "prompt: give one prompt per request", param="prompt")
             prompt = prompt[0]
         question, choices = question_of(prompt, req.kgwise.choices if req.kgwise else None, "prompt")
-        extra, _ = await answer(req.model, question, choices)
+        extra, _ = await answer(request, req.model, question, choices)
         cid, created = f"cmpl-{extra.decision_id}", int(time.time())
         explain = split_explain(req.model)[1] or bool(req.kgwise and req.kgwise.explain)
         text = render_explained(extra) if explain else _content(extra)
@@ -500,7 +542,7 @@ def openai_api(hub: PipelineHub) -> APIRouter:
         return response
 
     @api.post("/v1/feedback", response_model=FeedbackResponse, tags=kgwise_tag,
-              responses=_errors(400, 404, 502))
+              responses=_errors(400, 404, 502, 503))
     async def feedback(req: FeedbackRequest) -> FeedbackResponse:
         """Whether a decision's answer was right (``correct``) or what the right answer was (``gold``)."""
         if (req.correct is None) == (req.gold is None):
@@ -510,7 +552,7 @@ def openai_api(hub: PipelineHub) -> APIRouter:
         served, _ = hub.resolve(req.model or next(iter(hub.served)))
         decision = _text(req.decision_id, "decision_id")
         gold = None if req.gold is None else _text(req.gold, "gold")
-        out = await run_in_threadpool(hub.call, served,
+        out = await run_in_threadpool(hub.call, served,  # no model work: not queued behind answers
                                       lambda p: p.feedback(decision, correct=req.correct, gold=gold))
         return FeedbackResponse(pipeline=served.name, decision_id=out.decision_id, arm=out.arm,
                                 correct=out.correct)

@@ -11,6 +11,7 @@ from kgwise.app.pipeline import (
     BudgetExhaustedError,
     Pipeline,
     PipelineResult,
+    StateReadOnlyError,
     UnknownDecisionError,
 )
 from kgwise.errors import KgwiseError
@@ -182,6 +183,7 @@ class ServedPipeline:
 
 
 def pipeline_hub(pipelines: dict[str, ServedPipeline]) -> PipelineHub:
-    """A hub over served pipelines that maps their unknown-decision (404) and budget (429) errors."""
+    """A hub over served pipelines that maps their unknown-decision (404), budget (429) and read-only
+    state (503) errors."""
     return PipelineHub(pipelines, unknown_decision=(UnknownDecisionError,),
-                       budget_exhausted=(BudgetExhaustedError,))
+                       budget_exhausted=(BudgetExhaustedError,), read_only=(StateReadOnlyError,))
