@@ -62,7 +62,8 @@ PACINGS = ("allowance", "price")
 
 
 class BudgetExceededError(KgwiseError):
-    """An update without a selection to account it to reported a cost that breaks the budget."""
+    """The budget refuses: no arm's cost bound fits in what it leaves, a cost is above the bound held for
+    its selection, or a cost without a selection breaks it."""
 
 
 @table("coke")
