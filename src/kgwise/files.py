@@ -90,8 +90,8 @@ def distinct_outputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, An
                 raise ConfigError(f"{option} {path} is also {other}: writing it would overwrite what this "
                                   "command reads or writes there; choose another file")
         if is_owned(path):
-            raise ConfigError(f"{option} {path} is in use by another process (a running `kgwise serve "
-                              "--router`?): writing it would destroy its state; choose another file")
+            raise ConfigError(f"{option} {path} is in use by another process: writing it would destroy "
+                              "its state; choose another file")
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
