@@ -130,8 +130,8 @@ class FakePipeline:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def answer(self, text: str, choices: Sequence[str] | None = None, arm: str | None = None) -> FakeResult:
-        from kgwise.errors import ConfigError
         from kgwise.app import BudgetExceededError
+        from kgwise.errors import ConfigError
 
         if choices is not None and len(choices) < 2:
             raise ConfigError(f"a question needs 2 to 26 non-empty choices, got {len(choices)}")

@@ -48,8 +48,9 @@ def route(
     until `kgwise settle` reports the outcome; prints the decision id."""
     from kgwise.app import Pipeline
 
+    costs = _pairs(cost or [], "--cost") or None
     with Pipeline.from_config(config, state) as pipe:
-        decision = pipe.route(question, _pairs(cost or [], "--cost") or None)
+        decision = pipe.route(question, costs)
     if json_out is not None:
         write_json(decision.to_dict(), json_out)
         return
@@ -87,13 +88,14 @@ def settle(
         raise ConfigError("--cancel takes no outcome (--correct/--wrong, --grade, --cost, --observed)")
     if not cancel and ((correct is None) == (grade is None) or cost is None):
         raise ConfigError("give --correct, --wrong or --grade G, and --cost C (or --cancel)")
+    seen = _pairs(observed or [], "--observed")
     with Pipeline.from_config(config, state, models=False) as pipe:
         if cancel:
             out = pipe.cancel(decision)
         else:
             assert cost is not None
             reward = grade if grade is not None else float(bool(correct))
-            out = pipe.settle(decision, reward, cost, _pairs(observed or [], "--observed"))
+            out = pipe.settle(decision, reward, cost, seen)
     if json_out is not None:
         write_json(out.to_dict(), json_out)
         return
