@@ -195,6 +195,7 @@ def print_status(st: PipelineStatus) -> None:
     console.print(f"{st.questions} question{'' if st.questions == 1 else 's'} answered, {st.pending} waiting "
                   "for feedback"
                   + (f", {st.expired} dropped unanswered" if st.expired else "")
+                  + (f", {st.routed} routed to external arms awaiting their settle" if st.routed else "")
                   + (f"; pinned to [bold]{escape(st.pinned)}[/bold] by the fit" if st.pinned else ""))
     sets = (f"answer sets: α = {st.alpha:g}, δ = {st.delta:g}, "
             + ("calibrated" if st.calibrated else "not calibrated (run `kgwise fit`)"))
