@@ -27,9 +27,10 @@ def said(args: list[str]) -> tuple[int, str]:
 @pytest.mark.parametrize("args, message", [
     (["eval", "llm", "--dataset", "obqa", "--split", "test", "--limit", "-3"], "--limit"),
     (["eval", "knowgpt", "--dataset", "obqa", "--train-limit", "0"], "--train-limit"),
-    (["settle", "d" * 32, "--correct"], "and --cost C (or --cancel)"),
-    (["settle", "d" * 32, "--cancel", "--cost", "0"], "--cancel takes no outcome"),
-    (["route", "q", "--cost", "big"], "--cost 'big': expected ARM=NUMBER"),
+    (["route", "settle", "d" * 32, "--correct"], "and --cost C"),
+    (["route", "settle", "d" * 32, "--grade", "0.5", "--cost", "0", "--observed", "gnn"],
+     "--observed 'gnn': expected ARM=NUMBER"),
+    (["route", "select", "q", "--cost", "big"], "--cost 'big': expected ARM=NUMBER"),
     (["serve", "--kg", "g.npz", "--port", "70000"], "--port"),
     (["serve", "--state", "st"], "--state needs --config"),
     (["serve", "--config", "no-such.toml"], "'--config': file 'no-such.toml' does not exist"),

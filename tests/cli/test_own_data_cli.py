@@ -322,34 +322,35 @@ def test_eval_route_live_and_pipeline_on_own_data(own: dict[str, Path], tmp_path
 
 @pytest.mark.slow
 def test_route_settle_cancel_json(own: dict[str, Path], tmp_path: Path) -> None:
-    """External arms over the user's KG: `kgwise init` writes them, `kgwise route` / `kgwise settle` (and
-    --cancel) write --json, `kgwise status` counts what waits."""
+    """External arms over the user's KG: `kgwise init` writes them, `kgwise route select` / `settle` /
+    `cancel` write --json, `kgwise status` counts what waits."""
     config, sel = tmp_path / "kgwise.toml", tmp_path / "sel.json"
     res = runner.invoke(app, ["init", "--kg", str(own["kg"]), "--arm", "kg-model=external:0",
                               "--arm", "big-llm=external:0.01", "--arm", "gpt-4o-mini=external:0.001",
                               "--budget-usd", "1", "--out", str(config)])
     assert res.exit_code == 0, res.output
-    res = runner.invoke(app, ["route", "Which drug treats gout?", "--config", str(config), "--json", str(sel)])
+    res = runner.invoke(app, ["route", "select", "Which drug treats gout?", "--config", str(config),
+                              "--json", str(sel)])
     assert res.exit_code == 0, res.output
     decision = json.loads(sel.read_text())
     assert decision["arm"] in ("kg-model", "big-llm", "gpt-4o-mini") and decision["unit"] == "usd"
-    res = runner.invoke(app, ["settle", decision["decision"], "--correct", "--cost", "0", "--config",
-                              str(config), "--json", str(tmp_path / "fb.json")])
+    res = runner.invoke(app, ["route", "settle", decision["decision"], "--correct", "--cost", "0",
+                              "--config", str(config), "--json", str(tmp_path / "fb.json")])
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "fb.json").read_text())["outcome"] == "settled"
-    res = runner.invoke(app, ["route", "Which drug treats fever?", "--cost", "big-llm=0.001", "--config",
-                              str(config), "--json", str(sel)])
+    res = runner.invoke(app, ["route", "select", "Which drug treats fever?", "--cost", "big-llm=0.001",
+                              "--config", str(config), "--json", str(sel)])
     assert res.exit_code == 0, res.output
     held = json.loads(sel.read_text())
     assert held["bound"] <= 0.001
-    res = runner.invoke(app, ["settle", held["decision"], "--correct", "--cost", "0.5", "--config",
-                              str(config)])
+    res = runner.invoke(app, ["route", "settle", held["decision"], "--correct", "--cost", "0.5",
+                              "--config", str(config)])
     assert res.exit_code == 2 and "above the bound" in said(res)
     res = runner.invoke(app, ["status", "--config", str(config), "--json", str(tmp_path / "st.json")])
     assert res.exit_code == 0 and json.loads((tmp_path / "st.json").read_text())["routed"] == 1
-    res = runner.invoke(app, ["settle", held["decision"], "--cancel", "--config", str(config), "--json",
+    res = runner.invoke(app, ["route", "cancel", held["decision"], "--config", str(config), "--json",
                               str(tmp_path / "c.json")])
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "c.json").read_text())["outcome"] == "cancelled"
-    res = runner.invoke(app, ["settle", held["decision"], "--cancel", "--config", str(config)])
+    res = runner.invoke(app, ["route", "cancel", held["decision"], "--config", str(config)])
     assert res.exit_code == 2 and "cancelled" in said(res)

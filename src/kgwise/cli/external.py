@@ -1,4 +1,4 @@
-"""``kgwise route`` and ``kgwise settle``: the pipeline's external routing from the shell, each a thin call of
+"""``kgwise route select|settle|cancel``: the pipeline's external routing from the shell, each a thin call of
 :meth:`kgwise.app.Pipeline.route`, :meth:`~kgwise.app.Pipeline.settle` or
 :meth:`~kgwise.app.Pipeline.cancel` (:mod:`kgwise.app.external`)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -15,7 +15,14 @@ from kgwise.cli.common import JsonOption, console, friendly_errors, write_json
 from kgwise.cli.pipeline import PipelineConfigOption, StateOption
 from kgwise.errors import ConfigError
 
-__all__ = ["route", "settle"]
+if TYPE_CHECKING:
+    from kgwise.app.external import Settlement
+
+__all__ = ["cancel", "route_app", "select", "settle"]
+
+route_app = typer.Typer(help="Route among external arms (kind = \"external\": models you run) within the "
+                        "pipeline's budget: select, then settle or cancel.", no_args_is_help=True)
+app.add_typer(route_app, name="route")
 
 
 def _pairs(specs: list[str], option: str) -> dict[str, float]:
@@ -33,9 +40,9 @@ def _pairs(specs: list[str], option: str) -> dict[str, float]:
     return out
 
 
-@app.command("route")
+@route_app.command("select")
 @friendly_errors
-def route(
+def select(
     question: Annotated[str, typer.Argument(help="The question your own model will answer.")],
     cost: Annotated[list[str] | None, typer.Option(
         "--cost", help="ARM=COST: a bound below the external arm's price for this question; repeatable.")
@@ -44,8 +51,8 @@ def route(
     state: StateOption = None,
     json_out: JsonOption = None,
 ) -> None:
-    """Pick the external arm (kind = "external": a model you run) for a question and hold its cost bound
-    until `kgwise settle` reports the outcome; prints the decision id."""
+    """Pick the external arm for a question and hold its cost bound until `kgwise route settle` reports
+    the outcome (or `kgwise route cancel`); prints the decision id."""
     from kgwise.app import Pipeline
 
     costs = _pairs(cost or [], "--cost") or None
@@ -56,14 +63,17 @@ def route(
         return
     console.print(f"arm: {decision.arm}   bound: {decision.bound:.6g} {decision.unit}   remaining budget: "
                   f"{decision.remaining_budget:.6g}")
-    console.print(f"decision: {decision.decision}  (run the arm, then `kgwise settle {decision.decision} "
-                  "--correct|--wrong --cost C`, or --cancel)")
+    console.print(f"decision: {decision.decision}  (run the arm, then `kgwise route settle "
+                  f"{decision.decision} --correct|--wrong --cost C`, or `kgwise route cancel`)")
 
 
-@app.command("settle")
+DecisionArgument = Annotated[str, typer.Argument(help="The decision id `kgwise route select` printed.")]
+
+
+@route_app.command("settle")
 @friendly_errors
 def settle(
-    decision: Annotated[str, typer.Argument(help="The decision id `kgwise route` printed.")],
+    decision: DecisionArgument,
     correct: Annotated[bool | None, typer.Option("--correct/--wrong", help="Was the arm's answer right?",
                                                   show_default=False)] = None,
     grade: Annotated[float | None, typer.Option(
@@ -73,29 +83,40 @@ def settle(
     observed: Annotated[list[str] | None, typer.Option(
         "--observed", help="ARM=GRADE of another external arm you ran on the same question; repeatable.")
     ] = None,
-    cancel: Annotated[bool, typer.Option(
-        "--cancel", help="The arm was not run: call the decision off (its bound returns to the budget).")
-    ] = False,
     config: PipelineConfigOption = Path("kgwise.toml"),
     state: StateOption = None,
     json_out: JsonOption = None,
 ) -> None:
-    """Report an external decision's outcome and cost (the router learns, the cost is paid), once; or
-    --cancel it."""
+    """Report an external decision's outcome and what it cost, once: the cost is paid (at most the
+    decision's bound) and the router learns."""
     from kgwise.app import Pipeline
 
-    if cancel and (correct is not None or grade is not None or cost is not None or observed):
-        raise ConfigError("--cancel takes no outcome (--correct/--wrong, --grade, --cost, --observed)")
-    if not cancel and ((correct is None) == (grade is None) or cost is None):
-        raise ConfigError("give --correct, --wrong or --grade G, and --cost C (or --cancel)")
+    if (correct is None) == (grade is None) or cost is None:
+        raise ConfigError("give --correct, --wrong or --grade G, and --cost C")
     seen = _pairs(observed or [], "--observed")
+    reward = grade if grade is not None else float(bool(correct))
     with Pipeline.from_config(config, state, models=False) as pipe:
-        if cancel:
-            out = pipe.cancel(decision)
-        else:
-            assert cost is not None
-            reward = grade if grade is not None else float(bool(correct))
-            out = pipe.settle(decision, reward, cost, seen)
+        out = pipe.settle(decision, reward, cost, seen)
+    _print(out, json_out)
+
+
+@route_app.command("cancel")
+@friendly_errors
+def cancel(
+    decision: DecisionArgument,
+    config: PipelineConfigOption = Path("kgwise.toml"),
+    state: StateOption = None,
+    json_out: JsonOption = None,
+) -> None:
+    """Call off an external decision whose arm was not run: its cost bound returns to the budget."""
+    from kgwise.app import Pipeline
+
+    with Pipeline.from_config(config, state, models=False) as pipe:
+        out = pipe.cancel(decision)
+    _print(out, json_out)
+
+
+def _print(out: Settlement, json_out: Path | None) -> None:
     if json_out is not None:
         write_json(out.to_dict(), json_out)
         return

@@ -55,7 +55,7 @@ def init(
     arm: Annotated[list[str], typer.Option(
         "--arm", help="NAME=KIND:SPEC[:PRICE]: kind kgm (SPEC: model file), llm or inject (SPEC: an LLM "
         "spec); PRICE per call in the budget's unit; NAME=external:PRICE for a model you run yourself "
-        "(`kgwise route`/`settle`); repeatable.")],
+        "(`kgwise route`); repeatable.")],
     out: Annotated[Path, typer.Option("--out", help="Where to write the config.", callback=writable)] = Path(
         "kgwise.toml"),
     budget_usd: Annotated[float | None, typer.Option("--budget-usd", min=0.0)] = None,
