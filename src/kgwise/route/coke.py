@@ -600,7 +600,7 @@ class CokeRouter(Policy[str]):
         broken = [k for k, v in money.items() if not all(math.isfinite(x) and x >= 0 for x in v)]
         if broken:
             raise ConfigError(f"not a valid CokeRouter state: {', '.join(broken)} must be finite "
-                              "numbers ≥ 0 (`kgwise route repair` sets them right)")
+                              "numbers ≥ 0")
         return out
 
     @classmethod
