@@ -482,8 +482,12 @@ class _Reader:
         cluster = self._str(data, "cluster", "arms", i) or ("KGM" if kind == "kgm" else "LLM")
         if cluster not in CLUSTERS:
             raise self.fail(f"must be one of {', '.join(CLUSTERS)}, got {cluster!r}", "arms", "cluster", i)
+        reported = self._number(data, "reported_accuracy", "arms", i)
+        if reported is not None and not 0.0 <= reported <= 1.0:
+            raise self.fail(f"must lie in [0, 1], got {data['reported_accuracy']!r}", "arms",
+                            "reported_accuracy", i)
         if kind == "external":
-            return self.external_arm(data, i, name, cluster, unit)
+            return self.external_arm(data, i, name, cluster, unit, reported)
         spec = self._str(data, "spec", "arms", i)
         model: Path | None = None
         if kind == "kgm":
@@ -526,10 +530,6 @@ class _Reader:
         max_tokens = data.get("max_tokens", 64)
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise self.fail(f"must be a whole number ≥ 1, got {max_tokens!r}", "arms", "max_tokens", i)
-        reported = self._number(data, "reported_accuracy", "arms", i)
-        if reported is not None and not 0.0 <= reported <= 1.0:
-            raise self.fail(f"must lie in [0, 1], got {data['reported_accuracy']!r}", "arms",
-                            "reported_accuracy", i)
         per_call, price_model = self.price(data, i, kind, spec, base_url, unit)
         from_usage = unit == "usd" and "price" not in data and price_model is None and kind != "kgm"
         return ArmConfig(
@@ -541,8 +541,8 @@ class _Reader:
             combo=self._str(data, "combo", "arms", i), combos=combos, observe=observe, max_tokens=max_tokens,
             cost_from_usage=from_usage, reported_accuracy=reported)
 
-    def external_arm(self, data: dict[str, Any], i: int, name: str, cluster: Cluster, unit: Unit
-                     ) -> ArmConfig:
+    def external_arm(self, data: dict[str, Any], i: int, name: str, cluster: Cluster, unit: Unit,
+                     reported: float | None) -> ArmConfig:
         """An arm the caller runs: its ``price`` is the cost bound its decisions hold (module docstring)."""
         for key in data:
             if key not in _EXTERNAL_KEYS:
@@ -554,10 +554,6 @@ class _Reader:
                             "decision holds)", "arms", None, i)
         if price is not None and price < 0:
             raise self.fail(f"a price must be ≥ 0, got {data['price']!r}", "arms", "price", i)
-        reported = self._number(data, "reported_accuracy", "arms", i)
-        if reported is not None and not 0.0 <= reported <= 1.0:
-            raise self.fail(f"must lie in [0, 1], got {data['reported_accuracy']!r}", "arms",
-                            "reported_accuracy", i)
         return ArmConfig(name=name, kind="external", cluster=cluster,
                          per_call=1.0 if price is None else price, reported_accuracy=reported)
 

@@ -22,10 +22,9 @@ cost and teaches the router; :meth:`Pipeline.cancel` calls it off. ``answer`` ne
 ``route`` only those.
 
 Threads: ``answer``, ``feedback``, ``route``, ``settle`` and ``status`` may be called from several threads
-at once. The state
-and the router are changed under one lock; embedding, grounding, the arms' calls and the fsync that makes
-an answer durable run outside it. An in-process arm (a local model, a KG model) answers one question at a
-time; an API arm's calls overlap.
+at once. The state and the router are changed under one lock; embedding, grounding, the arms' calls and the
+fsync that makes an answer durable run outside it. An in-process arm (a local model, a KG model) answers
+one question at a time; an API arm's calls overlap.
 """
 
 from __future__ import annotations
