@@ -3,9 +3,9 @@
 Routes: ``GET /health``; with a graph, ``POST /v1/answer`` (KnowGPT answer with the knowledge used, the
 combination, the usage and, when a calibration file is configured, the calibrated answer set) and ``POST
 /v1/subgraph`` (grounded concepts, P_sub triples and paths, no LLM call); with pipelines, the
-OpenAI-compatible API and ``/v1/route*`` for their external arms (see :mod:`kgwise.server.routing`); with a
-UAG calibration, ``POST /v1/answer-set`` (see :mod:`kgwise.server.answer_sets`). Local models are not thread-safe, so
-requests that reach the LLM are served one at a time, through a bounded queue
+OpenAI-compatible API and ``/v1/route*`` for their external arms (see :mod:`kgwise.server.routing`); with
+a UAG calibration, ``POST /v1/answer-set`` (see :mod:`kgwise.server.answer_sets`). Local models are not
+thread-safe, so requests that reach the LLM are served one at a time, through a bounded queue
 (:mod:`kgwise.server.backpressure`); ``/health`` runs on the event loop and never waits for model work.
 
 Exposure (:mod:`kgwise.server.guard`): API keys (bearer), a body cap, accepted Host headers (against DNS
