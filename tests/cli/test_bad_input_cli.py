@@ -31,6 +31,7 @@ def said(args: list[str]) -> tuple[int, str]:
     (["route", "settle", "d" * 32, "--grade", "0.5", "--cost", "0", "--observed", "gnn"],
      "--observed 'gnn': expected ARM=NUMBER"),
     (["route", "select", "q", "--cost", "big"], "--cost 'big': expected ARM=NUMBER"),
+    (["route", "cancel", "d" * 32, "--json", "kgwise.toml"], "--json kgwise.toml is also --config"),
     (["serve", "--kg", "g.npz", "--port", "70000"], "--port"),
     (["serve", "--state", "st"], "--state needs --config"),
     (["serve", "--config", "no-such.toml"], "'--config': file 'no-such.toml' does not exist"),

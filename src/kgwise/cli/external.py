@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from kgwise.cli.apps import app
-from kgwise.cli.common import JsonOption, console, friendly_errors, write_json
+from kgwise.cli.common import JsonOption, console, distinct_outputs, friendly_errors, write_json
 from kgwise.cli.pipeline import PipelineConfigOption, StateOption
 from kgwise.errors import ConfigError
 
@@ -56,6 +56,7 @@ def select(
     from kgwise.app import Pipeline
 
     costs = _pairs(cost or [], "--cost") or None
+    distinct_outputs({"--json": json_out}, {"--config": config})
     with Pipeline.from_config(config, state) as pipe:
         decision = pipe.route(question, costs)
     if json_out is not None:
@@ -95,6 +96,7 @@ def settle(
         raise ConfigError("give --correct, --wrong or --grade G, and --cost C")
     seen = _pairs(observed or [], "--observed")
     reward = grade if grade is not None else float(bool(correct))
+    distinct_outputs({"--json": json_out}, {"--config": config})
     with Pipeline.from_config(config, state, models=False) as pipe:
         out = pipe.settle(decision, reward, cost, seen)
     _print(out, json_out)
@@ -111,6 +113,7 @@ def cancel(
     """Call off an external decision whose arm was not run: its cost bound returns to the budget."""
     from kgwise.app import Pipeline
 
+    distinct_outputs({"--json": json_out}, {"--config": config})
     with Pipeline.from_config(config, state, models=False) as pipe:
         out = pipe.cancel(decision)
     _print(out, json_out)
