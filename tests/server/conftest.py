@@ -308,43 +308,19 @@ def serve_pipelines() -> Any:
     return serve
 
 
-EXTERNAL_CONFIG = """\
-[kg]
-graph = "kg.tsv"
-
-[[arms]]
-name = "gnn"
-kind = "external"
-cluster = "KGM"
-price = {gnn}
-reported_accuracy = 0.7
-
-[[arms]]
-name = "small"
-kind = "external"
-price = {small}
-
-[[arms]]
-name = "big"
-kind = "external"
-price = {big}
-reported_accuracy = 0.9
-
-[router]
-budget_usd = {budget}
-"""
-
-
 def external_pipeline(tmp: Path, gnn: float = 0.0, small: float = 0.1, big: float = 0.4, budget: float = 1.0,
                       **router: float) -> Any:
     """``kgwise.app.Pipeline`` whose three arms are external (the caller runs them: gnn, small, big at
-    these prices) over the small drug/disease TSV graph, with the real question encoder, wrapped for the
-    server; ``router``: more ``[router]`` keys."""
+    these prices) over the small drug/disease TSV graph, its config written by ``kgwise init``'s
+    :func:`~kgwise.app.config.starter_toml`, with the real question encoder, wrapped for the server;
+    ``router``: more ``[router]`` keys."""
+    from kgwise.app.config import starter_toml
     from kgwise.server.pipeline_adapter import ServedPipeline
 
     (tmp / "kg.tsv").write_text("".join(f"{h}\t{r}\t{t}\n" for h, r, t in REAL_TRIPLES), encoding="utf-8")
-    body = EXTERNAL_CONFIG.format(gnn=gnn, small=small, big=big, budget=budget)
-    body += "".join(f"{k} = {v!r}\n" for k, v in router.items())
+    arms = [(name, "external", "", price) for name, price in (("gnn", gnn), ("small", small), ("big", big))]
+    body = starter_toml("kg.tsv", arms, budget_usd=budget)
+    body = body.replace("[router]\n", "[router]\n" + "".join(f"{k} = {v!r}\n" for k, v in router.items()))
     (tmp / "kgwise.toml").write_text(body, encoding="utf-8")
     return ServedPipeline.from_config(tmp / "kgwise.toml", tmp / "state")
 
