@@ -7,13 +7,15 @@ and extrapolates, so a command can say what it is about to cost before it spends
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
-__all__ = ["Estimate", "bar", "duration", "estimate", "estimate_steps", "interactive"]
+__all__ = ["Estimate", "bar", "duration", "estimate", "estimate_steps", "interactive", "quiet_libraries"]
 
 
 def interactive(stream: IO[str] | None = None) -> bool:
@@ -92,3 +94,27 @@ def estimate_steps(n_items: int, step: Callable[[int], object], min_items: int =
         step(done)
         done += 1
     return Estimate(n_items, done, clock() - t0)
+
+
+QUIET_ENV = {
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",  # huggingface_hub's and transformers' "Loading weights" bars
+    "TRANSFORMERS_VERBOSITY": "error",
+    "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+    "TOKENIZERS_PARALLELISM": "false",  # tokenizers' fork warning
+    "ORT_LOGGING_LEVEL": "3",  # onnxruntime: errors only
+}
+"""Environment that silences the libraries kgwise loads (set before they are imported)."""
+
+
+def quiet_libraries() -> None:
+    """Keep third-party progress bars and log lines out of a command's output: the environment above, and
+    Python's warnings and log records of those libraries at error level. The ``kgwise`` command calls it
+    unless ``--verbose``; llama.cpp's own log is off where models load (``verbose=False``)."""
+    import logging
+
+    for key, value in QUIET_ENV.items():
+        os.environ.setdefault(key, value)
+    for name in ("transformers", "sentence_transformers", "huggingface_hub", "onnxruntime", "torch",
+                 "llama-cpp-python", "httpx", "matplotlib", "faiss"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", module=r"(transformers|sentence_transformers|huggingface_hub|torch)\b")

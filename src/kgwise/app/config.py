@@ -508,6 +508,13 @@ class _Reader:
                 raise self.fail(f"model file {self.resolve(spec[5:])} does not exist", "arms", "spec", i)
             if spec.startswith("gguf:"):
                 spec = f"gguf:{self.resolve(spec[5:])}"
+            else:
+                from kgwise.llm import backend_for
+
+                try:  # names the backend without loading a model: an unknown name fails here, not at ask
+                    backend_for(spec)
+                except ConfigError as exc:
+                    raise self.fail(str(exc), "arms", "spec", i) from exc
         base_url = self._str(data, "base_url", "arms", i)
         if base_url is not None:
             if kind == "kgm":

@@ -53,9 +53,10 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, cast
@@ -79,6 +80,7 @@ from kgwise.app.router import RouterAdapter, context_vector
 from kgwise.errors import ConfigError, DataError, KgwiseError
 from kgwise.files import ResumeLog, read_jsonl, short_hash, write_text_atomic
 from kgwise.grading import match_answer
+from kgwise.progress import bar, duration
 from kgwise.route.table import OutcomeTable
 from kgwise.route.tuning import CrossFitReport, TuningConfig, best_single_arm, cross_fit
 from kgwise.types import CHOICE_LABELS, Choice, Question, Usage
@@ -361,12 +363,19 @@ def fit_questions(pipeline: Pipeline, source: Path | Sequence[Question], max_spe
 
     local = [t for t in todo if not pipeline.runners[t[0]].config.is_api]
     remote = [t for t in todo if pipeline.runners[t[0]].config.is_api]
-    for t in local:
-        run(*t)
-    if remote:
-        with ThreadPoolExecutor(max_workers=concurrency) as pool:
-            for fut in [pool.submit(run, *t) for t in remote]:
-                fut.result()
+    started = time.perf_counter()
+    with bar(total=len(todo), desc="fit: arm calls", unit="call") as progress:  # on a terminal only
+        for t in local:
+            run(*t)
+            progress.update()
+        if remote:
+            with ThreadPoolExecutor(max_workers=concurrency) as pool:
+                for fut in as_completed([pool.submit(run, *t) for t in remote]):
+                    fut.result()
+                    progress.update()
+    if todo:
+        echo(f"fit: {len(todo)} calls made in {duration(time.perf_counter() - started)}, {spent:.6g} {unit} "
+             "spent")
     calls, prompts = _calls(log, questions, pipeline, arm_fp)
     return _fit_from_log(pipeline, questions, calls, estimate, spent, len(todo), resumed, echo, prompts)
 

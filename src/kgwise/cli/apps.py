@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
+
+from kgwise.progress import quiet_libraries
 
 app = typer.Typer(
     name="kgwise",
@@ -10,6 +14,15 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def _options(verbose: Annotated[bool, typer.Option(
+        "--verbose", help="Also show third-party libraries' progress bars and log lines.")] = False) -> None:
+    """Knowledge-graph-grounded question answering with LLMs."""
+    if not verbose:
+        quiet_libraries()
+
 data_app = typer.Typer(help="Benchmark data sets.", no_args_is_help=True)
 kg_app = typer.Typer(help="Build, inspect and query knowledge graphs.", no_args_is_help=True)
 bench_app = typer.Typer(help="Speed benchmarks (print and save JSON).", no_args_is_help=True)

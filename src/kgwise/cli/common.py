@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable, Sequence
 from functools import wraps
 from pathlib import Path
@@ -17,8 +18,20 @@ from kgwise.errors import KgwiseError
 from kgwise.files import distinct_outputs as distinct_outputs  # the rule lives in kgwise.files
 from kgwise.files import write_text_atomic
 
-console = Console()
-err_console = Console(stderr=True)
+
+def _console(stderr: bool = False) -> Console:
+    """A rich console that never turns ``:name:`` into an emoji (``file:100:`` stays text) and, when its
+    stream is not a terminal, never wraps or cuts: a pipe gets tables as wide as their content."""
+    stream = sys.stderr if stderr else sys.stdout
+    piped = not (hasattr(stream, "isatty") and stream.isatty())
+    return Console(stderr=stderr, emoji=False, width=PIPED_WIDTH if piped else None)
+
+
+PIPED_WIDTH = 1000
+"""Columns of a console whose stream is a pipe or a file (a terminal's own width is used otherwise)."""
+
+console = _console()
+err_console = _console(stderr=True)
 
 
 def say(message: str) -> None:
@@ -93,6 +106,14 @@ def friendly_errors(fn: Callable[P, R]) -> Callable[P, R]:
             raise typer.Exit(2) from exc
 
     return wrapper
+
+
+def save_json(report: Any, path: Path | None) -> None:
+    """Write ``report`` as JSON to ``path`` (nothing when None), leaving stdout to what a person reads."""
+    if path is None:
+        return
+    write_text_atomic(path, json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n")
+    err_console.print(f"report written to {path}", markup=False)
 
 
 def write_json(report: Any, path: Path | None) -> None:

@@ -36,7 +36,7 @@ CacheOption = Annotated[bool, typer.Option("--cache/--no-cache", help="Use the p
 @app.command("ask")
 @friendly_errors
 def ask(
-    question: Annotated[str, typer.Argument(help="The question text.")],
+    question: Annotated[str | None, typer.Argument(help="The question text.", show_default=False)] = None,
     choices: Annotated[str | None, typer.Option("--choices", help='Options separated by "|".')] = None,
     llm: LlmOption = "smollm2-135m",
     method: MethodOption = "score",
@@ -49,9 +49,28 @@ def ask(
     state: Annotated[Path | None, typer.Option(
         "--state", help="With --config: its state directory (default .kgwise-state/ beside it).",
         show_default=False)] = None,
+    questions: Annotated[Path | None, typer.Option(
+        "--questions", exists=True, dir_okay=False, help="With --config: a JSONL file of questions (id, "
+        "text, choices?) to answer, models loaded once; resumable.", show_default=False)] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", callback=writable, help="With --questions: the answers, one JSON line each (every field "
+        "of a single answer, with the question's id).", show_default=False)] = None,
 ) -> None:
     """Answer QUESTION with one LLM — or, with --config, through the pipeline (routed arm, knowledge,
     calibrated set, cost, decision id); print the answer, the choice probabilities and the usage."""
+    if (questions is None) != (out is None):
+        raise ConfigError("--questions and --out go together")
+    if questions is not None:
+        if config is None or question is not None or choices is not None:
+            raise ConfigError("--questions answers a file through a pipeline: give --config, and no "
+                              "QUESTION or --choices")
+        from kgwise.cli.pipeline import ask_file
+
+        assert out is not None
+        ask_file(questions, out, config, state, json_out)
+        return
+    if question is None:
+        raise ConfigError("give a QUESTION (or --questions FILE --out FILE with --config)")
     if config is not None:
         from kgwise.cli.pipeline import ask_pipeline
 

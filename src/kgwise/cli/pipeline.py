@@ -12,8 +12,8 @@ import typer
 from rich.markup import escape
 
 from kgwise.cli.apps import app
-from kgwise.cli.common import JsonOption, console, err_console, friendly_errors, say, writable, write_json
-from kgwise.errors import ConfigError
+from kgwise.cli.common import JsonOption, console, err_console, friendly_errors, save_json, say, writable
+from kgwise.errors import ConfigError, KgwiseError
 
 if TYPE_CHECKING:
     from kgwise.app.fit import FitReport
@@ -60,12 +60,13 @@ def init(
         "kgwise.toml"),
     budget_usd: Annotated[float | None, typer.Option("--budget-usd", min=0.0)] = None,
     budget_calls: Annotated[int | None, typer.Option("--budget-calls", min=1)] = None,
-    alpha: Annotated[float, typer.Option("--alpha", min=0.0, max=1.0)] = 0.1,
+    alpha: Annotated[float, typer.Option("--alpha", help="Error rate of the answer sets, in (0, 1).")] = 0.1,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
-    """Write a commented starter kgwise.toml."""
-    from kgwise.app.config import starter_toml
-    from kgwise.files import write_text_atomic
+    """Write a commented starter kgwise.toml, checked as `ask` will read it (files exist, models known,
+    α in (0, 1)) before it is written."""
+    from kgwise.app.config import PipelineConfig, starter_toml
+    from kgwise.files import atomic_path
 
     if out.exists() and not force:
         raise ConfigError(f"{out} exists; pass --force to overwrite it")
@@ -74,8 +75,14 @@ def init(
     arms = [(n, k, _beside(out, s) if k == "kgm" else s, p) for n, k, s, p in arms]
     text = starter_toml(kg if kg.startswith("sparql:") else _beside(out, kg), arms, budget_usd, budget_calls,
                         alpha)
-    write_text_atomic(out, text if text.endswith("\n") else text + "\n")
-    err_console.print(f"wrote {out}; check it with `kgwise status --config {out}`")
+    with atomic_path(out) as tmp:  # replaces `out` only if the check passes
+        tmp.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        try:
+            PipelineConfig.load(tmp)
+        except KgwiseError as exc:
+            raise ConfigError(f"not written: {str(exc).replace(str(tmp), str(out))}") from exc
+    err_console.print(f"wrote {out}. Next: `kgwise fit --config {out} --questions dev.jsonl` on labelled "
+                      f"questions (router and answer sets), then `kgwise ask \"…\" --config {out}`")
 
 
 def _beside(config: Path, path: str) -> str:
@@ -95,11 +102,28 @@ def ask_pipeline(question: str, choices: str | None, config: Path, state: Path |
     opts = choices.split("|") if choices is not None else None
     with Pipeline.from_config(config, state) as pipe:
         result = pipe.answer(question, opts)
-    report = result.to_dict()
-    if json_out is not None:
-        write_json(report, json_out)
-        return
     print_answer(result)
+    save_json(result.to_dict(), json_out)
+
+
+def ask_file(questions: Path, out: Path, config: Path, state: Path | None, json_out: Path | None) -> None:
+    """``kgwise ask --questions FILE --out FILE --config``: every question through the pipeline, models
+    loaded once; a one-line summary (and the refused questions) for a person, the report with --json."""
+    from kgwise.app import Pipeline
+    from kgwise.app.batch import answer_file
+    from kgwise.files import distinct_outputs
+
+    distinct_outputs({"--out": out, "--json": json_out}, {"--questions": questions, "--config": config})
+    with Pipeline.from_config(config, state) as pipe:
+        report = answer_file(pipe, questions, out, echo=say)
+    ratio = report.overhead_ratio
+    console.print(f"{report.answered} answered now, {report.resumed} already in {out}, "
+                  f"{len(report.refused)} refused, of {report.questions}; paid {report.cost:.6g} "
+                  f"{report.unit}; {report.wall_s:.1f} s"
+                  + (f" ({ratio:.2f} × the {report.model_s:.1f} s of model calls)" if ratio else ""))
+    for qid, why in report.refused.items():
+        console.print(f"[yellow]refused {escape(qid)}: {escape(why)}[/yellow]")
+    save_json({**dataclasses.asdict(report), "overhead_ratio": ratio}, json_out)
 
 
 def print_answer(result: PipelineResult) -> None:
@@ -147,10 +171,8 @@ def feedback(
         raise ConfigError("give one of --correct, --wrong or --gold X")
     with Pipeline.from_config(config, state, models=False) as pipe:
         out = pipe.feedback(decision, correct=correct, gold=gold)
-    if json_out is not None:
-        write_json(_plain(out), json_out)
-        return
     print_feedback(out)
+    save_json(_plain(out), json_out)
 
 
 def print_feedback(fb: FeedbackResult) -> None:
@@ -178,10 +200,8 @@ def status(
 
     with Pipeline.from_config(config, state, models=False) as pipe:
         out = pipe.status()
-    if json_out is not None:
-        write_json(out.to_dict(), json_out)
-        return
     print_status(out)
+    save_json(out.to_dict(), json_out)
 
 
 def print_status(st: PipelineStatus) -> None:
@@ -244,10 +264,8 @@ def fit_command(
 
     with Pipeline.from_config(config, state) as pipe:
         report = fit(pipe, questions, max_spend, concurrency, echo=say)
-    if json_out is not None:
-        write_json(report.to_dict(), json_out)
-        return
     print_fit(report)
+    save_json(report.to_dict(), json_out)
 
 
 def print_fit(report: FitReport) -> None:
