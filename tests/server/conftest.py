@@ -318,7 +318,8 @@ def external_pipeline(tmp: Path, gnn: float = 0.0, small: float = 0.1, big: floa
     from kgwise.server.pipeline_adapter import ServedPipeline
 
     (tmp / "kg.tsv").write_text("".join(f"{h}\t{r}\t{t}\n" for h, r, t in REAL_TRIPLES), encoding="utf-8")
-    arms = [(name, "external", "", price) for name, price in (("gnn", gnn), ("small", small), ("big", big))]
+    arms: list[tuple[str, str, str, float | None]] = [
+        (name, "external", "", price) for name, price in (("gnn", gnn), ("small", small), ("big", big))]
     body = starter_toml("kg.tsv", arms, budget_usd=budget)
     body = body.replace("[router]\n", "[router]\n" + "".join(f"{k} = {v!r}\n" for k, v in router.items()))
     (tmp / "kgwise.toml").write_text(body, encoding="utf-8")
