@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import tomllib
 from dataclasses import replace
 from pathlib import Path
@@ -86,18 +85,6 @@ def test_config_show_prints_a_file_the_commands_read(tmp_path: Path) -> None:
     assert set(tomllib.loads(result.output)) == {"coke", "kgm_train"}
     result = CliRunner().invoke(app, ["config", "show", "cokee"])
     assert result.exit_code == 2 and "unknown config table [cokee]" in result.output
-
-
-def test_route_init_takes_coke_from_the_file_and_lambda_from_the_option(tmp_path: Path) -> None:
-    path = write(tmp_path, "[coke]\ndelta = 0.2\nlam = 5.0\nregret_prior = 0.0\n")
-    out = tmp_path / "router.json"
-    args = ["route", "init", "--arm", "gnn:KGM:0.7", "--arm", "gpt:LLM:0.9", "--budget", "10",
-            "--out", str(out), "--config", str(path)]
-    result = CliRunner().invoke(app, [*args, "--lambda", "0.5"])
-    assert result.exit_code == 0, result.output
-    state = json.loads(out.read_text())
-    assert state["config"]["delta"] == 0.2 and state["config"]["regret_prior"] == 0.0
-    assert state["config"]["lam"] == 0.5
 
 
 def test_kgm_train_refuses_sizes_the_data_sets_before_any_work(tmp_path: Path) -> None:

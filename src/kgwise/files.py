@@ -71,9 +71,9 @@ def is_owned(path: str | Path) -> bool:
 
 def distinct_outputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Any]) -> None:
     """Refuse, before any work, an output file that is also an input (or another output) of the same
-    command, or a file another process owns (a router state a running server holds): writing it would
-    destroy what the command reads or what that process keeps (``--out`` on the questions file, ``--json``
-    on the calibration file or the router). ``inputs`` values are paths, path specs or lists of them
+    command, or a file another process owns (:func:`owner_lock`): writing it would destroy what the command
+    reads or what that process keeps (``--out`` on the questions file, ``--json`` on the calibration file
+    or the config). ``inputs`` values are paths, path specs or lists of them
     (others are ignored: an endpoint, a glob). ``ConfigError`` naming both options."""
     def same(a: Path, b: Path) -> bool:
         try:
@@ -90,8 +90,8 @@ def distinct_outputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, An
                 raise ConfigError(f"{option} {path} is also {other}: writing it would overwrite what this "
                                   "command reads or writes there; choose another file")
         if is_owned(path):
-            raise ConfigError(f"{option} {path} is in use by another process (a running `kgwise serve "
-                              "--router`?): writing it would destroy its state; choose another file")
+            raise ConfigError(f"{option} {path} is in use by another process: writing it would destroy "
+                              "its state; choose another file")
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from kgwise.app.arms import ArmOutput
 from kgwise.app.calibration import CalibrationSelector, HeldOutCalibration, calibrated_threshold
 from kgwise.app.config import PipelineConfig
-from kgwise.app.pipeline import BudgetExhaustedError, Pipeline, UnknownDecisionError
+from kgwise.app.pipeline import BudgetExceededError, Pipeline, UnknownDecisionError
 from kgwise.errors import ConfigError, DataError
 from kgwise.kg.loaders import open_graph_file
 from kgwise.types import Question
@@ -126,7 +126,7 @@ def test_no_affordable_arm_is_an_error_that_spends_nothing(tmp_path: Path) -> No
     with make(tmp_path, cheap=0.4, dear=0.6, budget=0.5, free=False) as pipe:
         first = pipe.answer(*question(0))
         assert first.arm in {"cheap", "free"}
-        with pytest.raises(BudgetExhaustedError, match="no arm's cost bound fits"):
+        with pytest.raises(BudgetExceededError, match="no arm's cost bound fits"):
             while True:
                 pipe.answer(*question(1))
         assert pipe.status().spent + pipe.status().reserved <= 0.5
@@ -232,7 +232,7 @@ def test_the_budget_is_never_exceeded(budget: float, cheap: float, dear: float, 
         try:
             for op in ops:
                 if op[0] == "ask":
-                    with contextlib.suppress(BudgetExhaustedError):
+                    with contextlib.suppress(BudgetExceededError):
                         paid += pipe.answer(*question(int(op[1]))).cost  # type: ignore[call-overload]
                 elif op[0] == "feedback" and pipe.state.pending:
                     ids = list(pipe.state.pending)
@@ -403,7 +403,7 @@ def test_a_forced_arm_answers_and_the_counts_survive_a_restart(tmp_path: Path) -
         assert [p.decision for p in pipe.pending()] == [r.decision for r in forced]
         with pytest.raises(ConfigError, match="no arm 'nope'"):
             pipe.answer(*question(0), arm="nope")
-        with pytest.raises(BudgetExhaustedError, match="arm 'dear' is forced"):
+        with pytest.raises(BudgetExceededError, match="arm 'dear' is forced"):
             pipe.answer(*question(4), arm="dear")  # 3 × 0.3 held of 1.0: a fourth does not fit
         pipe.feedback(forced[0].decision, gold="A")
         pipe.feedback(forced[1].decision, correct=False)
@@ -560,7 +560,7 @@ def test_concurrent_answers_and_feedback_keep_the_books_and_run_an_in_process_ar
     def one(i: int) -> float:
         try:
             r = pipe.answer(*question(i))
-        except BudgetExhaustedError:
+        except BudgetExceededError:
             return 0.0
         pipe.feedback(r.decision, correct=i % 2 == 0)
         return r.cost

@@ -27,8 +27,11 @@ def said(args: list[str]) -> tuple[int, str]:
 @pytest.mark.parametrize("args, message", [
     (["eval", "llm", "--dataset", "obqa", "--split", "test", "--limit", "-3"], "--limit"),
     (["eval", "knowgpt", "--dataset", "obqa", "--train-limit", "0"], "--train-limit"),
-    (["route", "init", "--arm", "a:KGM:0.7", "--arm", "b:LLM:0.9", "--budget", "1", "--seed", "-1",
-      "--out", "r.json"], "--seed"),
+    (["route", "settle", "d" * 32, "--correct"], "and --cost C"),
+    (["route", "settle", "d" * 32, "--grade", "0.5", "--cost", "0", "--observed", "gnn"],
+     "--observed 'gnn': expected ARM=NUMBER"),
+    (["route", "select", "q", "--cost", "big"], "--cost 'big': expected ARM=NUMBER"),
+    (["route", "cancel", "d" * 32, "--json", "kgwise.toml"], "--json kgwise.toml is also --config"),
     (["serve", "--kg", "g.npz", "--port", "70000"], "--port"),
     (["serve", "--state", "st"], "--state needs --config"),
     (["serve", "--config", "no-such.toml"], "'--config': file 'no-such.toml' does not exist"),

@@ -321,31 +321,36 @@ def test_eval_route_live_and_pipeline_on_own_data(own: dict[str, Path], tmp_path
 
 
 @pytest.mark.slow
-def test_route_select_feedback_cancel_json(own: dict[str, Path], tmp_path: Path) -> None:
-    """A router warm-started from the documented graded log; select / feedback / cancel write --json."""
-    router, sel = tmp_path / "router.json", tmp_path / "sel.json"
-    res = runner.invoke(app, ["route", "init", "--arm", "kg-model:KGM:0.6", "--arm", "big-llm:LLM:0.9",
-                              "--arm", "gpt-4o-mini:LLM:0.7", "--budget", "1", "--out", str(router),
-                              "--warm-start", str(own["graded"])])
+def test_route_settle_cancel_json(own: dict[str, Path], tmp_path: Path) -> None:
+    """External arms over the user's KG: `kgwise init` writes them, `kgwise route select` / `settle` /
+    `cancel` write --json, `kgwise status` counts what waits."""
+    config, sel = tmp_path / "kgwise.toml", tmp_path / "sel.json"
+    res = runner.invoke(app, ["init", "--kg", str(own["kg"]), "--arm", "kg-model=external:0",
+                              "--arm", "big-llm=external:0.01", "--arm", "gpt-4o-mini=external:0.001",
+                              "--budget-usd", "1", "--out", str(config)])
     assert res.exit_code == 0, res.output
-    assert "warm-started from 66 outcomes on 22 questions" in said(res)
-    res = runner.invoke(app, ["route", "init", "--arm", "kg-model:KGM:0.6", "--budget", "1", "--out",
-                              str(tmp_path / "r2.json"), "--warm-start", str(own["graded"])])
-    assert res.exit_code == 2 and "unknown arm 'big-llm'" in said(res)
-    res = runner.invoke(app, ["route", "select", str(router), "Which drug treats gout?", "--cost", "0",
-                              "--cost", "0.01", "--cost", "0.001", "--json", str(sel)])
+    res = runner.invoke(app, ["route", "select", "Which drug treats gout?", "--config", str(config),
+                              "--json", str(sel)])
     assert res.exit_code == 0, res.output
     decision = json.loads(sel.read_text())
-    res = runner.invoke(app, ["route", "feedback", str(router), decision["decision"], "--reward", "1",
-                              "--cost", "0", "--json", str(tmp_path / "fb.json")])
+    assert decision["arm"] in ("kg-model", "big-llm", "gpt-4o-mini") and decision["unit"] == "usd"
+    res = runner.invoke(app, ["route", "settle", decision["decision"], "--correct", "--cost", "0",
+                              "--config", str(config), "--json", str(tmp_path / "fb.json")])
     assert res.exit_code == 0, res.output
-    assert json.loads((tmp_path / "fb.json").read_text())
-    res = runner.invoke(app, ["route", "select", str(router), "Which drug treats fever?", "--cost", "0",
-                              "--cost", "0.01", "--cost", "0.001", "--json", str(sel)])
+    assert json.loads((tmp_path / "fb.json").read_text())["outcome"] == "settled"
+    res = runner.invoke(app, ["route", "select", "Which drug treats fever?", "--cost", "big-llm=0.001",
+                              "--config", str(config), "--json", str(sel)])
     assert res.exit_code == 0, res.output
-    held = json.loads(sel.read_text())["decision"]
-    res = runner.invoke(app, ["route", "cancel", str(router), held, "--json", str(tmp_path / "c.json")])
+    held = json.loads(sel.read_text())
+    assert held["bound"] <= 0.001
+    res = runner.invoke(app, ["route", "settle", held["decision"], "--correct", "--cost", "0.5",
+                              "--config", str(config)])
+    assert res.exit_code == 2 and "above the bound" in said(res)
+    res = runner.invoke(app, ["status", "--config", str(config), "--json", str(tmp_path / "st.json")])
+    assert res.exit_code == 0 and json.loads((tmp_path / "st.json").read_text())["routed"] == 1
+    res = runner.invoke(app, ["route", "cancel", held["decision"], "--config", str(config), "--json",
+                              str(tmp_path / "c.json")])
     assert res.exit_code == 0, res.output
-    assert json.loads((tmp_path / "c.json").read_text())
-    res = runner.invoke(app, ["route", "select", str(router), "q", "--json", str(router)])
-    assert res.exit_code == 2 and "is also ROUTER" in said(res)
+    assert json.loads((tmp_path / "c.json").read_text())["outcome"] == "cancelled"
+    res = runner.invoke(app, ["route", "cancel", held["decision"], "--config", str(config)])
+    assert res.exit_code == 2 and "cancelled" in said(res)

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import uvicorn
 
+from kgwise.app import UnknownDecisionError
 from kgwise.eval.bench.net import free_port
-from kgwise.route.service import UnknownDecisionError
 from kgwise.server import ServerSettings, create_app
 from kgwise.server.contract import PipelineLike
 from kgwise.server.openai_api import PipelineHub
@@ -130,8 +130,8 @@ class FakePipeline:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def answer(self, text: str, choices: Sequence[str] | None = None, arm: str | None = None) -> FakeResult:
+        from kgwise.app import BudgetExceededError
         from kgwise.errors import ConfigError
-        from kgwise.route.coke import BudgetExceededError
 
         if choices is not None and len(choices) < 2:
             raise ConfigError(f"a question needs 2 to 26 non-empty choices, got {len(choices)}")
@@ -306,3 +306,27 @@ def fake_pipeline() -> type[FakePipeline]:
 def serve_pipelines() -> Any:
     """:func:`serve`, for tests that build their own pipelines or application."""
     return serve
+
+
+def external_pipeline(tmp: Path, gnn: float = 0.0, small: float = 0.1, big: float = 0.4, budget: float = 1.0,
+                      **router: float) -> Any:
+    """``kgwise.app.Pipeline`` whose three arms are external (the caller runs them: gnn, small, big at
+    these prices) over the small drug/disease TSV graph, its config written by ``kgwise init``'s
+    :func:`~kgwise.app.config.starter_toml`, with the real question encoder, wrapped for the server;
+    ``router``: more ``[router]`` keys."""
+    from kgwise.app.config import starter_toml
+    from kgwise.server.pipeline_adapter import ServedPipeline
+
+    (tmp / "kg.tsv").write_text("".join(f"{h}\t{r}\t{t}\n" for h, r, t in REAL_TRIPLES), encoding="utf-8")
+    arms: list[tuple[str, str, str, float | None]] = [
+        (name, "external", "", price) for name, price in (("gnn", gnn), ("small", small), ("big", big))]
+    body = starter_toml("kg.tsv", arms, budget_usd=budget)
+    body = body.replace("[router]\n", "[router]\n" + "".join(f"{k} = {v!r}\n" for k, v in router.items()))
+    (tmp / "kgwise.toml").write_text(body, encoding="utf-8")
+    return ServedPipeline.from_config(tmp / "kgwise.toml", tmp / "state")
+
+
+@pytest.fixture
+def make_external() -> Any:
+    """:func:`external_pipeline` (test modules cannot import ``conftest`` under importlib mode)."""
+    return external_pipeline

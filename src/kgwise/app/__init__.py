@@ -3,7 +3,8 @@ server assemble nothing themselves, so they cannot disagree. Importing it loads 
 sentence-transformers, matplotlib nor networkx.
 
 * :mod:`~kgwise.app.config` — :class:`PipelineConfig`, read from ``kgwise.toml`` and validated strictly;
-* :mod:`~kgwise.app.pipeline` — :class:`Pipeline`: ``answer`` / ``feedback`` / ``status``;
+* :mod:`~kgwise.app.pipeline` — :class:`Pipeline`: ``answer`` / ``feedback`` / ``status``, and for
+  external arms (models the caller runs) ``route`` / ``settle`` / ``cancel`` (:mod:`~kgwise.app.external`);
 * :mod:`~kgwise.app.fit` — :func:`fit` on labelled dev questions: router warm start, held-out calibration;
 * :mod:`~kgwise.app.prompt_fit` — an inject arm's prompt bandit, learnt by ``fit`` on the dev log;
 * :mod:`~kgwise.app.calibration` — the held-out calibration, re-selected by the router at every answer;
@@ -15,10 +16,11 @@ sentence-transformers, matplotlib nor networkx.
 
 from kgwise.app.answer_sets import AnswerSetResult, UAGApp, UAGStatus
 from kgwise.app.config import PipelineConfig
+from kgwise.app.external import Decision, Settlement
 from kgwise.app.fit import FitReport, fit
 from kgwise.app.knowgpt import CalibratedAnswer, KnowGPTApp
 from kgwise.app.pipeline import (
-    BudgetExhaustedError,
+    BudgetExceededError,
     FeedbackResult,
     Pipeline,
     PipelineResult,
@@ -26,6 +28,6 @@ from kgwise.app.pipeline import (
     UnknownDecisionError,
 )
 
-__all__ = ["AnswerSetResult", "BudgetExhaustedError", "CalibratedAnswer", "FeedbackResult", "FitReport",
-           "KnowGPTApp", "Pipeline", "PipelineConfig", "PipelineResult", "PipelineStatus", "UAGApp",
-           "UAGStatus", "UnknownDecisionError", "fit"]
+__all__ = ["AnswerSetResult", "BudgetExceededError", "CalibratedAnswer", "Decision", "FeedbackResult",
+           "FitReport", "KnowGPTApp", "Pipeline", "PipelineConfig", "PipelineResult", "PipelineStatus",
+           "Settlement", "UAGApp", "UAGStatus", "UnknownDecisionError", "fit"]

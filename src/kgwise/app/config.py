@@ -12,7 +12,10 @@ Tables:
   or ``"all"`` — whose prompt bandit ``kgwise fit`` learns on the dev log), ``cluster`` (``KGM``/``LLM``,
   default by kind), ``price`` (cost of one call in the budget's unit; default: the price table's token
   prices for ``openai:MODEL`` arms in dollars, one per LLM call in calls, nothing for local models and KG
-  models);
+  models); ``external``: a model the caller runs itself (:meth:`kgwise.app.Pipeline.route` picks it,
+  :meth:`~kgwise.app.Pipeline.settle` pays what it cost), with ``price`` the most one call may cost — the
+  bound its decision holds (required with ``budget_usd``; one call with ``budget_calls``) — and only
+  ``cluster`` and ``reported_accuracy`` besides;
 * ``[router]`` — ``budget_usd`` or ``budget_calls`` (> 0), ``horizon`` (questions the budget is paced
   over), ``seed``, ``observe_free``, ``context`` (``"question"``: the router's LinUCB context is the
   question embedding; ``"question+free"``: the free arms — ``observe`` arms with no price — answer every
@@ -20,7 +23,9 @@ Tables:
   ``"free"``: what they say alone, a few numbers that a router learns from few questions; ``kgwise fit``
   may choose another by cross-fitting), ``pin_single_arm`` and ``routing_gain_z`` (default ``true``,
   ``1.0``: ``kgwise fit`` answers with the best affordable single arm unless routing beats it, out of
-  fold, by more than that many standard errors — or, against a dearer arm, is not worse by more); Coke's
+  fold, by more than that many standard errors — or, against a dearer arm, is not worse by more),
+  ``external_ttl_s`` (default 3600; 0: never): how long an external arm's decision holds its cost bound
+  waiting for its ``settle`` before it is called off; Coke's
   own values in ``[coke]`` (the table of
   ``kgwise config show coke``, checked by :mod:`kgwise.settings`' rules);
 * ``[answer_sets]`` — ``alpha`` in (0, 1), ``delta`` in (0, 1) (the live coverage bound's level, and the
@@ -65,7 +70,7 @@ from kgwise.route.coke import CokeConfig
 __all__ = ["ARM_KINDS", "CONTEXTS", "PACED_COKE", "AnswerSetConfig", "ArmConfig", "ArmKind", "Context",
            "KGConfig", "PipelineConfig", "RouterConfig", "paced_coke", "reads_free", "starter_toml"]
 
-ArmKind = Literal["kgm", "llm", "inject"]
+ArmKind = Literal["kgm", "llm", "inject", "external"]
 Context = Literal["question", "question+free", "free"]
 CONTEXTS: tuple[Context, ...] = ("question", "question+free", "free")
 
@@ -73,7 +78,7 @@ CONTEXTS: tuple[Context, ...] = ("question", "question+free", "free")
 def reads_free(context: Context) -> bool:
     """Whether a router context reads what the free arms say (their answers are needed before routing)."""
     return context != "question"
-ARM_KINDS: tuple[ArmKind, ...] = ("kgm", "llm", "inject")
+ARM_KINDS: tuple[ArmKind, ...] = ("kgm", "llm", "inject", "external")
 SetKind = Literal["lac", "aps"]
 Guarantee = Literal["marginal", "pac", "pac_all_arms"]
 OpenUncertified = Literal["largest", "pooled"]
@@ -83,6 +88,10 @@ _TABLES = ("kg", "arms", "router", "coke", "answer_sets")
 _ARM_KEYS = {"name", "kind", "spec", "model", "data", "cluster", "price", "base_url", "api_key_env",
              "scoring", "policy", "bandit", "combo", "combos", "observe", "max_tokens", "reported_accuracy"}
 _LOCAL_LLMS = ("smollm2-135m", "gemma3-270m")
+_EXTERNAL_KEYS = {"name", "kind", "cluster", "price", "reported_accuracy"}
+EXTERNAL_TTL_S = 3600.0
+"""Default ``[router] external_ttl_s``: an hour, the decision lifetime the external router had before it
+joined the pipeline."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +152,11 @@ class ArmConfig:
     def free(self) -> bool:
         return self.observe and self.per_call == 0 and self.price_model is None
 
+    @property
+    def external(self) -> bool:
+        """Whether the caller runs this arm (``route``/``settle``); ``per_call`` is then its cost bound."""
+        return self.kind == "external"
+
     def fingerprint(self) -> dict[str, Any]:
         """The fields as JSON values (resume logs key calls by them); ``combos`` only when set, so logs
         written before it existed stay valid."""
@@ -179,7 +193,8 @@ class RouterConfig:
     """Budget (in ``unit``: dollars or LLM calls), pacing horizon, seed, Coke's values, whether free arms
     marked ``observe`` answer every question so that feedback teaches the router their outcome too, and
     whether :func:`kgwise.app.fit.fit` pins the best affordable single arm where routing does not clear it
-    by ``routing_gain_z`` standard errors (:meth:`kgwise.route.tuning.RoutingGain.pays`)."""
+    by ``routing_gain_z`` standard errors (:meth:`kgwise.route.tuning.RoutingGain.pays`);
+    ``external_ttl_s``: how long an external arm's decision waits for its settle (None: for ever)."""
 
     budget: float
     unit: Unit
@@ -190,6 +205,7 @@ class RouterConfig:
     context: Context = "question"
     pin_single_arm: bool = True
     routing_gain_z: float = 1.0
+    external_ttl_s: float | None = EXTERNAL_TTL_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +278,8 @@ class _Reader:
         try:
             self.doc = tomllib.loads(self.text)
         except tomllib.TOMLDecodeError as exc:
+            if _router_file(self.text):
+                raise DataError(ROUTER_FILE_REFUSED, path) from None
             raise DataError(f"not valid TOML: {exc}", path, getattr(exc, "lineno", None)) from exc
 
     # ------------------------------------------------------------------ errors
@@ -376,7 +394,7 @@ class _Reader:
         if data is None:
             raise DataError("missing table [router]: give budget_usd or budget_calls", self.path)
         self._keys(data, {"budget_usd", "budget_calls", "horizon", "seed", "observe_free", "context",
-                          "pin_single_arm", "routing_gain_z"}, "router")
+                          "pin_single_arm", "routing_gain_z", "external_ttl_s"}, "router")
         given = [k for k in ("budget_usd", "budget_calls") if k in data]
         if len(given) != 1:
             raise self.fail("give exactly one of budget_usd or budget_calls"
@@ -409,9 +427,14 @@ class _Reader:
         if z is not None and not (math.isfinite(z) and z >= 0):
             raise self.fail(f"must be a number of standard errors ≥ 0, got {data['routing_gain_z']!r}",
                             "router", "routing_gain_z")
+        ttl = self._number(data, "external_ttl_s", "router")
+        if ttl is not None and ttl < 0:
+            raise self.fail(f"must be seconds ≥ 0 (0: never), got {data['external_ttl_s']!r}", "router",
+                            "external_ttl_s")
         unit: Unit = "usd" if key == "budget_usd" else "calls"
         return RouterConfig(budget, unit, horizon, seed, observe, coke, context, pin,
-                            1.0 if z is None else z)
+                            1.0 if z is None else z,
+                            EXTERNAL_TTL_S if ttl is None else (ttl or None))
 
     def coke(self, data: dict[str, Any], defaults: dict[str, Any] | None = None) -> CokeConfig:
         """``[coke]`` checked as :func:`kgwise.settings.read_section` checks it (strict types, the config's
@@ -459,6 +482,12 @@ class _Reader:
         cluster = self._str(data, "cluster", "arms", i) or ("KGM" if kind == "kgm" else "LLM")
         if cluster not in CLUSTERS:
             raise self.fail(f"must be one of {', '.join(CLUSTERS)}, got {cluster!r}", "arms", "cluster", i)
+        reported = self._number(data, "reported_accuracy", "arms", i)
+        if reported is not None and not 0.0 <= reported <= 1.0:
+            raise self.fail(f"must lie in [0, 1], got {data['reported_accuracy']!r}", "arms",
+                            "reported_accuracy", i)
+        if kind == "external":
+            return self.external_arm(data, i, name, cluster, unit, reported)
         spec = self._str(data, "spec", "arms", i)
         model: Path | None = None
         if kind == "kgm":
@@ -508,10 +537,6 @@ class _Reader:
         max_tokens = data.get("max_tokens", 64)
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise self.fail(f"must be a whole number ≥ 1, got {max_tokens!r}", "arms", "max_tokens", i)
-        reported = self._number(data, "reported_accuracy", "arms", i)
-        if reported is not None and not 0.0 <= reported <= 1.0:
-            raise self.fail(f"must lie in [0, 1], got {data['reported_accuracy']!r}", "arms",
-                            "reported_accuracy", i)
         per_call, price_model = self.price(data, i, kind, spec, base_url, unit)
         from_usage = unit == "usd" and "price" not in data and price_model is None and kind != "kgm"
         return ArmConfig(
@@ -522,6 +547,22 @@ class _Reader:
             bandit=self._file(data, "bandit", "arms", i, "prompt bandit"),
             combo=self._str(data, "combo", "arms", i), combos=combos, observe=observe, max_tokens=max_tokens,
             cost_from_usage=from_usage, reported_accuracy=reported)
+
+    def external_arm(self, data: dict[str, Any], i: int, name: str, cluster: Cluster, unit: Unit,
+                     reported: float | None) -> ArmConfig:
+        """An arm the caller runs: its ``price`` is the cost bound its decisions hold (module docstring)."""
+        for key in data:
+            if key not in _EXTERNAL_KEYS:
+                raise self.fail(f"not for an external arm (the caller runs its model); an external arm has "
+                                f"{', '.join(sorted(_EXTERNAL_KEYS))}", "arms", key, i)
+        price = self._number(data, "price", "arms", i)
+        if price is None and unit == "usd":
+            raise self.fail("an external arm needs price = USD, the most one call may cost (the bound its "
+                            "decision holds)", "arms", None, i)
+        if price is not None and price < 0:
+            raise self.fail(f"a price must be ≥ 0, got {data['price']!r}", "arms", "price", i)
+        return ArmConfig(name=name, kind="external", cluster=cluster,
+                         per_call=1.0 if price is None else price, reported_accuracy=reported)
 
     def combos(self, data: dict[str, Any], i: int) -> tuple[str, ...]:
         """An inject arm's ``combos``: ``"all"`` or a list of ≥ 2 distinct combinations, without ``combo``
@@ -606,6 +647,37 @@ class _Reader:
         return AnswerSetConfig(uag_llm=uag_llm, **given)
 
 
+ROUTER_FILE_REFUSED = (
+    "a Coke router state file (written by `kgwise route init` before external routing joined the pipeline), "
+    "not a pipeline config: it is neither read nor migrated. Write a kgwise.toml whose [[arms]] have "
+    "kind = \"external\" (its price: the arm's largest cost bound, the file's max_costs; see "
+    "docs/external-routing.md), then `kgwise serve --config kgwise.toml`; the router starts from its priors "
+    "(settle the file's waiting decisions with the kgwise that wrote it first: their spending is not "
+    "carried over)")
+"""Why a router state file of the previous version is refused, and what to do instead."""
+
+
+def _router_file(text: str) -> bool:
+    """Whether ``text`` is a JSON router state file (``"kind": "CokeRouter"``)."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(body, dict) and body.get("kind") == "CokeRouter"
+
+
+def _price_of(name: str, text: str) -> float:
+    """An external arm's ``--arm NAME=external:PRICE`` price."""
+    try:
+        price = float(text)
+    except ValueError:
+        raise ConfigError(f"arm {name!r}: an external arm is NAME=external:PRICE (the most one call may "
+                          f"cost), got {text!r}") from None
+    if not (math.isfinite(price) and price >= 0):
+        raise ConfigError(f"arm {name!r}: a price must be ≥ 0, got {price}")
+    return price
+
+
 def _toml_str(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
@@ -632,6 +704,11 @@ def starter_toml(kg: str, arms: list[tuple[str, str, str, float | None]], budget
                   f"graph = {_toml_str(kg)}"]
     for name, kind, target, price in arms:
         lines += ["", "[[arms]]", f"name = {_toml_str(name)}", f"kind = {_toml_str(kind)}"]
+        if kind == "external":  # NAME=external:PRICE — the caller runs it; PRICE bounds one call
+            bound = price if price is not None else _price_of(name, target)
+            lines += [f"price = {bound!r}  # the most one call may cost: the bound a decision holds until "
+                      "it is settled", "cluster = \"LLM\"  # or KGM"]
+            continue
         if kind == "kgm":
             lines.append(f"model = {_toml_str(target)}  # from `kgwise kgm train`")
         else:

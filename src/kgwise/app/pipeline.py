@@ -16,10 +16,15 @@ certified the same way on the held-out open dev questions the rule sends to the 
 the question does not name first.
 :meth:`Pipeline.status` reports each arm's live coverage with a Clopper–Pearson bound and flags drift.
 
-Threads: ``answer``, ``feedback`` and ``status`` may be called from several threads at once. The state
-and the router are changed under one lock; embedding, grounding, the arms' calls and the fsync that makes
-an answer durable run outside it. An in-process arm (a local model, a KG model) answers one question at a
-time; an API arm's calls overlap.
+External arms (models the caller runs, :mod:`kgwise.app.external`): :meth:`Pipeline.route` picks one with
+the same router, within the same budget, and holds its cost bound; :meth:`Pipeline.settle` pays what it
+cost and teaches the router; :meth:`Pipeline.cancel` calls it off. ``answer`` never picks an external arm,
+``route`` only those.
+
+Threads: ``answer``, ``feedback``, ``route``, ``settle`` and ``status`` may be called from several threads
+at once. The state and the router are changed under one lock; embedding, grounding, the arms' calls and the
+fsync that makes an answer durable run outside it. An in-process arm (a local model, a KG model) answers
+one question at a time; an API arm's calls overlap.
 """
 
 from __future__ import annotations
@@ -45,13 +50,15 @@ from kgwise.app.calibration import (
     guarantee_clause,
 )
 from kgwise.app.config import PipelineConfig, reads_free
+from kgwise.app.external import Decision, Settlement, external_bounds, grade
 from kgwise.app.router import context_vector
-from kgwise.app.state import PENDING_KEPT, Pending, StateDir, StateReadOnlyError, coverage_bounds
+from kgwise.app.state import PENDING_KEPT, Pending, Routed, StateDir, StateReadOnlyError, coverage_bounds
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError, DataError, KgwiseError
 from kgwise.grading import match_answer
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.llm.base import UsageError
+from kgwise.route.coke import BudgetExceededError
 from kgwise.types import CHOICE_LABELS, Question, Usage, make_question
 
 if TYPE_CHECKING:
@@ -65,13 +72,15 @@ __all__ = [
     "AnswerSetResult",
     "ArmScore",
     "ArmStatus",
-    "BudgetExhaustedError",
+    "BudgetExceededError",
     "CoverageStatus",
+    "Decision",
     "FeedbackResult",
     "Pipeline",
     "PipelineResult",
     "PipelineStatus",
     "RoutedCalibration",
+    "Settlement",
     "StateReadOnlyError",
     "UnknownDecisionError",
     "default_state_dir",
@@ -79,12 +88,9 @@ __all__ = [
 ]
 
 
-class BudgetExhaustedError(KgwiseError):
-    """No arm's cost bound fits in what the budget (paced, with a horizon) leaves."""
-
-
 class UnknownDecisionError(KgwiseError):
-    """Feedback for a decision that is not pending (never made here, or already settled)."""
+    """Feedback, settle or cancel for a decision that is not waiting (never made here, already settled,
+    cancelled or expired)."""
 
 
 def default_state_dir(config_path: str | Path) -> Path:
@@ -245,6 +251,8 @@ class PipelineStatus:
     pinned: str | None = None
     read_only: str | None = None
     state_warnings: tuple[str, ...] = ()
+    routed: int = 0
+    """External arms' decisions awaiting their settle (their bounds are in ``reserved``)."""
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -282,7 +290,7 @@ class Pipeline:
     def __init__(self, config: PipelineConfig, state_dir: Path, runners: Mapping[str, ArmRunner],
                  encoder: Encoder, kg: KnowledgeGraph | None = None, names: BoundIndex | None = None,
                  uag_generator: Generator | None = None, refit: bool = False) -> None:
-        missing = [a.name for a in config.arms if a.name not in runners]
+        missing = [a.name for a in config.arms if a.name not in runners and not a.external]
         if missing and runners:
             raise ConfigError(f"no runner for arm(s) {', '.join(missing)}")
         self.config = config
@@ -349,7 +357,8 @@ class Pipeline:
             from kgwise.kg.label_index import open_index
 
             names = open_index(kg, config.kg.index)
-        runners = {a.name: build_runner(a, kg, names) for a in config.arms} if kg is not None else {}
+        runners = ({a.name: build_runner(a, kg, names) for a in config.arms if not a.external}
+                   if kg is not None else {})
         if encoder is None:
             from kgwise.embed import MiniLM
 
@@ -399,6 +408,7 @@ class Pipeline:
                 out[name] = arm_cost(runner.config, runner.usage_bound(question))
             else:
                 out[name] = self.state.router.unreachable()
+        out.update((a.name, self.state.router.unreachable()) for a in self.config.arms if a.external)
         return out
 
     def _calibration_group(self, decision: str) -> npt.NDArray[np.int64] | None:
@@ -531,12 +541,15 @@ class Pipeline:
     def answer(self, text: str, choices: Sequence[str] | None = None, arm: str | None = None
                ) -> PipelineResult:
         """Answer one question (see the module docstring); ``arm`` forces that arm instead of the router's
-        pick (its bound is held as usual; the router learns from its feedback). ``BudgetExhaustedError``
+        pick (its bound is held as usual; the router learns from its feedback). ``BudgetExceededError``
         when no arm (or not the forced one) is affordable; :class:`StateReadOnlyError` while the state
         cannot be written (nothing is run or charged then). Reported usage priced above the arm's bound is
         charged at the bound and flagged; usage that cannot be priced (``UsageError``: missing, negative,
         non-finite, absurd) is an upstream error, charged at the bound (the call was made)."""
         question = _question(text, choices)
+        if all(a.external for a in self.config.arms):
+            raise ConfigError("every arm of this pipeline is external (the caller runs it): use route() and "
+                              "settle()")
         self.state.check_writable()
         if not self.runners:
             raise ConfigError("this pipeline was opened without its models (models=False): it cannot answer")
@@ -573,7 +586,7 @@ class Pipeline:
             arm = self.state.select(decision, x.tolist(), held)
             if arm is None:
                 prefix = "" if forced is None else f"arm {forced!r} is forced: "
-                raise BudgetExhaustedError(
+                raise BudgetExceededError(
                     prefix + f"no arm's cost bound fits in what the budget leaves: {router.remaining:g} "
                     f"{self.config.router.unit} ({router.spent:g} spent, {router.reserved:g} held by "
                     f"questions being answered); cheapest bound {min(held.values()):g}")
@@ -647,6 +660,92 @@ class Pipeline:
         self.state.sync()  # durable before it is acknowledged
         return result
 
+    # ------------------------------------------------------------------ external arms
+    def route(self, question: str, costs: Mapping[str, float] | None = None) -> Decision:
+        """Pick the external arm for ``question`` (grounded in the KG; Coke's Eq. 2 within the budget,
+        Eq. 14) and hold its cost bound — its ``price``, or the lower bound ``costs`` declares for it — until
+        :meth:`settle` or :meth:`cancel` (:mod:`kgwise.app.external`); journaled before it returns.
+        ``BudgetExceededError`` (nothing held) when no external arm's bound fits in what the budget leaves.
+        With a router context that reads the free arms, they count as silent: no arm is run here."""
+        q = _question(question, None)
+        self.state.check_writable()
+        bounds = external_bounds(self.config, costs, self.state.router.unreachable())
+        x = context_vector(self.config, self.state.context, self.embed(q.text), {})
+        entities = self.topic_entities(q)
+        decision = uuid.uuid4().hex
+        with self._lock:
+            self._expire()
+            router = self.state.router
+            arm = self.state.route(decision, x.tolist(), bounds, q.text, self.state.clock())
+            remaining = router.remaining
+            if arm is None:
+                cheapest = min(bounds[a.name] for a in self.config.arms if a.external)
+                raise BudgetExceededError(
+                    f"no external arm's cost bound fits in what the budget leaves: {remaining:g} "
+                    f"{self.config.router.unit} ({router.spent:g} spent, {router.reserved:g} held by "
+                    f"decisions awaiting their outcome); cheapest bound {cheapest:g}")
+        self.state.sync()  # durable before it is acknowledged
+        return Decision(decision, q.text, arm, self.config.arm(arm).cluster, bounds[arm],
+                        self.config.router.unit, remaining, entities, self.config.router.external_ttl_s)
+
+    def settle(self, decision: str, correct: float, cost: float, observed: Mapping[str, float] | None = None
+               ) -> Settlement:
+        """Report what an external decision's arm got (``correct``: true/false, or a grade in [0, 1]) and
+        what it really cost, once: the cost is paid (``BudgetExceededError`` above the decision's bound,
+        nothing changed: the decision still waits) and the router learns the outcome (Eq. 5, 11, 14).
+        ``observed``: the grades of other external arms the caller ran on the same question, learnt at no
+        cost to the budget. Journaled before it returns."""
+        reward, paid = grade(correct, cost)
+        self.state.check_writable()
+        with self._lock:
+            self._expire()
+            r = self._routed(decision)
+            seen: dict[str, float] = {}
+            for name, value in (observed or {}).items():
+                if name == r.arm or name not in self.config.names or not self.config.arm(name).external:
+                    raise ConfigError(f"observed.{name}: not another external arm of this decision (its arm "
+                                      f"is {r.arm!r}; external arms: "
+                                      f"{', '.join(a.name for a in self.config.arms if a.external)})")
+                if not 0.0 <= float(value) <= 1.0:
+                    raise ConfigError(f"observed.{name}: must be true, false or a grade in [0, 1], got "
+                                      f"{value!r}")
+                seen[name] = float(value)
+            self.state.settle_routed(decision, reward, paid, seen)
+            router = self.state.router
+            result = Settlement(decision, r.arm, "settled", reward, paid, r.bound, router.spent,
+                                router.remaining, seen)
+        self.state.sync()
+        return result
+
+    def cancel(self, decision: str) -> Settlement:
+        """Call off an external decision whose arm will not be run: its bound returns to the budget."""
+        self.state.check_writable()
+        with self._lock:
+            self._expire()
+            r = self._routed(decision)
+            self.state.end_routed(decision, "cancelled")
+            router = self.state.router
+            result = Settlement(decision, r.arm, "cancelled", None, 0.0, r.bound, router.spent,
+                                router.remaining, {})
+        self.state.sync()
+        return result
+
+    def _routed(self, decision: str) -> Routed:
+        """Under the lock: the external decision awaiting its settle, or ``UnknownDecisionError`` saying
+        how it ended."""
+        r = self.state.routed.get(decision)
+        if r is None:
+            how = self.state.ended.get(decision, "not made with this state, or ended long ago")
+            raise UnknownDecisionError(f"decision: {decision[:64]!r} does not wait for a settle ({how}; "
+                                       f"{self.state.root})")
+        return r
+
+    def _expire(self) -> None:
+        """Under the lock: call off the external decisions older than ``[router] external_ttl_s``."""
+        ttl = self.config.router.external_ttl_s
+        if ttl is not None and self.state.routed:
+            self.state.expire(ttl)
+
     # ------------------------------------------------------------------ status
     def pending(self) -> list[Pending]:
         """The decisions awaiting feedback, oldest first."""
@@ -657,6 +756,7 @@ class Pipeline:
         """Budget, spending, decisions and each arm's pulls, cost, calibration size and live coverage."""
         sets = self.config.answer_sets
         with self._lock:
+            self._expire()
             r = self.state.router
             pulls, costs = r.pulls(), r.arm_cost()
             cal = self.state.calibration
@@ -676,7 +776,7 @@ class Pipeline:
                                   cal is not None, tuple(arms), r.cluster_accuracy(),
                                   self.state.expired, self.state.calibration_problem,
                                   self._open_sets_status(), dict(self.prompt_problems), r.pinned,
-                                  self.state.read_only, tuple(self.state.warnings))
+                                  self.state.read_only, tuple(self.state.warnings), len(self.state.routed))
 
     def _routed_calibration(self) -> list[RoutedCalibration] | None:
         """Under the lock: per arm, :class:`RoutedCalibration` from one draw of the router's rule (seeded,

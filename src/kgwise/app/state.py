@@ -11,7 +11,10 @@ Files:
 * ``journal.jsonl`` — every change since the snapshot, one event per line: a routing decision (``select``:
   the embedding and cost bounds, so that replaying it through the snapshot's router reproduces the same
   draw), its answer (``pending``: the answer is paid here, its hold released), a call called off
-  (``cancel``), a feedback (``feedback``: the router learns). Events are written as they happen and made
+  (``cancel``), a feedback (``feedback``: the router learns); for an external arm (the caller runs it,
+  :mod:`kgwise.app.external`), its routing decision (``route``: its bound held, with the question and when
+  it was made), its settle (``settle``: paid and learnt at once) or its end unsettled (``end``: cancelled
+  or expired, its bound released). Events are written as they happen and made
   durable by :meth:`StateDir.sync` (fsync), which the pipeline calls outside its lock before it acknowledges
   an answer or a feedback: one fsync covers the events of every request written before it (a group commit),
   and a ``select`` lost at a kill is one that would be called off anyway. Opening the directory replays the
@@ -47,7 +50,10 @@ fit's router from its spend.
 An answer is paid when it is made: decisions awaiting feedback hold no budget, and one that never gets
 feedback (an OpenAI client seldom sends any) costs nothing but its memory — the newest
 :data:`PENDING_KEPT` wait, older ones are dropped and counted (``expired``). State files of version 1
-(paid at feedback) are migrated when opened: their waiting decisions are paid then.
+(paid at feedback) are migrated when opened: their waiting decisions are paid then. An external arm's
+decision is the exception: its cost is known only when the caller settles it, so its bound stays held until
+then (or until it is called off); they wait across restarts. Version 3 added them (``routed``); versions 1
+and 2 read as having none.
 
 Live coverage (issue 27, item 4): for each arm, ``n`` answers whose feedback told whether the set held
 the truth and ``covered`` of them. The Clopper–Pearson interval at confidence ``1 − δ`` bounds the true
@@ -68,6 +74,7 @@ import math
 import os
 import re
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -95,8 +102,8 @@ from kgwise.files import read_json, short_hash, write_text_atomic
 if TYPE_CHECKING:
     from kgwise.inject.bandit import PromptBandit
 
-__all__ = ["PENDING_KEPT", "CoverageCount", "Pending", "RepairReport", "StateDir", "StateReadOnlyError",
-           "clopper_pearson", "decode_vector", "encode_vector", "repair"]
+__all__ = ["PENDING_KEPT", "CoverageCount", "Pending", "RepairReport", "Routed", "StateDir",
+           "StateReadOnlyError", "clopper_pearson", "decode_vector", "encode_vector", "repair"]
 
 STATE_FILE = "state.json"
 JOURNAL_FILE = "journal.jsonl"
@@ -106,7 +113,7 @@ UAG_FILE = "uag.json"
 SPEND_FILE = "spend"
 SETTLED_KEPT = 10_000
 PENDING_KEPT = 10_000
-STATE_VERSION = 2
+STATE_VERSION = 3
 
 
 def encode_vector(x: list[float]) -> str:
@@ -192,6 +199,28 @@ class Pending:
                    {str(k): str(v) for k, v in d.get("observed", {}).items()}, bool(d.get("certified", True)))
 
 
+@dataclass(slots=True)
+class Routed:
+    """An external arm's decision awaiting its settle: the question, the arm, the cost bound it holds, the
+    router context it was picked on, and when it was made (seconds since the epoch)."""
+
+    decision: str
+    text: str
+    arm: str
+    bound: float
+    embedding: list[float]
+    created: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"decision": self.decision, "text": self.text, "arm": self.arm, "bound": self.bound,
+                "embedding": encode_vector(self.embedding), "created": self.created}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Routed:
+        return cls(str(d["decision"]), str(d["text"]), str(d["arm"]), float(d["bound"]),
+                   decode_vector(d["embedding"]), float(d["created"]))
+
+
 class StateDir:
     """An open state directory (a context manager: :meth:`close` writes and releases the lock); ``dim``:
     the question encoder's dimension; ``fsync``: how the journal is made durable (``os.fsync``; a test
@@ -217,6 +246,9 @@ class StateDir:
         self._tail: list[BadLine] = []
         self.mismatch: DataError | None = None  # refit: the saved router is for another config
         self.warnings: list[str] = []  # what opening found and repaired (status shows them)
+        self.routed: OrderedDict[str, Routed] = OrderedDict()  # external decisions awaiting their settle
+        self.ended: OrderedDict[str, str] = OrderedDict()  # recently ended external decisions → how
+        self.clock = time.time  # seconds since the epoch: when an external decision is made, and expires
         root.mkdir(parents=True, exist_ok=True)
         self._snapshot_lock = threading.Lock()
         self._snapshotter: threading.Thread | None = None
@@ -397,6 +429,66 @@ class StateDir:
         self._log({"op": "feedback", "decision": decision, "reward": reward, "observed": observed,
                    "covered": covered})
 
+    # ------------------------------------------------------------------ external arms
+    def route(self, decision: str, x: list[float], costs: dict[str, float], text: str, created: float
+              ) -> str | None:
+        """The router's external arm for a question (its bound held until :meth:`settle_routed` or
+        :meth:`end_routed`), journaled; beyond :data:`PENDING_KEPT` waiting, the oldest is called off."""
+        import numpy as np
+
+        arm = self.router.select(np.asarray(x, dtype=np.float64), costs)
+        if arm is not None:
+            self.routed[decision] = Routed(decision, text, arm, float(costs[arm]), x, created)
+            while len(self.routed) > PENDING_KEPT:  # replays identically: no event of its own
+                self._release(next(iter(self.routed)), f"called off: more than {PENDING_KEPT} were waiting")
+        self._log({"op": "route", "decision": decision, "x": encode_vector(x), "costs": costs, "arm": arm,
+                   "text": text, "created": created})
+        return arm
+
+    def settle_routed(self, decision: str, reward: float, cost: float, observed: dict[str, float]) -> None:
+        """Pay an external decision's ``cost`` (at most its bound: ``BudgetExceededError`` above it, with
+        nothing changed) and learn its ``reward`` (Eq. 5, 11, 14) and the ``observed`` arms' rewards."""
+        import numpy as np
+
+        r = self.routed[decision]
+        x = np.asarray(r.embedding, dtype=np.float64)
+        self.router.update(r.arm, x, reward, cost, r.bound)  # refuses a cost above the bound first
+        for name, value in observed.items():
+            self.router.observe(name, x, value)
+        self.coverage[r.arm].graded += 1
+        self.coverage[r.arm].correct += int(reward >= 0.5)
+        del self.routed[decision]
+        self._ended(decision, "settled")
+        self._log({"op": "settle", "decision": decision, "reward": reward, "cost": cost,
+                   "observed": observed})
+
+    def end_routed(self, decision: str, how: str) -> None:
+        """Call off an external decision (``how``: cancelled, expired …): its bound returns to the budget."""
+        self._release(decision, how)
+        self._log({"op": "end", "decision": decision, "how": how})
+
+    def expire(self, ttl_s: float) -> int:
+        """Call off the external decisions made ``ttl_s`` or more seconds ago (by :attr:`clock`); how many."""
+        cutoff = self.clock() - ttl_s
+        old = []
+        for d, r in self.routed.items():  # oldest first
+            if r.created > cutoff:
+                break
+            old.append(d)
+        for d in old:
+            self.end_routed(d, f"expired: not settled within {ttl_s:g} s")
+        return len(old)
+
+    def _release(self, decision: str, how: str) -> None:
+        r = self.routed.pop(decision)
+        self.router.cancel(r.arm, r.bound)
+        self._ended(decision, how)
+
+    def _ended(self, decision: str, how: str) -> None:
+        self.ended[decision] = how
+        while len(self.ended) > SETTLED_KEPT:
+            self.ended.popitem(last=False)
+
     def _segments(self) -> list[tuple[int, Path]]:
         """Journal segments set aside for a snapshot (``journal.jsonl.SEQ``: events up to SEQ), oldest
         first."""
@@ -484,6 +576,17 @@ class StateDir:
             self.cancel(str(event["decision"]), float(event.get("charged", 0.0)))
         elif op == "budget":
             self.set_budget(float(event["budget"]))
+        elif op == "route":
+            arm = self.route(str(event["decision"]), decode_vector(event["x"]),
+                             {str(k): float(v) for k, v in event["costs"].items()}, str(event["text"]),
+                             float(event["created"]))
+            if arm != event["arm"]:
+                raise ValueError(f"the router picks {arm!r}, the journal says {event['arm']!r}")
+        elif op == "settle":
+            self.settle_routed(str(event["decision"]), float(event["reward"]), float(event["cost"]),
+                               {str(k): float(v) for k, v in event["observed"].items()})
+        elif op == "end":
+            self.end_routed(str(event["decision"]), str(event["how"]))
         elif op == "feedback":
             cov = event["covered"]
             self.feedback(str(event["decision"]), float(event["reward"]),
@@ -498,8 +601,8 @@ class StateDir:
         if not isinstance(body, dict) or body.get("kind") != "kgwise.PipelineState":
             raise DataError("not a kgwise pipeline state (kind is not kgwise.PipelineState)", path)
         version = body.get("version", 1)
-        if version not in (1, STATE_VERSION):
-            raise DataError(f"state version {version!r} is not one this kgwise reads (1 or {STATE_VERSION}); "
+        if version not in (1, 2, STATE_VERSION):
+            raise DataError(f"state version {version!r} is not one this kgwise reads (1 to {STATE_VERSION}); "
                             "a newer kgwise wrote it", path)
         try:
             self.seq = int(body.get("seq", 0))
@@ -516,6 +619,8 @@ class StateDir:
             self.pending = OrderedDict((p.decision, p) for p in waiting)
             self.settled = OrderedDict((str(d), None) for d in body.get("settled", []))
             self.selected = {str(d): (str(a), float(b)) for d, (a, b) in body.get("selected", {}).items()}
+            self.routed = OrderedDict((r.decision, r) for r in map(Routed.from_dict, body.get("routed", [])))
+            self.ended = OrderedDict((str(d), str(h)) for d, h in body.get("ended", {}).items())
             for name, c in body.get("coverage", {}).items():
                 self.coverage[str(name)] = CoverageCount(int(c["n"]), int(c["covered"]),
                                                          int(c["undetermined"]),
@@ -597,6 +702,7 @@ class StateDir:
                 "seq": self.seq, "expired": self.expired, "context": self.context, "router": router,
                 "settled": list(self.settled),
                 "selected": {d: [a, b] for d, (a, b) in self.selected.items()},
+                "routed": [r.to_dict() for r in self.routed.values()], "ended": dict(self.ended),
                 "coverage": {k: asdict(v) for k, v in self.coverage.items()}}
         pending = [p.to_json() for p in self.pending.values()]
         self.sync()

@@ -177,8 +177,9 @@ def bench_serve(
     questions: Annotated[Path | None, typer.Option(
         "--questions", help="Your multiple-choice questions (JSONL: id, text, choices) instead of --dataset; "
         "needs --kg.", exists=True, dir_okay=False)] = None,
-    requests: Annotated[int, typer.Option(min=1, max=20_000, help="Requests (route: pairs) per endpoint "
-                                          "and concurrency for /v1/subgraph and /v1/route+feedback.")] = 1000,
+    requests: Annotated[int, typer.Option(min=1, max=20_000, help="Requests per concurrency for "
+                                          "/v1/subgraph, and /v1/route+feedback pairs on the chat server.")
+                        ] = 1000,
     answer_requests: Annotated[int, typer.Option(
         min=1, max=500, help="/v1/answer requests per concurrency (an eighth, at least 2, at concurrency "
         "1).")] = 16,
@@ -195,7 +196,8 @@ def bench_serve(
     """A bounded load on a real `kgwise serve` (started here on 127.0.0.1): throughput, p50/p99, status
     codes, errors and the server's RSS per endpoint and concurrency, /health latency under the answer
     load, and what a client over the queue limit gets; then /v1/chat/completions on a replay pipeline
-    (`serve --config`; targets ≥ 100 requests/s at concurrency 8, p99 ≤ 100 ms)."""
+    (`serve --config`; targets ≥ 100 requests/s at concurrency 8, p99 ≤ 100 ms) and /v1/route+feedback
+    pairs on its external arms."""
     from kgwise.datasets import load
     from kgwise.eval.bench.serve import ServeBenchConfig, run_chat_benchmark, run_serve_benchmark
 

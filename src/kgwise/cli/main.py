@@ -21,6 +21,7 @@ from kgwise.cli import uag as _uag  # noqa: F401  isort: skip
 from kgwise.cli import knowgpt as _knowgpt  # noqa: F401  isort: skip
 from kgwise.cli import serve as _serve  # noqa: F401  isort: skip
 from kgwise.cli import pipeline as _pipeline  # noqa: F401  isort: skip
+from kgwise.cli import external as _external  # noqa: F401  isort: skip
 from kgwise.cli import eval_pipeline as _eval_pipeline  # noqa: F401  isort: skip
 from kgwise.cli import settings as _settings  # noqa: F401  isort: skip
 

@@ -63,7 +63,8 @@ def init(
     kg: Annotated[str, typer.Option("--kg", help="Graph file (.npz, .tsv, .nt, RoG data) or sparql:URL.")],
     arm: Annotated[list[str], typer.Option(
         "--arm", help="NAME=KIND:SPEC[:PRICE]: kind kgm (SPEC: model file), llm or inject (SPEC: an LLM "
-        "spec); PRICE per call in the budget's unit; repeatable.")],
+        "spec); PRICE per call in the budget's unit; NAME=external:PRICE for a model you run yourself "
+        "(`kgwise route`); repeatable.")],
     out: Annotated[Path, typer.Option("--out", help="Where to write the config.", callback=writable)] = Path(
         "kgwise.toml"),
     budget_usd: Annotated[float | None, typer.Option("--budget-usd", min=0.0)] = None,
@@ -237,6 +238,7 @@ def print_status(st: PipelineStatus) -> None:
                   + (f", {refused} refused (no affordable arm, or the arm failed)" if refused else "")
                   + f", {st.pending} waiting for feedback"
                   + (f", {st.expired} dropped unanswered" if st.expired else "")
+                  + (f", {st.routed} routed to external arms awaiting their settle" if st.routed else "")
                   + (f"; pinned to [bold]{escape(st.pinned)}[/bold] by the fit" if st.pinned else ""))
     sets = (f"answer sets: α = {st.alpha:g}, δ = {st.delta:g}, "
             + ("calibrated" if st.calibrated else "not calibrated (run `kgwise fit`)"))

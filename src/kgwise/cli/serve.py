@@ -36,13 +36,7 @@ def serve(
         "--allow-calibration-mismatch", help="Serve calibrated sets (--calibration, --uag) even for another "
         "KG, LLM, combination, scoring, policy or bandit than they were made with (marked guaranteed: "
         "false).")] = False,
-    router: Annotated[Path | None, typer.Option(
-        "--router", help="`kgwise route init` output: serves /v1/route and /v1/route/feedback, updated "
-                         "in place (see --router-save-every).")] = None,
-    router_save_every: Annotated[float, typer.Option(
-        min=0.1, help="Seconds between writes of the router's state and waiting decisions after a change; "
-                      "a crash loses at most this much learning and spending, plus the time of one write "
-                      "(routing goes on while it is written).")] = 30.0,
+    router: Annotated[Path | None, typer.Option("--router", hidden=True)] = None,
     uag: Annotated[Path | None, typer.Option(
         "--uag", help="`kgwise uag calibrate` output: serves /v1/answer-set.")] = None,
     uag_kg: Annotated[str | None, typer.Option(
@@ -50,20 +44,6 @@ def serve(
         + GRAPH_SPEC_HELP + ".")] = None,
     uag_llm: Annotated[str | None, typer.Option(
         "--uag-llm", help="LLM for /v1/answer-set (default: the one the calibration used).")] = None,
-    route_max_cost: Annotated[list[str] | None, typer.Option(
-        "--route-max-cost", help="ARM=COST: the most a decision of ARM may hold; clients' cost bounds are "
-        "capped by it and may be left out (default: the bounds the router file holds, `route init "
-        "--max-cost`); repeat per arm.")] = None,
-    route_max_tokens: Annotated[str | None, typer.Option(
-        "--route-max-tokens", help="IN,OUT: bound every arm named like a model of the price table by its "
-        "price for a call of IN prompt and OUT completion tokens (--route-max-cost names the others).",
-        show_default=False)] = None,
-    pending_ttl: Annotated[float, typer.Option(
-        min=0.0, help="Seconds a routing decision waits for its feedback before it expires and its cost "
-        "bound returns to the budget (0: never).")] = 3600.0,
-    allow_overrun: Annotated[bool, typer.Option(
-        "--allow-overrun", help="Record a feedback cost above its decision's bound (the budget may then be "
-        "exceeded) instead of refusing it with 422.")] = False,
     host: Annotated[str, typer.Option(help="Address to listen on (beyond loopback only with API keys or "
                                       "--insecure).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8000,
@@ -89,9 +69,9 @@ def serve(
     torch_threads: Annotated[int, typer.Option(
         min=1, help="torch threads of the question encoder (1 serves concurrent requests fastest).")] = 1,
 ) -> None:
-    """Serve over HTTP: GET /health; KnowGPT at POST /v1/answer and /v1/subgraph; Coke routing at POST
-    /v1/route, /v1/route/feedback and /v1/route/cancel; UAG answer sets at POST /v1/answer-set (OpenAPI
-    docs at /docs)."""
+    """Serve over HTTP: GET /health; with --config the pipeline (OpenAI-compatible API, the web page, and
+    for its external arms POST /v1/route, /v1/route/feedback and /v1/route/cancel); KnowGPT at POST
+    /v1/answer and /v1/subgraph; UAG answer sets at POST /v1/answer-set (OpenAPI docs at /docs)."""
     import uvicorn
 
     from kgwise.server import ServerSettings, create_app
@@ -102,21 +82,21 @@ def serve(
         load_api_keys,
     )
 
+    if router is not None:  # a router state file of the previous version: not served, not migrated
+        from kgwise.app.config import ROUTER_FILE_REFUSED
+
+        raise ConfigError(f"--router {router}: {ROUTER_FILE_REFUSED}")
     keys = load_api_keys(api_key_file, keys_from_environment())
     check_exposure(host, keys, insecure)
-    max_costs = _max_costs(router, route_max_cost or [], route_max_tokens)
     if state is not None and config is None:
         raise ConfigError("--state needs --config")
     settings = ServerSettings(kg=kg, llm=llm, policy=policy, bandit=bandit, scoring=scoring,
                               calibration=calibration, allow_calibration_mismatch=allow_calibration_mismatch,
-                              router=router, router_save_every_s=router_save_every, uag=uag, uag_kg=uag_kg,
-                              uag_llm=uag_llm, api_keys=keys,
+                              uag=uag, uag_kg=uag_kg, uag_llm=uag_llm, api_keys=keys,
                               allowed_hosts=tuple(allowed_host or default_allowed_hosts(host)),
                               cors_origins=tuple(cors_origin or ()), max_body_bytes=max_body,
                               queue_limit=queue, request_timeout_s=request_timeout,
-                              torch_threads=torch_threads,
-                              pending_ttl_s=pending_ttl or None, route_max_costs=max_costs,
-                              allow_overrun=allow_overrun)
+                              torch_threads=torch_threads)
     if config is None:
         uvicorn.run(create_app(settings), host=host, port=port)
         return
@@ -128,15 +108,3 @@ def serve(
     finally:
         served.close()  # writes the state and releases the directory
 
-
-def _max_costs(router: Path | None, specs: list[str], max_tokens: str | None) -> tuple[float, ...] | None:
-    """``--route-max-cost``/``--route-max-tokens`` as per-arm bounds in the router's order."""
-    if not specs and max_tokens is None:
-        return None
-    if router is None:
-        raise ConfigError("--route-max-cost and --route-max-tokens need --router")
-    from kgwise.cli.route import service_bounds
-    from kgwise.route.service import read_status
-
-    bounds = service_bounds(specs, max_tokens, read_status(router)["arms"], option="--route-max-cost")
-    return None if bounds is None else tuple(bounds)

@@ -43,7 +43,7 @@ from kgwise.app.arms import ArmOutput, ArmRunner
 from kgwise.app.calibration import CalibrationSelector, HeldOutCalibration
 from kgwise.app.config import AnswerSetConfig, ArmConfig, Context, KGConfig, PipelineConfig, RouterConfig
 from kgwise.app.fit import fit_questions, held_out_calibration, interleaved
-from kgwise.app.pipeline import BudgetExhaustedError, Pipeline
+from kgwise.app.pipeline import BudgetExceededError, Pipeline
 from kgwise.app.router import context_vector
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError, ReplayMissError
@@ -171,7 +171,7 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
                 test_groups.append(selector.group(pipe.state.router.router, f"{split}:{k}"))
             try:
                 r = pipe.answer(table.texts[i])
-            except BudgetExhaustedError:
+            except BudgetExceededError:
                 routed.append(None)
                 correct.append(False)
                 continue

@@ -46,7 +46,7 @@ from kgwise.app.arms import ArmOutput, ArmRunner, ObservedArm, arm_cost
 from kgwise.app.calibration import arm_delta, calibrated_threshold, choice_set
 from kgwise.app.config import AnswerSetConfig, ArmConfig, Guarantee, KGConfig, PipelineConfig, RouterConfig
 from kgwise.app.fit import LOG_FILE, UAG_TABLES, FitReport, call_key, fit_calls, fit_questions
-from kgwise.app.pipeline import BudgetExhaustedError, Pipeline
+from kgwise.app.pipeline import BudgetExceededError, Pipeline
 from kgwise.app.state import clopper_pearson
 from kgwise.conformal.evaluator import Generator
 from kgwise.conformal.split import min_calibration_size
@@ -402,7 +402,7 @@ def _ask(pipe: Pipeline, q: Question, cfg: LiveMCConfig) -> dict[str, Any]:
                 "refused": "the pipeline refuses a question that gives a choice twice", "wall_s": 0.0}
     try:
         r = pipe.answer(q.text, list(q.choice_texts) if q.choices else None)
-    except BudgetExhaustedError as exc:
+    except BudgetExceededError as exc:
         return {"decision": None, "arm": None, "prediction": None, "correct": False, "settled": True,
                 "why": str(exc), "wall_s": time.perf_counter() - t}
     wall = time.perf_counter() - t
@@ -674,7 +674,7 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
                     continue
                 try:
                     r = pipe.answer(q.text, list(q.choice_texts))
-                except BudgetExhaustedError:
+                except BudgetExceededError:
                     continue
                 pipe.feedback(r.decision, gold=q.gold[0])
                 right += grade(q, r.label)

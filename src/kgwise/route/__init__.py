@@ -2,7 +2,6 @@
 
 * :mod:`~kgwise.route.arms` — an arm: name, cluster, unit cost, live or replayed predictor;
 * :mod:`~kgwise.route.coke` — the router (Eq. 2–14): cluster Thompson sampling + LinUCB − λ·cost regret;
-* :mod:`~kgwise.route.service` — a router in use: its state file and the decisions awaiting feedback;
 * :mod:`~kgwise.route.table` — per-question outcomes and costs of every arm, and graded logs.
 
 Experiments, baselines and benchmarks of the router live in :mod:`kgwise.eval.route`.

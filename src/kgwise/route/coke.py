@@ -62,7 +62,8 @@ PACINGS = ("allowance", "price")
 
 
 class BudgetExceededError(KgwiseError):
-    """An update without a selection to account it to reported a cost that breaks the budget."""
+    """The budget refuses: no arm's cost bound fits in what it leaves, a cost is above the bound held for
+    its selection, or a cost without a selection breaks it."""
 
 
 @table("coke")
@@ -599,7 +600,7 @@ class CokeRouter(Policy[str]):
         broken = [k for k, v in money.items() if not all(math.isfinite(x) and x >= 0 for x in v)]
         if broken:
             raise ConfigError(f"not a valid CokeRouter state: {', '.join(broken)} must be finite "
-                              "numbers ≥ 0 (`kgwise route repair` sets them right)")
+                              "numbers ≥ 0")
         return out
 
     @classmethod

@@ -1,11 +1,11 @@
-"""``create_app``: the HTTP API over a :class:`~kgwise.inject.KnowledgeInjector` and a Coke router.
+"""``create_app``: the HTTP API over a :class:`~kgwise.inject.KnowledgeInjector` and the served pipelines.
 
 Routes: ``GET /health``; with a graph, ``POST /v1/answer`` (KnowGPT answer with the knowledge used, the
 combination, the usage and, when a calibration file is configured, the calibrated answer set) and ``POST
-/v1/subgraph`` (grounded concepts, P_sub triples and paths, no LLM call); with a router file, ``POST
-/v1/route`` and ``POST /v1/route/feedback`` (see :mod:`kgwise.server.routing`); with a UAG calibration,
-``POST /v1/answer-set`` (see :mod:`kgwise.server.answer_sets`). Local models are not thread-safe, so
-requests that reach the LLM are served one at a time, through a bounded queue
+/v1/subgraph`` (grounded concepts, P_sub triples and paths, no LLM call); with pipelines, the
+OpenAI-compatible API and ``/v1/route*`` for their external arms (see :mod:`kgwise.server.routing`); with
+a UAG calibration, ``POST /v1/answer-set`` (see :mod:`kgwise.server.answer_sets`). Local models are not
+thread-safe, so requests that reach the LLM are served one at a time, through a bounded queue
 (:mod:`kgwise.server.backpressure`); ``/health`` runs on the event loop and never waits for model work.
 
 Exposure (:mod:`kgwise.server.guard`): API keys (bearer), a body cap, accepted Host headers (against DNS
@@ -33,7 +33,6 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from kgwise.app.knowgpt import KnowGPTApp
 from kgwise.errors import ConfigError
 from kgwise.inject.injector import KnowledgeInjector
-from kgwise.route.service import RoutingService
 from kgwise.server.answer_sets import AnswerSetService, answer_set_api
 from kgwise.server.backpressure import ModelGate
 from kgwise.server.contract import PipelineLike
@@ -41,7 +40,7 @@ from kgwise.server.docs import install_docs
 from kgwise.server.guard import Guard
 from kgwise.server.limits import MAX_ID, Choice, Ident, QuestionText, Unit, install_handlers
 from kgwise.server.openai_api import PipelineHub, openai_api
-from kgwise.server.routing import routing_api
+from kgwise.server.routing import ExternalRouter, routing_api
 from kgwise.server.web import install_web
 from kgwise.types import make_question
 
@@ -51,16 +50,13 @@ __all__ = ["AnswerRequest", "ServerSettings", "create_app"]
 class ServerSettings(BaseModel):
     """What the service serves: a graph file, an LLM spec and, optionally, a trained P_RL policy, a prompt
     bandit (with the choice-scoring rule it was trained with) and a calibration (``kgwise calibrate``) for
-    answer sets; and/or a Coke router state file (``kgwise route init``), updated in place; and/or a UAG
-    calibration (``kgwise uag calibrate``) with its KG (default: the one it names) and LLM (default: the
-    one it used).
+    answer sets; and/or a UAG calibration (``kgwise uag calibrate``) with its KG (default: the one it names)
+    and LLM (default: the one it used).
 
     Exposure and load: ``api_keys`` (none: no authentication; ``kgwise serve`` refuses a non-loopback
     host without them), ``allowed_hosts`` (Host headers accepted; ``*``: any), ``cors_origins`` (none: no
     CORS), ``max_body_bytes``; ``queue_limit`` requests may wait for the LLM (more get 429),
-    ``request_timeout_s`` per request; ``torch_threads`` for the question encoder. Routing:
-    ``pending_ttl_s`` (decisions expire), ``route_max_costs`` (the service's per-arm cost bounds, capping
-    the clients'), ``allow_overrun`` (record feedback costs above their bound instead of refusing them)."""
+    ``request_timeout_s`` per request; ``torch_threads`` for the question encoder."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -71,8 +67,6 @@ class ServerSettings(BaseModel):
     scoring: str | None = None
     calibration: Path | None = None
     allow_calibration_mismatch: bool = False
-    router: Path | None = None
-    router_save_every_s: float = Field(default=30.0, gt=0.0)
     uag: Path | None = None
     uag_kg: str | None = None
     uag_llm: str | None = None
@@ -84,9 +78,6 @@ class ServerSettings(BaseModel):
     pipeline_workers: int = Field(default=4, ge=1)
     request_timeout_s: float = Field(default=120.0, gt=0.0)
     torch_threads: int | None = Field(default=1, ge=1)
-    pending_ttl_s: float | None = Field(default=3600.0, gt=0.0)
-    route_max_costs: tuple[float, ...] | None = None
-    allow_overrun: bool = False
 
 
 class AnswerRequest(BaseModel):
@@ -109,21 +100,11 @@ def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = No
     graph); ``pipelines`` (by name, or a :class:`PipelineHub` naming the pipelines' own error classes) are
     served through the OpenAI-compatible API and the web page. Raises ``ConfigError`` when there is
     nothing to serve."""
-    if (injector is None and settings.kg is None and settings.router is None and settings.uag is None
-            and not pipelines):
-        raise ConfigError("nothing to serve: give a graph (--kg), a router state file (--router), a UAG "
-                          "calibration (--uag) and/or a pipeline (--config)")
+    if injector is None and settings.kg is None and settings.uag is None and not pipelines:
+        raise ConfigError("nothing to serve: give a graph (--kg), a UAG calibration (--uag) and/or a "
+                          "pipeline (--config)")
     if settings.torch_threads is not None:
         _torch_threads(settings.torch_threads)
-    routing = None
-    if settings.router is not None:
-        from kgwise.embed import MiniLM
-
-        encoder = MiniLM()
-        routing = RoutingService(settings.router, lambda text: encoder.encode([text])[0], encoder.dim,
-                                 save_every_s=settings.router_save_every_s,
-                                 pending_ttl_s=settings.pending_ttl_s, max_costs=settings.route_max_costs,
-                                 allow_overrun=settings.allow_overrun)
     # the router's work is a millisecond under its own lock: 8 threads keep the pairs flowing (2 halved them)
     gates = {"router": ModelGate("router", 8, 64, settings.request_timeout_s),
              "kg": ModelGate("kg", 2, 64, settings.request_timeout_s),
@@ -132,10 +113,8 @@ def create_app(settings: ServerSettings, injector: KnowledgeInjector | None = No
              "pipeline": ModelGate("pipeline", settings.pipeline_workers, settings.queue_limit,
                                    settings.request_timeout_s)}
     try:
-        return _app(settings, injector, routing, gates, pipelines)
+        return _app(settings, injector, gates, pipelines)
     except BaseException:
-        if routing is not None:
-            routing.close()  # the state file is free again
         for gate in gates.values():
             gate.close()
         raise
@@ -153,10 +132,9 @@ def _torch_threads(n: int) -> None:
         os.environ.setdefault("OMP_NUM_THREADS", str(n))
 
 
-def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: RoutingService | None,
-         gates: dict[str, ModelGate], pipelines: Mapping[str, PipelineLike] | PipelineHub | None = None
-         ) -> FastAPI:
-    """The application over an open ``routing`` service (closed when the application stops)."""
+def _app(settings: ServerSettings, injector: KnowledgeInjector | None, gates: dict[str, ModelGate],
+         pipelines: Mapping[str, PipelineLike] | PipelineHub | None = None) -> FastAPI:
+    """The application (its gates closed when it stops)."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -167,8 +145,6 @@ def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: 
         yield
         for gate in gates.values():
             gate.close()
-        if routing is not None:
-            routing.close()  # stops the saving thread and writes what changed since its last write
 
     app = FastAPI(title="kgwise", summary="Knowledge-graph-grounded question answering with LLMs",
                   lifespan=lifespan, docs_url=None, redoc_url=None)
@@ -176,8 +152,11 @@ def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: 
     install_docs(app)  # offline /docs and /redoc (packaged assets)
     install_web(app)  # the page at /
     if pipelines:
-        app.include_router(openai_api(pipelines if isinstance(pipelines, PipelineHub)
-                                      else PipelineHub(pipelines), gates["pipeline"]))
+        hub = pipelines if isinstance(pipelines, PipelineHub) else PipelineHub(pipelines)
+        app.include_router(openai_api(hub, gates["pipeline"]))
+        routers = {n: s.pipeline for n, s in hub.served.items() if isinstance(s.pipeline, ExternalRouter)}
+        if routers:
+            app.include_router(routing_api(routers, gates["router"]))
     app.add_middleware(Guard, api_keys=settings.api_keys, max_body_bytes=settings.max_body_bytes)
     if settings.cors_origins:  # outside the guard: a browser's preflight carries no key
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
@@ -185,8 +164,6 @@ def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: 
     if settings.allowed_hosts != ("*",):
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(settings.allowed_hosts))
 
-    if routing is not None:
-        app.include_router(routing_api(routing, gates["router"]))
     answer_sets = None
     if settings.uag is not None:
         answer_sets = AnswerSetService(settings.uag, settings.uag_kg, settings.uag_llm,
@@ -199,8 +176,8 @@ def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: 
     if injector is None and settings.kg is None:
         @app.get("/health")
         async def partial_health() -> dict[str, Any]:
-            return {"status": "ok", "router": routing.status() if routing is not None else None,
-                    "uag": answer_sets.status() if answer_sets is not None else None, "load": load()}
+            return {"status": "ok", "uag": answer_sets.status() if answer_sets is not None else None,
+                    "load": load()}
 
         return app
     knowgpt = (KnowGPTApp(injector, settings.calibration, settings.policy, settings.bandit,
@@ -229,7 +206,6 @@ def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: 
             "bandit": inj.bandit is not None,
             "calibrated": knowgpt.calibrated,
             "calibration_mismatch": list(knowgpt.mismatch),
-            "router": routing.status() if routing is not None else None,
             "uag": answer_sets.status() if answer_sets is not None else None,
             "load": load(),
         }

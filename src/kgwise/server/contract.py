@@ -9,7 +9,7 @@ protocols only, so the server reads exactly these attributes and nothing else of
 - ``PipelineLike.status() -> StatusLike``: spend against budget, per-arm figures, pending decisions.
 
 Errors the pipeline raises are mapped to HTTP statuses in :mod:`kgwise.server.openai_api`
-(``UnknownDecisionLike``: 404; ``BudgetExhaustedLike``: 429; any other ``KgwiseError``: 400).
+(``UnknownDecisionLike``: 404; ``BudgetExceededError``: 429; any other ``KgwiseError``: 400).
 """
 
 from __future__ import annotations

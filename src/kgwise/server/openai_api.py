@@ -45,9 +45,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
 
+from kgwise.app import BudgetExceededError, UnknownDecisionError
 from kgwise.errors import InputTooLongError, KgwiseError, ServiceError
-from kgwise.route.coke import BudgetExceededError
-from kgwise.route.service import UnknownDecisionError
 from kgwise.server.backpressure import ModelGate
 from kgwise.server.contract import PipelineLike, ResultLike, StatusLike
 from kgwise.server.explain import (

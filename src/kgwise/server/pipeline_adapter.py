@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from kgwise.app.external import Decision, Settlement
 from kgwise.app.pipeline import (
-    BudgetExhaustedError,
+    BudgetExceededError,
     Pipeline,
     PipelineResult,
+    PipelineStatus,
     StateReadOnlyError,
     UnknownDecisionError,
 )
@@ -178,6 +180,19 @@ class ServedPipeline:
         return ServedStatus(st.budget, st.spent, arms, pending, st.alpha if st.calibrated else None,
                             st.pinned)
 
+    def route(self, question: str, costs: Mapping[str, float] | None = None) -> Decision:
+        return self.pipeline.route(question, costs)
+
+    def settle(self, decision: str, correct: float, cost: float, observed: Mapping[str, float] | None = None
+               ) -> Settlement:
+        return self.pipeline.settle(decision, correct, cost, observed)
+
+    def cancel(self, decision: str) -> Settlement:
+        return self.pipeline.cancel(decision)
+
+    def pipeline_status(self) -> PipelineStatus:
+        return self.pipeline.status()
+
     def close(self) -> None:
         self.pipeline.close()
 
@@ -186,4 +201,4 @@ def pipeline_hub(pipelines: dict[str, ServedPipeline]) -> PipelineHub:
     """A hub over served pipelines that maps their unknown-decision (404), budget (429) and read-only
     state (503) errors."""
     return PipelineHub(pipelines, unknown_decision=(UnknownDecisionError,),
-                       budget_exhausted=(BudgetExhaustedError,), read_only=(StateReadOnlyError,))
+                       budget_exhausted=(BudgetExceededError,), read_only=(StateReadOnlyError,))

@@ -1,40 +1,58 @@
-"""Coke over HTTP: ``POST /v1/route`` picks an arm for a question within the budget, ``POST
-/v1/route/feedback`` reports what the chosen arm got right and what it really cost, ``POST
-/v1/route/cancel`` calls off a decision whose arm will not be run (the service behind them:
-:class:`kgwise.route.service.RoutingService`). Each runs on the router's :class:`ModelGate` (the question
-encoder's threads)."""
+"""External routing over HTTP, a view of the served pipeline's :meth:`~kgwise.app.Pipeline.route`,
+:meth:`~kgwise.app.Pipeline.settle` and :meth:`~kgwise.app.Pipeline.cancel` (:mod:`kgwise.app.external`):
+``POST /v1/route`` picks an external arm for a question within the pipeline's budget (429 when none fits),
+``POST /v1/route/feedback`` reports what the arm got right and what it really cost (422 above the
+decision's bound, 404 for a decision that does not wait), ``POST /v1/route/cancel`` calls off a decision
+whose arm will not be run, ``GET /v1/route/status`` is the pipeline's status. ``model`` names the pipeline
+when the server holds several. Each runs on the router's :class:`ModelGate` (the question encoder's
+threads)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Mapping
+from typing import Annotated, Any, Protocol, runtime_checkable
 
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from kgwise.route.service import RoutingService, UnknownDecisionError
+from kgwise.app import BudgetExceededError, Decision, PipelineStatus, Settlement, UnknownDecisionError
 from kgwise.server.backpressure import ModelGate
 from kgwise.server.limits import MAX_ID, Ident, Money, QuestionText, Unit
 
-__all__ = ["CancelRequest", "FeedbackRequest", "RouteRequest", "routing_api"]
+__all__ = ["CancelRequest", "ExternalRouter", "FeedbackRequest", "RouteRequest", "routing_api"]
 
 _DECISION = Field(min_length=1, max_length=64)
 
 
+@runtime_checkable
+class ExternalRouter(Protocol):
+    """What these routes call: the pipeline's external routing and its status."""
+
+    def route(self, question: str, costs: Mapping[str, float] | None = None) -> Decision: ...
+
+    def settle(self, decision: str, correct: float, cost: float,
+               observed: Mapping[str, float] | None = None) -> Settlement: ...
+
+    def cancel(self, decision: str) -> Settlement: ...
+
+    def pipeline_status(self) -> PipelineStatus: ...
+
+
 class RouteRequest(BaseModel):
-    """A question and, per arm (by name, or in the router's arm order), an upper bound on what answering it
-    would cost (capped by the service's own bounds; omitted: the service's bounds)."""
+    """A question and, per external arm by name, a bound on what answering it may cost below the arm's
+    price (omitted: its price)."""
 
     model_config = ConfigDict(extra="forbid")
 
     question: QuestionText
-    costs: (Annotated[list[Money], Field(min_length=1, max_length=MAX_ID)]
-            | Annotated[dict[Ident, Money], Field(min_length=1, max_length=MAX_ID)] | None) = None
+    costs: Annotated[dict[Ident, Money], Field(min_length=1, max_length=MAX_ID)] | None = None
+    model: Ident | None = None
 
 
 class FeedbackRequest(BaseModel):
     """The outcome of a decision: ``reward`` 1 = right, 0 = wrong (or a grade in between); ``cost`` as
-    really spent (at most the decision's bound); ``observed``: the rewards of other arms that answered the
-    same question at no cost (a free KG model run on every question), by arm name."""
+    really spent (at most the decision's bound); ``observed``: the grades of other external arms that
+    answered the same question, learnt at no cost to the budget."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -42,6 +60,7 @@ class FeedbackRequest(BaseModel):
     reward: Unit
     cost: Money
     observed: dict[Ident, Unit] = Field(default_factory=dict, max_length=MAX_ID)
+    model: Ident | None = None
 
 
 class CancelRequest(BaseModel):
@@ -50,31 +69,53 @@ class CancelRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     decision: Ident = _DECISION
+    model: Ident | None = None
 
 
-def routing_api(service: RoutingService, gate: ModelGate) -> APIRouter:
-    """The ``/v1/route`` routes over ``service``."""
+def routing_api(routers: Mapping[str, ExternalRouter], gate: ModelGate) -> APIRouter:
+    """The ``/v1/route`` routes over the served pipelines ``routers`` (by name)."""
     api = APIRouter()
+
+    def pick(model: str | None) -> ExternalRouter:
+        if model is None and len(routers) == 1:
+            return next(iter(routers.values()))
+        if model is None or model not in routers:
+            raise HTTPException(404, f"model: {'give' if model is None else 'no'} pipeline name "
+                                f"({', '.join(routers)})")
+        return routers[model]
 
     @api.post("/v1/route")
     async def route(req: RouteRequest, request: Request) -> dict[str, Any]:
-        """The arm to ask (``arm`` is null when none is affordable: no feedback is then expected)."""
-        return await gate.run(request, service.route, req.question, req.costs)
+        """The external arm to ask, its decision id and the cost bound it holds."""
+        try:
+            decision = await gate.run(request, pick(req.model).route, req.question, req.costs)
+        except BudgetExceededError as exc:
+            raise HTTPException(status_code=429, detail=str(exc)) from exc
+        return decision.to_dict()
 
     @api.post("/v1/route/feedback")
     async def feedback(req: FeedbackRequest, request: Request) -> dict[str, Any]:
-        """Learn from the outcome of a decision (once per decision)."""
+        """Pay a decision's cost and learn its outcome (once per decision)."""
         try:
-            return await gate.run(request, service.feedback, req.decision, req.reward, req.cost, req.observed)
+            out = await gate.run(request, pick(req.model).settle, req.decision, req.reward, req.cost,
+                                 req.observed)
         except UnknownDecisionError as exc:
             raise HTTPException(status_code=404, detail=str(exc)) from exc
+        return out.to_dict()
 
     @api.post("/v1/route/cancel")
     async def cancel(req: CancelRequest, request: Request) -> dict[str, Any]:
         """Call off a waiting decision: its cost bound returns to the budget."""
         try:
-            return await gate.run(request, service.cancel, req.decision)
+            out = await gate.run(request, pick(req.model).cancel, req.decision)
         except UnknownDecisionError as exc:
             raise HTTPException(status_code=404, detail=str(exc)) from exc
+        return out.to_dict()
+
+    @api.get("/v1/route/status")
+    async def status(request: Request, model: str | None = None) -> dict[str, Any]:
+        """Budget, spending, held bounds, decisions waiting and per-arm figures."""
+        out = await gate.run(request, pick(model).pipeline_status)
+        return out.to_dict()
 
     return api

@@ -2,17 +2,18 @@
 
 The benchmark starts the server itself (a child process on 127.0.0.1, a free port, with its own empty
 cache folder, so no answer or embedding comes from an earlier run), so it can read the server's resident
-memory; then, per endpoint and concurrency, it sends a fixed number of requests (and
-stops early at a time limit): ``/v1/subgraph``; ``/v1/route`` + ``/v1/route/feedback`` pairs (feedback
-cost = the bound the decision holds) on questions whose embeddings were computed in a warm-up pass;
-``/v1/answer`` with the local LLM, while ``/health`` is polled to time it under full answer load. Each
+memory; then, per endpoint and concurrency, it sends a fixed number of requests (and stops early at a time
+limit): ``/v1/subgraph``; ``/v1/answer`` with the local LLM, while ``/health`` is polled to time it under
+full answer load. Each
 phase reports throughput, p50/p99 latency, the status codes, transport errors, the server's RSS before
 and after, and what a client over the queue limit got (status, ``Retry-After``, message).
 
 :func:`run_chat_benchmark` does the same for ``POST /v1/chat/completions`` on a second server, ``kgwise
 serve --config`` over a pipeline whose arms replay recorded answers (no model time): the cost of the
 OpenAI-compatible door, grounding, routing and recording per question; the issue's targets are ≥ 100
-requests/s at concurrency 8 and p99 ≤ 100 ms.
+requests/s at concurrency 8 and p99 ≤ 100 ms. The same pipeline has three external arms
+(:data:`EXTERNAL_ARMS`): on it, ``/v1/route`` + ``/v1/route/feedback`` pairs (feedback cost = the bound the
+decision holds) time external routing through the pipeline's router, budget and journal.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ import numpy as np
 from kgwise.errors import ConfigError
 from kgwise.eval.bench.net import free_port, stop_process
 
-__all__ = ["REPLAY_ARMS", "PhaseResult", "ServeBenchConfig", "run_chat_benchmark", "run_serve_benchmark"]
+__all__ = ["EXTERNAL_ARMS", "REPLAY_ARMS", "PhaseResult", "ServeBenchConfig", "run_chat_benchmark",
+           "run_serve_benchmark"]
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,6 @@ class ServeBenchConfig:
     questions: int = 300
     queue: int = 4
     llm: str = "smollm2-135m"
-    save_every_s: float = 30.0
     chat_requests: int = 1000
 
 
@@ -164,32 +165,20 @@ def _phase(endpoint: str, conc: int, server: _Server, before: float, statuses: l
 def run_serve_benchmark(kg: Path, questions: Sequence[tuple[str, list[str]]], cfg: ServeBenchConfig,
                         workdir: Path | None = None,
                         progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
-    """Start ``kgwise serve`` over ``kg`` (a graph file) with a fresh router and the local LLM, load it
-    as :class:`ServeBenchConfig` says, stop it; the report (phases, RSS, settings, machine load)."""
+    """Start ``kgwise serve`` over ``kg`` (a graph file) with the local LLM, load it as
+    :class:`ServeBenchConfig` says, stop it; the report (phases, RSS, settings, machine load)."""
     if not questions:
         raise ConfigError("bench serve needs questions")
     work = workdir or Path(tempfile.mkdtemp(prefix="kgwise-bench-serve-"))
     work.mkdir(parents=True, exist_ok=True)
-    router = work / "router.json"
-    _write_router(router)
-    server = _Server(["--kg", str(kg), "--llm", cfg.llm, "--router", str(router), "--queue", str(cfg.queue),
-                      "--router-save-every", str(cfg.save_every_s)], work / "server.log", work / "cache")
+    server = _Server(["--kg", str(kg), "--llm", cfg.llm, "--queue", str(cfg.queue)], work / "server.log",
+                     work / "cache")
     try:
         server.wait_ready()
         return asyncio.run(_bench(server, questions[: cfg.questions], cfg, progress)) | {
             "settings": asdict(cfg), "kg": str(kg), "load_average": os.getloadavg(), "cpus": os.cpu_count()}
     finally:
         server.stop()
-
-
-def _write_router(path: Path) -> None:
-    """A three-arm router with a budget no load here can spend, and its own cost bounds."""
-    from kgwise.route.arms import ArmSpec
-    from kgwise.route.coke import CokeRouter
-
-    r = CokeRouter([ArmSpec("gnn", "KGM", 0.7), ArmSpec("small", "LLM"), ArmSpec("big", "LLM", 0.9)], 384,
-                   budget=1e9)
-    path.write_text(json.dumps({**r.state_dict(), "pending": [], "max_costs": [0.0, 0.01, 0.1]}))
 
 
 async def _bench(server: _Server, questions: Sequence[tuple[str, list[str]]], cfg: ServeBenchConfig,
@@ -211,28 +200,12 @@ async def _bench(server: _Server, questions: Sequence[tuple[str, list[str]]], cf
             status, took, _ = await post("/v1/subgraph", {"question": q, "choices": choices})
             return status, took
 
-        async def pair(i: int) -> tuple[int, float]:
-            q, _ = questions[i % len(questions)]
-            t0 = time.perf_counter()
-            status, _, res = await post("/v1/route", {"question": q})
-            if status != 200:
-                return status, time.perf_counter() - t0
-            d = res.json()
-            if d["decision"] is None:
-                return 299, time.perf_counter() - t0  # no arm affordable: not expected with this budget
-            status, _, _ = await post("/v1/route/feedback", {"decision": d["decision"], "reward": i % 2,
-                                                             "cost": d["bound"]})
-            return status, time.perf_counter() - t0
-
-        progress("warm-up: embedding the questions once (the route phases use cached embeddings)")
-        await _drive(len(questions), 2, time.monotonic() + 600, pair)
         for conc in cfg.concurrency:
-            for name, fn in (("/v1/subgraph", subgraph), ("/v1/route+feedback", pair)):
-                before = server.rss()
-                res = await _drive(cfg.requests, conc, time.monotonic() + cfg.phase_s, fn)
-                out["phases"].append(asdict(_phase(name, conc, server, before, *res)))
-                progress(f"{name} at concurrency {conc}: {out['phases'][-1]['throughput_per_s']}/s")
-        out["rss_after_subgraph_and_route_mb"] = server.rss()
+            before = server.rss()
+            res = await _drive(cfg.requests, conc, time.monotonic() + cfg.phase_s, subgraph)
+            out["phases"].append(asdict(_phase("/v1/subgraph", conc, server, before, *res)))
+            progress(f"/v1/subgraph at concurrency {conc}: {out['phases'][-1]['throughput_per_s']}/s")
+        out["rss_after_subgraph_mb"] = server.rss()
         for conc in cfg.concurrency:
             n = cfg.answer_requests if conc > 1 else max(2, cfg.answer_requests // 8)
             phase = await _answer_phase(client, server, questions, conc, n, cfg.phase_s)
@@ -241,8 +214,7 @@ async def _bench(server: _Server, questions: Sequence[tuple[str, list[str]]], cf
                      f"{phase.health['p99_ms'] if phase.health else None} ms")
         out["health_at_end"] = (await client.get("/health")).json().get("load")
     out["rss_end_mb"] = server.rss()
-    out["requests_sent"] = sum(p["units"] * (2 if p["endpoint"] == "/v1/route+feedback" else 1)
-                               for p in out["phases"])
+    out["requests_sent"] = sum(p["units"] for p in out["phases"])
     return out
 
 
@@ -293,12 +265,17 @@ async def _answer_phase(client: Any, server: _Server, questions: Sequence[tuple[
 
 # two recordings that cover every WebQSP question (train and test), at their list prices
 REPLAY_ARMS = (("chatgpt", "replay:chatgpt"), ("davinci-003", "replay:text-davinci-003"))
+# external arms (the caller runs them): name, cluster, price (the cost bound a decision holds)
+EXTERNAL_ARMS = (("gnn", "KGM", 0.0), ("small", "LLM", 0.01), ("big", "LLM", 0.1))
 
 
 def _write_replay_config(path: Path, kg: Path) -> None:
-    """A pipeline over ``kg`` whose arms replay recorded answers, with a budget no load here can spend."""
+    """A pipeline over ``kg`` whose arms replay recorded answers, beside :data:`EXTERNAL_ARMS`, with a budget
+    no load here can spend."""
     arms = "".join(f'\n[[arms]]\nname = "{name}"\nkind = "llm"\nspec = "{spec}"\ncluster = "LLM"\n'
                    for name, spec in REPLAY_ARMS)
+    arms += "".join(f'\n[[arms]]\nname = "{name}"\nkind = "external"\ncluster = "{cluster}"\n'
+                    f'price = {price}\n' for name, cluster, price in EXTERNAL_ARMS)
     path.write_text(f'[kg]\ngraph = {json.dumps(str(kg.resolve()))}\n{arms}\n[router]\nbudget_usd = 1e9\n',
                     encoding="utf-8")
 
@@ -343,6 +320,16 @@ async def _chat(server: _Server, questions: Sequence[str], cfg: ServeBenchConfig
                 return 298, took  # an empty answer counts as a failure
             return res.status_code, took
 
+        async def pair(i: int) -> tuple[int, float]:
+            t0 = time.perf_counter()
+            res = await client.post("/v1/route", json={"question": questions[i % len(questions)]})
+            if res.status_code != 200:
+                return res.status_code, time.perf_counter() - t0
+            d = res.json()
+            fb = await client.post("/v1/route/feedback", json={"decision": d["decision"], "reward": i % 2,
+                                                                "cost": d["bound"]})
+            return fb.status_code, time.perf_counter() - t0
+
         progress("warm-up: one chat completion per question (embeddings cached)")
         await _drive(len(questions), 2, time.monotonic() + 600, chat)
         for conc in cfg.concurrency:
@@ -352,5 +339,10 @@ async def _chat(server: _Server, questions: Sequence[str], cfg: ServeBenchConfig
             last = out["phases"][-1]
             progress(f"/v1/chat/completions at concurrency {conc}: {last['throughput_per_s']}/s, "
                      f"p99 {last['p99_ms']} ms")
+        for conc in cfg.concurrency:  # external routing on the same pipeline (its router and budget)
+            before = server.rss()
+            res = await _drive(cfg.requests, conc, time.monotonic() + cfg.phase_s, pair)
+            out["phases"].append(asdict(_phase("/v1/route+feedback", conc, server, before, *res)))
+            progress(f"/v1/route+feedback at concurrency {conc}: {out['phases'][-1]['throughput_per_s']}/s")
     out["rss_end_mb"] = server.rss()
     return out

@@ -15,7 +15,7 @@ from kgwise.llm.prices import PriceTable, default_prices
 __all__ = ["ArmLine", "webqsp_graded_log"]
 
 ArmLine = tuple[str, str, float]
-"""An arm as ``route init --arm`` / ``eval route --arm`` take it: name, cluster, reported accuracy."""
+"""An arm as ``eval route --arm`` takes it: name, cluster, reported accuracy."""
 
 
 def webqsp_graded_log(data: Path, arms: Sequence[str] = MAIN_ARMS, prices: PriceTable | None = None
