@@ -121,10 +121,12 @@ def test_a_router_file_of_the_previous_version_is_refused_by_serve(tmp_path: Pat
     assert res.exit_code == 2 and "neither read nor migrated" in " ".join(res.output.split())
 
 
-def test_one_budget_for_the_arms_kgwise_runs_and_the_external_ones(tmp_path: Path, data_dir: Path) -> None:
+def test_one_budget_for_the_arms_kgwise_runs_and_the_external_ones(tmp_path: Path, data_dir: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """One pipeline, one router, one budget: a chat completion answered by an arm kgwise runs (ChatGPT's
     recorded WebQSP answers, priced at its list price) and an external decision the caller settles spend
     the same budget, and /v1/status and /v1/route/status agree on it."""
+    monkeypatch.setenv("KGWISE_CACHE", str(tmp_path / "cache"))  # a cached response would cost nothing
     import kgwise.eval.recorded  # noqa: F401  registers the recordings as replay:NAME models
     from kgwise.datasets import load
     from kgwise.server.pipeline_adapter import ServedPipeline

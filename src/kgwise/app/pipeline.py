@@ -603,10 +603,12 @@ class Pipeline:
         notes = [why] if why else []
         if arm in self.prompt_problems:
             notes.append(f"arm {arm!r}: {self.prompt_problems[arm]}")
-        if cost > bounds[arm]:
+        if cost > bounds[arm] and not runner.config.cost_from_usage:
             notes.append(f"reported usage costs {cost:g}, above the arm's bound {bounds[arm]:g} (its usage "
                          "bound at its price): charged at the bound")
             cost = bounds[arm]
+        elif cost > bounds[arm]:  # a recorded arm's cost is the recording's, which bounds no call before it
+            notes.append(f"cost {cost:g} (as recorded) above its bound {bounds[arm]:g}")
         label: str | None = None
         answer_text = output.prediction
         entities: tuple[str, ...] = ()
