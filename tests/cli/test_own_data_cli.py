@@ -173,10 +173,10 @@ def test_own_questions_need_their_kg_and_say_so(own: dict[str, Path], tmp_path: 
     cases = [
         (["eval", "knowgpt", "--questions", q], "--questions needs --kg"),
         (["eval", "knowgpt", "--dataset", "obqa", "--kg", kg], "--kg go with --questions"),
-        (["kgm", "train", "--questions", q, "--out", str(tmp_path / "m.pt")], "--questions needs --kg"),
-        (["kgm", "train", "--questions", q, "--kg", kg, "--reserve", "0:2", "--out", str(tmp_path / "m.pt")],
+        (["kg", "model", "train", "--questions", q, "--out", str(tmp_path / "m.pt")], "--questions needs --kg"),
+        (["kg", "model", "train", "--questions", q, "--kg", kg, "--reserve", "0:2", "--out", str(tmp_path / "m.pt")],
          "--reserve goes with --dataset"),
-        (["kgm", "train", "--dataset", "csqa", "--reserve", "4-8", "--out", str(tmp_path / "m.pt")],
+        (["kg", "model", "train", "--dataset", "csqa", "--reserve", "4-8", "--out", str(tmp_path / "m.pt")],
          "--reserve must be START:STOP (two whole numbers), got '4-8'"),
         (["eval", "route-live", "--questions", q, "--arm", "smollm2-135m+kg"], "needs --kg GRAPH"),
         (["calibrate", "--questions", q, "--dataset", "csqa", "--kg", kg, "--out", str(tmp_path / "c.json")],
@@ -285,7 +285,7 @@ def test_eval_knowgpt_on_own_questions(own: dict[str, Path], tmp_path: Path) -> 
 @pytest.mark.slow
 def test_kgm_train_eval_and_answer_on_own_kg(own: dict[str, Path], tmp_path: Path) -> None:
     model = tmp_path / "kgm.pt"
-    res = runner.invoke(app, ["kgm", "train", "--questions", str(own["mcq"]), "--kg", str(own["kg"]),
+    res = runner.invoke(app, ["kg", "model", "train", "--questions", str(own["mcq"]), "--kg", str(own["kg"]),
                               "--epochs", "2", "--out", str(model), "--json", str(tmp_path / "t.json")])
     assert res.exit_code == 0, res.output
     assert "training: 2 epochs × 1 batches at most, 2 steps; the first 1 took" in said(res), said(res)

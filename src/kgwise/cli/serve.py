@@ -8,62 +8,19 @@ from typing import Annotated
 import typer
 
 from kgwise.cli.apps import app
-from kgwise.cli.common import BanditOption, PolicyOption, ScoringOption, friendly_errors
-from kgwise.errors import ConfigError
-from kgwise.kg.sources import GRAPH_FILE_HELP, GRAPH_SPEC_HELP
+from kgwise.cli.common import friendly_errors
 
 
 @app.command("serve")
 @friendly_errors
 def serve(
-    config: Annotated[Path | None, typer.Option(
+    config: Annotated[Path, typer.Option(
         "--config", exists=True, dir_okay=False, help="A kgwise.toml: serves its Pipeline through the "
-        "OpenAI-compatible API (/v1/chat/completions, /v1/models, /v1/feedback, …) and the web page at /; "
-        "combines with the other options.")] = None,
+        "OpenAI-compatible API (/v1/chat/completions, /v1/models, /v1/feedback, /v1/status), its KG "
+        "evidence (/v1/evidence) and the web page at /.")],
     state: Annotated[Path | None, typer.Option(
         "--state", file_okay=False, help="The pipeline's state directory (default: .kgwise-state/ beside "
         "--config).")] = None,
-    kg: Annotated[Path | None, typer.Option("--kg", help="The graph file ("
-                                            + GRAPH_FILE_HELP + "): "
-                                            "serves /v1/answer and /v1/subgraph.")] = None,
-    llm: Annotated[str, typer.Option("--llm", help="LLM spec, e.g. gemma3-270m.")] = "smollm2-135m",
-    policy: PolicyOption = None,
-    bandit: BanditOption = None,
-    scoring: ScoringOption = None,
-    calibration: Annotated[Path | None, typer.Option(
-        "--calibration", help="`kgwise calibrate` output: answers carry a prediction_set.")] = None,
-    allow_calibration_mismatch: Annotated[bool, typer.Option(
-        "--allow-calibration-mismatch", help="Serve calibrated sets (--calibration, --uag) even for another "
-        "KG, LLM, combination, scoring, policy or bandit than they were made with (marked guaranteed: "
-        "false).")] = False,
-    router: Annotated[Path | None, typer.Option(
-        "--router", help="`kgwise route init` output: serves /v1/route and /v1/route/feedback, updated "
-                         "in place (see --router-save-every).")] = None,
-    router_save_every: Annotated[float, typer.Option(
-        min=0.1, help="Seconds between writes of the router's state and waiting decisions after a change; "
-                      "a crash loses at most this much learning and spending, plus the time of one write "
-                      "(routing goes on while it is written).")] = 30.0,
-    uag: Annotated[Path | None, typer.Option(
-        "--uag", help="`kgwise uag calibrate` output: serves /v1/answer-set.")] = None,
-    uag_kg: Annotated[str | None, typer.Option(
-        "--uag-kg", help="KG for /v1/answer-set (default: the one the calibration names): "
-        + GRAPH_SPEC_HELP + ".")] = None,
-    uag_llm: Annotated[str | None, typer.Option(
-        "--uag-llm", help="LLM for /v1/answer-set (default: the one the calibration used).")] = None,
-    route_max_cost: Annotated[list[str] | None, typer.Option(
-        "--route-max-cost", help="ARM=COST: the most a decision of ARM may hold; clients' cost bounds are "
-        "capped by it and may be left out (default: the bounds the router file holds, `route init "
-        "--max-cost`); repeat per arm.")] = None,
-    route_max_tokens: Annotated[str | None, typer.Option(
-        "--route-max-tokens", help="IN,OUT: bound every arm named like a model of the price table by its "
-        "price for a call of IN prompt and OUT completion tokens (--route-max-cost names the others).",
-        show_default=False)] = None,
-    pending_ttl: Annotated[float, typer.Option(
-        min=0.0, help="Seconds a routing decision waits for its feedback before it expires and its cost "
-        "bound returns to the budget (0: never).")] = 3600.0,
-    allow_overrun: Annotated[bool, typer.Option(
-        "--allow-overrun", help="Record a feedback cost above its decision's bound (the budget may then be "
-        "exceeded) instead of refusing it with 422.")] = False,
     host: Annotated[str, typer.Option(help="Address to listen on (beyond loopback only with API keys or "
                                       "--insecure).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8000,
@@ -82,16 +39,15 @@ def serve(
     max_body: Annotated[int, typer.Option(min=1000, help="Largest request body, in bytes (larger: 413).")
                         ] = 1_000_000,
     queue: Annotated[int, typer.Option(
-        min=0, help="Requests that may wait for the LLM (/v1/answer, /v1/answer-set) while it works; more "
-        "get 429 with Retry-After.")] = 8,
+        min=0, help="Evidence requests that may wait while others are extracted; more get 429 with "
+        "Retry-After.")] = 8,
     request_timeout: Annotated[float, typer.Option(
         min=1.0, help="Seconds a request may wait and run in all (then 503).")] = 120.0,
     torch_threads: Annotated[int, typer.Option(
         min=1, help="torch threads of the question encoder (1 serves concurrent requests fastest).")] = 1,
 ) -> None:
-    """Serve over HTTP: GET /health; KnowGPT at POST /v1/answer and /v1/subgraph; Coke routing at POST
-    /v1/route, /v1/route/feedback and /v1/route/cancel; UAG answer sets at POST /v1/answer-set (OpenAPI
-    docs at /docs)."""
+    """Serve the pipeline of --config over HTTP: GET /health, the OpenAI-compatible API, POST /v1/evidence
+    and the web page (OpenAPI docs at /docs)."""
     import uvicorn
 
     from kgwise.server import ServerSettings, create_app
@@ -101,42 +57,16 @@ def serve(
         keys_from_environment,
         load_api_keys,
     )
+    from kgwise.server.pipeline_adapter import ServedPipeline, pipeline_hub
 
     keys = load_api_keys(api_key_file, keys_from_environment())
     check_exposure(host, keys, insecure)
-    max_costs = _max_costs(router, route_max_cost or [], route_max_tokens)
-    if state is not None and config is None:
-        raise ConfigError("--state needs --config")
-    settings = ServerSettings(kg=kg, llm=llm, policy=policy, bandit=bandit, scoring=scoring,
-                              calibration=calibration, allow_calibration_mismatch=allow_calibration_mismatch,
-                              router=router, router_save_every_s=router_save_every, uag=uag, uag_kg=uag_kg,
-                              uag_llm=uag_llm, api_keys=keys,
-                              allowed_hosts=tuple(allowed_host or default_allowed_hosts(host)),
+    settings = ServerSettings(api_keys=keys, allowed_hosts=tuple(allowed_host or default_allowed_hosts(host)),
                               cors_origins=tuple(cors_origin or ()), max_body_bytes=max_body,
                               queue_limit=queue, request_timeout_s=request_timeout,
-                              torch_threads=torch_threads,
-                              pending_ttl_s=pending_ttl or None, route_max_costs=max_costs,
-                              allow_overrun=allow_overrun)
-    if config is None:
-        uvicorn.run(create_app(settings), host=host, port=port)
-        return
-    from kgwise.server.pipeline_adapter import ServedPipeline, pipeline_hub
-
+                              torch_threads=torch_threads)
     served = ServedPipeline.from_config(config, state)
     try:
-        uvicorn.run(create_app(settings, pipelines=pipeline_hub({"kgwise": served})), host=host, port=port)
+        uvicorn.run(create_app(settings, pipeline_hub({"kgwise": served})), host=host, port=port)
     finally:
         served.close()  # writes the state and releases the directory
-
-
-def _max_costs(router: Path | None, specs: list[str], max_tokens: str | None) -> tuple[float, ...] | None:
-    """``--route-max-cost``/``--route-max-tokens`` as per-arm bounds in the router's order."""
-    if not specs and max_tokens is None:
-        return None
-    if router is None:
-        raise ConfigError("--route-max-cost and --route-max-tokens need --router")
-    from kgwise.cli.route import service_bounds
-    from kgwise.route.service import read_status
-
-    bounds = service_bounds(specs, max_tokens, read_status(router)["arms"], option="--route-max-cost")
-    return None if bounds is None else tuple(bounds)
