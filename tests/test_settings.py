@@ -102,6 +102,6 @@ def test_route_init_takes_coke_from_the_file_and_lambda_from_the_option(tmp_path
 
 def test_kgm_train_refuses_sizes_the_data_sets_before_any_work(tmp_path: Path) -> None:
     path = write(tmp_path, "[kgm_model]\nnum_relations = 7\n")
-    result = CliRunner().invoke(app, ["kg", "model", "train", "--dataset", "obqa", "--out", str(tmp_path / "m.pt"),
-                                      "--config", str(path)])
+    result = CliRunner().invoke(app, ["kg", "model", "train", "--dataset", "obqa", "--out",
+                                      str(tmp_path / "m.pt"), "--config", str(path)])
     assert result.exit_code == 2 and "num_relations is set by the KG" in " ".join(result.output.split())

@@ -52,7 +52,8 @@ def pipe(config: Path) -> Iterator[Pipeline]:
 @pytest.mark.slow
 def test_the_arm_answers_with_its_combination_and_the_evidence_it_read(pipe: Pipeline) -> None:
     r = pipe.answer(QUESTION, CHOICES)
-    assert r.arm == "knowgpt" and r.label in "ABCD" and r.answer == CHOICES["ABCD".index(r.label or "")]
+    assert r.arm == "knowgpt" and r.label is not None and r.label in "ABCD"
+    assert r.answer == CHOICES["ABCD".index(r.label)]
     assert sum(r.probabilities.values()) == pytest.approx(1.0, abs=1e-6)
     assert r.knowledge.combo == "P_sub+F_t" and r.knowledge.text and r.usage.calls + r.usage.cached_calls >= 1
     assert r.answer_set is None and any("no calibration" in n for n in r.notes)  # sets come from a fit

@@ -101,12 +101,14 @@ class Labeller:
         return LabelPath(self.nodes(p.nodes), self.relations(p.relations), p.inverse)
 
 
-def grounder_of(kg: KnowledgeGraph, names: BoundIndex | None) -> Grounder | None:
+def grounder_of(kg: KnowledgeGraph | None, names: BoundIndex | None) -> Grounder | None:
     """The grounder of a pipeline over ``kg``: over its bound label index ``names`` when it has one, else
-    over the labels of a graph held in memory; ``None`` for an endpoint without an index (free text
-    cannot be grounded against labels it does not list)."""
+    over the labels of a graph held in memory; ``None`` without a KG, or for an endpoint without an index
+    (free text cannot be grounded against labels it does not list)."""
     from kgwise.kg.csr import CSRGraph
 
+    if kg is None:
+        return None
     if names is not None:
         return Grounder(kg, index=names)
     return Grounder(kg) if isinstance(kg, CSRGraph) else None
