@@ -48,13 +48,7 @@ from kgwise.config import data_dir
 from kgwise.embed import MiniLM
 from kgwise.errors import ConfigError
 from kgwise.eval.links import link_baseline
-from kgwise.extract.path_agent import (
-    NodeEmbeddings,
-    PathAgent,
-    PathAgentConfig,
-    PathPolicy,
-    train_path_policy,
-)
+from kgwise.extract.path_agent import NodeEmbeddings, PathAgentConfig
 from kgwise.files import ResumeLog, short_hash, write_text_atomic
 from kgwise.inject.bandit import ARMS, BanditConfig, PromptBandit
 from kgwise.inject.build import build_injector
@@ -283,6 +277,7 @@ def run_experiment(
     they will take (through ``log``)."""
     import torch
 
+    from kgwise.extract.path_agent import PathAgent, PathPolicy, train_path_policy
     from kgwise.llm import get_llm
 
     cfg = config or ExperimentConfig()
