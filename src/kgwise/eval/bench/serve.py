@@ -1,13 +1,13 @@
 """``kgwise bench serve``: a bounded load on a real ``kgwise serve`` over loopback.
 
-The benchmark starts the server itself (a child process on 127.0.0.1, a free port, with its own empty
+The benchmark starts the server itself (``kgwise serve --config`` over a one-arm pipeline: KnowGPT's
+injection with the local LLM over the graph; a child process on 127.0.0.1, a free port, with its own empty
 cache folder, so no answer or embedding comes from an earlier run), so it can read the server's resident
-memory; then, per endpoint and concurrency, it sends a fixed number of requests (and
-stops early at a time limit): ``/v1/subgraph``; ``/v1/route`` + ``/v1/route/feedback`` pairs (feedback
-cost = the bound the decision holds) on questions whose embeddings were computed in a warm-up pass;
-``/v1/answer`` with the local LLM, while ``/health`` is polled to time it under full answer load. Each
-phase reports throughput, p50/p99 latency, the status codes, transport errors, the server's RSS before
-and after, and what a client over the queue limit got (status, ``Retry-After``, message).
+memory; then, per endpoint and concurrency, it sends a fixed number of requests (and stops early at a time
+limit): ``/v1/evidence`` (grounding and P_sub, no LLM call); ``/v1/chat/completions`` answered by the
+local LLM, while ``/health`` is polled to time it under full answer load. Each phase reports throughput,
+p50/p99 latency, the status codes, transport errors, the server's RSS before and after, and what a client
+refused for load got (status, ``Retry-After``, message).
 
 :func:`run_chat_benchmark` does the same for ``POST /v1/chat/completions`` on a second server, ``kgwise
 serve --config`` over a pipeline whose arms replay recorded answers (no model time): the cost of the
@@ -40,8 +40,9 @@ __all__ = ["REPLAY_ARMS", "PhaseResult", "ServeBenchConfig", "run_chat_benchmark
 
 @dataclass(frozen=True)
 class ServeBenchConfig:
-    """What to load: ``requests`` per (endpoint, concurrency) for subgraph and route+feedback pairs,
-    ``answer_requests`` per concurrency for ``/v1/answer``; each phase stops issuing at ``phase_s``."""
+    """What to load: ``requests`` per concurrency for ``/v1/evidence``, ``answer_requests`` per
+    concurrency for answers by the LLM; each phase stops issuing at ``phase_s``; ``queue``: the server's
+    ``--queue``."""
 
     concurrency: tuple[int, ...] = (1, 8, 32)
     requests: int = 1000
@@ -50,13 +51,12 @@ class ServeBenchConfig:
     questions: int = 300
     queue: int = 4
     llm: str = "smollm2-135m"
-    save_every_s: float = 30.0
     chat_requests: int = 1000
 
 
 @dataclass
 class PhaseResult:
-    """One (endpoint, concurrency) phase; latencies in ms; ``units``: requests, or route+feedback pairs."""
+    """One (endpoint, concurrency) phase; latencies in ms; ``units``: requests."""
 
     endpoint: str
     concurrency: int
@@ -164,32 +164,25 @@ def _phase(endpoint: str, conc: int, server: _Server, before: float, statuses: l
 def run_serve_benchmark(kg: Path, questions: Sequence[tuple[str, list[str]]], cfg: ServeBenchConfig,
                         workdir: Path | None = None,
                         progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
-    """Start ``kgwise serve`` over ``kg`` (a graph file) with a fresh router and the local LLM, load it
-    as :class:`ServeBenchConfig` says, stop it; the report (phases, RSS, settings, machine load)."""
+    """Start ``kgwise serve --config`` over a one-arm pipeline on ``kg`` (a graph file) answering with the
+    local LLM, load it as :class:`ServeBenchConfig` says, stop it; the report (phases, RSS, settings,
+    machine load)."""
     if not questions:
         raise ConfigError("bench serve needs questions")
     work = workdir or Path(tempfile.mkdtemp(prefix="kgwise-bench-serve-"))
     work.mkdir(parents=True, exist_ok=True)
-    router = work / "router.json"
-    _write_router(router)
-    server = _Server(["--kg", str(kg), "--llm", cfg.llm, "--router", str(router), "--queue", str(cfg.queue),
-                      "--router-save-every", str(cfg.save_every_s)], work / "server.log", work / "cache")
+    config = work / "one-arm.toml"
+    config.write_text(f'[kg]\ngraph = {json.dumps(str(kg.resolve()))}\n\n[[arms]]\nname = "knowgpt"\n'
+                      f'kind = "inject"\nspec = {json.dumps(cfg.llm)}\nprice = 0\n\n[router]\n'
+                      'budget_calls = 1000000000\n', encoding="utf-8")
+    server = _Server(["--config", str(config), "--state", str(work / "state"), "--queue", str(cfg.queue)],
+                     work / "server.log", work / "cache")
     try:
         server.wait_ready()
         return asyncio.run(_bench(server, questions[: cfg.questions], cfg, progress)) | {
             "settings": asdict(cfg), "kg": str(kg), "load_average": os.getloadavg(), "cpus": os.cpu_count()}
     finally:
         server.stop()
-
-
-def _write_router(path: Path) -> None:
-    """A three-arm router with a budget no load here can spend, and its own cost bounds."""
-    from kgwise.route.arms import ArmSpec
-    from kgwise.route.coke import CokeRouter
-
-    r = CokeRouter([ArmSpec("gnn", "KGM", 0.7), ArmSpec("small", "LLM"), ArmSpec("big", "LLM", 0.9)], 384,
-                   budget=1e9)
-    path.write_text(json.dumps({**r.state_dict(), "pending": [], "max_costs": [0.0, 0.01, 0.1]}))
 
 
 async def _bench(server: _Server, questions: Sequence[tuple[str, list[str]]], cfg: ServeBenchConfig,
@@ -206,44 +199,33 @@ async def _bench(server: _Server, questions: Sequence[tuple[str, list[str]]], cf
             res = await client.post(path, json=body)
             return res.status_code, time.perf_counter() - t0, res
 
-        async def subgraph(i: int) -> tuple[int, float]:
+        async def evidence(i: int) -> tuple[int, float]:
             q, choices = questions[i % len(questions)]
-            status, took, _ = await post("/v1/subgraph", {"question": q, "choices": choices})
+            status, took, _ = await post("/v1/evidence", {"question": q, "choices": choices})
             return status, took
 
-        async def pair(i: int) -> tuple[int, float]:
-            q, _ = questions[i % len(questions)]
-            t0 = time.perf_counter()
-            status, _, res = await post("/v1/route", {"question": q})
-            if status != 200:
-                return status, time.perf_counter() - t0
-            d = res.json()
-            if d["decision"] is None:
-                return 299, time.perf_counter() - t0  # no arm affordable: not expected with this budget
-            status, _, _ = await post("/v1/route/feedback", {"decision": d["decision"], "reward": i % 2,
-                                                             "cost": d["bound"]})
-            return status, time.perf_counter() - t0
-
-        progress("warm-up: embedding the questions once (the route phases use cached embeddings)")
-        await _drive(len(questions), 2, time.monotonic() + 600, pair)
+        progress("warm-up: grounding every question once")
+        await _drive(len(questions), 2, time.monotonic() + 600, evidence)
         for conc in cfg.concurrency:
-            for name, fn in (("/v1/subgraph", subgraph), ("/v1/route+feedback", pair)):
-                before = server.rss()
-                res = await _drive(cfg.requests, conc, time.monotonic() + cfg.phase_s, fn)
-                out["phases"].append(asdict(_phase(name, conc, server, before, *res)))
-                progress(f"{name} at concurrency {conc}: {out['phases'][-1]['throughput_per_s']}/s")
-        out["rss_after_subgraph_and_route_mb"] = server.rss()
+            before = server.rss()
+            res = await _drive(cfg.requests, conc, time.monotonic() + cfg.phase_s, evidence)
+            out["phases"].append(asdict(_phase("/v1/evidence", conc, server, before, *res)))
+            progress(f"/v1/evidence at concurrency {conc}: {out['phases'][-1]['throughput_per_s']}/s")
+        out["rss_after_evidence_mb"] = server.rss()
         for conc in cfg.concurrency:
             n = cfg.answer_requests if conc > 1 else max(2, cfg.answer_requests // 8)
             phase = await _answer_phase(client, server, questions, conc, n, cfg.phase_s)
             out["phases"].append(asdict(phase))
-            progress(f"/v1/answer at concurrency {conc}: {phase.throughput_per_s}/s, /health p99 "
+            progress(f"{ANSWER} at concurrency {conc}: {phase.throughput_per_s}/s, /health p99 "
                      f"{phase.health['p99_ms'] if phase.health else None} ms")
         out["health_at_end"] = (await client.get("/health")).json().get("load")
     out["rss_end_mb"] = server.rss()
-    out["requests_sent"] = sum(p["units"] * (2 if p["endpoint"] == "/v1/route+feedback" else 1)
-                               for p in out["phases"])
+    out["requests_sent"] = sum(p["units"] for p in out["phases"])
     return out
+
+
+ANSWER = "/v1/chat/completions"
+"""The endpoint of the answer phases (the one-arm pipeline's LLM answers)."""
 
 
 async def _answer_phase(client: Any, server: _Server, questions: Sequence[tuple[str, list[str]]], conc: int,
@@ -259,11 +241,12 @@ async def _answer_phase(client: Any, server: _Server, questions: Sequence[tuple[
     async def answer(i: int) -> tuple[int, float]:
         q, choices = questions[i % len(questions)]
         t0 = time.perf_counter()
-        res = await client.post("/v1/answer", json={"question": q, "choices": choices})
+        res = await client.post(ANSWER, json={"model": "kgwise", "messages": [{"role": "user", "content": q}],
+                                              "kgwise": {"choices": choices}})
         took = time.perf_counter() - t0
-        if res.status_code == 429 and not over:
-            over.update(status=429, retry_after=res.headers.get("retry-after"),
-                        detail=res.json().get("detail"), ms=round(took * 1000, 1))
+        if res.status_code in (429, 503) and not over:
+            over.update(status=res.status_code, retry_after=res.headers.get("retry-after"),
+                        detail=res.text[:500], ms=round(took * 1000, 1))
         return int(res.status_code), took
 
     async def poll_health() -> None:
@@ -282,7 +265,7 @@ async def _answer_phase(client: Any, server: _Server, questions: Sequence[tuple[
     res = await _drive(n, conc, time.monotonic() + phase_s, answer)
     stop.set()
     await poller
-    phase = _phase("/v1/answer", conc, server, before, *res)
+    phase = _phase(ANSWER, conc, server, before, *res)
     phase.over_queue = over or None
     ms = [x * 1000 for x in health_lat]
     phase.health = {"polls": len(ms), "p50_ms": _percentile(ms, 50), "p99_ms": _percentile(ms, 99),
@@ -307,7 +290,7 @@ def run_chat_benchmark(kg: Path, questions: Sequence[str], cfg: ServeBenchConfig
                        progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """Start ``kgwise serve --config`` over a replay pipeline (:data:`REPLAY_ARMS`, graph ``kg``), send
     ``cfg.chat_requests`` chat completions per concurrency level of ``questions`` (recorded ones: WebQSP's)
-    after a warm-up pass over them (embeddings cached, as in the route phases), stop it; the report."""
+    after a warm-up pass over them (embeddings cached), stop it; the report."""
     if not questions:
         raise ConfigError("bench serve's chat phase needs questions")
     work = workdir or Path(tempfile.mkdtemp(prefix="kgwise-bench-chat-"))
