@@ -205,8 +205,10 @@ def test_exposure_and_keys_are_checked_before_serving(tmp_path: Path) -> None:
     assert load_api_keys(keys, "a" * 16 + ", " + KEY) == (KEY, "a" * 16)
     from typer.testing import CliRunner
 
-    res = CliRunner().invoke(cli, ["serve", "--router", str(_make_router(tmp_path / "r.json")), "--host",
-                                   "0.0.0.0"], env={"KGWISE_API_KEYS": ""})
+    config = tmp_path / "kgwise.toml"  # refused before the config is read
+    config.write_text("")
+    res = CliRunner().invoke(cli, ["serve", "--config", str(config), "--host", "0.0.0.0"],
+                             env={"KGWISE_API_KEYS": ""})
     assert res.exit_code == 2 and "--insecure" in " ".join(res.output.split())
 
 
@@ -277,8 +279,11 @@ def test_kill_9_under_load_loses_no_feedback_older_than_the_save_interval(tmp_pa
     router = _make_router(tmp_path / "router.json", budget=1e6)
     port = free_port()
     save_every = 0.2
-    proc = subprocess.Popen([sys.executable, "-m", "kgwise.cli.main", "serve", "--router", str(router),
-                             "--router-save-every", str(save_every), "--port", str(port)],
+    serve = ("import sys, uvicorn\nfrom pathlib import Path\n"
+             "from kgwise.server import ServerSettings, create_app\n"
+             "settings = ServerSettings(router=Path(sys.argv[1]), router_save_every_s=float(sys.argv[2]))\n"
+             "uvicorn.run(create_app(settings), host='127.0.0.1', port=int(sys.argv[3]))\n")
+    proc = subprocess.Popen([sys.executable, "-c", serve, str(router), str(save_every), str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
     url = f"http://127.0.0.1:{port}"
     acked: list[float] = []
