@@ -191,7 +191,8 @@ def test_one_arm_knowgpt_fit_on_own_questions_then_ask(own: dict[str, Path], tmp
     res = runner.invoke(app, ["init", "--kg", str(own["kg"]), "--arm", "knowgpt=inject:smollm2-135m",
                               "--budget-calls", "1000", "--alpha", "0.3", "--out", str(config)])
     assert res.exit_code == 0, res.output
-    res = runner.invoke(app, ["fit", "--config", str(config), "--questions", str(own["mcq"]), "--json",
+    res = runner.invoke(app, ["fit", "--config", str(config), "--questions", str(own["mcq"]), "--max-spend",
+                              "1000", "--json",
                               str(tmp_path / "fit.json")])
     assert res.exit_code == 0, res.output
     arms = json.loads((tmp_path / "fit.json").read_text())["arms"]
