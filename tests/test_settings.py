@@ -89,6 +89,6 @@ def test_config_show_prints_a_file_the_commands_read(tmp_path: Path) -> None:
 
 def test_kgm_train_refuses_sizes_the_data_sets_before_any_work(tmp_path: Path) -> None:
     path = write(tmp_path, "[kgm_model]\nnum_relations = 7\n")
-    result = CliRunner().invoke(app, ["kgm", "train", "--dataset", "obqa", "--out", str(tmp_path / "m.pt"),
-                                      "--config", str(path)])
+    result = CliRunner().invoke(app, ["kg", "model", "train", "--dataset", "obqa", "--out",
+                                      str(tmp_path / "m.pt"), "--config", str(path)])
     assert result.exit_code == 2 and "num_relations is set by the KG" in " ".join(result.output.split())

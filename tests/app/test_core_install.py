@@ -37,7 +37,7 @@ def test_app_and_cli_import_without_the_extras() -> None:
     res = _run(f"""
         import sys
         import kgwise.cli.main  # first: its settings loader must not run when kgwise.app registers defaults
-        import kgwise.app, kgwise.app.knowgpt, kgwise.app.answer_sets
+        import kgwise.app, kgwise.app.evidence
         print(sorted(m for m in sys.modules if m.split(".")[0] in {EXTRAS_ONLY!r}))
     """)
     assert res.returncode == 0, res.stderr
@@ -55,29 +55,31 @@ def test_app_answers_a_ddb_question_with_the_local_model_without_the_extras(data
                                                                            ) -> None:
     from kgwise.kg.loaders import load_ddb
 
-    kg = load_ddb(data_dir / "ddb").save(tmp_path / "ddb.npz")
+    load_ddb(data_dir / "ddb").save(tmp_path / "ddb.npz")
+    (tmp_path / "kgwise.toml").write_text('[kg]\ngraph = "ddb.npz"\n\n[[arms]]\nname = "knowgpt"\n'
+                                          'kind = "inject"\nspec = "smollm2-135m"\nprice = 0\n\n'
+                                          '[router]\nbudget_calls = 10\n', encoding="utf-8")
     res = _run("""
         import json, sys
-        from kgwise.app import KnowGPTApp
-        from kgwise.types import make_question
-        q = make_question("A man has crushing chest pain radiating to the left arm. Which drug should be "
-                          "given first?", ["aspirin", "insulin", "levothyroxine", "omeprazole"])
-        r = KnowGPTApp.build(sys.argv[1], "smollm2-135m").answer(q)
+        from kgwise.app import Pipeline
+        with Pipeline.from_config(sys.argv[1]) as pipe:
+            r = pipe.answer("A man has crushing chest pain radiating to the left arm. Which drug should be "
+                            "given first?", ["aspirin", "insulin", "levothyroxine", "omeprazole"])
         print(json.dumps(r.to_dict()))
-    """, str(kg))
+    """, str(tmp_path / "kgwise.toml"))
     assert res.returncode == 0, res.stderr
     body = json.loads(res.stdout.strip().splitlines()[-1])
-    assert body["combo"] == "P_sub+F_s" and body["choice_text"] in ("aspirin", "insulin", "levothyroxine",
-                                                                     "omeprazole")
-    assert sum(body["probabilities"].values()) == pytest.approx(1.0, abs=1e-6) and body["knowledge"]
+    assert body["knowledge"]["combo"] == "P_sub+F_s" and body["answer"] in ("aspirin", "insulin",
+                                                                              "levothyroxine", "omeprazole")
+    assert sum(body["probabilities"].values()) == pytest.approx(1.0, abs=1e-6) and body["knowledge"]["text"]
     cli = _run("""
         import sys
         from typer.testing import CliRunner
         from kgwise.cli.main import app
-        res = CliRunner().invoke(app, ["answer", "Which drug treats hypertension?", "--choices",
-                                       "Lisinopril|Insulin", "--kg", sys.argv[1]])
+        res = CliRunner().invoke(app, ["ask", "Which drug treats hypertension?", "--choices",
+                                       "Lisinopril|Insulin", "--config", sys.argv[1]])
         print(res.output)
         sys.exit(res.exit_code)
-    """, str(kg))
+    """, str(tmp_path / "kgwise.toml"))
     assert cli.returncode == 0, cli.stdout + cli.stderr
-    assert "answer:" in cli.stdout and "combination: P_sub+F_s" in cli.stdout
+    assert "answer:" in cli.stdout and "knowledge (P_sub+F_s" in cli.stdout

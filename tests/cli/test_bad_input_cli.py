@@ -32,15 +32,12 @@ def said(args: list[str]) -> tuple[int, str]:
      "--observed 'gnn': expected ARM=NUMBER"),
     (["route", "select", "q", "--cost", "big"], "--cost 'big': expected ARM=NUMBER"),
     (["route", "cancel", "d" * 32, "--json", "kgwise.toml"], "--json kgwise.toml is also --config"),
-    (["serve", "--kg", "g.npz", "--port", "70000"], "--port"),
-    (["serve", "--state", "st"], "--state needs --config"),
+    (["serve", "--port", "70000"], "--port"),
+    (["serve", "--state", "st"], "Missing option '--config'"),
     (["serve", "--config", "no-such.toml"], "'--config': file 'no-such.toml' does not exist"),
     (["ask", "", "--choices", "3|4"], "the question text is empty"),
     (["ask", "2 + 2?", "--choices", "4| 4 |5"], "the choice '4' is given twice"),
     (["eval", "uag", "--alphas", " , "], "--alphas: no numbers given"),
-    (["calibrate", "--dataset", "obqa", "--split", "test", "--kg", "g.npz", "--out", "c.json",
-      "--limit", "8"],
-     "--alpha 0.1 needs at least 9 calibration questions, obqa/test --limit 8 gives 8"),
 ])
 def test_bad_values_are_named(args: list[str], message: str) -> None:
     code, out = said(args)
@@ -81,10 +78,11 @@ def test_an_output_that_is_also_an_input_is_refused(graph_file: Path, tmp_path: 
     questions.write_text('{"id": "1", "text": "What treats pain?", "gold": ["aspirin"], '
                          '"topic_entities": ["pain"]}\n')
     before = graph_file.read_bytes(), questions.read_text()
-    uag = ["uag", "calibrate", "--kg", str(graph_file), "--questions", str(questions), "--llm", "x"]
-    code, out = said([*uag, "--out", str(questions)])
-    assert code == 2 and f"--out {questions} is also --questions" in out, out
-    code, out = said([*uag, "--out", str(tmp_path / "u.json"), "--json", str(tmp_path / "." / "u.json")])
+    code, out = said(["eval", "knowgpt", "--kg", str(graph_file), "--questions", str(questions), "--json",
+                      str(questions)])
+    assert code == 2 and f"--json {questions} is also --questions" in out, out
+    train = ["kg", "model", "train", "--kg", str(graph_file), "--questions", str(questions)]
+    code, out = said([*train, "--out", str(tmp_path / "m.pt"), "--json", str(tmp_path / "." / "m.pt")])
     assert code == 2 and "--json" in out and "is also --out" in out, out
     code, out = said(["kg", "export", str(graph_file), "--out", str(graph_file)])
     assert code == 2 and "is also GRAPH" in out, out

@@ -1,4 +1,5 @@
-"""``kgwise answer`` and ``kgwise eval knowgpt`` through the real command-line app."""
+"""A one-arm KnowGPT config (``kgwise init``) and ``kgwise eval knowgpt`` through the real command-line app
+(the one-arm answers themselves: ``tests/app/test_one_arm.py``)."""
 
 from __future__ import annotations
 
@@ -19,15 +20,23 @@ def ddb_file(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return load_ddb(data_dir / "ddb").save(tmp_path_factory.mktemp("kg") / "ddb.npz")
 
 
-def test_answer_rejects_bad_input(tmp_path: Path, ddb_file: Path) -> None:
-    result = runner.invoke(app, ["answer", "Which drug?", "--choices", "only one", "--kg", str(ddb_file)])
-    assert result.exit_code == 2 and "at least two answers" in result.output
-    missing = str(tmp_path / "no.npz")
-    result = runner.invoke(app, ["answer", "Which drug?", "--choices", "a|b", "--kg", missing])
-    assert result.exit_code == 2 and "no.npz" in result.output
-    result = runner.invoke(app, ["answer", "Which drug?", "--choices", "a|b", "--kg", str(ddb_file),
-                                 "--bandit", str(tmp_path / "nobandit.npz")])
-    assert result.exit_code == 2 and "nobandit.npz" in result.output
+def test_a_one_arm_config_from_init(tmp_path: Path, ddb_file: Path) -> None:
+    """``kgwise init --arm x=inject:LLM`` writes the config of a single KnowGPT tool; bad input to it and to
+    ``kgwise ask --config`` is refused before any model loads, naming what is wrong."""
+    from kgwise.app import PipelineConfig
+
+    out = tmp_path / "kgwise.toml"
+    result = runner.invoke(app, ["init", "--kg", str(ddb_file), "--arm", "knowgpt=inject:smollm2-135m",
+                                 "--budget-calls", "100", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    config = PipelineConfig.load(out)
+    assert [(a.name, a.kind, a.spec) for a in config.arms] == [("knowgpt", "inject", "smollm2-135m")]
+    result = runner.invoke(app, ["init", "--kg", str(ddb_file), "--arm", "knowgpt", "--out",
+                                 str(tmp_path / "b.toml")])
+    assert result.exit_code == 2 and "NAME=KIND:SPEC" in result.output
+    result = runner.invoke(app, ["ask", "Which drug?", "--choices", "a|b", "--config",
+                                 str(tmp_path / "missing.toml")])
+    assert result.exit_code == 2 and "missing.toml" in result.output
 
 
 def test_eval_knowgpt_rejects_unknown_dataset_and_scoring() -> None:
@@ -35,17 +44,3 @@ def test_eval_knowgpt_rejects_unknown_dataset_and_scoring() -> None:
     assert result.exit_code == 2 and "unknown data set" in result.output
     result = runner.invoke(app, ["eval", "knowgpt", "--dataset", "obqa", "--scoring", "max"])
     assert result.exit_code == 2 and "--scoring" in result.output
-
-
-@pytest.mark.slow
-def test_answer_prints_answer_knowledge_combination_and_usage(ddb_file: Path) -> None:
-    result = runner.invoke(app, [
-        "answer", "Which drug is used to treat hypertension?",
-        "--choices", "Lisinopril|Insulin|Penicillin|Levothyroxine",
-        "--kg", str(ddb_file), "--llm", "smollm2-135m", "--combo", "P_sub+F_t",
-    ])
-    assert result.exit_code == 0, result.output
-    out = result.output
-    assert "answer:" in out and "combination: P_sub+F_t, choices ranked by sum" in out
-    assert "knowledge:" in out and "usage:" in out and "LLM calls" in out
-    assert "Lisinopril" in out and "ms" in out

@@ -12,7 +12,6 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from kgwise.cli.main import app
-from kgwise.files import TornLineWarning
 
 runner = CliRunner()
 
@@ -113,29 +112,6 @@ def test_low_reachability_names_the_option(own: dict[str, Path], tmp_path: Path)
     assert "--direction both" in said(res)
 
 
-def test_uag_calibrate_says_the_sample_size_first(own: dict[str, Path], tmp_path: Path) -> None:
-    res = runner.invoke(app, ["uag", "calibrate", "--kg", str(own["kg"]), "--questions",
-                              str(own["questions"]), "--generations", str(own["generations"]), "--alpha",
-                              "0.05", "--out", str(tmp_path / "u.json"), "--work", str(tmp_path / "w")])
-    assert res.exit_code == 2 and "needs at least 59 calibration questions" in said(res)
-    assert not (tmp_path / "w").exists()  # nothing was built
-
-
-@pytest.mark.slow
-def test_uag_calibrate_and_answer_on_own_kg(own: dict[str, Path], tmp_path: Path) -> None:
-    cal = tmp_path / "u.json"
-    res = runner.invoke(app, ["uag", "calibrate", "--kg", str(own["kg"]), "--questions",
-                              str(own["questions"]), "--generations", str(own["generations"]), "--alpha",
-                              "0.4", "--delta", "0.1", "--out", str(cal), "--work", str(tmp_path / "w")])
-    assert res.exit_code == 0, res.output
-    assert "needs at least 5 calibration questions; there are 13" in said(res)
-    res = runner.invoke(app, ["uag", "answer", "Which drug treats gout?", "--topic", "gout", "--kg",
-                              str(own["kg"]), "--uag", str(cal), "--llm", "smollm2-135m",
-                              "--json", str(tmp_path / "a.json")])
-    assert res.exit_code == 0, res.output
-    assert json.loads((tmp_path / "a.json").read_text())["alpha"] == 0.4
-
-
 @pytest.mark.slow
 def test_eval_route_on_own_graded_log(own: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "route.json"
@@ -173,16 +149,13 @@ def test_own_questions_need_their_kg_and_say_so(own: dict[str, Path], tmp_path: 
     cases = [
         (["eval", "knowgpt", "--questions", q], "--questions needs --kg"),
         (["eval", "knowgpt", "--dataset", "obqa", "--kg", kg], "--kg go with --questions"),
-        (["kgm", "train", "--questions", q, "--out", str(tmp_path / "m.pt")], "--questions needs --kg"),
-        (["kgm", "train", "--questions", q, "--kg", kg, "--reserve", "0:2", "--out", str(tmp_path / "m.pt")],
-         "--reserve goes with --dataset"),
-        (["kgm", "train", "--dataset", "csqa", "--reserve", "4-8", "--out", str(tmp_path / "m.pt")],
+        (["kg", "model", "train", "--questions", q, "--out", str(tmp_path / "m.pt")],
+         "--questions needs --kg"),
+        (["kg", "model", "train", "--questions", q, "--kg", kg, "--reserve", "0:2", "--out",
+          str(tmp_path / "m.pt")], "--reserve goes with --dataset"),
+        (["kg", "model", "train", "--dataset", "csqa", "--reserve", "4-8", "--out", str(tmp_path / "m.pt")],
          "--reserve must be START:STOP (two whole numbers), got '4-8'"),
         (["eval", "route-live", "--questions", q, "--arm", "smollm2-135m+kg"], "needs --kg GRAPH"),
-        (["calibrate", "--questions", q, "--dataset", "csqa", "--kg", kg, "--out", str(tmp_path / "c.json")],
-         "not both"),
-        (["answer", "--questions", q, "--kg", kg], "--questions FILE needs --out FILE"),
-        (["answer", "--kg", kg], "give a QUESTION and its --choices"),
         (["eval", "kgm", "--model", str(tmp_path / "m.pt"), "--questions", q, "--dataset", "csqa"],
          "not both"),
         (["bench", "conformal", "--questions", "60"], "the number of calibration questions is --n-questions"),
@@ -194,10 +167,6 @@ def test_own_questions_need_their_kg_and_say_so(own: dict[str, Path], tmp_path: 
         res = runner.invoke(app, args)
         assert res.exit_code == 2, (args, res.output)
         assert said_ in said(res), (args, said(res))
-    # a question without choices cannot be answered by KnowGPT: named, with the command that can
-    res = runner.invoke(app, ["answer", "--questions", str(own["questions"]), "--kg", kg, "--out",
-                              str(tmp_path / "a.jsonl")])
-    assert res.exit_code == 2 and "22 question(s) have no choices" in said(res) and "uag answer" in said(res)
 
 
 def test_bench_conformal_on_own_questions(own: dict[str, Path], tmp_path: Path) -> None:
@@ -215,56 +184,24 @@ def test_bench_conformal_on_own_questions(own: dict[str, Path], tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_answer_batch_resumes_and_json(own: dict[str, Path], tmp_path: Path) -> None:
-    """`answer --questions FILE --out`: a rerun answers only what is not there yet (a killed run's torn last
-    line is recomputed); one question with --json gives the record a batch holds."""
-    kg, out = str(own["kg"]), tmp_path / "answers.jsonl"
-    batch = ["answer", "--questions", str(own["mcq"]), "--kg", kg, "--out", str(out), "--json",
-             str(tmp_path / "r.json")]
-    res = runner.invoke(app, [*batch, "--limit", "2"])
+def test_one_arm_knowgpt_fit_on_own_questions_then_ask(own: dict[str, Path], tmp_path: Path) -> None:
+    """A single KnowGPT tool on the user's KG: `init --arm x=inject:LLM`, `fit` on their labelled
+    multiple-choice questions (the arm's split-conformal calibration), then `ask`: a set with α."""
+    config = tmp_path / "kgwise.toml"
+    res = runner.invoke(app, ["init", "--kg", str(own["kg"]), "--arm", "knowgpt=inject:smollm2-135m",
+                              "--budget-calls", "1000", "--alpha", "0.3", "--out", str(config)])
     assert res.exit_code == 0, res.output
-    rep = json.loads((tmp_path / "r.json").read_text())
-    assert (rep["questions"], rep["answered"], rep["resumed"], rep["labelled"]) == (2, 2, 0, 2)
-    lines = out.read_text().splitlines()
-    assert len(lines) == 3 and "fingerprint" in json.loads(lines[0])
-    out.write_text("\n".join(lines) + "\n" + lines[2][: len(lines[2]) // 2])  # a kill in mid-line
-    with pytest.warns(TornLineWarning, match=r"answers\.jsonl:4: dropped 1 line cut short"):
-        res = runner.invoke(app, [*batch, "--limit", "4"])
+    res = runner.invoke(app, ["fit", "--config", str(config), "--questions", str(own["mcq"]), "--max-spend",
+                              "1000", "--json",
+                              str(tmp_path / "fit.json")])
     assert res.exit_code == 0, res.output
-    rep = json.loads((tmp_path / "r.json").read_text())
-    assert (rep["questions"], rep["answered"], rep["resumed"]) == (4, 2, 2)
-    records = [json.loads(x)["value"] for x in out.read_text().splitlines()[1:]]
-    assert [r["id"] for r in records] == ["q0", "q1", "q2", "q3"]
-    assert all(r["correct"] == (r["prediction"] in r["gold"]) for r in records)
-    assert rep["correct"] == sum(r["correct"] for r in records)
-    one = tmp_path / "one.json"
-    first = json.loads(own["mcq"].read_text().splitlines()[0])
-    res = runner.invoke(app, ["answer", first["text"], "--choices", "|".join(first["choices"]), "--kg", kg,
-                              "--json", str(one)])
-    assert res.exit_code == 0, res.output
-    single = json.loads(one.read_text())
-    assert single["probabilities"] == pytest.approx(records[0]["probabilities"])
-    assert single["choice_text"] == records[0]["choice_text"]
-    # --out obeys the one rule for outputs: never the questions file itself
-    res = runner.invoke(app, ["answer", "--questions", str(own["mcq"]), "--kg", kg, "--out", str(own["mcq"])])
-    assert res.exit_code == 2 and "is also --questions" in said(res)
-
-
-@pytest.mark.slow
-def test_calibrate_on_own_questions_then_answer(own: dict[str, Path], tmp_path: Path) -> None:
-    cal, rep = tmp_path / "cal.json", tmp_path / "cal.report.json"
-    res = runner.invoke(app, ["calibrate", "--questions", str(own["mcq"]), "--kg", str(own["kg"]), "--alpha",
-                              "0.3", "--out", str(cal), "--json", str(rep)])
-    assert res.exit_code == 0, res.output
-    assert "needs at least" in said(res) and "22 questions to answer" in said(res)
-    report = json.loads(rep.read_text())
-    assert report["meta"]["questions_file"] == str(own["mcq"]) and report["meta"]["dataset"] is None
-    res = runner.invoke(app, ["answer", "Which drug treats gout?", "--choices", "insulin|aspirin|warfarin",
-                              "--kg", str(own["kg"]), "--calibration", str(cal), "--json",
-                              str(tmp_path / "a.json")])
+    arms = json.loads((tmp_path / "fit.json").read_text())["arms"]
+    assert [a["name"] for a in arms] == ["knowgpt"] and arms[0]["answered"] == 22
+    res = runner.invoke(app, ["ask", "Which drug treats gout?", "--choices", "insulin|aspirin|warfarin",
+                              "--config", str(config), "--json", str(tmp_path / "a.json")])
     assert res.exit_code == 0, res.output
     a = json.loads((tmp_path / "a.json").read_text())
-    assert a["alpha"] == 0.3 and a["guaranteed"] is True and a["prediction_set"]
+    assert a["arm"] == "knowgpt" and a["answer_set"]["alpha"] == 0.3 and a["answer_set"]["labels"]
 
 
 @pytest.mark.slow
@@ -283,9 +220,9 @@ def test_eval_knowgpt_on_own_questions(own: dict[str, Path], tmp_path: Path) -> 
 
 
 @pytest.mark.slow
-def test_kgm_train_eval_and_answer_on_own_kg(own: dict[str, Path], tmp_path: Path) -> None:
+def test_kgm_train_eval_and_ask_on_own_kg(own: dict[str, Path], tmp_path: Path) -> None:
     model = tmp_path / "kgm.pt"
-    res = runner.invoke(app, ["kgm", "train", "--questions", str(own["mcq"]), "--kg", str(own["kg"]),
+    res = runner.invoke(app, ["kg", "model", "train", "--questions", str(own["mcq"]), "--kg", str(own["kg"]),
                               "--epochs", "2", "--out", str(model), "--json", str(tmp_path / "t.json")])
     assert res.exit_code == 0, res.output
     assert "training: 2 epochs × 1 batches at most, 2 steps; the first 1 took" in said(res), said(res)
@@ -296,11 +233,15 @@ def test_kgm_train_eval_and_answer_on_own_kg(own: dict[str, Path], tmp_path: Pat
     assert res.exit_code == 0, res.output
     ev = json.loads((tmp_path / "e.json").read_text())
     assert ev["mcq"]["questions"] == 22 and 0.0 <= ev["mcq"]["accuracy"] <= 1.0
-    res = runner.invoke(app, ["kgm", "answer", "Which drug treats gout?", "--choices", "insulin|aspirin",
-                              "--model", str(model), "--json", str(tmp_path / "a.json")])
+    config = tmp_path / "kgwise.toml"  # the model answers as a pipeline's one arm
+    res = runner.invoke(app, ["init", "--kg", str(own["kg"]), "--arm", f"m=kgm:{model}", "--budget-calls",
+                              "10", "--out", str(config)])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["ask", "Which drug treats gout?", "--choices", "insulin|aspirin", "--config",
+                              str(config), "--json", str(tmp_path / "a.json")])
     assert res.exit_code == 0, res.output
     a = json.loads((tmp_path / "a.json").read_text())
-    assert a["answer"] in ("insulin", "aspirin") and a["subgraph_nodes"] > 0  # read the user's KG
+    assert a["arm"] == "m" and a["answer"] in ("insulin", "aspirin") and a["label"] in ("A", "B")
 
 
 @pytest.mark.slow

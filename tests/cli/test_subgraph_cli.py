@@ -34,7 +34,10 @@ def test_kg_subgraph_prints_concepts_triples_and_paths(graph_file: Path, tmp_pat
     assert "dog -[isa]-> animal -[atlocation]-> zoo" in result.output
     report = json.loads(out.read_text())
     assert report["choice_concepts"] == [["zoo"], ["house"], []]
-    assert ["dog", "atlocation", "house"] in report["triples"]
+    assert {"head": "dog", "relation": "atlocation", "tail": "house"} in report["triples"]
+    assert "dog -[isa]-> animal -[atlocation]-> zoo" in report["rendered_paths"]
+    assert {"nodes": ["dog", "animal", "zoo"], "relations": ["isa", "atlocation"],
+            "inverse": [False, False]} in report["paths"]
 
 
 def test_kg_subgraph_and_stats_read_a_triple_file_like_the_built_graph(graph_file: Path, tmp_path: Path

@@ -125,7 +125,8 @@ def test_cli_train_and_eval(tmp_path: Path, data_dir: Path) -> None:
     res = runner.invoke(
         app,
         [
-            "kgm",
+            "kg",
+            "model",
             "train",
             "--dataset",
             "csqa",
@@ -176,15 +177,18 @@ def test_cli_train_and_eval(tmp_path: Path, data_dir: Path) -> None:
     rows = [json.loads(x) for x in (tmp_path / "pred" / "ihdev.jsonl").read_text().splitlines()]
     assert len(rows) == 16 and all(abs(sum(r["probabilities"]) - 1) < 1e-4 for r in rows)
     assert np.mean([r["correct"] for r in rows]) == ev["ihdev"]["accuracy"]
-    q = load("csqa", "ihdev", data_dir)[0]  # one question from the shell: the same probabilities
-    one = runner.invoke(app, ["kgm", "answer", q.text, "--choices", "|".join(c.text for c in q.choices),
-                              "--model", str(out), "--data", str(data_dir),
-                              "--json", str(tmp_path / "a.json")])
+    q = load("csqa", "ihdev", data_dir)[0]  # one question through a one-arm pipeline: the same probabilities
+    (tmp_path / "kg.tsv").write_text("dog\tis a\tanimal\n", encoding="utf-8")
+    (tmp_path / "kgwise.toml").write_text(
+        f'[kg]\ngraph = "kg.tsv"\n\n[[arms]]\nname = "m"\nkind = "kgm"\nmodel = "kgm.pt"\n'
+        f'data = "{data_dir}"\nprice = 0\n\n[router]\nbudget_calls = 10\n', encoding="utf-8")
+    one = runner.invoke(app, ["ask", q.text, "--choices", "|".join(c.text for c in q.choices),
+                              "--config", str(tmp_path / "kgwise.toml"), "--json", str(tmp_path / "a.json")])
     assert one.exit_code == 0, one.output
     got = json.loads((tmp_path / "a.json").read_text())
+    assert got["arm"] == "m" and got["label"] == "ABCDE"[int(np.argmax(rows[0]["probabilities"]))]
     assert list(got["probabilities"].values()) == pytest.approx(rows[0]["probabilities"], abs=1e-5)
-    assert got["subgraph_nodes"] is None and got["kind"] == "text"
     bad = runner.invoke(
-        app, ["kgm", "train", "--dataset", "medqa", "--out", str(out), "--data", str(data_dir)]
+        app, ["kg", "model", "train", "--dataset", "medqa", "--out", str(out), "--data", str(data_dir)]
     )
     assert bad.exit_code == 2 and "csqa" in bad.output

@@ -114,7 +114,7 @@ def test_waiting_decisions_hold_their_bound_and_the_budget_answers_429(tmp_path:
 def test_a_router_file_of_the_previous_version_is_refused_by_serve(tmp_path: Path) -> None:
     router = tmp_path / "router.json"
     router.write_text(json.dumps({"kind": "CokeRouter", "version": 2}), encoding="utf-8")
-    res = CliRunner().invoke(cli, ["serve", "--router", str(router)])
+    res = CliRunner().invoke(cli, ["serve", "--config", str(router)])
     said = " ".join(res.output.split())
     assert res.exit_code == 2 and "neither read nor migrated" in said and 'kind = "external"' in said
     res = CliRunner().invoke(cli, ["status", "--config", str(router)])

@@ -205,7 +205,9 @@ def test_exposure_and_keys_are_checked_before_serving(tmp_path: Path) -> None:
     assert load_api_keys(keys, "a" * 16 + ", " + KEY) == (KEY, "a" * 16)
     from typer.testing import CliRunner
 
-    res = CliRunner().invoke(cli, ["serve", "--kg", str(tmp_path / "g.npz"), "--host", "0.0.0.0"],
+    config = tmp_path / "kgwise.toml"  # refused before the config is read
+    config.write_text("")
+    res = CliRunner().invoke(cli, ["serve", "--config", str(config), "--host", "0.0.0.0"],
                              env={"KGWISE_API_KEYS": ""})
     assert res.exit_code == 2 and "--insecure" in " ".join(res.output.split())
 

@@ -24,7 +24,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 from kgwise.app.config import ArmConfig
 from kgwise.errors import ConfigError
@@ -35,10 +35,11 @@ from kgwise.types import Question, Subgraph, Triple, Usage
 if TYPE_CHECKING:
     from kgwise.embed import Encoder
     from kgwise.inject.bandit import PromptBandit
+    from kgwise.kg.grounding import Grounder, Grounding
     from kgwise.kg.label_index import BoundIndex
 
-__all__ = ["ArmOutput", "ArmRunner", "Knowledge", "ObservedArm", "PromptArm", "arm_cost", "build_runner",
-           "subgraph_knowledge"]
+__all__ = ["ArmOutput", "ArmRunner", "GroundedArm", "Knowledge", "ObservedArm", "PromptArm", "arm_cost",
+           "build_runner", "subgraph_knowledge"]
 
 KNOWLEDGE_CHARS = 8_000
 """Characters of rendered knowledge the usage bound allows an inject arm's prompt."""
@@ -90,6 +91,15 @@ class ArmRunner(Protocol):
     def answer(self, question: Question) -> ArmOutput: ...
 
 
+@runtime_checkable
+class GroundedArm(Protocol):
+    """An arm that can answer from the question's grounding made by the pipeline (so a question is
+    grounded once per answer)."""
+
+    def answer_grounded(self, question: Question, grounding: Grounding | None, combo: str | None = None
+                        ) -> ArmOutput: ...
+
+
 class PromptArm(ArmRunner, Protocol):
     """An arm whose prompt ``kgwise fit`` learns (an inject arm with ``combos``): it answers with a given
     combination, embeds questions for its bandit, and takes the bandit learnt."""
@@ -129,6 +139,15 @@ class ObservedArm:
     def answer(self, question: Question, combo: str | None = None) -> ArmOutput:
         t = time.perf_counter()
         out = self.inner.answer(question) if combo is None else self._prompt.answer(question, combo)
+        self.on_answer(time.perf_counter() - t)
+        return out
+
+    def answer_grounded(self, question: Question, grounding: Grounding | None, combo: str | None = None
+                        ) -> ArmOutput:
+        if not isinstance(self.inner, GroundedArm):
+            return self.answer(question, combo)
+        t = time.perf_counter()
+        out = self.inner.answer_grounded(question, grounding, combo)
         self.on_answer(time.perf_counter() - t)
         return out
 
@@ -173,12 +192,12 @@ def arm_cost(arm: ArmConfig, usage: Usage) -> float:
 
 
 def subgraph_knowledge(kg: KnowledgeGraph, sub: Subgraph, text: str, combo: str) -> Knowledge:
-    """``sub`` (KG ids) as labelled triples and paths."""
-    def triple(h: int, r: int, t: int) -> Triple:
-        return Triple(kg.label(h), kg.relation_name(r), kg.label(t))
+    """``sub`` (KG ids) as labelled triples and paths, each distinct node and relation labelled once."""
+    from kgwise.app.evidence import Labeller
 
-    return Knowledge(tuple(triple(*e) for e in sub.edges),
-                     tuple(tuple(triple(*e) for e in p.edges()) for p in sub.paths), text, combo)
+    names = Labeller(kg)
+    return Knowledge(names.triples(sub.edges), tuple(names.triples(p.edges()) for p in sub.paths), text,
+                     combo)
 
 
 def _prompt_chars(question: Question) -> int:
@@ -241,48 +260,25 @@ class LLMArm:
 
 
 class InjectArm(LLMArm):
-    """An LLM with KnowGPT's knowledge injection over the pipeline's graph."""
+    """An LLM with KnowGPT's knowledge injection over the pipeline's graph, grounded by the pipeline's
+    ``grounder`` and embedding with its ``encoder`` (one of each per pipeline)."""
 
-    def __init__(self, config: ArmConfig, kg: KnowledgeGraph, names: BoundIndex | None = None) -> None:
+    def __init__(self, config: ArmConfig, kg: KnowledgeGraph, grounder: Grounder, encoder: Encoder,
+                 names: BoundIndex | None = None) -> None:
         super().__init__(config)
-        from kgwise.embed import MiniLM
-        from kgwise.extract.base import Extractor
-        from kgwise.extract.registry import ExtractorOptions, make_extractor
         from kgwise.inject.bandit import PromptBandit
-        from kgwise.inject.build import DEFAULT_COMBO
+        from kgwise.inject.build import DEFAULT_COMBO, build_injector
         from kgwise.inject.combination import Combination
-        from kgwise.inject.injector import InjectorConfig, KnowledgeInjector
-        from kgwise.kg.csr import CSRGraph
-        from kgwise.kg.grounding import Grounder
-        from kgwise.llm.base import scoring_rule
-        from kgwise.render import make_format
 
-        if not isinstance(kg, CSRGraph) and names is None:
-            raise ConfigError(f"arm {config.name!r}: knowledge injection grounds text against every node "
-                              "label, which a SPARQL endpoint does not list: give [kg] a label index")
-        if not isinstance(kg, CSRGraph) and config.policy is not None:
-            raise ConfigError(f"arm {config.name!r}: P_RL (policy) walks a graph held in memory; over an "
-                              "endpoint knowledge injection extracts with P_sub only")
-        encoder = MiniLM()
-        stats = names if names is not None and names.endpoint is not None else None
-        extractors: dict[str, Extractor] = {
-            "P_sub": make_extractor("P_sub", kg, ExtractorOptions(encoder=encoder, stats=stats))}
-        if config.policy is not None:
-            from kgwise.extract.path_agent import PathAgent
-
-            extractors["P_RL"] = PathAgent.load(kg, config.policy, encoder)
-        formats = {n: make_format(n, self.llm) for n in ("F_t", "F_s", "F_g")}
-        bandit = PromptBandit.load(config.bandit) if config.bandit is not None else None
-        if bandit is not None and bandit.scoring is not None and bandit.scoring != config.scoring:
-            raise ConfigError(f"arm {config.name!r}: its bandit was trained with {bandit.scoring!r} "
-                              f"scoring; set scoring = {bandit.scoring!r}")
+        first = config.combos[0] if config.combos and config.combos != ("all",) else None
         self.kg = kg
         self.encoder: Encoder = encoder
-        first = config.combos[0] if config.combos and config.combos != ("all",) else None
-        default = Combination.parse(config.combo or first or DEFAULT_COMBO)
-        self.injector = KnowledgeInjector(
-            kg, Grounder(kg, index=names), extractors, formats, self.llm, bandit, encoder,
-            InjectorConfig(scoring_rule(config.scoring), default))
+        self.injector = build_injector(
+            kg, self.llm, grounder, encoder, scoring=config.scoring,
+            default_combo=Combination.parse(config.combo or first or DEFAULT_COMBO), policy=config.policy,
+            stats=names if names is not None and names.endpoint is not None else None,
+            bandit=PromptBandit.load(config.bandit) if config.bandit is not None else None,
+            name=f"arm {config.name!r}")
         available = self.injector.combos()
         self.combos: tuple[str, ...] = tuple(available) if config.combos == ("all",) else config.combos
         """The combinations ``kgwise fit`` learns this arm's prompt bandit over (empty: not learnt)."""
@@ -321,19 +317,25 @@ class InjectArm(LLMArm):
     def answer(self, question: Question, combo: str | None = None) -> ArmOutput:
         """The answer with ``combo`` (default: the configured ``combo``, else the bandit's choice, else the
         first of the configured ``combos``, ``P_sub+F_s`` for ``"all"``)."""
+        return self.answer_grounded(question, None, combo)
+
+    def answer_grounded(self, question: Question, grounding: Grounding | None, combo: str | None = None
+                        ) -> ArmOutput:
+        """:meth:`answer` from the question's ``grounding`` when the caller has it (``None``: grounded
+        here)."""
         from kgwise.inject.combination import Combination
         from kgwise.llm.answering import answer_free_text
 
         combo = combo or self._config.combo
         if question.choices:
-            inj = self.injector.inject(question, combo)
+            inj = self.injector.inject(question, combo, grounding)
             a = inj.answer
             return ArmOutput(a.prediction, dict(a.probabilities),
                              subgraph_knowledge(self.kg, inj.subgraph, a.knowledge, a.combo), a.usage)
         chosen = Combination.parse(combo) if combo else self.injector.choose(question)
         if chosen.extractor != "P_sub":  # P_RL needs answer-choice targets
             chosen = Combination("P_sub", chosen.format)
-        rendered, sub, _ = self.injector.knowledge(question, chosen)
+        rendered, sub, _ = self.injector.knowledge(question, chosen, grounding)
         a = answer_free_text(self.llm, question, rendered.text, max_tokens=self._config.max_tokens)
         return ArmOutput(a.prediction, {}, subgraph_knowledge(self.kg, sub, rendered.text, str(chosen)),
                          rendered.usage + a.usage)
@@ -342,12 +344,16 @@ class InjectArm(LLMArm):
 class KGMArm:
     """A trained KG model (multiple choice only; one local call per question)."""
 
-    def __init__(self, config: ArmConfig) -> None:
+    def __init__(self, config: ArmConfig, encoder: Encoder | None = None) -> None:
+        """``encoder``: the pipeline's, shared when it is the MiniLM the model's features were made
+        with (another one would feed the model vectors it was not trained on)."""
+        from kgwise.embed import MiniLM
         from kgwise.kgm.predictor import KGMPredictor
 
         assert config.model is not None
         self._config = config
-        self.predictor = KGMPredictor.load(config.model, data=config.data, name=config.name)
+        self.predictor = KGMPredictor.load(config.model, data=config.data, name=config.name,
+                                           encoder=encoder if isinstance(encoder, MiniLM) else None)
 
     @property
     def config(self) -> ArmConfig:
@@ -365,10 +371,24 @@ class KGMArm:
         return ArmOutput(a.prediction, dict(a.probabilities), Knowledge(), a.usage, signals=(float(top),))
 
 
-def build_runner(config: ArmConfig, kg: KnowledgeGraph, names: BoundIndex | None = None) -> ArmRunner:
-    """The runner of one configured arm (models load here); ``names``: the KG's bound label index."""
+def build_runner(config: ArmConfig, kg: KnowledgeGraph, names: BoundIndex | None = None, *,
+                 grounder: Grounder | None = None, encoder: Encoder | None = None) -> ArmRunner:
+    """The runner of one configured arm (models load here) over the pipeline's ``kg`` and ``names``, the
+    KG's bound label index; ``grounder`` and ``encoder``: the pipeline's, shared by its arms (default: a
+    grounder of :func:`kgwise.app.evidence.grounder_of`, a MiniLM)."""
+    if encoder is None:
+        from kgwise.embed import MiniLM
+
+        encoder = MiniLM()
     if config.kind == "kgm":
-        return KGMArm(config)
+        return KGMArm(config, encoder)
     if config.kind == "inject":
-        return InjectArm(config, kg, names)
+        if grounder is None:
+            from kgwise.app.evidence import grounder_of
+
+            grounder = grounder_of(kg, names)
+        if grounder is None:
+            raise ConfigError(f"arm {config.name!r}: knowledge injection grounds text against every node "
+                              "label, which a SPARQL endpoint does not list: give [kg] a label index")
+        return InjectArm(config, kg, grounder, encoder, names)
     return LLMArm(config)

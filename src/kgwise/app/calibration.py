@@ -42,13 +42,8 @@ import numpy.typing as npt
 from kgwise.app.config import AnswerSetConfig
 from kgwise.arrays import decode_array, encode_array
 from kgwise.bandit.linucb import TrackedContexts
-from kgwise.conformal.split import (
-    aps_scores,
-    conformal_quantile,
-    lac_scores,
-    min_calibration_size,
-    pac_conformal_quantile,
-)
+from kgwise.conformal.scores import choice_score
+from kgwise.conformal.split import conformal_quantile, min_calibration_size, pac_conformal_quantile
 from kgwise.errors import DataError
 from kgwise.files import read_json, write_text_atomic
 from kgwise.route.coke import CokeRouter
@@ -62,10 +57,10 @@ CALIBRATION_VERSION = 1
 
 def nonconformity(kind: str, probabilities: Mapping[str, float], labels: Sequence[str]
                   ) -> npt.NDArray[np.float64]:
-    """Each choice's non-conformity score, LAC or APS (:mod:`kgwise.conformal.split`), from an answer's
-    probabilities over the choice labels (a label without one: 0)."""
+    """Each choice's non-conformity score ``kind`` (LAC, APS …: :func:`kgwise.conformal.scores.choice_score`)
+    from an answer's probabilities over the choice labels (a label without one: 0)."""
     p = np.asarray([[probabilities.get(lab, 0.0) for lab in labels]])
-    return np.asarray((lac_scores(p) if kind == "lac" else aps_scores(p))[0])
+    return np.asarray(choice_score(kind)(p)[0])
 
 
 def calibrated_threshold(scores: Sequence[float], sets: AnswerSetConfig, arms: int = 1) -> float:

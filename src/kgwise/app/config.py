@@ -495,7 +495,8 @@ class _Reader:
                 raise self.fail("a kgm arm names its trained model file with model = FILE, not spec",
                                 "arms", "spec", i)
             if "model" not in data:
-                raise self.fail("a kgm arm needs model = FILE (from `kgwise kgm train`)", "arms", None, i)
+                raise self.fail("a kgm arm needs model = FILE (from `kgwise kg model train`)", "arms", None,
+                                i)
             model = self._file(data, "model", "arms", i, "model file")
         else:
             if spec is None:
@@ -710,7 +711,7 @@ def starter_toml(kg: str, arms: list[tuple[str, str, str, float | None]], budget
                       "it is settled", "cluster = \"LLM\"  # or KGM"]
             continue
         if kind == "kgm":
-            lines.append(f"model = {_toml_str(target)}  # from `kgwise kgm train`")
+            lines.append(f"model = {_toml_str(target)}  # from `kgwise kg model train`")
         else:
             lines.append(f"spec = {_toml_str(target)}  # smollm2-135m, gemma3-270m, gguf:PATH, openai:MODEL")
             lines.append("# base_url = \"http://127.0.0.1:8080/v1\"  # an OpenAI-compatible server (spec = "

@@ -41,7 +41,15 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from kgwise.app.arms import ArmOutput, ArmRunner, Knowledge, PromptArm, arm_cost, build_runner
+from kgwise.app.arms import (
+    ArmOutput,
+    ArmRunner,
+    GroundedArm,
+    Knowledge,
+    PromptArm,
+    arm_cost,
+    build_runner,
+)
 from kgwise.app.calibration import (
     CalibrationSelector,
     arm_delta,
@@ -50,6 +58,7 @@ from kgwise.app.calibration import (
     guarantee_clause,
 )
 from kgwise.app.config import PipelineConfig, reads_free
+from kgwise.app.evidence import Evidence, Labeller, grounder_of, question_evidence
 from kgwise.app.external import Decision, Settlement, external_bounds, grade
 from kgwise.app.router import context_vector
 from kgwise.app.state import PENDING_KEPT, Pending, Routed, StateDir, StateReadOnlyError, coverage_bounds
@@ -66,6 +75,8 @@ if TYPE_CHECKING:
     from kgwise.conformal.calibrated import CalibratedUAG
     from kgwise.conformal.evaluator import Generator
     from kgwise.conformal.uag import UAG
+    from kgwise.extract.base import Extractor
+    from kgwise.kg.grounding import Grounder, Grounding
     from kgwise.kg.label_index import BoundIndex
 
 __all__ = [
@@ -289,7 +300,9 @@ class Pipeline:
 
     def __init__(self, config: PipelineConfig, state_dir: Path, runners: Mapping[str, ArmRunner],
                  encoder: Encoder, kg: KnowledgeGraph | None = None, names: BoundIndex | None = None,
-                 uag_generator: Generator | None = None, refit: bool = False) -> None:
+                 uag_generator: Generator | None = None, refit: bool = False,
+                 grounder: Grounder | None = None) -> None:
+        """``grounder``: the one the arms ground with (default: :func:`pipeline_grounder`)."""
         missing = [a.name for a in config.arms if a.name not in runners and not a.external]
         if missing and runners:
             raise ConfigError(f"no runner for arm(s) {', '.join(missing)}")
@@ -297,15 +310,9 @@ class Pipeline:
         self.runners = dict(runners)
         self.encoder = encoder
         self.kg = kg
-        self._grounder: Any = None
-        if kg is not None:
-            from kgwise.kg.csr import CSRGraph
-            from kgwise.kg.grounding import Grounder
-
-            if names is not None:
-                self._grounder = Grounder(kg, index=names)
-            elif isinstance(kg, CSRGraph):
-                self._grounder = Grounder(kg)
+        self.names = names
+        self._grounder = grounder if grounder is not None else grounder_of(kg, names)
+        self._evidence_extractor: Extractor | None = None
         self.uag_generator = uag_generator
         """What writes Φ(P) for UAG's sets (default: ``[answer_sets] uag_llm``)."""
         self.open_sets: OpenSets | None = None
@@ -357,14 +364,15 @@ class Pipeline:
             from kgwise.kg.label_index import open_index
 
             names = open_index(kg, config.kg.index)
-        runners = ({a.name: build_runner(a, kg, names) for a in config.arms if not a.external}
-                   if kg is not None else {})
         if encoder is None:
             from kgwise.embed import MiniLM
 
             encoder = MiniLM()
+        grounder = grounder_of(kg, names)
+        runners = ({a.name: build_runner(a, kg, names, grounder=grounder, encoder=encoder)
+                    for a in config.arms if not a.external} if kg is not None else {})
         root = Path(state_dir) if state_dir is not None else default_state_dir(path)
-        return cls(config, root, runners, encoder, kg, names, refit=refit)
+        return cls(config, root, runners, encoder, kg, names, refit=refit, grounder=grounder)
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -380,10 +388,14 @@ class Pipeline:
         self.close()
 
     # ------------------------------------------------------------------ pieces
-    def _run(self, arm: str, question: Question) -> ArmOutput:
-        """``arm``'s answer (one call at a time for an in-process arm)."""
+    def _run(self, arm: str, question: Question, grounding: Grounding | None = None) -> ArmOutput:
+        """``arm``'s answer (one call at a time for an in-process arm), from the question's ``grounding``
+        where the arm grounds questions (so it is grounded once per answer)."""
+        runner = self.runners[arm]
         with self._arm_locks[arm]:
-            return self.runners[arm].answer(question)
+            if grounding is not None and isinstance(runner, GroundedArm):
+                return runner.answer_grounded(question, grounding)
+            return runner.answer(question)
 
     def embed(self, text: str) -> npt.NDArray[np.float64]:
         return np.asarray(self.encoder.encode([text])[0], dtype=np.float64)
@@ -393,6 +405,23 @@ class Pipeline:
         if self._grounder is None or self.kg is None:
             return ()
         return tuple(self.kg.label(n) for n in self._grounder.ground(question).question_nodes)
+
+    def evidence(self, text: str, choices: Sequence[str] | None = None) -> Evidence:
+        """The question's KG evidence (:mod:`kgwise.app.evidence`): its grounded concepts and P_sub's
+        triples and paths among them — what an inject arm would read, without any LLM call or state
+        change. ``ConfigError`` when the pipeline holds no KG it can ground free text in."""
+        question = _question(text, choices)
+        if self.kg is None or self._grounder is None:
+            raise ConfigError("this pipeline cannot ground questions: it was opened without its KG "
+                              "(models=False), or its KG is an endpoint without a label index ([kg] index)")
+        with self._lock:
+            if self._evidence_extractor is None:
+                from kgwise.extract.registry import ExtractorOptions, make_extractor
+
+                stats = self.names if self.names is not None and self.names.endpoint is not None else None
+                self._evidence_extractor = make_extractor("P_sub", self.kg, ExtractorOptions(
+                    encoder=self.encoder, stats=stats))
+        return question_evidence(self.kg, self._grounder, self._evidence_extractor, question)
 
     def _entities(self, text: str) -> tuple[str, ...]:
         if self._grounder is None or self.kg is None:
@@ -559,10 +588,12 @@ class Pipeline:
         embedding = self.embed(question.text)
         qnodes: tuple[str, ...] = ()
         cnodes: tuple[tuple[str, ...], ...] = ()
+        g: Grounding | None = None
         if self._grounder is not None and self.kg is not None:
             g = self._grounder.ground(question)
-            qnodes = tuple(self.kg.label(n) for n in g.question_nodes)
-            cnodes = tuple(tuple(self.kg.label(n) for n in c) for c in g.choice_nodes)
+            names = Labeller(self.kg)
+            qnodes = names.nodes(g.question_nodes)
+            cnodes = tuple(names.nodes(c) for c in g.choice_nodes)
         bounds = self.bounds(question)
         held = bounds if forced is None else {  # a forced arm: every other arm is out of reach
             n: b if n == forced else self.state.router.unreachable() for n, b in bounds.items()}
@@ -573,7 +604,7 @@ class Pipeline:
             cfg = runner.config
             wanted = (reads_free(context) and cfg.free) or (observe and cfg.observe)
             if wanted and bounds[name] == 0.0 and runner.can_answer(question):
-                ran[name] = self._run(name, question)
+                ran[name] = self._run(name, question, g)
         observed = {n: o for n, o in ran.items() if observe and self.runners[n].config.observe}
         free = {n: (o.prediction, o.signal) for n, o in ran.items() if self.runners[n].config.free}
         x = context_vector(self.config, context, embedding, free)
@@ -592,7 +623,7 @@ class Pipeline:
                     f"questions being answered); cheapest bound {min(held.values()):g}")
         runner = self.runners[arm]
         try:
-            output = ran[arm] if arm in ran else self._run(arm, question)
+            output = ran[arm] if arm in ran else self._run(arm, question, g)
             cost = _priced(runner.config.name, arm_cost(runner.config, output.usage))
         except BaseException as exc:
             with self._lock:

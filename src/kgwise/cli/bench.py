@@ -178,26 +178,26 @@ def bench_serve(
         "--questions", help="Your multiple-choice questions (JSONL: id, text, choices) instead of --dataset; "
         "needs --kg.", exists=True, dir_okay=False)] = None,
     requests: Annotated[int, typer.Option(min=1, max=20_000, help="Requests per concurrency for "
-                                          "/v1/subgraph, and /v1/route+feedback pairs on the chat server.")
+                                          "/v1/evidence, and /v1/route+feedback pairs on the chat server.")
                         ] = 1000,
     answer_requests: Annotated[int, typer.Option(
-        min=1, max=500, help="/v1/answer requests per concurrency (an eighth, at least 2, at concurrency "
+        min=1, max=500, help="Answers by the LLM per concurrency (an eighth, at least 2, at concurrency "
         "1).")] = 16,
     concurrency: Annotated[str, typer.Option(help="Comma-separated concurrency levels (≤ 64).")] = "1,8,32",
     phase_s: Annotated[float, typer.Option(min=1.0, max=600.0, help="Time limit of each phase (s).")] = 120.0,
     llm: Annotated[str, typer.Option(help="Local LLM the server answers with.")] = "smollm2-135m",
-    queue: Annotated[int, typer.Option(min=0, help="The server's --queue (LLM requests that may wait).")] = 4,
+    queue: Annotated[int, typer.Option(min=0, help="The server's --queue.")] = 4,
     chat_requests: Annotated[int, typer.Option(
         min=0, max=20_000, help="/v1/chat/completions requests per concurrency on a second server, a "
         "pipeline replaying recorded WebQSP answers (no model time; 0: skip).")] = 1000,
     data: DataOption = None,
     json_out: JsonOption = None,
 ) -> None:
-    """A bounded load on a real `kgwise serve` (started here on 127.0.0.1): throughput, p50/p99, status
-    codes, errors and the server's RSS per endpoint and concurrency, /health latency under the answer
-    load, and what a client over the queue limit gets; then /v1/chat/completions on a replay pipeline
-    (`serve --config`; targets ≥ 100 requests/s at concurrency 8, p99 ≤ 100 ms) and /v1/route+feedback
-    pairs on its external arms."""
+    """A bounded load on a real `kgwise serve --config` over a one-arm KnowGPT pipeline (started here on
+    127.0.0.1): throughput, p50/p99, status codes, errors and the server's RSS per endpoint and
+    concurrency, /health latency under the answer load, and what a client refused for load gets; then
+    /v1/chat/completions on a replay pipeline (targets ≥ 100 requests/s at concurrency 8, p99 ≤ 100 ms)
+    and /v1/route+feedback pairs on its external arms."""
     from kgwise.datasets import load
     from kgwise.eval.bench.serve import ServeBenchConfig, run_chat_benchmark, run_serve_benchmark
 

@@ -94,12 +94,6 @@ JsonOption = Annotated[Path | None, typer.Option("--json", help="Also write the 
 ConfigOption = Annotated[Path | None, typer.Option(
     "--config", help="Hyper-parameter file (TOML, see `kgwise config show`); options given here win over it.",
     show_default=False)]
-PolicyOption = Annotated[Path | None, typer.Option("--policy", help="Trained P_RL policy (.pt).")]
-BanditOption = Annotated[Path | None, typer.Option("--bandit", help="Trained prompt bandit (.npz).")]
-ScoringOption = Annotated[str | None, typer.Option(
-    "--scoring", help="Rank choices by the 'sum' or per-token 'mean' of log-probabilities, or by 'pmi' "
-    "(the sum minus the choice's context-free log-probability); default: the rule the --bandit was "
-    "trained with, else sum.")]
 
 P = ParamSpec("P")
 R = TypeVar("R")

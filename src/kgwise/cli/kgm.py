@@ -1,5 +1,5 @@
-"""``kgwise kgm train``, ``kgwise kgm answer`` and ``kgwise eval kgm``: the small KG models (Coke's cheap
-arms)."""
+"""``kgwise kg model train`` and ``kgwise eval kgm``: the small KG models (Coke's cheap arms). A trained
+model answers as a pipeline arm (``kgwise init --arm NAME=kgm:MODEL``, then ``kgwise ask``)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kgwise.cli.apps import app, eval_app
+from kgwise.cli.apps import eval_app, kg_app
 from kgwise.cli.common import (
     ConfigOption,
     DataOption,
     JsonOption,
-    console,
     distinct_outputs,
     err_console,
     friendly_errors,
@@ -28,9 +27,9 @@ if TYPE_CHECKING:
     from kgwise.kgm.pipeline import OwnData
 
 kgm_app = typer.Typer(
-    help="Small KG-based QA models (train, answer; evaluate with `kgwise eval kgm`).", no_args_is_help=True
-)
-app.add_typer(kgm_app, name="kgm")
+    help="Small KG-based QA models, a pipeline's `kgm` arms (evaluate with `kgwise eval kgm`).",
+    no_args_is_help=True)
+kg_app.add_typer(kgm_app, name="model")
 
 
 def _log(message: str) -> None:
@@ -164,47 +163,10 @@ def _training_data(dataset: str | None, questions: Path | None, dev_questions: P
     return OwnData(questions.stem, {"train": train_qs, "dev": dev_qs}, kg)
 
 
-@kgm_app.command("answer")
-@friendly_errors
-def answer(
-    question: Annotated[str, typer.Argument(help="The question text.")],
-    choices: Annotated[str, typer.Option("--choices", help='Options separated by "|".')],
-    model: Annotated[Path, typer.Option(help="A model file written by `kgwise kgm train`.", exists=True,
-                                        dir_okay=False)],
-    data: DataOption = None,
-    json_out: JsonOption = None,
-) -> None:
-    """Answer one multiple-choice question with a saved KG model (its own KG, built from --data): the
-    answer, the choice probabilities and the size of the subgraph it read."""
-    from kgwise.kgm.io import config_path
-    from kgwise.kgm.predictor import KGMPredictor
-    from kgwise.types import make_question
-
-    distinct_outputs({"--json": json_out}, {"--model": model, "--model's config": config_path(model)})
-    q = make_question(question, choices.split("|"))
-    predictor = KGMPredictor.load(model, data)
-    kind = predictor.model.config.kind
-    graph = predictor.builder.build(q)
-    ans = predictor.answer(q, graph)
-    # what the graph model reads (0 nodes: nothing grounded, it reads the text only)
-    nodes = len(graph.nodes) if kind == "graph" else None
-    text = {c.label: c.text for c in q.choices}
-    probs = {text[k]: round(v, 6) for k, v in ans.probabilities.items()}
-    report = {"model": predictor.name, "kind": kind, "answer": text[ans.prediction], "label": ans.prediction,
-              "probabilities": probs, "subgraph_nodes": nodes}
-    if json_out is not None:
-        write_json(report, json_out)
-        return
-    read = f", {nodes} subgraph nodes" if nodes is not None else ""
-    console.print(f"[bold]answer:[/bold] {report['answer']}  ({kind} model {report['model']}{read})")
-    for name, p in sorted(probs.items(), key=lambda kv: -kv[1]):
-        console.print(f"  {p:7.2%}  {name}")
-
-
 @eval_app.command("kgm")
 @friendly_errors
 def eval_kgm(
-    model: Annotated[Path, typer.Option(help="A model file written by `kgwise kgm train`.")],
+    model: Annotated[Path, typer.Option(help="A model file written by `kgwise kg model train`.")],
     dataset: Annotated[str | None, typer.Option(help="Dataset name (csqa, obqa); or --questions FILE.")
                        ] = None,
     split: Annotated[list[str] | None, typer.Option(

@@ -1,4 +1,5 @@
-"""Entry point of the ``kgwise`` command: imports each topic module so it registers its commands."""
+"""Entry point of the ``kgwise`` command: imports each topic module so it registers its commands, then lists
+the product's commands first (``kgwise --help``) and the research and KG tools after them."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from kgwise import settings
 from kgwise.cli.apps import app
 
 # one import per topic module; each adds its commands to the groups in kgwise.cli.apps
+from kgwise.cli import pipeline as _pipeline  # noqa: F401  isort: skip
+from kgwise.cli import llm as _llm  # noqa: F401  isort: skip
+from kgwise.cli import serve as _serve  # noqa: F401  isort: skip
 from kgwise.cli import kg as _kg  # noqa: F401  isort: skip
 from kgwise.cli import subgraph as _subgraph  # noqa: F401  isort: skip
 from kgwise.cli import bench as _bench  # noqa: F401  isort: skip
@@ -14,18 +18,22 @@ from kgwise.cli import bench_openai as _bench_openai  # noqa: F401  isort: skip
 from kgwise.cli import bench_pipeline as _bench_pipeline  # noqa: F401  isort: skip
 from kgwise.cli import data as _data  # noqa: F401  isort: skip
 from kgwise.cli import kgm as _kgm  # noqa: F401  isort: skip
-from kgwise.cli import llm as _llm  # noqa: F401  isort: skip
 from kgwise.cli import route as _route  # noqa: F401  isort: skip
 from kgwise.cli import conformal as _conformal  # noqa: F401  isort: skip
-from kgwise.cli import uag as _uag  # noqa: F401  isort: skip
 from kgwise.cli import knowgpt as _knowgpt  # noqa: F401  isort: skip
-from kgwise.cli import serve as _serve  # noqa: F401  isort: skip
-from kgwise.cli import pipeline as _pipeline  # noqa: F401  isort: skip
 from kgwise.cli import external as _external  # noqa: F401  isort: skip
 from kgwise.cli import eval_pipeline as _eval_pipeline  # noqa: F401  isort: skip
 from kgwise.cli import settings as _settings  # noqa: F401  isort: skip
 
-__all__ = ["app"]
+__all__ = ["PRODUCT", "app"]
+
+PRODUCT = ("init", "fit", "ask", "feedback", "status", "serve")
+"""The pipeline's commands, listed first and in this order by ``kgwise --help``; every other command and
+group is a research or KG tool, listed after them under its own heading."""
+
+app.registered_commands.sort(key=lambda c: PRODUCT.index(c.name) if c.name in PRODUCT else len(PRODUCT))
+for _group in app.registered_groups:
+    _group.rich_help_panel = "Research and KG tools"
 
 
 def _register_tables() -> None:

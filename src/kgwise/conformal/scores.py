@@ -1,26 +1,71 @@
-"""UAG's non-conformity score S1 (Eq. 4–6): ``1 − cos`` of all-MiniLM-L6-v2 embeddings, or L1 (ablation).
+"""Non-conformity scores, by name.
 
-Both texts are embedded with an :class:`~kgwise.embed.Encoder` (batched, disk-cached for ``MiniLM``);
-larger means less similar. Texts are deduplicated before encoding, so scoring many pairs that share texts
-(a question against every relation of the KG) costs one encoding per distinct text.
+* Over the choices of a multiple-choice answer (:data:`CHOICE_SCORES`, :func:`choice_score`): ``lac``
+  (``1 − p(choice)``, Sadinle et al. 2019) and ``aps`` (the total probability of the choices ranked at or
+  above it, Romano et al. 2020), as computed by :mod:`kgwise.conformal.split`; a new score is one
+  :func:`register_choice_score` call.
+* UAG's S1 between texts (Eq. 4–6): ``1 − cos`` of all-MiniLM-L6-v2 embeddings, or L1 (ablation). Both
+  texts are embedded with an :class:`~kgwise.embed.Encoder` (batched, disk-cached for ``MiniLM``); larger
+  means less similar. Texts are deduplicated before encoding, so scoring many pairs that share texts (a
+  question against every relation of the KG) costs one encoding per distinct text.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from kgwise.conformal.split import aps_scores, lac_scores
 from kgwise.embed import Encoder, cosine_distance
 from kgwise.errors import ConfigError
 
-__all__ = ["S1", "Metric", "ScoreConfig", "join_texts", "verbalise_relation"]
+__all__ = ["CHOICE_SCORES", "S1", "ChoiceScoreRule", "Metric", "ScoreConfig", "choice_score", "join_texts",
+           "register_choice_score", "verbalise_relation"]
 
 Metric = Literal["cosine", "l1"]
 FloatArray = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceScoreRule:
+    """A named non-conformity score over the choices: ``rule(probs)`` maps a ``(questions, choices)``
+    probability array to each (question, choice)'s score (larger: less conforming); ``source``: where the
+    score comes from."""
+
+    name: str
+    source: str
+    scores: Callable[[npt.ArrayLike], npt.NDArray[np.float64]]
+
+    def __call__(self, probs: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        return self.scores(probs)
+
+
+CHOICE_SCORES: dict[str, ChoiceScoreRule] = {}
+"""The registered choice scores by name, in registration order."""
+
+
+def register_choice_score(rule: ChoiceScoreRule) -> ChoiceScoreRule:
+    """Make ``rule`` known by its name; a name taken twice is an error."""
+    if not rule.name or rule.name in CHOICE_SCORES:
+        raise ConfigError(f"choice score name {rule.name!r} is empty or registered twice")
+    CHOICE_SCORES[rule.name] = rule
+    return rule
+
+
+def choice_score(name: str) -> ChoiceScoreRule:
+    """The registered choice score ``name``; ``ConfigError`` listing the names for an unknown one."""
+    found = CHOICE_SCORES.get(name)
+    if found is None:
+        raise ConfigError(f"unknown non-conformity score {name!r}; choose one of {', '.join(CHOICE_SCORES)}")
+    return found
+
+
+LAC = register_choice_score(ChoiceScoreRule("lac", "Sadinle et al. 2019", lac_scores))
+APS = register_choice_score(ChoiceScoreRule("aps", "Romano et al. 2020, non-randomised", aps_scores))
 
 
 def verbalise_relation(name: str, inverse: bool = False) -> str:

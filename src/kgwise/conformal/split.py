@@ -155,8 +155,11 @@ class SplitConformal:
         """What :meth:`save` was given as ``meta`` (read back by :meth:`load`)."""
 
     def scores(self, probs: npt.ArrayLike) -> FloatArray:
-        """Non-conformity score of every (question, choice) under the configured score."""
-        return lac_scores(probs) if self.config.score == "lac" else aps_scores(probs)
+        """Non-conformity score of every (question, choice) under the configured score (by name, from
+        :data:`kgwise.conformal.scores.CHOICE_SCORES`)."""
+        from kgwise.conformal.scores import choice_score  # the registry reads this module's scores
+
+        return choice_score(self.config.score)(probs)
 
     def conformalize(self, probs: npt.ArrayLike | Sequence[npt.ArrayLike], labels: npt.ArrayLike
                      ) -> SplitConformal:

@@ -48,24 +48,18 @@ from kgwise.config import data_dir
 from kgwise.embed import MiniLM
 from kgwise.errors import ConfigError
 from kgwise.eval.links import link_baseline
-from kgwise.extract.path_agent import (
-    NodeEmbeddings,
-    PathAgent,
-    PathAgentConfig,
-    PathPolicy,
-    train_path_policy,
-)
+from kgwise.extract.path_agent import NodeEmbeddings, PathAgentConfig
 from kgwise.files import ResumeLog, short_hash, write_text_atomic
 from kgwise.inject.bandit import ARMS, BanditConfig, PromptBandit
+from kgwise.inject.build import build_injector
 from kgwise.inject.combination import PAPER_COMBINATIONS, PAPER_EXTRACTORS, Combination
-from kgwise.inject.injector import WITHOUT_KG, Injection, InjectorConfig, KnowledgeInjector
+from kgwise.inject.injector import WITHOUT_KG, Injection, KnowledgeInjector
 from kgwise.kg.benchmarks import benchmark_kg
 from kgwise.kg.csr import CSRGraph
 from kgwise.kg.grounding import Grounder, GrounderConfig
 from kgwise.llm.base import SCORING_RULES, ChoiceScores, ScoringRule, scoring_rule
 from kgwise.progress import bar as progress_bar
 from kgwise.progress import duration, estimate_steps, interactive
-from kgwise.render.formats import FORMAT_NAMES, FormatConfig, make_format
 from kgwise.settings import command_default
 from kgwise.types import Question, Usage
 
@@ -283,7 +277,7 @@ def run_experiment(
     they will take (through ``log``)."""
     import torch
 
-    from kgwise.extract import SubgraphExtractor
+    from kgwise.extract.path_agent import PathAgent, PathPolicy, train_path_policy
     from kgwise.llm import get_llm
 
     cfg = config or ExperimentConfig()
@@ -347,12 +341,10 @@ def run_experiment(
         emb.save()
     agent = PathAgent(kg, policy, agent_cfg, embeddings=emb)
 
-    fmt_cfg = FormatConfig()
-    formats = {n: make_format(n, llm, fmt_cfg) for n in FORMAT_NAMES}
     evidence = FactRetriever(inputs.facts, encoder, cfg.facts_k) if inputs.facts is not None else None
     rule: ScoringRule = "sum" if cfg.scoring == "auto" else scoring_rule(cfg.scoring)  # auto: chosen below
-    injector = KnowledgeInjector(kg, grounder, {"P_sub": SubgraphExtractor(kg), "P_RL": agent}, formats, llm,
-                                 encoder=encoder, config=InjectorConfig(rule), evidence=evidence)
+    injector = build_injector(kg, llm, grounder, encoder, scoring=rule, default_combo=None, agent=agent,
+                              evidence=evidence, name=f"KnowGPT on {name}")
     store = OutcomeStore(out_dir / "outcomes.jsonl", fingerprint)
 
     def outcome(q: Question, setting: str) -> dict[str, Any]:

@@ -134,14 +134,17 @@ class KnowledgeInjector:
             self._subgraphs[key] = found
         return found
 
-    def knowledge(self, question: Question, combo: str | Combination
+    def knowledge(self, question: Question, combo: str | Combination, grounding: Grounding | None = None
                   ) -> tuple[Rendered, Subgraph, dict[str, float]]:
         """Rendered knowledge for ``question`` with ``combo``, its subgraph, and the times (ms) of
-        grounding, extraction and rendering (rendering without the LLM's own time for F_g)."""
+        grounding, extraction and rendering (rendering without the LLM's own time for F_g). ``grounding``:
+        the question's, when the caller grounded it already (with this injector's grounder's rules);
+        ``None``: grounded here."""
         c = self._split(combo)
         p, f = c.extractor, c.format
         t0 = time.perf_counter()
-        grounding = self.grounder.ground(question)
+        if grounding is None:
+            grounding = self.grounder.ground(question)
         ground_ms = (time.perf_counter() - t0) * 1e3
         sub, extract_ms = self.subgraph(question, grounding, p)
         t1 = time.perf_counter()
@@ -177,15 +180,17 @@ class KnowledgeInjector:
                              combo=combo, usage=usage + scores.usage)
 
     # ----------------------------------------------------------------------------------- answering
-    def inject(self, question: Question, combo: str | Combination | None = None) -> Injection:
-        """Answer ``question`` with ``combo`` (default: the bandit's choice) and report the details."""
+    def inject(self, question: Question, combo: str | Combination | None = None,
+               grounding: Grounding | None = None) -> Injection:
+        """Answer ``question`` with ``combo`` (default: the bandit's choice) and report the details;
+        ``grounding``: see :meth:`knowledge`."""
         if not question.choices:
             raise ConfigError(f"{question.ref} has no answer choices")
         chosen = self._split(combo) if combo else self.choose(question)
         t0 = time.perf_counter()
         evidence = self.evidence(question) if self.evidence is not None else ""
         evidence_ms = (time.perf_counter() - t0) * 1e3
-        rendered, sub, timings = self.knowledge(question, chosen)
+        rendered, sub, timings = self.knowledge(question, chosen, grounding)
         timings["evidence"] = evidence_ms
         scores = self._score(question, rendered.text, evidence)
         knowledge = "\n".join(x for x in (evidence, rendered.text) if x)

@@ -1,5 +1,5 @@
-"""kgwise's HTTP service: a thin FastAPI layer over the knowledge injector."""
+"""kgwise's HTTP service: a thin FastAPI layer over the configured pipelines (:mod:`kgwise.app`)."""
 
-from kgwise.server.app import AnswerRequest, ServerSettings, create_app
+from kgwise.server.app import EvidenceRequest, ServerSettings, create_app
 
-__all__ = ["AnswerRequest", "ServerSettings", "create_app"]
+__all__ = ["EvidenceRequest", "ServerSettings", "create_app"]

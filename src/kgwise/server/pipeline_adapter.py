@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from kgwise.app.evidence import Evidence, LabelPath
 from kgwise.app.external import Decision, Settlement
 from kgwise.app.pipeline import (
     BudgetExceededError,
@@ -21,24 +22,6 @@ from kgwise.server.openai_api import PipelineHub
 from kgwise.types import Triple, Usage
 
 __all__ = ["ServedPipeline", "label_path", "pipeline_hub"]
-
-
-@dataclass(frozen=True, slots=True)
-class LabelPath:
-    """A KG path by label (see :class:`kgwise.server.contract.LabelPathLike`)."""
-
-    nodes: tuple[str, ...]
-    relations: tuple[str, ...]
-    inverse: tuple[bool, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Evidence:
-    question_concepts: tuple[str, ...]
-    choice_concepts: tuple[tuple[str, ...], ...]
-    triples: tuple[Triple, ...]
-    paths: tuple[LabelPath, ...]
-    text: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +142,10 @@ class ServedPipeline:
         usage = replace(r.usage, cost=r.cost)  # the arm's cost in the budget's unit, not the LLM's own
         return ServedResult(r.answer, r.label, r.arm, {s.arm: s.score for s in r.scores}, evidence, aset,
                             usage, r.decision)
+
+    def evidence(self, text: str, choices: Sequence[str] | None = None) -> Evidence:
+        """The question's KG evidence (:meth:`kgwise.app.Pipeline.evidence`)."""
+        return self.pipeline.evidence(text, choices)
 
     def feedback(self, decision_id: str, correct: bool | None = None, gold: str | None = None
                  ) -> ServedFeedback:

@@ -231,7 +231,7 @@ def run_pipeline_benchmark(graph: CSRGraph, questions: Sequence[Question], encod
     times["pipeline_open_s"] = time.perf_counter() - t  # the grounder's name index over every node
     if pipe._grounder is None:
         raise ConfigError("the pipeline built no grounder over the graph")
-    pipe._grounder = _TimedGrounder(pipe._grounder, ground_clock)
+    pipe._grounder = _TimedGrounder(pipe._grounder, ground_clock)  # type: ignore[assignment]  # a timing wrapper
     log, sync = pipe.state._log, pipe.state.sync
 
     def timed_log(event: dict[str, Any], encoded: tuple[str, str] | None = None) -> None:

@@ -1,12 +1,13 @@
 """``kgwise bench serve``: a bounded load on a real ``kgwise serve`` over loopback.
 
-The benchmark starts the server itself (a child process on 127.0.0.1, a free port, with its own empty
+The benchmark starts the server itself (``kgwise serve --config`` over a one-arm pipeline: KnowGPT's
+injection with the local LLM over the graph; a child process on 127.0.0.1, a free port, with its own empty
 cache folder, so no answer or embedding comes from an earlier run), so it can read the server's resident
 memory; then, per endpoint and concurrency, it sends a fixed number of requests (and stops early at a time
-limit): ``/v1/subgraph``; ``/v1/answer`` with the local LLM, while ``/health`` is polled to time it under
-full answer load. Each
-phase reports throughput, p50/p99 latency, the status codes, transport errors, the server's RSS before
-and after, and what a client over the queue limit got (status, ``Retry-After``, message).
+limit): ``/v1/evidence`` (grounding and P_sub, no LLM call); ``/v1/chat/completions`` answered by the
+local LLM, while ``/health`` is polled to time it under full answer load. Each phase reports throughput,
+p50/p99 latency, the status codes, transport errors, the server's RSS before and after, and what a client
+refused for load got (status, ``Retry-After``, message).
 
 :func:`run_chat_benchmark` does the same for ``POST /v1/chat/completions`` on a second server, ``kgwise
 serve --config`` over a pipeline whose arms replay recorded answers (no model time): the cost of the
@@ -42,8 +43,9 @@ __all__ = ["EXTERNAL_ARMS", "REPLAY_ARMS", "PhaseResult", "ServeBenchConfig", "r
 
 @dataclass(frozen=True)
 class ServeBenchConfig:
-    """What to load: ``requests`` per (endpoint, concurrency) for subgraph and route+feedback pairs,
-    ``answer_requests`` per concurrency for ``/v1/answer``; each phase stops issuing at ``phase_s``."""
+    """What to load: ``requests`` per concurrency for ``/v1/evidence``, ``answer_requests`` per
+    concurrency for answers by the LLM; each phase stops issuing at ``phase_s``; ``queue``: the server's
+    ``--queue``."""
 
     concurrency: tuple[int, ...] = (1, 8, 32)
     requests: int = 1000
@@ -57,7 +59,7 @@ class ServeBenchConfig:
 
 @dataclass
 class PhaseResult:
-    """One (endpoint, concurrency) phase; latencies in ms; ``units``: requests, or route+feedback pairs."""
+    """One (endpoint, concurrency) phase; latencies in ms; ``units``: requests."""
 
     endpoint: str
     concurrency: int
@@ -165,14 +167,19 @@ def _phase(endpoint: str, conc: int, server: _Server, before: float, statuses: l
 def run_serve_benchmark(kg: Path, questions: Sequence[tuple[str, list[str]]], cfg: ServeBenchConfig,
                         workdir: Path | None = None,
                         progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
-    """Start ``kgwise serve`` over ``kg`` (a graph file) with the local LLM, load it as
-    :class:`ServeBenchConfig` says, stop it; the report (phases, RSS, settings, machine load)."""
+    """Start ``kgwise serve --config`` over a one-arm pipeline on ``kg`` (a graph file) answering with the
+    local LLM, load it as :class:`ServeBenchConfig` says, stop it; the report (phases, RSS, settings,
+    machine load)."""
     if not questions:
         raise ConfigError("bench serve needs questions")
     work = workdir or Path(tempfile.mkdtemp(prefix="kgwise-bench-serve-"))
     work.mkdir(parents=True, exist_ok=True)
-    server = _Server(["--kg", str(kg), "--llm", cfg.llm, "--queue", str(cfg.queue)], work / "server.log",
-                     work / "cache")
+    config = work / "one-arm.toml"
+    config.write_text(f'[kg]\ngraph = {json.dumps(str(kg.resolve()))}\n\n[[arms]]\nname = "knowgpt"\n'
+                      f'kind = "inject"\nspec = {json.dumps(cfg.llm)}\nprice = 0\n\n[router]\n'
+                      'budget_calls = 1000000000\n', encoding="utf-8")
+    server = _Server(["--config", str(config), "--state", str(work / "state"), "--queue", str(cfg.queue)],
+                     work / "server.log", work / "cache")
     try:
         server.wait_ready()
         return asyncio.run(_bench(server, questions[: cfg.questions], cfg, progress)) | {
@@ -195,27 +202,33 @@ async def _bench(server: _Server, questions: Sequence[tuple[str, list[str]]], cf
             res = await client.post(path, json=body)
             return res.status_code, time.perf_counter() - t0, res
 
-        async def subgraph(i: int) -> tuple[int, float]:
+        async def evidence(i: int) -> tuple[int, float]:
             q, choices = questions[i % len(questions)]
-            status, took, _ = await post("/v1/subgraph", {"question": q, "choices": choices})
+            status, took, _ = await post("/v1/evidence", {"question": q, "choices": choices})
             return status, took
 
+        progress("warm-up: grounding every question once")
+        await _drive(len(questions), 2, time.monotonic() + 600, evidence)
         for conc in cfg.concurrency:
             before = server.rss()
-            res = await _drive(cfg.requests, conc, time.monotonic() + cfg.phase_s, subgraph)
-            out["phases"].append(asdict(_phase("/v1/subgraph", conc, server, before, *res)))
-            progress(f"/v1/subgraph at concurrency {conc}: {out['phases'][-1]['throughput_per_s']}/s")
-        out["rss_after_subgraph_mb"] = server.rss()
+            res = await _drive(cfg.requests, conc, time.monotonic() + cfg.phase_s, evidence)
+            out["phases"].append(asdict(_phase("/v1/evidence", conc, server, before, *res)))
+            progress(f"/v1/evidence at concurrency {conc}: {out['phases'][-1]['throughput_per_s']}/s")
+        out["rss_after_evidence_mb"] = server.rss()
         for conc in cfg.concurrency:
             n = cfg.answer_requests if conc > 1 else max(2, cfg.answer_requests // 8)
             phase = await _answer_phase(client, server, questions, conc, n, cfg.phase_s)
             out["phases"].append(asdict(phase))
-            progress(f"/v1/answer at concurrency {conc}: {phase.throughput_per_s}/s, /health p99 "
+            progress(f"{ANSWER} at concurrency {conc}: {phase.throughput_per_s}/s, /health p99 "
                      f"{phase.health['p99_ms'] if phase.health else None} ms")
         out["health_at_end"] = (await client.get("/health")).json().get("load")
     out["rss_end_mb"] = server.rss()
     out["requests_sent"] = sum(p["units"] for p in out["phases"])
     return out
+
+
+ANSWER = "/v1/chat/completions"
+"""The endpoint of the answer phases (the one-arm pipeline's LLM answers)."""
 
 
 async def _answer_phase(client: Any, server: _Server, questions: Sequence[tuple[str, list[str]]], conc: int,
@@ -231,11 +244,12 @@ async def _answer_phase(client: Any, server: _Server, questions: Sequence[tuple[
     async def answer(i: int) -> tuple[int, float]:
         q, choices = questions[i % len(questions)]
         t0 = time.perf_counter()
-        res = await client.post("/v1/answer", json={"question": q, "choices": choices})
+        res = await client.post(ANSWER, json={"model": "kgwise", "messages": [{"role": "user", "content": q}],
+                                              "kgwise": {"choices": choices}})
         took = time.perf_counter() - t0
-        if res.status_code == 429 and not over:
-            over.update(status=429, retry_after=res.headers.get("retry-after"),
-                        detail=res.json().get("detail"), ms=round(took * 1000, 1))
+        if res.status_code in (429, 503) and not over:
+            over.update(status=res.status_code, retry_after=res.headers.get("retry-after"),
+                        detail=res.text[:500], ms=round(took * 1000, 1))
         return int(res.status_code), took
 
     async def poll_health() -> None:
@@ -254,7 +268,7 @@ async def _answer_phase(client: Any, server: _Server, questions: Sequence[tuple[
     res = await _drive(n, conc, time.monotonic() + phase_s, answer)
     stop.set()
     await poller
-    phase = _phase("/v1/answer", conc, server, before, *res)
+    phase = _phase(ANSWER, conc, server, before, *res)
     phase.over_queue = over or None
     ms = [x * 1000 for x in health_lat]
     phase.health = {"polls": len(ms), "p50_ms": _percentile(ms, 50), "p99_ms": _percentile(ms, 99),
@@ -284,7 +298,7 @@ def run_chat_benchmark(kg: Path, questions: Sequence[str], cfg: ServeBenchConfig
                        progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """Start ``kgwise serve --config`` over a replay pipeline (:data:`REPLAY_ARMS`, graph ``kg``), send
     ``cfg.chat_requests`` chat completions per concurrency level of ``questions`` (recorded ones: WebQSP's)
-    after a warm-up pass over them (embeddings cached, as in the route phases), stop it; the report."""
+    after a warm-up pass over them (embeddings cached), stop it; the report."""
     if not questions:
         raise ConfigError("bench serve's chat phase needs questions")
     work = workdir or Path(tempfile.mkdtemp(prefix="kgwise-bench-chat-"))

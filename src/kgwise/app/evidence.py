@@ -1,0 +1,154 @@
+"""The KG evidence of a question — what :meth:`kgwise.app.Pipeline.evidence` returns and what the CLI
+(``kgwise kg subgraph``) and the server (``POST /v1/evidence``) serialise: the KG concepts the question and
+each choice are grounded to, and P_sub's triples and question→choice paths among them, by label.
+
+Labels are read once per distinct node and relation of a subgraph (:class:`Labeller`), not once per edge
+end: a P_sub subgraph of a MedQA question over DDB has ~700 edges over far fewer nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path as FilePath
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from kgwise.errors import ConfigError
+from kgwise.extract.base import Extractor
+from kgwise.extract.subgraph import SubgraphConfig, SubgraphExtractor
+from kgwise.kg.base import KnowledgeGraph
+from kgwise.kg.grounding import Grounder
+from kgwise.types import CHOICE_LABELS, Choice, Path, Question, Subgraph, Triple
+
+if TYPE_CHECKING:
+    from kgwise.kg.label_index import BoundIndex
+
+__all__ = ["Evidence", "LabelPath", "Labeller", "graph_evidence", "grounder_of", "question_evidence"]
+
+
+@dataclass(frozen=True, slots=True)
+class LabelPath:
+    """A KG path by label: ``nodes[0] -relations[0]-> nodes[1] …``; ``inverse[i]``: hop ``i`` runs
+    against its stored edge."""
+
+    nodes: tuple[str, ...]
+    relations: tuple[str, ...]
+    inverse: tuple[bool, ...]
+
+    def render(self) -> str:
+        """``dog -[isa]-> animal <-[atlocation]- zoo`` (``<-`` marks an edge walked backwards)."""
+        out = self.nodes[0]
+        for i, r in enumerate(self.relations):
+            out += (f" <-[{r}]- " if self.inverse[i] else f" -[{r}]-> ") + self.nodes[i + 1]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """A question's KG evidence: the concepts of the question and of each choice, the triples and the
+    paths joining them, and the rendered ``text`` an answer read (``""`` when none was rendered)."""
+
+    question_concepts: tuple[str, ...]
+    choice_concepts: tuple[tuple[str, ...], ...]
+    triples: tuple[Triple, ...]
+    paths: tuple[LabelPath, ...]
+    text: str = ""
+
+
+class Labeller:
+    """The labels of one graph's nodes and relations, read in bulk: each distinct node and relation of a
+    batch of edges once (a graph held in memory: straight from its label list), memoised for the
+    labeller's life (make one per subgraph or per answer)."""
+
+    def __init__(self, kg: KnowledgeGraph) -> None:
+        from kgwise.kg.csr import CSRGraph
+
+        self.kg = kg
+        self._all: Sequence[str] | None = kg.labels if isinstance(kg, CSRGraph) else None
+        self._nodes: dict[int, str] = {}
+        self._relations: dict[int, str] = {}
+
+    def nodes(self, ns: Iterable[int]) -> tuple[str, ...]:
+        ids = [int(n) for n in ns]
+        if self._all is not None:
+            every = self._all
+            return tuple(every[n] for n in ids)
+        missing = {n for n in ids if n not in self._nodes}
+        self._nodes.update({n: self.kg.label(n) for n in missing})
+        return tuple(self._nodes[n] for n in ids)
+
+    def relations(self, rs: Iterable[int]) -> tuple[str, ...]:
+        ids = [int(r) for r in rs]
+        missing = {r for r in ids if r not in self._relations}
+        self._relations.update({r: self.kg.relation_name(r) for r in missing})
+        return tuple(self._relations[r] for r in ids)
+
+    def triples(self, edges: Iterable[tuple[int, int, int]]) -> tuple[Triple, ...]:
+        """``(head, relation, tail)`` ids as labelled triples: one label read per distinct id."""
+        arr = np.asarray(list(edges), dtype=np.int64).reshape(-1, 3)
+        if not len(arr):
+            return ()
+        nodes, ends = np.unique(arr[:, [0, 2]], return_inverse=True)
+        rels, kinds = np.unique(arr[:, 1], return_inverse=True)
+        node_names, rel_names = self.nodes(nodes.tolist()), self.relations(rels.tolist())
+        pairs = ends.reshape(-1, 2).tolist()
+        return tuple(Triple(node_names[h], rel_names[r], node_names[t])
+                     for (h, t), r in zip(pairs, kinds.reshape(-1).tolist(), strict=True))
+
+    def path(self, p: Path) -> LabelPath:
+        return LabelPath(self.nodes(p.nodes), self.relations(p.relations), p.inverse)
+
+
+def grounder_of(kg: KnowledgeGraph | None, names: BoundIndex | None) -> Grounder | None:
+    """The grounder of a pipeline over ``kg``: over its bound label index ``names`` when it has one, else
+    over the labels of a graph held in memory; ``None`` without a KG, or for an endpoint without an index
+    (free text cannot be grounded against labels it does not list)."""
+    from kgwise.kg.csr import CSRGraph
+
+    if kg is None:
+        return None
+    if names is not None:
+        return Grounder(kg, index=names)
+    return Grounder(kg) if isinstance(kg, CSRGraph) else None
+
+
+def evidence_of(kg: KnowledgeGraph, question_nodes: Sequence[int], choice_nodes: Sequence[Sequence[int]],
+                sub: Subgraph, text: str = "") -> Evidence:
+    """``sub`` and the grounded concepts (KG ids) as :class:`Evidence`, by label."""
+    names = Labeller(kg)
+    return Evidence(names.nodes(question_nodes), tuple(names.nodes(c) for c in choice_nodes),
+                    names.triples(sub.edges), tuple(names.path(p) for p in sub.paths), text)
+
+
+def question_evidence(kg: KnowledgeGraph, grounder: Grounder, extractor: Extractor, question: Question
+                      ) -> Evidence:
+    """Ground ``question`` with ``grounder`` and extract its subgraph with ``extractor`` (no LLM call)."""
+    grounding = grounder.ground(question)
+    sub = extractor.extract(question, grounding)
+    return evidence_of(kg, grounding.question_nodes, grounding.choice_nodes, sub)
+
+
+def graph_evidence(graph: str | FilePath, text: str, choices: Sequence[str] = (),
+                   topics: Sequence[str] = (), hops: int | None = None, max_nodes: int | None = None,
+                   max_expand: int | None = None, wordnet: FilePath | None = None
+                   ) -> tuple[Evidence, tuple[str, ...]]:
+    """P_sub's evidence of a question over a graph file, with P_sub's settings where given (else its
+    defaults, :class:`kgwise.extract.subgraph.SubgraphConfig`) and ``wordnet``'s exception lists for
+    lemmatising; also the ``topics`` the graph does not hold. ``ConfigError`` for a bad question."""
+    from kgwise.kg.grounding import GrounderConfig
+    from kgwise.kg.loaders import open_graph_file
+
+    try:
+        options = tuple(Choice(CHOICE_LABELS[i], c) for i, c in enumerate(choices))
+        q = Question("", text, options, topic_entities=tuple(topics))
+        given = {k: v for k, v in (("hops", hops), ("max_nodes", max_nodes), ("max_expand", max_expand))
+                 if v is not None}
+        cfg = replace(SubgraphConfig(), **given)
+    except (ValueError, IndexError) as exc:
+        raise ConfigError(str(exc)) from exc
+    kg = open_graph_file(graph)
+    unknown = tuple(t for t in q.topic_entities if kg.find(t) is None)
+    grounder = Grounder(kg, GrounderConfig(wordnet_dir=wordnet))
+    return question_evidence(kg, grounder, SubgraphExtractor(kg, cfg), q), unknown
