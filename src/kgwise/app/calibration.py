@@ -109,7 +109,11 @@ class HeldOutCalibration:
     """The held-out calibration questions (see the module docstring): per question (rows) its router
     ``contexts``, and per arm (columns, in the order of ``names``) its cost ``bounds`` and the
     non-conformity ``scores`` (``kind``: ``lac``/``aps``) of the true choice — NaN where the arm gave no
-    graded answer. ``meta``: what the fit says about them (questions, α, the context)."""
+    graded answer. ``meta``: what the fit says about them (questions, α, the context). For abstention
+    (:mod:`kgwise.app.abstain`): per held-out question and arm the ``confidence`` of its answer (the
+    probability of the choice it gave; NaN: no graded answer) and whether it was ``correct``, and the same
+    on the dev questions the router learnt from (``tune_confidence``, ``tune_correct``), which order the
+    thresholds Learn-then-Test tries; ``None`` in calibrations written before abstention existed."""
 
     names: tuple[str, ...]
     kind: str
@@ -117,12 +121,30 @@ class HeldOutCalibration:
     bounds: npt.NDArray[np.float64]
     scores: npt.NDArray[np.float64]
     meta: dict[str, Any] = field(default_factory=dict)
+    confidence: npt.NDArray[np.float64] | None = None
+    correct: npt.NDArray[np.bool_] | None = None
+    tune_confidence: npt.NDArray[np.float64] | None = None
+    tune_correct: npt.NDArray[np.bool_] | None = None
 
     def __post_init__(self) -> None:
         n, k = len(self.contexts), len(self.names)
         if self.bounds.shape != (n, k) or self.scores.shape != (n, k) or self.contexts.ndim != 2:
             raise DataError(f"calibration arrays disagree: {self.contexts.shape} contexts, bounds "
                             f"{self.bounds.shape}, scores {self.scores.shape} for {k} arms")
+        m = None if self.tune_confidence is None else len(self.tune_confidence)
+        for name, rows in (("confidence", n), ("correct", n), ("tune_confidence", m), ("tune_correct", m)):
+            value = getattr(self, name)
+            if value is not None and value.shape != (rows, k):
+                raise DataError(f"calibration arrays disagree: {name} {value.shape} for {rows} questions "
+                                f"and {k} arms")
+        if (self.confidence is None) != (self.correct is None) or (
+                self.tune_confidence is None) != (self.tune_correct is None):
+            raise DataError("calibration arrays disagree: confidences without correctness flags or back")
+
+    @property
+    def can_abstain(self) -> bool:
+        """Whether the fit stored what abstention needs (confidences and correctness)."""
+        return self.confidence is not None and self.tune_confidence is not None
 
     def __len__(self) -> int:
         return len(self.contexts)
@@ -149,6 +171,14 @@ class HeldOutCalibration:
                 "scores": encode_array(self.scores), "shape": [len(self), len(self.names),
                                                                self.contexts.shape[1]],
                 "meta": self.meta}
+        if self.can_abstain:
+            assert self.confidence is not None and self.correct is not None
+            assert self.tune_confidence is not None and self.tune_correct is not None
+            body["abstain"] = {"confidence": encode_array(self.confidence),
+                               "correct": encode_array(self.correct.astype(np.float64)),
+                               "tune_confidence": encode_array(self.tune_confidence),
+                               "tune_correct": encode_array(self.tune_correct.astype(np.float64)),
+                               "tune_questions": len(self.tune_confidence)}
         write_text_atomic(path, json.dumps(body))
 
     @classmethod
@@ -162,10 +192,17 @@ class HeldOutCalibration:
                             "split cannot be re-selected: run `kgwise fit` again)", path)
         try:
             n, k, d = (int(v) for v in body["shape"])
+            extra: dict[str, Any] = {}
+            if (ab := body.get("abstain")) is not None:
+                m = int(ab["tune_questions"])
+                extra = {"confidence": decode_array(ab["confidence"]).reshape(n, k),
+                         "correct": decode_array(ab["correct"]).reshape(n, k) > 0.5,
+                         "tune_confidence": decode_array(ab["tune_confidence"]).reshape(m, k),
+                         "tune_correct": decode_array(ab["tune_correct"]).reshape(m, k) > 0.5}
             return cls(tuple(str(x) for x in body["names"]), str(body["score"]),
                        decode_array(body["contexts"]).reshape(n, d),
                        decode_array(body["bounds"]).reshape(n, k),
-                       decode_array(body["scores"]).reshape(n, k), dict(body.get("meta", {})))
+                       decode_array(body["scores"]).reshape(n, k), dict(body.get("meta", {})), **extra)
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(f"not a kgwise calibration: {exc!r}", path) from exc
 

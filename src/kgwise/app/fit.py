@@ -508,7 +508,7 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     learnt = router.warm_start(X[learn], rewards)
     router.pin(selection.pinned)
     calibration = held_out_calibration(pipeline, [questions[i] for i in hold], calls, X[hold],
-                                       selection.context)
+                                       selection.context, learn_q)
     selector = CalibrationSelector(calibration)
     group = selector.group(router.router, "fit")
     mc = np.asarray([bool(questions[i].choices) for i in hold], dtype=bool)
@@ -633,10 +633,14 @@ def _fmt(x: float | None) -> str:
 
 
 def held_out_calibration(pipeline: Pipeline, questions: Sequence[Question],
-                         calls: Mapping[tuple[str, str], LoggedCall], X: np.ndarray, context: Context
-                         ) -> HeldOutCalibration:
+                         calls: Mapping[tuple[str, str], LoggedCall], X: np.ndarray, context: Context,
+                         tune: Sequence[Question] = ()) -> HeldOutCalibration:
     """The held-out ``questions``' router contexts ``X``, every arm's cost bound and score of the true
-    choice in ``calls`` (NaN: the arm gave no graded choice, e.g. on an open question)."""
+    choice in ``calls`` (NaN: the arm gave no graded choice, e.g. on an open question), and for abstention
+    every arm's confidence and correctness on them and on the ``tune`` questions (those the router learns
+    from, :func:`kgwise.app.abstain.answer_confidences`)."""
+    from kgwise.app.abstain import answer_confidences
+
     config = pipeline.config
     names = list(config.names)
     kind = config.answer_sets.kind
@@ -649,9 +653,12 @@ def held_out_calibration(pipeline: Pipeline, questions: Sequence[Question],
             c = calls.get((name, q.id))
             if q.choices and c is not None and c.probabilities:
                 scores[i, a] = nonconformity(kind, c.probabilities, labels)[q.gold_index]
+    confidence, correct = answer_confidences(questions, names, calls)
+    tune_confidence, tune_correct = answer_confidences(tune, names, calls)
     return HeldOutCalibration(tuple(names), kind, np.asarray(X, dtype=np.float64), bounds, scores,
                               {"questions": len(questions), "alpha": config.answer_sets.alpha, "kind": kind,
-                               "context": context, "fit": uuid.uuid4().hex})
+                               "context": context, "fit": uuid.uuid4().hex},
+                              confidence, correct, tune_confidence, tune_correct)
 
 
 def _select_router(config: PipelineConfig, questions: Sequence[Question],

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import numpy.typing as npt
 
+from kgwise.app.abstain import NOT_SURE, Abstention, AbstentionLog, ArmAbstention, answer_confidence, decide
 from kgwise.app.arms import ArmOutput, ArmRunner, Knowledge, PromptArm, arm_cost, build_runner
 from kgwise.app.calibration import (
     CalibrationSelector,
@@ -139,6 +140,12 @@ class PipelineResult:
     remaining_budget: float
     notes: tuple[str, ...] = ()
     choice_entities: tuple[tuple[str, ...], ...] = ()
+    abstention: Abstention | None = None
+    """With ``[answer_sets] abstain``: whether the answer was withheld ("not sure") and what it promises."""
+
+    @property
+    def abstained(self) -> bool:
+        return self.abstention is not None and self.abstention.abstained
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON data (without the set's calibration scores)."""
@@ -239,6 +246,9 @@ class PipelineStatus:
     open_sets: str | None = None
     prompt_problems: dict[str, str] = field(default_factory=dict)
     pinned: str | None = None
+    abstention: dict[str, ArmAbstention] = field(default_factory=dict)
+    """With ``[answer_sets] abstain``: per arm, the share of questions answered and the accuracy among
+    those graded, live."""
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -299,6 +309,7 @@ class Pipeline:
         self.prompt_problems: dict[str, str] = {}  # arm → why its saved prompt bandit is not used
         self.state = StateDir(state_dir, config, encoder.dim)
         try:
+            self.abstentions = AbstentionLog(self.state.root)
             self._load_fitted()
         except BaseException:
             self.state.close()
@@ -576,6 +587,7 @@ class Pipeline:
         runner = self.runners[arm]
         cost = arm_cost(runner.config, output.usage)
         answer_set, why = self.answer_set(arm, output, question, group, forced is not None, qnodes)
+        abstention = self.abstention(arm, output, question, group)
         notes = [why] if why else []
         if arm in self.prompt_problems:
             notes.append(f"arm {arm!r}: {self.prompt_problems[arm]}")
@@ -585,7 +597,9 @@ class Pipeline:
         label: str | None = None
         answer_text = output.prediction
         entities: tuple[str, ...] = ()
-        if question.choices:
+        if abstention is not None and abstention.abstained:
+            answer_text = NOT_SURE
+        elif question.choices:
             label = output.prediction
             answer_text = next((c.text for c in question.choices if c.label == label), label)
         else:  # the KG entities the answer names, those the question does not first (a stable sort)
@@ -597,12 +611,30 @@ class Pipeline:
                           answer_set is None or answer_set.certified)
         with self._lock:
             self.state.record(pending)
+            if abstention is not None:
+                self.abstentions.record(decision, arm, abstention.abstained)
             remaining = router.remaining
         self.state.sync()  # durable before it is acknowledged
         arm_scores = tuple(ArmScore(n, scores[n], bounds[n], affordable[n]) for n in router.names)
         return PipelineResult(decision, question.text, answer_text, label, dict(output.probabilities),
                               entities, qnodes, arm, arm_scores, output.knowledge, answer_set,
-                              output.usage, cost, self.config.router.unit, remaining, tuple(notes), cnodes)
+                              output.usage, cost, self.config.router.unit, remaining, tuple(notes), cnodes,
+                              abstention)
+
+    def abstention(self, arm: str, output: ArmOutput, question: Question,
+                   group: npt.NDArray[np.int64] | None) -> Abstention | None:
+        """With ``[answer_sets] abstain``, whether ``arm``'s multiple-choice answer is given or "not sure"
+        (:mod:`kgwise.app.abstain`; ``group``: the held-out questions' routing, ``None`` when forced)."""
+        sets = self.config.answer_sets
+        if not sets.abstain or not question.choices or not output.probabilities:
+            return None
+        cal = self.state.calibration
+        if cal is None or self.state.calibration_problem is not None:
+            why = self.state.calibration_problem or ("no held-out calibration: run `kgwise fit` with graded "
+                                                     "multiple-choice questions")
+            return Abstention(True, f"not sure: {why}",
+                              answer_confidence(output.probabilities, output.prediction), None, 0)
+        return decide(cal, arm, group, sets, output.probabilities, output.prediction)
 
     # ------------------------------------------------------------------ feedback
     def feedback(self, decision: str, correct: bool | None = None, gold: str | Sequence[str] | None = None,
@@ -628,6 +660,8 @@ class Pipeline:
                 seen[name] = float(bool(ok))
             router = self.state.router
             self.state.feedback(decision, reward, seen, covered)
+            if p.choices:
+                self.abstentions.settle(decision, reward > 0)
             warning = f"cost {p.cost:g} was above its bound {p.bound:g}" if p.cost > p.bound else None
             result = FeedbackResult(decision, p.arm, reward, covered, seen, router.spent, router.remaining,
                                     warning)
@@ -662,7 +696,9 @@ class Pipeline:
                                   len(self.state.pending), sets.alpha, sets.delta,
                                   cal is not None, tuple(arms), r.cluster_accuracy(),
                                   self.state.expired, self.state.calibration_problem,
-                                  self._open_sets_status(), dict(self.prompt_problems), r.pinned)
+                                  self._open_sets_status(), dict(self.prompt_problems), r.pinned,
+                                  {a.name: self.abstentions.status(a.name) for a in self.config.arms}
+                                  if sets.abstain else {})
 
     def _routed_calibration(self) -> list[RoutedCalibration] | None:
         """Under the lock: per arm, :class:`RoutedCalibration` from one draw of the router's rule (seeded,
