@@ -32,14 +32,14 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from kgwise.app.config import AnswerSetConfig
+from kgwise.app.config import AnswerSetConfig, Guarantee
 from kgwise.arrays import decode_array, encode_array
 from kgwise.bandit.linucb import TrackedContexts
 from kgwise.conformal.split import (
@@ -48,13 +48,15 @@ from kgwise.conformal.split import (
     lac_scores,
     min_calibration_size,
     pac_conformal_quantile,
+    pac_rank,
 )
 from kgwise.errors import DataError
 from kgwise.files import read_json, write_text_atomic
 from kgwise.route.coke import CokeRouter
 
 __all__ = ["CALIBRATION_KIND", "CalibrationSelector", "HeldOutCalibration", "arm_delta",
-           "calibrated_threshold", "choice_set", "guarantee_clause", "nonconformity"]
+           "calibrated_threshold", "choice_set", "guarantee_clause", "nonconformity", "questions_needed",
+           "smallest_alpha", "too_few"]
 
 CALIBRATION_KIND = "kgwise.HeldOutCalibration"
 
@@ -79,6 +81,80 @@ def calibrated_threshold(scores: Sequence[float], sets: AnswerSetConfig, arms: i
     if len(scores) < min_calibration_size(sets.alpha):
         return math.inf
     return conformal_quantile(scores, sets.alpha)
+
+
+def questions_needed(sets: AnswerSetConfig, arms: int, alpha: float | None = None) -> int:
+    """The fewest calibration questions whose threshold is finite under ``sets``' guarantee at ``alpha``
+    (default ``sets.alpha``): ``⌈1/α − 1⌉`` for split conformal, the smallest ``n`` with
+    :func:`~kgwise.conformal.split.pac_rank` ``≤ n`` for the PAC ones (α = 0.2, δ = 0.05: 14)."""
+    a = sets.alpha if alpha is None else alpha
+    if sets.guarantee == "marginal":
+        return min_calibration_size(a)
+    d = arm_delta(sets, arms)
+    n = max(1, math.ceil(math.log(d) / math.log1p(-a) - 1e-9))  # even rank n needs (1 − α)^n ≤ δ
+    while pac_rank(n, a, d) > n:
+        n += 1
+    return n
+
+
+ALPHA_GRID = tuple(round(0.01 * i, 2) for i in range(1, 51))
+"""The α values :func:`smallest_alpha` tries."""
+
+
+def smallest_alpha(n: int, sets: AnswerSetConfig, arms: int) -> float | None:
+    """The smallest α of :data:`ALPHA_GRID` whose threshold ``n`` calibration questions make finite
+    (``None``: none up to 0.5)."""
+    return next((a for a in ALPHA_GRID if n >= questions_needed(sets, arms, a)), None)
+
+
+def too_few(n: int, sets: AnswerSetConfig, arms: int, where: str) -> str:
+    """Why ``n`` calibration questions (``where``: which ones) give no set at ``sets.alpha``: how many the
+    guarantee needs, how many more, and the smallest α they certify now."""
+    need = questions_needed(sets, arms)
+    now = smallest_alpha(n, sets, arms)
+    level = "" if sets.guarantee == "marginal" else f", δ = {arm_delta(sets, arms):g}"
+    return (f"{n} {where} are too few for a {sets.guarantee} set at α = {sets.alpha:g}{level}: it needs "
+            f"{need} ({need - n} more)"
+            + (f"; α = {now:g} is the smallest these certify" if now is not None else ""))
+
+
+def needs_line(arm: str, routed: int, everyone: int, accuracy: float | None, sets: AnswerSetConfig,
+               arms: int) -> str:
+    """For ``kgwise fit``: what ``arm``'s held-out questions certify at ``sets.alpha`` — routed there
+    (``routed``) and all it answered (``everyone``, the fallback) — how many each kind of set needs, the
+    smallest α each certifies now, and with ``[answer_sets] abstain`` what abstention needs at its
+    held-out ``accuracy``."""
+    from kgwise.conformal.selective import questions_needed as abstain_needed
+
+    def kind(guarantee: Guarantee) -> str:
+        rule = replace(sets, guarantee=guarantee)
+        return f"{guarantee} {questions_needed(rule, arms)}"
+
+    def now(n: int) -> str:
+        a = smallest_alpha(n, sets, arms)
+        return "none up to 0.5" if a is None else f"{a:g}"
+
+    line = (f"{arm}: {routed} held-out questions routed here, {everyone} answered in all; at α = "
+            f"{sets.alpha:g} a set needs {', '.join(kind(g) for g in ('marginal', 'pac', 'pac_all_arms'))}; "
+            f"smallest α for the {sets.guarantee} set now: {now(routed)} routed, {now(everyone)} over all "
+            "it answered")
+    if sets.abstain and accuracy is not None:
+        need = abstain_needed(sets.alpha, sets.delta, accuracy)
+        line += ("; abstention (answer-all at its accuracy " + f"{accuracy:.3f}) needs "
+                 + ("more than its accuracy allows: only its confident answers can qualify" if need is None
+                    else f"{need}"))
+    return line
+
+
+def pooled_statement(arm: str, n: int, routed: int, sets: AnswerSetConfig, arms: int) -> str:
+    """The guarantee of an arm's set calibrated on every held-out question it answered (``n``) because the
+    ``routed`` ones the router sends it are too few: over questions like the dev log, not over those the
+    router picks for the arm."""
+    return (f"P(truth ∈ set) ≥ {1 - sets.alpha:g} for a question like the dev log answered by arm {arm!r} "
+            f"(split conformal on all {n} held-out dev questions it answered, which the router never learnt "
+            f"from; {guarantee_clause(sets, arms)}) — not conditional on the router's choice, so questions "
+            "it sends this arm may be harder: "
+            + too_few(routed, sets, arms, "held-out questions it sends there now"))
 
 
 def arm_delta(sets: AnswerSetConfig, arms: int) -> float:

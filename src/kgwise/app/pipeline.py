@@ -40,10 +40,11 @@ from kgwise.app.abstain import NOT_SURE, Abstention, AbstentionLog, ArmAbstentio
 from kgwise.app.arms import ArmOutput, ArmRunner, Knowledge, PromptArm, arm_cost, build_runner
 from kgwise.app.calibration import (
     CalibrationSelector,
-    arm_delta,
     calibrated_threshold,
     choice_set,
     guarantee_clause,
+    pooled_statement,
+    too_few,
 )
 from kgwise.app.config import PipelineConfig, reads_free
 from kgwise.app.router import context_vector
@@ -444,11 +445,14 @@ class Pipeline:
         base = (f"P(truth ∈ set) ≥ {1 - sets.alpha:g} for {who}; {guarantee_clause(sets, arms)}), over "
                 "questions exchangeable with the dev log")
         threshold = calibrated_threshold(scores.tolist(), sets, arms)
+        if math.isinf(threshold) and not forced:  # too few routed: every held-out question the arm answered
+            everyone = cal.arm_scores(arm, None)
+            base = pooled_statement(arm, len(everyone), len(scores), sets, arms)
+            scores, threshold = everyone, calibrated_threshold(everyone.tolist(), sets, arms)
         if math.isinf(threshold):
-            statement = (f"every choice: {len(scores)} held-out dev questions for arm {arm!r} are too few "
-                         f"for a {sets.guarantee} guarantee at α = {sets.alpha:g}"
-                         + (f", δ = {arm_delta(sets, arms):g}" if sets.guarantee != "marginal" else "")
-                         + "; the set covers the truth trivially")
+            where = f"held-out dev questions arm {arm!r} answered"
+            statement = (f"every choice: {too_few(len(scores), sets, arms, where)}; the set covers the truth "
+                         "trivially")
             return AnswerSetResult(tuple(labels), tuple(texts[x] for x in labels), sets.alpha, True,
                                    statement, len(scores), tuple(scores.tolist())), None
         chosen = choice_set(output.probabilities, labels, cal.kind, threshold)
