@@ -53,3 +53,15 @@ def test_an_arm_with_too_few_routed_questions_borrows_all_it_answered_and_says_s
             every += "every choice" in s.statement
             pipe.feedback(r.decision, correct=True)
         assert pooled > 0 and every == 0
+
+
+def test_a_calibration_made_with_other_arms_is_refused_by_name(tmp_path: Path) -> None:
+    path = write_questions(tmp_path, dev_rows(2))
+    with make(tmp_path, cheap=0.1, dear=0.3, budget=100.0) as pipe:
+        fit(pipe, path, max_spend=100.0, echo=lambda _: None)
+        assert pipe.state.calibration is not None and pipe.status().calibration_problem is None
+    with make(tmp_path, cheap=0.2, dear=0.3, budget=100.0) as pipe:  # the cheap arm's price changed
+        problem = pipe.status().calibration_problem
+        assert problem is not None and "calibration" in problem and "other arm settings" in problem
+        r = pipe.answer(*question(0))
+        assert r.answer_set is None and "other arm settings" in r.notes[0]

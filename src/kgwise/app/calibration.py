@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kgwise.app.config import AnswerSetConfig, Guarantee
+from kgwise.app.config import AnswerSetConfig, Guarantee, PipelineConfig
 from kgwise.arrays import decode_array, encode_array
 from kgwise.bandit.linucb import TrackedContexts
 from kgwise.conformal.split import (
@@ -51,7 +51,7 @@ from kgwise.conformal.split import (
     pac_rank,
 )
 from kgwise.errors import DataError
-from kgwise.files import read_json, write_text_atomic
+from kgwise.files import read_json, short_hash, write_text_atomic
 from kgwise.route.coke import CokeRouter
 
 __all__ = ["CALIBRATION_KIND", "CalibrationSelector", "HeldOutCalibration", "arm_delta",
@@ -59,6 +59,30 @@ __all__ = ["CALIBRATION_KIND", "CalibrationSelector", "HeldOutCalibration", "arm
            "smallest_alpha", "too_few"]
 
 CALIBRATION_KIND = "kgwise.HeldOutCalibration"
+
+
+def made_with(config: PipelineConfig) -> dict[str, str]:
+    """What a calibration's scores and cost bounds depend on, hashed per part: every arm's settings (its
+    model, prompt and price: the bounds replay the router), the KG, and the score kind."""
+    fp = config.fingerprint()
+    return {"arms": short_hash([a.fingerprint() for a in config.arms]), "kg": short_hash(fp["kg"]),
+            "kind": config.answer_sets.kind}
+
+
+def stale(calibration: HeldOutCalibration, config: PipelineConfig, path: Path) -> str | None:
+    """Why ``calibration`` (read from ``path``) does not fit ``config``: made with other arms, another KG or
+    another score kind (``None``: it fits, or it predates this record)."""
+    made = calibration.meta.get("made_with")
+    if not isinstance(made, dict):
+        return None
+    now = made_with(config)
+    what = {"arms": "other arm settings (model, prompt or price)",
+            "kg": f"another KG than [kg] of {config.path}",
+            "kind": f"score kind {made.get('kind')!r}, not [answer_sets] kind = {now['kind']!r}"}
+    differ = [what[k] for k in now if made.get(k) != now[k]]
+    if not differ:
+        return None
+    return f"{path} was made with {' and '.join(differ)}: run `kgwise fit` again"
 
 
 def nonconformity(kind: str, probabilities: Mapping[str, float], labels: Sequence[str]

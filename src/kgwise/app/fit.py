@@ -69,11 +69,12 @@ from kgwise.app.calibration import (
     calibrated_threshold,
     choice_set,
     guarantee_clause,
+    made_with,
     needs_line,
     nonconformity,
 )
 from kgwise.app.config import CONTEXTS, Context, PipelineConfig
-from kgwise.app.open_sets import ArmOpenSet, OpenSetFit, OpenSets
+from kgwise.app.open_sets import FIT_REPORT_FILE, ArmOpenSet, OpenSetFit, OpenSets
 from kgwise.app.pipeline import Pipeline
 from kgwise.app.prompt_fit import PromptFit, fit_prompts
 from kgwise.app.router import RouterAdapter, context_vector
@@ -89,7 +90,7 @@ __all__ = ["LOG_FILE", "MIN_CROSS_FIT", "ArmFit", "FitReport", "LoggedCall", "Ro
            "held_out_calibration", "interleaved", "read_questions"]
 
 LOG_FILE = "fit-log.jsonl"
-REPORT_FILE = "fit-report.json"
+REPORT_FILE = FIT_REPORT_FILE
 UAG_TABLES = "uag-tables"
 """Where the fit builds UAG's tables of the open dev questions (in the state directory; resumable)."""
 MIN_CROSS_FIT = 100
@@ -560,6 +561,10 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     if selection.method != "cross-fitting":
         not_fitted = (f"router settings (γ, reward form, context) are the config's: {selection.reason}",
                       *not_fitted)
+    silent = [f.name for f in arm_fits if f.answered == 0]
+    if silent:  # named: nothing about these arms was learnt or calibrated
+        not_fitted = (*not_fitted, f"arm(s) {', '.join(silent)} answered none of the {len(questions)} dev "
+                      "questions: no routing evidence, set or abstention rule for them")
     settings = {"coke": asdict(coke), "context": selection.context, "budget": config.router.budget,
                 "unit": config.router.unit,
                 "horizon": config.router.horizon, "seed": config.router.seed, "alpha": sets.alpha,
@@ -664,7 +669,7 @@ def held_out_calibration(pipeline: Pipeline, questions: Sequence[Question],
     tune_confidence, tune_correct = answer_confidences(tune, names, calls)
     return HeldOutCalibration(tuple(names), kind, np.asarray(X, dtype=np.float64), bounds, scores,
                               {"questions": len(questions), "alpha": config.answer_sets.alpha, "kind": kind,
-                               "context": context, "fit": uuid.uuid4().hex},
+                               "context": context, "fit": uuid.uuid4().hex, "made_with": made_with(config)},
                               confidence, correct, tune_confidence, tune_correct)
 
 

@@ -44,6 +44,7 @@ from kgwise.app.calibration import (
     choice_set,
     guarantee_clause,
     pooled_statement,
+    stale,
     too_few,
 )
 from kgwise.app.config import PipelineConfig, reads_free
@@ -332,6 +333,9 @@ class Pipeline:
                     cast(PromptArm, runner).use_bandit(bandit)
             except (ConfigError, DataError) as exc:  # named, left unused: the fit replacing it can run
                 self.prompt_problems[name] = f"{exc}; it answers with its first combination until a fit"
+        cal = self.state.calibration
+        if cal is not None and (why := stale(cal, self.config, self.state.calibration_file)) is not None:
+            self.state.calibration_problem = why  # answers and status say so; the fit replacing it runs
         if (self.config.answer_sets.uag_llm is not None and self.kg is not None
                 and self.state.uag_file.is_file()):
             from kgwise.app.open_sets import OpenSets
@@ -485,8 +489,9 @@ class Pipeline:
             return None, f"no answer set: {self.open_sets_problem}"
         open_sets = self.open_sets
         if open_sets is None:
-            return None, ("no answer set: UAG is not calibrated for open questions (run `kgwise fit` with "
-                          "graded open questions)")
+            from kgwise.app.open_sets import uncalibrated_reason
+
+            return None, f"no answer set for open questions: {uncalibrated_reason(self.state.root)}"
         if not topics:
             return None, "no answer set: the question names no entity of the KG"
         n, u = open_sets.size, open_sets.calibration
@@ -744,7 +749,9 @@ class Pipeline:
         if self.open_sets is not None:
             return self.open_sets.calibration, None
         if not self.state.uag_file.is_file():
-            return None, "not calibrated: run `kgwise fit` with graded open questions"
+            from kgwise.app.open_sets import uncalibrated_reason
+
+            return None, uncalibrated_reason(self.state.root)
         from kgwise.conformal.calibrated import CalibratedUAG
 
         try:
