@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kgwise.app.config import AnswerSetConfig, Guarantee, PipelineConfig
+from kgwise.app.config import AnswerSetConfig, PipelineConfig
 from kgwise.arrays import decode_array, encode_array
 from kgwise.bandit.linucb import TrackedContexts
 from kgwise.conformal.split import (
@@ -55,8 +55,8 @@ from kgwise.files import read_json, short_hash, write_text_atomic
 from kgwise.route.coke import CokeRouter
 
 __all__ = ["CALIBRATION_KIND", "CalibrationSelector", "HeldOutCalibration", "arm_delta",
-           "calibrated_threshold", "choice_set", "guarantee_clause", "nonconformity", "questions_needed",
-           "smallest_alpha", "too_few"]
+           "calibrated_threshold", "choice_set", "guarantee_clause", "made_with", "needs_lines",
+           "nonconformity", "pooled_statement", "questions_needed", "smallest_alpha", "stale", "too_few"]
 
 CALIBRATION_KIND = "kgwise.HeldOutCalibration"
 
@@ -142,32 +142,35 @@ def too_few(n: int, sets: AnswerSetConfig, arms: int, where: str) -> str:
             + (f"; α = {now:g} is the smallest these certify" if now is not None else ""))
 
 
-def needs_line(arm: str, routed: int, everyone: int, accuracy: float | None, sets: AnswerSetConfig,
-               arms: int) -> str:
-    """For ``kgwise fit``: what ``arm``'s held-out questions certify at ``sets.alpha`` — routed there
-    (``routed``) and all it answered (``everyone``, the fallback) — how many each kind of set needs, the
-    smallest α each certifies now, and with ``[answer_sets] abstain`` what abstention needs at its
-    held-out ``accuracy``."""
-    from kgwise.conformal.selective import questions_needed as abstain_needed
+def needs_lines(cal: HeldOutCalibration, group: npt.NDArray[np.int64], sets: AnswerSetConfig) -> list[str]:
+    """For ``kgwise fit``, per arm: what its held-out questions certify at ``sets.alpha`` — those the
+    router sends it (``group``) and all it answered (the fallback) — how many each kind of set needs, the
+    smallest α each certifies now, and with ``[answer_sets] abstain`` the rule it certifies
+    (:func:`kgwise.app.abstain.arm_rule`) or why none."""
+    from kgwise.app.abstain import arm_rule
 
-    def kind(guarantee: Guarantee) -> str:
-        rule = replace(sets, guarantee=guarantee)
-        return f"{guarantee} {questions_needed(rule, arms)}"
+    arms = len(cal.names)
 
     def now(n: int) -> str:
         a = smallest_alpha(n, sets, arms)
         return "none up to 0.5" if a is None else f"{a:g}"
 
-    line = (f"{arm}: {routed} held-out questions routed here, {everyone} answered in all; at α = "
-            f"{sets.alpha:g} a set needs {', '.join(kind(g) for g in ('marginal', 'pac', 'pac_all_arms'))}; "
-            f"smallest α for the {sets.guarantee} set now: {now(routed)} routed, {now(everyone)} over all "
-            "it answered")
-    if sets.abstain and accuracy is not None:
-        need = abstain_needed(sets.alpha, sets.delta, accuracy)
-        line += ("; abstention (answer-all at its accuracy " + f"{accuracy:.3f}) needs "
-                 + ("more than its accuracy allows: only its confident answers can qualify" if need is None
-                    else f"{need}"))
-    return line
+    need = ", ".join(f"{g} {questions_needed(replace(sets, guarantee=g), arms)}"
+                     for g in ("marginal", "pac", "pac_all_arms"))
+    out = []
+    for name in cal.names:
+        routed, everyone = cal.arm_scores(name, group).size, cal.size(name)
+        line = (f"{name}: {routed} held-out questions routed here, {everyone} answered in all; at α = "
+                f"{sets.alpha:g} a set needs {need}; smallest α for the {sets.guarantee} set now: "
+                f"{now(routed)} routed, {now(everyone)} over all it answered")
+        if sets.abstain:
+            rule, why = arm_rule(cal, name, group, sets)
+            line += ("; abstention: " + why if rule is None else
+                     f"; abstention: answers above confidence {rule.threshold_:.4g} — "
+                     f"{rule.answered_share_:.0%} of its routed held-out questions, right on "
+                     f"{rule.accuracy_:.3f} of them")
+        out.append(line)
+    return out
 
 
 def pooled_statement(arm: str, n: int, routed: int, sets: AnswerSetConfig, arms: int) -> str:

@@ -70,7 +70,7 @@ from kgwise.app.calibration import (
     choice_set,
     guarantee_clause,
     made_with,
-    needs_line,
+    needs_lines,
     nonconformity,
 )
 from kgwise.app.config import CONTEXTS, Context, PipelineConfig
@@ -548,11 +548,8 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
             float(np.mean(covered)) if covered else None, float(np.mean(sizes)) if sizes else None,
             None if routed_mean is None else float(routed_mean[a])))
     if mc.any():
-        for a, name in enumerate(names):
-            ok = calibration.correct[:, a][~np.isnan(calibration.confidence[:, a])] if (
-                calibration.correct is not None and calibration.confidence is not None) else np.empty(0)
-            echo("fit: " + needs_line(name, arm_fits[a].calibration_size, calibration.size(name),
-                                      float(ok.mean()) if ok.size else None, sets, len(names)))
+        for line in needs_lines(calibration, group, sets):
+            echo(f"fit: {line}")
     guarantee = (f"per arm: P(truth ∈ set) ≥ {1 - sets.alpha:g} for a question the router, as it stands, "
                  "sends to that arm, over questions exchangeable with the dev log (split conformal on the "
                  f"{int(mc.sum())} held-out multiple-choice dev questions the same rule sends there; "
