@@ -75,9 +75,9 @@ def test_the_calibration_file_keeps_what_abstention_needs(tmp_path: Path) -> Non
     cal = calibration(20, 30, 0.5)
     cal.save(tmp_path / "cal.json")
     back = HeldOutCalibration.load(tmp_path / "cal.json")
-    assert back.can_abstain and back.tune_confidence is not None and back.tune_correct is not None
+    assert back.can_abstain and back.confidence is not None and cal.confidence is not None
     assert np.array_equal(back.confidence, cal.confidence, equal_nan=True)
-    assert (back.correct == cal.correct).all() and (back.tune_correct == cal.tune_correct).all()
+    assert np.array_equal(back.correct, cal.correct) and np.array_equal(back.tune_correct, cal.tune_correct)
     with pytest.raises(DataError, match="tune_confidence"):
         HeldOutCalibration(("a",), "lac", np.zeros((2, 1)), np.zeros((2, 1)), np.zeros((2, 1)), {},
                            np.zeros((2, 1)), np.zeros((2, 1), bool), np.zeros((3, 2)), np.zeros((3, 2), bool))

@@ -19,7 +19,7 @@ from .test_pipeline import make, question
 def test_questions_needed_is_the_first_size_with_a_finite_threshold() -> None:
     for guarantee in ("pac", "pac_all_arms"):
         for alpha in (0.1, 0.2, 0.3):
-            sets = AnswerSetConfig(alpha=alpha, guarantee=guarantee)  # type: ignore[arg-type]
+            sets = AnswerSetConfig(alpha=alpha, guarantee=guarantee)
             n = questions_needed(sets, 4)
             d = 0.05 / 4 if guarantee == "pac_all_arms" else 0.05
             assert pac_rank(n, alpha, d) <= n and pac_rank(n - 1, alpha, d) > n - 1

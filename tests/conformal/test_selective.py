@@ -65,6 +65,7 @@ def test_sequence_uses_only_the_tuning_figures_and_the_calibration_size() -> Non
     rng = np.random.default_rng(2)
     rule = SelectiveRiskControl().fit(*draw(200, rng))
     order = rule.sequence(50)
+    assert rule.grid_ is not None
     assert order[-1] == rule.grid_.size - 1 and (np.diff(order) == 1).all()  # down to "answer all"
     a = rule.conformalize(*draw(50, rng)).order_
     b = rule.conformalize(*draw(50, rng)).order_

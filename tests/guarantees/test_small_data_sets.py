@@ -67,25 +67,28 @@ def test_a_newcomers_log_gets_small_sets_that_cover(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(base, "BOOST", {n: b for n, (b, _) in ARMS.items()})  # SyntheticArm reads it
     monkeypatch.setattr(base.fit_module, "MIN_CROSS_FIT", 10**9)
     tmpdir = "/dev/shm" if Path("/dev/shm").is_dir() else None
-    new, today, fell_back = [], [], []
+    new: list[float] = []
+    today: list[float] = []
+    fell_back: list[float] = []
     per_arm: dict[str, list[float]] = {n: [] for n in ARMS}
     with tempfile.TemporaryDirectory(dir=tmpdir) as tmp:
         for s in range(SPLITS):
             sizes, cov = _split(s, Path(tmp))
-            new.append(np.mean([k for k, _ in sizes]))
-            today.append(np.mean([4 if back else k for k, back in sizes]))
-            fell_back.append(np.mean([back for _, back in sizes]))
-            for n, c in cov.items():
-                per_arm[n].append(c)
+            new.append(float(np.mean([k for k, _ in sizes])))
+            today.append(float(np.mean([4 if back else k for k, back in sizes])))
+            fell_back.append(float(np.mean([back for _, back in sizes])))
+            for name, c in cov.items():
+                per_arm[name].append(c)
     print(f"{FIT} dev questions, α = {ALPHA}: mean set size {np.mean(new):.2f} of 4 (today's rule "
           f"{np.mean(today):.2f}); answers whose arm borrowed all held-out questions "
           f"{np.mean(fell_back):.3f}")
-    for n, c in per_arm.items():
-        if c:
-            print(f"{n}: {len(c)} splits with ≥ 50 routed; coverage ≥ {1 - ALPHA:g} on "
-                  f"{np.mean(np.asarray(c) >= 1 - ALPHA):.3f}, mean {np.mean(c):.3f}, min {min(c):.3f}")
+    for name, accs in per_arm.items():
+        if accs:
+            print(f"{name}: {len(c)} splits with ≥ 50 routed; coverage ≥ {1 - ALPHA:g} on "
+                  f"{np.mean(np.asarray(accs) >= 1 - ALPHA):.3f}, mean {np.mean(accs):.3f}, "
+                  f"min {min(accs):.3f}")
     assert np.mean(new) <= 2.0
     assert np.mean(fell_back) > 0  # the regime this test is about
-    for n, c in per_arm.items():
-        if len(c) >= 10:
-            assert np.mean(np.asarray(c) >= 1 - ALPHA) >= 0.90, n
+    for name, accs in per_arm.items():
+        if len(accs) >= 10:
+            assert np.mean(np.asarray(accs) >= 1 - ALPHA) >= 0.90, name
