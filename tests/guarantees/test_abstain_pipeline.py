@@ -17,12 +17,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kgwise.app.config import PACED_COKE, AnswerSetConfig, ArmConfig, KGConfig, PipelineConfig, RouterConfig
+from kgwise.app.config import AnswerSetConfig
 from kgwise.app.fit import fit_questions
 from kgwise.app.pipeline import Pipeline
-from kgwise.route.coke import CokeConfig
 
-from .test_pipeline_sets import BOOST, PRICE, FakeEncoder, SyntheticArm, _questions, fit_module
+from .test_pipeline_sets import BOOST, PRICE, FakeEncoder, _questions, fit_module, synthetic_pipeline
 
 pytestmark = pytest.mark.guarantee
 
@@ -35,14 +34,8 @@ def _split(split: int, root: Path) -> tuple[dict[str, tuple[int, float]], float]
     """Per arm with ≥ 50 answered: (answered, accuracy among them); and the share answered overall."""
     rng = np.random.default_rng(5000 + split)
     fit_q, test_q = _questions(split, "fit", FIT, rng), _questions(split, "test", TEST, rng)
-    arms = {n: SyntheticArm(ArmConfig(name=n, kind="kgm" if n == "kgm" else "llm",
-                                      cluster="KGM" if n == "kgm" else "LLM", spec=None if n == "kgm" else n,
-                                      per_call=PRICE[n], observe=n == "kgm"))
-            for n in BOOST}
     sets = AnswerSetConfig(alpha=ALPHA, delta=0.05, abstain=True)
-    config = PipelineConfig(root / "kgwise.toml", KGConfig(), tuple(a.config for a in arms.values()),
-                            RouterConfig(0.6 * PRICE["large"] * TEST, "usd", TEST, split, True,
-                                         CokeConfig(**PACED_COKE), "question+free"), sets)
+    arms, config = synthetic_pipeline(split, root, sets, PRICE, TEST)
     answered = 0
     with Pipeline(config, root / f"state-{split}", arms, FakeEncoder()) as pipe:
         fit_questions(pipe, fit_q, max_spend=1e9, echo=lambda _: None)

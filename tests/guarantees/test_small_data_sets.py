@@ -20,10 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kgwise.app.config import PACED_COKE, AnswerSetConfig, ArmConfig, KGConfig, PipelineConfig, RouterConfig
+from kgwise.app.config import AnswerSetConfig
 from kgwise.app.fit import fit_questions
 from kgwise.app.pipeline import Pipeline
-from kgwise.route.coke import CokeConfig
 
 from . import test_pipeline_sets as base
 
@@ -40,15 +39,8 @@ def _split(split: int, root: Path) -> tuple[list[tuple[int, bool]], dict[str, fl
     """Per answer (set size, fell back); per arm with ≥ 50 routed its coverage."""
     rng = np.random.default_rng(9000 + split)
     fit_q, test_q = base._questions(split, "fit", FIT, rng), base._questions(split, "test", TEST, rng)
-    arms = {n: base.SyntheticArm(ArmConfig(name=n, kind="kgm" if n == "kgm" else "llm",
-                                           cluster="KGM" if n == "kgm" else "LLM",
-                                           spec=None if n == "kgm" else n, per_call=price,
-                                           observe=n == "kgm"))
-            for n, (_, price) in ARMS.items()}
-    config = PipelineConfig(root / "kgwise.toml", KGConfig(), tuple(a.config for a in arms.values()),
-                            RouterConfig(0.6 * ARMS["large"][1] * TEST, "usd", TEST, split, True,
-                                         CokeConfig(**PACED_COKE), "question+free"),
-                            AnswerSetConfig(alpha=ALPHA, delta=0.05, guarantee="pac"))
+    sets = AnswerSetConfig(alpha=ALPHA, delta=0.05, guarantee="pac")
+    arms, config = base.synthetic_pipeline(split, root, sets, {n: p for n, (_, p) in ARMS.items()}, TEST)
     sizes: list[tuple[int, bool]] = []
     covered: dict[str, list[bool]] = {n: [] for n in arms}
     with Pipeline(config, root / f"state-{split}", arms, base.FakeEncoder()) as pipe:
