@@ -118,6 +118,9 @@ def print_answer(result: PipelineResult) -> None:
                       f"{escape(', '.join(s.texts[:SET_SHOWN]))}"
                       + (f" … and {more} more (all with --json)" if more > 0 else ""))
         console.print(f"  [dim]{escape(s.statement)}[/dim]")
+    if result.abstention is not None:
+        how = "abstained" if result.abstained else "answered"
+        console.print(f"{how}: {escape(result.abstention.promise)}")
     for note in result.notes:
         console.print(f"note: {escape(note)}")
     if result.knowledge.text:
