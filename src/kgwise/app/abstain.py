@@ -105,9 +105,14 @@ def arm_rule(cal: HeldOutCalibration, arm: str, group: npt.NDArray[np.int64] | N
     need = questions_needed(sets.alpha, sets.delta, accuracy)
     where = ("the held-out dev questions it answered" if group is None else
              "the held-out dev questions the router, as it stands, sends to it")
-    more = (f"answering all, its accuracy {accuracy:.3f} is below {1 - sets.alpha:g}, so only its more "
-            "confident answers could qualify, and these are too few" if need is None else
-            f"at its accuracy {accuracy:.3f} it needs about {need} ({max(need - n, 1)} more)")
+    if need is None:
+        more = (f"answering all, its accuracy {accuracy:.3f} is below {1 - sets.alpha:g}, so only its more "
+                "confident answers could qualify, and these are too few")
+    elif need > n:
+        more = f"at its accuracy {accuracy:.3f} it needs about {need} ({need - n} more)"
+    else:
+        more = (f"at its accuracy {accuracy:.3f} about {need} would do, but on these the errors at every "
+                "threshold tried keep the Clopper–Pearson bound above α")
     return None, (f"arm {arm!r}: {n} of {where} certify no confidence threshold for accuracy ≥ "
                   f"{1 - sets.alpha:g} at δ = {sets.delta:g}; {more}")
 
