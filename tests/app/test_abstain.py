@@ -77,7 +77,9 @@ def test_the_calibration_file_keeps_what_abstention_needs(tmp_path: Path) -> Non
     back = HeldOutCalibration.load(tmp_path / "cal.json")
     assert back.can_abstain and back.confidence is not None and cal.confidence is not None
     assert np.array_equal(back.confidence, cal.confidence, equal_nan=True)
-    assert np.array_equal(back.correct, cal.correct) and np.array_equal(back.tune_correct, cal.tune_correct)
+    assert back.correct is not None and cal.correct is not None and np.array_equal(back.correct, cal.correct)
+    assert back.tune_correct is not None and cal.tune_correct is not None
+    assert np.array_equal(back.tune_correct, cal.tune_correct)
     with pytest.raises(DataError, match="tune_confidence"):
         HeldOutCalibration(("a",), "lac", np.zeros((2, 1)), np.zeros((2, 1)), np.zeros((2, 1)), {},
                            np.zeros((2, 1)), np.zeros((2, 1), bool), np.zeros((3, 2)), np.zeros((3, 2), bool))

@@ -76,7 +76,7 @@ def test_a_newcomers_log_gets_small_sets_that_cover(monkeypatch: pytest.MonkeyPa
           f"{np.mean(fell_back):.3f}")
     for name, accs in per_arm.items():
         if accs:
-            print(f"{name}: {len(c)} splits with ≥ 50 routed; coverage ≥ {1 - ALPHA:g} on "
+            print(f"{name}: {len(accs)} splits with ≥ 50 routed; coverage ≥ {1 - ALPHA:g} on "
                   f"{np.mean(np.asarray(accs) >= 1 - ALPHA):.3f}, mean {np.mean(accs):.3f}, "
                   f"min {min(accs):.3f}")
     assert np.mean(new) <= 2.0
