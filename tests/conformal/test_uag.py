@@ -11,9 +11,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kgwise.conformal.grid import EvaluatorScore, QuestionTable, TableBatch
+from kgwise.conformal.grid import QuestionTable, TableBatch
 from kgwise.conformal.ltt import LTTConfig, binomial_p_values, learn_then_test
-from kgwise.conformal.split import conformal_quantile, conformal_rank
 from kgwise.conformal.uag import UAG, UAGConfig, alpha_levels, pareto_order
 from kgwise.errors import ConfigError
 from kgwise.eval.uag.baselines import CandidateBatch, SplitCPBaseline, TopKBaseline
@@ -351,85 +350,6 @@ def test_uag_with_a_scored_retriever_covers_and_predicts_consistently() -> None:
         s = uag.predict_set(test.table(i))
         assert s.size == m["size"][i] and bool(test.table(i).gold[s].any()) == bool(m["covered"][i])
         assert bool(s.size and test.table(i).gold[s[0]]) == bool(m["hit1"][i])
-
-
-@settings(max_examples=25, deadline=None)
-@given(st.integers(0, 100_000), st.sampled_from([0.1, 0.3, 0.5]))
-def test_marginal_mode_is_split_cp_on_the_scored_threshold(seed: int, alpha: float) -> None:
-    """Brute force over every (s, α1, α2, α3): the chosen one has the smallest tuning set once t4 is the
-    tuning quantile of E (among those covering all but α − 2·se of the tuning questions with every scored
-    candidate), and t4 is Eq. 1's quantile of the calibration E of that choice."""
-    rng = np.random.default_rng(seed)
-    def random_batch(prefix: str, n: int) -> TableBatch:
-        plain = TableBatch.from_tables([random_table(rng, f"{prefix}{i}", 0.5) for i in range(n)])
-        return with_random_scored(plain, rng)
-
-    tune, cal = random_batch("t", 12), random_batch("c", 15)
-    cfg = UAGConfig(alpha=alpha, steps=(0.25, 0.25, 0.25), scored_step=0.25, guarantee="marginal")
-    uag = UAG(cfg).fit(tune).calibrate(cal)
-
-    def e_scores(batch: TableBatch, kind: EvaluatorScore, th: tuple[float, float, float]) -> np.ndarray:
-        out = []
-        for q in range(batch.num_questions):
-            t = batch.table(q).rescored(kind)
-            paths = t.final_set(*th, -np.inf)
-            covered = bool(t.gold[paths].any())
-            gold_nc = t.scored[t.gold] if t.scored is not None else np.empty(0)
-            out.append(-np.inf if covered else float(gold_nc.min(initial=np.inf)))
-        return np.asarray(out)
-
-    assert tune.scored is not None  # with_random_scored gave it a scored retriever
-    n_scored = np.sort(tune.scored[np.isfinite(tune.scored)])
-    sizes = {}
-    for idx in range(int(np.prod(uag.grid_shape[:4]))):
-        flat = idx * uag.grid_shape[4]  # the α4 = 1 slice: paths only
-        kind, th = uag.evaluator_score_at(flat), uag.thresholds_at(flat)[:3]
-        e = e_scores(tune, kind, th)
-        t4 = conformal_quantile(e, alpha)
-        margin = 2 * math.sqrt(alpha * (1 - alpha) / tune.num_questions)
-        need = tune.num_questions if alpha <= margin else conformal_rank(tune.num_questions, alpha - margin)
-        if t4 < np.inf and (e < np.inf).sum() >= min(need, tune.num_questions):
-            path_sizes = [tune.table(q).rescored(kind).final_set(*th, -np.inf).size
-                          for q in range(tune.num_questions)]
-            sizes[idx] = sum(path_sizes) + int(np.searchsorted(n_scored, t4, side="right"))
-    if not sizes:
-        assert uag.abstains
-        return
-    best = min(sizes, key=lambda i: (sizes[i], i))
-    flat = best * uag.grid_shape[4]
-    kind, th = uag.evaluator_score_at(flat), uag.thresholds_at(flat)[:3]
-    t4 = conformal_quantile(e_scores(cal, kind, th), alpha)
-    if t4 == np.inf:
-        assert uag.abstains
-        return
-    assert uag.chosen_thresholds_ == (*th, t4) and uag.evaluator_score_ == kind
-    assert uag.lambda_ is not None and uag.lambda_[3] == alpha and uag.result_ is None
-
-
-def test_marginal_mode_covers_on_average_with_smaller_sets_than_pac() -> None:
-    cov_marginal: list[float] = []
-    cov_pac: list[float] = []
-    size_marginal: list[float] = []
-    size_pac: list[float] = []
-    for seed in range(6):
-        rng = np.random.default_rng(seed)
-        scored = gnn_like(synthetic_batch(900, 10 + seed, p_reach=0.8), rng).subset(rng.permutation(900))
-        tune, cal, test = (scored.subset(range(i, i + 300)) for i in (0, 300, 600))
-        for guarantee, cov, size in (("marginal", cov_marginal, size_marginal), ("pac", cov_pac, size_pac)):
-            cfg = UAGConfig(alpha=0.15, steps=(0.2, 0.2, 0.1), scored_step=0.1, guarantee=guarantee)  # type: ignore[arg-type]
-            m = UAG(cfg).fit(tune).calibrate(cal).evaluate(test)
-            cov.append(m["covered"].mean())
-            size.append(m["size"].mean())
-    assert np.mean(cov_marginal) >= 0.85 - 0.02  # E[coverage] ≥ 1 − α (six draws: a loose check)
-    assert np.mean(cov_pac) >= np.mean(cov_marginal)  # PAC buys its 1 − δ with more coverage …
-    assert np.mean(size_pac) >= np.mean(size_marginal)  # … and larger sets
-
-
-def test_marginal_mode_needs_a_scored_retriever() -> None:
-    with pytest.raises(ConfigError, match="scored retriever"):
-        UAGConfig(guarantee="marginal")
-    with pytest.raises(ConfigError, match="guarantee"):
-        UAGConfig(scored_step=0.1, guarantee="conditional")  # type: ignore[arg-type]
 
 
 @settings(max_examples=100, deadline=None)

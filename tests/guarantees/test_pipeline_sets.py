@@ -126,19 +126,28 @@ def _questions(split: int, part: str, n: int, rng: np.random.Generator) -> list[
     return out
 
 
+def synthetic_pipeline(split: int, root: Path, sets: AnswerSetConfig, prices: dict[str, float], test: int
+                       ) -> tuple[dict[str, SyntheticArm], PipelineConfig]:
+    """The arms ``prices`` names (``kgm``: the free, observed KG-model-like arm; the others LLM-like) and a
+    pipeline config with a ``question+free`` context and a budget of 60 % of always calling ``large`` on
+    ``test`` questions."""
+    arms = {n: SyntheticArm(ArmConfig(name=n, kind="kgm" if n == "kgm" else "llm",
+                                      cluster="KGM" if n == "kgm" else "LLM", spec=None if n == "kgm" else n,
+                                      per_call=price, observe=n == "kgm"))
+            for n, price in prices.items()}
+    config = PipelineConfig(root / "kgwise.toml", KGConfig(), tuple(a.config for a in arms.values()),
+                            RouterConfig(0.6 * prices["large"] * test, "usd", test, split, True,
+                                         CokeConfig(**PACED_COKE), "question+free"), sets)
+    return arms, config
+
+
 def _split(split: int, guarantee: Guarantee, root: Path) -> dict[str, dict[str, float]]:
     """One split (module docstring): per arm with ≥ 50 routed test questions, its population coverage,
     its live coverage and the number routed."""
     rng = np.random.default_rng(1000 + split)
     fit_q, test_q = _questions(split, "fit", FIT, rng), _questions(split, "test", TEST, rng)
-    arms = {n: SyntheticArm(ArmConfig(name=n, kind="kgm" if n == "kgm" else "llm",
-                                      cluster="KGM" if n == "kgm" else "LLM", spec=None if n == "kgm" else n,
-                                      per_call=PRICE[n], observe=n == "kgm"))
-            for n in BOOST}
     sets = AnswerSetConfig(alpha=ALPHA, delta=0.05, guarantee=guarantee)
-    config = PipelineConfig(root / "kgwise.toml", KGConfig(), tuple(a.config for a in arms.values()),
-                            RouterConfig(0.6 * PRICE["large"] * TEST, "usd", TEST, split, True,
-                                         CokeConfig(**PACED_COKE), "question+free"), sets)
+    arms, config = synthetic_pipeline(split, root, sets, PRICE, TEST)
     out: dict[str, dict[str, float]] = {}
     with Pipeline(config, root / f"state-{guarantee}-{split}", arms, FakeEncoder()) as pipe:
         fit_questions(pipe, fit_q, max_spend=1e9, echo=lambda _: None)

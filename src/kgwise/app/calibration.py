@@ -32,27 +32,52 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from kgwise.app.config import AnswerSetConfig
+from kgwise.app.config import AnswerSetConfig, PipelineConfig
 from kgwise.arrays import decode_array, encode_array
 from kgwise.bandit.linucb import TrackedContexts
 from kgwise.conformal.scores import choice_score
-from kgwise.conformal.split import conformal_quantile, min_calibration_size, pac_conformal_quantile
+from kgwise.conformal.split import conformal_quantile, min_calibration_size, pac_conformal_quantile, pac_rank
 from kgwise.errors import DataError
-from kgwise.files import read_json, write_text_atomic
+from kgwise.files import read_json, short_hash, write_text_atomic
 from kgwise.route.coke import CokeRouter
 
 __all__ = ["CALIBRATION_KIND", "CalibrationSelector", "HeldOutCalibration", "arm_delta",
-           "calibrated_threshold", "choice_set", "guarantee_clause", "nonconformity"]
+           "calibrated_threshold", "choice_set", "guarantee_clause", "made_with", "needs_lines",
+           "nonconformity", "pooled_statement", "questions_needed", "smallest_alpha", "stale", "too_few"]
 
 CALIBRATION_KIND = "kgwise.HeldOutCalibration"
 CALIBRATION_VERSION = 1
+
+
+def made_with(config: PipelineConfig) -> dict[str, str]:
+    """What a calibration's scores and cost bounds depend on, hashed per part: every arm's settings (its
+    model, prompt and price: the bounds replay the router), the KG, and the score kind."""
+    fp = config.fingerprint()
+    return {"arms": short_hash([a.fingerprint() for a in config.arms]), "kg": short_hash(fp["kg"]),
+            "kind": config.answer_sets.kind}
+
+
+def stale(calibration: HeldOutCalibration, config: PipelineConfig, path: Path) -> str | None:
+    """Why ``calibration`` (read from ``path``) does not fit ``config``: made with other arms, another KG or
+    another score kind (``None``: it fits, or it predates this record)."""
+    made = calibration.meta.get("made_with")
+    if not isinstance(made, dict):
+        return None
+    now = made_with(config)
+    what = {"arms": "other arm settings (model, prompt or price)",
+            "kg": f"another KG than [kg] of {config.path}",
+            "kind": f"score kind {made.get('kind')!r}, not [answer_sets] kind = {now['kind']!r}"}
+    differ = [what[k] for k in now if made.get(k) != now[k]]
+    if not differ:
+        return None
+    return f"{path} was made with {' and '.join(differ)}: run `kgwise fit` again"
 
 
 def nonconformity(kind: str, probabilities: Mapping[str, float], labels: Sequence[str]
@@ -75,6 +100,83 @@ def calibrated_threshold(scores: Sequence[float], sets: AnswerSetConfig, arms: i
     if len(scores) < min_calibration_size(sets.alpha):
         return math.inf
     return conformal_quantile(scores, sets.alpha)
+
+
+def questions_needed(sets: AnswerSetConfig, arms: int, alpha: float | None = None) -> int:
+    """The fewest calibration questions whose threshold is finite under ``sets``' guarantee at ``alpha``
+    (default ``sets.alpha``): ``⌈1/α − 1⌉`` for split conformal, the smallest ``n`` with
+    :func:`~kgwise.conformal.split.pac_rank` ``≤ n`` for the PAC ones (α = 0.2, δ = 0.05: 14)."""
+    a = sets.alpha if alpha is None else alpha
+    if sets.guarantee == "marginal":
+        return min_calibration_size(a)
+    d = arm_delta(sets, arms)
+    n = max(1, math.ceil(math.log(d) / math.log1p(-a) - 1e-9))  # even rank n needs (1 − α)^n ≤ δ
+    while pac_rank(n, a, d) > n:
+        n += 1
+    return n
+
+
+ALPHA_GRID = tuple(round(0.01 * i, 2) for i in range(1, 51))
+"""The α values :func:`smallest_alpha` tries."""
+
+
+def smallest_alpha(n: int, sets: AnswerSetConfig, arms: int) -> float | None:
+    """The smallest α of :data:`ALPHA_GRID` whose threshold ``n`` calibration questions make finite
+    (``None``: none up to 0.5)."""
+    return next((a for a in ALPHA_GRID if n >= questions_needed(sets, arms, a)), None)
+
+
+def too_few(n: int, sets: AnswerSetConfig, arms: int, where: str) -> str:
+    """Why ``n`` calibration questions (``where``: which ones) give no set at ``sets.alpha``: how many the
+    guarantee needs, how many more, and the smallest α they certify now."""
+    need = questions_needed(sets, arms)
+    now = smallest_alpha(n, sets, arms)
+    level = "" if sets.guarantee == "marginal" else f", δ = {arm_delta(sets, arms):g}"
+    return (f"{n} {where} are too few for a {sets.guarantee} set at α = {sets.alpha:g}{level}: it needs "
+            f"{need} ({need - n} more)"
+            + (f"; α = {now:g} is the smallest these certify" if now is not None else ""))
+
+
+def needs_lines(cal: HeldOutCalibration, group: npt.NDArray[np.int64], sets: AnswerSetConfig) -> list[str]:
+    """For ``kgwise fit``, per arm: what its held-out questions certify at ``sets.alpha`` — those the
+    router sends it (``group``) and all it answered (the fallback) — how many each kind of set needs, the
+    smallest α each certifies now, and with ``[answer_sets] abstain`` the rule it certifies
+    (:func:`kgwise.app.abstain.arm_rule`) or why none."""
+    from kgwise.app.abstain import arm_rule
+
+    arms = len(cal.names)
+
+    def now(n: int) -> str:
+        a = smallest_alpha(n, sets, arms)
+        return "none up to 0.5" if a is None else f"{a:g}"
+
+    need = ", ".join(f"{g} {questions_needed(replace(sets, guarantee=g), arms)}"
+                     for g in ("marginal", "pac", "pac_all_arms"))
+    out = []
+    for name in cal.names:
+        routed, everyone = cal.arm_scores(name, group).size, cal.size(name)
+        line = (f"{name}: {routed} held-out questions routed here, {everyone} answered in all; at α = "
+                f"{sets.alpha:g} a set needs {need}; smallest α for the {sets.guarantee} set now: "
+                f"{now(routed)} routed, {now(everyone)} over all it answered")
+        if sets.abstain:
+            rule, why = arm_rule(cal, name, group, sets)
+            line += ("; abstention: " + why if rule is None else
+                     f"; abstention: answers above confidence {rule.threshold_:.4g} — "
+                     f"{rule.answered_share_:.0%} of its routed held-out questions, right on "
+                     f"{rule.accuracy_:.3f} of them")
+        out.append(line)
+    return out
+
+
+def pooled_statement(arm: str, n: int, routed: int, sets: AnswerSetConfig, arms: int) -> str:
+    """The guarantee of an arm's set calibrated on every held-out question it answered (``n``) because the
+    ``routed`` ones the router sends it are too few: over questions like the dev log, not over those the
+    router picks for the arm."""
+    return (f"P(truth ∈ set) ≥ {1 - sets.alpha:g} for a question like the dev log answered by arm {arm!r} "
+            f"(split conformal on all {n} held-out dev questions it answered, which the router never learnt "
+            f"from; {guarantee_clause(sets, arms)}) — not conditional on the router's choice, so questions "
+            "it sends this arm may be harder: "
+            + too_few(routed, sets, arms, "held-out questions it sends there now"))
 
 
 def arm_delta(sets: AnswerSetConfig, arms: int) -> float:
@@ -105,7 +207,11 @@ class HeldOutCalibration:
     """The held-out calibration questions (see the module docstring): per question (rows) its router
     ``contexts``, and per arm (columns, in the order of ``names``) its cost ``bounds`` and the
     non-conformity ``scores`` (``kind``: ``lac``/``aps``) of the true choice — NaN where the arm gave no
-    graded answer. ``meta``: what the fit says about them (questions, α, the context)."""
+    graded answer. ``meta``: what the fit says about them (questions, α, the context). For abstention
+    (:mod:`kgwise.app.abstain`): per held-out question and arm the ``confidence`` of its answer (the
+    probability of the choice it gave; NaN: no graded answer) and whether it was ``correct``, and the same
+    on the dev questions the router learnt from (``tune_confidence``, ``tune_correct``), which order the
+    thresholds Learn-then-Test tries; ``None`` in calibrations written before abstention existed."""
 
     names: tuple[str, ...]
     kind: str
@@ -113,12 +219,30 @@ class HeldOutCalibration:
     bounds: npt.NDArray[np.float64]
     scores: npt.NDArray[np.float64]
     meta: dict[str, Any] = field(default_factory=dict)
+    confidence: npt.NDArray[np.float64] | None = None
+    correct: npt.NDArray[np.bool_] | None = None
+    tune_confidence: npt.NDArray[np.float64] | None = None
+    tune_correct: npt.NDArray[np.bool_] | None = None
 
     def __post_init__(self) -> None:
         n, k = len(self.contexts), len(self.names)
         if self.bounds.shape != (n, k) or self.scores.shape != (n, k) or self.contexts.ndim != 2:
             raise DataError(f"calibration arrays disagree: {self.contexts.shape} contexts, bounds "
                             f"{self.bounds.shape}, scores {self.scores.shape} for {k} arms")
+        m = None if self.tune_confidence is None else len(self.tune_confidence)
+        for name, rows in (("confidence", n), ("correct", n), ("tune_confidence", m), ("tune_correct", m)):
+            value = getattr(self, name)
+            if value is not None and value.shape != (rows, k):
+                raise DataError(f"calibration arrays disagree: {name} {value.shape} for {rows} questions "
+                                f"and {k} arms")
+        if (self.confidence is None) != (self.correct is None) or (
+                self.tune_confidence is None) != (self.tune_correct is None):
+            raise DataError("calibration arrays disagree: confidences without correctness flags or back")
+
+    @property
+    def can_abstain(self) -> bool:
+        """Whether the fit stored what abstention needs (confidences and correctness)."""
+        return self.confidence is not None and self.tune_confidence is not None
 
     def __len__(self) -> int:
         return len(self.contexts)
@@ -146,6 +270,14 @@ class HeldOutCalibration:
                 "scores": encode_array(self.scores), "shape": [len(self), len(self.names),
                                                                self.contexts.shape[1]],
                 "meta": self.meta}
+        if self.can_abstain:
+            assert self.confidence is not None and self.correct is not None
+            assert self.tune_confidence is not None and self.tune_correct is not None
+            body["abstain"] = {"confidence": encode_array(self.confidence),
+                               "correct": encode_array(self.correct.astype(np.float64)),
+                               "tune_confidence": encode_array(self.tune_confidence),
+                               "tune_correct": encode_array(self.tune_correct.astype(np.float64)),
+                               "tune_questions": len(self.tune_confidence)}
         write_text_atomic(path, json.dumps(body))
 
     @classmethod
@@ -163,10 +295,17 @@ class HeldOutCalibration:
                             f"({CALIBRATION_VERSION}): run `kgwise fit` again", path)
         try:
             n, k, d = (int(v) for v in body["shape"])
+            extra: dict[str, Any] = {}
+            if (ab := body.get("abstain")) is not None:
+                m = int(ab["tune_questions"])
+                extra = {"confidence": decode_array(ab["confidence"]).reshape(n, k),
+                         "correct": decode_array(ab["correct"]).reshape(n, k) > 0.5,
+                         "tune_confidence": decode_array(ab["tune_confidence"]).reshape(m, k),
+                         "tune_correct": decode_array(ab["tune_correct"]).reshape(m, k) > 0.5}
             return cls(tuple(str(x) for x in body["names"]), str(body["score"]),
                        decode_array(body["contexts"]).reshape(n, d),
                        decode_array(body["bounds"]).reshape(n, k),
-                       decode_array(body["scores"]).reshape(n, k), dict(body.get("meta", {})))
+                       decode_array(body["scores"]).reshape(n, k), dict(body.get("meta", {})), **extra)
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(f"not a kgwise calibration: {exc!r}", path) from exc
 

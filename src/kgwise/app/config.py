@@ -44,7 +44,11 @@ Tables:
   (an open answer's set when the held-out questions routed to its arm certify no λ: ``largest``, UAG's
   largest set — every candidate its retrieval keeps, the most it can cover, as a multiple-choice arm with
   too few questions gets every choice — or ``pooled``, the set certified on all held-out open questions,
-  smaller but under-covering an arm that gets the harder questions; either way without guarantee).
+  smaller but under-covering an arm that gets the harder questions; either way without guarantee),
+  ``abstain`` (default ``false``; ``true``: a multiple-choice answer is given only when its confidence
+  clears the threshold certified for its routed arm — accuracy ≥ 1 − α among the answers given, with
+  probability ≥ 1 − δ over the held-out dev questions — else "not sure" with the set,
+  :mod:`kgwise.app.abstain`).
 
 Every fault raises ``DataError`` naming the file, the line (where the key stands) and the key.
 """
@@ -217,7 +221,10 @@ class AnswerSetConfig:
     calibrate the sets; ``uag_llm``: the local LLM that writes Φ(P) for UAG's sets on open questions
     (None: no set), ``uag_tune_share``: the part of the graded open dev questions that tunes UAG's grid
     (and teaches the router; the rest is held out of it to calibrate, :mod:`kgwise.app.open_sets`);
-    ``open_uncertified``: an open answer's set when its arm's held-out questions certify nothing."""
+    ``open_uncertified``: an open answer's set when its arm's held-out questions certify nothing;
+    ``abstain``: answer a multiple-choice question only when the arm's certified confidence threshold
+    promises accuracy ≥ 1 − α among its answers with probability ≥ 1 − δ, else "not sure"
+    (:mod:`kgwise.app.abstain`)."""
 
     alpha: float = 0.1
     delta: float = 0.05
@@ -227,6 +234,7 @@ class AnswerSetConfig:
     uag_llm: str | None = None
     uag_tune_share: float = 0.4
     open_uncertified: OpenUncertified = "largest"
+    abstain: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -618,7 +626,7 @@ class _Reader:
 
     def answer_sets(self, data: dict[str, Any]) -> AnswerSetConfig:
         self._keys(data, {"alpha", "delta", "kind", "guarantee", "calibration_share", "uag_llm",
-                          "uag_tune_share", "open_uncertified"}, "answer_sets")
+                          "uag_tune_share", "open_uncertified", "abstain"}, "answer_sets")
         given: dict[str, Any] = {}  # the keys the file sets; AnswerSetConfig holds the defaults
         for key in ("alpha", "delta", "calibration_share", "uag_tune_share"):
             value = self._number(data, key, "answer_sets")
@@ -635,6 +643,10 @@ class _Reader:
                     raise self.fail(f"must be {', '.join(options[:-1])} or {options[-1]}, got {text!r}",
                                     "answer_sets", key)
                 given[key] = text
+        if "abstain" in data:
+            if not isinstance(data["abstain"], bool):
+                raise self.fail(f"must be true or false, got {data['abstain']!r}", "answer_sets", "abstain")
+            given["abstain"] = data["abstain"]
         uag_llm = self._str(data, "uag_llm", "answer_sets")
         if uag_llm is not None:
             if uag_llm.startswith("openai:"):

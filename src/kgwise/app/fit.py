@@ -70,10 +70,12 @@ from kgwise.app.calibration import (
     calibrated_threshold,
     choice_set,
     guarantee_clause,
+    made_with,
+    needs_lines,
     nonconformity,
 )
 from kgwise.app.config import CONTEXTS, Context, PipelineConfig
-from kgwise.app.open_sets import ArmOpenSet, OpenSetFit, OpenSets
+from kgwise.app.open_sets import FIT_REPORT_FILE, ArmOpenSet, OpenSetFit, OpenSets
 from kgwise.app.pipeline import Pipeline
 from kgwise.app.prompt_fit import PromptFit, fit_prompts
 from kgwise.app.router import RouterAdapter, context_vector
@@ -90,7 +92,7 @@ __all__ = ["LOG_FILE", "MIN_CROSS_FIT", "ArmFit", "FitReport", "LoggedCall", "Ro
            "held_out_calibration", "interleaved", "read_questions"]
 
 LOG_FILE = "fit-log.jsonl"
-REPORT_FILE = "fit-report.json"
+REPORT_FILE = FIT_REPORT_FILE
 UAG_TABLES = "uag-tables"
 """Where the fit builds UAG's tables of the open dev questions (in the state directory; resumable)."""
 MIN_CROSS_FIT = 100
@@ -518,7 +520,7 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     learnt = router.warm_start(X[learn], rewards)
     router.pin(selection.pinned)
     calibration = held_out_calibration(pipeline, [questions[i] for i in hold], calls, X[hold],
-                                       selection.context)
+                                       selection.context, learn_q)
     selector = CalibrationSelector(calibration)
     group = selector.group(router.router, "fit")
     mc = np.asarray([bool(questions[i].choices) for i in hold], dtype=bool)
@@ -555,6 +557,9 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
             threshold if math.isfinite(threshold) else None,
             float(np.mean(covered)) if covered else None, float(np.mean(sizes)) if sizes else None,
             None if routed_mean is None else float(routed_mean[a])))
+    if mc.any():
+        for line in needs_lines(calibration, group, sets):
+            echo(f"fit: {line}")
     guarantee = (f"per arm: P(truth ∈ set) ≥ {1 - sets.alpha:g} for a question the router, as it stands, "
                  "sends to that arm, over questions exchangeable with the dev log (split conformal on the "
                  f"{int(mc.sum())} held-out multiple-choice dev questions the same rule sends there; "
@@ -563,6 +568,10 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     if selection.method != "cross-fitting":
         not_fitted = (f"router settings (γ, reward form, context) are the config's: {selection.reason}",
                       *not_fitted)
+    silent = [f.name for f in arm_fits if f.answered == 0]
+    if silent:  # named: nothing about these arms was learnt or calibrated
+        not_fitted = (*not_fitted, f"arm(s) {', '.join(silent)} answered none of the {len(questions)} dev "
+                      "questions: no routing evidence, set or abstention rule for them")
     settings = {"coke": asdict(coke), "context": selection.context, "budget": config.router.budget,
                 "unit": config.router.unit,
                 "horizon": config.router.horizon, "seed": config.router.seed, "alpha": sets.alpha,
@@ -641,10 +650,14 @@ def _fmt(x: float | None) -> str:
 
 
 def held_out_calibration(pipeline: Pipeline, questions: Sequence[Question],
-                         calls: Mapping[tuple[str, str], LoggedCall], X: np.ndarray, context: Context
-                         ) -> HeldOutCalibration:
+                         calls: Mapping[tuple[str, str], LoggedCall], X: np.ndarray, context: Context,
+                         tune: Sequence[Question] = ()) -> HeldOutCalibration:
     """The held-out ``questions``' router contexts ``X``, every arm's cost bound and score of the true
-    choice in ``calls`` (NaN: the arm gave no graded choice, e.g. on an open question)."""
+    choice in ``calls`` (NaN: the arm gave no graded choice, e.g. on an open question), and for abstention
+    every arm's confidence and correctness on them and on the ``tune`` questions (those the router learns
+    from, :func:`kgwise.app.abstain.answer_confidences`)."""
+    from kgwise.app.abstain import answer_confidences
+
     config = pipeline.config
     names = list(config.names)
     kind = config.answer_sets.kind
@@ -657,9 +670,12 @@ def held_out_calibration(pipeline: Pipeline, questions: Sequence[Question],
             c = calls.get((name, q.id))
             if q.choices and c is not None and c.probabilities:
                 scores[i, a] = nonconformity(kind, c.probabilities, labels)[q.gold_index]
+    confidence, correct = answer_confidences(questions, names, calls)
+    tune_confidence, tune_correct = answer_confidences(tune, names, calls)
     return HeldOutCalibration(tuple(names), kind, np.asarray(X, dtype=np.float64), bounds, scores,
                               {"questions": len(questions), "alpha": config.answer_sets.alpha, "kind": kind,
-                               "context": context, "fit": uuid.uuid4().hex})
+                               "context": context, "fit": uuid.uuid4().hex, "made_with": made_with(config)},
+                              confidence, correct, tune_confidence, tune_correct)
 
 
 def _select_router(config: PipelineConfig, questions: Sequence[Question],

@@ -50,7 +50,7 @@ from kgwise.conformal.grouped import GroupedUAG
 from kgwise.conformal.ltt import min_calibration_questions
 from kgwise.conformal.provenance import graph_fingerprint
 from kgwise.errors import DataError
-from kgwise.files import short_hash
+from kgwise.files import read_json, short_hash
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.types import Question
 
@@ -124,7 +124,7 @@ def calibrate_open_sets(kg: KnowledgeGraph, ground: Ground, questions: Sequence[
         return None, OpenSetFit(len(graded), len(topical), len(cal), reason=(
             f"{len(topical)} graded open dev questions with a grounded topic entity: {len(cal)} held out to "
             f"calibrate, {len(tune)} to tune; UAG at α={sets.alpha:g}, δ={sets.delta:g} needs ≥ {need} "
-            "to calibrate and ≥ 1 to tune"))
+            f"to calibrate ({max(need - len(cal), 0)} more held out) and ≥ 1 to tune"))
     from kgwise.conformal.tables import build_tables
 
     settings = TableSettings()
@@ -148,6 +148,24 @@ def calibrate_open_sets(kg: KnowledgeGraph, ground: Ground, questions: Sequence[
     if uag.abstains:
         return None, fit_report
     return CalibratedUAG(uag, settings, summary, GroupedUAG.from_fit(uag, tables.subset(cal))), fit_report
+
+
+FIT_REPORT_FILE = "fit-report.json"
+"""Where ``kgwise fit`` writes its report in the state folder."""
+
+
+def uncalibrated_reason(state_root: Path) -> str:
+    """Why there are no UAG sets for open questions: the last fit's reason (its report), or that no fit
+    has run."""
+    report = state_root / FIT_REPORT_FILE
+    if report.is_file():
+        try:
+            reason = (read_json(report).get("open_sets") or {}).get("reason")
+        except (DataError, AttributeError):
+            reason = None
+        if reason:
+            return f"the last `kgwise fit` calibrated none: {reason}"
+    return "not calibrated: run `kgwise fit` with graded open questions"
 
 
 def routed_to(calibration: CalibratedUAG, group: npt.NDArray[np.int64], arm: int

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import numpy.typing as npt
 
+from kgwise.app.abstain import NOT_SURE, Abstention, AbstentionLog, ArmAbstention, answer_confidence, decide
 from kgwise.app.arms import (
     ArmOutput,
     ArmRunner,
@@ -52,10 +53,12 @@ from kgwise.app.arms import (
 )
 from kgwise.app.calibration import (
     CalibrationSelector,
-    arm_delta,
     calibrated_threshold,
     choice_set,
     guarantee_clause,
+    pooled_statement,
+    stale,
+    too_few,
 )
 from kgwise.app.config import PipelineConfig, reads_free
 from kgwise.app.evidence import Evidence, Labeller, grounder_of, question_evidence
@@ -158,6 +161,12 @@ class PipelineResult:
     remaining_budget: float
     notes: tuple[str, ...] = ()
     choice_entities: tuple[tuple[str, ...], ...] = ()
+    abstention: Abstention | None = None
+    """With ``[answer_sets] abstain``: whether the answer was withheld ("not sure") and what it promises."""
+
+    @property
+    def abstained(self) -> bool:
+        return self.abstention is not None and self.abstention.abstained
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON data (without the set's calibration scores)."""
@@ -264,6 +273,9 @@ class PipelineStatus:
     state_warnings: tuple[str, ...] = ()
     routed: int = 0
     """External arms' decisions awaiting their settle (their bounds are in ``reserved``)."""
+    abstention: dict[str, ArmAbstention] = field(default_factory=dict)
+    """With ``[answer_sets] abstain``: per arm, the share of questions answered and the accuracy among
+    those graded, live."""
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -320,6 +332,7 @@ class Pipeline:
         self.prompt_problems: dict[str, str] = {}  # arm → why its saved prompt bandit is not used
         self.state = StateDir(state_dir, config, encoder.dim, refit=refit)
         try:
+            self.abstentions = AbstentionLog(self.state.root)
             self._load_fitted()
         except BaseException:
             self.state.close()
@@ -341,6 +354,9 @@ class Pipeline:
                     cast(PromptArm, runner).use_bandit(bandit)
             except (ConfigError, DataError) as exc:  # named, left unused: the fit replacing it can run
                 self.prompt_problems[name] = f"{exc}; it answers with its first combination until a fit"
+        cal = self.state.calibration
+        if cal is not None and (why := stale(cal, self.config, self.state.calibration_file)) is not None:
+            self.state.calibration_problem = why  # answers and status say so; the fit replacing it runs
         if (self.config.answer_sets.uag_llm is not None and self.kg is not None
                 and self.state.uag_file.is_file()):
             from kgwise.app.open_sets import OpenSets
@@ -479,11 +495,14 @@ class Pipeline:
         base = (f"P(truth ∈ set) ≥ {1 - sets.alpha:g} for {who}; {guarantee_clause(sets, arms)}), over "
                 "questions exchangeable with the dev log")
         threshold = calibrated_threshold(scores.tolist(), sets, arms)
+        if math.isinf(threshold) and not forced:  # too few routed: every held-out question the arm answered
+            everyone = cal.arm_scores(arm, None)
+            base = pooled_statement(arm, len(everyone), len(scores), sets, arms)
+            scores, threshold = everyone, calibrated_threshold(everyone.tolist(), sets, arms)
         if math.isinf(threshold):
-            statement = (f"every choice: {len(scores)} held-out dev questions for arm {arm!r} are too few "
-                         f"for a {sets.guarantee} guarantee at α = {sets.alpha:g}"
-                         + (f", δ = {arm_delta(sets, arms):g}" if sets.guarantee != "marginal" else "")
-                         + "; the set covers the truth trivially")
+            where = f"held-out dev questions arm {arm!r} answered"
+            statement = (f"every choice: {too_few(len(scores), sets, arms, where)}; the set covers the truth "
+                         "trivially")
             return AnswerSetResult(tuple(labels), tuple(texts[x] for x in labels), sets.alpha, True,
                                    statement, len(scores), tuple(scores.tolist())), None
         chosen = choice_set(output.probabilities, labels, cal.kind, threshold)
@@ -516,8 +535,9 @@ class Pipeline:
             return None, f"no answer set: {self.open_sets_problem}"
         open_sets = self.open_sets
         if open_sets is None:
-            return None, ("no answer set: UAG is not calibrated for open questions (run `kgwise fit` with "
-                          "graded open questions)")
+            from kgwise.app.open_sets import uncalibrated_reason
+
+            return None, f"no answer set for open questions: {uncalibrated_reason(self.state.root)}"
         if not topics:
             return None, "no answer set: the question names no entity of the KG"
         n, u = open_sets.size, open_sets.calibration
@@ -631,6 +651,7 @@ class Pipeline:
             self.state.sync()
             raise
         answer_set, why = self.answer_set(arm, output, question, group, forced is not None, qnodes)
+        abstention = self.abstention(arm, output, question, group)
         notes = [why] if why else []
         if arm in self.prompt_problems:
             notes.append(f"arm {arm!r}: {self.prompt_problems[arm]}")
@@ -643,7 +664,9 @@ class Pipeline:
         label: str | None = None
         answer_text = output.prediction
         entities: tuple[str, ...] = ()
-        if question.choices:
+        if abstention is not None and abstention.abstained:
+            answer_text = NOT_SURE
+        elif question.choices:
             label = output.prediction
             answer_text = next((c.text for c in question.choices if c.label == label), label)
         else:  # the KG entities the answer names, those the question does not first (a stable sort)
@@ -655,12 +678,30 @@ class Pipeline:
                           answer_set is None or answer_set.certified)
         with self._lock:
             self.state.record(pending)
+            if abstention is not None:
+                self.abstentions.record(decision, arm, abstention.abstained)
             remaining = router.remaining
         self.state.sync()  # durable before it is acknowledged
         arm_scores = tuple(ArmScore(n, scores[n], bounds[n], affordable[n]) for n in router.names)
         return PipelineResult(decision, question.text, answer_text, label, dict(output.probabilities),
                               entities, qnodes, arm, arm_scores, output.knowledge, answer_set,
-                              output.usage, cost, self.config.router.unit, remaining, tuple(notes), cnodes)
+                              output.usage, cost, self.config.router.unit, remaining, tuple(notes), cnodes,
+                              abstention)
+
+    def abstention(self, arm: str, output: ArmOutput, question: Question,
+                   group: npt.NDArray[np.int64] | None) -> Abstention | None:
+        """With ``[answer_sets] abstain``, whether ``arm``'s multiple-choice answer is given or "not sure"
+        (:mod:`kgwise.app.abstain`; ``group``: the held-out questions' routing, ``None`` when forced)."""
+        sets = self.config.answer_sets
+        if not sets.abstain or not question.choices or not output.probabilities:
+            return None
+        cal = self.state.calibration
+        if cal is None or self.state.calibration_problem is not None:
+            why = self.state.calibration_problem or ("no held-out calibration: run `kgwise fit` with graded "
+                                                     "multiple-choice questions")
+            return Abstention(True, f"not sure: {why}",
+                              answer_confidence(output.probabilities, output.prediction), None, 0)
+        return decide(cal, arm, group, sets, output.probabilities, output.prediction)
 
     # ------------------------------------------------------------------ feedback
     def feedback(self, decision: str, correct: bool | None = None, gold: str | Sequence[str] | None = None,
@@ -687,6 +728,8 @@ class Pipeline:
                 seen[name] = float(bool(ok))
             router = self.state.router
             self.state.feedback(decision, reward, seen, covered)
+            if p.choices:
+                self.abstentions.settle(decision, reward > 0)
             warning = f"cost {p.cost:g} was above its bound {p.bound:g}" if p.cost > p.bound else None
             result = FeedbackResult(decision, p.arm, reward, covered, seen, router.spent, router.remaining,
                                     warning)
@@ -809,7 +852,9 @@ class Pipeline:
                                   cal is not None, tuple(arms), r.cluster_accuracy(),
                                   self.state.expired, self.state.calibration_problem,
                                   self._open_sets_status(), dict(self.prompt_problems), r.pinned,
-                                  self.state.read_only, tuple(self.state.warnings), len(self.state.routed))
+                                  self.state.read_only, tuple(self.state.warnings), len(self.state.routed),
+                                  {a.name: self.abstentions.status(a.name) for a in self.config.arms}
+                                  if sets.abstain else {})
 
     def _routed_calibration(self) -> list[RoutedCalibration] | None:
         """Under the lock: per arm, :class:`RoutedCalibration` from one draw of the router's rule (seeded,
@@ -851,7 +896,9 @@ class Pipeline:
         if self.open_sets is not None:
             return self.open_sets.calibration, None
         if not self.state.uag_file.is_file():
-            return None, "not calibrated: run `kgwise fit` with graded open questions"
+            from kgwise.app.open_sets import uncalibrated_reason
+
+            return None, uncalibrated_reason(self.state.root)
         from kgwise.conformal.calibrated import CalibratedUAG
 
         try:

@@ -39,7 +39,7 @@ def eval_uag(
         help="Recorded Φ(P) of --questions (JSONL: id, answer); or --llm.")] = None,
     candidates: Annotated[Path | None, typer.Option(
         help="A scored retriever's candidates of --questions (JSONL: id, candidates [[name_or_id, score], "
-             "…], gold?); needed by uag_gnn, uag_marginal, split_cp and top_k.")] = None,
+             "…], gold?); needed by uag_gnn, split_cp and top_k.")] = None,
     alphas: Annotated[str, typer.Option(help="Comma-separated risk levels α.")
                       ] = "0.1,0.15,0.2,0.3,0.35,0.4,0.45,0.5",
     splits: Annotated[int, typer.Option(min=1, help="Random tuning/calibration/test splits.")] = 20,
@@ -113,7 +113,7 @@ def eval_uag(
         assert kg is not None
         inputs = load_user_data(questions, kg, generations, candidates, limit)
         if candidates is None:
-            err_console.print("no --candidates: uag_gnn, uag_marginal, split_cp and top_k need a scored "
+            err_console.print("no --candidates: uag_gnn, split_cp and top_k need a scored "
                               "retriever and are not run")
     _say_left_out(inputs.coverage)
     n = len(inputs.questions)

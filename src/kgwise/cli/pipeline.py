@@ -161,6 +161,9 @@ def print_answer(result: PipelineResult) -> None:
                       f"{escape(', '.join(s.texts[:SET_SHOWN]))}"
                       + (f" … and {more} more (all with --json)" if more > 0 else ""))
         console.print(f"  [dim]{escape(s.statement)}[/dim]")
+    if result.abstention is not None:
+        how = "abstained" if result.abstained else "answered"
+        console.print(f"{how}: {escape(result.abstention.promise)}")
     for note in result.notes:
         console.print(f"note: {escape(note)}")
     if result.knowledge.text:
@@ -270,6 +273,12 @@ def print_status(st: PipelineStatus) -> None:
                            + ("certified" if a.routed.open_certified else "[yellow]not certified[/yellow]"))
         table.add_row(escape(a.name), a.kind, str(a.pulls), f"{a.cost:.6g}", routed, live)
     console.print(table)
+    for name, ab in st.abstention.items():  # [answer_sets] abstain: live
+        if ab.asked:
+            right = "no feedback yet" if ab.accuracy_answered is None else (
+                f"right on {ab.accuracy_answered:.1%} of {ab.graded} graded")
+            console.print(f"{escape(name)}: answered {ab.answered} of {ab.asked} ({ab.share_answered:.0%}), "
+                          + right)
 
 
 @app.command("fit")

@@ -19,12 +19,17 @@ first, after the λ with the largest sets: :func:`pareto_order`), so the guarant
 ``P(E[L_λ̂ | D_cal] ≤ α) ≥ 1 − δ`` holds for the guaranteed FWER methods whatever the family Λ. With
 ``fwer="top_p"`` (the paper's choice) it does not.
 
-``UAGConfig(guarantee="marginal")`` (needs a scored retriever) gives split CP's kind of guarantee instead,
-``E[L_λ̂] ≤ α`` over calibration and test draws, with smaller sets than the PAC one at the same α. The
-tuning split fixes ``(s, α1, α2, α3)``; the sets are then nested in the scored threshold ``t4``, so the
-miss is monotone in it and split CP applies to the per-question score ``E = −∞`` if the path part covers,
-else the smallest non-conformity of a gold scored candidate (Eq. 1 on the calibration split; conformal
-risk control for the miss loss, Angelopoulos et al. 2022). ``t4`` is continuous, not on the α4 grid.
+There is no marginal (split CP) mode. One ran split CP on the scored threshold ``t4`` over the path
+part chosen on the tuning split and abstained when the calibration quantile was ``+∞`` (more than α of the
+calibration questions beyond both retrievers). Split CP's ``P(E ≤ q̂) ≥ 1 − α`` counts a question with
+``E = +∞`` as covered when ``q̂ = +∞``, so the guarantee held only with abstentions counted as covered:
+where the retrievers reach about ``1 − α`` of the questions it certified on lucky calibration draws and
+then covered less than ``1 − α`` (a held-out KGQA log at α = 0.3: 8 of 20 splits certified, mean coverage
+.692; synthetic tables reaching .769 of the questions, 60 tuning and 60 calibration questions: 18 of 200
+certified, mean coverage .673). Fixed-sequence LTT in that regime (``tests/guarantees/test_guarantees.py``,
+reach .759): 37 of 200 certified, 2 short of 1 − α, mean coverage .748. Learn-then-Test's
+PAC statement has no such hole: an abstention is no violation and a certified λ's risk exceeds α with
+probability ≤ δ.
 
 Usage::
 
@@ -37,7 +42,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
-from functools import cached_property
 from typing import Any, Literal
 
 import numpy as np
@@ -54,7 +58,7 @@ from kgwise.conformal.grid import (
 )
 from kgwise.conformal.ltt import LTTConfig, LTTResult, learn_then_test
 from kgwise.conformal.retriever import UQRetriever
-from kgwise.conformal.split import conformal_quantile, conformal_rank
+from kgwise.conformal.split import conformal_quantile
 from kgwise.errors import ConfigError
 from kgwise.kg.base import KnowledgeGraph, normalise_label
 from kgwise.settings import table
@@ -64,7 +68,6 @@ __all__ = ["UAG", "UAGConfig", "alpha_levels", "config_from_dict", "config_to_di
            "nested_chain", "pareto_order", "question_table"]
 
 FloatArray = npt.NDArray[np.float64]
-Guarantee = Literal["pac", "marginal"]
 Order = Literal["front", "front+chain"]
 
 
@@ -121,18 +124,15 @@ class UAGConfig:
     default here 0.05, 0.05, 0.025: 16,000 λ per evaluator score); ``evaluator_scores``: the Eq. 6 score
     variants in Λ (``("absolute",)`` is the paper's family); ``scored_step``: grid step of α4 for a
     scored retriever's candidates (``None``: no such retriever, the paper's UAG); ``ltt``: δ (0.05), FWER
-    method, p-value; ``guarantee``: ``"pac"`` (LTT, Eq. 2) or ``"marginal"`` (split CP on the scored
-    threshold; needs ``scored_step``, whose grid then serves only PAC instances sharing the fit);
-    ``order``: the fixed sequence, ``"front"`` (:func:`pareto_order`) or ``"front+chain"`` (the largest
-    set at δ, then that front and :func:`nested_chain` at δ/2 each: for small tuning splits, whose front
-    is coarse)."""
+    method, p-value; ``order``: the fixed sequence, ``"front"`` (:func:`pareto_order`) or
+    ``"front+chain"`` (the largest set at δ, then that front and :func:`nested_chain` at δ/2 each: for
+    small tuning splits, whose front is coarse)."""
 
     alpha: float = 0.1
     steps: tuple[float, float, float] = (0.05, 0.05, 0.025)
     evaluator_scores: tuple[EvaluatorScore, ...] = ("absolute", "relative")
     scored_step: float | None = None
     ltt: LTTConfig = field(default_factory=LTTConfig)
-    guarantee: Guarantee = "pac"
     order: Order = "front"
 
     def __post_init__(self) -> None:
@@ -152,11 +152,6 @@ class UAGConfig:
         if self.order == "front+chain" and self.ltt.fwer != "fixed_sequence":
             raise ConfigError("order='front+chain' splits δ between two fixed sequences: it needs "
                               "fwer='fixed_sequence'")
-        if self.guarantee not in ("pac", "marginal"):
-            raise ConfigError(f"guarantee must be 'pac' or 'marginal', got {self.guarantee!r}")
-        if self.guarantee == "marginal" and self.scored_step is None:
-            raise ConfigError("guarantee='marginal' needs a scored retriever: set scored_step and use "
-                              "tables from TableBatch.with_scored")
 
 
 def config_to_dict(config: UAGConfig) -> dict[str, Any]:
@@ -187,17 +182,16 @@ class UAG:
         self.tune_size_: FloatArray | None = None
         self.order_: npt.NDArray[np.int64] | None = None
         self.chain_: npt.NDArray[np.int64] | None = None
-        self.tune_paths_: _TunePaths | None = None
         self.result_: LTTResult | None = None
         self.lambda_: tuple[float, float, float, float] | None = None
-        self.index_: int | None = None  # λ̂'s flat grid index (not set by the marginal mode)
+        self.index_: int | None = None  # λ̂'s flat grid index
         self.chosen_thresholds_: tuple[float, float, float, float] | None = None
         self.evaluator_score_: EvaluatorScore | None = None
 
     # ------------------------------------------------------------------ fit (tuning split)
     def fit(self, tune: TableBatch) -> UAG:
         """Eq. 1 thresholds per grid level from the tuning split; tuning risk and set size of every λ (for
-        LTT; the marginal mode keeps only what it needs, :class:`_TunePaths`)."""
+        LTT)."""
         if tune.num_questions == 0:
             raise ConfigError("UAG.fit: empty tuning split")
         comp = tune.component_scores()
@@ -217,15 +211,7 @@ class UAG:
             self.scored_levels_ = np.concatenate([[1.0], lv])
             t4 = [conformal_quantile(s4, float(x)) for x in lv]
             self.scored_thresholds_ = np.concatenate([[-np.inf], t4])
-        base = self.grid(tune)
-        if self.config.scored_step is not None:
-            n = tune.num_questions
-            scored = tune.scored[np.isfinite(tune.scored)] if tune.scored is not None else np.empty(0)
-            self.tune_paths_ = _TunePaths(base.covered.reshape(n, -1), base.size.sum(axis=0).ravel(),
-                                          tune.scored_component(), np.sort(scored))
-        if self.config.guarantee == "marginal":
-            return self  # the LTT family's tuning risks and sizes are not needed
-        covered, size = self._totals(tune, sizes=True, base=base)
+        covered, size = self._totals(tune, sizes=True)
         self.tune_risk_ = 1.0 - covered / tune.num_questions
         self.tune_size_ = size / tune.num_questions
         self.order_ = pareto_order(self.tune_risk_, self.tune_size_, first=self.largest_index)
@@ -257,14 +243,13 @@ class UAG:
             raise ConfigError("UAGConfig.scored_step needs tables with a scored retriever "
                               "(TableBatch.with_scored)")
 
-    def _totals(self, batch: TableBatch, sizes: bool, base: GridResult | None = None
-                ) -> tuple[FloatArray, FloatArray]:
+    def _totals(self, batch: TableBatch, sizes: bool) -> tuple[FloatArray, FloatArray]:
         """Covered-question count and set-size sum over ``batch`` per flat λ (sizes zero unless
-        ``sizes``; ``base``: ``grid(batch, sizes)`` if already computed). The union with the scored part:
+        ``sizes``). The union with the scored part:
         covered if either part covers; size = both sizes minus the nodes in both (only computed when some
         node has states and a finite ``scored``)."""
         self._check_scored(batch)
-        base = self.grid(batch, sizes=sizes) if base is None else base
+        base = self.grid(batch, sizes=sizes)
         part = batch.scored_grid(self.scored_thresholds_)
         n4 = self.scored_thresholds_.size
         covered = np.stack([(base.covered | part.covered[:, m, None, None, None, None]).sum(axis=0)
@@ -310,22 +295,17 @@ class UAG:
 
     # ------------------------------------------------------------------ calibrate (LTT)
     def adopt_fit(self, other: UAG) -> UAG:
-        """Reuse another instance's ``fit`` (same tuning split and grid) under this instance's config; a
-        marginal-mode fit serves marginal instances only."""
+        """Reuse another instance's ``fit`` (same tuning split and grid) under this instance's config."""
         if other.levels_ is None or other.config.steps != self.config.steps or (
             other.config.evaluator_scores != self.config.evaluator_scores
         ):
             raise ConfigError("UAG.adopt_fit: the other instance is not fitted on the same grid")
-        if self.config.guarantee == "pac" and other.tune_size_ is None:
-            raise ConfigError("UAG.adopt_fit: the other instance was fitted in marginal mode, without "
-                              "what LTT needs")
         if other.config.scored_step != self.config.scored_step:
             raise ConfigError("UAG.adopt_fit: the other instance has another scored_step")
         self.levels_, self.thresholds_ = other.levels_, other.thresholds_
         self.scored_levels_, self.scored_thresholds_ = other.scored_levels_, other.scored_thresholds_
         self.tune_risk_, self.tune_size_, self.order_ = other.tune_risk_, other.tune_size_, other.order_
         self.chain_ = other.chain_
-        self.tune_paths_ = other.tune_paths_
         return self
 
     def loss_counts(self, cal: TableBatch) -> npt.NDArray[np.int64]:
@@ -342,8 +322,6 @@ class UAG:
         if cal.num_questions == 0:
             raise ConfigError("UAG.calibrate: empty calibration split")
         a = self.config.alpha if alpha is None else alpha
-        if self.config.guarantee == "marginal":
-            return self._calibrate_marginal(cal, a)
         if losses is None:
             losses = self.loss_counts(cal)
         assert self.tune_size_ is not None
@@ -370,30 +348,6 @@ class UAG:
         assert self.tune_size_ is not None and self.order_ is not None and self.chain_ is not None
         return front_and_chain(losses, n, alpha, self.config.ltt, self.tune_size_, self.largest_index,
                                self.order_[1:], self.chain_[1:])
-
-    def _calibrate_marginal(self, cal: TableBatch, alpha: float) -> UAG:
-        """Split CP on the scored threshold (see the module docstring): ``(s, α1, α2, α3)`` is the one
-        whose tuning-split quantile gives the smallest tuning set, ``t4`` the Eq. 1 quantile of the
-        calibration scores ``E`` (``lambda_[3]`` is then α itself). Abstains when that quantile is +∞
-        (more than α of the questions are covered by neither part)."""
-        self._check_scored(cal)
-        assert self.tune_paths_ is not None and self.thresholds_ is not None and self.levels_ is not None
-        self.result_ = None
-        self.lambda_ = self.chosen_thresholds_ = self.evaluator_score_ = None
-        c = self.tune_paths_.best_paths(alpha)
-        if c is None:
-            return self
-        covered = self.grid(cal, sizes=False).covered.reshape(cal.num_questions, -1)[:, c]
-        t4 = conformal_quantile(np.where(covered, -np.inf, cal.scored_component()), alpha)
-        if t4 == np.inf:
-            return self
-        v, i, j, k = np.unravel_index(c, self.grid_shape[:4])
-        t1, t2, t3 = self.thresholds_
-        self.chosen_thresholds_ = (float(t1[i]), float(t2[j]), float(t3[v, k]), float(t4))
-        l1, l2, l3 = self.levels_
-        self.lambda_ = (float(l1[i]), float(l2[j]), float(l3[k]), alpha)
-        self.evaluator_score_ = self.config.evaluator_scores[int(v)]
-        return self
 
     @property
     def abstains(self) -> bool:
@@ -465,56 +419,6 @@ def front_and_chain(losses: npt.ArrayLike, n: int, alpha: float, ltt: LTTConfig,
     size = np.asarray(tune_size, dtype=np.float64)
     idx = np.flatnonzero(valid)
     return LTTResult(valid, int(idx[np.argmin(size[idx])]), first.p_values, first.guaranteed)
-
-
-class _TunePaths:
-    """What the marginal mode needs of the tuning split: per question and flat ``(s, α1, α2, α3)`` whether
-    the path part covers it (``covered``), the path part's total set size (``size``, an integer count, so
-    ties compare exactly), each question's scored component and the sorted finite non-conformities of all
-    scored candidates."""
-
-    def __init__(self, covered: npt.NDArray[np.bool_], size: FloatArray, scored_component: FloatArray,
-                 scored_sorted: FloatArray) -> None:
-        self.covered, self.size, self.scored_sorted = covered, size, scored_sorted
-        self.scored_component = scored_component
-
-    @cached_property
-    def _ranked(self) -> tuple[FloatArray, npt.NDArray[np.int64], npt.NDArray[np.int32]]:
-        """Scored components in ascending order, the path part's covered count per column and, per
-        column, how many questions it misses among the first ``r`` in that order (computed once, on the
-        first :meth:`best_paths`)."""
-        order = np.argsort(self.scored_component, kind="stable")
-        missed_before = np.cumsum(~self.covered[order], axis=0, dtype=np.int32)
-        return self.scored_component[order], self.covered.sum(axis=0), missed_before
-
-    def best_paths(self, alpha: float) -> int | None:
-        """The flat ``(s, α1, α2, α3)`` index whose tuning set is smallest once ``t4`` is set to the
-        tuning split's Eq. 1 quantile of ``E``, among those whose union with every scored candidate
-        leaves at most ``α − 2·se`` of the tuning questions uncovered (``se = √(α(1−α)/n)``; a choice at
-        the edge would often find the calibration quantile infinite and abstain). Sizes add both parts
-        (nodes found by both count twice), which only affects this choice. ``None``: no such index.
-
-        The k-th smallest ``E`` of a column is −∞ when the path part covers ≥ k questions, else the
-        scored component of the question where the count of missed ones reaches ``k − covered``."""
-        n = self.covered.shape[0]
-        k = conformal_rank(n, alpha)
-        if k > n:
-            return None
-        if k == 0:  # the quantile is −∞: no scored candidate is needed
-            return int(np.argmin(self.size))
-        margin = 2.0 * math.sqrt(alpha * (1.0 - alpha) / n)
-        need = n if alpha <= margin else min(n, conformal_rank(n, alpha - margin))
-        component, n_covered, missed_before = self._ranked
-        short = k - n_covered
-        row = np.argmax(missed_before >= short, axis=0)
-        reached = missed_before[-1] >= short
-        t4 = np.where(short <= 0, -np.inf, np.where(reached, component[row], np.inf))
-        n_finite = int(np.isfinite(component).sum())
-        finite = n_covered + (missed_before[n_finite - 1] if n_finite else 0)
-        n_scored = np.searchsorted(self.scored_sorted, t4, side="right")
-        size = np.where((t4 < np.inf) & (finite >= need), self.size + n_scored, np.inf)
-        best = int(np.argmin(size))
-        return None if size[best] == np.inf else best
 
 
 def question_table(question: Question, retriever: UQRetriever, evaluator: UQEvaluator,

@@ -6,7 +6,7 @@ the name-level Freebase fragment as the KG, RoG/LLaMA2-7B's recorded answers as 
 ``Φ(P)``, and the ReaRev GNN's scored candidates for the baselines. The questions are those present in all
 three (1,628). A user's data: a questions file, a KG, recorded generations (or a live LLM) and optionally a
 scored retriever's candidates; without candidates the methods that need a scored retriever (``uag_gnn``,
-``uag_marginal``, ``split_cp``, ``top_k``) are not run. Each split draws a tuning part (UAG's Eq. 1
+``split_cp``, ``top_k``) are not run. Each split draws a tuning part (UAG's Eq. 1
 thresholds, fixed-sequence order and λ selection), a calibration part (LTT p-values; the baselines calibrate
 on tuning ∪ calibration) and a test part. Per method and α the report gives ECR (share of test questions
 whose set holds a gold answer), APSS (mean set size), Hits@1 (the set's top element is gold; an empty set
@@ -74,19 +74,18 @@ __all__ = [
 DEFAULT_ALPHAS = (0.1, 0.15, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5)
 SIGNIFICANCE = 0.05
 """Level of the per-split binomial test behind ``significant_violation_rate``."""
-METHODS = ("uag", "uag_bonferroni", "uag_top_p", "uag_eq6", "uag_gnn", "uag_marginal", "split_cp", "top_k")
+METHODS = ("uag", "uag_bonferroni", "uag_top_p", "uag_eq6", "uag_gnn", "split_cp", "top_k")
 _UAG_METHODS: dict[str, tuple[str, tuple[EvaluatorScore, ...], bool]] = {
-    # method: (FWER procedure or "marginal", evaluator scores in Λ, the GNN's candidates as a scored
+    # method: (FWER procedure, evaluator scores in Λ, the GNN's candidates as a scored
     # retriever)
     "uag": ("fixed_sequence", EVALUATOR_SCORES, False),
     "uag_bonferroni": ("bonferroni", EVALUATOR_SCORES, False),
     "uag_top_p": ("top_p", EVALUATOR_SCORES, False),
     "uag_eq6": ("fixed_sequence", ("absolute",), False),  # the paper's family: Eq. 6 scores only
     "uag_gnn": ("fixed_sequence", EVALUATOR_SCORES, True),  # ∪ ReaRev candidates with 1 − p ≤ t4
-    "uag_marginal": ("marginal", EVALUATOR_SCORES, True),  # the same union, split CP's guarantee
 }
 """Tables without item-level scores (``eq6_items``) use the kinds that do not need them."""
-SCORED_METHODS = ("uag_gnn", "uag_marginal", "split_cp", "top_k")
+SCORED_METHODS = ("uag_gnn", "split_cp", "top_k")
 """The methods that need a scored retriever's candidates (run only when there are some)."""
 PAPER_WEBQSP: dict[str, dict[str, tuple[float, float] | None]] = {
     # Table 6 of the paper (WebQSP): ECR %, set size; None = "-" (no valid set)
@@ -396,11 +395,10 @@ def run_split(tables: TableBatch, gnn: CandidateBatch | None, config: Experiment
             fitted = UAG(UAGConfig(steps=config.steps, evaluator_scores=kinds, scored_step=step)).fit(tune_b)
             fits[kinds, scored] = (fitted, fitted.loss_counts(cal_b))
         fitted, losses = fits[kinds, scored]
-        marginal = how == "marginal"
-        ltt = LTTConfig(delta=config.delta, **({} if marginal else {"fwer": how}))  # type: ignore[arg-type]
+        ltt = LTTConfig(delta=config.delta, fwer=how)  # type: ignore[arg-type]
         for alpha in config.alphas:
             uag = UAG(UAGConfig(alpha=alpha, steps=config.steps, evaluator_scores=kinds, scored_step=step,
-                                ltt=ltt, guarantee="marginal" if marginal else "pac"))
+                                ltt=ltt))
             uag.adopt_fit(fitted)
             uag.calibrate(cal_b, losses=losses)
             extra = {"lambda": uag.lambda_, "evaluator_score": uag.evaluator_score_,
@@ -545,9 +543,7 @@ def run_experiment(data: Path | UAGData, config: ExperimentConfig, out_dir: Path
                     "candidates (union of the path set and the GNN candidates with 1 − p under the α4 "
                     "quantile; sizes add both parts except a one-answer question's gold answer, known "
                     "to be the same entity in both: an upper bound, since other MIDs and names cannot be "
-                    "matched); uag_marginal = the same union with split CP's marginal guarantee "
-                    "(E[miss] ≤ α, like split_cp; the tuning split fixes the path part, split CP sets "
-                    "the GNN threshold); generations: "
+                    "matched); generations: "
                     + (("RoG/LLaMA2-7B answers recorded by GNN-RAG (answered from GNN-RAG's retrieved paths)"
                         if wq.paper == "webqsp" else "recorded (--generations)")
                        if config.llm is None else f"{config.llm}, live, from UAG's retrieved paths"))

@@ -14,7 +14,6 @@ _LABELS = {
     "uag_top_p": "UAG top-p (paper, no guarantee)",
     "uag_eq6": "UAG, Eq. 6 scores only (fixed-sequence LTT)",
     "uag_gnn": "UAG ∪ GNN candidates (fixed-sequence LTT)",
-    "uag_marginal": "UAG ∪ GNN candidates (marginal, split CP on t4)",
     "split_cp": "Split CP (ReaRev GNN)",
     "top_k": "Top-K (ReaRev GNN)",
 }

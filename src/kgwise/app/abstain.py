@@ -1,0 +1,195 @@
+"""Abstention with a guarantee (``[answer_sets] abstain = true``): a multiple-choice answer is given only
+when its confidence (the probability the arm gave its choice) clears the threshold certified for the arm;
+otherwise the result says "not sure" and keeps the set.
+
+The rule is :class:`kgwise.conformal.selective.SelectiveRiskControl` per routed arm: its threshold grid and
+test order come from the arm's answers on the dev questions the router learnt from, its certificate from
+the held-out calibration questions the router, as it stands, sends to the arm (the same selection as the
+sets, :mod:`kgwise.app.calibration`; all held-out questions the arm answered when the arm is forced).
+Given the router's state those questions are i.i.d. draws of the questions routed to the arm, so
+
+    P( accuracy among the questions routed to the arm that it answers ≥ 1 − α ) ≥ 1 − δ
+
+over the calibration draw (Learn-then-Test, fixed sequence, binomial p-values). ``status`` reports, per arm,
+the share of questions answered and the accuracy among those graded by feedback (:class:`AbstentionLog`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from kgwise.conformal.selective import SelectiveConfig, SelectiveRiskControl, questions_needed
+from kgwise.errors import DataError
+from kgwise.files import read_json, write_text_atomic
+from kgwise.types import Question
+
+if TYPE_CHECKING:
+    from kgwise.app.calibration import HeldOutCalibration
+    from kgwise.app.config import AnswerSetConfig
+    from kgwise.app.fit import LoggedCall
+
+__all__ = ["NOT_SURE", "Abstention", "AbstentionLog", "ArmAbstention", "answer_confidence",
+           "answer_confidences", "arm_rule", "decide"]
+
+NOT_SURE = "not sure"
+ABSTENTION_FILE = "abstention.json"
+
+
+def answer_confidence(probabilities: Mapping[str, float], prediction: str) -> float:
+    """The probability the arm gave the choice it answered (its largest one when the answer has none)."""
+    if prediction in probabilities:
+        return float(probabilities[prediction])
+    return float(max(probabilities.values(), default=0.0))
+
+
+def answer_confidences(questions: Sequence[Question], names: Sequence[str],
+                       calls: Mapping[tuple[str, str], LoggedCall]
+                       ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """Per question and arm the confidence of its logged multiple-choice answer (NaN: no graded answer
+    with probabilities) and whether it was correct."""
+    conf = np.full((len(questions), len(names)), np.nan)
+    ok = np.zeros((len(questions), len(names)), dtype=bool)
+    for i, q in enumerate(questions):
+        for a, name in enumerate(names):
+            c = calls.get((name, q.id))
+            if q.choices and c is not None and c.probabilities:
+                conf[i, a] = answer_confidence(c.probabilities, c.answer)
+                ok[i, a] = c.correct
+    return conf, ok
+
+
+@dataclass(frozen=True, slots=True)
+class Abstention:
+    """Whether this answer was withheld (``abstained``: the result says "not sure"), what an answer of
+    this arm is promised or why none can be (``promise``), the answer's ``confidence`` and the certified
+    ``threshold`` (``None``: nothing certified) and the held-out questions it rests on."""
+
+    abstained: bool
+    promise: str
+    confidence: float
+    threshold: float | None
+    calibration_size: int
+
+
+def arm_rule(cal: HeldOutCalibration, arm: str, group: npt.NDArray[np.int64] | None, sets: AnswerSetConfig
+             ) -> tuple[SelectiveRiskControl | None, str]:
+    """``arm``'s rule on the held-out questions ``group`` sends to it (all it answered when ``None``), or
+    ``(None, the reason there is none)``: the calibration has no confidences, the arm answered none of the
+    router's dev questions, or its routed questions are too few (how many it needs at its accuracy)."""
+    if not cal.can_abstain:
+        return None, "the calibration holds no answer confidences (it predates abstention): run `kgwise fit`"
+    assert cal.confidence is not None and cal.correct is not None
+    assert cal.tune_confidence is not None and cal.tune_correct is not None
+    a = cal.names.index(arm)
+    tune = ~np.isnan(cal.tune_confidence[:, a])
+    if not tune.any():
+        return None, (f"arm {arm!r} answered none of the {len(cal.tune_confidence)} multiple-choice dev "
+                      "questions the router learnt from, which order the thresholds to test")
+    rows = ~np.isnan(cal.confidence[:, a])
+    if group is not None:
+        rows &= group == a
+    config = SelectiveConfig(alpha=sets.alpha, delta=sets.delta)
+    rule = SelectiveRiskControl(config).fit(cal.tune_confidence[tune, a], cal.tune_correct[tune, a])
+    rule.conformalize(cal.confidence[rows, a], cal.correct[rows, a])
+    if rule.certified:
+        return rule, ""
+    n = int(rows.sum())
+    accuracy = float(cal.correct[rows, a].mean()) if n else float(cal.tune_correct[tune, a].mean())
+    need = questions_needed(sets.alpha, sets.delta, accuracy)
+    where = ("the held-out dev questions it answered" if group is None else
+             "the held-out dev questions the router, as it stands, sends to it")
+    if need is None:
+        more = (f"answering all, its accuracy {accuracy:.3f} is below {1 - sets.alpha:g}, so only its more "
+                "confident answers could qualify, and these are too few")
+    elif need > n:
+        more = f"at its accuracy {accuracy:.3f} it needs about {need} ({need - n} more)"
+    else:
+        more = (f"at its accuracy {accuracy:.3f} about {need} would do, but on these the errors at every "
+                "threshold tried keep the Clopper–Pearson bound above α")
+    return None, (f"arm {arm!r}: {n} of {where} certify no confidence threshold for accuracy ≥ "
+                  f"{1 - sets.alpha:g} at δ = {sets.delta:g}; {more}")
+
+
+def decide(cal: HeldOutCalibration, arm: str, group: npt.NDArray[np.int64] | None, sets: AnswerSetConfig,
+           probabilities: Mapping[str, float], prediction: str) -> Abstention:
+    """Answer or "not sure" for one multiple-choice answer of ``arm`` (see :func:`arm_rule`)."""
+    confidence = answer_confidence(probabilities, prediction)
+    rule, why = arm_rule(cal, arm, group, sets)
+    if rule is None:
+        return Abstention(True, f"not sure: {why}", confidence, None, 0)
+    assert rule.threshold_ is not None
+    answered = bool(rule.predict([confidence])[0])
+    promise = rule.promise()
+    if not answered:
+        promise = (f"not sure: confidence {confidence:.4g} is below arm {arm!r}'s certified threshold "
+                   f"{rule.threshold_:.4g}; answers above it carry: {promise}")
+    return Abstention(not answered, promise, confidence, rule.threshold_, rule.calibration_size_)
+
+
+@dataclass(frozen=True, slots=True)
+class ArmAbstention:
+    """Live, per arm: questions asked with abstention on, those answered, those of them graded by feedback
+    and right; ``share_answered`` and ``accuracy_answered`` (``None`` before any)."""
+
+    asked: int = 0
+    answered: int = 0
+    graded: int = 0
+    correct: int = 0
+    share_answered: float | None = None
+    accuracy_answered: float | None = None
+
+    @classmethod
+    def of(cls, asked: int, answered: int, graded: int, correct: int) -> ArmAbstention:
+        return cls(asked, answered, graded, correct, answered / asked if asked else None,
+                   correct / graded if graded else None)
+
+
+class AbstentionLog:
+    """The live counts behind :class:`ArmAbstention`, in ``abstention.json`` of the state folder: per arm
+    the four counts, and the answered decisions awaiting feedback (``pending``, at most ``keep``)."""
+
+    def __init__(self, root: Path, keep: int = 100_000) -> None:
+        self.path = root / ABSTENTION_FILE
+        self.keep = keep
+        self.arms: dict[str, list[int]] = {}
+        self.pending: dict[str, str] = {}
+        if self.path.exists():
+            body = read_json(self.path)
+            try:
+                self.arms = {str(k): [int(x) for x in v] for k, v in body["arms"].items()}
+                self.pending = {str(k): str(v) for k, v in body["pending"].items()}
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise DataError(f"not a kgwise abstention log: {exc!r}", self.path) from exc
+
+    def _save(self) -> None:
+        write_text_atomic(self.path, json.dumps({"arms": self.arms, "pending": self.pending}))
+
+    def record(self, decision: str, arm: str, abstained: bool) -> None:
+        counts = self.arms.setdefault(arm, [0, 0, 0, 0])
+        counts[0] += 1
+        if not abstained:
+            counts[1] += 1
+            self.pending[decision] = arm
+            while len(self.pending) > self.keep:
+                self.pending.pop(next(iter(self.pending)))
+        self._save()
+
+    def settle(self, decision: str, correct: bool) -> None:
+        """Count the feedback of an answered decision (others are ignored)."""
+        arm = self.pending.pop(decision, None)
+        if arm is None:
+            return
+        counts = self.arms[arm]
+        counts[2] += 1
+        counts[3] += int(correct)
+        self._save()
+
+    def status(self, arm: str) -> ArmAbstention:
+        return ArmAbstention.of(*self.arms.get(arm, [0, 0, 0, 0]))

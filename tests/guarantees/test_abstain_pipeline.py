@@ -1,0 +1,74 @@
+"""Abstention through the pipeline, per routed arm, over random splits (``pytest -m guarantee``).
+
+The synthetic multiple-choice questions and arms of ``test_pipeline_sets`` (two kinds of question, a free
+KG-model-like arm sure on one kind, a cheap and a dear LLM-like arm; i.i.d., so a dev log and later
+questions are exchangeable). Per split a fresh pipeline with ``[answer_sets] abstain = true`` at α = 0.2 is
+fitted on 300 questions (150 held out) and answers 2,000 fresh ones, each settled by feedback while the
+router keeps learning. Per arm with ≥ 50 answered test questions, the accuracy among them (the pipeline's
+live count, ``status().abstention``) must be ≥ 1 − α on ≥ 95 % of the splits — the PAC promise
+(δ = 0.05) — and the pipeline must answer a real share of the questions.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kgwise.app.config import AnswerSetConfig
+from kgwise.app.fit import fit_questions
+from kgwise.app.pipeline import Pipeline
+
+from .test_pipeline_sets import BOOST, PRICE, FakeEncoder, _questions, fit_module, synthetic_pipeline
+
+pytestmark = pytest.mark.guarantee
+
+ALPHA = 0.2
+SPLITS = 30
+FIT, TEST = 300, 2000
+
+
+def _split(split: int, root: Path) -> tuple[dict[str, tuple[int, float]], float]:
+    """Per arm with ≥ 50 answered: (answered, accuracy among them); and the share answered overall."""
+    rng = np.random.default_rng(5000 + split)
+    fit_q, test_q = _questions(split, "fit", FIT, rng), _questions(split, "test", TEST, rng)
+    sets = AnswerSetConfig(alpha=ALPHA, delta=0.05, abstain=True)
+    arms, config = synthetic_pipeline(split, root, sets, PRICE, TEST)
+    answered = 0
+    with Pipeline(config, root / f"state-{split}", arms, FakeEncoder()) as pipe:
+        fit_questions(pipe, fit_q, max_spend=1e9, echo=lambda _: None)
+        for q in test_q:
+            r = pipe.answer(q.text, list(q.choice_texts))
+            answered += not r.abstained
+            pipe.feedback(r.decision, gold=q.gold[0])
+        live = pipe.status().abstention
+    out = {n: (s.answered, s.accuracy_answered or 0.0) for n, s in live.items() if s.answered >= 50}
+    assert sum(s.answered for s in live.values()) == answered
+    return out, answered / TEST
+
+
+def test_accuracy_among_answered_holds_per_arm_on_95_percent_of_splits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fit_module, "MIN_CROSS_FIT", 10**9)
+    base = "/dev/shm" if Path("/dev/shm").is_dir() else None
+    per_arm: dict[str, list[float]] = {n: [] for n in BOOST}
+    shares = []
+    with tempfile.TemporaryDirectory(dir=base) as tmp:
+        for s in range(SPLITS):
+            rows, share = _split(s, Path(tmp))
+            shares.append(share)
+            for name, (_, acc) in rows.items():
+                per_arm[name].append(acc)
+    print(f"answered {np.mean(shares):.3f} of the questions on average (min {min(shares):.3f})")
+    for name, accs in per_arm.items():
+        if accs:
+            print(f"{name}: {len(accs)} splits with ≥ 50 answered; accuracy among answered ≥ {1 - ALPHA:g} "
+                  f"on {np.mean(np.asarray(accs) >= 1 - ALPHA):.3f}, mean {np.mean(accs):.3f}, "
+                  f"min {min(accs):.3f}")
+    assert sum(len(a) >= SPLITS // 2 for a in per_arm.values()) >= 1  # not vacuous
+    for name, accs in per_arm.items():
+        if len(accs) >= 10:
+            assert np.mean(np.asarray(accs) >= 1 - ALPHA) >= 0.95, name
+    assert np.mean(shares) >= 0.3
