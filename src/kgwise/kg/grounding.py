@@ -20,6 +20,7 @@ the topic entities of a question that names none.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,18 +173,18 @@ class PhraseIndex:
         return self._fuzzy.search(key, limit, min_score)
 
     def fuzzy_folded(self, key: str, limit: int, min_score: float) -> list[tuple[int, str, float]]:
-        """As :meth:`fuzzy` over accent-folded keys and the partial names, a transposition one edit; the
-        key ``key`` is folded by the caller. Names that link no node (ambiguous aliases) are left out."""
+        """As :meth:`fuzzy` over accent-folded keys and the partial names (each found as its word), a
+        transposition one edit; the key ``key`` is folded by the caller. Names that link no node (ambiguous
+        aliases) are left out."""
         if self._folded_fuzzy is None:
             names, nodes = self.names()
             v = self.variants
             keep = [i for i, k in enumerate(phrase_keys(names)) if k and k not in v.ambiguous]
-            labels = self._names[0]
             part = list(v.partial.items())
             self._folded_fuzzy = FuzzyNames(
                 [fold_key(phrase_key(names[i])) for i in keep] + [t for t, _ in part],
                 np.concatenate([nodes[keep], np.asarray([n for _, n in part], dtype=np.int64)]),
-                [names[i] for i in keep] + [labels[n] for _, n in part], transpositions=True)
+                [names[i] for i in keep] + [t for t, _ in part], transpositions=True)
         return self._folded_fuzzy.search(key, limit, min_score)
 
 
@@ -266,15 +267,21 @@ class Grounder:
         """A choice's nodes: the whole choice (also without leading/trailing stop-words) if it is a
         node, else its n-gram matches; with none, the best fallback link of the whole choice. Precise
         rules try the whole choice's variants and a close misspelling of it (edit similarity ≥ 0.85)
-        before its words: "Danish kroner" is the Danish krone, not the Danish language."""
+        before its words: "Danish kroner" is the Danish krone, not the Danish language; and of its words
+        they keep one name, the one that covers the most of the choice (:meth:`_contained`)."""
         written = written_tokens(text)
         toks = [w.lower() for w, _, _ in written]
         link = self._whole(text, toks, written if self._precise else None)
         if link is not None:
             return self._keep(link, links)
-        hits, _ = self._match(toks, [] if links is None else links, written if self._precise else None)
-        if hits:
-            return self._in_order(hits)
+        if self._precise:
+            link = self._contained(text, toks, written)
+            if link is not None:
+                return self._keep(link, links)
+        else:
+            hits, _ = self._match(toks, [] if links is None else links)
+            if hits:
+                return self._in_order(hits)
         link = self.fallback(text)
         return self._keep(link, links) if link is not None else ()
 
@@ -329,13 +336,15 @@ class Grounder:
         return (link.node,)
 
     def _fuzzy(self, key: str, min_score: float) -> list[tuple[int, str, float]]:
-        """The best name by edit distance: over folded names and partial names with transpositions under
-        the precise rules (where the index has them), over the names as spelled otherwise."""
-        folded = getattr(self.index, "fuzzy_folded", None) if self._precise else None
-        if folded is not None:
-            found: list[tuple[int, str, float]] = folded(fold_key(key), 1, min_score)
-            return found
-        return self.index.fuzzy(key, 1, min_score)
+        """The best name by edit distance: over the names as spelled under the earlier rules; under the
+        precise ones over folded names and partial names with transpositions (where the index has them),
+        the best of five that is a typing slip of the key (:func:`is_typo`)."""
+        if not self._precise:
+            return self.index.fuzzy(key, 1, min_score)
+        folded = getattr(self.index, "fuzzy_folded", None)
+        key = fold_key(key)
+        found: list[tuple[int, str, float]] = (folded or self.index.fuzzy)(key, 5, min_score)
+        return [x for x in found if is_typo(key, fold_key(phrase_key(x[1])))][:1]
 
     def _whole(self, text: str, toks: list[str], written: list[tuple[str, int, int]] | None,
                trim: bool = True) -> Link | None:
@@ -367,6 +376,46 @@ class Grounder:
             return None
         key, node, method, score = found
         return Link(" ".join(toks) if not self._precise else text, node, key, method, score)
+
+    def _contained(self, text: str, toks: list[str], written: list[tuple[str, int, int]]) -> Link | None:
+        """The name a choice contains that covers the most of it (method ``contained``): its words
+        weighed 0 (stop word), 1 (a common English word, or its plural) or 2 (any other: a term), a
+        contiguous match
+        (as :meth:`_match` finds them) or, under precise rules, any two to four of its words as a name's
+        word bag ("Duodenal peptic ulcer" holds "duodenal ulcer"). Kept when it covers at least half the
+        choice's weight (``score``: the share); ties go to the earlier, longer name."""
+        common = common_words()
+        weight = [0 if t in self._stop else 1 if (t in common or t.rstrip("s") in common or t.isdigit())
+                  else 2 for t in toks]
+        total = sum(weight)
+        if not total:
+            return None
+        found: list[Link] = []
+        self._match(toks, found, written)
+        best: tuple[float, int, Link] | None = None
+        for link in found:
+            lo, hi = link.start or 0, link.end or 0
+            covered = [i for i, (_, a, b) in enumerate(written) if a >= lo and b <= hi]
+            share = sum(weight[i] for i in covered) / total
+            cand = (share, len(covered), link)
+            if best is None or cand[:2] > best[:2]:
+                best = cand
+        v = self._variants
+        content = [i for i in range(len(toks)) if weight[i]]
+        if v is not None and 2 < len(content) <= 8:
+            for size in range(min(4, len(content) - 1), 1, -1):
+                for subset in itertools.combinations(content, size):
+                    node = v.bags.get(bag_key(" ".join(toks[i] for i in subset)))
+                    if node is None:
+                        continue
+                    share = sum(weight[i] for i in subset) / total
+                    if best is None or (share, size) > best[:2]:
+                        best = (share, size, Link(text, node, " ".join(toks[i] for i in subset), "contained",
+                                                  share))
+        if best is None or best[0] < 0.5:
+            return None
+        share, _, link = best
+        return dataclasses.replace(link, mention=text, method="contained", score=share, start=None, end=None)
 
     def _allowed(self, key: str, via_alias: bool, written: Sequence[tuple[str, int, int]] | None) -> bool:
         """Whether a name keyed ``key`` may link the span written ``written`` (always, under the earlier
@@ -470,9 +519,9 @@ class Grounder:
         """Unclaimed words written capitalised (``any_case``: in any case, for a text that matched no name
         at all, as the earlier rules did), no stop or common word, of 5 letters or more (misspelt proper
         names: "Swizerland", "Kilimanjro"), linked by edit distance (similarity ≥ 0.8 and
-        ``fuzzy_min_score``; for a text that matched nothing ``fuzzy_min_score`` and ``fuzzy_min_length``)."""
+        ``fuzzy_min_score``; for a text that matched nothing words of ``fuzzy_min_length`` letters)."""
         common = common_words()
-        least = max(cfg.fuzzy_min_score, cfg.min_score, 0.0 if any_case else 0.8)
+        least = max(cfg.fuzzy_min_score, cfg.min_score, 0.8)
         shortest = cfg.fuzzy_min_length if any_case else max(5, cfg.fuzzy_min_length)
         out: list[tuple[int, int]] = []
         for i, (w, start, end) in enumerate(written):
@@ -485,6 +534,20 @@ class Grounder:
                 if links is not None:
                     links.append(Link(w, node, name, "fuzzy", score, start, end))
         return out
+
+
+def is_typo(key: str, name: str) -> bool:
+    """Whether ``key`` may be ``name`` mistyped: as many words, each equal to its counterpart or, both of
+    4 letters or more, within edit similarity 0.75 (transpositions one edit). A different short word is
+    another name, not a slip: "QT prolongation" is not "QRS prolongation", "Portal vein thrombosis" not
+    "Renal vein thrombosis"."""
+    from rapidfuzz.distance import OSA
+
+    a, b = key.split(" "), name.split(" ")
+    if len(a) != len(b):
+        return len(a) == 1 and len(b) == 1
+    return all(x == y or (len(x) >= 4 and len(y) >= 4 and OSA.normalized_similarity(x, y) >= 0.75)
+               for x, y in zip(a, b, strict=True))
 
 
 def propose_topic_entities(grounder: Grounder, question: Question) -> tuple[Question, tuple[Link, ...]]:

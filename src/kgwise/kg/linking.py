@@ -26,11 +26,12 @@ if TYPE_CHECKING:
 __all__ = ["EmbeddingMatcher", "FuzzyNames", "Link", "LinkMethod", "LinkingConfig", "TextEncoder",
            "did_you_mean", "fuzzy_scores"]
 
-LinkMethod = Literal["exact", "alias", "folded", "reordered", "partial", "fuzzy", "embedding"]
+LinkMethod = Literal["exact", "alias", "folded", "reordered", "partial", "contained", "fuzzy", "embedding"]
 """How a mention reached its node: its spelling is a label (``exact``) or an alias (``alias``) of it, as
 written or lemmatised; equal to one but for accents or dotted capitals (``folded``); the same content words
 in another order (``reordered``); a distinctive word of a proper name (``partial``,
-:mod:`kgwise.kg.names`); by edit distance (``fuzzy``) or by label embedding (``embedding``)."""
+:mod:`kgwise.kg.names`); a name a choice contains, scored by the share of the choice it covers
+(``contained``); by edit distance (``fuzzy``) or by label embedding (``embedding``)."""
 
 
 @table("linking")
@@ -120,9 +121,12 @@ def fuzzy_scores(query: str, names: Sequence[str], limit: int, min_score: float,
         from rapidfuzz.distance import OSA
 
         lev = OSA
+    # rapidfuzz turns the cutoff into a whole distance and may drop a score equal to it (1 − 1/5 against
+    # 0.8): ask a little lower, keep what reaches it
     found = process.extract(query, names, scorer=lev.normalized_similarity, processor=None, limit=limit,
-                            score_cutoff=min_score)
-    ranked = sorted(((int(i), float(s)) for _, s, i in found), key=lambda x: (-x[1], x[0]))
+                            score_cutoff=max(min_score - 1e-3, 0.0))
+    ranked = sorted(((int(i), float(s)) for _, s, i in found if s >= min_score - 1e-9),
+                    key=lambda x: (-x[1], x[0]))
     return ranked
 
 

@@ -89,6 +89,7 @@ class NameVariants:
                             and all(w[0].isupper() for w in others)):
                         candidates.setdefault(t, node)
         out.folded = {k: next(iter(v)) for k, v in folded.items() if len(v) == 1}
+        out.caps_only |= {f for f in map(fold_key, out.caps_only) if f in out.folded}
         out.bags = {k: next(iter(v)) for k, v in bags.items() if len(v) == 1}
         out.partial = {t: v for t, v in candidates.items()
                        if len(token_nodes[t]) == 1 and t not in known and t not in out.folded}
