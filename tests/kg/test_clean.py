@@ -70,7 +70,8 @@ def test_merge_names() -> None:
     assert {m.label(t) for t in m.out_edges(us)[1].tolist()} == {"Canada", "UN"}
     assert "USA" in m.aliases(us) and m.find("zurich") == m.node("Zürich")
     # an alias two nodes share merges nothing ("dollar" stays its own node)
-    assert m.find("dollar") is not None and m.label(m.find("dollar")) == "dollar"
+    dollar = m.find("dollar")
+    assert dollar is not None and m.label(dollar) == "dollar"
     assert merge_names(m, BuildReport()) is m  # nothing left to merge
 
 

@@ -46,7 +46,7 @@ def test_gold_labels_are_nodes_and_precise_rules_hold(name: str, data_dir: Path)
 def test_scorer_counts(tmp_path: Path) -> None:
     kg = CSRGraph.from_triples([("United States", "r", "Canada"), ("Mount Kilimanjaro", "r", "Tanzania")],
                                aliases={"United States": ["US"]})
-    rows = [
+    rows: list[dict[str, object]] = [
         {"id": "a", "kind": "span", "mention": "used", "start": 6, "context": "Which used cars in Canada?",
          "gold": [], "source": "t", "exhaustive": True},
         {"id": "b", "kind": "span", "mention": "Canada", "start": 19, "context": "Which used cars in Canada?",
@@ -68,7 +68,7 @@ def test_scorer_counts(tmp_path: Path) -> None:
     assert (after["links"], after["correct_links"], after["precision"], after["recall"]) == (2, 2, 1.0, 1.0)
     assert after["in_kg"] == 2 and after["mentions"] == 4
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps(rows[0] | {"start": 3}) + "\n", encoding="utf-8")
+    bad.write_text(json.dumps({**rows[0], "start": 3}) + "\n", encoding="utf-8")
     with pytest.raises(DataError, match="not at character 3") as err:
         read_link_set(bad)
     assert err.value.line == 1

@@ -209,14 +209,15 @@ def _links(data: Path, links_dir: Path, encoder: TextEncoder | None, progress: C
             progress(f"links {name}: encoding {n_names:,} names for the embedding fallback (cached)")
             embedder = embedding_matcher(names, encoder)
         linking = LinkingConfig(embedding=embedder is not None)
+        earlier = LinkingConfig(embedding=embedder is not None, embedding_min_score=0.8)  # the former default
         wn = data / "wordnet" if name == "csqa_conceptnet" else None
         row: dict[str, Any] = {"kg_nodes": kg.num_nodes, "kg_names": n_names, "build": build,
                                "embedding": embedder is not None,
                                "ambiguous_aliases": len(names.variants.ambiguous)}
         for rules, precise in (("before", False), ("after", True)):
             progress(f"links {name}: {len(mentions)} mentions, {rules}")
-            grounder = Grounder(kg, GrounderConfig(wordnet_dir=wn, linking=linking, precise=precise), names,
-                                embedder)
+            grounder = Grounder(kg, GrounderConfig(wordnet_dir=wn, linking=linking if precise else earlier,
+                                                   precise=precise), names, embedder)
             t0 = time.perf_counter()
             row[rules] = score_set(grounder, mentions, gold)
             row[rules]["seconds"] = time.perf_counter() - t0
