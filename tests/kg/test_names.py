@@ -55,8 +55,10 @@ def test_name_variants() -> None:
     dollars = tuple(sorted((g.node("Canadian dollar"), g.node("United States dollar"))))
     assert v.ambiguous == {"dollar": dollars}
     # a label written in capitals whose lower-case form is no English word matches any case
-    h = NameVariants.of_names(["HIV", "US"], [0, 1], [False, False])
+    h = NameVariants.of_names(["HIV", "US", "Hypotonia (skeletal muscle)", "Bone cancer (primary)",
+                               "Bone cancer (secondary)"], [0, 1, 2, 3, 4], [False] * 5)
     assert h.caps_only == {"us"}
+    assert h.heads == {"hypotonia": 2}  # "bone cancer" heads two nodes: neither
 
 
 def test_precise_rules_in_running_text() -> None:

@@ -437,8 +437,8 @@ class Grounder:
                     ) -> tuple[str, int, LinkMethod, float] | None:
         """``(matched key, node, method, score)`` of a span: as written, with its last word lemmatised,
         with every word lemmatised; under the precise rules a lemma that is a stop word or shorter than
-        3 letters is not tried ("used" is not "us"), then the accent-folded key, then (one word) a
-        partial name."""
+        3 letters is not tried ("used" is not "us"), then the accent-folded key, then a partial name
+        (one word of a proper name, or a name without its parenthesis)."""
         lookup = self.index.lookup
         key = " ".join(toks)
         hit = lookup(key)
@@ -475,8 +475,10 @@ class Grounder:
         if node is not None and (f not in v.caps_only or self._allowed(f, True, written)):
             return f, node, "folded", 1.0
         cfg = self.config.linking
-        if len(toks) == 1 and (cfg is None or cfg.partial):
-            node = v.partial.get(f)
+        if cfg is None or cfg.partial:
+            node = v.partial.get(f) if len(toks) == 1 else None
+            if node is None:
+                node = v.heads.get(f)
             if node is not None:
                 return f, node, "partial", PARTIAL_SCORE
         return None

@@ -9,6 +9,9 @@ without accents, word order, distinctive parts of proper names, and which names 
   "Czech koruna": every other content word capitalised) that is no name itself, no common English word
   (:func:`~kgwise.kg.text.common_words`), at least 4 letters long and in the names of no other node
   reaches that node ("kilimanjaro", "titicaca", "koruna"); "table" never reaches "Table Mountain".
+* **Names without their parenthesis**: "Hypotonia (skeletal muscle)", "Pyloric stenosis (adult /
+  acquired)" are reached by "hypotonia" and "pyloric stenosis" when no other node's name is (a partial
+  name too).
 * **Capitals only**: an alias written in capitals ("US", "IT", "WHO", "UAE": :func:`~kgwise.kg.text.
   is_acronym`), or a label so written whose lower-case form is an English word, matches only a span
   written in capitals: "used", "us" and "who" never link the United States or the WHO.
@@ -45,6 +48,7 @@ class NameVariants:
     folded: dict[str, int] = field(default_factory=dict)
     bags: dict[str, int] = field(default_factory=dict)
     partial: dict[str, int] = field(default_factory=dict)
+    heads: dict[str, int] = field(default_factory=dict)
     caps_only: set[str] = field(default_factory=set)
     ambiguous: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
@@ -69,6 +73,7 @@ class NameVariants:
         folded: dict[str, set[int]] = {}
         bags: dict[str, set[int]] = {}
         token_nodes: dict[str, set[int]] = {}
+        heads: dict[str, set[int]] = {}
         candidates: dict[str, int] = {}
         for name, key, node in zip(names, keys, nodes, strict=True):
             if not key or key in out.ambiguous:
@@ -79,6 +84,10 @@ class NameVariants:
             b = bag_key(key)
             if b:
                 bags.setdefault(b, set()).add(node)
+            if name.rstrip().endswith(")") and "(" in name:
+                head = fold_key(phrase_key(name[:name.index("(")]))
+                if head and head not in known:
+                    heads.setdefault(head, set()).add(node)
             toks = [(fold_key(w.lower()), w) for w, _, _ in written_tokens(name)]
             for t, _ in toks:
                 token_nodes.setdefault(t, set()).add(node)
@@ -89,6 +98,7 @@ class NameVariants:
                             and all(w[0].isupper() for w in others)):
                         candidates.setdefault(t, node)
         out.folded = {k: next(iter(v)) for k, v in folded.items() if len(v) == 1}
+        out.heads = {k: next(iter(v)) for k, v in heads.items() if len(v) == 1 and k not in out.folded}
         out.caps_only |= {f for f in map(fold_key, out.caps_only) if f in out.folded}
         out.bags = {k: next(iter(v)) for k, v in bags.items() if len(v) == 1}
         out.partial = {t: v for t, v in candidates.items()
