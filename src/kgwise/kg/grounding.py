@@ -304,14 +304,15 @@ class Grounder:
         ``config.linking``, or when none reaches its threshold). Under the precise rules a fuzzy link needs
         a similarity of 0.8 (one edit in a word of four letters is another word: "Iraq", "Iran"), and a
         mention that is a word of some name ("franc", "peso", "Palsy") is linked by neither: it is no
-        misspelling, and the names holding it are many things it may mean."""
+        misspelling, and the names holding it are many things it may mean; nor is a common English word
+        ("cAMP" is not "Cramp")."""
         cfg = self.config.linking
         if cfg is None:
             return None
         key = phrase_key(mention)
         if self._precise and key in self.index.words:
             return None
-        if cfg.fuzzy and len(key) >= cfg.fuzzy_min_length:
+        if cfg.fuzzy and len(key) >= cfg.fuzzy_min_length and not (self._precise and key in common_words()):
             least = max(cfg.fuzzy_min_score, 0.8) if self._precise else cfg.fuzzy_min_score
             for node, name, score in self._fuzzy(key, least):
                 return Link(mention, node, name, "fuzzy", score)
