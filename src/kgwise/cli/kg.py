@@ -51,9 +51,11 @@ def build(
     aliases: Annotated[Path | None, typer.Option(
         "--aliases", help="Alias file for a tsv source: label<TAB>alias[<TAB>alias…] lines (other "
         "formats keep the names their source gives).")] = None,
-    merge_names: Annotated[bool, typer.Option(
+    merge_names: Annotated[bool | None, typer.Option(
         "--merge-names/--keep-names", help="Merge a node whose label is another node's alias, and nodes "
-        "whose labels differ only in case or accents (each merge counted and listed with --report).")] = True,
+        "whose labels differ only in case, accents or hyphens (each merge counted and listed with "
+        "--report). Default: merge when a source is a tsv file (a user's graph); WordNet and ConceptNet "
+        "name distinct senses by case ('March', 'march').", show_default=False)] = None,
     report_out: Annotated[Path | None, typer.Option(
         "--report", callback=writable, help="Write every finding here: header rows, broken lines "
         "(file:line), duplicate triples, self-loops, dangling and conflicting aliases, merged nodes.")
@@ -89,7 +91,7 @@ def build(
                       f"in {time.perf_counter() - t0:.2f} s")
         graphs.append(g)
     graph = graphs[0] if len(graphs) == 1 else merge_graphs(graphs)
-    if merge_names:
+    if merge_names or (merge_names is None and "tsv" in per_source):
         graph = merge(graph, report)
     if name is not None:
         graph.name = name

@@ -4,7 +4,8 @@ A user's graph as found in the wild names one thing several ways: an alias that 
 ("USA" beside "United States" aliased "USA"), and labels that differ only in case or accents ("germany",
 "Zurich" beside "Germany", "Zürich"). Each such node stays a separate one-fact node unless merged, and a
 question about it reaches one fact instead of all of them. :func:`merge_names` merges them: a node whose
-label, folded (:func:`~kgwise.kg.text.fold_key`: case and accents ignored), equals another node's alias
+label, folded (:func:`merge_key`: case, accents and ``-``/``_`` against spaces ignored), equals another
+node's alias
 joins that node; nodes whose labels fold alike join the one with the most edges (the lowest id on a tie).
 The merged labels become aliases of the node they joined. An alias two nodes share is never a reason to
 merge: it is reported (:attr:`BuildReport.alias_conflicts`).
@@ -17,6 +18,7 @@ broken line.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,9 +27,9 @@ import numpy as np
 
 from kgwise.errors import DataError
 from kgwise.kg.csr import CSRGraph
-from kgwise.kg.text import fold_key, phrase_key
+from kgwise.kg.text import fold_key
 
-__all__ = ["BuildReport", "merge_names"]
+__all__ = ["BuildReport", "merge_key", "merge_names"]
 
 
 @dataclass(slots=True)
@@ -82,8 +84,17 @@ class BuildReport:
                 "alias_conflicts": self.alias_conflicts, "merged": self.merged}
 
 
-def _key(name: str) -> str:
-    return fold_key(phrase_key(name))
+_SPACES = re.compile(r"[\s_\-]+")
+
+
+def merge_key(name: str) -> str:
+    """What two names that mean one node share: the name in lower case, without accents, with runs of
+    spaces, ``_`` and ``-`` as one space ("Cholic-acid" = "cholic acid", "Zürich" = "zurich"); other
+    punctuation counts ("Google+" is not "Google", "C++" not "C")."""
+    return _SPACES.sub(" ", fold_key(name.lower())).strip()
+
+
+_key = merge_key
 
 
 def merge_names(graph: CSRGraph, report: BuildReport) -> CSRGraph:
@@ -118,7 +129,7 @@ def merge_names(graph: CSRGraph, report: BuildReport) -> CSRGraph:
             for v in group:
                 if v != keep:
                     parent[root(v)] = root(keep)
-                    why[v] = "label differs only in case or accents"
+                    why[v] = "label differs only in case, accents or hyphens"
     for k, group in by_label.items():
         own = owners.get(k, set()) - set(group)
         if len(own) == 1:
