@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from kgwise.cli.main import app
 from kgwise.kg import CSRGraph
+from kgwise.kg.clean import BuildReport, merge_names
 from kgwise.kg.loaders import load_ddb, load_tsv, merge_graphs
 
 runner = CliRunner()
@@ -76,13 +77,18 @@ def test_kg_build_merged_and_inspect(data_dir: Path, tmp_path: Path) -> None:
     ])
     assert result.exit_code == 0, result.output
     g = CSRGraph.load(out)
-    # freebase names equal up to case/underscores are one node once merged, so a few edges collapse
-    ref = merge_graphs([load_ddb(data_dir / "ddb"), load_tsv(data_dir / "webqsp" / "freebase_fragment.tsv")])
+    # freebase names equal up to case/underscores are one node once merged, so a few edges collapse; then
+    # names that mean one node are merged (a label that is another node's alias, "Cholic acid" and
+    # "Cholic-acid"), and the fragment's self-loops dropped, as `kgwise kg build` does
+    report = BuildReport()
+    ref = merge_names(merge_graphs([load_ddb(data_dir / "ddb"), load_tsv(
+        data_dir / "webqsp" / "freebase_fragment.tsv", report=report)]), report)
+    assert len(report.merged) == 51 and f"{report.summary()}" in " ".join(result.output.split())
     assert (g.num_nodes, g.num_edges, g.num_relations) == (ref.num_nodes, ref.num_edges, 15 + 1_274)
     assert 95_000 < g.num_edges <= 49_974 + 46_040
     assert list(g.labels) == list(ref.labels) and g.name == "ddb+freebase_fragment"
     flat = " ".join(result.output.split())  # the console wraps long lines (tmp paths differ in length)
-    assert "ddb" in flat and "46,040 edges" in flat
+    assert "ddb" in flat and "46,015 edges" in flat and "25 self loops" in flat  # of 46,040 lines
     result = runner.invoke(app, ["kg", "stats", str(out)])
     assert result.exit_code == 0 and f"{g.num_nodes:,} nodes" in " ".join(result.output.split())
     result = runner.invoke(app, ["kg", "neighbors", str(out), "Simvastatin"])
@@ -126,9 +132,14 @@ def test_kg_build_errors(data_dir: Path, tmp_path: Path) -> None:
     assert result.exit_code == 2 and "once per source" in result.output
     bad = tmp_path / "bad.tsv"
     bad.write_text("a\tb\tc\nd\te\n")
-    result = runner.invoke(app, ["kg", "build", str(bad), "-f", "tsv", "-o", out])
+    # a broken line is named and counted, and the build goes on; --strict stops at it
+    result = runner.invoke(app, ["kg", "build", str(bad), "-f", "tsv", "-o", out, "--strict"])
     assert result.exit_code == 2 and "bad.tsv:2" in result.output.replace("\n", "")
     assert not Path(out).exists()
+    result = runner.invoke(app, ["kg", "build", str(bad), "-f", "tsv", "-o", out])
+    assert result.exit_code == 0 and "bad.tsv:2" in result.output.replace("\n", "")
+    assert "1 broken lines" in " ".join(result.output.split()) and Path(out).exists()
+    Path(out).unlink()
     # error text with brackets reaches the user intact (not eaten as console markup)
     ddb = tmp_path / "ddb"
     ddb.mkdir()

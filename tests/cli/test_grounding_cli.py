@@ -35,7 +35,7 @@ def test_index_build_and_ground(tmp_path: Path, data_dir: Path) -> None:
     result = runner.invoke(app, ["kg", "ground", "aspirn", "--kg", str(graph), "--json", str(out)])
     assert json.loads(out.read_text())["links"][0] | {"score": 0} == {
         "mention": "aspirn", "node": CSRGraph.load(graph).node("Aspirin"), "name": "Aspirin",
-        "method": "fuzzy", "score": 0, "label": "Aspirin"}
+        "method": "fuzzy", "score": 0, "label": "Aspirin", "start": 0, "end": 6}
     other = CSRGraph.from_triples([("a", "r", "b")]).save(tmp_path / "o.npz")
     result = runner.invoke(app, ["kg", "ground", "aspirin", "--kg", str(other), "--index", str(index)])
     assert result.exit_code != 0 and "another graph" in " ".join(result.output.split())

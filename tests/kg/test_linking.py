@@ -54,8 +54,12 @@ def test_grounding_matches_aliases_and_prints_the_preferred_label() -> None:
 def test_fuzzy_fallback_only_where_exact_finds_nothing() -> None:
     g = _graph()
     exact = Grounder(g)
-    fuzzy = Grounder(g, GrounderConfig(linking=LinkingConfig(embedding=False)))
+    fuzzy = Grounder(g, GrounderConfig(linking=LinkingConfig(embedding=False), precise=False))
+    precise = Grounder(g, GrounderConfig(linking=LinkingConfig(embedding=False)))
     q = make_question("Does aspirn help with gowt?", ["aspirin", "gowt", "zzzzzz"])
+    # one edit in a word of four letters is another word to the precise rules ("Iraq", "Iran")
+    assert precise.ground(q).choice_nodes == ((g.node("Aspirin"),), (), ())
+    assert precise.ground_names(["Aspirn"]) == (g.node("Aspirin"),)
     assert exact.ground(q).choice_nodes == ((g.node("Aspirin"),), (), ())
     got = fuzzy.ground(q)
     assert got.choice_nodes == ((g.node("Aspirin"),), (g.node("Gout"),), ())
@@ -75,8 +79,12 @@ def test_topic_entities_are_proposed_with_method_and_score() -> None:
     assert [(g.label(x.node), x.method) for x in found] == [("Thyroxine", "alias"),
                                                            ("Hypothyroidism", "exact")]
     typo = gr.topic_entities("aspirn for gowt")
-    assert [g.label(x.node) for x in typo] == ["Aspirin", "Gout"]
-    assert all(x.method == "fuzzy" and 0.75 <= x.score < 1 for x in typo)
+    # one edit in four letters is below the precise rules' 0.8 ("Iraq" is not "Iran"); the earlier rules
+    # took it
+    assert [g.label(x.node) for x in typo] == ["Aspirin"]
+    assert all(x.method == "fuzzy" and 0.8 <= x.score < 1 for x in typo)
+    before = Grounder(g, GrounderConfig(linking=LinkingConfig(embedding=False), precise=False))
+    assert [g.label(x.node) for x in before.topic_entities("aspirn for gowt")] == ["Aspirin", "Gout"]
     one = Grounder(g, GrounderConfig(linking=LinkingConfig(max_topic_entities=1)))
     assert len(one.topic_entities("levothyroxine and aspirin and gout")) == 1
 

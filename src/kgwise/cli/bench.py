@@ -116,8 +116,11 @@ def bench_sparql(
 def bench_grounding(
     data: DataOption = None,
     json_out: JsonOption = None,
-    parts: Annotated[str, typer.Option(help="Comma-separated: csqa, medqa, scale, webqsp.")
-                     ] = "csqa,medqa,scale,webqsp",
+    parts: Annotated[str, typer.Option(help="Comma-separated: links, csqa, medqa, scale, webqsp.")
+                     ] = "links,csqa,medqa,scale,webqsp",
+    links: Annotated[Path | None, typer.Option(
+        "--links", help="Directory of the labelled link sets (default: tests/data/links of this "
+        "checkout).", exists=True, file_okay=False)] = None,
     medqa_limit: Annotated[int, typer.Option(min=1, help="MedQA test questions.")] = 200,
     csqa_limit: Annotated[int | None, typer.Option(
         min=1, help="CSQA ihdev questions (default: all).")] = None,
@@ -128,7 +131,8 @@ def bench_grounding(
     stores: Annotated[str, typer.Option(
         help="Comma-separated SPARQL stores the graphs are loaded into: virtuoso, oxigraph (none: '').")
                       ] = "virtuoso,oxigraph",
-    embeddings: Annotated[bool, typer.Option(help="MiniLM embedding fallback on MedQA/DDB.")] = True,
+    embeddings: Annotated[bool, typer.Option(
+        help="MiniLM embedding fallback on MedQA/DDB and the link sets (KGs under 50,000 names).")] = True,
     workdir: Annotated[Path | None, typer.Option(
         help="Where graphs, indexes and the Virtuoso database go (default: OUT_work beside --json OUT, "
              "else temp).")] = None,
@@ -136,19 +140,20 @@ def bench_grounding(
         help="Keep the loaded Virtuoso/Oxigraph databases in --workdir and reuse them in a later run over "
              "the same graph (the bulk load is paid once).")] = False,
 ) -> None:
-    """Grounding recall (CSQA gold choices, MedQA options) exact-only vs aliases + fallbacks, and label-index
+    """Link precision and recall on the labelled link sets (earlier vs precise rules), grounding recall
+    (CSQA gold choices, MedQA options) exact-only vs aliases + fallbacks, and label-index
     grounding + P_sub over Virtuoso and Oxigraph vs the in-memory graph, at ConceptNet scale and on the
     WebQSP Freebase fragment (the issue's targets)."""
     from kgwise.eval.bench.grounding import run_grounding_benchmark
 
     names = [p.strip() for p in parts.split(",") if p.strip()]
-    bad = [p for p in names if p not in ("csqa", "medqa", "scale", "webqsp")]
+    bad = [p for p in names if p not in ("links", "csqa", "medqa", "scale", "webqsp")]
     if bad:
-        raise ConfigError(f"unknown part(s) {bad}; choose from csqa, medqa, scale, webqsp")
+        raise ConfigError(f"unknown part(s) {bad}; choose from links, csqa, medqa, scale, webqsp")
     work = workdir or (json_out.parent / (json_out.stem + "_work") if json_out is not None
                        else Path(tempfile.mkdtemp(prefix="kgwise-bench-grounding-")))
     encoder = None
-    if embeddings and "medqa" in names:
+    if embeddings and ("medqa" in names or "links" in names):
         from kgwise.embed import MiniLM
 
         encoder = MiniLM()
@@ -156,7 +161,7 @@ def bench_grounding(
         data_dir(data), work, medqa_limit=medqa_limit, csqa_limit=csqa_limit, scale_nodes=scale_nodes,
         scale_edges=scale_edges, scale_limit=scale_limit,
         stores=[x.strip() for x in stores.split(",") if x.strip()], encoder=encoder, keep_stores=keep_stores,
-        parts=names,
+        parts=names, links_dir=links,
         progress=lambda m: err_console.print(f"[dim]{m}[/dim]"), on_result=lambda r: _save(r, json_out))
     write_json(report, json_out)
 

@@ -51,10 +51,23 @@ def build(
     aliases: Annotated[Path | None, typer.Option(
         "--aliases", help="Alias file for a tsv source: label<TAB>alias[<TAB>alias…] lines (other "
         "formats keep the names their source gives).")] = None,
+    merge_names: Annotated[bool | None, typer.Option(
+        "--merge-names/--keep-names", help="Merge a node whose label is another node's alias, and nodes "
+        "whose labels differ only in case, accents or hyphens (each merge counted and listed with "
+        "--report). Default: merge when a source is a tsv file (a user's graph); WordNet and ConceptNet "
+        "name distinct senses by case ('March', 'march').", show_default=False)] = None,
+    report_out: Annotated[Path | None, typer.Option(
+        "--report", callback=writable, help="Write every finding here: header rows, broken lines "
+        "(file:line), duplicate triples, self-loops, dangling and conflicting aliases, merged nodes.")
+    ] = None,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Stop at the first broken line of a tsv source instead of counting and skipping "
+        "it.")] = False,
 ) -> None:
     """Load SOURCE(s) and save them as one graph: a source keeps its labels as spelled, and every other
     name it gives a node as an alias; several sources are merged, their nodes unified by normalised label
-    (case, '_' and spaces ignored)."""
+    (case, '_' and spaces ignored). Then names that mean one node are merged (see --merge-names); what the
+    build found and changed is counted on screen and listed with --report, never dropped silently."""
     if len(formats) not in (1, len(sources)):
         raise ConfigError(f"give --format once, or once per source ({len(sources)}); got {len(formats)}")
     per_source = formats * len(sources) if len(formats) == 1 else formats
@@ -63,21 +76,39 @@ def build(
     if aliases is not None and per_source.count("tsv") != 1:
         raise ConfigError("--aliases applies to exactly one tsv source")
     distinct_outputs({"--out": npz_path(out)}, {"SOURCE": sources, "--merge-relations": merge_relations})
+    from kgwise.kg.clean import BuildReport
+    from kgwise.kg.clean import merge_names as merge
+
+    report = BuildReport(strict=strict)
     graphs = []
     for src, fmt in zip(sources, per_source, strict=True):
         t0 = time.perf_counter()
         g = load_graph(src, fmt, merge_relations if fmt.startswith("conceptnet") else None,
-                       wordnet_senses if fmt == "wordnet" else "all", aliases if fmt == "tsv" else None)
+                       wordnet_senses if fmt == "wordnet" else "all", aliases if fmt == "tsv" else None,
+                       report=report if fmt == "tsv" else None)
         console.print(f"loaded {src} ({fmt}): {g.num_nodes:,} nodes, {g.num_edges:,} edges, "
                       f"{g.num_relations} relations, {len(g.alias_pairs()[1]):,} aliases "
                       f"in {time.perf_counter() - t0:.2f} s")
         graphs.append(g)
     graph = graphs[0] if len(graphs) == 1 else merge_graphs(graphs)
+    if merge_names or (merge_names is None and "tsv" in per_source):
+        graph = merge(graph, report)
     if name is not None:
         graph.name = name
     path = graph.save(out)
     console.print(f"wrote {path}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, "
                   f"{graph.num_relations} relations")
+    for line in report.broken[:5]:
+        console.print(escape(f"  skipped {line}"))
+    if len(report.broken) > 5:
+        console.print(f"  … {len(report.broken) - 5} more broken lines")
+    console.print(escape(f"build findings: {report.summary()}")
+                  + (f" (listed in {report_out})" if report_out is not None else
+                     " (--report FILE lists them)" if report.counts() != dict.fromkeys(report.counts(), 0)
+                     else ""))
+    if report_out is not None:
+        report_out.parent.mkdir(parents=True, exist_ok=True)
+        report_out.write_text(report.to_text(), encoding="utf-8")
 
 
 @kg_app.command("stats")

@@ -20,6 +20,7 @@ the topic entities of a question that names none.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,14 +30,17 @@ import numpy as np
 
 from kgwise.kg.base import ArrayGraph, KnowledgeGraph
 from kgwise.kg.linking import EmbeddingMatcher, FuzzyNames, Link, LinkingConfig, LinkMethod, TextEncoder
+from kgwise.kg.names import PARTIAL_SCORE, NameVariants, bag_key
 from kgwise.kg.text import (
     Lemmatiser,
+    common_words,
     determiners,
+    fold_key,
     load_exceptions,
     phrase_key,
     phrase_keys,
     stopwords,
-    tokenize,
+    written_tokens,
 )
 from kgwise.types import Question
 
@@ -88,7 +92,11 @@ class GrounderConfig:
     ``max_ngram``: longest span tried (tokens); ``lemmatise``: also try lemmatised spans;
     ``wordnet_dir``: a WordNet directory whose ``*.exc`` irregular forms feed the lemmatiser (optional);
     ``text_fallback``: ground the question text when none of its topic entities is in the graph;
-    ``linking``: fallback linking of mentions exact matching misses (``None``: exact names only).
+    ``linking``: fallback linking of mentions exact matching misses (``None``: exact names only);
+    ``precise``: the precise rules of :mod:`kgwise.kg.names` (capitals-only names, no lemma onto a stop
+    word, ambiguous aliases unlinked, accent-folded, reordered and partial names, misspelt proper names in
+    running text, a whole choice linked before its words); ``False``: the earlier rules, kept to measure
+    against (`kgwise bench grounding --parts links`).
     """
 
     max_ngram: int = 8
@@ -96,6 +104,7 @@ class GrounderConfig:
     wordnet_dir: Path | None = None
     text_fallback: bool = True
     linking: LinkingConfig | None = None
+    precise: bool = True
 
 
 class PhraseIndex:
@@ -123,6 +132,22 @@ class PhraseIndex:
         self.words: Collection[str] = frozenset(words)
         self._names = (labels, alias_nodes, alias_names)
         self._fuzzy: FuzzyNames | None = None
+        self._folded_fuzzy: FuzzyNames | None = None
+        self._variants: NameVariants | None = None
+
+    @property
+    def variants(self) -> NameVariants:
+        """The names' variant keys (:mod:`kgwise.kg.names`), computed on first use."""
+        if self._variants is None:
+            labels, _, alias_names = self._names
+            names, nodes = self.names()
+            self._variants = NameVariants.of_names(
+                names, nodes.tolist(), [False] * len(labels) + [True] * len(alias_names))
+        return self._variants
+
+    def caps_only(self, key: str) -> bool:
+        """Whether every name keyed ``key`` is written in capitals (:mod:`kgwise.kg.names`)."""
+        return key in self.variants.caps_only
 
     def get(self, key: str) -> int | None:
         hit = self.keys.get(key)
@@ -147,6 +172,21 @@ class PhraseIndex:
             self._fuzzy = FuzzyNames(phrase_keys(names), nodes, names)
         return self._fuzzy.search(key, limit, min_score)
 
+    def fuzzy_folded(self, key: str, limit: int, min_score: float) -> list[tuple[int, str, float]]:
+        """As :meth:`fuzzy` over accent-folded keys and the partial names (each found as its word), a
+        transposition one edit; the key ``key`` is folded by the caller. Names that link no node (ambiguous
+        aliases) are left out."""
+        if self._folded_fuzzy is None:
+            names, nodes = self.names()
+            v = self.variants
+            keep = [i for i, k in enumerate(phrase_keys(names)) if k and k not in v.ambiguous]
+            part = list(v.partial.items())
+            self._folded_fuzzy = FuzzyNames(
+                [fold_key(phrase_key(names[i])) for i in keep] + [t for t, _ in part],
+                np.concatenate([nodes[keep], np.asarray([n for _, n in part], dtype=np.int64)]),
+                [names[i] for i in keep] + [t for t, _ in part], transpositions=True)
+        return self._folded_fuzzy.search(key, limit, min_score)
+
 
 def embedding_matcher(index: PhraseIndex, encoder: TextEncoder) -> EmbeddingMatcher:
     """An embedding matcher over every name of ``index`` (each name encoded once; the encoder may cache)."""
@@ -170,6 +210,8 @@ class Grounder:
         self._stop = stopwords()
         self._det = determiners()
         self._max_n = max(1, min(self.config.max_ngram, self.index.longest))
+        self._precise = self.config.precise
+        self._variants: NameVariants | None = getattr(self.index, "variants", None) if self._precise else None
 
     # ------------------------------------------------------------------ public
     def ground(self, question: Question) -> Grounding:
@@ -185,13 +227,20 @@ class Grounder:
         return Grounding(tuple(n for n in q_nodes if n not in taken), choices, tuple(links))
 
     def ground_text(self, text: str, links: list[Link] | None = None) -> tuple[int, ...]:
-        """Nodes mentioned in ``text``: longest-first n-gram matching, in order of position; a text matching
-        no name links its content words by edit distance (``config.linking``)."""
-        toks = tokenize(text)
-        found = self._match(toks, links)
-        if found or self.config.linking is None or not self.config.linking.fuzzy:
-            return found
+        """Nodes mentioned in ``text``: longest-first n-gram matching, in order of position. Then, with
+        ``config.linking``: precise rules link each word left unmatched that is written capitalised, is no
+        common English word and has 5 letters or more (a misspelt proper name) by edit distance; the
+        earlier rules link content words so only when the text matched no name at all."""
+        written = written_tokens(text)
+        toks = [w.lower() for w, _, _ in written]
+        hits, claimed = self._match(toks, links, written if self._precise else None)
         cfg = self.config.linking
+        if cfg is None or not cfg.fuzzy:
+            return self._in_order(hits)
+        if self._precise:
+            return self._in_order(hits + self._fuzzy_words(written, claimed, cfg, links, any_case=not hits))
+        if hits:
+            return self._in_order(hits)
         out: dict[int, None] = {}
         for tok in dict.fromkeys(toks):
             if tok in self._stop or len(tok) < cfg.fuzzy_min_length or tok.isdigit():
@@ -216,54 +265,56 @@ class Grounder:
 
     def ground_choice(self, text: str, links: list[Link] | None = None) -> tuple[int, ...]:
         """A choice's nodes: the whole choice (also without leading/trailing stop-words) if it is a
-        node, else its n-gram matches; with none, the best fallback link of the whole choice."""
-        toks = tokenize(text)
-        whole = self._lookup(toks, links)
-        if whole is None:
-            a, b = 0, len(toks)
-            while a < b and toks[a] in self._stop:
-                a += 1
-            while b > a and toks[b - 1] in self._stop:
-                b -= 1
-            if 0 < b - a < len(toks):
-                whole = self._lookup(toks[a:b], links)
-        if whole is not None:
-            return (whole,)
-        found = self._match(toks, links)
-        if found:
-            return found
+        node, else its n-gram matches; with none, the best fallback link of the whole choice. Precise
+        rules try the whole choice's variants and a close misspelling of it (edit similarity ≥ 0.85)
+        before its words: "Danish kroner" is the Danish krone, not the Danish language; and of its words
+        they keep one name, the one that covers the most of the choice (:meth:`_contained`)."""
+        written = written_tokens(text)
+        toks = [w.lower() for w, _, _ in written]
+        link = self._whole(text, toks, written if self._precise else None)
+        if link is not None:
+            return self._keep(link, links)
+        if self._precise:
+            link = self._contained(text, toks, written)
+            if link is not None:
+                return self._keep(link, links)
+        else:
+            hits, _ = self._match(toks, [] if links is None else links)
+            if hits:
+                return self._in_order(hits)
         link = self.fallback(text)
-        if link is None:
-            return ()
-        if links is not None:
-            links.append(link)
-        return (link.node,)
+        return self._keep(link, links) if link is not None else ()
 
     def ground_names(self, names: Sequence[str], links: list[Link] | None = None) -> tuple[int, ...]:
         """Entity names looked up whole (as written, then lemmatised), else by the fallbacks; names not
         linked are dropped."""
         found: dict[int, None] = {}
         for name in names:
-            node = self._lookup(tokenize(name), links)
-            if node is None:
+            written = written_tokens(name)
+            toks = [w.lower() for w, _, _ in written]
+            link = self._whole(name, toks, written if self._precise else None, trim=self._precise)
+            if link is None:
                 link = self.fallback(name)
-                if link is not None:
-                    node = link.node
-                    if links is not None:
-                        links.append(link)
-            if node is not None:
-                found[node] = None
+            if link is not None and self._keep(link, links):
+                found[link.node] = None
         return tuple(found)
 
     def fallback(self, mention: str) -> Link | None:
         """The best fuzzy, else embedding, link of a mention exact matching missed (``None`` without
-        ``config.linking``, or when none reaches its threshold)."""
+        ``config.linking``, or when none reaches its threshold). Under the precise rules a fuzzy link needs
+        a similarity of 0.8 (one edit in a word of four letters is another word: "Iraq", "Iran"), and a
+        mention that is a word of some name ("franc", "peso", "Palsy") is linked by neither: it is no
+        misspelling, and the names holding it are many things it may mean; nor is a common English word
+        ("cAMP" is not "Cramp")."""
         cfg = self.config.linking
         if cfg is None:
             return None
         key = phrase_key(mention)
-        if cfg.fuzzy and len(key) >= cfg.fuzzy_min_length:
-            for node, name, score in self.index.fuzzy(key, 1, cfg.fuzzy_min_score):
+        if self._precise and key in self.index.words:
+            return None
+        if cfg.fuzzy and len(key) >= cfg.fuzzy_min_length and not (self._precise and key in common_words()):
+            least = max(cfg.fuzzy_min_score, 0.8) if self._precise else cfg.fuzzy_min_score
+            for node, name, score in self._fuzzy(key, least):
                 return Link(mention, node, name, "fuzzy", score)
         if cfg.embedding and self.embedder is not None and key:
             for node, name, score in self.embedder.search(key, 1, cfg.embedding_min_score):
@@ -275,64 +326,234 @@ class Grounder:
         return [self.kg.label(v) for v, _, _ in self.index.fuzzy(phrase_key(text), limit, 0.6)]
 
     # ------------------------------------------------------------------ matching
-    def _lookup(self, toks: Sequence[str], links: list[Link] | None = None) -> int | None:
+    @staticmethod
+    def _in_order(hits: list[tuple[int, int]]) -> tuple[int, ...]:
+        return tuple(dict.fromkeys(node for _, node in sorted(hits)))
+
+    def _keep(self, link: Link, links: list[Link] | None) -> tuple[int, ...]:
+        """``(link.node,)`` recorded in ``links``, or ``()`` when it scores below ``linking.min_score``."""
+        cfg = self.config.linking
+        if cfg is not None and link.score < cfg.min_score:
+            return ()
+        if links is not None:
+            links.append(link)
+        return (link.node,)
+
+    def _fuzzy(self, key: str, min_score: float) -> list[tuple[int, str, float]]:
+        """The best name by edit distance: over the names as spelled under the earlier rules; under the
+        precise ones over folded names and partial names with transpositions (where the index has them),
+        the best of five that is a typing slip of the key (:func:`is_typo`)."""
+        if not self._precise:
+            return self.index.fuzzy(key, 1, min_score)
+        folded = getattr(self.index, "fuzzy_folded", None)
+        key = fold_key(key)
+        found: list[tuple[int, str, float]] = (folded or self.index.fuzzy)(key, 5, min_score)
+        return [x for x in found if is_typo(key, fold_key(phrase_key(x[1])))][:1]
+
+    def _whole(self, text: str, toks: list[str], written: list[tuple[str, int, int]] | None,
+               trim: bool = True) -> Link | None:
+        """The link of a whole mention (a choice, an entity name): its name as written or lemmatised, also
+        without leading and trailing stop words; under the precise rules then its folded, reordered and
+        partial names and a misspelling of one (similarity ≥ 0.85)."""
         if not toks:
             return None
-        found = self._lookup_key(toks)
+        a, b = 0, len(toks)
+        found = self._lookup_key(toks, written)
+        if found is None and trim:
+            while a < b and toks[a] in self._stop:
+                a += 1
+            while b > a and toks[b - 1] in self._stop:
+                b -= 1
+            if 0 < b - a < len(toks):
+                found = self._lookup_key(toks[a:b], written[a:b] if written is not None else None)
+        if found is None and self._variants is not None:
+            key = " ".join(toks[a:b]) if b > a else " ".join(toks)
+            node = self._variants.bags.get(bag_key(key))
+            if node is not None:
+                found = (key, node, "reordered", 1.0)
+        if found is None and self._precise:
+            cfg = self.config.linking
+            if cfg is not None and cfg.fuzzy and len(" ".join(toks)) >= cfg.fuzzy_min_length:
+                for node, name, score in self._fuzzy(" ".join(toks), max(0.85, cfg.fuzzy_min_score)):
+                    return Link(text, node, name, "fuzzy", score)
         if found is None:
             return None
-        key, (node, via_alias) = found
-        if links is not None:
-            method: LinkMethod = "alias" if via_alias else "exact"
-            links.append(Link(" ".join(toks), node, key, method, 1.0))
-        return node
+        key, node, method, score = found
+        return Link(" ".join(toks) if not self._precise else text, node, key, method, score)
 
-    def _lookup_key(self, toks: Sequence[str]) -> tuple[str, tuple[int, bool]] | None:
+    def _contained(self, text: str, toks: list[str], written: list[tuple[str, int, int]]) -> Link | None:
+        """The name a choice contains that covers the most of it (method ``contained``): its words
+        weighed 0 (stop word), 1 (a common English word, or its plural) or 2 (any other: a term), a
+        contiguous match
+        (as :meth:`_match` finds them) or, under precise rules, any two to four of its words as a name's
+        word bag ("Duodenal peptic ulcer" holds "duodenal ulcer"). Kept when it covers at least half the
+        choice's weight (``score``: the share); ties go to the earlier, longer name."""
+        common = common_words()
+        weight = [0 if t in self._stop else 1 if (t in common or t.rstrip("s") in common or t.isdigit())
+                  else 2 for t in toks]
+        total = sum(weight)
+        if not total:
+            return None
+        found: list[Link] = []
+        self._match(toks, found, written)
+        best: tuple[float, int, Link] | None = None
+        for link in found:
+            lo, hi = link.start or 0, link.end or 0
+            covered = [i for i, (_, a, b) in enumerate(written) if a >= lo and b <= hi]
+            share = sum(weight[i] for i in covered) / total
+            cand = (share, len(covered), link)
+            if best is None or cand[:2] > best[:2]:
+                best = cand
+        v = self._variants
+        content = [i for i in range(len(toks)) if weight[i]]
+        if v is not None and 2 < len(content) <= 8:
+            for size in range(min(4, len(content) - 1), 1, -1):
+                for subset in itertools.combinations(content, size):
+                    node = v.bags.get(bag_key(" ".join(toks[i] for i in subset)))
+                    if node is None:
+                        continue
+                    share = sum(weight[i] for i in subset) / total
+                    if best is None or (share, size) > best[:2]:
+                        best = (share, size, Link(text, node, " ".join(toks[i] for i in subset), "contained",
+                                                  share))
+        if best is None or best[0] < 0.5:
+            return None
+        share, _, link = best
+        return dataclasses.replace(link, mention=text, method="contained", score=share, start=None, end=None)
+
+    def _allowed(self, key: str, via_alias: bool, written: Sequence[tuple[str, int, int]] | None) -> bool:
+        """Whether a name keyed ``key`` may link the span written ``written`` (always, under the earlier
+        rules): an ambiguous alias never does; a capitals-only name only a span written in capitals."""
+        if not self._precise:
+            return True
+        v = self._variants
+        if via_alias and v is not None and key in v.ambiguous:
+            return False
+        caps_only = getattr(self.index, "caps_only", None)
+        if caps_only is not None and caps_only(key):
+            return written is not None and all(w.isupper() for w, _, _ in written)
+        return True
+
+    def _lookup_key(self, toks: Sequence[str], written: Sequence[tuple[str, int, int]] | None = None
+                    ) -> tuple[str, int, LinkMethod, float] | None:
+        """``(matched key, node, method, score)`` of a span: as written, with its last word lemmatised,
+        with every word lemmatised; under the precise rules a lemma that is a stop word or shorter than
+        3 letters is not tried ("used" is not "us"), then the accent-folded key, then a partial name
+        (one word of a proper name, or a name without its parenthesis)."""
         lookup = self.index.lookup
         key = " ".join(toks)
         hit = lookup(key)
-        if hit is not None:
-            return key, hit
-        if not self.config.lemmatise:
+        if hit is not None and self._allowed(key, hit[1], written):
+            return key, hit[0], "alias" if hit[1] else "exact", 1.0
+        precise = self._precise
+        if self.config.lemmatise:
+            lem = self.lemmatiser.lemma
+            last = lem(toks[-1])
+            if precise and (last in self._stop or len(last) < 3):
+                last = toks[-1]
+            keys = []
+            if last != toks[-1]:
+                keys.append(" ".join([*toks[:-1], last]))
+            if len(toks) > 1:
+                lemmas = [lem(t) for t in toks[:-1]]
+                if precise:
+                    lemmas = [m if m not in self._stop and len(m) >= 3 else t
+                              for m, t in zip(lemmas, toks[:-1], strict=True)]
+                if lemmas != list(toks[:-1]):
+                    keys.append(" ".join([*lemmas, last]))
+            for k in keys:
+                hit = lookup(k)
+                if hit is not None and self._allowed(k, hit[1], written):
+                    return k, hit[0], "alias" if hit[1] else "exact", 1.0
+        v = self._variants
+        if v is None:
             return None
-        lem = self.lemmatiser.lemma
-        last = lem(toks[-1])
-        if last != toks[-1]:
-            key = " ".join([*toks[:-1], last])
-            hit = lookup(key)
-            if hit is not None:
-                return key, hit
-        if len(toks) > 1:
-            lemmas = [lem(t) for t in toks[:-1]]
-            if lemmas != list(toks[:-1]):
-                key = " ".join([*lemmas, last])
-                hit = lookup(key)
-                if hit is not None:
-                    return key, hit
+        f = fold_key(key)
+        node = v.folded.get(f)
+        if node is None and f != key:
+            hit = lookup(f)
+            node = hit[0] if hit is not None and self._allowed(f, hit[1], written) else None
+        if node is not None and (f not in v.caps_only or self._allowed(f, True, written)):
+            return f, node, "folded", 1.0
+        cfg = self.config.linking
+        if cfg is None or cfg.partial:
+            node = v.partial.get(f) if len(toks) == 1 else None
+            if node is None:
+                node = v.heads.get(f)
+            if node is not None:
+                return f, node, "partial", PARTIAL_SCORE
         return None
 
-    def _match(self, toks: list[str], links: list[Link] | None = None) -> tuple[int, ...]:
+    def _match(self, toks: list[str], links: list[Link] | None = None,
+               written: list[tuple[str, int, int]] | None = None) -> tuple[list[tuple[int, int]], list[bool]]:
+        """``(position, node)`` of the longest-first n-gram matches, and which tokens they claimed. With
+        ``written`` (the precise rules) a token written in capitals is no stop word ("IT", "US")."""
         n_tok = len(toks)
         if not n_tok:
-            return ()
+            return [], []
         det = [t in self._det for t in toks]
+        stop = [t in self._stop and not (written is not None and len(t) > 1 and written[i][0].isupper())
+                for i, t in enumerate(toks)]
         n_stop = [0]  # n_stop[k]: stop-words among toks[:k]
-        for t in toks:
-            n_stop.append(n_stop[-1] + (t in self._stop))
+        for s in stop:
+            n_stop.append(n_stop[-1] + s)
         claimed = [False] * n_tok
         hits: list[tuple[int, int]] = []
+        min_score = self.config.linking.min_score if self.config.linking is not None else 0.0
         for n in range(min(self._max_n, n_tok), 0, -1):
             for i in range(n_tok - n + 1):
                 j = i + n
-                if det[i] or n_stop[j] - n_stop[i] == n or True in claimed[i:j]:
+                if (det[i] and stop[i]) or n_stop[j] - n_stop[i] == n or True in claimed[i:j]:
                     continue
-                node = self._lookup(toks[i:j], links)
-                if node is not None:
-                    hits.append((i, node))
-                    for k in range(i, j):
-                        claimed[k] = True
-        hits.sort()
-        return tuple(dict.fromkeys(node for _, node in hits))
+                found = self._lookup_key(toks[i:j], written[i:j] if written is not None else None)
+                if found is None or found[3] < min_score:
+                    continue
+                key, node, method, score = found
+                if links is not None:
+                    if written is not None:
+                        links.append(Link(" ".join(w for w, _, _ in written[i:j]), node, key, method, score,
+                                          written[i][1], written[j - 1][2]))
+                    else:
+                        links.append(Link(" ".join(toks[i:j]), node, key, method, score))
+                hits.append((i, node))
+                for k in range(i, j):
+                    claimed[k] = True
+        return hits, claimed
+
+    def _fuzzy_words(self, written: list[tuple[str, int, int]], claimed: list[bool], cfg: LinkingConfig,
+                     links: list[Link] | None, any_case: bool) -> list[tuple[int, int]]:
+        """Unclaimed words written capitalised (``any_case``: in any case, for a text that matched no name
+        at all, as the earlier rules did), no stop or common word, of 5 letters or more (misspelt proper
+        names: "Swizerland", "Kilimanjro"), linked by edit distance (similarity ≥ 0.8 and
+        ``fuzzy_min_score``; for a text that matched nothing words of ``fuzzy_min_length`` letters)."""
+        common = common_words()
+        least = max(cfg.fuzzy_min_score, cfg.min_score, 0.8)
+        shortest = cfg.fuzzy_min_length if any_case else max(5, cfg.fuzzy_min_length)
+        out: list[tuple[int, int]] = []
+        for i, (w, start, end) in enumerate(written):
+            t = w.lower()
+            if (claimed[i] or not (any_case or w[0].isupper()) or not t.isalpha()
+                    or len(t) < shortest or t in self._stop or t in common):
+                continue
+            for node, name, score in self._fuzzy(fold_key(t), least):
+                out.append((i, node))
+                if links is not None:
+                    links.append(Link(w, node, name, "fuzzy", score, start, end))
+        return out
+
+
+def is_typo(key: str, name: str) -> bool:
+    """Whether ``key`` may be ``name`` mistyped: as many words, each equal to its counterpart or, both of
+    4 letters or more, within edit similarity 0.75 (transpositions one edit). A different short word is
+    another name, not a slip: "QT prolongation" is not "QRS prolongation", "Portal vein thrombosis" not
+    "Renal vein thrombosis"."""
+    from rapidfuzz.distance import OSA
+
+    a, b = key.split(" "), name.split(" ")
+    if len(a) != len(b):
+        return len(a) == 1 and len(b) == 1
+    return all(x == y or (len(x) >= 4 and len(y) >= 4 and OSA.normalized_similarity(x, y) >= 0.75)
+               for x, y in zip(a, b, strict=True))
 
 
 def propose_topic_entities(grounder: Grounder, question: Question) -> tuple[Question, tuple[Link, ...]]:

@@ -47,7 +47,7 @@ import numpy.typing as npt
 from kgwise.errors import ConfigError, DataError
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.kg.linking import fuzzy_scores
-from kgwise.kg.text import phrase_key, phrase_keys
+from kgwise.kg.text import common_words, is_acronym, phrase_key, phrase_keys, stopwords
 
 if TYPE_CHECKING:
     from kgwise.kg.csr import CSRGraph
@@ -512,6 +512,7 @@ class LabelIndex:
         self.longest = int(self.meta["longest"])
         self.words: Collection[str] = _Words(self.db)
         self._memo: dict[str, tuple[int, bool] | None] = {}
+        self._caps: dict[str, bool] = {}
 
     @property
     def kind(self) -> str:
@@ -528,6 +529,20 @@ class LabelIndex:
         if len(self._memo) > 100_000:
             self._memo.clear()
         self._memo[key] = found
+        return found
+
+    def caps_only(self, key: str) -> bool:
+        """Whether every name keyed ``key`` is written in capitals and so links only a span written so
+        (:class:`kgwise.kg.names.NameVariants`: an alias such as "US", or a label whose lower-case form
+        is an English word)."""
+        found = self._caps.get(key)
+        if found is None:
+            rows = self.db.execute("SELECT name, alias FROM names WHERE key = ?", (key,)).fetchall()
+            found = bool(rows) and all(is_acronym(name) and (alias or key in stopwords() or key in
+                                                             common_words()) for name, alias in rows)
+            if len(self._caps) > 100_000:
+                self._caps.clear()
+            self._caps[key] = found
         return found
 
     def fuzzy(self, key: str, limit: int, min_score: float, candidates: int = 400
@@ -750,6 +765,9 @@ class BoundIndex:
     def lookup(self, key: str) -> tuple[int, bool] | None:
         hit = self.index.lookup(key)
         return None if hit is None else (self._node(hit[0]), hit[1])
+
+    def caps_only(self, key: str) -> bool:
+        return self.index.caps_only(key)
 
     def fuzzy(self, key: str, limit: int, min_score: float) -> list[tuple[int, str, float]]:
         found = self.index.fuzzy(key, limit, min_score)

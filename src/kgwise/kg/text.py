@@ -9,6 +9,7 @@ WordNet ``*.exc`` files are read when a WordNet directory is given.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from functools import cache
 from importlib import resources
@@ -17,7 +18,8 @@ from pathlib import Path
 from kgwise.errors import DataError
 
 __all__ = [
-    "Lemmatiser", "determiners", "load_exceptions", "phrase_key", "phrase_keys", "stopwords", "tokenize",
+    "Lemmatiser", "common_words", "common_words_from_wordnet", "determiners", "fold_key", "is_acronym",
+    "load_exceptions", "phrase_key", "phrase_keys", "stopwords", "tokenize", "written_tokens",
 ]
 
 _TOKEN = re.compile(r"[^\W_]+")
@@ -71,6 +73,50 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN.findall(text.lower())
 
 
+def written_tokens(text: str) -> list[tuple[str, int, int]]:
+    """``(token as written, start, end)`` of every token of ``tokenize`` (same split, case kept, with its
+    character offsets in ``text``)."""
+    return [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(text)]
+
+
+def is_acronym(written: str) -> bool:
+    """A name or span written in capitals: its letters (2 to 5) are all upper-case ("US", "U.S.", "WHO",
+    "UAE"). Such a name stands for itself only where the text writes it in capitals too: "us", "who" and
+    "it" are English words."""
+    letters = [c for c in written if c.isalpha()]
+    return 2 <= len(letters) <= 5 and all(c.isupper() for c in letters)
+
+
+_LETTERS = str.maketrans({"ł": "l", "đ": "d", "ð": "d", "ø": "o", "æ": "ae", "œ": "oe", "ß": "ss", "ı": "i",
+                          "þ": "th"})
+"""Letters NFKD does not decompose, written as English spellings write them ("złoty" → "zloty")."""
+
+
+def fold_key(key: str) -> str:
+    """A phrase key without accents (NFKD, combining marks dropped: "zürich" → "zurich"), with a run of
+    single letters joined ("u s" → "us", the key of "U.S.")."""
+    if not key.isascii():
+        key = "".join(c for c in unicodedata.normalize("NFKD", key.translate(_LETTERS))
+                      if not unicodedata.combining(c))
+    if " " in key and any(len(t) == 1 for t in key.split(" ")):
+        key = _join_letters(key.split(" "))
+    return key
+
+
+def _join_letters(toks: list[str]) -> str:
+    """Tokens joined by spaces, each run of single letters joined without ("w h o" → "who")."""
+    out: list[str] = []
+    run = False  # whether out[-1] is a run of single letters
+    for t in toks:
+        single = len(t) == 1 and t.isalpha()
+        if single and run:
+            out[-1] += t
+        else:
+            out.append(t)
+        run = single
+    return " ".join(out)
+
+
 def phrase_key(text: str) -> str:
     """The lookup key of a label or a span: its tokens joined by single spaces."""
     low = text.lower()
@@ -113,6 +159,43 @@ def stopwords() -> frozenset[str]:
     """The built-in English stop-word list (``kgwise/data/stopwords_en.txt``)."""
     text = resources.files("kgwise").joinpath("data/stopwords_en.txt").read_text(encoding="utf-8")
     return frozenset(w.strip() for w in text.splitlines() if w.strip() and not w.startswith("#"))
+
+
+@cache
+def common_words() -> frozenset[str]:
+    """Common English words (``kgwise/data/common_words_en.txt``, made by :func:`common_words_from_wordnet`
+    from WordNet 3.0): a word of running text that is one of these is never linked to a node by a part of
+    its name nor by edit distance ("wall" is not the Great Wall of China, "hungry" not Hungary)."""
+    text = resources.files("kgwise").joinpath("data/common_words_en.txt").read_text(encoding="utf-8")
+    return frozenset(w for w in text.splitlines() if w and not w.startswith("#"))
+
+
+def common_words_from_wordnet(wordnet_dir: str | Path) -> list[str]:
+    """The single-word WordNet 3.0 lemmas (letters only) that a sense-tagged corpus uses (``tagsense_cnt``
+    ≥ 1 in an ``index.*`` file) and that some synset writes in lower case (so "mississippi", written
+    only "Mississippi", is not common; "china" and "turkey" are), sorted."""
+    root = Path(wordnet_dir)
+    lower: set[str] = set()
+    tagged: set[str] = set()
+    for pos in ("noun", "verb", "adj", "adv"):
+        for path, is_data in ((root / f"data.{pos}", True), (root / f"index.{pos}", False)):
+            if not path.is_file():
+                raise DataError("WordNet file not found", path)
+            with path.open(encoding="utf-8") as fh:
+                for lineno, line in enumerate(fh, 1):
+                    if line.startswith(" "):
+                        continue
+                    f = line.split(" ")
+                    try:
+                        if is_data:
+                            lower.update(w for w in (f[4 + 2 * k].split("(")[0] for k in range(int(f[3], 16)))
+                                         if w.islower())
+                        elif int(f[5 + int(f[3])]) >= 1 and f[0].isalpha():
+                            tagged.add(f[0])
+                    except (IndexError, ValueError) as exc:
+                        raise DataError(f"not a WordNet {'data' if is_data else 'index'} line", path,
+                                        lineno) from exc
+    return sorted(tagged & lower)
 
 
 def load_exceptions(wordnet_dir: str | Path) -> dict[str, str]:

@@ -1,6 +1,11 @@
-"""``kgwise bench grounding``: recall of grounding with aliases and fallbacks, and grounding + P_sub over a
-label index and a SPARQL store (Virtuoso) at ConceptNet scale, each figure against a baseline of the same
-run.
+"""``kgwise bench grounding``: precision and recall of links on labelled sets, recall of grounding with
+aliases and fallbacks, and grounding + P_sub over a label index and a SPARQL store (Virtuoso) at ConceptNet
+scale, each figure against a baseline of the same run.
+
+* **Labelled links** (``tests/data/links``, :mod:`kgwise.eval.bench.linksets`): MedQA options → DDB, CSQA
+  question concepts and choices → the CSQA KG, and a user's geography TSV KG with aliases, misspellings,
+  accents and acronyms (built and cleaned as ``kgwise kg build`` does): link precision and recall per
+  method, with the earlier rules (``GrounderConfig(precise=False)``, the baseline) and the precise ones.
 
 * **CSQA ihdev** on the CSQA KG (WordNet + the ConceptNet slice): the share of questions whose gold choice
   grounds to a node, exact labels only (the baseline) vs labels + aliases + fuzzy fallback; on the gold
@@ -46,7 +51,7 @@ if TYPE_CHECKING:
     from kgwise.kg.sparql import SPARQLGraph
     from kgwise.types import Question
 
-__all__ = ["choice_recall", "endpoint_psub", "run_grounding_benchmark"]
+__all__ = ["LINK_SETS", "choice_recall", "default_links_dir", "endpoint_psub", "run_grounding_benchmark"]
 
 
 def _median(xs: Sequence[float]) -> float | None:
@@ -147,6 +152,77 @@ def _medqa(data: Path, limit: int, encoder: TextEncoder | None, progress: Callab
     progress(f"MedQA: grounding the options of {len(qs)} questions")
     out = choice_recall(exact, full, qs, gold_only=False, aliases=Grounder(kg, index=names))
     return {"questions": len(qs), "embedding_fallback": encoder is not None, **out}
+
+
+LINK_SETS: dict[str, str] = {
+    "geography": "geography.jsonl",
+    "medqa_ddb": "medqa_ddb.jsonl",
+    "csqa_conceptnet": "csqa_conceptnet.jsonl",
+}
+"""The labelled link sets and their files (in the links directory)."""
+
+LINK_TARGETS = {"precision": 0.95, "recall": 0.90}
+"""Link precision and recall every set must reach with the precise rules."""
+
+
+def default_links_dir() -> Path | None:
+    """``tests/data/links`` of a source checkout, or ``None`` (an installed package ships no sets)."""
+    found = Path(__file__).resolve().parents[4] / "tests" / "data" / "links"
+    return found if found.is_dir() else None
+
+
+def _link_graph(name: str, data: Path, links_dir: Path) -> tuple[Any, dict[str, Any]]:
+    """The KG of link set ``name`` and what building it found (the geography KG is cleaned as
+    ``kgwise kg build`` cleans it)."""
+    from kgwise.kg.benchmarks import DATASET_KGS, build_kg
+    from kgwise.kg.clean import BuildReport, merge_names
+    from kgwise.kg.loaders import load_ddb, load_tsv
+
+    if name == "geography":
+        report = BuildReport()
+        kg = load_tsv(links_dir / "geography.tsv", aliases=links_dir / "geography_aliases.tsv", report=report)
+        kg = merge_names(kg, report)
+        return kg, report.counts()
+    if name == "medqa_ddb":
+        return load_ddb(data / "ddb"), {}
+    return build_kg(DATASET_KGS["csqa"], data), {}
+
+
+def _links(data: Path, links_dir: Path, encoder: TextEncoder | None, progress: Callable[[str], None],
+           sets: Sequence[str] = tuple(LINK_SETS)) -> dict[str, Any]:
+    """Each labelled set scored with the earlier rules and the precise ones (same names, same fallbacks:
+    fuzzy, and label embeddings where an encoder is given and the KG has under 50,000 names)."""
+    from kgwise.eval.bench.linksets import read_link_set, resolve_gold, score_set
+    from kgwise.kg.grounding import Grounder, GrounderConfig, PhraseIndex, embedding_matcher
+    from kgwise.kg.linking import LinkingConfig
+
+    out: dict[str, Any] = {}
+    for name in sets:
+        mentions = read_link_set(links_dir / LINK_SETS[name])
+        progress(f"links {name}: building the KG")
+        kg, build = _link_graph(name, data, links_dir)
+        gold = resolve_gold(kg, mentions)
+        names = PhraseIndex(kg)
+        n_names = kg.num_nodes + len(kg.alias_pairs()[1])
+        embedder = None
+        if encoder is not None and n_names < 50_000:
+            progress(f"links {name}: encoding {n_names:,} names for the embedding fallback (cached)")
+            embedder = embedding_matcher(names, encoder)
+        linking = LinkingConfig(embedding=embedder is not None)
+        earlier = LinkingConfig(embedding=embedder is not None, embedding_min_score=0.8)  # the former default
+        wn = data / "wordnet" if name == "csqa_conceptnet" else None
+        row: dict[str, Any] = {"kg_nodes": kg.num_nodes, "kg_names": n_names, "build": build,
+                               "embedding": embedder is not None,
+                               "ambiguous_aliases": len(names.variants.ambiguous)}
+        for rules, precise in (("before", False), ("after", True)):
+            progress(f"links {name}: {len(mentions)} mentions, {rules}")
+            grounder = Grounder(kg, GrounderConfig(wordnet_dir=wn, linking=linking if precise else earlier,
+                                                   precise=precise), names, embedder)
+            t0 = time.perf_counter()
+            row[rules] = score_set(grounder, mentions, gold)
+            row[rules]["seconds"] = time.perf_counter() - t0
+        out[name] = row
+    return out
 
 
 # ------------------------------------------------------------------------------------------ scale parts
@@ -427,7 +503,8 @@ def run_grounding_benchmark(data: Path, work: Path, medqa_limit: int = 200, csqa
                             scale_nodes: int = 1_600_000, scale_edges: int = 3_400_000,
                             scale_limit: int = 200, stores: Sequence[str] = STORES,
                             encoder: TextEncoder | None = None, keep_stores: bool = False,
-                            parts: Sequence[str] = ("csqa", "medqa", "scale", "webqsp"),
+                            parts: Sequence[str] = ("links", "csqa", "medqa", "scale", "webqsp"),
+                            links_dir: Path | None = None,
                             progress: Callable[[str], None] | None = None,
                             on_result: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Run the ``parts`` (see the module docstring); ``scale_*``: the synthetic graph's size and the
@@ -443,6 +520,14 @@ def run_grounding_benchmark(data: Path, work: Path, medqa_limit: int = 200, csqa
         raise KgwiseError(f"unknown store(s) {bad}; choose from {', '.join(STORES)}")
     work.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {}
+    if "links" in parts:
+        where = links_dir or default_links_dir()
+        if where is None:
+            raise KgwiseError("the labelled link sets are in a source checkout's tests/data/links: pass "
+                              "--links DIR")
+        report["links"] = _links(data, where, encoder, say)
+        report["targets"] = _targets(report)
+        done(report)
     if "csqa" in parts:
         report["csqa_ihdev"] = _csqa(data, csqa_limit, say)
         done(report)
@@ -464,6 +549,13 @@ def _targets(r: dict[str, Any]) -> dict[str, Any]:
     """The issue's targets, each with its measured value and the baseline it is read against (the
     ConceptNet-scale ones per store)."""
     t: dict[str, Any] = {}
+    for name, row in r.get("links", {}).items():
+        after = row["after"]
+        t[f"links_{name}"] = {
+            "precision": after["precision"], "recall": after["recall"], "in_kg_share": after["in_kg_share"],
+            "before": {"precision": row["before"]["precision"], "recall": row["before"]["recall"]},
+            "met": after["precision"] >= LINK_TARGETS["precision"] and (after["recall"] or 0.0)
+            >= LINK_TARGETS["recall"]}
     c = r.get("csqa_ihdev")
     if c:
         t["csqa_recall_gain"] = {"exact_only": c["grounded_exact_only"],

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kgwise.errors import ConfigError, DataError
+from kgwise.kg.clean import BuildReport
 from kgwise.kg.csr import CSRGraph
 from kgwise.kg.loaders.conceptnet import (
     concept_label,
@@ -60,19 +61,20 @@ FORMATS: dict[str, str] = {
 
 def load_graph(
     source: str | Path, format: str, merge_file: str | Path | None = None, wordnet_senses: str = "all",
-    aliases: str | Path | None = None,
+    aliases: str | Path | None = None, report: BuildReport | None = None,
 ) -> CSRGraph:
     """Load ``source`` in ``format`` (a key of ``FORMATS``). ``merge_file`` (a KagNet relation-merging
     file) applies to the two ConceptNet formats only, ``wordnet_senses`` (``all`` or ``frequent``, see
     :func:`load_wordnet`) to WordNet only, ``aliases`` (``label<TAB>alias`` lines) to TSV
-    only. Raises ``ConfigError`` for an unknown format or a misplaced
-    option and ``DataError`` for a source without a single triple."""
+    only; ``report`` (TSV only) collects broken lines, duplicates, self-loops and alias findings instead
+    of raising on them (:mod:`kgwise.kg.loaders.tsv`). Raises ``ConfigError`` for an unknown format or a
+    misplaced option and ``DataError`` for a source without a single triple."""
     loaders: dict[str, Callable[[Path], CSRGraph]] = {
         "conceptnet-csv": lambda p: load_conceptnet_csv(p, merge_file),
         "conceptnet-slice": lambda p: load_conceptnet_jsonl_triples(p, merge_file),
         "ddb": load_ddb,
         "wordnet": lambda p: load_wordnet(p, senses=wordnet_senses),
-        "tsv": lambda p: load_tsv(p, aliases=aliases),
+        "tsv": lambda p: load_tsv(p, aliases=aliases, report=report),
         "ntriples": load_ntriples,
         "rog": load_rog_graph,
     }

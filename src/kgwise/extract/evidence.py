@@ -1,0 +1,160 @@
+"""Evidence ranked to the question: the paths of an extracted subgraph that join a question concept to a
+choice's concept, scored and cut to a budget, so what a model reads and a person sees is the knowledge
+that bears on the choices, not the whole P_sub.
+
+:func:`rank_evidence` finds, over the subgraph's edges taken both ways, the shortest path (at most
+``max_hops``) from any question concept to each concept of each choice — and keeps the subgraph's own
+paths (P_sub's, P_RL's) that do the same. A path scores ``1 / hops``, less a hub penalty: each node inside
+it costs ``hub_penalty · log(1 + degree)`` in the subgraph (a path through "person" or "thing" explains
+little), so a direct edge scores about 1. Paths are then taken best first, one choice at a time (each
+choice's best path before any choice's second: the model should see the case for every choice), while
+the distinct nodes stay within ``max_nodes`` (25 by default, what a person reads at a glance) and the
+paths' cost within ``max_tokens`` (with a ``tokens`` estimate of a path's rendered text). ``support(i)``
+of the result is the kept paths that end at choice ``i`` — what an answer's ``support`` lists.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from kgwise.errors import ConfigError
+from kgwise.types import Path, Subgraph
+
+__all__ = ["Evidence", "EvidenceBudget", "RankedPath", "rank_evidence"]
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceBudget:
+    """How much evidence is kept: ``max_nodes`` distinct nodes (the page's default 25), ``max_tokens`` of
+    rendered paths (``None``: no limit; needs a ``tokens`` estimate), ``max_hops`` per path, and the hub
+    penalty per inner node (``hub_penalty · log(1 + degree)``)."""
+
+    max_nodes: int = 25
+    max_tokens: int | None = None
+    max_hops: int = 3
+    hub_penalty: float = 0.05
+
+    def __post_init__(self) -> None:
+        if self.max_nodes < 2 or self.max_hops < 1 or (self.max_tokens is not None and self.max_tokens < 1):
+            raise ConfigError("EvidenceBudget: max_nodes must be ≥ 2, max_hops ≥ 1, max_tokens ≥ 1")
+        if self.hub_penalty < 0:
+            raise ConfigError("EvidenceBudget: hub_penalty must be ≥ 0")
+
+
+@dataclass(frozen=True, slots=True)
+class RankedPath:
+    """A path from a question concept to a concept of choice ``choice``, with its ``score``."""
+
+    path: Path
+    choice: int
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """The kept paths, best first; ``nodes``: their distinct nodes in first-seen order; ``found``: the
+    paths found before the budget cut."""
+
+    paths: tuple[RankedPath, ...]
+    nodes: tuple[int, ...]
+    found: int
+
+    def support(self, choice: int) -> tuple[RankedPath, ...]:
+        """The kept paths that end at choice ``choice``."""
+        return tuple(p for p in self.paths if p.choice == choice)
+
+
+def _adjacency(subgraph: Subgraph) -> dict[int, list[tuple[int, int, bool]]]:
+    """node → ``(neighbour, relation, inverse)`` over the edges taken both ways, in a fixed order."""
+    adj: dict[int, list[tuple[int, int, bool]]] = {}
+    for h, r, t in sorted(set(subgraph.edges)):
+        adj.setdefault(h, []).append((t, r, False))
+        adj.setdefault(t, []).append((h, r, True))
+    return adj
+
+
+def _shortest_paths(adj: dict[int, list[tuple[int, int, bool]]], sources: Sequence[int], max_hops: int
+                    ) -> dict[int, Path]:
+    """The first-found shortest path (≤ ``max_hops``) from any of ``sources`` to every node it reaches."""
+    parent: dict[int, tuple[int, int, bool] | None] = {}
+    depth: dict[int, int] = {}
+    queue: deque[int] = deque()
+    for s in dict.fromkeys(sources):
+        if s in adj:
+            parent[s], depth[s] = None, 0
+            queue.append(s)
+    while queue:
+        v = queue.popleft()
+        if depth[v] == max_hops:
+            continue
+        for u, r, inv in adj[v]:
+            if u not in parent:
+                parent[u], depth[u] = (v, r, inv), depth[v] + 1
+                queue.append(u)
+    out: dict[int, Path] = {}
+    for v in parent:
+        nodes, rels, invs = [v], [], []
+        step = parent[v]
+        while step is not None:
+            prev, r, inv = step
+            nodes.append(prev)
+            rels.append(r)
+            invs.append(inv)
+            step = parent[prev]
+        if rels:
+            out[v] = Path(tuple(reversed(nodes)), tuple(reversed(rels)), tuple(reversed(invs)))
+    return out
+
+
+def rank_evidence(subgraph: Subgraph, question_nodes: Sequence[int], choice_nodes: Sequence[Sequence[int]],
+                  budget: EvidenceBudget | None = None,
+                  tokens: Callable[[RankedPath], int] | None = None) -> Evidence:
+    """The paths of ``subgraph`` joining ``question_nodes`` to each choice's ``choice_nodes``, ranked and
+    cut to ``budget`` (see the module docstring); ``tokens``: a path's rendered size, needed when the
+    budget sets ``max_tokens``."""
+    budget = budget or EvidenceBudget()
+    if budget.max_tokens is not None and tokens is None:
+        raise ConfigError("rank_evidence: a token budget needs a tokens estimate of a path")
+    adj = _adjacency(subgraph)
+    degree = {v: len(n) for v, n in adj.items()}
+    questions = set(question_nodes)
+    reach = _shortest_paths(adj, question_nodes, budget.max_hops)
+    edges = set(subgraph.edges)
+
+    def score(path: Path) -> float:
+        inner = path.nodes[1:-1]
+        return 1.0 / len(path) - budget.hub_penalty * sum(math.log1p(degree.get(v, 0)) for v in inner)
+
+    per_choice: list[dict[tuple[int, ...], RankedPath]] = []
+    for i, nodes in enumerate(choice_nodes):
+        found: dict[tuple[int, ...], RankedPath] = {}
+        for c in dict.fromkeys(nodes):
+            if c in reach:
+                p = reach[c]
+                found.setdefault(p.nodes, RankedPath(p, i, score(p)))
+        for p in subgraph.paths:
+            if (p.nodes[0] in questions and p.nodes[-1] in nodes and 1 <= len(p) <= budget.max_hops
+                    and all(e in edges for e in p.edges())):
+                found.setdefault(p.nodes, RankedPath(p, i, score(p)))
+        per_choice.append(found)
+    queues = [sorted(f.values(), key=lambda x: (-x.score, x.path.nodes)) for f in per_choice]
+    order: list[RankedPath] = []
+    for depth in range(max((len(q) for q in queues), default=0)):
+        order += sorted((q[depth] for q in queues if depth < len(q)), key=lambda x: (-x.score, x.choice))
+    kept: list[RankedPath] = []
+    seen: dict[int, None] = {}
+    spent = 0
+    for rp in order:
+        new = [v for v in dict.fromkeys(rp.path.nodes) if v not in seen]
+        cost = tokens(rp) if tokens is not None else 0
+        if len(seen) + len(new) > budget.max_nodes:
+            continue
+        if budget.max_tokens is not None and spent + cost > budget.max_tokens:
+            continue
+        kept.append(rp)
+        seen.update(dict.fromkeys(new))
+        spent += cost
+    return Evidence(tuple(kept), tuple(seen), len(order))

@@ -1,0 +1,106 @@
+"""What a graph's names allow beyond their exact spelling, computed once per name index: spellings
+without accents, word order, distinctive parts of proper names, and which names stand only for capitals.
+
+* **Folded keys** (:func:`~kgwise.kg.text.fold_key`): "Zurich", "Sao Paulo" and "U.S." reach "Zürich",
+  "São Paulo" and the alias "US".
+* **Word bags**: a name's content words, sorted ("korea south"), so "Korea, South" reaches "South Korea"
+  and "Congo, Democratic Republic of the" its node; a bag two nodes share is dropped.
+* **Partial names**: a word of a proper name of two or three words ("Mount Kilimanjaro", "Lake Titicaca",
+  "Czech koruna": every other content word capitalised) that is no name itself, no common English word
+  (:func:`~kgwise.kg.text.common_words`), at least 4 letters long and in the names of no other node
+  reaches that node ("kilimanjaro", "titicaca", "koruna"); "table" never reaches "Table Mountain".
+* **Names without their parenthesis**: "Hypotonia (skeletal muscle)", "Pyloric stenosis (adult /
+  acquired)" are reached by "hypotonia" and "pyloric stenosis" when no other node's name is (a partial
+  name too).
+* **Capitals only**: an alias written in capitals ("US", "IT", "WHO", "UAE": :func:`~kgwise.kg.text.
+  is_acronym`), or a label so written whose lower-case form is an English word, matches only a span
+  written in capitals: "used", "us" and "who" never link the United States or the WHO.
+* **Ambiguous aliases**: an alias key that names two or more nodes (and no label) links none of them: it
+  is reported (``ambiguous``), not resolved by the order the names were read in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from kgwise.kg.text import common_words, fold_key, is_acronym, phrase_key, stopwords, written_tokens
+
+__all__ = ["NameVariants", "bag_key"]
+
+PARTIAL_SCORE = 0.9
+"""The score of a partial-name link: below an exact name (1.0), so a ``[linking] min_score`` above 0.9
+keeps whole names only."""
+
+
+def bag_key(key: str) -> str:
+    """The sorted content words of a phrase key (stop words dropped, accents folded), or ``""`` for fewer
+    than two."""
+    stop = stopwords()
+    words = sorted(w for w in fold_key(key).split(" ") if w and w not in stop)
+    return " ".join(words) if len(words) >= 2 else ""
+
+
+@dataclass(slots=True)
+class NameVariants:
+    """The variant keys of a set of names (see the module docstring); each maps to one node."""
+
+    folded: dict[str, int] = field(default_factory=dict)
+    bags: dict[str, int] = field(default_factory=dict)
+    partial: dict[str, int] = field(default_factory=dict)
+    heads: dict[str, int] = field(default_factory=dict)
+    caps_only: set[str] = field(default_factory=set)
+    ambiguous: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def of_names(cls, names: Sequence[str], nodes: Sequence[int], is_alias: Sequence[bool]) -> NameVariants:
+        """The variants of ``names`` (labels and aliases, each with its node and whether it is an alias)."""
+        stop, common = stopwords(), common_words()
+        keys = [phrase_key(n) for n in names]
+        label_keys = {k for k, a in zip(keys, is_alias, strict=True) if not a and k}
+        alias_nodes: dict[str, set[int]] = {}
+        caps: dict[str, bool] = {}
+        for name, key, node, alias in zip(names, keys, nodes, is_alias, strict=True):
+            if not key:
+                continue
+            if alias and key not in label_keys:
+                alias_nodes.setdefault(key, set()).add(node)
+            upper = is_acronym(name) and (alias or key in stop or key in common)
+            caps[key] = caps.get(key, True) and upper
+        out = cls(caps_only={k for k, v in caps.items() if v},
+                  ambiguous={k: tuple(sorted(v)) for k, v in alias_nodes.items() if len(v) > 1})
+        known = set(keys)
+        folded: dict[str, set[int]] = {}
+        bags: dict[str, set[int]] = {}
+        token_nodes: dict[str, set[int]] = {}
+        heads: dict[str, set[int]] = {}
+        candidates: dict[str, int] = {}
+        for name, key, node in zip(names, keys, nodes, strict=True):
+            if not key or key in out.ambiguous:
+                continue
+            f = fold_key(key)
+            if f != key and f not in known:
+                folded.setdefault(f, set()).add(node)
+            b = bag_key(key)
+            if b:
+                bags.setdefault(b, set()).add(node)
+            if name.rstrip().endswith(")") and "(" in name:
+                head = fold_key(phrase_key(name[:name.index("(")]))
+                if head and head not in known:
+                    heads.setdefault(head, set()).add(node)
+            toks = [(fold_key(w.lower()), w) for w, _, _ in written_tokens(name)]
+            for t, _ in toks:
+                token_nodes.setdefault(t, set()).add(node)
+            if 2 <= len(toks) <= 3 and key not in out.caps_only:
+                for i, (t, _) in enumerate(toks):
+                    others = [w for j, (u, w) in enumerate(toks) if j != i and u not in stop]
+                    if (len(t) >= 4 and t.isalpha() and t not in stop and t not in common and others
+                            and all(w[0].isupper() for w in others)):
+                        candidates.setdefault(t, node)
+        out.folded = {k: next(iter(v)) for k, v in folded.items() if len(v) == 1}
+        out.heads = {k: next(iter(v)) for k, v in heads.items() if len(v) == 1 and k not in out.folded}
+        out.caps_only |= {f for f in map(fold_key, out.caps_only) if f in out.folded}
+        out.bags = {k: next(iter(v)) for k, v in bags.items() if len(v) == 1}
+        out.partial = {t: v for t, v in candidates.items()
+                       if len(token_nodes[t]) == 1 and t not in known and t not in out.folded}
+        return out

@@ -1,0 +1,86 @@
+"""Evidence ranked to the question: paths from question concepts to each choice, scored, cut to a budget;
+properties over random subgraphs, and a hand-checked case."""
+
+from __future__ import annotations
+
+import networkx as nx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kgwise.errors import ConfigError
+from kgwise.extract.evidence import EvidenceBudget, RankedPath, rank_evidence
+from kgwise.types import Path, Subgraph
+
+
+def test_hand_checked_case() -> None:
+    # q=0 -r0-> 1 -r0-> 2 (choice 0); q=0 <-r1- 3 (choice 1, a direct edge taken backwards); hub 9
+    edges = ((0, 0, 1), (1, 0, 2), (3, 1, 0), (0, 2, 9), (9, 2, 4), *((9, 3, k) for k in range(10, 20)))
+    sub = Subgraph(nodes=tuple(range(20)), edges=edges)
+    ev = rank_evidence(sub, [0], [[2], [3], [4], [7]])
+    ends = {p.choice: p.path.nodes for p in ev.paths}
+    assert ends == {0: (0, 1, 2), 1: (0, 3), 2: (0, 9, 4)}  # choice 3 (node 7) is not in the subgraph
+    direct = ev.support(1)[0]
+    assert direct.path.inverse == (True,) and direct.score == 1.0
+    # the two-hop path through the hub 9 (degree 12) scores below the one through node 1 (degree 2)
+    assert ev.support(0)[0].score > ev.support(2)[0].score
+    assert ev.paths[0].choice == 1  # best first
+    small = rank_evidence(sub, [0], [[2], [3], [4]], EvidenceBudget(max_nodes=3))
+    assert [p.choice for p in small.paths] == [1] and small.found == 3
+    counted = rank_evidence(sub, [0], [[2], [3], [4]], EvidenceBudget(max_tokens=6),
+                            tokens=lambda p: 2 * len(p.path))
+    assert [2 * len(p.path) for p in counted.paths] == [2, 4]  # the third path would pass 6 tokens
+    with pytest.raises(ConfigError, match="tokens estimate"):
+        rank_evidence(sub, [0], [[2]], EvidenceBudget(max_tokens=5))
+    with pytest.raises(ConfigError):
+        EvidenceBudget(max_nodes=1)
+
+
+@st.composite
+def _subgraphs(draw: st.DrawFn) -> tuple[Subgraph, list[int], list[list[int]]]:
+    n = draw(st.integers(2, 30))
+    edges = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, 3), st.integers(0, n - 1)),
+                          max_size=80))
+    q = draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=3))
+    choices = draw(st.lists(st.lists(st.integers(0, n - 1), min_size=1, max_size=3), min_size=1, max_size=5))
+    return Subgraph(nodes=tuple(range(n)), edges=tuple(edges)), q, choices
+
+
+@settings(max_examples=150, deadline=None)
+@given(_subgraphs(), st.integers(2, 30), st.integers(1, 4))
+def test_properties(case: tuple[Subgraph, list[int], list[list[int]]], max_nodes: int, hops: int) -> None:
+    sub, q, choices = case
+    budget = EvidenceBudget(max_nodes=max_nodes, max_hops=hops)
+    ev = rank_evidence(sub, q, choices, budget)
+    edges = set(sub.edges)
+    assert len(ev.nodes) <= max_nodes and len(set(ev.nodes)) == len(ev.nodes)
+    assert set(ev.nodes) == {v for p in ev.paths for v in p.path.nodes}
+    for rp in ev.paths:
+        assert rp.path.nodes[0] in q and rp.path.nodes[-1] in choices[rp.choice]
+        assert 1 <= len(rp.path) <= hops and all(e in edges for e in rp.path.edges())
+    for i in range(len(choices)):
+        assert all(p.choice == i for p in ev.support(i))
+    assert len(ev.paths) <= ev.found
+    assert rank_evidence(sub, q, choices, budget) == ev  # deterministic
+    # with no node budget to speak of, every choice a question concept reaches within the hops (the
+    # edges taken both ways; networkx's shortest paths as the reference) gets a path as short as can be
+    full = rank_evidence(sub, q, choices, EvidenceBudget(max_nodes=10_000, max_hops=hops))
+    g = nx.Graph()
+    g.add_edges_from((h, t) for h, _, t in sub.edges if h != t)
+    dist: dict[int, int] = {}
+    for s in q:
+        if s in g:
+            for v, d in nx.single_source_shortest_path_length(g, s, cutoff=hops).items():
+                dist[v] = min(d, dist.get(v, d))
+    want = {i for i, c in enumerate(choices) if any(dist.get(v, 0) >= 1 for v in c)}
+    assert {p.choice for p in full.paths} == want
+    for rp in full.paths:
+        assert isinstance(rp, RankedPath) and len(rp.path) == dist[rp.path.nodes[-1]]
+
+
+def test_subgraph_paths_are_kept_when_valid() -> None:
+    sub = Subgraph(nodes=(0, 1, 2, 5), edges=((0, 0, 1), (1, 0, 2), (0, 1, 5), (5, 1, 2)),
+                   paths=(Path((0, 5, 2), (1, 1)), Path((0, 7, 2), (1, 1))))
+    ev = rank_evidence(sub, [0], [[2]])
+    # (0, 7, 2) uses no edge of the subgraph
+    assert {p.path.nodes for p in ev.paths} == {(0, 1, 2), (0, 5, 2)}

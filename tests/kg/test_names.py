@@ -1,0 +1,115 @@
+"""Precise linking: capitals-only acronyms, guarded lemmas, folded, reordered and partial names, misspelt
+proper names in running text, ambiguous aliases; the earlier rules kept to measure against."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kgwise.kg import CSRGraph
+from kgwise.kg.grounding import Grounder, GrounderConfig, PhraseIndex, is_typo
+from kgwise.kg.label_index import LabelIndex, build_index
+from kgwise.kg.linking import Link, LinkingConfig
+from kgwise.kg.names import NameVariants, bag_key
+from kgwise.kg.text import common_words, fold_key, is_acronym, written_tokens
+
+
+def _geo() -> CSRGraph:
+    return CSRGraph.from_triples(
+        [("United States", "currency", "United States dollar"), ("Switzerland", "currency", "Swiss franc"),
+         ("Mount Kilimanjaro", "located in", "Tanzania"), ("Table Mountain", "located in", "South Africa"),
+         ("Zürich", "located in", "Switzerland"), ("South Korea", "capital", "Seoul"),
+         ("Italy", "capital", "Rome"), ("Czech koruna", "currency of", "Czech Republic"),
+         ("World Health Organization", "seat", "Geneva"), ("Canada", "borders", "United States"),
+         ("Canadian dollar", "currency of", "Canada")],
+        aliases={"United States": ["US", "U.S.A."], "Italy": ["IT"], "World Health Organization": ["WHO"],
+                 "Canada": ["CA"], "Canadian dollar": ["dollar"], "United States dollar": ["dollar"]},
+    )
+
+
+def _labels(g: CSRGraph, nodes: tuple[int, ...]) -> list[str]:
+    return [g.label(v) for v in nodes]
+
+
+def test_text_helpers() -> None:
+    assert [w for w, _, _ in written_tokens("Is it the U.S.?")] == ["Is", "it", "the", "U", "S"]
+    assert written_tokens("a Zürich b")[1] == ("Zürich", 2, 8)
+    assert is_acronym("US") and is_acronym("U.S.A.") and not is_acronym("Us") and not is_acronym("NATOSTAN")
+    assert fold_key("zürich") == "zurich" and fold_key("u s a") == "usa" and fold_key("polish złoty") == \
+        "polish zloty"
+    assert fold_key("hepatitis a") == "hepatitis a"  # a single letter after a word stays apart
+    assert bag_key("korea south") == bag_key("south korea") == "korea south" and bag_key("korea") == ""
+    assert {"table", "wall", "china", "turkey"} <= common_words()
+    assert not {"kilimanjaro", "mississippi", "koruna"} & common_words()
+
+
+def test_name_variants() -> None:
+    g = _geo()
+    v = PhraseIndex(g).variants
+    assert {"us", "it", "who", "ca", "u s a"} <= v.caps_only and "italy" not in v.caps_only
+    assert v.partial["kilimanjaro"] == g.node("Mount Kilimanjaro")
+    assert v.partial["koruna"] == g.node("Czech koruna")
+    assert "table" not in v.partial and "mountain" not in v.partial  # common words
+    assert "czech" not in v.partial  # the other word of "Czech koruna" is not capitalised
+    assert v.folded["zurich"] == g.node("Zürich") and v.folded["usa"] == g.node("United States")
+    assert v.bags["korea south"] == g.node("South Korea")
+    dollars = tuple(sorted((g.node("Canadian dollar"), g.node("United States dollar"))))
+    assert v.ambiguous == {"dollar": dollars}
+    # a label written in capitals whose lower-case form is no English word matches any case
+    h = NameVariants.of_names(["HIV", "US", "Hypotonia (skeletal muscle)", "Bone cancer (primary)",
+                               "Bone cancer (secondary)"], [0, 1, 2, 3, 4], [False] * 5)
+    assert h.caps_only == {"us"}
+    assert h.heads == {"hypotonia": 2}  # "bone cancer" heads two nodes: neither
+
+
+def test_precise_rules_in_running_text() -> None:
+    g = _geo()
+    precise = Grounder(g, GrounderConfig(linking=LinkingConfig(embedding=False)))
+    before = Grounder(g, GrounderConfig(linking=LinkingConfig(embedding=False), precise=False))
+    # "used" lemmatises to "us", an English word the alias US spells: the earlier rules linked it
+    assert "United States" in _labels(g, before.ground_text("Which currency is used in Switzerland?"))
+    assert _labels(g, precise.ground_text("Which currency is used in Switzerland?")) == ["Switzerland"]
+    assert _labels(g, precise.ground_text("Tell us: is it true?")) == []
+    assert _labels(g, precise.ground_text("Does the US border CA? Is IT cheap?")) == [
+        "United States", "Canada", "Italy"]
+    assert _labels(g, precise.ground_text("Who founded the WHO?")) == ["World Health Organization"]
+    links: list[Link] = []
+    assert _labels(g, precise.ground_text("How tall is kilimanjaro in Swizerland, near Zurich?", links)) == [
+        "Mount Kilimanjaro", "Switzerland", "Zürich"]
+    assert [(x.mention, x.method) for x in links] == [
+        ("kilimanjaro", "partial"), ("Zurich", "folded"), ("Swizerland", "fuzzy")]
+    text = "How tall is kilimanjaro in Swizerland, near Zurich?"
+    assert all(text[x.start:x.end] == x.mention for x in links if x.start is not None)
+    # a misspelt word is linked only written capitalised, and never a common word
+    assert _labels(g, precise.ground_text("the table is in swizerland and Italy")) == ["Italy"]
+    # an alias two nodes share links neither
+    assert _labels(g, precise.ground_text("Is the dollar strong in Italy?")) == ["Italy"]
+
+
+def test_precise_rules_for_whole_choices() -> None:
+    g = _geo()
+    precise = Grounder(g, GrounderConfig(linking=LinkingConfig(embedding=False)))
+    assert _labels(g, precise.ground_choice("Korea, South")) == ["South Korea"]
+    assert _labels(g, precise.ground_choice("Kilimanjaro")) == ["Mount Kilimanjaro"]
+    assert _labels(g, precise.ground_choice("U.S.A.")) == ["United States"]
+    assert _labels(g, precise.ground_choice("usa")) == []  # written in capitals only
+    links: list[Link] = []
+    assert _labels(g, precise.ground_choice("Republic of Italy", links)) == ["Italy"]
+    # "italy" (a term: 2) covers 2 of 3 ("republic", a common word: 1; "of": 0)
+    assert links[0].method == "contained" and abs(links[0].score - 2 / 3) < 1e-9
+    assert _labels(g, precise.ground_choice("Swiss francs")) == ["Swiss franc"]
+    assert _labels(g, precise.ground_choice("Switzerlnd")) == ["Switzerland"]
+    assert precise.ground_choice("old mountain table chair near Rome") == ()  # Rome covers a third of it
+    # a link below [linking] min_score is dropped whatever its method
+    strict = Grounder(g, GrounderConfig(linking=LinkingConfig(embedding=False, min_score=0.95)))
+    assert strict.ground_choice("Kilimanjaro") == () and strict.ground_choice("Italy") == (g.node("Italy"),)
+    assert is_typo("switzerlnd", "switzerland") and not is_typo("qt prolongation", "qrs prolongation")
+    assert not is_typo("portal vein", "renal vein") and is_typo("danish kroner", "danish krone")
+
+
+def test_label_index_keeps_the_capitals_rule(tmp_path: Path) -> None:
+    g = _geo()
+    built = build_index(g.save(tmp_path / "g.npz"), tmp_path / "g.sqlite")
+    bound = LabelIndex(built.path).bind(g)
+    assert bound.caps_only("us") and not bound.caps_only("italy")
+    grounder = Grounder(g, GrounderConfig(), bound)
+    assert _labels(g, grounder.ground_text("Which currency is used by us in the US?")) == ["United States"]
