@@ -46,7 +46,8 @@ from kgwise.app.calibration import (
 )
 from kgwise.app.config import PipelineConfig, reads_free
 from kgwise.app.router import context_vector
-from kgwise.app.state import PENDING_KEPT, Pending, StateDir, coverage_bounds
+from kgwise.app.state import PENDING_KEPT, Pending, coverage_bounds
+from kgwise.app.store import PipelineState, open_state
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError, DataError, KgwiseError
 from kgwise.grading import match_answer
@@ -297,7 +298,7 @@ class Pipeline:
         self.open_sets: OpenSets | None = None
         self.open_sets_problem: str | None = None  # why a saved UAG calibration is not used
         self.prompt_problems: dict[str, str] = {}  # arm → why its saved prompt bandit is not used
-        self.state = StateDir(state_dir, config, encoder.dim)
+        self.state: PipelineState = open_state(state_dir, config, encoder.dim)
         try:
             self._load_fitted()
         except BaseException:
