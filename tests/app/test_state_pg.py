@@ -303,3 +303,63 @@ def test_the_folder_state_still_satisfies_the_protocol(tmp_path: Path) -> None:
     st: PipelineState = open_state(tmp_path / "st", cfg, 8)
     assert isinstance(st, StateDir)
     st.close()
+
+
+def test_state_migrate_moves_a_folder_into_postgresql_and_back_unchanged(tmp_path: Path, db: str) -> None:
+    """``kgwise state migrate``: a folder's router, decisions, counts and calibration go into the database,
+    a replica there carries on from them, and the way back gives the same router the database holds."""
+    from typer.testing import CliRunner
+
+    from kgwise.cli.main import app
+
+    cfg = config(tmp_path / "f", db)
+    folder_cfg = tmp_path / "f" / "folder.toml"
+    folder_cfg.write_text(cfg.path.read_text().split("\n[state]")[0], encoding="utf-8")
+    runners = {"cheap": StubArm(cfg.arm("cheap"), 0.5), "dear": StubArm(cfg.arm("dear"), 0.9),
+               "free": StubArm(cfg.arm("free"), 0.6, open_questions=False)}
+    with Pipeline(PipelineConfig.load(folder_cfg), tmp_path / "f" / "state", runners, FakeEncoder()) as p:
+        rs = [p.answer(*question(i)) for i in range(4)]
+        p.feedback(rs[0].decision, gold="headache")
+        before = p.status()
+        router = p.state.router.state_dict()
+    (tmp_path / "f" / "state" / "calibration.json").write_text("{}", encoding="utf-8")
+    runner = CliRunner()
+    out = runner.invoke(app, ["state", "migrate", "--config", str(cfg.path), "--from",
+                              str(tmp_path / "f" / "state"), "--to", db])
+    assert out.exit_code == 0, out.output
+    said = " ".join(out.output.split())  # rich wraps long lines
+    assert "3 awaiting feedback, 1 settled" in said and "calibration.json" in said
+    again = runner.invoke(app, ["state", "migrate", "--config", str(cfg.path), "--from",
+                                str(tmp_path / "f" / "state"), "--to", db])
+    assert again.exit_code == 2 and "already holds a kgwise state" in " ".join(again.output.split())
+    with pipeline(tmp_path / "r", db) as replica:
+        st = replica.status()
+        assert (st.spent, st.questions, st.pending) == (before.spent, before.questions, before.pending)
+        assert replica.state.router.state_dict() == router
+        assert (tmp_path / "r" / "state" / "calibration.json").read_text() == "{}"
+        assert "not a kgwise calibration" in (st.calibration_problem or "")
+        replica.feedback(rs[1].decision, correct=True)
+        moved = replica.state.router.state_dict()
+    back = runner.invoke(app, ["state", "migrate", "--config", str(cfg.path), "--from", db, "--to",
+                               str(tmp_path / "back")])
+    assert back.exit_code == 0, back.output
+    with Pipeline(PipelineConfig.load(folder_cfg), tmp_path / "back", runners, FakeEncoder()) as p:
+        assert p.state.router.state_dict() == moved
+        assert set(p.state.pending) == {r.decision for r in rs[2:]}
+        assert set(p.state.settled) == {rs[0].decision, rs[1].decision}
+
+
+def test_kgwise_status_reads_the_database(tmp_path: Path, db: str) -> None:
+    from typer.testing import CliRunner
+
+    from kgwise.cli.main import app
+
+    cfg = config(tmp_path, db, budget=2.0)
+    with PgState(db, tmp_path / "s", cfg, 384) as st:  # MiniLM's width: what `kgwise status` opens with
+        x = [0.05] * 384
+        assert st.select("d0", x, {"cheap": 0.1, "dear": 99.0, "free": 99.0}) == "cheap"
+        st.record(Pending("d0", "q", ["a", "b"], "cheap", 0.1, 0.1, x, "A", ["A"]))
+    out = CliRunner().invoke(app, ["status", "--config", str(cfg.path), "--json", str(tmp_path / "s.json")])
+    assert out.exit_code == 0, out.output
+    status = json.loads((tmp_path / "s.json").read_text())
+    assert status["spent"] == pytest.approx(0.1) and status["pending"] == 1 and status["questions"] == 1

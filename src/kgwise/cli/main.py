@@ -23,6 +23,7 @@ from kgwise.cli import serve as _serve  # noqa: F401  isort: skip
 from kgwise.cli import pipeline as _pipeline  # noqa: F401  isort: skip
 from kgwise.cli import eval_pipeline as _eval_pipeline  # noqa: F401  isort: skip
 from kgwise.cli import settings as _settings  # noqa: F401  isort: skip
+from kgwise.cli import state as _state  # noqa: F401  isort: skip
 
 __all__ = ["app"]
 
