@@ -363,3 +363,30 @@ def test_kgwise_status_reads_the_database(tmp_path: Path, db: str) -> None:
     assert out.exit_code == 0, out.output
     status = json.loads((tmp_path / "s.json").read_text())
     assert status["spent"] == pytest.approx(0.1) and status["pending"] == 1 and status["questions"] == 1
+
+
+def test_the_server_answers_503_with_retry_after_while_the_database_is_down(tmp_path: Path) -> None:
+    """Over HTTP (the real app and pipeline, a real database that goes down and comes back): a chat
+    completion gets 503 and Retry-After while the database is down, /health says so, and answers resume."""
+    from fastapi.testclient import TestClient
+
+    from kgwise.server.app import ServerSettings, create_app
+    from kgwise.server.pipeline_adapter import ServedPipeline, pipeline_hub
+
+    body = {"model": "kgwise", "messages": [{"role": "user", "content": "What does aspirin treat?\n"
+                                              "A. headache\nB. diabetes\nC. infection"}]}
+    with LocalPostgres() as server, pipeline(tmp_path, server.create_database("http")) as p:
+        hub = pipeline_hub({"kgwise": ServedPipeline(p)})
+        client = TestClient(create_app(ServerSettings(), pipelines=hub))
+        assert client.post("/v1/chat/completions", json=body).status_code == 200
+        health = client.get("/health").json()["state"]["kgwise"]
+        assert health["backend"] == "postgresql" and health["ok"] and health["schema_version"] == 1
+        server.halt()
+        down = client.post("/v1/chat/completions", json=body)
+        assert down.status_code == 503 and int(down.headers["Retry-After"]) >= 1
+        assert down.json()["error"]["code"] == "state_unavailable"
+        assert client.get("/health").json()["state"]["kgwise"]["ok"] is False
+        server.start()
+        assert client.post("/v1/chat/completions", json=body).status_code == 200
+        assert client.get("/v1/status").status_code == 200
+        assert p.status().questions == 2  # the refused one never reached the database

@@ -27,6 +27,7 @@ from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
@@ -172,9 +173,13 @@ def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: 
     install_handlers(app)
     install_docs(app)  # offline /docs and /redoc (packaged assets)
     install_web(app)  # the page at /
+    hub = None
     if pipelines:
-        app.include_router(openai_api(pipelines if isinstance(pipelines, PipelineHub)
-                                      else PipelineHub(pipelines)))
+        hub = pipelines if isinstance(pipelines, PipelineHub) else PipelineHub(pipelines)
+        app.include_router(openai_api(hub))
+
+    async def state() -> dict[str, Any] | None:  # a database's round trip: off the event loop
+        return None if hub is None else await run_in_threadpool(hub.state_health)
     app.add_middleware(Guard, api_keys=settings.api_keys, max_body_bytes=settings.max_body_bytes)
     if settings.cors_origins:  # outside the guard: a browser's preflight carries no key
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
@@ -197,7 +202,8 @@ def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: 
         @app.get("/health")
         async def partial_health() -> dict[str, Any]:
             return {"status": "ok", "router": routing.status() if routing is not None else None,
-                    "uag": answer_sets.status() if answer_sets is not None else None, "load": load()}
+                    "uag": answer_sets.status() if answer_sets is not None else None, "load": load(),
+                    "state": await state()}
 
         return app
     knowgpt = (KnowGPTApp(injector, settings.calibration, settings.policy, settings.bandit,
@@ -229,6 +235,7 @@ def _app(settings: ServerSettings, injector: KnowledgeInjector | None, routing: 
             "router": routing.status() if routing is not None else None,
             "uag": answer_sets.status() if answer_sets is not None else None,
             "load": load(),
+            "state": await state(),
         }
 
     def inject(q: Any, combo: str | None, alpha: float | None) -> dict[str, Any]:

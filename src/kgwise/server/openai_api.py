@@ -22,6 +22,7 @@ failed. Calls into one pipeline are made one at a time (local models are not thr
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 import time
@@ -37,7 +38,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
 
-from kgwise.errors import KgwiseError, ServiceError
+from kgwise.errors import KgwiseError, ServiceError, StateUnavailableError
 from kgwise.route.coke import BudgetExceededError
 from kgwise.route.service import UnknownDecisionError
 from kgwise.server.contract import PipelineLike, ResultLike, StatusLike
@@ -83,13 +84,15 @@ class OpenAIError(Exception):
     """An error answered in OpenAI's shape with HTTP ``status``."""
 
     def __init__(self, status: int, message: str, type_: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None) -> None:
+                 param: str | None = None, code: str | None = None,
+                 headers: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
+        self.headers = dict(headers or {})
 
     def response(self) -> JSONResponse:
-        return JSONResponse(status_code=self.status, content=self.body)
+        return JSONResponse(status_code=self.status, content=self.body, headers=self.headers)
 
 
 def _validation_error(exc: RequestValidationError) -> OpenAIError:
@@ -247,6 +250,8 @@ class PipelineHub:
             raise OpenAIError(404, str(exc), param="decision_id", code="decision_not_found") from None
         except self.budget_exhausted as exc:
             raise OpenAIError(429, str(exc), "insufficient_quota", code="budget_exhausted") from None
+        except StateUnavailableError as exc:
+            raise _state_unavailable(exc) from None
         except ServiceError as exc:
             raise OpenAIError(502, f"a model service failed: {exc}", "api_error",
                               code="upstream_error") from None
@@ -256,9 +261,16 @@ class PipelineHub:
             self._sample(served)
         return out
 
+    def state_health(self) -> dict[str, dict[str, Any]]:
+        """Each pipeline's state: where it lives and whether it answers (a database's round trip)."""
+        return {name: dict(s.pipeline.state_health()) for name, s in self.served.items()}
+
     def status(self, served: _Served) -> PipelineStatusOut:
         with served.lock:
-            st = served.pipeline.status()
+            try:
+                st = served.pipeline.status()
+            except StateUnavailableError as exc:
+                raise _state_unavailable(exc) from None
             self._sample(served, st, force=True)
             history = [SpendPoint(t=t, spent=s) for t, s in served.history]
         target = None if st.alpha is None else 1.0 - st.alpha
@@ -275,6 +287,12 @@ class PipelineHub:
         return PipelineStatusOut(name=served.name, cost_unit=served.pipeline.cost_unit, budget=st.budget,
                                  spent=st.spent, alpha=st.alpha, arms=arms, pending_total=len(st.pending),
                                  pending=pending, history=history, pinned=st.pinned)
+
+
+def _state_unavailable(exc: StateUnavailableError) -> OpenAIError:
+    """503 with ``Retry-After``: the pipeline's state database is down or slow (nothing acknowledged)."""
+    return OpenAIError(503, str(exc), "api_error", code="state_unavailable",
+                       headers={"Retry-After": str(math.ceil(exc.retry_after_s))})
 
 
 def _extra(served: _Served, question: str, choices: list[str] | None, result: ResultLike,
@@ -330,7 +348,8 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI entries for the error statuses a route answers (in OpenAI's shape); declaring ``default``
     keeps FastAPI from listing the 422 these routes never send (validation errors are 400 here)."""
     text = {400: "a bad request: a field, the choices, n > 1", 404: "unknown model or decision",
-            429: "the budget affords no arm", 502: "a model service failed"}
+            429: "the budget affords no arm", 502: "a model service failed",
+            503: "the state database is down or slow (Retry-After); nothing was acknowledged"}
     out: dict[int | str, dict[str, Any]] = {c: {"model": ErrorResponse, "description": text[c]}
                                             for c in codes}
     out["default"] = {"model": ErrorResponse, "description": "any other error, in OpenAI's shape"}
@@ -349,7 +368,7 @@ def _chunk_json(chunk: ChatChunk | TextCompletion) -> str:
 def openai_api(hub: PipelineHub) -> APIRouter:
     """The OpenAI-compatible routes (and ``/v1/feedback``, ``/v1/status``) over ``hub``."""
     api = APIRouter(route_class=_OpenAIRoute)
-    answering = _errors(400, 404, 429, 502)
+    answering = _errors(400, 404, 429, 502, 503)
     openai_tag: list[str | Enum] = ["OpenAI-compatible"]
     kgwise_tag: list[str | Enum] = ["kgwise"]
 

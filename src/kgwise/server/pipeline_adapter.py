@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from kgwise.app.pipeline import (
     BudgetExhaustedError,
@@ -176,6 +177,11 @@ class ServedPipeline:
         pending = tuple(ServedPending(p.decision, p.arm, p.text) for p in waiting)
         return ServedStatus(st.budget, st.spent, arms, pending, st.alpha if st.calibrated else None,
                             st.pinned)
+
+    def state_health(self) -> dict[str, Any]:
+        from kgwise.app.store import state_health
+
+        return state_health(self.pipeline.state)
 
     def close(self) -> None:
         self.pipeline.close()
