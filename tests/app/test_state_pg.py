@@ -400,3 +400,19 @@ def test_the_server_answers_503_with_retry_after_while_the_database_is_down(tmp_
         assert client.post("/v1/chat/completions", json=body).status_code == 200
         assert client.get("/v1/status").status_code == 200
         assert p.status().questions == 2  # the refused one never reached the database
+
+
+def test_state_migrate_names_what_is_wrong(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from kgwise.cli.main import app
+
+    runner = CliRunner()
+    both = runner.invoke(app, ["state", "migrate", "--from", "postgresql://a/b", "--to", "postgresql://c/d"])
+    assert both.exit_code == 2 and "one a state folder, the other a postgresql:// URL" in both.output
+    folder = runner.invoke(app, ["state", "migrate", "--to", str(tmp_path)])
+    assert folder.exit_code == 2 and "upgrades a database: give a postgresql:// URL" in folder.output
+    down = runner.invoke(app, ["state", "migrate", "--to", "postgresql://kgwise@127.0.0.1:1/x",
+                               "--timeout-s", "1"])
+    said = " ".join(down.output.split())
+    assert down.exit_code == 2 and "cannot reach postgresql://kgwise@127.0.0.1:1/x" in said

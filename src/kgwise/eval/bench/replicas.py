@@ -7,9 +7,10 @@ Phases, each on a fresh database:
 
 * ``budget`` — ``K`` replicas, a budget of ``budget_calls`` calls (every answer costs one call), ``requests``
   chat completions at ``concurrency`` spread round-robin over the replicas, feedback on each answered one
-  through another replica; half-way one replica is killed with SIGKILL (its requests then fail, counted),
-  at the end all are. A fresh reader then checks that the spend is ≤ the budget, that every answer a client
-  got (HTTP 200) is a decision in the database, and every acknowledged feedback a settled one;
+  through another replica; once half the budget's worth of requests were sent one replica is killed with
+  SIGKILL (its requests then fail, counted), at the end all are. A fresh reader then checks that the
+  spend is ≤ the budget, that every answer a client got (HTTP 200) is a decision in the database, and
+  every acknowledged feedback a settled one;
 * ``throughput`` — for 1 … ``K`` replicas with a budget no load here spends: ``requests`` chat completions
   at ``concurrency``, after a warm-up pass that caches every question's embedding in each replica;
 * ``overhead`` — one replica on the state folder, then one on PostgreSQL, answering ``requests // 4``
@@ -165,7 +166,8 @@ def run_replica_benchmark(kg: Path, questions: Sequence[str], cfg: ReplicaBenchC
         try:
             progress(f"budget phase: {cfg.requests} chat completions over {cfg.replicas} replicas, budget "
                      f"{cfg.budget_calls} calls")
-            kill_at = cfg.requests // 2 if cfg.replicas > 1 else None
+            # killed while the budget is being spent: half-way to it (every answer costs one call)
+            kill_at = max(1, min(cfg.requests, cfg.budget_calls) // 2) if cfg.replicas > 1 else None
             res = asyncio.run(_load(servers, qs, cfg.requests, cfg.concurrency,
                                     time.monotonic() + cfg.phase_s, True, kill_at))
         finally:
@@ -173,7 +175,7 @@ def run_replica_benchmark(kg: Path, questions: Sequence[str], cfg: ReplicaBenchC
                 _kill(s)
                 s.stop()
         acked, fed = res.pop("_acked"), res.pop("_fed")
-        report["budget"] = {**res, "killed": "replica 0 half-way (SIGKILL), then all",
+        report["budget"] = {**res, "killed": f"replica 0 at request {kill_at} (SIGKILL), then all",
                             **_verify(config, work, acked, fed)}
         progress(f"budget phase: {report['budget']}")
         # throughput: 1 … K replicas, a budget not spent here
