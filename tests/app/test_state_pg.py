@@ -416,3 +416,25 @@ def test_state_migrate_names_what_is_wrong(tmp_path: Path) -> None:
                                "--timeout-s", "1"])
     said = " ".join(down.output.split())
     assert down.exit_code == 2 and "cannot reach postgresql://kgwise@127.0.0.1:1/x" in said
+
+
+def test_a_fit_on_one_replica_gives_every_replica_its_router_and_calibration(tmp_path: Path, db: str) -> None:
+    """``fit`` through one replica writes a new epoch (router, calibration) in the database; a replica
+    already running picks it up at its next routing decision (the next answer's set is calibrated)."""
+    from kgwise.app.fit import fit
+
+    from .conftest import dev_rows, write_questions
+
+    path = write_questions(tmp_path, dev_rows(4))
+    with pipeline(tmp_path / "a", db, budget=100.0) as a, pipeline(tmp_path / "b", db, budget=100.0) as b:
+        b.answer(*question(0), arm="dear")
+        b.feedback(b.pending()[0].decision, correct=True)
+        fit(a, path, max_spend=100.0, echo=lambda _: None)
+        assert isinstance(b.state, PgState) and b.state.epoch == 1
+        r = b.answer("What does aspirin treat?", ["fever", "diabetes", "thirst"])
+        assert b.state.epoch == 2 and b.state.calibration is not None  # read with the answer
+        assert b.state.router.router.linucb.counts.tolist() == a.state.router.router.linucb.counts.tolist()
+        assert r.decision in a.state.pending
+        assert b.answer(*question(1)).answer_set is not None
+    with pipeline(tmp_path / "c", db, budget=100.0) as c:  # a replica opened now gets them too
+        assert c.state.calibration is not None and c.answer(*question(2)).answer_set is not None

@@ -36,6 +36,10 @@ Guarantees:
 * **No acknowledged work lost.** Each answer and feedback commits before it is acknowledged (PostgreSQL's
   synchronous commit); a replica killed mid-answer leaves a hold, which any replica releases once the
   dead replica's lease (a session advisory lock its connection held) is gone.
+* **A fit anywhere.** ``fit`` through any replica starts a new epoch; every replica routes with its
+  router from its next routing decision on, and takes up its calibration at the first moment none of
+  its answers is between routing and record (so that each answer's set is made with the calibration its
+  group was computed from). Prompt bandits and UAG's calibration are read when a replica starts.
 * **Fail fast.** Connections, statements and lock waits are bounded by ``[state] timeout_s``; a database
   down or slow raises :class:`~kgwise.errors.StateUnavailableError` (HTTP 503 with ``Retry-After``), with
   nothing acknowledged; a pay or cancel that could not be written is written before the next operation,
@@ -288,8 +292,8 @@ class PgState:
         self._swept = 0.0
         self._replaced = False
         self._coverage: dict[str, CoverageCount] = {a.name: CoverageCount() for a in config.arms}
-        self.calibration: HeldOutCalibration | None = None
-        self.calibration_problem: str | None = None
+        self._calibration: tuple[HeldOutCalibration | None, str | None] = (None, None)
+        self._staged: tuple[HeldOutCalibration | None, str | None] | None = None
         self.pending = PendingRows(self)
         self.settled = _Rows(self, "kgwise_settled")
         root.mkdir(parents=True, exist_ok=True)
@@ -300,17 +304,11 @@ class PgState:
             cur.execute("INSERT INTO kgwise_ledger VALUES (1, 1, %s, %s, 0, 0, 0) "
                         "ON CONFLICT (id) DO NOTHING", (base, fresh.budget))
             self._load_epoch(cur)
-            self._download(cur)
         self.check_matches(dim)
         self._lease()
         with self._tx() as cur:
             self._catch_up(cur, lock=True)
             self._sweep(cur)
-        if (root / CALIBRATION_FILE).exists():
-            try:
-                self.calibration = HeldOutCalibration.load(root / CALIBRATION_FILE)
-            except DataError as exc:
-                self.calibration_problem = str(exc)
 
     # ------------------------------------------------------------------ connections
     @contextmanager
@@ -384,6 +382,36 @@ class PgState:
         self.epoch, self.watermark, self._base_upto = epoch, upto, upto
         self._apply_events(cur, mine_too=True)
         self._read_coverage(cur)
+        self._download(cur)  # the calibration (and files) of this epoch's fit
+
+    def _load_calibration(self) -> None:
+        """Read the epoch's calibration; it replaces the one in use at the next :attr:`calibration` read
+        made while no answer is between its routing and its record (module docstring)."""
+        found: tuple[HeldOutCalibration | None, str | None] = (None, None)
+        if self.calibration_file.exists():
+            try:
+                found = (HeldOutCalibration.load(self.calibration_file), None)
+            except DataError as exc:  # answers say so; a fit (which this must not block) replaces it
+                found = (None, str(exc))
+        self._staged = found
+
+    def _swap_calibration(self) -> None:
+        with self._lock:
+            if self._staged is not None and not self._selected:
+                self._calibration, self._staged = self._staged, None
+
+    @property
+    def calibration(self) -> HeldOutCalibration | None:
+        """The held-out calibration; one a new epoch brought is taken up only while no answer of this
+        replica is between its routing and its record, so an answer's set is made with the calibration its
+        calibration group was computed from."""
+        self._swap_calibration()
+        return self._calibration[0]
+
+    @property
+    def calibration_problem(self) -> str | None:
+        self._swap_calibration()
+        return self._calibration[1]
 
     def _apply_events(self, cur: psycopg.Cursor[Any], mine_too: bool = False) -> bool:
         """Add the events after the watermark (another replica's; with ``mine_too`` this one's as well) to
@@ -714,6 +742,7 @@ class PgState:
                 raise DataError(f"stored file name {name!r} leaves the state folder", safe_url(self.url))
             with atomic_path(target) as tmp:
                 tmp.write_bytes(bytes(body))
+        self._load_calibration()
 
     def prompt_bandit_file(self, arm: str) -> Path:
         return self._root / PROMPT_BANDITS / f"{re.sub(r'[^A-Za-z0-9_.+-]', '_', arm)}-{short_hash(arm)}.npz"
@@ -742,8 +771,7 @@ class PgState:
         with self._tx() as cur:
             self._upload(cur, CALIBRATION_FILE)
             cur.execute("DELETE FROM kgwise_coverage")
-        self.calibration = calibration
-        self.calibration_problem = None
+        self._calibration, self._staged = (calibration, None), None
         self._coverage = {a.name: CoverageCount() for a in self._config.arms}
 
     # ------------------------------------------------------------------ health and lifecycle
