@@ -57,7 +57,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -312,16 +312,18 @@ class PgState:
 
     # ------------------------------------------------------------------ connections
     @contextmanager
-    def _tx(self) -> Iterator[psycopg.Cursor[Any]]:
+    def _tx(self, pipelined: bool = False) -> Iterator[psycopg.Cursor[Any]]:
         """A transaction on the work connection (reconnected when lost); database faults become
-        :class:`StateUnavailableError`."""
+        :class:`StateUnavailableError`. ``pipelined``: for a transaction that reads no result, its
+        statements and commit go to the server in one round trip (psycopg's pipeline mode)."""
         import psycopg
 
         with self._lock:
             try:
                 if self._conn is None or self._conn.closed or self._conn.broken:
                     self._conn = _connect(self.url, self.timeout_s)
-                with self._conn.transaction(), self._conn.cursor() as cur:
+                with (self._conn.pipeline() if pipelined else nullcontext()), self._conn.transaction(), \
+                        self._conn.cursor() as cur:
                     yield cur
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 self._drop()
@@ -542,19 +544,21 @@ class PgState:
                     seen = r.cost_seen.copy()
                     restore = (r.questions_seen, seen)
                     arm = self._router.select(np.asarray(x, dtype=np.float64), costs)
-                    if arm is not None:
-                        bound = float(costs[arm])
-                        cur.execute("UPDATE kgwise_ledger SET reserved = reserved + %s WHERE id = 1 AND "
-                                    "spent + reserved + %s <= budget", (bound, bound))
-                        if cur.rowcount != 1:  # the database's own check: never above the budget
-                            self._router.cancel(arm, bound)
-                            arm = None
-                        else:
-                            cur.execute("INSERT INTO kgwise_holds VALUES (%s, %s, %s, %s)",
-                                        (decision, self.lease, arm, bound))
-                    cur.execute("INSERT INTO kgwise_events (epoch, replica, op, arm, x) "
-                                "VALUES (%s, %s, 'select', %s, %s)",
-                                (self.epoch, self.replica, arm, _blob(r.cost_seen - seen)))
+                    bound = 0.0 if arm is None else float(costs[arm])
+                    # reserve (the database's own check: never above the budget), hold, log: one statement
+                    cur.execute(
+                        "WITH r AS (UPDATE kgwise_ledger SET reserved = reserved + %(b)s WHERE id = 1 AND "
+                        "%(arm)s::text IS NOT NULL AND spent + reserved + %(b)s <= budget RETURNING 1), "
+                        "h AS (INSERT INTO kgwise_holds SELECT %(d)s, %(lease)s, %(arm)s, %(b)s FROM r "
+                        "RETURNING arm) "
+                        "INSERT INTO kgwise_events (epoch, replica, op, arm, x) SELECT %(epoch)s, "
+                        "%(replica)s, 'select', (SELECT arm FROM h), %(x)s RETURNING arm",
+                        {"b": bound, "arm": arm, "d": decision, "lease": self.lease, "epoch": self.epoch,
+                         "replica": self.replica, "x": _blob(r.cost_seen - seen)})
+                    row = cur.fetchone()
+                    if arm is not None and (row is None or row[0] is None):
+                        self._router.cancel(arm, bound)
+                        arm = None
             except StateUnavailableError:
                 if restore is not None:
                     r = self._router.router
@@ -601,22 +605,24 @@ class PgState:
             self._deferred.pop(0)
 
     def _pay(self, decision: str, arm: str, cost: float, bound: float, pending: Pending | None) -> None:
-        with self._tx() as cur:
+        """Release the hold (gone already: a new epoch, or a sweep took it for a dead replica's), pay,
+        log the charge, keep the decision awaiting feedback (the oldest beyond PENDING_KEPT expire): one
+        round trip."""
+        with self._tx(pipelined=True) as cur:
             cur.execute("SELECT 1 FROM kgwise_ledger WHERE id = 1 FOR UPDATE")
-            cur.execute("DELETE FROM kgwise_holds WHERE decision = %s RETURNING bound", (decision,))
-            held = cur.fetchone()  # None: released meanwhile (a new epoch, or taken for a dead replica's)
-            cur.execute("UPDATE kgwise_ledger SET spent = spent + %s, reserved = greatest(reserved - %s, 0) "
-                        "WHERE id = 1", (cost, 0.0 if held is None else float(held[0])))
-            cur.execute("INSERT INTO kgwise_events (epoch, replica, op, arm, cost, bound) "
-                        "VALUES (%s, %s, 'charge', %s, %s, %s)", (self.epoch, self.replica, arm, cost, bound))
-            if pending is not None:
-                cur.execute("INSERT INTO kgwise_pending (decision, body) VALUES (%s, %s)",
-                            (decision, pending.to_json()))
-                cur.execute("DELETE FROM kgwise_pending WHERE seq <= (SELECT max(seq) FROM kgwise_pending) "
-                            "- %s", (PENDING_KEPT,))
-                if cur.rowcount > 0:
-                    cur.execute("UPDATE kgwise_ledger SET expired = expired + %s WHERE id = 1",
-                                (cur.rowcount,))
+            cur.execute(
+                "WITH h AS (DELETE FROM kgwise_holds WHERE decision = %(d)s RETURNING bound), "
+                "p AS (INSERT INTO kgwise_pending (decision, body) SELECT %(d)s, %(body)s::text "
+                "WHERE %(body)s::text IS NOT NULL RETURNING seq), "
+                "x AS (DELETE FROM kgwise_pending WHERE seq <= (SELECT max(seq) FROM p) - %(kept)s "
+                "RETURNING 1), "
+                "u AS (UPDATE kgwise_ledger SET spent = spent + %(cost)s, "
+                "reserved = greatest(reserved - coalesce((SELECT sum(bound) FROM h), 0), 0), "
+                "expired = expired + (SELECT count(*) FROM x) WHERE id = 1) "
+                "INSERT INTO kgwise_events (epoch, replica, op, arm, cost, bound) "
+                "VALUES (%(epoch)s, %(replica)s, 'charge', %(arm)s, %(cost)s, %(bound)s)",
+                {"d": decision, "body": None if pending is None else pending.to_json(), "kept": PENDING_KEPT,
+                 "cost": cost, "epoch": self.epoch, "replica": self.replica, "arm": arm, "bound": bound})
         self._selected.pop(decision, None)
         router = self._router.router
         if bound in router.holds[router.names.index(arm)]:
@@ -626,13 +632,11 @@ class PgState:
 
     def _cancel(self, decision: str) -> None:
         arm, bound = self._selected[decision]
-        with self._tx() as cur:
+        with self._tx(pipelined=True) as cur:
             cur.execute("SELECT 1 FROM kgwise_ledger WHERE id = 1 FOR UPDATE")
-            cur.execute("DELETE FROM kgwise_holds WHERE decision = %s RETURNING bound", (decision,))
-            held = cur.fetchone()
-            if held is not None:
-                cur.execute("UPDATE kgwise_ledger SET reserved = greatest(reserved - %s, 0) WHERE id = 1",
-                            (float(held[0]),))
+            cur.execute("WITH h AS (DELETE FROM kgwise_holds WHERE decision = %s RETURNING bound) "
+                        "UPDATE kgwise_ledger SET reserved = greatest(reserved - coalesce((SELECT sum(bound) "
+                        "FROM h), 0), 0) WHERE id = 1", (decision,))
         self._selected.pop(decision, None)
         router = self._router.router
         if bound in router.holds[router.names.index(arm)]:
@@ -651,23 +655,25 @@ class PgState:
                 if row is None:
                     raise ConfigError(f"decision {decision!r} was settled meanwhile (by another replica)")
                 p = Pending.from_dict(json.loads(row[0]))
-                cur.execute("INSERT INTO kgwise_settled (decision) VALUES (%s) ON CONFLICT DO NOTHING",
-                            (decision,))
-                cur.execute("DELETE FROM kgwise_settled WHERE seq <= (SELECT max(seq) FROM kgwise_settled) "
-                            "- %s", (SETTLED_KEPT,))
-                x = _blob(p.embedding)
-                cur.execute("INSERT INTO kgwise_events (epoch, replica, op, arm, x, reward, cost) "
-                            "VALUES (%s, %s, 'learn', %s, %s, %s, %s)",
-                            (self.epoch, self.replica, p.arm, x, reward, p.cost))
-                for name, r in observed.items():
-                    cur.execute("INSERT INTO kgwise_events (epoch, replica, op, arm, x, reward) "
-                                "VALUES (%s, %s, 'observe', %s, %s, %s)",
-                                (self.epoch, self.replica, name, x, r))
                 delta = coverage_delta(p, reward, covered)
-                cur.execute(f"INSERT INTO kgwise_coverage VALUES (%s, {', '.join(['%s'] * len(_COUNTS))}) "
-                            "ON CONFLICT (arm) DO UPDATE SET "
-                            + ", ".join(f"{c} = kgwise_coverage.{c} + EXCLUDED.{c}" for c in _COUNTS),
-                            (p.arm, *(getattr(delta, c) for c in _COUNTS)))
+                names = [p.arm, *observed]
+                # settle (the oldest beyond SETTLED_KEPT forgotten), count coverage, log: one statement
+                cur.execute(
+                    "WITH s AS (INSERT INTO kgwise_settled (decision) VALUES (%(d)s) ON CONFLICT DO NOTHING "
+                    "RETURNING seq), "
+                    "t AS (DELETE FROM kgwise_settled WHERE seq <= (SELECT max(seq) FROM s) - %(kept)s), "
+                    "c AS (INSERT INTO kgwise_coverage VALUES (%(arm)s, "
+                    + ", ".join(f"%({c})s" for c in _COUNTS) + ") "
+                    "ON CONFLICT (arm) DO UPDATE SET "
+                    + ", ".join(f"{c} = kgwise_coverage.{c} + EXCLUDED.{c}" for c in _COUNTS) + ") "
+                    "INSERT INTO kgwise_events (epoch, replica, op, arm, x, reward, cost) "
+                    "SELECT %(epoch)s, %(replica)s, o, a, %(x)s, r, c "
+                    "FROM unnest(%(ops)s::text[], %(arms)s::text[], %(rewards)s::float8[], "
+                    "%(costs)s::float8[]) AS u(o, a, r, c)",
+                    {"d": decision, "kept": SETTLED_KEPT, "arm": p.arm,
+                     **{c: getattr(delta, c) for c in _COUNTS}, "epoch": self.epoch, "replica": self.replica,
+                     "x": _blob(p.embedding), "ops": ["learn"] + ["observe"] * len(observed), "arms": names,
+                     "rewards": [reward, *observed.values()], "costs": [p.cost] + [None] * len(observed)})
             v = np.asarray(p.embedding, dtype=np.float64)
             self._router.learn(p.arm, v, reward, p.cost)
             for name, r in observed.items():
