@@ -297,18 +297,22 @@ class PgState:
         self.pending = PendingRows(self)
         self.settled = _Rows(self, "kgwise_settled")
         root.mkdir(parents=True, exist_ok=True)
-        with self._tx() as cur:
-            migrate_schema(cur, url, upgrade)
-            fresh = RouterAdapter.new(config, context_width(config, config.router.context, dim))
-            base = json.dumps({"router": fresh.state_dict(), "context": config.router.context})
-            cur.execute("INSERT INTO kgwise_ledger VALUES (1, 1, %s, %s, 0, 0, 0) "
-                        "ON CONFLICT (id) DO NOTHING", (base, fresh.budget))
-            self._load_epoch(cur)
-        self.check_matches(dim)
-        self._lease()
-        with self._tx() as cur:
-            self._catch_up(cur, lock=True)
-            self._sweep(cur)
+        try:
+            with self._tx() as cur:
+                migrate_schema(cur, url, upgrade)
+                fresh = RouterAdapter.new(config, context_width(config, config.router.context, dim))
+                base = json.dumps({"router": fresh.state_dict(), "context": config.router.context})
+                cur.execute("INSERT INTO kgwise_ledger VALUES (1, 1, %s, %s, 0, 0, 0) "
+                            "ON CONFLICT (id) DO NOTHING", (base, fresh.budget))
+                self._load_epoch(cur)
+            self.check_matches(dim)
+            self._lease()
+            with self._tx() as cur:
+                self._catch_up(cur, lock=True)
+                self._sweep(cur)
+        except BaseException:
+            self._drop()
+            raise
 
     # ------------------------------------------------------------------ connections
     @contextmanager
