@@ -14,7 +14,9 @@ Phases, each on a fresh database:
 * ``throughput`` — for 1 … ``K`` replicas with a budget no load here spends: ``requests`` chat completions
   at ``concurrency``, after a warm-up pass that caches every question's embedding in each replica;
 * ``overhead`` — one replica on the state folder, then one on PostgreSQL, answering ``requests // 4``
-  questions one at a time (concurrency 1): the median ms per answer of each and their difference.
+  questions one at a time (concurrency 1): the median ms per answer of each and their difference; and
+  the state alone, in this process: ``requests // 4`` routing decisions with their record (select, pay,
+  keep the decision; 384-d contexts) on each backend, the median ms of each and their difference.
 """
 
 from __future__ import annotations
@@ -128,6 +130,38 @@ async def _load(servers: Sequence[_Server], questions: Sequence[str], n: int, co
             "_acked": acked, "_fed": fed}
 
 
+def _state_alone(config: Path, work: Path, url: str, n: int) -> dict[str, float]:
+    """Median ms of ``select`` + ``record`` (+ ``sync``) on the folder and on PostgreSQL, in-process."""
+    import statistics
+
+    import numpy as np
+
+    from kgwise.app.config import PipelineConfig
+    from kgwise.app.state import Pending, StateDir
+    from kgwise.app.state_pg import PgState
+
+    cfg = PipelineConfig.load(config)
+    rng = np.random.default_rng(0)
+    costs = {a.name: 1.0 for a in cfg.arms}
+    out = {}
+    for name, state in (("folder", StateDir(work / "alone-folder", cfg, 384)),
+                        ("postgresql", PgState(url, work / "alone-pg", cfg, 384))):
+        times = []
+        with state:
+            for i in range(n):
+                x = rng.normal(size=384).tolist()
+                t = time.perf_counter()
+                arm = state.select(f"d{i}", x, costs)
+                assert arm is not None
+                state.record(Pending(f"d{i}", "q", ["a", "b"], arm, 1.0, 1.0, x, "A", ["A"]))
+                state.sync()
+                times.append(time.perf_counter() - t)
+        out[f"state_median_ms_{name}"] = round(statistics.median(times) * 1000, 3)
+    out["state_postgresql_minus_folder_ms"] = round(out["state_median_ms_postgresql"]
+                                                     - out["state_median_ms_folder"], 3)
+    return out
+
+
 def _verify(config: Path, work: Path, acked: Sequence[str], fed: Sequence[str]) -> dict[str, Any]:
     """Open the database as a fresh replica would: the spend and which acknowledged work it holds."""
     from kgwise.app import Pipeline
@@ -213,7 +247,9 @@ def run_replica_benchmark(kg: Path, questions: Sequence[str], cfg: ReplicaBenchC
                     s.stop()
             medians[backend] = res["p50_ms"]
             progress(f"{backend}: median {res['p50_ms']} ms per answer")
-        report["overhead"] = {"median_ms_folder": medians["folder"],
+        alone = _state_alone(config, work, pg.create_database("alone"), max(cfg.requests // 4, 1))
+        progress(f"the state alone: {alone}")
+        report["overhead"] = {**alone, "median_ms_folder": medians["folder"],
                               "median_ms_postgresql": medians["postgresql"],
                               "postgresql_minus_folder_ms":
                                   round(medians["postgresql"] - medians["folder"], 2)}
