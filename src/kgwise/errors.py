@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["ConfigError", "DataError", "InputTooLongError", "KgwiseError", "ServiceError", "TransientError",
-           "UnknownNodeError"]
+__all__ = ["ConfigError", "DataError", "InputTooLongError", "KgwiseError", "ServiceError",
+           "StateUnavailableError", "TransientError", "UnknownNodeError"]
 
 
 class KgwiseError(Exception):
@@ -64,3 +64,13 @@ class ReplayMissError(KgwiseError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "no recorded output"
+
+
+class StateUnavailableError(KgwiseError):
+    """The pipeline's shared state (its database) is down or too slow to answer in time: nothing was
+    acknowledged, the request may be sent again after ``retry_after_s`` seconds (HTTP 503 with
+    ``Retry-After``)."""
+
+    def __init__(self, message: str, retry_after_s: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s

@@ -21,6 +21,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from kgwise.app import BudgetExceededError, Pipeline, UnknownDecisionError
 from kgwise.app.config import PipelineConfig
+from kgwise.app.state import StateDir
 from kgwise.errors import ConfigError, DataError
 from kgwise.kg.loaders import open_graph_file
 
@@ -56,6 +57,12 @@ QUESTIONS = ["What does aspirin treat?", "What does insulin treat?", "Which drug
 NAMES = ("gnn", "small", "big")
 
 
+def _dir(pipe: Pipeline) -> StateDir:
+    """The pipeline's state folder (these tests reach into the folder state)."""
+    assert isinstance(pipe.state, StateDir)
+    return pipe.state
+
+
 def config(root: Path, gnn: float = 0.0, small: float = 0.2, big: float = 0.5, budget: float = 1.0,
            extra: str = "") -> PipelineConfig:
     write_kg(root)
@@ -71,8 +78,8 @@ def make(root: Path, kg: bool = False, **kw: float | str) -> Pipeline:
 
 def crash(pipe: Pipeline) -> None:
     """Leave the state as a kill does: no snapshot, the journal only, the OS lock gone."""
-    pipe.state._journal.close()
-    pipe.state._lock.release()
+    _dir(pipe)._journal.close()
+    _dir(pipe)._lock.release()
 
 
 def _files(pipe: Pipeline) -> dict[str, bytes]:
@@ -180,7 +187,7 @@ def test_decisions_wait_across_a_kill_and_replay_to_the_same_router(tmp_path: Pa
 def test_decisions_expire_and_can_be_cancelled(tmp_path: Path) -> None:
     now = [1000.0]
     with make(tmp_path, gnn=0.5, extra="external_ttl_s = 60") as pipe:
-        pipe.state.clock = lambda: now[0]
+        _dir(pipe).clock = lambda: now[0]
         old = pipe.route(QUESTIONS[0], {"gnn": 0.3, "small": 0.3, "big": 0.3})
         assert old.expires_in_s == 60
         now[0] += 30
@@ -196,7 +203,7 @@ def test_decisions_expire_and_can_be_cancelled(tmp_path: Path) -> None:
         waiting = pipe.route(QUESTIONS[2])
     now[0] += 59  # when a decision was made is saved: a restart does not restart its clock
     with make(tmp_path, gnn=0.5, extra="external_ttl_s = 60") as again:
-        again.state.clock = lambda: now[0]
+        _dir(again).clock = lambda: now[0]
         assert waiting.decision in again.state.routed
         now[0] += 2
         assert again.status().routed == 0 and again.status().reserved == 0
@@ -263,7 +270,7 @@ class BudgetMachine(RuleBasedStateMachine):
 
     def _open(self) -> Pipeline:
         pipe = make(self.root, small=0.3, big=0.6, extra="external_ttl_s = 10")
-        pipe.state.clock = lambda: self.now[0]
+        _dir(pipe).clock = lambda: self.now[0]
         return pipe
 
     @rule(costs=st.lists(st.floats(0, 10), min_size=3, max_size=3))

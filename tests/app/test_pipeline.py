@@ -22,6 +22,7 @@ from kgwise.app.arms import ArmOutput
 from kgwise.app.calibration import CalibrationSelector, HeldOutCalibration, calibrated_threshold
 from kgwise.app.config import PipelineConfig
 from kgwise.app.pipeline import BudgetExceededError, Pipeline, UnknownDecisionError
+from kgwise.app.state import StateDir
 from kgwise.errors import ConfigError, DataError
 from kgwise.kg.loaders import open_graph_file
 from kgwise.types import Question
@@ -389,7 +390,7 @@ def test_a_decision_whose_arm_was_running_at_a_kill_is_called_off(tmp_path: Path
         "pipe.answer('Which drug treats a headache?')"]))
     with make(tmp_path) as after:
         assert list(after.state.pending) == ids
-        assert len(after.state.recovered) == 1
+        assert isinstance(after.state, StateDir) and len(after.state.recovered) == 1
         s = after.status()
         assert s.questions == 2 and s.reserved == 0.0  # the running one's hold is released
         assert s.spent == pytest.approx(after.state.pending[ids[0]].cost)
@@ -590,6 +591,7 @@ def test_an_old_or_broken_calibration_is_named_in_every_answer_and_a_fit_replace
 def test_a_snapshot_waits_until_the_journal_is_as_large_as_the_last_snapshot(tmp_path: Path) -> None:
     with make(tmp_path) as pipe:
         state = pipe.state
+        assert isinstance(state, StateDir)
         state.snapshot_every = 1
         state.save()
         bar = state.state_file.stat().st_size

@@ -42,6 +42,12 @@ class FailingFsync:
         os.fsync(fd)
 
 
+def _dir(pipe: Pipeline) -> StateDir:
+    """The pipeline's state folder (these tests reach into the folder state)."""
+    assert isinstance(pipe.state, StateDir)
+    return pipe.state
+
+
 def _config(root: Path, budget: float = 100.0) -> PipelineConfig:
     write_kg(root)  # no free arm: every answer costs something
     body = STUB_CONFIG.format(cheap=0.1, dear=0.3, budget=budget, seed=0)
@@ -57,7 +63,7 @@ def _pipeline(root: Path, state: Path, budget: float = 100.0) -> Pipeline:
 
 def _abandon(pipe: Pipeline) -> None:
     """Leave the state as a kill -9 does: no snapshot, descriptors closed, the lock gone."""
-    st = pipe.state
+    st = _dir(pipe)
     st._journal.close()
     st._spend.close()
     st._lock.release()
@@ -84,7 +90,7 @@ def test_an_fsync_failure_makes_the_state_read_only_until_a_write_succeeds(tmp_p
     monkeypatch.setattr(journal_mod, "RETRY_AFTER_S", 0)
     pipe = _pipeline(tmp_path, tmp_path / "state")
     fsync = FailingFsync()
-    pipe.state._journal._fsync = fsync
+    _dir(pipe)._journal._fsync = fsync
     acked = {}
     for i in range(4):
         r = pipe.answer(*question(i))

@@ -207,6 +207,9 @@ class FakePipeline:
             pending = tuple(FakePending(k, d.arm, d.question) for k, d in self.decisions.items())
             return FakeStatus(self.budget, self.spent, tuple(self.arms.values()), pending, self.alpha)
 
+    def state_health(self) -> dict[str, object]:
+        return {"backend": "test double", "ok": True}
+
 
 REAL_TRIPLES = (  # covers the server tests' questions: hypertension, diabetes, infection, thyroid
     ("lisinopril", "treats", "hypertension"), ("lisinopril", "lowers", "blood pressure"),

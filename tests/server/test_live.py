@@ -25,6 +25,8 @@ import pytest
 import uvicorn
 from fastapi import FastAPI, Request
 
+from kgwise.app.pipeline import Pipeline
+from kgwise.app.state import StateDir
 from kgwise.cli.main import app as cli
 from kgwise.errors import ConfigError
 from kgwise.eval.bench.net import free_port
@@ -36,6 +38,12 @@ from kgwise.server.pipeline_adapter import pipeline_hub
 KEY = "k" * 24
 QUESTIONS = ["Which drug treats high blood pressure?", "Where is the Eiffel Tower?", "Who wrote Hamlet?"]
 
+
+
+def _dir(pipe: Pipeline) -> StateDir:
+    """The pipeline's state folder (these tests reach into the folder state)."""
+    assert isinstance(pipe.state, StateDir)
+    return pipe.state
 
 
 @dataclass
@@ -328,7 +336,7 @@ def test_kill_9_under_load_loses_no_acknowledged_feedback(tmp_path: Path, make_e
 
     with Pipeline.from_config(config, state, models=False) as pipe:  # the lock died with the process
         st = pipe.status()
-        settled = [d for d in acked if pipe.state.ended.get(d) == "settled"]
+        settled = [d for d in acked if _dir(pipe).ended.get(d) == "settled"]
     print(f"kill -9 after {len(acked)} acknowledged feedbacks: {len(settled)} settled in the state, "
           f"{st.routed} routed and waiting, {sum(a.pulls for a in st.arms)} paid")
     assert len(acked) >= 60 and settled == acked  # every acknowledged feedback survived the kill

@@ -48,7 +48,12 @@ Tables:
   ``abstain`` (default ``false``; ``true``: a multiple-choice answer is given only when its confidence
   clears the threshold certified for its routed arm — accuracy ≥ 1 − α among the answers given, with
   probability ≥ 1 − δ over the held-out dev questions — else "not sure" with the set,
-  :mod:`kgwise.app.abstain`).
+  :mod:`kgwise.app.abstain`);
+* ``[state]`` — where the router, budget, decisions and calibrations live: absent, the journalled state
+  folder (``--state``, default ``.kgwise-state/`` beside the config); ``url = "postgresql://…"``, a
+  PostgreSQL database that several ``kgwise serve`` replicas share (:mod:`kgwise.app.state_pg`), with
+  ``timeout_s`` (> 0, default 2): how long a database call may take before the answer fails with
+  :class:`kgwise.errors.StateUnavailableError`.
 
 Every fault raises ``DataError`` naming the file, the line (where the key stands) and the key.
 """
@@ -72,7 +77,8 @@ from kgwise.route.arms import CLUSTERS, Cluster
 from kgwise.route.coke import CokeConfig
 
 __all__ = ["ARM_KINDS", "CONTEXTS", "PACED_COKE", "AnswerSetConfig", "ArmConfig", "ArmKind", "Context",
-           "KGConfig", "PipelineConfig", "RouterConfig", "paced_coke", "reads_free", "starter_toml"]
+           "KGConfig", "PipelineConfig", "RouterConfig", "StateConfig", "paced_coke", "reads_free",
+           "starter_toml"]
 
 ArmKind = Literal["kgm", "llm", "inject", "external"]
 Context = Literal["question", "question+free", "free"]
@@ -88,7 +94,7 @@ Guarantee = Literal["marginal", "pac", "pac_all_arms"]
 OpenUncertified = Literal["largest", "pooled"]
 Unit = Literal["usd", "calls"]
 
-_TABLES = ("kg", "arms", "router", "coke", "answer_sets")
+_TABLES = ("kg", "arms", "router", "coke", "answer_sets", "state")
 _ARM_KEYS = {"name", "kind", "spec", "model", "data", "cluster", "price", "base_url", "api_key_env",
              "scoring", "policy", "bandit", "combo", "combos", "observe", "max_tokens", "reported_accuracy"}
 _LOCAL_LLMS = ("smollm2-135m", "gemma3-270m")
@@ -238,6 +244,16 @@ class AnswerSetConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class StateConfig:
+    """Where the pipeline's state lives: ``url`` None, the state folder; a ``postgresql://`` URL, that
+    database (:mod:`kgwise.app.state_pg`); ``timeout_s``: the most one database call may take (connect,
+    statement, lock wait) before it fails fast."""
+
+    url: str | None = None
+    timeout_s: float = 2.0
+
+
+@dataclass(frozen=True, slots=True)
 class PipelineConfig:
     """The whole pipeline, read by :meth:`load` from one TOML file (``path``)."""
 
@@ -246,6 +262,7 @@ class PipelineConfig:
     arms: tuple[ArmConfig, ...]
     router: RouterConfig
     answer_sets: AnswerSetConfig
+    state: StateConfig = StateConfig()
 
     def arm(self, name: str) -> ArmConfig:
         for a in self.arms:
@@ -263,8 +280,11 @@ class PipelineConfig:
         return tuple(a.name for a in self.arms if a.free)
 
     def fingerprint(self) -> dict[str, Any]:
-        """The config as plain JSON data (what fit logs and states are checked against)."""
-        return json.loads(json.dumps(dataclasses.asdict(self), default=str))
+        """The config as plain JSON data (what fit logs and states are checked against), without where the
+        state lives (a database URL may hold a password, and moving the state changes no answer)."""
+        out = json.loads(json.dumps(dataclasses.asdict(self), default=str))
+        del out["state"]
+        return out
 
     @classmethod
     def load(cls, path: str | Path) -> PipelineConfig:
@@ -328,7 +348,7 @@ class _Reader:
         if unknown:
             raise DataError(f"unknown table(s) {', '.join(f'[{k}]' for k in unknown)}; the tables are "
                             f"{', '.join(_TABLES)}", self.path, self.line(unknown[0]))
-        for name in ("kg", "router", "coke", "answer_sets"):
+        for name in ("kg", "router", "coke", "answer_sets", "state"):
             if name in self.doc and not isinstance(self.doc[name], dict):
                 raise self.fail("must be a table", name)
         kg = self.kg(self.doc.get("kg"))
@@ -338,7 +358,18 @@ class _Reader:
             raise self.fail(f"{router.context!r} needs a free arm (observe = true, no price: a kgm arm), and "
                             "no arm is free", "router", "context")
         sets = self.answer_sets(self.doc.get("answer_sets", {}))
-        return PipelineConfig(self.path, kg, arms, router, sets)
+        return PipelineConfig(self.path, kg, arms, router, sets, self.state(self.doc.get("state", {})))
+
+    def state(self, data: dict[str, Any]) -> StateConfig:
+        self._keys(data, {"url", "timeout_s"}, "state")
+        url = self._str(data, "url", "state")
+        if url is not None and not url.startswith(("postgresql://", "postgres://")):
+            raise self.fail(f"must be a postgresql:// URL (without it the state is the folder), got {url!r}",
+                            "state", "url")
+        timeout = self._number(data, "timeout_s", "state")
+        if timeout is not None and timeout <= 0:
+            raise self.fail(f"must be > 0 seconds, got {data['timeout_s']!r}", "state", "timeout_s")
+        return StateConfig(url, 2.0 if timeout is None else timeout)
 
     def _keys(self, data: dict[str, Any], allowed: set[str], table: str, index: int | None = None) -> None:
         for key in data:

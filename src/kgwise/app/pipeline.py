@@ -65,6 +65,7 @@ from kgwise.app.evidence import Evidence, Labeller, grounder_of, question_eviden
 from kgwise.app.external import Decision, Settlement, external_bounds, grade
 from kgwise.app.router import context_vector
 from kgwise.app.state import PENDING_KEPT, Pending, Routed, StateDir, StateReadOnlyError, coverage_bounds
+from kgwise.app.store import PipelineState, open_state
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError, DataError, KgwiseError
 from kgwise.grading import match_answer
@@ -330,7 +331,7 @@ class Pipeline:
         self.open_sets: OpenSets | None = None
         self.open_sets_problem: str | None = None  # why a saved UAG calibration is not used
         self.prompt_problems: dict[str, str] = {}  # arm → why its saved prompt bandit is not used
-        self.state = StateDir(state_dir, config, encoder.dim, refit=refit)
+        self.state: PipelineState = open_state(state_dir, config, encoder.dim, refit=refit)
         try:
             self.abstentions = AbstentionLog(self.state.root)
             self._load_fitted()
@@ -752,7 +753,8 @@ class Pipeline:
         with self._lock:
             self._expire()
             router = self.state.router
-            arm = self.state.route(decision, x.tolist(), bounds, q.text, self.state.clock())
+            folder = self._folder()
+            arm = folder.route(decision, x.tolist(), bounds, q.text, folder.clock())
             remaining = router.remaining
             if arm is None:
                 cheapest = min(bounds[a.name] for a in self.config.arms if a.external)
@@ -786,7 +788,7 @@ class Pipeline:
                     raise ConfigError(f"observed.{name}: must be true, false or a grade in [0, 1], got "
                                       f"{value!r}")
                 seen[name] = float(value)
-            self.state.settle_routed(decision, reward, paid, seen)
+            self._folder().settle_routed(decision, reward, paid, seen)
             router = self.state.router
             result = Settlement(decision, r.arm, "settled", reward, paid, r.bound, router.spent,
                                 router.remaining, seen)
@@ -799,19 +801,26 @@ class Pipeline:
         with self._lock:
             self._expire()
             r = self._routed(decision)
-            self.state.end_routed(decision, "cancelled")
+            self._folder().end_routed(decision, "cancelled")
             router = self.state.router
             result = Settlement(decision, r.arm, "cancelled", None, 0.0, r.bound, router.spent,
                                 router.remaining, {})
         self.state.sync()
         return result
 
+    def _folder(self) -> StateDir:
+        """The state folder that keeps external decisions (a ``[state] url`` database does not)."""
+        if not isinstance(self.state, StateDir):
+            raise ConfigError("external arms keep their decisions in the state folder; this pipeline's "
+                              "[state] url does not hold them: serve external arms without [state] url")
+        return self.state
+
     def _routed(self, decision: str) -> Routed:
         """Under the lock: the external decision awaiting its settle, or ``UnknownDecisionError`` saying
         how it ended."""
         r = self.state.routed.get(decision)
         if r is None:
-            how = self.state.ended.get(decision, "not made with this state, or ended long ago")
+            how = self._folder().ended.get(decision, "not made with this state, or ended long ago")
             raise UnknownDecisionError(f"decision: {decision[:64]!r} does not wait for a settle ({how}; "
                                        f"{self.state.root})")
         return r
@@ -820,7 +829,7 @@ class Pipeline:
         """Under the lock: call off the external decisions older than ``[router] external_ttl_s``."""
         ttl = self.config.router.external_ttl_s
         if ttl is not None and self.state.routed:
-            self.state.expire(ttl)
+            self._folder().expire(ttl)
 
     # ------------------------------------------------------------------ status
     def pending(self) -> list[Pending]:

@@ -195,6 +195,12 @@ def bench_serve(
     chat_requests: Annotated[int, typer.Option(
         min=0, max=20_000, help="/v1/chat/completions requests per concurrency on a second server, a "
         "pipeline replaying recorded WebQSP answers (no model time; 0: skip).")] = 1000,
+    replicas: Annotated[int, typer.Option(
+        min=0, max=8, help="Instead: K `serve --config` replicas of the replay pipeline over one PostgreSQL "
+        "(started here): the shared budget (--budget-calls) under --chat-requests completions with kills, "
+        "throughput with 1 … K replicas, the PostgreSQL state's overhead over the folder's "
+        "(docs/scale-out.md); --concurrency's largest level.")] = 0,
+    budget_calls: Annotated[int, typer.Option(min=1, help="--replicas: the shared budget, in calls.")] = 100,
     data: DataOption = None,
     json_out: JsonOption = None,
 ) -> None:
@@ -202,7 +208,8 @@ def bench_serve(
     127.0.0.1): throughput, p50/p99, status codes, errors and the server's RSS per endpoint and
     concurrency, /health latency under the answer load, and what a client refused for load gets; then
     /v1/chat/completions on a replay pipeline (targets ≥ 100 requests/s at concurrency 8, p99 ≤ 100 ms)
-    and /v1/route+feedback pairs on its external arms."""
+    and /v1/route+feedback pairs on its external arms. With --replicas K: replicas sharing one router and
+    budget in PostgreSQL instead."""
     from kgwise.datasets import load
     from kgwise.eval.bench.serve import ServeBenchConfig, run_chat_benchmark, run_serve_benchmark
 
@@ -225,6 +232,14 @@ def bench_serve(
     cfg = ServeBenchConfig(concurrency=levels, requests=requests, answer_requests=answer_requests,
                            phase_s=phase_s, llm=llm, queue=queue, chat_requests=chat_requests)
     say = lambda m: err_console.print(f"[dim]{m}[/dim]")  # noqa: E731
+    if replicas:
+        from kgwise.eval.bench.replicas import ReplicaBenchConfig, run_replica_benchmark
+
+        recorded = [q.text for q in load("webqsp", "test", data_dir(data))]
+        rcfg = ReplicaBenchConfig(replicas, max(chat_requests, 1), max(levels), budget_calls,
+                                  phase_s=max(phase_s, 60.0))
+        write_json(run_replica_benchmark(kg, recorded, rcfg, work, progress=say), json_out)
+        return
     report = run_serve_benchmark(kg, qs, cfg, work, progress=say)
     report["dataset"] = questions.stem if questions is not None else dataset
     if chat_requests:

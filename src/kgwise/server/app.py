@@ -24,6 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from fastapi import APIRouter, FastAPI, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
@@ -128,8 +129,9 @@ def _app(settings: ServerSettings, hub: PipelineHub) -> FastAPI:
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
+        state = await run_in_threadpool(hub.state_health)  # a database's round trip: off the event loop
         return {"status": "ok", "pipelines": list(hub.served),
-                "load": {g.name: asdict(g.stats()) for g in (gate, route_gate, answer_gate)}}
+                "load": {g.name: asdict(g.stats()) for g in (gate, route_gate, answer_gate)}, "state": state}
 
     return app
 

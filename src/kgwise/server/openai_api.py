@@ -30,6 +30,7 @@ before its model call starts, so it is neither run nor charged.
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 import time
@@ -46,7 +47,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
 
 from kgwise.app import BudgetExceededError, UnknownDecisionError
-from kgwise.errors import InputTooLongError, KgwiseError, ServiceError
+from kgwise.errors import InputTooLongError, KgwiseError, ServiceError, StateUnavailableError
 from kgwise.server.backpressure import ModelGate
 from kgwise.server.contract import PipelineLike, ResultLike, StatusLike
 from kgwise.server.explain import (
@@ -105,6 +106,7 @@ class OpenAIError(Exception):
         self.status = status
         self.headers = dict(headers or {})
         self.body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
+        self.headers = dict(headers or {})
 
     def response(self) -> JSONResponse:
         return JSONResponse(status_code=self.status, content=self.body, headers=self.headers)
@@ -285,6 +287,8 @@ class PipelineHub:
             wait = str(max(1, int(getattr(exc, "retry_after_s", 5))))
             raise OpenAIError(503, str(exc), "server_error", code="state_read_only",
                               headers={"Retry-After": wait}) from None
+        except StateUnavailableError as exc:
+            raise _state_unavailable(exc) from None
         except InputTooLongError as exc:
             raise OpenAIError(400, str(exc), param="messages", code="context_length_exceeded") from None
         except ServiceError as exc:
@@ -296,9 +300,16 @@ class PipelineHub:
             self._sample(served)
         return out
 
+    def state_health(self) -> dict[str, dict[str, Any]]:
+        """Each pipeline's state: where it lives and whether it answers (a database's round trip)."""
+        return {name: dict(s.pipeline.state_health()) for name, s in self.served.items()}
+
     def status(self, served: _Served) -> PipelineStatusOut:
         with served.lock:
-            st = served.pipeline.status()
+            try:
+                st = served.pipeline.status()
+            except StateUnavailableError as exc:
+                raise _state_unavailable(exc) from None
             self._sample(served, st, force=True)
             history = [SpendPoint(t=t, spent=s) for t, s in served.history]
         target = None if st.alpha is None else 1.0 - st.alpha
@@ -315,6 +326,12 @@ class PipelineHub:
         return PipelineStatusOut(name=served.name, cost_unit=served.pipeline.cost_unit, budget=st.budget,
                                  spent=st.spent, alpha=st.alpha, arms=arms, pending_total=len(st.pending),
                                  pending=pending, history=history, pinned=st.pinned)
+
+
+def _state_unavailable(exc: StateUnavailableError) -> OpenAIError:
+    """503 with ``Retry-After``: the pipeline's state database is down or slow (nothing acknowledged)."""
+    return OpenAIError(503, str(exc), "api_error", code="state_unavailable",
+                       headers={"Retry-After": str(math.ceil(exc.retry_after_s))})
 
 
 def _extra(served: _Served, question: str, choices: list[str] | None, result: ResultLike,
@@ -371,8 +388,8 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     keeps FastAPI from listing the 422 these routes never send (validation errors are 400 here)."""
     text = {400: "a bad request: a field, the choices, n > 1", 404: "unknown model or decision",
             429: "the budget affords no arm, or the queue is full (Retry-After)",
-            502: "a model service failed", 503: "the state cannot be written now, or the request timed out "
-            "(Retry-After)"}
+            502: "a model service failed", 503: "the state cannot be written now, the state database is down "
+            "or slow, or the request timed out (Retry-After); nothing was acknowledged"}
     out: dict[int | str, dict[str, Any]] = {c: {"model": ErrorResponse, "description": text[c]}
                                             for c in codes}
     out["default"] = {"model": ErrorResponse, "description": "any other error, in OpenAI's shape"}

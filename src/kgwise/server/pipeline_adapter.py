@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from kgwise.app.evidence import Evidence, LabelPath
 from kgwise.app.external import Decision, Settlement
@@ -179,6 +180,11 @@ class ServedPipeline:
 
     def pipeline_status(self) -> PipelineStatus:
         return self.pipeline.status()
+
+    def state_health(self) -> dict[str, Any]:
+        from kgwise.app.store import state_health
+
+        return state_health(self.pipeline.state)
 
     def close(self) -> None:
         self.pipeline.close()

@@ -45,6 +45,7 @@ from kgwise.app.config import (
 )
 from kgwise.app.fit import fit_questions
 from kgwise.app.pipeline import Pipeline
+from kgwise.app.state import StateDir
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError
 from kgwise.kg.csr import CSRGraph
@@ -232,7 +233,10 @@ def run_pipeline_benchmark(graph: CSRGraph, questions: Sequence[Question], encod
     if pipe._grounder is None:
         raise ConfigError("the pipeline built no grounder over the graph")
     pipe._grounder = _TimedGrounder(pipe._grounder, ground_clock)  # type: ignore[assignment]  # a timing wrapper
-    log, sync = pipe.state._log, pipe.state.sync
+    state = pipe.state
+    if not isinstance(state, StateDir):
+        raise ConfigError("this benchmark times the state folder's journal; its config sets [state] url")
+    log, sync = state._log, state.sync
 
     def timed_log(event: dict[str, Any], encoded: tuple[str, str] | None = None) -> None:
         t = time.perf_counter()
@@ -248,8 +252,8 @@ def run_pipeline_benchmark(graph: CSRGraph, questions: Sequence[Question], encod
         finally:
             record_clock.seconds += time.perf_counter() - t
 
-    pipe.state._log = timed_log  # type: ignore[method-assign]
-    pipe.state.sync = timed_sync  # type: ignore[method-assign]
+    state._log = timed_log  # type: ignore[method-assign]
+    state.sync = timed_sync  # type: ignore[method-assign]
     try:
         progress(f"fitting on {len(fit_q)} questions")
         t = time.perf_counter()

@@ -1,0 +1,257 @@
+"""``kgwise bench serve --replicas K``: several ``kgwise serve --config`` processes on 127.0.0.1 over one
+PostgreSQL (started here, :class:`kgwise.eval.bench.postgres.LocalPostgres`), the pipeline's arms
+replaying recorded answers (:data:`kgwise.eval.bench.serve.REPLAY_ARMS`: no model time, so the load is
+about the state).
+
+Phases, each on a fresh database:
+
+* ``budget`` — ``K`` replicas, a budget of ``budget_calls`` calls (every answer costs one call), ``requests``
+  chat completions at ``concurrency`` spread round-robin over the replicas, feedback on each answered one
+  through another replica; once half the budget's worth of requests were sent one replica is killed with
+  SIGKILL (its requests then fail, counted), at the end all are. A fresh reader then checks that the
+  spend is ≤ the budget, that every answer a client got (HTTP 200) is a decision in the database, and
+  every acknowledged feedback a settled one;
+* ``throughput`` — for 1 … ``K`` replicas with a budget no load here spends: ``requests`` chat completions
+  at ``concurrency``, after a warm-up pass that caches every question's embedding in each replica;
+* ``overhead`` — one replica on the state folder, then one on PostgreSQL, answering ``requests // 4``
+  questions one at a time (concurrency 1): the median ms per answer of each and their difference; and
+  the state alone, in this process: ``requests // 4`` routing decisions with their record (select, pay,
+  keep the decision; 384-d contexts) on each backend, the median ms of each and their difference.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from kgwise.errors import ConfigError
+from kgwise.eval.bench.postgres import LocalPostgres
+from kgwise.eval.bench.serve import _drive, _percentile, _Server, _write_replay_config
+
+__all__ = ["ReplicaBenchConfig", "run_replica_benchmark"]
+
+
+@dataclass(frozen=True)
+class ReplicaBenchConfig:
+    """``replicas``: K; ``requests`` chat completions per phase at ``concurrency``; ``budget_calls``: the
+    budget phase's budget; ``questions``: distinct recorded questions sent; ``phase_s``: time limit."""
+
+    replicas: int = 3
+    requests: int = 1000
+    concurrency: int = 8
+    budget_calls: int = 100
+    questions: int = 200
+    phase_s: float = 300.0
+    seed: int = 0
+
+
+def _config(work: Path, kg: Path, name: str, budget: str, url: str | None) -> Path:
+    path = work / f"{name}.toml"
+    _write_replay_config(path, kg)
+    text = path.read_text(encoding="utf-8").replace("budget_usd = 1e9", budget)
+    if url is not None:
+        text += f'\n[state]\nurl = "{url}"\ntimeout_s = 5\n'
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _start(config: Path, work: Path, name: str, k: int) -> list[_Server]:
+    servers = [_Server(["--config", str(config), "--state", str(work / f"{name}-state-{i}")],
+                       work / f"{name}-{i}.log", work / f"cache-{i}") for i in range(k)]
+    try:
+        for s in servers:
+            s.wait_ready()
+    except BaseException:
+        for s in servers:
+            s.stop()
+        raise
+    return servers
+
+
+def _kill(server: _Server) -> None:
+    if server.proc.poll() is None:
+        server.proc.kill()  # SIGKILL: no shutdown, no flush
+        server.proc.wait(timeout=30)
+
+
+async def _load(servers: Sequence[_Server], questions: Sequence[str], n: int, concurrency: int,
+                deadline: float, feedback: bool, kill_at: int | None = None) -> dict[str, Any]:
+    """``n`` chat completions over ``servers`` round-robin (with ``feedback``: each answered one's
+    feedback through the next replica); SIGKILL of ``servers[0]`` once ``kill_at`` were sent."""
+    import httpx
+
+    acked: list[str] = []
+    fed: list[str] = []
+    feedback_status: Counter[int] = Counter()
+    sent = [0]
+    async with httpx.AsyncClient(limits=httpx.Limits(max_connections=concurrency + 4), timeout=120) as client:
+
+        async def one(i: int) -> tuple[int, float]:
+            sent[0] += 1
+            if kill_at is not None and sent[0] == kill_at:
+                await asyncio.to_thread(_kill, servers[0])
+            server = servers[i % len(servers)]
+            text = questions[i % len(questions)]
+            body = {"model": "kgwise", "messages": [{"role": "user", "content": text}]}
+            t0 = time.perf_counter()
+            res = await client.post(server.base + "/v1/chat/completions", json=body)
+            took = time.perf_counter() - t0
+            if res.status_code == 200:
+                decision = res.json()["kgwise"]["decision_id"]
+                acked.append(decision)
+                if feedback:
+                    other = servers[(i + 1) % len(servers)]
+                    try:
+                        fb = await client.post(other.base + "/v1/feedback",
+                                               json={"decision_id": decision, "correct": i % 3 != 0})
+                        feedback_status[fb.status_code] += 1
+                        if fb.status_code == 200:
+                            fed.append(decision)
+                    except httpx.HTTPError:
+                        feedback_status[0] += 1
+            return res.status_code, took
+
+        statuses, latencies, errors, wall = await _drive(n, concurrency, deadline, one)
+    counts = Counter(statuses)
+    return {"requests": len(statuses) + sum(errors.values()), "seconds": round(wall, 2),
+            "answers_per_s": round(counts.get(200, 0) / wall, 1),
+            "p50_ms": _percentile([x * 1000 for x in latencies], 50),
+            "p99_ms": _percentile([x * 1000 for x in latencies], 99),
+            "statuses": {str(k): v for k, v in sorted(counts.items())}, "transport_errors": dict(errors),
+            "feedback_statuses": {str(k): v for k, v in sorted(feedback_status.items())},
+            "_acked": acked, "_fed": fed}
+
+
+def _state_alone(config: Path, work: Path, url: str, n: int) -> dict[str, float]:
+    """Median ms of ``select`` + ``record`` (+ ``sync``) on the folder and on PostgreSQL, in-process."""
+    import statistics
+
+    import numpy as np
+
+    from kgwise.app.config import PipelineConfig
+    from kgwise.app.state import Pending, StateDir
+    from kgwise.app.state_pg import PgState
+
+    cfg = PipelineConfig.load(config)
+    rng = np.random.default_rng(0)
+    costs = {a.name: 1.0 for a in cfg.arms}
+    out = {}
+    for name, state in (("folder", StateDir(work / "alone-folder", cfg, 384)),
+                        ("postgresql", PgState(url, work / "alone-pg", cfg, 384))):
+        times = []
+        with state:
+            for i in range(n):
+                x = rng.normal(size=384).tolist()
+                t = time.perf_counter()
+                arm = state.select(f"d{i}", x, costs)
+                assert arm is not None
+                state.record(Pending(f"d{i}", "q", ["a", "b"], arm, 1.0, 1.0, x, "A", ["A"]))
+                state.sync()
+                times.append(time.perf_counter() - t)
+        out[f"state_median_ms_{name}"] = round(statistics.median(times) * 1000, 3)
+    out["state_postgresql_minus_folder_ms"] = round(out["state_median_ms_postgresql"]
+                                                     - out["state_median_ms_folder"], 3)
+    return out
+
+
+def _verify(config: Path, work: Path, acked: Sequence[str], fed: Sequence[str]) -> dict[str, Any]:
+    """Open the database as a fresh replica would: the spend and which acknowledged work it holds."""
+    from kgwise.app import Pipeline
+
+    with Pipeline.from_config(config, work / "verify-state", models=False) as pipe:
+        st = pipe.status()
+        pending, settled = set(pipe.state.pending), set(pipe.state.settled)
+    return {"spent": st.spent, "reserved": st.reserved, "budget": st.budget, "questions": st.questions,
+            "answers_acknowledged": len(acked), "feedback_acknowledged": len(fed),
+            "answers_missing": sum(1 for d in acked if d not in pending and d not in settled),
+            "feedback_missing": sum(1 for d in fed if d not in settled),
+            "spend_within_budget": st.spent <= st.budget + 1e-9}
+
+
+def run_replica_benchmark(kg: Path, questions: Sequence[str], cfg: ReplicaBenchConfig,
+                          workdir: Path | None = None, progress: Callable[[str], None] = lambda _: None
+                          ) -> dict[str, Any]:
+    """The three phases of the module docstring; the report (with the machine's load and CPUs)."""
+    if cfg.replicas < 1:
+        raise ConfigError(f"--replicas must be ≥ 1, got {cfg.replicas}")
+    if not questions:
+        raise ConfigError("bench serve --replicas needs recorded questions")
+    qs = list(questions)
+    random.Random(cfg.seed).shuffle(qs)
+    qs = qs[: cfg.questions]
+    work = workdir or Path(tempfile.mkdtemp(prefix="kgwise-bench-replicas-"))
+    work.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {"settings": asdict(cfg), "kg": str(kg), "cpus": os.cpu_count(),
+                              "load_average_start": os.getloadavg()}
+    with LocalPostgres() as pg:
+        progress(f"PostgreSQL on 127.0.0.1:{pg.port}")
+        # budget: K replicas share budget_calls calls; one killed half-way, then all
+        url = pg.create_database("budget")
+        config = _config(work, kg, "budget", f"budget_calls = {cfg.budget_calls}", url)
+        servers = _start(config, work, "budget", cfg.replicas)
+        try:
+            progress(f"budget phase: {cfg.requests} chat completions over {cfg.replicas} replicas, budget "
+                     f"{cfg.budget_calls} calls")
+            # killed while the budget is being spent: half-way to it (every answer costs one call)
+            kill_at = max(1, min(cfg.requests, cfg.budget_calls) // 2) if cfg.replicas > 1 else None
+            res = asyncio.run(_load(servers, qs, cfg.requests, cfg.concurrency,
+                                    time.monotonic() + cfg.phase_s, True, kill_at))
+        finally:
+            for s in servers:
+                _kill(s)
+                s.stop()
+        acked, fed = res.pop("_acked"), res.pop("_fed")
+        report["budget"] = {**res, "killed": f"replica 0 at request {kill_at} (SIGKILL), then all",
+                            **_verify(config, work, acked, fed)}
+        progress(f"budget phase: {report['budget']}")
+        # throughput: 1 … K replicas, a budget not spent here
+        report["throughput"] = []
+        for k in range(1, cfg.replicas + 1):
+            url = pg.create_database(f"throughput{k}")
+            config = _config(work, kg, f"throughput{k}", "budget_calls = 1e9", url)
+            servers = _start(config, work, f"throughput{k}", k)
+            try:
+                for s in servers:  # warm-up: every question's embedding cached in every replica
+                    asyncio.run(_load([s], qs, len(qs), 2, time.monotonic() + cfg.phase_s, False))
+                res = asyncio.run(_load(servers, qs, cfg.requests, cfg.concurrency,
+                                        time.monotonic() + cfg.phase_s, False))
+            finally:
+                for s in servers:
+                    s.stop()
+            del res["_acked"], res["_fed"]
+            report["throughput"].append({"replicas": k, **res})
+            progress(f"throughput with {k} replica(s): {res['answers_per_s']}/s, p50 {res['p50_ms']} ms")
+        if len(report["throughput"]) > 1:
+            report["throughput_2_over_1"] = round(report["throughput"][1]["answers_per_s"]
+                                                  / max(report["throughput"][0]["answers_per_s"], 1e-9), 3)
+        # overhead: one replica, folder vs PostgreSQL, one question at a time
+        medians = {}
+        for backend in ("folder", "postgresql"):
+            state_url = pg.create_database("overhead") if backend == "postgresql" else None
+            config = _config(work, kg, f"overhead-{backend}", "budget_calls = 1e9", state_url)
+            servers = _start(config, work, f"overhead-{backend}", 1)
+            try:
+                asyncio.run(_load(servers, qs, len(qs), 1, time.monotonic() + cfg.phase_s, False))  # warm-up
+                res = asyncio.run(_load(servers, qs, max(cfg.requests // 4, 1), 1,
+                                        time.monotonic() + cfg.phase_s, False))
+            finally:
+                for s in servers:
+                    s.stop()
+            medians[backend] = res["p50_ms"]
+            progress(f"{backend}: median {res['p50_ms']} ms per answer")
+        alone = _state_alone(config, work, pg.create_database("alone"), max(cfg.requests // 4, 1))
+        progress(f"the state alone: {alone}")
+        report["overhead"] = {**alone, "median_ms_folder": medians["folder"],
+                              "median_ms_postgresql": medians["postgresql"],
+                              "postgresql_minus_folder_ms":
+                                  round(medians["postgresql"] - medians["folder"], 2)}
+    report["load_average_end"] = os.getloadavg()
+    return report

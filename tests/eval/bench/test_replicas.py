@@ -1,0 +1,32 @@
+"""``kgwise bench serve --replicas``: real ``kgwise serve --config`` replicas (replayed arms) over a real
+PostgreSQL on 127.0.0.1, at a size that runs in a few minutes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kgwise.datasets import load
+from kgwise.eval.bench.postgres import postgres_binaries
+from kgwise.eval.bench.replicas import ReplicaBenchConfig, run_replica_benchmark
+from kgwise.kg.loaders import load_ddb
+
+
+@pytest.mark.slow
+def test_replicas_share_the_budget_and_lose_nothing_at_kill_9(tmp_path: Path, data_dir: Path) -> None:
+    if postgres_binaries() is None:
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql; .ci/install does)")
+    kg = load_ddb(data_dir / "ddb").save(tmp_path / "ddb.npz")
+    questions = [q.text for q in load("webqsp", "test", data_dir)][:20]
+    report = run_replica_benchmark(kg, questions, ReplicaBenchConfig(replicas=2, requests=30, concurrency=4,
+                                                                     budget_calls=8, questions=20),
+                                   tmp_path / "work")
+    budget = report["budget"]
+    assert budget["spent"] <= 8.0 and budget["spend_within_budget"]
+    assert budget["answers_acknowledged"] <= 8 and budget["statuses"].get("429", 0) > 0
+    assert budget["answers_missing"] == 0 and budget["feedback_missing"] == 0
+    assert budget["reserved"] == 0.0  # the killed replicas' holds were released
+    assert [t["replicas"] for t in report["throughput"]] == [1, 2]
+    assert all(t["statuses"].get("200", 0) == 30 for t in report["throughput"])
+    assert report["overhead"]["median_ms_postgresql"] > 0
