@@ -58,9 +58,13 @@ CALIBRATION_VERSION = 1
 
 def made_with(config: PipelineConfig) -> dict[str, str]:
     """What a calibration's scores and cost bounds depend on, hashed per part: every arm's settings (its
-    model, prompt and price: the bounds replay the router), the KG, and the score kind."""
-    fp = config.fingerprint()
-    return {"arms": short_hash([a.fingerprint() for a in config.arms]), "kg": short_hash(fp["kg"]),
+    model, prompt and price: the bounds replay the router), the KG (a file by its name and size, not its
+    folder: replicas that share one state read their own copy), and the score kind."""
+    kg = config.kg
+    files = {k: (p.name, p.stat().st_size if p.is_file() else None) for k in ("graph", "source", "index")
+             if (p := getattr(kg, k)) is not None}
+    return {"arms": short_hash([a.fingerprint() for a in config.arms]),
+            "kg": short_hash({"files": files, "format": kg.format, "sparql": kg.sparql}),
             "kind": config.answer_sets.kind}
 
 
