@@ -30,8 +30,6 @@ from kgwise.errors import ConfigError
 
 if TYPE_CHECKING:
     from kgwise.app.config import OpenUncertified
-    from kgwise.eval.pipeline_sets import RoutedSets
-    from kgwise.route.table import OutcomeTable
 
 LIVE = ("obqa", "csqa", "webqsp-open")
 
@@ -196,71 +194,36 @@ def eval_pipeline(
         write_json(report, json_out)
         return
     from kgwise.embed import MiniLM
-    from kgwise.eval.pipeline import PipelineEvalConfig, embed_texts, evaluate_replay
-    from kgwise.eval.route.replay import MAIN_ARMS, rearev_top, webqsp_table
+    from kgwise.eval.pipeline import PipelineEvalConfig, replay_report
+    from kgwise.eval.route.logs import read_replay, webqsp_replay
 
-    free: dict[str, Any] = {}
-    routed_sets = None
-    if log is not None:
-        from kgwise.cli.route import log_table
-
-        table, coverage, _, _ = log_table(log, log_arms or [])
-        dataset = log.stem
-    elif log_arms:
+    if log is None and log_arms:
         raise ConfigError("--arm goes with --log FILE (WebQSP's arms are known)")
-    elif dataset != "webqsp":
+    if log is None and dataset != "webqsp":
         raise ConfigError(f"replay data set {dataset!r} has no recorded outcomes (only 'webqsp' has): give "
                           "your graded log with --log FILE --arm NAME:CLUSTER:ACCURACY …")
-    else:
-        root = data_dir(data)
-        table, coverage = webqsp_table(root, MAIN_ARMS)
-        table = table.head(limit)
-        free = {a: rearev_top(root, table, a) for a in table.arms if a.startswith("ReaRev-")}
-        if sets:
-            routed_sets = _webqsp_sets(root, table, _alphas(alphas), delta, sets_calibration,
-                                       cast("OpenUncertified", uncertified))
-    table = table.head(limit)
+    root = data_dir(data) if log is None else None
+    replay = (read_replay(log, log_arms or []) if root is None else webqsp_replay(root)).head(limit)
+    routed_sets = None
+    if root is not None and sets:
+        from kgwise.eval.pipeline_sets import webqsp_sets
+
+        routed_sets = webqsp_sets(root, replay.table, _alphas(alphas), delta, sets_calibration,
+                                  cast("OpenUncertified", uncertified), say)
     cfg = PipelineEvalConfig(1.0 if budget is None else budget, splits, seed, router, budget_of or "dearest",
                              context)
-    encoder = MiniLM()
-    err_console.print(f"{table.n_questions} questions × {table.n_arms} arms; embedding questions …")
-    embed_texts(encoder, table.texts)
-    report = evaluate_replay(table, encoder, cfg, progress=say, free=free, sets=routed_sets)
-    report["dataset"] = dataset
-    report["coverage"] = coverage
+    err_console.print(f"{replay.table.n_questions} questions × {replay.table.n_arms} arms; embedding "
+                      "questions …")
+    report = replay_report(replay, MiniLM(), cfg, progress=say, sets=routed_sets,
+                           dataset=log.stem if log is not None else dataset)
     if json_out is not None and routed_sets is not None:
         from kgwise.eval.pipeline_plots import plot_set_coverage
 
         png = json_out.with_name(f"{json_out.stem}_sets.png")
-        figure = plot_set_coverage(report["runs"], table.arms, png, routed_sets.calibration,
+        figure = plot_set_coverage(report["runs"], replay.table.arms, png, routed_sets.calibration,
                                    routed_sets.uncertified)
         report["figures"] = [] if figure is None else [str(figure)]
     write_json(report, json_out)
-
-
-def _webqsp_sets(root: Path, table: OutcomeTable, alphas: tuple[float, ...], delta: float,
-                 calibration: str = "held-out", uncertified: OpenUncertified = "largest") -> RoutedSets:
-    """UAG's tables of the outcome table's WebQSP questions (``eval uag``'s, built once and cached; a
-    subset, e.g. under ``--limit``, gets its own cache), matched by question id."""
-    from dataclasses import replace
-
-    import numpy as np
-
-    from kgwise.eval.pipeline_sets import RoutedSets
-    from kgwise.eval.uag.experiment import ExperimentConfig, load_webqsp_data, webqsp_tables
-    from kgwise.files import short_hash
-
-    wq = load_webqsp_data(root)
-    wanted = set(table.qids)
-    if not {q.id for q in wq.questions} <= wanted:
-        kept = [q for q in wq.questions if q.id in wanted]
-        wq = replace(wq, questions=kept, tag=f"webqsp-{short_hash([q.id for q in kept])}")
-    index = {q.id: i for i, q in enumerate(wq.questions)}
-    err_console.print(f"UAG tables of {len(index)} of the {table.n_questions} questions (without a RoG "
-                      f"generation: {table.n_questions - len(index)}, no set) …")
-    tables = webqsp_tables(root, ExperimentConfig(), wq)
-    rows = np.asarray([index.get(q, -1) for q in table.qids], dtype=np.int64)
-    return RoutedSets(tables, rows, alphas, delta, calibration=calibration, uncertified=uncertified)
 
 
 def _live(live: str, router: Any, budget: float | None, budget_of: str | None, seed: int, splits: int,

@@ -16,6 +16,7 @@ from kgwise.cli import data as _data  # noqa: F401  isort: skip
 from kgwise.cli import kgm as _kgm  # noqa: F401  isort: skip
 from kgwise.cli import llm as _llm  # noqa: F401  isort: skip
 from kgwise.cli import route as _route  # noqa: F401  isort: skip
+from kgwise.cli import eval_route as _eval_route  # noqa: F401  isort: skip
 from kgwise.cli import conformal as _conformal  # noqa: F401  isort: skip
 from kgwise.cli import uag as _uag  # noqa: F401  isort: skip
 from kgwise.cli import knowgpt as _knowgpt  # noqa: F401  isort: skip

@@ -48,15 +48,13 @@ from kgwise.app.router import context_vector
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError, ReplayMissError
 from kgwise.eval.pipeline_sets import RoutedSets, summarise_sets
+from kgwise.eval.route.logs import FreeAnswers, GradedReplay
 from kgwise.route.coke import CokeConfig, CokeRouter
 from kgwise.route.table import OutcomeTable
 from kgwise.route.tuning import simulate
 from kgwise.types import Question, Usage
 
-__all__ = ["FreeAnswers", "PipelineEvalConfig", "ReplayArm", "evaluate_replay"]
-
-FreeAnswers = tuple[Sequence[str], Sequence[float] | npt.NDArray[np.float64]]
-"""A free arm's top answer (``""``: none) and its signal on each question of an outcome table."""
+__all__ = ["FreeAnswers", "PipelineEvalConfig", "ReplayArm", "evaluate_replay", "replay_report"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,6 +322,12 @@ def evaluate_replay(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConf
                                 "(--no-sets, or a graded log, which carries none)"]})}
 
 
-def embed_texts(encoder: Encoder, texts: Sequence[str]) -> npt.NDArray[np.float64]:
-    """Warm the encoder's cache for ``texts`` (one batch) so that per-question encoding is a lookup."""
-    return np.asarray(encoder.encode(list(texts)), dtype=np.float64)
+def replay_report(replay: GradedReplay, encoder: Encoder, cfg: PipelineEvalConfig,
+                  progress: Callable[[str], None] = lambda _: None, sets: RoutedSets | None = None,
+                  dataset: str = "") -> dict[str, Any]:
+    """``kgwise eval pipeline``'s report of a replay (a graded log, or WebQSP's recorded arms through the
+    same reader, :mod:`kgwise.eval.route.logs`): :func:`evaluate_replay` with the free arms' answers and
+    first signals the log carries, and where the questions came from."""
+    np.asarray(encoder.encode(list(replay.table.texts)), dtype=np.float64)  # one batch; then lookups
+    report = evaluate_replay(replay.table, encoder, cfg, progress=progress, free=replay.free, sets=sets)
+    return report | {"dataset": dataset, "coverage": replay.coverage}
