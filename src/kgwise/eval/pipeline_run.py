@@ -128,7 +128,8 @@ def run_live(o: LiveOptions, router: Any, root: Path, out_dir: Path, progress: C
     report = evaluate_live_mcq(fit_q, test_q, runners, encoder, kg, cfg, out_dir,
                                {"live": live, "kgm": str(kgm_model.resolve()), "scoring": scoring,
                                 "combo": combo}, progress, bar)
-    from kgwise.eval.pipeline_live import coverage_splits, logged_answers
+    from kgwise.datasets.user import write_graded_log
+    from kgwise.eval.pipeline_live import coverage_splits, live_graded_log, logged_answers
 
     both = [*fit_q, *test_q]
     learnt = [a.name for a in arms if a.combos]
@@ -138,8 +139,12 @@ def run_live(o: LiveOptions, router: Any, root: Path, out_dir: Path, progress: C
         progress(f"coverage check {why}")
         report["coverage_splits"] = {"skipped": why}
     else:
-        progress(f"coverage check: {splits} random halvings of the {len(both)} questions, "
-                          "replayed …")
+        # every arm's answer on every question, kept as a graded log (`eval route --log`, `fit --log`)
+        graded = out_dir / "graded.jsonl"
+        write_graded_log(graded, live_graded_log(out_dir, both, arms, cfg.price_model))
+        report["graded_log"] = str(graded)
+        progress(f"graded log of the {len(both)} questions × {len(arms)} arms: {graded}; coverage check: "
+                 f"{splits} random halvings, replayed …")
         answers = logged_answers(out_dir, both, arms, cfg.price_model)
         with tempfile.TemporaryDirectory(prefix="kgwise-live-splits-") as tmp:
             report["coverage_splits"] = coverage_splits(both, arms, answers, encoder, cfg, splits, Path(tmp))

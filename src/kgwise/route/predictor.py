@@ -42,6 +42,10 @@ class PredictorConfig:
             raise ConfigError(f"predictor folds must be ≥ 2, got {self.folds}")
 
 
+def _sigmoid(z: Matrix) -> Matrix:
+    return np.asarray(1.0 / (1.0 + np.exp(-np.clip(z, -500.0, 500.0))), dtype=np.float64)
+
+
 def _logistic(X: Matrix, y: Matrix, ridge: float, iterations: int) -> Matrix:
     """Weights ``[intercept, w…]`` of ridge logistic regression (Newton / IRLS)."""
     n, d = X.shape
@@ -52,7 +56,7 @@ def _logistic(X: Matrix, y: Matrix, ridge: float, iterations: int) -> Matrix:
     penalty = np.full(d + 1, ridge)
     penalty[0] = 1e-6
     for _ in range(iterations):
-        p = 1.0 / (1.0 + np.exp(-(A @ w)))
+        p = _sigmoid(A @ w)
         g = A.T @ (p - y) + penalty * w
         H = (A * (p * (1 - p))[:, None]).T @ A + np.diag(penalty)
         step = np.linalg.solve(H, g)
@@ -100,7 +104,7 @@ class SuccessPredictor:
                     tr, te = ok & (fold != f), ok & (fold == f)
                     if tr.sum() and te.sum():
                         w = _logistic(Z[tr], Y_[tr, a], r, self.config.iterations)
-                        p[te] = 1.0 / (1.0 + np.exp(-(w[0] + Z[te] @ w[1:])))
+                        p[te] = _sigmoid(w[0] + Z[te] @ w[1:])
                 graded = ok & ~np.isnan(p)
                 losses.append(_log_loss(p[graded], Y_[graded, a]) if graded.any() else math.inf)
             self.ridge.append(self.config.ridges[int(np.argmin(losses))])
@@ -127,7 +131,7 @@ class SuccessPredictor:
             raise ConfigError("the success predictor has not been fitted")
         Z = (np.atleast_2d(np.asarray(X, dtype=np.float64)) - self.mean) / self.scale
         W = np.stack(self.weights, axis=1)  # (d + 1) × arms
-        return np.asarray(1.0 / (1.0 + np.exp(-(W[0] + Z @ W[1:]))), dtype=np.float64)
+        return _sigmoid(W[0] + Z @ W[1:])
 
     def _check(self, X: npt.ArrayLike, Y: npt.ArrayLike) -> tuple[Matrix, Matrix]:
         X_ = np.atleast_2d(np.asarray(X, dtype=np.float64))
