@@ -33,7 +33,8 @@ def _replay(n: int = 240) -> GradedReplay:
 def test_learned_routers_stay_in_budget_and_use_the_free_arms_signals() -> None:
     replay = _replay()
     E = np.random.default_rng(1).normal(size=(replay.table.n_questions, 8))  # embeddings: noise
-    report = learned_report(replay, E, CokeConfig(), LearnedConfig(splits=2, embedding_dims=4, refit_every=40))
+    cfg = LearnedConfig(splits=2, embedding_dims=4, refit_every=40)
+    report = learned_report(replay, E, CokeConfig(), cfg)
     for run in report["runs"]:
         assert run["selected"] in POLICIES
         for policy in POLICIES:
