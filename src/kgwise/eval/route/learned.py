@@ -18,9 +18,9 @@ Per split (a seeded random halving of the log: fit on one half, test on the othe
   - ``coke+predicted``: price-paced Coke whose LinUCB context is ``[1, p_1(x) … p_m(x)]``, warm-started on
     the fit half's out-of-fold predictions and outcomes (the bandit starts from the predictor and keeps
     learning, free arms observed);
-  - ``cascade``: the cheapest arm answers unless its predicted success is below a threshold, set on the
-    fit half's out-of-fold predictions to spend the budget escalating its least confident questions to
-    the most accurate arm;
+  - ``cascade``: the cheapest arm answers unless the most accurate arm's predicted success exceeds its
+    own (read with the cheap arm's own signals, known once it answered) by more than a threshold, set on
+    the fit half's out-of-fold predictions so that escalating spends the budget;
 
 * **selection** — the policy a fit would use, chosen by two-fold cross-fitting on the fit half alone
   (each policy fitted on one inner half and scored on the other; best mean accuracy, ties the cheaper);
@@ -176,8 +176,8 @@ def _policies(replay: GradedReplay, E: Matrix, fit: Rows, test: Rows, order_seed
         spent += float(table.cost[i, j0]) if ok else 0.0
     out["best_arm"] = _outcome(table, test, chosen, budget) | {"arm": table.arms[j0]}
     # the predictor, its out-of-fold predictions on the fit half
-    folds = [fit[k::3] for k in range(3)]
-    P_fit = cross_fitted(X, Y, folds, cfg.predictor)[fit]
+    folds = [np.arange(k, len(fit), 3) for k in range(3)]  # positions within the fit half
+    P_fit = cross_fitted(X[fit], Y[fit], folds, cfg.predictor)
     predictor = SuccessPredictor(table.n_arms, cfg.predictor).fit(X[fit], Y[fit])
     out["predictor_calibration"] = calibration(predictor.predict(X[test]), Y[test])
     # predicted: priced argmax, refitted on what it sees
@@ -215,15 +215,18 @@ def _policies(replay: GradedReplay, E: Matrix, fit: Rows, test: Rows, order_seed
     strong = max((j for j in range(table.n_arms) if j != cheap), key=lambda j: (acc_fit[j], -mean_cost[j]),
                  default=cheap)
     Xc = np.hstack([X, _paid_signals(replay, table.arms[cheap])])
-    pc_fit = cross_fitted(Xc, Y[:, [cheap]], folds, cfg.predictor)[fit, 0]
-    pc_test = SuccessPredictor(1, cfg.predictor).fit(Xc[fit], Y[fit][:, [cheap]]).predict(Xc[test])[:, 0]
+    pair = [cheap, strong]
+    gain_fit = np.diff(cross_fitted(Xc[fit], Y[fit][:, pair], folds, cfg.predictor), axis=1)[:, 0]
+    gain_test = np.diff(SuccessPredictor(2, cfg.predictor).fit(Xc[fit], Y[fit][:, pair]).predict(Xc[test]),
+                        axis=1)[:, 0]
     per_q = budget / n - float(mean_cost[cheap])
     escalate_share = max(0.0, min(1.0, per_q / float(mean_cost[strong]))) if mean_cost[strong] > 0 else 1.0
-    threshold = float(np.quantile(pc_fit, escalate_share)) if escalate_share > 0 else -np.inf
+    # escalate the questions where the strong arm's predicted success most exceeds the cheap arm's
+    threshold = float(np.quantile(gain_fit, 1.0 - escalate_share)) if escalate_share > 0 else np.inf
     spent, chosen = 0.0, []
     for k, i in enumerate(test):
         allowance = budget * min(1.0, (k + 1) / n) - spent
-        up = pc_test[k] < threshold and table.cost[i, cheap] + table.cost[i, strong] <= allowance + 1e-12
+        up = gain_test[k] > threshold and table.cost[i, cheap] + table.cost[i, strong] <= allowance + 1e-12
         if not up and table.cost[i, cheap] > allowance + 1e-12:
             chosen.append(-1)
             continue
