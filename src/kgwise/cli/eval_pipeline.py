@@ -208,7 +208,8 @@ def eval_pipeline(
         raise ConfigError(f"replay data set {dataset!r} has no recorded outcomes (only 'webqsp' has): give "
                           "your graded log with --log FILE --arm NAME:CLUSTER:ACCURACY …")
     root = data_dir(data) if log is None else None
-    replay = (read_replay(log, log_arms or []) if root is None else webqsp_replay(root)).head(limit)
+    replay = read_replay(log, log_arms or []) if log is not None else webqsp_replay(data_dir(data))
+    replay = replay.head(limit)
     routed_sets = None
     if root is not None and sets:
         from kgwise.eval.pipeline_sets import webqsp_sets

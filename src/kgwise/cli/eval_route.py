@@ -106,7 +106,8 @@ def eval_route(
                            slow_baselines=slow_baselines, coke=configured(
         "coke", config, lam=lam, delta=delta, regret_prior=regret_prior, gamma_override=gamma))
     root = data_dir(data) if log is None else None
-    replay = (read_replay(log, log_arms or []) if root is None else webqsp_replay(root)).head(limit)
+    replay = read_replay(log, log_arms or []) if log is not None else webqsp_replay(data_dir(data))
+    replay = replay.head(limit)
     sub = webqsp_replay(root, WEBQSP_ARMS).head(limit) if root is not None and gpt4 else None
     err_console.print(f"{replay.table.n_questions} questions × {replay.table.n_arms} arms; embedding "
                       "questions …")

@@ -99,7 +99,7 @@ def test_eval_pipeline_and_eval_route_report_the_same_both_ways(webqsp_both: tup
 
 
 def test_usage_is_priced_by_the_arms_exact_name(tmp_path: Path) -> None:
-    rows = [{"id": f"q{i}", "text": f"question {i}?", "arms": {
+    rows: list[dict[str, Any]] = [{"id": f"q{i}", "text": f"question {i}?", "arms": {
         "gpt-4": {"answer": "a", "correct": True, "usage": {"input_tokens": 1000, "output_tokens": 500}},
         "kg": {"answer": "b", "correct": False, "cost": 0, "signals": [0.9, 0.1, 0.5]}}} for i in range(3)]
     replay = read_replay(_log(tmp_path, rows), ["gpt-4:LLM:0.8", "kg:KGM:0.5"])

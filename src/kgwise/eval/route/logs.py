@@ -83,7 +83,8 @@ class GradedReplay:
         """The first ``n`` questions (all when ``n`` is None or not smaller)."""
         if n is None or n >= self.table.n_questions:
             return self
-        free = {a: (list(top[:n]), np.asarray(s, dtype=np.float64)[:n]) for a, (top, s) in self.free.items()}
+        free: dict[str, FreeAnswers] = {a: (list(top[:n]), np.asarray(s, dtype=np.float64)[:n])
+                                        for a, (top, s) in self.free.items()}
         return GradedReplay(self.table.head(n), self.coverage, free,
                             None if self.signals is None else self.signals[:n],
                             None if self.features is None else self.features[:n], self.feature_names)
