@@ -8,7 +8,8 @@ question at a time through :meth:`kgwise.app.Pipeline.answer` and settled by
 :meth:`~kgwise.app.Pipeline.feedback` with the recorded outcome (free arms, cost 0, observed as the live
 pipeline observes them). The budget is ``budget`` × the cost of always calling the most expensive arm on
 the test half (``budget_of="dearest"``, ``kgwise eval route``'s convention) or the most accurate one
-(``budget_of="best"``: the issue's 60 % target), paced over the test half (``horizon``). The fit is
+(``budget_of="best"``: the issue's 60 % target; the best paid arm when the most accurate is free,
+:meth:`~kgwise.route.table.OutcomeTable.budget_arm`), paced over the test half (``horizon``). The fit is
 ``kgwise fit``'s: with a large enough half it chooses the router's γ, reward form and context by
 cross-fitting (each run reports the choice); the free arms (cost 0) answer every question with the
 recorded top candidate and score given as ``free``, which the ``question+free`` context reads.
@@ -136,7 +137,7 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
     per_arm_cost = table.cost[test].sum(axis=0)
     acc = table.correct[test].mean(axis=0)
     best = int(np.argmax(acc))
-    base = float(per_arm_cost.max()) if cfg.budget_of == "dearest" else float(per_arm_cost[best])
+    base = float(per_arm_cost.max() if cfg.budget_of == "dearest" else per_arm_cost[table.budget_arm(test)])
     budget = cfg.budget * base
     runners = _runners(table, list(range(n)), free)
     config = PipelineConfig(root / "kgwise.toml", KGConfig(),

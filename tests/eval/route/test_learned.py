@@ -45,7 +45,7 @@ def test_learned_routers_stay_in_budget_and_use_the_free_arms_signals() -> None:
     # arm at 60 % of its cost
     assert report["summary"]["predicted"]["accuracy"]["mean"] > report["best_arm_accuracy"]["mean"]
     assert report["summary"]["cascade"]["accuracy"]["mean"] > report["best_arm_accuracy"]["mean"]
-    assert report["targets"]["cost <= 60% of best arm's"] == "2/2 splits"
+    assert report["targets"]["cost <= 60% of the budget arm's"] == "2/2 splits"
 
 
 def test_choice_signals_read_a_distribution() -> None:

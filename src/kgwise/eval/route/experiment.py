@@ -69,7 +69,8 @@ class ExperimentConfig:
     bins: int = 10
     budget_of: str = "dearest"
     """The arm whose total cost ``budget_fraction`` (and the sweeps' fractions) are of: ``"dearest"`` (the
-    most expensive, the paper's convention) or ``"best"`` (the most accurate: the 60 % target)."""
+    most expensive, the paper's convention) or ``"best"`` (the most accurate: the 60 % target; the best
+    paid arm when the most accurate is free, :meth:`OutcomeTable.budget_arm`)."""
     slow_baselines: bool = True
     """Run mabwiser's LinUCB, the ablations and the λ and budget sweeps (most of the replay's time);
     ``False`` reports them as skipped."""
@@ -226,7 +227,7 @@ def run_experiment(
     arm_cost = table.cost.sum(axis=0)
     arm_acc = table.correct.mean(axis=0)
     best = int(np.argmax(arm_acc))
-    budget_base = float(arm_cost[best] if cfg.budget_of == "best" else arm_cost.max())  # what B is of
+    budget_base = float(arm_cost[table.budget_arm()] if cfg.budget_of == "best" else arm_cost.max())
     bins = max(1, min(cfg.bins, n))  # no empty iteration windows
     seeds = list(range(cfg.seeds))
     orders = [np.random.default_rng(s).permutation(n) for s in seeds]
@@ -265,7 +266,8 @@ def run_experiment(
     variants += [(f"lambda={lam:g}", replace(cfg.coke, lam=lam), cfg.budget_fraction)
                  for lam in (cfg.lambdas if slow else ())]
     variants += [(f"budget={b:g}", cfg.coke, b) for b in (cfg.budget_fractions if slow else ())]
-    paced = [(x, x * float(arm_cost[best]) / budget_base) for x in cfg.paced] if budget_base > 0 else []
+    ref = table.budget_arm()  # the best arm, or the best paid arm when that is free
+    paced = [(x, x * float(arm_cost[ref]) / budget_base) for x in cfg.paced] if budget_base > 0 else []
     total = len(seeds) * (len(variants) + (1 + len(variants_ctx)) * 2 * len(paced) + len(variants_ctx)
                           + 1 + slow)
     priced = replace(cfg.coke, pacing="price", lam=cfg.price_lam)

@@ -7,8 +7,9 @@ Per split (a seeded random halving of the log: fit on one half, test on the othe
   (agreement, confidences), the question's form and the first ``embedding_dims`` principal components of
   the question embedding (fitted on the fit half); a paid arm's own ``signals`` are known only after it
   was called, so only the cascade reads them, for its cheap arm.
-* **budget** — ``budget_vs_best`` × the most accurate arm's cost on the test half, paced over it (by
-  question ``k`` at most ``B·k/N`` spent, as Coke's horizon paces it).
+* **budget** — ``budget_vs_best`` × the most accurate arm's cost on the test half (the best paid arm's
+  when the most accurate is free: :meth:`~kgwise.route.table.OutcomeTable.budget_arm`), paced over it
+  (by question ``k`` at most ``B·k/N`` spent, as Coke's horizon paces it).
 * policies, each fitted on the fit half alone:
 
   - ``best_arm``: the arm most accurate on the fit half among those the budget affords on it;
@@ -26,10 +27,10 @@ Per split (a seeded random halving of the log: fit on one half, test on the othe
   (each policy fitted on one inner half and scored on the other): ``predicted`` unless another policy
   beats it on both inner folds (:func:`_select`); its test-half figures are ``selected``.
 
-Reported per split and as mean ± std: every policy's accuracy, cost over the best arm's, spent over the
-budget, the oracle's accuracy, and the targets (accuracy ≥ the best arm's at ≤ 60 % of its cost,
-spending ≥ 90 % of the budget, ≥ the cascade at equal budget, the share of the oracle's head-room over
-the best arm closed).
+Reported per split and as mean ± std: every policy's accuracy, cost over the budget arm's (the best arm,
+or the best paid arm when that is free), spent over the budget, the oracle's accuracy, and the targets
+(accuracy ≥ the best arm's at ≤ 60 % of the budget arm's cost, spending ≥ 90 % of the budget, ≥ the
+cascade at equal budget, the share of the oracle's head-room over the best arm closed).
 """
 
 from __future__ import annotations
@@ -161,7 +162,8 @@ def _policies(replay: GradedReplay, E: Matrix, fit: Rows, test: Rows, order_seed
     test = test[np.random.default_rng(order_seed).permutation(len(test))]
     acc_test = table.correct[test].mean(axis=0)
     best_test = int(np.argmax(acc_test))
-    budget = cfg.budget_vs_best * float(table.cost[test, best_test].sum())
+    ref_arm = table.budget_arm(test)
+    budget = cfg.budget_vs_best * float(table.cost[test, ref_arm].sum())
     n = len(test)
     out: dict[str, dict[str, Any]] = {}
     # best single arm on the fit half that the (scaled) budget affords there
@@ -242,6 +244,8 @@ def _policies(replay: GradedReplay, E: Matrix, fit: Rows, test: Rows, order_seed
     any_right = table.correct[test].any(axis=1)
     out["reference"] = {"best_arm": table.arms[best_test], "best_arm_accuracy": float(acc_test[best_test]),
                         "best_arm_cost": float(table.cost[test, best_test].sum()), "budget": budget,
+                        "budget_arm": table.arms[ref_arm],
+                        "budget_arm_cost": float(table.cost[test, ref_arm].sum()),
                         "oracle_accuracy": float(any_right.mean())}
     return out
 
@@ -287,8 +291,8 @@ def learned_report(replay: GradedReplay, embeddings: Matrix, coke: CokeConfig, c
         runs.append({"split": s, "fit": len(fit), "test": len(test), "selected": chosen,
                      "selection_scores": inner, **res,
                      "selected_accuracy": sel["accuracy"], "selected_minus_best": gain,
-                     "selected_cost_over_best": (sel["cost"] / ref["best_arm_cost"] if ref["best_arm_cost"]
-                                                 else None),
+                     "selected_cost_over_budget_arm": (sel["cost"] / ref["budget_arm_cost"]
+                                                       if ref["budget_arm_cost"] else None),
                      "selected_spent_over_budget": sel["spent_over_budget"],
                      "selected_minus_cascade": sel["accuracy"] - res["cascade"]["accuracy"],
                      "headroom_closed": gain / head if head > 0 else None})
@@ -296,19 +300,21 @@ def learned_report(replay: GradedReplay, embeddings: Matrix, coke: CokeConfig, c
                  f"{ref['best_arm_accuracy']:.4f}, cascade {res['cascade']['accuracy']:.4f}, oracle "
                  f"{ref['oracle_accuracy']:.4f}")
     summary = {p: {"accuracy": _mean_std([r[p]["accuracy"] for r in runs]),
-                   "cost_over_best": _mean_std([r[p]["cost"] / r["reference"]["best_arm_cost"] for r in runs
-                                                if r["reference"]["best_arm_cost"] > 0] or [np.nan]),
+                   "cost_over_budget_arm": _mean_std([r[p]["cost"] / r["reference"]["budget_arm_cost"]
+                                                      for r in runs if r["reference"]["budget_arm_cost"] > 0]
+                                                     or [np.nan]),
                    "spent_over_budget": _mean_std([r[p]["spent_over_budget"] or 0.0 for r in runs])}
                for p in POLICIES}
     sel = {k: _mean_std([r[k] for r in runs if r[k] is not None] or [np.nan])
-           for k in ("selected_accuracy", "selected_minus_best", "selected_cost_over_best",
+           for k in ("selected_accuracy", "selected_minus_best", "selected_cost_over_budget_arm",
                      "selected_spent_over_budget", "selected_minus_cascade", "headroom_closed")}
     def splits_where(ok: Callable[[dict[str, Any]], bool]) -> str:
         return f"{sum(ok(r) for r in runs)}/{len(runs)} splits"
 
     targets = {
         "accuracy >= best arm": splits_where(lambda r: r["selected_minus_best"] >= 0),
-        "cost <= 60% of best arm's": splits_where(lambda r: (r["selected_cost_over_best"] or 0) <= 0.6001),
+        "cost <= 60% of the budget arm's": splits_where(lambda r: (r["selected_cost_over_budget_arm"] or 0)
+                                                        <= 0.6001),
         "spent >= 90% of budget": splits_where(lambda r: (r["selected_spent_over_budget"] or 0) >= 0.9),
         ">= learned cascade at equal budget": splits_where(lambda r: r["selected_minus_cascade"] >= 0),
         "oracle head-room closed (goal >= 25%)": sel["headroom_closed"],

@@ -106,11 +106,9 @@ def _sensitivity(table: Any, X: Matrix, base: ExperimentConfig) -> list[dict[str
 
 def base_cost(table: Any, budget_of: str) -> float:
     """The cost a budget fraction is of: the dearest arm's total (``"dearest"``) or the most accurate
-    arm's (``"best"``)."""
+    arm's (``"best"``; the best paid arm's when that is free)."""
     totals = table.cost.sum(axis=0)
-    if budget_of == "best":
-        return float(totals[int(np.argmax(table.correct.mean(axis=0)))])
-    return float(totals.max())
+    return float(totals[table.budget_arm()] if budget_of == "best" else totals.max())
 
 
 def _hindsight_cascade(replay: GradedReplay, report: dict[str, Any]) -> dict[str, Any] | None:
