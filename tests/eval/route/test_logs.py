@@ -124,3 +124,16 @@ def test_question_form_reads_the_wording() -> None:
     f = question_form("What country bordering France has the capital Madrid and uses the Euro?")
     assert f[0] == pytest.approx(12 / 20) and f[3] == 1.0 and f[-1] == 1.0  # words, 'what', two clauses
     assert question_form("Who wrote Hamlet in 1600?")[2] == 1.0  # a number
+
+
+def test_the_kept_local_log_goes_through_the_door() -> None:
+    path = Path(__file__).parents[2] / "data" / "logs" / "obqa-local.jsonl"
+    arms = ["kgm:KGM", "smollm2-135m:LLM", "smollm2-135m+kg:LLM", "gemma3-270m:LLM", "gemma3-270m+kg:LLM"]
+    replay = read_replay(path, arms)
+    assert replay.coverage["left_out"] == 0 and replay.table.n_questions >= 100
+    assert replay.free_arms == ["kgm"]  # free: 0 calls on every question
+    assert set(np.unique(replay.table.cost[:, 1:])) == {2.0}  # PMI scoring: two calls a question
+    # every arm's choice confidence reaches the predictor's features (paid arms': the cascade's)
+    assert {f"{a.split(':')[0]}.signal[2]" for a in arms} <= set(replay.feature_names)
+    # the KG model is the most accurate arm and free: a budget is a fraction of the best paid arm's cost
+    assert replay.table.budget_arm() != 0 and replay.table.cost[:, replay.table.budget_arm()].sum() > 0
