@@ -17,7 +17,8 @@ recorded top candidate and score given as ``free``, which the ``question+free`` 
 Reported per split and as mean ± std over splits: each arm's accuracy and cost on the test half, the
 pipeline's accuracy, cost, spent/budget and share of questions routed to each arm, in how many splits
 the fit pinned each arm (routing did not clear it, ``[router] pin_single_arm``), and the issue's target
-checks against the best single arm (accuracy ≥ its, cost ≤ 60 % of its). With UAG's tables of the
+checks against the best single arm (accuracy ≥ its, cost ≤ 60 % of its — of the best paid arm's when the
+best arm is free, ``cost_reference_arm``). With UAG's tables of the
 questions (``sets``), the open answers' sets over all test questions and per routed arm
 (:mod:`kgwise.eval.pipeline_sets`). With ``sets.calibration = "held-out"`` the split is run as ``kgwise
 fit`` runs it with ``[answer_sets] uag_llm``: ``1 − tune_share`` of the fit half (interleaved) is held out of
@@ -137,7 +138,8 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
     per_arm_cost = table.cost[test].sum(axis=0)
     acc = table.correct[test].mean(axis=0)
     best = int(np.argmax(acc))
-    base = float(per_arm_cost.max() if cfg.budget_of == "dearest" else per_arm_cost[table.budget_arm(test)])
+    ref = table.budget_arm(test)  # the best arm, or the best paid arm when that is free
+    base = float(per_arm_cost.max() if cfg.budget_of == "dearest" else per_arm_cost[ref])
     budget = cfg.budget * base
     runners = _runners(table, list(range(n)), free)
     config = PipelineConfig(root / "kgwise.toml", KGConfig(),
@@ -202,7 +204,8 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
                  for j, a in enumerate(table.arms)},
         "best_arm": table.arms[best],
         "accuracy_minus_best": pipe_acc - float(acc[best]),
-        "cost_over_best": paid / float(per_arm_cost[best]) if per_arm_cost[best] > 0 else None,
+        "cost_over_best": paid / float(per_arm_cost[ref]) if per_arm_cost[ref] > 0 else None,
+        "cost_reference_arm": table.arms[ref],
         "router_selection": None if fitted.router_selection is None else fitted.router_selection.to_dict(),
         "pinned": None if fitted.router_selection is None else fitted.router_selection.pinned,
         "answer_sets": answer_sets,
