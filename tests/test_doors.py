@@ -18,9 +18,6 @@ DOORS: dict[str, set[str]] = {
 """Door package → the packages it may import (``kgwise serve`` starts the server: the CLI may import it)."""
 
 PENDING: dict[str, set[str]] = {
-    # the eval route and eval pipeline commands still compute in the door
-    "cli/route.py": {"extract", "inject", "kgm", "render", "route"},
-    "cli/eval_pipeline.py": {"conformal", "kgm", "route"},
     # the config tables of research commands register when their modules load
     "cli/main.py": {"conformal", "inject", "kgm", "route"},
     # KG-model training and UAG's research tables call their packages directly

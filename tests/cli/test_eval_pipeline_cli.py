@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from kgwise.cli.eval_pipeline import _unseen_offset
 from kgwise.cli.main import app
+from kgwise.eval.pipeline_run import unseen_offset
 
 runner = CliRunner()
 
@@ -42,7 +42,7 @@ def test_unknown_live_set_and_missing_kg_model_are_named(tmp_path: Path, data_di
 @given(st.lists(st.tuples(st.integers(0, 60), st.integers(1, 30)), max_size=4), st.integers(1, 40))
 def test_the_fit_window_is_the_first_one_the_model_did_not_see(raw: list[tuple[int, int]], n: int) -> None:
     spans = [(a, a + w) for a, w in raw]
-    offset = _unseen_offset(spans, n)
+    offset = unseen_offset(spans, n)
     window = set(range(offset, offset + n))
     assert not any(window & set(range(a, b)) for a, b in spans)
     assert all(any(set(range(o, o + n)) & set(range(a, b)) for a, b in spans) for o in range(offset))

@@ -19,14 +19,23 @@ def test_bundled_table_lists_the_common_models() -> None:
     assert t.cost("gpt-4", 1000, 500) == pytest.approx((1000 * 30 + 500 * 60) / 1e6)
 
 
-def test_lookup_by_prefix_and_alias() -> None:
+def test_lookup_by_exact_name_or_alias_never_by_prefix() -> None:
     t = default_prices()
-    assert t.lookup("gpt-4o-mini-2024-07-18") == t.lookup("gpt-4o-mini")
-    assert t.lookup("gpt-4o-2024-08-06") == t.lookup("gpt-4o")  # longest prefix, not gpt-4
+    assert t.lookup("gpt-4o-mini-2024-07-18") == t.lookup("gpt-4o-mini")  # a listed snapshot alias
     assert t.lookup("openai:gpt-4") == t.lookup("gpt-4")
     assert t.lookup("ChatGPT") == t.lookup("gpt-3.5-turbo")
     assert t.lookup("no-such-model") is None
     assert t.cost("no-such-model", 10, 10) is None
+    # a name that merely starts like a listed model or alias is not that model
+    for name in ("rogue-model", "gpt-4o-mini-ft", "gpt-4o-2024-05-13", "llama-2-7b-instruct-finetuned"):
+        assert t.lookup(name) is None, name
+
+
+def test_require_names_the_model_and_how_to_price_it() -> None:
+    t = default_prices()
+    assert t.require("gpt-4") == Price(30.0, 60.0)
+    with pytest.raises(ConfigError, match=r"'rogue-model' \(arm 'x'\).*never by prefix.*KGWISE_PRICES"):
+        t.require("rogue-model", "arm 'x'")
 
 
 def test_user_table_overrides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

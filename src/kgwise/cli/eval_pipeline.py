@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
@@ -30,11 +28,6 @@ from kgwise.errors import ConfigError
 
 if TYPE_CHECKING:
     from kgwise.app.config import OpenUncertified
-    from kgwise.eval.pipeline_sets import RoutedSets
-    from kgwise.route.table import OutcomeTable
-
-LIVE = ("obqa", "csqa", "webqsp-open")
-
 
 class _LineBar:
     """A progress bar for logs: a line every ``every`` items or ``seconds`` (a terminal gets tqdm)."""
@@ -64,6 +57,15 @@ def _bar(total: int, desc: str) -> Any:
     if interactive():
         return bar(total=total, desc=desc, dynamic_ncols=True, file=sys.stderr)
     return _LineBar(total, desc)
+
+
+def _out_dir(out_dir: Path | None, json_out: Path | None, live: str) -> Path:
+    """Where a live run's logs and state go: ``--out-dir``, else beside ``--json``, else under runs/."""
+    if out_dir is not None:
+        return out_dir
+    if json_out is not None:
+        return json_out.with_name(f"{json_out.stem}.run")
+    return Path("runs") / f"eval-pipeline-{live}"
 
 
 def _alphas(text: str) -> tuple[float, ...]:
@@ -188,207 +190,46 @@ def eval_pipeline(
     settings_coke = configured("coke", config)
     router = paced_coke(settings_coke) if coke == "pipeline" else settings_coke
     if live is not None:
-        if live not in LIVE:
-            raise ConfigError(f"--live must be one of {', '.join(LIVE)}, got {live!r}")
-        report = _live(live, router, budget, budget_of, seed, splits, kgm_model, llm, fit_n, test_n,
-                       fit_offset, _alphas(alphas), scoring, combo, price_model, out_dir, data, json_out,
-                       (plain, tune_fraction, max_tokens, data_topics), delta)
+        from kgwise.eval.pipeline_run import LiveOptions, run_live
+
+        opts = LiveOptions(live, budget, budget_of, seed, splits, kgm_model, tuple(llm or ()), fit_n, test_n,
+                           fit_offset, _alphas(alphas), scoring, combo, price_model, plain, tune_fraction,
+                           max_tokens, data_topics, delta)
+        report = run_live(opts, router, data_dir(data), _out_dir(out_dir, json_out, live), say, _bar)
         write_json(report, json_out)
         return
     from kgwise.embed import MiniLM
-    from kgwise.eval.pipeline import PipelineEvalConfig, embed_texts, evaluate_replay
-    from kgwise.eval.route.replay import MAIN_ARMS, rearev_top, webqsp_table
+    from kgwise.eval.pipeline import PipelineEvalConfig, replay_report
+    from kgwise.eval.route.logs import read_replay, webqsp_replay
 
-    free: dict[str, Any] = {}
-    routed_sets = None
-    if log is not None:
-        from kgwise.cli.route import log_table
-
-        table, coverage, _, _ = log_table(log, log_arms or [])
-        dataset = log.stem
-    elif log_arms:
+    if log is None and log_arms:
         raise ConfigError("--arm goes with --log FILE (WebQSP's arms are known)")
-    elif dataset != "webqsp":
+    if log is None and dataset != "webqsp":
         raise ConfigError(f"replay data set {dataset!r} has no recorded outcomes (only 'webqsp' has): give "
                           "your graded log with --log FILE --arm NAME:CLUSTER:ACCURACY …")
-    else:
-        root = data_dir(data)
-        table, coverage = webqsp_table(root, MAIN_ARMS)
-        table = table.head(limit)
-        free = {a: rearev_top(root, table, a) for a in table.arms if a.startswith("ReaRev-")}
-        if sets:
-            routed_sets = _webqsp_sets(root, table, _alphas(alphas), delta, sets_calibration,
-                                       cast("OpenUncertified", uncertified))
-    table = table.head(limit)
+    root = data_dir(data) if log is None else None
+    replay = read_replay(log, log_arms or []) if log is not None else webqsp_replay(data_dir(data))
+    replay = replay.head(limit)
+    routed_sets = None
+    if root is not None and sets:
+        from kgwise.eval.pipeline_sets import webqsp_sets
+
+        routed_sets = webqsp_sets(root, replay.table, _alphas(alphas), delta, sets_calibration,
+                                  cast("OpenUncertified", uncertified), say)
     cfg = PipelineEvalConfig(1.0 if budget is None else budget, splits, seed, router, budget_of or "dearest",
                              context)
-    encoder = MiniLM()
-    err_console.print(f"{table.n_questions} questions × {table.n_arms} arms; embedding questions …")
-    embed_texts(encoder, table.texts)
-    report = evaluate_replay(table, encoder, cfg, progress=say, free=free, sets=routed_sets)
-    report["dataset"] = dataset
-    report["coverage"] = coverage
+    err_console.print(f"{replay.table.n_questions} questions × {replay.table.n_arms} arms; embedding "
+                      "questions …")
+    report = replay_report(replay, MiniLM(), cfg, progress=say, sets=routed_sets,
+                           dataset=log.stem if log is not None else dataset)
     if json_out is not None and routed_sets is not None:
         from kgwise.eval.pipeline_plots import plot_set_coverage
 
         png = json_out.with_name(f"{json_out.stem}_sets.png")
-        figure = plot_set_coverage(report["runs"], table.arms, png, routed_sets.calibration,
+        figure = plot_set_coverage(report["runs"], replay.table.arms, png, routed_sets.calibration,
                                    routed_sets.uncertified)
         report["figures"] = [] if figure is None else [str(figure)]
     write_json(report, json_out)
-
-
-def _webqsp_sets(root: Path, table: OutcomeTable, alphas: tuple[float, ...], delta: float,
-                 calibration: str = "held-out", uncertified: OpenUncertified = "largest") -> RoutedSets:
-    """UAG's tables of the outcome table's WebQSP questions (``eval uag``'s, built once and cached; a
-    subset, e.g. under ``--limit``, gets its own cache), matched by question id."""
-    from dataclasses import replace
-
-    import numpy as np
-
-    from kgwise.eval.pipeline_sets import RoutedSets
-    from kgwise.eval.uag.experiment import ExperimentConfig, load_webqsp_data, webqsp_tables
-    from kgwise.files import short_hash
-
-    wq = load_webqsp_data(root)
-    wanted = set(table.qids)
-    if not {q.id for q in wq.questions} <= wanted:
-        kept = [q for q in wq.questions if q.id in wanted]
-        wq = replace(wq, questions=kept, tag=f"webqsp-{short_hash([q.id for q in kept])}")
-    index = {q.id: i for i, q in enumerate(wq.questions)}
-    err_console.print(f"UAG tables of {len(index)} of the {table.n_questions} questions (without a RoG "
-                      f"generation: {table.n_questions - len(index)}, no set) …")
-    tables = webqsp_tables(root, ExperimentConfig(), wq)
-    rows = np.asarray([index.get(q, -1) for q in table.qids], dtype=np.int64)
-    return RoutedSets(tables, rows, alphas, delta, calibration=calibration, uncertified=uncertified)
-
-
-def _live(live: str, router: Any, budget: float | None, budget_of: str | None, seed: int, splits: int,
-          kgm_model: Path | None, llms: list[str] | None, fit_n: int, test_n: int, fit_offset: int | None,
-          alphas: tuple[float, ...], scoring: str, combo: str, price_model: str, out_dir: Path | None,
-          data: Path | None, json_out: Path | None, open_opts: tuple[bool, float, int, bool],
-          delta: float = 0.05
-          ) -> dict[str, Any]:
-    """``--live``: questions, arms and runners, then the evaluation (see :mod:`kgwise.eval.pipeline_live`)."""
-    from kgwise.app.arms import build_runner
-    from kgwise.datasets import load
-    from kgwise.embed import MiniLM
-    from kgwise.eval.pipeline_live import LIVE_SPLITS, LiveMCConfig
-
-    root = data_dir(data)
-    if out_dir is None:
-        out_dir = (json_out.with_name(f"{json_out.stem}.run") if json_out is not None
-                   else Path("runs") / f"eval-pipeline-{live}")
-    if scoring not in ("sum", "mean", "pmi"):
-        raise ConfigError(f"--scoring must be sum, mean or pmi, got {scoring!r}")
-    if not 0.0 < delta < 1.0:
-        raise ConfigError(f"--delta must lie in (0, 1), got {delta:g}")
-    t0 = time.perf_counter()
-    if live == "webqsp-open":
-        if kgm_model is not None:
-            raise ConfigError("--kgm-model is for --live obqa|csqa (a KG model answers multiple choice only)")
-        from kgwise.conformal.calibrated import labelled_questions
-        from kgwise.conformal.evaluator import LLMGenerator
-        from kgwise.eval.pipeline_open import evaluate_live_open, open_arms
-        from kgwise.kg.sources import open_graph
-        from kgwise.llm import get_llm
-
-        specs = llms or ["smollm2-135m"]
-        if len(specs) != 1:
-            raise ConfigError("--live webqsp-open takes one --llm (its plain and +kg arms)")
-        questions = labelled_questions(load("webqsp", "test", root), "webqsp test")
-        if fit_n + test_n > len(questions):
-            raise ConfigError(f"WebQSP test has {len(questions)} questions with gold answers and topic "
-                              f"entities; --fit-n + --test-n = {fit_n + test_n}")
-        fit_q, test_q = questions[:fit_n], questions[fit_n:fit_n + test_n]
-        kg_path = root / "webqsp" / "freebase_fragment.tsv"
-        kg = open_graph(kg_path)
-        plain, tune_fraction, max_tokens, data_topics = open_opts
-        # one arm (--no-plain): a budget below its own cost would only refuse questions
-        fraction = budget if budget is not None else (0.6 if plain else 1.0)
-        cfg = LiveMCConfig(fit_n, test_n, 0, alphas, fraction, budget_of or "best", seed, router, delta=delta,
-                           price_model=price_model)
-        arms = open_arms(specs[0], combo, max_tokens, plain)
-        runners = {a.name: build_runner(a, kg) for a in arms}
-        err_console.print(f"webqsp-open: {len(fit_q)} fit + {len(test_q)} test questions, arms "
-                          f"{', '.join(runners)}; KG {kg_path} (loaded in {time.perf_counter() - t0:.0f} s)")
-        return {"live": live, **evaluate_live_open(
-            fit_q, test_q, runners, MiniLM(), kg, LLMGenerator(get_llm(specs[0], cache=True), max_tokens),
-            specs[0], cfg, out_dir, {"live": live, "kg": str(kg_path)}, say, _bar,
-            tune_fraction, data_topics)}
-    from kgwise.eval.pipeline_live import evaluate_live_mcq, live_mcq_arms
-    from kgwise.kg.benchmarks import benchmark_kg
-
-    if kgm_model is None:
-        raise ConfigError(f"--live {live} needs --kgm-model (train one: kgwise kgm train --dataset {live} "
-                          "--kind graph --out M.pt)")
-    trained = _kgm_trained_on(kgm_model)
-    if trained is not None and trained[0] != live:
-        raise ConfigError(f"{kgm_model} was trained on {trained[0]}, not {live}")
-    spans = trained[1] if trained is not None else []
-    offset = _unseen_offset(spans, fit_n) if fit_offset is None else fit_offset
-    seen = [f"{a}:{b}" for a, b in spans if a < offset + fit_n and offset < b]
-    if seen:
-        raise ConfigError(f"{kgm_model} was trained on {LIVE_SPLITS[live][0]} questions {', '.join(seen)}: "
-                          f"fitting on {offset}:{offset + fit_n} would overrate it; choose a --fit-offset "
-                          "whose fit questions it has not seen (train it with --reserve START:STOP)")
-    fit_split, test_split = LIVE_SPLITS[live]
-    train = load(live, fit_split, root)
-    test = load(live, test_split, root)
-    if offset + fit_n > len(train) or test_n > len(test):
-        raise ConfigError(f"{live}: {len(train)} {fit_split} questions (fit {offset}+{fit_n} asked) and "
-                          f"{len(test)} {test_split} questions ({test_n} asked)")
-    fit_q, test_q = train[offset:offset + fit_n], test[:test_n]
-    kg = benchmark_kg(live, root)
-    cfg = LiveMCConfig(fit_n, test_n, offset, alphas, 0.6 if budget is None else budget, budget_of or "best",
-                       seed, router, delta=delta, price_model=price_model)
-    arms = live_mcq_arms(kgm_model, tuple(llms or ("smollm2-135m", "gemma3-270m")), scoring, combo, root)
-    runners = {a.name: build_runner(a, kg) for a in arms}
-    err_console.print(f"{live}: fit on {fit_split}[{offset}:{offset + fit_n}], test on "
-                      f"{test_split}[:{test_n}]; arms {', '.join(runners)} (loaded in "
-                      f"{time.perf_counter() - t0:.0f} s)")
-    encoder = MiniLM()
-    report = evaluate_live_mcq(fit_q, test_q, runners, encoder, kg, cfg, out_dir,
-                               {"live": live, "kgm": str(kgm_model.resolve()), "scoring": scoring,
-                                "combo": combo}, say, _bar)
-    from kgwise.eval.pipeline_live import coverage_splits, logged_answers
-
-    both = [*fit_q, *test_q]
-    learnt = [a.name for a in arms if a.combos]
-    if learnt:  # the fit log holds one answer per combination of these arms; the splits replay one per arm
-        why = (f"not run: {', '.join(learnt)} learn their prompt (--combo {combo}); the coverage splits "
-               "replay one logged answer per arm and question — run them with one --combo")
-        err_console.print(f"coverage check {why}")
-        report["coverage_splits"] = {"skipped": why}
-    else:
-        err_console.print(f"coverage check: {splits} random halvings of the {len(both)} questions, "
-                          "replayed …")
-        answers = logged_answers(out_dir, both, arms, cfg.price_model)
-        with tempfile.TemporaryDirectory(prefix="kgwise-live-splits-") as tmp:
-            report["coverage_splits"] = coverage_splits(both, arms, answers, encoder, cfg, splits, Path(tmp))
-    return {"live": live, "fit_split": fit_split, "test_split": test_split, **report}
-
-
-def _kgm_trained_on(model: Path) -> tuple[str, list[tuple[int, int]]] | None:
-    """``(data set, half-open index spans of its training split)`` a KG model file's config records, if it
-    does (a file from before ``train_spans``: the first ``train_questions``)."""
-    from kgwise.files import read_json
-    from kgwise.kgm.io import config_path
-
-    cfg = read_json(config_path(model))
-    report = cfg.get("report", {}) if isinstance(cfg, dict) else {}
-    if not isinstance(report, dict) or "dataset" not in report or "train_questions" not in report:
-        return None
-    spans = report.get("train_spans", [[0, report["train_questions"]]])
-    return str(report["dataset"]), [(int(a), int(b)) for a, b in spans]
-
-
-def _unseen_offset(spans: Sequence[tuple[int, int]], n: int) -> int:
-    """The first offset whose ``n`` questions lie outside every trained span."""
-    for start in sorted({0, *(b for _, b in spans)}):
-        if all(start + n <= a or b <= start for a, b in spans):
-            return start
-    raise AssertionError("unreachable: the end of the last span is always free")
 
 
 __all__ = ["eval_pipeline"]

@@ -18,7 +18,7 @@ from kgwise.cli import bench_openai as _bench_openai  # noqa: F401  isort: skip
 from kgwise.cli import bench_pipeline as _bench_pipeline  # noqa: F401  isort: skip
 from kgwise.cli import data as _data  # noqa: F401  isort: skip
 from kgwise.cli import kgm as _kgm  # noqa: F401  isort: skip
-from kgwise.cli import route as _route  # noqa: F401  isort: skip
+from kgwise.cli import eval_route as _eval_route  # noqa: F401  isort: skip
 from kgwise.cli import conformal as _conformal  # noqa: F401  isort: skip
 from kgwise.cli import knowgpt as _knowgpt  # noqa: F401  isort: skip
 from kgwise.cli import external as _external  # noqa: F401  isort: skip

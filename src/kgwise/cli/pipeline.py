@@ -284,8 +284,13 @@ def print_status(st: PipelineStatus) -> None:
 @app.command("fit")
 @friendly_errors
 def fit_command(
-    questions: Annotated[Path, typer.Option("--questions", help="Labelled dev questions (JSONL: id, text, "
-                                            "choices?, gold | answer, topic_entities?).")],
+    questions: Annotated[Path | None, typer.Option(
+        "--questions", help="Labelled dev questions (JSONL: id, text, choices?, gold | answer, "
+        "topic_entities?).")] = None,
+    log: Annotated[Path | None, typer.Option(
+        "--log", exists=True, dir_okay=False, help="Instead of --questions: a graded log of outcomes you "
+        "already have (JSONL: id, text, arms: {ARM: {answer, correct, cost | usage, signals?}}, ARM the "
+        "config's arm names); no arm is called.")] = None,
     config: PipelineConfigOption = Path("kgwise.toml"),
     state: StateOption = None,
     max_spend: Annotated[float, typer.Option(
@@ -300,9 +305,17 @@ def fit_command(
     table per arm (the whole report as JSON with --json FILE; it is also kept in the state folder)."""
     from kgwise.app import Pipeline, fit
 
-    _guard(json_out, config, state, **{"--questions": questions})
+    if (questions is None) == (log is None):
+        raise ConfigError("give --questions FILE (the arms answer them) or --log FILE (outcomes you have)")
+    _guard(json_out, config, state, **{"--questions": questions, "--log": log})
     with Pipeline.from_config(config, state, refit=True) as pipe:  # a router for other arms is replaced
-        report = fit(pipe, questions, max_spend, concurrency, echo=say, force=force)
+        if log is not None:
+            from kgwise.app.fit_log import fit_log
+
+            report = fit_log(pipe, log, echo=say, force=force)
+        else:
+            assert questions is not None  # checked above
+            report = fit(pipe, questions, max_spend, concurrency, echo=say, force=force)
     print_fit(report)
     save_json(report.to_dict(), json_out)
 

@@ -16,8 +16,10 @@ A graded log, one object per question: what each arm answered, whether that was 
                                                "usage": {"input_tokens": 0, "calls": 1},
                                                "signals": [0.91, 0.05]}}}
 
-``cost`` (dollars or calls, as the router counts) or ``usage`` (tokens and calls, priced by the arm);
-``signals``: optional per-arm numbers known before any LLM is called (a KG model's scores).
+``cost`` (dollars or calls, as the router counts; 0 on every question: a free arm) or ``usage`` (tokens and
+calls, priced by the arm's exact name); ``signals``: optional numbers, the arm's confidence — a free arm's
+``answer`` and ``signals[0]`` make the router's free context, every value feeds the success predictor, and
+a paid arm's (known once it answered) the cascade (``kgwise.eval.route.logs``; ``docs/graded-logs.md``).
 
 Recorded LLM answers (``eval uag --generations``, ``uag calibrate --generations``)::
 

@@ -8,7 +8,8 @@ question at a time through :meth:`kgwise.app.Pipeline.answer` and settled by
 :meth:`~kgwise.app.Pipeline.feedback` with the recorded outcome (free arms, cost 0, observed as the live
 pipeline observes them). The budget is ``budget`` × the cost of always calling the most expensive arm on
 the test half (``budget_of="dearest"``, ``kgwise eval route``'s convention) or the most accurate one
-(``budget_of="best"``: the issue's 60 % target), paced over the test half (``horizon``). The fit is
+(``budget_of="best"``: the issue's 60 % target; the best paid arm when the most accurate is free,
+:meth:`~kgwise.route.table.OutcomeTable.budget_arm`), paced over the test half (``horizon``). The fit is
 ``kgwise fit``'s: with a large enough half it chooses the router's γ, reward form and context by
 cross-fitting (each run reports the choice); the free arms (cost 0) answer every question with the
 recorded top candidate and score given as ``free``, which the ``question+free`` context reads.
@@ -16,7 +17,8 @@ recorded top candidate and score given as ``free``, which the ``question+free`` 
 Reported per split and as mean ± std over splits: each arm's accuracy and cost on the test half, the
 pipeline's accuracy, cost, spent/budget and share of questions routed to each arm, in how many splits
 the fit pinned each arm (routing did not clear it, ``[router] pin_single_arm``), and the issue's target
-checks against the best single arm (accuracy ≥ its, cost ≤ 60 % of its). With UAG's tables of the
+checks against the best single arm (accuracy ≥ its, cost ≤ 60 % of its — of the best paid arm's when the
+best arm is free, ``cost_reference_arm``). With UAG's tables of the
 questions (``sets``), the open answers' sets over all test questions and per routed arm
 (:mod:`kgwise.eval.pipeline_sets`). With ``sets.calibration = "held-out"`` the split is run as ``kgwise
 fit`` runs it with ``[answer_sets] uag_llm``: ``1 − tune_share`` of the fit half (interleaved) is held out of
@@ -48,15 +50,13 @@ from kgwise.app.router import context_vector
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError, ReplayMissError
 from kgwise.eval.pipeline_sets import RoutedSets, summarise_sets
+from kgwise.eval.route.logs import FreeAnswers, GradedReplay
 from kgwise.route.coke import CokeConfig, CokeRouter
 from kgwise.route.table import OutcomeTable
 from kgwise.route.tuning import simulate
 from kgwise.types import Question, Usage
 
-__all__ = ["FreeAnswers", "PipelineEvalConfig", "ReplayArm", "evaluate_replay"]
-
-FreeAnswers = tuple[Sequence[str], Sequence[float] | npt.NDArray[np.float64]]
-"""A free arm's top answer (``""``: none) and its signal on each question of an outcome table."""
+__all__ = ["FreeAnswers", "PipelineEvalConfig", "ReplayArm", "evaluate_replay", "replay_report"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +138,8 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
     per_arm_cost = table.cost[test].sum(axis=0)
     acc = table.correct[test].mean(axis=0)
     best = int(np.argmax(acc))
-    base = float(per_arm_cost.max()) if cfg.budget_of == "dearest" else float(per_arm_cost[best])
+    ref = table.budget_arm(test)  # the best arm, or the best paid arm when that is free
+    base = float(per_arm_cost.max() if cfg.budget_of == "dearest" else per_arm_cost[ref])
     budget = cfg.budget * base
     runners = _runners(table, list(range(n)), free)
     config = PipelineConfig(root / "kgwise.toml", KGConfig(),
@@ -203,7 +204,8 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
                  for j, a in enumerate(table.arms)},
         "best_arm": table.arms[best],
         "accuracy_minus_best": pipe_acc - float(acc[best]),
-        "cost_over_best": paid / float(per_arm_cost[best]) if per_arm_cost[best] > 0 else None,
+        "cost_over_best": paid / float(per_arm_cost[ref]) if per_arm_cost[ref] > 0 else None,
+        "cost_reference_arm": table.arms[ref],
         "router_selection": None if fitted.router_selection is None else fitted.router_selection.to_dict(),
         "pinned": None if fitted.router_selection is None else fitted.router_selection.pinned,
         "answer_sets": answer_sets,
@@ -324,6 +326,12 @@ def evaluate_replay(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConf
                                 "(--no-sets, or a graded log, which carries none)"]})}
 
 
-def embed_texts(encoder: Encoder, texts: Sequence[str]) -> npt.NDArray[np.float64]:
-    """Warm the encoder's cache for ``texts`` (one batch) so that per-question encoding is a lookup."""
-    return np.asarray(encoder.encode(list(texts)), dtype=np.float64)
+def replay_report(replay: GradedReplay, encoder: Encoder, cfg: PipelineEvalConfig,
+                  progress: Callable[[str], None] = lambda _: None, sets: RoutedSets | None = None,
+                  dataset: str = "") -> dict[str, Any]:
+    """``kgwise eval pipeline``'s report of a replay (a graded log, or WebQSP's recorded arms through the
+    same reader, :mod:`kgwise.eval.route.logs`): :func:`evaluate_replay` with the free arms' answers and
+    first signals the log carries, and where the questions came from."""
+    np.asarray(encoder.encode(list(replay.table.texts)), dtype=np.float64)  # one batch; then lookups
+    report = evaluate_replay(replay.table, encoder, cfg, progress=progress, free=replay.free, sets=sets)
+    return report | {"dataset": dataset, "coverage": replay.coverage}

@@ -50,6 +50,7 @@ from kgwise.app.pipeline import BudgetExceededError, Pipeline
 from kgwise.app.state import clopper_pearson
 from kgwise.conformal.evaluator import Generator
 from kgwise.conformal.split import min_calibration_size
+from kgwise.datasets.user import ArmOutcome, GradedLog, GradedQuestion
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError
 from kgwise.files import ResumeLog, short_hash
@@ -66,10 +67,12 @@ __all__ = [
     "LiveRun",
     "RecordedArm",
     "answer_key_of",
+    "choice_signals",
     "coverage_splits",
     "coverage_stats",
     "evaluate_live_mcq",
     "grade",
+    "live_graded_log",
     "live_mcq_arms",
     "live_report",
     "logged_answers",
@@ -615,6 +618,35 @@ def logged_answers(out_dir: Path, questions: Sequence[Question], arms: Sequence[
         raise ConfigError(f"{out_dir}: no logged answer for {len(missing)} arm × question pairs (e.g. "
                           f"{', '.join(missing[:3])}); finish the live run first")
     return out
+
+
+def choice_signals(probabilities: Mapping[str, float]) -> tuple[float, ...]:
+    """What an arm's probabilities over the choices say of its confidence: the top probability, its
+    margin over the second, and the entropy (nats) of the distribution (``()`` without probabilities)."""
+    p = np.sort(np.asarray(list(probabilities.values()), dtype=np.float64))[::-1]
+    if p.size == 0 or not np.isfinite(p).all() or p.sum() <= 0:
+        return ()
+    p = p / p.sum()
+    q = p[p > 0]
+    return float(p[0]), float(p[0] - (p[1] if p.size > 1 else 0.0)), float(-(q * np.log(q)).sum())
+
+
+def live_graded_log(out_dir: Path, questions: Sequence[Question], arms: Sequence[ArmConfig], price_model: str
+                    ) -> GradedLog:
+    """A live run's answers (:func:`logged_answers`) as a graded log (:mod:`kgwise.datasets.user`): per
+    question every arm's answer, whether it was right, its cost (in calls) and as ``signals`` its
+    confidence over the choices (:func:`choice_signals`; the KG model's is known before any LLM is called,
+    an LLM arm's once it has answered)."""
+    answers = logged_answers(out_dir, questions, arms, price_model)
+    out = []
+    for q in questions:
+        graded = {}
+        for a in arms:
+            row = answers[a.name][_key(q)]
+            graded[a.name] = ArmOutcome(str(row["prediction"]), bool(row["correct"]), float(row["cost"]),
+                                        None, choice_signals(row.get("probabilities") or {}))
+        out.append(GradedQuestion(q.id, q.text, graded))
+    return GradedLog(tuple(out), tuple(a.name for a in arms))
 
 
 GUARANTEES: tuple[Guarantee, ...] = ("marginal", "pac", "pac_all_arms")

@@ -29,8 +29,9 @@ question without a table (not in UAG's data) gets no set and is counted, not dro
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, get_args
 
 import numpy as np
@@ -43,8 +44,9 @@ from kgwise.conformal.grouped import GroupedUAG
 from kgwise.conformal.uag import UAG
 from kgwise.errors import ConfigError
 from kgwise.eval.uag.experiment import SIGNIFICANCE, miss_p_value
+from kgwise.route.table import OutcomeTable
 
-__all__ = ["CALIBRATIONS", "UNCERTIFIED", "RoutedSets", "summarise_sets"]
+__all__ = ["CALIBRATIONS", "UNCERTIFIED", "RoutedSets", "summarise_sets", "webqsp_sets"]
 
 CALIBRATIONS = ("held-out", "fit-half")
 UNCERTIFIED: tuple[OpenUncertified, ...] = get_args(OpenUncertified)
@@ -253,3 +255,24 @@ def _over(arm_rows: Sequence[Mapping[str, Any]], arms: Sequence[str]) -> dict[st
                             "fallback") if all(key in m for m in mine)}}
     entry["arms"] = per_arm
     return entry
+
+
+def webqsp_sets(root: Path, table: OutcomeTable, alphas: tuple[float, ...], delta: float,
+                calibration: str = "held-out", uncertified: OpenUncertified = "largest",
+                progress: Callable[[str], None] = lambda _: None) -> RoutedSets:
+    """UAG's tables of the outcome table's WebQSP questions (``eval uag``'s, built once and cached; a
+    subset, e.g. under ``--limit``, gets its own cache), matched by question id."""
+    from kgwise.eval.uag.experiment import ExperimentConfig, load_webqsp_data, webqsp_tables
+    from kgwise.files import short_hash
+
+    wq = load_webqsp_data(root)
+    wanted = set(table.qids)
+    if not {q.id for q in wq.questions} <= wanted:
+        kept = [q for q in wq.questions if q.id in wanted]
+        wq = replace(wq, questions=kept, tag=f"webqsp-{short_hash([q.id for q in kept])}")
+    index = {q.id: i for i, q in enumerate(wq.questions)}
+    progress(f"UAG tables of {len(index)} of the {table.n_questions} questions (without a RoG "
+             f"generation: {table.n_questions - len(index)}, no set) …")
+    tables = webqsp_tables(root, ExperimentConfig(), wq)
+    rows = np.asarray([index.get(q, -1) for q in table.qids], dtype=np.int64)
+    return RoutedSets(tables, rows, alphas, delta, calibration=calibration, uncertified=uncertified)

@@ -1,7 +1,10 @@
 """Prices of API models (USD per million tokens) and a compute proxy for local models.
 
 The table ships as ``kgwise/data/prices.toml`` (sources and dates in its header); a user file given by
-path or ``$KGWISE_PRICES`` replaces it.
+path or ``$KGWISE_PRICES`` replaces it. A model is priced only by its exact name (after dropping a
+provider prefix such as ``openai:`` and case) or an alias the table lists — never by a prefix: a name
+that merely starts like a listed model (``rogue-model`` and ``rog``, ``gpt-4o-mini-ft`` and
+``gpt-4o-mini``) may be priced quite differently, and a wrong price would silently skew every budget.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ def _normalise(name: str) -> str:
 
 @dataclass(frozen=True)
 class PriceTable:
-    """Model name → ``Price``; lookup by exact name, alias, then longest listed prefix."""
+    """Model name → ``Price``; lookup by exact name, then alias (no prefix matching: module docstring)."""
 
     prices: dict[str, Price]
     aliases: dict[str, str]
@@ -85,21 +88,23 @@ class PriceTable:
         return cls(prices, aliases, source)
 
     def lookup(self, model: str) -> Price | None:
-        """The price of ``model``, or ``None`` when the table does not list it."""
+        """The price of ``model`` (exact name or alias), or ``None`` when the table does not list it."""
         name = _normalise(model)
-        name = self.aliases.get(name, name)
-        if name in self.prices:
-            return self.prices[name]
-        best = ""
-        for listed in self.prices:
-            if name.startswith(listed) and len(listed) > len(best):
-                best = listed
-        if best:
-            return self.prices[best]
-        for alias, target in self.aliases.items():
-            if name.startswith(alias):
-                return self.prices[target]
-        return None
+        return self.prices.get(self.aliases.get(name, name))
+
+    def require(self, model: str, what: str = "") -> Price:
+        """The price of ``model``; ``ConfigError`` naming it and how to give its price when the table does
+        not list it (``what``: where the name comes from, e.g. ``"arm 'gnn' of log.jsonl"``)."""
+        price = self.lookup(model)
+        if price is None:
+            where = f" ({what})" if what else ""
+            raise ConfigError(
+                f"model {model!r}{where} is not in the price table {self.source or '(bundled)'}: prices are "
+                f"looked up by exact name or alias, never by prefix. Give its price in a TOML file "
+                f'([models."{model}"] input = USD_PER_1M_INPUT_TOKENS, output = USD_PER_1M_OUTPUT_TOKENS, '
+                f'or [aliases] "{model}" = "LISTED-MODEL") named by ${PRICES_ENV}, or give the cost '
+                "itself instead of token usage")
+        return price
 
     def cost(self, model: str, input_tokens: int, output_tokens: int) -> float | None:
         """Dollar cost of one call, or ``None`` for an unlisted model."""

@@ -111,6 +111,20 @@ class OutcomeTable:
         """The first ``n`` questions (all when ``n`` is None or not smaller)."""
         return self if n is None or n >= self.n_questions else self.subset(range(n))
 
+    def budget_arm(self, rows: Sequence[int] | npt.NDArray[np.int64] | None = None) -> int:
+        """The arm a budget "a fraction of the best arm's cost" is of, on ``rows`` (default all): the most
+        accurate arm, or — when it costs nothing there, so that any fraction of its cost buys nothing —
+        the most accurate arm that costs something (the convention of ``eval pipeline --live``: the best
+        paid arm)."""
+        r = np.arange(self.n_questions) if rows is None else np.asarray(rows, dtype=np.int64)
+        acc = self.correct[r].mean(axis=0)
+        total = self.cost[r].sum(axis=0)
+        best = int(np.argmax(acc))
+        paid = np.flatnonzero(total > 0)
+        if total[best] > 0 or not paid.size:
+            return best
+        return int(paid[np.argmax(acc[paid])])
+
     def arm_index(self, name: str) -> int:
         try:
             return self.arms.index(name)

@@ -72,6 +72,24 @@ def bench_route(
             router.update(name, X[k], float(rewards[k, a]), float(costs[k, a]))
         return 1000 * (time.perf_counter() - t0) / steps
 
+    def time_learned(features: int = 30, fit_rows: int = 1000) -> float:
+        """The learned router's decision (:class:`kgwise.eval.route.learned.PricedRouter`): the success
+        predictor's probabilities, the price lookup and the argmax, for a question of ``features``
+        pre-call features (the WebQSP log's: 14 signals and form, 16 embedding components)."""
+        from kgwise.eval.route.learned import PricedRouter
+        from kgwise.route.predictor import PredictorConfig, SuccessPredictor
+
+        F = rng.normal(size=(fit_rows + steps, features))
+        Y = (rng.random((fit_rows, n_arms)) < np.linspace(0.4, 0.9, n_arms)).astype(float)
+        pred = SuccessPredictor(n_arms, PredictorConfig(ridges=(10.0,))).fit(F[:fit_rows], Y)
+        C = np.tile(costs[0], (fit_rows, 1))
+        router = PricedRouter(pred, pred.predict(F[:fit_rows]), C, 0.5 * steps * float(costs[0].max()), steps)
+        t0 = time.perf_counter()
+        for k in range(steps):
+            router.pick(F[fit_rows + k: fit_rows + k + 1], costs[k])
+        return 1000 * (time.perf_counter() - t0) / steps
+
+    learned_ms = time_learned()
     coke_ms = time_coke("float64")
     coke32_ms = time_coke("float32")
     price_ms = time_coke("float64", "price")
@@ -100,6 +118,7 @@ def bench_route(
         "coke_select_update_ms": coke_ms,
         "coke_float32_select_update_ms": coke32_ms,
         "coke_price_paced_select_update_ms": price_ms,
+        "learned_router_decision_ms": learned_ms,
         "linucb_pull_update_ms": linucb_ms,
         "naive_linucb_pull_update_ms": naive_ms,
         "speedup_linucb_vs_naive": naive_ms / linucb_ms,
@@ -110,4 +129,5 @@ def bench_route(
         "meets_target_float64": coke_ms <= 1.0,
         "meets_target_float32": coke32_ms <= 1.0,
         "meets_target_price_paced": price_ms <= 1.0,
+        "meets_target_learned": learned_ms <= 1.0,
     }

@@ -43,6 +43,7 @@ __all__ = ["ExperimentConfig", "Observer", "Router", "RunResult", "replay_finger
            "simulate", "target_checks"]
 
 Matrix = npt.NDArray[np.float64]
+_SKIPPED = {"skipped": "slow baselines not run (--no-slow-baselines)"}
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,17 @@ class ExperimentConfig:
     mabwiser: MabwiserConfig = field(default_factory=MabwiserConfig)
     threshold: ThresholdConfig = field(default_factory=ThresholdConfig)
     bins: int = 10
+    budget_of: str = "dearest"
+    """The arm whose total cost ``budget_fraction`` (and the sweeps' fractions) are of: ``"dearest"`` (the
+    most expensive, the paper's convention) or ``"best"`` (the most accurate: the 60 % target; the best
+    paid arm when the most accurate is free, :meth:`OutcomeTable.budget_arm`)."""
+    slow_baselines: bool = True
+    """Run mabwiser's LinUCB, the ablations and the λ and budget sweeps (most of the replay's time);
+    ``False`` reports them as skipped."""
 
     def __post_init__(self) -> None:
+        if self.budget_of not in ("dearest", "best"):
+            raise ConfigError(f"budget_of must be 'dearest' or 'best', got {self.budget_of!r}")
         if not (self.budget_fraction > 0 and math.isfinite(self.budget_fraction)):
             raise ConfigError(f"budget_fraction must be a finite number > 0, got {self.budget_fraction}")
         if self.seeds < 1:
@@ -214,7 +224,10 @@ def run_experiment(
         if rows.ndim != 2 or rows.shape[0] != n:
             raise ConfigError(f"{name or 'embeddings'}: {rows.shape[0] if rows.ndim else 0} rows for {n} "
                               "questions")
-    max_arm_cost = float(table.cost.sum(axis=0).max())
+    arm_cost = table.cost.sum(axis=0)
+    arm_acc = table.correct.mean(axis=0)
+    best = int(np.argmax(arm_acc))
+    budget_base = float(arm_cost[table.budget_arm()] if cfg.budget_of == "best" else arm_cost.max())
     bins = max(1, min(cfg.bins, n))  # no empty iteration windows
     seeds = list(range(cfg.seeds))
     orders = [np.random.default_rng(s).permutation(n) for s in seeds]
@@ -232,7 +245,7 @@ def run_experiment(
                 router = CokeRouter(
                     table.arm_specs(),
                     x.shape[1],
-                    budget=budget_frac * max_arm_cost,
+                    budget=budget_frac * budget_base,
                     config=coke,
                     seed=s,
                     horizon=n if paced else None,
@@ -244,18 +257,19 @@ def run_experiment(
         return out
 
     variants: list[tuple[str, CokeConfig, float]] = [("coke", cfg.coke, cfg.budget_fraction)]
+    slow = cfg.slow_baselines
     variants += [
         ("wo_Ec", replace(cfg.coke, use_cluster=False), cfg.budget_fraction),
         ("wo_Ea", replace(cfg.coke, use_context=False), cfg.budget_fraction),
         ("wo_Ra", replace(cfg.coke, lam=0.0), cfg.budget_fraction),
-    ]
-    variants += [(f"lambda={lam:g}", replace(cfg.coke, lam=lam), cfg.budget_fraction) for lam in cfg.lambdas]
-    variants += [(f"budget={b:g}", cfg.coke, b) for b in cfg.budget_fractions]
-    arm_cost = table.cost.sum(axis=0)
-    arm_acc = table.correct.mean(axis=0)
-    best = int(np.argmax(arm_acc))
-    paced = [(x, x * float(arm_cost[best]) / max_arm_cost) for x in cfg.paced] if max_arm_cost > 0 else []
-    total = len(seeds) * (len(variants) + (1 + len(variants_ctx)) * 2 * len(paced) + len(variants_ctx) + 2)
+    ] if slow else []
+    variants += [(f"lambda={lam:g}", replace(cfg.coke, lam=lam), cfg.budget_fraction)
+                 for lam in (cfg.lambdas if slow else ())]
+    variants += [(f"budget={b:g}", cfg.coke, b) for b in (cfg.budget_fractions if slow else ())]
+    ref = table.budget_arm()  # the best arm, or the best paid arm when that is free
+    paced = [(x, x * float(arm_cost[ref]) / budget_base) for x in cfg.paced] if budget_base > 0 else []
+    total = len(seeds) * (len(variants) + (1 + len(variants_ctx)) * 2 * len(paced) + len(variants_ctx)
+                          + 1 + slow)
     priced = replace(cfg.coke, pacing="price", lam=cfg.price_lam)
     bar = tqdm(total=total, desc="route replay", disable=not show_progress)
     results: dict[str, list[RunResult]] = {}
@@ -268,7 +282,7 @@ def run_experiment(
             results[_paced_key(x, ctx_name)] = coke_runs(cfg.coke, b, paced=True, context=ctx_name)
             results[_paced_key(x, ctx_name, price=True)] = coke_runs(priced, b, paced=True, context=ctx_name,
                                                                     observe=True)
-    budget_abs = cfg.budget_fraction * max_arm_cost
+    budget_abs = cfg.budget_fraction * budget_base
     rand_runs: list[RunResult] = []
     mab_runs: list[RunResult] = []
     cost_ref = float(table.cost.mean(axis=0).max()) or 1.0
@@ -283,8 +297,9 @@ def run_experiment(
 
         rand_runs.append(store.get(f"random|{cfg.budget_fraction}|{s}", rand))
         bar.update(1)
-        mab_runs.append(store.get(f"mabwiser|{cfg.budget_fraction}|{s}", mab))
-        bar.update(1)
+        if slow:
+            mab_runs.append(store.get(f"mabwiser|{cfg.budget_fraction}|{s}", mab))
+            bar.update(1)
     bar.close()
 
     arms_report = {
@@ -328,7 +343,7 @@ def run_experiment(
     def paced_row(x: float, b: float, context: str | None = None, price: bool = False) -> dict[str, Any]:
         s = _summary(results[_paced_key(x, context, price)], table.arms)
         tr = _mean_std([accuracy_at_cost(c, s["cost"]) for c in curves])
-        return {"budget_vs_best_arm": x, "budget_fraction": b, "budget": b * max_arm_cost} | s | {
+        return {"budget_vs_best_arm": x, "budget_fraction": b, "budget": b * budget_base} | s | {
             "threshold_router_at_equal_cost": tr[0], "threshold_router_at_equal_cost_std": tr[1]}
 
     paced_sweep = [paced_row(x, b) for x, b in paced]
@@ -339,6 +354,7 @@ def run_experiment(
             "seeds": cfg.seeds,
             "unit": table.unit,
             "budget_fraction": cfg.budget_fraction,
+            "budget_of": cfg.budget_of,
             "budget": budget_abs,
             "most_expensive_arm": table.arms[int(np.argmax(arm_cost))],
             "coke_config": asdict(cfg.coke) | {"gamma": cfg.coke.gamma},
@@ -348,7 +364,8 @@ def run_experiment(
         "random": _summary(rand_runs, table.arms),
         "oracle": {"accuracy": float(any_right.mean()), "cost": float(oracle_cost.sum())},
         "coke": coke_sum,
-        "ablations": {k: _summary(results[k], table.arms) for k in ("wo_Ec", "wo_Ea", "wo_Ra")},
+        "ablations": {k: _summary(results[k], table.arms) for k in ("wo_Ec", "wo_Ea", "wo_Ra")} if slow else
+        _SKIPPED,
         "threshold_router": {
             "cheap_arm": table.arms[cheap],
             "strong_arm": table.arms[strong],
@@ -357,15 +374,15 @@ def run_experiment(
             "cost": coke_sum["cost"],
             "curve": mean_curve,
         },
-        "mabwiser_linucb": _summary(mab_runs, table.arms),
+        "mabwiser_linucb": _summary(mab_runs, table.arms) if slow else _SKIPPED,
         "lambda_sweep": [
             {"lambda": lam} | _summary(results[f"lambda={lam:g}"], table.arms) for lam in cfg.lambdas
-        ],
+        ] if slow else _SKIPPED,
         "budget_sweep": [
-            {"budget_fraction": b, "budget": b * max_arm_cost}
+            {"budget_fraction": b, "budget": b * budget_base}
             | _summary(results[f"budget={b:g}"], table.arms)
             for b in cfg.budget_fractions
-        ],
+        ] if slow else _SKIPPED,
         "paced_budget_sweep": paced_sweep,
         "price_paced_config": asdict(priced) | {"gamma": priced.gamma, "observe_free_arms": True},
         "price_paced_budget_sweep": price_sweep,
@@ -388,8 +405,7 @@ def run_experiment(
             for name, runs in (
                 ("coke", results["coke"]),
                 ("random", rand_runs),
-                ("mabwiser_linucb", mab_runs),
-                ("wo_Ea", results["wo_Ea"]),
+                *((("mabwiser_linucb", mab_runs), ("wo_Ea", results["wo_Ea"])) if slow else ()),
             )
         },
         "targets": {

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +20,13 @@ from tqdm import tqdm
 
 from kgwise.errors import ConfigError
 from kgwise.files import ResumeLog
+from kgwise.llm.base import ScoringRule
 from kgwise.llm.prices import compute_proxy
 from kgwise.route.arms import Arm, ArmResult
 from kgwise.route.table import OutcomeTable
 from kgwise.types import Answer, Question, Usage
 
-__all__ = ["AnswerFnPredictor", "collect_outcomes"]
+__all__ = ["AnswerFnPredictor", "collect_outcomes", "live_arms"]
 
 
 @dataclass(frozen=True)
@@ -99,3 +101,62 @@ def collect_outcomes(
         for j, a in enumerate(arms)
     }
     return OutcomeTable.of(questions, arms, correct_m, cost_m, "calls"), totals
+
+
+def live_arms(specs: Sequence[str], open_kg: Callable[[], Any], root: Path | None, scoring: ScoringRule
+              ) -> tuple[list[Any], dict[str, int]]:
+    """Arms from specs: ``kgm:PATH`` (a saved KG model; ``root``: the data directory its KG may need),
+    ``NAME`` (a local LLM scoring the choices), ``NAME+kg`` (the same LLM with KnowGPT knowledge injection
+    over the graph ``open_kg()`` returns: P_sub + triples format). LLM arms rank the choices by ``scoring``
+    and are named ``SPEC/RULE``, so outcomes of another rule are not reused."""
+    from kgwise.inject import InjectorConfig
+    from kgwise.llm import get_llm
+    from kgwise.llm.answering import METHOD_OF_RULE, MCConfig, answer_mc
+    from kgwise.route.arms import Arm
+
+    arms: list[Any] = []
+    params: dict[str, int] = {}
+    llms: dict[str, Any] = {}
+    injector_parts: dict[str, Any] = {}
+    for spec in specs:
+        if spec.startswith("kgm:"):
+            from kgwise.kgm.predictor import KGMPredictor
+
+            kgm = KGMPredictor.load(spec[4:], root)
+            arms.append(Arm(f"KGM:{Path(spec[4:]).stem}", "KGM", AnswerFnPredictor(kgm.answer)))
+            continue
+        name, _, extra = spec.partition("+")
+        if extra not in ("", "kg"):
+            raise ConfigError(f"bad arm spec {spec!r}: use kgm:PATH, NAME or NAME+kg")
+        llm = llms.get(name) or get_llm(name)  # no response cache: every call is real and counted
+        llms[name] = llm
+        params[spec] = int(getattr(llm, "n_params", 0) or 0)
+        label = f"{spec}/{scoring}"
+        if not extra:
+            answer = partial(answer_mc, llm, config=MCConfig(method=METHOD_OF_RULE[scoring]))
+            arms.append(Arm(label, "LLM", AnswerFnPredictor(answer), per_call=1.0))
+            continue
+        if not injector_parts:
+            from kgwise.extract.subgraph import SubgraphExtractor
+            from kgwise.kg.grounding import Grounder
+            from kgwise.render.formats import make_format
+
+            kg = open_kg()
+            injector_parts.update(
+                kg=kg,
+                grounder=Grounder(kg),
+                extractors={"P_sub": SubgraphExtractor(kg)},
+                formats={"F_t": make_format("F_t")},
+            )
+        from kgwise.inject import Combination, KnowledgeInjector
+
+        injector = KnowledgeInjector(llm=llm, config=InjectorConfig(scoring), **injector_parts)
+        arms.append(
+            Arm(
+                label,
+                "LLM",
+                AnswerFnPredictor(partial(injector.answer, combo=Combination("P_sub", "F_t"))),
+                per_call=1.0,
+            )
+        )
+    return arms, params

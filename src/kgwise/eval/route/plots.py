@@ -38,6 +38,11 @@ def _times(b: dict[str, Any]) -> str:
     return f"{b['budget_vs_best_arm']:g}×"
 
 
+def _ran(part: Any) -> Any:
+    """A report part, or nothing to draw when it was skipped (``{"skipped": why}``)."""
+    return type(part)() if isinstance(part, dict) and "skipped" in part else part
+
+
 def plot_pareto(report: dict[str, Any], path: Path) -> Path:
     """Error rate vs cost: single arms, random, oracle, Coke's budget sweep, threshold router, mabwiser."""
     fig, ax = plt.subplots(figsize=(10.5, 5))
@@ -47,7 +52,7 @@ def plot_pareto(report: dict[str, Any], path: Path) -> Path:
         ax.annotate(
             name, (r["cost"], 1 - r["accuracy"]), fontsize=7, xytext=(3, 3), textcoords="offset points"
         )
-    _sweep(ax, report["budget_sweep"], "Coke, budget sweep", "o", "tab:red",
+    _sweep(ax, _ran(report["budget_sweep"]), "Coke, budget sweep", "o", "tab:red",
            lambda b: f"B={b['budget_fraction']:g}")
     _sweep(ax, report.get("paced_budget_sweep") or [], "Coke, paced budget (× best arm's cost)", "D",
            "tab:purple", _times)
@@ -71,6 +76,8 @@ def plot_pareto(report: dict[str, Any], path: Path) -> Path:
         ("mabwiser_linucb", "mabwiser LinUCB", "tab:green"),
     ):
         r = report[key]
+        if "skipped" in r:
+            continue
         ax.errorbar(
             r["cost"],
             1 - r["accuracy"],
@@ -80,7 +87,7 @@ def plot_pareto(report: dict[str, Any], path: Path) -> Path:
             color=colour,
             label=label,
         )
-    for key, r in report["ablations"].items():
+    for key, r in _ran(report["ablations"]).items():
         ax.scatter(r["cost"], 1 - r["accuracy"], marker="x", label=f"Coke {key}")
     o = report["oracle"]
     ax.scatter(o["cost"], 1 - o["accuracy"], marker="*", s=120, color="gold", label="oracle")

@@ -49,8 +49,8 @@ from kgwise.route.table import OutcomeTable, free_signal_row
 from kgwise.types import Question
 
 __all__ = [
-    "MAIN_ARMS", "WEBQSP_ARMS", "ArmRecords", "free_gnn_signals", "load_webqsp_records", "rearev_top",
-    "webqsp_table",
+    "MAIN_ARMS", "WEBQSP_ARMS", "ArmRecords", "candidate_stats", "free_gnn_signals", "load_webqsp_records",
+    "rearev_candidates", "rearev_top", "webqsp_table",
 ]
 
 _ROG_VARIANT = "rearev-sbert"
@@ -214,22 +214,44 @@ def webqsp_table(
     return OutcomeTable.of(kept, records, correct, cost, "$"), coverage
 
 
-def rearev_top(data: Path, table: OutcomeTable, arm: str = "ReaRev-lmsr") -> tuple[list[str], np.ndarray]:
-    """The ReaRev GNN's top candidate (MID, ``""`` when none) and its score for every question of
+def rearev_candidates(data: Path, table: OutcomeTable, arm: str = "ReaRev-lmsr"
+                      ) -> list[tuple[tuple[str, float], ...]]:
+    """The ReaRev GNN's scored candidates (MID, score; best first as recorded) for every question of
     ``table`` (known before any LLM is called), aligned like :func:`load_webqsp_records` aligns its hits."""
     variant = "rearev-" + arm.split("-", 1)[1]
     path = data / REAREV_TEST_INFO[variant]
     questions = load("webqsp", "test", data)
     keys = {question_key(q.text): q.id for q in questions}
-    top: dict[str, tuple[str, float]] = {}
+    cands: dict[str, tuple[tuple[str, float], ...]] = {}
     for row in read_test_info_candidates(path):
         qid = keys.get(question_key(row.question))
-        if qid is not None and qid not in top:
-            top[qid] = row.candidates[0] if row.candidates else ("", 0.0)
-    missing = [q for q in table.qids if q not in top]
+        if qid is not None and qid not in cands:
+            cands[qid] = row.candidates
+    missing = [q for q in table.qids if q not in cands]
     if missing:
         raise DataError(f"{len(missing)} table questions have no {arm} record (e.g. {missing[0]})", path)
-    return [top[q][0] for q in table.qids], np.asarray([top[q][1] for q in table.qids], dtype=np.float64)
+    return [cands[q] for q in table.qids]
+
+
+def rearev_top(data: Path, table: OutcomeTable, arm: str = "ReaRev-lmsr") -> tuple[list[str], np.ndarray]:
+    """The ReaRev GNN's top candidate (MID, ``""`` when none) and its score for every question of
+    ``table`` (:func:`rearev_candidates`)."""
+    top = [c[0] if c else ("", 0.0) for c in rearev_candidates(data, table, arm)]
+    return [t[0] for t in top], np.asarray([t[1] for t in top], dtype=np.float64)
+
+
+def candidate_stats(candidates: Sequence[tuple[str, float]]) -> tuple[float, float, float, float]:
+    """What a scored retriever's candidate list says of its confidence: the top score, its margin over
+    the second, the entropy (nats) of the scores normalised to sum 1, and ln(1 + number of candidates)
+    (zeros for no candidate)."""
+    if not candidates:
+        return 0.0, 0.0, 0.0, 0.0
+    scores = np.sort(np.asarray([max(s, 0.0) for _, s in candidates], dtype=np.float64))[::-1]
+    total = float(scores.sum())
+    p = scores[scores > 0] / total if total > 0 else np.ones(1)
+    top = float(candidates[0][1])
+    second = float(candidates[1][1]) if len(candidates) > 1 else 0.0
+    return top, top - second, float(-(p * np.log(p)).sum()), float(np.log1p(len(candidates)))
 
 
 def free_gnn_signals(data: Path, table: OutcomeTable) -> np.ndarray:

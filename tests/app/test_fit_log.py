@@ -1,0 +1,65 @@
+"""``fit --log``: the router is cross-fitted and warm-started from a graded log, no arm is called."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kgwise.app.config import PipelineConfig
+from kgwise.app.fit import MIN_CROSS_FIT
+from kgwise.app.fit_log import fit_log
+from kgwise.app.pipeline import Pipeline
+from kgwise.errors import DataError
+
+from .conftest import STUB_CONFIG, FakeEncoder, StubArm, write_config, write_kg
+
+
+def _pipeline(root: Path) -> tuple[Pipeline, dict[str, StubArm]]:
+    write_kg(root)
+    body = STUB_CONFIG.format(cheap=0.1, dear=0.3, budget=30.0, seed=0)
+    cfg = PipelineConfig.load(write_config(root, body))
+    stubs = {a.name: StubArm(a) for a in cfg.arms}  # test doubles: they must never be called here
+    return Pipeline(cfg, root / "state", dict(stubs), FakeEncoder()), stubs
+
+
+def _log(root: Path, n: int) -> Path:
+    rng = np.random.default_rng(0)
+    lines = []
+    for i in range(n):
+        hard = i % 2 == 0
+        lines.append({"id": f"q{i}", "text": f"question number {i} about drug {i % 7}?", "arms": {
+            "free": {"answer": "x" if hard else "y", "correct": not hard, "cost": 0,
+                     "signals": [0.2 if hard else 0.9, float(rng.random())]},
+            "cheap": {"answer": "y", "correct": bool(rng.random() < 0.5), "usage": {"calls": 1}},
+            "dear": {"answer": "y", "correct": bool(rng.random() < 0.8), "cost": 0.3}}})
+    path = root / "graded.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    return path
+
+
+def test_a_graded_log_fits_the_router_without_calling_an_arm(tmp_path: Path) -> None:
+    pipe, stubs = _pipeline(tmp_path)
+    said: list[str] = []
+    with pipe:
+        report = fit_log(pipe, _log(tmp_path, MIN_CROSS_FIT + 20), echo=said.append)
+        assert all(not s.answered for s in stubs.values())
+        assert report.calls_made == 0 and report.spent == 0.0
+        assert report.settings["outcomes_learnt"] == 3 * (MIN_CROSS_FIT + 20)  # open questions: none held out
+        sel = report.router_selection
+        assert sel is not None and sel.method == "cross-fitting"
+        # usage is priced by the arm's config (0.1 a call), cost taken as given
+        costs = {a.name: a.cost_mean for a in report.arms}
+        assert costs == {"cheap": pytest.approx(0.1), "dear": pytest.approx(0.3), "free": 0.0}
+        assert any("no arm is called" in line for line in said)
+
+
+def test_an_arm_the_config_does_not_have_is_named(tmp_path: Path) -> None:
+    pipe, _ = _pipeline(tmp_path)
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps({"id": "q1", "text": "t?", "arms": {"gpt-9": {"answer": "a", "correct": True,
+                                                                            "cost": 1}}}) + "\n")
+    with pipe, pytest.raises(DataError, match=r"bad\.jsonl.*gpt-9"):
+        fit_log(pipe, path)
