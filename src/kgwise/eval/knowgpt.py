@@ -103,10 +103,20 @@ class ExperimentConfig:
     pre_encode_max_nodes: int = 50_000
     agent: PathAgentConfig = RL_AGENT
     bandit: BanditConfig = PROMPT_BANDIT
+    combos: tuple[str, ...] = ARMS
 
     def __post_init__(self) -> None:
         if self.scoring not in SCORING:
             raise ConfigError(f"scoring must be one of {', '.join(SCORING)}, got {self.scoring!r}")
+        unknown = [c for c in self.combos if c not in ARMS]
+        if unknown or not self.combos:
+            raise ConfigError(f"combos must be some of {', '.join(ARMS)}, got "
+                              f"{', '.join(self.combos) or 'none'}")
+
+    @property
+    def needs_rl(self) -> bool:
+        """Whether a combination uses P_RL (else its policy is neither trained nor loaded)."""
+        return any(c.startswith("P_RL+") for c in self.combos)
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -306,7 +316,10 @@ def run_experiment(
     emb = NodeEmbeddings(kg, encoder, agent_cfg.node_text_edges)
     policy_path = out_dir / "path_policy.pt"
     rl_report: dict[str, Any]
-    if policy_path.is_file():
+    policy: PathPolicy | None
+    if not cfg.needs_rl:
+        policy, rl_report = None, {"skipped": "no P_RL combination in combos"}
+    elif policy_path.is_file():
         policy, agent_cfg, rl_report = PathPolicy.load(policy_path)
         log(f"loaded P_RL policy from {policy_path}")
     else:
@@ -337,7 +350,7 @@ def run_experiment(
                      "reach_rate_first": float(np.mean(r[:w])), "reach_rate_last": float(np.mean(r[-w:])),
                      "reachable_share": float(np.mean(tlog.reachable_share)), "train_questions": len(items)}
         policy.save(policy_path, agent_cfg, rl_report)
-    if kg.num_nodes <= cfg.pre_encode_max_nodes:
+    if cfg.needs_rl and kg.num_nodes <= cfg.pre_encode_max_nodes:
         # one-off: every node's embedding (cached on disk), so per-question latency is not encoder time
         ids, size = np.arange(kg.num_nodes), 1024
         chunks = [ids[i:i + size] for i in range(0, kg.num_nodes, size)]
@@ -345,13 +358,15 @@ def run_experiment(
         log(f"{name}: " + est.describe(f"chunks of {size} node labels to embed (once; kept on disk)"))
         emb.get(ids)
         emb.save()
-    agent = PathAgent(kg, policy, agent_cfg, embeddings=emb)
+    extractors: dict[str, Any] = {"P_sub": SubgraphExtractor(kg)}
+    if policy is not None:
+        extractors["P_RL"] = PathAgent(kg, policy, agent_cfg, embeddings=emb)
 
     fmt_cfg = FormatConfig()
     formats = {n: make_format(n, llm, fmt_cfg) for n in FORMAT_NAMES}
     evidence = FactRetriever(inputs.facts, encoder, cfg.facts_k) if inputs.facts is not None else None
     rule: ScoringRule = "sum" if cfg.scoring == "auto" else scoring_rule(cfg.scoring)  # auto: chosen below
-    injector = KnowledgeInjector(kg, grounder, {"P_sub": SubgraphExtractor(kg), "P_RL": agent}, formats, llm,
+    injector = KnowledgeInjector(kg, grounder, extractors, formats, llm,
                                  encoder=encoder, config=InjectorConfig(rule), evidence=evidence)
     store = OutcomeStore(out_dir / "outcomes.jsonl", fingerprint)
 
@@ -370,7 +385,7 @@ def run_experiment(
 
     bandit_qs = [q for q in train_qs[: cfg.train_limit] if q.choices]
     bandit_path = out_dir / "bandit.npz"
-    settings = [WITHOUT_KG, *([FACTS_ONLY] if evidence is not None else []), *ARMS]
+    settings = [WITHOUT_KG, *([FACTS_ONLY] if evidence is not None else []), *cfg.combos]
     test_qs = {split: [q for q in qs if q.choices][: cfg.limit] for split, qs in tests.items()}
     needed = _needed(bandit_qs, test_qs, settings, cfg, retrain=not bandit_path.is_file())
     todo = [(q, s) for q, s in needed if store.get(q.id, s) is None]
@@ -406,7 +421,7 @@ def run_experiment(
     else:
         if saved is not None:
             log(f"{bandit_path} was trained with {saved.scoring!r} scoring, not {rule!r}: training anew")
-        bandit = PromptBandit(encoder.dim, ARMS, cfg.bandit)
+        bandit = PromptBandit(encoder.dim, cfg.combos, cfg.bandit)
         bar = _progress(f"{name} bandit training ({cfg.bandit.feedback} feedback)",
                         len(bandit_qs) * bandit.config.epochs)
         hist = bandit.fit(E, reward, progress=lambda s, t: bar.update(1))
@@ -415,11 +430,11 @@ def run_experiment(
         bandit.save(bandit_path)
         bandit_report = {"questions": len(bandit_qs), "feedback": cfg.bandit.feedback,
                          "mean_reward": hist.mean_reward, "pulls": dict(Counter(hist.arms)),
-                         "ridges": dict(zip(ARMS, bandit.ridges, strict=True))}
+                         "ridges": dict(zip(cfg.combos, bandit.ridges, strict=True))}
     injector.bandit = bandit
     bandits = {"full": bandit}
     if cfg.bandit.feedback == "full":  # the paper's regime, replayed on the outcomes just measured
-        paper = PromptBandit(encoder.dim, ARMS, replace(cfg.bandit, feedback="bandit"))
+        paper = PromptBandit(encoder.dim, cfg.combos, replace(cfg.bandit, feedback="bandit"))
         paper.fit(E, reward)
         bandits["full_bandit_feedback"] = paper
 
@@ -471,7 +486,7 @@ def _needed(bandit_qs: Sequence[Question], tests: dict[str, list[Question]], set
     if cfg.scoring == "auto":
         out += [(q, WITHOUT_KG) for q in bandit_qs]
     if retrain:
-        out += [(q, s) for q in bandit_qs for s in ARMS]
+        out += [(q, s) for q in bandit_qs for s in cfg.combos]
     out += [(q, s) for qs in tests.values() for q in qs for s in settings]
     seen: set[tuple[str, str]] = set()
     unique = []
@@ -566,7 +581,7 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
         ok = [r for q, p in zip(qs, chosen, strict=True) if (r := store.get(q.id, p)) is not None]
         return {**accuracies(ok), "combo_counts": dict(Counter(chosen)), **prep_times(ok)}
 
-    combos = {s: summary(s) for s in ARMS}
+    combos = {s: summary(s) for s in bandit.arms}
     best = max(combos, key=lambda s: combos[s]["accuracy"])
     train_means = bandit.training_means()
     by_training = bandit.arms[int(np.nanargmax(train_means))] if np.isfinite(train_means).any() else best
@@ -579,7 +594,7 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
         # what a practitioner without the bandit would deploy: the combination that did best in training
         "best_single_by_training": {"combo": by_training, "accuracy": combos[by_training]["accuracy"],
                                     "train_mean_reward": float(train_means[bandit.arms.index(by_training)])},
-        "oracle_any_combo": _acc([{key: max(store.need(q.id, s)[key] for s in ARMS)}
+        "oracle_any_combo": _acc([{key: max(store.need(q.id, s)[key] for s in bandit.arms)}
                                   for q in qs], key),
     }
     if FACTS_ONLY in settings:
@@ -626,7 +641,8 @@ def markdown_table(reports: dict[str, dict[str, Any]]) -> str:
             found_t = sr.get("best_single_by_training")
             return None if found_t is None else float(found_t["accuracy"])
         if key in ARMS:
-            return float(sr["combos"][key]["accuracy"])
+            combo = sr["combos"].get(key)  # None: not in the run's combos
+            return None if combo is None else float(combo["accuracy"])
         found = sr.get(key)
         return None if found is None else float(found["accuracy"])
 
@@ -648,7 +664,7 @@ def markdown_table(reports: dict[str, dict[str, Any]]) -> str:
     lines.append("| choice scoring | " + " | ".join(rules) + " |")
 
     def with_paths(sr: dict[str, Any], extractor: str) -> str:
-        empty = sr["combos"][str(Combination(extractor, "F_t"))].get("no_kg_edges")
+        empty = sr["combos"].get(str(Combination(extractor, "F_t")), {}).get("no_kg_edges")
         return "–" if empty is None else f"{1 - empty / max(sr['n'], 1):.3f}"
 
     links = [sr.get("kg_links", {}).get("accuracy") for _, _, sr in cols]
