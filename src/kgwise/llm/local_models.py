@@ -36,7 +36,7 @@ from kgwise.files import atomic_path
 from kgwise.llm.base import ScoringRule
 from kgwise.llm.split_gguf import Part, SplitGGUF, ensure_assembled
 
-__all__ = ["LOCAL_MODELS", "QWEN_05B", "QWEN_15B", "LocalModel", "local_model"]
+__all__ = ["LOCAL_MODELS", "QWEN_05B", "QWEN_15B", "LocalModel", "ladder_comment", "local_model"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,3 +142,12 @@ LOCAL_MODELS: dict[str, LocalModel] = {m.name: m for m in (
 def local_model(name: str) -> LocalModel | None:
     """The shipped model called ``name`` (``None`` for any other spec, e.g. a GGUF path)."""
     return LOCAL_MODELS.get(name)
+
+
+def ladder_comment() -> list[str]:
+    """TOML comment lines with the local cost ladder, cheapest first (a KG model is free)."""
+    steps = sorted(LOCAL_MODELS.values(), key=lambda m: m.seconds_per_question)
+    return ["# Local models, cheapest first: median seconds per scored question on 2 shared cores",
+            "# (`kgwise bench llm`; docs/local-models.md):",
+            "#   KG model (kind = \"kgm\") free → " + " → ".join(f"{m.name} {m.seconds_per_question:g} s"
+                                                           for m in steps)]
