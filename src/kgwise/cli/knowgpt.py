@@ -29,7 +29,8 @@ from kgwise.errors import ConfigError
 from kgwise.kg.sources import GRAPH_FILE_HELP, GRAPH_SPEC_HELP
 from kgwise.types import Question
 
-_LLM_HELP = "LLM spec: smollm2-135m, gemma3-270m, gguf:PATH, openai:MODEL."
+_LLM_HELP = ("LLM spec: smollm2-135m, gemma3-270m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b, gguf:PATH, "
+             "openai:MODEL.")
 
 
 def _parse_choices(text: str) -> list[str]:

@@ -13,7 +13,8 @@ and the test splits are as below; WordNet keeps each word's frequent senses only
 * ``medqa``: the DDB graph; MedQA has only a test set here, so it is split 50/50 by a seeded permutation
   (``split_seed``, default 0): the first half trains, the second half is tested.
 
-Rows: w/o KG; P_sub × {F_t, F_s, F_g}; P_RL × {F_t, F_s, F_g}; full KnowGPT (the bandit's pick per question);
+Rows: w/o KG; P_sub × {F_t, F_s, F_g}; P_RL × {F_t, F_s, F_g} (``combos``: a subset of them, the bandit's
+arms; without a P_RL one P_RL is not trained); full KnowGPT (the bandit's pick per question);
 and, with no LLM, the choice with the most KG links to the question (:mod:`kgwise.eval.links`), which
 says whether the KG's links single out the answer at all.
 The bandit is trained with full feedback by default (every combination's correctness on every training
