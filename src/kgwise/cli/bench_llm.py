@@ -46,11 +46,13 @@ def bench_llm(
     by_name = {m["llm"]: m for m in report["models"]}
     console.print(f"{dataset}/{split}, {len(questions)} questions; {report['cpus']} CPUs, load average "
                   f"{report['load_average'][0]:.2f}")
-    console.print("| model | rule | s/question (median, p90) | load s | accuracy | tokens/question |")
+    console.print("| model | rule | s/question (median, p90) | load s | accuracy | tokens/question |",
+                  soft_wrap=True)
     console.print("|---|---|---|---|---|---|")
     for name in report["ladder"]:
         m = by_name[name]
         s = m["seconds_per_question"]
         console.print(f"| {name} | {m['rule']} | {s['median']:.2f}, {s['p90']:.2f} | {m['load_s']:.1f} | "
-                      f"{m['accuracy']:.3f} | {m['input_tokens_per_question']:.0f} |", markup=False)
+                      f"{m['accuracy']:.3f} | {m['input_tokens_per_question']:.0f} |",
+                      markup=False, soft_wrap=True)
     write_json(report, json_out)
