@@ -18,8 +18,8 @@ converted from the AWQ checkpoint. Their prompts are rendered with kgwise's Chat
 
 ``scoring`` is the rule (:data:`kgwise.llm.SCORING_RULES`) that answered most dev questions right without
 knowledge (mean accuracy over OBQA ``dev`` and the first CSQA ``ihtrain`` questions, ``kgwise eval llm
---method score``, which records every rule's prediction): PMI for all four, by 2–20 points over the
-per-token mean and 8–35 over the sum. ``seconds_per_question`` is the median time of one question under
+--method score``, which records every rule's prediction): PMI for all four, by 2–10 points over the
+per-token mean and 10–20 over the sum. ``seconds_per_question`` is the median time of one question under
 that rule (``kgwise bench llm``) on this project's shared 2-core machine. Figures, sizes and load:
 ``docs/local-models.md``.
 """

@@ -22,13 +22,13 @@ from kgwise.errors import ConfigError
 from kgwise.llm.answering import answer_by_scoring
 from kgwise.llm.base import ScoringRule
 from kgwise.llm.local_models import LOCAL_MODELS
-from kgwise.llm.prices import default_prices
+from kgwise.llm.prices import Price, default_prices
 from kgwise.types import Question
 
 __all__ = ["run_llm_benchmark"]
 
 
-def _one_model(spec: str, questions: Sequence[Question], rule: ScoringRule, api_model: str | None,
+def _one_model(spec: str, questions: Sequence[Question], rule: ScoringRule, api: tuple[str, Price] | None,
                progress: Callable[[str], None]) -> dict[str, Any]:
     from kgwise.llm import get_llm
 
@@ -55,11 +55,8 @@ def _one_model(spec: str, questions: Sequence[Question], rule: ScoringRule, api_
         "n_params": getattr(llm, "n_params", None), "threads": getattr(llm, "n_threads", None),
         "load_average_before": list(load_before), "load_average_after": list(os.getloadavg()),
     }
-    if api_model is not None:
-        price = default_prices().lookup(api_model)
-        if price is None:
-            raise ConfigError(f"--api-model {api_model!r} is not in the price table")
-        out["api_usd_per_question"] = {api_model: price.cost(round(statistics.fmean(tokens)), 0)}
+    if api is not None:
+        out["api_usd_per_question"] = {api[0]: api[1].cost(round(statistics.fmean(tokens)), 0)}
     return out
 
 
@@ -71,11 +68,17 @@ def run_llm_benchmark(specs: Sequence[str], questions: Sequence[Question], *, ru
     mc = [q for q in questions if q.choices and q.gold]
     if not mc:
         raise ConfigError("bench llm needs multiple-choice questions with gold answers")
+    api: tuple[str, Price] | None = None
+    if api_model is not None:
+        price = default_prices().lookup(api_model)
+        if price is None:
+            raise ConfigError(f"--api-model {api_model!r} is not in the price table")
+        api = (api_model, price)
     models = []
     for spec in specs:
         shipped = LOCAL_MODELS.get(spec)
         chosen: ScoringRule = rule or (shipped.scoring if shipped is not None else "sum")
-        models.append(_one_model(spec, mc, chosen, api_model, progress))
+        models.append(_one_model(spec, mc, chosen, api, progress))
     ladder = sorted(models, key=lambda m: m["seconds_per_question"]["median"])
     return {"models": models, "ladder": [m["llm"] for m in ladder], "cpus": os.cpu_count(),
             "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
