@@ -20,7 +20,7 @@ converted from the AWQ checkpoint. Their prompts are rendered with kgwise's Chat
 knowledge (mean accuracy over OBQA ``dev`` and the first CSQA ``ihtrain`` questions, ``kgwise eval llm
 --method score``, which records every rule's prediction): PMI for all four, by 2–10 points over the
 per-token mean and 10–20 over the sum. ``seconds_per_question`` is the median time of one question under
-that rule (``kgwise bench llm``) on this project's shared 2-core machine. Figures, sizes and load:
+that rule (``kgwise bench llm``) on this project's 2-core machine at load average 1–2. Figures, sizes, load:
 ``docs/local-models.md``.
 """
 
@@ -132,11 +132,11 @@ def _split_locator(spec: SplitGGUF) -> Callable[[], Path]:
 
 
 LOCAL_MODELS: dict[str, LocalModel] = {m.name: m for m in (
-    LocalModel("smollm2-135m", _smollm2_path, scoring="pmi", seconds_per_question=2.2),
-    LocalModel("gemma3-270m", _gemma3_path, scoring="pmi", seconds_per_question=4.3),
-    LocalModel("qwen2.5-coder-0.5b", _split_locator(QWEN_05B), scoring="pmi", seconds_per_question=6.5,
+    LocalModel("smollm2-135m", _smollm2_path, scoring="pmi", seconds_per_question=0.46),
+    LocalModel("gemma3-270m", _gemma3_path, scoring="pmi", seconds_per_question=0.77),
+    LocalModel("qwen2.5-coder-0.5b", _split_locator(QWEN_05B), scoring="pmi", seconds_per_question=1.42,
                template="chatml", split=QWEN_05B),
-    LocalModel("qwen2.5-coder-1.5b", _split_locator(QWEN_15B), scoring="pmi", seconds_per_question=8.7,
+    LocalModel("qwen2.5-coder-1.5b", _split_locator(QWEN_15B), scoring="pmi", seconds_per_question=2.38,
                template="chatml", split=QWEN_15B),
 )}
 """The shipped local models by short name (see the module docstring)."""
