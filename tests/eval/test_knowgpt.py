@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from kgwise.errors import ConfigError
-from kgwise.eval.knowgpt import ExperimentConfig, OutcomeStore, _claim_run_dir, _row, _split_report
+from kgwise.eval.knowgpt import (
+    ExperimentConfig,
+    OutcomeStore,
+    _claim_run_dir,
+    _row,
+    _split_report,
+    markdown_table,
+)
 from kgwise.inject import ARMS, WITHOUT_KG, BanditConfig, Injection, PromptBandit
 from kgwise.llm import ChoiceScores
 from kgwise.types import Answer, Choice, Question
@@ -34,6 +41,22 @@ def test_run_dir_resumes_only_the_same_run(tmp_path: Path) -> None:
 def test_unknown_scoring_rule_is_named() -> None:
     with pytest.raises(ConfigError, match="scoring must be one of sum, mean, pmi, auto"):
         ExperimentConfig(scoring="max")
+
+
+def test_a_subset_of_combinations_reports_only_those(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="combos must be some of P_sub"):
+        ExperimentConfig(combos=("P_sub+F_x",))
+    assert not ExperimentConfig(combos=("P_sub+F_t", "P_sub+F_s")).needs_rl and ExperimentConfig().needs_rl
+    q = Question("q1", "What purrs?", (Choice("A", "dog"), Choice("B", "cat")), gold=("B",))
+    inj = Injection(Answer("q1", "B", {"A": 0.0, "B": 1.0}), ChoiceScores((-3.0, -1.0), (-3.0, -1.0)))
+    store = OutcomeStore(tmp_path / "outcomes.jsonl", "run")
+    for s in (WITHOUT_KG, "P_sub+F_t"):
+        store.put(_row(q, s, inj, None))
+    report = _split_report([q], [WITHOUT_KG, "P_sub+F_t"], {"full": ["P_sub+F_t"]}, store,
+                           PromptBandit(4, ("P_sub+F_t",)), "sum")
+    assert list(report["combos"]) == ["P_sub+F_t"] and report["full"]["accuracy"] == 1.0
+    table = markdown_table({"obqa": {"splits": {"test": report}, "scoring": {"chosen": "sum"}}})
+    assert "| P_RL × F_s | – |" in table and "| P_sub × F_t | 1.000 |" in table
 
 
 @pytest.mark.parametrize("left", ["outcomes.jsonl", "path_policy.pt", "bandit.npz"])

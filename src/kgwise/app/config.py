@@ -72,6 +72,7 @@ from typing import Any, Literal, get_args
 from pydantic import TypeAdapter, ValidationError
 
 from kgwise.errors import ConfigError, DataError
+from kgwise.llm.local_models import LOCAL_MODELS, ladder_comment
 from kgwise.llm.prices import default_prices
 from kgwise.route.arms import CLUSTERS, Cluster
 from kgwise.route.coke import CokeConfig
@@ -97,7 +98,6 @@ Unit = Literal["usd", "calls"]
 _TABLES = ("kg", "arms", "router", "coke", "answer_sets", "state")
 _ARM_KEYS = {"name", "kind", "spec", "model", "data", "cluster", "price", "base_url", "api_key_env",
              "scoring", "policy", "bandit", "combo", "combos", "observe", "max_tokens", "reported_accuracy"}
-_LOCAL_LLMS = ("smollm2-135m", "gemma3-270m")
 _EXTERNAL_KEYS = {"name", "kind", "cluster", "price", "reported_accuracy"}
 EXTERNAL_TTL_S = 3600.0
 """Default ``[router] external_ttl_s``: an hour, the decision lifetime the external router had before it
@@ -746,6 +746,7 @@ def starter_toml(kg: str, arms: list[tuple[str, str, str, float | None]], budget
         lines += ["# a built graph (.npz), a triple file (.tsv, .nt) or RoG data;",
                   "# or source = PATH with format = NAME, or sparql = URL",
                   f"graph = {_toml_str(kg)}"]
+    lines += ["", *ladder_comment()]
     for name, kind, target, price in arms:
         lines += ["", "[[arms]]", f"name = {_toml_str(name)}", f"kind = {_toml_str(kind)}"]
         if kind == "external":  # NAME=external:PRICE — the caller runs it; PRICE bounds one call
@@ -756,7 +757,12 @@ def starter_toml(kg: str, arms: list[tuple[str, str, str, float | None]], budget
         if kind == "kgm":
             lines.append(f"model = {_toml_str(target)}  # from `kgwise kg model train`")
         else:
-            lines.append(f"spec = {_toml_str(target)}  # smollm2-135m, gemma3-270m, gguf:PATH, openai:MODEL")
+            lines.append(f"spec = {_toml_str(target)}  # {', '.join(LOCAL_MODELS)}, gguf:PATH, openai:MODEL")
+            local = LOCAL_MODELS.get(target)
+            if local is not None:
+                others = ", ".join(r for r in ("sum", "mean", "pmi") if r != local.scoring)
+                lines.append(f"scoring = {_toml_str(local.scoring)}  # measured best for {target} on dev "
+                             f"questions; or {others}")
             lines.append("# base_url = \"http://127.0.0.1:8080/v1\"  # an OpenAI-compatible server (spec = "
                          "openai:MODEL)")
         if kind == "inject":
@@ -766,6 +772,9 @@ def starter_toml(kg: str, arms: list[tuple[str, str, str, float | None]], budget
         lines.append(f"cluster = {_toml_str('KGM' if kind == 'kgm' else 'LLM')}")
         if price is not None:
             lines.append(f"price = {price!r}  # per call, in the budget's unit")
+        elif kind != "kgm" and target in LOCAL_MODELS:
+            lines.append(f"# price = {LOCAL_MODELS[target].seconds_per_question!r}  # its seconds per "
+                         "question (above): price each arm so, and budget_calls counts machine seconds")
         else:
             lines.append("# price = 0.001  # per call in the budget's unit; default: the price table")
     lines += ["", "[router]"]

@@ -4,6 +4,7 @@ with its calibrated set is the pipeline's: a one-arm config, ``kgwise init --arm
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -23,7 +24,8 @@ from kgwise.cli.common import (
 from kgwise.errors import ConfigError
 from kgwise.kg.sources import GRAPH_FILE_HELP
 
-_LLM_HELP = "LLM spec: smollm2-135m, gemma3-270m, gguf:PATH, openai:MODEL."
+_LLM_HELP = ("LLM spec: smollm2-135m, gemma3-270m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b, gguf:PATH, "
+             "openai:MODEL.")
 
 
 @eval_app.command("knowgpt")
@@ -65,6 +67,9 @@ def eval_knowgpt(
         "--bandit-feedback", help="Train the prompt bandit on every combination's reward per training "
         "question ('full') or on the pulled one's only ('bandit', the paper; also replayed under 'full') "
         "(default: the --config's, else full).", show_default=False)] = None,
+    combos: Annotated[str | None, typer.Option(
+        "--combos", help="Only these (extractor+format) combinations, comma-separated, e.g. "
+        "P_sub+F_t,P_sub+F_s (default: all six; without a P_RL one, P_RL is not trained).")] = None,
     config: ConfigOption = None,
     data: DataOption = None,
 ) -> None:
@@ -104,10 +109,13 @@ def eval_knowgpt(
         inputs = name = dataset
     if scoring not in SCORING:
         raise ConfigError(f"--scoring must be one of {', '.join(SCORING)}, got {scoring!r}")
+    chosen = tuple(c.strip() for c in combos.split(",") if c.strip()) if combos is not None else None
     cfg = ExperimentConfig(limit=limit, train_limit=train_limit, rl_iterations=rl_iterations,
                            rl_time_limit_s=rl_minutes * 60, scoring=scoring,
                            agent=configured("path_agent", config, max_steps=rl_max_steps),
                            bandit=configured("prompt_bandit", config, feedback=bandit_feedback))
+    if chosen is not None:
+        cfg = replace(cfg, combos=chosen)
     run_dir = out_dir or Path("runs") / "knowgpt" / f"{name}-{llm.replace(':', '_').replace('/', '_')}"
     report = run_experiment(inputs, llm, run_dir, cfg, data, log=lambda m: err_console.print(m, markup=False))
     write_json(report, json_out)

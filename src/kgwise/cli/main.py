@@ -16,6 +16,7 @@ from kgwise.cli import subgraph as _subgraph  # noqa: F401  isort: skip
 from kgwise.cli import bench as _bench  # noqa: F401  isort: skip
 from kgwise.cli import bench_openai as _bench_openai  # noqa: F401  isort: skip
 from kgwise.cli import bench_pipeline as _bench_pipeline  # noqa: F401  isort: skip
+from kgwise.cli import bench_llm as _bench_llm  # noqa: F401  isort: skip
 from kgwise.cli import data as _data  # noqa: F401  isort: skip
 from kgwise.cli import kgm as _kgm  # noqa: F401  isort: skip
 from kgwise.cli import eval_route as _eval_route  # noqa: F401  isort: skip

