@@ -1,7 +1,7 @@
 """The pipeline's answer-set calibration: a held-out part of the dev log that the router never learns from,
 re-selected by the router as it stands whenever a question is answered.
 
-Issue 27 asks for sets that cover the truth at rate ≥ 1 − α over the questions routed to each arm. The
+The promise is sets that cover the truth at rate ≥ 1 − α over the questions routed to each arm. The
 router selects questions, and keeps learning, so scores pooled over all questions — or over the
 questions some other router sent to the arm — do not give that. What does:
 

@@ -186,11 +186,12 @@ PACED_COKE: dict[str, Any] = {"lam": 0.0, "pacing": "price", "gamma_override": 0
 """The pipeline's ``[coke]`` defaults when the budget is paced over a ``[router] horizon`` (a ``[coke]``
 key given in the file wins). The paper's cost regret (Eq. 14, λ = 1) is a fixed penalty that does not
 depend on the budget: an arm's error rate is charged against it however much money is left, so beside a
-free KG model that is nearly as accurate the router leaves a large budget unspent (issue 27: 5.6 % of it
-spent on WebQSP while the dearest arm was more accurate). With ``pacing="price"`` and λ = 0 the price of
+free KG model that is nearly as accurate the router leaves a large budget unspent (5.6 % of it spent on
+WebQSP's replay while the dearest arm was more accurate). With ``pacing="price"`` and λ = 0 the price of
 cost is set from the budget left per question left, so the router spends what it is given where a costly
 arm's expected gain is largest; γ = 0.25 and the decomposed reward are the settings under which
-``kgwise eval route`` reached the best arm's accuracy at 60 % of its cost on WebQSP (README, "Coke")."""
+``kgwise eval route`` reached the best arm's accuracy at 60 % of its cost on WebQSP
+(docs/measurements/coke.md)."""
 
 
 def paced_coke(base: CokeConfig) -> CokeConfig:

@@ -107,7 +107,7 @@ class SpendLimitError(KgwiseError):
 
 
 def read_questions(path: Path, require_gold: bool = True) -> list[Question]:
-    """Questions JSONL (issue 28's format): ``{"id", "text", "choices"?: [TEXT, …], "gold"?: [..] |
+    """Questions JSONL (the user's questions format): ``{"id", "text", "choices"?: [TEXT, …], "gold"?: [..] |
     "answer"?: LABEL-or-TEXT, "topic_entities"?: [..]}``; multiple-choice gold is a label (``B``) or a
     choice's text, open gold is answer names. ``DataError`` naming file, line and key."""
     out: list[Question] = []

@@ -1,5 +1,4 @@
-"""UAG's calibrated answer sets for the pipeline's open questions (issue 27 item 2: "the set is UAG's"), kept
-per routed arm (item 4).
+"""UAG's calibrated answer sets for the pipeline's open questions, kept per routed arm.
 
 With ``[answer_sets] uag_llm = SPEC``, :func:`kgwise.app.fit.fit` calibrates a
 :class:`~kgwise.conformal.calibrated.CalibratedUAG` on the graded open dev questions and saves it in the

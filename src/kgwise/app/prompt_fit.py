@@ -1,4 +1,4 @@
-"""Step 1b of ``kgwise fit`` (issue 27 item 3): an inject arm's prompt bandit, learnt on the dev log.
+"""A step of ``kgwise fit``: an inject arm's prompt bandit, learnt on the dev log.
 
 An inject arm with ``combos`` answers every dev question with each of its combinations (the spend
 estimate counts every call). KnowGPT's prompt bandit (§3.2, Eq. 5–8, :class:`kgwise.inject.PromptBandit`)

@@ -55,7 +55,7 @@ decision is the exception: its cost is known only when the caller settles it, so
 then (or until it is called off); they wait across restarts. Version 3 added them (``routed``); versions 1
 and 2 read as having none.
 
-Live coverage (issue 27, item 4): for each arm, ``n`` answers whose feedback told whether the set held
+Live coverage: for each arm, ``n`` answers whose feedback told whether the set held
 the truth and ``covered`` of them. The Clopper–Pearson interval at confidence ``1 − δ`` bounds the true
 coverage; *drift* is flagged when its upper end lies below ``1 − α`` (coverage below target beyond
 noise, one-sided level δ). Only sets their calibration certified count: an open answer's set given

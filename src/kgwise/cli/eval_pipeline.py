@@ -1,4 +1,4 @@
-"""``kgwise eval pipeline``: the pipeline end to end on recorded arms (issue 27 item 6a), on live arms on
+"""``kgwise eval pipeline``: the pipeline end to end on recorded arms, on live arms on
 OBQA / CSQA (6b: ``--live obqa|csqa``) and on WebQSP's open questions (6c: ``--live webqsp-open``)."""
 
 from __future__ import annotations

@@ -160,7 +160,8 @@ def export(
                                         "stores' bulk loaders read).")] = "nt",
 ) -> None:
     """Write a graph as N-Triples: node i is <urn:kgwise:node:i> with its label as rdfs:label and its
-    aliases as skos:altLabel. Bulk-load it into a store (Virtuoso: ld_dir + rdf_loader_run, see README)."""
+    aliases as skos:altLabel. Bulk-load it into a store (Virtuoso: ld_dir + rdf_loader_run, see
+    docs/grounding.md)."""
     if format != "nt":
         raise ConfigError(f"--format {format!r}: the export format is nt (N-Triples)")
     if is_endpoint(graph):

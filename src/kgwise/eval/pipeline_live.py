@@ -1,4 +1,4 @@
-"""``kgwise eval pipeline --live obqa|csqa`` (issue 27 item 6b): the pipeline end to end on live arms —
+"""``kgwise eval pipeline --live obqa|csqa``: the pipeline end to end on live arms —
 a trained KG model and small local LLMs with and without KnowGPT's knowledge injection — on a
 multiple-choice benchmark.
 

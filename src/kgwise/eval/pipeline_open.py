@@ -1,4 +1,4 @@
-"""``kgwise eval pipeline --live webqsp-open`` (issue 27 item 6c): open questions through the pipeline —
+"""``kgwise eval pipeline --live webqsp-open``: open questions through the pipeline —
 WebQSP test over its Freebase fragment, live local models answering in free text (one plain, one with
 the KG facts P_sub finds around the question's concepts injected), UAG's calibrated sets attached.
 

@@ -1,4 +1,4 @@
-"""Open answer sets under routing, on the replay (``kgwise eval pipeline`` (a); issue 27 items 4 and 6a).
+"""Open answer sets under routing, on the replay (``kgwise eval pipeline``).
 
 WebQSP's recorded arms answer in free text, so the pipeline's sets for them are UAG's, as for every open
 answer (:mod:`kgwise.app.open_sets`). In each split UAG is calibrated as ``kgwise fit`` calibrates it

@@ -1,5 +1,5 @@
 """``kgwise bench pipeline``: the pipeline's own time per question — ground + route + calibrate + record —
-without model time, on the ConceptNet-scale synthetic graph (issue 27's target: ≤ 10 ms median).
+without model time, on the ConceptNet-scale synthetic graph (target: ≤ 10 ms median).
 
 Setup: the synthetic graph (:mod:`kgwise.eval.bench.synthetic`, 1.6 M nodes / 3.4 M edges by default; a
 smaller one for tests), three zero-time arms (:class:`InstantArm`: an answer drawn from a hash of the

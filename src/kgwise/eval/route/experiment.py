@@ -209,7 +209,7 @@ def run_experiment(
     show_progress: bool = True,
     contexts: Mapping[str, npt.NDArray[np.floating[Any]]] | None = None,
 ) -> dict[str, Any]:
-    """Every policy of the report on ``config.seeds`` question orders; the JSON report of issue 4.
+    """Every policy of the report on ``config.seeds`` question orders: ``kgwise eval route``'s JSON report.
 
     ``contexts``: other per-question contexts for Coke's LinUCB term in place of the question embedding
     (e.g. what the free KG models say before any LLM is called); each runs with ``config.coke`` at the

@@ -1,4 +1,4 @@
-"""Live arms (Coke's "local series" setting, issue 4 item 5): any ``Question → Answer`` callable as an arm
+"""Live arms (Coke's "local series" setting): any ``Question → Answer`` callable as an arm
 predictor, and the collection of their outcomes into an :class:`OutcomeTable` for the same experiment.
 
 Every live arm is called once on every question (so single-arm, random and oracle rows are exact); rows are

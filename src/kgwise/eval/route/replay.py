@@ -1,4 +1,4 @@
-"""WebQSP replay arms from the recorded outputs in ``$KGWISE_DATA/predictions`` (issue 4, item 4).
+"""WebQSP replay arms from the recorded outputs in ``$KGWISE_DATA/predictions`` (Coke's WebQSP setting).
 
 Arms (cluster, cost):
 
