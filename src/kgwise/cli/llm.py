@@ -56,8 +56,8 @@ def ask(
         "--out", callback=writable, help="With --questions: the answers, one JSON line each (every field "
         "of a single answer, with the question's id).", show_default=False)] = None,
 ) -> None:
-    """Answer QUESTION with one LLM — or, with --config, through the pipeline (routed arm, knowledge,
-    calibrated set, cost, decision id); print the answer, the choice probabilities and the usage."""
+    """Answer QUESTION (or a --questions file) through the pipeline of --config: the routed arm, its
+    knowledge, the calibrated set, the cost and a decision id. Without --config: one LLM, no KG."""
     if (questions is None) != (out is None):
         raise ConfigError("--questions and --out go together")
     if questions is not None:
