@@ -143,7 +143,7 @@ def bench_grounding(
     """Link precision and recall on the labelled link sets (earlier vs precise rules), grounding recall
     (CSQA gold choices, MedQA options) exact-only vs aliases + fallbacks, and label-index
     grounding + P_sub over Virtuoso and Oxigraph vs the in-memory graph, at ConceptNet scale and on the
-    WebQSP Freebase fragment (the issue's targets)."""
+    WebQSP Freebase fragment (with its targets)."""
     from kgwise.eval.bench.grounding import run_grounding_benchmark
 
     names = [p.strip() for p in parts.split(",") if p.strip()]

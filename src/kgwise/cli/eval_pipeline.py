@@ -103,7 +103,7 @@ def eval_pipeline(
                     ] = "pipeline",
     splits: Annotated[int, typer.Option(min=1, help="Random halvings (fit on one half, test on the other); "
                                         "live MCQ: of the fit and test questions, replayed from the logged "
-                                        "answers for the coverage check (the issue: 50).")] = 10,
+                                        "answers for the coverage check (target: 50).")] = 10,
     seed: Annotated[int, typer.Option(min=0)] = 0,
     context: Annotated[str, typer.Option(
         help="The config's [router] context: 'question', 'question+free' (the free ReaRev GNNs' top "
@@ -112,7 +112,7 @@ def eval_pipeline(
     limit: Annotated[int | None, typer.Option(min=4, help="Only the first N questions (a quick look).")
                      ] = None,
     kgm_model: Annotated[Path | None, typer.Option(
-        help="Live MCQ: the KG model arm (`kgwise kgm train --dataset D`).", exists=True, dir_okay=False)
+        help="Live MCQ: the KG model arm (`kgwise kg model train --dataset D`).", exists=True, dir_okay=False)
                          ] = None,
     llm: Annotated[list[str] | None, typer.Option(
         "--llm", help="Live: a local LLM (repeat; default smollm2-135m and gemma3-270m for MCQ, smollm2-135m "

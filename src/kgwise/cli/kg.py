@@ -193,7 +193,7 @@ def index_build(
         "per query) for P_sub's degrees and hub lists (a graph file or a dump always gives them).")] = False,
 ) -> None:
     """Index every node name (labels and aliases) of SOURCE on disk, with its content hash, for grounding
-    without loading the labels (--index of `kgwise answer`, `kgwise kg ground` and `kgwise uag`). It also
+    without loading the labels ([kg] index of a pipeline, and `kgwise kg ground --index`). It also
     keeps P_sub's degrees and hub lists (from a graph file or a dump; from an endpoint with --hub-stats),
     so P_sub over the store (`kgwise kg export --format nt` + the store's loader) reads only short edge
     lists."""

@@ -22,7 +22,7 @@ def show(
         show_default=False)] = None,
 ) -> None:
     """Print the defaults the commands start from as a TOML file (the papers', except P_RL and the prompt
-    bandit of `eval knowgpt`, and the evaluator scores of `uag calibrate`); edit it and pass it with
+    bandit of `eval knowgpt`, and the evaluator scores of `eval uag`); edit it and pass it with
     --config (missing keys keep their default; options given on the command line win over the file)."""
     from kgwise.settings import defaults_toml, section_class
 

@@ -1,5 +1,5 @@
 """UAG's per-question tables for a list of labelled questions, built in chunks that are saved as they are
-done (a stopped run resumes); used by ``uag calibrate`` and by the evaluations."""
+done (a stopped run resumes); used by the pipeline's fit and by the evaluations."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ calls, priced by the arm's exact name); ``signals``: optional numbers, the arm's
 ``answer`` and ``signals[0]`` make the router's free context, every value feeds the success predictor, and
 a paid arm's (known once it answered) the cascade (``kgwise.eval.route.logs``; ``docs/graded-logs.md``).
 
-Recorded LLM answers (``eval uag --generations``, ``uag calibrate --generations``)::
+Recorded LLM answers (``eval uag --generations``)::
 
     {"id": "q1", "answer": "aspirin"}
 

@@ -597,7 +597,7 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
 
 def _targets(qs: Sequence[Question], full: Sequence[str], best: str, store: OutcomeStore,
              key: str) -> dict[str, Any]:
-    """The issue's two checks on one split (≥ 2 questions): full KnowGPT ≥ the best single combination,
+    """The two checks on one split (≥ 2 questions): full KnowGPT ≥ the best single combination,
     and ≥ 5 points over w/o KG; each gap is paired over the same questions, with its standard error."""
 
     def right(chosen: Sequence[str]) -> npt.NDArray[np.float64]:

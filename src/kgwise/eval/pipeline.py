@@ -8,7 +8,7 @@ question at a time through :meth:`kgwise.app.Pipeline.answer` and settled by
 :meth:`~kgwise.app.Pipeline.feedback` with the recorded outcome (free arms, cost 0, observed as the live
 pipeline observes them). The budget is ``budget`` × the cost of always calling the most expensive arm on
 the test half (``budget_of="dearest"``, ``kgwise eval route``'s convention) or the most accurate one
-(``budget_of="best"``: the issue's 60 % target; the best paid arm when the most accurate is free,
+(``budget_of="best"``: the 60 % target; the best paid arm when the most accurate is free,
 :meth:`~kgwise.route.table.OutcomeTable.budget_arm`), paced over the test half (``horizon``). The fit is
 ``kgwise fit``'s: with a large enough half it chooses the router's γ, reward form and context by
 cross-fitting (each run reports the choice); the free arms (cost 0) answer every question with the
@@ -16,7 +16,7 @@ recorded top candidate and score given as ``free``, which the ``question+free`` 
 
 Reported per split and as mean ± std over splits: each arm's accuracy and cost on the test half, the
 pipeline's accuracy, cost, spent/budget and share of questions routed to each arm, in how many splits
-the fit pinned each arm (routing did not clear it, ``[router] pin_single_arm``), and the issue's target
+the fit pinned each arm (routing did not clear it, ``[router] pin_single_arm``), and the target
 checks against the best single arm (accuracy ≥ its, cost ≤ 60 % of its — of the best paid arm's when the
 best arm is free, ``cost_reference_arm``). With UAG's tables of the
 questions (``sets``), the open answers' sets over all test questions and per routed arm

@@ -143,7 +143,7 @@ def answer_key_of(arm: ArmConfig, price_model: str) -> Callable[[Question], str]
 def live_mcq_arms(kgm_model: Path | None, llms: Sequence[str] = ("smollm2-135m", "gemma3-270m"),
                   scoring: str = "pmi", combo: str = "P_sub+F_t", data: Path | None = None
                   ) -> tuple[ArmConfig, ...]:
-    """The issue's arms, costed in LLM calls: the KG model ``kgm`` (free, observed on every question),
+    """The arms, costed in LLM calls: the KG model ``kgm`` (free, observed on every question),
     and per LLM the plain model (``NAME``) and the model with knowledge injection (``NAME+kg``, P_sub's
     subgraph rendered by ``combo``'s format; several, comma-separated: the combinations whose prompt
     bandit the fit learns), both ranking choices by ``scoring``."""
@@ -461,7 +461,7 @@ def _settle_interrupted(pipe: Pipeline, log: ResumeLog, by_key: Mapping[str, Que
 def live_report(questions_fit: Sequence[Question], questions_test: Sequence[Question],
                 runners: Mapping[str, ArmRunner], cfg: LiveMCConfig, run: LiveRun) -> dict[str, Any]:
     """Per arm and pipeline accuracy, cost (calls) and compute, the pipeline's routing shares and
-    spent/budget, and the issue's target checks against the best single arm on the test questions (and,
+    spent/budget, and the target checks against the best single arm on the test questions (and,
     where the pipeline refuses some — a choice given twice —, on the questions it accepts)."""
     log = run.log
     names = list(runners)
@@ -657,7 +657,7 @@ arm, and for every arm at once)."""
 def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
                     answers: Mapping[str, Mapping[str, Mapping[str, Any]]], encoder: Encoder,
                     cfg: LiveMCConfig, splits: int, root: Path) -> dict[str, Any]:
-    """The issue's coverage check: ``splits`` seeded random halvings of ``questions`` (fit on one half,
+    """The coverage check: ``splits`` seeded random halvings of ``questions`` (fit on one half,
     test on the other), each through a fresh :class:`~kgwise.app.Pipeline` whose arms replay the logged
     ``answers``; the pipeline's and each arm's accuracy on the test halves, in how many splits the fit
     pinned each arm (routing did not beat it); per α, the share of splits where every arm's coverage over

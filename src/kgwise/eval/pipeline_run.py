@@ -97,7 +97,8 @@ def run_live(o: LiveOptions, router: Any, root: Path, out_dir: Path, progress: C
     from kgwise.kg.benchmarks import benchmark_kg
 
     if kgm_model is None:
-        raise ConfigError(f"--live {live} needs --kgm-model (train one: kgwise kgm train --dataset {live} "
+        raise ConfigError(f"--live {live} needs --kgm-model (train one: kgwise kg model train "
+                          f"--dataset {live} "
                           "--kind graph --out M.pt)")
     trained = kgm_trained_on(kgm_model)
     if trained is not None and trained[0] != live:

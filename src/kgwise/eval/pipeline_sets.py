@@ -23,7 +23,7 @@ certified (Learn-then-Test) on the held-out questions sent to that arm — or, w
 Per α and calibration: coverage and mean size over the test half and per arm, each arm's one-sided
 binomial p-value of its misses under "miss rate ≤ α" (below target beyond noise when <
 :data:`SIGNIFICANCE`); over splits: per arm, the share of the splits it was routed questions in where it
-covered ≥ 1 − α, and the share of splits in which every routed arm did (the issue's target: ≥ 95 %). A
+covered ≥ 1 − α, and the share of splits in which every routed arm did (target: ≥ 95 %). A
 question without a table (not in UAG's data) gets no set and is counted, not dropped.
 """
 

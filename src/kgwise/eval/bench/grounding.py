@@ -22,7 +22,7 @@ scale, each figure against a baseline of the same run.
 * **WebQSP Freebase fragment** (``webqsp/freebase_fragment.tsv``): the same, with the WebQSP test
   questions grounded as free text (their named topic entities dropped), beside the synthetic graph.
 
-P_sub over an endpoint (:func:`endpoint_psub`) is the extractor ``kgwise answer --kg sparql:URL`` runs:
+P_sub over an endpoint (:func:`endpoint_psub`) is the extractor a pipeline with ``[kg] sparql = URL`` runs:
 the hub rule's degrees and hub lists come from the label index (built from the graph file the store was
 loaded from), the other nodes' short edge lists from the endpoint, one round trip per hop (a ``VALUES``
 query per direction, sent side by side), and the edges among the chosen nodes from one more round trip.
@@ -98,7 +98,7 @@ def choice_recall(exact: Grounder, full: Grounder, questions: Sequence[Question]
 
 def endpoint_psub(sparql: SPARQLGraph, index: BoundIndex, grounding: Grounding) -> tuple[int, ...]:
     """P_sub's node set over an endpoint, with the hub statistics of its bound label index (the extractor
-    ``kgwise answer --kg sparql:URL`` uses); node ids are ``sparql``'s."""
+    a pipeline over ``[kg] sparql`` uses); node ids are ``sparql``'s."""
     from kgwise.extract.registry import ExtractorOptions, make_extractor
 
     extractor = make_extractor("P_sub", sparql, ExtractorOptions(stats=index))
@@ -243,7 +243,7 @@ def _rss_mb() -> float:
 
 def _stage_questions(data: Path, dataset: str, split: str, limit: int) -> list[Question]:
     """The stage's questions as free text: WebQSP's named topic entities are dropped, so its questions
-    are grounded as ``kgwise answer`` grounds a user's text."""
+    are grounded as the pipeline grounds a user's text."""
     import dataclasses
 
     from kgwise.datasets import load
@@ -546,7 +546,7 @@ def run_grounding_benchmark(data: Path, work: Path, medqa_limit: int = 200, csqa
 
 
 def _targets(r: dict[str, Any]) -> dict[str, Any]:
-    """The issue's targets, each with its measured value and the baseline it is read against (the
+    """The targets, each with its measured value and the baseline it is read against (the
     ConceptNet-scale ones per store)."""
     t: dict[str, Any] = {}
     for name, row in r.get("links", {}).items():

@@ -2,7 +2,7 @@
 
 ``concurrency`` clients send ``requests`` chat completions in all (each question made distinct by a
 number), after ``warmup`` untimed ones, and stop early at ``max_s``; the report gives throughput, latency
-percentiles (nearest rank) and every failure by HTTP status. The issue's targets for a pipeline without
+percentiles (nearest rank) and every failure by HTTP status. The targets for a pipeline without
 model time (replay arms): ≥ 100 requests/s at concurrency 8 and p99 ≤ 100 ms. With the server's process
 id, the report adds the server's CPU time per answered request (user + system, from ``psutil``), a
 figure that depends far less than throughput on what else the machine is running.

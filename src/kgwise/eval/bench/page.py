@@ -7,7 +7,7 @@ the navigation timings (DOM interactive, load event) and the time until the page
 list is filled from ``/v1/models``, which is when a question can be asked (``ready_ms``, from the start
 of the navigation). Bytes are as the browser reports them: a return visit counts what it took from its
 cache too. Any request to a host other than the server's is refused and counted: the page must
-work offline. The issue's targets: first load ≤ 1 MB transferred and interactive in ≤ 1 s locally.
+work offline. The targets: first load ≤ 1 MB transferred and interactive in ≤ 1 s locally.
 """
 
 from __future__ import annotations

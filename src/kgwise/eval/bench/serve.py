@@ -11,7 +11,7 @@ refused for load got (status, ``Retry-After``, message).
 
 :func:`run_chat_benchmark` does the same for ``POST /v1/chat/completions`` on a second server, ``kgwise
 serve --config`` over a pipeline whose arms replay recorded answers (no model time): the cost of the
-OpenAI-compatible door, grounding, routing and recording per question; the issue's targets are ≥ 100
+OpenAI-compatible door, grounding, routing and recording per question; the targets are ≥ 100
 requests/s at concurrency 8 and p99 ≤ 100 ms. The same pipeline has three external arms
 (:data:`EXTERNAL_ARMS`): on it, ``/v1/route`` + ``/v1/route/feedback`` pairs (feedback cost = the bound the
 decision holds) time external routing through the pipeline's router, budget and journal.

@@ -86,7 +86,7 @@ class ExperimentConfig:
 
 def target_checks(accuracy_minus_best: float, cost_over_best: float | None,
                   minus_threshold_router: float) -> dict[str, Any]:
-    """The issue's three checks of a router at 60 % of the best arm's cost, with the numbers behind them."""
+    """The three checks of a router at 60 % of the best arm's cost, with the numbers behind them."""
     return {
         "accuracy_minus_best": accuracy_minus_best,
         "cost_over_best": cost_over_best,

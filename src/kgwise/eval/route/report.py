@@ -6,7 +6,7 @@ ablations and sweeps, the threshold router, mabwiser) the report adds: Coke for 
 leaves open (``sensitivity``), the free arms' signals as Coke's context (``context_variants``), the
 hindsight and learned cascades on them (``hindsight_cascade``), cross-tuned Coke (``cross_tuned``) and the
 learned success predictor and the routers that start from it (``learned``,
-:mod:`kgwise.eval.route.learned`), with the issue's targets for each."""
+:mod:`kgwise.eval.route.learned`), with the targets for each."""
 
 from __future__ import annotations
 

@@ -137,7 +137,7 @@ def cross_tune(
 
 def warm_targets(tuned: Mapping[str, Any], best_arm_cost: float,
                  threshold_curve: Sequence[dict[str, float]]) -> dict[str, Any]:
-    """The issue's checks for warm-started, cross-tuned Coke (``tuned``: :func:`cross_tune`'s report). Its
+    """The checks for warm-started, cross-tuned Coke (``tuned``: :func:`cross_tune`'s report). Its
     held-out halves together are all the questions once, so their mean is set against the best arm (cost
     ``best_arm_cost`` on all of them) and the threshold router's accuracy–cost ``threshold_curve``."""
     cost = tuned["warm_held_out_cost_over_best"] * best_arm_cost

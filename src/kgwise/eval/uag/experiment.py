@@ -19,7 +19,7 @@ ECR/APSS are then averaged over the other splits and are ``null`` when every spl
 under α exceeds it on about half the test splits. ``significant_violation_rate`` counts the splits whose
 test misses reject "miss rate ≤ α" in a one-sided binomial test at level 0.05; where the guarantee
 holds (miss rate > α with probability ≤ δ) it stays near or below δ + 0.05. ``targets`` checks the
-issue's targets per guaranteed method and α; since a covered question's set holds at least one answer,
+targets per guaranteed method and α; since a covered question's set holds at least one answer,
 APSS ≥ ECR ≥ 1 − α, so a paper size below 1 − α (0.5 at α = 0.45) cannot be met with the coverage.
 """
 
