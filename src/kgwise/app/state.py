@@ -665,19 +665,7 @@ class StateDir:
 
     def check_matches(self, dim: int) -> None:
         """``DataError`` when the saved router does not fit the config (other arms, another context)."""
-        r = self.router
-        want = [(a.name, a.cluster) for a in self.config.arms]
-        have = list(zip(r.names, r.clusters, strict=True))
-        problems = []
-        if have != want:
-            problems.append(f"its arms are {have}, the config's {want}")
-        if reads_free(self.context) and not self.config.free_arms:
-            problems.append(f"its router reads the free arms' answers (context {self.context}), and the "
-                            "config has no free arm")
-        elif r.dim != (want_dim := context_width(self.config, self.context, dim)):
-            problems.append(f"its router expects {r.dim}-d contexts, and its context ({self.context}) is "
-                            f"{want_dim}-d with this encoder ({dim}-d) and the config's "
-                            f"{len(self.config.free_arms)} free arm(s)")
+        problems = router_mismatch(self.router, self.context, self.config, dim)
         if problems:
             cfg = self.config.path
             raise DataError(f"made for another config ({'; '.join(problems)}): use another --state, or "
@@ -736,24 +724,16 @@ class StateDir:
         return self.root / UAG_FILE
 
     def prompt_bandit_file(self, arm: str) -> Path:
-        return self.root / PROMPT_BANDITS / f"{re.sub(r'[^A-Za-z0-9_.+-]', '_', arm)}-{short_hash(arm)}.npz"
+        return prompt_bandit_path(self.root, arm)
 
     def prompt_bandit(self, arm: str) -> PromptBandit | None:
         """The prompt bandit ``kgwise fit`` learnt for ``arm``, if any (``DataError`` naming a broken
         file)."""
-        from kgwise.inject.bandit import PromptBandit
-
-        path = self.prompt_bandit_file(arm)
-        return PromptBandit.load(path) if path.is_file() else None
+        return read_prompt_bandit(self.prompt_bandit_file(arm))
 
     def save_prompt_bandit(self, arm: str, bandit: PromptBandit | None) -> None:
         """Write (``None``: remove) ``arm``'s learnt prompt bandit."""
-        path = self.prompt_bandit_file(arm)
-        if bandit is None:
-            path.unlink(missing_ok=True)
-        else:
-            path.parent.mkdir(exist_ok=True)
-            bandit.save(path)
+        write_prompt_bandit(self.prompt_bandit_file(arm), bandit)
 
     def save_calibration(self, calibration: HeldOutCalibration) -> None:
         """Replace the calibration (and reset the live coverage counts, which were for the old one)."""
@@ -871,3 +851,42 @@ def repair(root: Path, dry_run: bool = False) -> RepairReport:
                             changed, where)
     finally:
         lock.release()
+
+
+def router_mismatch(router: RouterAdapter, context: Context, config: PipelineConfig, dim: int) -> list[str]:
+    """Why a saved ``router`` (with its ``context``) does not fit ``config`` and a ``dim``-d encoder: other
+    arms, a context that reads free arms the config lacks, another context width (empty: it fits)."""
+    want = [(a.name, a.cluster) for a in config.arms]
+    have = list(zip(router.names, router.clusters, strict=True))
+    problems = []
+    if have != want:
+        problems.append(f"its arms are {have}, the config's {want}")
+    if reads_free(context) and not config.free_arms:
+        problems.append(f"its router reads the free arms' answers (context {context}), and the config has "
+                        "no free arm")
+    elif router.dim != (want_dim := context_width(config, context, dim)):
+        problems.append(f"its router expects {router.dim}-d contexts, and its context ({context}) is "
+                        f"{want_dim}-d with this encoder ({dim}-d) and the config's {len(config.free_arms)} "
+                        "free arm(s)")
+    return problems
+
+
+def prompt_bandit_path(root: Path, arm: str) -> Path:
+    """Where a state rooted at ``root`` keeps ``arm``'s learnt prompt bandit."""
+    return root / PROMPT_BANDITS / f"{re.sub(r'[^A-Za-z0-9_.+-]', '_', arm)}-{short_hash(arm)}.npz"
+
+
+def read_prompt_bandit(path: Path) -> PromptBandit | None:
+    """The prompt bandit at ``path``, if any (``DataError`` naming a broken file)."""
+    from kgwise.inject.bandit import PromptBandit
+
+    return PromptBandit.load(path) if path.is_file() else None
+
+
+def write_prompt_bandit(path: Path, bandit: PromptBandit | None) -> None:
+    """Write ``bandit`` to ``path`` (``None``: remove the file)."""
+    if bandit is None:
+        path.unlink(missing_ok=True)
+    else:
+        path.parent.mkdir(exist_ok=True)
+        bandit.save(path)

@@ -65,17 +65,20 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.app.calibration import HeldOutCalibration
-from kgwise.app.config import CONTEXTS, Context, PipelineConfig, reads_free
+from kgwise.app.config import CONTEXTS, Context, PipelineConfig
 from kgwise.app.router import RouterAdapter, context_width
 from kgwise.app.state import (
     CALIBRATION_FILE,
     PENDING_KEPT,
-    PROMPT_BANDITS,
     SETTLED_KEPT,
     UAG_FILE,
     CoverageCount,
     Pending,
     Routed,
+    prompt_bandit_path,
+    read_prompt_bandit,
+    router_mismatch,
+    write_prompt_bandit,
 )
 from kgwise.errors import ConfigError, DataError, StateUnavailableError
 from kgwise.files import atomic_path, short_hash
@@ -736,19 +739,9 @@ class PgState:
     def check_matches(self, dim: int) -> None:
         """``DataError`` when the database's router does not fit the config (other arms, budget, width)."""
         r = self._router
-        want = [(a.name, a.cluster) for a in self._config.arms]
-        have = list(zip(r.names, r.clusters, strict=True))
-        problems = []
-        if have != want:
-            problems.append(f"its arms are {have}, the config's {want}")
+        problems = router_mismatch(r, self.context, self._config, dim)
         if r.budget != self._config.router.budget:
             problems.append(f"its budget is {r.budget:g}, the config's {self._config.router.budget:g}")
-        if reads_free(self.context) and not self._config.free_arms:
-            problems.append(f"its router reads the free arms' answers (context {self.context}), and the "
-                            "config has no free arm")
-        elif r.dim != (want_dim := context_width(self._config, self.context, dim)):
-            problems.append(f"its router expects {r.dim}-d contexts, and its context ({self.context}) is "
-                            f"{want_dim}-d with this encoder ({dim}-d)")
         if problems:
             raise DataError(f"made for another config ({'; '.join(problems)}): use another database, or run "
                             "`kgwise fit` again", safe_url(self.url))
@@ -799,23 +792,16 @@ class PgState:
         self._load_calibration()
 
     def prompt_bandit_file(self, arm: str) -> Path:
-        return self._root / PROMPT_BANDITS / f"{re.sub(r'[^A-Za-z0-9_.+-]', '_', arm)}-{short_hash(arm)}.npz"
+        return prompt_bandit_path(self._root, arm)
 
     def prompt_bandit(self, arm: str) -> PromptBandit | None:
         """The prompt bandit ``kgwise fit`` learnt for ``arm``, if any."""
-        from kgwise.inject.bandit import PromptBandit
-
-        path = self.prompt_bandit_file(arm)
-        return PromptBandit.load(path) if path.is_file() else None
+        return read_prompt_bandit(self.prompt_bandit_file(arm))
 
     def save_prompt_bandit(self, arm: str, bandit: PromptBandit | None) -> None:
         """Write (``None``: remove) ``arm``'s learnt prompt bandit, locally and in the database."""
         path = self.prompt_bandit_file(arm)
-        if bandit is None:
-            path.unlink(missing_ok=True)
-        else:
-            path.parent.mkdir(exist_ok=True)
-            bandit.save(path)
+        write_prompt_bandit(path, bandit)
         with self._tx() as cur:
             self._upload(cur, str(path.relative_to(self._root)))
 
