@@ -51,8 +51,8 @@ def test_the_fit_window_is_the_first_one_the_model_did_not_see(raw: list[tuple[i
 @pytest.mark.slow  # trains a KG model on 16 questions and runs SmolLM2-135M in-process (minutes)
 def test_a_tiny_live_run_through_the_cli(tmp_path: Path, data_dir: Path) -> None:
     model = tmp_path / "kgm.pt"
-    result = runner.invoke(app, ["kgm", "train", "--dataset", "obqa", "--out", str(model), "--limit", "20",
-                                 "--reserve", "0:4", "--epochs", "1", "--data", str(data_dir)])
+    result = runner.invoke(app, ["kg", "model", "train", "--dataset", "obqa", "--out", str(model), "--limit",
+                                 "20", "--reserve", "0:4", "--epochs", "1", "--data", str(data_dir)])
     assert result.exit_code == 0, result.output
     code, out = said(["eval", "pipeline", "--live", "obqa", "--kgm-model", str(model), "--fit-offset", "2",
                       "--data", str(data_dir)])

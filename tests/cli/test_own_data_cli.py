@@ -128,7 +128,8 @@ def test_eval_route_on_own_graded_log(own: dict[str, Path], tmp_path: Path) -> N
     odd = _jsonl(tmp_path / "odd.jsonl", [{"id": "q1", "text": "t", "arms": {"mystery": {
         "answer": "a", "correct": True, "usage": {"input_tokens": 3, "output_tokens": 1}}}}])
     res = runner.invoke(app, ["eval", "route", "--log", str(odd), "--arm", "mystery:LLM:0.5"])
-    assert res.exit_code == 2 and "'mystery' is not in the price table" in said(res)
+    assert res.exit_code == 2 and "model 'mystery' (arm 'mystery' of" in said(res)
+    assert "give the cost itself instead of token usage" in said(res)
 
 
 @pytest.mark.slow

@@ -270,13 +270,17 @@ def _mean_std(values: Sequence[float]) -> dict[str, float]:
     return {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if v.size > 1 else 0.0}
 
 
+LEARNED_MIN_QUESTIONS = 40
+"""Questions a log needs for the learned routers: two halvings, each half split again, of ≥ 10."""
+
+
 def learned_report(replay: GradedReplay, embeddings: Matrix, coke: CokeConfig, cfg: LearnedConfig,
                    progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """The learned routers over ``cfg.splits`` random halvings (module docstring)."""
     table = replay.table
-    if table.n_questions < 40:
-        raise ConfigError(f"learned routers need ≥ 40 questions (four halves of ≥ 10), got "
-                          f"{table.n_questions}")
+    if table.n_questions < LEARNED_MIN_QUESTIONS:
+        raise ConfigError(f"learned routers need ≥ {LEARNED_MIN_QUESTIONS} questions (four halves of ≥ 10), "
+                          f"got {table.n_questions}")
     E = np.asarray(embeddings, dtype=np.float64)
     runs = []
     for s in range(cfg.splits):

@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from kgwise.embed import Encoder
 from kgwise.eval.route.experiment import ExperimentConfig, run_experiment, simulate
-from kgwise.eval.route.learned import LearnedConfig
+from kgwise.eval.route.learned import LEARNED_MIN_QUESTIONS, LearnedConfig
 from kgwise.eval.route.logs import GradedReplay
 from kgwise.route.coke import CokeRouter
 
@@ -173,7 +173,10 @@ def route_report(replay: GradedReplay, encoder: Encoder, cfg: RouteReportConfig,
         report["cross_tuned"] = tuned
         report["targets"]["cross_tuned_warm_60"] = warm_targets(
             tuned, report["targets"]["best_arm_cost"], report["threshold_router"]["curve"])
-    if cfg.learned:
+    if cfg.learned and table.n_questions < LEARNED_MIN_QUESTIONS:  # named in the report, not an error
+        report["learned"] = {"skipped": f"learned routers need ≥ {LEARNED_MIN_QUESTIONS} questions (four "
+                                        f"halves of ≥ 10), the log has {table.n_questions}"}
+    elif cfg.learned:
         from kgwise.eval.route.learned import learned_report
 
         report["learned"] = learned_report(replay, X, exp.coke, cfg.learned_config or LearnedConfig())
