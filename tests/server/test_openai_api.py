@@ -377,3 +377,28 @@ def test_feedback_commands_are_read_exactly() -> None:
     assert feedback_command("/feedback abc maybe") is None
     assert split_explain("kgwise/arm:explain") == ("kgwise/arm", True)
     assert split_explain("kgwise") == ("kgwise", False)
+
+
+@pytest.mark.parametrize(("param", "value"), [
+    ("tools", [{"type": "function", "function": {"name": "f", "parameters": {}}}]),
+    ("tool_choice", "auto"), ("functions", [{"name": "f"}]), ("function_call", "auto"),
+    ("logprobs", True), ("top_logprobs", 3), ("logit_bias", {"50256": -100}), ("audio", {"voice": "x"}),
+    ("prediction", {"type": "content", "content": "x"}), ("presence_penalty", 0.5),
+    ("frequency_penalty", -1.0), ("response_format", {"type": "json_object"}), ("modalities", ["audio"]),
+])
+def test_an_openai_parameter_kgwise_cannot_honour_is_a_400_naming_it(live: Any, param: str, value: Any
+                                                                     ) -> None:
+    err = _error(httpx.post(live.url + "/v1/chat/completions",
+                            json={"model": "kgwise", "messages": USER, param: value}), 400)
+    assert err["param"] == param and err["code"] == "unsupported_parameter"
+    assert err["message"].startswith(f"{param}: not supported: ")
+
+
+def test_openai_parameters_at_their_neutral_values_are_accepted(live: Any) -> None:
+    body = {"model": "kgwise", "messages": USER, "logprobs": False, "presence_penalty": 0,
+            "frequency_penalty": 0, "response_format": {"type": "text"}, "modalities": ["text"],
+            "user": "someone", "seed": 7, "tools": None}
+    assert httpx.post(live.url + "/v1/chat/completions", json=body, timeout=120).status_code == 200
+    err = _error(httpx.post(live.url + "/v1/completions",
+                            json={"model": "kgwise", "prompt": MESSAGE, "echo": True}), 400)
+    assert err["param"] == "echo"

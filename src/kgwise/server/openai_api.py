@@ -122,6 +122,40 @@ def _gate_error(exc: HTTPException) -> OpenAIError:
     return OpenAIError(exc.status_code, str(exc.detail), type_, code=code, headers=exc.headers)
 
 
+_CANNOT: dict[str, str] = {
+    "tools": "kgwise answers from its arms and calls no tools",
+    "tool_choice": "kgwise answers from its arms and calls no tools",
+    "functions": "kgwise answers from its arms and calls no functions",
+    "function_call": "kgwise answers from its arms and calls no functions",
+    "logprobs": "the choices' probabilities are in the kgwise field, not as token log-probabilities",
+    "top_logprobs": "the choices' probabilities are in the kgwise field, not as token log-probabilities",
+    "logit_bias": "arms are scored or decoded by their own rule; token biases cannot be applied",
+    "audio": "kgwise answers in text",
+    "prediction": "kgwise has no predicted-output decoding",
+    "best_of": "kgwise gives one answer per question",
+    "echo": "the completion is the answer, without the prompt",
+    "suffix": "kgwise does not insert text",
+}
+"""OpenAI request parameters kgwise cannot honour → why; given (and not at their no-op value) they are a 400
+naming the parameter, never silently dropped."""
+
+_NEUTRAL: dict[str, Any] = {"presence_penalty": 0, "frequency_penalty": 0, "logprobs": False,
+                            "response_format": {"type": "text"}, "modalities": ["text"],
+                            "parallel_tool_calls": True}
+"""Parameters that are accepted at these values (what an answer already does) and refused otherwise."""
+
+
+def refuse_unsupported(extra: Mapping[str, Any] | None) -> None:
+    """A 400 naming the first OpenAI parameter in ``extra`` (a request's fields beyond kgwise's schema) that
+    kgwise cannot honour; fields no OpenAI parameter names are ignored, as before."""
+    for name, value in (extra or {}).items():
+        if value is None or _NEUTRAL.get(name, object()) == value:
+            continue
+        if name in _CANNOT or name in _NEUTRAL:
+            why = _CANNOT.get(name, f"only {json.dumps(_NEUTRAL.get(name))} is supported")
+            raise OpenAIError(400, f"{name}: not supported: {why}", param=name, code="unsupported_parameter")
+
+
 def _validation_error(exc: RequestValidationError) -> OpenAIError:
     """A 400 naming the first bad field (never echoing the input, which may not even encode)."""
     errors = exc.errors()
@@ -486,6 +520,7 @@ def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
                                               "chat.completion.chunk events ending in data: [DONE]"}})
     async def chat_completions(req: ChatCompletionRequest, request: Request) -> Response:
         """Answer the last user message with the pipeline (or the arm ``model`` names)."""
+        refuse_unsupported(req.model_extra)
         if req.n != 1:
             raise OpenAIError(400, "n: kgwise gives one answer per question (n must be 1)", param="n")
         last = next((i for i in range(len(req.messages) - 1, -1, -1) if req.messages[i].role == "user"),
@@ -530,6 +565,7 @@ def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
                                "description": "a text_completion, or with stream: true server-sent events"}})
     async def completions(req: CompletionRequest, request: Request) -> Response:
         """Answer ``prompt`` (one string, or a list of one) like a chat message."""
+        refuse_unsupported(req.model_extra)
         if req.n != 1:
             raise OpenAIError(400, "n: kgwise gives one answer per question (n must be 1)", param="n")
         prompt = req.prompt

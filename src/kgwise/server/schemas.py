@@ -66,6 +66,8 @@ class ChatCompletionRequest(_Request):
     trailing lines ``A) …``, ``B) …`` (also ``A. …``, ``(A) …``, ``A: …``), or ``A) … B) …`` on the
     last line; without any, the question is open."""
 
+    model_config = ConfigDict(extra="allow")  # OpenAI parameters kgwise cannot honour are refused by name
+
     model: str = Field(min_length=1, max_length=200)
     messages: list[ChatMessage] = Field(min_length=1, max_length=256)
     stream: bool = False
@@ -76,6 +78,8 @@ class ChatCompletionRequest(_Request):
 
 class CompletionRequest(_Request):
     """``POST /v1/completions``: ``prompt`` is the question (choices found as in chat)."""
+
+    model_config = ConfigDict(extra="allow")  # OpenAI parameters kgwise cannot honour are refused by name
 
     model: str = Field(min_length=1, max_length=200)
     prompt: str | list[str] = Field(max_length=_MAX_TEXT)
