@@ -17,7 +17,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "kgwise"
 
 LAYERS: dict[str, int] = {
     "types": 0, "arrays": 0, "errors": 0, "files": 0, "retry": 0, "config": 0, "settings": 0, "grading": 0,
-    "progress": 0,
+    "progress": 0, "lazy": 0,
     "kg": 1, "llm": 1, "bandit": 1, "datasets": 1, "embed": 1,
     "extract": 2, "render": 2,
     "inject": 3, "route": 3, "conformal": 3, "kgm": 3,

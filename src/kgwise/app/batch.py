@@ -27,11 +27,11 @@ from kgwise.progress import bar
 if TYPE_CHECKING:
     from kgwise.app.pipeline import Pipeline
 
-__all__ = ["BatchReport", "answer_file"]
+__all__ = ["AnswerFileReport", "answer_file"]
 
 
 @dataclass(frozen=True, slots=True)
-class BatchReport:
+class AnswerFileReport:
     """What a batch did: questions in the file, answered now, found answered by an earlier run, refused
     (``refused``: id → reason), the cost paid now, and the seconds spent in model calls against the
     run's wall time (``overhead_ratio`` = wall / model seconds)."""
@@ -74,7 +74,7 @@ def _done_ids(out: Path) -> set[str]:
 
 
 def answer_file(pipeline: Pipeline, questions: str | Path, out: str | Path, *,
-                echo: Callable[[str], None] | None = None, progress: bool | None = None) -> BatchReport:
+                echo: Callable[[str], None] | None = None, progress: bool | None = None) -> AnswerFileReport:
     """Answer every question of ``questions`` (the user's JSONL format) not yet in ``out`` and append each
     result (``PipelineResult.to_dict()`` with the question's ``id``) to ``out``."""
     src, dst = Path(questions), Path(out)
@@ -104,5 +104,5 @@ def answer_file(pipeline: Pipeline, questions: str | Path, out: str | Path, *,
             fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
-    return BatchReport(len(qs), answered, len(qs) - len(todo), refused, cost, pipeline.config.router.unit,
-                       model_s, time.perf_counter() - start)
+    return AnswerFileReport(len(qs), answered, len(qs) - len(todo), refused, cost,
+                            pipeline.config.router.unit, model_s, time.perf_counter() - start)

@@ -5,7 +5,7 @@ extra, loads only when it is used). Both are registered by name (:func:`make_ext
 """
 
 from kgwise.extract.base import Extractor
-from kgwise.extract.evidence import Evidence, EvidenceBudget, RankedPath, rank_evidence
+from kgwise.extract.evidence import EvidenceBudget, RankedEvidence, RankedPath, rank_evidence
 from kgwise.extract.neighbourhood import CappedNeighbours, LazyCappedNeighbours
 from kgwise.extract.registry import EXTRACTORS, ExtractorOptions, make_extractor, register_extractor
 from kgwise.extract.subgraph import SubgraphConfig, SubgraphExtractor
@@ -13,6 +13,18 @@ from kgwise.extract.subgraph import SubgraphConfig, SubgraphExtractor
 # registers P_RL after P_sub, without loading PyTorch
 from kgwise.extract import path_agent as _path_agent  # noqa: F401  isort: skip
 
-__all__ = ["EXTRACTORS", "CappedNeighbours", "Evidence", "EvidenceBudget", "Extractor", "ExtractorOptions",
-           "LazyCappedNeighbours", "RankedPath", "SubgraphConfig", "SubgraphExtractor", "make_extractor",
-           "rank_evidence", "register_extractor"]
+__all__ = [
+           "EXTRACTORS",
+           "CappedNeighbours",
+           "EvidenceBudget",
+           "Extractor",
+           "ExtractorOptions",
+           "LazyCappedNeighbours",
+           "RankedEvidence",
+           "RankedPath",
+           "SubgraphConfig",
+           "SubgraphExtractor",
+           "make_extractor",
+           "rank_evidence",
+           "register_extractor",
+]

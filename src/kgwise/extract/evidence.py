@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from kgwise.errors import ConfigError
 from kgwise.types import Path, Subgraph
 
-__all__ = ["Evidence", "EvidenceBudget", "RankedPath", "rank_evidence"]
+__all__ = ["EvidenceBudget", "RankedEvidence", "RankedPath", "rank_evidence"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +54,7 @@ class RankedPath:
 
 
 @dataclass(frozen=True, slots=True)
-class Evidence:
+class RankedEvidence:
     """The kept paths, best first; ``nodes``: their distinct nodes in first-seen order; ``found``: the
     paths found before the budget cut."""
 
@@ -111,7 +111,7 @@ def _shortest_paths(adj: dict[int, list[tuple[int, int, bool]]], sources: Sequen
 
 def rank_evidence(subgraph: Subgraph, question_nodes: Sequence[int], choice_nodes: Sequence[Sequence[int]],
                   budget: EvidenceBudget | None = None,
-                  tokens: Callable[[RankedPath], int] | None = None) -> Evidence:
+                  tokens: Callable[[RankedPath], int] | None = None) -> RankedEvidence:
     """The paths of ``subgraph`` joining ``question_nodes`` to each choice's ``choice_nodes``, ranked and
     cut to ``budget`` (see the module docstring); ``tokens``: a path's rendered size, needed when the
     budget sets ``max_tokens``."""
@@ -157,4 +157,4 @@ def rank_evidence(subgraph: Subgraph, question_nodes: Sequence[int], choice_node
         kept.append(rp)
         seen.update(dict.fromkeys(new))
         spent += cost
-    return Evidence(tuple(kept), tuple(seen), len(order))
+    return RankedEvidence(tuple(kept), tuple(seen), len(order))

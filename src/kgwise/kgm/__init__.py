@@ -4,8 +4,7 @@ importing :mod:`kgwise.kgm.config` (the ``[kgm_*]`` tables) does not need it."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from kgwise.lazy import lazy_exports
 
 __all__ = [
     "FeatureConfig",
@@ -25,11 +24,4 @@ _LAZY = {"FeatureConfig": "features", "QuestionGraph": "features", "GraphQA": "m
          "TextQA": "model", "build_model": "model", "KGMPredictor": "predictor", "TrainConfig": "train",
          "TrainResult": "train", "evaluate": "train", "train_model": "train"}
 
-
-def __getattr__(name: str) -> Any:
-    """The re-exported names, imported (with PyTorch) on first use."""
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY)

@@ -19,7 +19,7 @@ from kgwise.app import BudgetExceededError, Decision, PipelineStatus, Settlement
 from kgwise.server.backpressure import ModelGate
 from kgwise.server.limits import MAX_ID, Ident, Money, QuestionText, Unit
 
-__all__ = ["CancelRequest", "ExternalRouter", "FeedbackRequest", "RouteRequest", "routing_api"]
+__all__ = ["CancelRequest", "ExternalRouter", "RouteRequest", "SettleRequest", "routing_api"]
 
 _DECISION = Field(min_length=1, max_length=64)
 
@@ -49,7 +49,7 @@ class RouteRequest(BaseModel):
     model: Ident | None = None
 
 
-class FeedbackRequest(BaseModel):
+class SettleRequest(BaseModel):
     """The outcome of a decision: ``reward`` 1 = right, 0 = wrong (or a grade in between); ``cost`` as
     really spent (at most the decision's bound); ``observed``: the grades of other external arms that
     answered the same question, learnt at no cost to the budget."""
@@ -94,7 +94,7 @@ def routing_api(routers: Mapping[str, ExternalRouter], gate: ModelGate) -> APIRo
         return decision.to_dict()
 
     @api.post("/v1/route/feedback")
-    async def feedback(req: FeedbackRequest, request: Request) -> dict[str, Any]:
+    async def feedback(req: SettleRequest, request: Request) -> dict[str, Any]:
         """Pay a decision's cost and learn its outcome (once per decision)."""
         try:
             out = await gate.run(request, pick(req.model).settle, req.decision, req.reward, req.cost,

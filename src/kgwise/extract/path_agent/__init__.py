@@ -48,14 +48,14 @@ extra) on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kgwise.errors import ConfigError
 from kgwise.extract.path_agent.config import PathAgentConfig
 from kgwise.extract.path_agent.embeddings import NodeEmbeddings
 from kgwise.extract.registry import ExtractorOptions, register_extractor
 from kgwise.kg.base import KnowledgeGraph
+from kgwise.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from kgwise.extract.path_agent.agent import PathAgent
@@ -74,14 +74,7 @@ __all__ = [
 _LAZY = {"PathAgent": "agent", "PathPolicy": "policy", "TrainingLog": "training",
          "train_path_policy": "training"}
 
-
-def __getattr__(name: str) -> Any:
-    """The re-exported names that need PyTorch (or the encoder), imported on first use."""
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 def _trained_agent(kg: KnowledgeGraph, options: ExtractorOptions) -> PathAgent:
