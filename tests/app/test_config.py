@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from kgwise.app.config import PipelineConfig, paced_coke, starter_toml
+from kgwise.app.config import (
+    STARTER_BUDGET_USD,
+    AnswerSetConfig,
+    ArmConfig,
+    KGConfig,
+    PipelineConfig,
+    RouterConfig,
+    StateConfig,
+    arm_default,
+    file_fields,
+    file_key,
+    paced_coke,
+    starter_toml,
+)
 from kgwise.errors import DataError
 from kgwise.route.coke import CokeConfig
 
@@ -182,6 +197,50 @@ def test_the_starter_file_reads_back(tmp_path: Path) -> None:
     assert cfg.arm("small-kg").per_call == 0.01
     assert cfg.router.budget == 3.0 and cfg.answer_sets.alpha == 0.2
     assert cfg.answer_sets.guarantee == "pac"  # training-conditional, as UAG's open sets
+
+
+STARTER_ARMS = [("g", "kgm", "m.pt", None), ("s", "inject", "smollm2-135m", None),
+                ("o", "llm", "openai:gpt-4o-mini", None), ("e", "external", "", 0.2)]
+
+
+def test_the_starter_file_is_the_default_config_and_names_every_key(tmp_path: Path) -> None:
+    write_kg(tmp_path)
+    (tmp_path / "m.pt").write_bytes(b"")
+    text = starter_toml("kg.tsv", STARTER_ARMS)
+    cfg = PipelineConfig.load(write_config(tmp_path, text))
+    assert cfg.kg == KGConfig(graph=tmp_path / "kg.tsv")
+    assert cfg.router == RouterConfig(STARTER_BUDGET_USD, "usd")
+    assert (cfg.answer_sets, cfg.state) == (AnswerSetConfig(), StateConfig())
+    for arm in cfg.arms:  # the defaults by kind, and the model's measured scoring rule
+        assert arm.cluster == arm_default("cluster", arm.kind, arm.spec)
+        if arm.kind != "external":
+            assert arm.observe == arm_default("observe", arm.kind, arm.spec)
+            assert arm.scoring == arm_default("scoring", arm.kind, arm.spec)
+    assert cfg.arm("s").scoring == "pmi" and cfg.arm("o").scoring == "sum"
+    lines = text.splitlines()
+    for cls in (KGConfig, ArmConfig, RouterConfig, AnswerSetConfig, StateConfig, CokeConfig):
+        fields = file_fields(cls) if cls is not CokeConfig else list(dataclasses.fields(CokeConfig))
+        for f in fields:
+            key = file_key(f) if cls is not CokeConfig else f.name
+            shown = [ln for ln in lines if ln.removeprefix("# ").startswith(f"{key} = ")]
+            assert shown, f"{cls.__name__}.{f.name} ({key}) is not in the starter file"
+            default = f.default if cls is not ArmConfig else None
+            if ln := next((x for x in shown if x.startswith("# ") and default not in (None, ())), None):
+                value = tomllib.loads(ln.removeprefix("# ").split("  # ")[0])[key]  # a commented default
+                assert value == default, f"{key}: the starter shows {value!r}, the default is {default!r}"
+    for cls in (ArmConfig, RouterConfig):  # a value no key sets says how the reader computes it
+        assert all(f.metadata["derived"] for f in dataclasses.fields(cls) if f not in file_fields(cls))
+    docs = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text(encoding="utf-8")
+    missing = [f.name for f in dataclasses.fields(CokeConfig) if f"`{f.name}`" not in docs]
+    assert not missing, f"[coke] keys (advanced) missing from docs/configuration.md: {missing}"
+
+
+def test_an_arm_without_scoring_gets_its_models_measured_rule(tmp_path: Path) -> None:
+    write_kg(tmp_path)
+    cfg = PipelineConfig.load(write_config(tmp_path, GOOD))
+    assert [a.scoring for a in cfg.arms] == ["pmi", "sum", "sum"]  # smollm2-135m measured; the others not
+    body = GOOD.replace('spec = "smollm2-135m"\n', 'spec = "smollm2-135m"\nscoring = "mean"\n', 1)
+    assert PipelineConfig.load(write_config(tmp_path, body)).arm("small").scoring == "mean"
 
 
 def test_kg_takes_a_label_index_beside_a_graph_or_an_endpoint(tmp_path: Path) -> None:

@@ -1,61 +1,11 @@
 """``PipelineConfig``: the whole system in one TOML file (``kgwise.toml``), validated strictly.
 
-Tables:
-
-* ``[kg]`` — one of ``graph = FILE`` (a built ``.npz``, a ``.tsv``/``.nt`` triple file, RoG data),
-  ``source = PATH`` with ``format = NAME`` (built on load by :func:`kgwise.kg.loaders.load_graph`), or
-  ``sparql = URL``; optionally ``index = FILE``, a label index of the KG (``kgwise kg index build``) that
-  free text is grounded over (an endpoint without one gets one built from its labels and cached);
-* ``[[arms]]`` — each ``name``, ``kind`` (``kgm``: a trained KG model file ``model``; ``llm``: an LLM
-  ``spec``, optionally behind an OpenAI-compatible ``base_url``; ``inject``: an LLM ``spec`` with KnowGPT's
-  knowledge injection, optional ``policy``/``bandit``/``combo``, or ``combos``: the combinations — a list,
-  or ``"all"`` — whose prompt bandit ``kgwise fit`` learns on the dev log), ``cluster`` (``KGM``/``LLM``,
-  default by kind), ``price`` (cost of one call in the budget's unit; default: the price table's token
-  prices for ``openai:MODEL`` arms in dollars, one per LLM call in calls, nothing for local models and KG
-  models); ``external``: a model the caller runs itself (:meth:`kgwise.app.Pipeline.route` picks it,
-  :meth:`~kgwise.app.Pipeline.settle` pays what it cost), with ``price`` the most one call may cost — the
-  bound its decision holds (required with ``budget_usd``; one call with ``budget_calls``) — and only
-  ``cluster`` and ``reported_accuracy`` besides;
-* ``[router]`` — ``budget_usd`` or ``budget_calls`` (> 0), ``horizon`` (questions the budget is paced
-  over), ``seed``, ``observe_free``, ``context`` (``"question"``: the router's LinUCB context is the
-  question embedding; ``"question+free"``: the free arms — ``observe`` arms with no price — answer every
-  question before routing and what they say is joined to it, :func:`kgwise.route.table.free_context`;
-  ``"free"``: what they say alone, a few numbers that a router learns from few questions; ``kgwise fit``
-  may choose another by cross-fitting), ``pin_single_arm`` and ``routing_gain_z`` (default ``true``,
-  ``1.0``: ``kgwise fit`` answers with the best affordable single arm unless routing beats it, out of
-  fold, by more than that many standard errors — or, against a dearer arm, is not worse by more),
-  ``external_ttl_s`` (default 3600; 0: never): how long an external arm's decision holds its cost bound
-  waiting for its ``settle`` before it is called off; Coke's
-  own values in ``[coke]`` (the table of
-  ``kgwise config show coke``, checked by :mod:`kgwise.settings`' rules);
-* ``[answer_sets]`` — ``alpha`` in (0, 1), ``delta`` in (0, 1) (the live coverage bound's level, and the
-  calibration's confidence with ``guarantee = "pac"``), ``kind`` (``lac`` or ``aps``), ``guarantee``
-  (``pac``, the default: training-conditional, coverage ≥ 1 − α with probability ≥ 1 − δ over the dev
-  log, the kind of guarantee UAG's open sets carry; ``marginal``: split conformal, coverage ≥ 1 − α on
-  average over dev logs — smaller sets, but a given log's sets fall short of 1 − α about half the time;
-  ``pac_all_arms``: ``pac`` for every arm at once, δ split evenly over the arms — larger sets),
-  ``calibration_share`` in (0, 1) (the part of the graded multiple-choice dev questions held out of the
-  router's learning to calibrate the sets, :mod:`kgwise.app.calibration`; default 0.5), ``uag_llm`` (a
-  local LLM: open
-  questions get UAG's sets, calibrated by ``kgwise fit`` on the graded open dev questions with this model
-  writing Φ(P), :mod:`kgwise.app.open_sets`; without it open answers carry no set) and ``uag_tune_share``
-  in (0, 1) (the part of those questions that tunes UAG's grid and teaches the router; the rest is held
-  out of the router's learning and calibrates UAG per routed arm; default 0.4), ``open_uncertified``
-  (an open answer's set when the held-out questions routed to its arm certify no λ: ``largest``, UAG's
-  largest set — every candidate its retrieval keeps, the most it can cover, as a multiple-choice arm with
-  too few questions gets every choice — or ``pooled``, the set certified on all held-out open questions,
-  smaller but under-covering an arm that gets the harder questions; either way without guarantee),
-  ``abstain`` (default ``false``; ``true``: a multiple-choice answer is given only when its confidence
-  clears the threshold certified for its routed arm — accuracy ≥ 1 − α among the answers given, with
-  probability ≥ 1 − δ over the held-out dev questions — else "not sure" with the set,
-  :mod:`kgwise.app.abstain`);
-* ``[state]`` — where the router, budget, decisions and calibrations live: absent, the journalled state
-  folder (``--state``, default ``.kgwise-state/`` beside the config); ``url = "postgresql://…"``, a
-  PostgreSQL database that several ``kgwise serve`` replicas share (:mod:`kgwise.app.state_pg`), with
-  ``timeout_s`` (> 0, default 2): how long a database call may take before the answer fails with
-  :class:`kgwise.errors.StateUnavailableError`.
-
-Every fault raises ``DataError`` naming the file, the line (where the key stands) and the key.
+The tables ``[kg]``, ``[[arms]]``, ``[router]``, ``[coke]``, ``[answer_sets]`` and ``[state]`` are the
+frozen classes below (``[coke]``: :class:`kgwise.route.coke.CokeConfig`). Each key is one field, which holds
+its default, its unit and a one-line comment (:func:`_doc`); the reader's key lists and ``kgwise init``'s
+starter file (:func:`starter_toml`) are made from those fields, so a default is written once. What every
+key means: ``docs/configuration.md``. Every fault raises ``DataError`` naming the file, the line (where the
+key stands) and the key.
 """
 
 from __future__ import annotations
@@ -65,21 +15,25 @@ import json
 import math
 import re
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+import tomli_w
 from pydantic import TypeAdapter, ValidationError
 
 from kgwise.errors import ConfigError, DataError
-from kgwise.llm.local_models import LOCAL_MODELS, ladder_comment
+from kgwise.llm.base import SCORING_RULES
+from kgwise.llm.local_models import DEFAULT_SCORING, LOCAL_MODELS, default_scoring, ladder_comment
 from kgwise.llm.prices import default_prices
 from kgwise.route.arms import CLUSTERS, Cluster
 from kgwise.route.coke import CokeConfig
 
-__all__ = ["ARM_KINDS", "CONTEXTS", "PACED_COKE", "AnswerSetConfig", "ArmConfig", "ArmKind", "Context",
-           "KGConfig", "PipelineConfig", "RouterConfig", "StateConfig", "paced_coke", "reads_free",
-           "starter_toml"]
+__all__ = ["ARM_KINDS", "CONTEXTS", "PACED_COKE", "STARTER_BUDGET_USD", "AnswerSetConfig", "ArmConfig",
+           "ArmKind", "Context", "KGConfig", "PipelineConfig", "RouterConfig", "StateConfig", "arm_default",
+           "field_default", "file_fields", "file_key", "paced_coke", "reads_free", "starter_toml"]
 
 ArmKind = Literal["kgm", "llm", "inject", "external"]
 Context = Literal["question", "question+free", "free"]
@@ -89,6 +43,8 @@ CONTEXTS: tuple[Context, ...] = ("question", "question+free", "free")
 def reads_free(context: Context) -> bool:
     """Whether a router context reads what the free arms say (their answers are needed before routing)."""
     return context != "question"
+
+
 ARM_KINDS: tuple[ArmKind, ...] = ("kgm", "llm", "inject", "external")
 SetKind = Literal["lac", "aps"]
 Guarantee = Literal["marginal", "pac", "pac_all_arms"]
@@ -96,23 +52,61 @@ OpenUncertified = Literal["largest", "pooled"]
 Unit = Literal["usd", "calls"]
 
 _TABLES = ("kg", "arms", "router", "coke", "answer_sets", "state")
-_ARM_KEYS = {"name", "kind", "spec", "model", "data", "cluster", "price", "base_url", "api_key_env",
-             "scoring", "policy", "bandit", "combo", "combos", "observe", "max_tokens", "reported_accuracy"}
-_EXTERNAL_KEYS = {"name", "kind", "cluster", "price", "reported_accuracy"}
-EXTERNAL_TTL_S = 3600.0
-"""Default ``[router] external_ttl_s``: an hour, the decision lifetime the external router had before it
-joined the pipeline."""
+_LLM_KINDS = ("llm", "inject")
+STARTER_BUDGET_USD = 1.0
+"""The dollar budget ``kgwise init`` writes when given neither ``--budget-usd`` nor ``--budget-calls``."""
+
+
+def _doc(doc: str, *, example: Any = None, kinds: tuple[str, ...] = ARM_KINDS, key: str | None = None,
+         alias: str | None = None, derived: str | None = None) -> dict[str, Any]:
+    """A config field's metadata, from which the starter file (:func:`starter_toml`) and the reader's key
+    lists are made: ``doc``, the one-line comment (with the unit) beside its key; ``example``, the value a
+    commented line shows for a field without a default; ``kinds``, the arm kinds that take the key;
+    ``key``, its name in the file when that is not the field's, ``alias`` the other name it may take;
+    ``derived``, how the reader computes a field that no key of the file sets."""
+    return {"doc": doc, "example": example, "kinds": kinds, "key": key, "alias": alias, "derived": derived}
+
+
+def file_fields(cls: type) -> list[dataclasses.Field[Any]]:
+    """The fields of config ``cls`` that a key of the file sets (not ``derived``), in order."""
+    return [f for f in dataclasses.fields(cls) if not f.metadata.get("derived")]
+
+
+def file_key(f: dataclasses.Field[Any]) -> str:
+    """The key of field ``f`` in the file."""
+    return f.metadata.get("key") or f.name
+
+
+def field_default(cls: type, name: str) -> Any:
+    """The default of field ``name`` of config ``cls`` (its class is the one place it is written)."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    raise KeyError(f"{cls.__name__}.{name} has no default")
+
+
+def _keys_of(cls: type, kind: str | None = None) -> set[str]:
+    """The keys a table of config ``cls`` may hold (of an arm of ``kind``: those its kinds take)."""
+    fields = [f for f in file_fields(cls) if kind is None or kind in f.metadata["kinds"]]
+    return {file_key(f) for f in fields} | {f.metadata["alias"] for f in fields if f.metadata["alias"]}
 
 
 @dataclass(frozen=True, slots=True)
 class KGConfig:
-    """The KG: a graph file, a source to build with ``format``, or a SPARQL endpoint."""
+    """The KG: exactly one of a graph file, a source to build with ``format``, or a SPARQL endpoint."""
 
-    graph: Path | None = None
-    source: Path | None = None
-    format: str | None = None
-    sparql: str | None = None
-    index: Path | None = None
+    graph: Path | None = field(default=None, metadata=_doc(
+        "a built graph (.npz), a triple file (.tsv, .nt) or RoG data", example="kg.npz"))
+    source: Path | None = field(default=None, metadata=_doc(
+        "or a KG source built on load, with format", example="triples.tsv"))
+    format: str | None = field(default=None, metadata=_doc(
+        "the source's format: conceptnet-csv, conceptnet-slice, ddb, wordnet, tsv, …", example="tsv"))
+    sparql: str | None = field(default=None, metadata=_doc(
+        "or a SPARQL endpoint's URL", example="http://127.0.0.1:7878/query"))
+    index: Path | None = field(default=None, metadata=_doc(
+        "label index that free text is grounded over (`kgwise kg index build`)", example="kg.idx"))
 
     @property
     def is_endpoint(self) -> bool:
@@ -136,27 +130,50 @@ class ArmConfig:
     Beta prior (Coke Eq. 3–4; None: no prior information). ``free``: it answers without cost (``observe``
     and no price), so a ``question+free`` router context can ask it before routing. ``combos`` (inject
     arms): the (extractor+format) combinations ``kgwise fit`` learns the arm's prompt bandit over
-    (``("all",)``: every one the arm can build)."""
+    (``("all",)``: every one the arm can build). ``cluster``, ``observe`` and ``scoring`` default by arm
+    (:func:`arm_default`)."""
 
-    name: str
-    kind: ArmKind
-    cluster: Cluster
-    spec: str | None = None
-    model: Path | None = None
-    data: Path | None = None
-    per_call: float = 0.0
-    price_model: str | None = None
-    base_url: str | None = None
-    api_key_env: str | None = None
-    scoring: str = "sum"
-    policy: Path | None = None
-    bandit: Path | None = None
-    combo: str | None = None
-    combos: tuple[str, ...] = ()
-    observe: bool = False
-    max_tokens: int = 64
-    cost_from_usage: bool = False
-    reported_accuracy: float | None = None
+    name: str = field(metadata=_doc("what answers, feedback and the router call the arm"))
+    kind: ArmKind = field(metadata=_doc("kgm (a KG model), llm, inject (an LLM with KG knowledge) or "
+                                        "external (a model the caller runs)"))
+    cluster: Cluster = field(metadata=_doc("KGM or LLM: whose prior the arm shares (Coke Eq. 3–4); default "
+                                           "by kind"))
+    spec: str | None = field(default=None, metadata=_doc(
+        "the LLM: a shipped model's name, gguf:PATH or openai:MODEL", kinds=_LLM_KINDS))
+    model: Path | None = field(default=None, metadata=_doc(
+        "trained KG model file (`kgwise kg model train`)", example="kgm.pt", kinds=("kgm",)))
+    data: Path | None = field(default=None, metadata=_doc(
+        "the data directory its KG is built from (default: $KGWISE_DATA)", example="data",
+        kinds=("kgm",)))
+    per_call: float = field(default=0.0, metadata=_doc(
+        "per call, in the budget's unit (default: the price table, 1 per LLM call, or 0; external: the "
+        "most one call may cost)", example=0.001, key="price"))
+    price_model: str | None = field(default=None, metadata=_doc(
+        "", derived="spec's model when the price table prices it (dollar budgets, no price given)"))
+    base_url: str | None = field(default=None, metadata=_doc(
+        "an OpenAI-compatible server (with spec = openai:MODEL)", example="http://127.0.0.1:8080/v1",
+        kinds=_LLM_KINDS))
+    api_key_env: str | None = field(default=None, metadata=_doc(
+        "environment variable holding the server's API key", example="OPENAI_API_KEY", kinds=_LLM_KINDS))
+    scoring: str = field(default=DEFAULT_SCORING, metadata=_doc(
+        "choice scoring: sum, mean or pmi; default: the model's measured best (sum for unmeasured ones)",
+        kinds=_LLM_KINDS))
+    policy: Path | None = field(default=None, metadata=_doc(
+        "a trained P_RL path policy", example="path_policy.pt", kinds=("inject",)))
+    bandit: Path | None = field(default=None, metadata=_doc(
+        "a learnt prompt bandit (instead of combo or combos)", example="bandit.npz", kinds=("inject",)))
+    combo: str | None = field(default=None, metadata=_doc(
+        "a fixed extractor+format combination", example="P_sub+F_s", kinds=("inject",)))
+    combos: tuple[str, ...] = field(default=(), metadata=_doc(
+        'combinations `kgwise fit` learns per question: "all" or a list', example="all", kinds=("inject",)))
+    observe: bool = field(default=False, metadata=_doc(
+        "answers every question so feedback teaches its outcome (free arms); default: true for kgm",
+        kinds=("kgm", "llm", "inject")))
+    max_tokens: int = field(default=64, metadata=_doc("longest open answer, in tokens", kinds=_LLM_KINDS))
+    cost_from_usage: bool = field(default=False, metadata=_doc(
+        "", derived="dollar budgets, no price of either kind: the cost the backend reports is paid"))
+    reported_accuracy: float | None = field(default=None, metadata=_doc(
+        "published accuracy in [0, 1], the mean of the cluster's prior", example=0.5))
 
     @property
     def free(self) -> bool:
@@ -179,6 +196,20 @@ class ArmConfig:
     def is_api(self) -> bool:
         """Whether the arm calls a server (concurrent calls help) rather than an in-process model."""
         return self.kind != "kgm" and (self.base_url is not None or str(self.spec).startswith("openai"))
+
+
+def arm_default(name: str, kind: str, spec: str | None) -> Any:
+    """The default of arm key ``name`` for an arm of ``kind`` answering with LLM ``spec``: ``cluster`` by
+    kind (a KG model is ``KGM``), ``observe`` true for a KG model (free: it answers every question),
+    ``scoring`` the model's measured best (:func:`kgwise.llm.local_models.default_scoring`); any other
+    key, :class:`ArmConfig`'s default."""
+    if name == "cluster":
+        return "KGM" if kind == "kgm" else "LLM"
+    if name == "observe":
+        return kind == "kgm"
+    if name == "scoring":
+        return default_scoring(spec) if kind in _LLM_KINDS else DEFAULT_SCORING
+    return field_default(ArmConfig, name)
 
 
 PACED_COKE: dict[str, Any] = {"lam": 0.0, "pacing": "price", "gamma_override": 0.25,
@@ -207,16 +238,25 @@ class RouterConfig:
     by ``routing_gain_z`` standard errors (:meth:`kgwise.route.tuning.RoutingGain.pays`);
     ``external_ttl_s``: how long an external arm's decision waits for its settle (None: for ever)."""
 
-    budget: float
-    unit: Unit
-    horizon: int | None = None
-    seed: int = 0
-    observe_free: bool = True
-    coke: CokeConfig = dataclasses.field(default_factory=CokeConfig)
-    context: Context = "question"
-    pin_single_arm: bool = True
-    routing_gain_z: float = 1.0
-    external_ttl_s: float | None = EXTERNAL_TTL_S
+    budget: float = field(metadata=_doc(
+        "hard spending limit: budget_usd (dollars) or budget_calls (LLM calls; a KG model is free)",
+        key="budget_usd", alias="budget_calls"))
+    unit: Unit = field(metadata=_doc("", derived="usd with budget_usd, calls with budget_calls"))
+    horizon: int | None = field(default=None, metadata=_doc(
+        "questions the budget is paced over (Coke then defaults to paced values)", example=1000))
+    seed: int = field(default=0, metadata=_doc("seed of the router's random choices"))
+    observe_free: bool = field(default=True, metadata=_doc(
+        "free arms (observe, no price) answer every question; feedback teaches their outcome"))
+    coke: CokeConfig = field(default_factory=CokeConfig, metadata=_doc(
+        "", derived="the [coke] table (advanced: `kgwise eval config show coke`, docs/configuration.md)"))
+    context: Context = field(default="question", metadata=_doc(
+        "the router's context: question, question+free or free (`kgwise fit` may choose by cross-fitting)"))
+    pin_single_arm: bool = field(default=True, metadata=_doc(
+        "`kgwise fit` answers with the best affordable single arm unless routing beats it"))
+    routing_gain_z: float = field(default=1.0, metadata=_doc(
+        "by how many standard errors (out of fold) routing must beat that arm"))
+    external_ttl_s: float | None = field(default=3600.0, metadata=_doc(
+        "seconds an external arm's decision holds its cost bound waiting for settle (0: never expires)"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,15 +273,23 @@ class AnswerSetConfig:
     promises accuracy ≥ 1 − α among its answers with probability ≥ 1 − δ, else "not sure"
     (:mod:`kgwise.app.abstain`)."""
 
-    alpha: float = 0.1
-    delta: float = 0.05
-    kind: SetKind = "lac"
-    guarantee: Guarantee = "pac"
-    calibration_share: float = 0.5
-    uag_llm: str | None = None
-    uag_tune_share: float = 0.4
-    open_uncertified: OpenUncertified = "largest"
-    abstain: bool = False
+    alpha: float = field(default=0.1, metadata=_doc(
+        "in (0, 1): the sets miss the truth at most this often, per arm"))
+    delta: float = field(default=0.05, metadata=_doc(
+        "in (0, 1): level of the live coverage bound (`kgwise status`) and of the pac guarantee"))
+    kind: SetKind = field(default="lac", metadata=_doc("non-conformity score of the sets: lac or aps"))
+    guarantee: Guarantee = field(default="pac", metadata=_doc(
+        "pac: coverage ≥ 1 − alpha w.p. ≥ 1 − delta over the dev log; marginal: on average; pac_all_arms"))
+    calibration_share: float = field(default=0.5, metadata=_doc(
+        "in (0, 1): part of the dev questions held out of the router's learning to calibrate the sets"))
+    uag_llm: str | None = field(default=None, metadata=_doc(
+        "a local LLM: open questions get UAG's sets, calibrated by `kgwise fit`", example="smollm2-135m"))
+    uag_tune_share: float = field(default=0.4, metadata=_doc(
+        "in (0, 1): part of the open dev questions that tunes UAG; the rest calibrates it per arm"))
+    open_uncertified: OpenUncertified = field(default="largest", metadata=_doc(
+        "an open answer's set where nothing is certified: largest (UAG's largest set) or pooled"))
+    abstain: bool = field(default=False, metadata=_doc(
+        "answer only when the arm's certified confidence promises accuracy ≥ 1 − alpha, else \"not sure\""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,8 +298,10 @@ class StateConfig:
     database (:mod:`kgwise.app.state_pg`); ``timeout_s``: the most one database call may take (connect,
     statement, lock wait) before it fails fast."""
 
-    url: str | None = None
-    timeout_s: float = 2.0
+    url: str | None = field(default=None, metadata=_doc(
+        "a PostgreSQL database that several replicas share (default: the state folder)",
+        example="postgresql://kgwise@127.0.0.1/kgwise"))
+    timeout_s: float = field(default=2.0, metadata=_doc("seconds one database call may take, > 0"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,7 +412,7 @@ class _Reader:
         return PipelineConfig(self.path, kg, arms, router, sets, self.state(self.doc.get("state", {})))
 
     def state(self, data: dict[str, Any]) -> StateConfig:
-        self._keys(data, {"url", "timeout_s"}, "state")
+        self._keys(data, _keys_of(StateConfig), "state")
         url = self._str(data, "url", "state")
         if url is not None and not url.startswith(("postgresql://", "postgres://")):
             raise self.fail(f"must be a postgresql:// URL (without it the state is the folder), got {url!r}",
@@ -370,7 +420,7 @@ class _Reader:
         timeout = self._number(data, "timeout_s", "state")
         if timeout is not None and timeout <= 0:
             raise self.fail(f"must be > 0 seconds, got {data['timeout_s']!r}", "state", "timeout_s")
-        return StateConfig(url, 2.0 if timeout is None else timeout)
+        return StateConfig(url, field_default(StateConfig, "timeout_s") if timeout is None else timeout)
 
     def _keys(self, data: dict[str, Any], allowed: set[str], table: str, index: int | None = None) -> None:
         for key in data:
@@ -407,7 +457,7 @@ class _Reader:
         if data is None:
             raise DataError("missing table [kg]: give graph = FILE, source = PATH with format = NAME, or "
                             "sparql = URL", self.path)
-        self._keys(data, {"graph", "source", "format", "sparql", "index"}, "kg")
+        self._keys(data, _keys_of(KGConfig), "kg")
         index = self._file(data, "index", "kg", what="label index")
         given = [k for k in ("graph", "source", "sparql") if k in data]
         if len(given) != 1:
@@ -433,8 +483,7 @@ class _Reader:
     def router(self, data: dict[str, Any] | None) -> RouterConfig:
         if data is None:
             raise DataError("missing table [router]: give budget_usd or budget_calls", self.path)
-        self._keys(data, {"budget_usd", "budget_calls", "horizon", "seed", "observe_free", "context",
-                          "pin_single_arm", "routing_gain_z", "external_ttl_s"}, "router")
+        self._keys(data, _keys_of(RouterConfig), "router")
         given = [k for k in ("budget_usd", "budget_calls") if k in data]
         if len(given) != 1:
             raise self.fail("give exactly one of budget_usd or budget_calls"
@@ -447,20 +496,20 @@ class _Reader:
         horizon = data.get("horizon")
         if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1):
             raise self.fail(f"must be a whole number of questions ≥ 1, got {horizon!r}", "router", "horizon")
-        seed = data.get("seed", 0)
+        seed = data.get("seed", field_default(RouterConfig, "seed"))
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise self.fail(f"must be a whole number, got {seed!r}", "router", "seed")
-        observe = data.get("observe_free", True)
+        observe = data.get("observe_free", field_default(RouterConfig, "observe_free"))
         if not isinstance(observe, bool):
             raise self.fail(f"must be true or false, got {observe!r}", "router", "observe_free")
         coke = self.coke(self.doc.get("coke", {}), PACED_COKE if horizon is not None else None)
         if coke.pacing == "price" and horizon is None:
             raise self.fail("pacing = 'price' needs [router] horizon", "coke", "pacing")
-        context = data.get("context", "question")
+        context = data.get("context", field_default(RouterConfig, "context"))
         if context not in CONTEXTS:
             raise self.fail(f"must be one of {', '.join(map(repr, CONTEXTS))}, got {context!r}", "router",
                             "context")
-        pin = data.get("pin_single_arm", True)
+        pin = data.get("pin_single_arm", field_default(RouterConfig, "pin_single_arm"))
         if not isinstance(pin, bool):
             raise self.fail(f"must be true or false, got {pin!r}", "router", "pin_single_arm")
         z = self._number(data, "routing_gain_z", "router")
@@ -473,8 +522,8 @@ class _Reader:
                             "external_ttl_s")
         unit: Unit = "usd" if key == "budget_usd" else "calls"
         return RouterConfig(budget, unit, horizon, seed, observe, coke, context, pin,
-                            1.0 if z is None else z,
-                            EXTERNAL_TTL_S if ttl is None else (ttl or None))
+                            field_default(RouterConfig, "routing_gain_z") if z is None else z,
+                            field_default(RouterConfig, "external_ttl_s") if ttl is None else (ttl or None))
 
     def coke(self, data: dict[str, Any], defaults: dict[str, Any] | None = None) -> CokeConfig:
         """``[coke]`` checked as :func:`kgwise.settings.read_section` checks it (strict types, the config's
@@ -511,7 +560,7 @@ class _Reader:
         return tuple(out)
 
     def arm(self, data: dict[str, Any], i: int, unit: Unit) -> ArmConfig:
-        self._keys(data, _ARM_KEYS, "arms", i)
+        self._keys(data, _keys_of(ArmConfig), "arms", i)
         name = self._str(data, "name", "arms", i)
         if name is None:
             raise self.fail("every arm needs a name", "arms", None, i)
@@ -519,7 +568,7 @@ class _Reader:
         if kind not in ARM_KINDS:
             raise self.fail(f"unknown arm kind {kind!r}; use one of {', '.join(ARM_KINDS)}", "arms",
                             "kind", i)
-        cluster = self._str(data, "cluster", "arms", i) or ("KGM" if kind == "kgm" else "LLM")
+        cluster = self._str(data, "cluster", "arms", i) or arm_default("cluster", kind, None)
         if cluster not in CLUSTERS:
             raise self.fail(f"must be one of {', '.join(CLUSTERS)}, got {cluster!r}", "arms", "cluster", i)
         reported = self._number(data, "reported_accuracy", "arms", i)
@@ -569,13 +618,13 @@ class _Reader:
             if key in data and kind != "inject":
                 raise self.fail(f"{key} is for inject arms", "arms", key, i)
         combos = self.combos(data, i)
-        scoring = self._str(data, "scoring", "arms", i) or "sum"
-        if scoring not in ("sum", "mean", "pmi"):
+        scoring = self._str(data, "scoring", "arms", i) or arm_default("scoring", kind, spec)
+        if scoring not in SCORING_RULES:
             raise self.fail(f"must be sum, mean or pmi, got {scoring!r}", "arms", "scoring", i)
-        observe = data.get("observe", kind == "kgm")
+        observe = data.get("observe", arm_default("observe", kind, spec))
         if not isinstance(observe, bool):
             raise self.fail(f"must be true or false, got {observe!r}", "arms", "observe", i)
-        max_tokens = data.get("max_tokens", 64)
+        max_tokens = data.get("max_tokens", field_default(ArmConfig, "max_tokens"))
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise self.fail(f"must be a whole number ≥ 1, got {max_tokens!r}", "arms", "max_tokens", i)
         per_call, price_model = self.price(data, i, kind, spec, base_url, unit)
@@ -592,10 +641,11 @@ class _Reader:
     def external_arm(self, data: dict[str, Any], i: int, name: str, cluster: Cluster, unit: Unit,
                      reported: float | None) -> ArmConfig:
         """An arm the caller runs: its ``price`` is the cost bound its decisions hold (module docstring)."""
+        allowed = _keys_of(ArmConfig, "external")
         for key in data:
-            if key not in _EXTERNAL_KEYS:
+            if key not in allowed:
                 raise self.fail(f"not for an external arm (the caller runs its model); an external arm has "
-                                f"{', '.join(sorted(_EXTERNAL_KEYS))}", "arms", key, i)
+                                f"{', '.join(sorted(allowed))}", "arms", key, i)
         price = self._number(data, "price", "arms", i)
         if price is None and unit == "usd":
             raise self.fail("an external arm needs price = USD, the most one call may cost (the bound its "
@@ -657,8 +707,7 @@ class _Reader:
         return 0.0, None  # an in-process local model: no dollars
 
     def answer_sets(self, data: dict[str, Any]) -> AnswerSetConfig:
-        self._keys(data, {"alpha", "delta", "kind", "guarantee", "calibration_share", "uag_llm",
-                          "uag_tune_share", "open_uncertified", "abstain"}, "answer_sets")
+        self._keys(data, _keys_of(AnswerSetConfig), "answer_sets")
         given: dict[str, Any] = {}  # the keys the file sets; AnswerSetConfig holds the defaults
         for key in ("alpha", "delta", "calibration_share", "uag_tune_share"):
             value = self._number(data, key, "answer_sets")
@@ -723,13 +772,44 @@ def _price_of(name: str, text: str) -> float:
     return price
 
 
-def _toml_str(value: str) -> str:
-    return json.dumps(value, ensure_ascii=False)
+def _toml_value(value: Any) -> str:
+    """``value`` as a TOML value (a path as its text, a tuple as an array)."""
+    plain = str(value) if isinstance(value, Path) else list(value) if isinstance(value, tuple) else value
+    return tomli_w.dumps({"v": plain}).split("=", 1)[1].strip()
+
+
+def _table(cls: type, given: dict[str, Any], kind: str | None = None,
+           default: Callable[[str], Any] | None = None,
+           notes: dict[str, tuple[Any, str]] | None = None) -> list[str]:
+    """The lines of a table of config ``cls`` (an arm of ``kind``: the keys that kind takes), one key a
+    line with its field's one-line comment: a ``given`` value as a key, any other as a comment showing
+    its default (``default(name)``, else the field's), or its example where it has none; ``notes``: a
+    key's own comment, and the value it shows commented."""
+    lines = []
+    for f in file_fields(cls):
+        if kind is not None and kind not in f.metadata["kinds"]:
+            continue
+        key = next((k for k in (f.metadata.get("alias"), file_key(f)) if k in given), file_key(f))
+        note = (notes or {}).get(key)
+        if key in given:
+            value, doc, active = given[key], note[1] if note else f.metadata["doc"], True
+        elif note:
+            (value, doc), active = note, False
+        else:
+            value = default(f.name) if default is not None else field_default(cls, f.name)
+            if value in (None, ()):
+                value = f.metadata["example"]
+            doc, active = f.metadata["doc"], False
+        line = f"{key} = {_toml_value(value)}  # {doc}"
+        lines.append(line if active else f"# {line}")
+    return lines
 
 
 def starter_toml(kg: str, arms: list[tuple[str, str, str, float | None]], budget_usd: float | None = None,
-                 budget_calls: int | None = None, alpha: float = 0.1) -> str:
-    """A commented ``kgwise.toml`` for ``kg`` and ``arms`` (``(name, kind, spec-or-model, price)``)."""
+                 budget_calls: int | None = None, alpha: float | None = None) -> str:
+    """A commented ``kgwise.toml`` for ``kg`` and ``arms`` (``(name, kind, spec-or-model, price)``), made
+    from the config classes: every key of every table, the given ones set, the others commented out at
+    their default with their field's one-line comment (:func:`_table`)."""
     if not arms:
         raise ConfigError("give at least one arm (--arm name=kind:spec[:price])")
     for name, kind, _, price in arms:
@@ -739,69 +819,43 @@ def starter_toml(kg: str, arms: list[tuple[str, str, str, float | None]], budget
             raise ConfigError(f"arm {name!r}: a price must be ≥ 0, got {price}")
     if budget_usd is not None and budget_calls is not None:
         raise ConfigError("give --budget-usd or --budget-calls, not both")
+    endpoint = kg.startswith(("sparql:", "http://", "https://"))
     lines = ["# kgwise pipeline: one KG, routed arms, calibrated answer sets (`kgwise ask --config FILE`).",
-             "", "[kg]"]
-    if kg.startswith(("sparql:", "http://", "https://")):
-        lines.append(f"sparql = {_toml_str(kg.removeprefix('sparql:'))}")
-    else:
-        lines += ["# a built graph (.npz), a triple file (.tsv, .nt) or RoG data;",
-                  "# or source = PATH with format = NAME, or sparql = URL",
-                  f"graph = {_toml_str(kg)}"]
-    lines += ["", *ladder_comment()]
+             "# A commented key shows its default; docs/configuration.md describes every table.", "",
+             "# The KG: exactly one of graph, source (with format) or sparql.", "[kg]",
+             *_table(KGConfig, {"sparql": kg.removeprefix("sparql:")} if endpoint else {"graph": kg}),
+             "", *ladder_comment()]
     for name, kind, target, price in arms:
-        lines += ["", "[[arms]]", f"name = {_toml_str(name)}", f"kind = {_toml_str(kind)}"]
+        given: dict[str, Any] = {"name": name, "kind": kind, "cluster": arm_default("cluster", kind, None)}
+        notes: dict[str, tuple[Any, str]] = {}
         if kind == "external":  # NAME=external:PRICE — the caller runs it; PRICE bounds one call
-            bound = price if price is not None else _price_of(name, target)
-            lines += [f"price = {bound!r}  # the most one call may cost: the bound a decision holds until "
-                      "it is settled", "cluster = \"LLM\"  # or KGM"]
-            continue
-        if kind == "kgm":
-            lines.append(f"model = {_toml_str(target)}  # from `kgwise kg model train`")
+            given["price"] = price if price is not None else _price_of(name, target)
         else:
-            lines.append(f"spec = {_toml_str(target)}  # {', '.join(LOCAL_MODELS)}, gguf:PATH, openai:MODEL")
-            local = LOCAL_MODELS.get(target)
+            given["model" if kind == "kgm" else "spec"] = target
+            if price is not None:
+                given["price"] = price
+            local = LOCAL_MODELS.get(target) if kind != "kgm" else None
             if local is not None:
-                others = ", ".join(r for r in ("sum", "mean", "pmi") if r != local.scoring)
-                lines.append(f"scoring = {_toml_str(local.scoring)}  # measured best for {target} on dev "
-                             f"questions; or {others}")
-            lines.append("# base_url = \"http://127.0.0.1:8080/v1\"  # an OpenAI-compatible server (spec = "
-                         "openai:MODEL)")
-        if kind == "inject":
-            lines.append("# policy = \"path_policy.pt\"  # P_RL")
-            lines.append("# combos = \"all\"  # `kgwise fit` learns which (extractor+format) per question;")
-            lines.append("# or bandit = \"bandit.npz\", or a fixed combo = \"P_sub+F_s\"")
-        lines.append(f"cluster = {_toml_str('KGM' if kind == 'kgm' else 'LLM')}")
-        if price is not None:
-            lines.append(f"price = {price!r}  # per call, in the budget's unit")
-        elif kind != "kgm" and target in LOCAL_MODELS:
-            lines.append(f"# price = {LOCAL_MODELS[target].seconds_per_question!r}  # its seconds per "
-                         "question (above): price each arm so, and budget_calls counts machine seconds")
-        else:
-            lines.append("# price = 0.001  # per call in the budget's unit; default: the price table")
-    lines += ["", "[router]"]
-    if budget_calls is not None:
-        lines.append(f"budget_calls = {budget_calls}  # LLM calls; a KG model is free")
-    else:
-        lines.append(f"budget_usd = {budget_usd if budget_usd is not None else 1.0!r}  # hard limit, dollars")
-    lines += ["# horizon = 1000  # questions the budget is paced over", "seed = 0",
-              "observe_free = true  # free arms (kgm) answer every question; feedback teaches their outcome",
-              "# context = \"question+free\"  # join what the free arms say to the question (`kgwise fit` "
-              "chooses by cross-fitting)",
-              "# pin_single_arm = true  # `kgwise fit` answers with the best affordable single arm when",
-              "# routing_gain_z = 1.0   #   routing does not beat it by this many standard errors",
-              "", "# Coke's values (see `kgwise config show coke`)", "[coke]", "lam = 1.0", "delta = 0.05",
-              "", "[answer_sets]", f"alpha = {alpha!r}  # sets miss the truth at most this often, per arm",
-              "delta = 0.05  # level of the live coverage bound (`kgwise status`)",
-              "kind = \"lac\"  # or aps",
-              "guarantee = \"pac\"  # coverage >= 1 - alpha with probability >= 1 - delta over the dev log;",
-              "#   \"marginal\": on average over dev logs (smaller sets); \"pac_all_arms\": pac for "
-              "every arm at once",
-              "calibration_share = 0.5  # dev questions held out of the router's learning to calibrate sets",
-              "# uag_llm = \"smollm2-135m\"  # open questions get UAG's sets, calibrated by `kgwise fit` on "
-              "graded open dev questions",
-              "# uag_tune_share = 0.4  # of those, the part that tunes UAG (and teaches the router); the "
-              "rest calibrates it per arm",
-              "# open_uncertified = \"largest\"  # an arm whose held-out open questions certify nothing: "
-              "UAG's largest set, or \"pooled\"",
-              ""]
+                given["scoring"] = local.scoring
+                others = ", ".join(r for r in SCORING_RULES if r != local.scoring)
+                notes["scoring"] = (None, f"measured best for {target} on dev questions; or {others}")
+                notes["price"] = (local.seconds_per_question, "its seconds per question (above): price each "
+                                  "arm so, and budget_calls counts machine seconds")
+        defaults = partial(arm_default, kind=kind, spec=target)
+        lines += ["", "[[arms]]", *_table(ArmConfig, given, kind, defaults, notes)]
+    budget = {"budget_calls": budget_calls} if budget_calls is not None else {
+        "budget_usd": budget_usd if budget_usd is not None else STARTER_BUDGET_USD}
+    sets = {"alpha": alpha} if alpha is not None else {}
+    lines += ["", "# The router (Coke) and its budget.", "[router]", *_table(RouterConfig, budget), "",
+              "# Coke's hyper-parameters (the paper's; paced values with a horizon): advanced, see",
+              "# `kgwise eval config show coke` and docs/configuration.md.", "[coke]",
+              *(f"# {k} = {_toml_value(v)}" for k, v in _plain_coke().items()), "",
+              "# Calibrated answer sets.", "[answer_sets]", *_table(AnswerSetConfig, sets), "",
+              "# Where the router, budget, decisions and calibrations live (default: the state folder).",
+              "[state]", *_table(StateConfig, {}), ""]
     return "\n".join(lines)
+
+
+def _plain_coke() -> dict[str, Any]:
+    """Coke's defaults as the ``[coke]`` keys, an unset one (TOML has no null) at its paced value."""
+    return {k: PACED_COKE[k] if v is None else v for k, v in dataclasses.asdict(CokeConfig()).items()}

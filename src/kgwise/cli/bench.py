@@ -15,6 +15,7 @@ from kgwise.cli.common import DataOption, JsonOption, err_console, friendly_erro
 from kgwise.config import data_dir
 from kgwise.errors import ConfigError
 from kgwise.eval.bench.kg import GRAPHS, run_kg_benchmark
+from kgwise.llm.local_models import DEFAULT_LLM
 from kgwise.types import Question
 
 
@@ -190,7 +191,7 @@ def bench_serve(
         "1).")] = 16,
     concurrency: Annotated[str, typer.Option(help="Comma-separated concurrency levels (≤ 64).")] = "1,8,32",
     phase_s: Annotated[float, typer.Option(min=1.0, max=600.0, help="Time limit of each phase (s).")] = 120.0,
-    llm: Annotated[str, typer.Option(help="Local LLM the server answers with.")] = "smollm2-135m",
+    llm: Annotated[str, typer.Option(help="Local LLM the server answers with.")] = DEFAULT_LLM,
     queue: Annotated[int, typer.Option(min=0, help="The server's --queue.")] = 4,
     chat_requests: Annotated[int, typer.Option(
         min=0, max=20_000, help="/v1/chat/completions requests per concurrency on a second server, a "

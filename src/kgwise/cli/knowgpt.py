@@ -23,6 +23,7 @@ from kgwise.cli.common import (
 )
 from kgwise.errors import ConfigError
 from kgwise.kg.sources import GRAPH_FILE_HELP
+from kgwise.llm.local_models import DEFAULT_LLM
 
 _LLM_HELP = ("LLM spec: smollm2-135m, gemma3-270m, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b, gguf:PATH, "
              "openai:MODEL.")
@@ -43,7 +44,7 @@ def eval_knowgpt(
     kg: Annotated[Path | None, typer.Option(
         "--kg", help="With --questions: the graph file (" + GRAPH_FILE_HELP + "); a --dataset brings its "
         "own KG.")] = None,
-    llm: Annotated[str, typer.Option("--llm", help=_LLM_HELP)] = "smollm2-135m",
+    llm: Annotated[str, typer.Option("--llm", help=_LLM_HELP)] = DEFAULT_LLM,
     json_out: JsonOption = None,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Test questions per split.")] = None,
     train_limit: Annotated[int, typer.Option(

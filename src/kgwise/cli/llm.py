@@ -21,6 +21,7 @@ from kgwise.cli.common import (
 )
 from kgwise.config import cache_dir
 from kgwise.errors import ConfigError
+from kgwise.llm.local_models import DEFAULT_LLM
 
 LlmOption = Annotated[
     str, typer.Option("--llm", help="smollm2-135m, gemma3-270m, gguf:PATH, openai:MODEL, replay:…")
@@ -38,7 +39,7 @@ CacheOption = Annotated[bool, typer.Option("--cache/--no-cache", help="Use the p
 def ask(
     question: Annotated[str | None, typer.Argument(help="The question text.", show_default=False)] = None,
     choices: Annotated[str | None, typer.Option("--choices", help='Options separated by "|".')] = None,
-    llm: LlmOption = "smollm2-135m",
+    llm: LlmOption = DEFAULT_LLM,
     method: MethodOption = "score",
     knowledge: Annotated[str, typer.Option(help="Knowledge to put before the question.")] = "",
     cache: CacheOption = False,
@@ -132,7 +133,7 @@ def eval_llm(
     questions_file: Annotated[Path | None, typer.Option(
         "--questions", help="Your questions (JSONL: id, text, choices?, gold?) instead of --dataset/--split.")
     ] = None,
-    llm: LlmOption = "smollm2-135m",
+    llm: LlmOption = DEFAULT_LLM,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N questions.")] = None,
     method: MethodOption = "score",
     concurrency: Annotated[int, typer.Option(min=1, help="Parallel calls (API backends).")] = 1,

@@ -69,7 +69,9 @@ def init(
         "kgwise.toml"),
     budget_usd: Annotated[float | None, typer.Option("--budget-usd", min=0.0)] = None,
     budget_calls: Annotated[int | None, typer.Option("--budget-calls", min=1)] = None,
-    alpha: Annotated[float, typer.Option("--alpha", help="Error rate of the answer sets, in (0, 1).")] = 0.1,
+    alpha: Annotated[float | None, typer.Option("--alpha", help="Error rate of the answer sets, in (0, 1) "
+                                                  "(default: [answer_sets] alpha's).", show_default=False)
+                     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Write a commented starter kgwise.toml, checked as `ask` will read it (files exist, models known,

@@ -51,12 +51,13 @@ from kgwise.eval.pipeline_live import LiveMCConfig, LiveRun, coverage_stats, liv
 from kgwise.files import short_hash
 from kgwise.grading import match_answer
 from kgwise.kg.base import KnowledgeGraph
+from kgwise.llm.local_models import DEFAULT_LLM
 from kgwise.types import Question
 
 __all__ = ["evaluate_live_open", "open_arms"]
 
 
-def open_arms(llm: str = "smollm2-135m", combo: str = "P_sub+F_t", max_tokens: int = 16, plain: bool = True
+def open_arms(llm: str = DEFAULT_LLM, combo: str = "P_sub+F_t", max_tokens: int = 16, plain: bool = True
               ) -> tuple[ArmConfig, ...]:
     """Arms costed in LLM calls, answering in free text (at most ``max_tokens``: an answer is a name):
     ``llm+kg`` with P_sub's facts rendered by ``combo``'s format, and (``plain``) ``llm`` alone."""

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kgwise.errors import ConfigError
+from kgwise.llm.local_models import DEFAULT_LLM
 
 __all__ = ["LIVE", "LiveOptions", "kgm_trained_on", "run_live", "unseen_offset"]
 
@@ -70,7 +71,7 @@ def run_live(o: LiveOptions, router: Any, root: Path, out_dir: Path, progress: C
         from kgwise.kg.sources import open_graph
         from kgwise.llm import get_llm
 
-        specs = list(llms) or ["smollm2-135m"]
+        specs = list(llms) or [DEFAULT_LLM]
         if len(specs) != 1:
             raise ConfigError("--live webqsp-open takes one --llm (its plain and +kg arms)")
         questions = labelled_questions(load("webqsp", "test", root), "webqsp test")

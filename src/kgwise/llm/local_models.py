@@ -39,7 +39,8 @@ from kgwise.files import atomic_path
 from kgwise.llm.base import ScoringRule
 from kgwise.llm.split_gguf import Part, SplitGGUF, ensure_assembled
 
-__all__ = ["LOCAL_MODELS", "QWEN_05B", "QWEN_15B", "LocalModel", "ladder_comment", "local_model"]
+__all__ = ["DEFAULT_LLM", "DEFAULT_SCORING", "LOCAL_MODELS", "QWEN_05B", "QWEN_15B", "LocalModel",
+           "default_scoring", "ladder_comment", "local_model"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +141,22 @@ LOCAL_MODELS: dict[str, LocalModel] = {m.name: m for m in (
                template="chatml", split=QWEN_15B),
 )}
 """The shipped local models by short name (see the module docstring)."""
+
+
+DEFAULT_LLM = "smollm2-135m"
+"""The model a command uses when none is named: the smallest and fastest shipped one (the ladder above)."""
+
+DEFAULT_SCORING: ScoringRule = "sum"
+"""The choice-scoring rule of a model measured by no one here (a GGUF path, a served model): the summed
+log-probability, which needs no second pass for the prior (PMI) and works on any server that returns
+prompt log-probabilities."""
+
+
+def default_scoring(spec: str | None) -> ScoringRule:
+    """The rule a model answers multiple choice with when its config names none: a shipped model's measured
+    best (:attr:`LocalModel.scoring`), else :data:`DEFAULT_SCORING`."""
+    model = LOCAL_MODELS.get(spec or "")
+    return model.scoring if model is not None else DEFAULT_SCORING
 
 
 def local_model(name: str) -> LocalModel | None:

@@ -36,6 +36,7 @@ import numpy as np
 
 from kgwise.errors import ConfigError
 from kgwise.eval.bench.net import free_port, stop_process
+from kgwise.llm.local_models import DEFAULT_LLM
 
 __all__ = ["EXTERNAL_ARMS", "REPLAY_ARMS", "PhaseResult", "ServeBenchConfig", "run_chat_benchmark",
            "run_serve_benchmark"]
@@ -53,7 +54,7 @@ class ServeBenchConfig:
     phase_s: float = 120.0
     questions: int = 300
     queue: int = 4
-    llm: str = "smollm2-135m"
+    llm: str = DEFAULT_LLM
     chat_requests: int = 1000
 
 
