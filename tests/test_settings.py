@@ -80,10 +80,10 @@ def test_a_bad_file_is_named_with_what_is_wrong(tmp_path: Path, text: str, messa
 
 
 def test_config_show_prints_a_file_the_commands_read(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["config", "show", "coke", "kgm_train"])
+    result = CliRunner().invoke(app, ["eval", "config", "show", "coke", "kgm_train"])
     assert result.exit_code == 0, result.output
     assert set(tomllib.loads(result.output)) == {"coke", "kgm_train"}
-    result = CliRunner().invoke(app, ["config", "show", "cokee"])
+    result = CliRunner().invoke(app, ["eval", "config", "show", "cokee"])
     assert result.exit_code == 2 and "unknown config table [cokee]" in result.output
 
 

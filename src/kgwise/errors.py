@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 __all__ = ["ConfigError", "DataError", "InputTooLongError", "KgwiseError", "ServiceError",
-           "StateUnavailableError", "TransientError", "UnknownNodeError"]
+           "StateUnavailableError", "TransientError", "UnknownNodeError", "listed"]
 
 
 class KgwiseError(Exception):
@@ -74,3 +75,8 @@ class StateUnavailableError(KgwiseError):
     def __init__(self, message: str, retry_after_s: float = 1.0) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+def listed(items: Sequence[str], most: int = 5) -> str:
+    """The first ``most`` of ``items`` for a message, with ``…`` when there are more."""
+    return ", ".join(items[:most]) + (" …" if len(items) > most else "")

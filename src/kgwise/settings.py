@@ -2,7 +2,7 @@
 
 One file holds a table per component (``[coke]``, ``[path_agent]``, …, see :data:`SECTIONS`); a command
 reads the tables it uses; a missing table or key keeps the command's default (the paper's, unless
-:data:`COMMAND_DEFAULTS` names the command's own). ``kgwise config show`` prints those defaults as such a
+:data:`COMMAND_DEFAULTS` names the command's own). ``kgwise eval config show`` prints those defaults as such a
 file. Values are checked as strictly as JSON allows (``"2"`` is not a number, ``1`` is not a boolean)
 and by each config's own checks; an unknown table or key is an error naming the file.
 """
@@ -155,7 +155,7 @@ def read_section(path: str | Path, section: str, base: Any = None) -> Any:
     bad = _unknown_keys(cls, data, section)
     if bad:
         keys = ", ".join(f.name for f in dataclasses.fields(cls))
-        raise DataError(f"unknown key(s) {', '.join(bad)}; [{section}] has {keys} (`kgwise config show "
+        raise DataError(f"unknown key(s) {', '.join(bad)}; [{section}] has {keys} (`kgwise eval config show "
                         f"{section}` prints them with their defaults)", p)
     try:
         full = _merged(_plain(dataclasses.asdict(base if base is not None else default(section))), data)

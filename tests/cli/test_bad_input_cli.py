@@ -45,7 +45,7 @@ def test_bad_values_are_named(args: list[str], message: str) -> None:
 
 
 def test_an_unwritable_output_is_refused_before_the_work(graph_file: Path, tmp_path: Path) -> None:
-    code, out = said(["data", "stats", "--json", str(tmp_path)])
+    code, out = said(["eval", "data", "stats", "--json", str(tmp_path)])
     assert code == 2 and "is a directory, not a file" in out
     blocker = tmp_path / "file"
     blocker.write_text("")

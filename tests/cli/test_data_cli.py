@@ -1,4 +1,4 @@
-"""``kgwise data stats`` and ``kgwise kg build``: smoke tests through the real command line app."""
+"""``kgwise eval data stats`` and ``kgwise kg build``: smoke tests through the real command line app."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ EXPECTED = {
 
 def test_data_stats(data_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "stats.json"
-    result = runner.invoke(app, ["data", "stats", "--data", str(data_dir), "--json", str(out)])
+    result = runner.invoke(app, ["eval", "data", "stats", "--data", str(data_dir), "--json", str(out)])
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text()) == EXPECTED
     for text in ("ihtest", "1,241", "8,500", "open-book facts", "1,326", "1,639"):
@@ -33,17 +33,17 @@ def test_data_stats(data_dir: Path, tmp_path: Path) -> None:
 
 
 def test_data_stats_bad_data_dir(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["data", "stats", "--data", str(tmp_path / "nope")])
+    result = runner.invoke(app, ["eval", "data", "stats", "--data", str(tmp_path / "nope")])
     assert result.exit_code == 2
     assert "does not exist" in result.output
-    result = runner.invoke(app, ["data", "stats", "--data", str(tmp_path)])
+    result = runner.invoke(app, ["eval", "data", "stats", "--data", str(tmp_path)])
     assert result.exit_code == 2 and "no benchmark data set found" in result.output
 
 
 def test_data_stats_lists_what_is_there(data_dir: Path, tmp_path: Path) -> None:
     (tmp_path / "obqa").symlink_to(data_dir / "obqa")
     out = tmp_path / "stats.json"
-    result = runner.invoke(app, ["data", "stats", "--data", str(tmp_path), "--json", str(out)])
+    result = runner.invoke(app, ["eval", "data", "stats", "--data", str(tmp_path), "--json", str(out)])
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
     assert report["obqa"] == EXPECTED["obqa"]
@@ -55,8 +55,8 @@ def test_data_export_round_trips_through_the_user_formats(data_dir: Path, tmp_pa
     from kgwise.datasets.user import read_graded_log, read_questions
 
     qs, log = tmp_path / "q.jsonl", tmp_path / "log.jsonl"
-    result = runner.invoke(app, ["data", "export", "--dataset", "webqsp", "--questions", str(qs), "--log",
-                                 str(log), "--data", str(data_dir)])
+    result = runner.invoke(app, ["eval", "data", "export", "--dataset", "webqsp", "--questions", str(qs),
+                                 "--log", str(log), "--data", str(data_dir)])
     assert result.exit_code == 0, result.output
     back = read_questions(qs)
     original = load("webqsp", "test", data_dir)
@@ -65,7 +65,7 @@ def test_data_export_round_trips_through_the_user_formats(data_dir: Path, tmp_pa
     graded = read_graded_log(log)
     assert len(graded.questions) == 1578 and len(graded.arms) == 7
     assert "ReaRev-lmsr:KGM:" in result.output
-    result = runner.invoke(app, ["data", "export", "--dataset", "obqa", "--log", str(log)])
+    result = runner.invoke(app, ["eval", "data", "export", "--dataset", "obqa", "--log", str(log)])
     assert result.exit_code == 2 and "webqsp/test only" in result.output
 
 

@@ -1,4 +1,4 @@
-"""`eval route --log` on WebQSP's graded log (exported by `data export`) gives the figures of `eval route
+"""`eval route --log` on WebQSP's graded log (exported by `eval data export`) gives the figures of `eval route
 --dataset webqsp`: the replay path assumes no data set or arm name."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def _figures(x: Any) -> Any:
 @pytest.mark.slow
 def test_route_log_gives_the_webqsp_figures(data_dir: Path, tmp_path: Path) -> None:
     log = tmp_path / "log.jsonl"
-    res = runner.invoke(app, ["data", "export", "--dataset", "webqsp", "--log", str(log), "--data",
+    res = runner.invoke(app, ["eval", "data", "export", "--dataset", "webqsp", "--log", str(log), "--data",
                               str(data_dir)])
     assert res.exit_code == 0, res.output
     _, arms = webqsp_graded_log(data_dir)

@@ -1,6 +1,6 @@
 """The state from the shell: a command that writes refuses to overwrite its inputs (the config, a file
-in the state directory, the questions), ``kgwise repair`` says what it keeps and drops, and the advice an
-error gives is a command that works (run here)."""
+in the state directory, the questions), ``kgwise state repair`` says what it keeps and drops, and the
+advice an error gives is a command that works (run here)."""
 
 from __future__ import annotations
 
@@ -94,9 +94,9 @@ def test_repair_says_what_it_keeps_and_drops_and_its_advice_works(tmp_path: Path
     journal = state / "journal.jsonl"
     journal.write_bytes(journal.read_bytes()[:-7])  # a torn last event
     (state / "state.json").write_text("{not json", encoding="utf-8")  # and a broken snapshot
-    with pytest.raises(DataError, match="kgwise repair") as refused:
+    with pytest.raises(DataError, match="kgwise state repair") as refused:
         StateDir(state, cfg, 8)
-    code, text = _run(_advised(str(refused.value)))  # kgwise repair --state DIR --dry-run
+    code, text = _run(_advised(str(refused.value)))  # kgwise state repair --state DIR --dry-run
     assert code == 0 and "would keep 5 events" in text and "would drop (set aside)" in text, text
     assert "torn" in text and "snapshot: unreadable" in text
     code, text = _run(_advised(text))  # the dry run advises the repair itself
@@ -104,7 +104,7 @@ def test_repair_says_what_it_keeps_and_drops_and_its_advice_works(tmp_path: Path
     assert list((state / "set-aside").iterdir())
     with StateDir(state, cfg, 8) as st:  # opens; the spend mark keeps what the three answers cost
         assert not st.set_aside and st.router.spent >= 0.3
-    code, text = _run(["repair", "--state", str(state)])
+    code, text = _run(["state", "repair", "--state", str(state)])
     assert code == 0 and "nothing to repair" in text
 
 

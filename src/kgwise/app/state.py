@@ -272,8 +272,8 @@ class StateDir:
                 try:
                     self._load()
                 except DataError as exc:
-                    raise DataError(f"{exc} — `kgwise repair --state {root} --dry-run` says what a repair "
-                                    "keeps and drops") from exc
+                    raise DataError(f"{exc} — `kgwise state repair --state {root} --dry-run` says what a "
+                                    "repair keeps and drops") from exc
                 self._snapshot_bytes = (root / STATE_FILE).stat().st_size
             else:
                 self.router = RouterAdapter.new(config, context_width(config, self.context, dim))

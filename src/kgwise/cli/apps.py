@@ -13,6 +13,7 @@ app = typer.Typer(
     help="Knowledge-graph-grounded question answering with LLMs.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
 )
 
 
@@ -29,7 +30,7 @@ bench_app = typer.Typer(help="Speed benchmarks (print and save JSON).", no_args_
 eval_app = typer.Typer(help="Quality evaluations that reproduce the papers' tables (print and save JSON).",
                        no_args_is_help=True)
 
-app.add_typer(data_app, name="data")
 app.add_typer(kg_app, name="kg")
 app.add_typer(bench_app, name="bench")
 app.add_typer(eval_app, name="eval")
+eval_app.add_typer(data_app, name="data")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
@@ -84,15 +84,11 @@ def refuse_overwrite(outputs: Mapping[str, Path | None], inputs: Mapping[str, An
                                   "what this command reads there; choose a file outside it")
 
 
-def listed(items: Sequence[str], most: int = 5) -> str:
-    """The first ``most`` of ``items`` for a message, with ``…`` when there are more."""
-    return ", ".join(items[:most]) + (" …" if len(items) > most else "")
-
-
 JsonOption = Annotated[Path | None, typer.Option("--json", help="Also write the report to this JSON file.",
                                                  callback=writable)]
 ConfigOption = Annotated[Path | None, typer.Option(
-    "--config", help="Hyper-parameter file (TOML, see `kgwise config show`); options given here win over it.",
+    "--config", help="Hyper-parameter file (TOML, see `kgwise eval config show`); options given here win "
+    "over it.",
     show_default=False)]
 
 P = ParamSpec("P")

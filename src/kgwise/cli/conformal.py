@@ -3,7 +3,6 @@ conformal`` (LTT calibration speed)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,6 +10,7 @@ import typer
 
 from kgwise.cli.apps import bench_app, eval_app
 from kgwise.cli.common import DataOption, JsonOption, err_console, friendly_errors, write_json
+from kgwise.config import data_dir
 from kgwise.errors import ConfigError
 
 
@@ -70,15 +70,15 @@ def eval_uag(
 ) -> None:
     """ECR, APSS and Hits@1 of UAG (guaranteed and top-p), split CP and Top-K per α; Table 6 and Fig. 3
     (the paper's rows on WebQSP only)."""
-    from kgwise.config import data_dir
-    from kgwise.conformal.calibrated import reachability_advice, sample_size_advice
-    from kgwise.conformal.retriever import RetrieverConfig
     from kgwise.eval.uag.experiment import (
         ExperimentConfig,
+        RetrieverConfig,
         load_user_data,
         load_webqsp_data,
         markdown_table,
+        reachability_advice,
         run_experiment,
+        sample_size_advice,
     )
     from kgwise.eval.uag.plots import plot_report
 
@@ -171,9 +171,8 @@ def bench_conformal(
 ) -> None:
     """Time LTT calibration over the full λ grid (vectorised; best of 3 after a warm-up call whose time,
     imports included, is reported too) against a per-λ loop in the same run."""
-    import numpy as np
-
-    from kgwise.conformal.uag import UAG, UAGConfig
+    from kgwise.eval.bench.conformal import bench_calibration, synthetic_tables
+    from kgwise.eval.uag.experiment import ExperimentConfig, webqsp_tables
 
     step = _floats(steps, "--steps")
     if len(step) != 3:
@@ -192,80 +191,19 @@ def bench_conformal(
         given = [o for o, v in (("--kg", kg), ("--generations", generations)) if v is not None]
         if given:
             raise ConfigError(f"{', '.join(given)} go with --questions FILE")
-        batch = _bench_tables(n_questions or 1000, synthetic, data)
+        if synthetic:
+            batch = synthetic_tables((n_questions or 1000) + 400)
+        else:
+            batch = webqsp_tables(data_dir(data), ExperimentConfig())
+            if batch.num_questions < (n_questions or 1000):
+                raise ConfigError(f"WebQSP has {batch.num_questions} questions, fewer than --n-questions "
+                                  f"{n_questions or 1000}")
     n_cal = n_questions or (batch.num_questions if questions is not None else 1000)
     if n_cal > batch.num_questions:
         raise ConfigError(f"--n-questions {n_cal}: the tables hold {batch.num_questions} questions")
-    tune = batch.subset(np.arange(min(400, batch.num_questions)))
-    cal = batch.subset(np.arange(batch.num_questions - n_cal, batch.num_questions))
-    uag = UAG(UAGConfig(alpha=alpha, steps=(step[0], step[1], step[2]))).fit(tune)
-    t0 = time.perf_counter()
-    uag.calibrate(cal)  # first call: includes importing MAPIE (FWER procedures) once per process
-    first_call = time.perf_counter() - t0
-    runs = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        uag.calibrate(cal)
-        runs.append(time.perf_counter() - t0)
-    vectorised = min(runs)
-    # baseline: one λ at a time (thresholds → per-question sets with numpy, no grid sharing)
-    n_lambda = int(np.prod(uag.grid_shape))
-    sample = np.random.default_rng(0).choice(n_lambda, size=min(baseline_sample, n_lambda), replace=False)
-    rescored = {kind: cal.rescored(kind) for kind in uag.config.evaluator_scores}
-    t0 = time.perf_counter()
-    for idx in sample.tolist():
-        t1, t2, t3, _ = uag.thresholds_at(idx)
-        ok = (cal.prefix <= t1) & (cal.collect <= t2)
-        in_c = np.zeros(cal.node_q.size, dtype=bool)
-        in_c[cal.state_node[ok]] = True
-        final = in_c & (rescored[uag.evaluator_score_at(idx)].eq6 <= t3) & cal.gold
-        np.bincount(cal.node_q[final], minlength=cal.num_questions)
-    per_lambda = (time.perf_counter() - t0) / sample.size
-    report: dict[str, Any] = {
-        "calibration_questions": cal.num_questions,
-        "tables": str(questions) if questions is not None else "synthetic" if synthetic else "webqsp",
-        "grid": list(uag.grid_shape),
-        "lambdas": n_lambda,
-        "states": int(cal.state_q.size),
-        "candidate_nodes": int(cal.node_q.size),
-        "vectorised_calibrate_s": vectorised,
-        "vectorised_calibrate_runs_s": runs,
-        "first_call_with_imports_s": first_call,
-        "per_lambda_loop_s_estimated": per_lambda * n_lambda,
-        "per_lambda_loop_sampled_lambdas": int(sample.size),
-        "speedup": per_lambda * n_lambda / vectorised,
-        "target_s": 2.0,
-        "meets_target": vectorised <= 2.0,
-        "chosen_lambda": uag.lambda_,
-        "chosen_evaluator_score": uag.evaluator_score_,
-    }
-    write_json(report, json_out)
-
-
-def _bench_tables(questions: int, synthetic: bool, data: Path | None) -> Any:
-    import numpy as np
-
-    from kgwise.conformal.grid import QuestionTable, TableBatch
-
-    if synthetic:
-        rng = np.random.default_rng(0)
-        tables = []
-        for i in range(questions + 400):
-            k = int(rng.integers(200, 1500))
-            s = int(k * 1.5)
-            node = np.concatenate([np.arange(k), rng.integers(0, k, s - k)])
-            prefix = np.where(rng.random(s) < 0.1, -np.inf, rng.random(s))
-            collect = rng.random(s)
-            tables.append(QuestionTable(f"s{i}", node, prefix, np.maximum(prefix, collect), collect,
-                                        np.arange(k), rng.random(k), rng.random(k) < 0.003))
-        return TableBatch.from_tables(tables)
-    from kgwise.config import data_dir
-    from kgwise.eval.uag.experiment import ExperimentConfig, webqsp_tables
-
-    batch = webqsp_tables(data_dir(data), ExperimentConfig())
-    if batch.num_questions < questions:
-        raise ConfigError(f"WebQSP has {batch.num_questions} questions, fewer than --n-questions {questions}")
-    return batch
+    name = str(questions) if questions is not None else "synthetic" if synthetic else "webqsp"
+    write_json(bench_calibration(batch, n_cal, alpha, (step[0], step[1], step[2]), baseline_sample, name),
+               json_out)
 
 
 def _own_tables(questions: Path, kg: str, generations: Path) -> Any:

@@ -1,4 +1,4 @@
-"""``kgwise data …``: the benchmark data sets, and converting them into kgwise's own file formats."""
+"""``kgwise eval data …``: the benchmark data sets, and converting them into kgwise's own file formats."""
 
 from __future__ import annotations
 

@@ -21,11 +21,10 @@ from kgwise.cli.common import (
     distinct_outputs,
     err_console,
     friendly_errors,
-    listed,
     write_json,
 )
 from kgwise.config import data_dir
-from kgwise.errors import ConfigError
+from kgwise.errors import ConfigError, listed
 from kgwise.llm.base import scoring_rule
 
 

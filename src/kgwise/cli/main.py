@@ -1,11 +1,13 @@
 """Entry point of the ``kgwise`` command: imports each topic module so it registers its commands, then lists
-the product's commands first (``kgwise --help``) and the research and KG tools after them."""
+the product's commands first (``kgwise --help``), its other groups and the research and KG tools after
+them."""
 
 from __future__ import annotations
 
 import kgwise.eval.recorded  # noqa: F401  registers the shared data's recordings as replay sources
 from kgwise import settings
 from kgwise.cli.apps import app
+from kgwise.eval import register_tables
 
 # one import per topic module; each adds its commands to the groups in kgwise.cli.apps
 from kgwise.cli import pipeline as _pipeline  # noqa: F401  isort: skip
@@ -30,25 +32,19 @@ from kgwise.cli import state as _state  # noqa: F401  isort: skip
 __all__ = ["PRODUCT", "app"]
 
 PRODUCT = ("init", "fit", "ask", "feedback", "status", "serve")
-"""The pipeline's commands, listed first and in this order by ``kgwise --help``; every other command and
-group is a research or KG tool, listed after them under its own heading."""
+"""The pipeline's commands, listed first and in this order by ``kgwise --help``; then the groups of
+:data:`PIPELINE_TOOLS`, then the research and KG tools, each under its own heading."""
+
+PIPELINE_TOOLS = ("route", "state")
+"""The pipeline's other groups (external routing, its state), listed after its commands."""
 
 app.registered_commands.sort(key=lambda c: PRODUCT.index(c.name) if c.name in PRODUCT else len(PRODUCT))
+app.registered_groups.sort(key=lambda g: g.name not in PIPELINE_TOOLS)
 for _group in app.registered_groups:
-    _group.rich_help_panel = "Research and KG tools"
+    _group.rich_help_panel = "Pipeline tools" if _group.name in PIPELINE_TOOLS else "Research and KG tools"
 
 
-def _register_tables() -> None:
-    """Import every module that registers a config table or a command's own defaults."""
-    import kgwise.conformal.calibrated
-    import kgwise.eval.knowgpt
-    import kgwise.inject.bandit
-    import kgwise.kg.linking
-    import kgwise.kgm.config
-    import kgwise.route.coke  # noqa: F401
-
-
-settings.on_demand(_register_tables)
+settings.on_demand(register_tables)
 
 if __name__ == "__main__":
     app()

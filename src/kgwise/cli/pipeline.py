@@ -345,34 +345,3 @@ def print_fit(report: FitReport) -> None:
     for note in report.not_fitted:
         console.print(f"[yellow]not fitted: {escape(note)}[/yellow]")
     console.print(f"[dim]{escape(report.guarantee)}[/dim]")
-
-
-@app.command("repair")
-@friendly_errors
-def repair_command(
-    state: Annotated[Path, typer.Option("--state", help="The state directory to check and repair.",
-                                        exists=True, file_okay=False)],
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what a repair keeps and drops.")
-                       ] = False,
-    json_out: JsonOption = None,
-) -> None:
-    """Check a pipeline's state directory: journal lines kept, torn or corrupt lines dropped (set aside in
-    set-aside/, never deleted), the snapshot and the spend mark; without --dry-run, repair it."""
-    from kgwise.app.state import repair
-
-    refuse_overwrite({"--json": json_out}, {}, {"--state": state})
-    report = repair(state, dry_run)
-    verb = "would keep" if dry_run else "kept"
-    for name, n in report.events_kept.items():
-        console.print(f"{escape(name)}: {verb} {n} event{'' if n == 1 else 's'}")
-    for line in report.dropped:
-        verb = "would drop" if dry_run else "dropped"
-        console.print(f"[yellow]{verb} (set aside): {escape(line)}[/yellow]")
-    console.print(f"snapshot: {escape(report.snapshot)}; spend mark: {report.spend_mark:.6g}")
-    if not report.changed:
-        console.print("nothing to repair")
-    elif dry_run:
-        console.print(f"run `kgwise repair --state {escape(str(state))}` to repair it")
-    else:
-        console.print(f"repaired; what was dropped is kept in {escape(str(report.set_aside_in))}")
-    save_json(report.to_dict(), json_out)

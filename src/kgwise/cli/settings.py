@@ -1,4 +1,4 @@
-"""``kgwise config show``: the hyper-parameter file of the defaults, to edit and pass as ``--config``."""
+"""``kgwise eval config show``: the hyper-parameter file of the defaults, to edit and pass as ``--config``."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ from typing import Annotated
 
 import typer
 
-from kgwise.cli.apps import app
+from kgwise.cli.apps import eval_app
 from kgwise.cli.common import friendly_errors
 
 config_app = typer.Typer(help="Hyper-parameter files (TOML) for the commands that take --config.",
                          no_args_is_help=True)
-app.add_typer(config_app, name="config")
+eval_app.add_typer(config_app, name="config")
 
 
 @config_app.command("show")

@@ -1,5 +1,5 @@
-"""`eval uag` on the user's formats: WebQSP exported by `data export` gives the figures of `--dataset webqsp`;
-questions that cannot be aligned are counted and named."""
+"""`eval uag` on the user's formats: WebQSP exported by `eval data export` gives the figures of
+`--dataset webqsp`; questions that cannot be aligned are counted and named."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ runner = CliRunner()
 @pytest.mark.slow
 def test_exported_webqsp_gives_the_same_figures(data_dir: Path, tmp_path: Path) -> None:
     q, g, c = tmp_path / "q.jsonl", tmp_path / "g.jsonl", tmp_path / "c.jsonl"
-    out = runner.invoke(app, ["data", "export", "--dataset", "webqsp", "--questions", str(q),
+    out = runner.invoke(app, ["eval", "data", "export", "--dataset", "webqsp", "--questions", str(q),
                               "--generations", str(g), "--candidates", str(c), "--data", str(data_dir)])
     assert out.exit_code == 0, out.output
     assert len(read_questions(q)) == len(read_generations(g)) == len(read_candidates(c)) == 1628

@@ -1,5 +1,5 @@
 """The recorded WebQSP outcomes as a graded log (:mod:`kgwise.datasets.user`), so the benchmark goes through
-the same path as a user's own log (``kgwise data export --dataset webqsp --log …``)."""
+the same path as a user's own log (``kgwise eval data export --dataset webqsp --log …``)."""
 
 from __future__ import annotations
 

@@ -41,8 +41,8 @@ LOG_NOTES = [
     "Coke's priors are the --arm reported accuracies.",
 ]
 WEBQSP_NOTES = [
-    "WebQSP's recorded arms, written as a graded log (kgwise data export --dataset webqsp --log) and read "
-    "as any graded log is.",
+    "WebQSP's recorded arms, written as a graded log (kgwise eval data export --dataset webqsp --log) and "
+    "read as any graded log is.",
     "Correct = Hit: at least one gold answer in the arm's answer (ReaRev: Hits@1 of its top candidate).",
     "Questions: WebQSP test questions with gold names that every arm covers (GPT-4 only in gpt4_subset).",
     "Costs in US dollars from kgwise/data/prices.toml; tokens recorded for AoG, else ceil(chars/4) "

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy.stats import binom
 
+from kgwise.conformal.calibrated import reachability_advice, sample_size_advice
 from kgwise.conformal.evaluator import (
     EvaluatorConfig,
     LLMGenerator,
@@ -57,6 +58,7 @@ __all__ = [
     "PAPER_WEBQSP",
     "SCORED_METHODS",
     "ExperimentConfig",
+    "RetrieverConfig",
     "UAGData",
     "WebQSPData",
     "check_targets",
@@ -64,7 +66,9 @@ __all__ = [
     "load_webqsp_data",
     "markdown_table",
     "miss_p_value",
+    "reachability_advice",
     "run_experiment",
+    "sample_size_advice",
     "summarise",
     "uag_tables",
     "webqsp_tables",
