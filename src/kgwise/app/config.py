@@ -17,9 +17,10 @@ import re
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
-from typing import Any, Literal, get_args
+from types import UnionType
+from typing import Any, Literal, get_args, get_type_hints
 
 import tomli_w
 from pydantic import TypeAdapter, ValidationError
@@ -28,7 +29,7 @@ from kgwise.errors import ConfigError, DataError
 from kgwise.llm.base import SCORING_RULES
 from kgwise.llm.local_models import DEFAULT_SCORING, LOCAL_MODELS, default_scoring, ladder_comment
 from kgwise.llm.prices import default_prices
-from kgwise.route.arms import CLUSTERS, Cluster
+from kgwise.route.arms import Cluster
 from kgwise.route.coke import CokeConfig
 
 __all__ = ["ARM_KINDS", "CONTEXTS", "PACED_COKE", "STARTER_BUDGET_USD", "AnswerSetConfig", "ArmConfig",
@@ -58,13 +59,21 @@ STARTER_BUDGET_USD = 1.0
 
 
 def _doc(doc: str, *, example: Any = None, kinds: tuple[str, ...] = ARM_KINDS, key: str | None = None,
-         alias: str | None = None, derived: str | None = None) -> dict[str, Any]:
+         alias: str | None = None, derived: str | None = None, bounds: str | None = None) -> dict[str, Any]:
     """A config field's metadata, from which the starter file (:func:`starter_toml`) and the reader's key
     lists are made: ``doc``, the one-line comment (with the unit) beside its key; ``example``, the value a
     commented line shows for a field without a default; ``kinds``, the arm kinds that take the key;
     ``key``, its name in the file when that is not the field's, ``alias`` the other name it may take;
-    ``derived``, how the reader computes a field that no key of the file sets."""
-    return {"doc": doc, "example": example, "kinds": kinds, "key": key, "alias": alias, "derived": derived}
+    ``derived``, how the reader computes a field that no key of the file sets; ``bounds``, the range a
+    number must lie in (a key of :data:`_BOUNDS`)."""
+    return {"doc": doc, "example": example, "kinds": kinds, "key": key, "alias": alias, "derived": derived,
+            "bounds": bounds}
+
+
+_BOUNDS: dict[str, Callable[[float], bool]] = {
+    "(0, 1)": lambda v: 0 < v < 1, "[0, 1]": lambda v: 0 <= v <= 1, "> 0": lambda v: v > 0,
+    "≥ 0": lambda v: v >= 0, "≥ 1": lambda v: v >= 1}
+"""The ranges a number of the file may be held to, by the words its error message says."""
 
 
 def file_fields(cls: type) -> list[dataclasses.Field[Any]]:
@@ -85,6 +94,15 @@ def field_default(cls: type, name: str) -> Any:
     if f.default_factory is not dataclasses.MISSING:
         return f.default_factory()
     raise KeyError(f"{cls.__name__}.{name} has no default")
+
+
+@cache
+def _value_type(cls: type, name: str) -> Any:
+    """The type of field ``name`` of config ``cls``, without ``None``."""
+    kind = get_type_hints(cls)[name]
+    if isinstance(kind, UnionType):
+        kind = next(k for k in get_args(kind) if k is not type(None))
+    return kind
 
 
 def _keys_of(cls: type, kind: str | None = None) -> set[str]:
@@ -169,11 +187,12 @@ class ArmConfig:
     observe: bool = field(default=False, metadata=_doc(
         "answers every question so feedback teaches its outcome (free arms); default: true for kgm",
         kinds=("kgm", "llm", "inject")))
-    max_tokens: int = field(default=64, metadata=_doc("longest open answer, in tokens", kinds=_LLM_KINDS))
+    max_tokens: int = field(default=64, metadata=_doc("longest open answer, in tokens", kinds=_LLM_KINDS,
+                                                      bounds="≥ 1"))
     cost_from_usage: bool = field(default=False, metadata=_doc(
         "", derived="dollar budgets, no price of either kind: the cost the backend reports is paid"))
     reported_accuracy: float | None = field(default=None, metadata=_doc(
-        "published accuracy in [0, 1], the mean of the cluster's prior", example=0.5))
+        "published accuracy in [0, 1], the mean of the cluster's prior", example=0.5, bounds="[0, 1]"))
 
     @property
     def free(self) -> bool:
@@ -243,7 +262,8 @@ class RouterConfig:
         key="budget_usd", alias="budget_calls"))
     unit: Unit = field(metadata=_doc("", derived="usd with budget_usd, calls with budget_calls"))
     horizon: int | None = field(default=None, metadata=_doc(
-        "questions the budget is paced over (Coke then defaults to paced values)", example=1000))
+        "questions the budget is paced over (Coke then defaults to paced values)", example=1000,
+        bounds="≥ 1"))
     seed: int = field(default=0, metadata=_doc("seed of the router's random choices"))
     observe_free: bool = field(default=True, metadata=_doc(
         "free arms (observe, no price) answer every question; feedback teaches their outcome"))
@@ -254,9 +274,10 @@ class RouterConfig:
     pin_single_arm: bool = field(default=True, metadata=_doc(
         "`kgwise fit` answers with the best affordable single arm unless routing beats it"))
     routing_gain_z: float = field(default=1.0, metadata=_doc(
-        "by how many standard errors (out of fold) routing must beat that arm"))
+        "by how many standard errors (out of fold) routing must beat that arm", bounds="≥ 0"))
     external_ttl_s: float | None = field(default=3600.0, metadata=_doc(
-        "seconds an external arm's decision holds its cost bound waiting for settle (0: never expires)"))
+        "seconds an external arm's decision holds its cost bound waiting for settle (0: never expires)",
+        bounds="≥ 0"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,18 +295,21 @@ class AnswerSetConfig:
     (:mod:`kgwise.app.abstain`)."""
 
     alpha: float = field(default=0.1, metadata=_doc(
-        "in (0, 1): the sets miss the truth at most this often, per arm"))
+        "in (0, 1): the sets miss the truth at most this often, per arm", bounds="(0, 1)"))
     delta: float = field(default=0.05, metadata=_doc(
-        "in (0, 1): level of the live coverage bound (`kgwise status`) and of the pac guarantee"))
+        "in (0, 1): level of the live coverage bound (`kgwise status`) and of the pac guarantee",
+        bounds="(0, 1)"))
     kind: SetKind = field(default="lac", metadata=_doc("non-conformity score of the sets: lac or aps"))
     guarantee: Guarantee = field(default="pac", metadata=_doc(
         "pac: coverage ≥ 1 − alpha w.p. ≥ 1 − delta over the dev log; marginal: on average; pac_all_arms"))
     calibration_share: float = field(default=0.5, metadata=_doc(
-        "in (0, 1): part of the dev questions held out of the router's learning to calibrate the sets"))
+        "in (0, 1): part of the dev questions held out of the router's learning to calibrate the sets",
+        bounds="(0, 1)"))
     uag_llm: str | None = field(default=None, metadata=_doc(
         "a local LLM: open questions get UAG's sets, calibrated by `kgwise fit`", example="smollm2-135m"))
     uag_tune_share: float = field(default=0.4, metadata=_doc(
-        "in (0, 1): part of the open dev questions that tunes UAG; the rest calibrates it per arm"))
+        "in (0, 1): part of the open dev questions that tunes UAG; the rest calibrates it per arm",
+        bounds="(0, 1)"))
     open_uncertified: OpenUncertified = field(default="largest", metadata=_doc(
         "an open answer's set where nothing is certified: largest (UAG's largest set) or pooled"))
     abstain: bool = field(default=False, metadata=_doc(
@@ -301,7 +325,7 @@ class StateConfig:
     url: str | None = field(default=None, metadata=_doc(
         "a PostgreSQL database that several replicas share (default: the state folder)",
         example="postgresql://kgwise@127.0.0.1/kgwise"))
-    timeout_s: float = field(default=2.0, metadata=_doc("seconds one database call may take, > 0"))
+    timeout_s: float = field(default=2.0, metadata=_doc("seconds one database call may take", bounds="> 0"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -417,10 +441,36 @@ class _Reader:
         if url is not None and not url.startswith(("postgresql://", "postgres://")):
             raise self.fail(f"must be a postgresql:// URL (without it the state is the folder), got {url!r}",
                             "state", "url")
-        timeout = self._number(data, "timeout_s", "state")
-        if timeout is not None and timeout <= 0:
-            raise self.fail(f"must be > 0 seconds, got {data['timeout_s']!r}", "state", "timeout_s")
-        return StateConfig(url, field_default(StateConfig, "timeout_s") if timeout is None else timeout)
+        return StateConfig(url, self._scalar(data, StateConfig, "timeout_s", "state"))
+
+    def _scalar(self, data: dict[str, Any], cls: type, name: str, table: str, index: int | None = None,
+                default: Any = None) -> Any:
+        """Field ``name`` of config ``cls`` from ``data``, checked against the field's type (a boolean, a
+        whole number, a finite number, one of a ``Literal``'s values) and ``bounds``; absent: ``default``,
+        else the field's default."""
+        f = next(f for f in dataclasses.fields(cls) if f.name == name)
+        key = file_key(f)
+        if key not in data:
+            return default if default is not None else field_default(cls, name)
+        value, kind = data[key], _value_type(cls, name)
+        if kind is bool:
+            ok, need = isinstance(value, bool), "true or false"
+        elif kind is int:
+            ok, need = isinstance(value, int) and not isinstance(value, bool), "a whole number"
+        elif kind is float:
+            ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+            need = "a finite number"
+        else:
+            options = get_args(kind)
+            ok, need = value in options, f"{', '.join(options[:-1])} or {options[-1]}"
+        bounds = f.metadata["bounds"]
+        if ok and bounds is not None and not _BOUNDS[bounds](value):
+            interval = bounds.startswith(("(", "["))
+            ok, need = False, f"in {bounds}" if interval else f"{need.replace('finite ', '')} {bounds}"
+        if not ok:
+            raise self.fail(f"must {'lie' if need.startswith('in ') else 'be'} {need}, got {value!r}", table,
+                            key, index)
+        return float(value) if kind is float else value
 
     def _keys(self, data: dict[str, Any], allowed: set[str], table: str, index: int | None = None) -> None:
         for key in data:
@@ -493,37 +543,13 @@ class _Reader:
         budget = self._number(data, key, "router")
         if budget is None or budget <= 0:
             raise self.fail(f"the budget must be > 0, got {data[key]!r}", "router", key)
-        horizon = data.get("horizon")
-        if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1):
-            raise self.fail(f"must be a whole number of questions ≥ 1, got {horizon!r}", "router", "horizon")
-        seed = data.get("seed", field_default(RouterConfig, "seed"))
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise self.fail(f"must be a whole number, got {seed!r}", "router", "seed")
-        observe = data.get("observe_free", field_default(RouterConfig, "observe_free"))
-        if not isinstance(observe, bool):
-            raise self.fail(f"must be true or false, got {observe!r}", "router", "observe_free")
-        coke = self.coke(self.doc.get("coke", {}), PACED_COKE if horizon is not None else None)
-        if coke.pacing == "price" and horizon is None:
+        values = {f.name: self._scalar(data, RouterConfig, f.name, "router")
+                  for f in file_fields(RouterConfig) if f.name != "budget"}
+        coke = self.coke(self.doc.get("coke", {}), PACED_COKE if values["horizon"] is not None else None)
+        if coke.pacing == "price" and values["horizon"] is None:
             raise self.fail("pacing = 'price' needs [router] horizon", "coke", "pacing")
-        context = data.get("context", field_default(RouterConfig, "context"))
-        if context not in CONTEXTS:
-            raise self.fail(f"must be one of {', '.join(map(repr, CONTEXTS))}, got {context!r}", "router",
-                            "context")
-        pin = data.get("pin_single_arm", field_default(RouterConfig, "pin_single_arm"))
-        if not isinstance(pin, bool):
-            raise self.fail(f"must be true or false, got {pin!r}", "router", "pin_single_arm")
-        z = self._number(data, "routing_gain_z", "router")
-        if z is not None and not (math.isfinite(z) and z >= 0):
-            raise self.fail(f"must be a number of standard errors ≥ 0, got {data['routing_gain_z']!r}",
-                            "router", "routing_gain_z")
-        ttl = self._number(data, "external_ttl_s", "router")
-        if ttl is not None and ttl < 0:
-            raise self.fail(f"must be seconds ≥ 0 (0: never), got {data['external_ttl_s']!r}", "router",
-                            "external_ttl_s")
-        unit: Unit = "usd" if key == "budget_usd" else "calls"
-        return RouterConfig(budget, unit, horizon, seed, observe, coke, context, pin,
-                            field_default(RouterConfig, "routing_gain_z") if z is None else z,
-                            field_default(RouterConfig, "external_ttl_s") if ttl is None else (ttl or None))
+        values["external_ttl_s"] = values["external_ttl_s"] or None  # 0: never
+        return RouterConfig(budget, "usd" if key == "budget_usd" else "calls", coke=coke, **values)
 
     def coke(self, data: dict[str, Any], defaults: dict[str, Any] | None = None) -> CokeConfig:
         """``[coke]`` checked as :func:`kgwise.settings.read_section` checks it (strict types, the config's
@@ -568,13 +594,8 @@ class _Reader:
         if kind not in ARM_KINDS:
             raise self.fail(f"unknown arm kind {kind!r}; use one of {', '.join(ARM_KINDS)}", "arms",
                             "kind", i)
-        cluster = self._str(data, "cluster", "arms", i) or arm_default("cluster", kind, None)
-        if cluster not in CLUSTERS:
-            raise self.fail(f"must be one of {', '.join(CLUSTERS)}, got {cluster!r}", "arms", "cluster", i)
-        reported = self._number(data, "reported_accuracy", "arms", i)
-        if reported is not None and not 0.0 <= reported <= 1.0:
-            raise self.fail(f"must lie in [0, 1], got {data['reported_accuracy']!r}", "arms",
-                            "reported_accuracy", i)
+        cluster = self._scalar(data, ArmConfig, "cluster", "arms", i, arm_default("cluster", kind, None))
+        reported = self._scalar(data, ArmConfig, "reported_accuracy", "arms", i)
         if kind == "external":
             return self.external_arm(data, i, name, cluster, unit, reported)
         spec = self._str(data, "spec", "arms", i)
@@ -621,12 +642,8 @@ class _Reader:
         scoring = self._str(data, "scoring", "arms", i) or arm_default("scoring", kind, spec)
         if scoring not in SCORING_RULES:
             raise self.fail(f"must be sum, mean or pmi, got {scoring!r}", "arms", "scoring", i)
-        observe = data.get("observe", arm_default("observe", kind, spec))
-        if not isinstance(observe, bool):
-            raise self.fail(f"must be true or false, got {observe!r}", "arms", "observe", i)
-        max_tokens = data.get("max_tokens", field_default(ArmConfig, "max_tokens"))
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise self.fail(f"must be a whole number ≥ 1, got {max_tokens!r}", "arms", "max_tokens", i)
+        observe = self._scalar(data, ArmConfig, "observe", "arms", i, arm_default("observe", kind, spec))
+        max_tokens = self._scalar(data, ArmConfig, "max_tokens", "arms", i)
         per_call, price_model = self.price(data, i, kind, spec, base_url, unit)
         from_usage = unit == "usd" and "price" not in data and price_model is None and kind != "kgm"
         return ArmConfig(
@@ -708,26 +725,8 @@ class _Reader:
 
     def answer_sets(self, data: dict[str, Any]) -> AnswerSetConfig:
         self._keys(data, _keys_of(AnswerSetConfig), "answer_sets")
-        given: dict[str, Any] = {}  # the keys the file sets; AnswerSetConfig holds the defaults
-        for key in ("alpha", "delta", "calibration_share", "uag_tune_share"):
-            value = self._number(data, key, "answer_sets")
-            if value is not None:
-                if not 0.0 < value < 1.0:
-                    raise self.fail(f"must lie in (0, 1), got {data[key]!r}", "answer_sets", key)
-                given[key] = value
-        for key, allowed in (("kind", SetKind), ("guarantee", Guarantee),
-                             ("open_uncertified", OpenUncertified)):
-            text = self._str(data, key, "answer_sets")
-            if text:
-                options = get_args(allowed)
-                if text not in options:
-                    raise self.fail(f"must be {', '.join(options[:-1])} or {options[-1]}, got {text!r}",
-                                    "answer_sets", key)
-                given[key] = text
-        if "abstain" in data:
-            if not isinstance(data["abstain"], bool):
-                raise self.fail(f"must be true or false, got {data['abstain']!r}", "answer_sets", "abstain")
-            given["abstain"] = data["abstain"]
+        values = {f.name: self._scalar(data, AnswerSetConfig, f.name, "answer_sets")
+                  for f in file_fields(AnswerSetConfig) if f.name != "uag_llm"}
         uag_llm = self._str(data, "uag_llm", "answer_sets")
         if uag_llm is not None:
             if uag_llm.startswith("openai:"):
@@ -738,7 +737,7 @@ class _Reader:
                     raise self.fail(f"model file {self.resolve(uag_llm[5:])} does not exist", "answer_sets",
                                     "uag_llm")
                 uag_llm = f"gguf:{self.resolve(uag_llm[5:])}"
-        return AnswerSetConfig(uag_llm=uag_llm, **given)
+        return AnswerSetConfig(uag_llm=uag_llm, **values)
 
 
 ROUTER_FILE_REFUSED = (
