@@ -37,7 +37,7 @@ def said(args: list[str]) -> tuple[int, str]:
     (["serve", "--config", "no-such.toml"], "'--config': file 'no-such.toml' does not exist"),
     (["ask", "", "--choices", "3|4"], "the question text is empty"),
     (["ask", "2 + 2?", "--choices", "4| 4 |5"], "the choice '4' is given twice"),
-    (["eval", "uag", "--alphas", " , "], "--alphas: no numbers given"),
+    (["eval", "uag", "--alphas", " , "], "--alphas: no values given"),
 ])
 def test_bad_values_are_named(args: list[str], message: str) -> None:
     code, out = said(args)

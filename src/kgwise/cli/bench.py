@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from kgwise.cli.apps import bench_app
-from kgwise.cli.common import DataOption, JsonOption, err_console, friendly_errors, write_json
+from kgwise.cli.common import DataOption, JsonOption, comma_list, err_console, friendly_errors, write_json
 from kgwise.config import data_dir
 from kgwise.errors import ConfigError
 from kgwise.eval.bench.kg import GRAPHS, run_kg_benchmark
@@ -57,7 +57,7 @@ def bench_kg(
 ) -> None:
     """Build time, cached load, peak memory, grounding + P_sub latency, and the networkx ratio."""
     root = data_dir(data)
-    names = [g.strip() for g in graphs.split(",") if g.strip()]
+    names = comma_list(graphs, "--graphs", str)
     unknown = [g for g in names if g not in GRAPHS]
     if unknown:
         raise ConfigError(f"unknown graph(s) {unknown}; choose from {', '.join(GRAPHS)}")
@@ -147,7 +147,7 @@ def bench_grounding(
     WebQSP Freebase fragment (with its targets)."""
     from kgwise.eval.bench.grounding import run_grounding_benchmark
 
-    names = [p.strip() for p in parts.split(",") if p.strip()]
+    names = comma_list(parts, "--parts", str)
     bad = [p for p in names if p not in ("links", "csqa", "medqa", "scale", "webqsp")]
     if bad:
         raise ConfigError(f"unknown part(s) {bad}; choose from links, csqa, medqa, scale, webqsp")
@@ -214,11 +214,8 @@ def bench_serve(
     from kgwise.datasets import load
     from kgwise.eval.bench.serve import ServeBenchConfig, run_chat_benchmark, run_serve_benchmark
 
-    try:
-        levels = tuple(int(c) for c in concurrency.split(",") if c.strip())
-    except ValueError as exc:
-        raise ConfigError(f"--concurrency {concurrency!r}: expected numbers such as 1,8,32") from exc
-    if not levels or not all(1 <= c <= 64 for c in levels):
+    levels = comma_list(concurrency, "--concurrency", int)
+    if not all(1 <= c <= 64 for c in levels):
         raise ConfigError(f"--concurrency {concurrency!r}: levels must lie in [1, 64]")
     if questions is not None and kg is None:
         raise ConfigError("--questions needs --kg GRAPH (the default graph is DDB, MedQA's)")

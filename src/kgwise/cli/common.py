@@ -84,6 +84,21 @@ def refuse_overwrite(outputs: Mapping[str, Path | None], inputs: Mapping[str, An
                                   "what this command reads there; choose a file outside it")
 
 
+_T = TypeVar("_T")
+
+
+def comma_list(text: str, option: str, of: Callable[[str], _T]) -> tuple[_T, ...]:
+    """The comma-separated values of ``option``'s ``text``, each converted by ``of`` (``ConfigError`` naming
+    the option for a value ``of`` refuses, or for none)."""
+    try:
+        values = tuple(of(x.strip()) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ConfigError(f"{option}: expected values separated by commas, got {text!r}") from None
+    if not values:
+        raise ConfigError(f"{option}: no values given")
+    return values
+
+
 JsonOption = Annotated[Path | None, typer.Option("--json", help="Also write the report to this JSON file.",
                                                  callback=writable)]
 ConfigOption = Annotated[Path | None, typer.Option(

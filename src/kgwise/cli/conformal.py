@@ -9,19 +9,9 @@ from typing import Annotated, Any
 import typer
 
 from kgwise.cli.apps import bench_app, eval_app
-from kgwise.cli.common import DataOption, JsonOption, err_console, friendly_errors, write_json
+from kgwise.cli.common import DataOption, JsonOption, comma_list, err_console, friendly_errors, write_json
 from kgwise.config import data_dir
 from kgwise.errors import ConfigError
-
-
-def _floats(text: str, what: str) -> tuple[float, ...]:
-    try:
-        values = tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError as exc:
-        raise ConfigError(f"{what}: expected comma-separated numbers, got {text!r}") from exc
-    if not values:
-        raise ConfigError(f"{what}: no numbers given")
-    return values
 
 
 @eval_app.command("uag")
@@ -97,10 +87,10 @@ def eval_uag(
             raise ConfigError("--questions needs --kg (the KG the questions are asked over)")
         if (generations is None) == (llm is None):
             raise ConfigError("--questions needs exactly one of --generations FILE (recorded Φ(P)) and --llm")
-    step = _floats(steps, "--steps")
+    step = comma_list(steps, "--steps", float)
     if len(step) != 3:
         raise ConfigError("--steps needs three values (α1, α2, α3)")
-    cfg = ExperimentConfig(alphas=_floats(alphas, "--alphas"), splits=splits, seed=seed,
+    cfg = ExperimentConfig(alphas=comma_list(alphas, "--alphas", float), splits=splits, seed=seed,
                            tune_fraction=tune_fraction, cal_fraction=cal_fraction,
                            steps=(step[0], step[1], step[2]), gnn_step=gnn_step, delta=delta, gnn=gnn,
                            metric=metric, granularity=granularity, limit=limit, llm=llm,
@@ -174,7 +164,7 @@ def bench_conformal(
     from kgwise.eval.bench.conformal import bench_calibration, synthetic_tables
     from kgwise.eval.uag.experiment import ExperimentConfig, webqsp_tables
 
-    step = _floats(steps, "--steps")
+    step = comma_list(steps, "--steps", float)
     if len(step) != 3:
         raise ConfigError("--steps needs three values")
     if questions is not None:

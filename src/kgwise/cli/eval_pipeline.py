@@ -18,6 +18,7 @@ from kgwise.cli.common import (
     GradedLogOption,
     JsonOption,
     LogArmsOption,
+    comma_list,
     err_console,
     friendly_errors,
     say,
@@ -66,16 +67,6 @@ def _out_dir(out_dir: Path | None, json_out: Path | None, live: str) -> Path:
     if json_out is not None:
         return json_out.with_name(f"{json_out.stem}.run")
     return Path("runs") / f"eval-pipeline-{live}"
-
-
-def _alphas(text: str) -> tuple[float, ...]:
-    try:
-        values = tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise ConfigError(f"--alphas must be numbers separated by commas, got {text!r}") from None
-    if not values:
-        raise ConfigError("--alphas names no α")
-    return values
 
 
 @eval_app.command("pipeline")
@@ -189,12 +180,13 @@ def eval_pipeline(
         raise ConfigError(f"--uncertified must be one of {', '.join(UNCERTIFIED)}, got {uncertified!r}")
     settings_coke = configured("coke", config)
     router = paced_coke(settings_coke) if coke == "pipeline" else settings_coke
+    levels = comma_list(alphas, "--alphas", float)
     if live is not None:
         from kgwise.eval.pipeline_run import LiveOptions, run_live
 
         opts = LiveOptions(live, budget, budget_of, seed, splits, kgm_model, tuple(llm or ()), fit_n, test_n,
-                           fit_offset, _alphas(alphas), scoring, combo, price_model, plain, tune_fraction,
-                           max_tokens, data_topics, delta)
+                           fit_offset, levels, scoring, combo, price_model, plain, tune_fraction, max_tokens,
+                           data_topics, delta)
         report = run_live(opts, router, data_dir(data), _out_dir(out_dir, json_out, live), say, _bar)
         write_json(report, json_out)
         return
@@ -214,7 +206,7 @@ def eval_pipeline(
     if root is not None and sets:
         from kgwise.eval.pipeline_sets import webqsp_sets
 
-        routed_sets = webqsp_sets(root, replay.table, _alphas(alphas), delta, sets_calibration,
+        routed_sets = webqsp_sets(root, replay.table, levels, delta, sets_calibration,
                                   cast("OpenUncertified", uncertified), say)
     cfg = PipelineEvalConfig(1.0 if budget is None else budget, splits, seed, router, budget_of or "dearest",
                              context)

@@ -287,9 +287,3 @@ def make_format(name: str, llm: LLM | None = None, config: FormatConfig | None =
     if factory is None:
         raise ConfigError(f"unknown knowledge format {name!r}; choose one of {', '.join(FORMATS)}")
     return factory(llm, config)
-
-
-def render_all(formats: Sequence[Format], kg: KnowledgeGraph, subgraph: Subgraph,
-               question: Question | None = None) -> dict[str, Rendered]:
-    """Each format's rendering of the same subgraph, by format name."""
-    return {f.name: f.render(kg, subgraph, question) for f in formats}

@@ -112,12 +112,6 @@ class PricedRouter:
         return a
 
 
-@dataclass(frozen=True)
-class _Split:
-    fit: Rows
-    test: Rows
-
-
 def _features(replay: GradedReplay, E: Matrix, fit: Rows, dims: int) -> tuple[Matrix, Matrix]:
     """Pre-call features (module docstring) for every row, and per arm the extra columns of its own
     signals (post-call); the principal components are fitted on ``fit``."""
