@@ -140,15 +140,9 @@ class KGConfig:
 
 @dataclass(frozen=True, slots=True)
 class ArmConfig:
-    """One arm. ``per_call``: cost of one call in the budget's unit; ``price_model``: a price-table model
-    whose token fees are added (dollar budgets, ``openai:MODEL`` arms without an explicit ``price``);
-    ``cost_from_usage``: the dollars the backend itself reports (``Usage.cost``) are added (dollar
-    budgets, arms without a price of either kind: 0 for an in-process model, the recorded cost for a
-    replayed one). ``reported_accuracy``: the arm's published accuracy, the mean of its cluster's
-    Beta prior (Coke Eq. 3–4; None: no prior information). ``free``: it answers without cost (``observe``
-    and no price), so a ``question+free`` router context can ask it before routing. ``combos`` (inject
-    arms): the (extractor+format) combinations ``kgwise fit`` learns the arm's prompt bandit over
-    (``("all",)``: every one the arm can build). ``cluster``, ``observe`` and ``scoring`` default by arm
+    """One arm (``[[arms]]``; each field's metadata says what it is). A call costs ``per_call`` plus, with a
+    dollar budget, the token fees of ``price_model`` or, with ``cost_from_usage``, the dollars the backend
+    reports (``Usage.cost``). ``cluster``, ``observe`` and ``scoring`` default by arm
     (:func:`arm_default`)."""
 
     name: str = field(metadata=_doc("what answers, feedback and the router call the arm"))
@@ -196,6 +190,7 @@ class ArmConfig:
 
     @property
     def free(self) -> bool:
+        """It answers without cost (``observe``, no price): a ``question+free`` context asks it first."""
         return self.observe and self.per_call == 0 and self.price_model is None
 
     @property
@@ -251,11 +246,8 @@ def paced_coke(base: CokeConfig) -> CokeConfig:
 
 @dataclass(frozen=True, slots=True)
 class RouterConfig:
-    """Budget (in ``unit``: dollars or LLM calls), pacing horizon, seed, Coke's values, whether free arms
-    marked ``observe`` answer every question so that feedback teaches the router their outcome too, and
-    whether :func:`kgwise.app.fit.fit` pins the best affordable single arm where routing does not clear it
-    by ``routing_gain_z`` standard errors (:meth:`kgwise.route.tuning.RoutingGain.pays`);
-    ``external_ttl_s``: how long an external arm's decision waits for its settle (None: for ever)."""
+    """The router and its budget (``[router]``, Coke's values from ``[coke]``); ``pin_single_arm`` and
+    ``routing_gain_z``: :meth:`kgwise.route.tuning.RoutingGain.pays`; ``external_ttl_s`` None: for ever."""
 
     budget: float = field(metadata=_doc(
         "hard spending limit: budget_usd (dollars) or budget_calls (LLM calls; a KG model is free)",
@@ -282,17 +274,9 @@ class RouterConfig:
 
 @dataclass(frozen=True, slots=True)
 class AnswerSetConfig:
-    """Target miscoverage ``alpha``, the level ``delta`` of the live coverage bound (and of the calibration
-    with ``guarantee = "pac"`` or ``"pac_all_arms"``), the multiple-choice non-conformity score ``kind``,
-    and the ``guarantee`` (see the module docstring), and the ``calibration_share`` of the graded
-    multiple-choice dev questions that :func:`kgwise.app.fit.fit` holds out of the router's learning to
-    calibrate the sets; ``uag_llm``: the local LLM that writes Φ(P) for UAG's sets on open questions
-    (None: no set), ``uag_tune_share``: the part of the graded open dev questions that tunes UAG's grid
-    (and teaches the router; the rest is held out of it to calibrate, :mod:`kgwise.app.open_sets`);
-    ``open_uncertified``: an open answer's set when its arm's held-out questions certify nothing;
-    ``abstain``: answer a multiple-choice question only when the arm's certified confidence threshold
-    promises accuracy ≥ 1 − α among its answers with probability ≥ 1 − δ, else "not sure"
-    (:mod:`kgwise.app.abstain`)."""
+    """The calibrated answer sets (``[answer_sets]``; the guarantees: ``docs/configuration.md``): multiple
+    choice by :mod:`kgwise.app.calibration`, open questions by :mod:`kgwise.app.open_sets`, abstention by
+    :mod:`kgwise.app.abstain`."""
 
     alpha: float = field(default=0.1, metadata=_doc(
         "in (0, 1): the sets miss the truth at most this often, per arm", bounds="(0, 1)"))
@@ -318,9 +302,8 @@ class AnswerSetConfig:
 
 @dataclass(frozen=True, slots=True)
 class StateConfig:
-    """Where the pipeline's state lives: ``url`` None, the state folder; a ``postgresql://`` URL, that
-    database (:mod:`kgwise.app.state_pg`); ``timeout_s``: the most one database call may take (connect,
-    statement, lock wait) before it fails fast."""
+    """Where the pipeline's state lives: the state folder, or the PostgreSQL database at ``url``
+    (:mod:`kgwise.app.state_pg`), whose calls (connect, statement, lock wait) fail after ``timeout_s``."""
 
     url: str | None = field(default=None, metadata=_doc(
         "a PostgreSQL database that several replicas share (default: the state folder)",
