@@ -10,7 +10,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kgwise.errors import ConfigError, listed
+from kgwise.datasets.user import read_labelled_mc
+from kgwise.errors import ConfigError
 from kgwise.kgm.io import config_path
 from kgwise.kgm.pipeline import OwnData, evaluate_file, train_file
 from kgwise.types import Question
@@ -21,16 +22,7 @@ Log = Callable[[str], None]
 
 
 def _labelled_mc(path: Path) -> list[Question]:
-    """The questions of ``path``, each with choices and a gold answer (``ConfigError`` naming those
-    without)."""
-    from kgwise.datasets.user import read_questions
-
-    qs = read_questions(path)
-    bad = [q.ref for q in qs if not q.choices or q.gold_index is None]
-    if bad:
-        raise ConfigError(f"{path}: {len(bad)} question(s) without choices or a gold answer ({listed(bad)}); "
-                          "the KG model learns from labelled multiple-choice questions")
-    return qs
+    return read_labelled_mc(path, "the KG model learns from labelled multiple-choice questions")
 
 
 def training_data(dataset: str | None, questions: Path | None, dev_questions: Path | None, kg: Path | None,

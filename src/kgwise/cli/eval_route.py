@@ -24,7 +24,7 @@ from kgwise.cli.common import (
     write_json,
 )
 from kgwise.config import data_dir
-from kgwise.errors import ConfigError, listed
+from kgwise.errors import ConfigError
 from kgwise.llm.base import scoring_rule
 
 
@@ -198,17 +198,13 @@ def eval_route_live(
         if injected and kg is None:
             raise ConfigError(f"--arm {injected[0]} injects KG knowledge: with --questions it needs --kg "
                               "GRAPH (a --dataset brings its own KG)")
-        from kgwise.datasets.user import read_questions
+        from kgwise.datasets.user import read_labelled_mc
         from kgwise.files import file_stamp
         from kgwise.kg.loaders import open_graph_file
 
         distinct_outputs({"--json": json_out}, {"--questions": questions_file, "--kg": kg})
-        questions = read_questions(questions_file)
-        unusable = [q.ref for q in questions if not q.choices or q.gold_index is None]
-        if unusable:
-            raise ConfigError(f"{questions_file}: {len(unusable)} question(s) without choices or a gold "
-                              f"answer ({listed(unusable)}); the arms are graded on labelled multiple-choice "
-                              "questions")
+        questions = read_labelled_mc(questions_file, "the arms are graded on labelled multiple-choice "
+                                     "questions")
         root = data
 
         def open_kg() -> Any:

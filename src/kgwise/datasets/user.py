@@ -43,13 +43,27 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from kgwise.errors import DataError
+from kgwise.errors import ConfigError, DataError, listed
 from kgwise.files import read_jsonl, write_text_atomic
 from kgwise.types import CHOICE_LABELS, Choice, Question, Usage
 
-__all__ = ["ArmOutcome", "Candidates", "GradedLog", "GradedQuestion", "question_record", "read_candidates",
-           "read_generations", "read_graded_log", "read_questions", "schema", "write_candidates",
-           "write_generations", "write_graded_log", "write_questions"]
+__all__ = [
+    "ArmOutcome",
+    "Candidates",
+    "GradedLog",
+    "GradedQuestion",
+    "question_record",
+    "read_candidates",
+    "read_generations",
+    "read_graded_log",
+    "read_labelled_mc",
+    "read_questions",
+    "schema",
+    "write_candidates",
+    "write_generations",
+    "write_graded_log",
+    "write_questions",
+]
 
 _QUESTION_KEYS = {"id", "text", "choices", "gold", "answer", "topic_entities", "context", "concept"}
 
@@ -155,6 +169,17 @@ def read_questions(path: str | Path) -> list[Question]:
     if not out:
         raise DataError("questions file holds no questions", p)
     return out
+
+
+def read_labelled_mc(path: str | Path, purpose: str) -> list[Question]:
+    """The questions of ``path``, each with choices and a gold answer: ``ConfigError`` naming the file, how
+    many lack them, the first ids, and ``purpose`` (what needs them)."""
+    qs = read_questions(path)
+    bad = [q.ref for q in qs if not q.choices or q.gold_index is None]
+    if bad:
+        raise ConfigError(f"{path}: {len(bad)} question(s) without choices or a gold answer ({listed(bad)}); "
+                          f"{purpose}")
+    return qs
 
 
 def _question_json(q: Question) -> dict[str, Any]:

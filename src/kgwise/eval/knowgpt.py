@@ -172,18 +172,12 @@ def user_data(kg: str | Path, questions: str | Path, train_questions: str | Path
     ``train_questions`` train P_RL and the bandit and ``questions`` are tested; without a training file the
     questions are split 50/50 by a seeded permutation (the first half trains), as MedQA is. ``ConfigError``
     names a question without choices or (among the tested and bandit-trained ones) without a gold answer."""
-    from kgwise.datasets.user import read_questions
+    from kgwise.datasets.user import read_labelled_mc
     from kgwise.files import file_stamp
     from kgwise.kg.loaders import open_graph_file
 
-    qs = read_questions(questions)
-    train = read_questions(train_questions) if train_questions is not None else None
-    for path, batch in ((questions, qs), (train_questions, train or [])):
-        bad = [q.ref for q in batch if not q.choices or q.gold_index is None]
-        if bad:
-            more = " …" if len(bad) > 5 else ""
-            raise ConfigError(f"{path}: {len(bad)} question(s) without choices or a gold answer "
-                              f"({', '.join(bad[:5])}{more}); KnowGPT's evaluation needs both")
+    qs = read_labelled_mc(questions, "KnowGPT's evaluation needs both")
+    train = read_labelled_mc(train_questions, "KnowGPT's evaluation needs both") if train_questions else None
     if train is None:
         if len(qs) < 2:
             raise ConfigError(f"{questions}: at least two questions are needed to split into training and "
