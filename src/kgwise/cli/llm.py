@@ -21,7 +21,7 @@ from kgwise.cli.common import (
 )
 from kgwise.config import cache_dir
 from kgwise.errors import ConfigError
-from kgwise.llm.local_models import DEFAULT_LLM
+from kgwise.llm.local_models import DEFAULT_LLM, default_scoring
 
 LlmOption = Annotated[
     str, typer.Option("--llm", help="smollm2-135m, gemma3-270m, gguf:PATH, openai:MODEL, replay:…")
@@ -40,7 +40,10 @@ def ask(
     question: Annotated[str | None, typer.Argument(help="The question text.", show_default=False)] = None,
     choices: Annotated[str | None, typer.Option("--choices", help='Options separated by "|".')] = None,
     llm: LlmOption = DEFAULT_LLM,
-    method: MethodOption = "score",
+    method: Annotated[str | None, typer.Option(
+        "--method", help="Multiple choice: score (sum log-prob), score-mean (per token), score-pmi (sum "
+        "minus the choice's prior log-prob), letter (default: the model's measured best scoring rule, "
+        "sum for an unmeasured model).", show_default=False)] = None,
     knowledge: Annotated[str, typer.Option(help="Knowledge to put before the question.")] = "",
     cache: CacheOption = False,
     json_out: JsonOption = None,
@@ -80,9 +83,10 @@ def ask(
     if state is not None:
         raise ConfigError("--state goes with --config")
     from kgwise.llm import get_llm
-    from kgwise.llm.answering import METHODS, MCConfig, answer_free_text, answer_mc
+    from kgwise.llm.answering import METHOD_OF_RULE, METHODS, MCConfig, answer_free_text, answer_mc
     from kgwise.types import Question, make_question
 
+    method = method or METHOD_OF_RULE[default_scoring(llm)]
     if method not in METHODS:
         raise ConfigError(f"unknown --method {method!r}; use {', '.join(METHODS)}")
     if choices is not None:
