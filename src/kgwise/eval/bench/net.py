@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import time
+from collections.abc import Callable
 from typing import Self
 
-__all__ = ["ServerProcess", "free_port", "stop_process"]
+from kgwise.errors import ServiceError
+
+__all__ = ["ServerProcess", "free_port", "sparql_answers", "stop_process"]
 
 
 def free_port() -> int:
@@ -39,6 +43,21 @@ class ServerProcess:
     def start(self, timeout_s: float = 60.0) -> Self:
         raise NotImplementedError
 
+    def await_ready(self, ready: Callable[[], bool], timeout_s: float, name: str, tail: Callable[[], str]
+                    ) -> Self:
+        """Poll ``ready`` every 0.2 s until it holds; ``ServiceError`` with ``tail()`` (the server's last
+        words) when the process ends first or ``timeout_s`` passes (the server is then stopped)."""
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServiceError(f"{name} exited with {self.proc.returncode}: {tail()}")
+            if ready():
+                return self
+            time.sleep(0.2)
+        self.stop()
+        raise ServiceError(f"{name} did not answer within {timeout_s:.0f} s: {tail()}")
+
     def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL after 30 s)."""
         stop_process(self.proc)
@@ -49,3 +68,14 @@ class ServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def sparql_answers(endpoint: str) -> bool:
+    """Whether the SPARQL endpoint answers ``ASK {}`` (a refused or dropped connection: not yet)."""
+    import httpx
+
+    try:
+        return httpx.post(endpoint, data={"query": "ASK {}"}, timeout=2,
+                          headers={"Accept": "application/sparql-results+json"}).status_code == 200
+    except httpx.TransportError:
+        return False

@@ -12,10 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
-
 from kgwise.errors import ConfigError, ServiceError
-from kgwise.eval.bench.net import ServerProcess, free_port
+from kgwise.eval.bench.net import ServerProcess, free_port, sparql_answers
 
 __all__ = ["Oxigraph", "oxigraph_binary"]
 
@@ -59,17 +57,12 @@ class Oxigraph(ServerProcess):
         self.proc = subprocess.Popen([self.binary, "serve-read-only", "--location", str(self.db), "--bind",
                                       f"127.0.0.1:{self.port}"], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
-                raise ServiceError(f"oxigraph exited with {self.proc.returncode}: {err[-800:]}")
-            try:
-                if httpx.post(self.endpoint, data={"query": "ASK {}"}, timeout=2,
-                              headers={"Accept": "application/sparql-results+json"}).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise ServiceError(f"oxigraph did not answer on {self.endpoint} within {timeout_s:.0f} s")
+        return self.await_ready(lambda: sparql_answers(self.endpoint), timeout_s,
+                                f"oxigraph on {self.endpoint}", self._err_tail)
+
+    def _err_tail(self) -> str:
+        """The end of what the server wrote to stderr (once it has ended; empty while it runs)."""
+        proc = self.proc
+        if proc is None or proc.stderr is None or proc.poll() is None:
+            return ""
+        return proc.stderr.read().decode(errors="replace")[-800:]

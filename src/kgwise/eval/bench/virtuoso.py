@@ -14,10 +14,8 @@ import subprocess
 import time
 from pathlib import Path
 
-import httpx
-
 from kgwise.errors import ConfigError, ServiceError
-from kgwise.eval.bench.net import ServerProcess, free_port
+from kgwise.eval.bench.net import ServerProcess, free_port, sparql_answers
 
 __all__ = ["GRAPH_IRI", "Virtuoso", "virtuoso_binaries"]
 
@@ -92,20 +90,8 @@ class Virtuoso(ServerProcess):
         does not within ``timeout_s``."""
         self.proc = subprocess.Popen([self.server, "+foreground", "+configfile", "virtuoso.ini"], cwd=self.db,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise ServiceError(f"virtuoso-t exited with {self.proc.returncode}: {self._log_tail()}")
-            try:
-                if httpx.post(self.endpoint, data={"query": "ASK {}"}, timeout=2,
-                              headers={"Accept": "application/sparql-results+json"}).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise ServiceError(f"Virtuoso did not answer on {self.endpoint} within {timeout_s:.0f} s: "
-                           f"{self._log_tail()}")
+        return self.await_ready(lambda: sparql_answers(self.endpoint), timeout_s,
+                                f"Virtuoso on {self.endpoint}", self._log_tail)
 
     def _log_tail(self) -> str:
         log = self.db / "virtuoso.log"
