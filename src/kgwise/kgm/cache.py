@@ -26,7 +26,7 @@ from kgwise.kgm.features import FeatureConfig, NodeTable, QuestionGraph, graph_f
 from kgwise.progress import bar as progress_bar
 from kgwise.types import Question
 
-__all__ = ["FeatureCache", "GraphBuilder", "load_graphs", "pack_graphs", "unpack_graphs"]
+__all__ = ["FeatureCache", "GraphBuilder", "pack_graphs", "unpack_graphs"]
 
 
 class GraphBuilder:
@@ -180,11 +180,6 @@ class FeatureCache:
             raise DataError("feature cache is incomplete (no node table); build it first", path)
         with np.load(path, allow_pickle=False) as z:
             return NodeTable(z["ids"], z["emb"])
-
-
-def load_graphs(cache: FeatureCache) -> tuple[list[QuestionGraph], NodeTable]:
-    """The split's graphs and node table from a complete cache."""
-    return cache.graphs(), cache.table()
 
 
 def cache_meta(

@@ -147,6 +147,14 @@ class _Server:
             time.sleep(0.5)
         raise ConfigError(f"the server did not answer /health within {timeout_s:g} s")
 
+    def client(self, cfg: ServeBenchConfig) -> Any:
+        """An HTTP client of this server, with a connection for each concurrent request ``cfg`` makes."""
+        import httpx
+
+        most = max(cfg.concurrency) + 4
+        limits = httpx.Limits(max_connections=most, max_keepalive_connections=most)
+        return httpx.AsyncClient(base_url=self.base, limits=limits, timeout=300)
+
     def rss(self) -> float:
         return round(rss_mb(self.proc.pid), 1)
 
@@ -191,22 +199,14 @@ def run_serve_benchmark(kg: Path, questions: Sequence[tuple[str, list[str]]], cf
 
 async def _bench(server: _Server, questions: Sequence[tuple[str, list[str]]], cfg: ServeBenchConfig,
                  progress: Callable[[str], None]) -> dict[str, Any]:
-    import httpx
-
-    most = max(cfg.concurrency) + 4
-    limits = httpx.Limits(max_connections=most, max_keepalive_connections=most)
     out: dict[str, Any] = {"rss_start_mb": server.rss(), "phases": []}
-    async with httpx.AsyncClient(base_url=server.base, limits=limits, timeout=300) as client:
-
-        async def post(path: str, body: dict[str, Any]) -> tuple[int, float, httpx.Response]:
-            t0 = time.perf_counter()
-            res = await client.post(path, json=body)
-            return res.status_code, time.perf_counter() - t0, res
+    async with server.client(cfg) as client:
 
         async def evidence(i: int) -> tuple[int, float]:
             q, choices = questions[i % len(questions)]
-            status, took, _ = await post("/v1/evidence", {"question": q, "choices": choices})
-            return status, took
+            t0 = time.perf_counter()
+            res = await client.post("/v1/evidence", json={"question": q, "choices": choices})
+            return res.status_code, time.perf_counter() - t0
 
         progress("warm-up: grounding every question once")
         await _drive(len(questions), 2, time.monotonic() + 600, evidence)
@@ -318,12 +318,8 @@ def run_chat_benchmark(kg: Path, questions: Sequence[str], cfg: ServeBenchConfig
 
 async def _chat(server: _Server, questions: Sequence[str], cfg: ServeBenchConfig,
                 progress: Callable[[str], None]) -> dict[str, Any]:
-    import httpx
-
-    most = max(cfg.concurrency) + 4
-    limits = httpx.Limits(max_connections=most, max_keepalive_connections=most)
     out: dict[str, Any] = {"rss_start_mb": server.rss(), "phases": []}
-    async with httpx.AsyncClient(base_url=server.base, limits=limits, timeout=300) as client:
+    async with server.client(cfg) as client:
 
         async def chat(i: int) -> tuple[int, float]:
             text = questions[i % len(questions)]
