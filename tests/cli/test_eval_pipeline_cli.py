@@ -34,7 +34,7 @@ def test_unknown_live_set_and_missing_kg_model_are_named(tmp_path: Path, data_di
                       str(data_dir)])
     assert code == 2 and "--kgm-model is for --live obqa|csqa" in out
     code, out = said(["eval", "pipeline", "--live", "obqa", "--alphas", "0.1,x", "--data", str(data_dir)])
-    assert code == 2 and "--alphas must be numbers" in out
+    assert code == 2 and "--alphas: expected values separated by commas" in out
     code, out = said(["eval", "pipeline", "--live", "webqsp-open", "--delta", "1.5", "--data", str(data_dir)])
     assert code == 2 and "--delta must lie in (0, 1), got 1.5" in out
 

@@ -306,7 +306,7 @@ def run_chat_benchmark(kg: Path, questions: Sequence[str], cfg: ServeBenchConfig
     work.mkdir(parents=True, exist_ok=True)
     config = work / "replay.toml"
     _write_replay_config(config, kg)
-    server = _Server(["--config", str(config), "--state", str(work / "state")], work / "chat-server.log",
+    server = _Server(["--config", str(config), "--state", str(work / "chat-state")], work / "chat-server.log",
                      work / "chat-cache")
     try:
         server.wait_ready()
