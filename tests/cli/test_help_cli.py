@@ -25,7 +25,7 @@ def test_help_lists_the_product_first_and_at_most_eleven_commands() -> None:
     assert len(names) <= 11
     wide = CliRunner(env={"COLUMNS": "300"}).invoke(app, ["--help"]).output
     # init's summary is one line on a wide screen (its docstring breaks after "models known,")
-    assert "checked as ask will read it (files exist, models known, α in (0, 1)) before it is written." in wide
+    assert "(files exist, models known, α in (0, 1)) before it is written." in wide
 
 
 def test_moved_commands_answer_under_their_groups() -> None:
