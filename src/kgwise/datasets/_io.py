@@ -11,7 +11,7 @@ from kgwise.errors import DataError
 from kgwise.files import read_jsonl
 from kgwise.types import Choice
 
-__all__ = ["dataset_file", "mc_choices", "read_jsonl", "text_field"]
+__all__ = ["dataset_file", "mc_record", "read_jsonl", "text_field"]
 
 
 def dataset_file(root: Path, relative: str) -> Path:
@@ -28,6 +28,22 @@ def text_field(obj: Mapping[str, Any], key: str, path: Path, line: int | None) -
     if not isinstance(value, str) or not value.strip():
         raise DataError(f"field {key!r} missing or not a non-empty string", path, line)
     return value
+
+
+def mc_record(obj: Mapping[str, Any], path: Path, line: int, keyed: bool
+              ) -> tuple[Mapping[str, Any], tuple[Choice, ...], tuple[str, ...]]:
+    """A CSQA/OBQA record's ``question`` object, its choices and its gold label (``answerKey``, one of the
+    choices; ``()`` where the record has none and ``keyed`` is false); ``DataError`` when malformed."""
+    q = obj.get("question")
+    if not isinstance(q, dict):
+        raise DataError("field 'question' missing or not an object", path, line)
+    choices = mc_choices(q.get("choices"), path, line)
+    if "answerKey" not in obj and not keyed:
+        return q, choices, ()
+    key = text_field(obj, "answerKey", path, line)
+    if key not in {c.label for c in choices}:
+        raise DataError(f"answerKey {key!r} is not a choice label", path, line)
+    return q, choices, (key,)
 
 
 def mc_choices(raw: Any, path: Path, line: int | None) -> tuple[Choice, ...]:

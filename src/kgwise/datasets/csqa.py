@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kgwise.datasets._io import dataset_file, mc_choices, read_jsonl, text_field
+from kgwise.datasets._io import dataset_file, mc_record, read_jsonl, text_field
 from kgwise.errors import DataError
 from kgwise.types import Question
 
@@ -25,18 +25,7 @@ def _read(root: Path, official: str, split: str) -> list[Question]:
     path = dataset_file(root, _FILES[official])
     out = []
     for line, obj in read_jsonl(path):
-        q = obj.get("question")
-        if not isinstance(q, dict):
-            raise DataError("field 'question' missing or not an object", path, line)
-        choices = mc_choices(q.get("choices"), path, line)
-        gold: tuple[str, ...] = ()
-        if "answerKey" in obj:
-            key = text_field(obj, "answerKey", path, line)
-            if key not in {c.label for c in choices}:
-                raise DataError(f"answerKey {key!r} is not a choice label", path, line)
-            gold = (key,)
-        elif official != "test":
-            raise DataError("field 'answerKey' missing", path, line)
+        q, choices, gold = mc_record(obj, path, line, keyed=official != "test")
         out.append(Question(
             id=text_field(obj, "id", path, line),
             text=text_field(q, "stem", path, line),

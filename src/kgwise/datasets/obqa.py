@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kgwise.datasets._io import dataset_file, mc_choices, read_jsonl, text_field
+from kgwise.datasets._io import dataset_file, mc_record, read_jsonl, text_field
 from kgwise.errors import DataError
 from kgwise.types import Question
 
@@ -22,18 +22,12 @@ def load_obqa(root: Path, split: str) -> list[Question]:
     path = dataset_file(root, f"obqa/Main/{split}.jsonl")
     out = []
     for line, obj in read_jsonl(path):
-        q = obj.get("question")
-        if not isinstance(q, dict):
-            raise DataError("field 'question' missing or not an object", path, line)
-        choices = mc_choices(q.get("choices"), path, line)
-        key = text_field(obj, "answerKey", path, line)
-        if key not in {c.label for c in choices}:
-            raise DataError(f"answerKey {key!r} is not a choice label", path, line)
+        q, choices, gold = mc_record(obj, path, line, keyed=True)
         out.append(Question(
             id=text_field(obj, "id", path, line),
             text=text_field(q, "stem", path, line),
             choices=choices,
-            gold=(key,),
+            gold=gold,
             dataset="obqa",
             split=split,
         ))
