@@ -29,7 +29,7 @@ from kgwise.cli import eval_pipeline as _eval_pipeline  # noqa: F401  isort: ski
 from kgwise.cli import settings as _settings  # noqa: F401  isort: skip
 from kgwise.cli import state as _state  # noqa: F401  isort: skip
 
-__all__ = ["PRODUCT", "app"]
+__all__ = ["PIPELINE_TOOLS", "PRODUCT", "app"]
 
 PRODUCT = ("init", "fit", "ask", "feedback", "status", "serve")
 """The pipeline's commands, listed first and in this order by ``kgwise --help``; then the groups of
