@@ -66,17 +66,17 @@ def derived_keys(toks: Sequence[str]) -> list[str]:
     """Names medicine writes a raised or lowered quantity, an inflamed organ or a look-alike condition
     as, by word formation: "High triglyceride levels" → "hypertriglyceridemia", "Aldosterone excess" →
     "hyperaldosteronism", "Low calcium" → "hypocalcemia" (*hyper-*/*hypo-* and *-emia*/*-aemia*/*-ism*
-    joined to a content word, its final *e* or *um* dropped); "Peritoneal inflammation" → "peritonitis" (an
-    adjective's stem, *-eal*/*-al*/*-ic*/*-ous* dropped, and *-itis*); "Pseudoparkinsonism" →
-    "parkinsonism" (a word less one of :data:`_LOOKALIKE` prefixes). Tried in that order; ``[]`` when none
-    applies."""
+    joined to a content word, its final *e*, *ium* or *um* dropped); "Peritoneal inflammation" →
+    "peritonitis" (an adjective's stem, *-eal*/*-al*/*-ic*/*-ous* dropped, and *-itis*);
+    "Pseudoparkinsonism" → "parkinsonism" (a word less one of :data:`_LOOKALIKE` prefixes). Tried in that
+    order; ``[]`` when none applies."""
     words = set(toks)
     stop = stopwords()
     content = [t for t in toks if t not in stop and t not in QUALIFIERS and t.isalpha() and len(t) >= 4]
     out: list[str] = []
     prefix = "hyper" if words & _HIGHER else "hypo" if words & _LOWER else ""
     for t in content if prefix else ():
-        stems = dict.fromkeys([t, t[:-1] if t.endswith("e") else t, t[:-2] if t.endswith("um") else t])
+        stems = dict.fromkeys([t, t.removesuffix("e"), t.removesuffix("ium"), t.removesuffix("um")])
         out += [prefix + s + suffix for s in stems for suffix in ("emia", "aemia", "ism")]
     if words & {"inflammation", "inflamed"}:
         for t in content:

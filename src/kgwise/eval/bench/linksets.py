@@ -11,8 +11,9 @@ overlaps no labelled span is a false link too ("used" → United States).
 * **precision**: correct links / links (a link is correct when its node is one of the gold nodes);
 * **recall**: mentions with a correct link / mentions with a gold node (the concept is in the KG) — the
   share that has one is ``in_kg``;
-* per method (exact, alias, folded, reordered, partial, fuzzy, embedding): its links and their precision,
-  and the mentions it alone made right.
+* per method (exact, alias, folded, reordered, partial, contained, derived, fuzzy, embedding): its links
+  and their precision, the mentions it made right (a mention's first right link counts) and their share of
+  the mentions whose concept the KG holds (its part of the recall: the parts add up to the recall).
 
 :func:`score_set` runs one grounder over one set; ``kgwise bench grounding --parts links`` runs every set
 with the earlier rules and the precise ones side by side (:mod:`kgwise.eval.bench.grounding`).
@@ -159,6 +160,7 @@ def score_set(grounder: Grounder, mentions: Sequence[LinkMention], gold_nodes: d
     n_links += len(stray)
     for st in methods.values():
         st["precision"] = st["correct"] / st["links"] if st["links"] else None  # type: ignore[assignment]
+        st["recall"] = st["mentions_found"] / in_kg if in_kg else None  # type: ignore[assignment]
     return {"mentions": len(per_mention), "in_kg": in_kg, "in_kg_share": in_kg / max(len(per_mention), 1),
             "links": n_links, "correct_links": correct, "stray_links": len(stray),
             "precision": correct / n_links if n_links else 1.0, "recall": found / in_kg if in_kg else None,
