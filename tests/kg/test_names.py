@@ -157,6 +157,11 @@ def test_precise_rules_for_medical_choices() -> None:
     assert link("Myeloperoxidase") == []
     assert link("Galactosemia") == [] and link("Palsy") == []
     assert link("Autosomal dominant") == []  # "Thrombocytosis, autosomal dominant" is a thrombocytosis
+    # a choice in the names of more than MAX_HOLDERS nodes is a genus of them: "Diabetes"
+    many = CSRGraph.from_triples([(f"Diabetes {k}", "r", "x") for k in ("mellitus", "insipidus", "type 1",
+                                                                      "type 2", "of the young")]
+                                 + [("Gestational diabetes", "r", "x")])
+    assert Grounder(many, GrounderConfig(linking=LinkingConfig())).ground_choice("Diabetes") == ()
     # a misspelling of a whole choice is tried only for a word no name holds
     assert link("Diverticulosis") == [("Colonic diverticulosis", "partial")]
     assert link("Diverticulitiss") == [("Colonic diverticulitis", "fuzzy")]

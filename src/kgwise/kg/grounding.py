@@ -51,9 +51,9 @@ _GENERIC_HEADS = _NAMING_HEADS | {"acute", "chronic"}
 """Words that may follow a choice in a name it narrows: naming heads and the condition's course ("Alcohol
 withdrawal acute" is alcohol withdrawal too, narrowed)."""
 
-MAX_TIED = 1
-"""The most nodes a whole choice links at once when several names narrow it equally ("Galactosemia" →
-`Galactosemia type 1`, `… type 2`, `… type 3`)."""
+MAX_HOLDERS = 5
+"""The most nodes whose names may hold a whole choice for one of them to narrow it: "Diabetes" is in the
+names of 24 DDB nodes (diabetes mellitus, insipidus, gestational …) and names none of them."""
 
 __all__ = ["Grounder", "GrounderConfig", "Grounding", "NameIndex", "PhraseIndex", "embedding_matcher",
            "propose_topic_entities"]
@@ -291,9 +291,7 @@ class Grounder:
             link = self._derived(text, toks)
             contained = self._contained(text, toks, written) if link is None else None
             if link is None and (contained is None or contained.score < 1.0):
-                found = self._containing(text, toks)
-                if found:
-                    return tuple(n for x in found for n in self._keep(x, links))
+                link = self._containing(text, toks)
             link = link or contained
             if link is not None:
                 return self._keep(link, links)
@@ -464,21 +462,21 @@ class Grounder:
                 return Link(text, hit[0], key, "derived", PARTIAL_SCORE)
         return None
 
-    def _containing(self, text: str, toks: list[str]) -> list[Link]:
-        """The nodes whose names are the choice narrowed (its head-noun rule): a name holding the choice's
+    def _containing(self, text: str, toks: list[str]) -> Link | None:
+        """The node whose name is the choice narrowed (the head-noun rule): a name holding the choice's
         content words in order (plurals aside, the choice's :data:`~kgwise.kg.names.QUALIFIERS` left
         out), after at most one modifier word and before nothing but a type or number ("type 2"), a
         generic head or course ("syndrome", "acute") or a phrase starting with a stop word ("of large
         intestine"). Found through the choice's rarest word (in the names of at most
         :data:`~kgwise.kg.names.RARE_NODES` nodes): "Diverticulitis" → `Colonic diverticulitis`, "Alcohol
         withdrawal" → `Alcohol withdrawal syndrome`, never "Myeloperoxidase" → `Myeloperoxidase
-        deficiency` (the head is another word). The names adding fewest words win (a naming head such as
-        "syndrome" adds none), ties all linked (never
-        one picked) up to :data:`MAX_TIED` nodes, none above ("Palsy" heads `Bell palsy`, `Erb palsy`, …);
-        method ``partial``, score 0.9 shared among the nodes linked."""
+        deficiency` (the head is another word). The name adding fewest words wins (a naming head such as
+        "syndrome" adds none); a tie between nodes links none, never one picked ("Palsy": `Bell palsy`,
+        `Erb palsy`, …), nor does a choice that more than :data:`MAX_HOLDERS` nodes' names hold at all
+        ("Diabetes"). Method ``partial``, score 0.9."""
         v = self._variants
         if v is None:
-            return []
+            return None
 
         def stem(w: str) -> str:
             return w[:-1] if len(w) > 3 and w.endswith("s") else w
@@ -487,12 +485,15 @@ class Grounder:
         want = [stem(t) for t in content]
         rare = [v.rare[t] for t in content if t in v.rare]
         if not want or not rare:
-            return []
+            return None
         n = len(want)
         best: dict[int, str] = {}
         least = 3
+        holders: set[int] = set()
         for node, key in min(rare, key=len):
             words = [stem(w) for w in key.split(" ")]
+            if any(words[i:i + n] == want for i in range(len(words) - n + 1)):
+                holders.add(node)
             at = next((i for i in range(min(2, len(words) - n + 1)) if words[i:i + n] == want), None)
             if at is None or (at and words[0] in self._stop):
                 continue
@@ -505,9 +506,10 @@ class Grounder:
                 least, best = added, {}
             if added == least:
                 best.setdefault(node, key)
-        if len(best) > MAX_TIED:  # a word of many names ("Palsy") is many things: link none
-            return []
-        return [Link(text, node, key, "partial", PARTIAL_SCORE / len(best)) for node, key in best.items()]
+        if len(best) != 1 or len(holders) > MAX_HOLDERS:  # "Palsy", "Diabetes" are many things
+            return None
+        (node, key), = best.items()
+        return Link(text, node, key, "partial", PARTIAL_SCORE)
 
     def _allowed(self, key: str, via_alias: bool, written: Sequence[tuple[str, int, int]] | None) -> bool:
         """Whether a name keyed ``key`` may link the span written ``written`` (always, under the earlier

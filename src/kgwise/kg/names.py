@@ -35,7 +35,7 @@ RARE_NODES = 30
 """A word in the names of at most this many nodes is *rare*: the names a whole mention may narrow are looked
 for among those of its rarest word. 30 reaches "immunodeficiency" (12 DDB nodes: "Human immunodeficiency
 virus" → `HIV-1 disease`, whose name is "Human immunodeficiency virus 1") and bounds the names read per
-mention; ties decide the rest (``kgwise.kg.grounding.MAX_TIED``)."""
+mention (``kgwise.kg.grounding.MAX_HOLDERS`` decides which choices are too general)."""
 
 PARTIAL_SCORE = 0.9
 """The score of a partial-name link: below an exact name (1.0), so a ``[linking] min_score`` above 0.9
