@@ -545,7 +545,9 @@ class Grounder:
             if last != toks[-1]:
                 keys.append(" ".join([*toks[:-1], last]))
             elif precise and len(last) >= 4 and last.isalpha() and not last.endswith("s"):
-                keys.append(" ".join([*toks[:-1], last + "s"]))  # a name in the plural ("Benzodiazepines")
+                # a name in the plural ("Benzodiazepines", "Diabetic neuropathies")
+                plural = last[:-1] + "ies" if last.endswith("y") and last[-2] not in "aeiou" else last + "s"
+                keys.append(" ".join([*toks[:-1], plural]))
             if len(toks) > 1:
                 lemmas = [lem(t) for t in toks[:-1]]
                 if precise:
