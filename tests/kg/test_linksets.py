@@ -59,6 +59,7 @@ def test_medqa_targets_with_label_embeddings(data_dir: Path) -> None:
     r = score_set(grounder, mentions, resolve_gold(kg, mentions))
     assert r["precision"] >= 0.95 and r["recall"] >= 0.90, (r["precision"], r["recall"], r["missed_examples"])
     assert r["methods"]["embedding"]["precision"] >= 0.9
+    assert set(r["splits"]) == {"tune", "check", "held_out"}
 
 
 def test_scorer_counts(tmp_path: Path) -> None:
@@ -70,8 +71,9 @@ def test_scorer_counts(tmp_path: Path) -> None:
         {"id": "b", "kind": "span", "mention": "Canada", "start": 19, "context": "Which used cars in Canada?",
          "gold": ["Canada"], "source": "t", "exhaustive": True},
         {"id": "c", "kind": "choice", "mention": "kilimanjaro", "context": "", "gold": ["Mount Kilimanjaro"],
-         "source": "t"},
-        {"id": "d", "kind": "choice", "mention": "Atlantis", "context": "", "gold": [], "source": "t"},
+         "source": "t", "split": "held_out"},
+        {"id": "d", "kind": "choice", "mention": "Atlantis", "context": "", "gold": [], "source": "t",
+         "split": "held_out"},
     ]
     path = tmp_path / "s.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
@@ -88,6 +90,10 @@ def test_scorer_counts(tmp_path: Path) -> None:
                                            "recall": 0.5}
     assert (after["links"], after["correct_links"], after["precision"], after["recall"]) == (2, 2, 1.0, 1.0)
     assert after["in_kg"] == 2 and after["mentions"] == 4
+    assert before["splits"] == {"held_out": {"mentions": 2, "in_kg": 1, "links": 0, "precision": 1.0,
+                                             "recall": 0.0}}
+    assert after["splits"]["held_out"] | {"precision": 0} == {"mentions": 2, "in_kg": 1, "links": 1,
+                                                             "precision": 0, "recall": 1.0}
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({**rows[0], "start": 3}) + "\n", encoding="utf-8")
     with pytest.raises(DataError, match="not at character 3") as err:
