@@ -163,14 +163,14 @@ def score_set(grounder: Grounder, mentions: Sequence[LinkMention], gold_nodes: d
     n_links += len(stray)
     splits: dict[str, dict[str, Any]] = {}
     for name in sorted({m.split for m, _ in per_mention if m.split}):
-        mine = [(m, links) for m, links in per_mention if m.split == name]
-        golds = [frozenset().union(*(gold_nodes[g] for g in m.gold)) for m, _ in mine]
-        held = sum(bool(g) for g in golds)
-        made = sum(len(links) for _, links in mine)
-        right = sum(x.node in g for (_, links), g in zip(mine, golds, strict=True) for x in links)
-        hit = sum(any(x.node in g for x in links) for (_, links), g in zip(mine, golds, strict=True) if g)
-        splits[name] = {"mentions": len(mine), "in_kg": held, "links": made,
-                        "precision": right / made if made else 1.0, "recall": hit / held if held else None}
+        part = [(frozenset().union(*(gold_nodes[g] for g in m.gold)), found_links)
+                for m, found_links in per_mention if m.split == name]
+        made = sum(len(xs) for _, xs in part)
+        held = sum(bool(g) for g, _ in part)
+        good = sum(x.node in g for g, xs in part for x in xs)
+        hit = sum(any(x.node in g for x in xs) for g, xs in part if g)
+        splits[name] = {"mentions": len(part), "in_kg": held, "links": made,
+                        "precision": good / made if made else 1.0, "recall": hit / held if held else None}
     for st in methods.values():
         st["precision"] = st["correct"] / st["links"] if st["links"] else None  # type: ignore[assignment]
         st["recall"] = st["mentions_found"] / in_kg if in_kg else None  # type: ignore[assignment]
