@@ -278,8 +278,8 @@ class Grounder:
         """A choice's nodes: the whole choice (also without leading/trailing stop-words) if it is a
         node, else its n-gram matches; with none, the best fallback link of the whole choice. Precise
         rules try the whole choice's variants and a close misspelling of it (edit similarity ≥ 0.85)
-        before its words: "Danish kroner" is the Danish krone, not the Danish language; then a raised or
-        lowered quantity's medical name (:meth:`_derived`); then of its words one name, the one that covers
+        before its words: "Danish kroner" is the Danish krone, not the Danish language; then the medical
+        word it spells out (:meth:`_derived`); then of its words one name, the one that covers
         the most of the choice (:meth:`_contained`), unless it leaves part of the choice uncovered and the
         names of a rare word hold the whole choice (:meth:`_containing`)."""
         written = written_tokens(text)
@@ -454,8 +454,9 @@ class Grounder:
         return 1 if (tok in common or tok.rstrip("s") in common or tok.isdigit()) else 2
 
     def _derived(self, text: str, toks: list[str]) -> Link | None:
-        """The name a raised or lowered quantity is written as (:func:`~kgwise.kg.names.derived_keys`:
-        "High LDL-cholesterol" → `Hypercholesterolemia`), method ``derived``, score 0.9."""
+        """The name medical word formation makes of a choice (:func:`~kgwise.kg.names.derived_keys`:
+        "High LDL-cholesterol" → `Hypercholesterolemia`, "Peritoneal inflammation" → `Peritonitis`), method
+        ``derived``, score 0.9."""
         for key in derived_keys(toks):
             hit = self.index.lookup(key)
             if hit is not None and self._allowed(key, hit[1], None):

@@ -32,8 +32,8 @@ LinkMethod = Literal["exact", "alias", "folded", "reordered", "partial", "contai
 written or lemmatised; equal to one but for accents or dotted capitals (``folded``); the same content words
 in another order (``reordered``); a distinctive word of a proper name, or a name holding the whole mention
 (``partial``, :mod:`kgwise.kg.names`); a name a choice contains, scored by the share of the choice it covers
-(``contained``); the medical name of a raised or lowered quantity ("High LDL-cholesterol" →
-`Hypercholesterolemia`, ``derived``); by edit distance (``fuzzy``) or by label embedding (``embedding``)."""
+(``contained``); the medical word a choice spells out ("High LDL-cholesterol" → `Hypercholesterolemia`,
+``derived``); by edit distance (``fuzzy``) or by label embedding (``embedding``)."""
 
 
 @table("linking")
