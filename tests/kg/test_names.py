@@ -162,6 +162,13 @@ def test_precise_rules_for_medical_choices() -> None:
                                                                       "type 2", "of the young")]
                                  + [("Gestational diabetes", "r", "x")])
     assert Grounder(many, GrounderConfig(linking=LinkingConfig())).ground_choice("Diabetes") == ()
+    # number words are the digits names write
+    trisomy = CSRGraph.from_triples([("Trisomy 18", "r", "Chromosome 18")])
+    tri = Grounder(trisomy, GrounderConfig(linking=LinkingConfig()))
+    found: list[Link] = []
+    assert _labels(trisomy, tri.ground_choice("Trisomy eighteen", found)) == ["Trisomy 18"]
+    assert found[0].method == "folded"
+    assert _labels(trisomy, tri.ground_choice("Eighteen trisomy")) == ["Trisomy 18"]  # reordered too
     # a misspelling of a whole choice is tried only for a word no name holds
     assert link("Diverticulosis") == [("Colonic diverticulosis", "partial")]
     assert link("Diverticulitiss") == [("Colonic diverticulitis", "fuzzy")]

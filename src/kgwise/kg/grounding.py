@@ -51,6 +51,11 @@ _GENERIC_HEADS = _NAMING_HEADS | {"acute", "chronic"}
 """Words that may follow a choice in a name it narrows: naming heads and the condition's course ("Alcohol
 withdrawal acute" is alcohol withdrawal too, narrowed)."""
 
+_NUMERALS = {w: str(i) for i, w in enumerate((
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+    "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"))}
+"""Number words and their digits: names write numbers in digits ("Trisomy 18", "Type 2 diabetes")."""
+
 MAX_HOLDERS = 5
 """The most nodes whose names may hold a whole choice for one of them to narrow it: "Diabetes" is in the
 names of 24 DDB nodes (diabetes mellitus, insipidus, gestational …) and names none of them."""
@@ -377,8 +382,9 @@ class Grounder:
                trim: bool = True) -> Link | None:
         """The link of a whole mention (a choice, an entity name): its name as written or lemmatised, also
         without leading and trailing stop words; under the precise rules then its folded, reordered and
-        partial names and a misspelling of one (similarity ≥ 0.85) when one of its words is in no name (a
-        mention made of the graph's own words is no slip: "Diverticulitis" is not "Diverticulosis")."""
+        partial names, the same with its number words in digits, and a misspelling of one (similarity
+        ≥ 0.85) when one of its words is in no name (a mention made of the graph's own words is no slip:
+        "Diverticulitis" is not "Diverticulosis")."""
         if not toks:
             return None
         a, b = 0, len(toks)
@@ -395,6 +401,11 @@ class Grounder:
             node = self._variants.bags.get(bag_key(key))
             if node is not None:
                 found = (key, node, "reordered", 1.0)
+        if found is None and self._precise and any(t in _NUMERALS for t in toks):
+            link = self._whole(text, [_NUMERALS.get(t, t) for t in toks], None, trim)
+            if link is not None:  # "Trisomy eighteen" is `Trisomy 18`: a spelling of the same name
+                same = link.method in ("exact", "alias")
+                return dataclasses.replace(link, method="folded") if same else link
         if found is None and self._precise:
             cfg = self.config.linking
             words = self.index.words
