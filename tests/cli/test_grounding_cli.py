@@ -41,3 +41,27 @@ def test_index_build_and_ground(tmp_path: Path, data_dir: Path) -> None:
     assert result.exit_code != 0 and "another graph" in " ".join(result.output.split())
     result = runner.invoke(app, ["kg", "neighbors", str(graph), "aspirn"])
     assert result.exit_code != 0 and "did you mean 'Aspirin'" in " ".join(result.output.split())
+
+
+def test_ground_keeps_method_and_score_and_a_config_threshold_drops_low_links(tmp_path: Path) -> None:
+    graph = CSRGraph.from_triples([("Mount Kilimanjaro", "located in", "Tanzania"),
+                                   ("United States", "borders", "Canada")],
+                                  aliases={"United States": ["US"]}).save(tmp_path / "g.npz")
+    out = tmp_path / "g.json"
+    text = "Is kilimanjaro used by the US or Tanzania?"
+    result = runner.invoke(app, ["kg", "ground", text, "--kg", str(graph), "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    found = json.loads(out.read_text())["links"]
+    links = {x["mention"]: (x["label"], x["method"], x["score"]) for x in found}
+    # "used" is no US; the partial name scores 0.9
+    assert links == {"kilimanjaro": ("Mount Kilimanjaro", "partial", 0.9),
+                     "US": ("United States", "alias", 1.0), "Tanzania": ("Tanzania", "exact", 1.0)}
+    config = tmp_path / "kgwise.toml"
+    config.write_text("[linking]\nmin_score = 0.95\n", encoding="utf-8")
+    result = runner.invoke(app, ["kg", "ground", text, "--kg", str(graph), "--config", str(config), "--json",
+                                 str(out)])
+    assert result.exit_code == 0, result.output
+    assert [x["mention"] for x in json.loads(out.read_text())["links"]] == ["US", "Tanzania"]
+    config.write_text("[linking]\nmin_score = 2\n", encoding="utf-8")
+    result = runner.invoke(app, ["kg", "ground", text, "--kg", str(graph), "--config", str(config)])
+    assert result.exit_code != 0 and "min_score" in " ".join(result.output.split())

@@ -9,7 +9,7 @@ from kgwise.kg import CSRGraph
 from kgwise.kg.grounding import Grounder, GrounderConfig, PhraseIndex, is_typo
 from kgwise.kg.label_index import LabelIndex, build_index
 from kgwise.kg.linking import Link, LinkingConfig
-from kgwise.kg.names import NameVariants, bag_key
+from kgwise.kg.names import NameVariants, bag_key, derived_keys
 from kgwise.kg.text import common_words, fold_key, is_acronym, written_tokens
 
 
@@ -104,6 +104,79 @@ def test_precise_rules_for_whole_choices() -> None:
     assert strict.ground_choice("Kilimanjaro") == () and strict.ground_choice("Italy") == (g.node("Italy"),)
     assert is_typo("switzerlnd", "switzerland") and not is_typo("qt prolongation", "qrs prolongation")
     assert not is_typo("portal vein", "renal vein") and is_typo("danish kroner", "danish krone")
+
+
+def _medical() -> CSRGraph:
+    """DDB-like names (as DDB writes them: plurals, comma qualifiers, subtypes, findings) in a unit graph."""
+    return CSRGraph.from_triples(
+        [("Ethanol", "may cause", "Colonic diverticulitis"), ("Benzodiazepines", "may cause", "Contusion"),
+         ("Hypertriglyceridemia", "may cause", "Peritonitis"), ("Parkinsonism", "may cause", "Iron"),
+         ("Myeloperoxidase deficiency", "may cause", "Alcohol withdrawal syndrome"),
+         ("Alcohol withdrawal delirium", "may cause", "Colonic diverticulosis"),
+         ("Galactosemia type 1", "r", "Galactosemia type 2"), ("Bell palsy", "r", "Erb palsy"),
+         ("Thrombocytosis, autosomal dominant", "r", "Autosomal dominant conditions"),
+         ("HIV-1 disease", "r", "Vitamin B12"), ("Aspergillus", "r", "Pneumonia")],
+        aliases={"HIV-1 disease": ["Human immunodeficiency virus 1"]})
+
+
+def test_medical_word_formation() -> None:
+    assert "hypertriglyceridemia" in derived_keys(["high", "triglyceride", "levels"])
+    assert "hypercholesterolemia" in derived_keys(["high", "ldl", "cholesterol"])
+    assert "hypocalcemia" in derived_keys(["low", "calcium"])
+    assert "hyperaldosteronism" in derived_keys(["aldosterone", "excess"])
+    assert "peritonitis" in derived_keys(["aseptic", "peritoneal", "inflammation"])
+    assert derived_keys(["pseudoparkinsonism"]) == ["parkinsonism"]
+    assert derived_keys(["triglyceride", "levels"]) == [] and derived_keys(["pseudo"]) == []
+
+
+def test_precise_rules_for_medical_choices() -> None:
+    g = _medical()
+    grounder = Grounder(g, GrounderConfig(linking=LinkingConfig(embedding=False)))
+
+    def link(text: str) -> list[tuple[str, str]]:
+        links: list[Link] = []
+        grounder.ground_choice(text, links)
+        return [(g.label(x.node), x.method) for x in links]
+
+    # a qualifier ("intoxication", "serum", "level", "infection") weighs nothing: the concept covers it all
+    assert link("Ethanol intoxication") == [("Ethanol", "contained")]
+    assert link("Serum iron level") == [("Iron", "contained")]
+    assert link("Aspergillus fumigatus infection") == [("Aspergillus", "contained")]
+    # a name in the plural is reached by its singular
+    assert link("Benzodiazepine") == [("Benzodiazepines", "exact")]
+    # word formation
+    assert link("High triglyceride levels") == [("Hypertriglyceridemia", "derived")]
+    assert link("Aseptic peritoneal inflammation") == [("Peritonitis", "derived")]
+    assert link("Pseudoparkinsonism") == [("Parkinsonism", "derived")]
+    # a name that narrows the choice: one modifier before it, a naming head or a number after it
+    assert link("Diverticulitis") == [("Colonic diverticulitis", "partial")]  # not Colonic diverticulosis
+    assert link("Alcohol withdrawal") == [("Alcohol withdrawal syndrome", "partial")]  # "delirium" narrows
+    assert link("Human immunodeficiency virus") == [("HIV-1 disease", "partial")]
+    assert link("Serum B12 level") == [("Vitamin B12", "partial")]
+    # the choice is not the head of the name, or several names narrow it equally: no link
+    assert link("Myeloperoxidase") == []
+    assert link("Galactosemia") == [] and link("Palsy") == []
+    assert link("Autosomal dominant") == []  # "Thrombocytosis, autosomal dominant" is a thrombocytosis
+    # a choice in the names of more than MAX_HOLDERS nodes is a genus of them: "Diabetes"
+    # (only `Gestational diabetes` narrows it, but five other names hold it)
+    names = ("Diabetes mellitus", "Diabetes insipidus", "Neonatal diabetes mellitus",
+             "Diabetes deafness syndrome", "Lipoatrophic diabetes mellitus")
+    genus = [(name, "r", "x") for name in names]
+    many = CSRGraph.from_triples([*genus, ("Gestational diabetes", "r", "x")])
+    assert Grounder(many, GrounderConfig(linking=LinkingConfig())).ground_choice("Diabetes") == ()
+    few = CSRGraph.from_triples([*genus[:4], ("Gestational diabetes", "r", "x")])
+    assert Grounder(few, GrounderConfig(linking=LinkingConfig())).ground_choice("Diabetes") == (
+        few.node("Gestational diabetes"),)  # five holders: within the bound (the rule's limit, shown)
+    # number words are the digits names write
+    trisomy = CSRGraph.from_triples([("Trisomy 18", "r", "Chromosome 18")])
+    tri = Grounder(trisomy, GrounderConfig(linking=LinkingConfig()))
+    found: list[Link] = []
+    assert _labels(trisomy, tri.ground_choice("Trisomy eighteen", found)) == ["Trisomy 18"]
+    assert found[0].method == "folded"
+    assert _labels(trisomy, tri.ground_choice("Eighteen trisomy")) == ["Trisomy 18"]  # reordered too
+    # a misspelling of a whole choice is tried only for a word no name holds
+    assert link("Diverticulosis") == [("Colonic diverticulosis", "partial")]
+    assert link("Diverticulitiss") == [("Colonic diverticulitis", "fuzzy")]
 
 
 def test_label_index_keeps_the_capitals_rule(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ import numpy as np
 
 from kgwise.kg.base import ArrayGraph, KnowledgeGraph
 from kgwise.kg.linking import EmbeddingMatcher, FuzzyNames, Link, LinkingConfig, LinkMethod, TextEncoder
-from kgwise.kg.names import PARTIAL_SCORE, NameVariants, bag_key
+from kgwise.kg.names import PARTIAL_SCORE, QUALIFIERS, NameVariants, bag_key, derived_keys
 from kgwise.kg.text import (
     Lemmatiser,
     common_words,
@@ -43,6 +43,22 @@ from kgwise.kg.text import (
     written_tokens,
 )
 from kgwise.types import Question
+
+_NAMING_HEADS = frozenset({"syndrome", "disease", "disorder"})
+"""Head nouns that name a condition as a whole: "Alcohol withdrawal syndrome" *is* alcohol withdrawal (it
+narrows nothing)."""
+_GENERIC_HEADS = _NAMING_HEADS | {"acute", "chronic"}
+"""Words that may follow a choice in a name it narrows: naming heads and the condition's course ("Alcohol
+withdrawal acute" is alcohol withdrawal too, narrowed)."""
+
+_NUMERALS = {w: str(i) for i, w in enumerate((
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+    "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"))}
+"""Number words and their digits: names write numbers in digits ("Trisomy 18", "Type 2 diabetes")."""
+
+MAX_HOLDERS = 5
+"""The most nodes whose names may hold a whole choice for one of them to narrow it: "Diabetes" is in the
+names of 24 DDB nodes (diabetes mellitus, insipidus, gestational …) and names none of them."""
 
 __all__ = ["Grounder", "GrounderConfig", "Grounding", "NameIndex", "PhraseIndex", "embedding_matcher",
            "propose_topic_entities"]
@@ -267,15 +283,21 @@ class Grounder:
         """A choice's nodes: the whole choice (also without leading/trailing stop-words) if it is a
         node, else its n-gram matches; with none, the best fallback link of the whole choice. Precise
         rules try the whole choice's variants and a close misspelling of it (edit similarity ≥ 0.85)
-        before its words: "Danish kroner" is the Danish krone, not the Danish language; and of its words
-        they keep one name, the one that covers the most of the choice (:meth:`_contained`)."""
+        before its words: "Danish kroner" is the Danish krone, not the Danish language; then the medical
+        word it spells out (:meth:`_derived`); then of its words one name, the one that covers
+        the most of the choice (:meth:`_contained`), unless it leaves part of the choice uncovered and the
+        names of a rare word hold the whole choice (:meth:`_containing`)."""
         written = written_tokens(text)
         toks = [w.lower() for w, _, _ in written]
         link = self._whole(text, toks, written if self._precise else None)
         if link is not None:
             return self._keep(link, links)
         if self._precise:
-            link = self._contained(text, toks, written)
+            link = self._derived(text, toks)
+            contained = self._contained(text, toks, written) if link is None else None
+            if link is None and (contained is None or contained.score < 1.0):
+                link = self._containing(text, toks)
+            link = link or contained
             if link is not None:
                 return self._keep(link, links)
         else:
@@ -305,7 +327,8 @@ class Grounder:
         a similarity of 0.8 (one edit in a word of four letters is another word: "Iraq", "Iran"), and a
         mention that is a word of some name ("franc", "peso", "Palsy") is linked by neither: it is no
         misspelling, and the names holding it are many things it may mean; nor is a common English word
-        ("cAMP" is not "Cramp")."""
+        ("cAMP" is not "Cramp"). The embedding search reads the mention, then its core without
+        :data:`~kgwise.kg.names.QUALIFIERS` ("Previous radiation therapy" → "radiation")."""
         cfg = self.config.linking
         if cfg is None:
             return None
@@ -317,8 +340,13 @@ class Grounder:
             for node, name, score in self._fuzzy(key, least):
                 return Link(mention, node, name, "fuzzy", score)
         if cfg.embedding and self.embedder is not None and key:
-            for node, name, score in self.embedder.search(key, 1, cfg.embedding_min_score):
-                return Link(mention, node, name, "embedding", score)
+            tried = [key]
+            core = " ".join(t for t in key.split(" ") if t not in QUALIFIERS) if self._precise else key
+            if core and core != key:
+                tried.append(core)
+            for text in tried:
+                for node, name, score in self.embedder.search(text, 1, cfg.embedding_min_score):
+                    return Link(mention, node, name, "embedding", score)
         return None
 
     def suggest(self, text: str, limit: int = 3) -> list[str]:
@@ -354,7 +382,9 @@ class Grounder:
                trim: bool = True) -> Link | None:
         """The link of a whole mention (a choice, an entity name): its name as written or lemmatised, also
         without leading and trailing stop words; under the precise rules then its folded, reordered and
-        partial names and a misspelling of one (similarity ≥ 0.85)."""
+        partial names, the same with its number words in digits, and a misspelling of one (similarity
+        ≥ 0.85) when one of its words is in no name (a mention made of the graph's own words is no slip:
+        "Diverticulitis" is not "Diverticulosis")."""
         if not toks:
             return None
         a, b = 0, len(toks)
@@ -371,9 +401,16 @@ class Grounder:
             node = self._variants.bags.get(bag_key(key))
             if node is not None:
                 found = (key, node, "reordered", 1.0)
+        if found is None and self._precise and any(t in _NUMERALS for t in toks):
+            link = self._whole(text, [_NUMERALS.get(t, t) for t in toks], None, trim)
+            if link is not None:  # "Trisomy eighteen" is `Trisomy 18`: a spelling of the same name
+                same = link.method in ("exact", "alias")
+                return dataclasses.replace(link, method="folded") if same else link
         if found is None and self._precise:
             cfg = self.config.linking
-            if cfg is not None and cfg.fuzzy and len(" ".join(toks)) >= cfg.fuzzy_min_length:
+            words = self.index.words
+            if (cfg is not None and cfg.fuzzy and len(" ".join(toks)) >= cfg.fuzzy_min_length
+                    and any(t not in words for t in toks)):
                 for node, name, score in self._fuzzy(" ".join(toks), max(0.85, cfg.fuzzy_min_score)):
                     return Link(text, node, name, "fuzzy", score)
         if found is None:
@@ -383,14 +420,11 @@ class Grounder:
 
     def _contained(self, text: str, toks: list[str], written: list[tuple[str, int, int]]) -> Link | None:
         """The name a choice contains that covers the most of it (method ``contained``): its words
-        weighed 0 (stop word), 1 (a common English word, or its plural) or 2 (any other: a term), a
-        contiguous match
+        weighed by :meth:`_weight`, a contiguous match
         (as :meth:`_match` finds them) or, under precise rules, any two to four of its words as a name's
         word bag ("Duodenal peptic ulcer" holds "duodenal ulcer"). Kept when it covers at least half the
         choice's weight (``score``: the share); ties go to the earlier, longer name."""
-        common = common_words()
-        weight = [0 if t in self._stop else 1 if (t in common or t.rstrip("s") in common or t.isdigit())
-                  else 2 for t in toks]
+        weight = [self._weight(t) for t in toks]
         total = sum(weight)
         if not total:
             return None
@@ -420,6 +454,74 @@ class Grounder:
             return None
         share, _, link = best
         return dataclasses.replace(link, mention=text, method="contained", score=share, start=None, end=None)
+
+    def _weight(self, tok: str) -> int:
+        """A word's weight in a choice: 0 for a stop word or a qualifier (:data:`~kgwise.kg.names.
+        QUALIFIERS`: "level", "intoxication"), 1 for a common English word (or its plural) or a number, 2
+        for any other (a term)."""
+        if tok in self._stop or tok in QUALIFIERS:
+            return 0
+        common = common_words()
+        return 1 if (tok in common or tok.rstrip("s") in common or tok.isdigit()) else 2
+
+    def _derived(self, text: str, toks: list[str]) -> Link | None:
+        """The name medical word formation makes of a choice (:func:`~kgwise.kg.names.derived_keys`:
+        "High LDL-cholesterol" → `Hypercholesterolemia`, "Peritoneal inflammation" → `Peritonitis`), method
+        ``derived``, score 0.9."""
+        for key in derived_keys(toks):
+            hit = self.index.lookup(key)
+            if hit is not None and self._allowed(key, hit[1], None):
+                return Link(text, hit[0], key, "derived", PARTIAL_SCORE)
+        return None
+
+    def _containing(self, text: str, toks: list[str]) -> Link | None:
+        """The node whose name is the choice narrowed (the head-noun rule): a name holding the choice's
+        content words in order (plurals aside, the choice's :data:`~kgwise.kg.names.QUALIFIERS` left
+        out), after at most one modifier word and before nothing but a type or number ("type 2"), a
+        generic head or course ("syndrome", "acute") or a phrase starting with a stop word ("of large
+        intestine"). Found through the choice's rarest word (in the names of at most
+        :data:`~kgwise.kg.names.RARE_NODES` nodes): "Diverticulitis" → `Colonic diverticulitis`, "Alcohol
+        withdrawal" → `Alcohol withdrawal syndrome`, never "Myeloperoxidase" → `Myeloperoxidase
+        deficiency` (the head is another word). The name adding fewest words wins (a naming head such as
+        "syndrome" adds none); a tie between nodes links none, never one picked ("Palsy": `Bell palsy`,
+        `Erb palsy`, …), nor does a choice that more than :data:`MAX_HOLDERS` nodes' names hold at all
+        ("Diabetes"). Method ``partial``, score 0.9."""
+        v = self._variants
+        if v is None:
+            return None
+
+        def stem(w: str) -> str:
+            return w[:-1] if len(w) > 3 and w.endswith("s") else w
+
+        content = [fold_key(t) for t in toks if t not in self._stop and t not in QUALIFIERS]
+        want = [stem(t) for t in content]
+        rare = [v.rare[t] for t in content if t in v.rare]
+        if not want or not rare:
+            return None
+        n = len(want)
+        best: dict[int, str] = {}
+        least = 3
+        holders: set[int] = set()
+        for node, key in min(rare, key=len):
+            words = [stem(w) for w in key.split(" ")]
+            if any(words[i:i + n] == want for i in range(len(words) - n + 1)):
+                holders.add(node)
+            at = next((i for i in range(min(2, len(words) - n + 1)) if words[i:i + n] == want), None)
+            if at is None or (at and words[0] in self._stop):
+                continue
+            tail = words[at + n:]
+            if tail and not (tail[0] in self._stop or all(w in _GENERIC_HEADS for w in tail)
+                             or (tail[-1].isdigit() and len(tail) <= 2) or tail[0] == "type"):
+                continue
+            added = at + (len(tail) > 0 and not set(tail) <= _NAMING_HEADS)
+            if added < least:
+                least, best = added, {}
+            if added == least:
+                best.setdefault(node, key)
+        if len(best) != 1 or len(holders) > MAX_HOLDERS:  # "Palsy", "Diabetes" are many things
+            return None
+        (node, key), = best.items()
+        return Link(text, node, key, "partial", PARTIAL_SCORE)
 
     def _allowed(self, key: str, via_alias: bool, written: Sequence[tuple[str, int, int]] | None) -> bool:
         """Whether a name keyed ``key`` may link the span written ``written`` (always, under the earlier
@@ -454,6 +556,10 @@ class Grounder:
             keys = []
             if last != toks[-1]:
                 keys.append(" ".join([*toks[:-1], last]))
+            elif precise and len(last) >= 4 and last.isalpha() and not last.endswith("s"):
+                # a name in the plural ("Benzodiazepines", "Diabetic neuropathies")
+                plural = last[:-1] + "ies" if last.endswith("y") and last[-2] not in "aeiou" else last + "s"
+                keys.append(" ".join([*toks[:-1], plural]))
             if len(toks) > 1:
                 lemmas = [lem(t) for t in toks[:-1]]
                 if precise:

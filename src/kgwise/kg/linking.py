@@ -26,12 +26,14 @@ if TYPE_CHECKING:
 __all__ = ["EmbeddingMatcher", "FuzzyNames", "Link", "LinkMethod", "LinkingConfig", "TextEncoder",
            "did_you_mean", "fuzzy_scores"]
 
-LinkMethod = Literal["exact", "alias", "folded", "reordered", "partial", "contained", "fuzzy", "embedding"]
+LinkMethod = Literal["exact", "alias", "folded", "reordered", "partial", "contained", "derived", "fuzzy",
+                     "embedding"]
 """How a mention reached its node: its spelling is a label (``exact``) or an alias (``alias``) of it, as
 written or lemmatised; equal to one but for accents or dotted capitals (``folded``); the same content words
-in another order (``reordered``); a distinctive word of a proper name (``partial``,
-:mod:`kgwise.kg.names`); a name a choice contains, scored by the share of the choice it covers
-(``contained``); by edit distance (``fuzzy``) or by label embedding (``embedding``)."""
+in another order (``reordered``); a distinctive word of a proper name, or a name holding the whole mention
+(``partial``, :mod:`kgwise.kg.names`); a name a choice contains, scored by the share of the choice it covers
+(``contained``); the medical word a choice spells out ("High LDL-cholesterol" → `Hypercholesterolemia`,
+``derived``); by edit distance (``fuzzy``) or by label embedding (``embedding``)."""
 
 
 @table("linking")

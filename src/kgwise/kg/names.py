@@ -9,9 +9,12 @@ without accents, word order, distinctive parts of proper names, and which names 
   "Czech koruna": every other content word capitalised) that is no name itself, no common English word
   (:func:`~kgwise.kg.text.common_words`), at least 4 letters long and in the names of no other node
   reaches that node ("kilimanjaro", "titicaca", "koruna"); "table" never reaches "Table Mountain".
-* **Names without their parenthesis**: "Hypotonia (skeletal muscle)", "Pyloric stenosis (adult /
-  acquired)" are reached by "hypotonia" and "pyloric stenosis" when no other node's name is (a partial
-  name too).
+* **Names without their parenthesis or comma qualifier**: "Hypotonia (skeletal muscle)", "Pyloric
+  stenosis (adult / acquired)", "Adrenalectomy, bilateral" are reached by "hypotonia", "pyloric stenosis"
+  and "adrenalectomy" when no other node's name is (a partial name too).
+* **Rare words**: each word in the names (less parenthesis and comma qualifier) of at most
+  :data:`RARE_NODES` nodes, with those names, so a whole mention can reach a name that narrows it
+  ("Alcohol withdrawal" → `Alcohol withdrawal syndrome`: :meth:`kgwise.kg.grounding.Grounder._containing`).
 * **Capitals only**: an alias written in capitals ("US", "IT", "WHO", "UAE": :func:`~kgwise.kg.text.
   is_acronym`), or a label so written whose lower-case form is an English word, matches only a span
   written in capitals: "used", "us" and "who" never link the United States or the WHO.
@@ -26,11 +29,72 @@ from dataclasses import dataclass, field
 
 from kgwise.kg.text import common_words, fold_key, is_acronym, phrase_key, stopwords, written_tokens
 
-__all__ = ["NameVariants", "bag_key"]
+__all__ = ["QUALIFIERS", "NameVariants", "bag_key", "derived_keys"]
+
+RARE_NODES = 30
+"""A word in the names of at most this many nodes is *rare*: the names a whole mention may narrow are looked
+for among those of its rarest word. 30 reaches "immunodeficiency" (12 DDB nodes: "Human immunodeficiency
+virus" → `HIV-1 disease`, whose name is "Human immunodeficiency virus 1") and bounds the names read per
+mention (``kgwise.kg.grounding.MAX_HOLDERS`` decides which choices are too general)."""
 
 PARTIAL_SCORE = 0.9
 """The score of a partial-name link: below an exact name (1.0), so a ``[linking] min_score`` above 0.9
 keeps whole names only."""
+
+
+QUALIFIERS = frozenset({
+    "acute", "chronic", "previous", "prior", "recent", "history", "mild", "moderate", "severe",
+    "high", "low", "increased", "decreased", "elevated", "raised", "reduced", "excess", "excessive",
+    "level", "levels", "serum", "plasma", "concentration", "concentrations",
+    "intoxication", "overdose", "poisoning", "toxicity", "infection", "infections",
+    "therapy", "treatment", "release", "secretion"})
+"""Words that state the degree, time, measure or course of a concept rather than the concept itself
+("Ethanol *intoxication*", "*Serum* iron *level*", "*Previous* radiation *therapy*", "Aspergillus fumigatus
+*infection*"). A choice's contained name is weighed without them, and its
+core (what the embedding fallback reads) drops them: the labelling rules of the MedQA→DDB link set
+(``tests/data/links/README.md``: a concept plus modifiers is that concept; a substance with a state, level or
+process is the substance)."""
+
+_HIGHER = frozenset({"high", "increased", "elevated", "raised", "excess", "excessive"})
+_LOWER = frozenset({"low", "decreased", "reduced"})
+_LOOKALIKE = ("pseudo",)
+"""Prefixes of a condition that resembles another, its stem ("pseudoparkinsonism" is parkinsonism
+brought on by drugs)."""
+
+
+def derived_keys(toks: Sequence[str]) -> list[str]:
+    """Names medicine writes a raised or lowered quantity, an inflamed organ or a look-alike condition
+    as, by word formation: "High triglyceride levels" → "hypertriglyceridemia", "Aldosterone excess" →
+    "hyperaldosteronism", "Low calcium" → "hypocalcemia" (*hyper-*/*hypo-* and *-emia*/*-aemia*/*-ism*
+    joined to a content word, its final *e*, *ium* or *um* dropped); "Peritoneal inflammation" →
+    "peritonitis" (an adjective's stem, *-eal*/*-al*/*-ic*/*-ous* dropped, and *-itis*);
+    "Pseudoparkinsonism" → "parkinsonism" (a word less one of :data:`_LOOKALIKE` prefixes). Tried in that
+    order; ``[]`` when none applies."""
+    words = set(toks)
+    stop = stopwords()
+    content = [t for t in toks if t not in stop and t not in QUALIFIERS and t.isalpha() and len(t) >= 4]
+    out: list[str] = []
+    prefix = "hyper" if words & _HIGHER else "hypo" if words & _LOWER else ""
+    for t in content if prefix else ():
+        stems = dict.fromkeys([t, t.removesuffix("e"), t.removesuffix("ium"), t.removesuffix("um")])
+        out += [prefix + s + suffix for s in stems for suffix in ("emia", "aemia", "ism")]
+    if words & {"inflammation", "inflamed"}:
+        for t in content:
+            for end in ("eal", "al", "ic", "ous"):
+                if t.endswith(end) and len(t) - len(end) >= 3:
+                    out.append(t[:-len(end)] + "itis")
+                    break
+    if len(content) == 1:
+        out += [content[0][len(p):] for p in _LOOKALIKE
+                if content[0].startswith(p) and len(content[0]) - len(p) >= 6]
+    return out
+
+
+def _head_part(name: str) -> str:
+    """A name without its trailing parenthesis or the qualifier after its first comma ("Hypotonia (skeletal
+    muscle)", "Thrombocytosis, autosomal dominant" → "Hypotonia", "Thrombocytosis"), else the name."""
+    cut = name.index("(") if name.rstrip().endswith(")") and "(" in name else name.find(", ")
+    return name[:cut] if cut > 0 else name
 
 
 def bag_key(key: str) -> str:
@@ -49,6 +113,7 @@ class NameVariants:
     bags: dict[str, int] = field(default_factory=dict)
     partial: dict[str, int] = field(default_factory=dict)
     heads: dict[str, int] = field(default_factory=dict)
+    rare: dict[str, tuple[tuple[int, str], ...]] = field(default_factory=dict)
     caps_only: set[str] = field(default_factory=set)
     ambiguous: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
@@ -84,8 +149,8 @@ class NameVariants:
             b = bag_key(key)
             if b:
                 bags.setdefault(b, set()).add(node)
-            if name.rstrip().endswith(")") and "(" in name:
-                head = fold_key(phrase_key(name[:name.index("(")]))
+            if _head_part(name) != name:
+                head = fold_key(phrase_key(_head_part(name)))
                 if head and head not in known:
                     heads.setdefault(head, set()).add(node)
             toks = [(fold_key(w.lower()), w) for w, _, _ in written_tokens(name)]
@@ -101,6 +166,15 @@ class NameVariants:
         out.heads = {k: next(iter(v)) for k, v in heads.items() if len(v) == 1 and k not in out.folded}
         out.caps_only |= {f for f in map(fold_key, out.caps_only) if f in out.folded}
         out.bags = {k: next(iter(v)) for k, v in bags.items() if len(v) == 1}
+        rare = {t for t, v in token_nodes.items() if len(v) <= RARE_NODES and t not in stop
+                and (len(t) >= 4 or (len(t) == 3 and not t.isalpha()))}  # "b12" too
+        by_token: dict[str, list[tuple[int, str]]] = {}
+        for name, key, node in zip(names, keys, nodes, strict=True):
+            if key and key not in out.ambiguous:
+                key = fold_key(phrase_key(_head_part(name)))  # "Thrombocytosis, autosomal dominant": its head
+                for t in set(key.split(" ")) & rare:
+                    by_token.setdefault(t, []).append((node, key))
+        out.rare = {t: tuple(dict.fromkeys(v)) for t, v in by_token.items()}
         out.partial = {t: v for t, v in candidates.items()
                        if len(token_nodes[t]) == 1 and t not in known and t not in out.folded}
         return out

@@ -11,8 +11,11 @@ overlaps no labelled span is a false link too ("used" → United States).
 * **precision**: correct links / links (a link is correct when its node is one of the gold nodes);
 * **recall**: mentions with a correct link / mentions with a gold node (the concept is in the KG) — the
   share that has one is ``in_kg``;
-* per method (exact, alias, folded, reordered, partial, fuzzy, embedding): its links and their precision,
-  and the mentions it alone made right.
+* per ``split`` (a set's parts, where its records name one: the MedQA set's ``tune`` and ``check`` halves
+  and its ``held_out`` options): the same precision and recall;
+* per method (exact, alias, folded, reordered, partial, contained, derived, fuzzy, embedding): its links
+  and their precision, the mentions it made right (a mention's first right link counts) and their share of
+  the mentions whose concept the KG holds (its part of the recall: the parts add up to the recall).
 
 :func:`score_set` runs one grounder over one set; ``kgwise bench grounding --parts links`` runs every set
 with the earlier rules and the precise ones side by side (:mod:`kgwise.eval.bench.grounding`).
@@ -48,6 +51,7 @@ class LinkMention:
     source: str
     start: int | None = None
     exhaustive: bool = False
+    split: str = ""
 
 
 def read_link_set(path: str | Path) -> list[LinkMention]:
@@ -64,7 +68,7 @@ def read_link_set(path: str | Path) -> list[LinkMention]:
                 m = LinkMention(str(r["id"]), r["kind"], str(r["mention"]), str(r.get("context", "")),
                                 tuple(str(g) for g in r["gold"]), str(r["source"]),
                                 int(r["start"]) if r.get("start") is not None else None,
-                                bool(r.get("exhaustive", False)))
+                                bool(r.get("exhaustive", False)), str(r.get("split", "")))
             except (ValueError, KeyError, TypeError) as exc:
                 raise DataError(f"not a link-set record ({exc})", p, lineno) from exc
             if m.kind not in ("choice", "span"):
@@ -157,12 +161,23 @@ def score_set(grounder: Grounder, mentions: Sequence[LinkMention], gold_nodes: d
             wrong.append(f"{x.mention!r} → {grounder.kg.label(x.node)!r} ({x.method} {x.score:.2f}; an "
                          "unlabelled word of an exhaustive context)")
     n_links += len(stray)
+    splits: dict[str, dict[str, Any]] = {}
+    for name in sorted({m.split for m, _ in per_mention if m.split}):
+        part = [(frozenset().union(*(gold_nodes[g] for g in m.gold)), found_links)
+                for m, found_links in per_mention if m.split == name]
+        made = sum(len(xs) for _, xs in part)
+        held = sum(bool(g) for g, _ in part)
+        good = sum(x.node in g for g, xs in part for x in xs)
+        hit = sum(any(x.node in g for x in xs) for g, xs in part if g)
+        splits[name] = {"mentions": len(part), "in_kg": held, "links": made,
+                        "precision": good / made if made else 1.0, "recall": hit / held if held else None}
     for st in methods.values():
         st["precision"] = st["correct"] / st["links"] if st["links"] else None  # type: ignore[assignment]
+        st["recall"] = st["mentions_found"] / in_kg if in_kg else None  # type: ignore[assignment]
     return {"mentions": len(per_mention), "in_kg": in_kg, "in_kg_share": in_kg / max(len(per_mention), 1),
             "links": n_links, "correct_links": correct, "stray_links": len(stray),
             "precision": correct / n_links if n_links else 1.0, "recall": found / in_kg if in_kg else None,
-            "methods": methods, "wrong_examples": wrong, "missed_examples": missed}
+            "methods": methods, "splits": splits, "wrong_examples": wrong, "missed_examples": missed}
 
 
 def _placed(link: Link, text: str) -> Link:
