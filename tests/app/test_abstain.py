@@ -54,14 +54,29 @@ def test_an_arm_with_enough_questions_answers_its_confident_questions_with_a_pro
     sure = decide(cal, "a", None, sets, {"A": 0.95, "B": 0.05}, "A")
     assert not sure.abstained and sure.threshold is not None and "accuracy ≥ 0.8" in sure.promise
     unsure = decide(cal, "a", None, sets, {"A": 0.31, "B": 0.69}, "A")
-    assert unsure.abstained and unsure.promise.startswith("not sure: confidence 0.31 is below")
+    assert unsure.abstained and unsure.promise.startswith("not sure: confidence is 0.31, below")
+
+
+def test_a_witness_that_agrees_lifts_the_confidence_and_the_promise_says_so() -> None:
+    cal = replace(calibration(200, 200, 0.3), witnesses=("b",))
+    sets = AnswerSetConfig(alpha=0.2, abstain=True)
+    alone = decide(cal, "a", None, sets, {"A": 0.31, "B": 0.69}, "A", {"b": "B"})
+    assert alone.abstained and alone.confidence == pytest.approx(0.31)
+    assert alone.promise.startswith("not sure: 0 of b agree with it and its probability is 0.31, below")
+    agreed = decide(cal, "a", None, sets, {"A": 0.31, "B": 0.69}, "A", {"b": "A"})
+    assert agreed.confidence == pytest.approx(1.31) and not agreed.abstained
+    # this calibration's b never agrees, so its threshold asks for no agreement
+    assert agreed.threshold is not None and agreed.threshold < 1
+    assert "accuracy ≥ 0.8 among the questions answered (0 of b agree with it and its probability ≥" \
+        in agreed.promise
+    assert decide(cal, "b", None, sets, {"A": 0.9}, "A", {"b": "A"}).promise.startswith("not sure: arm 'b'")
 
 
 def test_too_few_questions_give_the_number_needed_and_no_answers_at_all_say_so() -> None:
     cal = calibration(6, 50, 1.0)
     sets = AnswerSetConfig(alpha=0.2, abstain=True)
     few = decide(cal, "a", None, sets, {"A": 0.9}, "A")
-    assert few.abstained and "6 of the held-out dev questions it answered certify no" in few.promise
+    assert few.abstained and "6 of the held-out dev questions it answered (the arm is forced" in few.promise
     assert "needs about 14 (8 more)" in few.promise  # (0.8)^14 ≤ 0.05 < (0.8)^13
     routed = decide(cal, "a", np.full(6, 1), sets, {"A": 0.9}, "A")  # the router sends none to it
     assert routed.abstained and "0 of the held-out dev questions the router, as it stands" in routed.promise
@@ -72,9 +87,10 @@ def test_too_few_questions_give_the_number_needed_and_no_answers_at_all_say_so()
 
 
 def test_the_calibration_file_keeps_what_abstention_needs(tmp_path: Path) -> None:
-    cal = calibration(20, 30, 0.5)
+    cal = replace(calibration(20, 30, 0.5), witnesses=("b",))
     cal.save(tmp_path / "cal.json")
     back = HeldOutCalibration.load(tmp_path / "cal.json")
+    assert back.witnesses == ("b",)
     assert back.can_abstain and back.confidence is not None and cal.confidence is not None
     assert np.array_equal(back.confidence, cal.confidence, equal_nan=True)
     assert back.correct is not None and cal.correct is not None and np.array_equal(back.correct, cal.correct)

@@ -215,7 +215,9 @@ class HeldOutCalibration:
     (:mod:`kgwise.app.abstain`): per held-out question and arm the ``confidence`` of its answer (the
     probability of the choice it gave; NaN: no graded answer) and whether it was ``correct``, and the same
     on the dev questions the router learnt from (``tune_confidence``, ``tune_correct``), which order the
-    thresholds Learn-then-Test tries; ``None`` in calibrations written before abstention existed."""
+    thresholds Learn-then-Test tries; ``None`` in calibrations written before abstention existed. The
+    confidences count agreement with the ``witnesses`` (:func:`kgwise.app.abstain.witnesses`; none in
+    calibrations written before agreement counted), which a live answer's confidence counts too."""
 
     names: tuple[str, ...]
     kind: str
@@ -227,6 +229,7 @@ class HeldOutCalibration:
     correct: npt.NDArray[np.bool_] | None = None
     tune_confidence: npt.NDArray[np.float64] | None = None
     tune_correct: npt.NDArray[np.bool_] | None = None
+    witnesses: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         n, k = len(self.contexts), len(self.names)
@@ -281,7 +284,8 @@ class HeldOutCalibration:
                                "correct": encode_array(self.correct.astype(np.float64)),
                                "tune_confidence": encode_array(self.tune_confidence),
                                "tune_correct": encode_array(self.tune_correct.astype(np.float64)),
-                               "tune_questions": len(self.tune_confidence)}
+                               "tune_questions": len(self.tune_confidence),
+                               "witnesses": list(self.witnesses)}
         write_text_atomic(path, json.dumps(body))
 
     @classmethod
@@ -305,7 +309,8 @@ class HeldOutCalibration:
                 extra = {"confidence": decode_array(ab["confidence"]).reshape(n, k),
                          "correct": decode_array(ab["correct"]).reshape(n, k) > 0.5,
                          "tune_confidence": decode_array(ab["tune_confidence"]).reshape(m, k),
-                         "tune_correct": decode_array(ab["tune_correct"]).reshape(m, k) > 0.5}
+                         "tune_correct": decode_array(ab["tune_correct"]).reshape(m, k) > 0.5,
+                         "witnesses": tuple(str(w) for w in ab.get("witnesses", ()))}
             return cls(tuple(str(x) for x in body["names"]), str(body["score"]),
                        decode_array(body["contexts"]).reshape(n, d),
                        decode_array(body["bounds"]).reshape(n, k),

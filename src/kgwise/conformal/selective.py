@@ -164,12 +164,14 @@ class SelectiveRiskControl:
             return np.zeros(c.shape, dtype=bool)
         return np.asarray(c >= self.threshold_, dtype=bool)
 
-    def promise(self) -> str:
-        """What an answered question is promised, in words (empty when nothing is certified)."""
+    def promise(self, condition: str = "") -> str:
+        """What an answered question is promised, in words (empty when nothing is certified);
+        ``condition``: the threshold in the caller's words (default ``confidence ≥ t``)."""
         if self.threshold_ is None:
             return ""
         a, d = self.config.alpha, self.config.delta
-        return (f"accuracy ≥ {1 - a:g} among the questions answered (confidence ≥ {self.threshold_:.4g}), "
+        condition = condition or f"confidence ≥ {self.threshold_:.4g}"
+        return (f"accuracy ≥ {1 - a:g} among the questions answered ({condition}), "
                 f"with probability ≥ {1 - d:g} over the {self.calibration_size_} calibration questions "
                 "(Learn-then-Test, fixed sequence, binomial p-values)")
 
