@@ -3,6 +3,7 @@ answer's "not sure" with its reason, the live counts in ``status`` and the calib
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,9 +11,10 @@ import numpy as np
 import pytest
 
 from kgwise.app.abstain import NOT_SURE, decide
-from kgwise.app.calibration import HeldOutCalibration
+from kgwise.app.calibration import HeldOutCalibration, stale
 from kgwise.app.config import AnswerSetConfig, PipelineConfig
 from kgwise.app.fit import fit
+from kgwise.app.fit_log import fit_log
 from kgwise.errors import DataError
 
 from .conftest import STUB_CONFIG, dev_rows, write_config, write_kg, write_questions
@@ -117,3 +119,39 @@ def test_answers_carry_the_abstention_and_status_counts_it_live(tmp_path: Path) 
         assert sum(s.answered for s in status.values()) == sum(not r.abstained for r in results)
         assert all(s.graded == s.answered and s.correct == s.graded for s in status.values())
         assert pipe.status().to_dict()["abstention"]
+
+
+def test_each_reason_for_not_sure_is_the_real_one(tmp_path: Path) -> None:
+    """Stale calibration (other arm settings, another KG, other witnesses), named in answers and status."""
+    path = write_questions(tmp_path, dev_rows(2))
+    abstaining = AnswerSetConfig(alpha=0.2, abstain=True)
+    with make(tmp_path, cheap=0.1, dear=0.3, budget=100.0) as pipe:
+        pipe.config = replace(pipe.config, answer_sets=abstaining)
+        fit(pipe, path, max_spend=100.0, echo=lambda _: None)
+        cal, where = pipe.state.calibration, pipe.state.calibration_file
+        assert cal is not None and cal.witnesses == ("free",) and stale(cal, pipe.config, where) is None
+        blind = replace(pipe.config, router=replace(pipe.config.router, observe_free=False))
+        why = stale(cal, blind, where)
+        assert why is not None
+        assert "agreement counted with arms ['free'], while the pipeline now asks []" in why
+        (tmp_path / "kg.tsv").write_text("aspirin\ttreats\tpain\n", encoding="utf-8")
+        why = stale(cal, pipe.config, where)
+        assert why is not None and "another KG than [kg] of" in why and why.endswith("run `kgwise fit` again")
+    with make(tmp_path, cheap=0.2, dear=0.3, budget=100.0) as pipe:  # the cheap arm's price changed
+        pipe.config = replace(pipe.config, answer_sets=abstaining)
+        r = pipe.answer(*question(0))
+        assert r.abstained and r.answer == NOT_SURE and r.abstention is not None
+        assert r.abstention.promise.startswith("not sure: ") and "other arm settings" in r.abstention.promise
+        assert "other arm settings" in (pipe.status().calibration_problem or "")
+
+
+def test_a_graded_log_missing_an_arm_is_refused_and_nothing_is_fitted(tmp_path: Path) -> None:
+    log = tmp_path / "graded.jsonl"
+    log.write_text("".join(json.dumps({"id": f"q{i}", "text": question(i)[0], "arms": {
+        "cheap": {"answer": "A", "correct": True, "cost": 0.1},
+        "dear": {"answer": "A", "correct": True, "cost": 0.3}}}) + "\n" for i in range(8)), encoding="utf-8")
+    with make(tmp_path, cheap=0.1, dear=0.3, budget=100.0) as pipe:
+        with pytest.raises(DataError, match=r"grades no outcome of arm\(s\) free of .*kgwise.toml") as err:
+            fit_log(pipe, log, echo=lambda _: None)
+        assert str(log) in str(err.value)
+        assert pipe.state.calibration is None and pipe.status().spent == 0.0

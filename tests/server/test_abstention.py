@@ -30,8 +30,8 @@ def test_not_sure_carries_its_set_and_status_counts_answers_live(tmp_path: Path,
             body = http.post("/v1/chat/completions", json={
                 # the router sends these to the free arm, which certifies nothing; the forced arm 'dear'
                 # (right on .9 of the dev questions) answers its confident ones
-                "model": "kgwise" if i % 2 else "kgwise/dear", "messages": [{"role": "user", "content": text}],
-                "kgwise": {"choices": choices}}).json()
+                "model": "kgwise" if i % 2 else "kgwise/dear",
+                "messages": [{"role": "user", "content": text}], "kgwise": {"choices": choices}}).json()
             extra, content = body["kgwise"], body["choices"][0]["message"]["content"]
             ab = extra["abstention"]
             seen[ab["abstained"]] += 1

@@ -69,8 +69,9 @@ def made_with(config: PipelineConfig) -> dict[str, str]:
 
 
 def stale(calibration: HeldOutCalibration, config: PipelineConfig, path: Path) -> str | None:
-    """Why ``calibration`` (read from ``path``) does not fit ``config``: made with other arms, another KG or
-    another score kind (``None``: it fits, or it predates this record)."""
+    """Why ``calibration`` (read from ``path``) does not fit ``config``: made with other arms, another KG,
+    another score kind, or (with ``[answer_sets] abstain``) confidences that counted the agreement of other
+    arms than those the pipeline now asks before routing (``None``: it fits, or it predates this record)."""
     made = calibration.meta.get("made_with")
     if not isinstance(made, dict):
         return None
@@ -79,6 +80,13 @@ def stale(calibration: HeldOutCalibration, config: PipelineConfig, path: Path) -
             "kg": f"another KG than [kg] of {config.path}",
             "kind": f"score kind {made.get('kind')!r}, not [answer_sets] kind = {now['kind']!r}"}
     differ = [what[k] for k in now if made.get(k) != now[k]]
+    if config.answer_sets.abstain and calibration.can_abstain:
+        from kgwise.app.abstain import witnesses
+
+        asked = witnesses(config, calibration.meta.get("context", config.router.context))
+        if asked != calibration.witnesses:  # abstention's confidences counted other arms' agreement
+            differ.append(f"agreement counted with arms {list(calibration.witnesses)}, while the pipeline "
+                          f"now asks {list(asked)} before routing")
     if not differ:
         return None
     return f"{path} was made with {' and '.join(differ)}: run `kgwise fit` again"

@@ -151,9 +151,9 @@ def rearev_logs(data_dir: Path) -> list[AnsweredLog]:
 
 
 def graded_log_arms(path: Path, arms: Sequence[str] | None = None) -> list[AnsweredLog]:
-    """Every arm of a graded log (or those named) that answered with a confidence (its first signal, the
-    top choice probability), witnessed by the log's free arms. An arm that never answered, or answered
-    without a signal, is refused naming it and the first line concerned."""
+    """Every arm of a graded log (or those named), its confidence its first signal (the top choice
+    probability), witnessed by the log's free arms. An arm not in the log, or an answer without a signal,
+    is refused naming the arm (and the first line concerned)."""
     from kgwise.datasets.user import read_graded_log
 
     log = read_graded_log(path)
@@ -165,10 +165,7 @@ def graded_log_arms(path: Path, arms: Sequence[str] | None = None) -> list[Answe
     free = [a for a in log.arms if all(o is None or (o.cost or 0.0) == 0.0 for o in log.outcome(a))]
     out = []
     for a in names:
-        rows = [(k, o) for k, o in enumerate(log.outcome(a)) if o is not None]
-        if not rows:
-            raise ConfigError(f"{path}: arm {a!r} answered none of the {len(log.questions)} questions: "
-                              "nothing to calibrate its abstention on")
+        rows = [(k, o) for k, o in enumerate(log.outcome(a)) if o is not None]  # ≥ 1: the log names it
         bare = [k for k, o in rows if not o.signals]
         if bare:
             raise ConfigError(f"{path}:{bare[0] + 1}: arm {a!r} has no signals (its top choice probability "
