@@ -1,7 +1,7 @@
 """Abstention through the HTTP door: a served pipeline with ``[answer_sets] abstain`` (the stub-armed
 pipeline of ``tests/app``: a test double of the arms only) answers "not sure" with its set in the message,
 carries the promise in the ``kgwise`` field, and ``/v1/status`` shows per arm the share answered and the
-accuracy among answered, live from feedback."""
+accuracy among answered, live from feedback (the web page: ``test_abstention_page``)."""
 
 from __future__ import annotations
 
@@ -18,12 +18,18 @@ from kgwise.app.fit import fit
 from kgwise.server.pipeline_adapter import ServedPipeline
 
 
-def test_not_sure_carries_its_set_and_status_counts_answers_live(tmp_path: Path, serve_pipelines: Any
-                                                                 ) -> None:
+def abstaining(tmp_path: Path) -> ServedPipeline:
+    """The stub-armed pipeline at α = 0.3 with abstention, fitted on 160 dev questions: the free arm
+    certifies no threshold, the dear one (right on .9) answers its confident answers."""
     pipe = make(tmp_path, cheap=0.1, dear=0.3, budget=1000.0)
     pipe.config = replace(pipe.config, answer_sets=AnswerSetConfig(alpha=0.3, abstain=True))
     fit(pipe, write_questions(tmp_path, dev_rows(20)), max_spend=1000.0, echo=lambda _: None)
-    with serve_pipelines({"kgwise": ServedPipeline(pipe)}) as url, httpx.Client(base_url=url) as http:
+    return ServedPipeline(pipe)
+
+
+def test_not_sure_carries_its_set_and_status_counts_answers_live(tmp_path: Path, serve_pipelines: Any
+                                                                 ) -> None:
+    with serve_pipelines({"kgwise": abstaining(tmp_path)}) as url, httpx.Client(base_url=url) as http:
         seen = {True: 0, False: 0}
         for i in range(12):
             text, choices = question(i)
@@ -52,3 +58,4 @@ def test_not_sure_carries_its_set_and_status_counts_answers_live(tmp_path: Path,
         if c["asked"]:
             assert c["share_answered"] == c["answered"] / c["asked"]
             assert c["graded"] == c["answered"] and (c["accuracy_answered"] == 1.0 or not c["graded"])
+
