@@ -69,8 +69,8 @@ def test_a_witness_that_agrees_lifts_the_confidence_and_the_promise_says_so() ->
     assert agreed.confidence == pytest.approx(1.31) and not agreed.abstained
     # this calibration's b never agrees, so its threshold asks for no agreement
     assert agreed.threshold is not None and agreed.threshold < 1
-    assert "accuracy ≥ 0.8 among the questions answered (0 of b agree with it and its probability ≥" \
-        in agreed.promise
+    assert "accuracy ≥ 0.8 among the questions answered (its probability ≥ 0.3" in agreed.promise
+    assert ", or ≥ 1 of b agrees with it), with probability ≥ 0.95" in agreed.promise
     assert decide(cal, "b", None, sets, {"A": 0.9}, "A", {"b": "A"}).promise.startswith("not sure: arm 'b'")
 
 

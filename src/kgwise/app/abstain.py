@@ -147,14 +147,13 @@ def decide(cal: HeldOutCalibration, arm: str, group: npt.NDArray[np.int64] | Non
            ) -> Abstention:
     """Answer or "not sure" for one multiple-choice answer of ``arm`` (see :func:`arm_rule`); ``others``:
     what the arms asked before routing answered, of which the calibration's witnesses count."""
-    confidence = answer_confidence(probabilities, prediction, others,
-                                   [w for w in cal.witnesses if w != arm])
+    seen = cal.witnesses_of(arm)
+    confidence = answer_confidence(probabilities, prediction, others, seen)
     rule, why = arm_rule(cal, arm, group, sets)
     if rule is None:
         return Abstention(True, f"not sure: {why}", confidence, None, 0)
     assert rule.threshold_ is not None
     answered = bool(rule.predict([confidence])[0])
-    seen = [w for w in cal.witnesses if w != arm]
     promise = rule.promise(in_words(rule.threshold_, seen))
     if not answered:
         promise = (f"not sure: {in_words(confidence, seen, at_least=False)}, below arm {arm!r}'s certified "
@@ -164,16 +163,23 @@ def decide(cal: HeldOutCalibration, arm: str, group: npt.NDArray[np.int64] | Non
 
 
 def in_words(confidence: float, seen: Sequence[str], at_least: bool = True) -> str:
-    """An agreement-first confidence (:func:`answer_confidence`) in words: ``1.31`` with witnesses
-    ``kgm, gnn`` is "1 of kgm, gnn agrees and its probability ≥ 0.31" (``at_least=False``: "… is 0.31")."""
-    op = "≥" if at_least else "is"
+    """An agreement-first confidence (:func:`answer_confidence`) in words. An answer's (``at_least=False``):
+    ``1.31`` with witnesses ``kgm, gnn`` is "1 of kgm, gnn agrees with it and its probability is 0.31". A
+    threshold's: "≥ 1 of kgm, gnn agree with it and its probability ≥ 0.31, or more agree" (more
+    agreement clears it whatever the probability)."""
     if at_least and confidence <= 0:  # confidences are ≥ 0: answer all
-        return "every answer"
+        return "at any confidence"
+    op = "≥" if at_least else "is"
     if not seen:
         return f"confidence {op} {confidence:.4g}"
     k = max(0, min(len(seen), math.ceil(confidence) - 1))  # the probability lies in (0, 1]
-    return (f"{k} of {', '.join(seen)} agree{'s' if k == 1 else ''} with it and its probability {op} "
-            f"{confidence - k:.4g}")
+    who, p = ", ".join(seen), confidence - k
+    if not at_least:
+        return f"{k} of {who} agree{'s' if k == 1 else ''} with it and its probability is {p:.4g}"
+    if k == 0:
+        return f"its probability ≥ {p:.4g}, or ≥ 1 of {who} agrees with it"
+    more = ", or more agree" if k < len(seen) else ""
+    return f"≥ {k} of {who} agree{'s' if k == 1 else ''} with it and its probability ≥ {p:.4g}{more}"
 
 
 @dataclass(frozen=True, slots=True)

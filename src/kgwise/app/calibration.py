@@ -154,7 +154,7 @@ def needs_lines(cal: HeldOutCalibration, group: npt.NDArray[np.int64], sets: Ans
     router sends it (``group``) and all it answered (the fallback) — how many each kind of set needs, the
     smallest α each certifies now, and with ``[answer_sets] abstain`` the rule it certifies
     (:func:`kgwise.app.abstain.arm_rule`) or why none."""
-    from kgwise.app.abstain import arm_rule
+    from kgwise.app.abstain import arm_rule, in_words
 
     arms = len(cal.names)
 
@@ -172,10 +172,12 @@ def needs_lines(cal: HeldOutCalibration, group: npt.NDArray[np.int64], sets: Ans
                 f"{now(routed)} routed, {now(everyone)} over all it answered")
         if sets.abstain:
             rule, why = arm_rule(cal, name, group, sets)
-            line += ("; abstention: " + why if rule is None else
-                     f"; abstention: answers above confidence {rule.threshold_:.4g} — "
-                     f"{rule.answered_share_:.0%} of its routed held-out questions, right on "
-                     f"{rule.accuracy_:.3f} of them")
+            if rule is None or rule.threshold_ is None:
+                line += "; abstention: " + why
+            else:
+                line += (f"; abstention: answers ({in_words(rule.threshold_, cal.witnesses_of(name))})"
+                         f" — {rule.answered_share_:.0%} of its routed held-out questions, right on "
+                         f"{rule.accuracy_:.3f} of them")
         out.append(line)
     return out
 
@@ -253,6 +255,10 @@ class HeldOutCalibration:
         if (self.confidence is None) != (self.correct is None) or (
                 self.tune_confidence is None) != (self.tune_correct is None):
             raise DataError("calibration arrays disagree: confidences without correctness flags or back")
+
+    def witnesses_of(self, arm: str) -> list[str]:
+        """The witnesses whose agreement counts in ``arm``'s confidence (an arm does not witness itself)."""
+        return [w for w in self.witnesses if w != arm]
 
     @property
     def can_abstain(self) -> bool:
