@@ -3,7 +3,10 @@ so that the accuracy among the answered questions is ≥ 1 − α with probabili
 draw (Learn-then-Test, Angelopoulos et al. 2021, applied to the selective risk as in their Sec. 5.3 and
 Geifman & El-Yaniv 2017's "selection with guaranteed risk").
 
-For a threshold ``t`` the selective risk is ``R(t) = P(wrong | confidence ≥ t)``. Given the number
+The confidence is any score fixed before the calibration questions are seen (the pipeline's counts the
+agreement of free arms first, :mod:`kgwise.app.abstain`); how well it ranks right above wrong answers
+decides how much is answered, not whether the guarantee holds. For a threshold ``t`` the selective risk is
+``R(t) = P(wrong | confidence ≥ t)``. Given the number
 ``n_t`` of calibration questions with confidence ≥ ``t``, those questions are i.i.d. draws from the
 questions answered at ``t``, so their error count is ``Binom(n_t, R(t))`` and
 
