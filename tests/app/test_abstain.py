@@ -80,6 +80,7 @@ def test_too_few_questions_give_the_number_needed_and_no_answers_at_all_say_so()
     few = decide(cal, "a", None, sets, {"A": 0.9}, "A")
     assert few.abstained and "6 of the held-out dev questions it answered (the arm is forced" in few.promise
     assert "needs about 14 (8 more)" in few.promise  # (0.8)^14 ≤ 0.05 < (0.8)^13
+    assert few.promise.endswith("α = 0.4 is the smallest (in steps of 0.05) they certify now")  # 0.6^6 ≤ .05
     routed = decide(cal, "a", np.full(6, 1), sets, {"A": 0.9}, "A")  # the router sends none to it
     assert routed.abstained and "0 of the held-out dev questions the router, as it stands" in routed.promise
     never = decide(cal, "b", None, sets, {"A": 0.9}, "A")

@@ -50,6 +50,8 @@ __all__ = ["NOT_SURE", "Abstention", "AbstentionLog", "ArmAbstention", "answer_c
            "answer_confidences", "arm_rule", "decide", "witnesses"]
 
 NOT_SURE = "not sure"
+ALPHA_STEPS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5)
+"""The α levels a "not sure" for want of questions tries, to name the smallest its arm certifies now."""
 ABSTENTION_FILE = "abstention.json"
 
 
@@ -106,7 +108,8 @@ def arm_rule(cal: HeldOutCalibration, arm: str, group: npt.NDArray[np.int64] | N
              ) -> tuple[SelectiveRiskControl | None, str]:
     """``arm``'s rule on the held-out questions ``group`` sends to it (all it answered when ``None``), or
     ``(None, the reason there is none)``: the calibration has no confidences, the arm answered none of the
-    router's dev questions, or its routed questions are too few (how many it needs at its accuracy)."""
+    router's dev questions, or its routed questions are too few (how many it needs at its accuracy, and
+    the smallest α of :data:`ALPHA_STEPS` they certify now)."""
     if not cal.can_abstain:
         return None, "the calibration holds no answer confidences (it predates abstention): run `kgwise fit`"
     assert cal.confidence is not None and cal.correct is not None
@@ -119,13 +122,18 @@ def arm_rule(cal: HeldOutCalibration, arm: str, group: npt.NDArray[np.int64] | N
     rows = ~np.isnan(cal.confidence[:, a])
     if group is not None:
         rows &= group == a
-    config = SelectiveConfig(alpha=sets.alpha, delta=sets.delta)
-    rule = SelectiveRiskControl(config).fit(cal.tune_confidence[tune, a], cal.tune_correct[tune, a])
-    rule.conformalize(cal.confidence[rows, a], cal.correct[rows, a])
+    tune_c, tune_ok = cal.tune_confidence[tune, a], cal.tune_correct[tune, a]
+    cal_c, cal_ok = cal.confidence[rows, a], cal.correct[rows, a]
+
+    def certified(alpha: float) -> SelectiveRiskControl:
+        rule = SelectiveRiskControl(SelectiveConfig(alpha=alpha, delta=sets.delta)).fit(tune_c, tune_ok)
+        return rule.conformalize(cal_c, cal_ok)
+
+    rule = certified(sets.alpha)
     if rule.certified:
         return rule, ""
     n = int(rows.sum())
-    accuracy = float(cal.correct[rows, a].mean()) if n else float(cal.tune_correct[tune, a].mean())
+    accuracy = float(cal_ok.mean()) if n else float(tune_ok.mean())
     need = questions_needed(sets.alpha, sets.delta, accuracy)
     where = ("the held-out dev questions it answered (the arm is forced, so the router's choice does not "
              "select them)" if group is None else
@@ -138,8 +146,10 @@ def arm_rule(cal: HeldOutCalibration, arm: str, group: npt.NDArray[np.int64] | N
     else:
         more = (f"at its accuracy {accuracy:.3f} about {need} would do, but on these the errors at every "
                 "threshold tried keep the Clopper–Pearson bound above α")
+    looser = next((x for x in ALPHA_STEPS if x > sets.alpha and certified(x).certified), None)
+    now = "" if looser is None else f"; α = {looser:g} is the smallest (in steps of 0.05) they certify now"
     return None, (f"arm {arm!r}: {n} of {where} certify no confidence threshold for accuracy ≥ "
-                  f"{1 - sets.alpha:g} at δ = {sets.delta:g}; {more}")
+                  f"{1 - sets.alpha:g} at δ = {sets.delta:g}; {more}{now}")
 
 
 def decide(cal: HeldOutCalibration, arm: str, group: npt.NDArray[np.int64] | None, sets: AnswerSetConfig,
