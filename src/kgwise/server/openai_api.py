@@ -5,8 +5,9 @@
 - ``POST /v1/chat/completions``: the last user message is the question; its choices come from the
   request's ``kgwise.choices``, a fenced JSON block ``{"choices": [...]}`` or ``A) …`` lines (see
   :func:`split_choices`); ``stream: true`` answers as server-sent events (the answer is computed first, then
-  sent as chunks); the message content is the answer (``"B) text"`` for a choice); kgwise's extras are in
-  the ``kgwise`` field (:class:`~kgwise.server.schemas.KgwiseExtra`);
+  sent as chunks); the message content is the answer (``"B) text"`` for a choice; with ``[answer_sets]
+  abstain``, ``"not sure: one of A) …; C) …"``, the set); kgwise's extras are in the ``kgwise`` field
+  (:class:`~kgwise.server.schemas.KgwiseExtra`);
 - ``POST /v1/completions``: the same with ``prompt`` as the question;
 - ``POST /v1/feedback``: ``{decision_id, correct | gold}`` teaches the router;
 - ``GET /v1/status``: spend against budget (with its history since this server started), per-arm
