@@ -134,7 +134,7 @@ def test_each_reason_for_not_sure_is_the_real_one(tmp_path: Path) -> None:
         blind = replace(pipe.config, router=replace(pipe.config.router, observe_free=False))
         why = stale(cal, blind, where)
         assert why is not None
-        assert "agreement counted with arms ['free'], while the pipeline now asks []" in why
+        assert "confidences counting the agreement of free, which the pipeline no longer asks" in why
         (tmp_path / "kg.tsv").write_text("aspirin\ttreats\tpain\n", encoding="utf-8")
         why = stale(cal, pipe.config, where)
         assert why is not None and "another KG than [kg] of" in why and why.endswith("run `kgwise fit` again")

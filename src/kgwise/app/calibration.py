@@ -70,8 +70,8 @@ def made_with(config: PipelineConfig) -> dict[str, str]:
 
 def stale(calibration: HeldOutCalibration, config: PipelineConfig, path: Path) -> str | None:
     """Why ``calibration`` (read from ``path``) does not fit ``config``: made with other arms, another KG,
-    another score kind, or (with ``[answer_sets] abstain``) confidences that counted the agreement of other
-    arms than those the pipeline now asks before routing (``None``: it fits, or it predates this record)."""
+    another score kind, or (with ``[answer_sets] abstain``) confidences that counted the agreement of an arm
+    the pipeline no longer asks before routing (``None``: it fits, or it predates this record)."""
     made = calibration.meta.get("made_with")
     if not isinstance(made, dict):
         return None
@@ -83,10 +83,12 @@ def stale(calibration: HeldOutCalibration, config: PipelineConfig, path: Path) -
     if config.answer_sets.abstain and calibration.can_abstain:
         from kgwise.app.abstain import witnesses
 
-        asked = witnesses(config, calibration.meta.get("context", config.router.context))
-        if asked != calibration.witnesses:  # abstention's confidences counted other arms' agreement
-            differ.append(f"agreement counted with arms {list(calibration.witnesses)}, while the pipeline "
-                          f"now asks {list(asked)} before routing")
+        # a live confidence counts the calibration's witnesses only: one no longer asked would shift it
+        gone = [w for w in calibration.witnesses
+                if w not in witnesses(config, calibration.meta.get("context", config.router.context))]
+        if gone:
+            differ.append(f"abstention's confidences counting the agreement of {', '.join(gone)}, which "
+                          "the pipeline no longer asks before routing")
     if not differ:
         return None
     return f"{path} was made with {' and '.join(differ)}: run `kgwise fit` again"
