@@ -56,22 +56,38 @@ def test_an_arm_with_enough_questions_answers_its_confident_questions_with_a_pro
     sure = decide(cal, "a", None, sets, {"A": 0.95, "B": 0.05}, "A")
     assert not sure.abstained and sure.threshold is not None and "accuracy ≥ 0.8" in sure.promise
     unsure = decide(cal, "a", None, sets, {"A": 0.31, "B": 0.69}, "A")
-    assert unsure.abstained and unsure.promise.startswith("not sure: confidence is 0.31, below")
+    assert unsure.abstained and unsure.promise.startswith("not sure: its probability is 0.31, below")
 
 
-def test_a_witness_that_agrees_lifts_the_confidence_and_the_promise_says_so() -> None:
-    cal = replace(calibration(200, 200, 0.3), witnesses=("b",))
+def test_agreement_counts_where_the_tuning_answers_say_it_helps() -> None:
     sets = AnswerSetConfig(alpha=0.2, abstain=True)
-    alone = decide(cal, "a", None, sets, {"A": 0.31, "B": 0.69}, "A", {"b": "B"})
+    # b never agreed in this calibration's confidences: the rule orders by a's probability alone
+    blind = replace(calibration(200, 200, 0.3), witnesses=("b",))
+    alone = decide(blind, "a", None, sets, {"A": 0.31, "B": 0.69}, "A", {"b": "A"})
     assert alone.abstained and alone.confidence == pytest.approx(0.31)
-    assert alone.promise.startswith("not sure: 0 of b agree with it and its probability is 0.31, below")
-    agreed = decide(cal, "a", None, sets, {"A": 0.31, "B": 0.69}, "A", {"b": "A"})
-    assert agreed.confidence == pytest.approx(1.31) and not agreed.abstained
-    # this calibration's b never agrees, so its threshold asks for no agreement
-    assert agreed.threshold is not None and agreed.threshold < 1
-    assert "accuracy ≥ 0.8 among the questions answered (its probability ≥ 0.3" in agreed.promise
+    assert alone.promise.startswith("not sure: its probability is 0.31, below arm 'a''s certified threshold")
+    # here b agrees exactly when a is right: agreement first, b's agreement clears the threshold whatever
+    # a's probability
+    rng = np.random.default_rng(1)
+
+    def part(m: int) -> tuple[np.ndarray, np.ndarray]:
+        ok = np.zeros((m, 2), dtype=bool)
+        ok[:, 0] = rng.random(m) < 0.6
+        conf = np.full((m, 2), np.nan)
+        conf[:, 0] = ok[:, 0] + rng.uniform(0.3, 1.0, m)
+        return conf, ok
+
+    (conf, ok), (tconf, tok) = part(200), part(200)
+    told = HeldOutCalibration(("a", "b"), "lac", np.zeros((200, 1)), np.zeros((200, 2)), np.zeros((200, 2)),
+                              {}, conf, ok, tconf, tok, ("b",))
+    agreed = decide(told, "a", None, sets, {"A": 0.31, "B": 0.69}, "A", {"b": "A"})
+    assert not agreed.abstained and agreed.confidence == pytest.approx(1.31)
+    assert "among the questions answered (its probability ≥ 0." in agreed.promise
     assert ", or ≥ 1 of b agrees with it), with probability ≥ 0.95" in agreed.promise
-    assert decide(cal, "b", None, sets, {"A": 0.9}, "A", {"b": "A"}).promise.startswith("not sure: arm 'b'")
+    unsure = decide(told, "a", None, sets, {"A": 0.5, "B": 0.5}, "A", {"b": "B"})
+    assert unsure.abstained
+    assert unsure.promise.startswith("not sure: 0 of b agree with it and its probability is 0.5, below")
+    assert decide(told, "b", None, sets, {"A": 0.9}, "A", {"b": "A"}).promise.startswith("not sure: arm 'b'")
 
 
 def test_too_few_questions_give_the_number_needed_and_no_answers_at_all_say_so() -> None:

@@ -31,9 +31,12 @@ def test_the_log_s_free_arm_witnesses_the_others() -> None:
     same = [r["arms"]["gemma3-270m"]["answer"] == r["arms"]["kgm"]["answer"] for r in rows]
     assert logs["gemma3-270m"].agreeing.tolist() == [int(s) for s in same]
     out = compare(logs["kgm"], AbstainEvalConfig(alphas=(0.5,), splits=5, tune=100, calibration=100))
-    both = out["alphas"]["0.5"]
-    assert both["own"] == both["agreement"]  # no witness: the same rule
-    assert 0 <= both["own"]["answered"] <= 1 and both["own"]["held_share"] >= 0
+    rules = out["alphas"]["0.5"]
+    same = ("answered", "accuracy_answered", "held_share", "certified_share")
+    # no witness: the same rule, and the chosen one is the own score
+    assert [rules["own"][k] for k in same] == [rules["agreement"][k] for k in same] == [
+        rules["chosen"][k] for k in same] and rules["chosen"]["agreement_splits"] == 0.0
+    assert 0 <= rules["own"]["answered"] <= 1 and rules["own"]["held_share"] >= 0
 
 
 def test_oracle_share_is_the_largest_confident_prefix_at_the_target() -> None:
@@ -48,6 +51,7 @@ def test_agreement_answers_more_on_webqsp_at_the_same_guarantee(data_dir: Path) 
         row = compare(log, cfg)["alphas"]["0.2"]
         assert row["agreement"]["answered"] > row["own"]["answered"]
         assert row["agreement"]["oracle_share"] > row["own"]["oracle_share"]
+        assert row["chosen"]["agreement_splits"] >= 0.8  # the tuning answers see agreement help
 
 
 def test_bad_input_is_named_before_any_split(tmp_path: Path) -> None:

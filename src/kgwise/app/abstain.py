@@ -37,7 +37,12 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.app.config import reads_free
-from kgwise.conformal.selective import SelectiveConfig, SelectiveRiskControl, questions_needed
+from kgwise.conformal.selective import (
+    SelectiveConfig,
+    SelectiveRiskControl,
+    choose_confidence,
+    questions_needed,
+)
 from kgwise.errors import DataError
 from kgwise.files import read_json, write_text_atomic
 from kgwise.types import Question
@@ -47,8 +52,8 @@ if TYPE_CHECKING:
     from kgwise.app.config import AnswerSetConfig, Context, PipelineConfig
     from kgwise.app.fit import LoggedCall
 
-__all__ = ["NOT_SURE", "Abstention", "AbstentionLog", "ArmAbstention", "answer_confidence",
-           "answer_confidences", "arm_rule", "decide", "witnesses"]
+__all__ = ["NOT_SURE", "Abstention", "AbstentionLog", "ArmAbstention", "ArmRule", "answer_confidence",
+           "answer_confidences", "arm_rule", "decide", "in_words", "probability_part", "witnesses"]
 
 NOT_SURE = "not sure"
 ALPHA_STEPS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5)
@@ -105,8 +110,34 @@ class Abstention:
     calibration_size: int
 
 
+def probability_part(confidence: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """The arm's own probability in an agreement-first confidence ``k + p`` (``p`` in (0, 1])."""
+    c = np.asarray(confidence, dtype=np.float64)
+    return np.asarray(c - np.maximum(np.ceil(c) - 1, 0), dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class ArmRule:
+    """An arm's certified rule (:class:`~kgwise.conformal.selective.SelectiveRiskControl`) and the score it
+    orders answers by: agreement first (``agreement``; ``witnesses``: those counted) or the arm's
+    probability alone — whichever its tuning answers predicted to answer more
+    (:func:`~kgwise.conformal.selective.choose_confidence`): agreement helps where a witness errs apart from
+    the arm, and costs where it is no better than chance on the questions routed to the arm."""
+
+    rule: SelectiveRiskControl
+    agreement: bool
+    witnesses: tuple[str, ...]
+
+    def score(self, confidence: float) -> float:
+        """The rule's score of an agreement-first confidence."""
+        return confidence if self.agreement else float(probability_part(confidence))
+
+    def words(self, score: float, at_least: bool = True) -> str:
+        return in_words(score, self.witnesses if self.agreement else (), at_least)
+
+
 def arm_rule(cal: HeldOutCalibration, arm: str, group: npt.NDArray[np.int64] | None, sets: AnswerSetConfig
-             ) -> tuple[SelectiveRiskControl | None, str]:
+             ) -> tuple[ArmRule | None, str]:
     """``arm``'s rule on the held-out questions ``group`` sends to it (all it answered when ``None``), or
     ``(None, the reason there is none)``: the calibration has no confidences, the arm answered none of the
     router's dev questions, or its routed questions are too few (how many it needs at its accuracy, and
@@ -125,15 +156,21 @@ def arm_rule(cal: HeldOutCalibration, arm: str, group: npt.NDArray[np.int64] | N
         rows &= group == a
     tune_c, tune_ok = cal.tune_confidence[tune, a], cal.tune_correct[tune, a]
     cal_c, cal_ok = cal.confidence[rows, a], cal.correct[rows, a]
+    n = int(rows.sum())
+    seen = tuple(cal.witnesses_of(arm))
 
-    def certified(alpha: float) -> SelectiveRiskControl:
-        rule = SelectiveRiskControl(SelectiveConfig(alpha=alpha, delta=sets.delta)).fit(tune_c, tune_ok)
-        return rule.conformalize(cal_c, cal_ok)
+    def certified(alpha: float) -> ArmRule:
+        config = SelectiveConfig(alpha=alpha, delta=sets.delta)
+        agreement = bool(seen) and choose_confidence(
+            {"probability": probability_part(tune_c), "agreement": tune_c}, tune_ok, n, config) == "agreement"
+        chosen = ArmRule(SelectiveRiskControl(config), agreement, seen)
+        score = tune_c if agreement else probability_part(tune_c)
+        chosen.rule.fit(score, tune_ok).conformalize(cal_c if agreement else probability_part(cal_c), cal_ok)
+        return chosen
 
     rule = certified(sets.alpha)
-    if rule.certified:
+    if rule.rule.certified:
         return rule, ""
-    n = int(rows.sum())
     accuracy = float(cal_ok.mean()) if n else float(tune_ok.mean())
     need = questions_needed(sets.alpha, sets.delta, accuracy)
     where = ("the held-out dev questions it answered (the arm is forced, so the router's choice does not "
@@ -147,7 +184,7 @@ def arm_rule(cal: HeldOutCalibration, arm: str, group: npt.NDArray[np.int64] | N
     else:
         more = (f"at its accuracy {accuracy:.3f} about {need} would do, but on these the errors at every "
                 "threshold tried keep the Clopper–Pearson bound above α")
-    looser = next((x for x in ALPHA_STEPS if x > sets.alpha and certified(x).certified), None)
+    looser = next((x for x in ALPHA_STEPS if x > sets.alpha and certified(x).rule.certified), None)
     now = "" if looser is None else f"; α = {looser:g} is the smallest (in steps of 0.05) they certify now"
     return None, (f"arm {arm!r}: {n} of {where} certify no confidence threshold for accuracy ≥ "
                   f"{1 - sets.alpha:g} at δ = {sets.delta:g}; {more}{now}")
@@ -157,32 +194,33 @@ def decide(cal: HeldOutCalibration, arm: str, group: npt.NDArray[np.int64] | Non
            probabilities: Mapping[str, float], prediction: str, others: Mapping[str, str] | None = None
            ) -> Abstention:
     """Answer or "not sure" for one multiple-choice answer of ``arm`` (see :func:`arm_rule`); ``others``:
-    what the arms asked before routing answered, of which the calibration's witnesses count."""
-    seen = cal.witnesses_of(arm)
-    confidence = answer_confidence(probabilities, prediction, others, seen)
-    rule, why = arm_rule(cal, arm, group, sets)
-    if rule is None:
+    what the arms asked before routing answered, of which the calibration's witnesses count. The
+    confidence reported is the score the arm's rule orders answers by."""
+    confidence = answer_confidence(probabilities, prediction, others, cal.witnesses_of(arm))
+    chosen, why = arm_rule(cal, arm, group, sets)
+    if chosen is None:
         return Abstention(True, f"not sure: {why}", confidence, None, 0)
+    rule, score = chosen.rule, chosen.score(confidence)
     assert rule.threshold_ is not None
-    answered = bool(rule.predict([confidence])[0])
-    promise = rule.promise(in_words(rule.threshold_, seen))
+    answered = bool(rule.predict([score])[0])
+    promise = rule.promise(chosen.words(rule.threshold_))
     if not answered:
-        promise = (f"not sure: {in_words(confidence, seen, at_least=False)}, below arm {arm!r}'s certified "
-                   f"threshold ({in_words(rule.threshold_, seen)}); answers above it carry: {promise}")
+        promise = (f"not sure: {chosen.words(score, at_least=False)}, below arm {arm!r}'s certified "
+                   f"threshold ({chosen.words(rule.threshold_)}); answers above it carry: {promise}")
     # the grid's last point, −∞ ("answer all"), is 0 for confidences that are ≥ 0 (and JSON can hold it)
-    return Abstention(not answered, promise, confidence, max(rule.threshold_, 0.0), rule.calibration_size_)
+    return Abstention(not answered, promise, score, max(rule.threshold_, 0.0), rule.calibration_size_)
 
 
 def in_words(confidence: float, seen: Sequence[str], at_least: bool = True) -> str:
-    """An agreement-first confidence (:func:`answer_confidence`) in words. An answer's (``at_least=False``):
-    ``1.31`` with witnesses ``kgm, gnn`` is "1 of kgm, gnn agrees with it and its probability is 0.31". A
-    threshold's: "≥ 1 of kgm, gnn agree with it and its probability ≥ 0.31, or more agree" (more
-    agreement clears it whatever the probability)."""
+    """An agreement-first confidence (:func:`answer_confidence`) in words (with no witnesses ``seen``, the
+    arm's probability). An answer's (``at_least=False``): ``1.31`` with witnesses ``kgm, gnn`` is "1 of
+    kgm, gnn agrees with it and its probability is 0.31". A threshold's: "≥ 1 of kgm, gnn agree with it and
+    its probability ≥ 0.31, or more agree" (more agreement clears it whatever the probability)."""
     if at_least and confidence <= 0:  # confidences are ≥ 0: answer all
         return "at any confidence"
     op = "≥" if at_least else "is"
     if not seen:
-        return f"confidence {op} {confidence:.4g}"
+        return f"its probability {op} {confidence:.4g}"
     k = max(0, min(len(seen), math.ceil(confidence) - 1))  # the probability lies in (0, 1]
     who, p = ", ".join(seen), confidence - k
     if not at_least:

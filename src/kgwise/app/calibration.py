@@ -156,7 +156,7 @@ def needs_lines(cal: HeldOutCalibration, group: npt.NDArray[np.int64], sets: Ans
     router sends it (``group``) and all it answered (the fallback) — how many each kind of set needs, the
     smallest α each certifies now, and with ``[answer_sets] abstain`` the rule it certifies
     (:func:`kgwise.app.abstain.arm_rule`) or why none."""
-    from kgwise.app.abstain import arm_rule, in_words
+    from kgwise.app.abstain import arm_rule
 
     arms = len(cal.names)
 
@@ -173,13 +173,13 @@ def needs_lines(cal: HeldOutCalibration, group: npt.NDArray[np.int64], sets: Ans
                 f"{sets.alpha:g} a set needs {need}; smallest α for the {sets.guarantee} set now: "
                 f"{now(routed)} routed, {now(everyone)} over all it answered")
         if sets.abstain:
-            rule, why = arm_rule(cal, name, group, sets)
-            if rule is None or rule.threshold_ is None:
+            chosen, why = arm_rule(cal, name, group, sets)
+            r = None if chosen is None else chosen.rule
+            if chosen is None or r is None or r.threshold_ is None:
                 line += "; abstention: " + why
             else:
-                line += (f"; abstention: answers ({in_words(rule.threshold_, cal.witnesses_of(name))})"
-                         f" — {rule.answered_share_:.0%} of its routed held-out questions, right on "
-                         f"{rule.accuracy_:.3f} of them")
+                line += (f"; abstention: answers ({chosen.words(r.threshold_)}) — {r.answered_share_:.0%} of "
+                         f"its routed held-out questions, right on {r.accuracy_:.3f} of them")
         out.append(line)
     return out
 

@@ -28,14 +28,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kgwise.conformal.selective import SelectiveConfig, SelectiveRiskControl
+from kgwise.conformal.selective import SelectiveConfig, SelectiveRiskControl, choose_confidence
 from kgwise.errors import ConfigError, DataError
 
 __all__ = ["RULES", "AbstainEvalConfig", "AnsweredLog", "compare", "evaluate", "graded_log_arms",
            "oracle_share", "rearev_logs"]
 
-RULES = ("own", "agreement")
-"""The confidences compared: the arm's own (the rule before agreement counted) and agreement first."""
+RULES = ("own", "agreement", "chosen")
+"""The confidences compared: the arm's own (the rule before agreement counted), agreement first, and the
+one the tuning questions predict to answer more (per split, as the pipeline chooses per arm:
+:func:`kgwise.conformal.selective.choose_confidence`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,12 +83,12 @@ class AnsweredLog:
             raise ConfigError(f"{self.source}: arm {self.arm!r}: a confidence outside [0, 1]")
 
     def score(self, rule: str) -> npt.NDArray[np.float64]:
-        """The confidence ``rule`` orders answers by (:data:`RULES`)."""
+        """The confidence ``own`` or ``agreement`` orders answers by."""
         if rule == "own":
             return self.confidence
         if rule == "agreement":
             return self.agreeing + self.confidence
-        raise ConfigError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+        raise ConfigError(f"a score is 'own' or 'agreement', got {rule!r}")
 
 
 def oracle_share(score: npt.NDArray[np.float64], correct: npt.NDArray[np.bool_], alpha: float) -> float:
@@ -98,7 +100,8 @@ def oracle_share(score: npt.NDArray[np.float64], correct: npt.NDArray[np.bool_],
 
 
 def compare(log: AnsweredLog, cfg: AbstainEvalConfig) -> dict[str, Any]:
-    """Both rules of :data:`RULES` on ``log`` over ``cfg.splits`` shuffles (module docstring)."""
+    """The rules of :data:`RULES` on ``log`` over ``cfg.splits`` shuffles (module docstring); the oracle
+    share of ``chosen`` is agreement's."""
     n = log.confidence.size
     if cfg.tune + cfg.calibration >= n:
         raise ConfigError(f"{log.source}: arm {log.arm!r} answered {n} questions; tuning {cfg.tune} + "
@@ -108,14 +111,21 @@ def compare(log: AnsweredLog, cfg: AbstainEvalConfig) -> dict[str, Any]:
                            "agreement_share": float((log.agreeing > 0).mean()), "alphas": {}}
     for alpha in cfg.alphas:
         row: dict[str, Any] = {}
+        config = SelectiveConfig(alpha=alpha, delta=cfg.delta)
         for rule in RULES:
-            c = log.score(rule)
-            shares, accuracies, held, certified = [], [], 0, 0
+            shares, accuracies, held, certified, agreeing = [], [], 0, 0, 0
             for s in range(cfg.splits):
                 p = np.random.default_rng(cfg.seed + s).permutation(n)
                 tune, cal = p[:cfg.tune], p[cfg.tune:cfg.tune + cfg.calibration]
                 test = p[cfg.tune + cfg.calibration:]
-                est = SelectiveRiskControl(SelectiveConfig(alpha=alpha, delta=cfg.delta))
+                pick = rule
+                if rule == "chosen":  # as the pipeline chooses: on the tuning questions and n alone
+                    pick = "own" if not log.witnesses else choose_confidence(
+                        {"own": log.score("own")[tune], "agreement": log.score("agreement")[tune]},
+                        log.correct[tune], cfg.calibration, config)
+                agreeing += pick == "agreement"
+                c = log.score(pick)
+                est = SelectiveRiskControl(config)
                 answered = est.fit(c[tune], log.correct[tune]).conformalize(c[cal], log.correct[cal]).predict(
                     c[test])
                 certified += est.certified
@@ -124,9 +134,11 @@ def compare(log: AnsweredLog, cfg: AbstainEvalConfig) -> dict[str, Any]:
                     accuracies.append(float(log.correct[test][answered].mean()))
                 held += not answered.any() or log.correct[test][answered].mean() >= 1 - alpha
             row[rule] = {"answered": float(np.mean(shares)), "answered_min": float(np.min(shares)),
+                         "agreement_splits": agreeing / cfg.splits,
                          "accuracy_answered": float(np.mean(accuracies)) if accuracies else None,
                          "held_share": held / cfg.splits, "certified_share": certified / cfg.splits,
-                         "oracle_share": oracle_share(c, log.correct, alpha)}
+                         "oracle_share": oracle_share(log.score(rule if rule != "chosen" else "agreement"),
+                                                      log.correct, alpha)}
         out["alphas"][f"{alpha:g}"] = row
     return out
 
