@@ -32,10 +32,10 @@ def test_the_log_s_free_arm_witnesses_the_others() -> None:
     assert logs["gemma3-270m"].agreeing.tolist() == [int(s) for s in same]
     out = compare(logs["kgm"], AbstainEvalConfig(alphas=(0.5,), splits=5, tune=100, calibration=100))
     rules = out["alphas"]["0.5"]
-    same = ("answered", "accuracy_answered", "held_share", "certified_share")
+    keys = ("answered", "accuracy_answered", "held_share", "certified_share")
     # no witness: the same rule, and the chosen one is the own score
-    assert [rules["own"][k] for k in same] == [rules["agreement"][k] for k in same] == [
-        rules["chosen"][k] for k in same] and rules["chosen"]["agreement_splits"] == 0.0
+    assert [rules["own"][k] for k in keys] == [rules["agreement"][k] for k in keys] == [
+        rules["chosen"][k] for k in keys] and rules["chosen"]["agreement_splits"] == 0.0
     assert 0 <= rules["own"]["answered"] <= 1 and rules["own"]["held_share"] >= 0
 
 
