@@ -5,12 +5,14 @@ keeps the set.
 The confidence (:func:`answer_confidence`) is agreement first: the number of *witnesses* — the free arms
 the pipeline asks before routing on every question (:func:`witnesses`) — that gave the same choice, plus
 the probability the arm gave its choice (in [0, 1], so it orders answers with equal agreement). Any score
-fixed before the calibration questions are seen keeps the guarantee; this one answers more at the same
-guarantee where two arms err rather independently: on WebQSP's recorded ReaRev answers (the other
-retriever's GNN as the witness; 300 tuning + 300 calibration questions, α = 0.2, 200 splits) the share
-answered goes from .355 / .275 (own score alone) to .535 / .495, accuracy among answered ≥ 0.8 on ≥ 96 %
-of the splits — the two GNNs agree on 56 % of the questions and are then right on .87 (``kgwise eval
-abstain --splits 200``; docs/answer-sets.md).
+fixed before the calibration questions are seen keeps the guarantee; this one answers more where two arms
+err rather independently: on WebQSP's recorded ReaRev answers (the other retriever's GNN as the witness;
+300 tuning + 300 calibration questions, α = 0.2, 200 splits) the share answered goes from .355 / .275
+(own score alone) to .535 / .495, accuracy among answered ≥ 0.8 on ≥ 96 % of the splits — the two GNNs
+agree on 56 % of the questions and are then right on .87 (``kgwise eval abstain --splits 200``;
+docs/answer-sets.md). Where a witness is no better than chance on the questions routed to an arm,
+agreement first ranks worse than the probability alone, so each arm's rule takes whichever its tuning
+answers predict to certify more (:class:`ArmRule`; .519 / .481 answered on those logs).
 
 The rule is :class:`kgwise.conformal.selective.SelectiveRiskControl` per routed arm: its threshold grid and
 test order come from the arm's answers on the dev questions the router learnt from, its certificate from
@@ -133,6 +135,7 @@ class ArmRule:
         return confidence if self.agreement else float(probability_part(confidence))
 
     def words(self, score: float, at_least: bool = True) -> str:
+        """A score of this rule, or (``at_least``) its threshold, in words (:func:`in_words`)."""
         return in_words(score, self.witnesses if self.agreement else (), at_least)
 
 
