@@ -1,5 +1,6 @@
-"""``kgwise eval abstain``: abstention with a guarantee on recorded answers, the arm's own confidence
-against agreement first, in the same splits: parse → :mod:`kgwise.eval.abstain` → print."""
+"""``kgwise eval abstain``: abstention with a guarantee on recorded answers, the arm's own confidence,
+agreement first and the pipeline's choice, in the same splits: parse → :mod:`kgwise.eval.abstain` →
+print."""
 
 from __future__ import annotations
 
@@ -34,8 +35,9 @@ def eval_abstain(
     data: DataOption = None,
     json_out: JsonOption = None,
 ) -> None:
-    """Abstention's share answered and accuracy among answered, per arm and α, the arm's own confidence
-    against agreement first (today's pipeline rule), over random tuning / calibration / test splits."""
+    """Abstention's share answered and accuracy among answered, per arm and α: the arm's own confidence,
+    agreement first, and the pipeline's per-split choice between them, over random tuning / calibration /
+    test splits."""
     from kgwise.eval.abstain import AbstainEvalConfig, evaluate, graded_log_arms, rearev_logs
 
     try:

@@ -1,6 +1,7 @@
 """``kgwise eval abstain``: abstention with a guarantee (:mod:`kgwise.conformal.selective`, the rule
-``[answer_sets] abstain`` applies per routed arm) on recorded answers, the arm's own confidence against the
-agreement-first confidence (:func:`kgwise.app.abstain.answer_confidence`) in the same splits.
+``[answer_sets] abstain`` applies per routed arm) on recorded answers: the arm's own confidence, the
+agreement-first confidence (:func:`kgwise.app.abstain.answer_confidence`) and the per-split choice
+between them that the pipeline makes (:data:`RULES`), in the same splits.
 
 An :class:`AnsweredLog` is one arm's answers: its confidence in each (the probability it gave its choice,
 or a KG model's score of its top candidate), whether each was right, and how many *witnesses* — arms
