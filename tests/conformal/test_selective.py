@@ -12,6 +12,7 @@ from scipy.stats import beta
 from kgwise.conformal.selective import (
     SelectiveConfig,
     SelectiveRiskControl,
+    choose_confidence,
     questions_needed,
     selective_p_values,
 )
@@ -92,3 +93,16 @@ def test_questions_needed_matches_ltt() -> None:
     assert questions_needed(0.2, 0.05, 0.7) is None
     n = questions_needed(0.2, 0.05, 0.9)
     assert n is not None and n > 14
+
+
+def test_the_score_the_tuning_answers_predict_to_answer_more_is_chosen() -> None:
+    rng = np.random.default_rng(3)
+    ok = rng.random(400) < 0.7
+    informative = np.where(ok, rng.uniform(0.4, 1.0, 400), rng.uniform(0.0, 0.6, 400))
+    noise = rng.random(400)
+    config = SelectiveConfig(alpha=0.1)
+    share = {k: SelectiveRiskControl(config).fit(c, ok).predicted_share(300)
+             for k, c in (("noise", noise), ("informative", informative))}
+    assert share["informative"] > 0.3 and share["noise"] == 0.0  # 0.7 < 0.9 with no ranking: none
+    assert choose_confidence({"noise": noise, "informative": informative}, ok, 300, config) == "informative"
+    assert choose_confidence({"a": noise, "b": noise}, ok, 300, config) == "a"  # ties: the first

@@ -62,6 +62,7 @@ class FakeResult:
     answer_set: FakeAnswerSet | None
     usage: Usage
     decision_id: str
+    abstention: Any = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,7 @@ class FakeArmStatus:
     drift: bool = False
     calibration_questions: int | None = None
     open_certified: bool | None = None
+    abstention: Any = None
 
 
 @dataclass(frozen=True)

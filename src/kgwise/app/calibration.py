@@ -69,8 +69,9 @@ def made_with(config: PipelineConfig) -> dict[str, str]:
 
 
 def stale(calibration: HeldOutCalibration, config: PipelineConfig, path: Path) -> str | None:
-    """Why ``calibration`` (read from ``path``) does not fit ``config``: made with other arms, another KG or
-    another score kind (``None``: it fits, or it predates this record)."""
+    """Why ``calibration`` (read from ``path``) does not fit ``config``: made with other arms, another KG,
+    another score kind, or (with ``[answer_sets] abstain``) confidences that counted the agreement of an arm
+    the pipeline no longer asks before routing (``None``: it fits, or it predates this record)."""
     made = calibration.meta.get("made_with")
     if not isinstance(made, dict):
         return None
@@ -79,6 +80,15 @@ def stale(calibration: HeldOutCalibration, config: PipelineConfig, path: Path) -
             "kg": f"another KG than [kg] of {config.path}",
             "kind": f"score kind {made.get('kind')!r}, not [answer_sets] kind = {now['kind']!r}"}
     differ = [what[k] for k in now if made.get(k) != now[k]]
+    if config.answer_sets.abstain and calibration.can_abstain:
+        from kgwise.app.abstain import witnesses
+
+        # a live confidence counts the calibration's witnesses only: one no longer asked would shift it
+        gone = [w for w in calibration.witnesses
+                if w not in witnesses(config, calibration.meta.get("context", config.router.context))]
+        if gone:
+            differ.append(f"abstention's confidences counting the agreement of {', '.join(gone)}, which "
+                          "the pipeline no longer asks before routing")
     if not differ:
         return None
     return f"{path} was made with {' and '.join(differ)}: run `kgwise fit` again"
@@ -163,11 +173,13 @@ def needs_lines(cal: HeldOutCalibration, group: npt.NDArray[np.int64], sets: Ans
                 f"{sets.alpha:g} a set needs {need}; smallest α for the {sets.guarantee} set now: "
                 f"{now(routed)} routed, {now(everyone)} over all it answered")
         if sets.abstain:
-            rule, why = arm_rule(cal, name, group, sets)
-            line += ("; abstention: " + why if rule is None else
-                     f"; abstention: answers above confidence {rule.threshold_:.4g} — "
-                     f"{rule.answered_share_:.0%} of its routed held-out questions, right on "
-                     f"{rule.accuracy_:.3f} of them")
+            chosen, why = arm_rule(cal, name, group, sets)
+            r = None if chosen is None else chosen.rule
+            if chosen is None or r is None or r.threshold_ is None:
+                line += "; abstention: " + why
+            else:
+                line += (f"; abstention: answers ({chosen.words(r.threshold_)}) — {r.answered_share_:.0%} of "
+                         f"its routed held-out questions, right on {r.accuracy_:.3f} of them")
         out.append(line)
     return out
 
@@ -215,7 +227,9 @@ class HeldOutCalibration:
     (:mod:`kgwise.app.abstain`): per held-out question and arm the ``confidence`` of its answer (the
     probability of the choice it gave; NaN: no graded answer) and whether it was ``correct``, and the same
     on the dev questions the router learnt from (``tune_confidence``, ``tune_correct``), which order the
-    thresholds Learn-then-Test tries; ``None`` in calibrations written before abstention existed."""
+    thresholds Learn-then-Test tries; ``None`` in calibrations written before abstention existed. The
+    confidences count agreement with the ``witnesses`` (:func:`kgwise.app.abstain.witnesses`; none in
+    calibrations written before agreement counted), which a live answer's confidence counts too."""
 
     names: tuple[str, ...]
     kind: str
@@ -227,6 +241,7 @@ class HeldOutCalibration:
     correct: npt.NDArray[np.bool_] | None = None
     tune_confidence: npt.NDArray[np.float64] | None = None
     tune_correct: npt.NDArray[np.bool_] | None = None
+    witnesses: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         n, k = len(self.contexts), len(self.names)
@@ -242,6 +257,10 @@ class HeldOutCalibration:
         if (self.confidence is None) != (self.correct is None) or (
                 self.tune_confidence is None) != (self.tune_correct is None):
             raise DataError("calibration arrays disagree: confidences without correctness flags or back")
+
+    def witnesses_of(self, arm: str) -> list[str]:
+        """The witnesses whose agreement counts in ``arm``'s confidence (an arm does not witness itself)."""
+        return [w for w in self.witnesses if w != arm]
 
     @property
     def can_abstain(self) -> bool:
@@ -281,7 +300,8 @@ class HeldOutCalibration:
                                "correct": encode_array(self.correct.astype(np.float64)),
                                "tune_confidence": encode_array(self.tune_confidence),
                                "tune_correct": encode_array(self.tune_correct.astype(np.float64)),
-                               "tune_questions": len(self.tune_confidence)}
+                               "tune_questions": len(self.tune_confidence),
+                               "witnesses": list(self.witnesses)}
         write_text_atomic(path, json.dumps(body))
 
     @classmethod
@@ -305,7 +325,8 @@ class HeldOutCalibration:
                 extra = {"confidence": decode_array(ab["confidence"]).reshape(n, k),
                          "correct": decode_array(ab["correct"]).reshape(n, k) > 0.5,
                          "tune_confidence": decode_array(ab["tune_confidence"]).reshape(m, k),
-                         "tune_correct": decode_array(ab["tune_correct"]).reshape(m, k) > 0.5}
+                         "tune_correct": decode_array(ab["tune_correct"]).reshape(m, k) > 0.5,
+                         "witnesses": tuple(str(w) for w in ab.get("witnesses", ()))}
             return cls(tuple(str(x) for x in body["names"]), str(body["score"]),
                        decode_array(body["contexts"]).reshape(n, d),
                        decode_array(body["bounds"]).reshape(n, k),

@@ -656,7 +656,7 @@ def held_out_calibration(pipeline: Pipeline, questions: Sequence[Question],
     choice in ``calls`` (NaN: the arm gave no graded choice, e.g. on an open question), and for abstention
     every arm's confidence and correctness on them and on the ``tune`` questions (those the router learns
     from, :func:`kgwise.app.abstain.answer_confidences`)."""
-    from kgwise.app.abstain import answer_confidences
+    from kgwise.app.abstain import answer_confidences, witnesses
 
     config = pipeline.config
     names = list(config.names)
@@ -670,12 +670,13 @@ def held_out_calibration(pipeline: Pipeline, questions: Sequence[Question],
             c = calls.get((name, q.id))
             if q.choices and c is not None and c.probabilities:
                 scores[i, a] = nonconformity(kind, c.probabilities, labels)[q.gold_index]
-    confidence, correct = answer_confidences(questions, names, calls)
-    tune_confidence, tune_correct = answer_confidences(tune, names, calls)
+    seen = witnesses(config, context)
+    confidence, correct = answer_confidences(questions, names, calls, seen)
+    tune_confidence, tune_correct = answer_confidences(tune, names, calls, seen)
     return HeldOutCalibration(tuple(names), kind, np.asarray(X, dtype=np.float64), bounds, scores,
                               {"questions": len(questions), "alpha": config.answer_sets.alpha, "kind": kind,
                                "context": context, "fit": uuid.uuid4().hex, "made_with": made_with(config)},
-                              confidence, correct, tune_confidence, tune_correct)
+                              confidence, correct, tune_confidence, tune_correct, seen)
 
 
 def _select_router(config: PipelineConfig, questions: Sequence[Question],

@@ -652,7 +652,7 @@ class Pipeline:
             self.state.sync()
             raise
         answer_set, why = self.answer_set(arm, output, question, group, forced is not None, qnodes)
-        abstention = self.abstention(arm, output, question, group)
+        abstention = self.abstention(arm, output, question, group, {n: o.prediction for n, o in ran.items()})
         notes = [why] if why else []
         if arm in self.prompt_problems:
             notes.append(f"arm {arm!r}: {self.prompt_problems[arm]}")
@@ -690,9 +690,11 @@ class Pipeline:
                               abstention)
 
     def abstention(self, arm: str, output: ArmOutput, question: Question,
-                   group: npt.NDArray[np.int64] | None) -> Abstention | None:
+                   group: npt.NDArray[np.int64] | None, others: Mapping[str, str] | None = None
+                   ) -> Abstention | None:
         """With ``[answer_sets] abstain``, whether ``arm``'s multiple-choice answer is given or "not sure"
-        (:mod:`kgwise.app.abstain`; ``group``: the held-out questions' routing, ``None`` when forced)."""
+        (:mod:`kgwise.app.abstain`; ``group``: the held-out questions' routing, ``None`` when forced;
+        ``others``: what the arms asked before routing answered)."""
         sets = self.config.answer_sets
         if not sets.abstain or not question.choices or not output.probabilities:
             return None
@@ -702,7 +704,7 @@ class Pipeline:
                                                      "multiple-choice questions")
             return Abstention(True, f"not sure: {why}",
                               answer_confidence(output.probabilities, output.prediction), None, 0)
-        return decide(cal, arm, group, sets, output.probabilities, output.prediction)
+        return decide(cal, arm, group, sets, output.probabilities, output.prediction, others)
 
     # ------------------------------------------------------------------ feedback
     def feedback(self, decision: str, correct: bool | None = None, gold: str | Sequence[str] | None = None,

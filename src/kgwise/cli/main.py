@@ -26,6 +26,7 @@ from kgwise.cli import conformal as _conformal  # noqa: F401  isort: skip
 from kgwise.cli import knowgpt as _knowgpt  # noqa: F401  isort: skip
 from kgwise.cli import external as _external  # noqa: F401  isort: skip
 from kgwise.cli import eval_pipeline as _eval_pipeline  # noqa: F401  isort: skip
+from kgwise.cli import eval_abstain as _eval_abstain  # noqa: F401  isort: skip
 from kgwise.cli import settings as _settings  # noqa: F401  isort: skip
 from kgwise.cli import state as _state  # noqa: F401  isort: skip
 

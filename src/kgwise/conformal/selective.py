@@ -3,7 +3,10 @@ so that the accuracy among the answered questions is ≥ 1 − α with probabili
 draw (Learn-then-Test, Angelopoulos et al. 2021, applied to the selective risk as in their Sec. 5.3 and
 Geifman & El-Yaniv 2017's "selection with guaranteed risk").
 
-For a threshold ``t`` the selective risk is ``R(t) = P(wrong | confidence ≥ t)``. Given the number
+The confidence is any score fixed before the calibration questions are seen (the pipeline's counts the
+agreement of free arms first, :mod:`kgwise.app.abstain`); how well it ranks right above wrong answers
+decides how much is answered, not whether the guarantee holds. For a threshold ``t`` the selective risk is
+``R(t) = P(wrong | confidence ≥ t)``. Given the number
 ``n_t`` of calibration questions with confidence ≥ ``t``, those questions are i.i.d. draws from the
 questions answered at ``t``, so their error count is ``Binom(n_t, R(t))`` and
 
@@ -29,6 +32,7 @@ MAPIE-style use::
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,7 +42,8 @@ from scipy.stats import binom
 from kgwise.conformal.ltt import calibration_questions_needed, control_fwer
 from kgwise.errors import ConfigError
 
-__all__ = ["SelectiveConfig", "SelectiveRiskControl", "questions_needed", "selective_p_values"]
+__all__ = ["SelectiveConfig", "SelectiveRiskControl", "choose_confidence", "questions_needed",
+           "selective_p_values"]
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -117,17 +122,29 @@ class SelectiveRiskControl:
         self.tune_risk_ = np.where(n > 0, (answered & ~ok[None, :]).sum(axis=1) / np.maximum(n, 1), 1.0)
         return self
 
-    def sequence(self, n: int) -> npt.NDArray[np.int64]:
-        """The fixed-sequence order for a calibration of ``n`` questions: from the grid point whose test the
-        tuning figures predict to pass most surely (smallest p-value at the expected counts; ties: the
-        lower threshold) towards lower thresholds."""
+    def _predicted(self, n: int) -> FloatArray:
+        """Per grid point, the p-value a calibration of ``n`` questions gets at the tuning figures' counts."""
         if self.grid_ is None or self.tune_share_ is None or self.tune_risk_ is None:
             raise ConfigError("SelectiveRiskControl: call fit() first")
         expected_n = np.rint(self.tune_share_ * n).astype(np.int64)
         expected_k = np.floor(self.tune_risk_ * expected_n + 0.5).astype(np.int64)
-        predicted = selective_p_values(expected_n, np.minimum(expected_k, expected_n), self.config.alpha)
+        return selective_p_values(expected_n, np.minimum(expected_k, expected_n), self.config.alpha)
+
+    def sequence(self, n: int) -> npt.NDArray[np.int64]:
+        """The fixed-sequence order for a calibration of ``n`` questions: from the grid point whose test the
+        tuning figures predict to pass most surely (smallest p-value at the expected counts; ties: the
+        lower threshold) towards lower thresholds."""
+        predicted = self._predicted(n)
         start = int(np.flatnonzero(predicted == predicted.min())[-1])
-        return np.arange(start, self.grid_.size, dtype=np.int64)
+        return np.arange(start, predicted.size, dtype=np.int64)
+
+    def predicted_share(self, n: int) -> float:
+        """The share of questions the tuning figures predict a calibration of ``n`` questions to certify:
+        the tuning share answered at the lowest threshold the fixed sequence passes at the expected counts
+        (0 when it passes none)."""
+        passed = control_fwer(self._predicted(n), self.config.delta, "fixed_sequence", self.sequence(n))
+        assert self.tune_share_ is not None
+        return float(self.tune_share_[passed].max()) if passed.any() else 0.0
 
     def conformalize(self, confidence: npt.ArrayLike, correct: npt.ArrayLike) -> SelectiveRiskControl:
         """Certify the threshold on calibration questions disjoint from the tuning ones."""
@@ -164,14 +181,29 @@ class SelectiveRiskControl:
             return np.zeros(c.shape, dtype=bool)
         return np.asarray(c >= self.threshold_, dtype=bool)
 
-    def promise(self) -> str:
-        """What an answered question is promised, in words (empty when nothing is certified)."""
+    def promise(self, condition: str = "") -> str:
+        """What an answered question is promised, in words (empty when nothing is certified);
+        ``condition``: the threshold in the caller's words (default ``confidence ≥ t``)."""
         if self.threshold_ is None:
             return ""
         a, d = self.config.alpha, self.config.delta
-        return (f"accuracy ≥ {1 - a:g} among the questions answered (confidence ≥ {self.threshold_:.4g}), "
+        condition = condition or f"confidence ≥ {self.threshold_:.4g}"
+        return (f"accuracy ≥ {1 - a:g} among the questions answered ({condition}), "
                 f"with probability ≥ {1 - d:g} over the {self.calibration_size_} calibration questions "
                 "(Learn-then-Test, fixed sequence, binomial p-values)")
+
+
+def choose_confidence(candidates: Mapping[str, npt.ArrayLike], correct: npt.ArrayLike, n: int,
+                      config: SelectiveConfig) -> str:
+    """Of several confidence scores of the same tuning answers, the one whose rule the tuning questions
+    predict to answer the most with a calibration of ``n`` questions (:meth:`SelectiveRiskControl.
+    predicted_share`; the first listed wins ties). Only tuning data and ``n`` enter, so the rule then
+    certified on calibration questions keeps its guarantee."""
+    if not candidates:
+        raise ConfigError("choose_confidence: no candidate scores")
+    share = {name: SelectiveRiskControl(config).fit(c, correct).predicted_share(n)
+             for name, c in candidates.items()}
+    return max(share, key=lambda name: share[name])  # max keeps the first of equals
 
 
 def questions_needed(alpha: float, delta: float, accuracy: float) -> int | None:

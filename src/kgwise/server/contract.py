@@ -65,6 +65,33 @@ class AnswerSetLike(Protocol):
     def guarantee(self) -> str: ...
 
 
+class AbstentionLike(Protocol):
+    """With ``[answer_sets] abstain``: whether the answer is "not sure", what it promises or why not, its
+    confidence and the certified threshold (``None``: none)."""
+
+    @property
+    def abstained(self) -> bool: ...
+    @property
+    def promise(self) -> str: ...
+    @property
+    def confidence(self) -> float: ...
+    @property
+    def threshold(self) -> float | None: ...
+
+
+class ArmAbstentionLike(Protocol):
+    """Live abstention counts of one arm: asked, answered, graded and right among answered."""
+
+    @property
+    def asked(self) -> int: ...
+    @property
+    def answered(self) -> int: ...
+    @property
+    def graded(self) -> int: ...
+    @property
+    def correct(self) -> int: ...
+
+
 class ResultLike(Protocol):
     """One answer: ``answer`` is its text (the chosen choice's text, or free text), ``choice`` its label
     (``None`` for an open question); ``arm`` the arm that answered, ``scores`` the router's score of every
@@ -86,6 +113,8 @@ class ResultLike(Protocol):
     def usage(self) -> Usage: ...
     @property
     def decision_id(self) -> str: ...
+    @property
+    def abstention(self) -> AbstentionLike | None: ...
 
 
 class FeedbackLike(Protocol):
@@ -129,6 +158,8 @@ class ArmStatusLike(Protocol):
     def calibration_questions(self) -> int | None: ...
     @property
     def open_certified(self) -> bool | None: ...
+    @property
+    def abstention(self) -> ArmAbstentionLike | None: ...
 
 
 class PendingLike(Protocol):

@@ -82,6 +82,9 @@ def render_explained(extra: KgwiseExtra, evidence_lines: int = EVIDENCE_LINES) -
         holds = "holds" if s.guaranteed else "does not hold"
         out += [f"Answer set at α = {s.alpha:g} ({len(s.members)}; guarantee {holds}): {members}",
                 f"> {_md(s.guarantee)}", ""]
+    ab = extra.abstention
+    if ab is not None:
+        out += [f"> {_md(ab.promise)}" if ab.abstained else f"Answered: {_md(ab.promise)}", ""]
     ev = extra.evidence
     if ev is not None:
         lines = [_path(p.nodes, p.relations, p.inverse) for p in ev.paths]

@@ -5,8 +5,9 @@
 - ``POST /v1/chat/completions``: the last user message is the question; its choices come from the
   request's ``kgwise.choices``, a fenced JSON block ``{"choices": [...]}`` or ``A) …`` lines (see
   :func:`split_choices`); ``stream: true`` answers as server-sent events (the answer is computed first, then
-  sent as chunks); the message content is the answer (``"B) text"`` for a choice); kgwise's extras are in
-  the ``kgwise`` field (:class:`~kgwise.server.schemas.KgwiseExtra`);
+  sent as chunks); the message content is the answer (``"B) text"`` for a choice; with ``[answer_sets]
+  abstain``, ``"not sure: one of A) …; C) …"``, the set); kgwise's extras are in the ``kgwise`` field
+  (:class:`~kgwise.server.schemas.KgwiseExtra`);
 - ``POST /v1/completions``: the same with ``prompt`` as the question;
 - ``POST /v1/feedback``: ``{decision_id, correct | gold}`` teaches the router;
 - ``GET /v1/status``: spend against budget (with its history since this server started), per-arm
@@ -49,7 +50,7 @@ from fastapi.routing import APIRoute
 from kgwise.app import BudgetExceededError, UnknownDecisionError
 from kgwise.errors import InputTooLongError, KgwiseError, ServiceError, StateUnavailableError
 from kgwise.server.backpressure import ModelGate
-from kgwise.server.contract import PipelineLike, ResultLike, StatusLike
+from kgwise.server.contract import ArmAbstentionLike, PipelineLike, ResultLike, StatusLike
 from kgwise.server.explain import (
     EXPLAIN_SUFFIX,
     FeedbackCommand,
@@ -59,6 +60,8 @@ from kgwise.server.explain import (
 )
 from kgwise.server.limits import MAX_QUESTION
 from kgwise.server.schemas import (
+    AbstentionOut,
+    AbstentionStatusOut,
     AnswerSetOut,
     ArmStatusOut,
     ChatChoice,
@@ -354,12 +357,22 @@ class PipelineHub:
                              coverage_lower=a.coverage_lower, coverage_upper=a.coverage_upper,
                              drift=a.drift, coverage_target=target,
                              calibration_questions=a.calibration_questions,
-                             open_certified=a.open_certified) for a in st.arms]
+                             open_certified=a.open_certified, abstention=_abstention_status(a.abstention))
+                for a in st.arms]
         pending = [PendingOut(decision_id=p.decision_id, arm=p.arm, question=p.question)
                    for p in list(st.pending)[-100:]]
         return PipelineStatusOut(name=served.name, cost_unit=served.pipeline.cost_unit, budget=st.budget,
                                  spent=st.spent, alpha=st.alpha, arms=arms, pending_total=len(st.pending),
                                  pending=pending, history=history, pinned=st.pinned)
+
+
+def _abstention_status(ab: ArmAbstentionLike | None) -> AbstentionStatusOut | None:
+    """An arm's live abstention counts (``None`` without ``[answer_sets] abstain``)."""
+    if ab is None:
+        return None
+    return AbstentionStatusOut(asked=ab.asked, answered=ab.answered, graded=ab.graded, correct=ab.correct,
+                               share_answered=ab.answered / ab.asked if ab.asked else None,
+                               accuracy_answered=ab.correct / ab.graded if ab.graded else None)
 
 
 def _state_unavailable(exc: StateUnavailableError) -> OpenAIError:
@@ -392,7 +405,9 @@ def _extra(served: _Served, question: str, choices: list[str] | None, result: Re
         scores={k: float(v) for k, v in result.scores.items()}, cost=u.cost, cost_unit=unit,
         usage=UsageOut(input_tokens=u.input_tokens, output_tokens=u.output_tokens, calls=u.calls,
                        cached_calls=u.cached_calls, latency_s=u.latency_s, cost=u.cost, cost_unit=unit),
-        answer_set=answer_set, guaranteed=s is not None and s.guaranteed, evidence=evidence)
+        answer_set=answer_set, guaranteed=s is not None and s.guaranteed, evidence=evidence,
+        abstention=None if (ab := result.abstention) is None else AbstentionOut(
+            abstained=ab.abstained, promise=ab.promise, confidence=ab.confidence, threshold=ab.threshold))
 
 
 def _headers(extra: KgwiseExtra) -> dict[str, str]:
@@ -404,6 +419,13 @@ def _headers(extra: KgwiseExtra) -> dict[str, str]:
 
 
 def _content(extra: KgwiseExtra) -> str:
+    """The message: the answer; when abstaining, "not sure" and the set the answer lies in."""
+    ab, s = extra.abstention, extra.answer_set
+    if ab is not None and ab.abstained:
+        if s is None:
+            return extra.answer
+        text = {c.label: f"{c.label}) {c.text}" for c in extra.choices or ()}
+        return f"{extra.answer}: one of {'; '.join(text.get(m, m) for m in s.members)}"
     return extra.answer if extra.choice is None else f"{extra.choice}) {extra.answer}"
 
 

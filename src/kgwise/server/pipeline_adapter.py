@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from kgwise.app.abstain import Abstention, ArmAbstention
 from kgwise.app.evidence import Evidence, LabelPath
 from kgwise.app.external import Decision, Settlement
 from kgwise.app.pipeline import (
@@ -43,6 +44,7 @@ class ServedResult:
     answer_set: AnswerSet | None
     usage: Usage
     decision_id: str
+    abstention: Abstention | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +67,7 @@ class ServedArmStatus:
     drift: bool = False
     calibration_questions: int | None = None
     open_certified: bool | None = None
+    abstention: ArmAbstention | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,12 +140,13 @@ class ServedPipeline:
         k = r.knowledge
         evidence = Evidence(r.question_entities, r.choice_entities, k.triples,
                             tuple(label_path(p) for p in k.paths if p), k.text)
+        labels = r.label is not None or r.abstained  # a choice, or "not sure" among the choices
         aset = None if r.answer_set is None else AnswerSet(
-            r.answer_set.labels if r.label is not None else r.answer_set.texts, r.answer_set.alpha,
+            r.answer_set.labels if labels else r.answer_set.texts, r.answer_set.alpha,
             r.answer_set.guarantee, r.answer_set.statement)
         usage = replace(r.usage, cost=r.cost)  # the arm's cost in the budget's unit, not the LLM's own
         return ServedResult(r.answer, r.label, r.arm, {s.arm: s.score for s in r.scores}, evidence, aset,
-                            usage, r.decision)
+                            usage, r.decision, r.abstention)
 
     def evidence(self, text: str, choices: Sequence[str] | None = None) -> Evidence:
         """The question's KG evidence (:meth:`kgwise.app.Pipeline.evidence`)."""
@@ -162,7 +166,8 @@ class ServedPipeline:
         arms = tuple(ServedArmStatus(a.name, a.pulls, counts[a.name].graded, counts[a.name].correct,
                                      a.coverage.covered, a.coverage.n, a.coverage.lower, a.coverage.upper,
                                      a.coverage.drift, None if a.routed is None else a.routed.questions,
-                                     None if a.routed is None else a.routed.open_certified)
+                                     None if a.routed is None else a.routed.open_certified,
+                                     st.abstention.get(a.name))
                      for a in st.arms)
         pending = tuple(ServedPending(p.decision, p.arm, p.text) for p in waiting)
         return ServedStatus(st.budget, st.spent, arms, pending, st.alpha if st.calibrated else None,

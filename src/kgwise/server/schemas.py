@@ -160,6 +160,17 @@ class UsageOut(BaseModel):
     cost_unit: str
 
 
+class AbstentionOut(BaseModel):
+    """With ``[answer_sets] abstain``: ``abstained`` (the answer is "not sure"; the set is what can be said),
+    ``promise``: what an answer of this arm carries, or why it is not given; the answer's ``confidence``
+    and the arm's certified ``threshold`` (null: none certified)."""
+
+    abstained: bool
+    promise: str
+    confidence: float
+    threshold: float | None
+
+
 class KgwiseExtra(BaseModel):
     """kgwise's extras on every completion: who answered, why, with what knowledge, at what cost."""
 
@@ -178,6 +189,7 @@ class KgwiseExtra(BaseModel):
     answer_set: AnswerSetOut | None
     guaranteed: bool = Field(description="a calibrated set is attached and its guarantee holds")
     evidence: EvidenceOut | None
+    abstention: AbstentionOut | None = None
 
 
 class ChatMessageOut(BaseModel):
@@ -296,6 +308,20 @@ class ArmStatusOut(BaseModel):
     coverage_target: float | None
     calibration_questions: int | None
     open_certified: bool | None
+    abstention: AbstentionStatusOut | None = None
+
+
+class AbstentionStatusOut(BaseModel):
+    """With ``[answer_sets] abstain``, live: questions ``asked`` of the arm, those ``answered`` (not "not
+    sure"), of those the ``graded`` (with feedback) and ``correct``; ``share_answered`` and
+    ``accuracy_answered`` (null before any)."""
+
+    asked: int
+    answered: int
+    graded: int
+    correct: int
+    share_answered: float | None
+    accuracy_answered: float | None
 
 
 class PendingOut(BaseModel):

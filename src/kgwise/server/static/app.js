@@ -127,6 +127,9 @@ function render(x) {
     el("td", {}, el("span", { class: "bar", style: `width:${hi > lo ? 4 + 80 * (s - lo) / (hi - lo) : 84}px` }),
       s.toFixed(3)))));
   renderSet(x);
+  // [answer_sets] abstain: "not sure" (the set above is what can be said) or the promise of the answer
+  if (x.abstention) $("set").prepend(el("p", { class: x.abstention.abstained ? "warn abstention" : "ok abstention",
+    text: (x.abstention.abstained ? "Not sure — " : "Answered with a promise: ") + x.abstention.promise }));
   $("cost").textContent = money(x.cost, x.cost_unit);
   const u = x.usage;
   $("usage").textContent = `${u.input_tokens} prompt + ${u.output_tokens} completion tokens, ${u.calls} call` +
@@ -309,6 +312,13 @@ function calibrationCell(a) {
   return el("td", { class: "calibration", text: `${a.calibration_questions} held-out questions${open}` });
 }
 
+function abstentionCell(a) {
+  const ab = a.abstention;
+  if (!ab || !ab.asked) return el("td", { class: "hint abstention", text: ab ? "no question yet" : "off" });
+  const right = ab.accuracy_answered === null ? "no feedback yet" : `right on ${pct(ab.accuracy_answered)} of ${ab.graded} graded`;
+  return el("td", { class: "abstention", text: `answered ${ab.answered} of ${ab.asked} (${pct(ab.share_answered)}), ${right}` });
+}
+
 function renderPipeline(p) {
   const box = el("section", { class: "pipeline", "data-pipeline": p.name });
   box.append(el("h2", { text: `Pipeline ${p.name}` }));
@@ -322,14 +332,15 @@ function renderPipeline(p) {
   box.append(el("div", { class: "spend" }, el("div", {}, el("div", { class: "big spent", text: spendText }), meter), hist));
   box.append(el("h3", { text: "Arms" }));
   if (p.pinned) box.append(el("p", { class: "hint pinned", text: `Pinned to ${p.pinned}: on the fit's log routing did not beat this arm alone, so it answers wherever it can (kgwise fit; [router] pin_single_arm).` }));
+  const abstains = p.arms.some((a) => a.abstention);
   const rows = p.arms.map((a) => el("tr", { "data-arm": a.name },
     el("td", { text: a.name }),
     el("td", { class: "selections", text: String(a.selections) }),
     el("td", { class: "graded", text: String(a.graded) }),
     el("td", { class: "accuracy", text: a.accuracy === null ? "no feedback yet" : `${pct(a.accuracy)} (${a.correct}/${a.graded})` }),
-    coverageCell(a), calibrationCell(a)));
+    coverageCell(a), calibrationCell(a), abstains ? abstentionCell(a) : null));
   box.append(el("table", { class: "arms" },
-    el("thead", {}, el("tr", {}, ...["arm", "selections", "with feedback", "observed accuracy", "live coverage of the calibrated set", "next sets calibrated on"].map((h) => el("th", { text: h })))),
+    el("thead", {}, el("tr", {}, ...["arm", "selections", "with feedback", "observed accuracy", "live coverage of the calibrated set", "next sets calibrated on"].concat(abstains ? ["abstention: answered, accuracy among answered"] : []).map((h) => el("th", { text: h })))),
     el("tbody", {}, ...rows)));
   if (p.alpha === null) box.append(el("p", { class: "empty", text: "No calibration: answers carry no calibrated set, so there is no coverage to track." }));
   box.append(el("h3", { text: `Pending decisions (${p.pending_total})` }));
