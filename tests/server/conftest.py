@@ -314,6 +314,19 @@ def live(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LiveServer]
         pipeline.close()
 
 
+@pytest.fixture(scope="module")
+def real_live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """A live server over the real ``kgwise.app.Pipeline`` (smollm2-135m arms), shared by a module."""
+    from kgwise.server.pipeline_adapter import pipeline_hub
+
+    pipeline = real_pipeline(tmp_path_factory.mktemp("real"))
+    try:
+        with serve(pipeline_hub({"kgwise": pipeline})) as url:
+            yield LiveServer(url, pipeline)
+    finally:
+        pipeline.close()
+
+
 @pytest.fixture
 def fake_pipeline() -> type[FakePipeline]:
     """The ``FakePipeline`` class (test modules cannot import ``conftest`` under importlib mode)."""

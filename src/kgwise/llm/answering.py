@@ -245,7 +245,8 @@ def free_text_reply(llm: LLM, question: Question, knowledge: str = "", *, max_to
     ``settings`` (a caller's): ``max_tokens`` at most ``max_tokens`` (the arm's limit, which bounds its cost
     before the call), ``temperature``, ``top_p``, ``seed``, and ``stop`` strings besides the prompt's own;
     ``on_text`` gets the prediction's text as it is generated (the reply's first line: what
-    ``Answer.prediction`` ends up holding, up to trailing spaces). A backend that cannot apply them
+    ``Answer.prediction`` ends up holding, up to trailing spaces), a piece per piece of the reply (empty
+    where none of it is that line's). A backend that cannot apply them
     (:func:`~kgwise.llm.base.tunable`: a recording) is a :class:`SettingError` naming the first one given;
     without ``settings``, it streams its whole reply to ``on_text`` as one piece."""
     s = settings or GenerationSettings()
@@ -276,7 +277,9 @@ def free_text_reply(llm: LLM, question: Question, knowledge: str = "", *, max_to
 
 class _FirstLine:
     """Passes the first non-empty line of a reply fed in pieces on to ``out`` (leading whitespace dropped,
-    nothing after its line break): the part of a streamed reply that becomes the prediction."""
+    nothing after its line break): the part of a streamed reply that becomes the prediction. Every piece
+    reaches ``out``, emptied where it holds none of that line, so that ``out`` may stop the generation
+    (by raising) at any piece."""
 
     def __init__(self, out: Callable[[str], None]) -> None:
         self.out = out
@@ -285,11 +288,11 @@ class _FirstLine:
 
     def feed(self, piece: str) -> None:
         if self.done:
+            self.out("")
             return
         if not self.started:
             piece = piece.lstrip()
             self.started = bool(piece)
         head, newline, _ = piece.partition("\n")
         self.done = bool(newline)
-        if head:
-            self.out(head)
+        self.out(head)

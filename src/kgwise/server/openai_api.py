@@ -462,10 +462,12 @@ class _Stream:
         self.first: str | None = None
 
     def on_text(self, piece: str) -> None:
-        """Called on the answering thread with each piece; raises once the client has gone."""
+        """Called on the answering thread with each piece (empty ones too, so that it can stop a
+        generation whose client has gone: it raises then)."""
         if self.gone.is_set():
             raise _ClientGoneError("the client closed the connection: the generation stops")
-        self.loop.call_soon_threadsafe(self.queue.put_nowait, piece)
+        if piece:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, piece)
 
     async def next(self) -> str | None:
         """The next piece, or None once the answer is made and every piece read (the answering thread
