@@ -25,7 +25,7 @@ def _client(url: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
 
 
-def _ask(url: str, content: str = OPEN, model: str = "kgwise/smollm2", **params: Any) -> Any:
+def _ask(url: str, content: str = OPEN, *, model: str = "kgwise/smollm2", **params: Any) -> Any:
     return _client(url).chat.completions.create(model=model, messages=[{"role": "user", "content": content}],
                                                 **params)
 
@@ -42,9 +42,8 @@ def _refused(url: str, param: str, content: str = OPEN, **params: Any) -> str:
 def test_max_tokens_cuts_a_generated_answer_at_the_limit(real_live: Any) -> None:
     whole = _ask(real_live.url)
     assert whole.usage.completion_tokens > 2 and whole.choices[0].finish_reason == "stop"
-    params: dict[str, Any]
-    for params in ({"max_tokens": 2}, {"max_completion_tokens": 2}):
-        cut = _ask(real_live.url, OPEN, **params)
+    for name in ("max_tokens", "max_completion_tokens"):
+        cut = _ask(real_live.url, OPEN, **{name: 2})
         assert cut.usage.completion_tokens <= 2 and cut.choices[0].finish_reason == "length"
         assert whole.choices[0].message.content.startswith(cut.choices[0].message.content)
     text = _client(real_live.url).completions.create(model="kgwise/inject", prompt=OPEN, max_tokens=2)
