@@ -43,7 +43,8 @@ def test_max_tokens_cuts_a_generated_answer_at_the_limit(real_live: Any) -> None
     whole = _ask(real_live.url)
     assert whole.usage.completion_tokens > 2 and whole.choices[0].finish_reason == "stop"
     for name in ("max_tokens", "max_completion_tokens"):
-        cut = _ask(real_live.url, OPEN, **{name: 2})
+        limit: dict[str, Any] = {name: 2}
+        cut = _ask(real_live.url, OPEN, **limit)
         assert cut.usage.completion_tokens <= 2 and cut.choices[0].finish_reason == "length"
         assert whole.choices[0].message.content.startswith(cut.choices[0].message.content)
     text = _client(real_live.url).completions.create(model="kgwise/inject", prompt=OPEN, max_tokens=2)
