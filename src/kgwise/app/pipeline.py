@@ -63,6 +63,7 @@ from kgwise.app.calibration import (
 )
 from kgwise.app.config import PipelineConfig, reads_free
 from kgwise.app.evidence import Evidence, Labeller, grounder_of, question_evidence
+from kgwise.app.examples import Example, kg_examples
 from kgwise.app.external import Decision, Settlement, external_bounds, grade
 from kgwise.app.router import context_vector
 from kgwise.app.state import PENDING_KEPT, Pending, Routed, StateDir, StateReadOnlyError, coverage_bounds
@@ -471,6 +472,11 @@ class Pipeline:
                 self._evidence_extractor = make_extractor("P_sub", self.kg, ExtractorOptions(
                     encoder=self.encoder, stats=stats))
         return question_evidence(self.kg, self._grounder, self._evidence_extractor, question)
+
+    def examples(self, count: int = 3) -> tuple[Example, ...]:
+        """Example questions made from the pipeline's KG (:func:`kgwise.app.examples.kg_examples`); none
+        without its KG in memory."""
+        return () if self.kg is None else kg_examples(self.kg, count)
 
     def _entities(self, text: str) -> tuple[str, ...]:
         if self._grounder is None or self.kg is None:

@@ -17,11 +17,12 @@ Errors the pipeline raises are mapped to HTTP statuses in :mod:`kgwise.server.op
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from kgwise.types import GenerationSettings, Triple, Usage
 
-__all__ = ["AnswerSetLike", "ArmStatusLike", "EvidenceLike", "FeedbackLike", "LabelPathLike", "PendingLike",
+__all__ = ["AnswerSetLike", "ArmStatusLike", "EvidenceLike", "ExampleLike", "ExamplesLike", "FeedbackLike",
+           "LabelPathLike", "PendingLike",
            "PipelineLike", "ResultLike", "StatusLike"]
 
 
@@ -92,6 +93,22 @@ class ResultLike(Protocol):
     def finish_reason(self) -> str:
         """For generated text: ``length`` at the token limit, else ``stop`` (empty: not generated)."""
         ...
+
+
+class ExampleLike(Protocol):
+    """An example question about the pipeline's KG and its answer choices."""
+
+    @property
+    def question(self) -> str: ...
+    @property
+    def choices(self) -> Sequence[str]: ...
+
+
+@runtime_checkable
+class ExamplesLike(Protocol):
+    """A pipeline that offers example questions made from its KG (the web page shows them)."""
+
+    def examples(self) -> Sequence[ExampleLike]: ...
 
 
 class FeedbackLike(Protocol):

@@ -12,6 +12,7 @@
   (:class:`~kgwise.server.schemas.KgwiseExtra`);
 - ``POST /v1/completions``: the same with ``prompt`` as the question;
 - ``POST /v1/feedback``: ``{decision_id, correct | gold}`` teaches the router;
+- ``GET /v1/examples``: a few example questions made from a pipeline's knowledge graph;
 - ``GET /v1/status``: spend against budget (with its history since this server started), per-arm
   selections, accuracy and live coverage against 1 − α, pending decisions.
 
@@ -61,7 +62,7 @@ from kgwise.errors import (
     StateUnavailableError,
 )
 from kgwise.server.backpressure import ModelGate
-from kgwise.server.contract import PipelineLike, ResultLike, StatusLike
+from kgwise.server.contract import ExamplesLike, PipelineLike, ResultLike, StatusLike
 from kgwise.server.explain import (
     EXPLAIN_SUFFIX,
     FeedbackCommand,
@@ -84,6 +85,8 @@ from kgwise.server.schemas import (
     Delta,
     ErrorResponse,
     EvidenceOut,
+    ExampleOut,
+    ExamplesResponse,
     FeedbackRequest,
     FeedbackResponse,
     Finish,
@@ -780,6 +783,16 @@ def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
                                       lambda p: p.feedback(decision, correct=req.correct, gold=gold))
         return FeedbackResponse(pipeline=served.name, decision_id=out.decision_id, arm=out.arm,
                                 correct=out.correct)
+
+    @api.get("/v1/examples", response_model=ExamplesResponse, tags=kgwise_tag, responses=_errors(404))
+    async def examples(model: str | None = None) -> ExamplesResponse:
+        """A few example questions made from the knowledge graph of the pipeline ``model`` names (default:
+        the first); the web page offers them."""
+        served, _ = hub.resolve(model or next(iter(hub.served)))
+        p = served.pipeline
+        found = await run_in_threadpool(p.examples) if isinstance(p, ExamplesLike) else ()
+        return ExamplesResponse(pipeline=served.name, examples=[
+            ExampleOut(question=e.question, choices=list(e.choices)) for e in found])
 
     @api.get("/v1/status", response_model=StatusResponse, tags=kgwise_tag, responses=_errors())
     async def status() -> StatusResponse:

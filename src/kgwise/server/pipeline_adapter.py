@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kgwise.app.evidence import Evidence, LabelPath
+from kgwise.app.examples import Example
 from kgwise.app.external import Decision, Settlement
 from kgwise.app.pipeline import (
     BudgetExceededError,
@@ -148,6 +149,9 @@ class ServedPipeline:
     def evidence(self, text: str, choices: Sequence[str] | None = None) -> Evidence:
         """The question's KG evidence (:meth:`kgwise.app.Pipeline.evidence`)."""
         return self.pipeline.evidence(text, choices)
+
+    def examples(self) -> tuple[Example, ...]:
+        return self.pipeline.examples()
 
     def feedback(self, decision_id: str, correct: bool | None = None, gold: str | None = None
                  ) -> ServedFeedback:

@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "AnswerSetOut", "ArmStatusOut", "ChatChoice", "ChatChunk", "ChatChunkChoice", "ChatCompletion",
     "ChatCompletionRequest", "ChatMessage", "CompletionChoice", "CompletionRequest", "ContentPart",
-    "Delta", "ErrorBody", "ErrorResponse", "EvidenceOut", "FeedbackRequest", "FeedbackResponse",
+    "Delta", "ErrorBody", "ErrorResponse", "EvidenceOut", "ExampleOut", "ExamplesResponse", "FeedbackRequest",
+    "FeedbackResponse",
     "Finish", "Generating", "KgwiseExtra", "KgwiseRequest", "LabelledChoice", "ModelCard", "ModelList",
     "OpenAIUsage", "PathOut",
     "PendingOut", "PipelineStatusOut", "SpendPoint", "StatusResponse", "StreamOptions", "TextCompletion",
@@ -104,6 +105,19 @@ class CompletionRequest(Generating):
     stream: bool = False
     stream_options: StreamOptions | None = None
     kgwise: KgwiseRequest | None = None
+
+
+class ExampleOut(BaseModel):
+    question: str
+    choices: list[str]
+
+
+class ExamplesResponse(BaseModel):
+    """``GET /v1/examples``: example questions made from the pipeline's knowledge graph (none when the
+    pipeline has no KG in memory)."""
+
+    pipeline: str
+    examples: list[ExampleOut]
 
 
 class FeedbackRequest(BaseModel):
