@@ -638,9 +638,10 @@ class Pipeline:
 
         ``settings``: how an arm that generates an open answer decodes it (:func:`check_settings` says
         which apply; a :class:`SettingError` before anything is run or charged for one that cannot);
-        ``on_text``: called with the open answer's text as it is generated. An exception ``on_text`` raises
-        (its client has gone) stops the generation: the decision is called off, nothing is charged or
-        recorded, and the exception propagates."""
+        ``on_text``: called with the open answer's text as it is generated (not for an answer a free arm
+        made before routing, which is used as it is, nor a non-generating arm's). An exception ``on_text``
+        raises (its client has gone) stops the generation: the decision is called off, nothing is charged
+        or recorded, and the exception propagates."""
         question = _question(text, choices)
         check_settings(question, settings)
         if all(a.external for a in self.config.arms):
@@ -689,7 +690,7 @@ class Pipeline:
                     f"{self.config.router.unit} ({router.spent:g} spent, {router.reserved:g} held by "
                     f"questions being answered); cheapest bound {min(held.values()):g}")
         runner = self.runners[arm]
-        tuned = on_text is not None or (settings is not None and bool(settings.given()))
+        tuned = settings is not None and bool(settings.given())  # a free arm asked before routing: again
         try:
             output = ran[arm] if arm in ran and not tuned else self._run(arm, question, g, settings, on_text)
             cost = _priced(runner.config.name, arm_cost(runner.config, output.usage))

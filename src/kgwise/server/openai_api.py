@@ -7,7 +7,7 @@
   :func:`split_choices`); ``max_tokens`` (``max_completion_tokens``), ``temperature``, ``top_p``, ``stop``,
   ``seed`` and ``n`` go to the answering arm as :class:`~kgwise.types.GenerationSettings` (one it cannot
   apply is a 400 naming it); ``stream: true`` answers as server-sent events, a generated answer's text
-  as the model generates it (:func:`_stream`), any other answer in one chunk once made; the message content
+  as the model generates it (:func:`_live_sse`), any other answer in one chunk once made; the message content
   is the answer (``"B) text"`` for a choice); kgwise's extras are in the ``kgwise`` field
   (:class:`~kgwise.server.schemas.KgwiseExtra`);
 - ``POST /v1/completions``: the same with ``prompt`` as the question;
@@ -28,7 +28,8 @@ then) or a request waited past the timeout.
 Backpressure: answering calls run on the pipeline gate's threads (:class:`~kgwise.server.backpressure.
 ModelGate`: a bounded queue, 429 beyond it), never on the event loop, so ``/health``, ``/v1/models`` and
 ``/v1/status`` answer while the pipeline is busy; a queued request whose client has gone is dropped
-before its model call starts, so it is neither run nor charged.
+before its model call starts, so it is neither run nor charged; a streamed generation whose client has
+gone stops at its next token, and its decision is called off (neither recorded nor charged).
 """
 
 from __future__ import annotations
@@ -595,12 +596,12 @@ def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
         finish: Finish = "length" if result.finish_reason == "length" else "stop"
         return _extra(served, question, choices, result, arm is not None), finish
 
-    async def streamed(request: Request, model: str, question: str, choices: list[str] | None,
-                       settings: GenerationSettings, live: bool
-                       ) -> tuple[tuple[KgwiseExtra, Finish] | None, _Stream | None]:
-        """A streamed request's answer: ``(answer, None)`` when it came whole (nothing generated, or
-        ``live`` false: explained content is rendered once the answer is made), else ``(None, stream)``
-        once its first piece of text has come (errors before that are raised as for any request)."""
+    async def answer_or_stream(request: Request, model: str, question: str, choices: list[str] | None,
+                               settings: GenerationSettings, live: bool
+                               ) -> tuple[tuple[KgwiseExtra, Finish], None] | tuple[None, _Stream]:
+        """``(answer, None)`` once the answer is made when it is not ``live`` (not streamed, or explained:
+        rendered once made) or when nothing was generated; else ``(None, stream)`` once its first piece of
+        text has come. Errors before that are raised as for any request."""
         if not live:
             return await answer(request, model, question, choices, settings), None
         stream = _Stream()
@@ -692,17 +693,15 @@ def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
                                      usage=usage_of(extra)).model_dump_json(exclude_none=True))
             return out
 
-        if req.stream:
-            whole, stream = await streamed(request, req.model, question, choices, settings, not explain)
-            if stream is not None:
-                cid = f"chatcmpl-{uuid.uuid4().hex}"
-                return _live_sse(stream, chunk(cid, Delta(role="assistant", content="")),
-                                 lambda piece: chunk(cid, Delta(content=piece)),
-                                 lambda extra, finish: ending(cid, extra, finish))
-            assert whole is not None
-            extra, finish = whole
-        else:
-            extra, finish = await answer(request, req.model, question, choices, settings)
+        whole, stream = await answer_or_stream(request, req.model, question, choices, settings,
+                                               req.stream and not explain)
+        if stream is not None:
+            sid = f"chatcmpl-{uuid.uuid4().hex}"  # the decision is made after the stream has begun
+            return _live_sse(stream, chunk(sid, Delta(role="assistant", content="")),
+                             lambda piece: chunk(sid, Delta(content=piece)),
+                             lambda extra, finish: ending(sid, extra, finish))
+        assert whole is not None
+        extra, finish = whole
         cid = f"chatcmpl-{extra.decision_id}"
         text = render_explained(extra) if explain else _content(extra)
         if not req.stream:
@@ -748,16 +747,14 @@ def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
                                           usage=usage_of(extra)))
             return [_chunk_json(e) for e in out]
 
-        if req.stream:
-            whole, stream = await streamed(request, req.model, question, choices, settings, not explain)
-            if stream is not None:
-                cid = f"cmpl-{uuid.uuid4().hex}"
-                return _live_sse(stream, None, lambda piece: piece_of(cid, piece),
-                                 lambda extra, finish: ending(cid, extra, finish))
-            assert whole is not None
-            extra, finish = whole
-        else:
-            extra, finish = await answer(request, req.model, question, choices, settings)
+        whole, stream = await answer_or_stream(request, req.model, question, choices, settings,
+                                               req.stream and not explain)
+        if stream is not None:
+            sid = f"cmpl-{uuid.uuid4().hex}"
+            return _live_sse(stream, None, lambda piece: piece_of(sid, piece),
+                             lambda extra, finish: ending(sid, extra, finish))
+        assert whole is not None
+        extra, finish = whole
         cid = f"cmpl-{extra.decision_id}"
         text = render_explained(extra) if explain else _content(extra)
         if not req.stream:
