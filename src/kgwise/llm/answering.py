@@ -257,18 +257,18 @@ def free_text_reply(llm: LLM, question: Question, knowledge: str = "", *, max_to
     limit = max_tokens if s.max_tokens is None else min(s.max_tokens, max_tokens)
     stop = ["\nQuestion:", *s.stop]
     line = _FirstLine(on_text) if on_text is not None else None
-    if tunable(llm):
-        tuned: Any = llm
-        gen = tuned.generate("\n".join(parts), max_tokens=limit, temperature=s.temperature or 0.0, stop=stop,
-                             top_p=1.0 if s.top_p is None else s.top_p, seed=s.seed,
-                             on_text=None if line is None else line.feed)
-    elif s.given():
+    tuned = tunable(llm)
+    if s.given() and not tuned:
         raise SettingError(s.given()[0], f"{llm.name} gives recorded replies: it cannot apply generation "
                                          "settings")
-    else:
-        gen = llm.generate("\n".join(parts), max_tokens=limit, temperature=0.0, stop=stop)
-        if line is not None:
-            line.feed(gen.text)
+    # only what asks for something, so that a default call (and its response-cache key) is as it always was
+    top_p = s.top_p if s.top_p is not None and s.top_p < 1.0 else None
+    wanted = (("top_p", top_p), ("seed", s.seed), ("on_text", None if line is None else line.feed))
+    extra: dict[str, Any] = {k: v for k, v in wanted if v is not None and tuned}
+    generate: Any = llm.generate  # a tunable backend's takes ``extra`` too
+    gen = generate("\n".join(parts), max_tokens=limit, temperature=s.temperature or 0.0, stop=stop, **extra)
+    if line is not None and not tuned:
+        line.feed(gen.text)
     lines = [ln.strip() for ln in gen.text.strip().splitlines() if ln.strip()]
     pred = lines[0] if lines else ""
     finish = "length" if gen.finish_reason == "length" and len(lines) <= 1 else "stop"
