@@ -279,11 +279,6 @@ class GenerationSettings:
             if not ok:
                 raise ConfigError(f"{name}: must be {rule}, got {getattr(self, name)!r}")
 
-    @property
-    def sampled(self) -> bool:
-        """Whether the text is drawn from a distribution (temperature above 0) rather than greedy."""
-        return bool(self.temperature)
-
     def given(self) -> tuple[str, ...]:
         """The settings that ask for something beyond greedy decoding of the arm's defaults: the names of
         those set away from their no-op values (``temperature`` 0, ``top_p`` 1 and ``n`` 1 are no-ops)."""
