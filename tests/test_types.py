@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 import pytest
 
@@ -64,3 +64,19 @@ def test_make_question_takes_its_answer() -> None:
     assert make_question("Q?", ["aspirin", "insulin"], answer="A").gold == ("A",)
     with pytest.raises(ConfigError, match="none of the choices"):
         make_question("Q?", ["aspirin", "insulin"], answer="heparin")
+
+
+def test_generation_settings_name_what_they_ask_and_refuse_values_out_of_range() -> None:
+    from kgwise.errors import ConfigError
+    from kgwise.types import GenerationSettings
+
+    assert GenerationSettings().given() == ()
+    assert GenerationSettings(temperature=0.0, top_p=1.0, n=1).given() == ()  # the no-op values
+    s = GenerationSettings(max_tokens=5, temperature=0.7, top_p=0.9, stop=("\n",), seed=3, n=2)
+    assert s.given() == ("max_tokens", "temperature", "top_p", "stop", "seed", "n")
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"max_tokens": 0}, "max_tokens"), ({"temperature": 2.5}, "temperature"), ({"top_p": 0.0}, "top_p"),
+        ({"n": 0}, "n"), ({"stop": ("",)}, "stop"), ({"stop": ("a", "b", "c", "d", "e")}, "stop")]
+    for bad, name in cases:
+        with pytest.raises(ConfigError, match=f"^{name}: must be"):
+            GenerationSettings(**bad)

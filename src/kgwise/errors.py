@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["ConfigError", "DataError", "InputTooLongError", "KgwiseError", "ServiceError",
+__all__ = ["ConfigError", "DataError", "InputTooLongError", "KgwiseError", "ServiceError", "SettingError",
            "StateUnavailableError", "TransientError", "UnknownNodeError", "listed"]
 
 
@@ -27,6 +27,15 @@ class DataError(KgwiseError, ValueError):
 
 class ConfigError(KgwiseError, ValueError):
     """A bad configuration value or option."""
+
+
+class SettingError(ConfigError):
+    """A generation setting (``max_tokens``, ``temperature``, …) the answering arm cannot apply; ``param``
+    names it (an HTTP client gets a 400 naming the parameter)."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(f"{param}: {message}")
+        self.param = param
 
 
 class UnknownNodeError(KgwiseError, KeyError):

@@ -17,6 +17,7 @@ __all__ = [
     "CHOICE_LABELS",
     "Answer",
     "Choice",
+    "GenerationSettings",
     "Path",
     "Question",
     "Subgraph",
@@ -248,6 +249,53 @@ class Usage(_Serialisable):
         for u in usages:
             out = out + u
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationSettings:
+    """How a caller asks a generating model to decode (OpenAI's request parameters of the same names);
+    ``None``/empty: the arm's own setting (greedy decoding, its configured ``max_tokens``, no stop string).
+
+    ``max_tokens``: most tokens to generate (capped by the arm's own ``max_tokens``, which bounds its cost
+    before the call); ``temperature`` ≥ 0 (0: greedy) and ``top_p`` in (0, 1]: the sampling
+    distribution; ``stop``: strings that end the text (not included); ``seed``: the sampler's seed (the same
+    seed, prompt and settings give the same text); ``n``: answers asked for (kgwise makes one decision per
+    question, so only 1). A ``ConfigError`` names a value out of range."""
+
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    n: int = 1
+
+    def __post_init__(self) -> None:
+        checks = (("max_tokens", self.max_tokens is None or self.max_tokens >= 1, "≥ 1"),
+                  ("temperature", self.temperature is None or 0.0 <= self.temperature <= 2.0, "in [0, 2]"),
+                  ("top_p", self.top_p is None or 0.0 < self.top_p <= 1.0, "in (0, 1]"),
+                  ("n", self.n >= 1, "≥ 1"),
+                  ("stop", len(self.stop) <= 4 and all(self.stop), "at most 4 non-empty strings"))
+        for name, ok, rule in checks:
+            if not ok:
+                raise ConfigError(f"{name}: must be {rule}, got {getattr(self, name)!r}")
+
+    def given(self) -> tuple[str, ...]:
+        """The settings that ask for something beyond greedy decoding of the arm's defaults: the names of
+        those set away from their no-op values (``temperature`` 0, ``top_p`` 1 and ``n`` 1 are no-ops)."""
+        out = []
+        if self.max_tokens is not None:
+            out.append("max_tokens")
+        if self.temperature:
+            out.append("temperature")
+        if self.top_p is not None and self.top_p < 1.0:
+            out.append("top_p")
+        if self.stop:
+            out.append("stop")
+        if self.seed is not None:
+            out.append("seed")
+        if self.n != 1:
+            out.append("n")
+        return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)

@@ -147,3 +147,23 @@ def test_cached_double_calls_inner_once(tmp_path: Path) -> None:
     llm.generate("hello", temperature=0.7)
     llm.generate("hello", temperature=0.7)
     assert len(inner.calls) == 3  # sampled generations are not cached by default
+
+
+def test_free_text_reply_streams_the_first_line_and_refuses_settings_a_recording_cannot_apply() -> None:
+    """With a backend that is not tunable (the scripted double, like a replayed recording): settings are a
+    ``SettingError`` naming the first one; ``on_text`` gets the prediction's line once the reply is made."""
+    from kgwise.errors import SettingError
+    from kgwise.llm.answering import free_text_reply
+    from kgwise.types import GenerationSettings
+
+    llm = ScriptedLLM(reply="\n  Paris, France\nQuestion: more")
+    open_q = Question("q2", "Capital of France?")
+    pieces: list[str] = []
+    ans, finish = free_text_reply(llm, open_q, on_text=pieces.append)
+    assert ans.prediction == "Paris, France" and "".join(pieces) == "Paris, France" and finish == "stop"
+    for settings, param in ((GenerationSettings(temperature=0.5), "temperature"),
+                            (GenerationSettings(max_tokens=3, seed=1), "max_tokens")):
+        with pytest.raises(SettingError) as err:
+            free_text_reply(llm, open_q, settings=settings)
+        assert err.value.param == param and "recorded replies" in str(err.value)
+    assert free_text_reply(llm, open_q, settings=GenerationSettings(temperature=0, top_p=1))[0] == ans

@@ -54,3 +54,21 @@ def test_chat_generation_through_the_server(server: str) -> None:
     gen = remote.generate("What is the capital of France? Answer in one word.", max_tokens=8)
     assert gen.text.strip() and gen.usage.input_tokens > 5 and 0 < gen.usage.output_tokens <= 8
     assert gen.usage.cost == 0.0 and not remote.priced and gen.attempts == 1
+
+
+def test_generation_settings_reach_the_server(server: str) -> None:
+    """``top_p``, ``seed`` and ``stop`` go to the upstream server as OpenAI's parameters: the same seed
+    gives the same sampled text, a one-token nucleus gives greedy decoding; ``on_text`` gets the reply."""
+    remote = OpenAICompatible(OpenAIConfig(model="smollm2", base_url=server, api_key="none"),
+                              retry=RetryPolicy(timeout_s=60))
+    prompt = "Tell me a short story about a cat."
+    greedy = remote.generate(prompt, max_tokens=12).text
+    first = remote.generate(prompt, max_tokens=12, temperature=1.0, seed=7).text
+    assert remote.generate(prompt, max_tokens=12, temperature=1.0, seed=7).text == first
+    drawn = {remote.generate(prompt, max_tokens=12, temperature=1.0, seed=s).text for s in (8, 9)}
+    assert len(drawn | {first}) > 1
+    assert remote.generate(prompt, max_tokens=12, temperature=1.5, top_p=1e-6, seed=8).text == greedy
+    word = greedy.split()[1]
+    pieces: list[str] = []
+    cut = remote.generate(prompt, max_tokens=12, stop=[word], on_text=pieces.append)
+    assert word not in cut.text and greedy.startswith(cut.text) and pieces == [cut.text]

@@ -9,7 +9,7 @@ import hashlib
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from kgwise.eval.bench.net import free_port
 from kgwise.server import ServerSettings, create_app
 from kgwise.server.contract import PipelineLike
 from kgwise.server.openai_api import PipelineHub
-from kgwise.types import CHOICE_LABELS, Triple, Usage
+from kgwise.types import CHOICE_LABELS, GenerationSettings, Triple, Usage, make_question
 
 ARMS = ("kgm", "smollm2", "gemma3")
 PRICES = {"kgm": 0.0, "smollm2": 0.001, "gemma3": 0.004}
@@ -63,6 +63,7 @@ class FakeResult:
     usage: Usage
     decision_id: str
     abstention: Any = None
+    finish_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -131,9 +132,20 @@ class FakePipeline:
     decisions: dict[str, _Decision] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def answer(self, text: str, choices: Sequence[str] | None = None, arm: str | None = None) -> FakeResult:
+    def answer(self, text: str, choices: Sequence[str] | None = None, arm: str | None = None,
+               settings: GenerationSettings | None = None, on_text: Callable[[str], None] | None = None
+               ) -> FakeResult:
+        """``settings`` checked as the pipeline does (:func:`kgwise.app.pipeline.check_settings`), and an
+        open question's refused (a test double generates nothing); an open answer reaches ``on_text`` word
+        by word."""
         from kgwise.app import BudgetExceededError
-        from kgwise.errors import ConfigError
+        from kgwise.app.pipeline import check_settings
+        from kgwise.errors import ConfigError, SettingError
+
+        if choices is not None and len(choices) >= 2:
+            check_settings(make_question(text, list(choices)), settings)
+        elif choices is None and settings is not None and settings.given():
+            raise SettingError(settings.given()[0], "the test double generates nothing")
 
         if choices is not None and len(choices) < 2:
             raise ConfigError(f"a question needs 2 to 26 non-empty choices, got {len(choices)}")
@@ -175,6 +187,9 @@ class FakePipeline:
                                                  answer, members)
             self.arms[arm].selections += 1
         usage = Usage(input_tokens=10 + 2 * len(words), output_tokens=1, calls=1, latency_s=0.0, cost=cost)
+        if on_text is not None and choices is None:
+            for i, word in enumerate(answer.split(" ")):
+                on_text(word if i == 0 else " " + word)
         return FakeResult(answer, label, arm, scores, evidence, aset, usage, decision)
 
     def feedback(self, decision_id: str, correct: bool | None = None, gold: str | None = None
@@ -294,6 +309,19 @@ def live(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LiveServer]
     from kgwise.server.pipeline_adapter import pipeline_hub
 
     pipeline = real_pipeline(tmp_path)
+    try:
+        with serve(pipeline_hub({"kgwise": pipeline})) as url:
+            yield LiveServer(url, pipeline)
+    finally:
+        pipeline.close()
+
+
+@pytest.fixture(scope="module")
+def real_live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """A live server over the real ``kgwise.app.Pipeline`` (smollm2-135m arms), shared by a module."""
+    from kgwise.server.pipeline_adapter import pipeline_hub
+
+    pipeline = real_pipeline(tmp_path_factory.mktemp("real"))
     try:
         with serve(pipeline_hub({"kgwise": pipeline})) as url:
             yield LiveServer(url, pipeline)

@@ -278,3 +278,46 @@ def test_page_asks_for_a_key_on_401(fake_pipeline: Any, serve_pipelines: Any, pa
         assert extra["decision_id"]
         auth = {r.headers.get("authorization") for r in page.requests if "/v1/chat/completions" in r.url}
         assert auth == {"Bearer s3cret"}
+
+
+GEOGRAPHY = (("douala", "is in", "cameroon"), ("yaounde", "is in", "cameroon"),
+             ("garoua", "is in", "cameroon"), ("lagos", "is in", "nigeria"), ("abuja", "is in", "nigeria"),
+             ("lyon", "is in", "france"), ("cameroon", "borders", "nigeria"), ("cameroon", "borders", "chad"),
+             ("france", "borders", "spain"))
+
+
+def test_example_questions_come_from_the_served_kg(tmp_path: Path, fake_pipeline: Any, serve_pipelines: Any,
+                                                   page: Page) -> None:
+    """The page's placeholder and example buttons are questions made from the served pipeline's KG (a
+    small geography graph here), not a fixed domain's; a pipeline that offers none leaves them neutral."""
+    from kgwise.app.config import starter_toml
+    from kgwise.server.pipeline_adapter import ServedPipeline
+
+    (tmp_path / "kg.tsv").write_text("".join(f"{h}\t{r}\t{t}\n" for h, r, t in GEOGRAPHY), encoding="utf-8")
+    toml = starter_toml("kg.tsv", [("a", "external", "", 0.1)], budget_usd=1.0)
+    (tmp_path / "kgwise.toml").write_text(toml, encoding="utf-8")
+    pipeline = ServedPipeline.from_config(tmp_path / "kgwise.toml", tmp_path / "state")
+    labels = {x for triple in GEOGRAPHY for x in (triple[0], triple[2])}
+    pg = page.page
+    try:
+        with serve_pipelines({"kgwise": pipeline}) as url:
+            served = httpx.get(url + "/v1/examples").json()["examples"]
+            assert served and all(set(x["choices"]) <= labels for x in served)
+            assert served[0] == {"question": "What is in cameroon?", "choices": ["abuja", "douala", "lagos"]}
+            pg.goto(url + "/")
+            pg.wait_for_selector("#examples:not([hidden])")
+            assert pg.get_attribute("#question", "placeholder") == served[0]["question"]
+            assert pg.get_attribute("#choices", "placeholder") == "\n".join(served[0]["choices"])
+            buttons = pg.locator("#examples button.example")
+            assert buttons.all_inner_texts() == [x["question"] for x in served]
+            buttons.last.click()
+            assert pg.input_value("#question") == served[-1]["question"]
+            assert pg.input_value("#choices").splitlines() == served[-1]["choices"]
+            page.shot("examples")
+    finally:
+        pipeline.close()
+    with serve_pipelines({"kgwise": fake_pipeline()}) as url:  # a test double offers no examples
+        pg.goto(url + "/")
+        pg.wait_for_function("() => window.kgwise.examples !== undefined")
+        assert pg.is_hidden("#examples")
+        assert "knowledge graph" in (pg.get_attribute("#question", "placeholder") or "")

@@ -30,7 +30,7 @@ from kgwise.app.config import ArmConfig
 from kgwise.errors import ConfigError
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.llm.prices import default_prices
-from kgwise.types import Question, Subgraph, Triple, Usage
+from kgwise.types import GenerationSettings, Question, Subgraph, Triple, Usage
 
 if TYPE_CHECKING:
     from kgwise.embed import Encoder
@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from kgwise.kg.grounding import Grounder, Grounding
     from kgwise.kg.label_index import BoundIndex
 
-__all__ = ["ArmOutput", "ArmRunner", "GroundedArm", "Knowledge", "ObservedArm", "PromptArm", "arm_cost",
-           "build_runner", "subgraph_knowledge"]
+__all__ = ["ArmOutput", "ArmRunner", "GroundedArm", "Knowledge", "ObservedArm", "PromptArm", "TunableArm",
+           "arm_cost", "build_runner", "subgraph_knowledge"]
 
 KNOWLEDGE_CHARS = 8_000
 """Characters of rendered knowledge the usage bound allows an inject arm's prompt."""
@@ -71,6 +71,8 @@ class ArmOutput:
     usage: Usage = field(default_factory=Usage)
     correct: bool | None = None
     signals: tuple[float, ...] = ()
+    finish_reason: str = ""
+    """For generated free text, why the generation ended: ``length`` (at the token limit) or ``stop``."""
 
     @property
     def signal(self) -> float:
@@ -98,6 +100,15 @@ class GroundedArm(Protocol):
 
     def answer_grounded(self, question: Question, grounding: Grounding | None, combo: str | None = None
                         ) -> ArmOutput: ...
+
+
+@runtime_checkable
+class TunableArm(Protocol):
+    """An arm whose open answers are generated, so that it can apply a caller's generation settings and
+    pass the text on as it is generated (``on_text``); ``grounding`` as for :class:`GroundedArm`."""
+
+    def answer_with(self, question: Question, grounding: Grounding | None, settings: GenerationSettings,
+                    on_text: Callable[[str], None] | None) -> ArmOutput: ...
 
 
 class PromptArm(ArmRunner, Protocol):
@@ -250,13 +261,20 @@ class LLMArm:
         return Usage(input_tokens=calls * chars, output_tokens=out + calls, calls=calls)
 
     def answer(self, question: Question) -> ArmOutput:
-        from kgwise.llm.answering import answer_by_scoring, answer_free_text
+        return self.answer_with(question, None, GenerationSettings(), None)
+
+    def answer_with(self, question: Question, grounding: Grounding | None, settings: GenerationSettings,
+                    on_text: Callable[[str], None] | None) -> ArmOutput:
+        """Choices scored (``settings`` do not apply: the pipeline refuses those that would change a
+        scored answer), an open question answered by generation under ``settings``."""
+        from kgwise.llm.answering import answer_by_scoring, free_text_reply
 
         if question.choices:
             ans, _ = answer_by_scoring(self.llm, question, rule=self._config.scoring)  # type: ignore[arg-type]
-        else:
-            ans = answer_free_text(self.llm, question, max_tokens=self._config.max_tokens)
-        return ArmOutput(ans.prediction, dict(ans.probabilities), Knowledge(), ans.usage)
+            return ArmOutput(ans.prediction, dict(ans.probabilities), Knowledge(), ans.usage)
+        ans, finish = free_text_reply(self.llm, question, max_tokens=self._config.max_tokens,
+                                      settings=settings, on_text=on_text)
+        return ArmOutput(ans.prediction, {}, Knowledge(), ans.usage, finish_reason=finish)
 
 
 class InjectArm(LLMArm):
@@ -323,8 +341,18 @@ class InjectArm(LLMArm):
                         ) -> ArmOutput:
         """:meth:`answer` from the question's ``grounding`` when the caller has it (``None``: grounded
         here)."""
+        return self._answer(question, grounding, combo, GenerationSettings(), None)
+
+    def answer_with(self, question: Question, grounding: Grounding | None, settings: GenerationSettings,
+                    on_text: Callable[[str], None] | None) -> ArmOutput:
+        """:meth:`answer_grounded` with the combination chosen as usual; an open question's answer (not
+        the graph description F_g may ask for first) generated under ``settings``."""
+        return self._answer(question, grounding, None, settings, on_text)
+
+    def _answer(self, question: Question, grounding: Grounding | None, combo: str | None,
+                settings: GenerationSettings, on_text: Callable[[str], None] | None) -> ArmOutput:
         from kgwise.inject.combination import Combination
-        from kgwise.llm.answering import answer_free_text
+        from kgwise.llm.answering import free_text_reply
 
         combo = combo or self._config.combo
         if question.choices:
@@ -336,9 +364,10 @@ class InjectArm(LLMArm):
         if chosen.extractor != "P_sub":  # P_RL needs answer-choice targets
             chosen = Combination("P_sub", chosen.format)
         rendered, sub, _ = self.injector.knowledge(question, chosen, grounding)
-        a = answer_free_text(self.llm, question, rendered.text, max_tokens=self._config.max_tokens)
+        a, finish = free_text_reply(self.llm, question, rendered.text, max_tokens=self._config.max_tokens,
+                                    settings=settings, on_text=on_text)
         return ArmOutput(a.prediction, {}, subgraph_knowledge(self.kg, sub, rendered.text, str(chosen)),
-                         rendered.usage + a.usage)
+                         rendered.usage + a.usage, finish_reason=finish)
 
 
 class KGMArm:

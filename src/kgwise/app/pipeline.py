@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -48,6 +48,7 @@ from kgwise.app.arms import (
     GroundedArm,
     Knowledge,
     PromptArm,
+    TunableArm,
     arm_cost,
     build_runner,
 )
@@ -62,17 +63,18 @@ from kgwise.app.calibration import (
 )
 from kgwise.app.config import PipelineConfig, reads_free
 from kgwise.app.evidence import Evidence, Labeller, grounder_of, question_evidence
+from kgwise.app.examples import Example, kg_examples
 from kgwise.app.external import Decision, Settlement, external_bounds, grade
 from kgwise.app.router import context_vector
 from kgwise.app.state import PENDING_KEPT, Pending, Routed, StateDir, StateReadOnlyError, coverage_bounds
 from kgwise.app.store import PipelineState, open_state
 from kgwise.embed import Encoder
-from kgwise.errors import ConfigError, DataError, KgwiseError
+from kgwise.errors import ConfigError, DataError, KgwiseError, SettingError
 from kgwise.grading import match_answer
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.llm.base import UsageError
 from kgwise.route.coke import BudgetExceededError
-from kgwise.types import CHOICE_LABELS, Question, Usage, make_question
+from kgwise.types import CHOICE_LABELS, GenerationSettings, Question, Usage, make_question
 
 if TYPE_CHECKING:
     from kgwise.app.open_sets import OpenSets
@@ -164,6 +166,8 @@ class PipelineResult:
     choice_entities: tuple[tuple[str, ...], ...] = ()
     abstention: Abstention | None = None
     """With ``[answer_sets] abstain``: whether the answer was withheld ("not sure") and what it promises."""
+    finish_reason: str = ""
+    """For a generated open answer: ``length`` when it stopped at the token limit, else ``stop``."""
 
     @property
     def abstained(self) -> bool:
@@ -307,6 +311,24 @@ def _question(text: str, choices: Sequence[str] | None) -> Question:
     return make_question(text, list(choices))
 
 
+def check_settings(question: Question, settings: GenerationSettings | None) -> None:
+    """A :class:`SettingError` for a generation setting no arm can apply to ``question``: ``n`` > 1 (one
+    decision, so one answer, per question); for multiple choice, ``temperature`` > 0, ``top_p`` < 1 and
+    ``stop`` (every arm answers choices by scoring them: the answer is the best-scored choice, nothing is
+    sampled or generated). A multiple-choice answer keeps ``max_tokens`` (it generates no token) and any
+    ``seed`` (it is the same every time)."""
+    if settings is None:
+        return
+    if settings.n != 1:
+        raise SettingError("n", "kgwise makes one decision, with one answer, per question: n must be 1")
+    if question.choices:
+        why = {"temperature": "only 0 applies", "top_p": "only 1 applies", "stop": "there is no text to stop"}
+        refused = [p for p in settings.given() if p in why]
+        if refused:
+            raise SettingError(refused[0], "a multiple-choice answer is the best-scored choice, neither "
+                                           f"sampled nor generated: {why[refused[0]]}")
+
+
 class Pipeline:
     """The product object: :meth:`answer`, :meth:`feedback`, :meth:`status` over one state directory
     (owned while open: use as a context manager or call :meth:`close`)."""
@@ -405,11 +427,22 @@ class Pipeline:
         self.close()
 
     # ------------------------------------------------------------------ pieces
-    def _run(self, arm: str, question: Question, grounding: Grounding | None = None) -> ArmOutput:
+    def _run(self, arm: str, question: Question, grounding: Grounding | None = None,
+             settings: GenerationSettings | None = None, on_text: Callable[[str], None] | None = None
+             ) -> ArmOutput:
         """``arm``'s answer (one call at a time for an in-process arm), from the question's ``grounding``
-        where the arm grounds questions (so it is grounded once per answer)."""
+        where the arm grounds questions (so it is grounded once per answer). A caller's ``settings`` and
+        ``on_text`` go to an arm that generates (:class:`TunableArm`); an arm that does not apply them
+        is a :class:`SettingError` naming the first setting given (``on_text`` alone: it is not called,
+        and the caller sends the answer once it is made)."""
         runner = self.runners[arm]
+        given = () if settings is None else settings.given()
         with self._arm_locks[arm]:
+            if (given or on_text is not None) and isinstance(runner, TunableArm):
+                return runner.answer_with(question, grounding, settings or GenerationSettings(), on_text)
+            if given:
+                raise SettingError(given[0], f"arm {arm!r} ({runner.config.kind}) does not generate its "
+                                             "answers: it cannot apply generation settings")
             if grounding is not None and isinstance(runner, GroundedArm):
                 return runner.answer_grounded(question, grounding)
             return runner.answer(question)
@@ -439,6 +472,11 @@ class Pipeline:
                 self._evidence_extractor = make_extractor("P_sub", self.kg, ExtractorOptions(
                     encoder=self.encoder, stats=stats))
         return question_evidence(self.kg, self._grounder, self._evidence_extractor, question)
+
+    def examples(self, count: int = 3) -> tuple[Example, ...]:
+        """Example questions made from the pipeline's KG (:func:`kgwise.app.examples.kg_examples`); none
+        without its KG in memory."""
+        return () if self.kg is None else kg_examples(self.kg, count)
 
     def _entities(self, text: str) -> tuple[str, ...]:
         if self._grounder is None or self.kg is None:
@@ -588,15 +626,24 @@ class Pipeline:
                                k, certified=certified), None
 
     # ------------------------------------------------------------------ answer
-    def answer(self, text: str, choices: Sequence[str] | None = None, arm: str | None = None
+    def answer(self, text: str, choices: Sequence[str] | None = None, arm: str | None = None,
+               settings: GenerationSettings | None = None, on_text: Callable[[str], None] | None = None
                ) -> PipelineResult:
         """Answer one question (see the module docstring); ``arm`` forces that arm instead of the router's
         pick (its bound is held as usual; the router learns from its feedback). ``BudgetExceededError``
         when no arm (or not the forced one) is affordable; :class:`StateReadOnlyError` while the state
         cannot be written (nothing is run or charged then). Reported usage priced above the arm's bound is
         charged at the bound and flagged; usage that cannot be priced (``UsageError``: missing, negative,
-        non-finite, absurd) is an upstream error, charged at the bound (the call was made)."""
+        non-finite, absurd) is an upstream error, charged at the bound (the call was made).
+
+        ``settings``: how an arm that generates an open answer decodes it (:func:`check_settings` says
+        which apply; a :class:`SettingError` before anything is run or charged for one that cannot);
+        ``on_text``: called with the open answer's text as it is generated (not for an answer a free arm
+        made before routing, which is used as it is, nor a non-generating arm's). An exception ``on_text``
+        raises (its client has gone) stops the generation: the decision is called off, nothing is charged
+        or recorded, and the exception propagates."""
         question = _question(text, choices)
+        check_settings(question, settings)
         if all(a.external for a in self.config.arms):
             raise ConfigError("every arm of this pipeline is external (the caller runs it): use route() and "
                               "settle()")
@@ -643,8 +690,9 @@ class Pipeline:
                     f"{self.config.router.unit} ({router.spent:g} spent, {router.reserved:g} held by "
                     f"questions being answered); cheapest bound {min(held.values()):g}")
         runner = self.runners[arm]
+        tuned = settings is not None and bool(settings.given())  # a free arm asked before routing: again
         try:
-            output = ran[arm] if arm in ran else self._run(arm, question, g)
+            output = ran[arm] if arm in ran and not tuned else self._run(arm, question, g, settings, on_text)
             cost = _priced(runner.config.name, arm_cost(runner.config, output.usage))
         except BaseException as exc:
             with self._lock:
@@ -687,7 +735,7 @@ class Pipeline:
         return PipelineResult(decision, question.text, answer_text, label, dict(output.probabilities),
                               entities, qnodes, arm, arm_scores, output.knowledge, answer_set,
                               output.usage, cost, self.config.router.unit, remaining, tuple(notes), cnodes,
-                              abstention)
+                              abstention, output.finish_reason)
 
     def abstention(self, arm: str, output: ArmOutput, question: Question,
                    group: npt.NDArray[np.int64] | None, others: Mapping[str, str] | None = None

@@ -42,7 +42,9 @@ def bench_openai(
                       + (f", p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms" if lat else "")
                       + (f"; errors {report.errors}" if report.errors else "")
                       + (f"; server CPU {report.server_cpu_ms_per_request:.2f} ms/request"
-                         if report.server_cpu_ms_per_request is not None else ""))
+                         if report.server_cpu_ms_per_request is not None else "")
+                      + (f"; first text p50 {report.first_content_ms['p50']:.1f} ms"
+                         if report.first_content_ms else ""))
     write_json(report.to_dict(), json_out)
 
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from kgwise.errors import ConfigError
+from kgwise.errors import ConfigError, SettingError
 from kgwise.grading import normalize_answer
-from kgwise.llm.base import LLM, ChoiceScores, Message, ScoringRule
-from kgwise.types import Answer, Choice, Question
+from kgwise.llm.base import LLM, ChoiceScores, Message, ScoringRule, tunable
+from kgwise.types import Answer, Choice, GenerationSettings, Question
 
 __all__ = [
     "METHODS",
@@ -31,6 +31,7 @@ __all__ = [
     "answer_free_text",
     "answer_mc",
     "choice_prior",
+    "free_text_reply",
     "letter_prompt",
     "parse_choice",
     "require_logprobs",
@@ -230,15 +231,68 @@ def answer_mc(llm: LLM, question: Question, knowledge: str = "", config: MCConfi
 
 
 def answer_free_text(llm: LLM, question: Question, knowledge: str = "", *, max_tokens: int = 64) -> Answer:
-    """Generate a short free-text answer (KGQA); ``Answer.prediction`` is the first line of the reply.
+    """Generate a short free-text answer (KGQA) greedily: :func:`free_text_reply` with the arm's defaults."""
+    return free_text_reply(llm, question, knowledge, max_tokens=max_tokens)[0]
 
-    The prompt ends in ``Answer:`` so that base models (no chat template) complete it as well.
-    """
+
+def free_text_reply(llm: LLM, question: Question, knowledge: str = "", *, max_tokens: int = 64,
+                    settings: GenerationSettings | None = None, on_text: Callable[[str], None] | None = None
+                    ) -> tuple[Answer, str]:
+    """A short free-text answer (KGQA) and why its generation ended (``length``: at the token limit,
+    ``stop``: anything else). ``Answer.prediction`` is the first line of the reply; the prompt ends in
+    ``Answer:`` so that base models (no chat template) complete it as well.
+
+    ``settings`` (a caller's): ``max_tokens`` at most ``max_tokens`` (the arm's limit, which bounds its cost
+    before the call), ``temperature``, ``top_p``, ``seed``, and ``stop`` strings besides the prompt's own;
+    ``on_text`` gets the prediction's text as it is generated (the reply's first line: what
+    ``Answer.prediction`` ends up holding, up to trailing spaces), a piece per piece of the reply (empty
+    where none of it is that line's). A backend that cannot apply them
+    (:func:`~kgwise.llm.base.tunable`: a recording) is a :class:`SettingError` naming the first one given;
+    without ``settings``, it streams its whole reply to ``on_text`` as one piece."""
+    s = settings or GenerationSettings()
     parts = ["Answer the question with the name(s) of the answer entity only."]
     if knowledge:
         parts.append(f"Knowledge:\n{knowledge.strip()}")
     parts.append(f"Question: {question.text.strip()}\nAnswer:")
-    gen = llm.generate("\n".join(parts), max_tokens=max_tokens, temperature=0.0, stop=["\nQuestion:"])
+    limit = max_tokens if s.max_tokens is None else min(s.max_tokens, max_tokens)
+    stop = ["\nQuestion:", *s.stop]
+    line = _FirstLine(on_text) if on_text is not None else None
+    tuned = tunable(llm)
+    if s.given() and not tuned:
+        raise SettingError(s.given()[0], f"{llm.name} gives recorded replies: it cannot apply generation "
+                                         "settings")
+    # only what asks for something, so that a default call (and its response-cache key) is as it always was
+    top_p = s.top_p if s.top_p is not None and s.top_p < 1.0 else None
+    wanted = (("top_p", top_p), ("seed", s.seed), ("on_text", None if line is None else line.feed))
+    extra: dict[str, Any] = {k: v for k, v in wanted if v is not None and tuned}
+    generate: Any = llm.generate  # a tunable backend's takes ``extra`` too
+    gen = generate("\n".join(parts), max_tokens=limit, temperature=s.temperature or 0.0, stop=stop, **extra)
+    if line is not None and not tuned:
+        line.feed(gen.text)
     lines = [ln.strip() for ln in gen.text.strip().splitlines() if ln.strip()]
     pred = lines[0] if lines else ""
-    return Answer(question.id, pred, raw=gen.text, usage=gen.usage, arm=llm.name)
+    finish = "length" if gen.finish_reason == "length" and len(lines) <= 1 else "stop"
+    return Answer(question.id, pred, raw=gen.text, usage=gen.usage, arm=llm.name), finish
+
+
+class _FirstLine:
+    """Passes the first non-empty line of a reply fed in pieces on to ``out`` (leading whitespace dropped,
+    nothing after its line break): the part of a streamed reply that becomes the prediction. Every piece
+    reaches ``out``, emptied where it holds none of that line, so that ``out`` may stop the generation
+    (by raising) at any piece."""
+
+    def __init__(self, out: Callable[[str], None]) -> None:
+        self.out = out
+        self.started = False
+        self.done = False
+
+    def feed(self, piece: str) -> None:
+        if self.done:
+            self.out("")
+            return
+        if not self.started:
+            piece = piece.lstrip()
+            self.started = bool(piece)
+        head, newline, _ = piece.partition("\n")
+        self.done = bool(newline)
+        self.out(head)

@@ -25,6 +25,7 @@ __all__ = [
     "as_messages",
     "scoring_rule",
     "softmax",
+    "tunable",
 ]
 
 
@@ -236,3 +237,10 @@ class LLM(Protocol):
     def score_choices(self, context: str, choices: Sequence[str]) -> ChoiceScores:
         """Score each continuation ``choices[i]`` of ``context`` by its log-probability."""
         ...
+
+
+def tunable(llm: object) -> bool:
+    """Whether ``llm.generate`` also takes ``top_p``, ``seed`` and ``on_text`` (a callback given each piece
+    of text as it is generated): a backend says so with the class attribute ``honours_settings = True``.
+    A backend without it (a replayed recording) can only give the text it holds."""
+    return getattr(llm, "honours_settings", False) is True

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kgwise.config import cache_dir
-from kgwise.llm.base import LLM, ChoiceScores, Generation, Message, as_messages
+from kgwise.llm.base import LLM, ChoiceScores, Generation, Message, as_messages, tunable
 from kgwise.types import Usage
 
 __all__ = ["CachedLLM", "ResponseCache", "cache_key"]
@@ -96,6 +96,10 @@ class CachedLLM:
         self.name = inner.name
         self._backend = type(inner).__name__
 
+    @property
+    def honours_settings(self) -> bool:
+        return tunable(self.inner)
+
     def generate(
         self,
         prompt: str | Sequence[Message],
@@ -103,19 +107,28 @@ class CachedLLM:
         max_tokens: int = 256,
         temperature: float = 0.0,
         stop: Sequence[str] | None = None,
+        **settings: Any,
     ) -> Generation:
+        """The cached reply, else ``inner``'s; ``settings`` (``top_p``, ``seed``, ``on_text``: a
+        :func:`~kgwise.llm.base.tunable` backend's) go to ``inner`` and, but for ``on_text``, into the key;
+        a cached reply reaches ``on_text`` as one piece."""
         start = time.perf_counter()
         use = temperature == 0.0 or self.cache_sampled
         msgs = [m.to_dict() for m in as_messages(prompt)] if not isinstance(prompt, str) else prompt
-        params = {"max_tokens": max_tokens, "temperature": temperature, "stop": list(stop or [])}
+        on_text = settings.get("on_text")
+        params = {"max_tokens": max_tokens, "temperature": temperature, "stop": list(stop or []),
+                  **{k: v for k, v in settings.items() if k != "on_text" and v is not None}}
         key = cache_key(self._backend, self.name, "generate", msgs, params)
         if use:
             hit = self.cache.get(key)
             if hit is not None:
                 g = Generation.from_dict(hit)
+                if on_text is not None and g.text:
+                    on_text(g.text)
                 return Generation(g.text, _hit_usage(start), g.finish_reason, g.token_logprobs,
                                   g.top_logprobs, attempts=0)
-        out = self.inner.generate(prompt, max_tokens=max_tokens, temperature=temperature, stop=stop)
+        inner: Any = self.inner  # a tunable backend's generate takes the settings too
+        out = inner.generate(prompt, max_tokens=max_tokens, temperature=temperature, stop=stop, **settings)
         if use:
             self.cache.put(key, out.to_dict())
         return out

@@ -141,6 +141,9 @@ class LlamaCpp:
 
     # --- generation ------------------------------------------------------------------------------------
 
+    honours_settings = True
+    """``generate`` applies ``top_p``, ``seed`` and ``on_text`` as well (:func:`kgwise.llm.base.tunable`)."""
+
     def generate(
         self,
         prompt: str | Sequence[Message],
@@ -148,51 +151,67 @@ class LlamaCpp:
         max_tokens: int = 256,
         temperature: float = 0.0,
         stop: Sequence[str] | None = None,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        on_text: Callable[[str], None] | None = None,
     ) -> Generation:
         """Reply through kgwise's chat template for the model, else the file's own (a plain string is one
-        user message); without a template, complete the messages' contents joined by blank lines."""
+        user message); without a template, complete the messages' contents joined by blank lines.
+
+        ``temperature`` > 0 samples from the top-``top_p`` nucleus with llama.cpp's sampler seeded by
+        ``seed`` (``None``: :attr:`LlamaCppConfig.seed`), so the same seed gives the same text.
+        ``on_text`` is called with each piece of text as llama.cpp decodes it (a token, or a few when a
+        stop string or a multi-byte character is pending); an exception it raises stops the generation and
+        propagates. Streamed usage counts the prompt's tokens and every token sampled (the end-of-text
+        token included), as llama.cpp's logits processor sees them."""
         msgs = as_messages(prompt)
+        kwargs: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p,
+                                  "stop": list(stop) if stop else [],
+                                  "seed": self.config.seed if seed is None else seed}
+        seen = [0, 0]  # prompt tokens, tokens sampled: counted by the logits processor while streaming
+        if on_text is not None:
+            def count(input_ids: Any, scores: Any) -> Any:
+                seen[0] = seen[0] or len(input_ids)
+                seen[1] += 1
+                return scores
+
+            kwargs |= {"stream": True, "logits_processor": [count]}
         t0 = time.perf_counter()
         with self._lock:
             try:
                 resp: Any
-                if self.chat and self.template is not None:
-                    resp = self._llm.create_completion(
-                        self._render(msgs),
-                        max_tokens=max_tokens,
-                        temperature=temperature,
-                        stop=list(stop) if stop else [],
-                        seed=self.config.seed,
-                    )
-                    text = resp["choices"][0].get("text")
-                elif self.chat:
+                chat = self.chat and self.template is None
+                if chat:
                     resp = self._llm.create_chat_completion(
-                        messages=[m.to_dict() for m in msgs],  # type: ignore[misc]
-                        max_tokens=max_tokens,
-                        temperature=temperature,
-                        stop=list(stop) if stop else [],
-                        seed=self.config.seed,
-                    )
-                    text = resp["choices"][0]["message"].get("content")
+                        messages=[m.to_dict() for m in msgs], **kwargs)  # type: ignore[misc]
                 else:
                     resp = self._llm.create_completion(
-                        "\n\n".join(m.content for m in msgs),
-                        max_tokens=max_tokens,
-                        temperature=temperature,
-                        stop=list(stop) if stop else [],
-                        seed=self.config.seed,
-                    )
-                    text = resp["choices"][0].get("text")
+                        self._render(msgs) if self.chat else "\n\n".join(m.content for m in msgs), **kwargs)
+                if on_text is None:
+                    choice = resp["choices"][0]
+                    text = choice["message"].get("content") if chat else choice.get("text")
+                    finish = choice.get("finish_reason")
+                    u = resp.get("usage") or {}
+                    tokens_in, tokens_out = int(u.get("prompt_tokens", 0)), int(u.get("completion_tokens", 0))
+                else:
+                    pieces: list[str] = []
+                    finish = None
+                    for chunk in resp:
+                        choice = chunk["choices"][0]
+                        piece = (choice.get("delta") or {}).get("content") if chat else choice.get("text")
+                        finish = choice.get("finish_reason") or finish
+                        if piece:
+                            pieces.append(piece)
+                            on_text(piece)
+                    text = "".join(pieces)
+                    tokens_in, tokens_out = seen
             except ValueError as exc:  # e.g. prompt longer than the context window
                 kind = ContextLengthError if "context" in str(exc).lower() else LLMError
                 raise kind(f"{self.name}: {exc}") from exc
             finally:
                 self._llm.reset()
-        choice = resp["choices"][0]
-        u = resp.get("usage") or {}
-        usage = Usage(int(u.get("prompt_tokens", 0)), int(u.get("completion_tokens", 0)), 1,
-                      time.perf_counter() - t0, 0.0)
-        return Generation(str(text or ""), usage, finish_reason=str(choice.get("finish_reason") or ""))
+        usage = Usage(tokens_in, tokens_out, 1, time.perf_counter() - t0, 0.0)
+        return Generation(str(text or ""), usage, finish_reason=str(finish or ""))
 
     def _render(self, msgs: Sequence[Message]) -> list[int]:
         """The prompt tokens of ``msgs`` under :attr:`template`: its control text with special tokens, the

@@ -20,7 +20,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,6 +155,9 @@ class OpenAICompatible:
 
     # --- the LLM protocol ------------------------------------------------------------------------------
 
+    honours_settings = True
+    """``generate`` takes ``top_p``, ``seed`` and ``on_text`` too (:func:`kgwise.llm.base.tunable`)."""
+
     def generate(
         self,
         prompt: str | Sequence[Message],
@@ -162,7 +165,13 @@ class OpenAICompatible:
         max_tokens: int = 256,
         temperature: float = 0.0,
         stop: Sequence[str] | None = None,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        on_text: Callable[[str], None] | None = None,
     ) -> Generation:
+        """The server's reply; ``top_p`` and ``seed`` (``None``: the config's) are sent with the request as
+        OpenAI's parameters of those names (what the server makes of them is its own). ``on_text`` gets the
+        reply as one piece once it has arrived: the request itself is not streamed."""
         payload: dict[str, Any] = {
             "model": self.model,
             "messages": [m.to_dict() for m in as_messages(prompt)],
@@ -171,8 +180,11 @@ class OpenAICompatible:
         }
         if stop:
             payload["stop"] = list(stop)
-        if self.config.seed is not None:
-            payload["seed"] = self.config.seed
+        if top_p != 1.0:
+            payload["top_p"] = top_p
+        seed = self.config.seed if seed is None else seed
+        if seed is not None:
+            payload["seed"] = seed
         if self.config.logprobs or self.config.top_logprobs:
             payload["logprobs"] = True
             if self.config.top_logprobs:
@@ -190,6 +202,8 @@ class OpenAICompatible:
         for item in content:
             lps.append(float(item.get("logprob", -math.inf)))
             tops.append({str(t["token"]): float(t["logprob"]) for t in item.get("top_logprobs") or []})
+        if on_text is not None and text:
+            on_text(text)
         return Generation(
             text,
             self._usage(data, time.perf_counter() - t0),

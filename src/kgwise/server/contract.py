@@ -3,8 +3,10 @@
 The OpenAI-compatible API (:mod:`kgwise.server.openai_api`) and the web page are written against these
 protocols only, so the server reads exactly these attributes and nothing else of the product object:
 
-- ``PipelineLike.answer(text, choices=None, arm=None) -> ResultLike``: one routed, grounded, calibrated
-  answer (``arm`` forces an arm by name instead of asking the router);
+- ``PipelineLike.answer(text, choices=None, arm=None, settings=None, on_text=None) -> ResultLike``: one
+  routed, grounded, calibrated answer (``arm`` forces an arm by name instead of asking the router;
+  ``settings``: the caller's generation settings; ``on_text``: called with a generated answer's text as it
+  is generated);
 - ``PipelineLike.feedback(decision_id, correct=…, gold=…) -> FeedbackLike``: the outcome of a decision;
 - ``PipelineLike.status() -> StatusLike``: spend against budget, per-arm figures, pending decisions.
 
@@ -14,12 +16,13 @@ Errors the pipeline raises are mapped to HTTP statuses in :mod:`kgwise.server.op
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol, runtime_checkable
 
-from kgwise.types import Triple, Usage
+from kgwise.types import GenerationSettings, Triple, Usage
 
-__all__ = ["AnswerSetLike", "ArmStatusLike", "EvidenceLike", "FeedbackLike", "LabelPathLike", "PendingLike",
+__all__ = ["AnswerSetLike", "ArmStatusLike", "EvidenceLike", "ExampleLike", "ExamplesLike", "FeedbackLike",
+           "LabelPathLike", "PendingLike",
            "PipelineLike", "ResultLike", "StatusLike"]
 
 
@@ -115,6 +118,26 @@ class ResultLike(Protocol):
     def decision_id(self) -> str: ...
     @property
     def abstention(self) -> AbstentionLike | None: ...
+    @property
+    def finish_reason(self) -> str:
+        """For generated text: ``length`` at the token limit, else ``stop`` (empty: not generated)."""
+        ...
+
+
+class ExampleLike(Protocol):
+    """An example question about the pipeline's KG and its answer choices."""
+
+    @property
+    def question(self) -> str: ...
+    @property
+    def choices(self) -> Sequence[str]: ...
+
+
+@runtime_checkable
+class ExamplesLike(Protocol):
+    """A pipeline that offers example questions made from its KG (the web page shows them)."""
+
+    def examples(self) -> Sequence[ExampleLike]: ...
 
 
 class FeedbackLike(Protocol):
@@ -202,7 +225,8 @@ class PipelineLike(Protocol):
     @property
     def cost_unit(self) -> str: ...
 
-    def answer(self, text: str, choices: Sequence[str] | None = None, arm: str | None = None
+    def answer(self, text: str, choices: Sequence[str] | None = None, arm: str | None = None,
+               settings: GenerationSettings | None = None, on_text: Callable[[str], None] | None = None
                ) -> ResultLike: ...
 
     def feedback(self, decision_id: str, correct: bool | None = None, gold: str | None = None

@@ -4,12 +4,16 @@
   ``<pipeline>/<arm>`` (that arm answers; with the default pipeline name, ``kgwise/<arm>``);
 - ``POST /v1/chat/completions``: the last user message is the question; its choices come from the
   request's ``kgwise.choices``, a fenced JSON block ``{"choices": [...]}`` or ``A) …`` lines (see
-  :func:`split_choices`); ``stream: true`` answers as server-sent events (the answer is computed first, then
-  sent as chunks); the message content is the answer (``"B) text"`` for a choice; with ``[answer_sets]
+  :func:`split_choices`); ``max_tokens`` (``max_completion_tokens``), ``temperature``, ``top_p``, ``stop``,
+  ``seed`` and ``n`` go to the answering arm as :class:`~kgwise.types.GenerationSettings` (one it cannot
+  apply is a 400 naming it); ``stream: true`` answers as server-sent events, a generated answer's text
+  as the model generates it (:func:`_live_sse`), any other answer in one chunk once made; the message content
+  is the answer (``"B) text"`` for a choice; with ``[answer_sets]
   abstain``, ``"not sure: one of A) …; C) …"``, the set); kgwise's extras are in the ``kgwise`` field
   (:class:`~kgwise.server.schemas.KgwiseExtra`);
 - ``POST /v1/completions``: the same with ``prompt`` as the question;
 - ``POST /v1/feedback``: ``{decision_id, correct | gold}`` teaches the router;
+- ``GET /v1/examples``: a few example questions made from a pipeline's knowledge graph;
 - ``GET /v1/status``: spend against budget (with its history since this server started), per-arm
   selections, accuracy and live coverage against 1 − α, pending decisions.
 
@@ -25,16 +29,19 @@ then) or a request waited past the timeout.
 Backpressure: answering calls run on the pipeline gate's threads (:class:`~kgwise.server.backpressure.
 ModelGate`: a bounded queue, 429 beyond it), never on the event loop, so ``/health``, ``/v1/models`` and
 ``/v1/status`` answer while the pipeline is busy; a queued request whose client has gone is dropped
-before its model call starts, so it is neither run nor charged.
+before its model call starts, so it is neither run nor charged; a streamed generation whose client has
+gone stops at its next token, and its decision is called off (neither recorded nor charged).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
@@ -48,9 +55,16 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
 
 from kgwise.app import BudgetExceededError, UnknownDecisionError
-from kgwise.errors import InputTooLongError, KgwiseError, ServiceError, StateUnavailableError
+from kgwise.errors import (
+    ConfigError,
+    InputTooLongError,
+    KgwiseError,
+    ServiceError,
+    SettingError,
+    StateUnavailableError,
+)
 from kgwise.server.backpressure import ModelGate
-from kgwise.server.contract import ArmAbstentionLike, PipelineLike, ResultLike, StatusLike
+from kgwise.server.contract import ArmAbstentionLike, ExamplesLike, PipelineLike, ResultLike, StatusLike
 from kgwise.server.explain import (
     EXPLAIN_SUFFIX,
     FeedbackCommand,
@@ -75,8 +89,12 @@ from kgwise.server.schemas import (
     Delta,
     ErrorResponse,
     EvidenceOut,
+    ExampleOut,
+    ExamplesResponse,
     FeedbackRequest,
     FeedbackResponse,
+    Finish,
+    Generating,
     KgwiseExtra,
     LabelledChoice,
     ModelCard,
@@ -92,7 +110,7 @@ from kgwise.server.schemas import (
     TripleOut,
     UsageOut,
 )
-from kgwise.types import CHOICE_LABELS
+from kgwise.types import CHOICE_LABELS, GenerationSettings
 
 __all__ = ["OpenAIError", "PipelineHub", "openai_api", "split_choices"]
 
@@ -157,6 +175,18 @@ def refuse_unsupported(extra: Mapping[str, Any] | None) -> None:
         if name in _CANNOT or name in _NEUTRAL:
             why = _CANNOT.get(name, f"only {json.dumps(_NEUTRAL.get(name))} is supported")
             raise OpenAIError(400, f"{name}: not supported: {why}", param=name, code="unsupported_parameter")
+
+
+def settings_of(req: Generating, max_tokens: int | None = None) -> GenerationSettings:
+    """The request's generation parameters as settings (``max_tokens``: a newer name's value, which wins
+    over ``req.max_tokens``); a value out of range is a 400 naming it."""
+    stop = (req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ())
+    try:
+        return GenerationSettings(max_tokens or req.max_tokens, req.temperature, req.top_p, stop, req.seed,
+                                  req.n)
+    except ConfigError as exc:
+        param = str(exc).split(":", 1)[0]
+        raise OpenAIError(400, str(exc), param=param, code="invalid_value") from None
 
 
 def _validation_error(exc: RequestValidationError) -> OpenAIError:
@@ -328,6 +358,8 @@ class PipelineHub:
             raise _state_unavailable(exc) from None
         except InputTooLongError as exc:
             raise OpenAIError(400, str(exc), param="messages", code="context_length_exceeded") from None
+        except SettingError as exc:
+            raise OpenAIError(400, str(exc), param=exc.param, code="unsupported_parameter") from None
         except ServiceError as exc:
             raise OpenAIError(502, f"a model service failed: {exc}", "api_error",
                               code="upstream_error") from None
@@ -439,6 +471,88 @@ def _sse(events: Sequence[str]) -> StreamingResponse:
                              headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
 
 
+class _ClientGoneError(Exception):
+    """Raised into a streamed generation whose client has gone: it stops the generation, and the pipeline
+    calls the decision off (nothing charged or recorded)."""
+
+
+class _Stream:
+    """A generated answer in progress: the pieces of text the answering thread hands over (``on_text``),
+    read on the event loop in order (:meth:`next`), and the task making the answer."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.queue: asyncio.Queue[str] = asyncio.Queue()
+        self.gone = threading.Event()
+        self.task: asyncio.Future[tuple[KgwiseExtra, Finish]] | None = None
+        self.first: str | None = None
+
+    def on_text(self, piece: str) -> None:
+        """Called on the answering thread with each piece (empty ones too, so that it can stop a
+        generation whose client has gone: it raises then)."""
+        if self.gone.is_set():
+            raise _ClientGoneError("the client closed the connection: the generation stops")
+        if piece:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, piece)
+
+    async def next(self) -> str | None:
+        """The next piece, or None once the answer is made and every piece read (the answering thread
+        hands its pieces over before its result, so none comes after it)."""
+        assert self.task is not None
+        if not self.queue.empty():
+            return self.queue.get_nowait()
+        if self.task.done():
+            return None
+        getter = asyncio.ensure_future(self.queue.get())
+        waits: set[asyncio.Future[Any]] = {self.task, getter}
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not getter.done():
+                getter.cancel()
+        if getter.done() and not getter.cancelled():
+            return getter.result()
+        return self.queue.get_nowait() if not self.queue.empty() else None
+
+    def abandon(self) -> None:
+        """The client will not read the rest: stop the generation at its next piece."""
+        self.gone.set()
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+
+
+def _live_sse(stream: _Stream, opening: str | None, piece: Callable[[str], str],
+              ending: Callable[[KgwiseExtra, Finish], list[str]]) -> StreamingResponse:
+    """Server-sent events of a generated answer: ``opening``, each piece of text as it comes, then the
+    ``ending`` events of the answer once it is made (the ``kgwise`` extra, usage). An error after the first
+    piece is sent as an ``{"error": …}`` event (the status line has gone out); a client that leaves stops the
+    generation (:meth:`_Stream.abandon`)."""
+    async def gen() -> AsyncIterator[str]:
+        try:
+            if opening is not None:
+                yield f"data: {opening}\n\n"
+            text = stream.first
+            while text is not None:
+                yield f"data: {piece(text)}\n\n"
+                text = await stream.next()
+            assert stream.task is not None
+            try:
+                extra, finish = stream.task.result()
+            except OpenAIError as exc:
+                yield f"data: {json.dumps(exc.body)}\n\n"
+            except HTTPException as exc:
+                yield f"data: {json.dumps(_gate_error(exc).body)}\n\n"
+            else:
+                for event in ending(extra, finish):
+                    yield f"data: {event}\n\n"
+            yield "data: [DONE]\n\n"
+        finally:
+            stream.abandon()
+
+    return StreamingResponse(gen(), media_type="text/event-stream",
+                             headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+
+
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI entries for the error statuses a route answers (in OpenAI's shape); declaring ``default``
     keeps FastAPI from listing the 422 these routes never send (validation errors are 400 here)."""
@@ -490,14 +604,39 @@ def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
                 raise OpenAIError(400, f"{where}: choice {empty} is empty", param=where, code="invalid_value")
         return question, choices
 
-    async def answer(request: Request, model: str, question: str, choices: list[str] | None
-                     ) -> tuple[KgwiseExtra, _Served]:
+    async def answer(request: Request, model: str, question: str, choices: list[str] | None,
+                     settings: GenerationSettings, on_text: Callable[[str], None] | None = None
+                     ) -> tuple[KgwiseExtra, Finish]:
+        """The answer's extra and its finish reason (``length``: a generated answer stopped at its token
+        limit; else ``stop``)."""
         served, arm = hub.resolve(model)
-        # the arm is passed only when forced, so a pipeline without arm forcing still answers the rest
-        result = await gate.run(
-            request, hub.call, served, lambda p: p.answer(question, choices) if arm is None
-            else p.answer(question, choices, arm=arm))
-        return _extra(served, question, choices, result, arm is not None), served
+        # passed only when used, so a pipeline without arm forcing or settings still answers the rest
+        kwargs: dict[str, Any] = {k: v for k, v in (("arm", arm), ("on_text", on_text)) if v is not None}
+        if settings.given():
+            kwargs["settings"] = settings
+        result = await gate.run(request, hub.call, served, lambda p: p.answer(question, choices, **kwargs))
+        finish: Finish = "length" if result.finish_reason == "length" else "stop"
+        return _extra(served, question, choices, result, arm is not None), finish
+
+    async def answer_or_stream(request: Request, model: str, question: str, choices: list[str] | None,
+                               settings: GenerationSettings, live: bool
+                               ) -> tuple[tuple[KgwiseExtra, Finish], None] | tuple[None, _Stream]:
+        """``(answer, None)`` once the answer is made when it is not ``live`` (not streamed, or explained:
+        rendered once made) or when nothing was generated; else ``(None, stream)`` once its first piece of
+        text has come. Errors before that are raised as for any request."""
+        if not live:
+            return await answer(request, model, question, choices, settings), None
+        stream = _Stream()
+        task = asyncio.ensure_future(answer(request, model, question, choices, settings, stream.on_text))
+        stream.task = task
+        try:
+            stream.first = await stream.next()
+            if stream.first is None:
+                return task.result(), None
+        except BaseException:  # the client left or the answer failed: stop a generation still running
+            stream.abandon()
+            raise
+        return None, stream
 
     def usage_of(extra: KgwiseExtra) -> OpenAIUsage:
         u = extra.usage
@@ -543,6 +682,7 @@ def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
     async def chat_completions(req: ChatCompletionRequest, request: Request) -> Response:
         """Answer the last user message with the pipeline (or the arm ``model`` names)."""
         refuse_unsupported(req.model_extra)
+        settings = settings_of(req, req.max_completion_tokens)
         if req.n != 1:
             raise OpenAIError(400, "n: kgwise gives one answer per question (n must be 1)", param="n")
         last = next((i for i in range(len(req.messages) - 1, -1, -1) if req.messages[i].role == "user"),
@@ -559,25 +699,41 @@ def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
         if command is not None:
             return await chat_feedback(req, command)
         question, choices = question_of(content or "", req.kgwise.choices if req.kgwise else None, param)
-        extra, _ = await answer(request, req.model, question, choices)
-        cid, created = f"chatcmpl-{extra.decision_id}", int(time.time())
         explain = split_explain(req.model)[1] or bool(req.kgwise and req.kgwise.explain)
+        usage_last = (req.stream_options or StreamOptions()).include_usage
+        created = int(time.time())
+
+        def chunk(cid: str, delta: Delta, finish: Finish | None = None, extra_: KgwiseExtra | None = None
+                  ) -> str:
+            return _chunk_json(ChatChunk(id=cid, created=created, model=req.model, kgwise=extra_, choices=[
+                ChatChunkChoice(delta=delta, finish_reason=finish)]))
+
+        def ending(cid: str, extra: KgwiseExtra, finish: Finish) -> list[str]:
+            out = [chunk(cid, Delta(), finish, extra)]
+            if usage_last:
+                out.append(ChatChunk(id=cid, created=created, model=req.model, choices=[],
+                                     usage=usage_of(extra)).model_dump_json(exclude_none=True))
+            return out
+
+        whole, stream = await answer_or_stream(request, req.model, question, choices, settings,
+                                               req.stream and not explain)
+        if stream is not None:
+            sid = f"chatcmpl-{uuid.uuid4().hex}"  # the decision is made after the stream has begun
+            return _live_sse(stream, chunk(sid, Delta(role="assistant", content="")),
+                             lambda piece: chunk(sid, Delta(content=piece)),
+                             lambda extra, finish: ending(sid, extra, finish))
+        assert whole is not None
+        extra, finish = whole
+        cid = f"chatcmpl-{extra.decision_id}"
         text = render_explained(extra) if explain else _content(extra)
         if not req.stream:
             message = ChatMessageOut(content=text)
             body = ChatCompletion(id=cid, created=created, model=req.model, usage=usage_of(extra),
-                                  kgwise=extra, choices=[ChatChoice(index=0, message=message)])
+                                  kgwise=extra, choices=[ChatChoice(index=0, message=message,
+                                                                    finish_reason=finish)])
             return JSONResponse(body.model_dump(mode="json"), headers=_headers(extra))
-
-        def chunk(delta: Delta, finish: bool = False, extra_: KgwiseExtra | None = None) -> str:
-            return _chunk_json(ChatChunk(id=cid, created=created, model=req.model, kgwise=extra_, choices=[
-                ChatChunkChoice(delta=delta, finish_reason="stop" if finish else None)]))
-
-        events = [chunk(Delta(role="assistant", content="")), chunk(Delta(content=text)),
-                  chunk(Delta(), finish=True, extra_=extra)]
-        if (req.stream_options or StreamOptions()).include_usage:
-            events.append(ChatChunk(id=cid, created=created, model=req.model, choices=[],
-                                    usage=usage_of(extra)).model_dump_json(exclude_none=True))
+        events = [chunk(cid, Delta(role="assistant", content="")), chunk(cid, Delta(content=text)),
+                  *ending(cid, extra, finish)]
         response = _sse(events)
         response.headers.update(_headers(extra))
         return response
@@ -588,6 +744,7 @@ def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
     async def completions(req: CompletionRequest, request: Request) -> Response:
         """Answer ``prompt`` (one string, or a list of one) like a chat message."""
         refuse_unsupported(req.model_extra)
+        settings = settings_of(req)
         if req.n != 1:
             raise OpenAIError(400, "n: kgwise gives one answer per question (n must be 1)", param="n")
         prompt = req.prompt
@@ -596,22 +753,37 @@ def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
                 raise OpenAIError(400, "prompt: give one prompt per request", param="prompt")
             prompt = prompt[0]
         question, choices = question_of(prompt, req.kgwise.choices if req.kgwise else None, "prompt")
-        extra, _ = await answer(request, req.model, question, choices)
-        cid, created = f"cmpl-{extra.decision_id}", int(time.time())
         explain = split_explain(req.model)[1] or bool(req.kgwise and req.kgwise.explain)
+        usage_last = (req.stream_options or StreamOptions()).include_usage
+        created = int(time.time())
+
+        def piece_of(cid: str, text: str) -> str:
+            return _chunk_json(TextCompletion(id=cid, created=created, model=req.model,
+                                              choices=[CompletionChoice(text=text, finish_reason=None)]))
+
+        def ending(cid: str, extra: KgwiseExtra, finish: Finish) -> list[str]:
+            out = [TextCompletion(id=cid, created=created, model=req.model, kgwise=extra,
+                                  choices=[CompletionChoice(text="", finish_reason=finish)])]
+            if usage_last:
+                out.append(TextCompletion(id=cid, created=created, model=req.model, choices=[],
+                                          usage=usage_of(extra)))
+            return [_chunk_json(e) for e in out]
+
+        whole, stream = await answer_or_stream(request, req.model, question, choices, settings,
+                                               req.stream and not explain)
+        if stream is not None:
+            sid = f"cmpl-{uuid.uuid4().hex}"
+            return _live_sse(stream, None, lambda piece: piece_of(sid, piece),
+                             lambda extra, finish: ending(sid, extra, finish))
+        assert whole is not None
+        extra, finish = whole
+        cid = f"cmpl-{extra.decision_id}"
         text = render_explained(extra) if explain else _content(extra)
         if not req.stream:
             body = TextCompletion(id=cid, created=created, model=req.model, usage=usage_of(extra),
-                                  kgwise=extra, choices=[CompletionChoice(text=text)])
+                                  kgwise=extra, choices=[CompletionChoice(text=text, finish_reason=finish)])
             return JSONResponse(body.model_dump(mode="json"), headers=_headers(extra))
-        events = [TextCompletion(id=cid, created=created, model=req.model,
-                                 choices=[CompletionChoice(text=text, finish_reason=None)]),
-                  TextCompletion(id=cid, created=created, model=req.model, kgwise=extra,
-                                 choices=[CompletionChoice(text="")])]
-        if (req.stream_options or StreamOptions()).include_usage:
-            events.append(TextCompletion(id=cid, created=created, model=req.model, choices=[],
-                                         usage=usage_of(extra)))
-        response = _sse([_chunk_json(e) for e in events])
+        response = _sse([piece_of(cid, text), *ending(cid, extra, finish)])
         response.headers.update(_headers(extra))
         return response
 
@@ -630,6 +802,16 @@ def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
                                       lambda p: p.feedback(decision, correct=req.correct, gold=gold))
         return FeedbackResponse(pipeline=served.name, decision_id=out.decision_id, arm=out.arm,
                                 correct=out.correct)
+
+    @api.get("/v1/examples", response_model=ExamplesResponse, tags=kgwise_tag, responses=_errors(404))
+    async def examples(model: str | None = None) -> ExamplesResponse:
+        """A few example questions made from the knowledge graph of the pipeline ``model`` names (default:
+        the first); the web page offers them."""
+        served, _ = hub.resolve(model or next(iter(hub.served)))
+        p = served.pipeline
+        found = await run_in_threadpool(p.examples) if isinstance(p, ExamplesLike) else ()
+        return ExamplesResponse(pipeline=served.name, examples=[
+            ExampleOut(question=e.question, choices=list(e.choices)) for e in found])
 
     @api.get("/v1/status", response_model=StatusResponse, tags=kgwise_tag, responses=_errors())
     async def status() -> StatusResponse:

@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from kgwise.app.abstain import Abstention, ArmAbstention
 from kgwise.app.evidence import Evidence, LabelPath
+from kgwise.app.examples import Example
 from kgwise.app.external import Decision, Settlement
 from kgwise.app.pipeline import (
     BudgetExceededError,
@@ -21,7 +22,7 @@ from kgwise.app.pipeline import (
 )
 from kgwise.errors import KgwiseError
 from kgwise.server.openai_api import PipelineHub
-from kgwise.types import Triple, Usage
+from kgwise.types import GenerationSettings, Triple, Usage
 
 __all__ = ["ServedPipeline", "label_path", "pipeline_hub"]
 
@@ -45,6 +46,7 @@ class ServedResult:
     usage: Usage
     decision_id: str
     abstention: Abstention | None = None
+    finish_reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,10 +135,10 @@ class ServedPipeline:
     def cost_unit(self) -> str:
         return self.pipeline.config.router.unit
 
-    def answer(self, text: str, choices: Sequence[str] | None = None, arm: str | None = None
+    def answer(self, text: str, choices: Sequence[str] | None = None, arm: str | None = None,
+               settings: GenerationSettings | None = None, on_text: Callable[[str], None] | None = None
                ) -> ServedResult:
-        r: PipelineResult = self.pipeline.answer(text, choices, arm=arm) if arm is not None \
-            else self.pipeline.answer(text, choices)
+        r: PipelineResult = self.pipeline.answer(text, choices, arm=arm, settings=settings, on_text=on_text)
         k = r.knowledge
         evidence = Evidence(r.question_entities, r.choice_entities, k.triples,
                             tuple(label_path(p) for p in k.paths if p), k.text)
@@ -146,11 +148,14 @@ class ServedPipeline:
             r.answer_set.guarantee, r.answer_set.statement)
         usage = replace(r.usage, cost=r.cost)  # the arm's cost in the budget's unit, not the LLM's own
         return ServedResult(r.answer, r.label, r.arm, {s.arm: s.score for s in r.scores}, evidence, aset,
-                            usage, r.decision, r.abstention)
+                            usage, r.decision, r.abstention, r.finish_reason)
 
     def evidence(self, text: str, choices: Sequence[str] | None = None) -> Evidence:
         """The question's KG evidence (:meth:`kgwise.app.Pipeline.evidence`)."""
         return self.pipeline.evidence(text, choices)
+
+    def examples(self) -> tuple[Example, ...]:
+        return self.pipeline.examples()
 
     def feedback(self, decision_id: str, correct: bool | None = None, gold: str | None = None
                  ) -> ServedFeedback:

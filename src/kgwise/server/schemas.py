@@ -1,8 +1,9 @@
 """Request and response models of the OpenAI-compatible API, its ``kgwise`` extra and the status page.
 
 The OpenAI shapes follow the Chat Completions, Completions and Models references (only the fields kgwise
-fills; unknown request fields such as ``temperature`` are accepted and ignored, since the pipeline chooses
-its own models and decoding). kgwise's own data rides in a ``kgwise`` field of each response, which the
+fills; OpenAI parameters kgwise cannot honour are refused by name in :mod:`kgwise.server.openai_api`, the
+generation parameters (:class:`Generating`) go to the arm that answers). kgwise's own data rides in a
+``kgwise`` field of each response, which the
 official SDKs keep as an extra attribute (``completion.kgwise`` / ``completion.model_extra["kgwise"]``).
 """
 
@@ -15,11 +16,16 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "AnswerSetOut", "ArmStatusOut", "ChatChoice", "ChatChunk", "ChatChunkChoice", "ChatCompletion",
     "ChatCompletionRequest", "ChatMessage", "CompletionChoice", "CompletionRequest", "ContentPart",
-    "Delta", "ErrorBody", "ErrorResponse", "EvidenceOut", "FeedbackRequest", "FeedbackResponse",
-    "KgwiseExtra", "KgwiseRequest", "LabelledChoice", "ModelCard", "ModelList", "OpenAIUsage", "PathOut",
+    "Delta", "ErrorBody", "ErrorResponse", "EvidenceOut", "ExampleOut", "ExamplesResponse", "FeedbackRequest",
+    "FeedbackResponse",
+    "Finish", "Generating", "KgwiseExtra", "KgwiseRequest", "LabelledChoice", "ModelCard", "ModelList",
+    "OpenAIUsage", "PathOut",
     "PendingOut", "PipelineStatusOut", "SpendPoint", "StatusResponse", "StreamOptions", "TextCompletion",
     "TripleOut", "UsageOut",
 ]
+
+Finish = Literal["stop", "length"]
+"""Why an answer's text ended: ``length`` when a generated answer reached its token limit."""
 
 _MAX_TEXT = 100_000
 """Longest message or prompt accepted (characters); a bigger body is a 400 naming the field."""
@@ -59,7 +65,19 @@ class KgwiseRequest(_Request):
     explain: bool = False
 
 
-class ChatCompletionRequest(_Request):
+class Generating(_Request):
+    """OpenAI's generation parameters, carried to the answering arm as a
+    :class:`~kgwise.types.GenerationSettings` (docs/serving.md says which arm kinds apply which)."""
+
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    stop: str | list[str] | None = Field(default=None)
+    seed: int | None = None
+    n: int = Field(default=1, ge=1)
+
+
+class ChatCompletionRequest(Generating):
     """``POST /v1/chat/completions``. ``model``: a pipeline (``kgwise``) or one of its arms
     (``kgwise/<arm>``, which forces the arm instead of asking the router). Choices: ``kgwise.choices``, or
     in the last user message either a fenced JSON block ```` ```json {"choices": ["…", "…"]} ``` ```` or
@@ -70,13 +88,14 @@ class ChatCompletionRequest(_Request):
 
     model: str = Field(min_length=1, max_length=200)
     messages: list[ChatMessage] = Field(min_length=1, max_length=256)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    """OpenAI's newer name of ``max_tokens``; when both are given, this one applies."""
     stream: bool = False
     stream_options: StreamOptions | None = None
-    n: int = Field(default=1, ge=1)
     kgwise: KgwiseRequest | None = None
 
 
-class CompletionRequest(_Request):
+class CompletionRequest(Generating):
     """``POST /v1/completions``: ``prompt`` is the question (choices found as in chat)."""
 
     model_config = ConfigDict(extra="allow")  # OpenAI parameters kgwise cannot honour are refused by name
@@ -85,8 +104,20 @@ class CompletionRequest(_Request):
     prompt: str | list[str] = Field(max_length=_MAX_TEXT)
     stream: bool = False
     stream_options: StreamOptions | None = None
-    n: int = Field(default=1, ge=1)
     kgwise: KgwiseRequest | None = None
+
+
+class ExampleOut(BaseModel):
+    question: str
+    choices: list[str]
+
+
+class ExamplesResponse(BaseModel):
+    """``GET /v1/examples``: example questions made from the pipeline's knowledge graph (none when the
+    pipeline has no KG in memory)."""
+
+    pipeline: str
+    examples: list[ExampleOut]
 
 
 class FeedbackRequest(BaseModel):
@@ -200,7 +231,7 @@ class ChatMessageOut(BaseModel):
 class ChatChoice(BaseModel):
     index: int
     message: ChatMessageOut
-    finish_reason: Literal["stop"] = "stop"
+    finish_reason: Finish = "stop"
     logprobs: None = None
 
 
@@ -225,7 +256,7 @@ class Delta(BaseModel):
 class ChatChunkChoice(BaseModel):
     index: int = 0
     delta: Delta
-    finish_reason: Literal["stop"] | None = None
+    finish_reason: Finish | None = None
     logprobs: None = None
 
 
@@ -246,7 +277,7 @@ class ChatChunk(BaseModel):
 class CompletionChoice(BaseModel):
     index: int = 0
     text: str
-    finish_reason: Literal["stop"] | None = "stop"
+    finish_reason: Finish | None = "stop"
     logprobs: None = None
 
 

@@ -5,12 +5,15 @@ number), after ``warmup`` untimed ones, and stop early at ``max_s``; the report 
 percentiles (nearest rank) and every failure by HTTP status. The targets for a pipeline without
 model time (replay arms): ≥ 100 requests/s at concurrency 8 and p99 ≤ 100 ms. With the server's process
 id, the report adds the server's CPU time per answered request (user + system, from ``psutil``), a
-figure that depends far less than throughput on what else the machine is running.
+figure that depends far less than throughput on what else the machine is running. Streamed, it also gives
+the time to the first chunk with content (percentiles, ms): for a generated answer, how long before its
+first token arrives, against the whole answer's latency.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -51,6 +54,8 @@ class ServeBenchReport:
     latency_ms: dict[str, float]
     targets: dict[str, bool] = field(default_factory=dict)
     server_cpu_ms_per_request: float | None = None
+    first_content_ms: dict[str, float] = field(default_factory=dict)
+    """Streamed: from sending to the first chunk with content, over the successful requests."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -69,25 +74,36 @@ def _cpu_s(pid: int | None) -> float | None:
     return float(t.user + t.system)
 
 
-async def _one(client: httpx.AsyncClient, body: dict[str, Any], stream: bool) -> str | None:
-    """Send one request; ``None`` when it succeeded, else what failed (status or exception name)."""
+async def _one(client: httpx.AsyncClient, body: dict[str, Any], stream: bool
+               ) -> tuple[str | None, float | None]:
+    """Send one request: ``None`` when it succeeded, else what failed (status or exception name); and,
+    streamed, the seconds until the first chunk with content."""
+    start = time.perf_counter()
     try:
         if stream:
             async with client.stream("POST", "/v1/chat/completions", json=body) as res:
                 if res.status_code != 200:
                     await res.aread()
-                    return str(res.status_code)
-                done = False
+                    return str(res.status_code), None
+                done, first = False, None
                 async for line in res.aiter_lines():
                     done = done or line == "data: [DONE]"
-                return None if done else "no [DONE]"
+                    if first is None and line.startswith("data: {") and _has_content(line[6:]):
+                        first = time.perf_counter() - start
+                return (None, first) if done else ("no [DONE]", None)
         res = await client.post("/v1/chat/completions", json=body)
         if res.status_code != 200:
-            return str(res.status_code)
+            return str(res.status_code), None
         content = res.json()["choices"][0]["message"]["content"]
-        return None if isinstance(content, str) and content else "empty content"
+        return (None, None) if isinstance(content, str) and content else ("empty content", None)
     except (httpx.HTTPError, ValueError, KeyError, IndexError) as exc:
-        return type(exc).__name__
+        return type(exc).__name__, None
+
+
+def _has_content(event: str) -> bool:
+    """Whether a chat.completion.chunk carries text."""
+    choices = json.loads(event).get("choices") or [{}]
+    return bool((choices[0].get("delta") or {}).get("content"))
 
 
 async def _run(url: str, model: str, question: str, choices: list[str] | None, requests: int,
@@ -105,11 +121,12 @@ async def _run(url: str, model: str, question: str, choices: list[str] | None, r
 
     async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=timeout_s) as client:
         for i in range(warmup):
-            failure = await _one(client, body(-1 - i), stream)
+            failure, _ = await _one(client, body(-1 - i), stream)
             if failure is not None:
                 raise ConfigError(f"{url}: the warm-up request failed ({failure}); is it a kgwise server "
                                   f"serving model {model!r}?")
         latencies: list[float] = []
+        firsts: list[float] = []
         errors: dict[str, int] = {}
         counter = iter(range(requests))
         cpu0 = _cpu_s(server_pid)
@@ -121,29 +138,35 @@ async def _run(url: str, model: str, question: str, choices: list[str] | None, r
                 if time.perf_counter() > deadline:
                     return
                 start = time.perf_counter()
-                failure = await _one(client, body(i), stream)
+                failure, first = await _one(client, body(i), stream)
                 if failure is None:
                     latencies.append((time.perf_counter() - start) * 1000)
+                    if first is not None:
+                        firsts.append(first * 1000)
                 else:
                     errors[failure] = errors.get(failure, 0) + 1
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         wall = time.perf_counter() - t0
         cpu1 = _cpu_s(server_pid)
-    latencies.sort()
     sent = len(latencies) + sum(errors.values())
-    lat = {} if not latencies else {
-        "mean": sum(latencies) / len(latencies), "p50": percentile(latencies, 50),
-        "p90": percentile(latencies, 90), "p99": percentile(latencies, 99), "max": latencies[-1]}
+    lat = _summary(latencies)
     rps = len(latencies) / wall if wall > 0 else 0.0
     targets = {f"requests_per_s >= {TARGET_RPS:g}": rps >= TARGET_RPS,
                f"p99_ms <= {TARGET_P99_MS:g}": bool(lat) and lat["p99"] <= TARGET_P99_MS,
                "no errors": not errors}
     return ServeBenchReport(url=url, model=model, stream=stream, concurrency=concurrency, sent=sent,
                             ok=len(latencies), errors=errors, wall_s=wall, requests_per_s=rps,
-                            latency_ms=lat, targets=targets,
+                            latency_ms=lat, targets=targets, first_content_ms=_summary(firsts),
                             server_cpu_ms_per_request=None if cpu0 is None or cpu1 is None or not latencies
                             else (cpu1 - cpu0) * 1000 / len(latencies))
+
+
+def _summary(values_ms: list[float]) -> dict[str, float]:
+    """Mean, p50, p90, p99 and max of ``values_ms`` (empty without values)."""
+    v = sorted(values_ms)
+    return {} if not v else {"mean": sum(v) / len(v), "p50": percentile(v, 50), "p90": percentile(v, 90),
+                             "p99": percentile(v, 99), "max": v[-1]}
 
 
 def bench_chat_completions(url: str, model: str = "kgwise", *, requests: int = 2000, concurrency: int = 8,

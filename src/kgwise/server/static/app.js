@@ -1,5 +1,5 @@
 // kgwise web page: ask (POST /v1/chat/completions), feedback (POST /v1/feedback), router status
-// (GET /v1/status). Talks only to the server that served it; an API key, when the server asks for one
+// (GET /v1/status), example questions from the KG in use (GET /v1/examples). Talks only to the server that served it; an API key, when the server asks for one
 // (401), is kept in localStorage and sent as a bearer token.
 "use strict";
 
@@ -90,7 +90,25 @@ async function loadModels() {
   const sel = $("model");
   sel.replaceChildren(...state.models.map((m) => el("option", { value: m, text: m })));
   $("ask-form").hidden = false;
+  loadExamples().catch((e) => showError("ask-error", "Could not load example questions: " + e.message));
 }
+
+// example questions made from the selected pipeline's KG (GET /v1/examples): the placeholders, and buttons
+// that fill the form in
+async function loadExamples() {
+  const pipeline = $("model").value.split("/")[0];
+  const body = await readJson(await api("/v1/examples?model=" + encodeURIComponent(pipeline)));
+  state.examples = body.examples;
+  const first = body.examples[0];
+  $("question").placeholder = first ? first.question : "A question about this server's knowledge graph";
+  $("choices").placeholder = first ? first.choices.join("\n") : "one choice per line";
+  $("examples").replaceChildren("Examples from this knowledge graph: ", ...body.examples.map((x) =>
+    el("button", { type: "button", class: "example", text: x.question, onclick: () => {
+      $("question").value = x.question; $("choices").value = x.choices.join("\n"); } })));
+  $("examples").hidden = !body.examples.length;
+}
+$("model").addEventListener("change", () => loadExamples().catch((e) =>
+  showError("ask-error", "Could not load example questions: " + e.message)));
 
 // --- ask -----------------------------------------------------------------------------------------------
 

@@ -1,0 +1,151 @@
+"""OpenAI's generation parameters and token streaming, end to end: the official ``openai`` client against a
+real server over the real pipeline, whose two arms run smollm2-135m in-process (a plain LLM arm and a
+KnowGPT injection arm over a small drug/disease graph). Each honoured parameter shows its effect on a
+generated (open) answer; those a scored multiple-choice answer cannot apply are a 400 naming them."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+pytestmark = pytest.mark.slow
+
+OPEN = "What drug treats hypertension?"
+LONG = "Describe how lisinopril treats hypertension."
+MC = ("Which medication is commonly prescribed to treat hypertension?\n"
+      "A) Lisinopril\nB) Insulin\nC) Penicillin")
+
+
+def _client(url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
+
+
+def _ask(url: str, content: str = OPEN, *, model: str = "kgwise/smollm2", **params: Any) -> Any:
+    return _client(url).chat.completions.create(model=model, messages=[{"role": "user", "content": content}],
+                                                **params)
+
+
+def _refused(url: str, param: str, content: str = OPEN, **params: Any) -> str:
+    with pytest.raises(openai.BadRequestError) as err:
+        _ask(url, content, **params)
+    body = err.value.body
+    assert isinstance(body, dict) and body["param"] == param, body
+    assert body["message"].startswith(f"{param}: ")
+    return str(body["message"])
+
+
+def test_max_tokens_cuts_a_generated_answer_at_the_limit(real_live: Any) -> None:
+    whole = _ask(real_live.url)
+    assert whole.usage.completion_tokens > 2 and whole.choices[0].finish_reason == "stop"
+    for name in ("max_tokens", "max_completion_tokens"):
+        limit: dict[str, Any] = {name: 2}
+        cut = _ask(real_live.url, OPEN, **limit)
+        assert cut.usage.completion_tokens <= 2 and cut.choices[0].finish_reason == "length"
+        assert whole.choices[0].message.content.startswith(cut.choices[0].message.content)
+    text = _client(real_live.url).completions.create(model="kgwise/inject", prompt=OPEN, max_tokens=2)
+    assert text.usage is not None and text.usage.completion_tokens <= 2
+    assert text.choices[0].finish_reason == "length"
+
+
+def test_stop_ends_the_text_before_the_stop_string(real_live: Any) -> None:
+    whole = _ask(real_live.url).choices[0].message.content
+    words = whole.split()
+    assert len(words) >= 3, whole
+    stop = " " + words[2]
+    cut = _ask(real_live.url, stop=[stop]).choices[0].message.content
+    assert cut == whole[:whole.index(stop)].strip()
+    assert _ask(real_live.url, stop=stop).choices[0].message.content == cut  # one string or a list
+
+
+def test_seed_reproduces_sampled_text_and_temperature_samples(real_live: Any) -> None:
+    greedy = _ask(real_live.url).choices[0].message.content
+    first = _ask(real_live.url, temperature=1.0, seed=7).choices[0].message.content
+    assert _ask(real_live.url, temperature=1.0, seed=7).choices[0].message.content == first
+    others = {_ask(real_live.url, temperature=1.0, seed=s).choices[0].message.content for s in (8, 9, 10)}
+    assert others | {first} != {greedy} and len(others | {first}) > 1  # sampling draws other texts
+
+
+def test_top_p_narrows_sampling_to_the_most_likely_token(real_live: Any) -> None:
+    greedy = _ask(real_live.url).choices[0].message.content
+    for seed in (8, 9):  # with a nucleus of one token, sampling at any seed is greedy decoding
+        narrow = _ask(real_live.url, temperature=1.5, top_p=1e-6, seed=seed)
+        assert narrow.choices[0].message.content == greedy
+
+
+def test_n_above_one_is_a_400(real_live: Any) -> None:
+    assert "one answer per question" in _refused(real_live.url, "n", n=2)
+
+
+def test_a_multiple_choice_answer_refuses_sampling_and_keeps_max_tokens_and_seed(real_live: Any) -> None:
+    for param, value in (("temperature", 0.7), ("top_p", 0.5), ("stop", ["x"])):
+        message = _refused(real_live.url, param, MC, model="kgwise", **{param: value})
+        assert "best-scored choice" in message
+    scored = _ask(real_live.url, MC, model="kgwise", max_tokens=1, seed=3, temperature=0, top_p=1)
+    assert scored.choices[0].message.content[:3] in {"A) ", "B) ", "C) "}
+    assert scored.usage.completion_tokens == 0 and scored.choices[0].finish_reason == "stop"
+
+
+def test_out_of_range_values_are_a_400_naming_them(real_live: Any) -> None:
+    values: list[tuple[str, Any]] = [("temperature", 3), ("top_p", 0), ("max_tokens", 0),
+                                     ("stop", ["a", "b", "c", "d", "e"])]
+    for param, value in values:
+        _refused(real_live.url, param, OPEN, **{param: value})
+
+
+def test_streaming_sends_the_text_token_by_token_then_the_kgwise_fields(real_live: Any) -> None:
+    chunks = list(_ask(real_live.url, stream=True, stream_options={"include_usage": True}))
+    content = [c for c in chunks if c.choices and c.choices[0].delta.content]
+    last = next(c for c in chunks if c.choices and c.choices[0].finish_reason)
+    assert len(content) >= 2 and chunks.index(content[-1]) < chunks.index(last)
+    extra = (last.model_extra or {})["kgwise"]
+    assert "".join(c.choices[0].delta.content or "" for c in content).strip() == extra["answer"]
+    assert extra["decision_id"] and extra["arm"] == "smollm2"
+    usage = chunks[-1].usage
+    assert usage is not None and usage.completion_tokens == extra["usage"]["output_tokens"]
+    # a scored multiple-choice answer comes in one chunk once it is made
+    mc = [c for c in _ask(real_live.url, MC, model="kgwise", stream=True) if c.choices and
+          c.choices[0].delta.content]
+    assert len(mc) == 1
+
+
+def _pending(url: str) -> int:
+    return int(httpx.get(url + "/v1/status").json()["pipelines"][0]["pending_total"])
+
+
+def test_streamed_text_arrives_before_the_answer_is_made_and_recorded(real_live: Any) -> None:
+    """Not one burst once made: when the first piece arrives the answer is not yet recorded (the state
+    records it once complete); after the last chunk it is."""
+    before = _pending(real_live.url)
+    seen: list[int] = []
+    for chunk in _ask(real_live.url, LONG, stream=True):
+        if chunk.choices and chunk.choices[0].delta.content and not seen:
+            seen.append(_pending(real_live.url))
+    assert seen == [before] and _pending(real_live.url) == before + 1
+
+
+def test_a_client_that_leaves_mid_stream_is_not_charged(real_live: Any) -> None:
+    """Leaving after the first piece stops the generation at its next token: the decision is called off,
+    so nothing is charged or recorded."""
+    def status() -> dict[str, Any]:
+        out = httpx.get(real_live.url + "/v1/status").json()["pipelines"][0]
+        return {"spent": out["spent"], "pending": out["pending_total"]}
+
+    before = status()
+    body = {"model": "kgwise/smollm2", "stream": True, "max_tokens": 64,
+            "messages": [{"role": "user", "content": LONG}]}
+    with httpx.stream("POST", real_live.url + "/v1/chat/completions", json=body, timeout=60) as res:
+        for line in res.iter_lines():
+            if line.startswith("data: ") and json.loads(line[6:])["choices"][0]["delta"].get("content"):
+                break  # the first piece of text: leave
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and sum(
+            g["busy"] for g in httpx.get(real_live.url + "/health").json()["load"].values()):
+        time.sleep(0.2)  # the generation stops at its next token; its gate's work then ends
+    assert status() == before
+    after = _ask(real_live.url)  # the arm answers the next request
+    assert after.choices[0].message.content
