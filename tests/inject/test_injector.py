@@ -12,7 +12,7 @@ import pytest
 from kgwise.embed import MiniLM
 from kgwise.errors import ConfigError
 from kgwise.eval.knowgpt import markdown_table, split_questions
-from kgwise.extract import SubgraphExtractor
+from kgwise.extract import SubgraphExtractor, rank_evidence
 from kgwise.inject import ARMS, WITHOUT_KG, InjectorConfig, KnowledgeInjector, PromptBandit
 from kgwise.kg import CSRGraph
 from kgwise.kg.grounding import Grounder
@@ -55,11 +55,14 @@ class ScriptedLLM:
 
 
 def _question_with_knowledge(kg: CSRGraph, qs: Sequence[Question]) -> Question:
+    """The first question whose P_sub subgraph holds a path from a question concept to a choice (what
+    ranked knowledge renders)."""
     grounder, psub = Grounder(kg), SubgraphExtractor(kg)
     for q in qs:
-        if not psub.extract(q, grounder.ground(q)).is_empty:
+        sub = psub.extract(q, grounder.ground(q))
+        if rank_evidence(sub, sub.question_nodes, sub.choice_nodes).paths:
             return q
-    raise AssertionError("no MedQA question with a P_sub subgraph")
+    raise AssertionError("no MedQA question with a question→choice path in its P_sub subgraph")
 
 
 def test_injector_composes_ground_extract_render_and_score(data_dir: Path) -> None:

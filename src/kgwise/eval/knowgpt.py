@@ -28,6 +28,12 @@ is deterministic (temperature 0, log-probability scoring), so full KnowGPT's cor
 that of the combination it picks, measured once. Every LLM outcome is appended to
 ``outcomes.jsonl`` as it arrives, and a rerun resumes from there; the P_RL policy and the bandit are saved
 next to it and reloaded.
+
+The knowledge a prompt renders is ranked to the question and cut to ``knowledge_tokens``
+(:mod:`kgwise.inject.injector`; ``None``: the whole P_sub / P_RL subgraph, as the formats select from it);
+each combination's row reports its mean prompt tokens (as the LLM counted them; a response-cache hit counts
+none), knowledge characters, and ``gold_path_when_correct``: the share of the questions it answered right
+whose given knowledge holds a path to the gold answer.
 """
 
 from __future__ import annotations
@@ -54,7 +60,7 @@ from kgwise.files import ResumeLog, short_hash, write_text_atomic
 from kgwise.inject.bandit import ARMS, BanditConfig, PromptBandit
 from kgwise.inject.build import build_injector
 from kgwise.inject.combination import PAPER_COMBINATIONS, PAPER_EXTRACTORS, Combination
-from kgwise.inject.injector import WITHOUT_KG, Injection, KnowledgeInjector
+from kgwise.inject.injector import KNOWLEDGE_TOKENS, WITHOUT_KG, Injection, KnowledgeInjector
 from kgwise.kg.benchmarks import benchmark_kg
 from kgwise.kg.csr import CSRGraph
 from kgwise.kg.grounding import Grounder, GrounderConfig
@@ -85,7 +91,8 @@ class ExperimentConfig:
     """Sizes of one run: ``limit`` test questions per split (None: all), ``train_limit`` bandit-training
     questions, P_RL training ``rl_iterations``/``rl_time_limit_s``, the MedQA ``split_seed``; ``scoring``:
     ``sum``, ``mean``, ``pmi`` or ``auto`` (see the module docstring); graphs of at most
-    ``pre_encode_max_nodes`` nodes get all node embeddings computed before testing."""
+    ``pre_encode_max_nodes`` nodes get all node embeddings computed before testing; ``knowledge_tokens``:
+    the token budget of the ranked knowledge (``None``: the whole subgraph)."""
 
     limit: int | None = 200
     train_limit: int = 200
@@ -99,6 +106,7 @@ class ExperimentConfig:
     agent: PathAgentConfig = RL_AGENT
     bandit: BanditConfig = PROMPT_BANDIT
     combos: tuple[str, ...] = ARMS
+    knowledge_tokens: int | None = KNOWLEDGE_TOKENS
 
     def __post_init__(self) -> None:
         if self.scoring not in SCORING:
@@ -261,8 +269,11 @@ def _row(q: Question, setting: str, inj: Injection, prior: ChoiceScores | None) 
         **{f"correct_{rule}": correct(rule) for rule in SCORING_RULES},
         "prediction": inj.answer.prediction,
         "knowledge_chars": len(inj.answer.knowledge),
+        "prompt_chars": inj.prompt_chars,
         "empty_knowledge": int(not inj.answer.knowledge.strip()),
         "kg_edges": len(inj.subgraph.edges),
+        "given_paths": len(inj.given.paths),
+        "gold_path": int(q.gold_index is not None and bool(inj.given.support(q.gold_index))),
         "prep_ms": inj.prep_ms,
         "timings_ms": dict(inj.timings_ms),
         "usage": inj.answer.usage.to_dict(),
@@ -358,7 +369,8 @@ def run_experiment(
     evidence = FactRetriever(inputs.facts, encoder, cfg.facts_k) if inputs.facts is not None else None
     rule: ScoringRule = "sum" if cfg.scoring == "auto" else scoring_rule(cfg.scoring)  # auto: chosen below
     injector = build_injector(kg, llm, grounder, encoder, scoring=rule, default_combo=None, agent=agent,
-                              evidence=evidence, name=f"KnowGPT on {name}")
+                              evidence=evidence, knowledge_tokens=cfg.knowledge_tokens,
+                              name=f"KnowGPT on {name}")
     store = OutcomeStore(out_dir / "outcomes.jsonl", fingerprint)
 
     def outcome(q: Question, setting: str) -> dict[str, Any]:
@@ -565,7 +577,7 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
             # questions whose extractor found no KG edge (rows of older runs lack the count: None)
             out["no_kg_edges"] = (int(sum(r["kg_edges"] == 0 for r in rs))
                                   if all("kg_edges" in r for r in rs) else None)
-            out |= prep_times(rs)
+            out |= prep_times(rs) | _knowledge_size(rs, key)
         return out
 
     def picked(chosen: Sequence[str]) -> dict[str, Any]:
@@ -593,6 +605,22 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
     if "full" in picks and len(qs) > 1:
         out["targets"] = _targets(qs, picks["full"], best, store, key)
     return out
+
+
+def _knowledge_size(rows: Sequence[dict[str, Any]], key: str) -> dict[str, float | None]:
+    """Mean prompt tokens (of the rows the LLM counted: not response-cache hits) and knowledge characters,
+    and the share of the rows right under ``key`` whose given knowledge holds a path to the gold answer
+    (rows of older runs lack it: None)."""
+    counted = [r["usage"]["input_tokens"] for r in rows if r.get("usage", {}).get("input_tokens")]
+    right = [r for r in rows if r[key]]
+    return {"prompt_tokens_mean": float(np.mean(counted)) if counted else None,
+            "prompt_tokens_counted": len(counted),
+            "knowledge_chars_mean": (float(np.mean([r["knowledge_chars"] for r in rows]))
+                                     if rows and all("knowledge_chars" in r for r in rows) else None),
+            "prompt_chars_mean": (float(np.mean([r["prompt_chars"] for r in rows]))
+                                  if rows and all("prompt_chars" in r for r in rows) else None),
+            "gold_path_when_correct": (float(np.mean([r["gold_path"] for r in right]))
+                                       if right and all("gold_path" in r for r in right) else None)}
 
 
 def _targets(qs: Sequence[Question], full: Sequence[str], best: str, store: OutcomeStore,
