@@ -9,7 +9,9 @@ Tables:
 * ``[[arms]]`` — each ``name``, ``kind`` (``kgm``: a trained KG model file ``model``; ``llm``: an LLM
   ``spec``, optionally behind an OpenAI-compatible ``base_url``; ``inject``: an LLM ``spec`` with KnowGPT's
   knowledge injection, optional ``policy``/``bandit``/``combo``, or ``combos``: the combinations — a list,
-  or ``"all"`` — whose prompt bandit ``kgwise fit`` learns on the dev log), ``cluster`` (``KGM``/``LLM``,
+  or ``"all"`` — whose prompt bandit ``kgwise fit`` learns on the dev log, and ``knowledge_tokens``: the
+  token budget of the ranked question→choice paths its prompt renders, default 48, or ``"full"``: the
+  whole extracted subgraph), ``cluster`` (``KGM``/``LLM``,
   default by kind), ``price`` (cost of one call in the budget's unit; default: the price table's token
   prices for ``openai:MODEL`` arms in dollars, one per LLM call in calls, nothing for local models and KG
   models); ``external``: a model the caller runs itself (:meth:`kgwise.app.Pipeline.route` picks it,
@@ -72,6 +74,7 @@ from typing import Any, Literal, get_args
 from pydantic import TypeAdapter, ValidationError
 
 from kgwise.errors import ConfigError, DataError
+from kgwise.inject.injector import KNOWLEDGE_TOKENS
 from kgwise.llm.local_models import LOCAL_MODELS, ladder_comment
 from kgwise.llm.prices import default_prices
 from kgwise.route.arms import CLUSTERS, Cluster
@@ -97,7 +100,8 @@ Unit = Literal["usd", "calls"]
 
 _TABLES = ("kg", "arms", "router", "coke", "answer_sets", "state")
 _ARM_KEYS = {"name", "kind", "spec", "model", "data", "cluster", "price", "base_url", "api_key_env",
-             "scoring", "policy", "bandit", "combo", "combos", "observe", "max_tokens", "reported_accuracy"}
+             "scoring", "policy", "bandit", "combo", "combos", "observe", "max_tokens", "reported_accuracy",
+             "knowledge_tokens"}
 _EXTERNAL_KEYS = {"name", "kind", "cluster", "price", "reported_accuracy"}
 EXTERNAL_TTL_S = 3600.0
 """Default ``[router] external_ttl_s``: an hour, the decision lifetime the external router had before it
@@ -136,7 +140,8 @@ class ArmConfig:
     Beta prior (Coke Eq. 3–4; None: no prior information). ``free``: it answers without cost (``observe``
     and no price), so a ``question+free`` router context can ask it before routing. ``combos`` (inject
     arms): the (extractor+format) combinations ``kgwise fit`` learns the arm's prompt bandit over
-    (``("all",)``: every one the arm can build)."""
+    (``("all",)``: every one the arm can build); ``knowledge_tokens`` (inject arms): the token budget of
+    the ranked knowledge in its prompt (``None``: the whole extracted subgraph)."""
 
     name: str
     kind: ArmKind
@@ -157,6 +162,7 @@ class ArmConfig:
     max_tokens: int = 64
     cost_from_usage: bool = False
     reported_accuracy: float | None = None
+    knowledge_tokens: int | None = KNOWLEDGE_TOKENS
 
     @property
     def free(self) -> bool:
@@ -168,11 +174,13 @@ class ArmConfig:
         return self.kind == "external"
 
     def fingerprint(self) -> dict[str, Any]:
-        """The fields as JSON values (resume logs key calls by them); ``combos`` only when set, so logs
-        written before it existed stay valid."""
+        """The fields as JSON values (resume logs key calls by them); ``combos`` only when set and
+        ``knowledge_tokens`` only for an inject arm, so logs written before they existed stay valid."""
         out: dict[str, Any] = json.loads(json.dumps(dataclasses.asdict(self), default=str))
         if not self.combos:
             del out["combos"]
+        if self.kind != "inject":  # only an inject arm renders knowledge
+            del out["knowledge_tokens"]
         return out
 
     @property
@@ -565,7 +573,7 @@ class _Reader:
             if spec is not None and not spec.startswith("openai:"):
                 raise self.fail("an arm behind base_url needs spec = openai:MODEL (the served model's "
                                 "name)", "arms", "spec", i)
-        for key in ("policy", "bandit", "combo", "combos"):
+        for key in ("policy", "bandit", "combo", "combos", "knowledge_tokens"):
             if key in data and kind != "inject":
                 raise self.fail(f"{key} is for inject arms", "arms", key, i)
         combos = self.combos(data, i)
@@ -578,6 +586,11 @@ class _Reader:
         max_tokens = data.get("max_tokens", 64)
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise self.fail(f"must be a whole number ≥ 1, got {max_tokens!r}", "arms", "max_tokens", i)
+        budget = data.get("knowledge_tokens", KNOWLEDGE_TOKENS)
+        knowledge_tokens = None if budget == "full" else budget
+        if budget != "full" and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
+            raise self.fail(f'must be a whole number ≥ 1 or "full", got {budget!r}', "arms",
+                            "knowledge_tokens", i)
         per_call, price_model = self.price(data, i, kind, spec, base_url, unit)
         from_usage = unit == "usd" and "price" not in data and price_model is None and kind != "kgm"
         return ArmConfig(
@@ -587,7 +600,7 @@ class _Reader:
             scoring=scoring, policy=self._file(data, "policy", "arms", i, "P_RL policy"),
             bandit=self._file(data, "bandit", "arms", i, "prompt bandit"),
             combo=self._str(data, "combo", "arms", i), combos=combos, observe=observe, max_tokens=max_tokens,
-            cost_from_usage=from_usage, reported_accuracy=reported)
+            cost_from_usage=from_usage, reported_accuracy=reported, knowledge_tokens=knowledge_tokens)
 
     def external_arm(self, data: dict[str, Any], i: int, name: str, cluster: Cluster, unit: Unit,
                      reported: float | None) -> ArmConfig:
@@ -770,6 +783,8 @@ def starter_toml(kg: str, arms: list[tuple[str, str, str, float | None]], budget
             lines.append("# policy = \"path_policy.pt\"  # P_RL")
             lines.append("# combos = \"all\"  # `kgwise fit` learns which (extractor+format) per question;")
             lines.append("# or bandit = \"bandit.npz\", or a fixed combo = \"P_sub+F_s\"")
+            lines.append(f"# knowledge_tokens = {KNOWLEDGE_TOKENS}  # ranked question→choice paths in the "
+                         "prompt; \"full\": the whole subgraph")
         lines.append(f"cluster = {_toml_str('KGM' if kind == 'kgm' else 'LLM')}")
         if price is not None:
             lines.append(f"price = {price!r}  # per call, in the budget's unit")

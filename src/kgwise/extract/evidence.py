@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from kgwise.errors import ConfigError
 from kgwise.types import Path, Subgraph
 
-__all__ = ["EvidenceBudget", "RankedEvidence", "RankedPath", "open_candidates", "rank_evidence"]
+__all__ = ["EVERY_PATH", "EvidenceBudget", "RankedEvidence", "RankedPath", "open_candidates", "rank_evidence"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +48,10 @@ class EvidenceBudget:
             raise ConfigError("EvidenceBudget: max_nodes must be ≥ 2, max_hops ≥ 1, max_tokens ≥ 1")
         if self.hub_penalty < 0:
             raise ConfigError("EvidenceBudget: hub_penalty must be ≥ 0")
+
+
+EVERY_PATH = EvidenceBudget(max_nodes=1_000_000)
+"""The ranking before any cut: every path found within the hops, best first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +75,13 @@ class RankedEvidence:
     def support(self, choice: int) -> tuple[RankedPath, ...]:
         """The kept paths that end at choice ``choice``."""
         return tuple(p for p in self.paths if p.choice == choice)
+
+    def supporting(self, *choices: int, budget: EvidenceBudget | None = None) -> RankedEvidence:
+        """The kept paths that end at any of ``choices``, cut to ``budget`` (default: 25 nodes, what a
+        page shows)."""
+        wanted = set(choices)
+        return _cut([p for p in self.paths if p.choice in wanted], budget or EvidenceBudget(), None,
+                    self.found)
 
     def cut(self, budget: EvidenceBudget, tokens: Callable[[RankedPath], int] | None = None
             ) -> RankedEvidence:

@@ -26,7 +26,14 @@ from typing import TYPE_CHECKING
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError
 from kgwise.extract.base import Extractor
-from kgwise.extract.evidence import EvidenceBudget, RankedEvidence, RankedPath, open_candidates, rank_evidence
+from kgwise.extract.evidence import (
+    EVERY_PATH,
+    EvidenceBudget,
+    RankedEvidence,
+    RankedPath,
+    open_candidates,
+    rank_evidence,
+)
 from kgwise.inject.bandit import PromptBandit
 from kgwise.inject.combination import Combination
 from kgwise.kg.base import KnowledgeGraph
@@ -50,8 +57,6 @@ KNOWLEDGE_TOKENS = 48
 """Default token budget of the ranked knowledge in a prompt: about half of what the formats' default cap
 of 8 facts renders from a whole P_sub (docs/measurements/knowgpt.md, "Ranked evidence")."""
 NO_PATHS = RankedEvidence((), (), 0)
-RANKING = EvidenceBudget(max_nodes=1_000_000)
-"""The ranking before any cut: every path found within the hops, best first."""
 
 
 @dataclass(frozen=True)
@@ -164,7 +169,7 @@ class KnowledgeInjector:
         """Every path of ``sub`` from a question concept to a choice (an open question: to a candidate,
         :func:`~kgwise.extract.evidence.open_candidates`), best first (no cut)."""
         targets = sub.choice_nodes if question.choices else open_candidates(sub, sub.question_nodes)
-        return rank_evidence(sub, sub.question_nodes, targets, RANKING)
+        return rank_evidence(sub, sub.question_nodes, targets, EVERY_PATH)
 
     def path_tokens(self, rp: RankedPath) -> int:
         """A path's tokens as F_t writes its facts, ``(head, relation, tail)`` a line, estimated at
@@ -182,7 +187,7 @@ class KnowledgeInjector:
         budget = self.config.knowledge_tokens
         if budget is None:
             return sub, ranked, ranked
-        cut = ranked.cut(EvidenceBudget(max_nodes=RANKING.max_nodes, max_tokens=budget), self.path_tokens)
+        cut = ranked.cut(EvidenceBudget(max_nodes=EVERY_PATH.max_nodes, max_tokens=budget), self.path_tokens)
         return cut.as_subgraph(sub.question_nodes, sub.choice_nodes), ranked, cut
 
     def knowledge(self, question: Question, combo: str | Combination, grounding: Grounding | None = None

@@ -136,7 +136,8 @@ class ServedPipeline:
             else self.pipeline.answer(text, choices)
         k = r.knowledge
         evidence = Evidence(r.question_entities, r.choice_entities, k.triples,
-                            tuple(label_path(p) for p in k.paths if p), k.text)
+                            tuple(label_path(p) for p in k.paths if p), k.text,
+                            tuple(label_path(p) for p in k.support if p))
         aset = None if r.answer_set is None else AnswerSet(
             r.answer_set.labels if r.label is not None else r.answer_set.texts, r.answer_set.alpha,
             r.answer_set.guarantee, r.answer_set.statement)
