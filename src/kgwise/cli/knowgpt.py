@@ -77,6 +77,10 @@ def eval_knowgpt(
     knowledge_tokens: Annotated[int | None, typer.Option(
         "--knowledge-tokens", min=1, help="Token budget of ranked knowledge (default: the injector's, "
         "48).", show_default=False)] = None,
+    against: Annotated[Path | None, typer.Option(
+        "--against", help="Another run directory of the same data set, LLM and settings but the other "
+        "--evidence (or budget): compare each combination with it, question by question (accuracy, prompt "
+        "size, gold paths).", exists=True, file_okay=False)] = None,
     config: ConfigOption = None,
     data: DataOption = None,
 ) -> None:
@@ -87,6 +91,7 @@ def eval_knowgpt(
         SCORING,
         ExperimentConfig,
         KnowGPTData,
+        against_table,
         markdown_table,
         run_experiment,
         user_data,
@@ -133,9 +138,12 @@ def eval_knowgpt(
     elif knowledge_tokens is not None:
         cfg = replace(cfg, knowledge_tokens=knowledge_tokens)
     run_dir = out_dir or Path("runs") / "knowgpt" / f"{name}-{llm.replace(':', '_').replace('/', '_')}"
-    report = run_experiment(inputs, llm, run_dir, cfg, data, log=lambda m: err_console.print(m, markup=False))
+    report = run_experiment(inputs, llm, run_dir, cfg, data, log=lambda m: err_console.print(m, markup=False),
+                            against=against)
     write_json(report, json_out)
     table = markdown_table({name: report})
+    if against is not None:
+        table += "\n\n" + against_table(report)
     console.print(table, markup=False)
     if json_out is not None:
         json_out.with_suffix(".md").write_text(table + "\n", encoding="utf-8")

@@ -33,7 +33,10 @@ The knowledge a prompt renders is ranked to the question and cut to ``knowledge_
 (:mod:`kgwise.inject.injector`; ``None``: the whole P_sub / P_RL subgraph, as the formats select from it);
 each combination's row reports its mean prompt tokens (as the LLM counted them; a response-cache hit counts
 none), knowledge characters, and ``gold_path_when_correct``: the share of the questions it answered right
-whose given knowledge holds a path to the gold answer.
+whose given knowledge holds a path to the gold answer. ``against``, a run directory of the same data set,
+LLM and settings but for ``knowledge_tokens`` (ranked against full), adds ``against`` to the report: each
+combination's accuracy in both runs on the questions both answered, the paired difference with its
+standard error, and the prompt and KG-knowledge characters both spent (:func:`compare_runs`).
 """
 
 from __future__ import annotations
@@ -70,8 +73,20 @@ from kgwise.progress import duration, estimate_steps, interactive
 from kgwise.settings import command_default
 from kgwise.types import Question, Usage
 
-__all__ = ["DATASETS", "PROMPT_BANDIT", "RL_AGENT", "ExperimentConfig", "KnowGPTData", "benchmark_data",
-           "markdown_table", "run_experiment", "split_questions", "user_data"]
+__all__ = [
+    "DATASETS",
+    "PROMPT_BANDIT",
+    "RL_AGENT",
+    "ExperimentConfig",
+    "KnowGPTData",
+    "against_table",
+    "benchmark_data",
+    "compare_runs",
+    "markdown_table",
+    "run_experiment",
+    "split_questions",
+    "user_data",
+]
 
 DATASETS = ("csqa", "obqa", "medqa")
 SCORING = (*SCORING_RULES, "auto")
@@ -292,9 +307,11 @@ def run_experiment(
     config: ExperimentConfig | None = None,
     data: Path | None = None,
     log: Callable[[str], None] = print,
+    against: Path | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) the KnowGPT evaluation of ``dataset`` (a benchmark's name, or
-    :class:`KnowGPTData`) with ``llm_spec``; returns the report. Before the LLM work it says how many
+    :class:`KnowGPTData`) with ``llm_spec``; returns the report (``against``: see the module docstring).
+    Before the LLM work it says how many
     outcomes (KnowGPT answers) and LLM calls the run still needs and, from a measured warm-up, how long
     they will take (through ``log``)."""
     import torch
@@ -307,6 +324,7 @@ def run_experiment(
                                                                              cfg.split_seed)
     name = inputs.name
     fingerprint = _claim_run_dir(out_dir, inputs.stamp, llm_spec, cfg)
+    other = _other_run(against, out_dir) if against is not None else None
     torch.set_num_threads(1)
     t_start = time.perf_counter()
 
@@ -475,6 +493,9 @@ def run_experiment(
         "usage": usage.to_dict(),
         "wall_s": round(time.perf_counter() - t_start, 1),
     }
+    if other is not None:
+        report["against"] = {"run": str(against), "knowledge_tokens": other[1],
+                             "splits": compare_runs(store, other[0], test_qs, cfg.combos, f"correct_{rule}")}
     (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     (out_dir / "table.md").write_text(markdown_table({name: report}) + "\n", encoding="utf-8")
     return report
@@ -525,6 +546,69 @@ def _claim_run_dir(out_dir: Path, dataset: Any, llm_spec: str, cfg: ExperimentCo
                           "delete it")
     write_text_atomic(path, json.dumps(want, indent=2) + "\n")
     return short_hash(want)
+
+
+def _other_run(run_dir: Path, out_dir: Path) -> tuple[OutcomeStore, int | None]:
+    """The outcomes of the run in ``run_dir`` and its ``knowledge_tokens``; ``ConfigError`` unless it ran
+    the same data set, LLM and settings as ``out_dir``'s run but for the knowledge budget and the limit."""
+    mine, theirs = (json.loads((d / "run.json").read_text(encoding="utf-8")) if (d / "run.json").is_file()
+                    else None for d in (out_dir, run_dir))
+    if theirs is None or not (run_dir / "outcomes.jsonl").is_file():
+        raise ConfigError(f"--against {run_dir}: not a `kgwise eval knowgpt` run directory (no run.json and "
+                          "outcomes.jsonl)")
+    assert mine is not None  # written by _claim_run_dir
+    differ = sorted(k for k in {*mine["config"], *theirs["config"]}
+                    if k != "knowledge_tokens" and mine["config"].get(k) != theirs["config"].get(k))
+    differ += [k for k in ("dataset", "llm") if mine[k] != theirs[k]]
+    if differ:
+        raise ConfigError(f"--against {run_dir}: that run differs in {', '.join(differ)}; only the "
+                          "knowledge budget may differ")
+    store = OutcomeStore(run_dir / "outcomes.jsonl", short_hash(theirs))
+    return store, theirs["config"].get("knowledge_tokens")
+
+
+def compare_runs(here: OutcomeStore, there: OutcomeStore, tests: dict[str, list[Question]],
+                 combos: Sequence[str], key: str) -> dict[str, Any]:
+    """Per split and combination, on the questions both stores answered: accuracy here and there (under
+    ``key``), the paired difference (here − there) and its standard error, the mean prompt and KG
+    knowledge characters (the knowledge less the open-book facts, where a run has them) and how many
+    fewer here, and the share of the correct answers whose given knowledge holds a path to the gold
+    answer."""
+    out: dict[str, Any] = {}
+    for split, qs in tests.items():
+        out[split] = {}
+        for combo in combos:
+            both = [q for q in qs if here.get(q.id, combo) is not None and there.get(q.id, combo) is not None]
+            if not both:
+                continue
+            a, b = _side(here, both, combo, key), _side(there, both, combo, key)
+            gap = np.array([float(here.need(q.id, combo)[key]) - float(there.need(q.id, combo)[key])
+                            for q in both])
+            out[split][combo] = {
+                "n": len(both), "here": a, "there": b,
+                "difference": float(gap.mean()), "difference_se": float(sem(gap)) if len(gap) > 1 else None,
+                "prompt_chars_fewer": _fewer(a["prompt_chars"], b["prompt_chars"]),
+                "kg_chars_fewer": _fewer(a["kg_chars"], b["kg_chars"])}
+    return out
+
+
+def _side(store: OutcomeStore, qs: Sequence[Question], combo: str, key: str) -> dict[str, Any]:
+    """One run's figures of :func:`compare_runs` on ``qs``."""
+    rows = [store.need(q.id, combo) for q in qs]
+    facts = [int(f["knowledge_chars"]) if (f := store.get(q.id, FACTS_ONLY)) is not None else 0 for q in qs]
+    right = [r for r in rows if r[key]]
+    gold = (float(np.mean([r["gold_path"] for r in right]))
+            if right and all("gold_path" in r for r in right) else None)
+    prompt = [r["prompt_chars"] for r in rows if "prompt_chars" in r]
+    return {"accuracy": _acc(rows, key),
+            "prompt_chars": float(np.mean(prompt)) if len(prompt) == len(rows) else None,
+            "kg_chars": float(np.mean([r["knowledge_chars"] - f for r, f in zip(rows, facts, strict=True)])),
+            "gold_path_when_correct": gold}
+
+
+def _fewer(here: float | None, there: float | None) -> float | None:
+    """``1 − here / there``: the share of ``there`` saved (None when there is nothing to save)."""
+    return None if here is None or not there else 1.0 - here / there
 
 
 def _latency(injector: KnowledgeInjector, qs: Sequence[Question]) -> dict[str, Any]:
@@ -641,6 +725,35 @@ def _targets(qs: Sequence[Question], full: Sequence[str], best: str, store: Outc
         "at_least_best_single": bool(over_best.mean() >= 0),
         "five_points_over_without_kg": bool(over_plain.mean() >= 0.05 - 1e-9),
     }
+
+
+def against_table(report: dict[str, Any]) -> str:
+    """The ``against`` comparison of a report as a markdown table: per split and combination, accuracy
+    here and there, the paired difference, prompt and KG characters, the gold-path share of the correct."""
+    budget = report["config"].get("knowledge_tokens")
+    theirs = report["against"]["knowledge_tokens"]
+
+    def name(b: int | None) -> str:
+        return "full" if b is None else f"ranked {b} tok"
+
+    def pct(v: float | None) -> str:
+        return "–" if v is None or v != v else f"{100 * v:.0f} %"
+
+    here, there = name(budget), name(theirs)
+    lines = [f"| split | combination | n | accuracy {here} / {there} | difference ± SE (points) | "
+             f"prompt chars {here} / {there} (fewer) | KG chars (fewer) | correct with a gold path |",
+             "|---|---|---|---|---|---|---|---|"]
+    for split, combos in report["against"]["splits"].items():
+        for combo, c in combos.items():
+            a, b = c["here"], c["there"]
+            se = "–" if c["difference_se"] is None else f"{100 * c['difference_se']:.1f}"
+            prompt = f"{a['prompt_chars'] or 0:.0f} / {b['prompt_chars'] or 0:.0f}"
+            kg = f"{a['kg_chars']:.0f} / {b['kg_chars']:.0f}"
+            gold = f"{pct(a['gold_path_when_correct'])} / {pct(b['gold_path_when_correct'])}"
+            lines.append(f"| {split} | {combo} | {c['n']} | {a['accuracy']:.3f} / {b['accuracy']:.3f} | "
+                         f"{100 * c['difference']:+.1f} ± {se} | {prompt} ({pct(c['prompt_chars_fewer'])}) | "
+                         f"{kg} ({pct(c['kg_chars_fewer'])}) | {gold} |")
+    return "\n".join(lines)
 
 
 def markdown_table(reports: dict[str, dict[str, Any]]) -> str:
