@@ -18,7 +18,7 @@ from kgwise.kg import CSRGraph
 from kgwise.kg.grounding import Grounder
 from kgwise.llm import ChoiceScores, Generation
 from kgwise.llm.answering import PRIOR_CONTEXT
-from kgwise.render import FormatConfig, make_format
+from kgwise.render import FormatConfig, make_format, select_edges
 from kgwise.render.prompts import answer_prompt
 from kgwise.types import Question, Usage
 
@@ -211,7 +211,10 @@ def test_ranked_knowledge_is_the_question_choice_paths_cut_to_the_token_budget(d
     for q in qs:
         r = ranked_inj.inject(q, "P_sub+F_t")
         f = full_inj.inject(q, "P_sub+F_t")
-        assert r.subgraph == f.subgraph and r.ranked == f.ranked == f.given
+        assert r.subgraph == f.subgraph and r.ranked == f.ranked
+        # full: the paths all of whose facts the 8 rendered facts hold
+        rendered = set(select_edges(f.subgraph, 8, kg))
+        assert [rp for rp in f.ranked.paths if set(rp.path.edges()) <= rendered] == list(f.given.paths)
         assert sum(ranked_inj.path_tokens(rp) for rp in r.given.paths) <= 32
         assert set(r.given.paths) <= set(r.ranked.paths)
         assert f.answer.knowledge == formats["F_t"].render(kg, f.subgraph, q).text  # the whole subgraph

@@ -40,7 +40,7 @@ from kgwise.kg.base import KnowledgeGraph
 from kgwise.kg.grounding import Grounder, Grounding
 from kgwise.llm.answering import choice_prior, require_logprobs, score_choices_after, scored_answer
 from kgwise.llm.base import ScoringRule, scoring_rule
-from kgwise.render.formats import Format, Rendered
+from kgwise.render.formats import Format, FormatConfig, Rendered, select_edges
 from kgwise.render.prompts import answer_prompt
 from kgwise.types import Answer, Question, Subgraph, Usage
 
@@ -80,8 +80,8 @@ class InjectorConfig:
 @dataclass(frozen=True)
 class Injection:
     """One answered question: the answer, the per-choice scores, the extracted subgraph, its paths ranked
-    to the question (``ranked``: every path found, best first; ``given``: those the prompt holds) and the
-    time spent outside the LLM."""
+    to the question (``ranked``: every path found, best first; ``given``: those whose every fact the prompt
+    holds) and the time spent outside the LLM."""
 
     answer: Answer
     scores: ChoiceScores
@@ -190,6 +190,15 @@ class KnowledgeInjector:
         cut = ranked.cut(EvidenceBudget(max_nodes=EVERY_PATH.max_nodes, max_tokens=budget), self.path_tokens)
         return cut.as_subgraph(sub.question_nodes, sub.choice_nodes), ranked, cut
 
+    def _whole_paths_shown(self, ranked: RankedEvidence, sub: Subgraph, fmt: Format) -> RankedEvidence:
+        """The ranked paths all of whose facts a format renders from the whole ``sub`` (it selects at most
+        its ``max_triples`` facts, :func:`kgwise.render.formats.select_edges`)."""
+        cap = getattr(fmt, "config", FormatConfig()).max_triples
+        shown = set(select_edges(sub, cap, self.kg))
+        whole = tuple(rp for rp in ranked.paths if all(e in shown for e in rp.path.edges()))
+        nodes = tuple(dict.fromkeys(v for rp in whole for v in rp.path.nodes))
+        return RankedEvidence(whole, nodes, ranked.found)
+
     def knowledge(self, question: Question, combo: str | Combination, grounding: Grounding | None = None
                   ) -> tuple[Rendered, Subgraph, dict[str, float]]:
         """Rendered knowledge for ``question`` with ``combo`` (ranked and cut, :meth:`prompt_knowledge`),
@@ -210,6 +219,8 @@ class KnowledgeInjector:
         sub, extract_ms = self.subgraph(question, grounding, p)
         t1 = time.perf_counter()
         shown, ranked, given = self.prompt_knowledge(question, sub)
+        if self.config.knowledge_tokens is None:
+            given = self._whole_paths_shown(ranked, sub, self.formats[f])
         rendered = self.formats[f].render(self.kg, shown, question)
         render_ms = (time.perf_counter() - t1) * 1e3 - rendered.usage.latency_s * 1e3
         return rendered, sub, ranked, given, {"ground": ground_ms, "extract": extract_ms,
