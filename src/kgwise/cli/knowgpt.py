@@ -75,8 +75,8 @@ def eval_knowgpt(
         "to a choice, best first, cut to --knowledge-tokens) or 'full' (the whole extracted subgraph, as "
         "the format selects from it).")] = "ranked",
     knowledge_tokens: Annotated[int | None, typer.Option(
-        "--knowledge-tokens", min=1, help="Token budget of ranked knowledge (default: the injector's, "
-        "48).", show_default=False)] = None,
+        "--knowledge-tokens", min=1, help="Token budget of ranked knowledge (default: an inject arm's "
+        "default knowledge_tokens).", show_default=False)] = None,
     against: Annotated[Path | None, typer.Option(
         "--against", help="Another run directory of the same data set, LLM and settings but the other "
         "--evidence (or budget): compare each combination with it, question by question (accuracy, prompt "

@@ -311,9 +311,8 @@ def run_experiment(
 ) -> dict[str, Any]:
     """Run (or resume) the KnowGPT evaluation of ``dataset`` (a benchmark's name, or
     :class:`KnowGPTData`) with ``llm_spec``; returns the report (``against``: see the module docstring).
-    Before the LLM work it says how many
-    outcomes (KnowGPT answers) and LLM calls the run still needs and, from a measured warm-up, how long
-    they will take (through ``log``)."""
+    Before the LLM work it says how many outcomes (KnowGPT answers) and LLM calls the run still needs and,
+    from a measured warm-up, how long they will take (through ``log``)."""
     import torch
 
     from kgwise.extract.path_agent import PathAgent, PathPolicy, train_path_policy
