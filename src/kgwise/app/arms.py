@@ -215,7 +215,7 @@ def subgraph_knowledge(kg: KnowledgeGraph, sub: Subgraph, text: str, combo: str,
                      tuple(names.triples(p.edges()) for p in backing))
 
 
-def answer_candidates(kg: KnowledgeGraph, ranked: RankedEvidence, answer: str) -> tuple[int, ...]:
+def _answer_candidates(kg: KnowledgeGraph, ranked: RankedEvidence, answer: str) -> tuple[int, ...]:
     """The candidates (:func:`kgwise.extract.evidence.open_candidates`, in ranked order) that an open
     answer names: those whose node label, three characters or more, is in the answer's text (case
     folded) — the ones whose paths support it."""
@@ -368,7 +368,7 @@ class InjectArm(LLMArm):
         rendered, sub, _ = self.injector.knowledge(question, chosen, grounding)
         a = answer_free_text(self.llm, question, rendered.text, max_tokens=self._config.max_tokens)
         _, ranked, given = self.injector.prompt_knowledge(question, sub)
-        support = given.supporting(*answer_candidates(self.kg, given, a.prediction))
+        support = given.supporting(*_answer_candidates(self.kg, given, a.prediction))
         knowledge = subgraph_knowledge(self.kg, sub, rendered.text, str(chosen), ranked, support)
         return ArmOutput(a.prediction, {}, knowledge, rendered.usage + a.usage)
 
