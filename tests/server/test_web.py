@@ -294,7 +294,7 @@ def _large_evidence(pipeline: Any) -> Any:
     15 two-hop paths to each, 60 more facts (about 110 concepts), and two supporting paths to the chosen
     answer, the second walked against its edge."""
 
-    class Large(pipeline):  # type: ignore[misc,valid-type]
+    class Large(pipeline):
         def answer(self, text: str, choices: list[str] | None = None, arm: str | None = None) -> Any:
             r = super().answer(text, choices, arm)
             assert choices is not None and r.choice is not None
