@@ -155,11 +155,31 @@ def _fault(tmp_path: Path, old: str, new: str) -> str:
      '"P_RL+F_t"]', ":8: arms[0].combos: 'P_RL+F_t' needs a trained P_RL policy"),
     ('kind = "llm"\nspec = "smollm2-135m"', 'kind = "inject"\nspec = "smollm2-135m"\ncombo = "P_sub+F_t"\n'
      'combos = "all"', ":9: arms[0].combos: give combo (fixed) or combos (learnt by `kgwise fit`), not both"),
+    ('kind = "llm"\nspec = "smollm2-135m"', 'kind = "llm"\nspec = "smollm2-135m"\nknowledge_tokens = 32',
+     ":8: arms[0].knowledge_tokens: knowledge_tokens is for inject arms"),
+    ('kind = "llm"\nspec = "smollm2-135m"', 'kind = "inject"\nspec = "smollm2-135m"\nknowledge_tokens = 0',
+     ':8: arms[0].knowledge_tokens: must be a whole number ≥ 1 or "full", got 0'),
+    ('kind = "llm"\nspec = "smollm2-135m"',
+     'kind = "inject"\nspec = "smollm2-135m"\nknowledge_tokens = "all"',
+     ':8: arms[0].knowledge_tokens: must be a whole number ≥ 1 or "full", got \'all\''),
 ])
 def test_bad_values_are_named_by_file_line_and_key(tmp_path: Path, old: str, new: str, where: str) -> None:
     message = _fault(tmp_path, old, new)
     assert message.startswith(str(tmp_path / "kgwise.toml")), message
     assert where in message, message
+
+
+def test_an_inject_arm_s_knowledge_budget_reads_as_tokens_or_full(tmp_path: Path) -> None:
+    write_kg(tmp_path)
+    base = GOOD.replace('kind = "llm"\nspec = "smollm2-135m"', 'kind = "inject"\nspec = "smollm2-135m"')
+    assert PipelineConfig.load(write_config(tmp_path, base)).arms[0].knowledge_tokens == 48
+    ranked = base.replace('spec = "smollm2-135m"', 'spec = "smollm2-135m"\nknowledge_tokens = 100')
+    assert PipelineConfig.load(write_config(tmp_path, ranked)).arms[0].knowledge_tokens == 100
+    full = base.replace('spec = "smollm2-135m"', 'spec = "smollm2-135m"\nknowledge_tokens = "full"')
+    arms = PipelineConfig.load(write_config(tmp_path, full)).arms
+    assert arms[0].knowledge_tokens is None
+    # only an inject arm's fingerprint (which resume logs key calls by) holds it
+    assert "knowledge_tokens" in arms[0].fingerprint() and "knowledge_tokens" not in arms[1].fingerprint()
 
 
 def test_a_missing_model_file_is_named(tmp_path: Path) -> None:

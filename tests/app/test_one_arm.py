@@ -16,7 +16,7 @@ from kgwise.app import Pipeline
 from kgwise.errors import ConfigError
 from kgwise.kg.loaders import load_ddb
 
-QUESTION = "Which drug is used to treat hypertension?"
+QUESTION = "Which drug is used to treat hypertensive disease?"  # DDB's name of the concept
 CHOICES = ["Lisinopril", "Insulin", "Penicillin", "Levothyroxine"]
 OTHER = ("Which drug treats type 2 diabetes?", ["Metformin", "Warfarin"])
 CONFIG = """\
@@ -68,6 +68,29 @@ def test_the_arm_answers_with_its_combination_and_the_evidence_it_read(pipe: Pip
     assert "Warfarin" in flat and "Lisinopril" not in flat
     with pytest.raises(ConfigError, match="empty"):
         pipe.evidence("  ", CHOICES)
+
+
+@pytest.mark.slow
+def test_the_answer_s_knowledge_is_ranked_and_its_support_ends_at_the_answer(pipe: Pipeline) -> None:
+    r = pipe.answer(QUESTION, CHOICES)
+    ev = pipe.evidence(QUESTION, CHOICES)
+    # the arm lists the ranked question→choice paths that /v1/evidence lists, in the same order
+    assert len(r.knowledge.paths) == len(ev.paths) > 0
+    assert [{x for t in chain for x in (t.head, t.tail)} for chain in r.knowledge.paths] == \
+        [set(p.nodes) for p in ev.paths]
+    assert all(p.nodes[0] in ev.question_concepts for p in ev.paths)
+    assert r.label is not None
+    chosen = set(r.choice_entities["ABCD".index(r.label)])
+    for chain in r.knowledge.support:
+        assert chain in r.knowledge.paths
+        assert {chain[-1].head, chain[-1].tail} & chosen  # it ends at a concept of the chosen answer
+    # the prompt read the ranked paths within the default budget of 48 tokens: a few facts, not P_sub's 8
+    facts = [x for x in r.knowledge.text.splitlines() if x]
+    assert 0 < len(facts) < 8 and len(r.knowledge.text) <= 48 * 4 + 8 * len(facts)
+    # the support is what the prompt said of the chosen answer: a fact naming it, or nothing
+    assert bool(r.knowledge.support) == any(f"{c}," in r.knowledge.text or f", {c})" in r.knowledge.text
+                                            for c in chosen)
+    assert "(Lisinopril, may treat, Hypertensive disease)" in facts  # the best path: one direct fact
 
 
 @pytest.mark.slow

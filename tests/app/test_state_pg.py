@@ -76,7 +76,7 @@ def test_the_state_url_is_validated_with_file_line_and_key(tmp_path: Path) -> No
     with pytest.raises(DataError, match=rf"kgwise\.toml:{line}: state\.url: must be a postgresql:// URL"):
         PipelineConfig.load(path)
     path = write_config(tmp_path, body + '\n[state]\nurl = "postgresql://h/db"\ntimeout_s = 0\n')
-    with pytest.raises(DataError, match=rf"kgwise\.toml:{line + 1}: state\.timeout_s: must be > 0"):
+    with pytest.raises(DataError, match=rf"kgwise\.toml:{line + 1}: state\.timeout_s: must be a number > 0"):
         PipelineConfig.load(path)
 
 

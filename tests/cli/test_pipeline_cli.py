@@ -4,6 +4,7 @@ naming file, line and key, exit code 2, before any model loads."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,15 @@ from typer.testing import CliRunner
 
 from kgwise.cli.common import console
 from kgwise.cli.main import app
-from kgwise.cli.pipeline import SET_SHOWN, parse_arm, print_answer, print_feedback, print_fit, print_status
+from kgwise.cli.pipeline import (
+    SET_SHOWN,
+    SUPPORT_SHOWN,
+    parse_arm,
+    print_answer,
+    print_feedback,
+    print_fit,
+    print_status,
+)
 
 runner = CliRunner()
 
@@ -116,6 +125,23 @@ def test_an_open_answer_s_large_set_is_shown_by_its_first_members() -> None:
     assert "set of 300 (α = 0.1, guarantee does NOT hold): entity 0, " in text
     assert f"entity {SET_SHOWN - 1} … and {300 - SET_SHOWN} more (all with --json)" in text
     assert f"entity {SET_SHOWN}," not in text and why in text and "kgwise feedback d1" in text
+
+
+def test_an_answer_prints_a_few_of_its_supporting_paths() -> None:
+    from kgwise.app.arms import Knowledge
+    from kgwise.app.pipeline import PipelineResult
+    from kgwise.types import Triple, Usage
+
+    support = tuple((Triple("hypertension", "may be treated by", f"drug {i}"),) for i in range(5))
+    knowledge = Knowledge((), support, "(hypertension, may be treated by, drug 0)", "P_sub+F_t", support)
+    result = PipelineResult("d1", "Which drug?", "drug 0", "A", {"A": 1.0}, (), ("hypertension",), "kg",
+                            (), knowledge, None, Usage(calls=1), 0.0, "calls", 9.0)
+    text = _printed(print_answer, result)
+    assert "support (5 KG path(s) to the answer):" in text
+    assert "  hypertension -[may be treated by]- drug 0" in text
+    assert f"drug {SUPPORT_SHOWN - 1}" in text and f"drug {SUPPORT_SHOWN}\n" not in text
+    assert f"… and {5 - SUPPORT_SHOWN} more (all with --json)" in text
+    assert "support" not in _printed(print_answer, replace(result, knowledge=replace(knowledge, support=())))
 
 
 def test_fit_prints_a_row_per_arm_the_replay_and_what_was_not_fitted() -> None:

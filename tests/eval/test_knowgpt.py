@@ -13,8 +13,10 @@ from kgwise.eval.knowgpt import (
     ExperimentConfig,
     OutcomeStore,
     _claim_run_dir,
+    _other_run,
     _row,
     _split_report,
+    compare_runs,
     markdown_table,
 )
 from kgwise.inject import ARMS, WITHOUT_KG, BanditConfig, Injection, PromptBandit
@@ -134,3 +136,40 @@ def test_outcome_store_resumes_from_its_file(tmp_path: Path) -> None:
         again.need("q2", WITHOUT_KG)
     with pytest.raises(ConfigError, match="other settings"):
         OutcomeStore(tmp_path / "run" / "outcomes.jsonl", "run-b")
+
+
+def test_a_ranked_run_compares_with_a_full_run_question_by_question(tmp_path: Path) -> None:
+    ranked, full = tmp_path / "ranked", tmp_path / "full"
+    _claim_run_dir(ranked, "obqa", "smollm2-135m", ExperimentConfig(knowledge_tokens=48))
+    OutcomeStore(full / "outcomes.jsonl",
+                 _claim_run_dir(full, "obqa", "smollm2-135m", ExperimentConfig(knowledge_tokens=None)))
+    other = tmp_path / "other"
+    with pytest.raises(ConfigError, match="not a `kgwise eval knowgpt` run directory"):
+        _other_run(other, ranked)
+    OutcomeStore(other / "outcomes.jsonl", _claim_run_dir(other, "obqa", "smollm2-135m", ExperimentConfig(
+        knowledge_tokens=None, train_limit=9)))
+    with pytest.raises(ConfigError, match="differs in train_limit"):
+        _other_run(other, ranked)
+    there, budget = _other_run(full, ranked)
+    assert budget is None
+    here = OutcomeStore(None, "x")  # type: ignore[arg-type]
+    qs = [Question(f"q{i}", "?", (Choice("A", "a"), Choice("B", "b")), gold=("A",)) for i in range(4)]
+
+    def row(q: Question, setting: str, right: int, chars: int, gold: int = 0) -> dict[str, object]:
+        return {"qid": q.id, "setting": setting, "correct_pmi": right, "knowledge_chars": chars,
+                "prompt_chars": 100 + chars, "gold_path": gold}
+
+    for i, q in enumerate(qs):
+        here.put(row(q, "P_sub+F_t", int(i < 2), 40 + 20, gold=int(i == 0)))  # 20 KG chars after 40 of facts
+        here.put(row(q, "facts only", 0, 40))
+        if i < 3:  # the full run answered three of them
+            there.put(row(q, "P_sub+F_t", int(i < 1), 40 + 100, gold=1))
+            there.put(row(q, "facts only", 0, 40))
+    got = compare_runs(here, there, {"test": qs}, ["P_sub+F_t", "P_sub+F_s"], "correct_pmi")["test"]
+    assert list(got) == ["P_sub+F_t"]  # F_s: no outcome in either run
+    c = got["P_sub+F_t"]
+    assert c["n"] == 3 and c["here"]["accuracy"] == pytest.approx(2 / 3) and c["there"]["accuracy"] == 1 / 3
+    assert c["difference"] == pytest.approx(1 / 3)
+    assert c["here"]["kg_chars"] == 20 and c["there"]["kg_chars"] == 100 and c["kg_chars_fewer"] == 0.8
+    assert c["prompt_chars_fewer"] == pytest.approx(1 - 160 / 240)
+    assert c["here"]["gold_path_when_correct"] == 0.5 and c["there"]["gold_path_when_correct"] == 1.0

@@ -9,7 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kgwise.errors import ConfigError
-from kgwise.extract.evidence import EvidenceBudget, RankedPath, rank_evidence
+from kgwise.extract.evidence import (
+    EVERY_PATH,
+    EvidenceBudget,
+    RankedEvidence,
+    RankedPath,
+    open_candidates,
+    rank_evidence,
+)
 from kgwise.types import Path, Subgraph
 
 
@@ -84,3 +91,51 @@ def test_subgraph_paths_are_kept_when_valid() -> None:
     ev = rank_evidence(sub, [0], [[2]])
     # (0, 7, 2) uses no edge of the subgraph
     assert {p.path.nodes for p in ev.paths} == {(0, 1, 2), (0, 5, 2)}
+
+
+@settings(max_examples=150, deadline=None)
+@given(_subgraphs(), st.integers(1, 40), st.integers(2, 12), st.integers(0, 4))
+def test_a_cut_keeps_the_budget_and_the_order_and_support_ends_at_its_choice(
+        case: tuple[Subgraph, list[int], list[list[int]]], max_tokens: int, max_nodes: int, pick: int
+) -> None:
+    sub, q, choices = case
+    every = rank_evidence(sub, q, choices, EVERY_PATH)
+
+    def tokens(rp: RankedPath) -> int:
+        return 3 * len(rp.path) + rp.path.nodes[-1] % 3  # any positive estimate will do
+
+    cut = every.cut(EvidenceBudget(max_nodes=max_nodes, max_tokens=max_tokens), tokens)
+    assert sum(tokens(rp) for rp in cut.paths) <= max_tokens and len(cut.nodes) <= max_nodes
+    order = list(every.paths)
+    assert [order.index(rp) for rp in cut.paths] == sorted(order.index(rp) for rp in cut.paths)
+    assert cut.found == every.found
+    assert every.cut(EvidenceBudget(max_nodes=max_nodes, max_tokens=max_tokens), tokens) == cut
+    # a path left out would have passed the budget when its turn came
+    seen: set[int] = set()
+    spent = 0
+    for rp in order:
+        if rp in cut.paths:
+            seen |= set(rp.path.nodes)
+            spent += tokens(rp)
+        else:
+            assert spent + tokens(rp) > max_tokens or len(seen | set(rp.path.nodes)) > max_nodes
+    # a ranking cut to every path's budget is the ranking itself
+    assert rank_evidence(sub, q, choices, EVERY_PATH).cut(EVERY_PATH) == every
+    shown = cut.as_subgraph(q, choices)
+    assert set(shown.edges) <= set(sub.edges) and shown.paths == tuple(rp.path for rp in cut.paths)
+    assert set(shown.nodes) == {v for rp in cut.paths for v in rp.path.nodes}
+    choice = pick % len(choices)
+    backing = every.supporting(choice)
+    assert all(rp.choice == choice and rp.path.nodes[-1] in choices[choice] for rp in backing.paths)
+    assert len(backing.nodes) <= EvidenceBudget().max_nodes
+    assert set(backing.paths) <= set(every.support(choice))
+    assert every.supporting() == RankedEvidence((), (), every.found)
+
+
+def test_open_questions_rank_paths_to_every_other_node() -> None:
+    sub = Subgraph(nodes=(0, 1, 2), edges=((0, 0, 1), (1, 0, 2), (5, 1, 0)), question_nodes=(0,))
+    candidates = open_candidates(sub, sub.question_nodes)
+    assert candidates == ((1,), (2,), (5,))
+    ev = rank_evidence(sub, [0], candidates, EVERY_PATH)
+    assert {rp.path.nodes for rp in ev.paths} == {(0, 1), (0, 1, 2), (0, 5)}
+    assert [len(rp.path) for rp in ev.paths] == [1, 1, 2]  # the direct facts first

@@ -12,13 +12,14 @@ import pytest
 from kgwise.embed import MiniLM
 from kgwise.errors import ConfigError
 from kgwise.eval.knowgpt import markdown_table, split_questions
-from kgwise.extract import SubgraphExtractor
+from kgwise.extract import RankedEvidence, SubgraphExtractor, rank_evidence
 from kgwise.inject import ARMS, WITHOUT_KG, InjectorConfig, KnowledgeInjector, PromptBandit
 from kgwise.kg import CSRGraph
 from kgwise.kg.grounding import Grounder
 from kgwise.llm import ChoiceScores, Generation
 from kgwise.llm.answering import PRIOR_CONTEXT
-from kgwise.render import make_format
+from kgwise.render import FormatConfig, make_format, select_edges
+from kgwise.render.prompts import answer_prompt
 from kgwise.types import Question, Usage
 
 
@@ -55,11 +56,14 @@ class ScriptedLLM:
 
 
 def _question_with_knowledge(kg: CSRGraph, qs: Sequence[Question]) -> Question:
+    """The first question whose P_sub subgraph holds a path from a question concept to a choice (what
+    ranked knowledge renders)."""
     grounder, psub = Grounder(kg), SubgraphExtractor(kg)
     for q in qs:
-        if not psub.extract(q, grounder.ground(q)).is_empty:
+        sub = psub.extract(q, grounder.ground(q))
+        if rank_evidence(sub, sub.question_nodes, sub.choice_nodes).paths:
             return q
-    raise AssertionError("no MedQA question with a P_sub subgraph")
+    raise AssertionError("no MedQA question with a question→choice path in its P_sub subgraph")
 
 
 def test_injector_composes_ground_extract_render_and_score(data_dir: Path) -> None:
@@ -189,3 +193,44 @@ def test_injector_answers_a_real_medqa_question_end_to_end_with_the_local_model(
     p = np.array(list(a.probabilities.values()))
     assert p.sum() == pytest.approx(1.0) and (p > 0).all()
     assert a.usage.calls >= 1 and a.usage.input_tokens > len(q.text.split())
+
+
+def test_ranked_knowledge_is_the_question_choice_paths_cut_to_the_token_budget(data_dir: Path) -> None:
+    """On MedQA over DDB: the prompt renders the ranked question→choice paths within the token budget
+    (the whole subgraph with ``knowledge_tokens=None``, as before ranking), and the support of the
+    chosen answer ends at one of its concepts."""
+    kg = _ddb(data_dir)
+    qs = _medqa(data_dir)[:40]
+    llm = ScriptedLLM()
+    formats = {"F_t": make_format("F_t")}
+    ranked_inj = KnowledgeInjector(kg, Grounder(kg), {"P_sub": SubgraphExtractor(kg)}, formats, llm,  # type: ignore[arg-type]
+                                   config=InjectorConfig(knowledge_tokens=32))
+    full_inj = KnowledgeInjector(kg, Grounder(kg), {"P_sub": SubgraphExtractor(kg)}, formats, llm,  # type: ignore[arg-type]
+                                 config=InjectorConfig(knowledge_tokens=None))
+    shorter = 0
+    for q in qs:
+        r = ranked_inj.inject(q, "P_sub+F_t")
+        f = full_inj.inject(q, "P_sub+F_t")
+        assert r.subgraph == f.subgraph and r.ranked == f.ranked
+        # full: the paths all of whose facts the 8 rendered facts hold
+        rendered = set(select_edges(f.subgraph, 8, kg))
+        assert [rp for rp in f.ranked.paths if set(rp.path.edges()) <= rendered] == list(f.given.paths)
+        assert sum(ranked_inj.path_tokens(rp) for rp in r.given.paths) <= 32
+        assert set(r.given.paths) <= set(r.ranked.paths)
+        assert f.answer.knowledge == formats["F_t"].render(kg, f.subgraph, q).text  # the whole subgraph
+        lines = {x for x in r.answer.knowledge.splitlines() if x}
+        assert lines <= set(_fact_lines(kg, r.given))  # only the kept paths' facts
+        chosen = [c.label for c in q.choices].index(r.answer.prediction)
+        for rp in r.given.supporting(chosen).paths:
+            assert rp.path.nodes[-1] in r.subgraph.choice_nodes[chosen]
+            assert rp.path.nodes[0] in r.subgraph.question_nodes
+        shorter += len(r.answer.knowledge) < len(f.answer.knowledge)
+        for done in (r, f):
+            assert done.prompt_chars == len(answer_prompt(q.text, done.answer.knowledge))
+    assert shorter >= len(qs) // 2
+
+
+def _fact_lines(kg: CSRGraph, given: RankedEvidence) -> list[str]:
+    """F_t's lines of every fact of the ``given`` paths."""
+    return make_format("F_t", config=FormatConfig(max_triples=10_000)).render(
+        kg, given.as_subgraph()).text.splitlines()

@@ -192,3 +192,32 @@ def test_cli_train_and_eval(tmp_path: Path, data_dir: Path) -> None:
         app, ["kg", "model", "train", "--dataset", "medqa", "--out", str(out), "--data", str(data_dir)]
     )
     assert bad.exit_code == 2 and "csqa" in bad.output
+
+
+def test_a_graph_model_s_knowledge_is_its_graph_ranked_to_the_question(
+    kg: CSRGraph, data_dir: Path, sample: tuple[list[QuestionGraph], NodeTable, GraphBuilder]
+) -> None:
+    """The KG-model arm reports the paths of the graph it scored the choices over: each joins a question
+    concept to a choice through the graph's edges, and its support ends at the chosen choice."""
+    from kgwise.app.arms import model_knowledge
+
+    _, _, builder = sample
+    seen_support = 0
+    for q in load("csqa", "ihtrain", data_dir)[:6]:
+        graph = builder.build(q)
+        labels = {kg.label(int(v)) for v in graph.nodes}
+        facts = {(kg.label(int(graph.nodes[h])), kg.relation_name(int(r)), kg.label(int(graph.nodes[t])))
+                 for h, r, t in graph.edges.tolist()}
+        questions = {kg.label(int(v)) for v in graph.nodes[graph.question_mask]}
+        for chosen in range(len(q.choices)):
+            k = model_knowledge(kg, graph, chosen)
+            assert {(t.head, t.relation, t.tail) for t in k.triples} == facts
+            ends = {kg.label(int(v)) for v in graph.nodes[graph.choice_mask[chosen]]}
+            for chain in k.paths:
+                assert all((t.head, t.relation, t.tail) in facts for t in chain)
+                assert {chain[0].head, chain[0].tail} & questions
+            for chain in k.support:
+                assert chain in k.paths and {chain[-1].head, chain[-1].tail} & ends
+                assert {x for t in chain for x in (t.head, t.tail)} <= labels
+            seen_support += bool(k.support)
+    assert seen_support > 0

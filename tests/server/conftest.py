@@ -42,6 +42,7 @@ class FakeEvidence:
     triples: tuple[Triple, ...]
     paths: tuple[FakePath, ...]
     text: str
+    support: tuple[FakePath, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,8 @@ class FakePipeline:
             choice_concepts, triples = (), (Triple(concepts[0], "related_to", "answer"),)
             paths = ()
         text_kg = "\n".join(f"({t.head}, {t.relation}, {t.tail})" for t in triples)
-        evidence = FakeEvidence(concepts, choice_concepts, triples, paths, text_kg)
+        support = paths[i:i + 1] if choices is not None and i < len(paths) else ()  # the chosen choice's
+        evidence = FakeEvidence(concepts, choice_concepts, triples, paths, text_kg, support)
         aset = None if self.alpha is None else FakeAnswerSet(
             members, self.alpha, True, f"covers the right answer at rate ≥ {1 - self.alpha:.0%} over the "
             f"questions routed to {arm}")

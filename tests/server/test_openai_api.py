@@ -357,6 +357,10 @@ def test_an_ordinary_chat_client_sees_the_explained_answer_and_can_give_feedback
             assert f"Answer set at α = {extra['answer_set']['alpha']:g}" in content
         if extra["evidence"] is not None and (extra["evidence"]["paths"] or extra["evidence"]["triples"]):
             assert "Evidence:\n- " in content
+            # the paths that support the answer come first, marked
+            n = len(extra["evidence"]["support"])
+            lines = content.split("Evidence:\n", 1)[1].splitlines()
+            assert [x.endswith("(supports the answer)") for x in lines[:n + 1]] == [True] * n + [False]
     decision = extra["decision_id"]
     reply = client.chat.completions.create(model="kgwise", messages=[
         {"role": "user", "content": f"/feedback {decision} correct"}])

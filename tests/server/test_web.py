@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -16,6 +17,7 @@ import httpx
 import pytest
 
 from kgwise.server import ServerSettings, create_app
+from kgwise.types import Triple
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (dev extra)")
 
@@ -321,3 +323,83 @@ def test_example_questions_come_from_the_served_kg(tmp_path: Path, fake_pipeline
         pg.wait_for_function("() => window.kgwise.examples !== undefined")
         assert pg.is_hidden("#examples")
         assert "knowledge graph" in (pg.get_attribute("#question", "placeholder") or "")
+
+
+@dataclass(frozen=True)
+class _Path:
+    nodes: tuple[str, ...]
+    relations: tuple[str, ...]
+    inverse: tuple[bool, ...]
+
+
+def _large_evidence(pipeline: Any) -> Any:
+    """``pipeline`` (the fake of conftest) whose answers carry the evidence of a large P_sub: 3 choices,
+    15 two-hop paths to each, 60 more facts (about 110 concepts), and two supporting paths to the chosen
+    answer, the second walked against its edge."""
+
+    class Large(pipeline):
+        def answer(self, text: str, choices: list[str] | None = None, arm: str | None = None,
+                   **kw: Any) -> Any:
+            r = super().answer(text, choices, arm, **kw)
+            assert choices is not None and r.choice is not None
+            ends = [c.lower() for c in choices]
+            paths = tuple(_Path(("hypertension", f"via {i}-{k}", ends[i]), ("linked to", "treated by"),
+                                (False, False)) for k in range(15) for i in range(len(ends)))
+            chosen = ends["ABC".index(r.choice)]
+            support = (_Path(("hypertension", "blood pressure", chosen), ("has finding", "lowered by"),
+                             (False, True)),
+                       _Path(("hypertension", chosen), ("treated by",), (False,)))
+            facts = tuple(Triple(f"fact {k}", "related to", f"other {k}") for k in range(60))
+            triples = (*facts, *(Triple(p.nodes[0], p.relations[0], p.nodes[1]) for p in paths),
+                       Triple("hypertension", "has finding", "blood pressure"),
+                       Triple(chosen, "lowered by", "blood pressure"),
+                       Triple("hypertension", "treated by", chosen))
+            ev = replace(r.evidence, question_concepts=("hypertension",),
+                         choice_concepts=tuple((e,) for e in ends), triples=triples,
+                         paths=(*support, *paths), support=support)
+            return replace(r, evidence=ev)
+
+    return Large()
+
+
+def test_a_large_evidence_graph_shows_its_best_nodes_and_highlights_the_support(
+        fake_pipeline: Any, serve_pipelines: Any, page: Page) -> None:
+    with serve_pipelines({"kgwise": _large_evidence(fake_pipeline)}) as url:
+        pg = page.page
+        pg.goto(url + "/")
+        pg.wait_for_function("() => document.querySelectorAll('#model option').length > 0")
+        extra = _ask(pg, QUESTION, CHOICES)
+        ev = extra["evidence"]
+        total = len({*ev["question_concepts"], *(c for cs in ev["choice_concepts"] for c in cs),
+                     *(x for t in ev["triples"] for x in (t["head"], t["tail"])),
+                     *(n for p in ev["paths"] for n in p["nodes"])}) + len(CHOICES)
+        assert total > 100
+        labels = pg.evaluate("() => window.kgwise.cy.nodes().map(n => n.data('label'))")
+        assert len(labels) <= 25
+        # every supporting path is drawn, its hops highlighted as stored (head → tail), and nothing else is
+        want = set()
+        for p in ev["support"]:
+            for i, r in enumerate(p["relations"]):
+                a, b = p["nodes"][i], p["nodes"][i + 1]
+                want.add((b, r, a) if p["inverse"][i] else (a, r, b))
+        assert len(want) == 3
+        got = {tuple(e) for e in pg.evaluate(
+            "() => window.kgwise.cy.edges('.support').map(e => [e.source().data('label'), e.data('label'), "
+            "e.target().data('label')])")}
+        assert got == want
+        assert pg.evaluate("() => window.kgwise.cy.edges('.support')[0].style('line-color')") \
+            != pg.evaluate("() => window.kgwise.cy.edges('.path:not(.support)')[0].style('line-color')")
+        chosen_text = f"{extra['choice']}) {extra['answer']}"
+        chosen = pg.evaluate("() => window.kgwise.cy.nodes('.chosen').map(n => n.data('label'))")
+        assert chosen == [chosen_text]
+        page.shot("evidence-ranked")
+        more = pg.locator("#evidence-more")
+        assert more.is_visible() and more.inner_text() == f"Show all {total} nodes"
+        more.click()
+        assert pg.evaluate("() => window.kgwise.cy.nodes().length") == total
+        assert {tuple(e) for e in pg.evaluate(
+            "() => window.kgwise.cy.edges('.support').map(e => [e.source().data('label'), e.data('label'), "
+            "e.target().data('label')])")} == want
+        page.shot("evidence-all")
+        more.click()
+        assert pg.evaluate("() => window.kgwise.cy.nodes().length") <= 25

@@ -11,6 +11,12 @@ usage, and bounding that usage before the call (the router's budget check).
   (:class:`PromptArm`);
 * ``kgm`` — :class:`kgwise.kgm.predictor.KGMPredictor` (multiple choice only).
 
+Every arm that reads the KG reports its :class:`Knowledge` ranked to the question
+(:mod:`kgwise.extract.evidence`): ``paths``, the paths joining a question concept to a choice (an open
+question: to a candidate node), best first; ``support``, those that end at the chosen answer, among the
+paths the arm read (an inject arm: those its prompt held; a graph KG model: those of the graph it scored
+the choices over; a text-only KG model reads no graph and reports none), at most 25 nodes.
+
 Cost of a call (:func:`arm_cost`): ``per_call × calls`` plus the price table's token fees of
 ``price_model`` (Coke's ``p(a)‖q_a‖``, Eq. 14), or the backend's own reported dollars
 (``cost_from_usage``). Usage bounds count an API backend's one call per scored
@@ -34,12 +40,14 @@ from kgwise.types import GenerationSettings, Question, Subgraph, Triple, Usage
 
 if TYPE_CHECKING:
     from kgwise.embed import Encoder
+    from kgwise.extract.evidence import RankedEvidence
     from kgwise.inject.bandit import PromptBandit
     from kgwise.kg.grounding import Grounder, Grounding
     from kgwise.kg.label_index import BoundIndex
+    from kgwise.kgm.features import QuestionGraph
 
 __all__ = ["ArmOutput", "ArmRunner", "GroundedArm", "Knowledge", "ObservedArm", "PromptArm", "TunableArm",
-           "arm_cost", "build_runner", "subgraph_knowledge"]
+           "arm_cost", "build_runner", "model_knowledge", "subgraph_knowledge"]
 
 KNOWLEDGE_CHARS = 8_000
 """Characters of rendered knowledge the usage bound allows an inject arm's prompt."""
@@ -48,13 +56,15 @@ PROMPT_OVERHEAD_CHARS = 400
 
 @dataclass(frozen=True, slots=True)
 class Knowledge:
-    """The KG knowledge an arm used: facts and question→answer paths as labelled triples, the text the
-    LLM read, and the (extractor+format) combination that made it."""
+    """The KG knowledge an arm used: facts and question→answer paths (ranked, best first) as labelled
+    triples, the text the LLM read, the (extractor+format) combination that made it, and ``support``: the
+    paths the arm read that end at its answer (module docstring)."""
 
     triples: tuple[Triple, ...] = ()
     paths: tuple[tuple[Triple, ...], ...] = ()
     text: str = ""
     combo: str = ""
+    support: tuple[tuple[Triple, ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,13 +212,31 @@ def arm_cost(arm: ArmConfig, usage: Usage) -> float:
     return total
 
 
-def subgraph_knowledge(kg: KnowledgeGraph, sub: Subgraph, text: str, combo: str) -> Knowledge:
-    """``sub`` (KG ids) as labelled triples and paths, each distinct node and relation labelled once."""
+def subgraph_knowledge(kg: KnowledgeGraph, sub: Subgraph, text: str, combo: str,
+                       ranked: RankedEvidence | None = None, support: RankedEvidence | None = None
+                       ) -> Knowledge:
+    """``sub`` (KG ids) as labelled triples, with ``ranked``'s paths (default: the subgraph's own) and
+    ``support``'s, each distinct node and relation labelled once."""
     from kgwise.app.evidence import Labeller
 
     names = Labeller(kg)
-    return Knowledge(names.triples(sub.edges), tuple(names.triples(p.edges()) for p in sub.paths), text,
-                     combo)
+    paths = [rp.path for rp in ranked.paths] if ranked is not None else list(sub.paths)
+    backing = [rp.path for rp in support.paths] if support is not None else []
+    return Knowledge(names.triples(sub.edges), tuple(names.triples(p.edges()) for p in paths), text, combo,
+                     tuple(names.triples(p.edges()) for p in backing))
+
+
+def _answer_candidates(kg: KnowledgeGraph, ranked: RankedEvidence, answer: str) -> tuple[int, ...]:
+    """The candidates (:func:`kgwise.extract.evidence.open_candidates`, in ranked order) that an open
+    answer names: those whose node label, three characters or more, is in the answer's text (case
+    folded) — the ones whose paths support it."""
+    text = answer.casefold()
+    out: dict[int, None] = {}
+    for rp in ranked.paths:
+        label = kg.label(rp.path.nodes[-1]).casefold().strip()
+        if len(label) >= 3 and label in text:
+            out.setdefault(rp.choice, None)
+    return tuple(out)
 
 
 def _prompt_chars(question: Question) -> int:
@@ -358,16 +386,20 @@ class InjectArm(LLMArm):
         if question.choices:
             inj = self.injector.inject(question, combo, grounding)
             a = inj.answer
+            chosen_index = [c.label for c in question.choices].index(a.prediction)
             return ArmOutput(a.prediction, dict(a.probabilities),
-                             subgraph_knowledge(self.kg, inj.subgraph, a.knowledge, a.combo), a.usage)
+                             subgraph_knowledge(self.kg, inj.subgraph, a.knowledge, a.combo, inj.ranked,
+                                                inj.given.supporting(chosen_index)), a.usage)
         chosen = Combination.parse(combo) if combo else self.injector.choose(question)
         if chosen.extractor != "P_sub":  # P_RL needs answer-choice targets
             chosen = Combination("P_sub", chosen.format)
         rendered, sub, _ = self.injector.knowledge(question, chosen, grounding)
         a, finish = free_text_reply(self.llm, question, rendered.text, max_tokens=self._config.max_tokens,
                                     settings=settings, on_text=on_text)
-        return ArmOutput(a.prediction, {}, subgraph_knowledge(self.kg, sub, rendered.text, str(chosen)),
-                         rendered.usage + a.usage, finish_reason=finish)
+        _, ranked, given = self.injector.prompt_knowledge(question, sub)
+        support = given.supporting(*_answer_candidates(self.kg, given, a.prediction))
+        knowledge = subgraph_knowledge(self.kg, sub, rendered.text, str(chosen), ranked, support)
+        return ArmOutput(a.prediction, {}, knowledge, rendered.usage + a.usage, finish_reason=finish)
 
 
 class KGMArm:
@@ -395,9 +427,33 @@ class KGMArm:
         return Usage(calls=1)
 
     def answer(self, question: Question) -> ArmOutput:
-        a = self.predictor.answer(question)
+        """The model's answer and, for a graph model, the graph it read ranked to the question (module
+        docstring)."""
+        from kgwise.kgm.model import GraphQA
+
+        graph = self.predictor.builder.build(question)
+        a = self.predictor.answer(question, graph)
         top = max(a.probabilities.values(), default=0.0)
-        return ArmOutput(a.prediction, dict(a.probabilities), Knowledge(), a.usage, signals=(float(top),))
+        knowledge = Knowledge()
+        if isinstance(self.predictor.model, GraphQA):
+            knowledge = model_knowledge(self.predictor.builder.kg, graph,
+                                         [c.label for c in question.choices].index(a.prediction))
+        return ArmOutput(a.prediction, dict(a.probabilities), knowledge, a.usage, signals=(float(top),))
+
+
+def model_knowledge(kg: KnowledgeGraph, graph: QuestionGraph, chosen: int) -> Knowledge:
+    """A KG model's input graph (its nodes, edges and the question's and choices' concepts, as KG ids)
+    as knowledge ranked to the question, with the paths to the ``chosen`` choice as support."""
+    from kgwise.extract.evidence import EVERY_PATH, rank_evidence
+
+    nodes = graph.nodes.tolist()
+    edges = tuple((nodes[h], r, nodes[t]) for h, r, t in graph.edges.tolist())
+    question_nodes = tuple(v for v, q in zip(nodes, graph.question_mask.tolist(), strict=True) if q)
+    choice_nodes = tuple(tuple(v for v, c in zip(nodes, row, strict=True) if c)
+                         for row in graph.choice_mask.tolist())
+    sub = Subgraph(tuple(nodes), edges, question_nodes, choice_nodes)
+    ranked = rank_evidence(sub, question_nodes, choice_nodes, EVERY_PATH)
+    return subgraph_knowledge(kg, sub, "", "", ranked, ranked.supporting(chosen))
 
 
 def build_runner(config: ArmConfig, kg: KnowledgeGraph, names: BoundIndex | None = None, *,

@@ -26,6 +26,7 @@ import tomli_w
 from pydantic import TypeAdapter, ValidationError
 
 from kgwise.errors import ConfigError, DataError
+from kgwise.inject.injector import KNOWLEDGE_TOKENS
 from kgwise.llm.base import SCORING_RULES
 from kgwise.llm.local_models import DEFAULT_SCORING, LOCAL_MODELS, default_scoring, ladder_comment
 from kgwise.llm.prices import default_prices
@@ -178,6 +179,9 @@ class ArmConfig:
         "a fixed extractor+format combination", example="P_sub+F_s", kinds=("inject",)))
     combos: tuple[str, ...] = field(default=(), metadata=_doc(
         'combinations `kgwise fit` learns per question: "all" or a list', example="all", kinds=("inject",)))
+    knowledge_tokens: int | None = field(default=KNOWLEDGE_TOKENS, metadata=_doc(
+        'token budget of the ranked question→choice paths in the prompt; "full": the whole subgraph',
+        kinds=("inject",)))
     observe: bool = field(default=False, metadata=_doc(
         "answers every question so feedback teaches its outcome (free arms); default: true for kgm",
         kinds=("kgm", "llm", "inject")))
@@ -199,11 +203,13 @@ class ArmConfig:
         return self.kind == "external"
 
     def fingerprint(self) -> dict[str, Any]:
-        """The fields as JSON values (resume logs key calls by them); ``combos`` only when set, so logs
-        written before it existed stay valid."""
+        """The fields as JSON values (resume logs key calls by them); ``combos`` only when set and
+        ``knowledge_tokens`` only for an inject arm, so logs written before they existed stay valid."""
         out: dict[str, Any] = json.loads(json.dumps(dataclasses.asdict(self), default=str))
         if not self.combos:
             del out["combos"]
+        if self.kind != "inject":  # only an inject arm renders knowledge
+            del out["knowledge_tokens"]
         return out
 
     @property
@@ -618,10 +624,14 @@ class _Reader:
             if spec is not None and not spec.startswith("openai:"):
                 raise self.fail("an arm behind base_url needs spec = openai:MODEL (the served model's "
                                 "name)", "arms", "spec", i)
-        for key in ("policy", "bandit", "combo", "combos"):
+        for key in ("policy", "bandit", "combo", "combos", "knowledge_tokens"):
             if key in data and kind != "inject":
                 raise self.fail(f"{key} is for inject arms", "arms", key, i)
         combos = self.combos(data, i)
+        budget = data.get("knowledge_tokens", KNOWLEDGE_TOKENS)
+        if budget != "full" and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
+            raise self.fail(f'must be a whole number ≥ 1 or "full", got {budget!r}', "arms",
+                            "knowledge_tokens", i)
         scoring = self._str(data, "scoring", "arms", i) or arm_default("scoring", kind, spec)
         if scoring not in SCORING_RULES:
             raise self.fail(f"must be sum, mean or pmi, got {scoring!r}", "arms", "scoring", i)
@@ -636,7 +646,8 @@ class _Reader:
             scoring=scoring, policy=self._file(data, "policy", "arms", i, "P_RL policy"),
             bandit=self._file(data, "bandit", "arms", i, "prompt bandit"),
             combo=self._str(data, "combo", "arms", i), combos=combos, observe=observe, max_tokens=max_tokens,
-            cost_from_usage=from_usage, reported_accuracy=reported)
+            cost_from_usage=from_usage, reported_accuracy=reported,
+            knowledge_tokens=None if budget == "full" else budget)
 
     def external_arm(self, data: dict[str, Any], i: int, name: str, cluster: Cluster, unit: Unit,
                      reported: float | None) -> ArmConfig:

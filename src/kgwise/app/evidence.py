@@ -1,6 +1,8 @@
 """The KG evidence of a question — what :meth:`kgwise.app.Pipeline.evidence` returns and what the CLI
 (``kgwise kg subgraph``) and the server (``POST /v1/evidence``) serialise: the KG concepts the question and
-each choice are grounded to, and P_sub's triples and question→choice paths among them, by label.
+each choice are grounded to, and P_sub's triples and its question→choice paths ranked to the question
+(:func:`kgwise.extract.evidence.rank_evidence`, best first), by label. An answer's evidence also lists its
+``support``: the paths it read that end at the chosen answer (:mod:`kgwise.app.arms`).
 
 Labels are read once per distinct node and relation of a subgraph (:class:`Labeller`), not once per edge
 end: a P_sub subgraph of a MedQA question over DDB has ~700 edges over far fewer nodes.
@@ -17,6 +19,7 @@ import numpy as np
 
 from kgwise.errors import ConfigError
 from kgwise.extract.base import Extractor
+from kgwise.extract.evidence import EVERY_PATH, rank_evidence
 from kgwise.extract.subgraph import SubgraphConfig, SubgraphExtractor
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.kg.grounding import Grounder
@@ -48,13 +51,15 @@ class LabelPath:
 @dataclass(frozen=True, slots=True)
 class Evidence:
     """A question's KG evidence: the concepts of the question and of each choice, the triples and the
-    paths joining them, and the rendered ``text`` an answer read (``""`` when none was rendered)."""
+    paths joining them (best first), the rendered ``text`` an answer read (``""`` when none was rendered)
+    and ``support``: the paths that end at the chosen answer (none before an answer is chosen)."""
 
     question_concepts: tuple[str, ...]
     choice_concepts: tuple[tuple[str, ...], ...]
     triples: tuple[Triple, ...]
     paths: tuple[LabelPath, ...]
     text: str = ""
+    support: tuple[LabelPath, ...] = ()
 
 
 class Labeller:
@@ -116,10 +121,12 @@ def grounder_of(kg: KnowledgeGraph | None, names: BoundIndex | None) -> Grounder
 
 def evidence_of(kg: KnowledgeGraph, question_nodes: Sequence[int], choice_nodes: Sequence[Sequence[int]],
                 sub: Subgraph, text: str = "") -> Evidence:
-    """``sub`` and the grounded concepts (KG ids) as :class:`Evidence`, by label."""
+    """``sub`` and the grounded concepts (KG ids) as :class:`Evidence`, by label, with the paths from a
+    question concept to a choice ranked (:func:`kgwise.extract.evidence.rank_evidence`, no cut)."""
     names = Labeller(kg)
+    ranked = rank_evidence(sub, question_nodes, choice_nodes, EVERY_PATH)
     return Evidence(names.nodes(question_nodes), tuple(names.nodes(c) for c in choice_nodes),
-                    names.triples(sub.edges), tuple(names.path(p) for p in sub.paths), text)
+                    names.triples(sub.edges), tuple(names.path(rp.path) for rp in ranked.paths), text)
 
 
 def question_evidence(kg: KnowledgeGraph, grounder: Grounder, extractor: Extractor, question: Question

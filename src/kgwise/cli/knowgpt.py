@@ -71,6 +71,17 @@ def eval_knowgpt(
     combos: Annotated[str | None, typer.Option(
         "--combos", help="Only these (extractor+format) combinations, comma-separated, e.g. "
         "P_sub+F_t,P_sub+F_s (default: all six; without a P_RL one, P_RL is not trained).")] = None,
+    evidence: Annotated[str, typer.Option(
+        "--evidence", help="The knowledge a prompt renders: 'ranked' (the paths joining question concepts "
+        "to a choice, best first, cut to --knowledge-tokens) or 'full' (the whole extracted subgraph, as "
+        "the format selects from it).")] = "ranked",
+    knowledge_tokens: Annotated[int | None, typer.Option(
+        "--knowledge-tokens", min=1, help="Token budget of ranked knowledge (default: an inject arm's "
+        "default knowledge_tokens).", show_default=False)] = None,
+    against: Annotated[Path | None, typer.Option(
+        "--against", help="Another run directory of the same data set, LLM and settings but the other "
+        "--evidence (or budget): compare each combination with it, question by question (accuracy, prompt "
+        "size, gold paths).", exists=True, file_okay=False)] = None,
     config: ConfigOption = None,
     data: DataOption = None,
 ) -> None:
@@ -81,6 +92,7 @@ def eval_knowgpt(
         SCORING,
         ExperimentConfig,
         KnowGPTData,
+        against_table,
         markdown_table,
         run_experiment,
         user_data,
@@ -108,6 +120,11 @@ def eval_knowgpt(
             raise ConfigError(f"unknown data set {dataset!r}; choose one of {', '.join(DATASETS)}, or give "
                               "your own: --questions FILE --kg GRAPH")
         inputs = name = dataset
+    if evidence not in ("ranked", "full"):
+        raise ConfigError(f"--evidence must be ranked or full, got {evidence!r}")
+    if evidence == "full" and knowledge_tokens is not None:
+        raise ConfigError("--knowledge-tokens budgets ranked evidence; --evidence full renders the whole "
+                          "subgraph")
     if scoring not in SCORING:
         raise ConfigError(f"--scoring must be one of {', '.join(SCORING)}, got {scoring!r}")
     chosen = tuple(c.strip() for c in combos.split(",") if c.strip()) if combos is not None else None
@@ -117,10 +134,17 @@ def eval_knowgpt(
                            bandit=configured("prompt_bandit", config, feedback=bandit_feedback))
     if chosen is not None:
         cfg = replace(cfg, combos=chosen)
+    if evidence == "full":
+        cfg = replace(cfg, knowledge_tokens=None)
+    elif knowledge_tokens is not None:
+        cfg = replace(cfg, knowledge_tokens=knowledge_tokens)
     run_dir = out_dir or Path("runs") / "knowgpt" / f"{name}-{llm.replace(':', '_').replace('/', '_')}"
-    report = run_experiment(inputs, llm, run_dir, cfg, data, log=lambda m: err_console.print(m, markup=False))
+    report = run_experiment(inputs, llm, run_dir, cfg, data, log=lambda m: err_console.print(m, markup=False),
+                            against=against)
     write_json(report, json_out)
     table = markdown_table({name: report})
+    if against is not None:
+        table += "\n\n" + against_table(report)
     console.print(table, markup=False)
     if json_out is not None:
         json_out.with_suffix(".md").write_text(table + "\n", encoding="utf-8")

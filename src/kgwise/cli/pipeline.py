@@ -32,6 +32,8 @@ __all__ = ["ask_pipeline", "parse_arm", "print_answer", "print_feedback", "print
 
 SET_SHOWN = 20
 """Members of an answer set that ``ask`` prints (an open question's may hold hundreds)."""
+SUPPORT_SHOWN = 3
+"""Supporting KG paths ``ask`` prints (a few lines; ``--json`` has them all)."""
 
 PipelineConfigOption = Annotated[Path, typer.Option(
     "--config", help="The pipeline's kgwise.toml (`kgwise init` writes one).")]
@@ -171,6 +173,14 @@ def print_answer(result: PipelineResult) -> None:
     if result.knowledge.text:
         console.print(f"knowledge ({result.knowledge.combo}, {len(result.knowledge.triples)} triples):")
         console.print(result.knowledge.text, markup=False)
+    support = result.knowledge.support
+    if support:
+        console.print(f"support ({len(support)} KG path(s) to the answer):")
+        for chain in support[:SUPPORT_SHOWN]:
+            hops = " ; ".join(f"{t.head} -[{t.relation}]- {t.tail}" for t in chain)
+            console.print(f"  {hops}", markup=False)
+        if len(support) > SUPPORT_SHOWN:
+            console.print(f"  … and {len(support) - SUPPORT_SHOWN} more (all with --json)")
     console.print(f"decision: {result.decision}  (feed back with `kgwise feedback {result.decision} "
                   "--correct|--wrong|--gold X`)")
 

@@ -28,6 +28,15 @@ is deterministic (temperature 0, log-probability scoring), so full KnowGPT's cor
 that of the combination it picks, measured once. Every LLM outcome is appended to
 ``outcomes.jsonl`` as it arrives, and a rerun resumes from there; the P_RL policy and the bandit are saved
 next to it and reloaded.
+
+The knowledge a prompt renders is ranked to the question and cut to ``knowledge_tokens``
+(:mod:`kgwise.inject.injector`; ``None``: the whole P_sub / P_RL subgraph, as the formats select from it);
+each combination's row reports its mean prompt tokens (as the LLM counted them; a response-cache hit counts
+none), knowledge characters, and ``gold_path_when_correct``: the share of the questions it answered right
+whose given knowledge holds a path to the gold answer. ``against``, a run directory of the same data set,
+LLM and settings but for ``knowledge_tokens`` (ranked against full), adds ``against`` to the report: each
+combination's accuracy in both runs on the questions both answered, the paired difference with its
+standard error, and the prompt and KG-knowledge characters both spent (:func:`compare_runs`).
 """
 
 from __future__ import annotations
@@ -54,7 +63,7 @@ from kgwise.files import ResumeLog, short_hash, write_text_atomic
 from kgwise.inject.bandit import ARMS, BanditConfig, PromptBandit
 from kgwise.inject.build import build_injector
 from kgwise.inject.combination import PAPER_COMBINATIONS, PAPER_EXTRACTORS, Combination
-from kgwise.inject.injector import WITHOUT_KG, Injection, KnowledgeInjector
+from kgwise.inject.injector import KNOWLEDGE_TOKENS, WITHOUT_KG, Injection, KnowledgeInjector
 from kgwise.kg.benchmarks import benchmark_kg
 from kgwise.kg.csr import CSRGraph
 from kgwise.kg.grounding import Grounder, GrounderConfig
@@ -64,8 +73,20 @@ from kgwise.progress import duration, estimate_steps, interactive
 from kgwise.settings import command_default
 from kgwise.types import Question, Usage
 
-__all__ = ["DATASETS", "PROMPT_BANDIT", "RL_AGENT", "ExperimentConfig", "KnowGPTData", "benchmark_data",
-           "markdown_table", "run_experiment", "split_questions", "user_data"]
+__all__ = [
+    "DATASETS",
+    "PROMPT_BANDIT",
+    "RL_AGENT",
+    "ExperimentConfig",
+    "KnowGPTData",
+    "against_table",
+    "benchmark_data",
+    "compare_runs",
+    "markdown_table",
+    "run_experiment",
+    "split_questions",
+    "user_data",
+]
 
 DATASETS = ("csqa", "obqa", "medqa")
 SCORING = (*SCORING_RULES, "auto")
@@ -85,7 +106,8 @@ class ExperimentConfig:
     """Sizes of one run: ``limit`` test questions per split (None: all), ``train_limit`` bandit-training
     questions, P_RL training ``rl_iterations``/``rl_time_limit_s``, the MedQA ``split_seed``; ``scoring``:
     ``sum``, ``mean``, ``pmi`` or ``auto`` (see the module docstring); graphs of at most
-    ``pre_encode_max_nodes`` nodes get all node embeddings computed before testing."""
+    ``pre_encode_max_nodes`` nodes get all node embeddings computed before testing; ``knowledge_tokens``:
+    the token budget of the ranked knowledge (``None``: the whole subgraph)."""
 
     limit: int | None = 200
     train_limit: int = 200
@@ -99,6 +121,7 @@ class ExperimentConfig:
     agent: PathAgentConfig = RL_AGENT
     bandit: BanditConfig = PROMPT_BANDIT
     combos: tuple[str, ...] = ARMS
+    knowledge_tokens: int | None = KNOWLEDGE_TOKENS
 
     def __post_init__(self) -> None:
         if self.scoring not in SCORING:
@@ -255,8 +278,11 @@ def _row(q: Question, setting: str, inj: Injection, prior: ChoiceScores | None) 
         **{f"correct_{rule}": correct(rule) for rule in SCORING_RULES},
         "prediction": inj.answer.prediction,
         "knowledge_chars": len(inj.answer.knowledge),
+        "prompt_chars": inj.prompt_chars,
         "empty_knowledge": int(not inj.answer.knowledge.strip()),
         "kg_edges": len(inj.subgraph.edges),
+        "given_paths": len(inj.given.paths),
+        "gold_path": int(q.gold_index is not None and bool(inj.given.support(q.gold_index))),
         "prep_ms": inj.prep_ms,
         "timings_ms": dict(inj.timings_ms),
         "usage": inj.answer.usage.to_dict(),
@@ -275,11 +301,12 @@ def run_experiment(
     config: ExperimentConfig | None = None,
     data: Path | None = None,
     log: Callable[[str], None] = print,
+    against: Path | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) the KnowGPT evaluation of ``dataset`` (a benchmark's name, or
-    :class:`KnowGPTData`) with ``llm_spec``; returns the report. Before the LLM work it says how many
-    outcomes (KnowGPT answers) and LLM calls the run still needs and, from a measured warm-up, how long
-    they will take (through ``log``)."""
+    :class:`KnowGPTData`) with ``llm_spec``; returns the report (``against``: see the module docstring).
+    Before the LLM work it says how many outcomes (KnowGPT answers) and LLM calls the run still needs and,
+    from a measured warm-up, how long they will take (through ``log``)."""
     import torch
 
     from kgwise.extract.path_agent import PathAgent, PathPolicy, train_path_policy
@@ -290,6 +317,7 @@ def run_experiment(
                                                                              cfg.split_seed)
     name = inputs.name
     fingerprint = _claim_run_dir(out_dir, inputs.stamp, llm_spec, cfg)
+    other = _other_run(against, out_dir) if against is not None else None
     torch.set_num_threads(1)
     t_start = time.perf_counter()
 
@@ -352,7 +380,8 @@ def run_experiment(
     evidence = FactRetriever(inputs.facts, encoder, cfg.facts_k) if inputs.facts is not None else None
     rule: ScoringRule = "sum" if cfg.scoring == "auto" else scoring_rule(cfg.scoring)  # auto: chosen below
     injector = build_injector(kg, llm, grounder, encoder, scoring=rule, default_combo=None, agent=agent,
-                              evidence=evidence, name=f"KnowGPT on {name}")
+                              evidence=evidence, knowledge_tokens=cfg.knowledge_tokens,
+                              name=f"KnowGPT on {name}")
     store = OutcomeStore(out_dir / "outcomes.jsonl", fingerprint)
 
     def outcome(q: Question, setting: str) -> dict[str, Any]:
@@ -457,6 +486,9 @@ def run_experiment(
         "usage": usage.to_dict(),
         "wall_s": round(time.perf_counter() - t_start, 1),
     }
+    if other is not None:
+        report["against"] = {"run": str(against), "knowledge_tokens": other[1],
+                             "splits": compare_runs(store, other[0], test_qs, cfg.combos, f"correct_{rule}")}
     (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     (out_dir / "table.md").write_text(markdown_table({name: report}) + "\n", encoding="utf-8")
     return report
@@ -509,6 +541,69 @@ def _claim_run_dir(out_dir: Path, dataset: Any, llm_spec: str, cfg: ExperimentCo
     return short_hash(want)
 
 
+def _other_run(run_dir: Path, out_dir: Path) -> tuple[OutcomeStore, int | None]:
+    """The outcomes of the run in ``run_dir`` and its ``knowledge_tokens``; ``ConfigError`` unless it ran
+    the same data set, LLM and settings as ``out_dir``'s run but for the knowledge budget and the limit."""
+    mine, theirs = (json.loads((d / "run.json").read_text(encoding="utf-8")) if (d / "run.json").is_file()
+                    else None for d in (out_dir, run_dir))
+    if theirs is None or not (run_dir / "outcomes.jsonl").is_file():
+        raise ConfigError(f"--against {run_dir}: not a `kgwise eval knowgpt` run directory (no run.json and "
+                          "outcomes.jsonl)")
+    assert mine is not None  # written by _claim_run_dir
+    differ = sorted(k for k in {*mine["config"], *theirs["config"]}
+                    if k != "knowledge_tokens" and mine["config"].get(k) != theirs["config"].get(k))
+    differ += [k for k in ("dataset", "llm") if mine[k] != theirs[k]]
+    if differ:
+        raise ConfigError(f"--against {run_dir}: that run differs in {', '.join(differ)}; only the "
+                          "knowledge budget may differ")
+    store = OutcomeStore(run_dir / "outcomes.jsonl", short_hash(theirs))
+    return store, theirs["config"].get("knowledge_tokens")
+
+
+def compare_runs(here: OutcomeStore, there: OutcomeStore, tests: dict[str, list[Question]],
+                 combos: Sequence[str], key: str) -> dict[str, Any]:
+    """Per split and combination, on the questions both stores answered: accuracy here and there (under
+    ``key``), the paired difference (here − there) and its standard error, the mean prompt and KG
+    knowledge characters (the knowledge less the open-book facts, where a run has them) and how many
+    fewer here, and the share of the correct answers whose given knowledge holds a path to the gold
+    answer."""
+    out: dict[str, Any] = {}
+    for split, qs in tests.items():
+        out[split] = {}
+        for combo in combos:
+            both = [q for q in qs if here.get(q.id, combo) is not None and there.get(q.id, combo) is not None]
+            if not both:
+                continue
+            a, b = _side(here, both, combo, key), _side(there, both, combo, key)
+            gap = np.array([float(here.need(q.id, combo)[key]) - float(there.need(q.id, combo)[key])
+                            for q in both])
+            out[split][combo] = {
+                "n": len(both), "here": a, "there": b,
+                "difference": float(gap.mean()), "difference_se": float(sem(gap)) if len(gap) > 1 else None,
+                "prompt_chars_fewer": _fewer(a["prompt_chars"], b["prompt_chars"]),
+                "kg_chars_fewer": _fewer(a["kg_chars"], b["kg_chars"])}
+    return out
+
+
+def _side(store: OutcomeStore, qs: Sequence[Question], combo: str, key: str) -> dict[str, Any]:
+    """One run's figures of :func:`compare_runs` on ``qs``."""
+    rows = [store.need(q.id, combo) for q in qs]
+    facts = [int(f["knowledge_chars"]) if (f := store.get(q.id, FACTS_ONLY)) is not None else 0 for q in qs]
+    right = [r for r in rows if r[key]]
+    gold = (float(np.mean([r["gold_path"] for r in right]))
+            if right and all("gold_path" in r for r in right) else None)
+    prompt = [r["prompt_chars"] for r in rows if "prompt_chars" in r]
+    return {"accuracy": _acc(rows, key),
+            "prompt_chars": float(np.mean(prompt)) if len(prompt) == len(rows) else None,
+            "kg_chars": float(np.mean([r["knowledge_chars"] - f for r, f in zip(rows, facts, strict=True)])),
+            "gold_path_when_correct": gold}
+
+
+def _fewer(here: float | None, there: float | None) -> float | None:
+    """``1 − here / there``: the share of ``there`` saved (None when there is nothing to save)."""
+    return None if here is None or not there else 1.0 - here / there
+
+
 def _latency(injector: KnowledgeInjector, qs: Sequence[Question]) -> dict[str, Any]:
     """Grounding + extraction + F_t and F_s rendering per question and extractor, measured afresh (no
     memo, no LLM), after the run's caches are warm; median and p95 in milliseconds."""
@@ -559,7 +654,7 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
             # questions whose extractor found no KG edge (rows of older runs lack the count: None)
             out["no_kg_edges"] = (int(sum(r["kg_edges"] == 0 for r in rs))
                                   if all("kg_edges" in r for r in rs) else None)
-            out |= prep_times(rs)
+            out |= prep_times(rs) | _knowledge_size(rs, key)
         return out
 
     def picked(chosen: Sequence[str]) -> dict[str, Any]:
@@ -589,6 +684,22 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
     return out
 
 
+def _knowledge_size(rows: Sequence[dict[str, Any]], key: str) -> dict[str, float | None]:
+    """Mean prompt tokens (of the rows the LLM counted: not response-cache hits) and knowledge characters,
+    and the share of the rows right under ``key`` whose given knowledge holds a path to the gold answer
+    (rows of older runs lack it: None)."""
+    counted = [r["usage"]["input_tokens"] for r in rows if r.get("usage", {}).get("input_tokens")]
+    right = [r for r in rows if r[key]]
+    return {"prompt_tokens_mean": float(np.mean(counted)) if counted else None,
+            "prompt_tokens_counted": len(counted),
+            "knowledge_chars_mean": (float(np.mean([r["knowledge_chars"] for r in rows]))
+                                     if rows and all("knowledge_chars" in r for r in rows) else None),
+            "prompt_chars_mean": (float(np.mean([r["prompt_chars"] for r in rows]))
+                                  if rows and all("prompt_chars" in r for r in rows) else None),
+            "gold_path_when_correct": (float(np.mean([r["gold_path"] for r in right]))
+                                       if right and all("gold_path" in r for r in right) else None)}
+
+
 def _targets(qs: Sequence[Question], full: Sequence[str], best: str, store: OutcomeStore,
              key: str) -> dict[str, Any]:
     """The two checks on one split (≥ 2 questions): full KnowGPT ≥ the best single combination,
@@ -607,6 +718,35 @@ def _targets(qs: Sequence[Question], full: Sequence[str], best: str, store: Outc
         "at_least_best_single": bool(over_best.mean() >= 0),
         "five_points_over_without_kg": bool(over_plain.mean() >= 0.05 - 1e-9),
     }
+
+
+def against_table(report: dict[str, Any]) -> str:
+    """The ``against`` comparison of a report as a markdown table: per split and combination, accuracy
+    here and there, the paired difference, prompt and KG characters, the gold-path share of the correct."""
+    budget = report["config"].get("knowledge_tokens")
+    theirs = report["against"]["knowledge_tokens"]
+
+    def name(b: int | None) -> str:
+        return "full" if b is None else f"ranked {b} tok"
+
+    def pct(v: float | None) -> str:
+        return "–" if v is None or v != v else f"{100 * v:.0f} %"
+
+    here, there = name(budget), name(theirs)
+    lines = [f"| split | combination | n | accuracy {here} / {there} | difference ± SE (points) | "
+             f"prompt chars {here} / {there} (fewer) | KG chars (fewer) | correct with a gold path |",
+             "|---|---|---|---|---|---|---|---|"]
+    for split, combos in report["against"]["splits"].items():
+        for combo, c in combos.items():
+            a, b = c["here"], c["there"]
+            se = "–" if c["difference_se"] is None else f"{100 * c['difference_se']:.1f}"
+            prompt = f"{a['prompt_chars'] or 0:.0f} / {b['prompt_chars'] or 0:.0f}"
+            kg = f"{a['kg_chars']:.0f} / {b['kg_chars']:.0f}"
+            gold = f"{pct(a['gold_path_when_correct'])} / {pct(b['gold_path_when_correct'])}"
+            lines.append(f"| {split} | {combo} | {c['n']} | {a['accuracy']:.3f} / {b['accuracy']:.3f} | "
+                         f"{100 * c['difference']:+.1f} ± {se} | {prompt} ({pct(c['prompt_chars_fewer'])}) | "
+                         f"{kg} ({pct(c['kg_chars_fewer'])}) | {gold} |")
+    return "\n".join(lines)
 
 
 def markdown_table(reports: dict[str, dict[str, Any]]) -> str:

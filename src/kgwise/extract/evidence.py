@@ -11,6 +11,12 @@ choice's best path before any choice's second: the model should see the case for
 the distinct nodes stay within ``max_nodes`` (25 by default, what a person reads at a glance) and the
 paths' cost within ``max_tokens`` (with a ``tokens`` estimate of a path's rendered text). ``support(i)``
 of the result is the kept paths that end at choice ``i`` — what an answer's ``support`` lists.
+
+:meth:`RankedEvidence.cut` cuts an already ranked list again to a smaller budget (the order is kept),
+so one ranking serves the prompt (a token budget) and the page (a node budget);
+:meth:`RankedEvidence.as_subgraph` is the kept paths as a :class:`~kgwise.types.Subgraph` a format
+renders. An open question has no choices:
+:func:`open_candidates` makes every other node of its subgraph a candidate answer of its own.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from dataclasses import dataclass
 from kgwise.errors import ConfigError
 from kgwise.types import Path, Subgraph
 
-__all__ = ["EvidenceBudget", "RankedEvidence", "RankedPath", "rank_evidence"]
+__all__ = ["EVERY_PATH", "EvidenceBudget", "RankedEvidence", "RankedPath", "open_candidates", "rank_evidence"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +48,10 @@ class EvidenceBudget:
             raise ConfigError("EvidenceBudget: max_nodes must be ≥ 2, max_hops ≥ 1, max_tokens ≥ 1")
         if self.hub_penalty < 0:
             raise ConfigError("EvidenceBudget: hub_penalty must be ≥ 0")
+
+
+EVERY_PATH = EvidenceBudget(max_nodes=1_000_000)
+"""The ranking before any cut: every path found within the hops, best first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +75,25 @@ class RankedEvidence:
     def support(self, choice: int) -> tuple[RankedPath, ...]:
         """The kept paths that end at choice ``choice``."""
         return tuple(p for p in self.paths if p.choice == choice)
+
+    def supporting(self, *choices: int, budget: EvidenceBudget | None = None) -> RankedEvidence:
+        """The kept paths that end at any of ``choices``, cut to ``budget`` (default: 25 nodes, what a
+        page shows)."""
+        wanted = set(choices)
+        return _cut([p for p in self.paths if p.choice in wanted], budget or EvidenceBudget(), None,
+                    self.found)
+
+    def cut(self, budget: EvidenceBudget, tokens: Callable[[RankedPath], int] | None = None
+            ) -> RankedEvidence:
+        """The kept paths cut again to ``budget``, in their ranked order (``found`` is kept)."""
+        return _cut(self.paths, budget, tokens, self.found)
+
+    def as_subgraph(self, question_nodes: Sequence[int] = (), choice_nodes: Sequence[Sequence[int]] = ()
+                    ) -> Subgraph:
+        """The kept paths as a subgraph: their nodes, their distinct stored edges, the paths themselves."""
+        edges = dict.fromkeys(e for rp in self.paths for e in rp.path.edges())
+        return Subgraph(self.nodes, tuple(edges), tuple(question_nodes),
+                        tuple(tuple(c) for c in choice_nodes), tuple(rp.path for rp in self.paths))
 
 
 def _adjacency(subgraph: Subgraph) -> dict[int, list[tuple[int, int, bool]]]:
@@ -116,8 +145,6 @@ def rank_evidence(subgraph: Subgraph, question_nodes: Sequence[int], choice_node
     cut to ``budget`` (see the module docstring); ``tokens``: a path's rendered size, needed when the
     budget sets ``max_tokens``."""
     budget = budget or EvidenceBudget()
-    if budget.max_tokens is not None and tokens is None:
-        raise ConfigError("rank_evidence: a token budget needs a tokens estimate of a path")
     adj = _adjacency(subgraph)
     degree = {v: len(n) for v, n in adj.items()}
     questions = set(question_nodes)
@@ -144,6 +171,22 @@ def rank_evidence(subgraph: Subgraph, question_nodes: Sequence[int], choice_node
     order: list[RankedPath] = []
     for depth in range(max((len(q) for q in queues), default=0)):
         order += sorted((q[depth] for q in queues if depth < len(q)), key=lambda x: (-x.score, x.choice))
+    return _cut(order, budget, tokens, len(order))
+
+
+def open_candidates(subgraph: Subgraph, question_nodes: Sequence[int]) -> tuple[tuple[int], ...]:
+    """An open question's candidate answers for :func:`rank_evidence`: every node of ``subgraph`` (its
+    nodes, then its edges' ends, in first-seen order) that is not a question concept, each on its own."""
+    questions = set(question_nodes)
+    seen = dict.fromkeys([*subgraph.nodes, *(v for h, _, t in subgraph.edges for v in (h, t))])
+    return tuple((v,) for v in seen if v not in questions)
+
+
+def _cut(order: Sequence[RankedPath], budget: EvidenceBudget, tokens: Callable[[RankedPath], int] | None,
+         found: int) -> RankedEvidence:
+    """``order``'s paths taken in turn while the distinct nodes and the tokens stay within ``budget``."""
+    if budget.max_tokens is not None and tokens is None:
+        raise ConfigError("rank_evidence: a token budget needs a tokens estimate of a path")
     kept: list[RankedPath] = []
     seen: dict[int, None] = {}
     spent = 0
@@ -157,4 +200,4 @@ def rank_evidence(subgraph: Subgraph, question_nodes: Sequence[int], choice_node
         kept.append(rp)
         seen.update(dict.fromkeys(new))
         spent += cost
-    return RankedEvidence(tuple(kept), tuple(seen), len(order))
+    return RankedEvidence(tuple(kept), tuple(seen), found)

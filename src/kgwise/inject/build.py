@@ -11,6 +11,8 @@ Rules (the same for every caller):
   through ``llm``.
 * Choices ranked by ``scoring`` (:data:`kgwise.llm.SCORING_RULES`); a ``bandit`` trained with another rule
   raises ``ConfigError`` (a bandit learnt on one rule's rewards does not transfer to another's).
+* The knowledge a prompt renders is ranked to the question and cut to ``knowledge_tokens``
+  (:class:`~kgwise.inject.injector.InjectorConfig`; ``None``: the whole extracted subgraph).
 * The LLM is the caller's: whether it sits behind the response cache is the caller's choice.
 """
 
@@ -26,7 +28,7 @@ from kgwise.extract.neighbourhood import HubStats
 from kgwise.extract.registry import ExtractorOptions, make_extractor
 from kgwise.inject.bandit import PromptBandit
 from kgwise.inject.combination import Combination
-from kgwise.inject.injector import InjectorConfig, KnowledgeInjector
+from kgwise.inject.injector import KNOWLEDGE_TOKENS, InjectorConfig, KnowledgeInjector
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.kg.csr import CSRGraph
 from kgwise.kg.grounding import Grounder
@@ -54,6 +56,7 @@ def build_injector(
     bandit: PromptBandit | None = None,
     formats: FormatConfig | None = None,
     evidence: Callable[[Question], str] | None = None,
+    knowledge_tokens: int | None = KNOWLEDGE_TOKENS,
     name: str = "the injector",
 ) -> KnowledgeInjector:
     """KnowGPT over ``kg`` answering with ``llm`` (see the module docstring for the rules); ``name`` is how
@@ -75,4 +78,4 @@ def build_injector(
         extractors["P_RL"] = agent
     made = {n: make_format(n, llm, formats) for n in FORMAT_NAMES}
     return KnowledgeInjector(kg, grounder, extractors, made, llm, bandit, encoder,
-                             InjectorConfig(rule, default_combo), evidence)
+                             InjectorConfig(rule, default_combo, knowledge_tokens), evidence)

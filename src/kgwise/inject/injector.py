@@ -5,7 +5,13 @@ For a question the injector grounds its text and choices in the KG, lets the pro
 (P_sub or P_RL), renders it in that format (F_t, F_s, F_g), and asks the LLM to score every choice's text
 after the knowledge prompt (:func:`kgwise.render.answer_prompt`), ranked by the configured
 :data:`kgwise.llm.SCORING_RULES` rule (``pmi`` also scores the choices once per question after the
-context-free :data:`kgwise.llm.answering.PRIOR_CONTEXT`). The returned
+context-free :data:`kgwise.llm.answering.PRIOR_CONTEXT`).
+
+The knowledge is ranked to the question (:mod:`kgwise.extract.evidence`): the subgraph's paths that join a
+question concept to a choice (an open question: to any other node, a candidate answer) are scored and,
+with ``InjectorConfig.knowledge_tokens`` set, only the best of them within that many tokens are rendered
+(``None``: the whole subgraph, as the format selects from it). A path's tokens are estimated from its
+facts as F_t writes them, :data:`CHARS_PER_TOKEN` characters a token. The returned
 :class:`kgwise.types.Answer` carries the knowledge text, the combination and the usage; ``prep_ms`` in
 :class:`Injection` is the grounding + extraction + rendering time with LLM time excluded.
 """
@@ -20,44 +26,71 @@ from typing import TYPE_CHECKING
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError
 from kgwise.extract.base import Extractor
+from kgwise.extract.evidence import (
+    EVERY_PATH,
+    EvidenceBudget,
+    RankedEvidence,
+    RankedPath,
+    open_candidates,
+    rank_evidence,
+)
 from kgwise.inject.bandit import PromptBandit
 from kgwise.inject.combination import Combination
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.kg.grounding import Grounder, Grounding
 from kgwise.llm.answering import choice_prior, require_logprobs, score_choices_after, scored_answer
 from kgwise.llm.base import ScoringRule, scoring_rule
-from kgwise.render.formats import Format, Rendered
+from kgwise.render.formats import Format, FormatConfig, Rendered, select_edges
 from kgwise.render.prompts import answer_prompt
 from kgwise.types import Answer, Question, Subgraph, Usage
 
 if TYPE_CHECKING:
     from kgwise.llm import LLM, ChoiceScores
 
-__all__ = ["WITHOUT_KG", "Injection", "InjectorConfig", "KnowledgeInjector"]
+__all__ = ["CHARS_PER_TOKEN", "KNOWLEDGE_TOKENS", "WITHOUT_KG", "Injection", "InjectorConfig",
+           "KnowledgeInjector"]
 
 WITHOUT_KG = "w/o KG"
+CHARS_PER_TOKEN = 4
+"""Characters of English text per token, the usual rule of thumb of BPE tokenizers (GPT-2's, SmolLM2's)."""
+KNOWLEDGE_TOKENS = 48
+"""Default token budget of the ranked knowledge in a prompt: about half of what the formats' cap of 8 facts
+renders from a whole P_sub. Measured with SmolLM2-135M (``kgwise eval knowgpt --evidence ranked --against``
+a ``--evidence full`` run, docs/measurements/knowgpt.md, "Ranked evidence"): 51–98 % fewer knowledge
+characters on OBQA, CSQA and MedQA; accuracy +2 to +10 points on OBQA and CSQA, −3 to −5 on MedQA (± 3)."""
+NO_PATHS = RankedEvidence((), (), 0)
 
 
 @dataclass(frozen=True)
 class InjectorConfig:
     """``scoring``: how the LLM's choice scores are ranked, one of :data:`kgwise.llm.SCORING_RULES`;
     ``default_combo``: the combination used when no bandit is given (``None``: a combination must be
-    passed)."""
+    passed); ``knowledge_tokens``: the token budget of the ranked knowledge rendered into a prompt
+    (``None``: the whole extracted subgraph, the formats' own cap only)."""
 
     scoring: ScoringRule = "sum"
     default_combo: Combination | None = None
+    knowledge_tokens: int | None = KNOWLEDGE_TOKENS
 
     def __post_init__(self) -> None:
         scoring_rule(self.scoring)
+        if self.knowledge_tokens is not None and self.knowledge_tokens < 1:
+            raise ConfigError(f"knowledge_tokens must be ≥ 1 (or None: the whole subgraph), got "
+                              f"{self.knowledge_tokens!r}")
 
 
 @dataclass(frozen=True)
 class Injection:
-    """One answered question: the answer, the per-choice scores and the time spent outside the LLM."""
+    """One answered question: the answer, the per-choice scores, the extracted subgraph, its paths ranked
+    to the question (``ranked``: every path found, best first; ``given``: those whose every fact the prompt
+    holds) and the time spent outside the LLM."""
 
     answer: Answer
     scores: ChoiceScores
     subgraph: Subgraph = field(default_factory=Subgraph)
+    ranked: RankedEvidence = field(default_factory=lambda: NO_PATHS)
+    given: RankedEvidence = field(default_factory=lambda: NO_PATHS)
+    prompt_chars: int = 0
     prep_ms: float = 0.0
     timings_ms: Mapping[str, float] = field(default_factory=dict)
 
@@ -134,12 +167,51 @@ class KnowledgeInjector:
             self._subgraphs[key] = found
         return found
 
+    def ranked(self, question: Question, sub: Subgraph) -> RankedEvidence:
+        """Every path of ``sub`` from a question concept to a choice (an open question: to a candidate,
+        :func:`~kgwise.extract.evidence.open_candidates`), best first (no cut)."""
+        targets = sub.choice_nodes if question.choices else open_candidates(sub, sub.question_nodes)
+        return rank_evidence(sub, sub.question_nodes, targets, EVERY_PATH)
+
+    def path_tokens(self, rp: RankedPath) -> int:
+        """A path's tokens as F_t writes its facts, ``(head, relation, tail)`` a line, estimated at
+        :data:`CHARS_PER_TOKEN` characters a token (at least one a fact)."""
+        chars = sum(len(self.kg.label(h)) + len(self.kg.relation_name(r)) + len(self.kg.label(t)) + 7
+                    for h, r, t in rp.path.edges())
+        return max(len(rp.path), -(-chars // CHARS_PER_TOKEN))
+
+    def prompt_knowledge(self, question: Question, sub: Subgraph
+                         ) -> tuple[Subgraph, RankedEvidence, RankedEvidence]:
+        """What a prompt renders of ``sub``: the ranked paths cut to ``knowledge_tokens`` as a subgraph
+        (``None``: ``sub`` whole); the whole ranking; and the ranked paths the prompt holds (the cut, or
+        the whole ranking)."""
+        ranked = self.ranked(question, sub)
+        budget = self.config.knowledge_tokens
+        if budget is None:
+            return sub, ranked, ranked
+        cut = ranked.cut(EvidenceBudget(max_nodes=EVERY_PATH.max_nodes, max_tokens=budget), self.path_tokens)
+        return cut.as_subgraph(sub.question_nodes, sub.choice_nodes), ranked, cut
+
+    def _whole_paths_shown(self, ranked: RankedEvidence, sub: Subgraph, fmt: Format) -> RankedEvidence:
+        """The ranked paths all of whose facts a format renders from the whole ``sub`` (it selects at most
+        its ``max_triples`` facts, :func:`kgwise.render.formats.select_edges`)."""
+        cap = getattr(fmt, "config", FormatConfig()).max_triples
+        shown = set(select_edges(sub, cap, self.kg))
+        whole = tuple(rp for rp in ranked.paths if all(e in shown for e in rp.path.edges()))
+        nodes = tuple(dict.fromkeys(v for rp in whole for v in rp.path.nodes))
+        return RankedEvidence(whole, nodes, ranked.found)
+
     def knowledge(self, question: Question, combo: str | Combination, grounding: Grounding | None = None
                   ) -> tuple[Rendered, Subgraph, dict[str, float]]:
-        """Rendered knowledge for ``question`` with ``combo``, its subgraph, and the times (ms) of
-        grounding, extraction and rendering (rendering without the LLM's own time for F_g). ``grounding``:
-        the question's, when the caller grounded it already (with this injector's grounder's rules);
-        ``None``: grounded here."""
+        """Rendered knowledge for ``question`` with ``combo`` (ranked and cut, :meth:`prompt_knowledge`),
+        the extracted subgraph, and the times (ms) of grounding, extraction and ranking + rendering
+        (without the LLM's own time for F_g). ``grounding``: the question's, when the caller grounded it
+        already (with this injector's grounder's rules); ``None``: grounded here."""
+        rendered, sub, _, _, timings = self._knowledge(question, combo, grounding)
+        return rendered, sub, timings
+
+    def _knowledge(self, question: Question, combo: str | Combination, grounding: Grounding | None
+                   ) -> tuple[Rendered, Subgraph, RankedEvidence, RankedEvidence, dict[str, float]]:
         c = self._split(combo)
         p, f = c.extractor, c.format
         t0 = time.perf_counter()
@@ -148,9 +220,13 @@ class KnowledgeInjector:
         ground_ms = (time.perf_counter() - t0) * 1e3
         sub, extract_ms = self.subgraph(question, grounding, p)
         t1 = time.perf_counter()
-        rendered = self.formats[f].render(self.kg, sub, question)
+        shown, ranked, given = self.prompt_knowledge(question, sub)
+        if self.config.knowledge_tokens is None:
+            given = self._whole_paths_shown(ranked, sub, self.formats[f])
+        rendered = self.formats[f].render(self.kg, shown, question)
         render_ms = (time.perf_counter() - t1) * 1e3 - rendered.usage.latency_s * 1e3
-        return rendered, sub, {"ground": ground_ms, "extract": extract_ms, "render": max(render_ms, 0.0)}
+        return rendered, sub, ranked, given, {"ground": ground_ms, "extract": extract_ms,
+                                              "render": max(render_ms, 0.0)}
 
     def _score(self, question: Question, knowledge: str, evidence: str) -> ChoiceScores:
         return score_choices_after(self.llm, question, answer_prompt(question.text, knowledge, evidence))
@@ -190,12 +266,14 @@ class KnowledgeInjector:
         t0 = time.perf_counter()
         evidence = self.evidence(question) if self.evidence is not None else ""
         evidence_ms = (time.perf_counter() - t0) * 1e3
-        rendered, sub, timings = self.knowledge(question, chosen, grounding)
+        rendered, sub, ranked, given, timings = self._knowledge(question, chosen, grounding)
         timings["evidence"] = evidence_ms
-        scores = self._score(question, rendered.text, evidence)
+        prompt = answer_prompt(question.text, rendered.text, evidence)
+        scores = score_choices_after(self.llm, question, prompt)
         knowledge = "\n".join(x for x in (evidence, rendered.text) if x)
         answer = self._answer(question, scores, knowledge, str(chosen), rendered.usage)
-        return Injection(answer, scores, sub, sum(timings.values()), timings)
+        return Injection(answer, scores, sub, ranked, given, len(prompt),
+                         sum(timings.values()), timings)
 
     def answer(self, question: Question, combo: str | Combination | None = None) -> Answer:
         """The :class:`Answer` of :meth:`inject`."""

@@ -40,7 +40,8 @@ class LabelPathLike(Protocol):
 
 class EvidenceLike(Protocol):
     """The knowledge an answer used: grounded question concepts, each choice's concepts (in choice order;
-    empty for an open question), triples and paths as data, and the text rendered into the prompt."""
+    empty for an open question), triples and paths (best first) as data, the text rendered into the
+    prompt, and ``support``: the paths that end at the chosen answer."""
 
     @property
     def question_concepts(self) -> Sequence[str]: ...
@@ -52,6 +53,8 @@ class EvidenceLike(Protocol):
     def paths(self) -> Sequence[LabelPathLike]: ...
     @property
     def text(self) -> str: ...
+    @property
+    def support(self) -> Sequence[LabelPathLike]: ...
 
 
 class AnswerSetLike(Protocol):

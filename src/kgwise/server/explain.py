@@ -87,7 +87,9 @@ def render_explained(extra: KgwiseExtra, evidence_lines: int = EVIDENCE_LINES) -
         out += [f"> {_md(ab.promise)}" if ab.abstained else f"Answered: {_md(ab.promise)}", ""]
     ev = extra.evidence
     if ev is not None:
-        lines = [_path(p.nodes, p.relations, p.inverse) for p in ev.paths]
+        support = [_path(p.nodes, p.relations, p.inverse) for p in ev.support]  # first: what backs the answer
+        lines = [f"{line} (supports the answer)" for line in support]
+        lines += [x for x in (_path(p.nodes, p.relations, p.inverse) for p in ev.paths) if x not in support]
         lines += [f"{_md(t.head)} —{_md(t.relation)}→ {_md(t.tail)}" for t in ev.triples]
         if lines:
             shown = lines[:evidence_lines]

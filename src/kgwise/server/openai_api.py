@@ -64,7 +64,14 @@ from kgwise.errors import (
     StateUnavailableError,
 )
 from kgwise.server.backpressure import ModelGate
-from kgwise.server.contract import ArmAbstentionLike, ExamplesLike, PipelineLike, ResultLike, StatusLike
+from kgwise.server.contract import (
+    ArmAbstentionLike,
+    ExamplesLike,
+    LabelPathLike,
+    PipelineLike,
+    ResultLike,
+    StatusLike,
+)
 from kgwise.server.explain import (
     EXPLAIN_SUFFIX,
     FeedbackCommand,
@@ -413,6 +420,10 @@ def _state_unavailable(exc: StateUnavailableError) -> OpenAIError:
                        headers={"Retry-After": str(math.ceil(exc.retry_after_s))})
 
 
+def _path_out(p: LabelPathLike) -> PathOut:
+    return PathOut(nodes=list(p.nodes), relations=list(p.relations), inverse=list(p.inverse))
+
+
 def _extra(served: _Served, question: str, choices: list[str] | None, result: ResultLike,
            forced: bool) -> KgwiseExtra:
     """The ``kgwise`` field of a completion."""
@@ -423,9 +434,7 @@ def _extra(served: _Served, question: str, choices: list[str] | None, result: Re
         question_concepts=list(ev.question_concepts),
         choice_concepts=[list(c) for c in ev.choice_concepts],
         triples=[TripleOut(head=t.head, relation=t.relation, tail=t.tail) for t in ev.triples],
-        paths=[PathOut(nodes=list(p.nodes), relations=list(p.relations), inverse=list(p.inverse))
-               for p in ev.paths],
-        text=ev.text)
+        paths=[_path_out(p) for p in ev.paths], text=ev.text, support=[_path_out(p) for p in ev.support])
     s = result.answer_set
     answer_set = None if s is None else AnswerSetOut(members=list(s.members), alpha=s.alpha,
                                                      guaranteed=s.guaranteed, guarantee=s.guarantee)

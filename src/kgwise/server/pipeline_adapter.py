@@ -141,7 +141,8 @@ class ServedPipeline:
         r: PipelineResult = self.pipeline.answer(text, choices, arm=arm, settings=settings, on_text=on_text)
         k = r.knowledge
         evidence = Evidence(r.question_entities, r.choice_entities, k.triples,
-                            tuple(label_path(p) for p in k.paths if p), k.text)
+                            tuple(label_path(p) for p in k.paths if p), k.text,
+                            tuple(label_path(p) for p in k.support if p))
         labels = r.label is not None or r.abstained  # a choice, or "not sure" among the choices
         aset = None if r.answer_set is None else AnswerSet(
             r.answer_set.labels if labels else r.answer_set.texts, r.answer_set.alpha,

@@ -166,8 +166,11 @@ class EvidenceOut(BaseModel):
     question_concepts: list[str]
     choice_concepts: list[list[str]]
     triples: list[TripleOut]
-    paths: list[PathOut]
+    paths: list[PathOut] = Field(description="paths from a question concept to a choice (or, for an open "
+                                 "question, to a candidate), best first")
     text: str
+    support: list[PathOut] = Field(default_factory=list, description="the paths the answer read that end "
+                                   "at the chosen answer (empty before an answer is chosen)")
 
 
 class AnswerSetOut(BaseModel):

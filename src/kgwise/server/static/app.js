@@ -5,7 +5,7 @@
 
 const $ = (id) => document.getElementById(id);
 const KEY = "kgwise.apiKey";
-const state = { models: [], pipelines: [], extra: null, cy: null, timer: null };
+const state = { models: [], pipelines: [], extra: null, cy: null, timer: null, evidenceAll: false };
 window.kgwise = state; // for the browser tests and the curious
 
 // --- HTTP -----------------------------------------------------------------------------------------------
@@ -157,6 +157,8 @@ function render(x) {
   renderEvidence(x);
 }
 
+$("evidence-more").addEventListener("click", () => renderEvidence(state.extra, !state.evidenceAll));
+
 const SET_SHOWN = 30;
 
 function renderSet(x) {
@@ -182,7 +184,14 @@ function renderSet(x) {
     el("p", { class: "hint", text: `α = ${s.alpha}: the set should hold the right answer at least ${pct(1 - s.alpha)} of the time` }));
 }
 
-function renderEvidence(x) {
+// Evidence shown at first: at most EVIDENCE_NODES nodes (choices included), what a person reads at a glance.
+// Concepts are taken in this order while they fit: the paths that support the answer, the other paths
+// best first (the server ranks them), the question concepts, the choices' concepts, then the other facts
+// the arm read; a fact is drawn when both its ends are. "Show all" draws every one.
+const EVIDENCE_NODES = 25;
+
+function renderEvidence(x, all = false) {
+  state.evidenceAll = all;
   const ev = x.evidence;
   const empty = $("evidence-empty");
   const nodes = new Map(), edges = new Map();
@@ -199,23 +208,49 @@ function renderEvidence(x) {
     cls.split(" ").filter(Boolean).forEach((c) => e.classes.add(c));
     edges.set(id, e);
   };
+  const hops = (p, cls) => p.relations.forEach((r, i) => {
+    const a = concept(p.nodes[i]), b = concept(p.nodes[i + 1]);
+    if (p.inverse[i]) edge(b, r, a, cls); else edge(a, r, b, cls);
+  });
+  let total = 0;
   if (ev) {
-    ev.question_concepts.forEach((c) => node("c:" + c, c, "q"));
-    (x.choices || []).forEach((c, i) => {
+    const support = ev.support || [];
+    const choices = x.choices || [];
+    const every = new Set([...ev.question_concepts, ...ev.choice_concepts.flat(),
+      ...ev.triples.flatMap((t) => [t.head, t.tail]), ...ev.paths.flatMap((p) => p.nodes)]);
+    total = every.size + choices.length;
+    const kept = new Set();
+    const fits = (labels) => {
+      const extra = [...new Set(labels)].filter((l) => !kept.has(l));
+      if (!all && kept.size + choices.length + extra.length > EVIDENCE_NODES) return false;
+      extra.forEach((l) => kept.add(l));
+      return true;
+    };
+    const shownPaths = [...support, ...ev.paths].filter((p) => fits(p.nodes));
+    ev.question_concepts.forEach((c) => fits([c]));
+    ev.choice_concepts.forEach((cs) => cs.forEach((k) => fits([k])));
+    ev.triples.forEach((t) => fits([t.head, t.tail]));
+    ev.question_concepts.filter((c) => kept.has(c)).forEach((c) => node("c:" + c, c, "q"));
+    choices.forEach((c, i) => {
       const inSet = x.answer_set && x.answer_set.members.includes(c.label);
       const id = node("choice:" + c.label, `${c.label}) ${c.text}`,
         "ch" + (c.label === x.choice ? " chosen" : "") + (inSet ? " inset" : ""));
-      (ev.choice_concepts[i] || []).forEach((k) => edge(id, "grounded as", concept(k), "ground"));
+      (ev.choice_concepts[i] || []).filter((k) => kept.has(k)).forEach((k) => edge(id, "grounded as", concept(k), "ground"));
     });
-    ev.triples.forEach((t) => edge(concept(t.head), t.relation, concept(t.tail), "triple"));
-    ev.paths.forEach((p) => p.relations.forEach((r, i) => {
-      const a = concept(p.nodes[i]), b = concept(p.nodes[i + 1]);
-      if (p.inverse[i]) edge(b, r, a, "path"); else edge(a, r, b, "path");
-    }));
+    ev.triples.filter((t) => kept.has(t.head) && kept.has(t.tail))
+      .forEach((t) => edge(concept(t.head), t.relation, concept(t.tail), "triple"));
+    shownPaths.forEach((p) => hops(p, "path"));
+    support.filter((p) => p.nodes.every((n) => kept.has(n))).forEach((p) => {
+      hops(p, "support");
+      p.nodes.forEach((n) => nodes.get("c:" + n).classes.add("support"));
+    });
     if (!x.choices) {
       for (const n of nodes.values()) if (n.data.label.toLowerCase() === x.answer.toLowerCase()) n.classes.add("chosen");
     }
   }
+  const more = $("evidence-more");
+  more.hidden = !ev || (total <= nodes.size && !all);
+  more.textContent = all ? `Show the ${EVIDENCE_NODES} most relevant nodes` : `Show all ${total} nodes`;
   const els = [...nodes.values(), ...edges.values()].map((e) => ({ data: e.data, classes: [...e.classes].join(" ") }));
   $("knowledge").textContent = ev && ev.text ? ev.text : "(no knowledge was given to the model)";
   if (state.cy) { state.cy.destroy(); state.cy = null; }
@@ -244,6 +279,8 @@ function renderEvidence(x) {
       { selector: "edge.triple, edge.path", style: { "curve-style": "unbundled-bezier", "control-point-distances": 28,
         "control-point-weights": 0.5 } },
       { selector: "edge.path", style: { "line-color": "#2b6cb0", "target-arrow-color": "#2b6cb0", width: 2.5 } },
+      { selector: "edge.support", style: { "line-color": "#2f855a", "target-arrow-color": "#2f855a", width: 4.5 } },
+      { selector: "node.support", style: { "border-width": 2, "border-color": "#2f855a" } },
       { selector: "edge.ground", style: { "line-style": "dashed", "target-arrow-shape": "none", "line-color": "#d69e2e" } },
     ],
     layout: nodes.size <= 60
