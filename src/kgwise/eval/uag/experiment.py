@@ -120,10 +120,15 @@ class ExperimentConfig:
     granularity: str = "whole"
     limit: int | None = None
     llm: str | None = None
+    methods: tuple[str, ...] = METHODS
+    """The methods run (of :data:`METHODS`; those of :data:`SCORED_METHODS` only with candidates)."""
 
     def __post_init__(self) -> None:
         if self.splits < 1:
             raise ConfigError("splits must be ≥ 1")
+        unknown = [m for m in self.methods if m not in METHODS]
+        if not self.methods or unknown:
+            raise ConfigError(f"unknown methods {unknown}; choose from {', '.join(METHODS)}")
         tc = (self.tune_fraction, self.cal_fraction)
         if not (tc[0] > 0 and tc[1] > 0 and tc[0] + tc[1] < 1):
             raise ConfigError("tune_fraction and cal_fraction must be positive and leave a test part")
@@ -383,7 +388,7 @@ def run_split(tables: TableBatch, gnn: CandidateBatch | None, config: Experiment
     tune, cal, test = _split(tables.num_questions, config, s)
     sources = {False: tables} if gnn_tables is None else {False: tables, True: gnn_tables}
     parts = {scored: (b.subset(tune), b.subset(cal), b.subset(test)) for scored, b in sources.items()}
-    methods = METHODS if gnn is not None else tuple(m for m in METHODS if m not in SCORED_METHODS)
+    methods = tuple(m for m in config.methods if gnn is not None or m not in SCORED_METHODS)
     out: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
     fits: dict[tuple[tuple[EvaluatorScore, ...], bool], tuple[UAG, np.ndarray]] = {}
     for method, (how, all_kinds, scored) in _UAG_METHODS.items():
@@ -410,11 +415,13 @@ def run_split(tables: TableBatch, gnn: CandidateBatch | None, config: Experiment
     base_cal = gnn.subset(np.concatenate([tune, cal]))
     base_test = gnn.subset(test)
     for alpha in config.alphas:
-        cp = SplitCPBaseline().conformalize(base_cal, alpha)
-        out["split_cp"].append(_row(None if cp.quantile_ is None else cp.evaluate(base_test), alpha,
-                                    {"quantile": cp.quantile_}))
-        tk = TopKBaseline().fit(base_cal, alpha)
-        out["top_k"].append(_row(None if tk.k_ is None else tk.evaluate(base_test), alpha, {"k": tk.k_}))
+        if "split_cp" in out:
+            cp = SplitCPBaseline().conformalize(base_cal, alpha)
+            out["split_cp"].append(_row(None if cp.quantile_ is None else cp.evaluate(base_test), alpha,
+                                        {"quantile": cp.quantile_}))
+        if "top_k" in out:
+            tk = TopKBaseline().fit(base_cal, alpha)
+            out["top_k"].append(_row(None if tk.k_ is None else tk.evaluate(base_test), alpha, {"k": tk.k_}))
     return out
 
 
