@@ -210,3 +210,17 @@ def test_on_webqsp_the_learned_score_is_certified_and_no_larger(webqsp_uag_table
         assert m["covered"].mean() >= 0.7 - 3 * math.sqrt(0.21 / 100)
         sizes[len(kinds)] = float(m["size"].mean())
     assert sizes[5] <= sizes[4] * 1.1, sizes
+
+
+def test_eval_uag_runs_the_methods_named_and_refuses_others() -> None:
+    from kgwise.eval.uag.experiment import ExperimentConfig, run_split
+
+    with pytest.raises(ConfigError, match="unknown methods"):
+        ExperimentConfig(methods=("uag", "uag_learnt"))
+    rng = np.random.default_rng(9)
+    tables = synthetic(rng, 100)
+    cfg = ExperimentConfig(alphas=(0.3,), methods=("uag", "uag_learned", "split_cp"), tune_fraction=0.3,
+                           cal_fraction=0.4)
+    out = run_split(tables, None, cfg, 0, None)  # no candidates: split_cp is not run
+    assert set(out) == {"uag", "uag_learned"}
+    assert not out["uag_learned"][0]["abstained"]
