@@ -6,9 +6,8 @@
   :func:`register_choice_score` call.
 * Over an open question's candidates, fitted on UAG's tuning split (:data:`CANDIDATE_SCORES`,
   :func:`candidate_score`): ``learned``, a logistic regression on the candidate's table features
-  (:mod:`kgwise.conformal.learned`). Naming one in ``UAGConfig.evaluator_scores`` (``[uag]
-  evaluator_scores``) adds its threshold to UAG's family; a new score is one
-  :func:`register_candidate_score` call.
+  (:mod:`kgwise.conformal.learned`). Naming one in ``UAGConfig.evaluator_scores`` adds its threshold
+  to UAG's family; a new score is one :func:`register_candidate_score` call.
 * UAG's S1 between texts (Eq. 4–6): ``1 − cos`` of all-MiniLM-L6-v2 embeddings, or L1 (ablation). Both
   texts are embedded with an :class:`~kgwise.embed.Encoder` (batched, disk-cached for ``MiniLM``); larger
   means less similar. Texts are deduplicated before encoding, so scoring many pairs that share texts (a
