@@ -61,7 +61,7 @@ def test_split_conformal_with_the_learned_score_covers_1_minus_alpha() -> None:
     fresh exchangeable draws the test coverage averages ≥ 1 − α (and ≤ 1 − α + 1/(n+1)), within three
     standard errors of the mean over draws."""
     rng = np.random.default_rng(7)
-    alpha, n_tune, n_cal, n_test, draws = 0.1, 60, 60, 200, 60
+    alpha, n_tune, n_cal, n_test, draws = 0.1, 60, 60, 100, 50
     coverage, sizes = [], []
     for d in range(draws):
         tune, cal, test = (synthetic(rng, n, f"{part}{d}-") for part, n in
@@ -89,7 +89,8 @@ def test_uag_with_the_learned_score_keeps_ltt_s_guarantee() -> None:
     for d in range(draws):
         tune, cal = synthetic(rng, 40, f"t{d}-"), synthetic(rng, 80, f"c{d}-")
         test = synthetic(rng, 300, f"x{d}-")
-        uag = UAG(UAGConfig(alpha=alpha, evaluator_scores=("learned",), ltt=LTTConfig(delta=delta)))
+        uag = UAG(UAGConfig(alpha=alpha, steps=(0.1, 0.1, 0.05), evaluator_scores=("learned",),
+                            ltt=LTTConfig(delta=delta)))
         uag.fit(tune).calibrate(cal)
         if not uag.abstains:
             exceed += float(1 - uag.evaluate(test)["covered"].mean()) > alpha + 0.03  # test-split noise
