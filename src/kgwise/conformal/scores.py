@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -55,20 +55,38 @@ CHOICE_SCORES: dict[str, ChoiceScoreRule] = {}
 """The registered choice scores by name, in registration order."""
 
 
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_Rule = TypeVar("_Rule", bound=_Named)
+
+
+def _register(table: dict[str, _Rule], rule: _Rule, kind: str, *others: dict[str, Any]) -> _Rule:
+    """Add ``rule`` to ``table`` by its name; an empty name, or one in ``table`` or ``others``, is an
+    error."""
+    if not rule.name or any(rule.name in t for t in (table, *others)):
+        raise ConfigError(f"{kind} name {rule.name!r} is empty or registered twice")
+    table[rule.name] = rule
+    return rule
+
+
+def _named(table: dict[str, _Rule], name: str, kind: str) -> _Rule:
+    found = table.get(name)
+    if found is None:
+        raise ConfigError(f"unknown {kind} {name!r}; choose one of {', '.join(table)}")
+    return found
+
+
 def register_choice_score(rule: ChoiceScoreRule) -> ChoiceScoreRule:
     """Make ``rule`` known by its name; a name taken twice is an error."""
-    if not rule.name or rule.name in CHOICE_SCORES:
-        raise ConfigError(f"choice score name {rule.name!r} is empty or registered twice")
-    CHOICE_SCORES[rule.name] = rule
-    return rule
+    return _register(CHOICE_SCORES, rule, "choice score")
 
 
 def choice_score(name: str) -> ChoiceScoreRule:
     """The registered choice score ``name``; ``ConfigError`` listing the names for an unknown one."""
-    found = CHOICE_SCORES.get(name)
-    if found is None:
-        raise ConfigError(f"unknown non-conformity score {name!r}; choose one of {', '.join(CHOICE_SCORES)}")
-    return found
+    return _named(CHOICE_SCORES, name, "non-conformity score")
 
 
 LAC = register_choice_score(ChoiceScoreRule("lac", "Sadinle et al. 2019", lac_scores))
@@ -102,19 +120,13 @@ CANDIDATE_SCORES: dict[str, CandidateScoreRule] = {}
 
 
 def register_candidate_score(rule: CandidateScoreRule) -> CandidateScoreRule:
-    """Make ``rule`` known by its name; a name taken twice is an error."""
-    if not rule.name or rule.name in CANDIDATE_SCORES or rule.name in CHOICE_SCORES:
-        raise ConfigError(f"candidate score name {rule.name!r} is empty or registered twice")
-    CANDIDATE_SCORES[rule.name] = rule
-    return rule
+    """Make ``rule`` known by its name; a name taken twice (or a choice score's) is an error."""
+    return _register(CANDIDATE_SCORES, rule, "candidate score", CHOICE_SCORES)
 
 
 def candidate_score(name: str) -> CandidateScoreRule:
     """The registered candidate score ``name``; ``ConfigError`` listing the names for an unknown one."""
-    found = CANDIDATE_SCORES.get(name)
-    if found is None:
-        raise ConfigError(f"unknown candidate score {name!r}; choose one of {', '.join(CANDIDATE_SCORES)}")
-    return found
+    return _named(CANDIDATE_SCORES, name, "candidate score")
 
 
 LEARNED = register_candidate_score(CandidateScoreRule(
