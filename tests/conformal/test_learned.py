@@ -225,3 +225,14 @@ def test_eval_uag_runs_the_methods_named_and_refuses_others() -> None:
     out = run_split(tables, None, cfg, 0, None)  # no candidates: split_cp is not run
     assert set(out) == {"uag", "uag_learned"}
     assert not out["uag_learned"][0]["abstained"]
+
+
+def test_eval_uag_counts_a_split_whose_tuning_part_cannot_fit_the_score_as_no_set() -> None:
+    from kgwise.eval.uag.experiment import ExperimentConfig, run_split
+
+    rng = np.random.default_rng(10)
+    tables = synthetic(rng, 40)
+    tables.gold = np.zeros_like(tables.gold)
+    cfg = ExperimentConfig(alphas=(0.3,), methods=("uag_learned",), tune_fraction=0.3, cal_fraction=0.4)
+    row = run_split(tables, None, cfg, 0, None)["uag_learned"][0]
+    assert row["abstained"] and "fit the learned score" in row["why"]

@@ -397,6 +397,10 @@ def run_split(tables: TableBatch, gnn: CandidateBatch | None, config: Experiment
         kinds = tables.usable_scores(all_kinds)
         tune_b, cal_b, test_b = parts[scored]
         step = config.gnn_step if scored else None
+        if "learned" in kinds and not 0 < int(tune_b.gold.sum()) < tune_b.gold.size:
+            why = "no set: the tuning part lacks gold or non-gold candidates to fit the learned score on"
+            out[method] = [_row(None, alpha, {"why": why}) for alpha in config.alphas]
+            continue
         if (kinds, scored) not in fits:
             fitted = UAG(UAGConfig(steps=config.steps, evaluator_scores=kinds, scored_step=step)).fit(tune_b)
             fits[kinds, scored] = (fitted, fitted.loss_counts(cal_b))
