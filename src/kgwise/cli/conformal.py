@@ -55,6 +55,9 @@ def eval_uag(
                                                 "smollm2-135m) instead of RoG's recorded answers.")] = None,
     jobs: Annotated[int, typer.Option(help="Splits run at once in worker processes (-1: one per core); "
                                            "the results do not depend on it.")] = 1,
+    methods: Annotated[str | None, typer.Option(
+        help="Comma-separated methods to run (default all): uag, uag_bonferroni, uag_top_p, uag_eq6, "
+             "uag_learned, uag_gnn, split_cp, top_k.")] = None,
     data: DataOption = None,
     json_out: JsonOption = None,
 ) -> None:
@@ -94,7 +97,9 @@ def eval_uag(
                            tune_fraction=tune_fraction, cal_fraction=cal_fraction,
                            steps=(step[0], step[1], step[2]), gnn_step=gnn_step, delta=delta, gnn=gnn,
                            metric=metric, granularity=granularity, limit=limit, llm=llm,
-                           retriever=RetrieverConfig(max_hops=max_hops, direction=direction))  # type: ignore[arg-type]
+                           retriever=RetrieverConfig(max_hops=max_hops, direction=direction),  # type: ignore[arg-type]
+                           **({} if methods is None else {"methods": tuple(
+                               m.strip() for m in methods.split(",") if m.strip())}))
     out_dir = json_out.parent if json_out is not None else None
     runs = out_dir / f"{json_out.stem}_runs" if out_dir is not None and json_out is not None else None
     if questions is None:

@@ -134,6 +134,18 @@ def eval_pipeline(
         help="Replayed WebQSP, held-out sets: an answer's set when the held-out questions routed to its arm "
         "certify no λ — 'largest' (UAG's largest set) or 'pooled' (the set certified on all held-out "
         "questions), as [answer_sets] open_uncertified.")] = "largest",
+    sets_questions: Annotated[Path | None, typer.Option(
+        help="With --log: your labelled open questions (JSONL: id, text, gold, topic_entities; ids as the "
+        "log's) for UAG's sets of the open answers, as WebQSP's replay gets them; with --sets-kg and "
+        "--sets-generations (`eval uag --questions`'s inputs).")] = None,
+    sets_kg: Annotated[str | None, typer.Option(help="With --sets-questions: their KG (a graph file).")
+                       ] = None,
+    sets_generations: Annotated[Path | None, typer.Option(
+        help="With --sets-questions: recorded Φ(P) (JSONL: id, answer).")] = None,
+    compare_open_scores: Annotated[str | None, typer.Option(
+        help="Replayed open sets: also, on the same splits, UAG's sets with these evaluator scores in Λ "
+        "(comma-separated, e.g. absolute,relative,items,items-relative,learned), reported under "
+        "'compared'.")] = None,
     scoring: Annotated[str, typer.Option(help="Live MCQ: how LLM arms rank choices: sum, mean or pmi.")
                        ] = "pmi",
     combo: Annotated[str, typer.Option(
@@ -194,6 +206,10 @@ def eval_pipeline(
     from kgwise.eval.pipeline import PipelineEvalConfig, replay_report
     from kgwise.eval.route.logs import read_replay, webqsp_replay
 
+    own_sets = {"--sets-questions": sets_questions, "--sets-kg": sets_kg,
+                "--sets-generations": sets_generations}
+    if any(v is not None for v in own_sets.values()) and (log is None or None in own_sets.values()):
+        raise ConfigError(f"{', '.join(own_sets)} go together, with --log")
     if log is None and log_arms:
         raise ConfigError("--arm goes with --log FILE (WebQSP's arms are known)")
     if log is None and dataset != "webqsp":
@@ -202,12 +218,23 @@ def eval_pipeline(
     root = data_dir(data) if log is None else None
     replay = read_replay(log, log_arms or []) if log is not None else webqsp_replay(data_dir(data))
     replay = replay.head(limit)
+    compare = None if compare_open_scores is None else tuple(
+        s.strip() for s in compare_open_scores.split(",") if s.strip())
     routed_sets = None
-    if root is not None and sets:
-        from kgwise.eval.pipeline_sets import webqsp_sets
+    if sets and (root is not None or sets_questions is not None):
+        from kgwise.eval.pipeline_sets import user_sets, webqsp_sets
 
-        routed_sets = webqsp_sets(root, replay.table, levels, delta, sets_calibration,
-                                  cast("OpenUncertified", uncertified), say)
+        how: dict[str, Any] = {"calibration": sets_calibration,
+                               "uncertified": cast("OpenUncertified", uncertified),
+                               "progress": say, "compare_scores": compare}
+        if root is not None:
+            routed_sets = webqsp_sets(root, replay.table, levels, delta, **how)
+        else:
+            from kgwise.eval.uag.experiment import load_user_data
+
+            assert sets_questions is not None and sets_kg is not None
+            routed_sets = user_sets(load_user_data(sets_questions, sets_kg, sets_generations), replay.table,
+                                    levels, delta, **how)
     cfg = PipelineEvalConfig(1.0 if budget is None else budget, splits, seed, router, budget_of or "dearest",
                              context)
     err_console.print(f"{replay.table.n_questions} questions × {replay.table.n_arms} arms; embedding "

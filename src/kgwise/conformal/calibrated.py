@@ -29,7 +29,7 @@ from kgwise.conformal.ltt import (
 )
 from kgwise.conformal.provenance import check_same_pipeline, graph_fingerprint
 from kgwise.conformal.retriever import RetrieverConfig, UQRetriever
-from kgwise.conformal.scores import S1, ScoreConfig
+from kgwise.conformal.scores import S1, ScoreConfig, candidate_score
 from kgwise.conformal.uag import UAG, UAGConfig, config_from_dict, config_to_dict, question_table
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError, DataError
@@ -151,6 +151,7 @@ class CalibratedUAG:
             "lambda": list(u.lambda_),
             "thresholds": [_encode(t) for t in u.chosen_thresholds_],
             "evaluator_score": u.evaluator_score_,
+            **({"learned": {k: v.to_dict() for k, v in u.learned_.items()}} if u.learned_ else {}),
             "settings": {"retriever": asdict(self.settings.retriever), "metric": self.settings.metric,
                          "granularity": self.settings.granularity},
             "summary": self.summary,
@@ -178,6 +179,9 @@ class CalibratedUAG:
             if score not in cfg.evaluator_scores:
                 raise ValueError(f"evaluator score {score!r} is not among {list(cfg.evaluator_scores)}")
             uag.evaluator_score_ = score
+            uag.learned_ = {k: candidate_score(k).load(v) for k, v in body.get("learned", {}).items()}
+            if score not in EVALUATOR_SCORES and score not in uag.learned_:
+                raise ValueError(f"evaluator score {score!r} is learned, but the file holds no fitted one")
             st = body["settings"]
             settings = TableSettings(RetrieverConfig(**st["retriever"]), str(st["metric"]),
                                      str(st["granularity"]))

@@ -34,11 +34,12 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
-EvaluatorScore = Literal["absolute", "relative", "items", "items-relative"]
+EvaluatorScore = Literal["absolute", "relative", "items", "items-relative", "learned"]
 EVALUATOR_SCORES: tuple[EvaluatorScore, ...] = ("absolute", "relative", "items", "items-relative")
 """``absolute``: Eq. 6 as written; ``relative``: Eq. 6 minus the question's best (smallest) Eq. 6 score;
 ``items`` / ``items-relative``: the same with Eq. 6 taken against the generation's listed items (min over
-them), which needs tables built with item scores (``eq6_items``)."""
+them), which needs tables built with item scores (``eq6_items``). The scores computed from the tables
+alone; ``learned`` (:data:`kgwise.conformal.scores.CANDIDATE_SCORES`) is fitted first, by ``UAG.fit``."""
 
 
 def scored_members(scored: FloatArray, t4: float) -> BoolArray:
@@ -205,8 +206,14 @@ class TableBatch:
         base = _base_scores(kind, self.eq6, self.eq6_items)
         if kind.endswith("relative"):
             base = relative_scores(base, self.node_q, self.num_questions)
+        return self.with_eq6(base)
+
+    def with_eq6(self, eq6: FloatArray) -> TableBatch:
+        """This batch with ``eq6`` (one score per candidate node) in place of its Eq. 6 scores."""
+        if eq6.shape != self.eq6.shape:
+            raise ConfigError(f"with_eq6: {eq6.shape} scores for {self.eq6.shape} candidate nodes")
         return TableBatch(self.qids, self.state_q, self.state_node, self.prefix, self.expand, self.collect,
-                          self.node_q, self.node_ids, base, self.gold, self.eq6_items, self.scored)
+                          self.node_q, self.node_ids, eq6, self.gold, self.eq6_items, self.scored)
 
     def masked(self, keep: BoolArray) -> TableBatch:
         """This batch without the states of the nodes outside ``keep`` (per node): those nodes can no
@@ -379,6 +386,8 @@ class TableBatch:
 def _base_scores(kind: str, eq6: FloatArray, eq6_items: FloatArray | None) -> FloatArray:
     """The Eq. 6 array that score ``kind`` starts from."""
     if kind not in EVALUATOR_SCORES:
+        if kind == "learned":
+            raise ConfigError("evaluator score 'learned' is fitted on a tuning split: UAG.fit learns it")
         raise ConfigError(f"unknown evaluator score {kind!r}; choose from {', '.join(EVALUATOR_SCORES)}")
     if not kind.startswith("items"):
         return eq6

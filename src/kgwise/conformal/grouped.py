@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from kgwise.arrays import decode_array, encode_array
 from kgwise.conformal.grid import TableBatch
+from kgwise.conformal.scores import candidate_score
 from kgwise.conformal.uag import UAG, config_from_dict, config_to_dict, front_and_chain
 from kgwise.errors import ConfigError
 
@@ -94,6 +95,7 @@ class GroupedUAG:
                 "thresholds": [encode_array(x) for x in u.thresholds_],
                 "order": encode_array(u.order_), "chain": encode_array(u.chain_),
                 "tune_size": encode_array(self._size),
+                "learned": {k: v.to_dict() for k, v in u.learned_.items()},
                 "misses": {"shape": list(self.misses.shape),
                            "bits": base64.b64encode(np.packbits(self.misses, axis=None).tobytes()).decode()}}
 
@@ -107,6 +109,7 @@ class GroupedUAG:
         uag.levels_, uag.thresholds_ = (l1, l2, l3), (t1, t2, t3)
         uag.order_ = decode_array(body["order"], np.int64)
         uag.chain_ = decode_array(body["chain"], np.int64)
+        uag.learned_ = {k: candidate_score(k).load(v) for k, v in body.get("learned", {}).items()}
         uag.tune_size_ = np.full(int(np.prod(uag.grid_shape)), np.inf)  # only the tested λ are ever read
         uag.tune_size_[_tested(uag)] = decode_array(body["tune_size"])
         n, m = (int(v) for v in body["misses"]["shape"])

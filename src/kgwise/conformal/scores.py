@@ -4,6 +4,10 @@
   (``1 − p(choice)``, Sadinle et al. 2019) and ``aps`` (the total probability of the choices ranked at or
   above it, Romano et al. 2020), as computed by :mod:`kgwise.conformal.split`; a new score is one
   :func:`register_choice_score` call.
+* Over an open question's candidates, fitted on UAG's tuning split (:data:`CANDIDATE_SCORES`,
+  :func:`candidate_score`): ``learned``, a logistic regression on the candidate's table features
+  (:mod:`kgwise.conformal.learned`). Naming one in ``UAGConfig.evaluator_scores`` adds its threshold
+  to UAG's family; a new score is one :func:`register_candidate_score` call.
 * UAG's S1 between texts (Eq. 4–6): ``1 − cos`` of all-MiniLM-L6-v2 embeddings, or L1 (ablation). Both
   texts are embedded with an :class:`~kgwise.embed.Encoder` (batched, disk-cached for ``MiniLM``); larger
   means less similar. Texts are deduplicated before encoding, so scoring many pairs that share texts (a
@@ -14,17 +18,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from kgwise.conformal.grid import TableBatch
+from kgwise.conformal.learned import LogisticCandidateScore
 from kgwise.conformal.split import aps_scores, lac_scores
 from kgwise.embed import Encoder, cosine_distance
 from kgwise.errors import ConfigError
 
-__all__ = ["CHOICE_SCORES", "S1", "ChoiceScoreRule", "Metric", "ScoreConfig", "choice_score", "join_texts",
-           "register_choice_score", "verbalise_relation"]
+__all__ = ["CANDIDATE_SCORES", "CHOICE_SCORES", "S1", "CandidateScoreRule", "CandidateScorer",
+           "ChoiceScoreRule", "Metric", "ScoreConfig", "candidate_score", "choice_score", "join_texts",
+           "register_candidate_score", "register_choice_score", "verbalise_relation"]
 
 Metric = Literal["cosine", "l1"]
 FloatArray = npt.NDArray[np.float32]
@@ -48,24 +55,83 @@ CHOICE_SCORES: dict[str, ChoiceScoreRule] = {}
 """The registered choice scores by name, in registration order."""
 
 
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_Rule = TypeVar("_Rule", bound=_Named)
+
+
+def _register(table: dict[str, _Rule], rule: _Rule, kind: str, *others: dict[str, Any]) -> _Rule:
+    """Add ``rule`` to ``table`` by its name; an empty name, or one in ``table`` or ``others``, is an
+    error."""
+    if not rule.name or any(rule.name in t for t in (table, *others)):
+        raise ConfigError(f"{kind} name {rule.name!r} is empty or registered twice")
+    table[rule.name] = rule
+    return rule
+
+
+def _named(table: dict[str, _Rule], name: str, kind: str) -> _Rule:
+    found = table.get(name)
+    if found is None:
+        raise ConfigError(f"unknown {kind} {name!r}; choose one of {', '.join(table)}")
+    return found
+
+
 def register_choice_score(rule: ChoiceScoreRule) -> ChoiceScoreRule:
     """Make ``rule`` known by its name; a name taken twice is an error."""
-    if not rule.name or rule.name in CHOICE_SCORES:
-        raise ConfigError(f"choice score name {rule.name!r} is empty or registered twice")
-    CHOICE_SCORES[rule.name] = rule
-    return rule
+    return _register(CHOICE_SCORES, rule, "choice score")
 
 
 def choice_score(name: str) -> ChoiceScoreRule:
     """The registered choice score ``name``; ``ConfigError`` listing the names for an unknown one."""
-    found = CHOICE_SCORES.get(name)
-    if found is None:
-        raise ConfigError(f"unknown non-conformity score {name!r}; choose one of {', '.join(CHOICE_SCORES)}")
-    return found
+    return _named(CHOICE_SCORES, name, "non-conformity score")
 
 
 LAC = register_choice_score(ChoiceScoreRule("lac", "Sadinle et al. 2019", lac_scores))
 APS = register_choice_score(ChoiceScoreRule("aps", "Romano et al. 2020, non-randomised", aps_scores))
+
+
+class CandidateScorer(Protocol):
+    """A fitted candidate score: each candidate node's non-conformity in a batch of UAG tables (larger:
+    less conforming), and its JSON form."""
+
+    def scores(self, batch: TableBatch) -> npt.NDArray[np.float64]: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateScoreRule:
+    """A named non-conformity score over an open question's candidates, learned from data: ``fit(tune)``
+    fits it on UAG's tuning split (never on calibration rows: that keeps the guarantee, see
+    :mod:`kgwise.conformal.learned`), ``load(body)`` reads a ``to_dict`` back; ``source``: where it comes
+    from."""
+
+    name: str
+    source: str
+    fit: Callable[[TableBatch], CandidateScorer]
+    load: Callable[[dict[str, Any]], CandidateScorer]
+
+
+CANDIDATE_SCORES: dict[str, CandidateScoreRule] = {}
+"""The registered candidate scores by name, in registration order."""
+
+
+def register_candidate_score(rule: CandidateScoreRule) -> CandidateScoreRule:
+    """Make ``rule`` known by its name; a name taken twice (or a choice score's) is an error."""
+    return _register(CANDIDATE_SCORES, rule, "candidate score", CHOICE_SCORES)
+
+
+def candidate_score(name: str) -> CandidateScoreRule:
+    """The registered candidate score ``name``; ``ConfigError`` listing the names for an unknown one."""
+    return _named(CANDIDATE_SCORES, name, "candidate score")
+
+
+LEARNED = register_candidate_score(CandidateScoreRule(
+    "learned", "logistic regression on UAG's table features (kgwise.conformal.learned)",
+    LogisticCandidateScore.fit, LogisticCandidateScore.from_dict))
 
 
 def verbalise_relation(name: str, inverse: bool = False) -> str:

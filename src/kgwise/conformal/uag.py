@@ -5,7 +5,10 @@ error-rate controller (Eq. 2–3, Theorems 1–3).
 scores ``UAGConfig.evaluator_scores`` — ``absolute`` (Eq. 6 as written) and ``relative`` (Eq. 6 minus the
 question's best Eq. 6 score; a kgwise addition: a threshold on it keeps the candidates about as close to
 the generation as the closest one, so a question whose generation matches a candidate gets a small set),
-and, for tables with item-level scores, the same two against the generation's listed items.
+and, for tables with item-level scores, the same two against the generation's listed items; and any
+registered candidate score fitted on the tuning split (``learned``: :mod:`kgwise.conformal.learned`, a
+logistic regression of "gold" on the candidate's retrieval, path and evaluator features), whose threshold
+then takes Eq. 6's place in the set. Learnt from the tuning split only, it keeps the guarantee below.
 With ``UAGConfig.scored_step`` Λ gains α4 for a second, scored retriever (e.g. a GNN's candidates, see
 :meth:`TableBatch.with_scored`): the set becomes the union of the above and the retriever's candidates
 whose non-conformity is under the α4 quantile; α4 = 1 adds none, so the family without it is contained.
@@ -58,6 +61,7 @@ from kgwise.conformal.grid import (
 )
 from kgwise.conformal.ltt import LTTConfig, LTTResult, learn_then_test
 from kgwise.conformal.retriever import UQRetriever
+from kgwise.conformal.scores import CANDIDATE_SCORES, CandidateScorer, candidate_score
 from kgwise.conformal.split import conformal_quantile
 from kgwise.errors import ConfigError
 from kgwise.kg.base import KnowledgeGraph, normalise_label
@@ -122,9 +126,11 @@ def nested_chain(risk: FloatArray, size: FloatArray, shape: tuple[int, ...]) -> 
 class UAGConfig:
     """``alpha``: target miss rate; ``steps``: the grid step ``h`` for (α1, α2, α3) (paper: 0.3, 0.3, 0.1;
     default here 0.05, 0.05, 0.025: 16,000 λ per evaluator score); ``evaluator_scores``: the Eq. 6 score
-    variants in Λ (``("absolute",)`` is the paper's family); ``scored_step``: grid step of α4 for a
-    scored retriever's candidates (``None``: no such retriever, the paper's UAG); ``ltt``: δ (0.05), FWER
-    method, p-value; ``order``: the fixed sequence, ``"front"`` (:func:`pareto_order`) or
+    variants in Λ (``("absolute",)`` is the paper's family), of
+    :data:`~kgwise.conformal.grid.EVALUATOR_SCORES` or a registered candidate score (``learned``: fitted
+    on the tuning split); ``scored_step``: grid step of α4 for a scored retriever's candidates
+    (``None``: no such retriever, the paper's UAG); ``ltt``: δ (0.05), FWER method, p-value; ``order``:
+    the fixed sequence, ``"front"`` (:func:`pareto_order`) or
     ``"front+chain"`` (the largest set at δ, then that front and :func:`nested_chain` at δ/2 each: for
     small tuning splits, whose front is coarse)."""
 
@@ -145,8 +151,9 @@ class UAGConfig:
         if not self.evaluator_scores or len(set(self.evaluator_scores)) != len(self.evaluator_scores):
             raise ConfigError("evaluator_scores must list distinct score kinds")
         for kind in self.evaluator_scores:
-            if kind not in EVALUATOR_SCORES:
-                raise ConfigError(f"unknown evaluator score {kind!r}; choose from {EVALUATOR_SCORES}")
+            if kind not in EVALUATOR_SCORES and kind not in CANDIDATE_SCORES:
+                raise ConfigError(f"unknown evaluator score {kind!r}; choose from "
+                                  f"{', '.join((*EVALUATOR_SCORES, *CANDIDATE_SCORES))}")
         if self.order not in ("front", "front+chain"):
             raise ConfigError(f"order must be 'front' or 'front+chain', got {self.order!r}")
         if self.order == "front+chain" and self.ltt.fwer != "fixed_sequence":
@@ -187,21 +194,33 @@ class UAG:
         self.index_: int | None = None  # λ̂'s flat grid index
         self.chosen_thresholds_: tuple[float, float, float, float] | None = None
         self.evaluator_score_: EvaluatorScore | None = None
+        self.learned_: dict[str, CandidateScorer] = {}  # the candidate scores fitted on the tuning split
 
     # ------------------------------------------------------------------ fit (tuning split)
     def fit(self, tune: TableBatch) -> UAG:
         """Eq. 1 thresholds per grid level from the tuning split; tuning risk and set size of every λ (for
-        LTT)."""
+        LTT). A learned score (fitted here first) takes, at level α3, the Eq. 1 quantile at ``α3²`` of the
+        tuning questions whose gold the retrieval reaches: no threshold covers the others, and at small α
+        the sets must keep nearly every reachable answer (WebQSP reaches .923 of its questions, so at
+        α = 0.1 a set may lose about 0.5 % of them), which needs fine steps there (α3 = 0.025, 0.05, 0.075
+        keep 99.94 %, 99.75 %, 99.4 %)."""
         if tune.num_questions == 0:
             raise ConfigError("UAG.fit: empty tuning split")
         comp = tune.component_scores()
         levels = [alpha_levels(h)[::-1] for h in self.config.steps]  # descending α → ascending thresholds
+        self.learned_ = {k: candidate_score(k).fit(tune) for k in self.config.evaluator_scores
+                         if k in CANDIDATE_SCORES}
 
         def quantiles(scores: FloatArray, k: int) -> FloatArray:
             return np.asarray([conformal_quantile(scores, float(x)) for x in levels[k]])
 
-        t3 = np.stack([quantiles(tune.rescored(kind).component_scores()[:, 2], 2)
-                       for kind in self.config.evaluator_scores])
+        def t3_row(kind: EvaluatorScore) -> FloatArray:
+            s3 = self.rescored(tune, kind).component_scores()[:, 2]
+            if kind not in self.learned_:
+                return quantiles(s3, 2)
+            return np.asarray([conformal_quantile(s3[np.isfinite(s3)], float(x) ** 2) for x in levels[2]])
+
+        t3 = np.stack([t3_row(kind) for kind in self.config.evaluator_scores])
         self.levels_ = (levels[0], levels[1], levels[2])
         self.thresholds_ = (quantiles(comp[:, 0], 0), quantiles(comp[:, 1], 1), t3)
         if self.config.scored_step is not None:
@@ -218,6 +237,15 @@ class UAG:
         self.chain_ = nested_chain(self.tune_risk_, self.tune_size_, self.grid_shape)
         return self
 
+    def rescored(self, batch: TableBatch, kind: EvaluatorScore) -> TableBatch:
+        """``batch`` with the scores of evaluator score ``kind`` in Eq. 6's place (a learned one as
+        :meth:`fit` fitted it)."""
+        if kind not in CANDIDATE_SCORES:
+            return batch.rescored(kind)
+        if kind not in self.learned_:
+            raise ConfigError(f"UAG: evaluator score {kind!r} is learned by fit(); call fit() first")
+        return batch.with_eq6(self.learned_[kind].scores(batch))
+
     @property
     def largest_index(self) -> int:
         """The flat index of the λ whose set contains every other's: ``α1 = α2 = α3 = 0`` (no path
@@ -232,7 +260,7 @@ class UAG:
         if self.thresholds_ is None:
             raise ConfigError("UAG: call fit() first")
         t1, t2, t3 = self.thresholds_
-        scored = [batch.rescored(kind) for kind in self.config.evaluator_scores]
+        scored = [self.rescored(batch, kind) for kind in self.config.evaluator_scores]
         parts = [(b if keep is None else b.masked(keep)).grid(t1, t2, t3[v], sizes=sizes)
                  for v, b in enumerate(scored)]
         return GridResult(np.stack([p.covered for p in parts], axis=1),
@@ -305,7 +333,7 @@ class UAG:
         self.levels_, self.thresholds_ = other.levels_, other.thresholds_
         self.scored_levels_, self.scored_thresholds_ = other.scored_levels_, other.scored_thresholds_
         self.tune_risk_, self.tune_size_, self.order_ = other.tune_risk_, other.tune_size_, other.order_
-        self.chain_ = other.chain_
+        self.chain_, self.learned_ = other.chain_, other.learned_
         return self
 
     def loss_counts(self, cal: TableBatch) -> npt.NDArray[np.int64]:
@@ -360,7 +388,11 @@ class UAG:
         raises ``ConfigError`` when calibration certified no λ."""
         if self.chosen_thresholds_ is None or self.evaluator_score_ is None:
             raise ConfigError("UAG: no valid λ at this α and δ (or not calibrated); nothing can be certified")
-        return table.rescored(self.evaluator_score_).final_set(*self.chosen_thresholds_)
+        if self.evaluator_score_ in CANDIDATE_SCORES:
+            table = self.rescored(TableBatch.from_tables([table]), self.evaluator_score_).table(0)
+        else:
+            table = table.rescored(self.evaluator_score_)
+        return table.final_set(*self.chosen_thresholds_)
 
     def answer_labels(self, table: QuestionTable, kg: KnowledgeGraph) -> list[str]:
         """The calibrated answer set of ``table`` as KG labels, best first; raises ``ConfigError`` when the
@@ -377,7 +409,7 @@ class UAG:
             raise ConfigError("UAG: no valid λ at this α and δ (or not calibrated)")
         self._check_scored(batch)
         t1, t2, t3, t4 = self.chosen_thresholds_
-        batch = batch.rescored(self.evaluator_score_)
+        batch = self.rescored(batch, self.evaluator_score_)
         ok = (batch.prefix <= t1) & (batch.collect <= t2)
         in_c = np.zeros(batch.node_q.size, dtype=bool)
         in_c[batch.state_node[ok]] = True

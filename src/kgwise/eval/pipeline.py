@@ -323,7 +323,8 @@ def evaluate_replay(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConf
             "summary": summary, "targets": targets, "runs": runs,
             **({"answer_sets": summarise_sets(runs, table.arms, sets.alphas)} if sets is not None else
                {"not_measured": ["answer-set coverage and size: no UAG tables of the questions were given "
-                                "(--no-sets, or a graded log, which carries none)"]})}
+                                "(--no-sets, or a graded log without --sets-questions, --sets-kg and "
+                                "--sets-generations)"]})}
 
 
 def replay_report(replay: GradedReplay, encoder: Encoder, cfg: PipelineEvalConfig,

@@ -25,6 +25,12 @@ binomial p-value of its misses under "miss rate ≤ α" (below target beyond noi
 :data:`SIGNIFICANCE`); over splits: per arm, the share of the splits it was routed questions in where it
 covered ≥ 1 − α, and the share of splits in which every routed arm did (target: ≥ 95 %). A
 question without a table (not in UAG's data) gets no set and is counted, not dropped.
+
+The tables come from WebQSP's recorded data (:func:`webqsp_sets`) or, for a user's graded log, from the
+user's labelled questions, KG and recorded generations (:func:`user_sets`, ``eval uag``'s inputs), matched
+by question id: the same computation either way. ``compare_scores``: the same splits' sets again with
+another family of evaluator scores in UAG's Λ (e.g. with the learned score,
+:mod:`kgwise.conformal.learned`), reported under ``compared``.
 """
 
 from __future__ import annotations
@@ -32,21 +38,24 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
 import numpy.typing as npt
 
 from kgwise.app.config import OpenUncertified
 from kgwise.conformal.calibrated import UAG_DEFAULTS, TableSettings, calibrate_uag
-from kgwise.conformal.grid import TableBatch
+from kgwise.conformal.grid import EvaluatorScore, TableBatch
 from kgwise.conformal.grouped import GroupedUAG
-from kgwise.conformal.uag import UAG
+from kgwise.conformal.uag import UAG, UAGConfig
 from kgwise.errors import ConfigError
 from kgwise.eval.uag.experiment import SIGNIFICANCE, miss_p_value
 from kgwise.route.table import OutcomeTable
 
-__all__ = ["CALIBRATIONS", "UNCERTIFIED", "RoutedSets", "summarise_sets", "webqsp_sets"]
+if TYPE_CHECKING:
+    from kgwise.eval.uag.experiment import UAGData
+
+__all__ = ["CALIBRATIONS", "UNCERTIFIED", "RoutedSets", "summarise_sets", "user_sets", "webqsp_sets"]
 
 CALIBRATIONS = ("held-out", "fit-half")
 UNCERTIFIED: tuple[OpenUncertified, ...] = get_args(OpenUncertified)
@@ -67,6 +76,10 @@ class RoutedSets:
     uncertified: OpenUncertified = "largest"
     """Held-out calibration: an answer's set when its arm's group certifies nothing (``"largest"`` or
     ``"pooled"``: ``[answer_sets] open_uncertified``)."""
+    evaluator_scores: tuple[EvaluatorScore, ...] = UAG_DEFAULTS.evaluator_scores
+    """The evaluator scores in UAG's Λ (the pipeline's: every model-free one)."""
+    compare_scores: tuple[EvaluatorScore, ...] | None = None
+    """Another family, scored on the same splits beside it (``compared`` in each split's result)."""
 
     def __post_init__(self) -> None:
         if self.calibration not in CALIBRATIONS:
@@ -81,6 +94,17 @@ class RoutedSets:
             raise ConfigError(f"δ must lie in (0, 1), got {self.delta:g}")
         if self.rows.size and int(self.rows.max()) >= self.tables.num_questions:
             raise ConfigError(f"table row {int(self.rows.max())} of {self.tables.num_questions} tables")
+        for kinds in (self.evaluator_scores, self.compare_scores or self.evaluator_scores):
+            replace(UAG_DEFAULTS, evaluator_scores=kinds)  # refuses an unknown score, naming it
+
+    def _uag_config(self, alpha: float) -> UAGConfig:
+        return replace(UAG_DEFAULTS, alpha=alpha, ltt=replace(UAG_DEFAULTS.ltt, delta=self.delta),
+                       order="front+chain", evaluator_scores=self.evaluator_scores)
+
+    def _compared(self) -> RoutedSets | None:
+        if self.compare_scores is None:
+            return None
+        return replace(self, evaluator_scores=self.compare_scores, compare_scores=None)
 
     def split(self, fit: Sequence[int], test: Sequence[int], routed: Sequence[str | None],
               arms: Sequence[str], seed: int, fit_groups: Sequence[str | None] | None = None
@@ -113,6 +137,8 @@ class RoutedSets:
                     row["per_arm"][a] = {"calibration_questions": int((fit_t[group == a] >= 0).sum()),
                                          **mine}
             out["alphas"].append(row)
+        if (other := self._compared()) is not None:
+            out["compared"] = other.split(fit, test, routed, arms, seed, fit_groups)
         return out
 
     def split_held_out(self, learn: Sequence[int], held: Sequence[int], test: Sequence[int],
@@ -135,8 +161,9 @@ class RoutedSets:
             return out
         # the grid, its thresholds and LTT's sequences come from the tuning rows alone, whatever α: one
         # fit, and each α certifies on the stored misses (all held rows: UAG's own calibration)
-        cfg = replace(UAG_DEFAULTS, alpha=self.alphas[0], ltt=replace(UAG_DEFAULTS.ltt, delta=self.delta),
-                      order="front+chain")
+        if (other := self._compared()) is not None:
+            out["compared"] = other.split_held_out(learn, held, test, routed, groups, arms)
+        cfg = self._uag_config(self.alphas[0])
         fitted, _ = calibrate_uag(self.tables.subset(np.r_[tune_t, cal_t]), cfg, TableSettings(), split=(
             range(tune_t.size), range(tune_t.size, tune_t.size + cal_t.size)))
         grouped = GroupedUAG.from_fit(fitted, self.tables.subset(cal_t))
@@ -183,8 +210,7 @@ class RoutedSets:
         (when ``arms`` are named) per arm of ``arm_of``; not certified when LTT certifies nothing or too few
         rows to split."""
         calib = fit_t[fit_t >= 0]
-        cfg = replace(UAG_DEFAULTS, alpha=alpha, ltt=replace(UAG_DEFAULTS.ltt, delta=self.delta),
-                      order="front+chain")
+        cfg = self._uag_config(alpha)
         n_tune = round(self.tune_share * calib.size)
         if n_tune < 1 or calib.size - n_tune < 1:
             return {"certified": False, "lambda": None}
@@ -234,6 +260,9 @@ def summarise_sets(runs: Sequence[Mapping[str, Any]], arms: Sequence[str], alpha
                               for a in arms if any(a in p for p in per)},
                 **_over(per, arms)}
         out[f"{alpha:g}"] = entry
+    compared = [r["answer_sets"]["compared"] for r in runs if "compared" in (r["answer_sets"] or {})]
+    if compared and len(compared) == len(runs):
+        out["compared"] = summarise_sets([{"answer_sets": c} for c in compared], arms, alphas)
     return out
 
 
@@ -259,20 +288,39 @@ def _over(arm_rows: Sequence[Mapping[str, Any]], arms: Sequence[str]) -> dict[st
 
 def webqsp_sets(root: Path, table: OutcomeTable, alphas: tuple[float, ...], delta: float,
                 calibration: str = "held-out", uncertified: OpenUncertified = "largest",
-                progress: Callable[[str], None] = lambda _: None) -> RoutedSets:
+                progress: Callable[[str], None] = lambda _: None,
+                compare_scores: tuple[EvaluatorScore, ...] | None = None) -> RoutedSets:
     """UAG's tables of the outcome table's WebQSP questions (``eval uag``'s, built once and cached; a
     subset, e.g. under ``--limit``, gets its own cache), matched by question id."""
-    from kgwise.eval.uag.experiment import ExperimentConfig, load_webqsp_data, webqsp_tables
+    from kgwise.eval.uag.experiment import load_webqsp_data
+
+    return user_sets(load_webqsp_data(root), table, alphas, delta, calibration, uncertified, progress,
+                     compare_scores, tag="webqsp")
+
+
+def user_sets(inputs: UAGData, table: OutcomeTable, alphas: tuple[float, ...], delta: float,
+              calibration: str = "held-out", uncertified: OpenUncertified = "largest",
+              progress: Callable[[str], None] = lambda _: None,
+              compare_scores: tuple[EvaluatorScore, ...] | None = None, tag: str | None = None) -> RoutedSets:
+    """UAG's tables of the outcome table's questions from ``eval uag``'s inputs (a user's labelled
+    questions, KG and recorded generations: :func:`kgwise.eval.uag.experiment.load_user_data`; built once
+    and cached), matched by question id; a log question the inputs lack gets no set (counted in each
+    split). ``tag``: the cache name's stem of a subset (default the inputs' tag)."""
+    from kgwise.eval.uag.experiment import ExperimentConfig, uag_tables
     from kgwise.files import short_hash
 
-    wq = load_webqsp_data(root)
     wanted = set(table.qids)
-    if not {q.id for q in wq.questions} <= wanted:
-        kept = [q for q in wq.questions if q.id in wanted]
-        wq = replace(wq, questions=kept, tag=f"webqsp-{short_hash([q.id for q in kept])}")
-    index = {q.id: i for i, q in enumerate(wq.questions)}
-    progress(f"UAG tables of {len(index)} of the {table.n_questions} questions (without a RoG "
-             f"generation: {table.n_questions - len(index)}, no set) …")
-    tables = webqsp_tables(root, ExperimentConfig(), wq)
+    if not {q.id for q in inputs.questions} <= wanted:
+        kept = [q for q in inputs.questions if q.id in wanted]
+        if not kept:
+            raise ConfigError("no question of the log is among the sets' labelled questions (matched by id)")
+        gens = None if inputs.generations is None else {q.id: inputs.generations[q.id] for q in kept}
+        inputs = replace(inputs, questions=kept, generations=gens,
+                         tag=f"{tag or inputs.tag}-{short_hash([q.id for q in kept])}")
+    index = {q.id: i for i, q in enumerate(inputs.questions)}
+    progress(f"UAG tables of {len(index)} of the {table.n_questions} questions (without a table: "
+             f"{table.n_questions - len(index)}, no set) …")
+    tables = uag_tables(inputs, ExperimentConfig(), progress=False)
     rows = np.asarray([index.get(q, -1) for q in table.qids], dtype=np.int64)
-    return RoutedSets(tables, rows, alphas, delta, calibration=calibration, uncertified=uncertified)
+    return RoutedSets(tables, rows, alphas, delta, calibration=calibration, uncertified=uncertified,
+                      compare_scores=compare_scores)

@@ -78,7 +78,7 @@ __all__ = [
 DEFAULT_ALPHAS = (0.1, 0.15, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5)
 SIGNIFICANCE = 0.05
 """Level of the per-split binomial test behind ``significant_violation_rate``."""
-METHODS = ("uag", "uag_bonferroni", "uag_top_p", "uag_eq6", "uag_gnn", "split_cp", "top_k")
+METHODS = ("uag", "uag_bonferroni", "uag_top_p", "uag_eq6", "uag_learned", "uag_gnn", "split_cp", "top_k")
 _UAG_METHODS: dict[str, tuple[str, tuple[EvaluatorScore, ...], bool]] = {
     # method: (FWER procedure, evaluator scores in Λ, the GNN's candidates as a scored
     # retriever)
@@ -86,6 +86,7 @@ _UAG_METHODS: dict[str, tuple[str, tuple[EvaluatorScore, ...], bool]] = {
     "uag_bonferroni": ("bonferroni", EVALUATOR_SCORES, False),
     "uag_top_p": ("top_p", EVALUATOR_SCORES, False),
     "uag_eq6": ("fixed_sequence", ("absolute",), False),  # the paper's family: Eq. 6 scores only
+    "uag_learned": ("fixed_sequence", (*EVALUATOR_SCORES, "learned"), False),  # + the learned score
     "uag_gnn": ("fixed_sequence", EVALUATOR_SCORES, True),  # ∪ ReaRev candidates with 1 − p ≤ t4
 }
 """Tables without item-level scores (``eq6_items``) use the kinds that do not need them."""
@@ -123,10 +124,15 @@ class ExperimentConfig:
     granularity: str = "whole"
     limit: int | None = None
     llm: str | None = None
+    methods: tuple[str, ...] = METHODS
+    """The methods run (of :data:`METHODS`; those of :data:`SCORED_METHODS` only with candidates)."""
 
     def __post_init__(self) -> None:
         if self.splits < 1:
             raise ConfigError("splits must be ≥ 1")
+        unknown = [m for m in self.methods if m not in METHODS]
+        if not self.methods or unknown:
+            raise ConfigError(f"unknown methods {unknown}; choose from {', '.join(METHODS)}")
         tc = (self.tune_fraction, self.cal_fraction)
         if not (tc[0] > 0 and tc[1] > 0 and tc[0] + tc[1] < 1):
             raise ConfigError("tune_fraction and cal_fraction must be positive and leave a test part")
@@ -386,7 +392,7 @@ def run_split(tables: TableBatch, gnn: CandidateBatch | None, config: Experiment
     tune, cal, test = _split(tables.num_questions, config, s)
     sources = {False: tables} if gnn_tables is None else {False: tables, True: gnn_tables}
     parts = {scored: (b.subset(tune), b.subset(cal), b.subset(test)) for scored, b in sources.items()}
-    methods = METHODS if gnn is not None else tuple(m for m in METHODS if m not in SCORED_METHODS)
+    methods = tuple(m for m in config.methods if gnn is not None or m not in SCORED_METHODS)
     out: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
     fits: dict[tuple[tuple[EvaluatorScore, ...], bool], tuple[UAG, np.ndarray]] = {}
     for method, (how, all_kinds, scored) in _UAG_METHODS.items():
@@ -395,6 +401,10 @@ def run_split(tables: TableBatch, gnn: CandidateBatch | None, config: Experiment
         kinds = tables.usable_scores(all_kinds)
         tune_b, cal_b, test_b = parts[scored]
         step = config.gnn_step if scored else None
+        if "learned" in kinds and not 0 < int(tune_b.gold.sum()) < tune_b.gold.size:
+            why = "no set: the tuning part lacks gold or non-gold candidates to fit the learned score on"
+            out[method] = [_row(None, alpha, {"why": why}) for alpha in config.alphas]
+            continue
         if (kinds, scored) not in fits:
             fitted = UAG(UAGConfig(steps=config.steps, evaluator_scores=kinds, scored_step=step)).fit(tune_b)
             fits[kinds, scored] = (fitted, fitted.loss_counts(cal_b))
@@ -413,11 +423,13 @@ def run_split(tables: TableBatch, gnn: CandidateBatch | None, config: Experiment
     base_cal = gnn.subset(np.concatenate([tune, cal]))
     base_test = gnn.subset(test)
     for alpha in config.alphas:
-        cp = SplitCPBaseline().conformalize(base_cal, alpha)
-        out["split_cp"].append(_row(None if cp.quantile_ is None else cp.evaluate(base_test), alpha,
-                                    {"quantile": cp.quantile_}))
-        tk = TopKBaseline().fit(base_cal, alpha)
-        out["top_k"].append(_row(None if tk.k_ is None else tk.evaluate(base_test), alpha, {"k": tk.k_}))
+        if "split_cp" in out:
+            cp = SplitCPBaseline().conformalize(base_cal, alpha)
+            out["split_cp"].append(_row(None if cp.quantile_ is None else cp.evaluate(base_test), alpha,
+                                        {"quantile": cp.quantile_}))
+        if "top_k" in out:
+            tk = TopKBaseline().fit(base_cal, alpha)
+            out["top_k"].append(_row(None if tk.k_ is None else tk.evaluate(base_test), alpha, {"k": tk.k_}))
     return out
 
 
@@ -444,7 +456,7 @@ def summarise(per_split: Sequence[dict[str, list[dict[str, Any]]]], alphas: Sequ
     return report
 
 
-GUARANTEED = ("uag", "uag_bonferroni", "uag_eq6", "uag_gnn")
+GUARANTEED = ("uag", "uag_bonferroni", "uag_eq6", "uag_learned", "uag_gnn")
 """The methods that carry Learn-then-Test's guarantee (the targets are checked for them)."""
 
 
@@ -542,7 +554,9 @@ def run_experiment(data: Path | UAGData, config: ExperimentConfig, out_dir: Path
                     "uag_top_p = the paper's uncorrected heuristic (not guaranteed), all three over Λ with "
                     "absolute and relative Eq. 6 scores against the whole generation and its items; "
                     "uag_eq6 = fixed-sequence LTT over the paper's Λ "
-                    "(absolute Eq. 6 scores only); uag_gnn = uag's family with α4 for the scored retriever's "
+                    "(absolute Eq. 6 scores only); uag_learned = uag's family plus the learned "
+                    "candidate score (a logistic regression fitted on each split's tuning part); "
+                    "uag_gnn = uag's family with α4 for the scored retriever's "
             "(WebQSP: the ReaRev GNN's) "
                     "candidates (union of the path set and the GNN candidates with 1 − p under the α4 "
                     "quantile; sizes add both parts except a one-answer question's gold answer, known "
