@@ -27,6 +27,7 @@ from kgwise.types import CHOICE_LABELS, Choice, Path, Question, Subgraph, Triple
 
 if TYPE_CHECKING:
     from kgwise.kg.label_index import BoundIndex
+    from kgwise.kg.linking import LinkingConfig
 
 __all__ = ["Evidence", "LabelPath", "Labeller", "graph_evidence", "grounder_of", "question_evidence"]
 
@@ -106,17 +107,22 @@ class Labeller:
         return LabelPath(self.nodes(p.nodes), self.relations(p.relations), p.inverse)
 
 
-def grounder_of(kg: KnowledgeGraph | None, names: BoundIndex | None) -> Grounder | None:
+def grounder_of(kg: KnowledgeGraph | None, names: BoundIndex | None, linking: LinkingConfig | None = None
+                ) -> Grounder | None:
     """The grounder of a pipeline over ``kg``: over its bound label index ``names`` when it has one, else
-    over the labels of a graph held in memory; ``None`` without a KG, or for an endpoint without an index
-    (free text cannot be grounded against labels it does not list)."""
+    over the labels of a graph held in memory, linking as ``linking`` says (the config's ``[linking]``:
+    fallbacks, and ``min_score`` below which a link is dropped; ``None``: exact names only); ``None``
+    without a KG, or for an endpoint without an index (free text cannot be grounded against labels it does
+    not list)."""
     from kgwise.kg.csr import CSRGraph
+    from kgwise.kg.grounding import GrounderConfig
 
     if kg is None:
         return None
+    config = GrounderConfig(linking=linking)
     if names is not None:
-        return Grounder(kg, index=names)
-    return Grounder(kg) if isinstance(kg, CSRGraph) else None
+        return Grounder(kg, config, index=names)
+    return Grounder(kg, config) if isinstance(kg, CSRGraph) else None
 
 
 def evidence_of(kg: KnowledgeGraph, question_nodes: Sequence[int], choice_nodes: Sequence[Sequence[int]],
