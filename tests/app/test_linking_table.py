@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from kgwise.app.config import LinkTable, PipelineConfig
+from kgwise.app.evidence import ConceptLink, Evidence
 from kgwise.app.pipeline import Pipeline
 from kgwise.errors import DataError
 
@@ -28,18 +29,27 @@ budget_calls = 10
 QUESTION, CHOICES = "Which drug treats diabetes?", ["Metformn", "Penicillin"]  # a misspelt choice
 
 
-def choice_concepts(tmp_path: Path, linking: str) -> tuple[tuple[str, ...], ...]:
+def evidence(tmp_path: Path, linking: str) -> Evidence:
     config = write_config(tmp_path, BODY.format(linking=linking))
     with Pipeline.from_config(config, tmp_path / "state", encoder=FakeEncoder()) as pipe:
-        return pipe.evidence(QUESTION, CHOICES).choice_concepts
+        return pipe.evidence(QUESTION, CHOICES)
 
 
 def test_min_score_drops_a_fuzzy_link_from_the_evidence(tmp_path: Path) -> None:
     write_kg(tmp_path)
-    assert choice_concepts(tmp_path, "") == ((), ("penicillin",))  # exact names only, as before the table
+    exact = [ConceptLink("diabetes", "diabetes", "exact", 1.0), ConceptLink("Penicillin", "penicillin",
+                                                                            "exact", 1.0)]
+    before = evidence(tmp_path, "")  # exact names only, as before the table
+    assert before.choice_concepts == ((), ("penicillin",)) and set(before.links) == set(exact)
     fuzzy = "\n[linking]\nfuzzy = true\n"
-    assert choice_concepts(tmp_path, fuzzy) == (("metformin",), ("penicillin",))  # similarity 8/9
-    assert choice_concepts(tmp_path, fuzzy + "min_score = 0.95\n") == ((), ("penicillin",))
+    linked = evidence(tmp_path, fuzzy)
+    assert linked.choice_concepts == (("metformin",), ("penicillin",))
+    assert [(k.concept, k.method, round(k.score, 3)) for k in linked.links if k.mention == "Metformn"] == \
+        [("metformin", "fuzzy", 0.889)]  # one edit in 9 letters
+    strict = evidence(tmp_path, fuzzy + "min_score = 0.95\n")
+    assert strict.choice_concepts == ((), ("penicillin",)) and set(strict.links) == set(exact)
+    ends = [{p.nodes[-1] for p in e.paths} for e in (linked, strict)]  # question→choice paths
+    assert "metformin" in ends[0] and "metformin" not in ends[1]
 
 
 def test_the_table_reads_back_and_a_bad_value_names_file_line_and_key(tmp_path: Path) -> None:
