@@ -13,6 +13,7 @@ from kgwise.app.config import (
     AnswerSetConfig,
     ArmConfig,
     KGConfig,
+    LinkTable,
     PipelineConfig,
     RouterConfig,
     StateConfig,
@@ -230,7 +231,7 @@ def test_the_starter_file_is_the_default_config_and_names_every_key(tmp_path: Pa
     cfg = PipelineConfig.load(write_config(tmp_path, text))
     assert cfg.kg == KGConfig(graph=tmp_path / "kg.tsv")
     assert cfg.router == RouterConfig(STARTER_BUDGET_USD, "usd")
-    assert (cfg.answer_sets, cfg.state) == (AnswerSetConfig(), StateConfig())
+    assert (cfg.answer_sets, cfg.linking, cfg.state) == (AnswerSetConfig(), LinkTable(), StateConfig())
     for arm in cfg.arms:  # the defaults by kind, and the model's measured scoring rule
         assert arm.cluster == arm_default("cluster", arm.kind, arm.spec)
         if arm.kind != "external":
@@ -238,7 +239,7 @@ def test_the_starter_file_is_the_default_config_and_names_every_key(tmp_path: Pa
             assert arm.scoring == arm_default("scoring", arm.kind, arm.spec)
     assert cfg.arm("s").scoring == "pmi" and cfg.arm("o").scoring == "sum"
     lines = text.splitlines()
-    for cls in (KGConfig, ArmConfig, RouterConfig, AnswerSetConfig, StateConfig, CokeConfig):
+    for cls in (KGConfig, ArmConfig, RouterConfig, AnswerSetConfig, LinkTable, StateConfig, CokeConfig):
         fields = file_fields(cls) if cls is not CokeConfig else list(dataclasses.fields(CokeConfig))
         for f in fields:
             key = file_key(f) if cls is not CokeConfig else f.name

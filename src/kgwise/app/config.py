@@ -1,11 +1,11 @@
 """``PipelineConfig``: the whole system in one TOML file (``kgwise.toml``), validated strictly.
 
-The tables ``[kg]``, ``[[arms]]``, ``[router]``, ``[coke]``, ``[answer_sets]`` and ``[state]`` are the
-frozen classes below (``[coke]``: :class:`kgwise.route.coke.CokeConfig`). Each key is one field, which holds
-its default, its unit and a one-line comment (:func:`_doc`); the reader's key lists and ``kgwise init``'s
-starter file (:func:`starter_toml`) are made from those fields, so a default is written once. What every
-key means: ``docs/configuration.md``. Every fault raises ``DataError`` naming the file, the line (where the
-key stands) and the key.
+The tables ``[kg]``, ``[[arms]]``, ``[router]``, ``[coke]``, ``[answer_sets]``, ``[linking]`` and ``[state]``
+are the frozen classes below (``[coke]``: :class:`kgwise.route.coke.CokeConfig`). Each key is one field,
+which holds its default, its unit and a one-line comment (:func:`_doc`); the reader's key lists and
+``kgwise init``'s starter file (:func:`starter_toml`) are made from those fields, so a default is written
+once. What every key means: ``docs/configuration.md``. Every fault raises ``DataError`` naming the file,
+the line (where the key stands) and the key.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from kgwise.errors import ConfigError, DataError
 from kgwise.inject.injector import KNOWLEDGE_TOKENS
+from kgwise.kg.linking import LinkingConfig
 from kgwise.llm.base import SCORING_RULES
 from kgwise.llm.local_models import DEFAULT_SCORING, LOCAL_MODELS, default_scoring, ladder_comment
 from kgwise.llm.prices import default_prices
@@ -34,8 +35,9 @@ from kgwise.route.arms import Cluster
 from kgwise.route.coke import CokeConfig
 
 __all__ = ["ARM_KINDS", "CONTEXTS", "PACED_COKE", "STARTER_BUDGET_USD", "AnswerSetConfig", "ArmConfig",
-           "ArmKind", "Context", "KGConfig", "PipelineConfig", "RouterConfig", "StateConfig", "arm_default",
-           "field_default", "file_fields", "file_key", "paced_coke", "reads_free", "starter_toml"]
+           "ArmKind", "Context", "KGConfig", "LinkTable", "PipelineConfig", "RouterConfig", "StateConfig",
+           "arm_default", "field_default", "file_fields", "file_key", "paced_coke", "reads_free",
+           "starter_toml"]
 
 ArmKind = Literal["kgm", "llm", "inject", "external"]
 Context = Literal["question", "question+free", "free"]
@@ -53,7 +55,7 @@ Guarantee = Literal["marginal", "pac", "pac_all_arms"]
 OpenUncertified = Literal["largest", "pooled"]
 Unit = Literal["usd", "calls"]
 
-_TABLES = ("kg", "arms", "router", "coke", "answer_sets", "state")
+_TABLES = ("kg", "arms", "router", "coke", "answer_sets", "linking", "state")
 _LLM_KINDS = ("llm", "inject")
 STARTER_BUDGET_USD = 1.0
 """The dollar budget ``kgwise init`` writes when given neither ``--budget-usd`` nor ``--budget-calls``."""
@@ -73,7 +75,7 @@ def _doc(doc: str, *, example: Any = None, kinds: tuple[str, ...] = ARM_KINDS, k
 
 _BOUNDS: dict[str, Callable[[float], bool]] = {
     "(0, 1)": lambda v: 0 < v < 1, "[0, 1]": lambda v: 0 <= v <= 1, "> 0": lambda v: v > 0,
-    "≥ 0": lambda v: v >= 0, "≥ 1": lambda v: v >= 1}
+    "≥ 0": lambda v: v >= 0, "≥ 1": lambda v: v >= 1, "(0, 1]": lambda v: 0 < v <= 1}
 """The ranges a number of the file may be held to, by the words its error message says."""
 
 
@@ -307,6 +309,33 @@ class AnswerSetConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class LinkTable:
+    """How the pipeline links the question and its choices to KG nodes (``[linking]``): the keys of
+    :class:`kgwise.kg.linking.LinkingConfig` (what `kgwise kg ground --config` reads from its ``[linking]``
+    table) that the pipeline takes, with its thresholds' defaults. The misspelling fallback is off unless
+    asked for, as the pipeline linked before the table existed (exact, alias, folded, reordered, partial,
+    contained and derived names, :mod:`kgwise.kg.grounding`); ``min_score`` drops every link below it,
+    whatever its method."""
+
+    min_score: float = field(default=field_default(LinkingConfig, "min_score"), metadata=_doc(
+        "in [0, 1]: links scoring below it are dropped (exact, alias 1; partial, derived 0.9; contained its "
+        "share; fuzzy its edit similarity)", bounds="[0, 1]"))
+    fuzzy: bool = field(default=False, metadata=_doc(
+        "link a mention no name matches by edit distance (misspellings: \"Swizerland\")"))
+    fuzzy_min_score: float = field(default=field_default(LinkingConfig, "fuzzy_min_score"), metadata=_doc(
+        "in (0, 1]: the least edit similarity of a fuzzy link (the precise rules ask ≥ 0.8 in running text)",
+        bounds="(0, 1]"))
+
+    def grounding(self) -> LinkingConfig | None:
+        """The grounder's :class:`~kgwise.kg.linking.LinkingConfig`; ``None`` (exact names only, no
+        threshold) at the defaults."""
+        if self == LinkTable():
+            return None
+        return LinkingConfig(fuzzy=self.fuzzy, fuzzy_min_score=self.fuzzy_min_score, embedding=False,
+                             min_score=self.min_score)
+
+
+@dataclass(frozen=True, slots=True)
 class StateConfig:
     """Where the pipeline's state lives: the state folder, or the PostgreSQL database at ``url``
     (:mod:`kgwise.app.state_pg`), whose calls (connect, statement, lock wait) fail after ``timeout_s``."""
@@ -327,6 +356,7 @@ class PipelineConfig:
     router: RouterConfig
     answer_sets: AnswerSetConfig
     state: StateConfig = StateConfig()
+    linking: LinkTable = LinkTable()
 
     def arm(self, name: str) -> ArmConfig:
         for a in self.arms:
@@ -345,9 +375,12 @@ class PipelineConfig:
 
     def fingerprint(self) -> dict[str, Any]:
         """The config as plain JSON data (what fit logs and states are checked against), without where the
-        state lives (a database URL may hold a password, and moving the state changes no answer)."""
+        state lives (a database URL may hold a password, and moving the state changes no answer);
+        ``linking`` only when set, so logs written before it existed stay valid."""
         out = json.loads(json.dumps(dataclasses.asdict(self), default=str))
         del out["state"]
+        if self.linking == LinkTable():
+            del out["linking"]
         return out
 
     @classmethod
@@ -412,7 +445,7 @@ class _Reader:
         if unknown:
             raise DataError(f"unknown table(s) {', '.join(f'[{k}]' for k in unknown)}; the tables are "
                             f"{', '.join(_TABLES)}", self.path, self.line(unknown[0]))
-        for name in ("kg", "router", "coke", "answer_sets", "state"):
+        for name in ("kg", "router", "coke", "answer_sets", "linking", "state"):
             if name in self.doc and not isinstance(self.doc[name], dict):
                 raise self.fail("must be a table", name)
         kg = self.kg(self.doc.get("kg"))
@@ -422,7 +455,13 @@ class _Reader:
             raise self.fail(f"{router.context!r} needs a free arm (observe = true, no price: a kgm arm), and "
                             "no arm is free", "router", "context")
         sets = self.answer_sets(self.doc.get("answer_sets", {}))
-        return PipelineConfig(self.path, kg, arms, router, sets, self.state(self.doc.get("state", {})))
+        return PipelineConfig(self.path, kg, arms, router, sets, self.state(self.doc.get("state", {})),
+                              self.linking(self.doc.get("linking", {})))
+
+    def linking(self, data: dict[str, Any]) -> LinkTable:
+        self._keys(data, _keys_of(LinkTable), "linking")
+        return LinkTable(**{f.name: self._scalar(data, LinkTable, f.name, "linking")
+                            for f in file_fields(LinkTable)})
 
     def state(self, data: dict[str, Any]) -> StateConfig:
         self._keys(data, _keys_of(StateConfig), "state")
@@ -844,6 +883,8 @@ def starter_toml(kg: str, arms: list[tuple[str, str, str, float | None]], budget
               "# `kgwise eval config show coke` and docs/configuration.md.", "[coke]",
               *(f"# {k} = {_toml_value(v)}" for k, v in _plain_coke().items()), "",
               "# Calibrated answer sets.", "[answer_sets]", *_table(AnswerSetConfig, sets), "",
+              "# How the question and choices link to KG nodes (`kgwise kg ground` shows each link's score).",
+              "[linking]", *_table(LinkTable, {}), "",
               "# Where the router, budget, decisions and calibrations live (default: the state folder).",
               "[state]", *_table(StateConfig, {}), ""]
     return "\n".join(lines)

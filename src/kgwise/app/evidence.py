@@ -1,7 +1,8 @@
 """The KG evidence of a question — what :meth:`kgwise.app.Pipeline.evidence` returns and what the CLI
 (``kgwise kg subgraph``) and the server (``POST /v1/evidence``) serialise: the KG concepts the question and
 each choice are grounded to, and P_sub's triples and its question→choice paths ranked to the question
-(:func:`kgwise.extract.evidence.rank_evidence`, best first), by label. An answer's evidence also lists its
+(:func:`kgwise.extract.evidence.rank_evidence`, best first), by label, and how each mention was linked
+(its method and score, :class:`ConceptLink`). An answer's evidence also lists its
 ``support``: the paths it read that end at the chosen answer (:mod:`kgwise.app.arms`).
 
 Labels are read once per distinct node and relation of a subgraph (:class:`Labeller`), not once per edge
@@ -22,13 +23,15 @@ from kgwise.extract.base import Extractor
 from kgwise.extract.evidence import EVERY_PATH, rank_evidence
 from kgwise.extract.subgraph import SubgraphConfig, SubgraphExtractor
 from kgwise.kg.base import KnowledgeGraph
-from kgwise.kg.grounding import Grounder
+from kgwise.kg.grounding import Grounder, Grounding
 from kgwise.types import CHOICE_LABELS, Choice, Path, Question, Subgraph, Triple
 
 if TYPE_CHECKING:
     from kgwise.kg.label_index import BoundIndex
+    from kgwise.kg.linking import LinkingConfig
 
-__all__ = ["Evidence", "LabelPath", "Labeller", "graph_evidence", "grounder_of", "question_evidence"]
+__all__ = ["ConceptLink", "Evidence", "LabelPath", "Labeller", "graph_evidence", "grounder_of",
+           "question_evidence"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +52,23 @@ class LabelPath:
 
 
 @dataclass(frozen=True, slots=True)
+class ConceptLink:
+    """A mention of the question or of a choice linked to KG concept ``concept`` (a label) by ``method``
+    with ``score`` (:class:`kgwise.kg.linking.Link`: 1 for an exact or alias name, 0.9 for a partial or
+    derived one, the similarity of a fuzzy one); links below ``[linking] min_score`` are not there."""
+
+    mention: str
+    concept: str
+    method: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
 class Evidence:
     """A question's KG evidence: the concepts of the question and of each choice, the triples and the
     paths joining them (best first), the rendered ``text`` an answer read (``""`` when none was rendered)
-    and ``support``: the paths that end at the chosen answer (none before an answer is chosen)."""
+    and ``support``: the paths that end at the chosen answer (none before an answer is chosen); ``links``:
+    how the grounder reached each concept (given where the question was grounded here)."""
 
     question_concepts: tuple[str, ...]
     choice_concepts: tuple[tuple[str, ...], ...]
@@ -60,6 +76,7 @@ class Evidence:
     paths: tuple[LabelPath, ...]
     text: str = ""
     support: tuple[LabelPath, ...] = ()
+    links: tuple[ConceptLink, ...] = ()
 
 
 class Labeller:
@@ -106,27 +123,35 @@ class Labeller:
         return LabelPath(self.nodes(p.nodes), self.relations(p.relations), p.inverse)
 
 
-def grounder_of(kg: KnowledgeGraph | None, names: BoundIndex | None) -> Grounder | None:
+def grounder_of(kg: KnowledgeGraph | None, names: BoundIndex | None, linking: LinkingConfig | None = None
+                ) -> Grounder | None:
     """The grounder of a pipeline over ``kg``: over its bound label index ``names`` when it has one, else
-    over the labels of a graph held in memory; ``None`` without a KG, or for an endpoint without an index
-    (free text cannot be grounded against labels it does not list)."""
+    over the labels of a graph held in memory, linking as ``linking`` says (the config's ``[linking]``:
+    fallbacks, and ``min_score`` below which a link is dropped; ``None``: exact names only); ``None``
+    without a KG, or for an endpoint without an index (free text cannot be grounded against labels it does
+    not list)."""
     from kgwise.kg.csr import CSRGraph
+    from kgwise.kg.grounding import GrounderConfig
 
     if kg is None:
         return None
+    config = GrounderConfig(linking=linking)
     if names is not None:
-        return Grounder(kg, index=names)
-    return Grounder(kg) if isinstance(kg, CSRGraph) else None
+        return Grounder(kg, config, index=names)
+    return Grounder(kg, config) if isinstance(kg, CSRGraph) else None
 
 
-def evidence_of(kg: KnowledgeGraph, question_nodes: Sequence[int], choice_nodes: Sequence[Sequence[int]],
-                sub: Subgraph, text: str = "") -> Evidence:
+def evidence_of(kg: KnowledgeGraph, grounding: Grounding, sub: Subgraph, text: str = "") -> Evidence:
     """``sub`` and the grounded concepts (KG ids) as :class:`Evidence`, by label, with the paths from a
     question concept to a choice ranked (:func:`kgwise.extract.evidence.rank_evidence`, no cut)."""
     names = Labeller(kg)
-    ranked = rank_evidence(sub, question_nodes, choice_nodes, EVERY_PATH)
-    return Evidence(names.nodes(question_nodes), tuple(names.nodes(c) for c in choice_nodes),
-                    names.triples(sub.edges), tuple(names.path(rp.path) for rp in ranked.paths), text)
+    ranked = rank_evidence(sub, grounding.question_nodes, grounding.choice_nodes, EVERY_PATH)
+    concepts = names.nodes(link.node for link in grounding.links)
+    links = tuple(ConceptLink(link.mention, concept, link.method, link.score)
+                  for link, concept in zip(grounding.links, concepts, strict=True))
+    choices = tuple(names.nodes(c) for c in grounding.choice_nodes)
+    return Evidence(names.nodes(grounding.question_nodes), choices, names.triples(sub.edges),
+                    tuple(names.path(rp.path) for rp in ranked.paths), text, links=links)
 
 
 def question_evidence(kg: KnowledgeGraph, grounder: Grounder, extractor: Extractor, question: Question
@@ -134,7 +159,7 @@ def question_evidence(kg: KnowledgeGraph, grounder: Grounder, extractor: Extract
     """Ground ``question`` with ``grounder`` and extract its subgraph with ``extractor`` (no LLM call)."""
     grounding = grounder.ground(question)
     sub = extractor.extract(question, grounding)
-    return evidence_of(kg, grounding.question_nodes, grounding.choice_nodes, sub)
+    return evidence_of(kg, grounding, sub)
 
 
 def graph_evidence(graph: str | FilePath, text: str, choices: Sequence[str] = (),

@@ -346,7 +346,8 @@ class Pipeline:
         self.encoder = encoder
         self.kg = kg
         self.names = names
-        self._grounder = grounder if grounder is not None else grounder_of(kg, names)
+        self._grounder = (grounder if grounder is not None
+                          else grounder_of(kg, names, config.linking.grounding()))
         self._evidence_extractor: Extractor | None = None
         self.uag_generator = uag_generator
         """What writes Φ(P) for UAG's sets (default: ``[answer_sets] uag_llm``)."""
@@ -407,7 +408,7 @@ class Pipeline:
             from kgwise.embed import MiniLM
 
             encoder = MiniLM()
-        grounder = grounder_of(kg, names)
+        grounder = grounder_of(kg, names, config.linking.grounding())
         runners = ({a.name: build_runner(a, kg, names, grounder=grounder, encoder=encoder)
                     for a in config.arms if not a.external} if kg is not None else {})
         root = Path(state_dir) if state_dir is not None else default_state_dir(path)

@@ -49,6 +49,8 @@ def subgraph(
     for i, (c, nodes) in enumerate(zip(_split(choices), ev.choice_concepts, strict=True)):
         console.print(f"[bold]choice {chr(ord('A') + i)}[/bold] {escape(c)}: "
                       + escape(", ".join(nodes) or "(none)"))
+    for link in ev.links:
+        console.print(escape(f"  {link.mention!r} → {link.concept} ({link.method}, {link.score:.2f})"))
     console.print(f"[bold]subgraph:[/bold] {len({x for t in ev.triples for x in (t.head, t.tail)})} "
                   f"concepts, {len(ev.triples)} triples")
     for t in ev.triples[:show]:

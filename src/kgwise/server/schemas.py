@@ -18,8 +18,8 @@ __all__ = [
     "ChatCompletionRequest", "ChatMessage", "CompletionChoice", "CompletionRequest", "ContentPart",
     "Delta", "ErrorBody", "ErrorResponse", "EvidenceOut", "ExampleOut", "ExamplesResponse", "FeedbackRequest",
     "FeedbackResponse",
-    "Finish", "Generating", "KgwiseExtra", "KgwiseRequest", "LabelledChoice", "ModelCard", "ModelList",
-    "OpenAIUsage", "PathOut",
+    "Finish", "Generating", "KgwiseExtra", "KgwiseRequest", "LabelledChoice", "LinkOut", "ModelCard",
+    "ModelList", "OpenAIUsage", "PathOut",
     "PendingOut", "PipelineStatusOut", "SpendPoint", "StatusResponse", "StreamOptions", "TextCompletion",
     "TripleOut", "UsageOut",
 ]
@@ -160,6 +160,15 @@ class PathOut(BaseModel):
     inverse: list[bool]
 
 
+class LinkOut(BaseModel):
+    """How a mention reached a KG concept: ``method`` (exact, alias, partial, fuzzy, …) and ``score``."""
+
+    mention: str
+    concept: str
+    method: str
+    score: float
+
+
 class EvidenceOut(BaseModel):
     """The knowledge the answer used (see :class:`kgwise.server.contract.EvidenceLike`)."""
 
@@ -171,6 +180,8 @@ class EvidenceOut(BaseModel):
     text: str
     support: list[PathOut] = Field(default_factory=list, description="the paths the answer read that end "
                                    "at the chosen answer (empty before an answer is chosen)")
+    links: list[LinkOut] = Field(default_factory=list, description="how each question and choice mention "
+                                 "was linked, with its method and score (`POST /v1/evidence`)")
 
 
 class AnswerSetOut(BaseModel):
