@@ -82,8 +82,10 @@ __all__ = ["ARM_KINDS", "CONTEXTS", "PACED_COKE", "AnswerSetConfig", "ArmConfig"
            "starter_toml"]
 
 ArmKind = Literal["kgm", "llm", "inject", "external"]
-Context = Literal["question", "question+free", "free"]
-CONTEXTS: tuple[Context, ...] = ("question", "question+free", "free")
+Context = Literal["question", "question+free", "free", "predicted"]
+CONTEXTS: tuple[Context, ...] = ("question", "question+free", "free", "predicted")
+"""``predicted``: ``[1, p_1(x) … p_m(x)]``, each arm's success predicted from what the free arms say, the
+question's form and embedding by the predictor a fit learns (:mod:`kgwise.route.features`)."""
 
 
 def reads_free(context: Context) -> bool:
