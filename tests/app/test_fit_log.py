@@ -81,7 +81,8 @@ def test_a_predicted_router_keeps_its_predictor_in_the_state_and_routes_on_it(tm
     cfg = PipelineConfig.load(write_config(tmp_path, body))
     # fewer questions than cross-fitting needs: the config's context stays, the predictor is still fitted
     log = _log(tmp_path, MIN_CROSS_FIT - 20)
-    stubs = {a.name: StubArm(a) for a in cfg.arms}  # test doubles of the arms (the code around them is tested)
+    # test doubles of the arms: the code around them is tested
+    stubs = {a.name: StubArm(a) for a in cfg.arms}
     with Pipeline(cfg, tmp_path / "state", dict(stubs), FakeEncoder()) as pipe:
         fit_log(pipe, log, echo=lambda _: None)
         assert pipe.state.context == "predicted"
