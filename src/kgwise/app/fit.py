@@ -17,6 +17,9 @@
    answered, for every grid point, a router warm-started on one half routes the other within the
    configured budget (per question: ``budget / horizon``, paced; without a horizon each half gets the
    whole budget), and the point with the best mean accuracy over the two folds wins (ties: lower cost).
+   With free arms the grid also holds the ``predicted`` context, ``[1, p_1(x) … p_m(x)]`` from a success
+   predictor learnt on the learning part, out of fold on its questions (:func:`_predicted_context`); when
+   it wins, the predictor is kept in the router's state and ``Pipeline.answer`` routes on it.
    This needs :data:`MIN_CROSS_FIT` such questions (each fold learns from and is scored on ≥ 50); on a
    smaller log the config's ``[coke]`` values and ``[router] context`` stay, and the report says why. A
    fresh router with the chosen settings is then warm-started on the learning part's graded outcomes
@@ -578,6 +581,8 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     if selection.method != "cross-fitting":
         not_fitted = (f"router settings (γ, reward form, context) are the config's: {selection.reason}",
                       *not_fitted)
+    if predicted is None and config.free_arms:  # named: the fit did not consider it
+        not_fitted = (*not_fitted, f"the 'predicted' router context (a success predictor): {why_not}")
     silent = [f.name for f in arm_fits if f.answered == 0]
     if silent:  # named: nothing about these arms was learnt or calibrated
         not_fitted = (*not_fitted, f"arm(s) {', '.join(silent)} answered none of the {len(questions)} dev "
