@@ -578,11 +578,11 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
                  f"{int(mc.sum())} held-out multiple-choice dev questions the same rule sends there; "
                  f"{guarantee_clause(sets, len(names))}); `kgwise status` tracks live coverage")
     not_fitted = tuple(f"{p.arm}'s prompt bandit: {p.reason}" for p in prompts if p.reason)
+    if predicted is None and config.free_arms:  # named: the fit did not consider it
+        not_fitted = (f"the 'predicted' router context (a success predictor): {why_not}", *not_fitted)
     if selection.method != "cross-fitting":
         not_fitted = (f"router settings (γ, reward form, context) are the config's: {selection.reason}",
                       *not_fitted)
-    if predicted is None and config.free_arms:  # named: the fit did not consider it
-        not_fitted = (*not_fitted, f"the 'predicted' router context (a success predictor): {why_not}")
     silent = [f.name for f in arm_fits if f.answered == 0]
     if silent:  # named: nothing about these arms was learnt or calibrated
         not_fitted = (*not_fitted, f"arm(s) {', '.join(silent)} answered none of the {len(questions)} dev "
