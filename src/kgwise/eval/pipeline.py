@@ -113,28 +113,31 @@ class ReplayArm:
                                   ) from None
 
 
-def _runners(table: OutcomeTable, rows: Sequence[int], free: Mapping[str, FreeAnswers],
-             free_signals: Mapping[str, Sequence[tuple[float, ...]]]) -> dict[str, ArmRunner]:
+Said = Mapping[str, Sequence[tuple[str, tuple[float, ...]]]]
+"""Per free arm, its answer and signals on each row of the outcome table."""
+
+
+def _said(free: Mapping[str, FreeAnswers], free_signals: Mapping[str, Sequence[tuple[float, ...]]]) -> Said:
+    """What the free arms said on each row: their answer and every signal the log gives (else the first)."""
+    return {a: [(top[i], free_signals[a][i] if a in free_signals else (float(scores[i]),))
+                for i in range(len(top))] for a, (top, scores) in free.items()}
+
+
+def _runners(table: OutcomeTable, rows: Sequence[int], said: Said) -> dict[str, ArmRunner]:
     out: dict[str, ArmRunner] = {}
     for j, (name, cluster) in enumerate(zip(table.arms, table.clusters, strict=True)):
         zero = bool(np.all(table.cost[:, j] == 0))
         cfg = ArmConfig(name=name, kind="kgm" if cluster == "KGM" else "llm", cluster=cluster,
                         spec=None if cluster == "KGM" else f"replay:{name}", observe=zero,
                         cost_from_usage=not zero, reported_accuracy=table.reported[j])
-        answers: dict[str, tuple[str, tuple[float, ...]]] = {}
-        if name in free:  # every signal the log gives, else the first
-            top, scores = free[name]
-            every = free_signals.get(name)
-            answers = {table.texts[i]: (top[i], every[i] if every is not None else (float(scores[i]),))
-                       for i in rows}
+        answers = {table.texts[i]: said[name][i] for i in rows} if name in said else {}
         out[name] = ReplayArm(cfg, {table.texts[i]: (bool(table.correct[i, j]), float(table.cost[i, j]))
                                     for i in rows}, answers)
     return out
 
 
 def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, split: int, root: Path,
-               free: Mapping[str, FreeAnswers], sets: RoutedSets | None,
-               free_signals: Mapping[str, Sequence[tuple[float, ...]]]) -> dict[str, Any]:
+               free: Said, sets: RoutedSets | None) -> dict[str, Any]:
     n = table.n_questions
     perm = np.random.default_rng(cfg.seed + split).permutation(n)
     train, test = perm[: n // 2], perm[n // 2:]
@@ -144,7 +147,7 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
     ref = table.budget_arm(test)  # the best arm, or the best paid arm when that is free
     base = float(per_arm_cost.max() if cfg.budget_of == "dearest" else per_arm_cost[ref])
     budget = cfg.budget * base
-    runners = _runners(table, list(range(n)), free, free_signals)
+    runners = _runners(table, list(range(n)), free)
     config = PipelineConfig(root / "kgwise.toml", KGConfig(),
                             tuple(r.config for r in runners.values()),
                             RouterConfig(budget, "usd", len(test), cfg.seed + split, True, cfg.coke,
@@ -216,18 +219,18 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
 
 
 def _contexts(config: PipelineConfig, context: Context, encoder: Encoder, table: OutcomeTable,
-              rows: npt.NDArray[np.int64], free: Mapping[str, FreeAnswers],
-              predicted: PredictedContext | None = None) -> npt.NDArray[np.float64]:
+              rows: npt.NDArray[np.int64], free: Said, predicted: PredictedContext | None = None
+              ) -> npt.NDArray[np.float64]:
     """The router context of each of ``rows`` (``context``: the fitted one; ``predicted``: its
     predictor), as the pipeline builds it."""
     E = np.asarray(encoder.encode([table.texts[i] for i in rows]), dtype=np.float64)
-    return np.stack([context_vector(config, context, E[k], {
-        a: (free[a][0][i], (float(free[a][1][i]),)) for a in config.free_arms if a in free},
-        table.texts[i], predicted) for k, i in enumerate(rows)])
+    return np.stack([context_vector(config, context, E[k],
+                                    {a: free[a][i] for a in config.free_arms if a in free},
+                                    table.texts[i], predicted) for k, i in enumerate(rows)])
 
 
-def _held_calibration(pipe: Pipeline, table: OutcomeTable, held: npt.NDArray[np.int64],
-                      free: Mapping[str, FreeAnswers]) -> HeldOutCalibration:
+def _held_calibration(pipe: Pipeline, table: OutcomeTable, held: npt.NDArray[np.int64], free: Said
+                      ) -> HeldOutCalibration:
     """The held-out fit rows as the pipeline's fit keeps them (:func:`kgwise.app.fit.held_out_calibration`:
     router contexts in the fitted context, every arm's cost bound; open questions, so no choice scores)."""
     X = (_contexts(pipe.config, pipe.state.context, pipe.encoder, table, held, free,
@@ -238,7 +241,7 @@ def _held_calibration(pipe: Pipeline, table: OutcomeTable, held: npt.NDArray[np.
 
 
 def _out_of_fold_groups(table: OutcomeTable, encoder: Encoder, config: PipelineConfig, context: Context,
-                        fitted: CokeRouter, free: Mapping[str, FreeAnswers], train: npt.NDArray[np.int64],
+                        fitted: CokeRouter, free: Said, train: npt.NDArray[np.int64],
                         budget_per_question: float, seed: int, predicted: PredictedContext | None = None
                         ) -> list[str | None]:
     """Per fit row, the arm a router that never learnt it sends it to: the fit rows are halved, and a
@@ -299,10 +302,11 @@ def evaluate_replay(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConf
         raise ConfigError(f"the outcome table holds {table.n_questions} questions; a split needs ≥ 4")
     if len(set(table.texts)) != table.n_questions:
         raise ConfigError("the outcome table repeats question texts; the pipeline keys questions by text")
+    said = _said(free, free_signals or {})
     runs = []
     with tempfile.TemporaryDirectory(prefix="kgwise-eval-pipeline-") as tmp:
         for s in range(cfg.splits):
-            runs.append(_one_split(table, encoder, cfg, s, Path(tmp), free, sets, free_signals or {}))
+            runs.append(_one_split(table, encoder, cfg, s, Path(tmp), said, sets))
             r = runs[-1]
             progress(f"split {s + 1}/{cfg.splits}: accuracy {r['accuracy']:.4f}, cost {r['cost']:.4f} "
                      f"(best arm {r['best_arm']}: {r['arms'][r['best_arm']]['accuracy']:.4f}, "
