@@ -63,3 +63,41 @@ def test_an_arm_the_config_does_not_have_is_named(tmp_path: Path) -> None:
                                                                             "cost": 1}}}) + "\n")
     with pipe, pytest.raises(DataError, match=r"bad\.jsonl.*gpt-9"):
         fit_log(pipe, path)
+
+
+def test_the_fit_cross_fits_a_predicted_context_and_the_pipeline_answers_with_it(tmp_path: Path) -> None:
+    pipe, _ = _pipeline(tmp_path)
+    with pipe:
+        report = fit_log(pipe, _log(tmp_path, MIN_CROSS_FIT + 20), echo=lambda _: None)
+        sel = report.router_selection
+        assert sel is not None and sel.cross_fit is not None
+        assert "predicted" in {g.context for g in sel.cross_fit.grid}
+
+
+def test_a_predicted_router_keeps_its_predictor_in_the_state_and_routes_on_it(tmp_path: Path) -> None:
+    write_kg(tmp_path)
+    body = STUB_CONFIG.format(cheap=0.1, dear=0.3, budget=30.0, seed=0).replace(
+        "seed = 0\n", 'seed = 0\ncontext = "predicted"\n')
+    cfg = PipelineConfig.load(write_config(tmp_path, body))
+    # fewer questions than cross-fitting needs: the config's context stays, the predictor is still fitted
+    log = _log(tmp_path, MIN_CROSS_FIT - 20)
+    # test doubles of the arms: the code around them is tested
+    stubs = {a.name: StubArm(a) for a in cfg.arms}
+    with Pipeline(cfg, tmp_path / "state", dict(stubs), FakeEncoder()) as pipe:
+        fit_log(pipe, log, echo=lambda _: None)
+        assert pipe.state.context == "predicted"
+        predicted = pipe.state.router.predicted
+        assert predicted is not None and predicted.width == 1 + len(cfg.arms)
+    with Pipeline(cfg, tmp_path / "state", dict(stubs), FakeEncoder()) as again:
+        kept = again.state.router.predicted
+        assert kept is not None
+        # the free arm's signals enter the features: a confident and an unsure free answer differ
+        e = FakeEncoder().encode(["question number 3 about drug 3?"])[0]
+        sure = kept.vector("question number 3 about drug 3?", e, {"free": ("y", (0.9, 0.5))})
+        unsure = kept.vector("question number 3 about drug 3?", e, {"free": ("x", (0.2, 0.5))})
+        assert sure[0] == unsure[0] == 1.0 and sure.shape == (4,)
+        assert sure[3] > unsure[3]  # the free arm is right when it is confident (the log's rule)
+        result = again.answer("Which drug treats gout?", ["aspirin", "colchicine"])
+        assert result.arm in {"cheap", "dear", "free"}
+        x = again.state.pending[result.decision].embedding
+        assert x[0] == 1.0 and len(x) == 4

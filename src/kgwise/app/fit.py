@@ -17,6 +17,9 @@
    answered, for every grid point, a router warm-started on one half routes the other within the
    configured budget (per question: ``budget / horizon``, paced; without a horizon each half gets the
    whole budget), and the point with the best mean accuracy over the two folds wins (ties: lower cost).
+   With free arms the grid also holds the ``predicted`` context, ``[1, p_1(x) … p_m(x)]`` from a success
+   predictor learnt on the learning part, out of fold on its questions (:func:`_predicted_context`); when
+   it wins, the predictor is kept in the router's state and ``Pipeline.answer`` routes on it.
    This needs :data:`MIN_CROSS_FIT` such questions (each fold learns from and is scored on ≥ 50); on a
    smaller log the config's ``[coke]`` values and ``[router] context`` stay, and the report says why. A
    fresh router with the chosen settings is then warm-started on the learning part's graded outcomes
@@ -83,6 +86,8 @@ from kgwise.errors import ConfigError, DataError, KgwiseError
 from kgwise.files import ResumeLog, read_jsonl, short_hash, write_text_atomic
 from kgwise.grading import match_answer
 from kgwise.progress import bar, duration
+from kgwise.route.features import FreeOutput, PreCallFeatures, PredictedContext, context_rows
+from kgwise.route.predictor import SuccessPredictor, cross_fitted
 from kgwise.route.table import OutcomeTable
 from kgwise.route.tuning import CrossFitReport, TuningConfig, best_single_arm, cross_fit
 from kgwise.types import CHOICE_LABELS, Choice, Question, Usage
@@ -495,16 +500,22 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     sets = config.answer_sets
     names = list(config.names)
     E = np.asarray(pipeline.encoder.encode([q.text for q in questions]), dtype=np.float64)
-    contexts = {"question": E}
-    for context in ("question+free", "free") if config.free_arms else ():
-        contexts[context] = np.stack([context_vector(config, context, E[i], {
-            n: (calls[(n, q.id)].answer, calls[(n, q.id)].signals[0] if calls[(n, q.id)].signals else 0.0)
-            for n in config.free_arms if (n, q.id) in calls and calls[(n, q.id)].cost == 0.0})
-            for i, q in enumerate(questions)])
     held = _held_out(pipeline, questions)
     learn = [i for i, h in enumerate(held) if not h]
     hold = [i for i, h in enumerate(held) if h]
     learn_q = [questions[i] for i in learn]
+    contexts = {"question": E}
+    for context in ("question+free", "free") if config.free_arms else ():
+        contexts[context] = np.stack([context_vector(config, context, E[i], {
+            n: (calls[(n, q.id)].answer, calls[(n, q.id)].signals)
+            for n in config.free_arms if (n, q.id) in calls and calls[(n, q.id)].cost == 0.0})
+            for i, q in enumerate(questions)])
+    predicted, why_not = _predicted_context(config, questions, calls, E, learn)
+    predictor: PredictedContext | None = None
+    if predicted is not None:
+        contexts["predicted"], predictor = predicted
+    elif config.router.context == "predicted":
+        raise ConfigError(f"[router] context = 'predicted' needs the success predictor, and {why_not}")
     selection = _select_router(config, learn_q, calls, {k: v[learn] for k, v in contexts.items()})
     echo(f"fit: {len(hold)} of {len(questions)} questions held out to calibrate the sets; router settings by "
          f"{selection.method}: context {selection.context}, gamma "
@@ -517,6 +528,8 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     rewards = {n: [float(calls[(n, q.id)].correct) if (n, q.id) in calls else math.nan for q in learn_q]
                for n in names}
     router = RouterAdapter.new(config, X.shape[1], coke)
+    if selection.context == "predicted":
+        router.predicted = predictor
     learnt = router.warm_start(X[learn], rewards)
     router.pin(selection.pinned)
     calibration = held_out_calibration(pipeline, [questions[i] for i in hold], calls, X[hold],
@@ -565,6 +578,8 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
                  f"{int(mc.sum())} held-out multiple-choice dev questions the same rule sends there; "
                  f"{guarantee_clause(sets, len(names))}); `kgwise status` tracks live coverage")
     not_fitted = tuple(f"{p.arm}'s prompt bandit: {p.reason}" for p in prompts if p.reason)
+    if predicted is None and config.free_arms:  # named: the fit did not consider it
+        not_fitted = (f"the 'predicted' router context (a success predictor): {why_not}", *not_fitted)
     if selection.method != "cross-fitting":
         not_fitted = (f"router settings (γ, reward form, context) are the config's: {selection.reason}",
                       *not_fitted)
@@ -677,6 +692,50 @@ def held_out_calibration(pipeline: Pipeline, questions: Sequence[Question],
                               {"questions": len(questions), "alpha": config.answer_sets.alpha, "kind": kind,
                                "context": context, "fit": uuid.uuid4().hex, "made_with": made_with(config)},
                               confidence, correct, tune_confidence, tune_correct, seen)
+
+
+PREDICTOR_FOLDS = 3
+"""Folds of the out-of-fold predictions the ``predicted`` context is cross-fitted and warm-started on."""
+MIN_PREDICTOR_GRADED = 10
+"""Graded outcomes per arm and fold the success predictor needs (fewer: no ``predicted`` context)."""
+
+
+def _predicted_context(config: PipelineConfig, questions: Sequence[Question],
+                       calls: Mapping[tuple[str, str], LoggedCall], E: np.ndarray, learn: Sequence[int]
+                       ) -> tuple[tuple[np.ndarray, PredictedContext] | None, str]:
+    """The ``predicted`` router context of every question and the predictor the pipeline keeps, or why
+    there is none. The features (:class:`kgwise.route.features.PreCallFeatures`: the free arms' answers
+    and signals, the question's form, 16 principal components of its embedding) are fitted on the
+    questions the router learns from; on those, each row is predicted out of fold (:data:`PREDICTOR_FOLDS`
+    folds, each by a predictor fitted on the others), so the cross-fitting of the router's settings and its
+    warm start read predictions that never saw the question's own outcome; the other (held-out) rows, like
+    new questions, by the predictor fitted on all of them — the one kept."""
+    if not config.free_arms:
+        return None, "the config has no free arm (its answers and signals are the predictor's evidence)"
+    names = list(config.names)
+    Y = np.array([[float(calls[(n, q.id)].correct) if (n, q.id) in calls else math.nan for n in names]
+                  for q in questions], dtype=np.float64).reshape(len(questions), len(names))
+    rows = np.asarray(learn, dtype=np.int64)
+    graded = (~np.isnan(Y[rows])).sum(axis=0) if len(rows) else np.zeros(len(names))
+    need = MIN_PREDICTOR_GRADED * PREDICTOR_FOLDS
+    if graded.min() < need:
+        thin = [f"{n} ({int(g)})" for n, g in zip(names, graded, strict=True) if g < need]
+        return None, (f"the router learns from too few graded outcomes of {', '.join(thin)} (the predictor "
+                      f"needs {need} per arm)")
+    free: dict[str, list[FreeOutput]] = {
+        n: [(calls[(n, q.id)].answer, calls[(n, q.id)].signals)
+            if (n, q.id) in calls and calls[(n, q.id)].cost == 0.0 else ("", ()) for q in questions]
+        for n in config.free_arms}
+    features = PreCallFeatures.fit({n: [v[i] for i in rows] for n, v in free.items()}, E[rows])
+    F = features.rows([q.text for q in questions], E, free)
+    P = np.zeros_like(Y)
+    P[rows] = cross_fitted(F[rows], Y[rows], [np.arange(k, len(rows), PREDICTOR_FOLDS)
+                                             for k in range(PREDICTOR_FOLDS)])
+    predictor = SuccessPredictor(len(names)).fit(F[rows], Y[rows])
+    rest = np.setdiff1d(np.arange(len(questions)), rows)
+    if len(rest):
+        P[rest] = predictor.predict(F[rest])
+    return (context_rows(P), PredictedContext(features, predictor)), ""
 
 
 def _select_router(config: PipelineConfig, questions: Sequence[Question],

@@ -675,8 +675,8 @@ class Pipeline:
             if wanted and bounds[name] == 0.0 and runner.can_answer(question):
                 ran[name] = self._run(name, question, g)
         observed = {n: o for n, o in ran.items() if observe and self.runners[n].config.observe}
-        free = {n: (o.prediction, o.signal) for n, o in ran.items() if self.runners[n].config.free}
-        x = context_vector(self.config, context, embedding, free)
+        free = {n: (o.prediction, o.signals) for n, o in ran.items() if self.runners[n].config.free}
+        x = context_vector(self.config, context, embedding, free, question.text, self.state.router.predicted)
         decision = uuid.uuid4().hex
         with self._lock:
             router = self.state.router
@@ -798,7 +798,8 @@ class Pipeline:
         q = _question(question, None)
         self.state.check_writable()
         bounds = external_bounds(self.config, costs, self.state.router.unreachable())
-        x = context_vector(self.config, self.state.context, self.embed(q.text), {})
+        x = context_vector(self.config, self.state.context, self.embed(q.text), {}, q.text,
+                           self.state.router.predicted)
         entities = self.topic_entities(q)
         decision = uuid.uuid4().hex
         with self._lock:

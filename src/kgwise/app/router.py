@@ -3,7 +3,8 @@ costs are checked to name every arm, and the router's accounting is read as the 
 the router's context (:func:`context_width`, :func:`context_vector`): the question embedding, or
 (``question+free``) ``[1, agree, s_1 … s_k, agree · min s, embedding…]`` from the config's free arms'
 answers and signals (:func:`kgwise.route.table.free_context`), or (``free``) those without the
-embedding.
+embedding, or (``predicted``) ``[1, p_1(x) … p_m(x)]``, every arm's success predicted by the predictor a
+fit learnt (:class:`kgwise.route.features.PredictedContext`, kept with the router in its state).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from kgwise.app.config import Context, PipelineConfig, reads_free
 from kgwise.errors import ConfigError
 from kgwise.route.arms import CLUSTERS, ArmSpec
 from kgwise.route.coke import CokeConfig, CokeRouter
+from kgwise.route.features import PredictedContext
 from kgwise.route.table import free_context, free_signal_row
 
 __all__ = ["RouterAdapter", "context_vector", "context_width"]
@@ -26,23 +28,33 @@ __all__ = ["RouterAdapter", "context_vector", "context_width"]
 
 def context_width(config: PipelineConfig, context: Context, encoder_dim: int) -> int:
     """The router's context dimension: the embedding's, plus ``3 + k`` for ``k`` free arms (``free``:
-    ``3 + k`` alone)."""
+    ``3 + k`` alone; ``predicted``: ``1 +`` the number of arms)."""
     if not reads_free(context):
         return encoder_dim
     k = len(config.free_arms)
     if not k:
         raise ConfigError(f"a {context!r} router context needs a free arm (observe = true, no price)")
+    if context == "predicted":
+        return 1 + len(config.arms)
     return (0 if context == "free" else encoder_dim) + 3 + k
 
 
 def context_vector(config: PipelineConfig, context: Context, embedding: npt.ArrayLike,
-                   free: Mapping[str, tuple[str, float]]) -> npt.NDArray[np.float64]:
-    """One question's router context; ``free``: each free arm's ``(answer, signal)`` on it (an arm
-    missing from it — it could not answer, or cost something on this question — counts as ``("", 0)``)."""
+                   free: Mapping[str, tuple[str, Sequence[float]]], text: str = "",
+                   predicted: PredictedContext | None = None) -> npt.NDArray[np.float64]:
+    """One question's router context; ``free``: each free arm's ``(answer, signals)`` on it (an arm
+    missing from it — it could not answer, or cost something on this question — counts as ``("", ())``,
+    a signal of 0); ``text`` and ``predicted`` (the fitted predictor): for the ``predicted`` context."""
     x = np.asarray(embedding, dtype=np.float64).reshape(-1)
     if not reads_free(context):
         return x
-    row = free_signal_row([free.get(n, ("", 0.0)) for n in config.free_arms])
+    if context == "predicted":
+        if predicted is None:
+            raise ConfigError("the 'predicted' router context needs the success predictor a fit learns: run "
+                              "`kgwise fit` (or `kgwise fit --log`) first")
+        return predicted.vector(text, x, free)
+    row = free_signal_row([(a, float(s[0]) if len(s) else 0.0)
+                           for a, s in (free.get(n, ("", ())) for n in config.free_arms)])
     return np.asarray(free_context([row], [x if context == "question+free" else x[:0]])[0], dtype=np.float64)
 
 
@@ -51,6 +63,23 @@ class RouterAdapter:
 
     def __init__(self, router: CokeRouter) -> None:
         self.router = router
+        self._predicted: tuple[dict[str, Any], PredictedContext] | None = None
+
+    @property
+    def predicted(self) -> PredictedContext | None:
+        """The success predictor of a ``predicted`` context, kept in the router's state
+        (:attr:`kgwise.route.coke.CokeRouter.context_model`; read once, then reused)."""
+        model = self.router.context_model
+        if model is None:
+            return None
+        if self._predicted is None or self._predicted[0] is not model:
+            self._predicted = (model, PredictedContext.from_dict(model))
+        return self._predicted[1]
+
+    @predicted.setter
+    def predicted(self, value: PredictedContext | None) -> None:
+        self.router.context_model = None if value is None else value.to_dict()
+        self._predicted = None
 
     @classmethod
     def new(cls, config: PipelineConfig, dim: int, coke: CokeConfig | None = None) -> RouterAdapter:

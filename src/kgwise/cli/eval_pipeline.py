@@ -156,6 +156,8 @@ def eval_pipeline(
         "tokens.")] = "llama-2-7b",
     plain: Annotated[bool, typer.Option(
         help="Live webqsp-open: also the plain LLM arm beside the +kg one.")] = True,
+    inject: Annotated[bool, typer.Option(
+        help="Live MCQ: also each LLM's +kg (knowledge injection) arm beside the plain one.")] = True,
     tune_fraction: Annotated[float, typer.Option(
         min=0.05, max=0.95, help="Live webqsp-open: share of the fit questions that tunes UAG's grid and "
         "teaches the router (the rest is held out of the router and calibrates the sets per routed arm).")
@@ -197,8 +199,8 @@ def eval_pipeline(
         from kgwise.eval.pipeline_run import LiveOptions, run_live
 
         opts = LiveOptions(live, budget, budget_of, seed, splits, kgm_model, tuple(llm or ()), fit_n, test_n,
-                           fit_offset, levels, scoring, combo, price_model, plain, tune_fraction, max_tokens,
-                           data_topics, delta)
+                           fit_offset, levels, scoring, combo, price_model, plain, tune_fraction,
+                           max_tokens, data_topics, delta, inject)
         report = run_live(opts, router, data_dir(data), _out_dir(out_dir, json_out, live), say, _bar)
         write_json(report, json_out)
         return

@@ -52,6 +52,7 @@ from kgwise.errors import ConfigError, ReplayMissError
 from kgwise.eval.pipeline_sets import RoutedSets, summarise_sets
 from kgwise.eval.route.logs import FreeAnswers, GradedReplay
 from kgwise.route.coke import CokeConfig, CokeRouter
+from kgwise.route.features import PredictedContext
 from kgwise.route.table import OutcomeTable
 from kgwise.route.tuning import simulate
 from kgwise.types import Question, Usage
@@ -91,7 +92,7 @@ class ReplayArm:
 
     config: ArmConfig
     outcomes: Mapping[str, tuple[bool, float]]
-    answers: Mapping[str, tuple[str, float]] = field(default_factory=dict)
+    answers: Mapping[str, tuple[str, tuple[float, ...]]] = field(default_factory=dict)
 
     def can_answer(self, question: Question) -> bool:
         return question.text in self.outcomes
@@ -101,9 +102,8 @@ class ReplayArm:
 
     def answer(self, question: Question) -> ArmOutput:
         correct, cost = self._get(question)
-        answer, signal = self.answers.get(question.text, ("", None))
-        return ArmOutput(answer, usage=Usage(calls=1, cost=cost), correct=correct,
-                         signals=() if signal is None else (signal,))
+        answer, signals = self.answers.get(question.text, ("", ()))
+        return ArmOutput(answer, usage=Usage(calls=1, cost=cost), correct=correct, signals=signals)
 
     def _get(self, question: Question) -> tuple[bool, float]:
         try:
@@ -113,25 +113,31 @@ class ReplayArm:
                                   ) from None
 
 
-def _runners(table: OutcomeTable, rows: Sequence[int], free: Mapping[str, FreeAnswers]
-             ) -> dict[str, ArmRunner]:
+Said = Mapping[str, Sequence[tuple[str, tuple[float, ...]]]]
+"""Per free arm, its answer and signals on each row of the outcome table."""
+
+
+def _said(free: Mapping[str, FreeAnswers], free_signals: Mapping[str, Sequence[tuple[float, ...]]]) -> Said:
+    """What the free arms said on each row: their answer and every signal the log gives (else the first)."""
+    return {a: [(top[i], free_signals[a][i] if a in free_signals else (float(scores[i]),))
+                for i in range(len(top))] for a, (top, scores) in free.items()}
+
+
+def _runners(table: OutcomeTable, rows: Sequence[int], said: Said) -> dict[str, ArmRunner]:
     out: dict[str, ArmRunner] = {}
     for j, (name, cluster) in enumerate(zip(table.arms, table.clusters, strict=True)):
         zero = bool(np.all(table.cost[:, j] == 0))
         cfg = ArmConfig(name=name, kind="kgm" if cluster == "KGM" else "llm", cluster=cluster,
                         spec=None if cluster == "KGM" else f"replay:{name}", observe=zero,
                         cost_from_usage=not zero, reported_accuracy=table.reported[j])
-        answers: dict[str, tuple[str, float]] = {}
-        if name in free:
-            top, scores = free[name]
-            answers = {table.texts[i]: (top[i], float(scores[i])) for i in rows}
+        answers = {table.texts[i]: said[name][i] for i in rows} if name in said else {}
         out[name] = ReplayArm(cfg, {table.texts[i]: (bool(table.correct[i, j]), float(table.cost[i, j]))
                                     for i in rows}, answers)
     return out
 
 
 def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, split: int, root: Path,
-               free: Mapping[str, FreeAnswers], sets: RoutedSets | None) -> dict[str, Any]:
+               free: Said, sets: RoutedSets | None) -> dict[str, Any]:
     n = table.n_questions
     perm = np.random.default_rng(cfg.seed + split).permutation(n)
     train, test = perm[: n // 2], perm[n // 2:]
@@ -161,7 +167,7 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
                                echo=lambda _: None)
         fit_groups = None if sets is None or held_mode else _out_of_fold_groups(
             table, encoder, config, pipe.state.context, pipe.state.router.router, free, train,
-            budget / len(test), cfg.seed + split)
+            budget / len(test), cfg.seed + split, pipe.state.router.predicted)
         if held_mode:
             selector = CalibrationSelector(_held_calibration(pipe, table, held, free))
         routed: list[str | None] = []
@@ -213,32 +219,36 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
 
 
 def _contexts(config: PipelineConfig, context: Context, encoder: Encoder, table: OutcomeTable,
-              rows: npt.NDArray[np.int64], free: Mapping[str, FreeAnswers]) -> npt.NDArray[np.float64]:
-    """The router context of each of ``rows`` (``context``: the fitted one), as the pipeline builds it."""
+              rows: npt.NDArray[np.int64], free: Said, predicted: PredictedContext | None = None
+              ) -> npt.NDArray[np.float64]:
+    """The router context of each of ``rows`` (``context``: the fitted one; ``predicted``: its
+    predictor), as the pipeline builds it."""
     E = np.asarray(encoder.encode([table.texts[i] for i in rows]), dtype=np.float64)
-    return np.stack([context_vector(config, context, E[k], {
-        a: (free[a][0][i], float(free[a][1][i])) for a in config.free_arms if a in free})
-        for k, i in enumerate(rows)])
+    return np.stack([context_vector(config, context, E[k],
+                                    {a: free[a][i] for a in config.free_arms if a in free},
+                                    table.texts[i], predicted) for k, i in enumerate(rows)])
 
 
-def _held_calibration(pipe: Pipeline, table: OutcomeTable, held: npt.NDArray[np.int64],
-                      free: Mapping[str, FreeAnswers]) -> HeldOutCalibration:
+def _held_calibration(pipe: Pipeline, table: OutcomeTable, held: npt.NDArray[np.int64], free: Said
+                      ) -> HeldOutCalibration:
     """The held-out fit rows as the pipeline's fit keeps them (:func:`kgwise.app.fit.held_out_calibration`:
     router contexts in the fitted context, every arm's cost bound; open questions, so no choice scores)."""
-    X = (_contexts(pipe.config, pipe.state.context, pipe.encoder, table, held, free) if len(held) else
+    X = (_contexts(pipe.config, pipe.state.context, pipe.encoder, table, held, free,
+                   pipe.state.router.predicted) if len(held) else
          np.zeros((0, pipe.state.router.router.dim)))
     return held_out_calibration(pipe, [Question(table.qids[i], table.texts[i]) for i in held], {}, X,
                                 pipe.state.context)
 
 
 def _out_of_fold_groups(table: OutcomeTable, encoder: Encoder, config: PipelineConfig, context: Context,
-                        fitted: CokeRouter, free: Mapping[str, FreeAnswers], train: npt.NDArray[np.int64],
-                        budget_per_question: float, seed: int) -> list[str | None]:
+                        fitted: CokeRouter, free: Said, train: npt.NDArray[np.int64],
+                        budget_per_question: float, seed: int, predicted: PredictedContext | None = None
+                        ) -> list[str | None]:
     """Per fit row, the arm a router that never learnt it sends it to: the fit rows are halved, and a
     router with the fitted one's settings (γ, reward form, context, pinned arm), warm-started on one half,
     routes the other in order within a paced budget, learning as the pipeline does live
     (:func:`kgwise.route.tuning.simulate`). What the per-arm (Mondrian) sets calibrate on."""
-    X = _contexts(config, context, encoder, table, train, free)
+    X = _contexts(config, context, encoder, table, train, free, predicted)
     groups: list[str | None] = [None] * len(train)
     # ``train`` is already in random order: alternate rows are random halves
     halves = (np.arange(0, len(train), 2), np.arange(1, len(train), 2))
@@ -273,11 +283,13 @@ def _mean_std(values: Sequence[float]) -> dict[str, float]:
 
 def evaluate_replay(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig,
                     progress: Callable[[str], None] = lambda _: None,
-                    free: Mapping[str, FreeAnswers] | None = None, sets: RoutedSets | None = None
+                    free: Mapping[str, FreeAnswers] | None = None, sets: RoutedSets | None = None,
+                    free_signals: Mapping[str, Sequence[tuple[float, ...]]] | None = None
                     ) -> dict[str, Any]:
     """The pipeline on ``table`` over ``cfg.splits`` random halvings (module docstring); ``free``: per
-    free arm, its answer and signal on each of the table's questions (row order); ``sets``: UAG's tables
-    of the questions, for the open answers' sets (:mod:`kgwise.eval.pipeline_sets`)."""
+    free arm, its answer and signal on each of the table's questions (row order); ``free_signals``: where
+    known, every signal of theirs (what a ``predicted`` context reads; else the first); ``sets``: UAG's
+    tables of the questions, for the open answers' sets (:mod:`kgwise.eval.pipeline_sets`)."""
     free = dict(free or {})
     for name, (top, scores) in free.items():
         j = table.arm_index(name)
@@ -290,10 +302,11 @@ def evaluate_replay(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConf
         raise ConfigError(f"the outcome table holds {table.n_questions} questions; a split needs ≥ 4")
     if len(set(table.texts)) != table.n_questions:
         raise ConfigError("the outcome table repeats question texts; the pipeline keys questions by text")
+    said = _said(free, free_signals or {})
     runs = []
     with tempfile.TemporaryDirectory(prefix="kgwise-eval-pipeline-") as tmp:
         for s in range(cfg.splits):
-            runs.append(_one_split(table, encoder, cfg, s, Path(tmp), free, sets))
+            runs.append(_one_split(table, encoder, cfg, s, Path(tmp), said, sets))
             r = runs[-1]
             progress(f"split {s + 1}/{cfg.splits}: accuracy {r['accuracy']:.4f}, cost {r['cost']:.4f} "
                      f"(best arm {r['best_arm']}: {r['arms'][r['best_arm']]['accuracy']:.4f}, "
@@ -334,5 +347,6 @@ def replay_report(replay: GradedReplay, encoder: Encoder, cfg: PipelineEvalConfi
     same reader, :mod:`kgwise.eval.route.logs`): :func:`evaluate_replay` with the free arms' answers and
     first signals the log carries, and where the questions came from."""
     np.asarray(encoder.encode(list(replay.table.texts)), dtype=np.float64)  # one batch; then lookups
-    report = evaluate_replay(replay.table, encoder, cfg, progress=progress, free=replay.free, sets=sets)
+    report = evaluate_replay(replay.table, encoder, cfg, progress=progress, free=replay.free, sets=sets,
+                             free_signals=replay.free_signals)
     return report | {"dataset": dataset, "coverage": replay.coverage}

@@ -141,17 +141,19 @@ def answer_key_of(arm: ArmConfig, price_model: str) -> Callable[[Question], str]
 
 
 def live_mcq_arms(kgm_model: Path | None, llms: Sequence[str] = ("smollm2-135m", "gemma3-270m"),
-                  scoring: str = "pmi", combo: str = "P_sub+F_t", data: Path | None = None
-                  ) -> tuple[ArmConfig, ...]:
+                  scoring: str = "pmi", combo: str = "P_sub+F_t", data: Path | None = None,
+                  inject: bool = True) -> tuple[ArmConfig, ...]:
     """The arms, costed in LLM calls: the KG model ``kgm`` (free, observed on every question),
-    and per LLM the plain model (``NAME``) and the model with knowledge injection (``NAME+kg``, P_sub's
-    subgraph rendered by ``combo``'s format; several, comma-separated: the combinations whose prompt
-    bandit the fit learns), both ranking choices by ``scoring``."""
+    and per LLM the plain model (``NAME``) and, with ``inject``, the model with knowledge injection
+    (``NAME+kg``, P_sub's subgraph rendered by ``combo``'s format; several, comma-separated: the
+    combinations whose prompt bandit the fit learns), both ranking choices by ``scoring``."""
     arms: list[ArmConfig] = []
     if kgm_model is not None:
         arms.append(ArmConfig("kgm", "kgm", "KGM", model=kgm_model, data=data, observe=True))
     for spec in llms:
         arms.append(ArmConfig(spec, "llm", "LLM", spec=spec, per_call=1.0, scoring=scoring))
+        if not inject:
+            continue
         combos = tuple(c.strip() for c in combo.split(","))
         learnt = len(combos) > 1
         arms.append(ArmConfig(f"{spec}+kg", "inject", "LLM", spec=spec, per_call=1.0, scoring=scoring,

@@ -42,6 +42,7 @@ class LiveOptions:
     max_tokens: int = 16
     data_topics: bool = True
     delta: float = 0.05
+    inject: bool = True
 
 
 def run_live(o: LiveOptions, router: Any, root: Path, out_dir: Path, progress: Callable[[str], None],
@@ -121,7 +122,8 @@ def run_live(o: LiveOptions, router: Any, root: Path, out_dir: Path, progress: C
     kg = benchmark_kg(live, root)
     cfg = LiveMCConfig(fit_n, test_n, offset, alphas, 0.6 if budget is None else budget, budget_of or "best",
                        seed, router, delta=delta, price_model=price_model)
-    arms = live_mcq_arms(kgm_model, tuple(llms or ("smollm2-135m", "gemma3-270m")), scoring, combo, root)
+    arms = live_mcq_arms(kgm_model, tuple(llms or ("smollm2-135m", "gemma3-270m")), scoring, combo, root,
+                         o.inject)
     runners = {a.name: build_runner(a, kg) for a in arms}
     progress(f"{live}: fit on {fit_split}[{offset}:{offset + fit_n}], test on "
                       f"{test_split}[:{test_n}]; arms {', '.join(runners)} (loaded in "

@@ -209,6 +209,9 @@ class CokeRouter(Policy[str]):
         self.holds: list[list[float]] = [[] for _ in range(n)]  # bounds of selections awaiting an outcome
         self.overrun = 0.0  # reported costs above their selection's bound (the caller's bounds were low)
         self.price = 0.0  # η of the last selection (pacing="price")
+        # what turns a question into this router's context when a fit learnt it (kept with the state as
+        # JSON values; the app's ``predicted`` context: kgwise.route.features.PredictedContext)
+        self.context_model: dict[str, Any] | None = None
         self.pinned: int | None = None  # :meth:`pin`
         # pacing="price": Eq. 2 and the mean cost bounds at the last price_window selections (a ring)
         w = self.config.price_window if self.config.pacing == "price" else 0
@@ -564,6 +567,7 @@ class CokeRouter(Policy[str]):
             "recent_costs": self.recent_costs.tolist(),
             "recent_count": self.recent_count,
             "pinned": self.pinned_arm,
+            **({} if self.context_model is None else {"context_model": self.context_model}),
         }
 
     @classmethod
@@ -628,6 +632,10 @@ class CokeRouter(Policy[str]):
         out.overrun = float(state.get("overrun", 0.0))
         out.price = float(state.get("price", 0.0))
         out.pin(state.get("pinned"))
+        model = state.get("context_model")
+        if model is not None and not isinstance(model, dict):
+            raise ConfigError(f"context_model must be a table, got {type(model).__name__}")
+        out.context_model = model
         if out.config.pacing == "price":
             out.recent_values = np.asarray(state["recent_values"], dtype=np.float64)
             out.recent_costs = np.asarray(state["recent_costs"], dtype=np.float64)

@@ -12,8 +12,9 @@ adds graded outcomes and refits with the chosen strengths (what a router that ke
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -132,6 +133,26 @@ class SuccessPredictor:
         Z = (np.atleast_2d(np.asarray(X, dtype=np.float64)) - self.mean) / self.scale
         W = np.stack(self.weights, axis=1)  # (d + 1) × arms
         return _sigmoid(W[0] + Z @ W[1:])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fitted predictor (weights, ridge strengths, standardisation, config) as JSON values; the
+        outcomes it learnt from are not kept (a loaded predictor predicts; :meth:`update` needs a fit)."""
+        return {"n_arms": self.n_arms, "config": asdict(self.config), "ridge": list(self.ridge),
+                "weights": [w.tolist() for w in self.weights], "mean": self.mean.tolist(),
+                "scale": self.scale.tolist()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SuccessPredictor:
+        cfg = dict(d["config"])
+        out = cls(int(d["n_arms"]), PredictorConfig(**{**cfg, "ridges": tuple(cfg["ridges"])}))
+        out.ridge = [float(r) for r in d["ridge"]]
+        out.weights = [np.asarray(w, dtype=np.float64) for w in d["weights"]]
+        out.mean = np.asarray(d["mean"], dtype=np.float64)
+        out.scale = np.asarray(d["scale"], dtype=np.float64)
+        if len(out.weights) != out.n_arms or any(w.shape != (out.mean.shape[0] + 1,) for w in out.weights):
+            raise ConfigError(f"predictor state: {len(out.weights)} weight vectors for {out.n_arms} arms and "
+                              f"{out.mean.shape[0]} features")
+        return out
 
     def _check(self, X: npt.ArrayLike, Y: npt.ArrayLike) -> tuple[Matrix, Matrix]:
         X_ = np.atleast_2d(np.asarray(X, dtype=np.float64))

@@ -137,3 +137,14 @@ def test_the_kept_local_log_goes_through_the_door() -> None:
     assert {f"{a.split(':')[0]}.signal[2]" for a in arms} <= set(replay.feature_names)
     # the KG model is the most accurate arm and free: a budget is a fraction of the best paid arm's cost
     assert replay.table.budget_arm() != 0 and replay.table.cost[:, replay.table.budget_arm()].sum() > 0
+
+
+def test_the_kept_csqa_log_hands_every_free_signal_to_the_predicted_context() -> None:
+    path = Path(__file__).parents[2] / "data" / "logs" / "csqa-local.jsonl"
+    replay = read_replay(path, ["kgm:KGM", "smollm2-135m:LLM", "gemma3-270m:LLM"])
+    assert replay.coverage["left_out"] == 0 and replay.table.n_questions == 180
+    assert len(set(replay.table.texts)) == 180  # `eval pipeline --log` keys questions by text
+    assert replay.free_arms == ["kgm"]
+    # top probability, margin, entropy: all three, as the pipeline's predicted context reads them
+    assert {len(s) for s in replay.free_signals["kgm"]} == {3}
+    assert replay.free_signals["kgm"][0][0] == replay.free["kgm"][1][0]

@@ -89,7 +89,35 @@ def bench_route(
             router.pick(F[fit_rows + k: fit_rows + k + 1], costs[k])
         return 1000 * (time.perf_counter() - t0) / steps
 
+    def time_predicted_coke(fit_rows: int = 1000) -> float:
+        """The pipeline's ``predicted`` context (:class:`kgwise.route.features.PredictedContext`: one free
+        arm's three signals, the question's form and 16 principal components of its embedding → each arm's
+        predicted success) and price-paced Coke's pull + update on ``[1, p_1 … p_m]``, per question."""
+        from kgwise.route.features import PreCallFeatures, PredictedContext
+        from kgwise.route.predictor import PredictorConfig, SuccessPredictor
+
+        texts = [f"which of these {k} things is the one asked about in question {k}?" for k in range(steps)]
+        free = {"kgm": [("A", tuple(rng.random(3))) for _ in range(fit_rows)]}
+        features = PreCallFeatures.fit(free, X[:fit_rows])
+        F = features.rows(texts[:fit_rows], X[:fit_rows], free)
+        Y = rewards[:fit_rows].astype(np.float64)
+        predictor = SuccessPredictor(n_arms, PredictorConfig(ridges=(10.0,))).fit(F, Y)
+        model = PredictedContext(features, predictor)
+        config = CokeConfig(regret_prior=10.0, pacing="price", lam=0.0)
+        router = CokeRouter(arms, model.width, config=config, seed=seed, budget=0.5 * steps * costs[0].max(),
+                            horizon=steps)
+        said = {"kgm": ("A", (0.6, 0.2, 1.1))}
+        t0 = time.perf_counter()
+        for k in range(steps):
+            x = model.vector(texts[k], X[k], said)
+            name = router.pull(x, costs[k])
+            assert name is not None
+            a = column[name]
+            router.update(name, x, float(rewards[k, a]), float(costs[k, a]))
+        return 1000 * (time.perf_counter() - t0) / steps
+
     learned_ms = time_learned()
+    predicted_ms = time_predicted_coke()
     coke_ms = time_coke("float64")
     coke32_ms = time_coke("float32")
     price_ms = time_coke("float64", "price")
@@ -119,6 +147,7 @@ def bench_route(
         "coke_float32_select_update_ms": coke32_ms,
         "coke_price_paced_select_update_ms": price_ms,
         "learned_router_decision_ms": learned_ms,
+        "predicted_context_coke_ms": predicted_ms,
         "linucb_pull_update_ms": linucb_ms,
         "naive_linucb_pull_update_ms": naive_ms,
         "speedup_linucb_vs_naive": naive_ms / linucb_ms,
@@ -130,4 +159,5 @@ def bench_route(
         "meets_target_float32": coke32_ms <= 1.0,
         "meets_target_price_paced": price_ms <= 1.0,
         "meets_target_learned": learned_ms <= 1.0,
+        "meets_target_predicted_context": predicted_ms <= 1.0,
     }

@@ -16,6 +16,11 @@ Per split (a seeded random halving of the log: fit on one half, test on the othe
   - ``predicted``: the arm maximising ``p_a(x) − η·c_a`` (``p``: the predictor; ``η`` a price set before
     each question as the smallest that spends at most the budget left per question left on the fit
     half's out-of-fold predictions), refitted on the outcomes it sees every ``refit_every`` questions;
+  - ``predicted+spend``: the same rule (without refits) with the price allowed below 0 — a subsidy on
+    cost — so that the spend per question keeps the budget's pace (``η`` re-solved before each question
+    from the budget left per question left, as ``predicted``'s; Agrawal & Devanur 2014's primal–dual price
+    without its sign constraint): what spending the whole budget costs or gains where the predictor expects
+    the free arm to be right more often than a paid one;
   - ``coke+predicted``: price-paced Coke whose LinUCB context is ``[1, p_1(x) … p_m(x)]``, warm-started on
     the fit half's out-of-fold predictions and outcomes (the bandit starts from the predictor and keeps
     learning, free arms observed);
@@ -53,7 +58,7 @@ __all__ = ["POLICIES", "LearnedConfig", "PricedRouter", "learned_report"]
 
 Matrix = npt.NDArray[np.float64]
 Rows = npt.NDArray[np.int64]
-POLICIES = ("best_arm", "predicted", "coke+predicted", "cascade")
+POLICIES = ("best_arm", "predicted", "predicted+spend", "coke+predicted", "cascade")
 
 
 @dataclass(frozen=True)
@@ -82,13 +87,16 @@ class PricedRouter:
     and an argmax: O(features · arms + log prices)."""
 
     def __init__(self, predictor: SuccessPredictor, P_ref: Matrix, C_ref: Matrix, budget: float, horizon: int,
-                 prices: int = 200) -> None:
+                 prices: int = 200, spend_all: bool = False) -> None:
         self.predictor = predictor
         self.budget, self.horizon = float(budget), horizon
         self.spent = 0.0
         self.k = 0
         scale = 1.0 / max(float(C_ref[C_ref > 0].min()) if np.any(C_ref > 0) else 1.0, 1e-12)
-        self.etas = np.concatenate([[0.0], np.geomspace(1e-4 * scale, 1e4 * scale, prices - 1)])
+        up = np.geomspace(1e-4 * scale, 1e4 * scale, prices - 1)
+        # spend_all: the price may turn negative (a subsidy) so that spending keeps the budget's pace even
+        # where the predictor expects no paid arm to beat a cheaper one there
+        self.etas = np.concatenate([-up[::-1], [0.0], up] if spend_all else [[0.0], up])
         rows = np.arange(len(P_ref))
         spend = np.array([C_ref[rows, np.argmax(P_ref - e * C_ref, axis=1)].mean() for e in self.etas])
         self.spend = np.minimum.accumulate(spend)  # non-increasing in η
@@ -192,6 +200,11 @@ def _policies(replay: GradedReplay, E: Matrix, fit: Rows, test: Rows, order_seed
             predictor.update(np.asarray(seen_x), np.asarray(seen_y))
             seen_x, seen_y = [], []
     out["predicted"] = _outcome(table, test, chosen, budget)
+    # predicted+spend: the same predictor (as fitted on the fit half), the price free to go below 0
+    spender = PricedRouter(SuccessPredictor(table.n_arms, cfg.predictor).fit(X[fit], Y[fit]), P_fit,
+                           table.cost[fit], budget, n, cfg.prices, spend_all=True)
+    out["predicted+spend"] = _outcome(table, test, [spender.pick(X[i:i + 1], table.cost[i]) for i in test],
+                                      budget)
     # coke+predicted: LinUCB on [1, p(x)], warm-started on the fit half's out-of-fold predictions
     P_test = SuccessPredictor(table.n_arms, cfg.predictor).fit(X[fit], Y[fit]).predict(X[test])
     ctx = np.zeros((table.n_questions, 1 + table.n_arms))

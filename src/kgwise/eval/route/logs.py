@@ -20,7 +20,6 @@ What each field of a log feeds (``docs/graded-logs.md``):
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ from kgwise.datasets.user import GradedLog
 from kgwise.errors import ConfigError
 from kgwise.llm.prices import PriceTable, default_prices
 from kgwise.route.arms import ArmSpec, Cluster
+from kgwise.route.features import FORM_NAMES, question_form
 from kgwise.route.table import OutcomeTable, free_signal_row, graded_coverage
 from kgwise.types import Usage
 
@@ -41,24 +41,6 @@ __all__ = ["FreeAnswers", "GradedReplay", "arm_lines", "graded_replay", "questio
 Matrix = npt.NDArray[np.float64]
 FreeAnswers = tuple[Sequence[str], Sequence[float] | Matrix]
 """A free arm's top answer (``""``: none) and its first signal on each question of an outcome table."""
-
-_WH = ("what", "which", "who", "where", "when", "how", "why")
-
-
-def question_form(text: str) -> list[float]:
-    """What a question's wording says about it, before any arm answers: its length in words (/ 20), its
-    count of words that start with a capital after the first (named entities, / 5), whether it holds a
-    number, its wh-word (one-hot over what, which, who, where, when, how, why) and whether it joins two
-    clauses (and / that / whose / of the, the compositional questions of CWQ)."""
-    words = text.split()
-    first = words[0].lower().strip("?,.") if words else ""
-    lower = text.lower()
-    return [len(words) / 20.0,
-            sum(w[:1].isupper() for w in words[1:]) / 5.0,
-            float(bool(re.search(r"\d", text))),
-            *(float(first == w or f" {w} " in f" {lower[:40]} ") for w in _WH),
-            float(bool(re.search(r"\b(and|that|whose|of the)\b", lower)))]
-
 
 @dataclass(frozen=True)
 class GradedReplay:
@@ -74,6 +56,8 @@ class GradedReplay:
     signals: Matrix | None = None
     features: Matrix | None = None
     feature_names: tuple[str, ...] = ()
+    free_signals: dict[str, tuple[tuple[float, ...], ...]] = field(default_factory=dict)
+    """Per free arm, every value of its ``signals`` on each row (what the ``predicted`` context reads)."""
 
     @property
     def free_arms(self) -> list[str]:
@@ -87,7 +71,8 @@ class GradedReplay:
                                         for a, (top, s) in self.free.items()}
         return GradedReplay(self.table.head(n), self.coverage, free,
                             None if self.signals is None else self.signals[:n],
-                            None if self.features is None else self.features[:n], self.feature_names)
+                            None if self.features is None else self.features[:n], self.feature_names,
+                            {a: s[:n] for a, s in self.free_signals.items()})
 
 
 def arm_lines(specs: Sequence[str]) -> list[ArmSpec]:
@@ -132,18 +117,20 @@ def graded_replay(log: GradedLog, arms: Sequence[ArmSpec], source: str,
     rows = [by_id[q] for q in table.qids]
     free_cols = [j for j in range(table.n_arms) if not np.any(table.cost[:, j] > 0)]
     free: dict[str, FreeAnswers] = {}
+    free_all: dict[str, tuple[tuple[float, ...], ...]] = {}
     for j in free_cols:
         name = table.arms[j]
         outs = [q.arms[name] for q in rows]
         if any(o.signals or o.answer for o in outs):
             free[name] = ([o.answer for o in outs],
                           np.asarray([o.signals[0] if o.signals else 0.0 for o in outs], dtype=np.float64))
+            free_all[name] = tuple(tuple(float(v) for v in o.signals) for o in outs)
     signals = None
     if free:
         signals = np.asarray([free_signal_row([(top[i], float(s[i])) for top, s in free.values()])
                               for i in range(table.n_questions)], dtype=np.float64)
     features, names = _features(rows, table, signals, list(free))
-    return GradedReplay(table, coverage, free, signals, features, names)
+    return GradedReplay(table, coverage, free, signals, features, names, free_all)
 
 
 def _features(rows: Sequence[Any], table: OutcomeTable, signals: Matrix | None, free_arms: list[str]
@@ -167,7 +154,7 @@ def _features(rows: Sequence[Any], table: OutcomeTable, signals: Matrix | None, 
         names += ["free.agree", *(f"free.{a}.score" for a in free_arms), "free.agree*min"]
     form = np.asarray([question_form(t) for t in table.texts], dtype=np.float64).reshape(len(rows), -1)
     cols.append(form)
-    names += ["form.words", "form.capitals", "form.number", *(f"form.{w}" for w in _WH), "form.clauses"]
+    names += list(FORM_NAMES)
     return np.hstack(cols), tuple(names)
 
 

@@ -1,0 +1,52 @@
+"""The success predictor's pre-call features and the ``predicted`` router context."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kgwise.errors import ConfigError
+from kgwise.route.arms import ArmSpec
+from kgwise.route.coke import CokeRouter
+from kgwise.route.features import FORM_NAMES, PreCallFeatures, PredictedContext, question_form
+from kgwise.route.predictor import SuccessPredictor
+
+
+def _fitted(n: int = 60) -> tuple[PredictedContext, np.ndarray]:
+    rng = np.random.default_rng(0)
+    E = rng.normal(size=(n, 6))
+    sure = rng.random(n) < 0.5
+    free = {"kgm": [("A" if s else "B", (0.9 if s else 0.3, 0.5)) for s in sure]}
+    features = PreCallFeatures.fit(free, E, dims=3)
+    F = features.rows([f"question {i}?" for i in range(n)], E, free)
+    Y = np.stack([sure, ~sure], axis=1).astype(float)  # the free arm is right exactly when it is sure
+    return PredictedContext(features, SuccessPredictor(2).fit(F, Y)), E
+
+
+def test_a_row_is_signals_free_context_form_and_embedding_components() -> None:
+    model, E = _fitted()
+    f = model.features
+    assert f.widths == (2,) and f.width == 2 + 3 + len(FORM_NAMES) + 3
+    row = f.row("Who wrote Hamlet?", E[0], {"kgm": ("A", (0.8,))})
+    assert list(row[:2]) == [0.8, 0.0]  # padded to the arm's width
+    assert list(row[2:5]) == [1.0, 0.8, 0.8]  # one free arm: it agrees with itself
+    assert list(row[5:5 + len(FORM_NAMES)]) == question_form("Who wrote Hamlet?")
+    missing = f.row("Who wrote Hamlet?", E[0], {})
+    assert list(missing[:5]) == [0.0, 0.0, 0.0, 0.0, 0.0]
+    with pytest.raises(ConfigError, match="4-d embedding"):
+        f.row("x", np.zeros(4), {})
+
+
+def test_the_context_reads_the_free_arm_and_survives_the_routers_state() -> None:
+    model, E = _fitted()
+    sure = model.vector("question 1?", E[1], {"kgm": ("A", (0.9, 0.5))})
+    unsure = model.vector("question 1?", E[1], {"kgm": ("B", (0.3, 0.5))})
+    assert sure[0] == 1.0 and sure[1] > unsure[1] and sure[2] < unsure[2]
+    router = CokeRouter([ArmSpec("kgm", "KGM", 0.5), ArmSpec("llm", "LLM", 0.5)], model.width)
+    router.context_model = model.to_dict()
+    again = CokeRouter.from_state_dict(router.state_dict())
+    assert again.context_model is not None
+    kept = PredictedContext.from_dict(again.context_model)
+    assert np.allclose(kept.vector("question 1?", E[1], {"kgm": ("A", (0.9, 0.5))}), sure)
+    with pytest.raises(ConfigError, match="predicted-context"):
+        PredictedContext.from_dict({"features": {}})
