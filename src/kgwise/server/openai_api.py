@@ -91,7 +91,7 @@ from kgwise.server.schemas import (
 )
 from kgwise.types import CHOICE_LABELS
 
-__all__ = ["OpenAIError", "PipelineHub", "openai_api", "split_choices"]
+__all__ = ["OpenAIError", "PipelineHub", "gate_refusal_json", "openai_api", "split_choices"]
 
 T = TypeVar("T")
 
@@ -120,6 +120,12 @@ def _gate_error(exc: HTTPException) -> OpenAIError:
     """A refusal of the pipeline gate (queue full, timeout, client gone) in OpenAI's shape."""
     type_, code = _GATE_CODES.get(exc.status_code, ("server_error", None))
     return OpenAIError(exc.status_code, str(exc.detail), type_, code=code, headers=exc.headers)
+
+
+def gate_refusal_json(exc: HTTPException) -> bytes:
+    """The body of a gate's refusal in OpenAI's shape (what the routes answer; for
+    :class:`~kgwise.server.backpressure.QueueShed`)."""
+    return json.dumps(_gate_error(exc).body).encode()
 
 
 _CANNOT: dict[str, str] = {
@@ -504,7 +510,7 @@ def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
         return _sse(events)
 
     @api.get("/v1/models", response_model=ModelList, tags=openai_tag, responses=_errors())
-    def models() -> ModelList:
+    async def models() -> ModelList:  # on the event loop: no thread to wait for
         """Each pipeline (the router picks the arm) and each of its arms as ``<pipeline>/<arm>``."""
         return ModelList(data=[ModelCard(id=m, created=hub.created) for m in hub.models()])
 
