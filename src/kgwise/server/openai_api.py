@@ -57,7 +57,7 @@ from kgwise.server.explain import (
     render_explained,
     split_explain,
 )
-from kgwise.server.limits import MAX_QUESTION
+from kgwise.server.limits import MAX_QUESTION, field_error
 from kgwise.server.schemas import (
     AnswerSetOut,
     ArmStatusOut,
@@ -165,13 +165,10 @@ def refuse_unsupported(extra: Mapping[str, Any] | None) -> None:
 def _validation_error(exc: RequestValidationError) -> OpenAIError:
     """A 400 naming the first bad field (never echoing the input, which may not even encode)."""
     errors = exc.errors()
-    first = errors[0] if errors else {}
-    loc = [str(p) for p in first.get("loc", ()) if p != "body"]
-    param = ".".join(loc) or None
-    msg = str(first.get("msg", "invalid request"))
+    where, msg = field_error(errors[0] if errors else {})
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    where = f"{param}: " if param else ""
-    return OpenAIError(400, f"{where}{msg}{more}", param=param, code="invalid_value")
+    return OpenAIError(400, f"{where}: {msg}{more}", param=None if where == "body" else where,
+                       code="invalid_value")
 
 
 class _OpenAIRoute(APIRoute):
