@@ -92,7 +92,8 @@ def _endpoints(decision: str, routed: str, question: str) -> dict[str, tuple[dic
         "/v1/route": ({"question": question, "costs": {"mine": 0.01}}, ["question"], {
             "question": [*TEXT_WRONG, "", HUGE_TEXT, "\ud800"], "costs": ["cheap", [0.1], {}, 5],
             "costs.mine": NUMBER_WRONG, "costs.nobody": [0.1], "model": [5, "other"], "bogus": [1]}),
-        "/v1/route/feedback": ({"decision": routed, "reward": 1, "cost": 0.0}, ["decision", "reward", "cost"], {
+        "/v1/route/feedback": ({"decision": routed, "reward": 1, "cost": 0.0},
+                               ["decision", "reward", "cost"], {
             "decision": [*TEXT_WRONG, "", "d" * 65, "no-such-decision", "\ud800"],
             "reward": [*NUMBER_WRONG, 2, -0.1], "cost": NUMBER_WRONG,
             "observed": ["mine", [], 5], "observed.mine": ["x", 2, None, float("nan")], "bogus": [1]}),
@@ -107,11 +108,10 @@ def _cases(decision: str, routed: str, question: str) -> list[Case]:
         for name in required:
             cases.append(Case("POST", path, json.dumps(_set(valid, name, MISSING)).encode(), name))
         for dotted, values in wrong.items():
-            field = dotted.split(".")[-1] if dotted.split(".")[-1] != "0" else dotted.split(".")[0]
-            field = dotted.split(".")[0] if dotted.split(".")[-1].isdigit() else field
+            field = next(part for part in reversed(dotted.split(".")) if not part.isdigit()).lower()
             for value in values:
                 # json.dumps writes NaN, Infinity and lone surrogates (as escapes), as a hostile client does
-                cases.append(Case("POST", path, json.dumps(_set(valid, dotted, value)).encode(), field.lower()))
+                cases.append(Case("POST", path, json.dumps(_set(valid, dotted, value)).encode(), field))
         raw = json.dumps(valid).encode()
         for body in (b"{", b"", b"[", raw[:-1], b"nul", b'{"' + b"\xff\xfe" + b'": 1}',
                      raw.replace(b'"', b"'"), b"[" * 5000 + b"]" * 5000):
@@ -190,7 +190,8 @@ def test_every_endpoint_refuses_malformed_requests_with_a_4xx_naming_the_field(
                 failures.append(f"{case.label()}: {len(res.content)} bytes answered")
         after = _state_bytes(state), client.get("/v1/status").json()["pipelines"][0]
     endpoints = {c.path for c in cases}
-    print(f"{len(cases)} malformed requests over {len(endpoints)} paths: statuses {sorted(by_status.items())}")
+    print(f"{len(cases)} malformed requests over {len(endpoints)} paths: statuses "
+          f"{sorted(by_status.items())}")
     assert len(cases) >= 150
     assert not failures, "\n".join(failures) + f"\n({len(failures)} of {len(cases)})"
     assert after[0] == before[0]  # not a byte of the state folder changed
