@@ -21,8 +21,7 @@ Phases, each on a fresh database:
   questions one at a time (concurrency 1), in turn for ``rounds`` rounds: the median ms per answer of
   each, their difference per round and its median; and the state alone, in this process: ``requests //
   4`` routing decisions with their record (select, pay, keep the decision; 384-d contexts), alternating
-  between the two backends decision by decision, the median ms of each and their difference, with
-  PostgreSQL's commits and WAL flushes per decision (``pg_stat_database``, ``pg_stat_wal``).
+  between the two backends decision by decision, the median ms of each and their difference.
 """
 
 from __future__ import annotations
@@ -139,24 +138,9 @@ async def _load(servers: Sequence[_Server], questions: Sequence[str], n: int, co
             "_acked": acked, "_fed": fed}
 
 
-STATS_FLUSH_S = 2.0
-
-
-def _wal_counts(url: str) -> tuple[int, int]:
-    """The database's commits and the server's WAL flushes so far."""
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        commits = conn.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
-                               ).fetchone()
-        syncs = conn.execute("SELECT wal_sync FROM pg_stat_wal").fetchone()
-    assert commits is not None and syncs is not None
-    return int(commits[0]), int(syncs[0])
-
-
 def _state_alone(config: Path, work: Path, url: str, n: int) -> dict[str, float]:
     """Median ms of ``select`` + ``record`` (+ ``sync``) on the folder and on PostgreSQL, in-process,
-    alternating decision by decision; PostgreSQL's commits and WAL flushes per decision."""
+    alternating decision by decision."""
     import statistics
 
     import numpy as np
@@ -171,7 +155,6 @@ def _state_alone(config: Path, work: Path, url: str, n: int) -> dict[str, float]
     states: dict[str, StateDir | PgState] = {"folder": StateDir(work / "alone-folder", cfg, 384),
               "postgresql": PgState(url, work / "alone-pg", cfg, 384)}
     times: dict[str, list[float]] = {name: [] for name in states}
-    before = _wal_counts(url)
     try:
         for i in range(n):
             x = rng.normal(size=384).tolist()
@@ -182,16 +165,12 @@ def _state_alone(config: Path, work: Path, url: str, n: int) -> dict[str, float]
                 state.record(Pending(f"d{i}", "q", ["a", "b"], arm, 1.0, 1.0, x, "A", ["A"]))
                 state.sync()
                 times[name].append(time.perf_counter() - t)
-        time.sleep(STATS_FLUSH_S)  # PostgreSQL's backends publish their counters at most once a second
-        commits, syncs = (b - a for a, b in zip(before, _wal_counts(url), strict=True))
     finally:
         for state in states.values():
             state.close()
     out = {f"state_median_ms_{name}": round(statistics.median(t) * 1000, 3) for name, t in times.items()}
     out["state_postgresql_minus_folder_ms"] = round(out["state_median_ms_postgresql"]
                                                      - out["state_median_ms_folder"], 3)
-    out["postgresql_commits_per_decision"] = round(commits / n, 1)  # (and the one reading the counters)
-    out["postgresql_wal_flushes_per_decision"] = round(syncs / n, 2)
     return out
 
 
