@@ -521,8 +521,13 @@ class PgState:
         (in that order: the events read after the ledger's lock was granted)."""
         if int(row[0]) != self.epoch or int(row[3]) > self.watermark:
             self._load_epoch(cur)  # a fit or a migration replaced the router, or a checkpoint passed us
-        elif self._apply_rows(events):
-            self._read_coverage(cur)
+        else:
+            # another replica's checkpoint below the watermark: the events it dropped were applied here;
+            # without taking up its mark, this replica would count them again and checkpoint at every
+            # decision (each writing the whole router)
+            self._base_upto = int(row[3])
+            if self._apply_rows(events):
+                self._read_coverage(cur)
         router = self._router.router
         assert isinstance(router, SharedCokeRouter)
         own = float(sum(map(sum, router.holds)))
@@ -538,8 +543,9 @@ class PgState:
             return
         state = self._router.state_dict()
         state["holds"] = [[] for _ in state["holds"]]
-        cur.execute("UPDATE kgwise_ledger SET base = %s, base_upto = %s WHERE id = 1",
-                    (json.dumps({"router": state, "context": self.context}), self.watermark))
+        with cur.connection.cursor() as bound:  # the base (megabytes) as a bound parameter, not quoted
+            bound.execute("UPDATE kgwise_ledger SET base = %s, base_upto = %s WHERE id = 1",
+                          (json.dumps({"router": state, "context": self.context}), self.watermark))
         cur.execute("DELETE FROM kgwise_events WHERE epoch = %s AND id <= %s", (self.epoch, self.watermark))
         self._base_upto = self.watermark
 
