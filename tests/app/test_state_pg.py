@@ -380,7 +380,7 @@ def test_the_server_answers_503_with_retry_after_while_the_database_is_down(tmp_
     completion gets 503 and Retry-After while the database is down, /health says so, and answers resume."""
     from fastapi.testclient import TestClient
 
-    from kgwise.server.app import ServerSettings, create_app
+    from kgwise.server.app import HEALTH_STATE_MAX_AGE_S, ServerSettings, create_app
     from kgwise.server.pipeline_adapter import ServedPipeline, pipeline_hub
 
     body = {"model": "kgwise", "messages": [{"role": "user", "content": "What does aspirin treat?\n"
@@ -395,6 +395,7 @@ def test_the_server_answers_503_with_retry_after_while_the_database_is_down(tmp_
         down = client.post("/v1/chat/completions", json=body)
         assert down.status_code == 503 and int(down.headers["Retry-After"]) >= 1
         assert down.json()["error"]["code"] == "state_unavailable"
+        time.sleep(HEALTH_STATE_MAX_AGE_S)  # /health reads the database at most once a second
         assert client.get("/health").json()["state"]["kgwise"]["ok"] is False
         server.start()
         assert client.post("/v1/chat/completions", json=body).status_code == 200

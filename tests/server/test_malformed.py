@@ -57,9 +57,9 @@ def _set(body: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
     return out
 
 
-TEXT_WRONG = [None, 5, 1.5, True, [], {}, ["a"]]  # a string field given anything else
-BOOL_WRONG = ["maybe", 2, [], {}, 1.5]  # pydantic reads "true", 1, 0 as booleans: not wrong
-NUMBER_WRONG = ["x", None, [], {}, -1, float("nan"), float("inf"), float("-inf"), 1e999]
+TEXT_WRONG: list[Any] = [None, 5, 1.5, True, [], {}, ["a"]]  # a string field given anything else
+BOOL_WRONG: list[Any] = ["maybe", 2, [], {}, 1.5]  # pydantic reads "true", 1, 0 as booleans: not wrong
+NUMBER_WRONG: list[Any] = ["x", None, [], {}, -1, float("nan"), float("inf"), float("-inf"), 1e999]
 HUGE_TEXT = "x" * 20_000  # beyond every field's cap, within the body cap
 
 

@@ -275,6 +275,13 @@ class PendingRows(_Rows):
         rows = self.state._read("SELECT body FROM kgwise_pending ORDER BY seq")
         return [Pending.from_dict(json.loads(body)) for (body,) in rows]
 
+    def newest(self, n: int) -> list[Pending]:
+        """The newest ``n``, oldest first: what a status shows, without reading (and decoding the
+        embeddings of) every pending decision — the server samples its status twice a second."""
+        rows = self.state._read("SELECT body FROM (SELECT body, seq FROM kgwise_pending ORDER BY seq DESC "
+                                "LIMIT %s) AS t ORDER BY seq", (max(n, 0),))
+        return [Pending.from_dict(json.loads(body)) for (body,) in rows]
+
     def clear(self) -> None:
         """Drop every decision awaiting feedback (``fit`` replacing the router does)."""
         with self.state._tx() as cur:
