@@ -135,23 +135,16 @@ def _cases(decision: str, routed: str, question: str) -> list[Case]:
 
 
 @pytest.fixture
-def served(tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str]]:
-    """A real pipeline (a recorded-answers arm and an external arm, the real encoder, a small graph)."""
+def served(tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch,
+           make_replay_external: Any) -> Iterator[tuple[Any, str]]:
+    """A real pipeline (a recorded-answers arm and an external arm, the real encoder, a small graph) and
+    a question it has a recorded answer for."""
     monkeypatch.setenv("KGWISE_CACHE", str(tmp_path / "cache"))
-    import kgwise.eval.recorded  # noqa: F401  registers the recordings as replay:NAME models
     from kgwise.datasets import load
-    from kgwise.server.pipeline_adapter import ServedPipeline
 
-    question = load("webqsp", "test", data_dir)[0].text
-    (tmp_path / "kg.tsv").write_text("samuel taylor coleridge\tinfluenced by\twilliam wordsworth\n",
-                                     encoding="utf-8")
-    (tmp_path / "kgwise.toml").write_text(
-        '[kg]\ngraph = "kg.tsv"\n\n[[arms]]\nname = "chatgpt"\nkind = "llm"\nspec = "replay:chatgpt"\n\n'
-        '[[arms]]\nname = "mine"\nkind = "external"\nprice = 0.01\n\n[router]\nbudget_usd = 1\n',
-        encoding="utf-8")
-    pipe = ServedPipeline.from_config(tmp_path / "kgwise.toml", tmp_path / "state")
+    pipe = make_replay_external(tmp_path)
     try:
-        yield pipe, question
+        yield pipe, load("webqsp", "test", data_dir)[0].text
     finally:
         pipe.close()
 
