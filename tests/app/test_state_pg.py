@@ -380,7 +380,7 @@ def test_the_server_answers_503_with_retry_after_while_the_database_is_down(tmp_
     completion gets 503 and Retry-After while the database is down, /health says so, and answers resume."""
     from fastapi.testclient import TestClient
 
-    from kgwise.server.app import ServerSettings, create_app
+    from kgwise.server.app import HEALTH_STATE_MAX_AGE_S, ServerSettings, create_app
     from kgwise.server.pipeline_adapter import ServedPipeline, pipeline_hub
 
     body = {"model": "kgwise", "messages": [{"role": "user", "content": "What does aspirin treat?\n"
@@ -395,6 +395,7 @@ def test_the_server_answers_503_with_retry_after_while_the_database_is_down(tmp_
         down = client.post("/v1/chat/completions", json=body)
         assert down.status_code == 503 and int(down.headers["Retry-After"]) >= 1
         assert down.json()["error"]["code"] == "state_unavailable"
+        time.sleep(HEALTH_STATE_MAX_AGE_S)  # /health reads the database at most once a second
         assert client.get("/health").json()["state"]["kgwise"]["ok"] is False
         server.start()
         assert client.post("/v1/chat/completions", json=body).status_code == 200
@@ -438,3 +439,34 @@ def test_a_fit_on_one_replica_gives_every_replica_its_router_and_calibration(tmp
         assert b.answer(*question(1)).answer_set is not None
     with pipeline(tmp_path / "c", db, budget=100.0) as c:  # a replica opened now gets them too
         assert c.state.calibration is not None and c.answer(*question(2)).answer_set is not None
+
+
+def test_replicas_checkpoint_once_per_interval_not_at_every_decision(tmp_path: Path, db: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two replicas alternating decisions with a checkpoint every 10 events: the base is rewritten about
+    once per 10 events (each decision writes 2: select and charge), not by every replica at every decision
+    once the first checkpoint passed (a replica that had applied the events a checkpoint dropped must
+    take up its mark)."""
+    import psycopg
+
+    monkeypatch.setattr("kgwise.app.state_pg.CHECKPOINT_EVENTS", 10)
+    cfg = config(tmp_path, db)
+    states = [PgState(db, tmp_path / f"r{i}", cfg, 8) for i in range(2)]
+    rng = np.random.default_rng(0)
+    marks = []
+    try:
+        with psycopg.connect(db, autocommit=True) as conn:
+            for i in range(60):
+                st = states[i % 2]
+                x = rng.normal(size=8).tolist()
+                arm = st.select(f"d{i}", x, COSTS)
+                assert arm is not None
+                st.record(Pending(f"d{i}", "q", ["a", "b"], arm, COSTS[arm], COSTS[arm], x, "A", ["A"]))
+                row = conn.execute("SELECT base_upto FROM kgwise_ledger WHERE id = 1").fetchone()
+                assert row is not None
+                marks.append(int(row[0]))
+    finally:
+        for st in states:
+            st.close()
+    checkpoints = len(set(marks)) - (0 in marks)
+    assert 8 <= checkpoints <= 13, marks  # 120 events, one base per 10 (give or take a decision's two)

@@ -365,3 +365,27 @@ def external_pipeline(tmp: Path, gnn: float = 0.0, small: float = 0.1, big: floa
 def make_external() -> Any:
     """:func:`external_pipeline` (test modules cannot import ``conftest`` under importlib mode)."""
     return external_pipeline
+
+
+REPLAY_EXTERNAL_CONFIG = (
+    '[kg]\ngraph = "kg.tsv"\n\n[[arms]]\nname = "chatgpt"\nkind = "llm"\nspec = "replay:chatgpt"\n\n'
+    '[[arms]]\nname = "mine"\nkind = "external"\nprice = 0.01\n\n[router]\nbudget_usd = 1\n')
+
+
+def replay_external_pipeline(tmp: Path) -> Any:
+    """``kgwise.app.Pipeline`` with an arm kgwise runs (ChatGPT's recorded WebQSP answers, at its list
+    price) and an external arm ``mine`` (0.01), budget $1, over a one-triple graph; wrapped for the server.
+    Set ``KGWISE_CACHE`` to a fresh folder first when spend is checked (a cached response costs nothing)."""
+    import kgwise.eval.recorded  # noqa: F401  registers the recordings as replay:NAME models
+    from kgwise.server.pipeline_adapter import ServedPipeline
+
+    (tmp / "kg.tsv").write_text("samuel taylor coleridge\tinfluenced by\twilliam wordsworth\n",
+                                encoding="utf-8")
+    (tmp / "kgwise.toml").write_text(REPLAY_EXTERNAL_CONFIG, encoding="utf-8")
+    return ServedPipeline.from_config(tmp / "kgwise.toml", tmp / "state")
+
+
+@pytest.fixture
+def make_replay_external() -> Any:
+    """:func:`replay_external_pipeline` (test modules cannot import ``conftest`` under importlib mode)."""
+    return replay_external_pipeline

@@ -122,23 +122,16 @@ def test_a_router_file_of_the_previous_version_is_refused_by_serve(tmp_path: Pat
 
 
 def test_one_budget_for_the_arms_kgwise_runs_and_the_external_ones(tmp_path: Path, data_dir: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   make_replay_external: Any) -> None:
     """One pipeline, one router, one budget: a chat completion answered by an arm kgwise runs (ChatGPT's
     recorded WebQSP answers, priced at its list price) and an external decision the caller settles spend
     the same budget, and /v1/status and /v1/route/status agree on it."""
     monkeypatch.setenv("KGWISE_CACHE", str(tmp_path / "cache"))  # a cached response would cost nothing
-    import kgwise.eval.recorded  # noqa: F401  registers the recordings as replay:NAME models
     from kgwise.datasets import load
-    from kgwise.server.pipeline_adapter import ServedPipeline
 
     questions = load("webqsp", "test", data_dir)
-    (tmp_path / "kg.tsv").write_text("samuel taylor coleridge\tinfluenced by\twilliam wordsworth\n",
-                                     encoding="utf-8")
-    (tmp_path / "kgwise.toml").write_text(
-        '[kg]\ngraph = "kg.tsv"\n\n[[arms]]\nname = "chatgpt"\nkind = "llm"\nspec = "replay:chatgpt"\n\n'
-        '[[arms]]\nname = "mine"\nkind = "external"\nprice = 0.01\n\n[router]\nbudget_usd = 1\n',
-        encoding="utf-8")
-    served = ServedPipeline.from_config(tmp_path / "kgwise.toml", tmp_path / "state")
+    served = make_replay_external(tmp_path)
     try:
         with client_of(served) as client:
             chat = client.post("/v1/chat/completions", json={

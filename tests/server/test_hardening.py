@@ -6,6 +6,10 @@ reports absurd usage (spend never above the budget, a JSON 502, never a plain-te
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -41,27 +45,47 @@ def _slow_pipeline(fake_pipeline: Any, seconds: float) -> Any:
     return SlowPipeline(budget=1000.0, seconds=seconds)
 
 
+# The load and the prober run in processes of their own, so that what is timed is the server, not the
+# client's event loop or the test process's GIL (the server runs in this process, on a thread).
+_BURST = """
+import asyncio, json, sys, httpx
+async def main():
+    async with httpx.AsyncClient(base_url=sys.argv[1], timeout=60,
+                                 limits=httpx.Limits(max_connections=400)) as client:
+        rs = await asyncio.gather(*(client.post("/v1/chat/completions", json=json.loads(sys.argv[2]))
+                                    for _ in range(200)))
+    print(json.dumps([[r.status_code, r.headers.get("retry-after"), r.headers.get("x-kgwise-cost"),
+                       r.json().get("error", {}).get("code")] for r in rs]))
+asyncio.run(main())
+"""
+_PROBE = """
+import json, select, sys, time, httpx
+waits = []
+with httpx.Client(base_url=sys.argv[1], timeout=60) as client:
+    print("ready", flush=True)
+    while not select.select([sys.stdin], [], [], 0.02)[0]:
+        for path in ("/health", "/v1/models"):
+            t0 = time.perf_counter()
+            assert client.get(path).status_code == 200
+            waits.append(time.perf_counter() - t0)
+print(json.dumps(waits))
+"""
+
+
 def test_two_hundred_chats_over_a_queue_of_eight(fake_pipeline: Any, serve_pipelines: Any) -> None:
     pipe = _slow_pipeline(fake_pipeline, 0.5)
     app = create_app(ServerSettings(queue_limit=8, pipeline_workers=2), pipelines={"kgwise": pipe})
     with serve_pipelines({}, app) as url:
-        async def run() -> tuple[list[httpx.Response], list[float], list[BaseException]]:
-            async with httpx.AsyncClient(base_url=url, timeout=60,
-                                         limits=httpx.Limits(max_connections=400)) as client:
-                waits: list[float] = []
-                stop = asyncio.Event()
+        prober = subprocess.Popen([sys.executable, "-c", _PROBE, url], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        assert prober.stdout is not None and prober.stdout.readline() == "ready\n"
+        burst = subprocess.run([sys.executable, "-c", _BURST, url, json.dumps(CHAT)], capture_output=True,
+                               text=True, timeout=120, check=True)
+        waits = sorted(json.loads(prober.communicate("stop\n", timeout=60)[0]))
+        chats = json.loads(burst.stdout)
 
-                async def probe() -> None:
-                    while not stop.is_set():
-                        for path in ("/health", "/v1/models"):
-                            t0 = time.perf_counter()
-                            assert (await client.get(path)).status_code == 200
-                            waits.append(time.perf_counter() - t0)
-                        await asyncio.sleep(0.02)
-
-                prober = asyncio.create_task(probe())
-                chats = await asyncio.gather(*(client.post("/v1/chat/completions", json=CHAT)
-                                               for _ in range(200)), return_exceptions=True)
+        async def give_up() -> tuple[list[httpx.Response], list[BaseException]]:
+            async with httpx.AsyncClient(base_url=url, timeout=60) as client:
                 # clients that give up while queued behind two running answers of 2 s
                 pipe.seconds = 2.0
                 busy = [asyncio.create_task(client.post("/v1/chat/completions", json=CHAT)) for _ in range(2)]
@@ -70,26 +94,24 @@ def test_two_hundred_chats_over_a_queue_of_eight(fake_pipeline: Any, serve_pipel
                                                  for _ in range(6)), return_exceptions=True)
                 done = await asyncio.gather(*busy)
                 await asyncio.sleep(1.5)  # the server notices the closed connections and drops their work
-                stop.set()
-                await prober
-                ok = [r for r in chats if isinstance(r, httpx.Response)]
-                return ok + list(done), waits, [g for g in gave_up if isinstance(g, BaseException)]
+                return list(done), [g for g in gave_up if isinstance(g, BaseException)]
 
-        responses, waits, gave_up = asyncio.run(run())
-    codes = [r.status_code for r in responses]
+        done, gave_up = asyncio.run(give_up())
+    codes = [c for c, *_ in chats] + [r.status_code for r in done]
     assert len(codes) == 202 and set(codes) <= {200, 429}, sorted(set(codes))
-    refused = [r for r in responses if r.status_code == 429]
-    assert len(refused) >= 150 and all(int(r.headers["retry-after"]) >= 1 for r in refused)  # 10 fit at once
-    assert refused[0].json()["error"]["code"] == "queue_full"
+    refused = [(after, code) for status, after, _, code in chats if status == 429]
+    assert len(refused) >= 150 and all(int(after) >= 1 for after, _ in refused)  # 10 fit at once
+    assert {code for _, code in refused} == {"queue_full"}
     assert len(gave_up) == 6 and all(isinstance(g, httpx.TimeoutException) for g in gave_up)
     answered = codes.count(200)
     assert pipe.answered == answered  # the 6 that gave up while queued were not run
-    paid = sum(float(r.headers["x-kgwise-cost"]) for r in responses if r.status_code == 200)
+    paid = sum(float(cost) for status, _, cost, _ in chats if status == 200)
+    paid += sum(float(r.headers["x-kgwise-cost"]) for r in done)
     assert pipe.spent == pytest.approx(paid)  # nor charged
-    waits.sort()
     p50, p99 = waits[len(waits) // 2], waits[int(0.99 * (len(waits) - 1))]
-    print(f"/health and /v1/models during the run: {len(waits)} calls, p50 {p50 * 1e3:.1f} ms, "
-          f"p99 {p99 * 1e3:.1f} ms; {answered} answered, {len(refused)} refused (429), 6 gave up unrun")
+    print(f"/health and /v1/models during the 200 chats: {len(waits)} calls, p50 {p50 * 1e3:.1f} ms, "
+          f"p99 {p99 * 1e3:.1f} ms, max {waits[-1] * 1e3:.1f} ms; {answered} answered, {len(refused)} "
+          f"refused (429), 6 gave up unrun; load average {os.getloadavg()[0]:.1f}")
     assert p99 < 1.0  # answered while the pipeline is busy (the target, 50 ms, is a figure, not a test)
 
 

@@ -884,10 +884,15 @@ class Pipeline:
             self._folder().expire(ttl)
 
     # ------------------------------------------------------------------ status
-    def pending(self) -> list[Pending]:
-        """The decisions awaiting feedback, oldest first."""
+    def pending(self, last: int | None = None) -> list[Pending]:
+        """The decisions awaiting feedback, oldest first (``last``: only the newest that many; a database
+        state then reads only those rows, not up to PENDING_KEPT)."""
         with self._lock:
-            return list(self.state.pending.values())
+            newest = getattr(self.state.pending, "newest", None)
+            if last is not None and newest is not None:
+                return list(newest(last))
+            found = list(self.state.pending.values())
+            return found if last is None else found[max(len(found) - last, 0):]
 
     def status(self) -> PipelineStatus:
         """Budget, spending, decisions and each arm's pulls, cost, calibration size and live coverage."""

@@ -56,8 +56,8 @@ import random
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, nullcontext, suppress
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -125,6 +125,20 @@ MIGRATIONS: tuple[str, ...] = (_V1,)
 """``MIGRATIONS[v]`` brings a schema of version ``v`` to ``v + 1`` (version 0: no kgwise tables)."""
 
 _COUNTS = ("n", "covered", "undetermined", "graded", "correct", "uncertified")
+_LEDGER = "SELECT epoch, reserved, expired, base_upto FROM kgwise_ledger WHERE id = 1"
+_LOCK = "SELECT 1 FROM kgwise_ledger WHERE id = 1 FOR UPDATE"
+_EVENTS = ("SELECT id, replica, op, arm, x, reward, cost, bound FROM kgwise_events "
+           "WHERE epoch = %s AND id > %s ORDER BY id")
+Statement = tuple[str, "Mapping[str, Any] | tuple[Any, ...] | None"]
+_ASYNC = "SET LOCAL synchronous_commit = off"
+"""For the transactions that only hold or release a bound (routing, a cancel): their commit is visible to
+every replica at once, but does not wait for the WAL's flush to disk; the answer's payment, a synchronous
+commit on the same connection, flushes the WAL up to itself, so the hold is durable before any answer
+is acknowledged. What a PostgreSQL crash can lose is the holds of answers in flight then, which are
+released after a restart anyway: a hold belongs to its replica's lease (a session advisory lock), which
+the restart ends, and the next routing transaction sweeps the holds of ended leases. Each routing
+decision thus waits for no fsync and holds the ledger row that long less: one WAL flush per answer, as
+the folder's one journal fsync (docs/scale-out.md, `kgwise bench serve --replicas`)."""
 
 
 def safe_url(url: str) -> str:
@@ -261,6 +275,13 @@ class PendingRows(_Rows):
         rows = self.state._read("SELECT body FROM kgwise_pending ORDER BY seq")
         return [Pending.from_dict(json.loads(body)) for (body,) in rows]
 
+    def newest(self, n: int) -> list[Pending]:
+        """The newest ``n``, oldest first: what a status shows, without reading (and decoding the
+        embeddings of) every pending decision — the server samples its status twice a second."""
+        rows = self.state._read("SELECT body FROM (SELECT body, seq FROM kgwise_pending ORDER BY seq DESC "
+                                "LIMIT %s) AS t ORDER BY seq", (max(n, 0),))
+        return [Pending.from_dict(json.loads(body)) for (body,) in rows]
+
     def clear(self) -> None:
         """Drop every decision awaiting feedback (``fit`` replacing the router does)."""
         with self.state._tx() as cur:
@@ -320,22 +341,61 @@ class PgState:
 
     # ------------------------------------------------------------------ connections
     @contextmanager
-    def _tx(self, pipelined: bool = False) -> Iterator[psycopg.Cursor[Any]]:
-        """A transaction on the work connection (reconnected when lost); database faults become
-        :class:`StateUnavailableError`. ``pipelined``: for a transaction that reads no result, its
-        statements and commit go to the server in one round trip (psycopg's pipeline mode)."""
+    def _tx(self) -> Iterator[psycopg.Cursor[Any]]:
+        """A transaction on the work connection (reconnected when lost), a round trip per statement;
+        database faults become :class:`StateUnavailableError`."""
         import psycopg
 
         with self._lock:
             try:
-                if self._conn is None or self._conn.closed or self._conn.broken:
-                    self._conn = _connect(self.url, self.timeout_s)
-                with (self._conn.pipeline() if pipelined else nullcontext()), self._conn.transaction(), \
-                        self._conn.cursor() as cur:
+                conn = self._connection()
+                with conn.transaction(), conn.cursor() as cur:
                     yield cur
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 self._drop()
                 raise _unavailable(self.url, exc, self.timeout_s) from exc
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        """The work connection (autocommit: transactions are opened by :meth:`_tx` or by ``BEGIN`` sent
+        in a :meth:`_batch`), reconnected when lost."""
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._conn = _connect(self.url, self.timeout_s)
+        return self._conn
+
+    @contextmanager
+    def _batched(self) -> Iterator[psycopg.ClientCursor[Any]]:
+        """A cursor for :meth:`_batch`es on the work connection: the caller's first batch starts with
+        ``BEGIN`` and its last ends with ``COMMIT``; whatever leaves a transaction open (an error in a
+        statement or between batches) is rolled back. Database faults become
+        :class:`StateUnavailableError`."""
+        import psycopg
+
+        with self._lock:
+            try:
+                conn = self._connection()
+                try:
+                    with psycopg.ClientCursor(conn) as cur:
+                        yield cur
+                finally:
+                    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                        conn.execute("ROLLBACK")
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                self._drop()
+                raise _unavailable(self.url, exc, self.timeout_s) from exc
+
+    @staticmethod
+    def _batch(cur: psycopg.ClientCursor[Any], statements: Sequence[Statement]
+               ) -> list[list[tuple[Any, ...]]]:
+        """Run ``statements`` in one round trip: one message of the simple query protocol, parameters
+        bound by psycopg's client-side quoting (so no prepared statements). PostgreSQL runs them in order,
+        each with a snapshot of its own (READ COMMITTED), and stops at the first that fails. The rows of
+        each (empty for a statement without a result)."""
+        cur.execute("; ".join(cur.mogrify(sql, args) for sql, args in statements))
+        out: list[list[tuple[Any, ...]]] = []
+        while True:
+            out.append(cur.fetchall() if cur.description else [])
+            if not cur.nextset():
+                return out
 
     def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._tx() as cur:
@@ -432,11 +492,14 @@ class PgState:
     def _apply_events(self, cur: psycopg.Cursor[Any], mine_too: bool = False) -> bool:
         """Add the events after the watermark (another replica's; with ``mine_too`` this one's as well) to
         the local router; whether any was a feedback."""
-        cur.execute("SELECT id, replica, op, arm, x, reward, cost, bound FROM kgwise_events "
-                    "WHERE epoch = %s AND id > %s ORDER BY id", (self.epoch, self.watermark))
+        cur.execute(_EVENTS, (self.epoch, self.watermark))
+        return self._apply_rows(cur.fetchall(), mine_too)
+
+    def _apply_rows(self, rows: list[tuple[Any, ...]], mine_too: bool = False) -> bool:
+        """Add these rows of :data:`_EVENTS` (as :meth:`_apply_events`)."""
         learnt = False
         router = self._router.router
-        for id_, replica, op, arm, x, reward, cost, bound in cur.fetchall():
+        for id_, replica, op, arm, x, reward, cost, bound in rows:
             if mine_too or replica != self.replica:
                 apply_event(router, op, arm, x, reward, cost, bound)
                 learnt = learnt or op == "learn"
@@ -453,14 +516,25 @@ class PgState:
     def _catch_up(self, cur: psycopg.Cursor[Any], lock: bool) -> None:
         """Bring the local router to every event committed so far (``lock``: and hold the ledger row until
         the transaction ends, as every writer does before it draws an event id)."""
-        cur.execute("SELECT epoch, reserved, expired, base_upto FROM kgwise_ledger WHERE id = 1"
-                    + (" FOR UPDATE" if lock else ""))
+        cur.execute(_LEDGER + (" FOR UPDATE" if lock else ""))
         row = cur.fetchone()
         assert row is not None
+        cur.execute(_EVENTS, (self.epoch, self.watermark))
+        self._caught_up_to(cur, row, cur.fetchall())
+
+    def _caught_up_to(self, cur: psycopg.Cursor[Any], row: tuple[Any, ...], events: list[tuple[Any, ...]]
+                      ) -> None:
+        """:meth:`_catch_up`'s work once the ledger ``row`` and the ``events`` after the watermark are read
+        (in that order: the events read after the ledger's lock was granted)."""
         if int(row[0]) != self.epoch or int(row[3]) > self.watermark:
             self._load_epoch(cur)  # a fit or a migration replaced the router, or a checkpoint passed us
-        elif self._apply_events(cur):
-            self._read_coverage(cur)
+        else:
+            # another replica's checkpoint below the watermark: the events it dropped were applied here;
+            # without taking up its mark, this replica would count them again and checkpoint at every
+            # decision (each writing the whole router)
+            self._base_upto = int(row[3])
+            if self._apply_rows(events):
+                self._read_coverage(cur)
         router = self._router.router
         assert isinstance(router, SharedCokeRouter)
         own = float(sum(map(sum, router.holds)))
@@ -476,8 +550,9 @@ class PgState:
             return
         state = self._router.state_dict()
         state["holds"] = [[] for _ in state["holds"]]
-        cur.execute("UPDATE kgwise_ledger SET base = %s, base_upto = %s WHERE id = 1",
-                    (json.dumps({"router": state, "context": self.context}), self.watermark))
+        with cur.connection.cursor() as bound:  # the base (megabytes) as a bound parameter, not quoted
+            bound.execute("UPDATE kgwise_ledger SET base = %s, base_upto = %s WHERE id = 1",
+                          (json.dumps({"router": state, "context": self.context}), self.watermark))
         cur.execute("DELETE FROM kgwise_events WHERE epoch = %s AND id <= %s", (self.epoch, self.watermark))
         self._base_upto = self.watermark
 
@@ -549,8 +624,13 @@ class PgState:
             arm: str | None = None
             restore: tuple[int, npt.NDArray[np.float64]] | None = None
             try:
-                with self._tx() as cur:
-                    self._catch_up(cur, lock=True)
+                # two round trips: begin, lock the ledger and read the events after it; reserve and commit
+                # without waiting for the WAL's flush (_ASYNC)
+                with self._batched() as cur:
+                    _, _, ledger, events = self._batch(cur, [
+                        ("BEGIN", None), (_ASYNC, None), (_LEDGER + " FOR UPDATE", None),
+                        (_EVENTS, (self.epoch, self.watermark))])
+                    self._caught_up_to(cur, ledger[0], events)
                     if time.monotonic() - self._swept >= REFRESH_S:
                         self._sweep(cur)
                     self._checkpoint(cur)
@@ -560,7 +640,7 @@ class PgState:
                     arm = self._router.select(np.asarray(x, dtype=np.float64), costs)
                     bound = 0.0 if arm is None else float(costs[arm])
                     # reserve (the database's own check: never above the budget), hold, log: one statement
-                    cur.execute(
+                    rows = self._batch(cur, [(
                         "WITH r AS (UPDATE kgwise_ledger SET reserved = reserved + %(b)s WHERE id = 1 AND "
                         "%(arm)s::text IS NOT NULL AND spent + reserved + %(b)s <= budget RETURNING 1), "
                         "h AS (INSERT INTO kgwise_holds SELECT %(d)s, %(lease)s, %(arm)s, %(b)s FROM r "
@@ -568,9 +648,8 @@ class PgState:
                         "INSERT INTO kgwise_events (epoch, replica, op, arm, x) SELECT %(epoch)s, "
                         "%(replica)s, 'select', (SELECT arm FROM h), %(x)s RETURNING arm",
                         {"b": bound, "arm": arm, "d": decision, "lease": self.lease, "epoch": self.epoch,
-                         "replica": self.replica, "x": _blob(r.cost_seen - seen)})
-                    row = cur.fetchone()
-                    if arm is not None and (row is None or row[0] is None):
+                         "replica": self.replica, "x": _blob(r.cost_seen - seen)}), ("COMMIT", None)])[0]
+                    if arm is not None and (not rows or rows[0][0] is None):
                         self._router.cancel(arm, bound)
                         arm = None
             except StateUnavailableError:
@@ -659,9 +738,8 @@ class PgState:
         """Release the hold (gone already: a new epoch, or a sweep took it for a dead replica's), pay,
         log the charge, keep the decision awaiting feedback (the oldest beyond PENDING_KEPT expire): one
         round trip."""
-        with self._tx(pipelined=True) as cur:
-            cur.execute("SELECT 1 FROM kgwise_ledger WHERE id = 1 FOR UPDATE")
-            cur.execute(
+        with self._batched() as cur:
+            self._batch(cur, [("BEGIN", None), (_LOCK, None), (
                 "WITH h AS (DELETE FROM kgwise_holds WHERE decision = %(d)s RETURNING bound), "
                 "p AS (INSERT INTO kgwise_pending (decision, body) SELECT %(d)s, %(body)s::text "
                 "WHERE %(body)s::text IS NOT NULL RETURNING seq), "
@@ -673,7 +751,8 @@ class PgState:
                 "INSERT INTO kgwise_events (epoch, replica, op, arm, cost, bound) "
                 "VALUES (%(epoch)s, %(replica)s, 'charge', %(arm)s, %(cost)s, %(bound)s)",
                 {"d": decision, "body": None if pending is None else pending.to_json(), "kept": PENDING_KEPT,
-                 "cost": cost, "epoch": self.epoch, "replica": self.replica, "arm": arm, "bound": bound})
+                 "cost": cost, "epoch": self.epoch, "replica": self.replica, "arm": arm, "bound": bound}),
+                ("COMMIT", None)])
         self._selected.pop(decision, None)
         router = self._router.router
         if bound in router.holds[router.names.index(arm)]:
@@ -683,11 +762,12 @@ class PgState:
 
     def _cancel(self, decision: str) -> None:
         arm, bound = self._selected[decision]
-        with self._tx(pipelined=True) as cur:
-            cur.execute("SELECT 1 FROM kgwise_ledger WHERE id = 1 FOR UPDATE")
-            cur.execute("WITH h AS (DELETE FROM kgwise_holds WHERE decision = %s RETURNING bound) "
-                        "UPDATE kgwise_ledger SET reserved = greatest(reserved - coalesce((SELECT sum(bound) "
-                        "FROM h), 0), 0) WHERE id = 1", (decision,))
+        with self._batched() as cur:  # one round trip, not waiting for the WAL's flush (_ASYNC)
+            self._batch(cur, [("BEGIN", None), (_ASYNC, None), (_LOCK, None), (
+                "WITH h AS (DELETE FROM kgwise_holds WHERE decision = %s RETURNING bound) "
+                "UPDATE kgwise_ledger SET reserved = greatest(reserved - coalesce((SELECT sum(bound) "
+                "FROM h), 0), 0) WHERE id = 1",
+                (decision,)), ("COMMIT", None)])
         self._selected.pop(decision, None)
         router = self._router.router
         if bound in router.holds[router.names.index(arm)]:
@@ -699,17 +779,19 @@ class PgState:
         arm's live coverage is counted, in one transaction that takes the decision's row."""
         with self._lock:
             self._flush()
-            with self._tx() as cur:
-                self._catch_up(cur, lock=True)
-                cur.execute("DELETE FROM kgwise_pending WHERE decision = %s RETURNING body", (decision,))
-                row = cur.fetchone()
-                if row is None:
+            # two round trips: begin, lock, new events, take the decision; learn and commit
+            with self._batched() as cur:
+                _, ledger, events, taken = self._batch(cur, [
+                    ("BEGIN", None), (_LEDGER + " FOR UPDATE", None), (_EVENTS, (self.epoch, self.watermark)),
+                    ("DELETE FROM kgwise_pending WHERE decision = %s RETURNING body", (decision,))])
+                self._caught_up_to(cur, ledger[0], events)
+                if not taken:
                     raise ConfigError(f"decision {decision!r} was settled meanwhile (by another replica)")
-                p = Pending.from_dict(json.loads(row[0]))
+                p = Pending.from_dict(json.loads(taken[0][0]))
                 delta = coverage_delta(p, reward, covered)
                 names = [p.arm, *observed]
                 # settle (the oldest beyond SETTLED_KEPT forgotten), count coverage, log: one statement
-                cur.execute(
+                self._batch(cur, [(
                     "WITH s AS (INSERT INTO kgwise_settled (decision) VALUES (%(d)s) ON CONFLICT DO NOTHING "
                     "RETURNING seq), "
                     "t AS (DELETE FROM kgwise_settled WHERE seq <= (SELECT max(seq) FROM s) - %(kept)s), "
@@ -724,7 +806,8 @@ class PgState:
                     {"d": decision, "kept": SETTLED_KEPT, "arm": p.arm,
                      **{c: getattr(delta, c) for c in _COUNTS}, "epoch": self.epoch, "replica": self.replica,
                      "x": _blob(p.embedding), "ops": ["learn"] + ["observe"] * len(observed), "arms": names,
-                     "rewards": [reward, *observed.values()], "costs": [p.cost] + [None] * len(observed)})
+                     "rewards": [reward, *observed.values()], "costs": [p.cost] + [None] * len(observed)}),
+                    ("COMMIT", None)])
             v = np.asarray(p.embedding, dtype=np.float64)
             self._router.learn(p.arm, v, reward, p.cost)
             for name, r in observed.items():

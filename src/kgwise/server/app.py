@@ -15,8 +15,10 @@ rebinding) and CORS (off unless origins are named); refused requests are 4xx nam
 from __future__ import annotations
 
 import gc
+import json
 import os
 import sys
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict
@@ -30,12 +32,12 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from kgwise.app.evidence import Evidence
 from kgwise.errors import ConfigError
-from kgwise.server.backpressure import ModelGate
+from kgwise.server.backpressure import ModelGate, QueueShed
 from kgwise.server.contract import PipelineLike
 from kgwise.server.docs import install_docs
 from kgwise.server.guard import Guard
 from kgwise.server.limits import Choice, QuestionText, install_handlers
-from kgwise.server.openai_api import PipelineHub, openai_api
+from kgwise.server.openai_api import PipelineHub, gate_refusal_json, openai_api
 from kgwise.server.routing import ExternalRouter, routing_api
 from kgwise.server.schemas import EvidenceOut
 from kgwise.server.web import install_web
@@ -120,6 +122,10 @@ def _app(settings: ServerSettings, hub: PipelineHub) -> FastAPI:
     routers = {n: s.pipeline for n, s in hub.served.items() if isinstance(s.pipeline, ExternalRouter)}
     if routers:
         app.include_router(routing_api(routers, route_gate))
+    # inside the guard (keys and body cap first): a full queue refuses before the body is validated
+    app.add_middleware(QueueShed, gates={"/v1/chat/completions": (answer_gate, gate_refusal_json),
+                                         "/v1/completions": (answer_gate, gate_refusal_json),
+                                         "/v1/evidence": (gate, _detail_json)})
     app.add_middleware(Guard, api_keys=settings.api_keys, max_body_bytes=settings.max_body_bytes)
     if settings.cors_origins:  # outside the guard: a browser's preflight carries no key
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
@@ -127,13 +133,42 @@ def _app(settings: ServerSettings, hub: PipelineHub) -> FastAPI:
     if settings.allowed_hosts != ("*",):
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(settings.allowed_hosts))
 
+    state_health = _Recent(hub.state_health, HEALTH_STATE_MAX_AGE_S)
+
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        state = await run_in_threadpool(hub.state_health)  # a database's round trip: off the event loop
-        return {"status": "ok", "pipelines": list(hub.served),
+        state = state_health.value() or await run_in_threadpool(state_health.refresh)  # a database round
+        return {"status": "ok", "pipelines": list(hub.served),  # trip: off the event loop, ≤ 1/s
                 "load": {g.name: asdict(g.stats()) for g in (gate, route_gate, answer_gate)}, "state": state}
 
     return app
+
+
+HEALTH_STATE_MAX_AGE_S = 1.0
+"""How old the state part of ``/health`` may be (s): a database's round trip is made at most once a second,
+so a prober polling ``/health`` under load neither waits for a thread each time nor loads the database."""
+
+
+class _Recent:
+    """``fetch()``'s value, fetched again once older than ``max_age_s`` (None then: call ``refresh``)."""
+
+    def __init__(self, fetch: Any, max_age_s: float) -> None:
+        self._fetch = fetch
+        self._max_age_s = max_age_s
+        self._at = -float("inf")
+        self._value: Any = None
+
+    def value(self) -> Any:
+        return self._value if time.monotonic() - self._at <= self._max_age_s else None
+
+    def refresh(self) -> Any:
+        self._value, self._at = self._fetch(), time.monotonic()
+        return self._value
+
+
+def _detail_json(exc: HTTPException) -> bytes:
+    """A gate's refusal as FastAPI answers an ``HTTPException`` (``{"detail": …}``)."""
+    return json.dumps({"detail": exc.detail}).encode()
 
 
 def _evidence_api(hub: PipelineHub, gate: ModelGate) -> APIRouter:

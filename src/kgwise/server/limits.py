@@ -5,7 +5,7 @@ the field, never the offending value, never a 500)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Request
@@ -16,8 +16,8 @@ from pydantic import AfterValidator, Field, StringConstraints
 from kgwise.app.journal import StateReadOnlyError
 from kgwise.errors import KgwiseError
 
-__all__ = ["MAX_ID", "MAX_QUESTION", "Choice", "Ident", "Money", "QuestionText", "Unit", "install_handlers",
-           "safe_text"]
+__all__ = ["MAX_ID", "MAX_QUESTION", "Choice", "Ident", "Money", "QuestionText", "Unit", "field_error",
+           "install_handlers", "safe_text"]
 
 MAX_QUESTION = 8_000  # characters of a question
 MAX_CHOICE = 1_000  # characters of an answer choice
@@ -56,6 +56,20 @@ def _where(loc: Sequence[Any]) -> str:
     return ".".join(parts) or "body"
 
 
+def field_error(error: Mapping[str, Any]) -> tuple[str, str]:
+    """The field a validation error is about and its message: ``body`` for a body that is not JSON (whose
+    location pydantic gives as the character offset, which no client would read as a field) or not an
+    object."""
+    msg = safe_text(error.get("msg", "invalid"))
+    loc = tuple(error.get("loc", ()))
+    if error.get("type") == "json_invalid":
+        at = f" at character {loc[-1]}" if len(loc) > 1 else ""
+        return "body", f"not valid JSON{at} ({msg})"
+    if loc in ((), ("body",)):
+        return "body", f"expected a JSON object ({msg})" if "dictionary" in msg else msg
+    return _where(loc), msg
+
+
 def install_handlers(app: FastAPI) -> None:
     """4xx answers for refused requests: 422 for a body that does not validate (each error's ``field``
     and ``msg``; the value is not echoed), 422 for kgwise's own errors, 400 for a body nested too deeply
@@ -63,8 +77,8 @@ def install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [{"field": _where(e.get("loc", ())), "msg": safe_text(e.get("msg", "invalid")),
-                   "type": safe_text(e.get("type", "value_error"), 64)} for e in exc.errors()[:20]]
+        errors = [{"field": f, "msg": m, "type": safe_text(e.get("type", "value_error"), 64)}
+                  for e in exc.errors()[:20] for f, m in [field_error(e)]]
         summary = "; ".join(f"{e['field']}: {e['msg']}" for e in errors)
         return JSONResponse(status_code=422, content={"detail": errors, "message": safe_text(summary, 1000)})
 

@@ -79,7 +79,7 @@ from kgwise.server.explain import (
     render_explained,
     split_explain,
 )
-from kgwise.server.limits import MAX_QUESTION
+from kgwise.server.limits import MAX_QUESTION, field_error
 from kgwise.server.schemas import (
     AbstentionOut,
     AbstentionStatusOut,
@@ -119,7 +119,7 @@ from kgwise.server.schemas import (
 )
 from kgwise.types import CHOICE_LABELS, GenerationSettings
 
-__all__ = ["OpenAIError", "PipelineHub", "openai_api", "split_choices"]
+__all__ = ["OpenAIError", "PipelineHub", "gate_refusal_json", "openai_api", "split_choices"]
 
 T = TypeVar("T")
 
@@ -148,6 +148,12 @@ def _gate_error(exc: HTTPException) -> OpenAIError:
     """A refusal of the pipeline gate (queue full, timeout, client gone) in OpenAI's shape."""
     type_, code = _GATE_CODES.get(exc.status_code, ("server_error", None))
     return OpenAIError(exc.status_code, str(exc.detail), type_, code=code, headers=exc.headers)
+
+
+def gate_refusal_json(exc: HTTPException) -> bytes:
+    """The body of a gate's refusal in OpenAI's shape (what the routes answer; for
+    :class:`~kgwise.server.backpressure.QueueShed`)."""
+    return json.dumps(_gate_error(exc).body).encode()
 
 
 _CANNOT: dict[str, str] = {
@@ -199,13 +205,10 @@ def settings_of(req: Generating, max_tokens: int | None = None) -> GenerationSet
 def _validation_error(exc: RequestValidationError) -> OpenAIError:
     """A 400 naming the first bad field (never echoing the input, which may not even encode)."""
     errors = exc.errors()
-    first = errors[0] if errors else {}
-    loc = [str(p) for p in first.get("loc", ()) if p != "body"]
-    param = ".".join(loc) or None
-    msg = str(first.get("msg", "invalid request"))
+    where, msg = field_error(errors[0] if errors else {})
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    where = f"{param}: " if param else ""
-    return OpenAIError(400, f"{where}{msg}{more}", param=param, code="invalid_value")
+    return OpenAIError(400, f"{where}: {msg}{more}", param=None if where == "body" else where,
+                       code="invalid_value")
 
 
 class _OpenAIRoute(APIRoute):
@@ -674,7 +677,7 @@ def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
         return _sse(events)
 
     @api.get("/v1/models", response_model=ModelList, tags=openai_tag, responses=_errors())
-    def models() -> ModelList:
+    async def models() -> ModelList:  # on the event loop: no thread to wait for
         """Each pipeline (the router picks the arm) and each of its arms as ``<pipeline>/<arm>``."""
         return ModelList(data=[ModelCard(id=m, created=hub.created) for m in hub.models()])
 

@@ -167,7 +167,7 @@ class ServedPipeline:
         """Per arm, ``selections`` = answers made (each paid when made); ``spent``: their costs; the newest
         :data:`PENDING_SHOWN` decisions awaiting feedback."""
         st = self.pipeline.status()
-        waiting = self.pipeline.pending()[-PENDING_SHOWN:]
+        waiting = self.pipeline.pending(last=PENDING_SHOWN)
         counts = self.pipeline.state.coverage
         arms = tuple(ServedArmStatus(a.name, a.pulls, counts[a.name].graded, counts[a.name].correct,
                                      a.coverage.covered, a.coverage.n, a.coverage.lower, a.coverage.upper,

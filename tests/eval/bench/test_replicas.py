@@ -20,13 +20,18 @@ def test_replicas_share_the_budget_and_lose_nothing_at_kill_9(tmp_path: Path, da
     kg = load_ddb(data_dir / "ddb").save(tmp_path / "ddb.npz")
     questions = [q.text for q in load("webqsp", "test", data_dir)][:20]
     report = run_replica_benchmark(kg, questions, ReplicaBenchConfig(replicas=2, requests=30, concurrency=4,
-                                                                     budget_calls=8, questions=20),
+                                                                     budget_calls=8, questions=20, rounds=2),
                                    tmp_path / "work")
     budget = report["budget"]
     assert budget["spent"] <= 8.0 and budget["spend_within_budget"]
     assert budget["answers_acknowledged"] <= 8 and budget["statuses"].get("429", 0) > 0
     assert budget["answers_missing"] == 0 and budget["feedback_missing"] == 0
     assert budget["reserved"] == 0.0  # the killed replicas' holds were released
-    assert [t["replicas"] for t in report["throughput"]] == [1, 2]
-    assert all(t["statuses"].get("200", 0) == 30 for t in report["throughput"])
-    assert report["overhead"]["median_ms_postgresql"] > 0
+    passes = report["throughput"]["passes"]
+    assert [(t["round"], t["replicas"]) for t in passes] == [(1, 1), (1, 2), (2, 1), (2, 2)]
+    assert all(t["statuses"].get("200", 0) == 30 for t in passes)
+    assert all(t["cpu_ms_per_answer"]["replicas"] > 0 for t in passes)
+    assert len(report["throughput"]["ratio_2_over_1"]) == 2
+    overhead = report["overhead"]
+    assert overhead["median_ms_postgresql"] > 0 and len(overhead["rounds"]) == 2
+    assert overhead["state_median_ms_postgresql"] > 0 and overhead["state_median_ms_folder"] > 0

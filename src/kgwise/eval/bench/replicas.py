@@ -11,12 +11,17 @@ Phases, each on a fresh database:
   SIGKILL (its requests then fail, counted), at the end all are. A fresh reader then checks that the
   spend is ≤ the budget, that every answer a client got (HTTP 200) is a decision in the database, and
   every acknowledged feedback a settled one;
-* ``throughput`` — for 1 … ``K`` replicas with a budget no load here spends: ``requests`` chat completions
-  at ``concurrency``, after a warm-up pass that caches every question's embedding in each replica;
-* ``overhead`` — one replica on the state folder, then one on PostgreSQL, answering ``requests // 4``
-  questions one at a time (concurrency 1): the median ms per answer of each and their difference; and
-  the state alone, in this process: ``requests // 4`` routing decisions with their record (select, pay,
-  keep the decision; 384-d contexts) on each backend, the median ms of each and their difference.
+* ``throughput`` — ``K`` replicas on one database with a budget no load here spends, each warmed up (every
+  question's embedding cached); then ``rounds`` rounds, each sending ``requests`` chat completions at
+  ``concurrency`` to the first 1, 2, … ``K`` replicas in turn (interleaved, so that every count meets the
+  same machine load): answers/s, p50/p99, and the CPU seconds per answer of this process (the client),
+  the replicas and PostgreSQL, read from ``/proc``; the ratios k / 1 per round and their median. The
+  client runs at ``client_nice`` above the replicas' niceness (it shares the 2 cores with them);
+* ``overhead`` — one replica on the state folder and one on PostgreSQL, answering ``requests // 4``
+  questions one at a time (concurrency 1), in turn for ``rounds`` rounds: the median ms per answer of
+  each, their difference per round and its median; and the state alone, in this process: ``requests //
+  4`` routing decisions with their record (select, pay, keep the decision; 384-d contexts), alternating
+  between the two backends decision by decision, the median ms of each and their difference.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +57,8 @@ class ReplicaBenchConfig:
     questions: int = 200
     phase_s: float = 300.0
     seed: int = 0
+    rounds: int = 3
+    client_nice: int = 5
 
 
 def _config(work: Path, kg: Path, name: str, budget: str, url: str | None) -> Path:
@@ -131,7 +139,8 @@ async def _load(servers: Sequence[_Server], questions: Sequence[str], n: int, co
 
 
 def _state_alone(config: Path, work: Path, url: str, n: int) -> dict[str, float]:
-    """Median ms of ``select`` + ``record`` (+ ``sync``) on the folder and on PostgreSQL, in-process."""
+    """Median ms of ``select`` + ``record`` (+ ``sync``) on the folder and on PostgreSQL, in-process,
+    alternating decision by decision."""
     import statistics
 
     import numpy as np
@@ -143,23 +152,53 @@ def _state_alone(config: Path, work: Path, url: str, n: int) -> dict[str, float]
     cfg = PipelineConfig.load(config)
     rng = np.random.default_rng(0)
     costs = {a.name: 1.0 for a in cfg.arms}
-    out = {}
-    for name, state in (("folder", StateDir(work / "alone-folder", cfg, 384)),
-                        ("postgresql", PgState(url, work / "alone-pg", cfg, 384))):
-        times = []
-        with state:
-            for i in range(n):
-                x = rng.normal(size=384).tolist()
+    states: dict[str, StateDir | PgState] = {"folder": StateDir(work / "alone-folder", cfg, 384),
+              "postgresql": PgState(url, work / "alone-pg", cfg, 384)}
+    times: dict[str, list[float]] = {name: [] for name in states}
+    try:
+        for i in range(n):
+            x = rng.normal(size=384).tolist()
+            for name, state in states.items():
                 t = time.perf_counter()
                 arm = state.select(f"d{i}", x, costs)
                 assert arm is not None
                 state.record(Pending(f"d{i}", "q", ["a", "b"], arm, 1.0, 1.0, x, "A", ["A"]))
                 state.sync()
-                times.append(time.perf_counter() - t)
-        out[f"state_median_ms_{name}"] = round(statistics.median(times) * 1000, 3)
+                times[name].append(time.perf_counter() - t)
+    finally:
+        for state in states.values():
+            state.close()
+    out = {f"state_median_ms_{name}": round(statistics.median(t) * 1000, 3) for name, t in times.items()}
     out["state_postgresql_minus_folder_ms"] = round(out["state_median_ms_postgresql"]
                                                      - out["state_median_ms_folder"], 3)
     return out
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pid: int, children: bool = False) -> float:
+    """CPU seconds (user + system) of process ``pid`` (with ``children``: and of its live children, as
+    PostgreSQL's backends are the postmaster's), from ``/proc``."""
+    def own(p: int) -> tuple[int, float]:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            return -1, 0.0
+        return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK
+
+    total = own(pid)[1]
+    if children:
+        total += sum(cpu for p in Path("/proc").iterdir() if p.name.isdigit()
+                     for parent, cpu in [own(int(p.name))] if parent == pid)
+    return total
+
+
+def _self_cpu_s() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _verify(config: Path, work: Path, acked: Sequence[str], fed: Sequence[str]) -> dict[str, Any]:
@@ -212,46 +251,75 @@ def run_replica_benchmark(kg: Path, questions: Sequence[str], cfg: ReplicaBenchC
         report["budget"] = {**res, "killed": f"replica 0 at request {kill_at} (SIGKILL), then all",
                             **_verify(config, work, acked, fed)}
         progress(f"budget phase: {report['budget']}")
-        # throughput: 1 … K replicas, a budget not spent here
-        report["throughput"] = []
-        for k in range(1, cfg.replicas + 1):
-            url = pg.create_database(f"throughput{k}")
-            config = _config(work, kg, f"throughput{k}", "budget_calls = 1e9", url)
-            servers = _start(config, work, f"throughput{k}", k)
-            try:
-                for s in servers:  # warm-up: every question's embedding cached in every replica
-                    asyncio.run(_load([s], qs, len(qs), 2, time.monotonic() + cfg.phase_s, False))
-                res = asyncio.run(_load(servers, qs, cfg.requests, cfg.concurrency,
-                                        time.monotonic() + cfg.phase_s, False))
-            finally:
-                for s in servers:
-                    s.stop()
-            del res["_acked"], res["_fed"]
-            report["throughput"].append({"replicas": k, **res})
-            progress(f"throughput with {k} replica(s): {res['answers_per_s']}/s, p50 {res['p50_ms']} ms")
-        if len(report["throughput"]) > 1:
-            report["throughput_2_over_1"] = round(report["throughput"][1]["answers_per_s"]
-                                                  / max(report["throughput"][0]["answers_per_s"], 1e-9), 3)
-        # overhead: one replica, folder vs PostgreSQL, one question at a time
-        medians = {}
-        for backend in ("folder", "postgresql"):
-            state_url = pg.create_database("overhead") if backend == "postgresql" else None
-            config = _config(work, kg, f"overhead-{backend}", "budget_calls = 1e9", state_url)
-            servers = _start(config, work, f"overhead-{backend}", 1)
-            try:
-                asyncio.run(_load(servers, qs, len(qs), 1, time.monotonic() + cfg.phase_s, False))  # warm-up
-                res = asyncio.run(_load(servers, qs, max(cfg.requests // 4, 1), 1,
-                                        time.monotonic() + cfg.phase_s, False))
-            finally:
-                for s in servers:
-                    s.stop()
-            medians[backend] = res["p50_ms"]
-            progress(f"{backend}: median {res['p50_ms']} ms per answer")
-        alone = _state_alone(config, work, pg.create_database("alone"), max(cfg.requests // 4, 1))
-        progress(f"the state alone: {alone}")
-        report["overhead"] = {**alone, "median_ms_folder": medians["folder"],
-                              "median_ms_postgresql": medians["postgresql"],
-                              "postgresql_minus_folder_ms":
-                                  round(medians["postgresql"] - medians["folder"], 2)}
+        report["throughput"], report["overhead"] = _throughput_and_overhead(pg, kg, qs, cfg, work, progress)
     report["load_average_end"] = os.getloadavg()
     return report
+
+
+def _median(values: Sequence[float]) -> float:
+    import statistics
+
+    return round(float(statistics.median(values)), 3)
+
+
+def _throughput_and_overhead(pg: LocalPostgres, kg: Path, qs: Sequence[str], cfg: ReplicaBenchConfig,
+                             work: Path, progress: Callable[[str], None]
+                             ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``throughput`` and ``overhead`` phases (module docstring), their rounds interleaved."""
+    config = _config(work, kg, "throughput", "budget_calls = 1e9", pg.create_database("throughput"))
+    servers = _start(config, work, "throughput", cfg.replicas)
+    folder_config = _config(work, kg, "overhead-folder", "budget_calls = 1e9", None)
+    pg_config = _config(work, kg, "overhead-postgresql", "budget_calls = 1e9", pg.create_database("overhead"))
+    pair = [*_start(folder_config, work, "overhead-folder", 1), *_start(pg_config, work, "overhead-pg", 1)]
+    assert pg.proc is not None
+    pg_pid, niceness = pg.proc.pid, os.getpriority(os.PRIO_PROCESS, 0)
+    try:
+        for s in [*servers, *pair]:  # warm-up: every question's embedding cached in every replica
+            asyncio.run(_load([s], qs, len(qs), 2, time.monotonic() + cfg.phase_s, False))
+        os.nice(cfg.client_nice)  # the load generator yields to the replicas it measures
+        passes: list[dict[str, Any]] = []
+        overhead: list[dict[str, float]] = []
+        for r in range(cfg.rounds):
+            for k in range(1, cfg.replicas + 1):
+                cpu0 = (_self_cpu_s(), sum(_cpu_s(s.proc.pid) for s in servers), _cpu_s(pg_pid, True))
+                res = asyncio.run(_load(servers[:k], qs, cfg.requests, cfg.concurrency,
+                                        time.monotonic() + cfg.phase_s, False))
+                cpu1 = (_self_cpu_s(), sum(_cpu_s(s.proc.pid) for s in servers), _cpu_s(pg_pid, True))
+                del res["_acked"], res["_fed"]
+                n = max(res["statuses"].get("200", 0), 1)
+                used = {name: round((b - a) * 1000 / n, 2)
+                        for name, a, b in zip(("client", "replicas", "postgresql"), cpu0, cpu1, strict=True)}
+                passes.append({"round": r + 1, "replicas": k, **res, "cpu_ms_per_answer": used,
+                               "client_cpu_share": round(used["client"] / max(sum(used.values()), 1e-9), 3),
+                               "load_average": os.getloadavg()[0]})
+                progress(f"round {r + 1}, {k} replica(s): {res['answers_per_s']}/s, p50 {res['p50_ms']} ms, "
+                         f"CPU ms per answer {used}")
+            medians = {}
+            for name, server in zip(("folder", "postgresql"), pair, strict=True):
+                res = asyncio.run(_load([server], qs, max(cfg.requests // 4, 1), 1,
+                                        time.monotonic() + cfg.phase_s, False))
+                medians[name] = res["p50_ms"]
+            overhead.append({**medians, "postgresql_minus_folder_ms":
+                             round(medians["postgresql"] - medians["folder"], 2)})
+            progress(f"round {r + 1}, one at a time: {overhead[-1]}")
+    finally:
+        with suppress(PermissionError):  # only root may lower it again
+            os.setpriority(os.PRIO_PROCESS, 0, niceness)
+        for s in [*servers, *pair]:
+            s.stop()
+    rate = {(p["round"], p["replicas"]): p["answers_per_s"] for p in passes}
+    throughput: dict[str, Any] = {"passes": passes, "client_nice": cfg.client_nice}
+    for k in range(1, cfg.replicas + 1):
+        throughput[f"answers_per_s_{k}"] = _median([rate[r + 1, k] for r in range(cfg.rounds)])
+        if k > 1:
+            ratios = [rate[r + 1, k] / max(rate[r + 1, 1], 1e-9) for r in range(cfg.rounds)]
+            throughput[f"ratio_{k}_over_1"] = [round(x, 3) for x in ratios]
+            throughput[f"ratio_{k}_over_1_median"] = _median(ratios)
+    throughput["client_cpu_share_median"] = _median([p["client_cpu_share"] for p in passes])
+    alone = _state_alone(folder_config, work, pg.create_database("alone"), max(cfg.requests // 4, 1))
+    progress(f"the state alone: {alone}")
+    return throughput, {**alone, "rounds": overhead,
+                        "median_ms_folder": _median([o["folder"] for o in overhead]),
+                        "median_ms_postgresql": _median([o["postgresql"] for o in overhead]),
+                        "postgresql_minus_folder_ms": _median([o["postgresql_minus_folder_ms"]
+                                                               for o in overhead])}
