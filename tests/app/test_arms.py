@@ -27,10 +27,10 @@ budget_calls = 10
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("extra", "calls"), [
-    ("", 1),  # the default combination, P_sub+F_s
-    ('combo = "P_sub+F_t"\n', 1),
-    ('combo = "P_sub+F_g"\n', 2),  # F_g has the LLM describe the graph first
-    ('combos = ["P_sub+F_t", "P_sub+F_g"]\n', 2),  # a fit answers with each
+    ("", 2),  # the default combination, P_sub+F_s; smollm2 scores by PMI (its measured rule): 2 calls
+    ('combo = "P_sub+F_t"\n', 2),
+    ('combo = "P_sub+F_g"\n', 3),  # F_g has the LLM describe the graph first
+    ('combos = ["P_sub+F_t", "P_sub+F_g"]\n', 3),  # a fit answers with each
 ])
 def test_an_inject_arm_bounds_one_more_call_only_where_it_may_describe_the_graph(
         tmp_path: Path, extra: str, calls: int) -> None:

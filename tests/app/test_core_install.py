@@ -76,7 +76,7 @@ def test_app_answers_a_ddb_question_with_the_local_model_without_the_extras(data
         import sys
         from typer.testing import CliRunner
         from kgwise.cli.main import app
-        res = CliRunner().invoke(app, ["ask", "Which drug treats hypertension?", "--choices",
+        res = CliRunner().invoke(app, ["ask", "Which drug treats hypertensive disease?", "--choices",
                                        "Lisinopril|Insulin", "--config", sys.argv[1]])
         print(res.output)
         sys.exit(res.exit_code)

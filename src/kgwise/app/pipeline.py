@@ -654,7 +654,9 @@ class Pipeline:
         if arm is not None and arm not in self.runners:
             raise ConfigError(f"no arm {arm!r} (arms: {', '.join(self.runners)})")
         forced = arm
-        embedding = self.embed(question.text)
+        # one arm: nothing to route, so no question embedding (a zero context leaves LinUCB's sums as they
+        # are) and no sentence encoder needed (the core install answers without the 'ml' extra)
+        embedding = self.embed(question.text) if len(self.runners) > 1 else np.zeros(self.encoder.dim)
         qnodes: tuple[str, ...] = ()
         cnodes: tuple[tuple[str, ...], ...] = ()
         g: Grounding | None = None
