@@ -20,9 +20,9 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, NoReturn
 
 import httpx
 
@@ -40,7 +40,7 @@ from kgwise.llm.base import (
 )
 from kgwise.llm.prices import PriceTable, default_prices
 from kgwise.llm.registry import register_backend
-from kgwise.retry import RetryPolicy, RetryStats, call_with_retry, send_once
+from kgwise.retry import RetryPolicy, RetryStats, call_with_retry, parse_retry_after, send_once
 from kgwise.types import Choice, Usage
 
 __all__ = ["HTTPStatusError", "OpenAICompatible", "OpenAIConfig"]
@@ -105,6 +105,9 @@ class OpenAICompatible:
         self._rng = random.Random(seed)
         self._rng_lock = threading.Lock()
         self._echo_ok: bool | None = self.config.echo_scoring
+        self.streams_usage: bool | None = None
+        """Whether the server reports usage at the end of a stream (``None``: not yet seen); ``False``
+        after a stream without it, and later calls with ``on_text`` are then not streamed."""
 
     # --- transport -------------------------------------------------------------------------------------
 
@@ -113,10 +116,7 @@ class OpenAICompatible:
         resp = send_once(lambda: self._client.post(url, json=payload, timeout=self.retry.timeout_s), url,
                          self.retry, TransientLLMError)
         if resp.status_code >= 400:
-            message = f"HTTP {resp.status_code} from {url}: {resp.text[:500]}"
-            if resp.status_code in (400, 413) and _TOO_LONG.search(resp.text):
-                raise ContextTooLongError(message, resp.status_code)
-            raise HTTPStatusError(message, resp.status_code)
+            self._refuse(resp, url)
         try:
             data = resp.json()
         except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
@@ -124,6 +124,18 @@ class OpenAICompatible:
         if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
             raise TransientLLMError(f"malformed: reply of {url} has no choices: {str(data)[:200]}")
         return data
+
+    def _refuse(self, resp: httpx.Response, url: str) -> NoReturn:
+        """Raise for an error status: transient when the retry policy lists it (with ``Retry-After``), a
+        :class:`ContextTooLongError` for a 400/413 about the prompt's length, else
+        :class:`HTTPStatusError`."""
+        if resp.status_code in self.retry.statuses:
+            raise TransientLLMError(f"HTTP {resp.status_code} from {url}: {resp.text[:200]}",
+                                    status=resp.status_code, retry_after=parse_retry_after(resp.headers))
+        message = f"HTTP {resp.status_code} from {url}: {resp.text[:500]}"
+        if resp.status_code in (400, 413) and _TOO_LONG.search(resp.text):
+            raise ContextTooLongError(message, resp.status_code)
+        raise HTTPStatusError(message, resp.status_code)
 
     def _post(self, path: str, payload: dict[str, Any]) -> tuple[dict[str, Any], int]:
         with self._rng_lock:
@@ -170,8 +182,10 @@ class OpenAICompatible:
         on_text: Callable[[str], None] | None = None,
     ) -> Generation:
         """The server's reply; ``top_p`` and ``seed`` (``None``: the config's) are sent with the request as
-        OpenAI's parameters of those names (what the server makes of them is its own). ``on_text`` gets the
-        reply as one piece once it has arrived: the request itself is not streamed."""
+        OpenAI's parameters of those names (what the server makes of them is its own). With ``on_text`` the
+        request is streamed (:meth:`_stream`): ``on_text`` gets each piece of text as the server sends it;
+        from a server that has once streamed without reporting usage (:attr:`streams_usage`) the reply is
+        not streamed, and ``on_text`` gets it as one piece once it has arrived."""
         payload: dict[str, Any] = {
             "model": self.model,
             "messages": [m.to_dict() for m in as_messages(prompt)],
@@ -190,6 +204,8 @@ class OpenAICompatible:
             if self.config.top_logprobs:
                 payload["top_logprobs"] = self.config.top_logprobs
         t0 = time.perf_counter()
+        if on_text is not None and self.streams_usage is not False:
+            return self._stream(payload, on_text, t0)
         data, attempts = self._post("/chat/completions", payload)
         choice = data["choices"][0]
         msg = choice.get("message") or {}
@@ -198,12 +214,7 @@ class OpenAICompatible:
             raise LLMError(f"{self.name}: message content is not text: {str(text)[:200]}")
         lps: list[float] = []
         tops: list[dict[str, float]] = []
-        content = (choice.get("logprobs") or {}).get("content") or []
-        for item in content:
-            lps.append(float(item.get("logprob", -math.inf)))
-            tops.append({str(t["token"]): float(t["logprob"]) for t in item.get("top_logprobs") or []})
-        if on_text is not None and text:
-            on_text(text)
+        _logprobs(choice, lps, tops)
         return Generation(
             text,
             self._usage(data, time.perf_counter() - t0),
@@ -212,6 +223,63 @@ class OpenAICompatible:
             top_logprobs=tuple(tops),
             attempts=attempts,
         )
+
+    def _stream(self, payload: dict[str, Any], on_text: Callable[[str], None], t0: float) -> Generation:
+        """A streamed ``/chat/completions`` (``stream_options.include_usage``, so the server's last event
+        reports the call's usage): each delta's text goes to ``on_text`` as it arrives. The usage is
+        priced by the rule of a reply that is not streamed (:meth:`_tokens`: a stream that reports none is
+        a :class:`UsageError`, the call's cost unknown; llama-cpp-python's server 0.3.36 ignores
+        ``stream_options`` so, and :attr:`streams_usage` turns streaming off for later calls). A failure
+        before the first piece of text is retried as any request's; one after it is final (``on_text`` has
+        shown text a retry would repeat). An exception from ``on_text`` stops the reading, closes the
+        upstream response and propagates as it is."""
+        payload = payload | {"stream": True, "stream_options": {"include_usage": True}}
+        url = f"{self.base_url}/chat/completions"
+
+        def once() -> Generation:
+            pieces: list[str] = []
+            lps: list[float] = []
+            tops: list[dict[str, float]] = []
+            finish = ""
+            usage: Any = None
+            try:
+                with self._client.stream("POST", url, json=payload, timeout=self.retry.timeout_s) as resp:
+                    if resp.status_code >= 400:
+                        resp.read()
+                        self._refuse(resp, url)
+                    for data in _events(resp, url):
+                        usage = data.get("usage") or usage
+                        choice = next((c for c in data.get("choices") or [] if isinstance(c, dict)), None)
+                        if choice is None:
+                            continue
+                        finish = str(choice.get("finish_reason") or finish)
+                        _logprobs(choice, lps, tops)
+                        piece = (choice.get("delta") or {}).get("content")
+                        if piece is not None and not isinstance(piece, str):
+                            raise LLMError(f"{self.name}: delta content is not text: {str(piece)[:200]}")
+                        if piece:
+                            pieces.append(piece)
+                            on_text(piece)
+            except (httpx.TimeoutException, httpx.TransportError, TransientLLMError) as exc:
+                if not isinstance(exc, TransientLLMError):
+                    exc = TransientLLMError(f"connection: {url}: {type(exc).__name__}: {exc}")
+                if pieces:
+                    raise LLMError(f"{self.name}: the stream broke after its first text: {exc}") from exc
+                raise exc from None
+            self.streams_usage = usage is not None
+            if usage is None:
+                raise UsageError(f"{self.name}: the stream of {url} reports no usage (the server ignores "
+                                 "stream_options.include_usage), so its cost cannot be known; later replies "
+                                 "of this server are not streamed")
+            tin, tout = self._tokens({"usage": usage})
+            cost = self.prices.cost(self.model, tin, tout) or 0.0
+            return Generation("".join(pieces), Usage(tin, tout, 1, time.perf_counter() - t0, cost),
+                              finish_reason=finish, token_logprobs=tuple(lps), top_logprobs=tuple(tops))
+
+        with self._rng_lock:
+            rng = random.Random(self._rng.random())
+        gen, attempts = call_with_retry(once, self.retry, stats=self.stats, rng=rng)
+        return replace(gen, attempts=attempts)
 
     def score_choices(self, context: str, choices: Sequence[str]) -> ChoiceScores:
         if not choices:
@@ -286,6 +354,35 @@ class OpenAICompatible:
             scores[idx] = 0.0
         ones = tuple(1 for _ in choices)
         return ChoiceScores(tuple(scores), tuple(scores), gen.usage, ones, method="letter")
+
+
+def _logprobs(choice: dict[str, Any], lps: list[float], tops: list[dict[str, float]]) -> None:
+    """Append a reply's (or a streamed chunk's) token log-probabilities to ``lps`` and its top
+    alternatives to ``tops``."""
+    for item in (choice.get("logprobs") or {}).get("content") or []:
+        lps.append(float(item.get("logprob", -math.inf)))
+        tops.append({str(t["token"]): float(t["logprob"]) for t in item.get("top_logprobs") or []})
+
+
+def _events(resp: httpx.Response, url: str) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a server-sent event stream's ``data:`` lines, up to ``data: [DONE]`` (or the
+    stream's end); a line that is not a JSON object is a malformed reply (:class:`TransientLLMError`), an
+    ``{"error": …}`` event an :class:`LLMError` naming it."""
+    for line in resp.iter_lines():
+        if not line.startswith("data:"):
+            continue  # blank separators, comments, ``event:``/``id:`` fields
+        body = line[5:].strip()
+        if body == "[DONE]":
+            return
+        try:
+            data = json.loads(body)
+        except ValueError as exc:
+            raise TransientLLMError(f"malformed: an event of {url} is not JSON: {body[:120]!r}") from exc
+        if not isinstance(data, dict):
+            raise TransientLLMError(f"malformed: an event of {url} is not an object: {body[:120]!r}")
+        if "error" in data:
+            raise LLMError(f"the stream of {url} sent an error: {str(data['error'])[:300]}")
+        yield data
 
 
 class HTTPStatusError(LLMError):
