@@ -9,6 +9,7 @@ server's echo is aligned; the comparison is then like for like.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from kgwise.datasets import load
 from kgwise.llm.answering import answer_by_scoring
 from kgwise.llm.llamacpp import LlamaCpp, LlamaCppConfig
+from kgwise.llm.base import UsageError
 from kgwise.llm.openai_compat import OpenAICompatible, OpenAIConfig
 from kgwise.retry import RetryPolicy
 
@@ -69,6 +71,45 @@ def test_generation_settings_reach_the_server(server: str) -> None:
     assert len(drawn | {first}) > 1
     assert remote.generate(prompt, max_tokens=12, temperature=1.5, top_p=1e-6, seed=8).text == greedy
     word = greedy.split()[1]
+    remote.streams_usage = False  # this server streams without usage (test_streamed_generation_…)
     pieces: list[str] = []
     cut = remote.generate(prompt, max_tokens=12, stop=[word], on_text=pieces.append)
     assert word not in cut.text and greedy.startswith(cut.text) and pieces == [cut.text]
+
+
+def test_streamed_generation_through_the_server(server: str) -> None:
+    """With ``on_text`` the request is streamed: the text arrives token by token, the same as unstreamed.
+    llama-cpp-python's server (0.3.36) ignores ``stream_options.include_usage``, so the stream reports no
+    usage: the call's cost cannot be known (``UsageError``, as for any reply without usage), and the
+    backend asks this server unstreamed from then on (the text in one piece, its usage reported)."""
+    remote = OpenAICompatible(OpenAIConfig(model="smollm2", base_url=server, api_key="none"),
+                              retry=RetryPolicy(timeout_s=60))
+    prompt = "Tell me a short story about a cat."
+    whole = remote.generate(prompt, max_tokens=12)
+    pieces: list[str] = []
+    with pytest.raises(UsageError, match="reports no usage"):
+        remote.generate(prompt, max_tokens=12, on_text=pieces.append)
+    assert len(pieces) >= 2 and "".join(pieces) == whole.text and remote.streams_usage is False
+    later: list[str] = []
+    again = remote.generate(prompt, max_tokens=12, on_text=later.append)
+    assert later == [whole.text] and again.usage == replace(whole.usage, latency_s=again.usage.latency_s)
+
+
+def test_a_streamed_generation_stops_when_on_text_raises(server: str) -> None:
+    """An exception from ``on_text`` (a client gone) stops the reading at once and closes the upstream
+    stream; it propagates as it is, not retried; the server answers the next request."""
+    remote = OpenAICompatible(OpenAIConfig(model="smollm2", base_url=server, api_key="none"),
+                              retry=RetryPolicy(timeout_s=60))
+    pieces: list[str] = []
+
+    class ClientGone(Exception):
+        pass
+
+    def leave(piece: str) -> None:
+        pieces.append(piece)
+        raise ClientGone(piece)
+
+    with pytest.raises(ClientGone):
+        remote.generate("Tell me a long story about a cat.", max_tokens=200, on_text=leave)
+    assert len(pieces) == 1 and remote.stats.retries == 0 and remote.streams_usage is None
+    assert remote.generate("Say yes.", max_tokens=4).text

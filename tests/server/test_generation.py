@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -149,3 +150,84 @@ def test_a_client_that_leaves_mid_stream_is_not_charged(real_live: Any) -> None:
     assert status() == before
     after = _ask(real_live.url)  # the arm answers the next request
     assert after.choices[0].message.content
+
+
+UPSTREAM_CONFIG = """\
+[kg]
+graph = "kg.tsv"
+
+[[arms]]
+name = "remote"
+kind = "llm"
+spec = "openai:kgwise/smollm2"
+base_url = "{url}/v1"
+price = 0.001
+
+[router]
+budget_usd = 1.0
+seed = 0
+"""
+
+
+@pytest.fixture
+def upstream_live(real_live: Any, serve_pipelines: Any, tmp_path: Any) -> Iterator[str]:
+    """A second kgwise whose one arm is OpenAI-compatible (``openai:`` with ``base_url``): its upstream is
+    ``real_live``, a real server that streams smollm2-135m's text token by token and reports usage at the
+    end of a stream (``stream_options.include_usage``). Yields the second server's URL."""
+    from kgwise.server.pipeline_adapter import ServedPipeline, pipeline_hub
+
+    (tmp_path / "kg.tsv").write_text("lisinopril\ttreats\thypertension\n", encoding="utf-8")
+    (tmp_path / "kgwise.toml").write_text(UPSTREAM_CONFIG.format(url=real_live.url), encoding="utf-8")
+    pipeline = ServedPipeline.from_config(tmp_path / "kgwise.toml", tmp_path / "state")
+    try:
+        with serve_pipelines(pipeline_hub({"kgwise": pipeline})) as url:
+            yield url
+    finally:
+        pipeline.close()
+
+
+def _spent(url: str) -> tuple[float, int]:
+    out = httpx.get(url + "/v1/status").json()["pipelines"][0]
+    return float(out["spent"]), int(out["pending_total"])
+
+
+def test_an_upstream_arm_streams_token_by_token_and_is_charged_as_unstreamed(upstream_live: str) -> None:
+    """The arm's upstream request is streamed: the text reaches the client in pieces before the last
+    chunk, and the answer's usage and charge are those of the same question not streamed."""
+    model = "kgwise/remote"
+    chunks = list(_ask(upstream_live, model=model, stream=True, stream_options={"include_usage": True}))
+    content = [c for c in chunks if c.choices and c.choices[0].delta.content]
+    last = next(c for c in chunks if c.choices and c.choices[0].finish_reason)
+    assert len(content) >= 2 and chunks.index(content[-1]) < chunks.index(last)
+    streamed = (last.model_extra or {})["kgwise"]
+    assert "".join(c.choices[0].delta.content or "" for c in content).strip() == streamed["answer"]
+    spent_streamed, pending = _spent(upstream_live)
+    whole = _ask(upstream_live, model=model)
+    plain = (whole.model_extra or {})["kgwise"]
+    spent_plain, _ = _spent(upstream_live)
+    # the usage is the upstream's report, under the same rule: kgwise's upstream, streaming from llama.cpp,
+    # also counts the end-of-text token it sampled (docs/serving.md), so output tokens may be one more
+    s_usage, p_usage = streamed["usage"], plain["usage"]
+    assert plain["answer"] == streamed["answer"] and s_usage["input_tokens"] == p_usage["input_tokens"] > 0
+    assert 0 <= s_usage["output_tokens"] - p_usage["output_tokens"] <= 1 and s_usage["calls"] == 1
+    assert spent_streamed == pytest.approx(0.001) and spent_plain == pytest.approx(2 * spent_streamed)
+    assert pending == 1 and plain["cost"] == streamed["cost"] == pytest.approx(0.001)
+
+
+def test_a_client_leaving_an_upstream_arm_s_stream_is_not_charged(upstream_live: str, real_live: Any) -> None:
+    """Leaving after the first piece closes the upstream stream: the decision is called off, nothing is
+    charged or recorded, and the arm answers the next request. The upstream, its client gone, calls its
+    own decision off too."""
+    upstream_before = _spent(real_live.url)
+    body = {"model": "kgwise/remote", "stream": True, "messages": [{"role": "user", "content": LONG}]}
+    with httpx.stream("POST", upstream_live + "/v1/chat/completions", json=body, timeout=60) as res:
+        for line in res.iter_lines():
+            if line.startswith("data: ") and json.loads(line[6:])["choices"][0]["delta"].get("content"):
+                break  # the first piece of text: leave
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and sum(
+            g["busy"] for u in (upstream_live, real_live.url)
+            for g in httpx.get(u + "/health").json()["load"].values()):
+        time.sleep(0.2)
+    assert _spent(upstream_live) == (0.0, 0) and _spent(real_live.url) == upstream_before
+    assert _ask(upstream_live, model="kgwise/remote").choices[0].message.content

@@ -215,6 +215,8 @@ class OpenAICompatible:
         lps: list[float] = []
         tops: list[dict[str, float]] = []
         _logprobs(choice, lps, tops)
+        if on_text is not None and text:
+            on_text(text)
         return Generation(
             text,
             self._usage(data, time.perf_counter() - t0),
