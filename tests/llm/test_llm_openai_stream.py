@@ -6,7 +6,7 @@ llama.cpp's real server is in ``test_llm_server.py`` and, through kgwise's serve
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -22,8 +22,8 @@ USAGE = {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14}
 def _chunk(content: str | None = None, finish: str | None = None, usage: dict[str, int] | None = None,
            choices: bool = True) -> dict[str, Any]:
     delta = {} if content is None else {"content": content}
-    body: dict[str, Any] = {"object": "chat.completion.chunk",
-                            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}] if choices else []}
+    listed = [{"index": 0, "delta": delta, "finish_reason": finish}] if choices else []
+    body: dict[str, Any] = {"object": "chat.completion.chunk", "choices": listed}
     if usage is not None:
         body["usage"] = usage
     return body
@@ -100,13 +100,13 @@ def test_an_exception_from_on_text_stops_reading_and_closes_the_upstream() -> No
     stream = _ok("one", "two", "three")
     up = UpstreamDouble((200, stream))
 
-    class ClientGone(Exception):
+    class ClientGoneError(Exception):
         pass
 
     def leave(piece: str) -> None:
-        raise ClientGone(piece)
+        raise ClientGoneError(piece)
 
-    with pytest.raises(ClientGone, match="one"):
+    with pytest.raises(ClientGoneError, match="one"):
         up.backend().generate("Capital?", on_text=leave)
     assert stream.sent == 1 and stream.closed and len(up.requests) == 1  # not retried, nothing more read
 
@@ -144,6 +144,6 @@ def test_a_failure_before_the_first_text_is_retried_and_one_after_it_is_final() 
 ])
 def test_a_bad_event_is_named(event: dict[str, Any], error: str) -> None:
     up = UpstreamDouble((200, ScriptedStreamDouble([event])))
-    pieces: Callable[[str], None] = [].append
+    pieces: list[str] = []
     with pytest.raises(LLMError, match=error):
-        up.backend().generate("Capital?", on_text=pieces)
+        up.backend().generate("Capital?", on_text=pieces.append)

@@ -16,8 +16,8 @@ import pytest
 
 from kgwise.datasets import load
 from kgwise.llm.answering import answer_by_scoring
-from kgwise.llm.llamacpp import LlamaCpp, LlamaCppConfig
 from kgwise.llm.base import UsageError
+from kgwise.llm.llamacpp import LlamaCpp, LlamaCppConfig
 from kgwise.llm.openai_compat import OpenAICompatible, OpenAIConfig
 from kgwise.retry import RetryPolicy
 
@@ -102,14 +102,14 @@ def test_a_streamed_generation_stops_when_on_text_raises(server: str) -> None:
                               retry=RetryPolicy(timeout_s=60))
     pieces: list[str] = []
 
-    class ClientGone(Exception):
+    class ClientGoneError(Exception):
         pass
 
     def leave(piece: str) -> None:
         pieces.append(piece)
-        raise ClientGone(piece)
+        raise ClientGoneError(piece)
 
-    with pytest.raises(ClientGone):
+    with pytest.raises(ClientGoneError):
         remote.generate("Tell me a long story about a cat.", max_tokens=200, on_text=leave)
     assert len(pieces) == 1 and remote.stats.retries == 0 and remote.streams_usage is None
     assert remote.generate("Say yes.", max_tokens=4).text

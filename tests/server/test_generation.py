@@ -159,8 +159,8 @@ graph = "kg.tsv"
 [[arms]]
 name = "remote"
 kind = "llm"
-spec = "openai:kgwise/smollm2"
-base_url = "{url}/v1"
+spec = "openai:{model}"
+base_url = "{url}"
 price = 0.001
 
 [router]
@@ -177,7 +177,8 @@ def upstream_live(real_live: Any, serve_pipelines: Any, tmp_path: Any) -> Iterat
     from kgwise.server.pipeline_adapter import ServedPipeline, pipeline_hub
 
     (tmp_path / "kg.tsv").write_text("lisinopril\ttreats\thypertension\n", encoding="utf-8")
-    (tmp_path / "kgwise.toml").write_text(UPSTREAM_CONFIG.format(url=real_live.url), encoding="utf-8")
+    config = UPSTREAM_CONFIG.format(url=real_live.url + "/v1", model="kgwise/smollm2")
+    (tmp_path / "kgwise.toml").write_text(config, encoding="utf-8")
     pipeline = ServedPipeline.from_config(tmp_path / "kgwise.toml", tmp_path / "state")
     try:
         with serve_pipelines(pipeline_hub({"kgwise": pipeline})) as url:
@@ -231,3 +232,30 @@ def test_a_client_leaving_an_upstream_arm_s_stream_is_not_charged(upstream_live:
         time.sleep(0.2)
     assert _spent(upstream_live) == (0.0, 0) and _spent(real_live.url) == upstream_before
     assert _ask(upstream_live, model="kgwise/remote").choices[0].message.content
+
+
+def test_an_upstream_that_streams_without_usage_is_charged_its_bound_then_asked_unstreamed(
+        llama_server: str, serve_pipelines: Any, tmp_path: Any) -> None:
+    """llama.cpp's server (llama-cpp-python 0.3.36) streams but reports no usage in a stream: the first
+    streamed answer's cost is unknown, so it is an upstream error charged at the arm's bound (an error
+    event after the text); the arm then asks that server unstreamed (one chunk, its usage reported)."""
+    from kgwise.server.pipeline_adapter import ServedPipeline, pipeline_hub
+
+    (tmp_path / "kg.tsv").write_text("lisinopril\ttreats\thypertension\n", encoding="utf-8")
+    (tmp_path / "kgwise.toml").write_text(UPSTREAM_CONFIG.format(url=llama_server, model="smollm2"),
+                                          encoding="utf-8")
+    pipeline = ServedPipeline.from_config(tmp_path / "kgwise.toml", tmp_path / "state")
+    try:
+        with serve_pipelines(pipeline_hub({"kgwise": pipeline})) as url:
+            body = {"model": "kgwise/remote", "stream": True, "messages": [{"role": "user", "content": OPEN}]}
+            with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=120) as res:
+                events = [json.loads(line[6:]) for line in res.iter_lines()
+                          if line.startswith("data: ") and line != "data: [DONE]"]
+            texts = [e for e in events if e.get("choices") and e["choices"][0]["delta"].get("content")]
+            assert len(texts) >= 2 and "reports no usage" in events[-1]["error"]["message"]
+            assert _spent(url) == (pytest.approx(0.001), 0)  # the bound of a 0.001-per-call arm
+            chunks = list(_ask(url, model="kgwise/remote", stream=True))
+            content = [c for c in chunks if c.choices and c.choices[0].delta.content]
+            assert len(content) == 1 and _spent(url) == (pytest.approx(0.002), 1)
+    finally:
+        pipeline.close()
