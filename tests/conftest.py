@@ -30,9 +30,9 @@ def data_dir() -> Path:
 def webqsp_uag_tables(data_dir: Path) -> TableBatch:
     """UAG tables of the first 300 aligned WebQSP questions over the Freebase fragment, with RoG's recorded
     generations (built once per cache: a cold build encodes every retrieved relation path)."""
-    from kgwise.eval.uag.experiment import ExperimentConfig, load_webqsp_data, webqsp_tables
+    from kgwise.eval.uag.experiment import UAGExperimentConfig, load_webqsp_data, webqsp_tables
 
-    cfg = ExperimentConfig(limit=300)
+    cfg = UAGExperimentConfig(limit=300)
     return webqsp_tables(data_dir, cfg, load_webqsp_data(data_dir, cfg.gnn, cfg.limit), progress=False)
 
 

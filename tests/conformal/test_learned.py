@@ -214,13 +214,13 @@ def test_on_webqsp_the_learned_score_is_certified_and_no_larger(webqsp_uag_table
 
 
 def test_eval_uag_runs_the_methods_named_and_refuses_others() -> None:
-    from kgwise.eval.uag.experiment import ExperimentConfig, run_split
+    from kgwise.eval.uag.experiment import UAGExperimentConfig, run_split
 
     with pytest.raises(ConfigError, match="unknown methods"):
-        ExperimentConfig(methods=("uag", "uag_learnt"))
+        UAGExperimentConfig(methods=("uag", "uag_learnt"))
     rng = np.random.default_rng(9)
     tables = synthetic(rng, 100)
-    cfg = ExperimentConfig(alphas=(0.3,), methods=("uag", "uag_learned", "split_cp"), tune_fraction=0.3,
+    cfg = UAGExperimentConfig(alphas=(0.3,), methods=("uag", "uag_learned", "split_cp"), tune_fraction=0.3,
                            cal_fraction=0.4)
     out = run_split(tables, None, cfg, 0, None)  # no candidates: split_cp is not run
     assert set(out) == {"uag", "uag_learned"}
@@ -228,11 +228,11 @@ def test_eval_uag_runs_the_methods_named_and_refuses_others() -> None:
 
 
 def test_eval_uag_counts_a_split_whose_tuning_part_cannot_fit_the_score_as_no_set() -> None:
-    from kgwise.eval.uag.experiment import ExperimentConfig, run_split
+    from kgwise.eval.uag.experiment import UAGExperimentConfig, run_split
 
     rng = np.random.default_rng(10)
     tables = synthetic(rng, 40)
     tables.gold = np.zeros_like(tables.gold)
-    cfg = ExperimentConfig(alphas=(0.3,), methods=("uag_learned",), tune_fraction=0.3, cal_fraction=0.4)
+    cfg = UAGExperimentConfig(alphas=(0.3,), methods=("uag_learned",), tune_fraction=0.3, cal_fraction=0.4)
     row = run_split(tables, None, cfg, 0, None)["uag_learned"][0]
     assert row["abstained"] and "fit the learned score" in row["why"]

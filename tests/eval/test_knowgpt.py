@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from kgwise.errors import ConfigError
+from kgwise.eval.knowgpt import KnowGPTExperimentConfig as ExperimentConfig
 from kgwise.eval.knowgpt import (
-    ExperimentConfig,
     OutcomeStore,
     _claim_run_dir,
     _other_run,

@@ -93,17 +93,17 @@ def test_ltt_risk_control_on_synthetic_data(fwer: str) -> None:
 
 @pytest.fixture(scope="module")
 def webqsp_data(data_dir: Path) -> WebQSPData:
-    from kgwise.eval.uag.experiment import ExperimentConfig, load_webqsp_data
+    from kgwise.eval.uag.experiment import UAGExperimentConfig, load_webqsp_data
 
-    return load_webqsp_data(data_dir, ExperimentConfig().gnn)
+    return load_webqsp_data(data_dir, UAGExperimentConfig().gnn)
 
 
 @pytest.fixture(scope="module")
 def webqsp(data_dir: Path, webqsp_data: WebQSPData) -> tuple[TableBatch, TableBatch]:
     """The path tables, and the same united with ReaRev's candidates as ``eval uag`` unites them."""
-    from kgwise.eval.uag.experiment import ExperimentConfig, webqsp_tables, with_gnn
+    from kgwise.eval.uag.experiment import UAGExperimentConfig, webqsp_tables, with_gnn
 
-    tables = webqsp_tables(data_dir, ExperimentConfig(), webqsp_data, progress=False)
+    tables = webqsp_tables(data_dir, UAGExperimentConfig(), webqsp_data, progress=False)
     assert webqsp_data.gnn is not None
     return tables, with_gnn(tables, webqsp_data.gnn, webqsp_data.single_answer)
 
@@ -170,10 +170,10 @@ def test_uag_guarantee_on_webqsp(webqsp: tuple[TableBatch, TableBatch]) -> None:
 
 def test_uag_with_gnn_candidates_guarantee_on_webqsp(webqsp: tuple[TableBatch, TableBatch]) -> None:
     """The family with α4 (ReaRev's candidates united with the path set), fixed-sequence LTT."""
-    from kgwise.eval.uag.experiment import ExperimentConfig
+    from kgwise.eval.uag.experiment import UAGExperimentConfig
 
     _, united = webqsp
-    base = UAGConfig(evaluator_scores=EVALUATOR_SCORES, scored_step=ExperimentConfig().gnn_step)
+    base = UAGConfig(evaluator_scores=EVALUATOR_SCORES, scored_step=UAGExperimentConfig().gnn_step)
     misses = webqsp_misses(united, base, ("fixed_sequence",), 30_000)
     check_pac(misses, ("fixed_sequence",), "uag+gnn", ("fixed_sequence",))
 

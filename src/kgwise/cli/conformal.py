@@ -64,8 +64,8 @@ def eval_uag(
     """ECR, APSS and Hits@1 of UAG (guaranteed and top-p), split CP and Top-K per α; Table 6 and Fig. 3
     (the paper's rows on WebQSP only)."""
     from kgwise.eval.uag.experiment import (
-        ExperimentConfig,
         RetrieverConfig,
+        UAGExperimentConfig,
         load_user_data,
         load_webqsp_data,
         markdown_table,
@@ -93,7 +93,7 @@ def eval_uag(
     step = comma_list(steps, "--steps", float)
     if len(step) != 3:
         raise ConfigError("--steps needs three values (α1, α2, α3)")
-    cfg = ExperimentConfig(alphas=comma_list(alphas, "--alphas", float), splits=splits, seed=seed,
+    cfg = UAGExperimentConfig(alphas=comma_list(alphas, "--alphas", float), splits=splits, seed=seed,
                            tune_fraction=tune_fraction, cal_fraction=cal_fraction,
                            steps=(step[0], step[1], step[2]), gnn_step=gnn_step, delta=delta, gnn=gnn,
                            metric=metric, granularity=granularity, limit=limit, llm=llm,
@@ -167,7 +167,7 @@ def bench_conformal(
     """Time LTT calibration over the full λ grid (vectorised; best of 3 after a warm-up call whose time,
     imports included, is reported too) against a per-λ loop in the same run."""
     from kgwise.eval.bench.conformal import bench_calibration, synthetic_tables
-    from kgwise.eval.uag.experiment import ExperimentConfig, webqsp_tables
+    from kgwise.eval.uag.experiment import UAGExperimentConfig, webqsp_tables
 
     step = comma_list(steps, "--steps", float)
     if len(step) != 3:
@@ -189,7 +189,7 @@ def bench_conformal(
         if synthetic:
             batch = synthetic_tables((n_questions or 1000) + 400)
         else:
-            batch = webqsp_tables(data_dir(data), ExperimentConfig())
+            batch = webqsp_tables(data_dir(data), UAGExperimentConfig())
             if batch.num_questions < (n_questions or 1000):
                 raise ConfigError(f"WebQSP has {batch.num_questions} questions, fewer than --n-questions "
                                   f"{n_questions or 1000}")
@@ -204,8 +204,8 @@ def bench_conformal(
 def _own_tables(questions: Path, kg: str, generations: Path) -> Any:
     """UAG tables of a user's questions, KG and recorded generations (as ``eval uag --questions`` builds
     them, with its default retriever)."""
-    from kgwise.eval.uag.experiment import ExperimentConfig, load_user_data, uag_tables
+    from kgwise.eval.uag.experiment import UAGExperimentConfig, load_user_data, uag_tables
 
     inputs = load_user_data(questions, kg, generations, None, None)
     _say_left_out(inputs.coverage)
-    return uag_tables(inputs, ExperimentConfig())
+    return uag_tables(inputs, UAGExperimentConfig())

@@ -86,7 +86,7 @@ def eval_route(
     routers on recorded outcomes (your graded log's, or WebQSP's through the same reader)."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from kgwise.embed import MiniLM
-    from kgwise.eval.route.experiment import ExperimentConfig
+    from kgwise.eval.route.experiment import RouteExperimentConfig
     from kgwise.eval.route.learned import LearnedConfig
     from kgwise.eval.route.logs import read_replay, webqsp_replay
     from kgwise.eval.route.plots import plot_all
@@ -101,7 +101,7 @@ def eval_route(
                           "your graded log with --log FILE --arm NAME:CLUSTER:ACCURACY …")
     if budget_of not in ("dearest", "best"):
         raise ConfigError(f"--budget-of must be 'dearest' or 'best', got {budget_of!r}")
-    exp = ExperimentConfig(budget_fraction=budget_fraction, seeds=seeds, budget_of=budget_of,
+    exp = RouteExperimentConfig(budget_fraction=budget_fraction, seeds=seeds, budget_of=budget_of,
                            slow_baselines=slow_baselines, coke=configured(
         "coke", config, lam=lam, delta=delta, regret_prior=regret_prior, gamma_override=gamma))
     root = data_dir(data) if log is None else None
@@ -181,7 +181,7 @@ def eval_route_live(
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from kgwise.datasets import load
     from kgwise.embed import MiniLM
-    from kgwise.eval.route.experiment import ExperimentConfig, run_experiment
+    from kgwise.eval.route.experiment import RouteExperimentConfig, run_experiment
     from kgwise.eval.route.live import collect_outcomes, live_arms
     from kgwise.eval.route.plots import plot_all
     from kgwise.files import short_hash
@@ -233,7 +233,7 @@ def eval_route_live(
     outcomes = None if json_out is None else json_out.with_name(f"{json_out.stem}.outcomes.jsonl")
     table, totals = collect_outcomes(arms, questions, outcomes, params, fingerprint=short_hash(stamp))
     X = np.asarray(MiniLM().encode(list(table.texts)), dtype=np.float64)
-    cfg = ExperimentConfig(budget_fraction=budget_fraction, seeds=seeds,
+    cfg = RouteExperimentConfig(budget_fraction=budget_fraction, seeds=seeds,
                            coke=configured("coke", config, lam=lam))
     report = run_experiment(table, X, cfg, _progress_file(json_out, "live"))
     report["live_arms"] = totals

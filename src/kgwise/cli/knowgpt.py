@@ -90,8 +90,8 @@ def eval_knowgpt(
     from kgwise.eval.knowgpt import (
         DATASETS,
         SCORING,
-        ExperimentConfig,
         KnowGPTData,
+        KnowGPTExperimentConfig,
         against_table,
         markdown_table,
         run_experiment,
@@ -128,7 +128,7 @@ def eval_knowgpt(
     if scoring not in SCORING:
         raise ConfigError(f"--scoring must be one of {', '.join(SCORING)}, got {scoring!r}")
     chosen = tuple(c.strip() for c in combos.split(",") if c.strip()) if combos is not None else None
-    cfg = ExperimentConfig(limit=limit, train_limit=train_limit, rl_iterations=rl_iterations,
+    cfg = KnowGPTExperimentConfig(limit=limit, train_limit=train_limit, rl_iterations=rl_iterations,
                            rl_time_limit_s=rl_minutes * 60, scoring=scoring,
                            agent=configured("path_agent", config, max_steps=rl_max_steps),
                            bandit=configured("prompt_bandit", config, feedback=bandit_feedback))

@@ -77,8 +77,8 @@ __all__ = [
     "DATASETS",
     "PROMPT_BANDIT",
     "RL_AGENT",
-    "ExperimentConfig",
     "KnowGPTData",
+    "KnowGPTExperimentConfig",
     "against_table",
     "benchmark_data",
     "compare_runs",
@@ -102,7 +102,7 @@ command_default("prompt_bandit", PROMPT_BANDIT)
 
 
 @dataclass(frozen=True)
-class ExperimentConfig:
+class KnowGPTExperimentConfig:
     """Sizes of one run: ``limit`` test questions per split (None: all), ``train_limit`` bandit-training
     questions, P_RL training ``rl_iterations``/``rl_time_limit_s``, the MedQA ``split_seed``; ``scoring``:
     ``sum``, ``mean``, ``pmi`` or ``auto`` (see the module docstring); graphs of at most
@@ -298,7 +298,7 @@ def run_experiment(
     dataset: str | KnowGPTData,
     llm_spec: str,
     out_dir: Path,
-    config: ExperimentConfig | None = None,
+    config: KnowGPTExperimentConfig | None = None,
     data: Path | None = None,
     log: Callable[[str], None] = print,
     against: Path | None = None,
@@ -312,7 +312,7 @@ def run_experiment(
     from kgwise.extract.path_agent import PathAgent, PathPolicy, train_path_policy
     from kgwise.llm import get_llm
 
-    cfg = config or ExperimentConfig()
+    cfg = config or KnowGPTExperimentConfig()
     inputs = dataset if isinstance(dataset, KnowGPTData) else benchmark_data(dataset, data_dir(data),
                                                                              cfg.split_seed)
     name = inputs.name
@@ -495,7 +495,7 @@ def run_experiment(
 
 
 def _needed(bandit_qs: Sequence[Question], tests: dict[str, list[Question]], settings: Sequence[str],
-            cfg: ExperimentConfig, retrain: bool) -> list[tuple[Question, str]]:
+            cfg: KnowGPTExperimentConfig, retrain: bool) -> list[tuple[Question, str]]:
     """Every (question, setting) outcome the run needs, in the order it measures them: w/o KG on the
     bandit's questions (``scoring="auto"``), every combination on them (a bandit to train, full feedback;
     with the paper's bandit feedback only the pulled ones, fewer), every setting on every test question."""
@@ -514,7 +514,7 @@ def _needed(bandit_qs: Sequence[Question], tests: dict[str, list[Question]], set
     return unique
 
 
-def _claim_run_dir(out_dir: Path, dataset: Any, llm_spec: str, cfg: ExperimentConfig) -> str:
+def _claim_run_dir(out_dir: Path, dataset: Any, llm_spec: str, cfg: KnowGPTExperimentConfig) -> str:
     """Record what ``out_dir`` holds (``run.json``: data set, LLM and every setting but the test ``limit``,
     which a rerun may raise) and refuse to resume a run of something else there: its saved outcomes,
     policy and bandit would be mixed into this one. Returns the fingerprint of those settings."""

@@ -306,7 +306,7 @@ def user_sets(inputs: UAGData, table: OutcomeTable, alphas: tuple[float, ...], d
     questions, KG and recorded generations: :func:`kgwise.eval.uag.experiment.load_user_data`; built once
     and cached), matched by question id; a log question the inputs lack gets no set (counted in each
     split). ``tag``: the cache name's stem of a subset (default the inputs' tag)."""
-    from kgwise.eval.uag.experiment import ExperimentConfig, uag_tables
+    from kgwise.eval.uag.experiment import UAGExperimentConfig, uag_tables
     from kgwise.files import short_hash
 
     wanted = set(table.qids)
@@ -320,7 +320,7 @@ def user_sets(inputs: UAGData, table: OutcomeTable, alphas: tuple[float, ...], d
     index = {q.id: i for i, q in enumerate(inputs.questions)}
     progress(f"UAG tables of {len(index)} of the {table.n_questions} questions (without a table: "
              f"{table.n_questions - len(index)}, no set) …")
-    tables = uag_tables(inputs, ExperimentConfig(), progress=False)
+    tables = uag_tables(inputs, UAGExperimentConfig(), progress=False)
     rows = np.asarray([index.get(q, -1) for q in table.qids], dtype=np.int64)
     return RoutedSets(tables, rows, alphas, delta, calibration=calibration, uncertified=uncertified,
                       compare_scores=compare_scores)

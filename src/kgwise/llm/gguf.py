@@ -80,7 +80,7 @@ class GGUFHeader:
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-class _Reader:
+class _GGUFReader:
     def __init__(self, f: BinaryIO, path: Path) -> None:
         self.f, self.path = f, path
 
@@ -140,7 +140,7 @@ def read_gguf_header(path: str | Path) -> GGUFHeader:
     """The metadata and tensor shapes of the GGUF file at ``path`` (see the module docstring)."""
     p = Path(path)
     with p.open("rb") as f:
-        r = _Reader(f, p)
+        r = _GGUFReader(f, p)
         if f.read(4) != MAGIC:
             raise GGUFError(f"{p}: not a GGUF file (it does not start with 'GGUF')")
         version = int(r.unpack("<I"))

@@ -28,7 +28,7 @@ __all__ = ["ServedPipeline", "label_path", "pipeline_hub"]
 
 
 @dataclass(frozen=True, slots=True)
-class AnswerSet:
+class ServedAnswerSet:
     members: tuple[str, ...]
     alpha: float
     guaranteed: bool
@@ -42,7 +42,7 @@ class ServedResult:
     arm: str
     scores: dict[str, float]
     evidence: Evidence | None
-    answer_set: AnswerSet | None
+    answer_set: ServedAnswerSet | None
     usage: Usage
     decision_id: str
     abstention: Abstention | None = None
@@ -144,7 +144,7 @@ class ServedPipeline:
                             tuple(label_path(p) for p in k.paths if p), k.text,
                             tuple(label_path(p) for p in k.support if p))
         labels = r.label is not None or r.abstained  # a choice, or "not sure" among the choices
-        aset = None if r.answer_set is None else AnswerSet(
+        aset = None if r.answer_set is None else ServedAnswerSet(
             r.answer_set.labels if labels else r.answer_set.texts, r.answer_set.alpha,
             r.answer_set.guarantee, r.answer_set.statement)
         usage = replace(r.usage, cost=r.cost)  # the arm's cost in the budget's unit, not the LLM's own

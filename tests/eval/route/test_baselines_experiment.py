@@ -19,7 +19,7 @@ from kgwise.eval.route.baselines import (
     hindsight_cascade,
     threshold_curve,
 )
-from kgwise.eval.route.experiment import ExperimentConfig, run_experiment, simulate
+from kgwise.eval.route.experiment import RouteExperimentConfig, run_experiment, simulate
 from kgwise.route.table import OutcomeTable
 
 
@@ -107,7 +107,7 @@ def test_simulate_shows_the_free_arms_outcomes_to_the_observer() -> None:
 
 def test_experiment_report_shape_and_resume(tmp_path: Path) -> None:
     table, X = _table()
-    cfg = ExperimentConfig(seeds=2, lambdas=(0.1, 1.0), budget_fractions=(0.5, 1.0), bins=4)
+    cfg = RouteExperimentConfig(seeds=2, lambdas=(0.1, 1.0), budget_fractions=(0.5, 1.0), bins=4)
     progress = tmp_path / "runs.jsonl"
     report = run_experiment(table, X, cfg, progress, show_progress=False)
     for key in (
@@ -160,7 +160,7 @@ def test_context_variants_run_coke_on_their_own_context() -> None:
 
     table, X = _table()
     n = table.n_questions
-    cfg = ExperimentConfig(seeds=3, lambdas=(1.0,), budget_fractions=(1.0,), paced=(0.6,), bins=4)
+    cfg = RouteExperimentConfig(seeds=3, lambdas=(1.0,), budget_fractions=(1.0,), paced=(0.6,), bins=4)
     contexts = {"informative": X, "constant": np.ones((n, 1))}
     report = run_experiment(table, np.ones((n, 1)), cfg, show_progress=False, contexts=contexts)
     variants = report["context_variants"]

@@ -14,7 +14,7 @@ from kgwise.datasets.user import read_graded_log, write_graded_log
 from kgwise.embed import MiniLM
 from kgwise.errors import ConfigError
 from kgwise.eval.pipeline import PipelineEvalConfig, replay_report
-from kgwise.eval.route.experiment import ExperimentConfig
+from kgwise.eval.route.experiment import RouteExperimentConfig
 from kgwise.eval.route.export import webqsp_graded_log
 from kgwise.eval.route.learned import LearnedConfig
 from kgwise.eval.route.logs import (
@@ -90,7 +90,7 @@ def test_eval_pipeline_and_eval_route_report_the_same_both_ways(webqsp_both: tup
     b = replay_report(own, encoder, cfg, dataset="log")
     assert a["config"]["free_arms"] == ["ReaRev-lmsr", "ReaRev-sbert"]
     assert _without_provenance(a) == _without_provenance(b)
-    exp = ExperimentConfig(budget_fraction=0.6, seeds=2, budget_of="best", slow_baselines=False)
+    exp = RouteExperimentConfig(budget_fraction=0.6, seeds=2, budget_of="best", slow_baselines=False)
     route = RouteReportConfig(exp, sensitivity=False, tune=False, learned_config=LearnedConfig(splits=1))
     ra = route_report(built_in, encoder, route, is_log=False)
     rb = route_report(own, encoder, route, is_log=True)

@@ -39,15 +39,23 @@ from kgwise.route.coke import CokeConfig, CokeRouter
 from kgwise.route.table import OutcomeTable
 from kgwise.route.tuning import Observer, Router, RunResult, simulate
 
-__all__ = ["ExperimentConfig", "Observer", "Router", "RunResult", "replay_fingerprint", "run_experiment",
-           "simulate", "target_checks"]
+__all__ = [
+    "Observer",
+    "RouteExperimentConfig",
+    "Router",
+    "RunResult",
+    "replay_fingerprint",
+    "run_experiment",
+    "simulate",
+    "target_checks",
+]
 
 Matrix = npt.NDArray[np.float64]
 _SKIPPED = {"skipped": "slow baselines not run (--no-slow-baselines)"}
 
 
 @dataclass(frozen=True)
-class ExperimentConfig:
+class RouteExperimentConfig:
     """What to run. ``budget_fraction`` (B, the budget as a fraction of the cost of always calling the most
     expensive arm) and ``coke`` are the main setting; the sweeps vary λ and B around it (the paper's
     B ∈ 0.5…1.0, plus smaller budgets: when the most expensive arm costs far more than the others, B ≥ 0.5
@@ -204,7 +212,7 @@ def _paced_key(x: float, context: str | None = None, price: bool = False) -> str
 def run_experiment(
     table: OutcomeTable,
     embeddings: npt.NDArray[np.floating[Any]],
-    config: ExperimentConfig | None = None,
+    config: RouteExperimentConfig | None = None,
     progress_file: Path | None = None,
     show_progress: bool = True,
     contexts: Mapping[str, npt.NDArray[np.floating[Any]]] | None = None,
@@ -214,7 +222,7 @@ def run_experiment(
     ``contexts``: other per-question contexts for Coke's LinUCB term in place of the question embedding
     (e.g. what the free KG models say before any LLM is called); each runs with ``config.coke`` at the
     main budget and paced at every ``config.paced`` multiple (report key ``context_variants``)."""
-    cfg = config or ExperimentConfig()
+    cfg = config or RouteExperimentConfig()
     n, m = table.n_questions, table.n_arms
     emb = np.asarray(embeddings, dtype=np.float64)
     variants_ctx = {name: np.asarray(c, dtype=np.float64) for name, c in (contexts or {}).items()}

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.embed import Encoder
-from kgwise.eval.route.experiment import ExperimentConfig, run_experiment, simulate
+from kgwise.eval.route.experiment import RouteExperimentConfig, run_experiment, simulate
 from kgwise.eval.route.learned import LEARNED_MIN_QUESTIONS, LearnedConfig
 from kgwise.eval.route.logs import GradedReplay
 from kgwise.route.coke import CokeRouter
@@ -77,14 +77,14 @@ class RouteReportConfig:
     """What ``eval route`` runs beyond the experiment: the open settings (``sensitivity``), cross-tuning
     (``tune``) and the learned routers (``learned``)."""
 
-    experiment: ExperimentConfig
+    experiment: RouteExperimentConfig
     sensitivity: bool = True
     tune: bool = True
     learned: bool = True
     learned_config: LearnedConfig | None = None
 
 
-def _sensitivity(table: Any, X: Matrix, base: ExperimentConfig) -> list[dict[str, Any]]:
+def _sensitivity(table: Any, X: Matrix, base: RouteExperimentConfig) -> list[dict[str, Any]]:
     """Coke for settings the paper leaves open (δ, the cost-regret prior, the LinUCB target), same orders."""
     out = []
     budget = base.budget_fraction * base_cost(table, base.budget_of)

@@ -57,9 +57,9 @@ __all__ = [
     "METHODS",
     "PAPER_WEBQSP",
     "SCORED_METHODS",
-    "ExperimentConfig",
     "RetrieverConfig",
     "UAGData",
+    "UAGExperimentConfig",
     "WebQSPData",
     "check_targets",
     "load_user_data",
@@ -104,7 +104,7 @@ PAPER_WEBQSP: dict[str, dict[str, tuple[float, float] | None]] = {
 
 
 @dataclass(frozen=True, slots=True)
-class ExperimentConfig:
+class UAGExperimentConfig:
     """Split fractions (tuning, calibration; the rest is test), α values, the UAG grid and LTT settings,
     the GNN whose candidates feed the baselines and whose RoG run gave the generations."""
 
@@ -312,7 +312,7 @@ def load_user_data(questions: Path, kg: str, generations: Path | None = None, ca
     return UAGData(usable, used, batch, single, kg, None, tag, coverage, cands_tag)
 
 
-def uag_tables(inputs: UAGData, config: ExperimentConfig, tables_cache: Path | None = None,
+def uag_tables(inputs: UAGData, config: UAGExperimentConfig, tables_cache: Path | None = None,
                progress: bool = True) -> TableBatch:
     """UAG tables of the inputs' questions (built once, then read from the cache directory, a folder per
     set of inputs and table settings)."""
@@ -335,13 +335,13 @@ def uag_tables(inputs: UAGData, config: ExperimentConfig, tables_cache: Path | N
                         progress=progress, evaluator=ev)
 
 
-def webqsp_tables(data: Path, config: ExperimentConfig, wq: UAGData | None = None,
+def webqsp_tables(data: Path, config: UAGExperimentConfig, wq: UAGData | None = None,
                   tables_cache: Path | None = None, progress: bool = True) -> TableBatch:
     """UAG tables of the WebQSP questions (:func:`uag_tables` of :func:`load_webqsp_data`)."""
     return uag_tables(wq or load_webqsp_data(data, config.gnn, config.limit), config, tables_cache, progress)
 
 
-def _split(n: int, config: ExperimentConfig, s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _split(n: int, config: UAGExperimentConfig, s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     perm = np.random.default_rng(config.seed + 1000 * s).permutation(n)
     a = round(config.tune_fraction * n)
     b = a + round(config.cal_fraction * n)
@@ -385,7 +385,7 @@ def with_gnn(tables: TableBatch, gnn: CandidateBatch, single_answer: np.ndarray 
     return tables.with_scored(gnn.q, 1.0 - gnn.score, gnn.gold, node_ids)
 
 
-def run_split(tables: TableBatch, gnn: CandidateBatch | None, config: ExperimentConfig, s: int,
+def run_split(tables: TableBatch, gnn: CandidateBatch | None, config: UAGExperimentConfig, s: int,
               gnn_tables: TableBatch | None) -> dict[str, list[dict[str, Any]]]:
     """One random split: every method at every α (``gnn_tables``: ``tables`` :func:`with_gnn`); without
     candidates (``gnn`` None) the methods of :data:`SCORED_METHODS` are not run."""
@@ -493,7 +493,7 @@ def check_targets(report: dict[str, dict[str, dict[str, Any]]], alphas: Sequence
     return out
 
 
-def _config_key(config: ExperimentConfig) -> str:
+def _config_key(config: UAGExperimentConfig) -> str:
     return short_hash({"retriever": asdict(config.retriever), "metric": config.metric, "gnn": config.gnn,
                        **({"limit": config.limit} if config.limit is not None else {}),
                        **({"granularity": config.granularity} if config.granularity != "items" else {}),
@@ -501,7 +501,7 @@ def _config_key(config: ExperimentConfig) -> str:
                        "eq6_items": True, "tables": TABLES_VERSION})
 
 
-def run_experiment(data: Path | UAGData, config: ExperimentConfig, out_dir: Path | None = None,
+def run_experiment(data: Path | UAGData, config: UAGExperimentConfig, out_dir: Path | None = None,
                    tables_cache: Path | None = None, progress: bool = True,
                    on_split: Callable[[int], None] | None = None, jobs: int = 1) -> dict[str, Any]:
     """Build (or reload) the tables of ``data`` (WebQSP's in a data directory, or :class:`UAGData`), run
@@ -568,7 +568,7 @@ def run_experiment(data: Path | UAGData, config: ExperimentConfig, out_dir: Path
     return report
 
 
-def _run_key(config: ExperimentConfig) -> str:
+def _run_key(config: UAGExperimentConfig) -> str:
     return short_hash({**asdict(config), "retriever": asdict(config.retriever),
                        "code": source_fingerprint("kgwise.conformal"),
                        "methods": {m: [how, list(kinds), scored]

@@ -14,7 +14,7 @@ from kgwise.extract.path_agent.config import SCALARS, PathAgentConfig
 from kgwise.extract.path_agent.embeddings import NodeEmbeddings, Vectors
 from kgwise.kg.base import KnowledgeGraph
 
-__all__ = ["BALL_CAP", "Candidates", "Environment", "Walk", "new_walks", "pick_sources"]
+__all__ = ["BALL_CAP", "Environment", "Moves", "Walk", "new_walks", "pick_sources"]
 
 BALL_CAP = 20_000
 """Nodes a backward ball around the targets grows to before it stops expanding."""
@@ -37,7 +37,7 @@ class Walk:
 
 
 @dataclass
-class Candidates:
+class Moves:
     nodes: npt.NDArray[np.int64]
     relations: npt.NDArray[np.int64]
     inverse: npt.NDArray[np.bool_]
@@ -49,7 +49,7 @@ class Environment:
 
     def __init__(self, kg: KnowledgeGraph, emb: NodeEmbeddings, config: PathAgentConfig) -> None:
         self.kg, self.emb, self.config = kg, emb, config
-        self._neigh: dict[int, Candidates] = {}
+        self._neigh: dict[int, Moves] = {}
         self._balls: dict[frozenset[int], list[npt.NDArray[np.int64]]] = {}
 
     def balls(self, targets: frozenset[int]) -> list[npt.NDArray[np.int64]]:
@@ -71,7 +71,7 @@ class Environment:
         self._balls[targets] = out
         return out
 
-    def _neighbours(self, node: int) -> Candidates:
+    def _neighbours(self, node: int) -> Moves:
         """All distinct neighbours (first edge kept per neighbour), highest degree first (ties by id)."""
         found = self._neigh.get(node)
         if found is not None:
@@ -86,12 +86,12 @@ class Environment:
         _, first = np.unique(nodes, return_index=True)
         nodes, rels, inv = nodes[first], rels[first], inv[first]
         order = np.lexsort((nodes, -np.asarray(self.kg.degree(nodes), dtype=np.int64)))
-        cand = Candidates(nodes[order], rels[order], inv[order], np.zeros(len(order), dtype=bool))
+        cand = Moves(nodes[order], rels[order], inv[order], np.zeros(len(order), dtype=bool))
         if len(self._neigh) < 200_000:
             self._neigh[node] = cand
         return cand
 
-    def candidates(self, walk: Walk) -> Candidates:
+    def candidates(self, walk: Walk) -> Moves:
         """The pruned action set of ``walk`` at its current node (see the module docstring)."""
         node = walk.nodes[-1]
         cand = self._neighbours(node)
@@ -111,7 +111,7 @@ class Environment:
         rest = rest[: self.config.prefilter]  # neighbours are stored highest degree first
         rest = self._most_similar(nodes, rest, walk, budget - len(way))
         pick = np.sort(np.concatenate([np.flatnonzero(is_target), way, rest]))
-        return Candidates(nodes[pick], rels[pick], inv[pick], (is_target | on_way)[pick])
+        return Moves(nodes[pick], rels[pick], inv[pick], (is_target | on_way)[pick])
 
     def reachable(self, walk: Walk) -> bool:
         """Whether ``walk`` can still reach a target: a neighbour of its node lies within the remaining
@@ -133,7 +133,7 @@ class Environment:
         return idx[np.argsort(-sims, kind="stable")[:k]]
 
     def features(
-        self, walks: Sequence[Walk], cands: Sequence[Candidates]
+        self, walks: Sequence[Walk], cands: Sequence[Moves]
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """State ``(e_t, e_target − e_t)`` (Eq. 1), padded action features and the action mask."""
         d = self.emb.dim
@@ -160,7 +160,7 @@ class Environment:
             mask[i, :n] = True
         return torch.from_numpy(state), torch.from_numpy(feats), torch.from_numpy(mask)
 
-    def move(self, walk: Walk, cand: Candidates, action: int) -> float:
+    def move(self, walk: Walk, cand: Moves, action: int) -> float:
         """Take ``action``; returns the step reward λ2·r_cr/K (Eq. 3), plus the terminal λ1·r_reach (Eq. 2)
         and λ3·r_cs (Eq. 4) when the walk ends.
 
