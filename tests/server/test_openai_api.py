@@ -389,6 +389,7 @@ def test_feedback_commands_are_read_exactly() -> None:
     ("logprobs", True), ("top_logprobs", 3), ("logit_bias", {"50256": -100}), ("audio", {"voice": "x"}),
     ("prediction", {"type": "content", "content": "x"}), ("presence_penalty", 0.5),
     ("frequency_penalty", -1.0), ("response_format", {"type": "json_object"}), ("modalities", ["audio"]),
+    ("reasoning_effort", "high"), ("web_search_options", {}),
 ])
 def test_an_openai_parameter_kgwise_cannot_honour_is_a_400_naming_it(live: Any, param: str, value: Any
                                                                      ) -> None:

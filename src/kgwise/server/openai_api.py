@@ -169,6 +169,8 @@ _CANNOT: dict[str, str] = {
     "best_of": "kgwise gives one answer per question",
     "echo": "the completion is the answer, without the prompt",
     "suffix": "kgwise does not insert text",
+    "reasoning_effort": "kgwise's arms answer without a reasoning budget",
+    "web_search_options": "kgwise answers from its KG and arms, not from a web search",
 }
 """OpenAI request parameters kgwise cannot honour → why; given (and not at their no-op value) they are a 400
 naming the parameter, never silently dropped."""
