@@ -404,6 +404,7 @@ def test_openai_parameters_at_their_neutral_values_are_accepted(live: Any) -> No
             "frequency_penalty": 0, "response_format": {"type": "text"}, "modalities": ["text"],
             "user": "someone", "seed": 7, "tools": None}
     assert httpx.post(live.url + "/v1/chat/completions", json=body, timeout=120).status_code == 200
-    err = _error(httpx.post(live.url + "/v1/completions",
-                            json={"model": "kgwise", "prompt": MESSAGE, "echo": True}), 400)
-    assert err["param"] == "echo"
+    for param, value in (("echo", True), ("best_of", 2), ("suffix", "x")):
+        err = _error(httpx.post(live.url + "/v1/completions",
+                                json={"model": "kgwise", "prompt": MESSAGE, param: value}), 400)
+        assert err["param"] == param and err["code"] == "unsupported_parameter"
