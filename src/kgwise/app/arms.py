@@ -324,7 +324,7 @@ class InjectArm(LLMArm):
             default_combo=Combination.parse(config.combo or first or DEFAULT_COMBO), policy=config.policy,
             stats=names if names is not None and names.endpoint is not None else None,
             bandit=PromptBandit.load(config.bandit) if config.bandit is not None else None,
-            name=f"arm {config.name!r}")
+            knowledge_tokens=config.knowledge_tokens, name=f"arm {config.name!r}")
         available = self.injector.combos()
         self.combos: tuple[str, ...] = tuple(available) if config.combos == ("all",) else config.combos
         """The combinations ``kgwise fit`` learns this arm's prompt bandit over (empty: not learnt)."""
@@ -393,10 +393,9 @@ class InjectArm(LLMArm):
         chosen = Combination.parse(combo) if combo else self.injector.choose(question)
         if chosen.extractor != "P_sub":  # P_RL needs answer-choice targets
             chosen = Combination("P_sub", chosen.format)
-        rendered, sub, _ = self.injector.knowledge(question, chosen, grounding)
+        rendered, sub, ranked, given, _ = self.injector.knowledge(question, chosen, grounding)
         a, finish = free_text_reply(self.llm, question, rendered.text, max_tokens=self._config.max_tokens,
                                     settings=settings, on_text=on_text)
-        _, ranked, given = self.injector.prompt_knowledge(question, sub)
         support = given.supporting(*_answer_candidates(self.kg, given, a.prediction))
         knowledge = subgraph_knowledge(self.kg, sub, rendered.text, str(chosen), ranked, support)
         return ArmOutput(a.prediction, {}, knowledge, rendered.usage + a.usage, finish_reason=finish)

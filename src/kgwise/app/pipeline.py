@@ -345,6 +345,7 @@ class Pipeline:
         self.runners = dict(runners)
         self.encoder = encoder
         self.kg = kg
+        self._examples: dict[int, tuple[Example, ...]] = {}
         self.names = names
         self._grounder = (grounder if grounder is not None
                           else grounder_of(kg, names, config.linking.grounding()))
@@ -477,7 +478,9 @@ class Pipeline:
     def examples(self, count: int = 3) -> tuple[Example, ...]:
         """Example questions made from the pipeline's KG (:func:`kgwise.app.examples.kg_examples`); none
         without its KG in memory."""
-        return () if self.kg is None else kg_examples(self.kg, count)
+        if count not in self._examples:  # the KG is fixed for the pipeline's life: made once
+            self._examples[count] = () if self.kg is None else kg_examples(self.kg, count)
+        return self._examples[count]
 
     def _entities(self, text: str) -> tuple[str, ...]:
         if self._grounder is None or self.kg is None:

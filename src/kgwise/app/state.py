@@ -76,7 +76,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -157,6 +157,11 @@ class CoverageCount:
     graded: int = 0
     correct: int = 0
     uncertified: int = 0
+
+    def add(self, other: CoverageCount) -> None:
+        """Add ``other``'s counts to these."""
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
 @dataclass(slots=True)
@@ -413,18 +418,9 @@ class StateDir:
         p = self.pending[decision]
         x = np.asarray(p.embedding, dtype=np.float64)
         self.router.learn(p.arm, x, reward, p.cost)
-        self.coverage[p.arm].graded += 1
-        self.coverage[p.arm].correct += int(reward >= 0.5)
+        self.coverage[p.arm].add(coverage_delta(p, reward, covered))
         for name, r in observed.items():
             self.router.observe(name, x, r)
-        if p.answer_set is not None and not p.certified:
-            self.coverage[p.arm].uncertified += 1
-        elif covered is not None:
-            c = self.coverage[p.arm]
-            c.n += 1
-            c.covered += int(covered)
-        elif p.answer_set is not None:
-            self.coverage[p.arm].undetermined += 1
         self.settle(decision)
         self._log({"op": "feedback", "decision": decision, "reward": reward, "observed": observed,
                    "covered": covered})
@@ -455,8 +451,7 @@ class StateDir:
         self.router.update(r.arm, x, reward, cost, r.bound)  # refuses a cost above the bound first
         for name, value in observed.items():
             self.router.observe(name, x, value)
-        self.coverage[r.arm].graded += 1
-        self.coverage[r.arm].correct += int(reward >= 0.5)
+        self.coverage[r.arm].add(CoverageCount(graded=1, correct=int(reward >= 0.5)))
         del self.routed[decision]
         self._ended(decision, "settled")
         self._log({"op": "settle", "decision": decision, "reward": reward, "cost": cost,
@@ -490,14 +485,7 @@ class StateDir:
             self.ended.popitem(last=False)
 
     def _segments(self) -> list[tuple[int, Path]]:
-        """Journal segments set aside for a snapshot (``journal.jsonl.SEQ``: events up to SEQ), oldest
-        first."""
-        found = []
-        for path in self.root.glob(JOURNAL_FILE + ".*"):
-            suffix = path.name[len(JOURNAL_FILE) + 1:]
-            if suffix.isdigit():
-                found.append((int(suffix), path))
-        return sorted(found)
+        return journal_segments(self.root)
 
     def _replay(self) -> bool:
         """Apply the journal's events (segments first) after the snapshot. A torn or corrupt line, or an
@@ -577,10 +565,13 @@ class StateDir:
         elif op == "budget":
             self.set_budget(float(event["budget"]))
         elif op == "route":
-            arm = self.route(str(event["decision"]), decode_vector(event["x"]),
-                             {str(k): float(v) for k, v in event["costs"].items()}, str(event["text"]),
+            decision = str(event["decision"])
+            costs = {str(k): float(v) for k, v in event["costs"].items()}
+            arm = self.route(decision, decode_vector(event["x"]), costs, str(event["text"]),
                              float(event["created"]))
-            if arm != event["arm"]:
+            if arm != event["arm"]:  # as for "select": undo the hold, set the event aside
+                if arm is not None and self.routed.pop(decision, None) is not None:
+                    self.router.cancel(arm, costs[arm])
                 raise ValueError(f"the router picks {arm!r}, the journal says {event['arm']!r}")
         elif op == "settle":
             self.settle_routed(str(event["decision"]), float(event["reward"]), float(event["cost"]),
@@ -805,22 +796,23 @@ def repair(root: Path, dry_run: bool = False) -> RepairReport:
         raise DataError("not a kgwise state directory (no state.json, no journal.jsonl)", root)
     lock = DirectoryLock(root)
     try:
-        files = sorted((int(p.name[len(JOURNAL_FILE) + 1:]), p) for p in root.glob(JOURNAL_FILE + ".*")
-                       if p.name[len(JOURNAL_FILE) + 1:].isdigit())
         kept: dict[str, int] = {}
         dropped: list[BadLine] = []
-        rewrite: list[tuple[Path, list[tuple[int, dict[str, Any]]], bytes]] = []
-        for path in [p for _, p in files] + [root / JOURNAL_FILE]:
+        rewrite: list[tuple[Path, bytes]] = []
+        for path in [p for _, p in journal_segments(root)] + [root / JOURNAL_FILE]:
             if not path.exists():
                 continue
             events, bad, _ = read_events(path)
             kept[path.name] = len(events)
             dropped.extend(bad)
             if bad:
-                data = path.read_bytes()
-                good = b"".join(line for line in data.splitlines(keepends=True)
-                                if not any(b.data == line for b in bad))
-                rewrite.append((path, events, good))
+                at = {b.offset for b in bad}
+                lines, offset = [], 0
+                for line in path.read_bytes().splitlines(keepends=True):
+                    if offset not in at:
+                        lines.append(line)
+                    offset += len(line)
+                rewrite.append((path, b"".join(lines)))
         snapshot = "absent"
         if (root / STATE_FILE).exists():
             try:
@@ -835,7 +827,7 @@ def repair(root: Path, dry_run: bool = False) -> RepairReport:
         if changed and not dry_run:
             if dropped:
                 where = str(set_aside(root, dropped))
-            for path, _, good in rewrite:
+            for path, good in rewrite:
                 tmp = path.with_name(path.name + ".repair")
                 tmp.write_bytes(good)
                 with tmp.open("rb") as fh:
@@ -890,3 +882,27 @@ def write_prompt_bandit(path: Path, bandit: PromptBandit | None) -> None:
     else:
         path.parent.mkdir(exist_ok=True)
         bandit.save(path)
+
+
+def journal_segments(root: Path) -> list[tuple[int, Path]]:
+    """The journal segments of state directory ``root`` set aside for a snapshot (``journal.jsonl.SEQ``:
+    events up to SEQ), oldest first."""
+    found = []
+    for path in root.glob(JOURNAL_FILE + ".*"):
+        suffix = path.name[len(JOURNAL_FILE) + 1:]
+        if suffix.isdigit():
+            found.append((int(suffix), path))
+    return sorted(found)
+
+
+def coverage_delta(p: Pending, reward: float, covered: bool | None) -> CoverageCount:
+    """What one feedback adds to its arm's live coverage counts: graded and correct always; a set given
+    without guarantee counted apart; a set's coverage when the feedback reveals it, else undetermined."""
+    d = CoverageCount(graded=1, correct=int(reward >= 0.5))
+    if p.answer_set is not None and not p.certified:
+        d.uncertified = 1
+    elif covered is not None:
+        d.n, d.covered = 1, int(covered)
+    elif p.answer_set is not None:
+        d.undetermined = 1
+    return d

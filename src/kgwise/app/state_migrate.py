@@ -55,8 +55,10 @@ def encoder_dim(config: PipelineConfig, context: str, router_dim: int) -> int:
 def _connect(url: str, timeout_s: float) -> Any:
     import psycopg
 
+    from kgwise.app.state_pg import _connect as connect
+
     try:
-        return psycopg.connect(url, autocommit=True, connect_timeout=max(1, round(timeout_s)))
+        return connect(url, timeout_s)
     except psycopg.OperationalError as exc:
         raise StateUnavailableError(f"cannot reach {safe_url(url)}: {str(exc).strip()}") from exc
 
@@ -93,18 +95,19 @@ def folder_to_database(folder: Path, url: str, config: PipelineConfig, timeout_s
             if cur.fetchone() is not None:
                 raise DataError("the database already holds a kgwise state: move into an empty database",
                                 safe_url(url))
+            if st.routed:  # the database keeps no external decision: their held bounds would never end
+                raise DataError(f"{len(st.routed)} external decision(s) await `kgwise route settle` or "
+                                "`kgwise route cancel`: settle or cancel them, then move the state", folder)
             router = st.router
             base = json.dumps({"router": router.state_dict(), "context": st.context})
             cur.execute("INSERT INTO kgwise_ledger VALUES (1, 1, %s, %s, %s, 0, %s)",
                         (base, router.budget, router.spent, st.expired))
-            for p in st.pending.values():
-                cur.execute("INSERT INTO kgwise_pending (decision, body) VALUES (%s, %s)",
-                            (p.decision, p.to_json()))
-            for d in st.settled:
-                cur.execute("INSERT INTO kgwise_settled (decision) VALUES (%s)", (d,))
-            for arm, c in st.coverage.items():
-                cur.execute("INSERT INTO kgwise_coverage VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                            (arm, c.n, c.covered, c.undetermined, c.graded, c.correct, c.uncertified))
+            cur.executemany("INSERT INTO kgwise_pending (decision, body) VALUES (%s, %s)",
+                            [(p.decision, p.to_json()) for p in st.pending.values()])
+            cur.executemany("INSERT INTO kgwise_settled (decision) VALUES (%s)", [(d,) for d in st.settled])
+            cur.executemany("INSERT INTO kgwise_coverage VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                            [(arm, c.n, c.covered, c.undetermined, c.graded, c.correct, c.uncertified)
+                             for arm, c in st.coverage.items()])
             files = _files(folder)
             for path in files:
                 cur.execute("INSERT INTO kgwise_files VALUES (%s, %s)",

@@ -75,6 +75,7 @@ from kgwise.app.state import (
     CoverageCount,
     Pending,
     Routed,
+    coverage_delta,
     prompt_bandit_path,
     read_prompt_bandit,
     router_mismatch,
@@ -192,11 +193,12 @@ def apply_event(router: CokeRouter, op: str, arm: str | None, x: bytes | None, r
         raise DataError(f"unknown state event {op!r} (written by a newer kgwise?)")
 
 
-def _connect(url: str, timeout_s: float, autocommit: bool = True) -> psycopg.Connection[Any]:
+def _connect(url: str, timeout_s: float) -> psycopg.Connection[Any]:
+    """An autocommit connection whose statements, locks and idle transactions time out."""
     import psycopg
 
     ms = max(1, int(timeout_s * 1000))
-    return psycopg.connect(url, autocommit=autocommit, connect_timeout=max(1, round(timeout_s)),
+    return psycopg.connect(url, autocommit=True, connect_timeout=max(1, round(timeout_s)),
                            options=f"-c statement_timeout={ms} -c lock_timeout={ms} "
                                    f"-c idle_in_transaction_session_timeout={10 * ms}")
 
@@ -450,7 +452,8 @@ class PgState:
         self.context = context
         self._router = RouterAdapter(router)
         self.epoch, self.watermark, self._base_upto = epoch, upto, upto
-        self._apply_events(cur, mine_too=True)
+        cur.execute(_EVENTS, (self.epoch, self.watermark))
+        self._apply_rows(cur.fetchall(), mine_too=True)
         self._read_coverage(cur)
         self._download(cur)  # the calibration (and files) of this epoch's fit
 
@@ -489,14 +492,9 @@ class PgState:
         self._swap_calibration()
         self._calibration = (self._calibration[0], why)
 
-    def _apply_events(self, cur: psycopg.Cursor[Any], mine_too: bool = False) -> bool:
-        """Add the events after the watermark (another replica's; with ``mine_too`` this one's as well) to
-        the local router; whether any was a feedback."""
-        cur.execute(_EVENTS, (self.epoch, self.watermark))
-        return self._apply_rows(cur.fetchall(), mine_too)
-
     def _apply_rows(self, rows: list[tuple[Any, ...]], mine_too: bool = False) -> bool:
-        """Add these rows of :data:`_EVENTS` (as :meth:`_apply_events`)."""
+        """Add these rows of :data:`_EVENTS` (the events after the watermark: another replica's; with
+        ``mine_too`` this one's as well) to the local router; whether any was a feedback."""
         learnt = False
         router = self._router.router
         for id_, replica, op, arm, x, reward, cost, bound in rows:
@@ -812,9 +810,7 @@ class PgState:
             self._router.learn(p.arm, v, reward, p.cost)
             for name, r in observed.items():
                 self._router.observe(name, v, r)
-            count = self._coverage.setdefault(p.arm, CoverageCount())
-            for c in _COUNTS:
-                setattr(count, c, getattr(count, c) + getattr(delta, c))
+            self._coverage.setdefault(p.arm, CoverageCount()).add(delta)
 
     def sync(self) -> None:
         """Nothing to do: each answer and feedback committed before it returned."""
@@ -926,17 +922,3 @@ class PgState:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def coverage_delta(p: Pending, reward: float, covered: bool | None) -> CoverageCount:
-    """What one feedback adds to its arm's live coverage counts (the rules of
-    :meth:`kgwise.app.state.StateDir.feedback`: graded and correct always; a set given without guarantee
-    counted apart; a set's coverage when the feedback reveals it, else undetermined)."""
-    d = CoverageCount(graded=1, correct=int(reward >= 0.5))
-    if p.answer_set is not None and not p.certified:
-        d.uncertified = 1
-    elif covered is not None:
-        d.n, d.covered = 1, int(covered)
-    elif p.answer_set is not None:
-        d.undetermined = 1
-    return d

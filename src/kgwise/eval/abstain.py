@@ -175,7 +175,8 @@ def graded_log_arms(path: Path, arms: Sequence[str] | None = None) -> list[Answe
     if unknown:
         raise ConfigError(f"{path}: no arm {', '.join(map(repr, unknown))} in the log (arms: "
                           f"{', '.join(log.arms)})")
-    free = [a for a in log.arms if all(o is None or (o.cost or 0.0) == 0.0 for o in log.outcome(a))]
+    free = [a for a in log.arms  # costs nothing on every row: no cost and no usage to price
+            if all(o is None or (o.usage is None and (o.cost or 0.0) == 0.0) for o in log.outcome(a))]
     out = []
     for a in names:
         rows = [(k, o) for k, o in enumerate(log.outcome(a)) if o is not None]  # ≥ 1: the log names it

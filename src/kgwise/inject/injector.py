@@ -202,16 +202,12 @@ class KnowledgeInjector:
         return RankedEvidence(whole, nodes, ranked.found)
 
     def knowledge(self, question: Question, combo: str | Combination, grounding: Grounding | None = None
-                  ) -> tuple[Rendered, Subgraph, dict[str, float]]:
+                  ) -> tuple[Rendered, Subgraph, RankedEvidence, RankedEvidence, dict[str, float]]:
         """Rendered knowledge for ``question`` with ``combo`` (ranked and cut, :meth:`prompt_knowledge`),
-        the extracted subgraph, and the times (ms) of grounding, extraction and ranking + rendering
-        (without the LLM's own time for F_g). ``grounding``: the question's, when the caller grounded it
-        already (with this injector's grounder's rules); ``None``: grounded here."""
-        rendered, sub, _, _, timings = self._knowledge(question, combo, grounding)
-        return rendered, sub, timings
-
-    def _knowledge(self, question: Question, combo: str | Combination, grounding: Grounding | None
-                   ) -> tuple[Rendered, Subgraph, RankedEvidence, RankedEvidence, dict[str, float]]:
+        the extracted subgraph, the whole ranking, the ranked paths the prompt holds, and the times (ms) of
+        grounding, extraction and ranking + rendering (without the LLM's own time for F_g).
+        ``grounding``: the question's, when the caller grounded it already (with this injector's
+        grounder's rules); ``None``: grounded here."""
         c = self._split(combo)
         p, f = c.extractor, c.format
         t0 = time.perf_counter()
@@ -266,7 +262,7 @@ class KnowledgeInjector:
         t0 = time.perf_counter()
         evidence = self.evidence(question) if self.evidence is not None else ""
         evidence_ms = (time.perf_counter() - t0) * 1e3
-        rendered, sub, ranked, given, timings = self._knowledge(question, chosen, grounding)
+        rendered, sub, ranked, given, timings = self.knowledge(question, chosen, grounding)
         timings["evidence"] = evidence_ms
         prompt = answer_prompt(question.text, rendered.text, evidence)
         scores = score_choices_after(self.llm, question, prompt)

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import httpx
 
@@ -46,6 +46,7 @@ from kgwise.types import Choice, Usage
 __all__ = ["HTTPStatusError", "OpenAICompatible", "OpenAIConfig"]
 
 OFFICIAL_BASE_URL = "https://api.openai.com/v1"
+_T = TypeVar("_T")
 _TOO_LONG = re.compile(r"context|too (long|many tokens)", re.I)
 MAX_REPORTED_TOKENS = 10_000_000
 """Tokens one reply may report in a field: above every served model's context window (10⁷), so a larger
@@ -138,9 +139,13 @@ class OpenAICompatible:
         raise HTTPStatusError(message, resp.status_code)
 
     def _post(self, path: str, payload: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        return self._retrying(lambda: self._post_once(path, payload))
+
+    def _retrying(self, once: Callable[[], _T]) -> tuple[_T, int]:
+        """``once()`` under the retry policy, with its own jitter stream: ``(result, attempts)``."""
         with self._rng_lock:
             rng = random.Random(self._rng.random())
-        return call_with_retry(lambda: self._post_once(path, payload), self.retry, stats=self.stats, rng=rng)
+        return call_with_retry(once, self.retry, stats=self.stats, rng=rng)
 
     def _tokens(self, data: dict[str, Any]) -> tuple[int, int]:
         """The ``(prompt, completion)`` tokens a reply reports; ``LLMError`` when its usage is missing,
@@ -273,14 +278,10 @@ class OpenAICompatible:
                 raise UsageError(f"{self.name}: the stream of {url} reports no usage (the server ignores "
                                  "stream_options.include_usage), so its cost cannot be known; later replies "
                                  "of this server are not streamed")
-            tin, tout = self._tokens({"usage": usage})
-            cost = self.prices.cost(self.model, tin, tout) or 0.0
-            return Generation("".join(pieces), Usage(tin, tout, 1, time.perf_counter() - t0, cost),
+            return Generation("".join(pieces), self._usage({"usage": usage}, time.perf_counter() - t0),
                               finish_reason=finish, token_logprobs=tuple(lps), top_logprobs=tuple(tops))
 
-        with self._rng_lock:
-            rng = random.Random(self._rng.random())
-        gen, attempts = call_with_retry(once, self.retry, stats=self.stats, rng=rng)
+        gen, attempts = self._retrying(once)
         return replace(gen, attempts=attempts)
 
     def score_choices(self, context: str, choices: Sequence[str]) -> ChoiceScores:

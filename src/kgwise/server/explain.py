@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from kgwise.server.schemas import KgwiseExtra
 
-__all__ = ["EXPLAIN_SUFFIX", "FeedbackCommand", "feedback_command", "render_explained", "split_explain"]
+__all__ = ["EXPLAIN_SUFFIX", "FeedbackCommand", "answer_head", "feedback_command", "render_explained",
+           "split_explain"]
 
 EXPLAIN_SUFFIX = ":explain"
 """A model id ending in this (``kgwise:explain``, ``kgwise/arm:explain``) asks for the explained content."""
@@ -57,6 +58,11 @@ def feedback_command(text: str) -> FeedbackCommand | None:
     return FeedbackCommand(m.group("decision"), None, m.group("gold").strip())
 
 
+def answer_head(extra: KgwiseExtra) -> str:
+    """The answer as a message shows it: ``"B) text"`` for a choice, else the text."""
+    return extra.answer if extra.choice is None else f"{extra.choice}) {extra.answer}"
+
+
 def _md(text: str) -> str:
     """``text`` with Markdown's active characters escaped."""
     return re.sub(r"([\\`*_{}\[\]<>#|])", r"\\\1", text)
@@ -72,7 +78,7 @@ def _path(nodes: list[str], relations: list[str], inverse: list[bool]) -> str:
 
 def render_explained(extra: KgwiseExtra, evidence_lines: int = EVIDENCE_LINES) -> str:
     """The answer for a person, in Markdown: answer, set and its promise, evidence, arm, cost, decision."""
-    head = extra.answer if extra.choice is None else f"{extra.choice}) {extra.answer}"
+    head = answer_head(extra)
     out = [f"**{_md(head)}**", ""]
     s = extra.answer_set
     if s is not None:

@@ -75,6 +75,7 @@ from kgwise.server.contract import (
 from kgwise.server.explain import (
     EXPLAIN_SUFFIX,
     FeedbackCommand,
+    answer_head,
     feedback_command,
     render_explained,
     split_explain,
@@ -134,7 +135,6 @@ class OpenAIError(Exception):
         self.status = status
         self.headers = dict(headers or {})
         self.body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
-        self.headers = dict(headers or {})
 
     def response(self) -> JSONResponse:
         return JSONResponse(status_code=self.status, content=self.body, headers=self.headers)
@@ -194,14 +194,17 @@ def refuse_unsupported(extra: Mapping[str, Any] | None) -> None:
 
 def settings_of(req: Generating, max_tokens: int | None = None) -> GenerationSettings:
     """The request's generation parameters as settings (``max_tokens``: a newer name's value, which wins
-    over ``req.max_tokens``); a value out of range is a 400 naming it."""
+    over ``req.max_tokens``); a value out of range, or ``n`` other than 1, is a 400 naming it."""
     stop = (req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ())
     try:
-        return GenerationSettings(max_tokens or req.max_tokens, req.temperature, req.top_p, stop, req.seed,
-                                  req.n)
+        settings = GenerationSettings(max_tokens or req.max_tokens, req.temperature, req.top_p, stop,
+                                      req.seed, req.n)
     except ConfigError as exc:
         param = str(exc).split(":", 1)[0]
         raise OpenAIError(400, str(exc), param=param, code="invalid_value") from None
+    if req.n != 1:
+        raise OpenAIError(400, "n: kgwise gives one answer per question (n must be 1)", param="n")
+    return settings
 
 
 def _validation_error(exc: RequestValidationError) -> OpenAIError:
@@ -472,7 +475,11 @@ def _content(extra: KgwiseExtra) -> str:
             return extra.answer
         text = {c.label: f"{c.label}) {c.text}" for c in extra.choices or ()}
         return f"{extra.answer}: one of {'; '.join(text.get(m, m) for m in s.members)}"
-    return extra.answer if extra.choice is None else f"{extra.choice}) {extra.answer}"
+    return answer_head(extra)
+
+
+_SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+"""A server-sent event stream's headers: not cached, not buffered by a proxy."""
 
 
 def _sse(events: Sequence[str]) -> StreamingResponse:
@@ -482,7 +489,7 @@ def _sse(events: Sequence[str]) -> StreamingResponse:
         yield "data: [DONE]\n\n"
 
     return StreamingResponse(gen(), media_type="text/event-stream",
-                             headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+                             headers=_SSE_HEADERS)
 
 
 class _ClientGoneError(Exception):
@@ -564,7 +571,7 @@ def _live_sse(stream: _Stream, opening: str | None, piece: Callable[[str], str],
             stream.abandon()
 
     return StreamingResponse(gen(), media_type="text/event-stream",
-                             headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+                             headers=_SSE_HEADERS)
 
 
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -697,8 +704,6 @@ def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
         """Answer the last user message with the pipeline (or the arm ``model`` names)."""
         refuse_unsupported(req.model_extra)
         settings = settings_of(req, req.max_completion_tokens)
-        if req.n != 1:
-            raise OpenAIError(400, "n: kgwise gives one answer per question (n must be 1)", param="n")
         last = next((i for i in range(len(req.messages) - 1, -1, -1) if req.messages[i].role == "user"),
                     None)
         if last is None:
@@ -759,8 +764,6 @@ def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
         """Answer ``prompt`` (one string, or a list of one) like a chat message."""
         refuse_unsupported(req.model_extra)
         settings = settings_of(req)
-        if req.n != 1:
-            raise OpenAIError(400, "n: kgwise gives one answer per question (n must be 1)", param="n")
         prompt = req.prompt
         if isinstance(prompt, list):
             if len(prompt) != 1:
