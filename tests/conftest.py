@@ -16,7 +16,8 @@ from kgwise.kg import CSRGraph
 from kgwise.types import Question
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("KGWISE_DATA") or ROOT.parent / "shared" / "data")
+DATA = Path(os.environ.get("KGWISE_DATA") or ROOT.parent / "shared" / "data").resolve()
+os.environ["KGWISE_DATA"] = str(DATA)  # absolute: tests that change directory still find it
 
 
 @pytest.fixture(scope="session")
