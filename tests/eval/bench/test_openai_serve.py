@@ -18,9 +18,19 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from kgwise.errors import ConfigError
 from kgwise.eval.bench.openai_serve import bench_chat_completions, percentile
 
+STREAM_CPU_S = 0.02
+
+
+def _burn_cpu(seconds: float) -> None:
+    """Spend ``seconds`` of this thread's CPU time: a process CPU reading (10 ms ticks) cannot round to 0."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
 
 def _stub_chat_server(fail_every: int) -> FastAPI:
-    """A stand-in for a kgwise server: every ``fail_every``-th timed request is a 503."""
+    """A stand-in for a kgwise server: every ``fail_every``-th timed request is a 503; a streamed answer
+    spends ``STREAM_CPU_S`` of CPU."""
     app = FastAPI()
     calls = itertools.count()
 
@@ -30,6 +40,8 @@ def _stub_chat_server(fail_every: int) -> FastAPI:
         if fail_every and n >= 3 and n % fail_every == 0:  # the 3 warm-up requests always pass
             return JSONResponse({"error": {"message": "busy"}}, status_code=503)
         if body.get("stream"):
+            _burn_cpu(STREAM_CPU_S)
+
             async def events() -> AsyncIterator[str]:
                 yield 'data: {"choices": []}\n\n'
                 yield "data: [DONE]\n\n"
@@ -72,7 +84,9 @@ def test_counts_failures_by_status_and_streams(stub_url: str) -> None:
     streamed = bench_chat_completions(stub_url, requests=10, concurrency=2, warmup=0, stream=True,
                                       server_pid=os.getpid())  # the stub runs in this process
     assert streamed.stream and streamed.sent == 10
-    assert streamed.server_cpu_ms_per_request is not None and streamed.server_cpu_ms_per_request > 0
+    # each answered stream spent 20 ms of CPU (per answered request; the reading's ticks are 10 ms)
+    assert streamed.server_cpu_ms_per_request is not None
+    assert streamed.server_cpu_ms_per_request >= STREAM_CPU_S * 1000 - 10
 
 
 def test_bad_settings_and_unreachable_server() -> None:
