@@ -157,6 +157,7 @@ def _medqa(data: Path, limit: int, encoder: TextEncoder | None, progress: Callab
 LINK_SETS: dict[str, str] = {
     "geography": "geography.jsonl",
     "medqa_ddb": "medqa_ddb.jsonl",
+    "medqa_ddb_blind": "medqa_ddb_blind.jsonl",
     "csqa_conceptnet": "csqa_conceptnet.jsonl",
 }
 """The labelled link sets and their files (in the links directory)."""
@@ -183,7 +184,7 @@ def _link_graph(name: str, data: Path, links_dir: Path) -> tuple[Any, dict[str, 
         kg = load_tsv(links_dir / "geography.tsv", aliases=links_dir / "geography_aliases.tsv", report=report)
         kg = merge_names(kg, report)
         return kg, report.counts()
-    if name == "medqa_ddb":
+    if name.startswith("medqa_ddb"):
         return load_ddb(data / "ddb"), {}
     return build_kg(DATASET_KGS["csqa"], data), {}
 
