@@ -22,10 +22,18 @@ LINKS = Path(__file__).resolve().parents[1] / "data" / "links"
 @pytest.mark.parametrize("name", sorted(LINK_SETS))
 def test_sets_are_well_formed(name: str) -> None:
     mentions = read_link_set(LINKS / LINK_SETS[name])
-    assert len(mentions) >= 300 and len({m.id for m in mentions}) == len(mentions)
+    assert len(mentions) >= (150 if name == "medqa_ddb_blind" else 300)  # the blind set: 160 drawn options
+    assert len({m.id for m in mentions}) == len(mentions)
     assert any(m.gold for m in mentions)
     if name != "csqa_conceptnet":
         assert any(not m.gold for m in mentions)  # "none in this KG" is labelled too
+
+
+def test_blind_set_gold_labels_are_ddb_nodes(data_dir: Path) -> None:
+    mentions = read_link_set(LINKS / LINK_SETS["medqa_ddb_blind"])
+    kg, _ = _link_graph("medqa_ddb_blind", data_dir, LINKS)
+    assert len(resolve_gold(kg, mentions)) == len({g for m in mentions for g in m.gold})
+    assert {m.split for m in mentions} == {"blind"}
 
 
 @pytest.mark.parametrize("name", ["geography", "medqa_ddb"])

