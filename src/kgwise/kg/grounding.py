@@ -65,12 +65,6 @@ label embedding (:meth:`Grounder._settle_tie`). On the studied MedQA→DDB optio
 ``held_out``) the right half-cover links were all among the first 3 ("Inhaled beclomethasone": 2nd after
 "Inhaled vomitus"), the wrong "Tsetse flies" → `Sandfly species` not."""
 
-WORD_EMBEDDING_MIN_SCORE = 0.9
-"""The least cosine of an embedding link for a whole mention that is itself a word of some name
-("Diverticulitis"): such a mention is many things ("Palsy", "Nodular", "Lymphocytes" reach a narrower
-name at 0.80–0.84, wrong 5 times in 6 on the studied MedQA options); at 0.9 or more MiniLM names the
-same concept ("Diverticulitis" → `Colonic diverticulitis`, 0.93)."""
-
 MAX_HOLDERS = 5
 """The most nodes whose names may hold a whole choice for one of them to narrow it: "Diabetes" is in the
 names of 24 DDB nodes (diabetes mellitus, insipidus, gestational …) and names none of them."""
@@ -341,19 +335,19 @@ class Grounder:
     def fallback(self, mention: str) -> Link | None:
         """The best fuzzy, else embedding, link of a mention exact matching missed (``None`` without
         ``config.linking``, or when none reaches its threshold). Under the precise rules a fuzzy link needs
-        a similarity of 0.8 (one edit in a word of four letters is another word: "Iraq", "Iran"); a
-        mention that is a word of some name ("franc", "peso", "Palsy") is no misspelling, and the names
-        holding it are many things it may mean: it is linked by embedding only at
-        :data:`WORD_EMBEDDING_MIN_SCORE`, never by edit distance; nor is a common English word ("cAMP" is
-        not "Cramp"). The embedding search reads the mention, then its core without
-        :data:`~kgwise.kg.names.QUALIFIERS` ("Previous radiation therapy" → "radiation")."""
+        a similarity of 0.8 (one edit in a word of four letters is another word: "Iraq", "Iran"), and a
+        mention that is a word of some name ("franc", "peso", "Palsy") is linked by neither: it is no
+        misspelling, and the names holding it are many things it may mean ("rupee" is no `Indian rupee`,
+        though MiniLM says so at 0.94, as "Diverticulitis" is `Colonic diverticulitis` at 0.93); nor is a
+        common English word ("cAMP" is not "Cramp"). The embedding search reads the mention, then its core
+        without :data:`~kgwise.kg.names.QUALIFIERS` ("Previous radiation therapy" → "radiation")."""
         cfg = self.config.linking
         if cfg is None:
             return None
         key = phrase_key(mention)
-        a_word = self._precise and key in self.index.words
-        if (cfg.fuzzy and len(key) >= cfg.fuzzy_min_length and not a_word
-                and not (self._precise and key in common_words())):
+        if self._precise and key in self.index.words:
+            return None
+        if cfg.fuzzy and len(key) >= cfg.fuzzy_min_length and not (self._precise and key in common_words()):
             least = max(cfg.fuzzy_min_score, 0.8) if self._precise else cfg.fuzzy_min_score
             for node, name, score in self._fuzzy(key, least):
                 return Link(mention, node, name, "fuzzy", score)
@@ -362,11 +356,8 @@ class Grounder:
             core = " ".join(t for t in key.split(" ") if t not in QUALIFIERS) if self._precise else key
             if core and core != key:
                 tried.append(core)
-            least = cfg.embedding_min_score
-            if a_word:
-                least = max(least, WORD_EMBEDDING_MIN_SCORE)
             for text in tried:
-                for node, name, score in self.embedder.search(text, 1, least):
+                for node, name, score in self.embedder.search(text, 1, cfg.embedding_min_score):
                     return Link(mention, node, name, "embedding", score)
         return None
 
