@@ -13,7 +13,7 @@ from kgwise.kg import CSRGraph
 from kgwise.kg.grounding import Grounder, GrounderConfig, PhraseIndex, embedding_matcher, is_typo
 from kgwise.kg.label_index import LabelIndex, build_index
 from kgwise.kg.linking import Link, LinkingConfig
-from kgwise.kg.names import NameVariants, bag_key, derived_keys
+from kgwise.kg.names import NameVariants, bag_key, derived_keys, word_forms
 from kgwise.kg.text import common_words, fold_key, is_acronym, written_tokens
 
 
@@ -131,6 +131,12 @@ def test_medical_word_formation() -> None:
     assert "peritonitis" in derived_keys(["aseptic", "peritoneal", "inflammation"])
     assert derived_keys(["pseudoparkinsonism"]) == ["parkinsonism"]
     assert derived_keys(["triglyceride", "levels"]) == [] and derived_keys(["pseudo"]) == []
+    # one word in its other form, adjective to noun and back
+    assert word_forms(["history", "of", "psychosis"]) == [["history", "of", "psychotic"]]
+    assert word_forms(["spastic", "muscle"]) == [["spasm", "muscle"]]
+    assert word_forms(["atrophic"]) == [["atrophia"], ["atrophy"]]
+    assert word_forms(["hypoxia"]) == [["hypoxic"]]
+    assert word_forms(["spasm"]) == [] and word_forms(["b12"]) == []
 
 
 def test_precise_rules_for_medical_choices() -> None:
@@ -178,6 +184,16 @@ def test_precise_rules_for_medical_choices() -> None:
     assert _labels(trisomy, tri.ground_choice("Trisomy eighteen", found)) == ["Trisomy 18"]
     assert found[0].method == "folded"
     assert _labels(trisomy, tri.ground_choice("Eighteen trisomy")) == ["Trisomy 18"]  # reordered too
+    # a relational adjective before the last term is a modifier; a word's other form is tried last
+    assert link("Cardiac contusion") == [("Contusion", "contained")]
+    assert link("Spastic galactosemia type 1") == [("Galactosemia type 1", "contained")]
+    spasm = CSRGraph.from_triples([("Cricopharyngeal spasm", "r", "Psychotic disorders")])
+    spasms = Grounder(spasm, GrounderConfig(linking=LinkingConfig()))
+    found: list[Link] = []
+    assert _labels(spasm, spasms.ground_choice("Spastic cricopharyngeal muscle", found)) == [
+        "Cricopharyngeal spasm"]
+    assert _labels(spasm, spasms.ground_choice("History of psychosis", found)) == ["Psychotic disorders"]
+    assert [x.method for x in found] == ["derived", "derived"] and found[0].score < 0.9
     # a misspelling of a whole choice is tried only for a word no name holds
     assert link("Diverticulosis") == [("Colonic diverticulosis", "partial")]
     assert link("Diverticulitiss") == [("Colonic diverticulitis", "fuzzy")]

@@ -30,7 +30,7 @@ import numpy as np
 
 from kgwise.kg.base import ArrayGraph, KnowledgeGraph
 from kgwise.kg.linking import EmbeddingMatcher, FuzzyNames, Link, LinkingConfig, LinkMethod, TextEncoder
-from kgwise.kg.names import PARTIAL_SCORE, QUALIFIERS, NameVariants, bag_key, derived_keys
+from kgwise.kg.names import PARTIAL_SCORE, QUALIFIERS, NameVariants, bag_key, derived_keys, word_forms
 from kgwise.kg.text import (
     Lemmatiser,
     common_words,
@@ -64,6 +64,11 @@ TIE_NEIGHBOURS = 3
 label embedding (:meth:`Grounder._settle_tie`). On the studied MedQA→DDB options (``tune``, ``check``,
 ``held_out``) the right half-cover links were all among the first 3 ("Inhaled beclomethasone": 2nd after
 "Inhaled vomitus"), the wrong "Tsetse flies" → `Sandfly species` not."""
+
+_RELATIONAL_ENDS = ("ac", "al", "ar", "ary", "eal", "ic", "ous")
+"""Endings of relational adjectives ("cardiac", "renal", "pulmonary", "esophageal", "hepatic", "cutaneous"):
+before a choice's last term such a word names a site or kind of it, a modifier (the MedQA→DDB labelling
+rules: "Duodenal peptic ulcer" is a peptic ulcer), so it weighs as a common word (1), not as a term (2)."""
 
 MAX_HOLDERS = 5
 """The most nodes whose names may hold a whole choice for one of them to narrow it: "Diabetes" is in the
@@ -302,13 +307,12 @@ class Grounder:
         if link is not None:
             return self._keep(link, links)
         if self._precise:
-            link = self._derived(text, toks)
-            contained = self._contained(text, toks, written) if link is None else None
-            if contained is not None and contained.score <= 0.5:
-                contained = self._settle_tie(text, contained)
-            if link is None and (contained is None or contained.score < 1.0):
-                link = self._containing(text, toks)
-            link = link or contained
+            link = self._concept(text, toks, written)
+            for alt in word_forms(toks) if link is None else ():
+                found = self._whole(text, alt, written) or self._concept(text, alt, written)
+                if found is not None:  # "History of psychosis" → `Psychotic disorders`
+                    link = dataclasses.replace(found, method="derived", score=min(found.score, PARTIAL_SCORE))
+                    break
             if link is not None:
                 return self._keep(link, links)
         else:
@@ -317,6 +321,16 @@ class Grounder:
                 return self._in_order(hits)
         link = self.fallback(text)
         return self._keep(link, links) if link is not None else ()
+
+    def _concept(self, text: str, toks: list[str], written: list[tuple[str, int, int]]) -> Link | None:
+        """A whole choice's concept when its name is not the choice (see :meth:`ground_choice`)."""
+        link = self._derived(text, toks)
+        contained = self._contained(text, toks, written) if link is None else None
+        if contained is not None and contained.score <= 0.5:
+            contained = self._settle_tie(text, contained)
+        if link is None and (contained is None or contained.score < 1.0):
+            link = self._containing(text, toks)
+        return link or contained
 
     def ground_names(self, names: Sequence[str], links: list[Link] | None = None) -> tuple[int, ...]:
         """Entity names looked up whole (as written, then lemmatised), else by the fallbacks; names not
@@ -440,6 +454,9 @@ class Grounder:
         "Luteoma of pregnancy" is no pregnancy; "Treatment with radioactive iodine" (no term before "with")
         and "Supplementation with vitamin D" (a common word) keep their names."""
         weight = [self._weight(t) for t in toks]
+        last = max((i for i, w in enumerate(weight) if w), default=-1)
+        weight = [1 if w == 2 and i < last and t.endswith(_RELATIONAL_ENDS) else w
+                  for i, (t, w) in enumerate(zip(toks, weight, strict=True))]
         total = sum(weight)
         if not total:
             return None
@@ -495,7 +512,8 @@ class Grounder:
     def _weight(self, tok: str) -> int:
         """A word's weight in a choice: 0 for a stop word or a qualifier (:data:`~kgwise.kg.names.
         QUALIFIERS`: "level", "intoxication"), 1 for a common English word (or its plural) or a number, 2
-        for any other (a term)."""
+        for any other (a term; :meth:`_contained` weighs a relational adjective before the last term 1:
+        "Cardiac contusion" is a contusion)."""
         if tok in self._stop or tok in QUALIFIERS:
             return 0
         common = common_words()

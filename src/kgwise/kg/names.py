@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from kgwise.kg.text import common_words, fold_key, is_acronym, phrase_key, stopwords, written_tokens
 
-__all__ = ["QUALIFIERS", "NameVariants", "bag_key", "derived_keys"]
+__all__ = ["QUALIFIERS", "NameVariants", "bag_key", "derived_keys", "word_forms"]
 
 RARE_NODES = 30
 """A word in the names of at most this many nodes is *rare*: the names a whole mention may narrow are looked
@@ -92,6 +92,31 @@ def derived_keys(toks: Sequence[str]) -> list[str]:
     if len(content) == 1:
         out += [content[0][len(p):] for p in _LOOKALIKE
                 if content[0].startswith(p) and len(content[0]) - len(p) >= 6]
+    return out
+
+
+_FORMS = (("astic", "asm"), ("tic", "sis"), ("ic", "ia"), ("ic", "y"))
+"""Adjective and noun endings of one medical stem: "spastic"/"spasm", "psychotic"/"psychosis", "hypoxic"/
+"hypoxia", "atrophic"/"atrophy" (the first that fits a word is used, either way)."""
+
+
+def word_forms(toks: Sequence[str]) -> list[list[str]]:
+    """``toks`` with one word in its other form (:data:`_FORMS`, words of 6 letters or more, adjective to
+    noun and noun to adjective): "History of psychosis" → "history of psychotic" (DDB: `Psychotic
+    disorders`), "Spastic cricopharyngeal muscle" → "spasm cricopharyngeal muscle" (`Cricopharyngeal
+    spasm`). For a whole choice no name matches as written."""
+    out: list[list[str]] = []
+    for i, t in enumerate(toks):
+        if len(t) < 6 or not t.isalpha():
+            continue
+        alts = []
+        adjective = next((a for a, _ in _FORMS if t.endswith(a)), None)
+        if adjective is not None:
+            alts += [t[:-len(a)] + n for a, n in _FORMS if a == adjective]
+        noun = next((n for _, n in _FORMS if t.endswith(n) and n != "y"), None)
+        if noun is not None:
+            alts += [t[:-len(n)] + a for a, n in _FORMS if n == noun]
+        out += [[*toks[:i], alt, *toks[i + 1:]] for alt in alts]
     return out
 
 
