@@ -189,11 +189,11 @@ def test_precise_rules_for_medical_choices() -> None:
     assert link("Spastic galactosemia type 1") == [("Galactosemia type 1", "contained")]
     spasm = CSRGraph.from_triples([("Cricopharyngeal spasm", "r", "Psychotic disorders")])
     spasms = Grounder(spasm, GrounderConfig(linking=LinkingConfig()))
-    found: list[Link] = []
-    assert _labels(spasm, spasms.ground_choice("Spastic cricopharyngeal muscle", found)) == [
+    formed: list[Link] = []
+    assert _labels(spasm, spasms.ground_choice("Spastic cricopharyngeal muscle", formed)) == [
         "Cricopharyngeal spasm"]
-    assert _labels(spasm, spasms.ground_choice("History of psychosis", found)) == ["Psychotic disorders"]
-    assert [x.method for x in found] == ["derived", "derived"] and found[0].score < 0.9
+    assert _labels(spasm, spasms.ground_choice("History of psychosis", formed)) == ["Psychotic disorders"]
+    assert [x.method for x in formed] == ["derived", "derived"] and formed[0].score < 0.9
     # a misspelling of a whole choice is tried only for a word no name holds
     assert link("Diverticulosis") == [("Colonic diverticulosis", "partial")]
     assert link("Diverticulitiss") == [("Colonic diverticulitis", "fuzzy")]
