@@ -3,6 +3,8 @@ properties over random subgraphs, and a hand-checked case."""
 
 from __future__ import annotations
 
+import math
+
 import networkx as nx
 import pytest
 from hypothesis import given, settings
@@ -28,7 +30,8 @@ def test_hand_checked_case() -> None:
     ends = {p.choice: p.path.nodes for p in ev.paths}
     assert ends == {0: (0, 1, 2), 1: (0, 3), 2: (0, 9, 4)}  # choice 3 (node 7) is not in the subgraph
     direct = ev.support(1)[0]
-    assert direct.path.inverse == (True,) and direct.score == 1.0
+    # a direct edge scores 1 less its question concept's hub penalty (node 0: degree 3)
+    assert direct.path.inverse == (True,) and direct.score == pytest.approx(1 - 0.05 * math.log(4))
     # the two-hop path through the hub 9 (degree 12) scores below the one through node 1 (degree 2)
     assert ev.support(0)[0].score > ev.support(2)[0].score
     assert ev.paths[0].choice == 1  # best first
@@ -41,6 +44,16 @@ def test_hand_checked_case() -> None:
         rank_evidence(sub, [0], [[2]], EvidenceBudget(max_tokens=5))
     with pytest.raises(ConfigError):
         EvidenceBudget(max_nodes=1)
+
+
+def test_every_question_concept_gets_its_own_path() -> None:
+    # a case names a hub finding (node 0, "pain": 10 more edges) and a rare one (node 1); both touch the
+    # choice (node 5); the search from all concepts at once kept only the path it met first
+    edges = ((0, 0, 5), (1, 1, 5), (1, 0, 2), *((0, 2, k) for k in range(10, 20)))
+    sub = Subgraph(nodes=(0, 1, 2, 5, *range(10, 20)), edges=edges)
+    ev = rank_evidence(sub, [0, 1], [[5], [2]])
+    assert [p.path.nodes for p in ev.support(0)] == [(1, 5), (0, 5)]  # the rare concept's path first
+    assert [p.path.nodes for p in ev.support(1)] == [(1, 2), (0, 5, 1, 2)]
 
 
 @st.composite
@@ -69,20 +82,17 @@ def test_properties(case: tuple[Subgraph, list[int], list[list[int]]], max_nodes
         assert all(p.choice == i for p in ev.support(i))
     assert len(ev.paths) <= ev.found
     assert rank_evidence(sub, q, choices, budget) == ev  # deterministic
-    # with no node budget to speak of, every choice a question concept reaches within the hops (the
-    # edges taken both ways; networkx's shortest paths as the reference) gets a path as short as can be
+    # with no node budget to speak of, every (question concept, choice concept) pair joined within the
+    # hops (the edges taken both ways; networkx's shortest paths as the reference) gets a path as short
+    # as can be
     full = rank_evidence(sub, q, choices, EvidenceBudget(max_nodes=10_000, max_hops=hops))
     g = nx.Graph()
     g.add_edges_from((h, t) for h, _, t in sub.edges if h != t)
-    dist: dict[int, int] = {}
-    for s in q:
-        if s in g:
-            for v, d in nx.single_source_shortest_path_length(g, s, cutoff=hops).items():
-                dist[v] = min(d, dist.get(v, d))
-    want = {i for i, c in enumerate(choices) if any(dist.get(v, 0) >= 1 for v in c)}
-    assert {p.choice for p in full.paths} == want
+    dist = {s: nx.single_source_shortest_path_length(g, s, cutoff=hops) if s in g else {} for s in q}
+    pairs = {(s, i, v) for s in q for i, c in enumerate(choices) for v in c if dist[s].get(v, 0) >= 1}
+    assert {(p.path.nodes[0], p.choice, p.path.nodes[-1]) for p in full.paths} == pairs
     for rp in full.paths:
-        assert isinstance(rp, RankedPath) and len(rp.path) == dist[rp.path.nodes[-1]]
+        assert isinstance(rp, RankedPath) and len(rp.path) == dist[rp.path.nodes[0]][rp.path.nodes[-1]]
 
 
 def test_subgraph_paths_are_kept_when_valid() -> None:

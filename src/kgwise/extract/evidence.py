@@ -3,11 +3,14 @@ choice's concept, scored and cut to a budget, so what a model reads and a person
 that bears on the choices, not the whole P_sub.
 
 :func:`rank_evidence` finds, over the subgraph's edges taken both ways, the shortest path (at most
-``max_hops``) from any question concept to each concept of each choice — and keeps the subgraph's own
-paths (P_sub's, P_RL's) that do the same. A path scores ``1 / hops``, less a hub penalty: each node inside
-it costs ``hub_penalty · log(1 + degree)`` in the subgraph (a path through "person" or "thing" explains
-little), so a direct edge scores about 1. Paths are then taken best first, one choice at a time (each
-choice's best path before any choice's second: the model should see the case for every choice), while
+``max_hops``) from each question concept to each concept of each choice — and keeps the subgraph's own
+paths (P_sub's, P_RL's) that do the same. Each question concept gets its own path: a MedQA case names
+tens of concepts, and the one a single search from all of them meets first ("pain", "male") is seldom the
+finding that bears on a choice. A path scores ``1 / hops``, less a hub penalty: its question concept and
+each node inside it cost ``hub_penalty · log(1 + degree)`` in the subgraph (a path from or through
+"person", "thing", "pain" explains little), so a direct edge from a rare concept scores about 1. Paths
+are then taken best first, one choice at a time (each choice's best path before any choice's second: the
+model should see the case for every choice), while
 the distinct nodes stay within ``max_nodes`` (25 by default, what a person reads at a glance) and the
 paths' cost within ``max_tokens`` (with a ``tokens`` estimate of a path's rendered text). ``support(i)``
 of the result is the kept paths that end at choice ``i`` — what an answer's ``support`` lists.
@@ -148,20 +151,21 @@ def rank_evidence(subgraph: Subgraph, question_nodes: Sequence[int], choice_node
     adj = _adjacency(subgraph)
     degree = {v: len(n) for v, n in adj.items()}
     questions = set(question_nodes)
-    reach = _shortest_paths(adj, question_nodes, budget.max_hops)
+    reach = [_shortest_paths(adj, [q], budget.max_hops) for q in dict.fromkeys(question_nodes)]
     edges = set(subgraph.edges)
 
     def score(path: Path) -> float:
-        inner = path.nodes[1:-1]
-        return 1.0 / len(path) - budget.hub_penalty * sum(math.log1p(degree.get(v, 0)) for v in inner)
+        costly = path.nodes[:-1]  # the question concept and the inner nodes
+        return 1.0 / len(path) - budget.hub_penalty * sum(math.log1p(degree.get(v, 0)) for v in costly)
 
     per_choice: list[dict[tuple[int, ...], RankedPath]] = []
     for i, nodes in enumerate(choice_nodes):
         found: dict[tuple[int, ...], RankedPath] = {}
         for c in dict.fromkeys(nodes):
-            if c in reach:
-                p = reach[c]
-                found.setdefault(p.nodes, RankedPath(p, i, score(p)))
+            for from_q in reach:
+                p = from_q.get(c)
+                if p is not None:
+                    found.setdefault(p.nodes, RankedPath(p, i, score(p)))
         for p in subgraph.paths:
             if (p.nodes[0] in questions and p.nodes[-1] in nodes and 1 <= len(p) <= budget.max_hops
                     and all(e in edges for e in p.edges())):
