@@ -41,6 +41,10 @@ def test_text_helpers() -> None:
     assert fold_key("zürich") == "zurich" and fold_key("u s a") == "usa" and fold_key("polish złoty") == \
         "polish zloty"
     assert fold_key("hepatitis a") == "hepatitis a"  # a single letter after a word stays apart
+    # British ae/oe spelt the American way, in words of 6 letters or more
+    assert fold_key("hypernatraemia") == "hypernatremia" and fold_key("oedema") == "edema"
+    assert fold_key("seborrhoeic keratosis") == "seborrheic keratosis"
+    assert fold_key("israel") == "israel" and fold_key("toe") == "toe" and fold_key("faroe") == "faroe"
     assert bag_key("korea south") == bag_key("south korea") == "korea south" and bag_key("korea") == ""
     assert {"table", "wall", "china", "turkey"} <= common_words()
     assert not {"kilimanjaro", "mississippi", "koruna"} & common_words()

@@ -92,12 +92,20 @@ _LETTERS = str.maketrans({"ł": "l", "đ": "d", "ð": "d", "ø": "o", "æ": "ae"
 """Letters NFKD does not decompose, written as English spellings write them ("złoty" → "zloty")."""
 
 
+_DIGRAPH = re.compile(r"(?<=[a-z])(?:ae|oe)(?=[a-z]{2})|\b(?:ae|oe)(?=[a-z]{4})")
+"""The British *ae*/*oe* of a word, inside it or starting it ("haemorrhage", "hypernatraemia", "oedema",
+"oesophagus"), followed by two letters or more."""
+
+
 def fold_key(key: str) -> str:
-    """A phrase key without accents (NFKD, combining marks dropped: "zürich" → "zurich"), with a run of
-    single letters joined ("u s" → "us", the key of "U.S.")."""
+    """A phrase key without accents (NFKD, combining marks dropped: "zürich" → "zurich"), spelt the
+    American way (*ae*/*oe* → *e* in words of 6 letters or more: "hypernatraemia" → "hypernatremia",
+    "oedema" → "edema"), with a run of single letters joined ("u s" → "us", the key of "U.S.")."""
     if not key.isascii():
         key = "".join(c for c in unicodedata.normalize("NFKD", key.translate(_LETTERS))
                       if not unicodedata.combining(c))
+    if "ae" in key or "oe" in key:
+        key = " ".join(_DIGRAPH.sub("e", t) if len(t) >= 6 else t for t in key.split(" "))
     if " " in key and any(len(t) == 1 for t in key.split(" ")):
         key = _join_letters(key.split(" "))
     return key
