@@ -87,8 +87,9 @@ _SPACES = re.compile(r"[\s_\-]+")
 
 
 def merge_key(name: str) -> str:
-    """What two names that mean one node share: the name in lower case, without accents, with runs of
-    spaces, ``_`` and ``-`` as one space ("Cholic-acid" = "cholic acid", "Zürich" = "zurich"); other
+    """What two names that mean one node share: the name in lower case, without accents, British *ae*/*oe*
+    spelt *e* (:func:`~kgwise.kg.text.fold_key`: "Oedema" = "edema"), with runs of spaces, ``_`` and ``-``
+    as one space ("Cholic-acid" = "cholic acid", "Zürich" = "zurich"); other
     punctuation counts ("Google+" is not "Google", "C++" not "C")."""
     return _SPACES.sub(" ", fold_key(name.lower())).strip()
 
