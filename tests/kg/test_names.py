@@ -13,7 +13,7 @@ from kgwise.kg import CSRGraph
 from kgwise.kg.grounding import Grounder, GrounderConfig, PhraseIndex, embedding_matcher, is_typo
 from kgwise.kg.label_index import LabelIndex, build_index
 from kgwise.kg.linking import Link, LinkingConfig
-from kgwise.kg.names import NameVariants, bag_key, derived_keys, word_forms
+from kgwise.kg.names import NameVariants, bag_key, derived_keys, names_a_state, word_forms
 from kgwise.kg.text import common_words, fold_key, is_acronym, written_tokens
 
 
@@ -141,6 +141,11 @@ def test_medical_word_formation() -> None:
     assert word_forms(["atrophic"]) == [["atrophia"], ["atrophy"]]
     assert word_forms(["hypoxia"]) == [["hypoxic"]]
     assert word_forms(["spasm"]) == [] and word_forms(["b12"]) == []
+    # a name that is a state of the mention's concept (the embedding fallback refuses it)
+    assert names_a_state("pyruvate kinase", "Pyruvate kinase deficiency")
+    assert names_a_state("reticulocyte count", "Reticulocyte count low")
+    assert not names_a_state("low serum potassium", "Potassium levels low (plasma or serum)")
+    assert not names_a_state("autosomal recessive", "Autosomal recessive conditions")
 
 
 def test_precise_rules_for_medical_choices() -> None:

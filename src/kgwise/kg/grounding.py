@@ -30,7 +30,15 @@ import numpy as np
 
 from kgwise.kg.base import ArrayGraph, KnowledgeGraph
 from kgwise.kg.linking import EmbeddingMatcher, FuzzyNames, Link, LinkingConfig, LinkMethod, TextEncoder
-from kgwise.kg.names import PARTIAL_SCORE, QUALIFIERS, NameVariants, bag_key, derived_keys, word_forms
+from kgwise.kg.names import (
+    PARTIAL_SCORE,
+    QUALIFIERS,
+    NameVariants,
+    bag_key,
+    derived_keys,
+    names_a_state,
+    word_forms,
+)
 from kgwise.kg.text import (
     Lemmatiser,
     common_words,
@@ -354,7 +362,9 @@ class Grounder:
         misspelling, and the names holding it are many things it may mean ("rupee" is no `Indian rupee`,
         though MiniLM says so at 0.94, as "Diverticulitis" is `Colonic diverticulitis` at 0.93); nor is a
         common English word ("cAMP" is not "Cramp"). The embedding search reads the mention, then its core
-        without :data:`~kgwise.kg.names.QUALIFIERS` ("Previous radiation therapy" → "radiation")."""
+        without :data:`~kgwise.kg.names.QUALIFIERS` ("Previous radiation therapy" → "radiation"), and
+        refuses a name that is a state of the mention's concept (:func:`~kgwise.kg.names.names_a_state`:
+        "Pyruvate kinase" → `Pyruvate kinase deficiency` at 0.90), as the head-noun rule does."""
         cfg = self.config.linking
         if cfg is None:
             return None
@@ -372,7 +382,8 @@ class Grounder:
                 tried.append(core)
             for text in tried:
                 for node, name, score in self.embedder.search(text, 1, cfg.embedding_min_score):
-                    return Link(mention, node, name, "embedding", score)
+                    if not (self._precise and names_a_state(text, name)):
+                        return Link(mention, node, name, "embedding", score)
         return None
 
     def suggest(self, text: str, limit: int = 3) -> list[str]:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from kgwise.kg.text import common_words, fold_key, is_acronym, phrase_key, stopwords, written_tokens
 
-__all__ = ["QUALIFIERS", "NameVariants", "bag_key", "derived_keys", "word_forms"]
+__all__ = ["QUALIFIERS", "NameVariants", "bag_key", "derived_keys", "names_a_state", "word_forms"]
 
 RARE_NODES = 30
 """A word in the names of at most this many nodes is *rare*: the names a whole mention may narrow are looked
@@ -62,6 +62,9 @@ process is the substance)."""
 
 _HIGHER = frozenset({"high", "increased", "elevated", "raised", "excess", "excessive"})
 _LOWER = frozenset({"low", "decreased", "reduced"})
+_STATES = _HIGHER | _LOWER | {"deficiency", "deficient", "absent", "absence"}
+"""Words that turn a name into a state of the concept it holds ("Pyruvate kinase *deficiency*",
+"Reticulocyte count *low*")."""
 _LOOKALIKE = ("pseudo",)
 """Prefixes of a condition that resembles another, its stem ("pseudoparkinsonism" is parkinsonism
 brought on by drugs)."""
@@ -118,6 +121,21 @@ def word_forms(toks: Sequence[str]) -> list[list[str]]:
             alts += [t[:-len(n)] + a for a, n in _FORMS if n == noun]
         out += [[*toks[:i], alt, *toks[i + 1:]] for alt in alts]
     return out
+
+
+def names_a_state(mention_key: str, name: str) -> bool:
+    """Whether ``name`` is a state of what the mention names: it holds every content word of the mention
+    (plurals aside) and adds one of :data:`_STATES` the mention does not have — "Pyruvate kinase" is no
+    "Pyruvate kinase deficiency", "Erythrocyte sedimentation rate" no "Erythrocyte sedimentation rate
+    raised"; "Low serum potassium" may be "Potassium levels low (plasma or serum)"."""
+    stop = stopwords()
+
+    def words(text: str) -> set[str]:
+        return {w[:-1] if len(w) > 3 and w.endswith("s") else w
+                for w in fold_key(phrase_key(text)).split(" ") if w and w not in stop}
+
+    held, named = words(mention_key), words(name)
+    return bool(held) and held <= named and bool((named - held) & _STATES)
 
 
 def _head_part(name: str) -> str:
