@@ -463,7 +463,7 @@ class Grounder:
         choice's weight (``score``: the share); ties go to the earlier, longer name. A name in the
         complement of a term (after one of :data:`_PREPOSITIONS` that follows a term) is not the choice:
         "Luteoma of pregnancy" is no pregnancy; "Treatment with radioactive iodine" (no term before "with")
-        and "Supplementation with vitamin D" (a common word) keep their names."""
+        and "Supplementation with vitamin D" (a qualifier before "with") keep their names."""
         weight = [self._weight(t) for t in toks]
         last = max((i for i, w in enumerate(weight) if w), default=-1)
         weight = [1 if w == 2 and i < last and t.endswith(_RELATIONAL_ENDS) else w
