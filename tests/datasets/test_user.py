@@ -182,3 +182,12 @@ def test_generations_and_candidates_round_trip(tmp_path: Path) -> None:
     c.write_text('{"id": "q1", "candidates": [["a", "high"]]}\n', encoding="utf-8")
     with pytest.raises(DataError, match=r"c\.jsonl.*1.*finite score"):
         read_candidates(c)
+
+
+def test_the_recorded_obqa_log_carries_every_arms_choice_probabilities() -> None:
+    log = read_graded_log(Path(__file__).parents[1] / "data" / "logs" / "obqa-local-probs.jsonl")
+    assert len(log.questions) == 60 and len(log.arms) == 5
+    for q in log.questions:
+        assert q.gold in {"A", "B", "C", "D"}
+        assert all(o.probabilities is not None and set(o.probabilities) == {"A", "B", "C", "D"}
+                   for o in q.arms.values())
