@@ -22,7 +22,7 @@ from kgwise.conformal.scores import (
     register_candidate_score,
 )
 from kgwise.conformal.split import conformal_quantile
-from kgwise.conformal.uag import UAG, UAGConfig
+from kgwise.conformal.uag import CROSS_FIT_FOLDS, UAG, UAGConfig, size_thresholds, with_chains
 from kgwise.errors import ConfigError
 
 
@@ -124,11 +124,13 @@ def test_the_learned_score_never_sees_a_calibration_row(recording_score: list[li
     assert summary["certified"]
     perm = np.random.default_rng(5).permutation(120)
     tune_ids = {tables.qids[i] for i in perm[:48]}
-    assert len(recording_score) == 1 and set(recording_score[0]) == tune_ids
+    # the whole tuning split, then its cross-fitting folds: each fit on tuning rows only
+    assert set(recording_score[0]) == tune_ids and len(recording_score) == 1 + CROSS_FIT_FOLDS
+    assert all(set(rows) < tune_ids for rows in recording_score[1:])
     # calibrating again on other rows, or evaluating, fits nothing
     uag.calibrate(tables.subset(perm[48:]))
     uag.evaluate(tables)
-    assert len(recording_score) == 1
+    assert len(recording_score) == 1 + CROSS_FIT_FOLDS
     # a calibration row's labels do not change the fitted score
     flipped = tables.subset(perm[48:])
     flipped.gold = ~flipped.gold
@@ -236,3 +238,23 @@ def test_eval_uag_counts_a_split_whose_tuning_part_cannot_fit_the_score_as_no_se
     cfg = UAGExperimentConfig(alphas=(0.3,), methods=("uag_learned",), tune_fraction=0.3, cal_fraction=0.4)
     row = run_split(tables, None, cfg, 0, None)["uag_learned"][0]
     assert row["abstained"] and "fit the learned score" in row["why"]
+
+
+def test_size_thresholds_step_geometrically_in_the_mean_set_size() -> None:
+    rng = np.random.default_rng(4)
+    scores = rng.normal(size=20 * 100)  # 20 questions of 100 candidates
+    levels = np.asarray([0.75, 0.5, 0.25, 0.0])
+    t = size_thresholds(scores, 20, levels)
+    kept = [(scores <= x).sum() / 20 for x in t]
+    np.testing.assert_allclose(kept, [100 ** 0.25, 100 ** 0.5, 100 ** 0.75, 100], rtol=0.05)
+    assert t[-1] == np.inf and (np.diff(t) >= 0).all()
+
+
+def test_with_chains_steps_down_in_size_from_the_largest_set() -> None:
+    risk = np.asarray([0.0, 0.1, 0.1, 0.1, 0.2, 0.15, 0.3])
+    size = np.asarray([100.0, 10.0, 50.0, 30.0, 5.0, 40.0, 1.0])
+    front = [0, 1, 4, 6]  # the largest set first, then the Pareto front
+    seq = with_chains(front, risk, size, [2, 3, 5])
+    # at risk 0.1 the chain's larger sets come before the front's 10; the chain's 40 at risk 0.15 would
+    # follow a smaller set and could only end the sequence early, so it is left out
+    assert seq.tolist() == [0, 2, 3, 1, 4, 6]

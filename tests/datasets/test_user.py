@@ -102,6 +102,52 @@ def test_bad_graded_records_name_file_line_and_field(tmp_path: Path, arms: objec
     assert f"{path}:2: " in str(err.value) and message in str(err.value)
 
 
+def test_multiple_choice_probabilities_and_gold_round_trip(tmp_path: Path) -> None:
+    probs = {"A": 0.7, "B": 0.2, "C": 0.1}
+    path = lines(tmp_path, {"id": "q1", "text": "T", "gold": "B", "arms": {
+        "kgm": {"answer": "A", "correct": False, "cost": 0, "probabilities": probs},
+        "llm": {"answer": "B", "correct": True, "cost": 1, "probabilities": {"A": 0.1, "B": 0.5, "C": 0.4}}}})
+    log = read_graded_log(path)
+    assert log.questions[0].gold == "B" and log.questions[0].arms["kgm"].probabilities == probs
+    out = tmp_path / "back.jsonl"
+    write_graded_log(out, log)
+    assert read_graded_log(out) == log
+
+
+@pytest.mark.parametrize("record, message", [
+    ({"kgm": {"answer": "A", "correct": True, "cost": 0, "probabilities": {"A": 1.0}}},
+     "arms.kgm.probabilities must be an object {CHOICE_LABEL: probability} over at least two choices"),
+    ({"kgm": {"answer": "A", "correct": True, "cost": 0, "probabilities": {"A": 0.9, "B": "x"}}},
+     "arms.kgm.probabilities.B must be a probability in [0, 1]"),
+    ({"kgm": {"answer": "A", "correct": True, "cost": 0, "probabilities": {"A": 0.9, "B": 0.3}}},
+     "arms.kgm.probabilities sums to 1.2000"),
+    ({"kgm": {"answer": "D", "correct": True, "cost": 0, "probabilities": {"A": 0.9, "B": 0.1}}},
+     "arms.kgm.answer 'D' is not one of the choices"),
+    ({"kgm": {"answer": "A", "correct": True, "cost": 0, "probabilities": {"A": 0.9, "B": 0.1}},
+      "llm": {"answer": "A", "correct": True, "cost": 1, "probabilities": {"A": 0.9, "C": 0.1}}},
+     "the arms' probabilities name different choices"),
+])
+def test_bad_probabilities_name_file_line_and_field(tmp_path: Path, record: object, message: str) -> None:
+    path = lines(tmp_path, {"id": "q0", "arms": {"kgm": {"correct": True, "cost": 0}}},
+                 {"id": "q1", "arms": record})
+    with pytest.raises(DataError) as err:
+        read_graded_log(path)
+    assert f"{path}:2: " in str(err.value) and message in str(err.value)
+
+
+@pytest.mark.parametrize("gold, message", [
+    ("C", "gold 'C' is not one of the choices"),
+    ("B", "arms.kgm.correct is true but its answer 'A' is not the gold choice 'B'"),
+    ("", "field 'gold' must be a non-empty choice label"),
+])
+def test_a_gold_choice_must_agree_with_the_arms(tmp_path: Path, gold: str, message: str) -> None:
+    path = lines(tmp_path, {"id": "q1", "gold": gold, "arms": {
+        "kgm": {"answer": "A", "correct": True, "cost": 0, "probabilities": {"A": 0.6, "B": 0.4}}}})
+    with pytest.raises(DataError) as err:
+        read_graded_log(path)
+    assert f"{path}:1: " in str(err.value) and message in str(err.value)
+
+
 def test_schemas_ship_with_the_package() -> None:
     assert schema("questions")["required"] == ["id", "text"]
     assert schema("graded_log")["required"] == ["id", "arms"]
@@ -136,3 +182,12 @@ def test_generations_and_candidates_round_trip(tmp_path: Path) -> None:
     c.write_text('{"id": "q1", "candidates": [["a", "high"]]}\n', encoding="utf-8")
     with pytest.raises(DataError, match=r"c\.jsonl.*1.*finite score"):
         read_candidates(c)
+
+
+def test_the_recorded_obqa_log_carries_every_arms_choice_probabilities() -> None:
+    log = read_graded_log(Path(__file__).parents[1] / "data" / "logs" / "obqa-local-probs.jsonl")
+    assert len(log.questions) == 60 and len(log.arms) == 5
+    for q in log.questions:
+        assert q.gold in {"A", "B", "C", "D"}
+        assert all(o.probabilities is not None and set(o.probabilities) == {"A", "B", "C", "D"}
+                   for o in q.arms.values())

@@ -15,6 +15,7 @@ import pytest
 from kgwise.app.arms import ArmOutput
 from kgwise.app.config import AnswerSetConfig, ArmConfig
 from kgwise.conformal.split import SplitConformal, SplitConformalConfig
+from kgwise.datasets.user import read_graded_log, write_graded_log
 from kgwise.errors import ConfigError
 from kgwise.eval.pipeline_live import (
     LiveMCConfig,
@@ -22,6 +23,7 @@ from kgwise.eval.pipeline_live import (
     coverage_splits,
     evaluate_live_mcq,
     grade,
+    live_graded_log,
     live_mcq_arms,
     logged_answers,
     set_at,
@@ -231,8 +233,19 @@ def test_coverage_over_random_splits_replays_the_logged_answers(tmp_path: Path) 
         if v["coverage_mean"] is not None:
             assert v["coverage_mean"] >= out["per_arm"]["0.2"][a]["coverage_mean"] - 1e-12
             assert joint["per_arm"]["0.2"][a]["coverage_mean"] >= v["coverage_mean"] - 1e-12
+    # a set holds at most every choice; the larger guarantee's sets are no smaller
+    choices = len(both[0].choices)
+    assert 0.0 <= out["mean_set_size"]["0.2"] <= pac["mean_set_size"]["0.2"] + 1e-12
+    assert pac["mean_set_size"]["0.2"] <= joint["mean_set_size"]["0.2"] + 1e-12 <= choices + 1e-12
     with pytest.raises(ConfigError, match="no logged answer"):
         logged_answers(tmp_path, [*both, *_questions("new", 1)], configs, cfg.price_model)
+    # the run's graded log keeps each arm's choice probabilities and the gold choice, and reads back
+    write_graded_log(tmp_path / "graded.jsonl", live_graded_log(tmp_path, both, configs, cfg.price_model))
+    log = read_graded_log(tmp_path / "graded.jsonl")
+    for q, g in zip(both, log.questions, strict=True):
+        assert g.gold == q.gold[0]
+        for name, o in g.arms.items():
+            assert o.probabilities == pytest.approx(answers[name][_key(q)]["probabilities"])
 
 
 def test_a_question_the_pipeline_refuses_is_counted_not_fatal(tmp_path: Path) -> None:

@@ -53,11 +53,15 @@ BoolArray = npt.NDArray[np.bool_]
 class SelectiveConfig:
     """``alpha``: the largest error rate allowed among the answered questions; ``delta``: the probability,
     over the calibration draw, that the certified threshold's error rate exceeds ``alpha``; ``levels``: how
-    many confidence quantiles of the tuning questions form the threshold grid (plus "answer all")."""
+    many confidence quantiles of the tuning questions form the threshold grid (plus "answer all"). 40
+    (steps of 2.5 % in the share answered) rather than 20: the fixed sequence tests each at δ, so finer
+    steps cost no level and let it stop nearer the share the calibration certifies (WebQSP's ReaRev logs
+    at α = 0.2, 200 splits, ``kgwise eval abstain --splits 200``: answered .531 / .505 against .519 / .481
+    with 20, accuracy among answered ≥ 0.8 on .950 / .975 of the splits)."""
 
     alpha: float = 0.2
     delta: float = 0.05
-    levels: int = 20
+    levels: int = 40
 
     def __post_init__(self) -> None:
         if not 0.0 < self.alpha < 1.0:

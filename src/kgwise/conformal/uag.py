@@ -68,8 +68,9 @@ from kgwise.kg.base import KnowledgeGraph, normalise_label
 from kgwise.settings import table
 from kgwise.types import Question
 
-__all__ = ["UAG", "UAGConfig", "alpha_levels", "config_from_dict", "config_to_dict", "front_and_chain",
-           "nested_chain", "pareto_order", "question_table"]
+__all__ = ["CROSS_FIT_FOLDS", "UAG", "UAGConfig", "alpha_levels", "config_from_dict", "config_to_dict",
+           "cross_fitted", "front_and_chain", "nested_chain", "pareto_order", "question_table",
+           "size_thresholds", "with_chains"]
 
 FloatArray = npt.NDArray[np.float64]
 Order = Literal["front", "front+chain"]
@@ -100,6 +101,71 @@ def pareto_order(risk: FloatArray, size: FloatArray, first: int | None = None) -
     if first is None:
         return front
     return np.r_[np.int64(first), front[front != first]].astype(np.int64)
+
+
+CROSS_FIT_FOLDS = 5
+"""Folds of the tuning split over which a learned score is cross-fitted for the tuning split's own
+thresholds, risks and sizes."""
+
+
+def cross_fitted(kind: str, tune: TableBatch, whole: CandidateScorer, folds: int = CROSS_FIT_FOLDS
+                 ) -> FloatArray:
+    """Learned score ``kind`` on every tuning candidate, each question scored by a fit on the other
+    folds (question ``i`` in fold ``i mod folds``). Scored by the fit on the whole tuning split, its
+    own questions look easier than new ones (their gold answers were in the fit), so the thresholds,
+    the fixed sequence and the choice of λ̂ — all learnt on the tuning split — would favour the learned
+    score where it does no better on new questions; cross-fitted scores behave like a new question's.
+    Only tuning data enter, so the guarantee is unchanged. With fewer than ``folds`` tuning questions,
+    or a fold whose complement lacks gold or non-gold candidates, ``whole`` (the whole-split fit) scores
+    them."""
+    rule = candidate_score(kind)
+    out = whole.scores(tune)
+    n = tune.num_questions
+    if n < folds:
+        return out
+    fold = np.arange(n) % folds
+    for f in range(folds):
+        rest = tune.subset(np.flatnonzero(fold != f))
+        if not 0 < int(rest.gold.sum()) < rest.gold.size:
+            continue
+        held = np.flatnonzero(fold == f)
+        out[np.isin(tune.node_q, held)] = rule.fit(rest).scores(tune.subset(held))
+    return out
+
+
+def with_chains(order: npt.ArrayLike, risk: FloatArray, size: FloatArray, chains: npt.ArrayLike
+                ) -> npt.NDArray[np.int64]:
+    """A fixed sequence with fine steps: ``order``'s first λ (the largest set), then ``order``'s other λ
+    and the λ of ``chains`` together, by tuning ``risk`` ascending and, at equal risk, tuning ``size``
+    descending. The Pareto front alone jumps, at the lowest tuning risk, from the largest set straight to
+    the smallest set that covers every reachable tuning question; a calibration split with more
+    unreachable questions (no slack left) then rejects that one λ and the sequence ends at the largest
+    set. Adding a chain of nested sets (one score's thresholds, largest first) puts smaller steps before
+    it, so the sequence stops where the calibration data put the risk above α. A λ whose tuning size is
+    not below every earlier one's is left out: it would never be selected, yet could end the sequence.
+    The order uses the tuning split only, so the guarantee of fixed-sequence testing holds."""
+    seq = np.asarray(order, dtype=np.int64)
+    rest = np.setdiff1d(np.union1d(seq[1:], np.asarray(chains, dtype=np.int64)), seq[:1])
+    merged = np.r_[seq[:1], rest[np.lexsort((-size[rest], risk[rest]))]].astype(np.int64)
+    before = np.minimum.accumulate(np.r_[np.inf, size[merged][:-1]])
+    return merged[size[merged] < before]
+
+
+def size_thresholds(scores: FloatArray, questions: int, levels: FloatArray) -> FloatArray:
+    """Thresholds of a learned candidate score, one per level ``a`` of ``levels`` (descending, so the
+    thresholds ascend): the one that keeps ``m^(1 − a)`` candidates per question on average over the
+    tuning split, ``m`` its mean candidate count (``a = 0``: ``+∞``, every candidate; ``a`` near 1: about
+    one). Geometric steps in set size, rather than in the tuning questions' coverage, give the fixed
+    sequence fine steps near "keep every reachable answer", where α = 0.1 sits (WebQSP's retrieval reaches
+    .923 of the questions, so a set may lose about 0.5 % of them)."""
+    finite = np.sort(scores[np.isfinite(scores)])
+    m = scores.size / max(questions, 1)
+    out = np.full(levels.size, np.inf)
+    for i, a in enumerate(levels.tolist()):
+        keep = round(questions * m ** (1.0 - a))
+        if a > 0 and keep < finite.size:
+            out[i] = finite[max(keep, 1) - 1]
+    return np.maximum.accumulate(out)
 
 
 def nested_chain(risk: FloatArray, size: FloatArray, shape: tuple[int, ...]) -> npt.NDArray[np.int64]:
@@ -195,30 +261,36 @@ class UAG:
         self.chosen_thresholds_: tuple[float, float, float, float] | None = None
         self.evaluator_score_: EvaluatorScore | None = None
         self.learned_: dict[str, CandidateScorer] = {}  # the candidate scores fitted on the tuning split
+        self._fit_scores: tuple[TableBatch, dict[str, FloatArray]] | None = None  # cross-fitted, in fit()
 
     # ------------------------------------------------------------------ fit (tuning split)
     def fit(self, tune: TableBatch) -> UAG:
         """Eq. 1 thresholds per grid level from the tuning split; tuning risk and set size of every λ (for
-        LTT). A learned score (fitted here first) takes, at level α3, the Eq. 1 quantile at ``α3²`` of the
-        tuning questions whose gold the retrieval reaches: no threshold covers the others, and at small α
-        the sets must keep nearly every reachable answer (WebQSP reaches .923 of its questions, so at
-        α = 0.1 a set may lose about 0.5 % of them), which needs fine steps there (α3 = 0.025, 0.05, 0.075
-        keep 99.94 %, 99.75 %, 99.4 %)."""
+        LTT). A learned score is fitted here first, on the whole tuning split (the sets use that fit); the
+        tuning split's own thresholds, risks and sizes use its cross-fitted scores (:func:`cross_fitted`).
+        Its thresholds step geometrically in the tuning set size (:func:`size_thresholds`) and its
+        thresholds alone join the fixed sequence as a chain of nested sets (:func:`with_chains`)."""
         if tune.num_questions == 0:
             raise ConfigError("UAG.fit: empty tuning split")
         comp = tune.component_scores()
         levels = [alpha_levels(h)[::-1] for h in self.config.steps]  # descending α → ascending thresholds
-        self.learned_ = {k: candidate_score(k).fit(tune) for k in self.config.evaluator_scores
-                         if k in CANDIDATE_SCORES}
+        learned = [k for k in self.config.evaluator_scores if k in CANDIDATE_SCORES]
+        self.learned_ = {k: candidate_score(k).fit(tune) for k in learned}
+        self._fit_scores = (tune, {k: cross_fitted(k, tune, self.learned_[k]) for k in learned})
+        try:
+            return self._fit_grid(tune, comp, levels)
+        finally:
+            self._fit_scores = None
 
+    def _fit_grid(self, tune: TableBatch, comp: FloatArray, levels: list[FloatArray]) -> UAG:
+        """:meth:`fit` after the learned scores: thresholds, tuning risks and sizes, the sequences."""
         def quantiles(scores: FloatArray, k: int) -> FloatArray:
             return np.asarray([conformal_quantile(scores, float(x)) for x in levels[k]])
 
         def t3_row(kind: EvaluatorScore) -> FloatArray:
-            s3 = self.rescored(tune, kind).component_scores()[:, 2]
             if kind not in self.learned_:
-                return quantiles(s3, 2)
-            return np.asarray([conformal_quantile(s3[np.isfinite(s3)], float(x) ** 2) for x in levels[2]])
+                return quantiles(self.rescored(tune, kind).component_scores()[:, 2], 2)
+            return size_thresholds(self.rescored(tune, kind).eq6, tune.num_questions, levels[2])
 
         t3 = np.stack([t3_row(kind) for kind in self.config.evaluator_scores])
         self.levels_ = (levels[0], levels[1], levels[2])
@@ -234,14 +306,27 @@ class UAG:
         self.tune_risk_ = 1.0 - covered / tune.num_questions
         self.tune_size_ = size / tune.num_questions
         self.order_ = pareto_order(self.tune_risk_, self.tune_size_, first=self.largest_index)
+        if self.learned_:
+            self.order_ = with_chains(self.order_, self.tune_risk_, self.tune_size_, self._learned_chains())
         self.chain_ = nested_chain(self.tune_risk_, self.tune_size_, self.grid_shape)
         return self
+
+    def _learned_chains(self) -> npt.NDArray[np.int64]:
+        """The flat indices of each learned score's thresholds alone (no path filtering: α1 = α2 = 0,
+        every scored candidate), largest set first."""
+        shape = self.grid_shape
+        v = [i for i, k in enumerate(self.config.evaluator_scores) if k in self.learned_]
+        cells = [(i, shape[1] - 1, shape[2] - 1, k, shape[4] - 1) for i in v
+                 for k in range(shape[3] - 1, -1, -1)]
+        return np.asarray([np.ravel_multi_index(c, shape) for c in cells], dtype=np.int64)
 
     def rescored(self, batch: TableBatch, kind: EvaluatorScore) -> TableBatch:
         """``batch`` with the scores of evaluator score ``kind`` in Eq. 6's place (a learned one as
         :meth:`fit` fitted it)."""
         if kind not in CANDIDATE_SCORES:
             return batch.rescored(kind)
+        if self._fit_scores is not None and batch is self._fit_scores[0]:
+            return batch.with_eq6(self._fit_scores[1][kind])
         if kind not in self.learned_:
             raise ConfigError(f"UAG: evaluator score {kind!r} is learned by fit(); call fit() first")
         return batch.with_eq6(self.learned_[kind].scores(batch))

@@ -209,6 +209,8 @@ class ArmOutcome:
     cost: float | None = None
     usage: Usage | None = None
     signals: tuple[float, ...] = ()
+    probabilities: Mapping[str, float] | None = None
+    """A multiple-choice arm's probability of each choice label (what its answer set is made from)."""
 
     def to_dict(self) -> dict[str, Any]:
         rec: dict[str, Any] = {"answer": self.answer, "correct": self.correct}
@@ -220,6 +222,8 @@ class ArmOutcome:
                             "calls": u.calls}
         if self.signals:
             rec["signals"] = list(self.signals)
+        if self.probabilities is not None:
+            rec["probabilities"] = dict(self.probabilities)
         return rec
 
 
@@ -230,6 +234,9 @@ class GradedQuestion:
     id: str
     text: str
     arms: Mapping[str, ArmOutcome]
+    gold: str | None = None
+    """A multiple-choice question's right choice label (optional; needed to score answer sets where no
+    arm was right)."""
 
 
 @dataclass(frozen=True)
@@ -257,7 +264,7 @@ def _arm_outcome(name: str, obj: Any, path: Path, line: int) -> ArmOutcome:
     where = f"arms.{name}"
     if not isinstance(obj, dict):
         raise DataError(f"{where} must be an object {{answer, correct, cost | usage}}", path, line)
-    unknown = sorted(set(obj) - {"answer", "correct", "cost", "usage", "signals"})
+    unknown = sorted(set(obj) - {"answer", "correct", "cost", "usage", "signals", "probabilities"})
     if unknown:
         raise DataError(f"{where}: unknown field(s) {', '.join(unknown)}", path, line)
     answer = obj.get("answer", "")
@@ -284,7 +291,58 @@ def _arm_outcome(name: str, obj: Any, path: Path, line: int) -> ArmOutcome:
     if not isinstance(signals, list) or not all(
             isinstance(s, int | float) and not isinstance(s, bool) and math.isfinite(s) for s in signals):
         raise DataError(f"{where}.signals must be a list of finite numbers", path, line)
-    return ArmOutcome(answer, correct, cost, usage, tuple(float(s) for s in signals))
+    probs = _choice_probabilities(obj["probabilities"], answer, where, path, line) if "probabilities" in obj \
+        else None
+    return ArmOutcome(answer, correct, cost, usage, tuple(float(s) for s in signals), probs)
+
+
+PROBABILITY_SUM_TOLERANCE = 0.01
+"""How far from 1 a recorded choice distribution may sum (rounding in the recorder)."""
+
+
+def _choice_probabilities(raw: Any, answer: str, where: str, path: Path, line: int) -> dict[str, float]:
+    """``arms.NAME.probabilities``: ``{CHOICE_LABEL: p}`` over at least two choices, each ``p`` in [0, 1],
+    summing to 1 (± :data:`PROBABILITY_SUM_TOLERANCE`), the arm's answer among the labels."""
+    field_ = f"{where}.probabilities"
+    if not isinstance(raw, dict) or len(raw) < 2:
+        raise DataError(f"{field_} must be an object {{CHOICE_LABEL: probability}} over at least two choices",
+                        path, line)
+    out: dict[str, float] = {}
+    for label, p in raw.items():
+        if not label.strip():
+            raise DataError(f"{field_}: a choice label is empty", path, line)
+        if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0:
+            raise DataError(f"{field_}.{label} must be a probability in [0, 1], got {p!r}", path, line)
+        out[label] = float(p)
+    total = sum(out.values())
+    if abs(total - 1.0) > PROBABILITY_SUM_TOLERANCE:
+        raise DataError(f"{field_} sums to {total:.4f}, not 1 (± {PROBABILITY_SUM_TOLERANCE})", path, line)
+    if answer and answer not in out:
+        raise DataError(f"{where}.answer {answer!r} is not one of the choices of {field_} "
+                        f"({', '.join(out)})", path, line)
+    return out
+
+
+def _gold_choice(gold: Any, outcomes: Mapping[str, ArmOutcome], path: Path, line: int) -> str | None:
+    """The question's ``gold`` choice label, checked against the arms: every arm that gives
+    ``probabilities`` gives them over the same labels, ``gold`` is one of them, and an arm's ``correct``
+    says whether its answer is ``gold``."""
+    labelled = {name: o.probabilities for name, o in outcomes.items() if o.probabilities is not None}
+    labels = {frozenset(p) for p in labelled.values()}
+    if len(labels) > 1:
+        raise DataError("the arms' probabilities name different choices: " + "; ".join(
+            f"{name}: {', '.join(p)}" for name, p in labelled.items()), path, line)
+    if gold is None:
+        return None
+    if not isinstance(gold, str) or not gold.strip():
+        raise DataError(f"field 'gold' must be a non-empty choice label, got {gold!r}", path, line)
+    if labels and gold not in next(iter(labels)):
+        raise DataError(f"gold {gold!r} is not one of the choices the arms' probabilities name", path, line)
+    for name, o in outcomes.items():
+        if o.answer and o.correct != (o.answer == gold):
+            raise DataError(f"arms.{name}.correct is {str(o.correct).lower()} but its answer {o.answer!r} "
+                            f"{'is not' if o.correct else 'is'} the gold choice {gold!r}", path, line)
+    return gold
 
 
 def read_graded_log(path: str | Path, arms: Sequence[str] | None = None) -> GradedLog:
@@ -295,10 +353,10 @@ def read_graded_log(path: str | Path, arms: Sequence[str] | None = None) -> Grad
     seen: dict[str, int] = {}
     order: dict[str, None] = {}
     for line, obj in read_jsonl(p, "graded log"):
-        unknown = sorted(set(obj) - {"id", "text", "arms"})
+        unknown = sorted(set(obj) - {"id", "text", "arms", "gold"})
         if unknown:
-            raise DataError(f"unknown field(s) {', '.join(unknown)}; a graded question has id, text, arms",
-                            p, line)
+            raise DataError(f"unknown field(s) {', '.join(unknown)}; a graded question has id, text, arms "
+                            "and optionally gold", p, line)
         qid, text, graded = obj.get("id"), obj.get("text", ""), obj.get("arms")
         if isinstance(qid, int) and not isinstance(qid, bool):
             qid = str(qid)
@@ -318,7 +376,7 @@ def read_graded_log(path: str | Path, arms: Sequence[str] | None = None) -> Grad
                 raise DataError(f"unknown arm {name!r}; the arms are {', '.join(arms or ())}", p, line)
             outcomes[name] = _arm_outcome(name, rec, p, line)
             order[name] = None
-        out.append(GradedQuestion(qid, text, outcomes))
+        out.append(GradedQuestion(qid, text, outcomes, _gold_choice(obj.get("gold"), outcomes, p, line)))
     if not out:
         raise DataError("graded log holds no questions", p)
     return GradedLog(tuple(out), tuple(order))
@@ -326,8 +384,9 @@ def read_graded_log(path: str | Path, arms: Sequence[str] | None = None) -> Grad
 
 def write_graded_log(path: str | Path, log: GradedLog) -> int:
     """Write ``log`` as a graded log (atomically); returns how many questions."""
-    lines = [json.dumps({"id": q.id, "text": q.text, "arms": {a: o.to_dict() for a, o in q.arms.items()}},
-                        ensure_ascii=False) for q in log.questions]
+    lines = [json.dumps({"id": q.id, "text": q.text, "arms": {a: o.to_dict() for a, o in q.arms.items()},
+                         **({} if q.gold is None else {"gold": q.gold})}, ensure_ascii=False)
+             for q in log.questions]
     write_text_atomic(Path(path), "".join(line + "\n" for line in lines))
     return len(lines)
 

@@ -636,18 +636,19 @@ def choice_signals(probabilities: Mapping[str, float]) -> tuple[float, ...]:
 def live_graded_log(out_dir: Path, questions: Sequence[Question], arms: Sequence[ArmConfig], price_model: str
                     ) -> GradedLog:
     """A live run's answers (:func:`logged_answers`) as a graded log (:mod:`kgwise.datasets.user`): per
-    question every arm's answer, whether it was right, its cost (in calls) and as ``signals`` its
-    confidence over the choices (:func:`choice_signals`; the KG model's is known before any LLM is called,
-    an LLM arm's once it has answered)."""
+    question every arm's answer, whether it was right, its cost (in calls), its ``probabilities`` over the
+    choices and as ``signals`` its confidence (:func:`choice_signals`; the KG model's is known before any
+    LLM is called, an LLM arm's once it has answered), and the question's ``gold`` choice."""
     answers = logged_answers(out_dir, questions, arms, price_model)
     out = []
     for q in questions:
         graded = {}
         for a in arms:
             row = answers[a.name][_key(q)]
+            probs = row.get("probabilities") or None
             graded[a.name] = ArmOutcome(str(row["prediction"]), bool(row["correct"]), float(row["cost"]),
-                                        None, choice_signals(row.get("probabilities") or {}))
-        out.append(GradedQuestion(q.id, q.text, graded))
+                                        None, choice_signals(probs or {}), probs)
+        out.append(GradedQuestion(q.id, q.text, graded, q.gold[0]))
     return GradedLog(tuple(out), tuple(a.name for a in arms))
 
 
@@ -664,9 +665,9 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
     ``answers``; the pipeline's and each arm's accuracy on the test halves, in how many splits the fit
     pinned each arm (routing did not beat it); per α, the share of splits where every arm's coverage over
     the questions routed to it is ≥ 1 − α (arms that got no question are not counted), the same per arm,
-    and the coverage's spread — for the split-conformal sets and, under ``pac`` and ``pac_all_arms``, for
-    their PAC variants at ``cfg.delta`` per arm and split over the arms (each recomputed from the
-    calibration scores its decision's set was made from)."""
+    the coverage's spread and the mean set size — for the split-conformal sets and, under ``pac`` and
+    ``pac_all_arms``, for their PAC variants at ``cfg.delta`` per arm and split over the arms (each
+    recomputed from the calibration scores its decision's set was made from)."""
     if splits < 1 or len(questions) < 4:
         raise ConfigError("coverage_splits needs ≥ 1 split and ≥ 4 questions")
     n = len(questions)
@@ -675,6 +676,7 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
     ok: dict[tuple[str, str], list[bool]] = {k: [] for k in keys}
     per_arm: dict[tuple[str, str], dict[str, list[float]]] = {k: {x.name: [] for x in arms} for k in keys}
     overall: dict[tuple[str, str], list[float]] = {k: [] for k in keys}
+    set_size: dict[tuple[str, str], list[float]] = {k: [] for k in keys}
     accuracy: list[float] = []
     arm_accuracy: dict[str, list[float]] = {a.name: [] for a in arms}
     pinned: dict[str, int] = {a.name: 0 for a in arms}
@@ -725,9 +727,12 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
             alpha = float(key[1])
             rule = AnswerSetConfig(alpha, cfg.delta, kind, key[0])
             got: dict[str, list[bool]] = {}
+            sizes: list[int] = []
             for q, arm, probs, scores in rows:
                 st = set_at(scores, kind, rule, probs, [c.label for c in q.choices], len(arms))
                 got.setdefault(arm, []).append(q.gold[0] in st)
+                sizes.append(len(st))
+            set_size[key].append(float(np.mean(sizes)) if sizes else math.nan)
             for arm, hits in got.items():
                 per_arm[key][arm].append(float(np.mean(hits)))
             overall[key].append(float(np.mean([h for v in got.values() for h in v])) if got else math.nan)
@@ -738,6 +743,7 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
             "every_arm_covered_share": {k[1]: float(np.mean(ok[k])) for k in mine},
             "target (≥ 95 % of splits)": {k[1]: float(np.mean(ok[k])) >= 0.95 for k in mine},
             "overall_coverage_mean": {k[1]: float(np.nanmean(overall[k])) for k in mine},
+            "mean_set_size": {k[1]: float(np.nanmean(set_size[k])) for k in mine},
             "per_arm": {k[1]: {a: {"splits_with_questions": len(v),
                                    "covered_share": float(np.mean([c >= 1 - float(k[1]) for c in v]))
                                    if v else None,
