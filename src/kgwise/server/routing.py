@@ -10,7 +10,8 @@ threads)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Protocol, runtime_checkable
+from functools import partial
+from typing import Annotated, Any, Protocol, TypeVar, runtime_checkable
 
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,7 +20,7 @@ from kgwise.app import BudgetExceededError, Decision, PipelineStatus, Settlement
 from kgwise.server.backpressure import ModelGate
 from kgwise.server.limits import MAX_ID, Ident, Money, QuestionText, Unit
 
-__all__ = ["CancelRequest", "ExternalRouter", "RouteRequest", "SettleRequest", "routing_api"]
+__all__ = ["CancelRequest", "ExternalRouter", "RouteRequest", "SettleRequest", "pick_pipeline", "routing_api"]
 
 _DECISION = Field(min_length=1, max_length=64)
 
@@ -72,17 +73,25 @@ class CancelRequest(BaseModel):
     model: Ident | None = None
 
 
+T = TypeVar("T")
+
+
+def pick_pipeline(pipelines: Mapping[str, T], model: str | None) -> T:
+    """The served pipeline that a request's ``model`` names (it may be left out when there is one): 422 when
+    it is left out among several, 404 when no pipeline has that name."""
+    if model is None:
+        if len(pipelines) != 1:
+            raise HTTPException(422, f"model: name one of the pipelines ({', '.join(pipelines)})")
+        return next(iter(pipelines.values()))
+    if model not in pipelines:
+        raise HTTPException(404, f"model: no pipeline {model!r} (GET /v1/models)")
+    return pipelines[model]
+
+
 def routing_api(routers: Mapping[str, ExternalRouter], gate: ModelGate) -> APIRouter:
     """The ``/v1/route`` routes over the served pipelines ``routers`` (by name)."""
     api = APIRouter()
-
-    def pick(model: str | None) -> ExternalRouter:
-        if model is None and len(routers) == 1:
-            return next(iter(routers.values()))
-        if model is None or model not in routers:
-            raise HTTPException(404, f"model: {'give' if model is None else 'no'} pipeline name "
-                                f"({', '.join(routers)})")
-        return routers[model]
+    pick = partial(pick_pipeline, routers)
 
     @api.post("/v1/route")
     async def route(req: RouteRequest, request: Request) -> dict[str, Any]:
