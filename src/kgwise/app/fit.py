@@ -317,10 +317,7 @@ def fit_questions(pipeline: Pipeline, source: Path | Sequence[Question], max_spe
     if not pipeline.runners:
         raise ConfigError("fit needs the arms' models: open the pipeline with models=True")
     state = pipeline.state
-    if state.pending and not force:
-        raise ConfigError(f"{len(state.pending)} decision(s) in {state.root} await feedback; a fit replaces "
-                          "the router and would drop them: give their feedback first (`kgwise feedback ID "
-                          "--correct|--wrong`), or drop them with `kgwise fit --force …`")
+    refuse_pending(pipeline, force, "kgwise fit --force …")
     questions = read_questions(source) if isinstance(source, Path) else list(source)
     config = pipeline.config
     unit = config.router.unit
@@ -482,6 +479,16 @@ def _held_out(pipeline: Pipeline, questions: Sequence[Question]) -> list[bool]:
     sets = pipeline.config.answer_sets
     open_share = 0.0 if sets.uag_llm is None else 1.0 - sets.uag_tune_share
     return held_out(questions, sets.calibration_share, open_share)
+
+
+def refuse_pending(pipeline: Pipeline, force: bool, command: str) -> None:
+    """``ConfigError`` while decisions await feedback (a fit replaces the router and would drop them),
+    unless ``force``; ``command``: the fit's own command with ``--force``."""
+    state = pipeline.state
+    if state.pending and not force:
+        raise ConfigError(f"{len(state.pending)} decision(s) in {state.root} await feedback; a fit replaces "
+                          "the router and would drop them: give their feedback first (`kgwise feedback ID "
+                          f"--correct|--wrong`), or drop them with `{command}`")
 
 
 def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict[tuple[str, str], LoggedCall],
