@@ -9,7 +9,7 @@ threads)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Annotated, Any, Protocol, TypeVar, runtime_checkable
 
@@ -93,38 +93,36 @@ def routing_api(routers: Mapping[str, ExternalRouter], gate: ModelGate) -> APIRo
     api = APIRouter()
     pick = partial(pick_pipeline, routers)
 
+    async def run(request: Request, fn: Callable[..., Any], *args: Any) -> dict[str, Any]:
+        """``fn(*args)`` on the router's gate, as JSON; a decision that does not wait is a 404."""
+        try:
+            out = await gate.run(request, fn, *args)
+        except UnknownDecisionError as exc:
+            raise HTTPException(status_code=404, detail=str(exc)) from exc
+        answer: dict[str, Any] = out.to_dict()
+        return answer
+
     @api.post("/v1/route")
     async def route(req: RouteRequest, request: Request) -> dict[str, Any]:
         """The external arm to ask, its decision id and the cost bound it holds."""
         try:
-            decision = await gate.run(request, pick(req.model).route, req.question, req.costs)
-        except BudgetExceededError as exc:
+            return await run(request, pick(req.model).route, req.question, req.costs)
+        except BudgetExceededError as exc:  # no arm's bound fits what the budget leaves
             raise HTTPException(status_code=429, detail=str(exc)) from exc
-        return decision.to_dict()
 
     @api.post("/v1/route/feedback")
     async def feedback(req: SettleRequest, request: Request) -> dict[str, Any]:
         """Pay a decision's cost and learn its outcome (once per decision)."""
-        try:
-            out = await gate.run(request, pick(req.model).settle, req.decision, req.reward, req.cost,
-                                 req.observed)
-        except UnknownDecisionError as exc:
-            raise HTTPException(status_code=404, detail=str(exc)) from exc
-        return out.to_dict()
+        return await run(request, pick(req.model).settle, req.decision, req.reward, req.cost, req.observed)
 
     @api.post("/v1/route/cancel")
     async def cancel(req: CancelRequest, request: Request) -> dict[str, Any]:
         """Call off a waiting decision: its cost bound returns to the budget."""
-        try:
-            out = await gate.run(request, pick(req.model).cancel, req.decision)
-        except UnknownDecisionError as exc:
-            raise HTTPException(status_code=404, detail=str(exc)) from exc
-        return out.to_dict()
+        return await run(request, pick(req.model).cancel, req.decision)
 
     @api.get("/v1/route/status")
     async def status(request: Request, model: str | None = None) -> dict[str, Any]:
         """Budget, spending, held bounds, decisions waiting and per-arm figures."""
-        out = await gate.run(request, pick(model).pipeline_status)
-        return out.to_dict()
+        return await run(request, pick(model).pipeline_status)
 
     return api
