@@ -11,7 +11,7 @@ from typing import Self
 
 from kgwise.errors import ConfigError, ServiceError
 
-__all__ = ["ServerProcess", "cpu_seconds", "free_port", "sparql_answers", "stop_process"]
+__all__ = ["ServerProcess", "cpu_seconds", "free_port", "rss_mb", "sparql_answers", "stop_process"]
 
 
 def cpu_seconds(pid: int, children: bool = False) -> float:
@@ -30,6 +30,17 @@ def cpu_seconds(pid: int, children: bool = False) -> float:
             t = p.cpu_times()
             total += t.user + t.system
     return total
+
+
+def rss_mb(pid: int | None = None) -> float:
+    """Resident memory of process ``pid`` (default: this one) in MB; ``ConfigError`` when there is no such
+    process."""
+    import psutil
+
+    try:
+        return float(psutil.Process(pid).memory_info().rss) / 2**20
+    except psutil.Error as exc:
+        raise ConfigError(f"process {pid}: {exc}") from exc
 
 
 def free_port() -> int:

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from kgwise.errors import ConfigError
-from kgwise.eval.bench.net import free_port, stop_process
+from kgwise.eval.bench.net import free_port, rss_mb, stop_process
 from kgwise.llm.local_models import DEFAULT_LLM
 
 __all__ = ["EXTERNAL_ARMS", "REPLAY_ARMS", "PhaseResult", "ServeBenchConfig", "run_chat_benchmark",
@@ -78,14 +78,6 @@ class PhaseResult:
     health: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
 
-
-
-def rss_mb(pid: int) -> float:
-    """Resident memory of process ``pid`` in MB (Linux ``/proc``)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise ConfigError(f"no VmRSS for process {pid}")
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
