@@ -39,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.app.config import reads_free
+from kgwise.app.state import PENDING_KEPT
 from kgwise.conformal.selective import (
     SelectiveConfig,
     SelectiveRiskControl,
@@ -254,11 +255,11 @@ class ArmAbstention:
 
 class AbstentionLog:
     """The live counts behind :class:`ArmAbstention`, in ``abstention.json`` of the state folder: per arm
-    the four counts, and the answered decisions awaiting feedback (``pending``, at most ``keep``)."""
+    the four counts, and the answered decisions awaiting feedback (``pending``, at most the state's
+    :data:`~kgwise.app.state.PENDING_KEPT`: feedback on an older decision is refused there anyway)."""
 
-    def __init__(self, root: Path, keep: int = 100_000) -> None:
+    def __init__(self, root: Path) -> None:
         self.path = root / ABSTENTION_FILE
-        self.keep = keep
         self.arms: dict[str, list[int]] = {}
         self.pending: dict[str, str] = {}
         if self.path.exists():
@@ -278,7 +279,7 @@ class AbstentionLog:
         if not abstained:
             counts[1] += 1
             self.pending[decision] = arm
-            while len(self.pending) > self.keep:
+            while len(self.pending) > PENDING_KEPT:
                 self.pending.pop(next(iter(self.pending)))
         self._save()
 

@@ -193,7 +193,8 @@ class ObservedArm:
 
 def arm_cost(arm: ArmConfig, usage: Usage) -> float:
     """Cost of ``usage`` on ``arm`` in the budget's unit (Eq. 14's ``p(a)‖q_a‖``); ``UsageError`` for
-    usage that cannot be priced (negative or non-whole counts, a non-finite or negative reported cost)."""
+    usage that cannot be priced (negative or non-whole counts, a non-finite or negative reported cost or
+    total)."""
     from kgwise.llm.base import UsageError
 
     counts = (usage.input_tokens, usage.output_tokens, usage.calls)
@@ -209,6 +210,8 @@ def arm_cost(arm: ArmConfig, usage: Usage) -> float:
         if price is None:
             raise ConfigError(f"arm {arm.name!r}: {arm.price_model!r} is not in the price table")
         total += price.cost(usage.input_tokens, usage.output_tokens)
+    if not (math.isfinite(total) and total >= 0):
+        raise UsageError(f"arm {arm.name!r}: its reported usage prices at {total!r}, not a finite amount ≥ 0")
     return total
 
 

@@ -42,6 +42,7 @@ import numpy.typing as npt
 from kgwise.app.config import AnswerSetConfig, PipelineConfig
 from kgwise.arrays import decode_array, encode_array
 from kgwise.bandit.linucb import TrackedContexts
+from kgwise.conformal.ltt import min_calibration_questions
 from kgwise.conformal.scores import choice_score
 from kgwise.conformal.split import conformal_quantile, min_calibration_size, pac_conformal_quantile, pac_rank
 from kgwise.errors import DataError
@@ -124,7 +125,7 @@ def questions_needed(sets: AnswerSetConfig, arms: int, alpha: float | None = Non
     if sets.guarantee == "marginal":
         return min_calibration_size(a)
     d = arm_delta(sets, arms)
-    n = max(1, math.ceil(math.log(d) / math.log1p(-a) - 1e-9))  # even rank n needs (1 − α)^n ≤ δ
+    n = min_calibration_questions(a, d)  # even rank n needs (1 − α)^n ≤ δ
     while pac_rank(n, a, d) > n:
         n += 1
     return n

@@ -666,9 +666,9 @@ class _Reader:
             if spec is not None and not spec.startswith("openai:"):
                 raise self.fail("an arm behind base_url needs spec = openai:MODEL (the served model's "
                                 "name)", "arms", "spec", i)
-        for key in ("policy", "bandit", "combo", "combos", "knowledge_tokens"):
-            if key in data and kind != "inject":
-                raise self.fail(f"{key} is for inject arms", "arms", key, i)
+        stray = [k for k in data if k in _keys_of(ArmConfig, "inject") - _keys_of(ArmConfig, "llm")]
+        if stray and kind != "inject":
+            raise self.fail(f"{stray[0]} is for inject arms", "arms", stray[0], i)
         combos = self.combos(data, i)
         budget = data.get("knowledge_tokens", KNOWLEDGE_TOKENS)
         if budget != "full" and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):

@@ -317,10 +317,7 @@ def fit_questions(pipeline: Pipeline, source: Path | Sequence[Question], max_spe
     if not pipeline.runners:
         raise ConfigError("fit needs the arms' models: open the pipeline with models=True")
     state = pipeline.state
-    if state.pending and not force:
-        raise ConfigError(f"{len(state.pending)} decision(s) in {state.root} await feedback; a fit replaces "
-                          "the router and would drop them: give their feedback first (`kgwise feedback ID "
-                          "--correct|--wrong`), or drop them with `kgwise fit --force …`")
+    refuse_pending(pipeline, force, "kgwise fit --force …")
     questions = read_questions(source) if isinstance(source, Path) else list(source)
     config = pipeline.config
     unit = config.router.unit
@@ -484,6 +481,16 @@ def _held_out(pipeline: Pipeline, questions: Sequence[Question]) -> list[bool]:
     return held_out(questions, sets.calibration_share, open_share)
 
 
+def refuse_pending(pipeline: Pipeline, force: bool, command: str) -> None:
+    """``ConfigError`` while decisions await feedback (a fit replaces the router and would drop them),
+    unless ``force``; ``command``: the fit's own command with ``--force``."""
+    state = pipeline.state
+    if state.pending and not force:
+        raise ConfigError(f"{len(state.pending)} decision(s) in {state.root} await feedback; a fit replaces "
+                          "the router and would drop them: give their feedback first (`kgwise feedback ID "
+                          f"--correct|--wrong`), or drop them with `{command}`")
+
+
 def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict[tuple[str, str], LoggedCall],
                   estimate: float, spent: float, made: int, resumed: int, echo: Callable[[str], None],
                   prompts: tuple[PromptFit, ...] = ()) -> FitReport:
@@ -504,13 +511,17 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     learn = [i for i, h in enumerate(held) if not h]
     hold = [i for i, h in enumerate(held) if h]
     learn_q = [questions[i] for i in learn]
+    free: dict[str, list[FreeOutput]] = {
+        n: [(calls[(n, q.id)].answer, calls[(n, q.id)].signals)
+            if (n, q.id) in calls and calls[(n, q.id)].cost == 0.0 else ("", ()) for q in questions]
+        for n in config.free_arms}
+    Y = np.array([[float(calls[(n, q.id)].correct) if (n, q.id) in calls else math.nan for n in names]
+                  for q in questions], dtype=np.float64).reshape(len(questions), len(names))
     contexts = {"question": E}
     for context in ("question+free", "free") if config.free_arms else ():
-        contexts[context] = np.stack([context_vector(config, context, E[i], {
-            n: (calls[(n, q.id)].answer, calls[(n, q.id)].signals)
-            for n in config.free_arms if (n, q.id) in calls and calls[(n, q.id)].cost == 0.0})
-            for i, q in enumerate(questions)])
-    predicted, why_not = _predicted_context(config, questions, calls, E, learn)
+        contexts[context] = np.stack([context_vector(config, context, e, {n: v[i] for n, v in free.items()})
+                                      for i, e in enumerate(E)])
+    predicted, why_not = _predicted_context(config, questions, free, Y, E, learn)
     predictor: PredictedContext | None = None
     if predicted is not None:
         contexts["predicted"], predictor = predicted
@@ -525,8 +536,7 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     X = contexts[selection.context]
     coke = replace(config.router.coke, gamma_override=selection.gamma,
                    decomposed_reward=selection.decomposed_reward)
-    rewards = {n: [float(calls[(n, q.id)].correct) if (n, q.id) in calls else math.nan for q in learn_q]
-               for n in names}
+    rewards = {n: Y[learn, a].tolist() for a, n in enumerate(names)}
     router = RouterAdapter.new(config, X.shape[1], coke)
     if selection.context == "predicted":
         router.predicted = predictor
@@ -701,8 +711,8 @@ MIN_PREDICTOR_GRADED = 10
 
 
 def _predicted_context(config: PipelineConfig, questions: Sequence[Question],
-                       calls: Mapping[tuple[str, str], LoggedCall], E: np.ndarray, learn: Sequence[int]
-                       ) -> tuple[tuple[np.ndarray, PredictedContext] | None, str]:
+                       free: Mapping[str, Sequence[FreeOutput]], Y: np.ndarray, E: np.ndarray,
+                       learn: Sequence[int]) -> tuple[tuple[np.ndarray, PredictedContext] | None, str]:
     """The ``predicted`` router context of every question and the predictor the pipeline keeps, or why
     there is none. The features (:class:`kgwise.route.features.PreCallFeatures`: the free arms' answers
     and signals, the question's form, 16 principal components of its embedding) are fitted on the
@@ -713,8 +723,6 @@ def _predicted_context(config: PipelineConfig, questions: Sequence[Question],
     if not config.free_arms:
         return None, "the config has no free arm (its answers and signals are the predictor's evidence)"
     names = list(config.names)
-    Y = np.array([[float(calls[(n, q.id)].correct) if (n, q.id) in calls else math.nan for n in names]
-                  for q in questions], dtype=np.float64).reshape(len(questions), len(names))
     rows = np.asarray(learn, dtype=np.int64)
     graded = (~np.isnan(Y[rows])).sum(axis=0) if len(rows) else np.zeros(len(names))
     need = MIN_PREDICTOR_GRADED * PREDICTOR_FOLDS
@@ -722,10 +730,6 @@ def _predicted_context(config: PipelineConfig, questions: Sequence[Question],
         thin = [f"{n} ({int(g)})" for n, g in zip(names, graded, strict=True) if g < need]
         return None, (f"the router learns from too few graded outcomes of {', '.join(thin)} (the predictor "
                       f"needs {need} per arm)")
-    free: dict[str, list[FreeOutput]] = {
-        n: [(calls[(n, q.id)].answer, calls[(n, q.id)].signals)
-            if (n, q.id) in calls and calls[(n, q.id)].cost == 0.0 else ("", ()) for q in questions]
-        for n in config.free_arms}
     features = PreCallFeatures.fit({n: [v[i] for i in rows] for n, v in free.items()}, E[rows])
     F = features.rows([q.text for q in questions], E, free)
     P = np.zeros_like(Y)

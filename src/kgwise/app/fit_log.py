@@ -15,10 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kgwise.app.arms import arm_cost
-from kgwise.app.fit import FitReport, LoggedCall, _fit_from_log
+from kgwise.app.fit import FitReport, LoggedCall, _fit_from_log, refuse_pending
 from kgwise.app.pipeline import Pipeline
 from kgwise.datasets.user import read_graded_log
-from kgwise.errors import ConfigError, DataError
+from kgwise.errors import DataError
 from kgwise.types import Question, Usage
 
 __all__ = ["fit_log"]
@@ -29,11 +29,7 @@ def fit_log(pipeline: Pipeline, path: Path, echo: Callable[[str], None] = print,
     """Fit ``pipeline`` on the graded log at ``path`` (module docstring). Every arm the log names must be
     an arm of the config (``DataError`` naming it); refuses while decisions await feedback unless
     ``force``."""
-    state = pipeline.state
-    if state.pending and not force:
-        raise ConfigError(f"{len(state.pending)} decision(s) in {state.root} await feedback; a fit replaces "
-                          "the router and would drop them: give their feedback first (`kgwise feedback ID "
-                          "--correct|--wrong`), or drop them with `kgwise fit --log … --force`")
+    refuse_pending(pipeline, force, "kgwise fit --log … --force")
     config = pipeline.config
     arms = {a.name: a for a in config.arms}
     log = read_graded_log(path, list(arms))

@@ -699,7 +699,7 @@ class Pipeline:
         tuned = settings is not None and bool(settings.given())  # a free arm asked before routing: again
         try:
             output = ran[arm] if arm in ran and not tuned else self._run(arm, question, g, settings, on_text)
-            cost = _priced(runner.config.name, arm_cost(runner.config, output.usage))
+            cost = arm_cost(runner.config, output.usage)
         except BaseException as exc:
             with self._lock:
                 self.state.cancel(decision, bounds[arm] if isinstance(exc, UsageError) else 0.0)
@@ -980,14 +980,6 @@ class Pipeline:
     def _open_sets_status(self) -> str | None:
         uag, problem = self._open_calibration()
         return problem if uag is None else str(uag.summary.get("note", "calibrated"))
-
-
-def _priced(arm: str, cost: float) -> float:
-    """``cost`` when it is a finite amount ≥ 0; else ``UsageError`` (the upstream's usage cannot be
-    priced)."""
-    if not (math.isfinite(cost) and cost >= 0):
-        raise UsageError(f"arm {arm!r}: its reported usage prices at {cost!r}, not a finite amount ≥ 0")
-    return cost
 
 
 def _gold_label(p: Pending, gold: str | Sequence[str]) -> str:

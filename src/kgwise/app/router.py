@@ -199,6 +199,16 @@ class RouterAdapter:
     def arm_cost(self) -> dict[str, float]:
         return {n: float(c) for n, c in zip(self.router.names, self.router.arm_cost, strict=True)}
 
+    def carry_spend(self, old: RouterAdapter) -> None:
+        """Start from ``old``'s spend, overrun and per-arm spend (a fit's router replacing it: spend only
+        grows)."""
+        new = self.router
+        new.spent = max(new.spent, old.router.spent)
+        new.overrun = max(new.overrun, old.router.overrun)
+        for i, name in enumerate(new.names):
+            if name in old.names:
+                new.arm_cost[i] = max(new.arm_cost[i], old.router.arm_cost[old.names.index(name)])
+
     def cluster_accuracy(self) -> dict[str, float]:
         return {c: float(m) for c, m in zip(CLUSTERS, self.router.thompson.mean(), strict=True)}
 

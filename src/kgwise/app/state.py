@@ -625,13 +625,7 @@ class StateDir:
     def replace_router(self, router: RouterAdapter, context: Context) -> None:
         """A fit's new router and context (the decisions waiting are dropped): it starts from the spend,
         overrun and per-arm spend of the one it replaces — spend only grows (the caller snapshots)."""
-        old = self.router
-        new = router.router
-        new.spent = max(new.spent, old.spent)
-        new.overrun = max(new.overrun, old.overrun)
-        for i, name in enumerate(new.names):
-            if name in old.names:
-                new.arm_cost[i] = max(new.arm_cost[i], old.router.arm_cost[old.names.index(name)])
+        router.carry_spend(self.router)
         self.router = router
         self.context = context
         self.pending.clear()

@@ -713,11 +713,9 @@ class PgState:
         """Nothing to check ahead: each write reports its own fault."""
 
     def replace_router(self, router: RouterAdapter, context: Context) -> None:
-        """A fit's new router and context: it starts from the spend and overrun of the one it replaces
-        (spend only grows); the next :meth:`save` makes it the base of a new epoch."""
-        old, new = self.router.router, router.router
-        new.spent = max(new.spent, old.spent)
-        new.overrun = max(new.overrun, old.overrun)
+        """A fit's new router and context: it starts from the spend, overrun and per-arm spend of the one
+        it replaces (spend only grows); the next :meth:`save` makes it the base of a new epoch."""
+        router.carry_spend(self.router)
         self.router = router
         self.context = context
         self.pending.clear()

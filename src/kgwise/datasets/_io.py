@@ -9,9 +9,9 @@ from typing import Any
 
 from kgwise.errors import DataError
 from kgwise.files import read_jsonl
-from kgwise.types import Choice
+from kgwise.types import Choice, Question
 
-__all__ = ["dataset_file", "mc_record", "read_jsonl", "text_field"]
+__all__ = ["dataset_file", "mc_questions", "read_jsonl", "text_field"]
 
 
 def dataset_file(root: Path, relative: str) -> Path:
@@ -30,20 +30,25 @@ def text_field(obj: Mapping[str, Any], key: str, path: Path, line: int | None) -
     return value
 
 
-def mc_record(obj: Mapping[str, Any], path: Path, line: int, keyed: bool
-              ) -> tuple[Mapping[str, Any], tuple[Choice, ...], tuple[str, ...]]:
-    """A CSQA/OBQA record's ``question`` object, its choices and its gold label (``answerKey``, one of the
-    choices; ``()`` where the record has none and ``keyed`` is false); ``DataError`` when malformed."""
-    q = obj.get("question")
-    if not isinstance(q, dict):
-        raise DataError("field 'question' missing or not an object", path, line)
-    choices = mc_choices(q.get("choices"), path, line)
-    if "answerKey" not in obj and not keyed:
-        return q, choices, ()
-    key = text_field(obj, "answerKey", path, line)
-    if key not in {c.label for c in choices}:
-        raise DataError(f"answerKey {key!r} is not a choice label", path, line)
-    return q, choices, (key,)
+def mc_questions(path: Path, dataset: str, split: str, keyed: bool, concept: bool = False) -> list[Question]:
+    """The CSQA/OBQA records of ``path``: each record's ``id``, its ``question``'s ``stem`` and choices, its
+    gold label (``answerKey``, one of the choices; none where the record has none and ``keyed`` is false)
+    and with ``concept`` its ``question_concept`` (CSQA's); ``DataError`` naming the line when malformed."""
+    out = []
+    for line, obj in read_jsonl(path):
+        q = obj.get("question")
+        if not isinstance(q, dict):
+            raise DataError("field 'question' missing or not an object", path, line)
+        choices = mc_choices(q.get("choices"), path, line)
+        gold: tuple[str, ...] = ()
+        if "answerKey" in obj or keyed:
+            gold = (text_field(obj, "answerKey", path, line),)
+            if gold[0] not in {c.label for c in choices}:
+                raise DataError(f"answerKey {gold[0]!r} is not a choice label", path, line)
+        out.append(Question(id=text_field(obj, "id", path, line), text=text_field(q, "stem", path, line),
+                            choices=choices, gold=gold, dataset=dataset, split=split,
+                            concept=text_field(q, "question_concept", path, line) if concept else ""))
+    return out
 
 
 def mc_choices(raw: Any, path: Path, line: int | None) -> tuple[Choice, ...]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kgwise.datasets._io import dataset_file, mc_record, read_jsonl, text_field
+from kgwise.datasets._io import dataset_file, mc_questions
 from kgwise.errors import DataError
 from kgwise.types import Question
 
@@ -22,20 +22,8 @@ _IH_IDS = "csqa/inhouse_split_qids.txt"
 
 
 def _read(root: Path, official: str, split: str) -> list[Question]:
-    path = dataset_file(root, _FILES[official])
-    out = []
-    for line, obj in read_jsonl(path):
-        q, choices, gold = mc_record(obj, path, line, keyed=official != "test")
-        out.append(Question(
-            id=text_field(obj, "id", path, line),
-            text=text_field(q, "stem", path, line),
-            choices=choices,
-            gold=gold,
-            dataset="csqa",
-            split=split,
-            concept=text_field(q, "question_concept", path, line),
-        ))
-    return out
+    return mc_questions(dataset_file(root, _FILES[official]), "csqa", split, keyed=official != "test",
+                        concept=True)
 
 
 def inhouse_train_ids(root: Path) -> list[str]:

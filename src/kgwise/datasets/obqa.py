@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kgwise.datasets._io import dataset_file, mc_record, read_jsonl, text_field
+from kgwise.datasets._io import dataset_file, mc_questions
 from kgwise.errors import DataError
 from kgwise.types import Question
 
@@ -19,19 +19,7 @@ SPLITS = ("train", "dev", "test")
 
 def load_obqa(root: Path, split: str) -> list[Question]:
     """OBQA questions of ``split`` from ``root/obqa/Main/<split>.jsonl``."""
-    path = dataset_file(root, f"obqa/Main/{split}.jsonl")
-    out = []
-    for line, obj in read_jsonl(path):
-        q, choices, gold = mc_record(obj, path, line, keyed=True)
-        out.append(Question(
-            id=text_field(obj, "id", path, line),
-            text=text_field(q, "stem", path, line),
-            choices=choices,
-            gold=gold,
-            dataset="obqa",
-            split=split,
-        ))
-    return out
+    return mc_questions(dataset_file(root, f"obqa/Main/{split}.jsonl"), "obqa", split, keyed=True)
 
 
 def load_openbook_facts(root: Path) -> list[str]:

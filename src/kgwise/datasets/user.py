@@ -125,17 +125,37 @@ def _gold_labels(given: tuple[str, ...], choices: tuple[Choice, ...], key: str, 
     return tuple(dict.fromkeys(out))
 
 
-def question_record(obj: Mapping[str, Any], path: Path, line: int) -> Question:
-    """One questions-file record as a ``Question`` (``DataError`` naming file, line and field)."""
-    unknown = sorted(set(obj) - _QUESTION_KEYS)
+def _record_id(obj: Mapping[str, Any], fields: Sequence[str], what: str, path: Path, line: int) -> str:
+    """A record's ``id`` (a whole number as its digits), after refusing any field not among ``fields``
+    (``what``: the record's name in the message); ``DataError`` naming file and line."""
+    unknown = sorted(set(obj) - set(fields))
     if unknown:
-        raise DataError(f"unknown field(s) {', '.join(unknown)}; a question has "
-                        f"{', '.join(sorted(_QUESTION_KEYS))}", path, line)
+        raise DataError(f"unknown field(s) {', '.join(unknown)}; {what} has {', '.join(fields)}", path, line)
     qid = obj.get("id")
     if isinstance(qid, int) and not isinstance(qid, bool):
         qid = str(qid)
     if not isinstance(qid, str) or not qid.strip():
         raise DataError("field 'id' missing or not a non-empty string", path, line)
+    return qid
+
+
+def _once(seen: dict[str, int], qid: str, path: Path, line: int) -> None:
+    """Refuse an id already ``seen`` (id → its line) in the file; else remember it."""
+    if qid in seen:
+        raise DataError(f"id {qid!r} is given twice (first on line {seen[qid]})", path, line)
+    seen[qid] = line
+
+
+def _write_jsonl(path: str | Path, records: Iterable[Mapping[str, Any]]) -> int:
+    """Write ``records`` one JSON object a line (atomically); returns how many."""
+    lines = [json.dumps(r, ensure_ascii=False) for r in records]
+    write_text_atomic(Path(path), "".join(line + "\n" for line in lines))
+    return len(lines)
+
+
+def question_record(obj: Mapping[str, Any], path: Path, line: int) -> Question:
+    """One questions-file record as a ``Question`` (``DataError`` naming file, line and field)."""
+    qid = _record_id(obj, sorted(_QUESTION_KEYS), "a question", path, line)
     text = obj.get("text")
     if not isinstance(text, str) or not text.strip():
         raise DataError("field 'text' missing or not a non-empty string", path, line)
@@ -162,9 +182,7 @@ def read_questions(path: str | Path) -> list[Question]:
     seen: dict[str, int] = {}
     for line, obj in read_jsonl(p, "questions file"):
         q = question_record(obj, p, line)
-        if q.id in seen:
-            raise DataError(f"id {q.id!r} is given twice (first on line {seen[q.id]})", p, line)
-        seen[q.id] = line
+        _once(seen, q.id, p, line)
         out.append(q)
     if not out:
         raise DataError("questions file holds no questions", p)
@@ -195,9 +213,7 @@ def _question_json(q: Question) -> dict[str, Any]:
 
 def write_questions(path: str | Path, questions: Iterable[Question]) -> int:
     """Write ``questions`` as a questions file (atomically); returns how many."""
-    lines = [json.dumps(_question_json(q), ensure_ascii=False) for q in questions]
-    write_text_atomic(Path(path), "".join(line + "\n" for line in lines))
-    return len(lines)
+    return _write_jsonl(path, map(_question_json, questions))
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,23 +369,14 @@ def read_graded_log(path: str | Path, arms: Sequence[str] | None = None) -> Grad
     seen: dict[str, int] = {}
     order: dict[str, None] = {}
     for line, obj in read_jsonl(p, "graded log"):
-        unknown = sorted(set(obj) - {"id", "text", "arms", "gold"})
-        if unknown:
-            raise DataError(f"unknown field(s) {', '.join(unknown)}; a graded question has id, text, arms "
-                            "and optionally gold", p, line)
-        qid, text, graded = obj.get("id"), obj.get("text", ""), obj.get("arms")
-        if isinstance(qid, int) and not isinstance(qid, bool):
-            qid = str(qid)
-        if not isinstance(qid, str) or not qid.strip():
-            raise DataError("field 'id' missing or not a non-empty string", p, line)
+        qid = _record_id(obj, ("id", "text", "arms", "gold"), "a graded question", p, line)
+        text, graded = obj.get("text", ""), obj.get("arms")
         if not isinstance(text, str):
             raise DataError("field 'text' must be a string", p, line)
         if not isinstance(graded, dict) or not graded:
             raise DataError("field 'arms' must be an object {ARM: {answer, correct, cost | usage}} with at "
                             "least one arm", p, line)
-        if qid in seen:
-            raise DataError(f"id {qid!r} is graded twice (first on line {seen[qid]})", p, line)
-        seen[qid] = line
+        _once(seen, qid, p, line)
         outcomes = {}
         for name, rec in graded.items():
             if known is not None and name not in known:
@@ -384,11 +391,8 @@ def read_graded_log(path: str | Path, arms: Sequence[str] | None = None) -> Grad
 
 def write_graded_log(path: str | Path, log: GradedLog) -> int:
     """Write ``log`` as a graded log (atomically); returns how many questions."""
-    lines = [json.dumps({"id": q.id, "text": q.text, "arms": {a: o.to_dict() for a, o in q.arms.items()},
-                         **({} if q.gold is None else {"gold": q.gold})}, ensure_ascii=False)
-             for q in log.questions]
-    write_text_atomic(Path(path), "".join(line + "\n" for line in lines))
-    return len(lines)
+    return _write_jsonl(path, ({"id": q.id, "text": q.text, "arms": {a: o.to_dict() for a, o in q.arms.items()},
+                                **({} if q.gold is None else {"gold": q.gold})} for q in log.questions))
 
 
 # ------------------------------------------------------------------------------ generations, candidates
@@ -398,20 +402,11 @@ def read_generations(path: str | Path) -> dict[str, str]:
     out: dict[str, str] = {}
     lines: dict[str, int] = {}
     for line, obj in read_jsonl(p, "generations file"):
-        unknown = sorted(set(obj) - {"id", "answer"})
-        if unknown:
-            raise DataError(f"unknown field(s) {', '.join(unknown)}; a generation has id, answer", p, line)
-        qid, answer = obj.get("id"), obj.get("answer")
-        if isinstance(qid, int) and not isinstance(qid, bool):
-            qid = str(qid)
-        if not isinstance(qid, str) or not qid.strip():
-            raise DataError("field 'id' missing or not a non-empty string", p, line)
+        qid, answer = _record_id(obj, ("id", "answer"), "a generation", p, line).strip(), obj.get("answer")
         if not isinstance(answer, str):
             raise DataError(f"field 'answer' missing or not a string, got {answer!r}", p, line)
-        if qid.strip() in lines:
-            raise DataError(f"id {qid!r} is given twice (first on line {lines[qid.strip()]})", p, line)
-        lines[qid.strip()] = line
-        out[qid.strip()] = answer
+        _once(lines, qid, p, line)
+        out[qid] = answer
     if not out:
         raise DataError("generations file holds no answers", p)
     return out
@@ -419,9 +414,7 @@ def read_generations(path: str | Path) -> dict[str, str]:
 
 def write_generations(path: str | Path, generations: Mapping[str, str]) -> int:
     """Write ``{id: answer}`` as a generations file (atomically, in the mapping's order); returns how many."""
-    lines = [json.dumps({"id": k, "answer": v}, ensure_ascii=False) for k, v in generations.items()]
-    write_text_atomic(Path(path), "".join(line + "\n" for line in lines))
-    return len(lines)
+    return _write_jsonl(path, ({"id": k, "answer": v} for k, v in generations.items()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -448,15 +441,7 @@ def read_candidates(path: str | Path) -> dict[str, Candidates]:
     out: dict[str, Candidates] = {}
     lines: dict[str, int] = {}
     for line, obj in read_jsonl(p, "candidates file"):
-        unknown = sorted(set(obj) - {"id", "candidates", "gold"})
-        if unknown:
-            raise DataError(f"unknown field(s) {', '.join(unknown)}; a record has id, candidates, gold",
-                            p, line)
-        qid = obj.get("id")
-        if isinstance(qid, int) and not isinstance(qid, bool):
-            qid = str(qid)
-        if not isinstance(qid, str) or not qid.strip():
-            raise DataError("field 'id' missing or not a non-empty string", p, line)
+        qid = _record_id(obj, ("id", "candidates", "gold"), "a record", p, line).strip()
         raw = obj.get("candidates")
         if not isinstance(raw, list):
             raise DataError("field 'candidates' must be a list of [name_or_id, score] pairs", p, line)
@@ -468,10 +453,8 @@ def read_candidates(path: str | Path) -> dict[str, Candidates]:
                 raise DataError(f"candidates[{k}] must be [name_or_id, finite score], got {c!r}", p, line)
             pairs.append((c[0], float(c[1])))
         gold = _strings(obj["gold"], "gold", p, line) if obj.get("gold") is not None else None
-        if qid.strip() in lines:
-            raise DataError(f"id {qid!r} is given twice (first on line {lines[qid.strip()]})", p, line)
-        lines[qid.strip()] = line
-        out[qid.strip()] = Candidates(qid.strip(), tuple(pairs), gold)
+        _once(lines, qid, p, line)
+        out[qid] = Candidates(qid, tuple(pairs), gold)
     if not out:
         raise DataError("candidates file holds no records", p)
     return out
@@ -479,6 +462,4 @@ def read_candidates(path: str | Path) -> dict[str, Candidates]:
 
 def write_candidates(path: str | Path, records: Iterable[Candidates]) -> int:
     """Write candidates records (atomically); returns how many."""
-    lines = [json.dumps(r.to_dict(), ensure_ascii=False) for r in records]
-    write_text_atomic(Path(path), "".join(line + "\n" for line in lines))
-    return len(lines)
+    return _write_jsonl(path, (r.to_dict() for r in records))

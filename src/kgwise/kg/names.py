@@ -188,6 +188,7 @@ class NameVariants:
         token_nodes: dict[str, set[int]] = {}
         heads: dict[str, set[int]] = {}
         candidates: dict[str, int] = {}
+        headed: list[tuple[int, str]] = []  # node, head key ("Thrombocytosis, autosomal dominant": its head)
         for name, key, node in zip(names, keys, nodes, strict=True):
             if not key or key in out.ambiguous:
                 continue
@@ -197,10 +198,10 @@ class NameVariants:
             b = bag_key(key)
             if b:
                 bags.setdefault(b, set()).add(node)
-            if _head_part(name) != name:
-                head = fold_key(phrase_key(_head_part(name)))
-                if head and head not in known:
-                    heads.setdefault(head, set()).add(node)
+            head = fold_key(phrase_key(_head_part(name)))
+            headed.append((node, head))
+            if _head_part(name) != name and head and head not in known:
+                heads.setdefault(head, set()).add(node)
             toks = [(fold_key(w.lower()), w) for w, _, _ in written_tokens(name)]
             for t, _ in toks:
                 token_nodes.setdefault(t, set()).add(node)
@@ -217,11 +218,9 @@ class NameVariants:
         rare = {t for t, v in token_nodes.items() if len(v) <= RARE_NODES and t not in stop
                 and (len(t) >= 4 or (len(t) == 3 and not t.isalpha()))}  # "b12" too
         by_token: dict[str, list[tuple[int, str]]] = {}
-        for name, key, node in zip(names, keys, nodes, strict=True):
-            if key and key not in out.ambiguous:
-                key = fold_key(phrase_key(_head_part(name)))  # "Thrombocytosis, autosomal dominant": its head
-                for t in set(key.split(" ")) & rare:
-                    by_token.setdefault(t, []).append((node, key))
+        for node, head in headed:
+            for t in set(head.split(" ")) & rare:
+                by_token.setdefault(t, []).append((node, head))
         out.rare = {t: tuple(dict.fromkeys(v)) for t, v in by_token.items()}
         out.partial = {t: v for t, v in candidates.items()
                        if len(token_nodes[t]) == 1 and t not in known and t not in out.folded}

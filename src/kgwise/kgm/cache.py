@@ -69,28 +69,25 @@ def pack_graphs(graphs: Sequence[QuestionGraph]) -> dict[str, npt.NDArray[Any]]:
     n = [len(g.nodes) for g in graphs]
     c = [g.num_choices for g in graphs]
     d = graphs[0].question_emb.shape[0] if graphs else 0
+
+    def cat(arrays: list[npt.NDArray[Any]], empty: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        return np.concatenate(arrays) if graphs else empty
+
+    emb = np.zeros((0, d), np.float32)
     return {
         "qids": np.array([g.qid for g in graphs], dtype=np.str_),
         "labels": np.array([g.label for g in graphs], dtype=np.int64),
         "node_off": _offsets(n),
-        "nodes": np.concatenate([g.nodes for g in graphs]) if graphs else np.zeros(0, np.int64),
+        "nodes": cat([g.nodes for g in graphs], np.zeros(0, np.int64)),
         "edge_off": _offsets([len(g.edges) for g in graphs]),
-        "edges": np.concatenate([g.edges for g in graphs]) if graphs else np.zeros((0, 3), np.int64),
-        "question_mask": np.concatenate([g.question_mask for g in graphs]) if graphs else np.zeros(0, bool),
+        "edges": cat([g.edges for g in graphs], np.zeros((0, 3), np.int64)),
+        "question_mask": cat([g.question_mask for g in graphs], np.zeros(0, bool)),
         "cmask_off": _offsets([a * b for a, b in zip(n, c, strict=True)]),
-        "choice_mask": (
-            np.concatenate([g.choice_mask.ravel() for g in graphs]) if graphs else np.zeros(0, bool)
-        ),
+        "choice_mask": cat([g.choice_mask.ravel() for g in graphs], np.zeros(0, bool)),
         "choice_off": _offsets(c),
-        "question_emb": (
-            np.stack([g.question_emb for g in graphs]) if graphs else np.zeros((0, d), np.float32)
-        ),
-        "choice_emb": (
-            np.concatenate([g.choice_emb for g in graphs]) if graphs else np.zeros((0, d), np.float32)
-        ),
-        "pair_emb": (
-            np.concatenate([g.pair_emb for g in graphs]) if graphs else np.zeros((0, d), np.float32)
-        ),
+        "question_emb": np.stack([g.question_emb for g in graphs]) if graphs else emb,
+        "choice_emb": cat([g.choice_emb for g in graphs], emb),
+        "pair_emb": cat([g.pair_emb for g in graphs], emb),
     }
 
 

@@ -12,6 +12,7 @@ the bounds below, or a file that ends early, is a :class:`GGUFError` naming the 
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from collections.abc import Mapping
@@ -137,8 +138,16 @@ class _GGUFReader:
 
 
 def read_gguf_header(path: str | Path) -> GGUFHeader:
-    """The metadata and tensor shapes of the GGUF file at ``path`` (see the module docstring)."""
+    """The metadata and tensor shapes of the GGUF file at ``path`` (see the module docstring), read once
+    per version of the file (its size and modification time): verifying a shipped model and loading it
+    read one header."""
     p = Path(path)
+    st = p.stat()
+    return _read_header(p, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _read_header(p: Path, size: int, mtime_ns: int) -> GGUFHeader:
     with p.open("rb") as f:
         r = _GGUFReader(f, p)
         if f.read(4) != MAGIC:

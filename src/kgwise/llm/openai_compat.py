@@ -267,9 +267,10 @@ class OpenAICompatible:
                         if piece:
                             pieces.append(piece)
                             on_text(piece)
-            except (httpx.TimeoutException, httpx.TransportError, TransientLLMError) as exc:
+            except (httpx.TransportError, TransientLLMError) as exc:  # a timeout is a TransportError too
                 if not isinstance(exc, TransientLLMError):
-                    exc = TransientLLMError(f"connection: {url}: {type(exc).__name__}: {exc}")
+                    what = "timeout" if isinstance(exc, httpx.TimeoutException) else "connection"
+                    exc = TransientLLMError(f"{what}: {url}: {type(exc).__name__}: {exc}")
                 if pieces:
                     raise LLMError(f"{self.name}: the stream broke after its first text: {exc}") from exc
                 raise exc from None

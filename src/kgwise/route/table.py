@@ -1,24 +1,20 @@
 """The outcome table a routing experiment replays (per question × arm, correct or not and the cost), and
-graded logs a router can be warm-started from."""
+how much of a graded log every arm graded, and the free arms' signals a router's context reads."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
 from kgwise.datasets.user import GradedLog
-from kgwise.errors import ConfigError, DataError
-from kgwise.files import read_jsonl
+from kgwise.errors import ConfigError
 from kgwise.route.arms import ArmInfo, ArmSpec, Cluster
 from kgwise.types import Question, Usage
 
-__all__ = ["ArmInfo", "OutcomeTable", "free_context", "free_signal_row", "free_signals", "graded_coverage",
-           "read_graded_log"]
+__all__ = ["ArmInfo", "OutcomeTable", "free_context", "free_signal_row", "free_signals", "graded_coverage"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -130,58 +126,6 @@ class OutcomeTable:
             return self.arms.index(name)
         except ValueError:
             raise ConfigError(f"no arm named {name!r}; arms: {', '.join(self.arms)}") from None
-
-
-def read_graded_log(path: Path, arms: Sequence[str]) -> tuple[list[str], npt.NDArray[np.float64]]:
-    """Questions graded on some of ``arms`` beforehand, one JSON object per line:
-    ``{"question": TEXT, "rewards": {ARM: REWARD in [0, 1] or true/false, …}}``. Returns the texts and a
-    reward matrix (one column per arm, NaN where the line grades no such arm); ``DataError`` naming file
-    and line for an unknown arm, a bad reward or a missing field."""
-    index = {name: j for j, name in enumerate(arms)}
-    texts: list[str] = []
-    rows: list[list[float]] = []
-    for lineno, obj in read_jsonl(path, "graded log"):
-        text, rewards = obj.get("question"), obj.get("rewards")
-        if not isinstance(text, str) or not text.strip():
-            raise DataError('needs "question": the question\'s text', path, lineno)
-        if not isinstance(rewards, dict) or not rewards:
-            raise DataError('needs "rewards": {ARM: REWARD, …} for at least one arm', path, lineno)
-        row = [math.nan] * len(arms)
-        for name, reward in rewards.items():
-            if name not in index:
-                raise DataError(f"unknown arm {name!r}; the router's arms: {', '.join(arms)}", path, lineno)
-            if not isinstance(reward, int | float) or not 0 <= reward <= 1:
-                raise DataError(f"reward of {name!r} must be a number in [0, 1], got {reward!r}", path,
-                                lineno)
-            row[index[name]] = float(reward)
-        texts.append(text)
-        rows.append(row)
-    if not rows:
-        raise DataError("graded log holds no questions", path)
-    return texts, np.array(rows, dtype=np.float64)
-
-
-def graded_rewards(log: GradedLog, arms: Sequence[str], path: Path | None = None
-                   ) -> tuple[list[str], npt.NDArray[np.float64]]:
-    """:func:`read_graded_log`'s texts and reward matrix from a graded log of the documented format
-    (:mod:`kgwise.datasets.user`): reward 1 where an arm was correct, 0 where not, NaN where the log does
-    not grade it; ``DataError`` names a question without text (the router embeds it) or an unknown arm."""
-    index = {name: j for j, name in enumerate(arms)}
-    texts: list[str] = []
-    rows: list[list[float]] = []
-    for q in log.questions:
-        if not q.text.strip():
-            raise DataError(f"question {q.id!r} has no text: warm-starting a router needs the question's "
-                            "text", path)
-        row = [math.nan] * len(arms)
-        for name, outcome in q.arms.items():
-            if name not in index:
-                raise DataError(f"question {q.id!r}: unknown arm {name!r}; the router's arms: "
-                                f"{', '.join(arms)}", path)
-            row[index[name]] = float(outcome.correct)
-        texts.append(q.text)
-        rows.append(row)
-    return texts, np.array(rows, dtype=np.float64)
 
 
 def graded_coverage(log: GradedLog, arms: Sequence[str]) -> dict[str, object]:

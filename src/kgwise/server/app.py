@@ -38,7 +38,7 @@ from kgwise.server.docs import install_docs
 from kgwise.server.guard import Guard
 from kgwise.server.limits import Choice, QuestionText, install_handlers
 from kgwise.server.openai_api import PipelineHub, gate_refusal_json, openai_api
-from kgwise.server.routing import ExternalRouter, routing_api
+from kgwise.server.routing import ExternalRouter, pick_pipeline, routing_api
 from kgwise.server.schemas import EvidenceOut
 from kgwise.server.web import install_web
 
@@ -178,16 +178,9 @@ def _evidence_api(hub: PipelineHub, gate: ModelGate) -> APIRouter:
     @api.post("/v1/evidence", response_model=EvidenceOut, tags=["kgwise"])
     async def evidence(req: EvidenceRequest, request: Request) -> Evidence:
         """The question's KG evidence: grounded concepts, P_sub's triples and question→choice paths."""
-        if req.model is None and len(hub.served) != 1:
-            raise HTTPException(status_code=422, detail=f"model: name one of the pipelines "
-                                                        f"({', '.join(hub.served)})")
-        name = req.model or next(iter(hub.served))
-        served = hub.served.get(name)
-        if served is None:
-            raise HTTPException(status_code=404, detail=f"model: no pipeline {name!r} (GET /v1/models)")
-        source = served.pipeline
+        source = pick_pipeline(hub.served, req.model).pipeline
         if not isinstance(source, EvidenceSource):
-            raise HTTPException(status_code=404, detail=f"model: pipeline {name!r} extracts no evidence")
+            raise HTTPException(status_code=404, detail="model: the pipeline extracts no evidence")
         found: Evidence = await gate.run(request, source.evidence, req.question, req.choices)
         return found
 

@@ -9,8 +9,9 @@ threads)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Annotated, Any, Protocol, runtime_checkable
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Annotated, Any, Protocol, TypeVar, runtime_checkable
 
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,7 +20,7 @@ from kgwise.app import BudgetExceededError, Decision, PipelineStatus, Settlement
 from kgwise.server.backpressure import ModelGate
 from kgwise.server.limits import MAX_ID, Ident, Money, QuestionText, Unit
 
-__all__ = ["CancelRequest", "ExternalRouter", "RouteRequest", "SettleRequest", "routing_api"]
+__all__ = ["CancelRequest", "ExternalRouter", "RouteRequest", "SettleRequest", "pick_pipeline", "routing_api"]
 
 _DECISION = Field(min_length=1, max_length=64)
 
@@ -72,50 +73,56 @@ class CancelRequest(BaseModel):
     model: Ident | None = None
 
 
+T = TypeVar("T")
+
+
+def pick_pipeline(pipelines: Mapping[str, T], model: str | None) -> T:
+    """The served pipeline that a request's ``model`` names (it may be left out when there is one): 422 when
+    it is left out among several, 404 when no pipeline has that name."""
+    if model is None:
+        if len(pipelines) != 1:
+            raise HTTPException(422, f"model: name one of the pipelines ({', '.join(pipelines)})")
+        return next(iter(pipelines.values()))
+    if model not in pipelines:
+        raise HTTPException(404, f"model: no pipeline {model!r} (GET /v1/models)")
+    return pipelines[model]
+
+
 def routing_api(routers: Mapping[str, ExternalRouter], gate: ModelGate) -> APIRouter:
     """The ``/v1/route`` routes over the served pipelines ``routers`` (by name)."""
     api = APIRouter()
+    pick = partial(pick_pipeline, routers)
 
-    def pick(model: str | None) -> ExternalRouter:
-        if model is None and len(routers) == 1:
-            return next(iter(routers.values()))
-        if model is None or model not in routers:
-            raise HTTPException(404, f"model: {'give' if model is None else 'no'} pipeline name "
-                                f"({', '.join(routers)})")
-        return routers[model]
+    async def run(request: Request, fn: Callable[..., Any], *args: Any) -> dict[str, Any]:
+        """``fn(*args)`` on the router's gate, as JSON; a decision that does not wait is a 404."""
+        try:
+            out = await gate.run(request, fn, *args)
+        except UnknownDecisionError as exc:
+            raise HTTPException(status_code=404, detail=str(exc)) from exc
+        answer: dict[str, Any] = out.to_dict()
+        return answer
 
     @api.post("/v1/route")
     async def route(req: RouteRequest, request: Request) -> dict[str, Any]:
         """The external arm to ask, its decision id and the cost bound it holds."""
         try:
-            decision = await gate.run(request, pick(req.model).route, req.question, req.costs)
-        except BudgetExceededError as exc:
+            return await run(request, pick(req.model).route, req.question, req.costs)
+        except BudgetExceededError as exc:  # no arm's bound fits what the budget leaves
             raise HTTPException(status_code=429, detail=str(exc)) from exc
-        return decision.to_dict()
 
     @api.post("/v1/route/feedback")
     async def feedback(req: SettleRequest, request: Request) -> dict[str, Any]:
         """Pay a decision's cost and learn its outcome (once per decision)."""
-        try:
-            out = await gate.run(request, pick(req.model).settle, req.decision, req.reward, req.cost,
-                                 req.observed)
-        except UnknownDecisionError as exc:
-            raise HTTPException(status_code=404, detail=str(exc)) from exc
-        return out.to_dict()
+        return await run(request, pick(req.model).settle, req.decision, req.reward, req.cost, req.observed)
 
     @api.post("/v1/route/cancel")
     async def cancel(req: CancelRequest, request: Request) -> dict[str, Any]:
         """Call off a waiting decision: its cost bound returns to the budget."""
-        try:
-            out = await gate.run(request, pick(req.model).cancel, req.decision)
-        except UnknownDecisionError as exc:
-            raise HTTPException(status_code=404, detail=str(exc)) from exc
-        return out.to_dict()
+        return await run(request, pick(req.model).cancel, req.decision)
 
     @api.get("/v1/route/status")
     async def status(request: Request, model: str | None = None) -> dict[str, Any]:
         """Budget, spending, held bounds, decisions waiting and per-arm figures."""
-        out = await gate.run(request, pick(model).pipeline_status)
-        return out.to_dict()
+        return await run(request, pick(model).pipeline_status)
 
     return api

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kgwise.errors import KgwiseError
+from kgwise.eval.bench.net import rss_mb
 
 if TYPE_CHECKING:
     from kgwise.kg.grounding import Grounder, Grounding
@@ -236,12 +237,6 @@ def _synthetic(data: Path, work: Path, nodes: int, edges: int) -> Path:
     return path
 
 
-def _rss_mb() -> float:
-    import psutil
-
-    return float(psutil.Process().memory_info().rss) / 2**20
-
-
 def _stage_questions(data: Path, dataset: str, split: str, limit: int) -> list[Question]:
     """The stage's questions as free text: WebQSP's named topic entities are dropped, so its questions
     are grounded as the pipeline grounds a user's text."""
@@ -266,7 +261,7 @@ def _ground_stage(argv: Sequence[str]) -> None:
         from kgwise.kg.sparql import SPARQLGraph
 
         qs = _stage_questions(Path(data_s), dataset, split, int(limit_s))
-        rss0 = _rss_mb()
+        rss0 = rss_mb()
         sparql = SPARQLGraph(endpoint)
         t0 = time.perf_counter()
         index = LabelIndex(index_path).bind(sparql)
@@ -278,7 +273,7 @@ def _ground_stage(argv: Sequence[str]) -> None:
         cold_ms: list[float] = []
         warm_ms: list[float] = []
         sets: list[list[str]] = []
-        rss_peak = _rss_mb()
+        rss_peak = rss_mb()
         for q in qs:
             t0 = time.perf_counter()
             g = grounder.ground(q)
@@ -288,7 +283,7 @@ def _ground_stage(argv: Sequence[str]) -> None:
             ground_ms.append((t1 - t0) * 1e3)
             cold_ms.append((t2 - t0) * 1e3)
             sets.append(sorted(sparql.label(v) for v in nodes))
-            rss_peak = max(rss_peak, _rss_mb())
+            rss_peak = max(rss_peak, rss_mb())
         requests_cold = sparql.usage()["requests"]
         trips_cold = sparql.round_trips
         for q in qs:
@@ -301,7 +296,7 @@ def _ground_stage(argv: Sequence[str]) -> None:
                   "psub_warm_p90_ms": statistics.quantiles(warm_ms, n=10)[-1] if len(warm_ms) > 1 else None,
                   "requests_per_question_cold": requests_cold / max(len(qs), 1),
                   "round_trips_per_question_cold": trips_cold / max(len(qs), 1),
-                  "rss_mb": max(rss_peak, _rss_mb()), "rss_growth_mb": _rss_mb() - rss0, "node_sets": sets,
+                  "rss_mb": max(rss_peak, rss_mb()), "rss_growth_mb": rss_mb() - rss0, "node_sets": sets,
                   "endpoint": sparql.usage()}
     elif stage == "local":
         graph_s, data_s, dataset, split, limit_s, out_s = argv[1:]
@@ -311,7 +306,7 @@ def _ground_stage(argv: Sequence[str]) -> None:
         from kgwise.kg.linking import LinkingConfig
 
         qs = _stage_questions(Path(data_s), dataset, split, int(limit_s))
-        rss0 = _rss_mb()
+        rss0 = rss_mb()
         graph = CSRGraph.load(graph_s)
         grounder = Grounder(graph, GrounderConfig(wordnet_dir=Path(data_s) / "wordnet",
                                                   linking=LinkingConfig(embedding=False)))
@@ -326,7 +321,7 @@ def _ground_stage(argv: Sequence[str]) -> None:
             ground_ms.append((t1 - t0) * 1e3)
             same.append(sorted(graph.label(v) for v in sub.nodes))
         result = {"ground_median_ms": _median(ground_ms), "psub_median_ms": _median(total_ms),
-                  "rss_mb": _rss_mb(), "rss_growth_mb": _rss_mb() - rss0, "node_sets": same}
+                  "rss_mb": rss_mb(), "rss_growth_mb": rss_mb() - rss0, "node_sets": same}
     else:
         raise KgwiseError(f"unknown stage {stage!r}")
     Path(out_s).write_text(json.dumps(result), encoding="utf-8")

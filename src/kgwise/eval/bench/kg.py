@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from kgwise.errors import KgwiseError
+from kgwise.eval.bench.net import rss_mb
 
 __all__ = ["GRAPHS", "run_kg_benchmark"]
 
@@ -38,12 +39,6 @@ GRAPHS: dict[str, tuple[str, str]] = {
 
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def _rss_mb() -> float:
-    import psutil
-
-    return float(psutil.Process().memory_info().rss) / 2**20
 
 
 def _digest(obj: Any) -> str:
@@ -100,11 +95,11 @@ def _query(name: str, data: Path, cache: Path, limit: int | None, digests: Path)
     from kgwise.kg.grounding import Grounder, GrounderConfig
 
     questions = _questions(name, data, limit)
-    base_rss = _rss_mb()
+    base_rss = rss_mb()
     t0, c0 = time.perf_counter(), time.process_time()
     graph = CSRGraph.load(cache)
     load_s, load_cpu_s = time.perf_counter() - t0, time.process_time() - c0
-    load_rss = _rss_mb() - base_rss
+    load_rss = rss_mb() - base_rss
     t0 = time.perf_counter()
     grounder = Grounder(graph, GrounderConfig(wordnet_dir=data / "wordnet"))
     grounder_s = time.perf_counter() - t0

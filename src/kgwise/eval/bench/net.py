@@ -2,15 +2,45 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import time
 from collections.abc import Callable
 from typing import Self
 
-from kgwise.errors import ServiceError
+from kgwise.errors import ConfigError, ServiceError
 
-__all__ = ["ServerProcess", "free_port", "sparql_answers", "stop_process"]
+__all__ = ["ServerProcess", "cpu_seconds", "free_port", "rss_mb", "sparql_answers", "stop_process"]
+
+
+def cpu_seconds(pid: int, children: bool = False) -> float:
+    """User + system CPU seconds of process ``pid`` (with ``children``: and of its live children, as
+    PostgreSQL's backends are the postmaster's); ``ConfigError`` when there is no such process."""
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        procs = [proc, *(proc.children() if children else ())]
+    except psutil.Error as exc:
+        raise ConfigError(f"process {pid}: {exc}") from exc
+    total = 0.0
+    for p in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):  # a child that ended meanwhile
+            t = p.cpu_times()
+            total += t.user + t.system
+    return total
+
+
+def rss_mb(pid: int | None = None) -> float:
+    """Resident memory of process ``pid`` (default: this one) in MB; ``ConfigError`` when there is no such
+    process."""
+    import psutil
+
+    try:
+        return float(psutil.Process(pid).memory_info().rss) / 2**20
+    except psutil.Error as exc:
+        raise ConfigError(f"process {pid}: {exc}") from exc
 
 
 def free_port() -> int:

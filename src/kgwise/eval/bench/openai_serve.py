@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from kgwise.errors import ConfigError
+from kgwise.eval.bench.net import cpu_seconds
 
 __all__ = ["TARGET_P99_MS", "TARGET_RPS", "ServeBenchReport", "bench_chat_completions", "percentile"]
 
@@ -59,19 +60,6 @@ class ServeBenchReport:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _cpu_s(pid: int | None) -> float | None:
-    """User + system CPU seconds of process ``pid`` (None without one)."""
-    if pid is None:
-        return None
-    import psutil
-
-    try:
-        t = psutil.Process(pid).cpu_times()
-    except psutil.Error as exc:
-        raise ConfigError(f"server process {pid}: {exc}") from exc
-    return float(t.user + t.system)
 
 
 async def _one(client: httpx.AsyncClient, body: dict[str, Any], stream: bool
@@ -129,7 +117,7 @@ async def _run(url: str, model: str, question: str, choices: list[str] | None, r
         firsts: list[float] = []
         errors: dict[str, int] = {}
         counter = iter(range(requests))
-        cpu0 = _cpu_s(server_pid)
+        cpu0 = None if server_pid is None else cpu_seconds(server_pid)
         t0 = time.perf_counter()
         deadline = t0 + max_s
 
@@ -148,7 +136,7 @@ async def _run(url: str, model: str, question: str, choices: list[str] | None, r
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         wall = time.perf_counter() - t0
-        cpu1 = _cpu_s(server_pid)
+        cpu1 = None if server_pid is None else cpu_seconds(server_pid)
     sent = len(latencies) + sum(errors.values())
     lat = _summary(latencies)
     rps = len(latencies) / wall if wall > 0 else 0.0

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from kgwise.errors import ConfigError
+from kgwise.eval.bench.net import cpu_seconds
 from kgwise.eval.bench.postgres import LocalPostgres
 from kgwise.eval.bench.serve import _drive, _percentile, _Server, _write_replay_config
 
@@ -174,33 +175,6 @@ def _state_alone(config: Path, work: Path, url: str, n: int) -> dict[str, float]
     return out
 
 
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_s(pid: int, children: bool = False) -> float:
-    """CPU seconds (user + system) of process ``pid`` (with ``children``: and of its live children, as
-    PostgreSQL's backends are the postmaster's), from ``/proc``."""
-    def own(p: int) -> tuple[int, float]:
-        try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError):
-            return -1, 0.0
-        return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK
-
-    total = own(pid)[1]
-    if children:
-        total += sum(cpu for p in Path("/proc").iterdir() if p.name.isdigit()
-                     for parent, cpu in [own(int(p.name))] if parent == pid)
-    return total
-
-
-def _self_cpu_s() -> float:
-    import resource
-
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 def _verify(config: Path, work: Path, acked: Sequence[str], fed: Sequence[str]) -> dict[str, Any]:
     """Open the database as a fresh replica would: the spend and which acknowledged work it holds."""
     from kgwise.app import Pipeline
@@ -281,10 +255,12 @@ def _throughput_and_overhead(pg: LocalPostgres, kg: Path, qs: Sequence[str], cfg
         overhead: list[dict[str, float]] = []
         for r in range(cfg.rounds):
             for k in range(1, cfg.replicas + 1):
-                cpu0 = (_self_cpu_s(), sum(_cpu_s(s.proc.pid) for s in servers), _cpu_s(pg_pid, True))
+                cpu0 = (time.process_time(), sum(cpu_seconds(s.proc.pid) for s in servers),
+                        cpu_seconds(pg_pid, True))
                 res = asyncio.run(_load(servers[:k], qs, cfg.requests, cfg.concurrency,
                                         time.monotonic() + cfg.phase_s, False))
-                cpu1 = (_self_cpu_s(), sum(_cpu_s(s.proc.pid) for s in servers), _cpu_s(pg_pid, True))
+                cpu1 = (time.process_time(), sum(cpu_seconds(s.proc.pid) for s in servers),
+                        cpu_seconds(pg_pid, True))
                 del res["_acked"], res["_fed"]
                 n = max(res["statuses"].get("200", 0), 1)
                 used = {name: round((b - a) * 1000 / n, 2)

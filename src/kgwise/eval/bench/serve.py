@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from kgwise.errors import ConfigError
-from kgwise.eval.bench.net import free_port, stop_process
+from kgwise.eval.bench.net import free_port, rss_mb, stop_process
 from kgwise.llm.local_models import DEFAULT_LLM
 
 __all__ = ["EXTERNAL_ARMS", "REPLAY_ARMS", "PhaseResult", "ServeBenchConfig", "run_chat_benchmark",
@@ -78,14 +78,6 @@ class PhaseResult:
     health: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
 
-
-
-def rss_mb(pid: int) -> float:
-    """Resident memory of process ``pid`` in MB (Linux ``/proc``)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise ConfigError(f"no VmRSS for process {pid}")
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -197,6 +189,17 @@ def run_serve_benchmark(kg: Path, questions: Sequence[tuple[str, list[str]]], cf
         server.stop()
 
 
+async def _phases(out: dict[str, Any], server: _Server, path: str, one: One, n: int, cfg: ServeBenchConfig,
+                  progress: Callable[[str], None]) -> None:
+    """``n`` requests of ``one`` at each of ``cfg.concurrency``: a phase of ``out`` each."""
+    for conc in cfg.concurrency:
+        before = server.rss()
+        res = await _drive(n, conc, time.monotonic() + cfg.phase_s, one)
+        out["phases"].append(asdict(_phase(path, conc, server, before, *res)))
+        last = out["phases"][-1]
+        progress(f"{path} at concurrency {conc}: {last['throughput_per_s']}/s, p99 {last['p99_ms']} ms")
+
+
 async def _bench(server: _Server, questions: Sequence[tuple[str, list[str]]], cfg: ServeBenchConfig,
                  progress: Callable[[str], None]) -> dict[str, Any]:
     out: dict[str, Any] = {"rss_start_mb": server.rss(), "phases": []}
@@ -210,11 +213,7 @@ async def _bench(server: _Server, questions: Sequence[tuple[str, list[str]]], cf
 
         progress("warm-up: grounding every question once")
         await _drive(len(questions), 2, time.monotonic() + 600, evidence)
-        for conc in cfg.concurrency:
-            before = server.rss()
-            res = await _drive(cfg.requests, conc, time.monotonic() + cfg.phase_s, evidence)
-            out["phases"].append(asdict(_phase("/v1/evidence", conc, server, before, *res)))
-            progress(f"/v1/evidence at concurrency {conc}: {out['phases'][-1]['throughput_per_s']}/s")
+        await _phases(out, server, "/v1/evidence", evidence, cfg.requests, cfg, progress)
         out["rss_after_evidence_mb"] = server.rss()
         for conc in cfg.concurrency:
             n = cfg.answer_requests if conc > 1 else max(2, cfg.answer_requests // 8)
@@ -343,17 +342,8 @@ async def _chat(server: _Server, questions: Sequence[str], cfg: ServeBenchConfig
 
         progress("warm-up: one chat completion per question (embeddings cached)")
         await _drive(len(questions), 2, time.monotonic() + 600, chat)
-        for conc in cfg.concurrency:
-            before = server.rss()
-            res = await _drive(cfg.chat_requests, conc, time.monotonic() + cfg.phase_s, chat)
-            out["phases"].append(asdict(_phase("/v1/chat/completions", conc, server, before, *res)))
-            last = out["phases"][-1]
-            progress(f"/v1/chat/completions at concurrency {conc}: {last['throughput_per_s']}/s, "
-                     f"p99 {last['p99_ms']} ms")
-        for conc in cfg.concurrency:  # external routing on the same pipeline (its router and budget)
-            before = server.rss()
-            res = await _drive(cfg.requests, conc, time.monotonic() + cfg.phase_s, pair)
-            out["phases"].append(asdict(_phase("/v1/route+feedback", conc, server, before, *res)))
-            progress(f"/v1/route+feedback at concurrency {conc}: {out['phases'][-1]['throughput_per_s']}/s")
+        await _phases(out, server, "/v1/chat/completions", chat, cfg.chat_requests, cfg, progress)
+        # external routing on the same pipeline (its router and budget)
+        await _phases(out, server, "/v1/route+feedback", pair, cfg.requests, cfg, progress)
     out["rss_end_mb"] = server.rss()
     return out
