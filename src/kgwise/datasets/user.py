@@ -391,7 +391,8 @@ def read_graded_log(path: str | Path, arms: Sequence[str] | None = None) -> Grad
 
 def write_graded_log(path: str | Path, log: GradedLog) -> int:
     """Write ``log`` as a graded log (atomically); returns how many questions."""
-    return _write_jsonl(path, ({"id": q.id, "text": q.text, "arms": {a: o.to_dict() for a, o in q.arms.items()},
+    return _write_jsonl(path, ({"id": q.id, "text": q.text,
+                                "arms": {a: o.to_dict() for a, o in q.arms.items()},
                                 **({} if q.gold is None else {"gold": q.gold})} for q in log.questions))
 
 
