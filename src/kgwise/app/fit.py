@@ -86,6 +86,7 @@ from kgwise.errors import ConfigError, DataError, KgwiseError
 from kgwise.files import ResumeLog, read_jsonl, short_hash, write_text_atomic
 from kgwise.grading import match_answer
 from kgwise.progress import bar, duration
+from kgwise.route.cascade import CascadeRule, fit_cascade
 from kgwise.route.features import FreeOutput, PreCallFeatures, PredictedContext, context_rows
 from kgwise.route.predictor import SuccessPredictor, cross_fitted
 from kgwise.route.table import OutcomeTable
@@ -195,7 +196,8 @@ class RouterSelection:
     holds every grid point's cross-fitted accuracy and cost, and routing's gain over the best affordable
     single arm) or ``"config"`` (the config's values; ``reason`` says why no cross-fitting); ``pinned``:
     the arm the fitted router answers with wherever it can (routing did not clear it,
-    ``[router] pin_single_arm``), else ``None``."""
+    ``[router] pin_single_arm``), else ``None``; ``cascade``: the fitted cascade rule (its arms, threshold,
+    escalation share and accuracy on the learning questions) when the context is ``cascade``."""
 
     method: str
     reason: str
@@ -204,12 +206,13 @@ class RouterSelection:
     decomposed_reward: bool
     cross_fit: CrossFitReport | None = None
     pinned: str | None = None
+    cascade: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "reason": self.reason, "context": self.context, "gamma": self.gamma,
                 "decomposed_reward": self.decomposed_reward,
                 "cross_fit": None if self.cross_fit is None else self.cross_fit.to_dict(),
-                "pinned": self.pinned}
+                "pinned": self.pinned, "cascade": self.cascade}
 
     def against_single_arm(self, z: float) -> str:
         """Routing's out-of-fold gain over the best affordable single arm and what the fit made of it, for
@@ -514,9 +517,15 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     predictor: PredictedContext | None = None
     if predicted is not None:
         contexts["predicted"], predictor = predicted
-    elif config.router.context == "predicted":
-        raise ConfigError(f"[router] context = 'predicted' needs the success predictor, and {why_not}")
+        contexts["cascade"] = contexts["predicted"]
+    elif config.router.context in ("predicted", "cascade"):
+        raise ConfigError(f"[router] context = {config.router.context!r} needs the success predictor, and "
+                          f"{why_not}")
     selection = _select_router(config, learn_q, calls, {k: v[learn] for k, v in contexts.items()})
+    cascade = (_cascade(config, learn_q, calls, contexts["cascade"][learn]) if selection.context == "cascade"
+               else None)
+    if cascade is not None:
+        selection = replace(selection, cascade=cascade.to_dict(names))
     echo(f"fit: {len(hold)} of {len(questions)} questions held out to calibrate the sets; router settings by "
          f"{selection.method}: context {selection.context}, gamma "
          f"{'Eq. 12' if selection.gamma is None else selection.gamma}, decomposed reward "
@@ -528,8 +537,9 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     rewards = {n: [float(calls[(n, q.id)].correct) if (n, q.id) in calls else math.nan for q in learn_q]
                for n in names}
     router = RouterAdapter.new(config, X.shape[1], coke)
-    if selection.context == "predicted":
+    if selection.context in ("predicted", "cascade"):
         router.predicted = predictor
+    router.router.cascade = cascade
     learnt = router.warm_start(X[learn], rewards)
     router.pin(selection.pinned)
     calibration = held_out_calibration(pipeline, [questions[i] for i in hold], calls, X[hold],
@@ -736,6 +746,22 @@ def _predicted_context(config: PipelineConfig, questions: Sequence[Question],
     if len(rest):
         P[rest] = predictor.predict(F[rest])
     return (context_rows(P), PredictedContext(features, predictor)), ""
+
+
+def _cascade(config: PipelineConfig, questions: Sequence[Question],
+             calls: Mapping[tuple[str, str], LoggedCall], X: np.ndarray) -> CascadeRule:
+    """The cascade rule (:func:`kgwise.route.cascade.fit_cascade`) on the learning questions every arm
+    answered, their out-of-fold ``[1, p(x)]`` rows ``X``, under the configured budget per question
+    (``budget / horizon``; without a horizon, the budget spread over these questions)."""
+    names = list(config.names)
+    rows = [i for i, q in enumerate(questions) if all((n, q.id) in calls for n in names)]
+    if not rows:
+        raise ConfigError("the cascade needs learning questions that every arm answered")
+    qs = [questions[i] for i in rows]
+    correct = np.array([[calls[(n, q.id)].correct for n in names] for q in qs], dtype=np.float64)
+    cost = np.array([[calls[(n, q.id)].cost for n in names] for q in qs], dtype=np.float64)
+    r = config.router
+    return fit_cascade(X[rows], correct, cost, r.budget / (r.horizon or len(rows)))
 
 
 def _select_router(config: PipelineConfig, questions: Sequence[Question],
