@@ -515,15 +515,16 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
             for i, q in enumerate(questions)])
     predicted, why_not = _predicted_context(config, questions, calls, E, learn)
     predictor: PredictedContext | None = None
+    kept = np.zeros((len(questions), 0))
     if predicted is not None:
-        contexts["predicted"], predictor = predicted
+        contexts["predicted"], predictor, kept = predicted
         contexts["cascade"] = contexts["predicted"]
     elif config.router.context in ("predicted", "cascade"):
         raise ConfigError(f"[router] context = {config.router.context!r} needs the success predictor, and "
                           f"{why_not}")
     selection = _select_router(config, learn_q, calls, {k: v[learn] for k, v in contexts.items()})
-    cascade = (_cascade(config, learn_q, calls, contexts["cascade"][learn]) if selection.context == "cascade"
-               else None)
+    cascade = (_cascade(config, learn_q, calls, contexts["cascade"][learn], kept[learn])
+               if selection.context == "cascade" else None)
     if cascade is not None:
         selection = replace(selection, cascade=cascade.to_dict(names))
     echo(f"fit: {len(hold)} of {len(questions)} questions held out to calibrate the sets; router settings by "
@@ -712,14 +713,15 @@ MIN_PREDICTOR_GRADED = 10
 
 def _predicted_context(config: PipelineConfig, questions: Sequence[Question],
                        calls: Mapping[tuple[str, str], LoggedCall], E: np.ndarray, learn: Sequence[int]
-                       ) -> tuple[tuple[np.ndarray, PredictedContext] | None, str]:
+                       ) -> tuple[tuple[np.ndarray, PredictedContext, np.ndarray] | None, str]:
     """The ``predicted`` router context of every question and the predictor the pipeline keeps, or why
     there is none. The features (:class:`kgwise.route.features.PreCallFeatures`: the free arms' answers
     and signals, the question's form, 16 principal components of its embedding) are fitted on the
     questions the router learns from; on those, each row is predicted out of fold (:data:`PREDICTOR_FOLDS`
     folds, each by a predictor fitted on the others), so the cross-fitting of the router's settings and its
     warm start read predictions that never saw the question's own outcome; the other (held-out) rows, like
-    new questions, by the predictor fitted on all of them — the one kept."""
+    new questions, by the predictor fitted on all of them — the one kept; last, that kept predictor's
+    rows of every question (how its predictions spread over questions, which a cascade's threshold reads)."""
     if not config.free_arms:
         return None, "the config has no free arm (its answers and signals are the predictor's evidence)"
     names = list(config.names)
@@ -742,17 +744,18 @@ def _predicted_context(config: PipelineConfig, questions: Sequence[Question],
     P[rows] = cross_fitted(F[rows], Y[rows], [np.arange(k, len(rows), PREDICTOR_FOLDS)
                                              for k in range(PREDICTOR_FOLDS)])
     predictor = SuccessPredictor(len(names)).fit(F[rows], Y[rows])
+    kept = predictor.predict(F)
     rest = np.setdiff1d(np.arange(len(questions)), rows)
-    if len(rest):
-        P[rest] = predictor.predict(F[rest])
-    return (context_rows(P), PredictedContext(features, predictor)), ""
+    P[rest] = kept[rest]
+    return (context_rows(P), PredictedContext(features, predictor), context_rows(kept)), ""
 
 
 def _cascade(config: PipelineConfig, questions: Sequence[Question],
-             calls: Mapping[tuple[str, str], LoggedCall], X: np.ndarray) -> CascadeRule:
+             calls: Mapping[tuple[str, str], LoggedCall], X: np.ndarray, kept: np.ndarray) -> CascadeRule:
     """The cascade rule (:func:`kgwise.route.cascade.fit_cascade`) on the learning questions every arm
-    answered, their out-of-fold ``[1, p(x)]`` rows ``X``, under the configured budget per question
-    (``budget / horizon``; without a horizon, the budget spread over these questions)."""
+    answered, their out-of-fold ``[1, p(x)]`` rows ``X`` (the kept predictor's: ``kept``), under the
+    configured budget per question (``budget / horizon``; without a horizon, the budget spread over these
+    questions)."""
     names = list(config.names)
     rows = [i for i, q in enumerate(questions) if all((n, q.id) in calls for n in names)]
     if not rows:
@@ -761,7 +764,7 @@ def _cascade(config: PipelineConfig, questions: Sequence[Question],
     correct = np.array([[calls[(n, q.id)].correct for n in names] for q in qs], dtype=np.float64)
     cost = np.array([[calls[(n, q.id)].cost for n in names] for q in qs], dtype=np.float64)
     r = config.router
-    return fit_cascade(X[rows], correct, cost, r.budget / (r.horizon or len(rows)))
+    return fit_cascade(X[rows], correct, cost, r.budget / (r.horizon or len(rows)), kept[rows])
 
 
 def _select_router(config: PipelineConfig, questions: Sequence[Question],

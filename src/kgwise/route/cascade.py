@@ -76,11 +76,16 @@ class CascadeRule:
 
 
 def fit_cascade(contexts: npt.ArrayLike, correct: npt.ArrayLike, cost: npt.ArrayLike,
-                budget_per_question: float) -> CascadeRule:
+                budget_per_question: float, deployed: npt.ArrayLike | None = None) -> CascadeRule:
     """The cascade of graded questions (module docstring): ``contexts`` their ``[1, p(x)]`` rows (out of
     fold), ``correct`` and ``cost`` (questions × arms). The cheap arm is the most accurate free arm (cost 0
-    on every question); the strong arm the most accurate other one (ties: the cheaper). ``ConfigError``
-    without a free arm and another arm."""
+    on every question); the strong arm the most accurate other one (ties: the cheaper). ``deployed``: the
+    same questions' rows by the predictor the router will use, when it is not the one that made
+    ``contexts`` (a predictor fitted on all of them, not out of fold): the share is chosen on the
+    out-of-fold rows, and the threshold that escalates that share is read from the deployed rows — a
+    predictor refitted on more questions spreads its predictions differently (on a 90-question log a
+    stronger ridge can flatten them), so a quantile of the out-of-fold gains may escalate nothing or
+    everything on new questions. ``ConfigError`` without a free arm and another arm."""
     X = np.atleast_2d(np.asarray(contexts, dtype=np.float64))
     Y = np.asarray(correct, dtype=np.float64)
     C = np.asarray(cost, dtype=np.float64)
@@ -105,4 +110,10 @@ def fit_cascade(contexts: npt.ArrayLike, correct: npt.ArrayLike, cost: npt.Array
         if best is None or right > best[0] + 1e-12:
             best = (right, float(up.mean()), threshold)
     assert best is not None  # SHARES is not empty
-    return CascadeRule(cheap, strong, best[2], best[1], best[0])
+    right, share, threshold = best
+    if deployed is not None and share > 0:
+        D = np.atleast_2d(np.asarray(deployed, dtype=np.float64))
+        if D.shape != X.shape:
+            raise ConfigError(f"deployed rows {D.shape} for contexts {X.shape}")
+        threshold = float(np.quantile(D[:, 1 + strong] - D[:, 1 + cheap], 1.0 - share))
+    return CascadeRule(cheap, strong, threshold, share, right)
