@@ -716,12 +716,13 @@ def _predicted_context(config: PipelineConfig, questions: Sequence[Question],
                        ) -> tuple[tuple[np.ndarray, PredictedContext, np.ndarray] | None, str]:
     """The ``predicted`` router context of every question and the predictor the pipeline keeps, or why
     there is none. The features (:class:`kgwise.route.features.PreCallFeatures`: the free arms' answers
-    and signals, the question's form, 16 principal components of its embedding) are fitted on the
-    questions the router learns from; on those, each row is predicted out of fold (:data:`PREDICTOR_FOLDS`
-    folds, each by a predictor fitted on the others), so the cross-fitting of the router's settings and its
-    warm start read predictions that never saw the question's own outcome; the other (held-out) rows, like
-    new questions, by the predictor fitted on all of them — the one kept; last, that kept predictor's
-    rows of every question (how its predictions spread over questions, which a cascade's threshold reads)."""
+    and signals, the question's form, up to 16 principal components of its embedding, one per 20
+    questions) are fitted on the questions the router learns from; on those, each row is predicted out of
+    fold (:data:`PREDICTOR_FOLDS` folds, each by a predictor fitted on the others), so the cross-fitting of
+    the router's settings and its warm start read predictions that never saw the question's own outcome;
+    the other (held-out) rows, like new questions, by the predictor fitted on all of them — the one kept;
+    last, that kept predictor's rows of every question (how its predictions spread over questions, which
+    a cascade's threshold reads)."""
     if not config.free_arms:
         return None, "the config has no free arm (its answers and signals are the predictor's evidence)"
     names = list(config.names)
