@@ -104,7 +104,8 @@ def fit_cascade(contexts: npt.ArrayLike, correct: npt.ArrayLike, cost: npt.Array
     gain = X[:, 1 + strong] - X[:, 1 + cheap]
     best: tuple[float, float, float] | None = None  # (accuracy, share, threshold)
     for share in sorted({s * top for s in SHARES}):
-        threshold = float(np.quantile(gain, 1.0 - share)) if share > 0 else np.inf
+        # a gain of two probabilities never exceeds 1: a threshold of 1 escalates nothing (JSON-safe)
+        threshold = float(np.quantile(gain, 1.0 - share)) if share > 0 else 1.0
         up = gain > threshold
         right = float(np.where(up, Y[:, strong], Y[:, cheap]).mean())
         if best is None or right > best[0] + 1e-12:
