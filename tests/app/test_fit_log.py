@@ -101,3 +101,37 @@ def test_a_predicted_router_keeps_its_predictor_in_the_state_and_routes_on_it(tm
         assert result.arm in {"cheap", "dear", "free"}
         x = again.state.pending[result.decision].embedding
         assert x[0] == 1.0 and len(x) == 4
+
+
+def test_a_cascade_router_escalates_by_its_fitted_rule_and_keeps_it_in_the_state(tmp_path: Path) -> None:
+    write_kg(tmp_path)
+    body = STUB_CONFIG.format(cheap=0.1, dear=0.3, budget=30.0, seed=0).replace(
+        "seed = 0\n", 'seed = 0\ncontext = "cascade"\n')
+    cfg = PipelineConfig.load(write_config(tmp_path, body))
+    log = _log(tmp_path, MIN_CROSS_FIT - 20)  # too few to cross-fit: the config's context stays
+    stubs = {a.name: StubArm(a) for a in cfg.arms}  # test doubles of the arms: the code around them is tested
+    with Pipeline(cfg, tmp_path / "state", dict(stubs), FakeEncoder()) as pipe:
+        report = fit_log(pipe, log, echo=lambda _: None)
+        sel = report.router_selection
+        assert sel is not None and sel.context == "cascade" and sel.cascade is not None
+        # the free arm is cheap; the dear arm (right 80 %) is the strong one
+        assert (sel.cascade["cheap"], sel.cascade["strong"]) == ("free", "dear")
+        assert 0.0 <= sel.cascade["share"] <= 1.0
+        saved = json.loads((pipe.state.root / "fit-report.json").read_text())
+        assert saved["router_selection"]["cascade"] == sel.cascade
+    with Pipeline(cfg, tmp_path / "state", dict(stubs), FakeEncoder()) as again:
+        rule = again.state.router.router.cascade
+        assert rule is not None and again.state.router.predicted is not None
+        names = again.state.router.names
+        assert (names[rule.cheap], names[rule.strong]) == ("free", "dear")
+        router = again.state.router.router
+        # the rule decides between its two arms; the third is never picked while one of them is affordable
+        mask = np.ones(3, dtype=bool)
+        up = np.zeros(4)
+        up[[0, 1 + rule.strong]] = 1.0
+        down = np.zeros(4)
+        down[[0, 1 + rule.cheap]] = 1.0
+        assert router._narrow(mask, up).tolist() == [j == rule.strong for j in range(3)]
+        assert router._narrow(mask, down).tolist() == [j == rule.cheap for j in range(3)]
+        result = again.answer("Which drug treats gout?", ["aspirin", "colchicine"])
+        assert result.arm in {"free", "dear"}

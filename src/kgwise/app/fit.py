@@ -86,6 +86,7 @@ from kgwise.errors import ConfigError, DataError, KgwiseError
 from kgwise.files import ResumeLog, read_jsonl, short_hash, write_text_atomic
 from kgwise.grading import match_answer
 from kgwise.progress import bar, duration
+from kgwise.route.cascade import CascadeRule, fit_cascade
 from kgwise.route.features import FreeOutput, PreCallFeatures, PredictedContext, context_rows
 from kgwise.route.predictor import SuccessPredictor, cross_fitted
 from kgwise.route.table import OutcomeTable
@@ -195,7 +196,8 @@ class RouterSelection:
     holds every grid point's cross-fitted accuracy and cost, and routing's gain over the best affordable
     single arm) or ``"config"`` (the config's values; ``reason`` says why no cross-fitting); ``pinned``:
     the arm the fitted router answers with wherever it can (routing did not clear it,
-    ``[router] pin_single_arm``), else ``None``."""
+    ``[router] pin_single_arm``), else ``None``; ``cascade``: the fitted cascade rule (its arms, threshold,
+    escalation share and accuracy on the learning questions) when the context is ``cascade``."""
 
     method: str
     reason: str
@@ -204,12 +206,13 @@ class RouterSelection:
     decomposed_reward: bool
     cross_fit: CrossFitReport | None = None
     pinned: str | None = None
+    cascade: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "reason": self.reason, "context": self.context, "gamma": self.gamma,
                 "decomposed_reward": self.decomposed_reward,
                 "cross_fit": None if self.cross_fit is None else self.cross_fit.to_dict(),
-                "pinned": self.pinned}
+                "pinned": self.pinned, "cascade": self.cascade}
 
     def against_single_arm(self, z: float) -> str:
         """Routing's out-of-fold gain over the best affordable single arm and what the fit made of it, for
@@ -523,11 +526,18 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
                                       for i, e in enumerate(E)])
     predicted, why_not = _predicted_context(config, questions, free, Y, E, learn)
     predictor: PredictedContext | None = None
+    kept = np.zeros((len(questions), 0))
     if predicted is not None:
-        contexts["predicted"], predictor = predicted
-    elif config.router.context == "predicted":
-        raise ConfigError(f"[router] context = 'predicted' needs the success predictor, and {why_not}")
+        contexts["predicted"], predictor, kept = predicted
+        contexts["cascade"] = contexts["predicted"]
+    elif config.router.context in ("predicted", "cascade"):
+        raise ConfigError(f"[router] context = {config.router.context!r} needs the success predictor, and "
+                          f"{why_not}")
     selection = _select_router(config, learn_q, calls, {k: v[learn] for k, v in contexts.items()})
+    cascade = (_cascade(config, learn_q, calls, contexts["cascade"][learn], kept[learn])
+               if selection.context == "cascade" else None)
+    if cascade is not None:
+        selection = replace(selection, cascade=cascade.to_dict(names))
     echo(f"fit: {len(hold)} of {len(questions)} questions held out to calibrate the sets; router settings by "
          f"{selection.method}: context {selection.context}, gamma "
          f"{'Eq. 12' if selection.gamma is None else selection.gamma}, decomposed reward "
@@ -538,8 +548,9 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
                    decomposed_reward=selection.decomposed_reward)
     rewards = {n: Y[learn, a].tolist() for a, n in enumerate(names)}
     router = RouterAdapter.new(config, X.shape[1], coke)
-    if selection.context == "predicted":
+    if selection.context in ("predicted", "cascade"):
         router.predicted = predictor
+    router.router.cascade = cascade
     learnt = router.warm_start(X[learn], rewards)
     router.pin(selection.pinned)
     calibration = held_out_calibration(pipeline, [questions[i] for i in hold], calls, X[hold],
@@ -712,14 +723,17 @@ MIN_PREDICTOR_GRADED = 10
 
 def _predicted_context(config: PipelineConfig, questions: Sequence[Question],
                        free: Mapping[str, Sequence[FreeOutput]], Y: np.ndarray, E: np.ndarray,
-                       learn: Sequence[int]) -> tuple[tuple[np.ndarray, PredictedContext] | None, str]:
+                       learn: Sequence[int]
+                       ) -> tuple[tuple[np.ndarray, PredictedContext, np.ndarray] | None, str]:
     """The ``predicted`` router context of every question and the predictor the pipeline keeps, or why
     there is none. The features (:class:`kgwise.route.features.PreCallFeatures`: the free arms' answers
-    and signals, the question's form, 16 principal components of its embedding) are fitted on the
-    questions the router learns from; on those, each row is predicted out of fold (:data:`PREDICTOR_FOLDS`
-    folds, each by a predictor fitted on the others), so the cross-fitting of the router's settings and its
-    warm start read predictions that never saw the question's own outcome; the other (held-out) rows, like
-    new questions, by the predictor fitted on all of them — the one kept."""
+    and signals, the question's form, up to 16 principal components of its embedding, one per 20
+    questions) are fitted on the questions the router learns from; on those, each row is predicted out of
+    fold (:data:`PREDICTOR_FOLDS` folds, each by a predictor fitted on the others), so the cross-fitting of
+    the router's settings and its warm start read predictions that never saw the question's own outcome;
+    the other (held-out) rows, like new questions, by the predictor fitted on all of them — the one kept;
+    last, that kept predictor's rows of every question (how its predictions spread over questions, which
+    a cascade's threshold reads)."""
     if not config.free_arms:
         return None, "the config has no free arm (its answers and signals are the predictor's evidence)"
     names = list(config.names)
@@ -736,10 +750,27 @@ def _predicted_context(config: PipelineConfig, questions: Sequence[Question],
     P[rows] = cross_fitted(F[rows], Y[rows], [np.arange(k, len(rows), PREDICTOR_FOLDS)
                                              for k in range(PREDICTOR_FOLDS)])
     predictor = SuccessPredictor(len(names)).fit(F[rows], Y[rows])
+    kept = predictor.predict(F)
     rest = np.setdiff1d(np.arange(len(questions)), rows)
-    if len(rest):
-        P[rest] = predictor.predict(F[rest])
-    return (context_rows(P), PredictedContext(features, predictor)), ""
+    P[rest] = kept[rest]
+    return (context_rows(P), PredictedContext(features, predictor), context_rows(kept)), ""
+
+
+def _cascade(config: PipelineConfig, questions: Sequence[Question],
+             calls: Mapping[tuple[str, str], LoggedCall], X: np.ndarray, kept: np.ndarray) -> CascadeRule:
+    """The cascade rule (:func:`kgwise.route.cascade.fit_cascade`) on the learning questions every arm
+    answered, their out-of-fold ``[1, p(x)]`` rows ``X`` (the kept predictor's: ``kept``), under the
+    configured budget per question (``budget / horizon``; without a horizon, the budget spread over these
+    questions)."""
+    names = list(config.names)
+    rows = [i for i, q in enumerate(questions) if all((n, q.id) in calls for n in names)]
+    if not rows:
+        raise ConfigError("the cascade needs learning questions that every arm answered")
+    qs = [questions[i] for i in rows]
+    correct = np.array([[calls[(n, q.id)].correct for n in names] for q in qs], dtype=np.float64)
+    cost = np.array([[calls[(n, q.id)].cost for n in names] for q in qs], dtype=np.float64)
+    r = config.router
+    return fit_cascade(X[rows], correct, cost, r.budget / (r.horizon or len(rows)), kept[rows])
 
 
 def _select_router(config: PipelineConfig, questions: Sequence[Question],

@@ -4,7 +4,9 @@ the router's context (:func:`context_width`, :func:`context_vector`): the questi
 (``question+free``) ``[1, agree, s_1 … s_k, agree · min s, embedding…]`` from the config's free arms'
 answers and signals (:func:`kgwise.route.table.free_context`), or (``free``) those without the
 embedding, or (``predicted``) ``[1, p_1(x) … p_m(x)]``, every arm's success predicted by the predictor a
-fit learnt (:class:`kgwise.route.features.PredictedContext`, kept with the router in its state).
+fit learnt (:class:`kgwise.route.features.PredictedContext`, kept with the router in its state), or
+(``cascade``) the same, the router's pick narrowed by the cascade rule the fit learnt
+(:attr:`kgwise.route.coke.CokeRouter.cascade`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def context_width(config: PipelineConfig, context: Context, encoder_dim: int) ->
     k = len(config.free_arms)
     if not k:
         raise ConfigError(f"a {context!r} router context needs a free arm (observe = true, no price)")
-    if context == "predicted":
+    if context in ("predicted", "cascade"):
         return 1 + len(config.arms)
     return (0 if context == "free" else encoder_dim) + 3 + k
 
@@ -48,9 +50,9 @@ def context_vector(config: PipelineConfig, context: Context, embedding: npt.Arra
     x = np.asarray(embedding, dtype=np.float64).reshape(-1)
     if not reads_free(context):
         return x
-    if context == "predicted":
+    if context in ("predicted", "cascade"):
         if predicted is None:
-            raise ConfigError("the 'predicted' router context needs the success predictor a fit learns: run "
+            raise ConfigError(f"the {context!r} router context needs the success predictor a fit learns: run "
                               "`kgwise fit` (or `kgwise fit --log`) first")
         return predicted.vector(text, x, free)
     row = free_signal_row([(a, float(s[0]) if len(s) else 0.0)

@@ -245,8 +245,8 @@ def _out_of_fold_groups(table: OutcomeTable, encoder: Encoder, config: PipelineC
                         budget_per_question: float, seed: int, predicted: PredictedContext | None = None
                         ) -> list[str | None]:
     """Per fit row, the arm a router that never learnt it sends it to: the fit rows are halved, and a
-    router with the fitted one's settings (γ, reward form, context, pinned arm), warm-started on one half,
-    routes the other in order within a paced budget, learning as the pipeline does live
+    router with the fitted one's settings (γ, reward form, context, pinned arm, cascade rule), warm-started
+    on one half, routes the other in order within a paced budget, learning as the pipeline does live
     (:func:`kgwise.route.tuning.simulate`). What the per-arm (Mondrian) sets calibrate on."""
     X = _contexts(config, context, encoder, table, train, free, predicted)
     groups: list[str | None] = [None] * len(train)
@@ -258,6 +258,7 @@ def _out_of_fold_groups(table: OutcomeTable, encoder: Encoder, config: PipelineC
                             config=fitted.config, seed=seed, horizon=len(mine))
         router.warm_start(X[other], table.correct[train[other]].astype(np.float64))
         router.pin(fitted.pinned_arm)
+        router.cascade = fitted.cascade
         rows = table.subset(train[mine])
         result = simulate(router, rows, X[mine], np.arange(len(mine)), router)
         for k, j in zip(mine, result.chosen, strict=True):

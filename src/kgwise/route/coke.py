@@ -51,6 +51,7 @@ from kgwise.bandit import BetaThompson, LinUCB, Policy, beta_prior_from_accuracy
 from kgwise.bandit.linucb import TrackedContexts
 from kgwise.errors import ConfigError, KgwiseError
 from kgwise.route.arms import CLUSTERS, ArmInfo, ArmSpec, Cluster
+from kgwise.route.cascade import CascadeRule
 from kgwise.settings import table
 
 Costs = Mapping[str, float] | Sequence[float] | npt.NDArray[np.float64]
@@ -213,6 +214,7 @@ class CokeRouter(Policy[str]):
         # JSON values; the app's ``predicted`` context: kgwise.route.features.PredictedContext)
         self.context_model: dict[str, Any] | None = None
         self.pinned: int | None = None  # :meth:`pin`
+        self.cascade: CascadeRule | None = None  # a fitted cascade narrows every pull (:meth:`_narrow`)
         # pacing="price": Eq. 2 and the mean cost bounds at the last price_window selections (a ring)
         w = self.config.price_window if self.config.pacing == "price" else 0
         self.recent_values = np.zeros((w, n))
@@ -322,7 +324,7 @@ class CokeRouter(Policy[str]):
         self.questions_seen += 1
         if not mask.any():
             return None
-        mask = self._pin(mask)
+        mask = self._narrow(mask, embedding)
         values = self.expectations(embedding)
         if self.config.pacing == "price":
             values = values - self._price(values) * self.cost_seen / self.questions_seen
@@ -345,9 +347,10 @@ class CokeRouter(Policy[str]):
             raise ConfigError(f"would_pull got {n} rows of costs for {len(tracked.contexts)} contexts")
         mean = self.cost_seen / self.questions_seen if self.questions_seen else np.zeros(self.n_arms)
         c = np.where(ok, c, mean)
-        mask = self._pin(ok & (self.spent + self.reserved + c <= self.allowance(self.questions_seen + 1)))
-        if self.config.use_context and tracked is None:
+        if (self.config.use_context or self.cascade is not None) and tracked is None:
             raise ConfigError("would_pull needs tracked contexts when the router uses the context")
+        mask = self._narrow(ok & (self.spent + self.reserved + c <= self.allowance(self.questions_seen + 1)),
+                            None if tracked is None else tracked.contexts)
         k = len(self.thompson.alpha)
         theta = (rng.beta(self.thompson.alpha, self.thompson.beta, size=(n, k)) if self.config.use_cluster
                  else np.zeros((n, k)))
@@ -537,6 +540,13 @@ class CokeRouter(Policy[str]):
         only[self.pinned] = True
         return np.where(mask[..., self.pinned: self.pinned + 1], only, mask)
 
+    def _narrow(self, mask: npt.NDArray[np.bool_], contexts: npt.ArrayLike | None) -> npt.NDArray[np.bool_]:
+        """The pinned arm where it is allowed (:meth:`_pin`); else, with a :attr:`cascade`, its pick among
+        the affordable arms on ``contexts`` (:meth:`kgwise.route.cascade.CascadeRule.narrow`)."""
+        if self.pinned is not None or self.cascade is None or contexts is None:
+            return self._pin(mask)
+        return self.cascade.narrow(mask, contexts)
+
     # --- persistence -------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
@@ -568,6 +578,7 @@ class CokeRouter(Policy[str]):
             "recent_count": self.recent_count,
             "pinned": self.pinned_arm,
             **({} if self.context_model is None else {"context_model": self.context_model}),
+            **({} if self.cascade is None else {"cascade": self.cascade.to_dict(self.names)}),
         }
 
     @classmethod
@@ -636,6 +647,8 @@ class CokeRouter(Policy[str]):
         if model is not None and not isinstance(model, dict):
             raise ConfigError(f"context_model must be a table, got {type(model).__name__}")
         out.context_model = model
+        if state.get("cascade") is not None:
+            out.cascade = CascadeRule.from_dict(state["cascade"], out.names)
         if out.config.pacing == "price":
             out.recent_values = np.asarray(state["recent_values"], dtype=np.float64)
             out.recent_costs = np.asarray(state["recent_costs"], dtype=np.float64)

@@ -8,7 +8,8 @@ A row is, in this order:
 * the free context row :func:`~kgwise.route.table.free_signal_row`: whether the free arms agree, each
   one's first signal, agreement × the smallest;
 * the question's form (:func:`question_form`);
-* the first ``dims`` principal components of the question embedding (fitted on the log's questions).
+* the first ``dims`` principal components of the question embedding (fitted on the log's questions), at
+  most one per :data:`QUESTIONS_PER_COMPONENT` questions fitted on.
 
 :class:`PredictedContext` turns a row into the router context ``[1, p_1(x) … p_m(x)]``: each arm's
 predicted success (:class:`~kgwise.route.predictor.SuccessPredictor`), with LinUCB's intercept first — the
@@ -29,12 +30,18 @@ from kgwise.errors import ConfigError
 from kgwise.route.predictor import SuccessPredictor
 from kgwise.route.table import free_signal_row
 
-__all__ = ["FORM_NAMES", "FreeOutput", "PreCallFeatures", "PredictedContext", "context_rows", "question_form"]
+__all__ = ["FORM_NAMES", "QUESTIONS_PER_COMPONENT", "FreeOutput", "PreCallFeatures", "PredictedContext",
+           "context_rows", "question_form"]
 
 Matrix = npt.NDArray[np.float64]
 FreeOutput = tuple[str, Sequence[float]]
 """A free arm's answer on a question (``""``: none) and its signals."""
 
+QUESTIONS_PER_COMPONENT = 20
+"""Questions a predictor learns from per embedding component among its features. On OBQA's local log
+(150-question fit halves, tuned on) 16 components gave the priced router .456, 8 .468, 6 .460, 4 .464,
+0 .465 (`learned_report`, 5 halvings): per-arm regressions on 16 components of a 150-question log overfit;
+WebQSP's 789-question halves keep all 16."""
 _WH = ("what", "which", "who", "where", "when", "how", "why")
 FORM_NAMES = ("form.words", "form.capitals", "form.number", *(f"form.{w}" for w in _WH), "form.clauses")
 
@@ -68,12 +75,14 @@ class PreCallFeatures:
     def fit(cls, free: Mapping[str, Sequence[FreeOutput]], embeddings: npt.ArrayLike, dims: int = 16
             ) -> PreCallFeatures:
         """The map of a log: ``free[arm][i]`` the free arm's output on question ``i``; ``embeddings`` the
-        questions' (n × d), whose first ``dims`` principal axes are kept."""
+        questions' (n × d), whose first ``dims`` principal axes are kept (at most one per
+        :data:`QUESTIONS_PER_COMPONENT` questions)."""
         E = np.atleast_2d(np.asarray(embeddings, dtype=np.float64))
         if dims < 0:
             raise ConfigError(f"embedding dims must be ≥ 0, got {dims}")
         mean = E.mean(axis=0) if len(E) else np.zeros(E.shape[1])
         axes = np.zeros((0, E.shape[1]))
+        dims = min(dims, len(E) // QUESTIONS_PER_COMPONENT)
         if dims and len(E) > 1:
             _, _, Vt = np.linalg.svd(E - mean, full_matrices=False)
             axes = Vt[:dims]

@@ -2,7 +2,9 @@
 
 The settings the paper leaves open — the LinUCB width γ (``None``: Eq. 12's, from δ), whether LinUCB learns
 the decomposed reward, and the context (the question embedding, or it joined to what the free arms say) —
-are scored on an outcome table by replaying Coke over it. The questions are split in two halves by a
+are scored on an outcome table by replaying Coke over it; the ``cascade`` context (the predictor's
+``[1, p(x)]`` rows, :mod:`kgwise.route.cascade`) is one more grid point, whose threshold is fitted on the
+half the router learns from and scored on the half it routes. The questions are split in two halves by a
 seeded permutation (:func:`halves`); :class:`CrossFit` scores one grid point on one half, either *cold*
 (the router starts from its priors) or *warm* (it first learns every arm's logged outcome on the other
 half, :meth:`CokeRouter.warm_start`, as a fitted pipeline does). :func:`cross_fit` is what ``kgwise fit``
@@ -29,6 +31,8 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.errors import ConfigError
+from kgwise.route.cascade import CONTEXT as CASCADE
+from kgwise.route.cascade import fit_cascade
 from kgwise.route.coke import CokeConfig, CokeRouter
 from kgwise.route.table import OutcomeTable
 
@@ -124,8 +128,11 @@ class TuningConfig:
             raise ConfigError(f"budget_vs_best must be > 0, got {self.budget_vs_best}")
 
     def grid(self, contexts: Sequence[str]) -> list[GridPoint]:
-        """Every ``(context, γ, decomposed)``, contexts outermost."""
-        return list(itertools.product(contexts, self.gammas, self.decomposed))
+        """Every ``(context, γ, decomposed)``, contexts outermost; the cascade context is one point (its
+        rule, not Coke's γ or reward form, picks the arm)."""
+        return [p for c in contexts
+                for p in ([(c, None, False)] if c == CASCADE else
+                          itertools.product([c], self.gammas, self.decomposed))]
 
 
 def halves(n: int, split_seed: int) -> list[npt.NDArray[np.int64]]:
@@ -216,6 +223,10 @@ class CrossFit:
                                     horizon=half.n_questions if self.horizon else None)
                 if warm:
                     router.warm_start(self.xs[1 - h][ctx], self.parts[1 - h].correct)
+                if ctx == CASCADE:  # the threshold fitted on the other half, under its budget
+                    other = self.parts[1 - h]
+                    router.cascade = fit_cascade(self.xs[1 - h][ctx], other.correct, other.cost,
+                                                 self.budget(other) / other.n_questions)
                 order = np.random.default_rng(s).permutation(half.n_questions)
                 result = simulate(router, half, x, order, router)
                 correct = np.zeros(half.n_questions, dtype=np.uint8)

@@ -89,10 +89,13 @@ def bench_route(
             router.pick(F[fit_rows + k: fit_rows + k + 1], costs[k])
         return 1000 * (time.perf_counter() - t0) / steps
 
-    def time_predicted_coke(fit_rows: int = 1000) -> float:
+    def time_predicted_coke(fit_rows: int = 1000, cascade: bool = False) -> float:
         """The pipeline's ``predicted`` context (:class:`kgwise.route.features.PredictedContext`: one free
         arm's three signals, the question's form and 16 principal components of its embedding → each arm's
-        predicted success) and price-paced Coke's pull + update on ``[1, p_1 … p_m]``, per question."""
+        predicted success) and price-paced Coke's pull + update on ``[1, p_1 … p_m]``, per question;
+        ``cascade``: the pull narrowed by a cascade rule (the ``cascade`` context,
+        :mod:`kgwise.route.cascade`) from the first arm to the last."""
+        from kgwise.route.cascade import CascadeRule
         from kgwise.route.features import PreCallFeatures, PredictedContext
         from kgwise.route.predictor import PredictorConfig, SuccessPredictor
 
@@ -106,6 +109,8 @@ def bench_route(
         config = CokeConfig(regret_prior=10.0, pacing="price", lam=0.0)
         router = CokeRouter(arms, model.width, config=config, seed=seed, budget=0.5 * steps * costs[0].max(),
                             horizon=steps)
+        if cascade:
+            router.cascade = CascadeRule(0, n_arms - 1, 0.0, 0.5, 0.0)
         said = {"kgm": ("A", (0.6, 0.2, 1.1))}
         t0 = time.perf_counter()
         for k in range(steps):
@@ -118,6 +123,7 @@ def bench_route(
 
     learned_ms = time_learned()
     predicted_ms = time_predicted_coke()
+    cascade_ms = time_predicted_coke(cascade=True)
     coke_ms = time_coke("float64")
     coke32_ms = time_coke("float32")
     price_ms = time_coke("float64", "price")
@@ -148,6 +154,7 @@ def bench_route(
         "coke_price_paced_select_update_ms": price_ms,
         "learned_router_decision_ms": learned_ms,
         "predicted_context_coke_ms": predicted_ms,
+        "cascade_context_coke_ms": cascade_ms,
         "linucb_pull_update_ms": linucb_ms,
         "naive_linucb_pull_update_ms": naive_ms,
         "speedup_linucb_vs_naive": naive_ms / linucb_ms,

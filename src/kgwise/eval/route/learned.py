@@ -50,6 +50,7 @@ import numpy.typing as npt
 from kgwise.errors import ConfigError
 from kgwise.eval.route.logs import GradedReplay
 from kgwise.route.coke import CokeConfig, CokeRouter
+from kgwise.route.features import QUESTIONS_PER_COMPONENT
 from kgwise.route.predictor import PredictorConfig, SuccessPredictor, calibration, cross_fitted
 from kgwise.route.table import OutcomeTable
 from kgwise.route.tuning import simulate
@@ -122,13 +123,15 @@ class PricedRouter:
 
 def _features(replay: GradedReplay, E: Matrix, fit: Rows, dims: int) -> tuple[Matrix, Matrix]:
     """Pre-call features (module docstring) for every row, and per arm the extra columns of its own
-    signals (post-call); the principal components are fitted on ``fit``."""
+    signals (post-call); the principal components (at most one per ``QUESTIONS_PER_COMPONENT`` questions)
+    are fitted on ``fit``."""
     table = replay.table
     F = replay.features if replay.features is not None else np.zeros((table.n_questions, 0))
     paid = {a for j, a in enumerate(table.arms) if np.any(table.cost[:, j] > 0)}
     pre = np.asarray([not any(n.startswith(f"{a}.signal[") for a in paid) for n in replay.feature_names],
                      dtype=bool)
     cols = [F[:, pre]]
+    dims = min(dims, len(fit) // QUESTIONS_PER_COMPONENT)
     if dims:
         mu = E[fit].mean(axis=0)
         _, _, Vt = np.linalg.svd(E[fit] - mu, full_matrices=False)
