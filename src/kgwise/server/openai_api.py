@@ -352,7 +352,7 @@ class PipelineHub:
         now = time.time()
         if not force and now - served.last_sample < 0.5:
             return
-        spent = (status or served.pipeline.status()).spent
+        spent = served.pipeline.spend() if status is None else status.spent
         served.history.append((now, float(spent)))
         served.last_sample = now
 

@@ -72,8 +72,8 @@ def _config(work: Path, kg: Path, name: str, budget: str, url: str | None) -> Pa
 
 
 def _start(config: Path, work: Path, name: str, k: int) -> list[_Server]:
-    servers = [_Server(["--config", str(config), "--state", str(work / f"{name}-state-{i}")],
-                       work / f"{name}-{i}.log", work / f"cache-{i}") for i in range(k)]
+    servers = [_Server(["--config", str(config), "--state", str(work / f"{name}-state-{i}"),
+                        "--no-access-log"], work / f"{name}-{i}.log", work / f"cache-{i}") for i in range(k)]
     try:
         for s in servers:
             s.wait_ready()
