@@ -70,7 +70,8 @@ def serve(
                               torch_threads=torch_threads)
     served = ServedPipeline.from_config(config, state)
     try:
-        uvicorn.run(create_app(settings, pipeline_hub({"kgwise": served})), host=host, port=port,
-                    access_log=access_log)
+        web = create_app(settings, pipeline_hub({"kgwise": served}))  # sets the encoder's threads
+        served.pipeline.warm()  # before listening: the first requests must not wait for the models
+        uvicorn.run(web, host=host, port=port, access_log=access_log)
     finally:
         served.close()  # writes the state and releases the directory
