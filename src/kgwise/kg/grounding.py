@@ -636,8 +636,9 @@ class Grounder:
         or its accent-folded form (a span's first word is never its last, so the last-word lemma and the
         plural change later words; a folded token of one letter may join the next ones, "u s" → "us", and
         is always tried). ``None`` when the index cannot list its keys (a ``LabelIndex``): every span is
-        tried. The prefilter cuts the answer's grounding in ``kgwise serve`` ~3× (an open answer of ~37
-        words holds ~230 spans of 2–8 words; few begin as a name does)."""
+        tried. An open answer of ~37 words holds ~230 spans of 2–8 words, few beginning as a name does: the
+        answers' grounding in ``kgwise serve`` went from 1.17 to 0.33 ms each (200 recorded WebQSP answers
+        over DDB, in-process; the spans skipped found nothing on 2,204 real texts, a test checks it)."""
         first = self._first_words()
         if first is None:
             return None
