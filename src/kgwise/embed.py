@@ -139,6 +139,10 @@ class MiniLM:
     def dim(self) -> int:
         return 384
 
+    def load(self) -> None:
+        """Load the model now (else the first :meth:`encode` of a text not cached does)."""
+        self._load()
+
     def _load(self) -> Any:
         with self._load_lock:
             if self._model is None:

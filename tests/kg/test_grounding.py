@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from kgwise.errors import DataError
 from kgwise.kg import CSRGraph
 from kgwise.kg.grounding import Grounder, GrounderConfig, Grounding
+from kgwise.kg.linking import Link
 from kgwise.kg.text import (
     Lemmatiser,
     determiners,
@@ -141,3 +142,46 @@ def test_real_conceptnet_slice_grounds_csqa_dev(data_dir: Path) -> None:
     # measured 0.952 and 0.896 (CSQA's annotated question concept is not always written literally)
     assert grounded / n_choices > 0.93
     assert concept_found / len(questions) > 0.87
+
+
+class _UnlistedIndex:
+    """An index that looks names up but cannot list its keys (as a ``LabelIndex`` on disk): the grounder
+    then tries every span, the reference for the first-word prefilter below."""
+
+    def __init__(self, index: object) -> None:
+        self._index = index
+
+    def __getattr__(self, name: str) -> object:
+        if name in ("keys", "alias_keys"):
+            raise AttributeError(name)
+        return getattr(self._index, name)
+
+
+@pytest.mark.parametrize("precise", [True, False])
+def test_first_word_prefilter_finds_what_every_span_finds(data_dir: Path, precise: bool) -> None:
+    """Skipping the spans whose first token begins no name changes no grounding: real DDB names against
+    MedQA questions and choices, recorded ChatGPT answers, accents and letters that fold together."""
+    import kgwise.eval.recorded  # noqa: F401  (registers the recordings)
+    from kgwise.datasets import load
+    from kgwise.kg.loaders import load_ddb
+    from kgwise.llm.replay import Replay
+
+    kg = load_ddb(data_dir / "ddb")
+    medqa = load("medqa", "test", data_dir)[:150]
+    texts = [q.text for q in medqa] + [c.text for q in medqa for c in q.choices]
+    texts += [r.prediction for r in Replay.from_spec("chatgpt", data_dir).records[:300]]
+    texts += ["U S army near zürich lake with Crohn's disease", "an x ray of the U.S. Type 2 diabetes",
+              "Sjögren syndrome and sjogren's", "Diabetes insipidus, diabetes mellitus type 2"]
+    cfg = GrounderConfig(precise=precise)
+    fast = Grounder(kg, cfg)
+    every = Grounder(kg, cfg, index=_UnlistedIndex(fast.index))  # type: ignore[arg-type]
+    assert fast._may_start(["diabetes", "mellitus"]) is not None and every._may_start(["x", "y"]) is None
+    found = 0
+    for text in texts:
+        links_fast: list[Link] = []
+        links_every: list[Link] = []
+        nodes = fast.ground_text(text, links_fast)
+        assert nodes == every.ground_text(text, links_every), text
+        assert links_fast == links_every, text
+        found += len(nodes)
+    assert found > len(texts) // 2  # the texts do name DDB entities (1,108 and more of 1,204 texts)

@@ -226,6 +226,10 @@ class FakePipeline:
             pending = tuple(FakePending(k, d.arm, d.question) for k, d in self.decisions.items())
             return FakeStatus(self.budget, self.spent, tuple(self.arms.values()), pending, self.alpha)
 
+    def spend(self) -> float:
+        with self.lock:
+            return self.spent
+
     def state_health(self) -> dict[str, object]:
         return {"backend": "test double", "ok": True}
 

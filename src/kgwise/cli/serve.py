@@ -45,6 +45,9 @@ def serve(
         min=1.0, help="Seconds a request may wait and run in all (then 503).")] = 120.0,
     torch_threads: Annotated[int, typer.Option(
         min=1, help="torch threads of the question encoder (1 serves concurrent requests fastest).")] = 1,
+    access_log: Annotated[bool, typer.Option(
+        "--access-log/--no-access-log", help="Log every request on stderr (uvicorn's access log; about "
+        "2 % of a replica's CPU under `kgwise bench serve --replicas`).")] = True,
 ) -> None:
     """Serve the pipeline of --config over HTTP: GET /health, the OpenAI-compatible API, POST /v1/evidence
     and the web page (OpenAPI docs at /docs)."""
@@ -67,6 +70,8 @@ def serve(
                               torch_threads=torch_threads)
     served = ServedPipeline.from_config(config, state)
     try:
-        uvicorn.run(create_app(settings, pipeline_hub({"kgwise": served})), host=host, port=port)
+        web = create_app(settings, pipeline_hub({"kgwise": served}))  # sets the encoder's threads
+        served.pipeline.warm()  # before listening: the first requests must not wait for the models
+        uvicorn.run(web, host=host, port=port, access_log=access_log)
     finally:
         served.close()  # writes the state and releases the directory

@@ -237,6 +237,11 @@ class PipelineLike(Protocol):
 
     def status(self) -> StatusLike: ...
 
+    def spend(self) -> float:
+        """The budget spent so far: ``status().spent`` without the rest of a status (the server samples
+        it for the spend history after answers, at most twice a second)."""
+        ...
+
     def state_health(self) -> Mapping[str, object]:
         """Where the pipeline's state lives and whether it answers (``/health``)."""
         ...

@@ -53,6 +53,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
+from pydantic import BaseModel
 
 from kgwise.app import BudgetExceededError, UnknownDecisionError
 from kgwise.errors import (
@@ -352,7 +353,7 @@ class PipelineHub:
         now = time.time()
         if not force and now - served.last_sample < 0.5:
             return
-        spent = (status or served.pipeline.status()).spent
+        spent = served.pipeline.spend() if status is None else status.spent
         served.history.append((now, float(spent)))
         served.last_sample = now
 
@@ -457,6 +458,12 @@ def _extra(served: _Served, question: str, choices: list[str] | None, result: Re
         answer_set=answer_set, guaranteed=s is not None and s.guaranteed, evidence=evidence,
         abstention=None if (ab := result.abstention) is None else AbstentionOut(
             abstained=ab.abstained, promise=ab.promise, confidence=ab.confidence, threshold=ab.threshold))
+
+
+def _json(body: BaseModel, headers: dict[str, str]) -> Response:
+    """``body`` as compact UTF-8 JSON, serialised by pydantic in one pass (what ``JSONResponse`` of
+    ``model_dump(mode="json")`` sends, without building the dict and encoding it again)."""
+    return Response(body.model_dump_json(), media_type="application/json", headers=headers)
 
 
 def _headers(extra: KgwiseExtra) -> dict[str, str]:
@@ -750,7 +757,7 @@ def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
             body = ChatCompletion(id=cid, created=created, model=req.model, usage=usage_of(extra),
                                   kgwise=extra, choices=[ChatChoice(index=0, message=message,
                                                                     finish_reason=finish)])
-            return JSONResponse(body.model_dump(mode="json"), headers=_headers(extra))
+            return _json(body, _headers(extra))
         events = [chunk(cid, Delta(role="assistant", content="")), chunk(cid, Delta(content=text)),
                   *ending(cid, extra, finish)]
         response = _sse(events)
@@ -799,7 +806,7 @@ def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
         if not req.stream:
             body = TextCompletion(id=cid, created=created, model=req.model, usage=usage_of(extra),
                                   kgwise=extra, choices=[CompletionChoice(text=text, finish_reason=finish)])
-            return JSONResponse(body.model_dump(mode="json"), headers=_headers(extra))
+            return _json(body, _headers(extra))
         response = _sse([piece_of(cid, text), *ending(cid, extra, finish)])
         response.headers.update(_headers(extra))
         return response

@@ -179,6 +179,11 @@ class ServedPipeline:
         return ServedStatus(st.budget, st.spent, arms, pending, st.alpha if st.calibrated else None,
                             st.pinned)
 
+    def spend(self) -> float:
+        """The pipeline's spend, without reading the decisions awaiting feedback that :meth:`status`
+        shows (in a database state: 100 rows with their embeddings)."""
+        return float(self.pipeline.status().spent)
+
     def route(self, question: str, costs: Mapping[str, float] | None = None) -> Decision:
         return self.pipeline.route(question, costs)
 
