@@ -32,8 +32,10 @@ def main(data: Path) -> None:
             continue
         last = q["question"].strip().split(". ")[-1]
         pool += [(i, k, o, last) for k, o in sorted(opts.items()) if o.casefold() not in used_text]
-    seen: set[str] = set()
-    unique = [p for p in pool if not (p[2].casefold() in seen or seen.add(p[2].casefold()))]
+    first: dict[str, tuple[int, str, str, str]] = {}
+    for p in pool:  # the first occurrence of each option text, in the pool's order
+        first.setdefault(p[2].casefold(), p)
+    unique = list(first.values())
     for i, k, option, last in sorted(random.Random(SEED).sample(unique, DRAW)):
         print(json.dumps({"id": f"medqa-blind-{i}-{k}", "source": "medqa-test", "kind": "choice",
                           "mention": option, "context": last, "gold": None, "question_index": i,
