@@ -64,8 +64,8 @@ def test_merge_names() -> None:
     assert m.num_nodes == g.num_nodes - 3 and m.num_edges == g.num_edges
     assert sorted(report.merged) == sorted([
         "'USA' → 'United States' (label is an alias of)",
-        "'Zurich' → 'Zürich' (label differs only in case, accents or hyphens)",
-        "'germany' → 'Germany' (label differs only in case, accents or hyphens)"])
+        "'Zurich' → 'Zürich' (label differs only in case, accents, hyphens or ae/oe spelling)",
+        "'germany' → 'Germany' (label differs only in case, accents, hyphens or ae/oe spelling)"])
     us = m.node("United States")
     assert {m.label(t) for t in m.out_edges(us)[1].tolist()} == {"Canada", "UN"}
     assert "USA" in m.aliases(us) and m.find("zurich") == m.node("Zürich")

@@ -45,6 +45,9 @@ def test_text_helpers() -> None:
     assert fold_key("hypernatraemia") == "hypernatremia" and fold_key("oedema") == "edema"
     assert fold_key("seborrhoeic keratosis") == "seborrheic keratosis"
     assert fold_key("israel") == "israel" and fold_key("toe") == "toe" and fold_key("faroe") == "faroe"
+    # a verb in -oe before -ing and the Greek aer- keep their letters: "Boeing" must not be "being"
+    assert fold_key("boeing") == "boeing" and fold_key("canoeing") == "canoeing"
+    assert fold_key("aerial") == "aerial" and fold_key("aetiology") == "etiology"
     assert bag_key("korea south") == bag_key("south korea") == "korea south" and bag_key("korea") == ""
     assert {"table", "wall", "china", "turkey"} <= common_words()
     assert not {"kilimanjaro", "mississippi", "koruna"} & common_words()

@@ -1,7 +1,7 @@
 """A graph cleaned at build, every change counted and named (``kgwise kg build``, ``--report FILE``).
 
 A user's graph as found in the wild names one thing several ways: an alias that is also a node's label
-("USA" beside "United States" aliased "USA"), and labels that differ only in case, accents or hyphens
+("USA" beside "United States" aliased "USA"), and labels that differ only in case, accents, hyphens or ae/oe spelling
 ("germany", "Zurich" beside "Germany", "Zürich"). Each such node stays a separate one-fact node unless
 merged, and a question about it reaches one fact instead of all of them. :func:`merge_names` merges them:
 a node whose label (compared by :func:`merge_key`: case, accents and ``-``/``_`` against spaces ignored)
@@ -129,7 +129,7 @@ def merge_names(graph: CSRGraph, report: BuildReport) -> CSRGraph:
             for v in group:
                 if v != keep:
                     parent[root(v)] = root(keep)
-                    why[v] = "label differs only in case, accents or hyphens"
+                    why[v] = "label differs only in case, accents, hyphens or ae/oe spelling"
     for k, group in by_label.items():
         own = owners.get(k, set()) - set(group)
         if len(own) == 1:

@@ -92,9 +92,10 @@ _LETTERS = str.maketrans({"ł": "l", "đ": "d", "ð": "d", "ø": "o", "æ": "ae"
 """Letters NFKD does not decompose, written as English spellings write them ("złoty" → "zloty")."""
 
 
-_DIGRAPH = re.compile(r"(?<=[a-z])(?:ae|oe)(?=[a-z]{2})|\b(?:ae|oe)(?=[a-z]{4})")
+_DIGRAPH = re.compile(r"(?<=[a-z])(?:ae|oe(?!ing))(?=[a-z]{2})|\b(?:ae(?!r)|oe)(?=[a-z]{4})")
 """The British *ae*/*oe* of a word, inside it or starting it ("haemorrhage", "hypernatraemia", "oedema",
-"oesophagus"), followed by two letters or more."""
+"oesophagus"), followed by two letters or more; not the *oe* of a verb in -oe before -ing ("boeing" is
+not "being", "canoeing"), nor the Greek *aer-* ("aerial", "aerobic")."""
 
 
 def fold_key(key: str) -> str:
