@@ -54,8 +54,8 @@ def build(
     merge_names: Annotated[bool | None, typer.Option(
         "--merge-names/--keep-names", help="Merge a node whose label is another node's alias, and nodes "
         "whose labels differ only in case, accents, hyphens or ae/oe spelling (each merge counted and "
-        "listed with --report). Default: merge when a source is a tsv file (a user's graph); WordNet and ConceptNet "
-        "name distinct senses by case ('March', 'march').", show_default=False)] = None,
+        "listed with --report). Default: merge when a source is a tsv file (a user's graph); WordNet and "
+        "ConceptNet name distinct senses by case ('March', 'march').", show_default=False)] = None,
     report_out: Annotated[Path | None, typer.Option(
         "--report", callback=writable, help="Write every finding here: header rows, broken lines "
         "(file:line), duplicate triples, self-loops, dangling and conflicting aliases, merged nodes.")
