@@ -1,12 +1,12 @@
 """A graph cleaned at build, every change counted and named (``kgwise kg build``, ``--report FILE``).
 
 A user's graph as found in the wild names one thing several ways: an alias that is also a node's label
-("USA" beside "United States" aliased "USA"), and labels that differ only in case, accents, hyphens or
-ae/oe spelling ("germany", "Zurich" beside "Germany", "Zürich"). Each such node stays a separate one-fact
-node unless merged, and a question about it reaches one fact instead of all of them. :func:`merge_names`
-merges them: a node whose label (compared by :func:`merge_key`: case, accents and ``-``/``_`` against spaces ignored)
-equals another node's alias joins that node; nodes whose labels compare equal join the one with the most
-edges (the lowest id on a tie). The merged labels become aliases of the node they joined. An alias two
+("USA" beside "United States" aliased "USA"), and labels that differ only in case, accents, hyphens or ae/oe
+spelling ("germany", "Zurich" beside "Germany", "Zürich"). Each such node stays a separate one-fact node
+unless merged, and a question about it reaches one fact instead of all of them. :func:`merge_names` merges
+them: a node whose label (compared by :func:`merge_key`: case, accents and ``-``/``_`` against spaces
+ignored) equals another node's alias joins that node; nodes whose labels compare equal join the one with the
+most edges (the lowest id on a tie). The merged labels become aliases of the node they joined. An alias two
 nodes share is never a reason to merge: it is reported (:attr:`BuildReport.alias_conflicts`).
 
 :class:`BuildReport` collects what a loader and the merge found — a header row, broken lines (file:line),
