@@ -15,13 +15,15 @@ from kgwise.eval.knowgpt import (
     _claim_run_dir,
     _other_run,
     _row,
+    _seconds,
     _split_report,
     compare_runs,
     markdown_table,
+    questions_to_test,
 )
 from kgwise.inject import ARMS, WITHOUT_KG, BanditConfig, Injection, PromptBandit
 from kgwise.llm import ChoiceScores
-from kgwise.types import Answer, Choice, Question
+from kgwise.types import Answer, Choice, Question, Usage
 
 
 def test_run_dir_resumes_only_the_same_run(tmp_path: Path) -> None:
@@ -173,3 +175,39 @@ def test_a_ranked_run_compares_with_a_full_run_question_by_question(tmp_path: Pa
     assert c["here"]["kg_chars"] == 20 and c["there"]["kg_chars"] == 100 and c["kg_chars_fewer"] == 0.8
     assert c["prompt_chars_fewer"] == pytest.approx(1 - 160 / 240)
     assert c["here"]["gold_path_when_correct"] == 0.5 and c["there"]["gold_path_when_correct"] == 1.0
+
+
+def test_splits_and_facts_only_choose_outcomes_and_keep_the_run() -> None:
+    qs = [Question(f"q{i}", "?", (Choice("A", "a"), Choice("B", "b")), gold=("A",)) for i in range(3)]
+    tests = {"ihdev": qs, "ihtest": qs[:1]}
+    assert list(questions_to_test("csqa", tests, ExperimentConfig(splits=("ihdev",), limit=2))) == ["ihdev"]
+    assert len(questions_to_test("csqa", tests, ExperimentConfig(splits=("ihdev",), limit=2))["ihdev"]) == 2
+    assert list(questions_to_test("csqa", tests, ExperimentConfig())) == ["ihdev", "ihtest"]
+    with pytest.raises(ConfigError, match="csqa has no test split dev; its splits: ihdev, ihtest"):
+        questions_to_test("csqa", tests, ExperimentConfig(splits=("dev",)))
+
+
+def test_run_dir_resumes_with_other_splits_or_without_facts_only(tmp_path: Path) -> None:
+    first = _claim_run_dir(tmp_path, "obqa", "smollm2-135m", ExperimentConfig())
+    other = ExperimentConfig(splits=("test",), facts_only=False, limit=5)
+    assert _claim_run_dir(tmp_path, "obqa", "smollm2-135m", other) == first
+
+
+def test_seconds_per_question_add_the_shared_prior_and_skip_cached_calls() -> None:
+    q = Question("q1", "What purrs?", (Choice("A", "dog"), Choice("B", "cat")), gold=("B",))
+
+    def scores(seconds: float, cached: bool = False) -> ChoiceScores:
+        usage = Usage(cached_calls=1, latency_s=0.001) if cached else Usage(10, 0, 1, seconds)
+        return ChoiceScores((-3.0, -1.0), (-3.0, -1.0), usage)
+
+    def row(score: ChoiceScores, prior: ChoiceScores | None) -> dict[str, object]:
+        return _row(q, WITHOUT_KG, Injection(Answer("q1", "B", {"A": 0.0, "B": 1.0}), score), prior)
+
+    timed, cached = row(scores(2.0), scores(0.5)), row(scores(0.0, cached=True), scores(0.0, cached=True))
+    assert (timed["score_s"], timed["prior_s"]) == (2.0, 0.5)
+    assert (cached["score_s"], cached["prior_s"]) == (None, None)
+    assert isinstance(timed["load_1min"], float)
+    got = _seconds([timed, cached, row(scores(4.0), None)], priors=[0.5, 1.5])
+    assert got["score_s_timed"] == 2 and got["score_s_mean"] == 3.0 and got["prior_s_mean"] == 1.0
+    assert got["llm_s_per_question"] == 4.0
+    assert _seconds([cached], priors=[])["llm_s_per_question"] is None
