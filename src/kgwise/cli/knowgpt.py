@@ -136,8 +136,7 @@ def eval_knowgpt(
     chosen = tuple(c.strip() for c in combos.split(",") if c.strip()) if combos is not None else None
     cfg = KnowGPTExperimentConfig(limit=limit, train_limit=train_limit, rl_iterations=rl_iterations,
                            rl_time_limit_s=rl_minutes * 60, scoring=scoring, facts_only=facts_only,
-                           splits=tuple(x.strip() for x in splits.split(",") if x.strip()) or None
-                           if splits else None,
+                           splits=tuple(x.strip() for x in (splits or "").split(",") if x.strip()) or None,
                            agent=configured("path_agent", config, max_steps=rl_max_steps),
                            bandit=configured("prompt_bandit", config, feedback=bandit_feedback))
     if chosen is not None:
