@@ -211,3 +211,18 @@ def test_seconds_per_question_add_the_shared_prior_and_skip_cached_calls() -> No
     assert got["score_s_timed"] == 2 and got["score_s_mean"] == 3.0 and got["prior_s_mean"] == 1.0
     assert got["llm_s_per_question"] == 4.0
     assert _seconds([cached], priors=[])["llm_s_per_question"] is None
+
+
+def test_accuracy_where_the_knowledge_holds_a_gold_path_is_paired_with_no_kg(tmp_path: Path) -> None:
+    qs = [Question(f"q{i}", "?", (Choice("A", "a"), Choice("B", "b")), gold=("A",)) for i in range(4)]
+    store = OutcomeStore(tmp_path / "outcomes.jsonl", "run")
+    base = {"correct_sum": 0, "correct_mean": 0, "prep_ms": 1.0, "empty_knowledge": 0, "kg_edges": 3,
+            "knowledge_chars": 10, "prompt_chars": 50, "usage": {}}
+    for i, q in enumerate(qs):  # a gold path in the knowledge of q0, q1 and q2; right with it on q0, q1
+        store.put({**base, "qid": q.id, "setting": "P_sub+F_s", "correct_pmi": int(i < 2),
+                   "gold_path": int(i < 3)})
+        store.put({**base, "qid": q.id, "setting": WITHOUT_KG, "correct_pmi": int(i == 2), "gold_path": 0})
+    report = _split_report(qs, [WITHOUT_KG, "P_sub+F_s"], {"full": ["P_sub+F_s"] * 4}, store,
+                           PromptBandit(4, ("P_sub+F_s",)), "pmi")
+    got = report["combos"]["P_sub+F_s"]["with_gold_path"]
+    assert got == {"n": 3, "accuracy": pytest.approx(2 / 3), "without_kg_accuracy": pytest.approx(1 / 3)}

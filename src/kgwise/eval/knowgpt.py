@@ -680,8 +680,18 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
             # questions whose extractor found no KG edge (rows of older runs lack the count: None)
             out["no_kg_edges"] = (int(sum(r["kg_edges"] == 0 for r in rs))
                                   if all("kg_edges" in r for r in rs) else None)
-            out |= prep_times(rs) | _knowledge_size(rs, key)
+            out |= prep_times(rs) | _knowledge_size(rs, key) | {"with_gold_path": with_gold_path(rs)}
         return out
+
+    def with_gold_path(rs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+        """On the questions whose given knowledge holds a path to the gold answer: how many, and the
+        accuracy with that knowledge and without KG (whether the LLM reads a fact it is given)."""
+        if not all("gold_path" in r for r in rs):
+            return None  # rows of older runs
+        given = [r for r in rs if r["gold_path"]]
+        plain = [p for r in given if (p := store.get(r["qid"], WITHOUT_KG)) is not None]
+        return {"n": len(given), "accuracy": _acc(given, key),
+                "without_kg_accuracy": _acc(plain, key) if len(plain) == len(given) else None}
 
     def picked(chosen: Sequence[str]) -> dict[str, Any]:
         ok = [r for q, p in zip(qs, chosen, strict=True) if (r := store.get(q.id, p)) is not None]
