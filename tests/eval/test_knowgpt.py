@@ -226,3 +226,19 @@ def test_accuracy_where_the_knowledge_holds_a_gold_path_is_paired_with_no_kg(tmp
                            PromptBandit(4, ("P_sub+F_s",)), "pmi")
     got = report["combos"]["P_sub+F_s"]["with_gold_path"]
     assert got == {"n": 3, "accuracy": pytest.approx(2 / 3), "without_kg_accuracy": pytest.approx(1 / 3)}
+
+
+def test_the_gap_over_no_kg_is_given_under_every_scoring_rule(tmp_path: Path) -> None:
+    qs = [Question(f"q{i}", "?", (Choice("A", "a"), Choice("B", "b")), gold=("A",)) for i in range(4)]
+    store = OutcomeStore(tmp_path / "outcomes.jsonl", "run")
+    for i, q in enumerate(qs):  # with knowledge: sum right on all four, PMI on one; without: both on two
+        store.put({"qid": q.id, "setting": "P_sub+F_s", "correct_sum": 1, "correct_mean": 1,
+                   "correct_pmi": int(i == 0), "prep_ms": 1.0, "empty_knowledge": 0, "kg_edges": 1})
+        store.put({"qid": q.id, "setting": WITHOUT_KG, "correct_sum": int(i < 2), "correct_mean": 1,
+                   "correct_pmi": int(i < 2), "prep_ms": 1.0, "empty_knowledge": 0, "kg_edges": 1})
+    report = _split_report(qs, [WITHOUT_KG, "P_sub+F_s"], {"full": ["P_sub+F_s"] * 4}, store,
+                           PromptBandit(4, ("P_sub+F_s",)), "pmi")
+    gaps = report["targets"]["full_minus_without_kg_by_rule"]
+    assert gaps["sum"][0] == pytest.approx(0.5) and gaps["pmi"][0] == pytest.approx(-0.25)
+    assert gaps["mean"] == [0.0, 0.0]
+    assert report["targets"]["full_minus_without_kg"] == pytest.approx(-0.25)  # the run's rule: PMI

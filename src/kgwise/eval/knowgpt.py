@@ -755,14 +755,19 @@ def _knowledge_size(rows: Sequence[dict[str, Any]], key: str) -> dict[str, float
 def _targets(qs: Sequence[Question], full: Sequence[str], best: str, store: OutcomeStore,
              key: str) -> dict[str, Any]:
     """The two checks on one split (≥ 2 questions): full KnowGPT ≥ the best single combination,
-    and ≥ 5 points over w/o KG; each gap is paired over the same questions, with its standard error."""
+    and ≥ 5 points over w/o KG; each gap is paired over the same questions, with its standard error.
+    ``full_minus_without_kg_by_rule``: the gap over w/o KG, ± its standard error, under every scoring rule
+    (the outcomes record them all; the same picks): a rule chosen without knowledge may read it badly."""
 
-    def right(chosen: Sequence[str]) -> npt.NDArray[np.float64]:
+    def right(chosen: Sequence[str], key: str = key) -> npt.NDArray[np.float64]:
         return np.array([_acc([store.need(q.id, s)], key) for q, s in zip(qs, chosen, strict=True)])
 
     picked = right(full)
     over_plain, over_best = picked - right([WITHOUT_KG] * len(qs)), picked - right([best] * len(qs))
+    by_rule = {r: right(full, f"correct_{r}") - right([WITHOUT_KG] * len(qs), f"correct_{r}")
+               for r in SCORING_RULES}
     return {
+        "full_minus_without_kg_by_rule": {r: [float(g.mean()), float(sem(g))] for r, g in by_rule.items()},
         "full_minus_without_kg": float(over_plain.mean()),
         "full_minus_without_kg_se": float(sem(over_plain)),
         "full_minus_best_single": float(over_best.mean()),
