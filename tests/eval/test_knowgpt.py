@@ -211,6 +211,7 @@ def test_seconds_per_question_add_the_shared_prior_and_skip_cached_calls() -> No
     assert got["score_s_timed"] == 2 and got["score_s_mean"] == 3.0 and got["prior_s_mean"] == 1.0
     assert got["llm_s_per_question"] == 4.0
     assert _seconds([cached], priors=[])["llm_s_per_question"] is None
+    assert _seconds([timed], priors=[])["llm_s_per_question"] is None  # the prior came from the cache
 
 
 def test_accuracy_where_the_knowledge_holds_a_gold_path_is_paired_with_no_kg(tmp_path: Path) -> None:

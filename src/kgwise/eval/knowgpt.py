@@ -724,14 +724,15 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
 
 def _seconds(rows: Sequence[dict[str, Any]], priors: Sequence[float]) -> dict[str, Any]:
     """LLM seconds a question of this setting costs alone: the mean of its scoring calls the LLM made (not
-    the response cache) plus the mean PMI prior call (one per question, shared by the settings), and the
+    the response cache) plus the mean PMI prior call (one per question, shared by the settings; ``None``
+    unless both were timed), and the
     1-minute load averages those calls were made at (rows of older runs lack them: ``None``)."""
     timed = [r["score_s"] for r in rows if r.get("score_s") is not None]
     load = [r["load_1min"] for r in rows if r.get("score_s") is not None]
     score = float(np.mean(timed)) if timed else None
-    prior = float(np.mean(priors)) if priors else 0.0
-    return {"llm_s_per_question": None if score is None else score + prior,
-            "score_s_mean": score, "score_s_timed": len(timed), "prior_s_mean": prior if priors else None,
+    prior = float(np.mean(priors)) if priors else None
+    return {"llm_s_per_question": None if score is None or prior is None else score + prior,
+            "score_s_mean": score, "score_s_timed": len(timed), "prior_s_mean": prior,
             "load_1min": ({"min": min(load), "median": statistics.median(load), "max": max(load)}
                           if load else None)}
 
