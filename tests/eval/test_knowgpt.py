@@ -204,8 +204,7 @@ def test_seconds_per_question_add_the_shared_prior_and_skip_cached_calls() -> No
         return _row(q, WITHOUT_KG, Injection(Answer("q1", "B", {"A": 0.0, "B": 1.0}), score), prior)
 
     timed, cached = row(scores(2.0), scores(0.5)), row(scores(0.0, cached=True), scores(0.0, cached=True))
-    assert (timed["score_s"], timed["prior_s"]) == (2.0, 0.5)
-    assert (cached["score_s"], cached["prior_s"]) == (None, None)
+    assert timed["score_s"] == 2.0 and cached["score_s"] is None
     assert isinstance(timed["load_1min"], float)
     got = _seconds([timed, cached, row(scores(4.0), None)], priors=[0.5, 1.5])
     assert got["score_s_timed"] == 2 and got["score_s_mean"] == 3.0 and got["prior_s_mean"] == 1.0

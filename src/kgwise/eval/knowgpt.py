@@ -273,10 +273,7 @@ def _row(q: Question, setting: str, inj: Injection, prior: ChoiceScores | None) 
     """One outcome: correctness under every scoring rule (``correct_<rule>``; ``correct_pmi`` is None
     without a ``prior``, for a backend that answers by letter), the knowledge's size, the preparation
     time, the seconds of the LLM's scoring call (``score_s``; ``None`` when the response cache answered it)
-    and of the prior's (``prior_s``: on the outcome that computed it, else ``None``), and the machine's
-    1-minute load average when it was measured."""
-    def seconds(scores: ChoiceScores | None) -> float | None:
-        return scores.usage.latency_s if scores is not None and scores.usage.calls else None
+    and the machine's 1-minute load average when it was measured."""
 
     def correct(rule: ScoringRule) -> int | None:
         if rule == "pmi" and prior is None:
@@ -297,8 +294,7 @@ def _row(q: Question, setting: str, inj: Injection, prior: ChoiceScores | None) 
         "prep_ms": inj.prep_ms,
         "timings_ms": dict(inj.timings_ms),
         "usage": inj.answer.usage.to_dict(),
-        "score_s": seconds(inj.scores),
-        "prior_s": seconds(prior),
+        "score_s": inj.scores.usage.latency_s if inj.scores.usage.calls else None,
         "load_1min": os.getloadavg()[0],
     }
 
@@ -697,8 +693,10 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
         ok = [r for q, p in zip(qs, chosen, strict=True) if (r := store.get(q.id, p)) is not None]
         return {**accuracies(ok), "combo_counts": dict(Counter(chosen)), **prep_times(ok)}
 
-    priors = [r["prior_s"] for q in qs for s in settings
-              if (r := store.get(q.id, s)) is not None and r.get("prior_s") is not None]
+    # the prior call's seconds: what a w/o-KG answer spent beyond its scoring call, where it made both calls
+    plain = [r for q in qs if (r := store.get(q.id, WITHOUT_KG)) is not None]
+    priors = [r["usage"]["latency_s"] - r["score_s"] for r in plain
+              if r.get("score_s") is not None and r["usage"].get("calls") == 2]
     combos = {s: summary(s) for s in bandit.arms}
     best = max(combos, key=lambda s: combos[s]["accuracy"])
     train_means = bandit.training_means()
