@@ -242,3 +242,22 @@ def test_the_gap_over_no_kg_is_given_under_every_scoring_rule(tmp_path: Path) ->
     assert gaps["sum"][0] == pytest.approx(0.5) and gaps["pmi"][0] == pytest.approx(-0.25)
     assert gaps["mean"] == [0.0, 0.0]
     assert report["targets"]["full_minus_without_kg"] == pytest.approx(-0.25)  # the run's rule: PMI
+
+
+def test_the_prior_seconds_are_what_a_no_kg_answer_spent_beyond_its_scoring_call(tmp_path: Path) -> None:
+    qs = [Question(f"q{i}", "?", (Choice("A", "a"), Choice("B", "b")), gold=("A",)) for i in range(3)]
+    store = OutcomeStore(tmp_path / "outcomes.jsonl", "run")
+    base = {"correct_sum": 1, "correct_mean": 1, "correct_pmi": 1, "prep_ms": 1.0, "empty_knowledge": 0,
+            "kg_edges": 1, "load_1min": 2.0}
+    plain = [({"calls": 2, "latency_s": 3.0}, 2.0),  # scoring 2 s + prior 1 s
+             ({"calls": 1, "latency_s": 2.0}, 2.0),  # the prior was a memo hit: not counted
+             ({"calls": 0, "cached_calls": 2, "latency_s": 0.01}, None)]  # the response cache answered
+    for q, (usage, score) in zip(qs, plain, strict=True):
+        store.put({**base, "qid": q.id, "setting": WITHOUT_KG, "usage": usage, "score_s": score})
+        store.put({**base, "qid": q.id, "setting": "P_sub+F_s", "usage": {"calls": 1, "latency_s": 4.0},
+                   "score_s": 4.0})
+    report = _split_report(qs, [WITHOUT_KG, "P_sub+F_s"], {"full": ["P_sub+F_s"] * 3}, store,
+                           PromptBandit(4, ("P_sub+F_s",)), "pmi")
+    assert report["without_kg"]["prior_s_mean"] == pytest.approx(1.0)
+    assert report["without_kg"]["llm_s_per_question"] == pytest.approx(3.0)
+    assert report["combos"]["P_sub+F_s"]["llm_s_per_question"] == pytest.approx(5.0)
