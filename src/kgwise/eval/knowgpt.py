@@ -723,8 +723,8 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
 def _seconds(rows: Sequence[dict[str, Any]], priors: Sequence[float]) -> dict[str, Any]:
     """LLM seconds a question of this setting costs alone: the mean of its scoring calls the LLM made (not
     the response cache) plus the mean PMI prior call (one per question, shared by the settings; ``None``
-    unless both were timed), and the
-    1-minute load averages those calls were made at (rows of older runs lack them: ``None``)."""
+    unless both were timed), and the 1-minute load averages those calls were made at (rows of older runs
+    lack them: ``None``)."""
     timed = [r["score_s"] for r in rows if r.get("score_s") is not None]
     load = [r["load_1min"] for r in rows if r.get("score_s") is not None]
     score = float(np.mean(timed)) if timed else None
