@@ -15,13 +15,15 @@ from kgwise.eval.knowgpt import (
     _claim_run_dir,
     _other_run,
     _row,
+    _seconds,
     _split_report,
     compare_runs,
     markdown_table,
+    questions_to_test,
 )
 from kgwise.inject import ARMS, WITHOUT_KG, BanditConfig, Injection, PromptBandit
 from kgwise.llm import ChoiceScores
-from kgwise.types import Answer, Choice, Question
+from kgwise.types import Answer, Choice, Question, Usage
 
 
 def test_run_dir_resumes_only_the_same_run(tmp_path: Path) -> None:
@@ -173,3 +175,89 @@ def test_a_ranked_run_compares_with_a_full_run_question_by_question(tmp_path: Pa
     assert c["here"]["kg_chars"] == 20 and c["there"]["kg_chars"] == 100 and c["kg_chars_fewer"] == 0.8
     assert c["prompt_chars_fewer"] == pytest.approx(1 - 160 / 240)
     assert c["here"]["gold_path_when_correct"] == 0.5 and c["there"]["gold_path_when_correct"] == 1.0
+
+
+def test_splits_and_facts_only_choose_outcomes_and_keep_the_run() -> None:
+    qs = [Question(f"q{i}", "?", (Choice("A", "a"), Choice("B", "b")), gold=("A",)) for i in range(3)]
+    tests = {"ihdev": qs, "ihtest": qs[:1]}
+    assert list(questions_to_test("csqa", tests, ExperimentConfig(splits=("ihdev",), limit=2))) == ["ihdev"]
+    assert len(questions_to_test("csqa", tests, ExperimentConfig(splits=("ihdev",), limit=2))["ihdev"]) == 2
+    assert list(questions_to_test("csqa", tests, ExperimentConfig())) == ["ihdev", "ihtest"]
+    with pytest.raises(ConfigError, match="csqa has no test split dev; its splits: ihdev, ihtest"):
+        questions_to_test("csqa", tests, ExperimentConfig(splits=("dev",)))
+
+
+def test_run_dir_resumes_with_other_splits_or_without_facts_only(tmp_path: Path) -> None:
+    first = _claim_run_dir(tmp_path, "obqa", "smollm2-135m", ExperimentConfig())
+    other = ExperimentConfig(splits=("test",), facts_only=False, limit=5)
+    assert _claim_run_dir(tmp_path, "obqa", "smollm2-135m", other) == first
+
+
+def test_seconds_per_question_add_the_shared_prior_and_skip_cached_calls() -> None:
+    q = Question("q1", "What purrs?", (Choice("A", "dog"), Choice("B", "cat")), gold=("B",))
+
+    def scores(seconds: float, cached: bool = False) -> ChoiceScores:
+        usage = Usage(cached_calls=1, latency_s=0.001) if cached else Usage(10, 0, 1, seconds)
+        return ChoiceScores((-3.0, -1.0), (-3.0, -1.0), usage)
+
+    def row(score: ChoiceScores, prior: ChoiceScores | None) -> dict[str, object]:
+        return _row(q, WITHOUT_KG, Injection(Answer("q1", "B", {"A": 0.0, "B": 1.0}), score), prior)
+
+    timed, cached = row(scores(2.0), scores(0.5)), row(scores(0.0, cached=True), scores(0.0, cached=True))
+    assert timed["score_s"] == 2.0 and cached["score_s"] is None
+    assert isinstance(timed["load_1min"], float)
+    got = _seconds([timed, cached, row(scores(4.0), None)], priors=[0.5, 1.5])
+    assert got["score_s_timed"] == 2 and got["score_s_mean"] == 3.0 and got["prior_s_mean"] == 1.0
+    assert got["llm_s_per_question"] == 4.0
+    assert _seconds([cached], priors=[])["llm_s_per_question"] is None
+    assert _seconds([timed], priors=[])["llm_s_per_question"] is None  # the prior came from the cache
+
+
+def test_accuracy_where_the_knowledge_holds_a_gold_path_is_paired_with_no_kg(tmp_path: Path) -> None:
+    qs = [Question(f"q{i}", "?", (Choice("A", "a"), Choice("B", "b")), gold=("A",)) for i in range(4)]
+    store = OutcomeStore(tmp_path / "outcomes.jsonl", "run")
+    base = {"correct_sum": 0, "correct_mean": 0, "prep_ms": 1.0, "empty_knowledge": 0, "kg_edges": 3,
+            "knowledge_chars": 10, "prompt_chars": 50, "usage": {}}
+    for i, q in enumerate(qs):  # a gold path in the knowledge of q0, q1 and q2; right with it on q0, q1
+        store.put({**base, "qid": q.id, "setting": "P_sub+F_s", "correct_pmi": int(i < 2),
+                   "gold_path": int(i < 3)})
+        store.put({**base, "qid": q.id, "setting": WITHOUT_KG, "correct_pmi": int(i == 2), "gold_path": 0})
+    report = _split_report(qs, [WITHOUT_KG, "P_sub+F_s"], {"full": ["P_sub+F_s"] * 4}, store,
+                           PromptBandit(4, ("P_sub+F_s",)), "pmi")
+    got = report["combos"]["P_sub+F_s"]["with_gold_path"]
+    assert got == {"n": 3, "accuracy": pytest.approx(2 / 3), "without_kg_accuracy": pytest.approx(1 / 3)}
+
+
+def test_the_gap_over_no_kg_is_given_under_every_scoring_rule(tmp_path: Path) -> None:
+    qs = [Question(f"q{i}", "?", (Choice("A", "a"), Choice("B", "b")), gold=("A",)) for i in range(4)]
+    store = OutcomeStore(tmp_path / "outcomes.jsonl", "run")
+    for i, q in enumerate(qs):  # with knowledge: sum right on all four, PMI on one; without: both on two
+        store.put({"qid": q.id, "setting": "P_sub+F_s", "correct_sum": 1, "correct_mean": 1,
+                   "correct_pmi": int(i == 0), "prep_ms": 1.0, "empty_knowledge": 0, "kg_edges": 1})
+        store.put({"qid": q.id, "setting": WITHOUT_KG, "correct_sum": int(i < 2), "correct_mean": 1,
+                   "correct_pmi": int(i < 2), "prep_ms": 1.0, "empty_knowledge": 0, "kg_edges": 1})
+    report = _split_report(qs, [WITHOUT_KG, "P_sub+F_s"], {"full": ["P_sub+F_s"] * 4}, store,
+                           PromptBandit(4, ("P_sub+F_s",)), "pmi")
+    gaps = report["targets"]["full_minus_without_kg_by_rule"]
+    assert gaps["sum"][0] == pytest.approx(0.5) and gaps["pmi"][0] == pytest.approx(-0.25)
+    assert gaps["mean"] == [0.0, 0.0]
+    assert report["targets"]["full_minus_without_kg"] == pytest.approx(-0.25)  # the run's rule: PMI
+
+
+def test_the_prior_seconds_are_what_a_no_kg_answer_spent_beyond_its_scoring_call(tmp_path: Path) -> None:
+    qs = [Question(f"q{i}", "?", (Choice("A", "a"), Choice("B", "b")), gold=("A",)) for i in range(3)]
+    store = OutcomeStore(tmp_path / "outcomes.jsonl", "run")
+    base = {"correct_sum": 1, "correct_mean": 1, "correct_pmi": 1, "prep_ms": 1.0, "empty_knowledge": 0,
+            "kg_edges": 1, "load_1min": 2.0}
+    plain = [({"calls": 2, "latency_s": 3.0}, 2.0),  # scoring 2 s + prior 1 s
+             ({"calls": 1, "latency_s": 2.0}, 2.0),  # the prior was a memo hit: not counted
+             ({"calls": 0, "cached_calls": 2, "latency_s": 0.01}, None)]  # the response cache answered
+    for q, (usage, score) in zip(qs, plain, strict=True):
+        store.put({**base, "qid": q.id, "setting": WITHOUT_KG, "usage": usage, "score_s": score})
+        store.put({**base, "qid": q.id, "setting": "P_sub+F_s", "usage": {"calls": 1, "latency_s": 4.0},
+                   "score_s": 4.0})
+    report = _split_report(qs, [WITHOUT_KG, "P_sub+F_s"], {"full": ["P_sub+F_s"] * 3}, store,
+                           PromptBandit(4, ("P_sub+F_s",)), "pmi")
+    assert report["without_kg"]["prior_s_mean"] == pytest.approx(1.0)
+    assert report["without_kg"]["llm_s_per_question"] == pytest.approx(3.0)
+    assert report["combos"]["P_sub+F_s"]["llm_s_per_question"] == pytest.approx(5.0)

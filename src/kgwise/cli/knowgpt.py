@@ -47,6 +47,12 @@ def eval_knowgpt(
     llm: Annotated[str, typer.Option("--llm", help=_LLM_HELP)] = DEFAULT_LLM,
     json_out: JsonOption = None,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Test questions per split.")] = None,
+    splits: Annotated[str | None, typer.Option(
+        "--splits", help="Only these test splits, comma-separated (csqa: ihdev, ihtest; obqa: test; medqa: "
+        "test-half) (default: all).")] = None,
+    facts_only: Annotated[bool, typer.Option(
+        "--facts-only/--no-facts-only", help="Measure OBQA's 'facts only' row (the open-book facts without "
+        "KG knowledge: one more LLM outcome per question).")] = True,
     train_limit: Annotated[int, typer.Option(
         "--train-limit", min=1, help="Bandit training questions.")] = 200,
     rl_iterations: Annotated[int, typer.Option(
@@ -129,7 +135,8 @@ def eval_knowgpt(
         raise ConfigError(f"--scoring must be one of {', '.join(SCORING)}, got {scoring!r}")
     chosen = tuple(c.strip() for c in combos.split(",") if c.strip()) if combos is not None else None
     cfg = KnowGPTExperimentConfig(limit=limit, train_limit=train_limit, rl_iterations=rl_iterations,
-                           rl_time_limit_s=rl_minutes * 60, scoring=scoring,
+                           rl_time_limit_s=rl_minutes * 60, scoring=scoring, facts_only=facts_only,
+                           splits=tuple(x.strip() for x in (splits or "").split(",") if x.strip()) or None,
                            agent=configured("path_agent", config, max_steps=rl_max_steps),
                            bandit=configured("prompt_bandit", config, feedback=bandit_feedback))
     if chosen is not None:

@@ -42,6 +42,7 @@ standard error, and the prompt and KG-knowledge characters both spent (:func:`co
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
 from collections import Counter
@@ -83,6 +84,7 @@ __all__ = [
     "benchmark_data",
     "compare_runs",
     "markdown_table",
+    "questions_to_test",
     "run_experiment",
     "split_questions",
     "user_data",
@@ -107,7 +109,9 @@ class KnowGPTExperimentConfig:
     questions, P_RL training ``rl_iterations``/``rl_time_limit_s``, the MedQA ``split_seed``; ``scoring``:
     ``sum``, ``mean``, ``pmi`` or ``auto`` (see the module docstring); graphs of at most
     ``pre_encode_max_nodes`` nodes get all node embeddings computed before testing; ``knowledge_tokens``:
-    the token budget of the ranked knowledge (``None``: the whole subgraph)."""
+    the token budget of the ranked knowledge (``None``: the whole subgraph); ``splits``: only these test
+    splits (``None``: all); ``facts_only``: measure OBQA's "facts only" row. Neither ``limit``, ``splits``
+    nor ``facts_only`` changes an outcome, so a rerun may change them and resume."""
 
     limit: int | None = 200
     train_limit: int = 200
@@ -122,6 +126,8 @@ class KnowGPTExperimentConfig:
     bandit: BanditConfig = PROMPT_BANDIT
     combos: tuple[str, ...] = ARMS
     knowledge_tokens: int | None = KNOWLEDGE_TOKENS
+    splits: tuple[str, ...] | None = None
+    facts_only: bool = True
 
     def __post_init__(self) -> None:
         if self.scoring not in SCORING:
@@ -265,8 +271,10 @@ class OutcomeStore:
 
 def _row(q: Question, setting: str, inj: Injection, prior: ChoiceScores | None) -> dict[str, Any]:
     """One outcome: correctness under every scoring rule (``correct_<rule>``; ``correct_pmi`` is None
-    without a ``prior``, for a backend that answers by letter), the knowledge's size and the preparation
-    time."""
+    without a ``prior``, for a backend that answers by letter), the knowledge's size, the preparation
+    time, the seconds of the LLM's scoring call (``score_s``; ``None`` when the response cache answered it)
+    and the machine's 1-minute load average when it was measured."""
+
     def correct(rule: ScoringRule) -> int | None:
         if rule == "pmi" and prior is None:
             return None
@@ -286,6 +294,8 @@ def _row(q: Question, setting: str, inj: Injection, prior: ChoiceScores | None) 
         "prep_ms": inj.prep_ms,
         "timings_ms": dict(inj.timings_ms),
         "usage": inj.answer.usage.to_dict(),
+        "score_s": inj.scores.usage.latency_s if inj.scores.usage.calls else None,
+        "load_1min": os.getloadavg()[0],
     }
 
 
@@ -399,8 +409,8 @@ def run_experiment(
 
     bandit_qs = [q for q in train_qs[: cfg.train_limit] if q.choices]
     bandit_path = out_dir / "bandit.npz"
-    settings = [WITHOUT_KG, *([FACTS_ONLY] if evidence is not None else []), *cfg.combos]
-    test_qs = {split: [q for q in qs if q.choices][: cfg.limit] for split, qs in tests.items()}
+    settings = [WITHOUT_KG, *([FACTS_ONLY] if evidence is not None and cfg.facts_only else []), *cfg.combos]
+    test_qs = questions_to_test(name, tests, cfg)
     needed = _needed(bandit_qs, test_qs, settings, cfg, retrain=not bandit_path.is_file())
     todo = [(q, s) for q, s in needed if store.get(q.id, s) is None]
     if todo:  # a measured warm-up (its outcomes are kept) says what the rest will take
@@ -494,6 +504,17 @@ def run_experiment(
     return report
 
 
+def questions_to_test(name: str, tests: dict[str, list[Question]], cfg: KnowGPTExperimentConfig
+                   ) -> dict[str, list[Question]]:
+    """The first ``cfg.limit`` questions with choices of each test split ``cfg.splits`` names (all when
+    ``None``); ``ConfigError`` naming a split ``name`` does not have."""
+    unknown = sorted(set(cfg.splits or ()) - set(tests))
+    if unknown:
+        raise ConfigError(f"{name} has no test split {', '.join(unknown)}; its splits: {', '.join(tests)}")
+    return {split: [q for q in qs if q.choices][: cfg.limit] for split, qs in tests.items()
+            if cfg.splits is None or split in cfg.splits}
+
+
 def _needed(bandit_qs: Sequence[Question], tests: dict[str, list[Question]], settings: Sequence[str],
             cfg: KnowGPTExperimentConfig, retrain: bool) -> list[tuple[Question, str]]:
     """Every (question, setting) outcome the run needs, in the order it measures them: w/o KG on the
@@ -519,7 +540,8 @@ def _claim_run_dir(out_dir: Path, dataset: Any, llm_spec: str, cfg: KnowGPTExper
     which a rerun may raise) and refuse to resume a run of something else there: its saved outcomes,
     policy and bandit would be mixed into this one. Returns the fingerprint of those settings."""
     settings = asdict(cfg)
-    settings.pop("limit")
+    for free in ("limit", "splits", "facts_only"):  # they choose outcomes, change none
+        settings.pop(free)
     want = json.loads(json.dumps({"dataset": dataset, "llm": llm_spec, "config": settings}, default=str))
     path = out_dir / "run.json"
     if path.is_file():
@@ -648,19 +670,33 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
 
     def summary(s: str) -> dict[str, Any]:
         rs = rows(s)
-        out: dict[str, Any] = {**accuracies(rs), "n": len(rs)}
+        out: dict[str, Any] = {**accuracies(rs), "n": len(rs), **_seconds(rs, priors)}
         if s in ARMS:
             out["empty_knowledge"] = int(sum(r["empty_knowledge"] for r in rs))
             # questions whose extractor found no KG edge (rows of older runs lack the count: None)
             out["no_kg_edges"] = (int(sum(r["kg_edges"] == 0 for r in rs))
                                   if all("kg_edges" in r for r in rs) else None)
-            out |= prep_times(rs) | _knowledge_size(rs, key)
+            out |= prep_times(rs) | _knowledge_size(rs, key) | {"with_gold_path": with_gold_path(rs)}
         return out
+
+    def with_gold_path(rs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+        """On the questions whose given knowledge holds a path to the gold answer: how many, and the
+        accuracy with that knowledge and without KG (whether the LLM reads a fact it is given)."""
+        if not all("gold_path" in r for r in rs):
+            return None  # rows of older runs
+        given = [r for r in rs if r["gold_path"]]
+        plain = [p for r in given if (p := store.get(r["qid"], WITHOUT_KG)) is not None]
+        return {"n": len(given), "accuracy": _acc(given, key),
+                "without_kg_accuracy": _acc(plain, key) if len(plain) == len(given) else None}
 
     def picked(chosen: Sequence[str]) -> dict[str, Any]:
         ok = [r for q, p in zip(qs, chosen, strict=True) if (r := store.get(q.id, p)) is not None]
         return {**accuracies(ok), "combo_counts": dict(Counter(chosen)), **prep_times(ok)}
 
+    # the prior call's seconds: what a w/o-KG answer spent beyond its scoring call, where it made both calls
+    plain = [r for q in qs if (r := store.get(q.id, WITHOUT_KG)) is not None]
+    priors = [r["usage"]["latency_s"] - r["score_s"] for r in plain
+              if r.get("score_s") is not None and r["usage"].get("calls") == 2]
     combos = {s: summary(s) for s in bandit.arms}
     best = max(combos, key=lambda s: combos[s]["accuracy"])
     train_means = bandit.training_means()
@@ -684,6 +720,21 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
     return out
 
 
+def _seconds(rows: Sequence[dict[str, Any]], priors: Sequence[float]) -> dict[str, Any]:
+    """LLM seconds a question of this setting costs alone: the mean of its scoring calls the LLM made (not
+    the response cache) plus the mean PMI prior call (one per question, shared by the settings; ``None``
+    unless both were timed), and the 1-minute load averages those calls were made at (rows of older runs
+    lack them: ``None``)."""
+    timed = [r["score_s"] for r in rows if r.get("score_s") is not None]
+    load = [r["load_1min"] for r in rows if r.get("score_s") is not None]
+    score = float(np.mean(timed)) if timed else None
+    prior = float(np.mean(priors)) if priors else None
+    return {"llm_s_per_question": None if score is None or prior is None else score + prior,
+            "score_s_mean": score, "score_s_timed": len(timed), "prior_s_mean": prior,
+            "load_1min": ({"min": min(load), "median": statistics.median(load), "max": max(load)}
+                          if load else None)}
+
+
 def _knowledge_size(rows: Sequence[dict[str, Any]], key: str) -> dict[str, float | None]:
     """Mean prompt tokens (of the rows the LLM counted: not response-cache hits) and knowledge characters,
     and the share of the rows right under ``key`` whose given knowledge holds a path to the gold answer
@@ -703,14 +754,19 @@ def _knowledge_size(rows: Sequence[dict[str, Any]], key: str) -> dict[str, float
 def _targets(qs: Sequence[Question], full: Sequence[str], best: str, store: OutcomeStore,
              key: str) -> dict[str, Any]:
     """The two checks on one split (≥ 2 questions): full KnowGPT ≥ the best single combination,
-    and ≥ 5 points over w/o KG; each gap is paired over the same questions, with its standard error."""
+    and ≥ 5 points over w/o KG; each gap is paired over the same questions, with its standard error.
+    ``full_minus_without_kg_by_rule``: the gap over w/o KG, ± its standard error, under every scoring rule
+    (the outcomes record them all; the same picks): a rule chosen without knowledge may read it badly."""
 
-    def right(chosen: Sequence[str]) -> npt.NDArray[np.float64]:
+    def right(chosen: Sequence[str], key: str = key) -> npt.NDArray[np.float64]:
         return np.array([_acc([store.need(q.id, s)], key) for q, s in zip(qs, chosen, strict=True)])
 
     picked = right(full)
     over_plain, over_best = picked - right([WITHOUT_KG] * len(qs)), picked - right([best] * len(qs))
+    by_rule = {r: right(full, f"correct_{r}") - right([WITHOUT_KG] * len(qs), f"correct_{r}")
+               for r in SCORING_RULES}
     return {
+        "full_minus_without_kg_by_rule": {r: [float(g.mean()), float(sem(g))] for r, g in by_rule.items()},
         "full_minus_without_kg": float(over_plain.mean()),
         "full_minus_without_kg_se": float(sem(over_plain)),
         "full_minus_best_single": float(over_best.mean()),
