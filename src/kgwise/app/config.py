@@ -37,7 +37,7 @@ from kgwise.route.coke import CokeConfig
 __all__ = ["ARM_KINDS", "CONTEXTS", "PACED_COKE", "STARTER_BUDGET_USD", "AnswerSetConfig", "ArmConfig",
            "ArmKind", "Context", "KGConfig", "LinkTable", "PipelineConfig", "RouterConfig", "StateConfig",
            "arm_default", "field_default", "file_fields", "file_key", "paced_coke", "reads_free",
-           "starter_toml"]
+           "reads_predictor", "starter_toml"]
 
 ArmKind = Literal["kgm", "llm", "inject", "external"]
 Context = Literal["question", "question+free", "free", "predicted", "cascade"]
@@ -51,6 +51,11 @@ the same context, the arm picked by a learned cascade from the free arm to the s
 def reads_free(context: Context) -> bool:
     """Whether a router context reads what the free arms say (their answers are needed before routing)."""
     return context != "question"
+
+
+def reads_predictor(context: Context | str) -> bool:
+    """Whether a router context is read from the fitted success predictor (``predicted``, ``cascade``)."""
+    return context in ("predicted", "cascade")
 
 
 ARM_KINDS: tuple[ArmKind, ...] = ("kgm", "llm", "inject", "external")
@@ -394,6 +399,10 @@ class PipelineConfig:
         return _Reader(Path(path)).read()
 
 
+_INJECT_ONLY_KEYS = _keys_of(ArmConfig, "inject") - _keys_of(ArmConfig, "llm")
+"""Keys of an arm table only an ``inject`` arm takes."""
+
+
 class _Reader:
     """Reads one config file, remembering its text to name the line of a faulty key."""
 
@@ -668,7 +677,7 @@ class _Reader:
             if spec is not None and not spec.startswith("openai:"):
                 raise self.fail("an arm behind base_url needs spec = openai:MODEL (the served model's "
                                 "name)", "arms", "spec", i)
-        stray = [k for k in data if k in _keys_of(ArmConfig, "inject") - _keys_of(ArmConfig, "llm")]
+        stray = [k for k in data if k in _INJECT_ONLY_KEYS]
         if stray and kind != "inject":
             raise self.fail(f"{stray[0]} is for inject arms", "arms", stray[0], i)
         combos = self.combos(data, i)

@@ -77,7 +77,7 @@ from kgwise.app.calibration import (
     needs_lines,
     nonconformity,
 )
-from kgwise.app.config import CONTEXTS, Context, PipelineConfig
+from kgwise.app.config import CONTEXTS, Context, PipelineConfig, reads_predictor
 from kgwise.app.open_sets import FIT_REPORT_FILE, ArmOpenSet, OpenSetFit, OpenSets
 from kgwise.app.pipeline import Pipeline
 from kgwise.app.prompt_fit import PromptFit, fit_prompts
@@ -526,16 +526,15 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
                                       for i, e in enumerate(E)])
     predicted, why_not = _predicted_context(config, questions, free, Y, E, learn)
     predictor: PredictedContext | None = None
-    kept = np.zeros((len(questions), 0))
     if predicted is not None:
-        contexts["predicted"], predictor, kept = predicted
+        contexts["predicted"], predictor, _ = predicted
         contexts["cascade"] = contexts["predicted"]
-    elif config.router.context in ("predicted", "cascade"):
+    elif reads_predictor(config.router.context):
         raise ConfigError(f"[router] context = {config.router.context!r} needs the success predictor, and "
                           f"{why_not}")
     selection = _select_router(config, learn_q, calls, {k: v[learn] for k, v in contexts.items()})
-    cascade = (_cascade(config, learn_q, calls, contexts["cascade"][learn], kept[learn])
-               if selection.context == "cascade" else None)
+    cascade = (_cascade(config, learn_q, calls, contexts["cascade"][learn], predicted[2][learn])
+               if selection.context == "cascade" and predicted is not None else None)
     if cascade is not None:
         selection = replace(selection, cascade=cascade.to_dict(names))
     echo(f"fit: {len(hold)} of {len(questions)} questions held out to calibrate the sets; router settings by "
@@ -548,7 +547,7 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
                    decomposed_reward=selection.decomposed_reward)
     rewards = {n: Y[learn, a].tolist() for a, n in enumerate(names)}
     router = RouterAdapter.new(config, X.shape[1], coke)
-    if selection.context in ("predicted", "cascade"):
+    if reads_predictor(selection.context):
         router.predicted = predictor
     router.router.cascade = cascade
     learnt = router.warm_start(X[learn], rewards)
@@ -762,15 +761,25 @@ def _cascade(config: PipelineConfig, questions: Sequence[Question],
     answered, their out-of-fold ``[1, p(x)]`` rows ``X`` (the kept predictor's: ``kept``), under the
     configured budget per question (``budget / horizon``; without a horizon, the budget spread over these
     questions)."""
-    names = list(config.names)
-    rows = [i for i, q in enumerate(questions) if all((n, q.id) in calls for n in names)]
+    rows, correct, cost = _answered_by_all(config, questions, calls)
     if not rows:
         raise ConfigError("the cascade needs learning questions that every arm answered")
-    qs = [questions[i] for i in rows]
-    correct = np.array([[calls[(n, q.id)].correct for n in names] for q in qs], dtype=np.float64)
-    cost = np.array([[calls[(n, q.id)].cost for n in names] for q in qs], dtype=np.float64)
     r = config.router
-    return fit_cascade(X[rows], correct, cost, r.budget / (r.horizon or len(rows)), kept[rows])
+    return fit_cascade(X[rows], correct.astype(np.float64), cost, r.budget / (r.horizon or len(rows)),
+                       kept[rows])
+
+
+def _answered_by_all(config: PipelineConfig, questions: Sequence[Question],
+                     calls: Mapping[tuple[str, str], LoggedCall]) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """The questions every arm answered (their indices) and each arm's correctness and cost on them."""
+    names = list(config.names)
+    rows = [i for i, q in enumerate(questions) if all((n, q.id) in calls for n in names)]
+    qs = [questions[i] for i in rows]
+    correct = np.array([[calls[(n, q.id)].correct for n in names] for q in qs],
+                       dtype=bool).reshape(len(qs), len(names))
+    cost = np.array([[calls[(n, q.id)].cost for n in names] for q in qs],
+                    dtype=np.float64).reshape(len(qs), len(names))
+    return rows, correct, cost
 
 
 def _select_router(config: PipelineConfig, questions: Sequence[Question],
@@ -780,15 +789,13 @@ def _select_router(config: PipelineConfig, questions: Sequence[Question],
     coke = config.router.coke
     keep = RouterSelection("config", "", config.router.context, coke.gamma_override, coke.decomposed_reward)
     names = list(config.names)
-    rows = [i for i, q in enumerate(questions) if all((n, q.id) in calls for n in names)]
+    rows, correct, cost = _answered_by_all(config, questions, calls)
     if len(names) < 2:
         return replace(keep, reason="one arm: nothing to route")
     if len(rows) < MIN_CROSS_FIT:
         return replace(keep, reason=f"{len(rows)} questions answered by every arm, fewer than the "
                                     f"{MIN_CROSS_FIT} cross-fitting needs")
     qs = [questions[i] for i in rows]
-    correct = np.array([[calls[(n, q.id)].correct for n in names] for q in qs], dtype=bool)
-    cost = np.array([[calls[(n, q.id)].cost for n in names] for q in qs], dtype=np.float64)
     table = OutcomeTable(tuple(q.id for q in qs), tuple(q.text for q in qs), tuple(names),
                          tuple(a.cluster for a in config.arms),
                          tuple(a.reported_accuracy for a in config.arms), correct, cost, config.router.unit)

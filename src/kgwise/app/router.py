@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kgwise.app.config import Context, PipelineConfig, reads_free
+from kgwise.app.config import Context, PipelineConfig, reads_free, reads_predictor
 from kgwise.errors import ConfigError
 from kgwise.route.arms import CLUSTERS, ArmSpec
 from kgwise.route.coke import CokeConfig, CokeRouter
@@ -36,7 +36,7 @@ def context_width(config: PipelineConfig, context: Context, encoder_dim: int) ->
     k = len(config.free_arms)
     if not k:
         raise ConfigError(f"a {context!r} router context needs a free arm (observe = true, no price)")
-    if context in ("predicted", "cascade"):
+    if reads_predictor(context):
         return 1 + len(config.arms)
     return (0 if context == "free" else encoder_dim) + 3 + k
 
@@ -50,7 +50,7 @@ def context_vector(config: PipelineConfig, context: Context, embedding: npt.Arra
     x = np.asarray(embedding, dtype=np.float64).reshape(-1)
     if not reads_free(context):
         return x
-    if context in ("predicted", "cascade"):
+    if reads_predictor(context):
         if predicted is None:
             raise ConfigError(f"the {context!r} router context needs the success predictor a fit learns: run "
                               "`kgwise fit` (or `kgwise fit --log`) first")

@@ -92,19 +92,24 @@ def _kill(server: _Server) -> None:
         server.proc.wait(timeout=30)
 
 
+REPLY_TIMEOUT_S = 120.0
+"""How long the load generator waits for one reply (as the httpx client it replaces did)."""
+
+
 class _Client:
     """The load generator's HTTP/1.1 client: JSON POSTs on keep-alive connections to 127.0.0.1, and
     nothing else (the servers answer with a Content-Length). It shares the 2 cores with the replicas it
     measures: httpx took 1.3–1.9 ms of CPU per answer (17 % of all the CPU a measurement used), this
-    0.3 ms. A failure
-    raises ``OSError`` or ``asyncio.IncompleteReadError`` (a refused or reset connection), counted by the
-    caller as a transport error."""
+    0.3 ms. A failure raises ``OSError`` (a refused or reset connection, a timeout, a reply without a
+    length) or ``asyncio.IncompleteReadError``, counted by the caller as a transport error."""
 
     def __init__(self) -> None:
         self._idle: dict[str, list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] = {}
 
     async def post(self, base: str, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
-        """``(status, body)`` of ``POST base+path`` with ``body`` as JSON (``base``: http://host:port)."""
+        """``(status, body)`` of ``POST base+path`` with ``body`` as JSON (``base``: http://host:port); a
+        reply that takes over :data:`REPLY_TIMEOUT_S` raises ``TimeoutError``, one without a Content-Length
+        ``ConnectionError`` (its body would be left on the connection)."""
         host, _, port = base.removeprefix("http://").partition(":")
         data = json.dumps(body).encode()
         head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
@@ -113,24 +118,33 @@ class _Client:
         reused = bool(idle)
         reader, writer = idle.pop() if reused else await asyncio.open_connection(host, int(port))
         try:
-            writer.write(head + data)
-            line = await reader.readline()
-            if not line and reused:  # the server closed the idle connection (keep-alive timeout): anew
-                writer.close()
-                reader, writer = await asyncio.open_connection(host, int(port))
+            async with asyncio.timeout(REPLY_TIMEOUT_S):
                 writer.write(head + data)
-                line = await reader.readline()
-            if not line:
-                raise ConnectionResetError(f"{base} closed the connection before answering")
-            status, length, close = int(line.split(b" ", 2)[1]), 0, False
-            while (header := await reader.readline()) not in (b"\r\n", b""):
-                name, _, value = header.partition(b":")
-                name = name.strip().lower()
-                if name == b"content-length":
-                    length = int(value)
-                elif name == b"connection":
-                    close = value.strip().lower() == b"close"
-            payload = await reader.readexactly(length)
+                try:
+                    line = await reader.readline()
+                except (ConnectionResetError, BrokenPipeError):
+                    if not reused:
+                        raise
+                    line = b""
+                if not line and reused:  # the server closed the idle connection (keep-alive timeout): anew
+                    writer.close()
+                    reader, writer = await asyncio.open_connection(host, int(port))
+                    writer.write(head + data)
+                    line = await reader.readline()
+                if not line:
+                    raise ConnectionResetError(f"{base} closed the connection before answering")
+                status, length, close = int(line.split(b" ", 2)[1]), None, False
+                while (header := await reader.readline()) not in (b"\r\n", b""):
+                    name, _, value = header.partition(b":")
+                    name = name.strip().lower()
+                    if name == b"content-length":
+                        length = int(value)
+                    elif name == b"connection":
+                        close = value.strip().lower() == b"close"
+                if length is None:
+                    raise ConnectionError(f"{base}{path} answered without a Content-Length (chunked replies "
+                                          "are not read)")
+                payload = await reader.readexactly(length)
         except BaseException:
             writer.close()
             raise
