@@ -5,17 +5,26 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pytest
 
+import kgwise.eval.pipeline
+from kgwise.app.config import PipelineConfig
+from kgwise.app.fit import PREDICTOR_FOLDS, FitReport, fit_questions
+from kgwise.app.pipeline import Pipeline
+from kgwise.app.router import context_vector
 from kgwise.conformal.grid import TableBatch
 from kgwise.embed import MiniLM
 from kgwise.errors import ConfigError
 from kgwise.eval.pipeline import PipelineEvalConfig, evaluate_replay
 from kgwise.eval.pipeline_sets import RoutedSets
+from kgwise.route.cascade import CascadeRule
 from kgwise.route.coke import CokeConfig, CokeRouter
+from kgwise.route.features import PreCallFeatures, PredictedContext, context_rows
+from kgwise.route.predictor import cross_fitted
 from kgwise.route.table import OutcomeTable, free_context, free_signal_row
 from kgwise.route.tuning import simulate
 
@@ -122,46 +131,60 @@ def _free_table(n: int) -> tuple[OutcomeTable, dict[str, tuple[list[str], np.nda
     return table, {"gnn-a": (top_a, scores_a), "gnn-b": (top_b, scores_b)}
 
 
-@pytest.mark.parametrize("n, context", [(60, "question+free"), (240, "question")])
-def test_the_pipelines_router_figures_equal_eval_routes_for_the_same_settings(n: int, context: str) -> None:
-    """Issue 27 (6a): the same engine. A Coke router with the settings the pipeline's fit chose (cross-fitted
-    at n = 240, the config's at n = 60) and its pinned arm, if any, warm-started on the fit half's outcomes
-    over the same context, then
-    replayed by ``kgwise eval route``'s :func:`simulate` over the test half in the pipeline's order, makes
-    the same choices: the same accuracy, cost and shares."""
+@pytest.mark.parametrize("n, context", [(60, "question+free"), (60, "predicted"), (60, "cascade"),
+                                        (240, "question")])  # at 240 the fit picks the context itself
+def test_the_pipelines_router_figures_equal_eval_routes_for_the_same_settings(
+        n: int, context: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same engine. A Coke router with the settings the pipeline's fit chose (cross-fitted at n = 240,
+    the config's at n = 60), its pinned arm and cascade rule, if any, warm-started on the fit half's
+    outcomes over the same context (``predicted``/``cascade``: the success predictor's out-of-fold rows, as
+    the fit warm-starts on them), then replayed by ``kgwise eval route``'s :func:`simulate` over the test
+    half in the pipeline's order (``predicted``/``cascade``: each question's context from the predictor the
+    fit kept in the pipeline's state), makes the same choices: the same accuracy, cost and shares."""
     table, free = _free_table(n)
     enc = FakeEncoder()
     coke = CokeConfig(lam=0.0, pacing="price", gamma_override=0.25, decomposed_reward=True)
     cfg = PipelineEvalConfig(budget=0.6, splits=1, seed=3, coke=coke, budget_of="best",
                              context=context)  # type: ignore[arg-type]
+    fitted: list[tuple[PipelineConfig, PredictedContext | None]] = []
+
+    def fit_and_keep(pipe: Pipeline, *args: Any, **kwargs: Any) -> FitReport:
+        report = fit_questions(pipe, *args, **kwargs)
+        fitted.append((pipe.config, pipe.state.router.predicted))
+        return report
+
+    monkeypatch.setattr(kgwise.eval.pipeline, "fit_questions", fit_and_keep)
     run = evaluate_replay(table, enc, cfg, free=free)["runs"][0]
     sel = run["router_selection"]
     assert sel["method"] == ("cross-fitting" if n >= 200 else "config")
-    if sel["context"] in ("predicted", "cascade"):
-        # the fit chose a context read from its success predictor, which is not rebuilt here (its
-        # routing through the pipeline is tested in tests/app/test_fit_log.py): the choice is the
-        # cross-fitting's best point, and the pipeline answered within the budget
-        chosen = sel["cross_fit"]["chosen"]
-        assert chosen["context"] == sel["context"]
-        assert chosen["accuracy"] == max(g["accuracy"] for g in sel["cross_fit"]["grid"])
-        assert run["spent"] <= run["budget"] + 1e-9
-        if sel["context"] == "cascade":  # only the rule's two arms answer
-            rule = sel["cascade"]
-            assert {a for a, share in run["share"].items() if share > 0} <= {rule["cheap"], rule["strong"]}
-        return
+    assert (sel["cascade"] is not None) == (sel["context"] == "cascade")
     perm = np.random.default_rng(3).permutation(n)
     train, test = perm[: n // 2], perm[n // 2:]
     emb = np.asarray(enc.encode(list(table.texts)), dtype=np.float64)
-    x = emb
+    said = [{a: (free[a][0][i], (float(free[a][1][i]),)) for a in free} for i in range(n)]
+    x, warm = emb, None
     if sel["context"] in ("question+free", "free"):
         rows = [free_signal_row([(free[a][0][i], float(free[a][1][i])) for a in ("gnn-a", "gnn-b")])
                 for i in range(n)]
         x = free_context(rows, emb if sel["context"] == "question+free" else emb[:, :0])
+    elif sel["context"] in ("predicted", "cascade"):
+        (config, predicted), = fitted
+        assert predicted is not None
+        x = np.stack([context_vector(config, sel["context"], emb[i], said[i], table.texts[i], predicted)
+                      for i in range(n)])
+        # the warm start reads out-of-fold predictions, each fold's by a predictor fitted on the others
+        features = PreCallFeatures.fit({a: [said[i][a] for i in train] for a in free}, emb[train])
+        F = features.rows([table.texts[i] for i in train], emb[train],
+                          {a: [said[i][a] for i in train] for a in free})
+        folds = [np.arange(k, len(train), PREDICTOR_FOLDS) for k in range(PREDICTOR_FOLDS)]
+        warm = context_rows(cross_fitted(F, table.correct[train].astype(float), folds))
     router = CokeRouter(table.arm_specs(), x.shape[1], budget=run["budget"], seed=3, horizon=len(test),
                         config=replace(coke, gamma_override=sel["gamma"],
                                        decomposed_reward=sel["decomposed_reward"]))
-    router.warm_start(x[train], table.correct[train].astype(float))
+    router.warm_start(x[train] if warm is None else warm, table.correct[train].astype(float))
     router.pin(sel["pinned"])  # the fit's verdict on routing against the best single arm, if it pinned one
+    if sel["cascade"] is not None:
+        router.cascade = CascadeRule.from_dict(sel["cascade"], table.arms)
     ref = simulate(router, table, x, test, router)
     assert run["accuracy"] == pytest.approx(ref.accuracy)
     assert run["cost"] == pytest.approx(ref.total_cost)

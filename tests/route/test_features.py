@@ -8,7 +8,13 @@ import pytest
 from kgwise.errors import ConfigError
 from kgwise.route.arms import ArmSpec
 from kgwise.route.coke import CokeRouter
-from kgwise.route.features import FORM_NAMES, PreCallFeatures, PredictedContext, question_form
+from kgwise.route.features import (
+    FORM_NAMES,
+    QUESTIONS_PER_COMPONENT,
+    PreCallFeatures,
+    PredictedContext,
+    question_form,
+)
 from kgwise.route.predictor import SuccessPredictor
 
 
@@ -50,3 +56,14 @@ def test_the_context_reads_the_free_arm_and_survives_the_routers_state() -> None
     assert np.allclose(kept.vector("question 1?", E[1], {"kgm": ("A", (0.9, 0.5))}), sure)
     with pytest.raises(ConfigError, match="predicted-context"):
         PredictedContext.from_dict({"features": {}})
+
+
+@pytest.mark.parametrize("n, dims, kept", [(19, 16, 0), (20, 16, 1), (59, 16, 2), (60, 3, 3), (100, 3, 3),
+                                           (319, 16, 15), (400, 16, 16), (1000, 16, 16)])
+def test_the_embedding_keeps_at_most_one_component_per_20_questions_and_16(n: int, dims: int,
+                                                                          kept: int) -> None:
+    E = np.random.default_rng(1).normal(size=(n, 24))
+    features = PreCallFeatures.fit({}, E) if dims == 16 else PreCallFeatures.fit({}, E, dims=dims)
+    assert min(dims, n // QUESTIONS_PER_COMPONENT) == kept
+    assert features.axes.shape == (kept, 24) and features.width == len(FORM_NAMES) + kept
+    assert features.row("Who wrote Hamlet?", E[0], {}).shape == (len(FORM_NAMES) + kept,)
