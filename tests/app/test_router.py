@@ -55,7 +55,7 @@ def _spend(config: CokeConfig, seed: int, n: int = 300) -> tuple[float, dict[str
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_paced_defaults_spend_a_budget_that_buys_accuracy(seed: int) -> None:
-    """Issue 27's defect: with the paper's fixed cost regret (λ = 1) the router leaves such a budget
+    """The defect of fixed regret: with the paper's fixed cost regret (λ = 1) the router leaves such a budget
     nearly unspent; the pipeline's paced defaults spend it, on the accurate dear arm."""
     old, _ = _spend(CokeConfig(), seed)
     new, pulls = _spend(paced_coke(CokeConfig()), seed)

@@ -1,4 +1,4 @@
-"""Every command of issue 28 on a small hand-made drug/disease KG and labelled questions (not a benchmark),
+"""Every own-data command on a small hand-made drug/disease KG and labelled questions (not a benchmark),
 through the CLI: the files are the documented formats (README "Your own data")."""
 
 from __future__ import annotations
