@@ -17,7 +17,7 @@ The fit's cross-fitting of the router settings is skipped (``MIN_CROSS_FIT`` rai
 within minutes; it changes which questions go where, not the calibration.
 
 * ``guarantee = "pac"`` (training-conditional, δ = 0.05): per arm, coverage ≥ 1 − α on ≥ 95 % of the
-  splits (issue 27's target) — asserted.
+  splits — asserted.
 * ``guarantee = "pac_all_arms"`` (δ = 0.05 split over the three arms): every arm at once ≥ 1 − α on
   ≥ 95 % of the splits — asserted.
 * ``guarantee = "marginal"`` (split conformal): the mean coverage over splits ≥ 1 − α minus three standard
