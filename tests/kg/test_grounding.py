@@ -152,7 +152,7 @@ class _UnlistedIndex:
         self._index = index
 
     def __getattr__(self, name: str) -> object:
-        if name in ("keys", "alias_keys"):
+        if name == "first_words":
             raise AttributeError(name)
         return getattr(self._index, name)
 

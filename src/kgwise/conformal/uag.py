@@ -44,6 +44,7 @@ Usage::
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
@@ -261,7 +262,6 @@ class UAG:
         self.chosen_thresholds_: tuple[float, float, float, float] | None = None
         self.evaluator_score_: EvaluatorScore | None = None
         self.learned_: dict[str, CandidateScorer] = {}  # the candidate scores fitted on the tuning split
-        self._fit_scores: tuple[TableBatch, dict[str, FloatArray]] | None = None  # cross-fitted, in fit()
 
     # ------------------------------------------------------------------ fit (tuning split)
     def fit(self, tune: TableBatch) -> UAG:
@@ -276,23 +276,19 @@ class UAG:
         levels = [alpha_levels(h)[::-1] for h in self.config.steps]  # descending α → ascending thresholds
         learned = [k for k in self.config.evaluator_scores if k in CANDIDATE_SCORES]
         self.learned_ = {k: candidate_score(k).fit(tune) for k in learned}
-        self._fit_scores = (tune, {k: cross_fitted(k, tune, self.learned_[k]) for k in learned})
-        try:
-            return self._fit_grid(tune, comp, levels)
-        finally:
-            self._fit_scores = None
+        # the tuning split under each evaluator score; a learned one cross-fitted (never its own fit's)
+        scored = [tune.with_eq6(cross_fitted(kind, tune, self.learned_[kind])) if kind in self.learned_
+                  else self.rescored(tune, kind) for kind in self.config.evaluator_scores]
 
-    def _fit_grid(self, tune: TableBatch, comp: FloatArray, levels: list[FloatArray]) -> UAG:
-        """:meth:`fit` after the learned scores: thresholds, tuning risks and sizes, the sequences."""
         def quantiles(scores: FloatArray, k: int) -> FloatArray:
             return np.asarray([conformal_quantile(scores, float(x)) for x in levels[k]])
 
-        def t3_row(kind: EvaluatorScore) -> FloatArray:
+        def t3_row(kind: EvaluatorScore, batch: TableBatch) -> FloatArray:
             if kind not in self.learned_:
-                return quantiles(self.rescored(tune, kind).component_scores()[:, 2], 2)
-            return size_thresholds(self.rescored(tune, kind).eq6, tune.num_questions, levels[2])
+                return quantiles(batch.component_scores()[:, 2], 2)
+            return size_thresholds(batch.eq6, tune.num_questions, levels[2])
 
-        t3 = np.stack([t3_row(kind) for kind in self.config.evaluator_scores])
+        t3 = np.stack([t3_row(kind, b) for kind, b in zip(self.config.evaluator_scores, scored, strict=True)])
         self.levels_ = (levels[0], levels[1], levels[2])
         self.thresholds_ = (quantiles(comp[:, 0], 0), quantiles(comp[:, 1], 1), t3)
         if self.config.scored_step is not None:
@@ -302,7 +298,7 @@ class UAG:
             self.scored_levels_ = np.concatenate([[1.0], lv])
             t4 = [conformal_quantile(s4, float(x)) for x in lv]
             self.scored_thresholds_ = np.concatenate([[-np.inf], t4])
-        covered, size = self._totals(tune, sizes=True)
+        covered, size = self._totals(tune, sizes=True, scored=scored)
         self.tune_risk_ = 1.0 - covered / tune.num_questions
         self.tune_size_ = size / tune.num_questions
         self.order_ = pareto_order(self.tune_risk_, self.tune_size_, first=self.largest_index)
@@ -325,8 +321,6 @@ class UAG:
         :meth:`fit` fitted it)."""
         if kind not in CANDIDATE_SCORES:
             return batch.rescored(kind)
-        if self._fit_scores is not None and batch is self._fit_scores[0]:
-            return batch.with_eq6(self._fit_scores[1][kind])
         if kind not in self.learned_:
             raise ConfigError(f"UAG: evaluator score {kind!r} is learned by fit(); call fit() first")
         return batch.with_eq6(self.learned_[kind].scores(batch))
@@ -338,14 +332,16 @@ class UAG:
         shape = self.grid_shape
         return int(np.ravel_multi_index((0, shape[1] - 1, shape[2] - 1, shape[3] - 1, shape[4] - 1), shape))
 
-    def grid(self, batch: TableBatch, sizes: bool = True, keep: npt.NDArray[np.bool_] | None = None
-             ) -> GridResult:
+    def grid(self, batch: TableBatch, sizes: bool = True, keep: npt.NDArray[np.bool_] | None = None,
+             scored: Sequence[TableBatch] | None = None) -> GridResult:
         """Coverage and size of the path part (Eq. 4–6) of every question at every ``(s, α1, α2, α3)``,
-        shaped ``(questions, *grid_shape[:4])``; ``keep`` restricts it to those nodes (after rescoring)."""
+        shaped ``(questions, *grid_shape[:4])``; ``keep`` restricts it to those nodes (after rescoring);
+        ``scored``: ``batch`` already rescored under each evaluator score."""
         if self.thresholds_ is None:
             raise ConfigError("UAG: call fit() first")
         t1, t2, t3 = self.thresholds_
-        scored = [self.rescored(batch, kind) for kind in self.config.evaluator_scores]
+        if scored is None:
+            scored = [self.rescored(batch, kind) for kind in self.config.evaluator_scores]
         parts = [(b if keep is None else b.masked(keep)).grid(t1, t2, t3[v], sizes=sizes)
                  for v, b in enumerate(scored)]
         return GridResult(np.stack([p.covered for p in parts], axis=1),
@@ -356,13 +352,16 @@ class UAG:
             raise ConfigError("UAGConfig.scored_step needs tables with a scored retriever "
                               "(TableBatch.with_scored)")
 
-    def _totals(self, batch: TableBatch, sizes: bool) -> tuple[FloatArray, FloatArray]:
+    def _totals(self, batch: TableBatch, sizes: bool, scored: Sequence[TableBatch] | None = None
+                ) -> tuple[FloatArray, FloatArray]:
         """Covered-question count and set-size sum over ``batch`` per flat λ (sizes zero unless
         ``sizes``). The union with the scored part:
         covered if either part covers; size = both sizes minus the nodes in both (only computed when some
         node has states and a finite ``scored``)."""
         self._check_scored(batch)
-        base = self.grid(batch, sizes=sizes)
+        if scored is None:
+            scored = [self.rescored(batch, kind) for kind in self.config.evaluator_scores]
+        base = self.grid(batch, sizes=sizes, scored=scored)
         part = batch.scored_grid(self.scored_thresholds_)
         n4 = self.scored_thresholds_.size
         covered = np.stack([(base.covered | part.covered[:, m, None, None, None, None]).sum(axis=0)
@@ -375,7 +374,8 @@ class UAG:
             with_state[batch.state_node] = True
             if (with_state & np.isfinite(batch.scored)).any():
                 for m, t4 in enumerate(self.scored_thresholds_.tolist()):
-                    size[..., m] -= self.grid(batch, keep=scored_members(batch.scored, t4)).size.sum(axis=0)
+                    keep = scored_members(batch.scored, t4)
+                    size[..., m] -= self.grid(batch, keep=keep, scored=scored).size.sum(axis=0)
         return covered.ravel(), size.ravel()
 
     @property

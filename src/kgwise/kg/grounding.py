@@ -172,6 +172,17 @@ class PhraseIndex:
         self._fuzzy: FuzzyNames | None = None
         self._folded_fuzzy: FuzzyNames | None = None
         self._variants: NameVariants | None = None
+        self._first: dict[bool, frozenset[str]] = {}
+
+    def first_words(self, variants: bool) -> frozenset[str]:
+        """The first word of every key a lookup may find: labels and aliases, and with ``variants`` the
+        accent-folded keys and the head parts of :attr:`variants` (each set computed once per index)."""
+        if variants not in self._first:
+            names: list[Collection[str]] = [self.keys, self.alias_keys]
+            if variants:
+                names += [self.variants.folded, self.variants.heads]
+            self._first[variants] = frozenset(k.split(" ", 1)[0] for d in names for k in d)
+        return self._first[variants]
 
     @property
     def variants(self) -> NameVariants:
@@ -250,7 +261,6 @@ class Grounder:
         self._max_n = max(1, min(self.config.max_ngram, self.index.longest))
         self._precise = self.config.precise
         self._variants: NameVariants | None = getattr(self.index, "variants", None) if self._precise else None
-        self._first: frozenset[str] | None = None
 
     # ------------------------------------------------------------------ public
     def ground(self, question: Question) -> Grounding:
@@ -705,9 +715,10 @@ class Grounder:
         tried. An open answer of ~37 words holds ~230 spans of 2–8 words, few beginning as a name does: the
         answers' grounding in ``kgwise serve`` went from 1.17 to 0.33 ms each (200 recorded WebQSP answers
         over DDB, in-process; the spans skipped found nothing on 2,204 real texts, a test checks it)."""
-        first = self._first_words()
-        if first is None:
+        listed = getattr(self.index, "first_words", None)
+        if listed is None:
             return None
+        first: frozenset[str] = listed(self._variants is not None)
         lem = self.lemmatiser.lemma if self.config.lemmatise else None
         out = []
         for t in toks:
@@ -715,18 +726,6 @@ class Grounder:
             out.append(t in first or f in first or len(f) < 2 or " " in f
                        or (lem is not None and lem(t) in first))
         return out
-
-    def _first_words(self) -> frozenset[str] | None:
-        """The first word of every key :meth:`_lookup_key` may find: labels, aliases, and with the precise
-        rules the accent-folded keys and the head parts (computed on first use)."""
-        if self._first is None:
-            names = [getattr(self.index, "keys", None), getattr(self.index, "alias_keys", None)]
-            if not all(isinstance(d, dict) for d in names):
-                return None
-            if self._variants is not None:
-                names += [self._variants.folded, self._variants.heads]
-            self._first = frozenset(k.split(" ", 1)[0] for d in names if d is not None for k in d)
-        return self._first
 
     def _fuzzy_words(self, written: list[tuple[str, int, int]], claimed: list[bool], cfg: LinkingConfig,
                      links: list[Link] | None, any_case: bool) -> list[tuple[int, int]]:
