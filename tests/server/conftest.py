@@ -1,6 +1,6 @@
-"""Shared by the server tests: ``FakePipeline`` (a test double of ``kgwise.app.Pipeline`` that satisfies
-``kgwise.server.contract.PipelineLike`` with typed results and no model time), the real pipeline,
-and a real uvicorn on 127.0.0.1 serving either."""
+"""Shared by the server tests: ``FakePipeline`` (a test double of the served ``kgwise.app.Pipeline`` that
+satisfies ``kgwise.server.contract.PipelineLike`` with the pipeline's own result types and no model time),
+the real pipeline, and a real uvicorn on 127.0.0.1 serving either."""
 
 from __future__ import annotations
 
@@ -17,94 +17,30 @@ from typing import Any
 import pytest
 import uvicorn
 
-from kgwise.app import UnknownDecisionError
+from kgwise.app import AnswerSetResult, FeedbackResult, PipelineResult, UnknownDecisionError
+from kgwise.app.arms import Knowledge
+from kgwise.app.pipeline import ArmScore
 from kgwise.eval.bench.net import free_port
 from kgwise.server import ServerSettings, create_app
 from kgwise.server.contract import PipelineLike
 from kgwise.server.openai_api import PipelineHub
+from kgwise.server.schemas import ArmStatusOut, PendingOut, PipelineStatusOut
 from kgwise.types import CHOICE_LABELS, GenerationSettings, Triple, Usage, make_question
 
 ARMS = ("kgm", "smollm2", "gemma3")
 PRICES = {"kgm": 0.0, "smollm2": 0.001, "gemma3": 0.004}
 
 
-@dataclass(frozen=True)
-class FakePath:
-    nodes: tuple[str, ...]
-    relations: tuple[str, ...]
-    inverse: tuple[bool, ...]
-
-
-@dataclass(frozen=True)
-class FakeEvidence:
-    question_concepts: tuple[str, ...]
-    choice_concepts: tuple[tuple[str, ...], ...]
-    triples: tuple[Triple, ...]
-    paths: tuple[FakePath, ...]
-    text: str
-    support: tuple[FakePath, ...] = ()
-
-
-@dataclass(frozen=True)
-class FakeAnswerSet:
-    members: tuple[str, ...]
-    alpha: float
-    guaranteed: bool
-    guarantee: str
-
-
-@dataclass(frozen=True)
-class FakeResult:
-    answer: str
-    choice: str | None
-    arm: str
-    scores: Mapping[str, float]
-    evidence: FakeEvidence | None
-    answer_set: FakeAnswerSet | None
-    usage: Usage
-    decision_id: str
-    abstention: Any = None
-    finish_reason: str = ""
-
-
-@dataclass(frozen=True)
-class FakeFeedback:
-    decision_id: str
-    arm: str
-    correct: bool
-
-
 @dataclass
-class FakeArmStatus:
+class FakeArmCounts:
+    """The test double's live counts of one arm."""
+
     name: str
     selections: int = 0
     graded: int = 0
     correct: int = 0
     covered: int = 0
     coverage_n: int = 0
-    coverage_lower: float = 0.0
-    coverage_upper: float = 1.0
-    drift: bool = False
-    calibration_questions: int | None = None
-    open_certified: bool | None = None
-    abstention: Any = None
-
-
-@dataclass(frozen=True)
-class FakePending:
-    decision_id: str
-    arm: str
-    question: str
-
-
-@dataclass(frozen=True)
-class FakeStatus:
-    budget: float | None
-    spent: float
-    arms: tuple[FakeArmStatus, ...]
-    pending: tuple[FakePending, ...]
-    alpha: float | None
-    pinned: str | None = None
 
 
 @dataclass
@@ -129,13 +65,13 @@ class FakePipeline:
     arm_names: tuple[str, ...] = ARMS
     cost_unit: str = "usd"
     spent: float = 0.0
-    arms: dict[str, FakeArmStatus] = field(default_factory=lambda: {a: FakeArmStatus(a) for a in ARMS})
+    arms: dict[str, FakeArmCounts] = field(default_factory=lambda: {a: FakeArmCounts(a) for a in ARMS})
     decisions: dict[str, _Decision] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def answer(self, text: str, choices: Sequence[str] | None = None, arm: str | None = None,
                settings: GenerationSettings | None = None, on_text: Callable[[str], None] | None = None
-               ) -> FakeResult:
+               ) -> PipelineResult:
         """``settings`` checked as the pipeline does (:func:`kgwise.app.pipeline.check_settings`), and an
         open question's refused (a test double generates nothing); an open answer reaches ``on_text`` word
         by word."""
@@ -168,38 +104,44 @@ class FakePipeline:
             i = len(text) % len(choices)
             label, answer = CHOICE_LABELS[i], choices[i]
             members: tuple[str, ...] = (label, CHOICE_LABELS[(i + 1) % len(choices)])
+            texts = tuple(choices[CHOICE_LABELS.index(m)] for m in members)
             choice_concepts = tuple((c.lower(),) for c in choices)
             triples = tuple(Triple(concepts[0], "related_to", c.lower()) for c in choices)
-            paths = tuple(FakePath((concepts[-1], "treatment", c.lower()), ("is_a", "used_for"),
-                                   (False, True)) for c in choices[:2])
+            paths = tuple((Triple(concepts[-1], "is_a", "treatment"),  # concept -is_a-> treatment
+                           Triple(c.lower(), "used_for", "treatment")) for c in choices[:2])  # <-used_for- c
         else:
-            label, answer, members = None, f"answer about {concepts[0]}", (f"answer about {concepts[0]}",)
+            label, answer = None, f"answer about {concepts[0]}"
+            members, texts = (), (answer,)
             choice_concepts, triples = (), (Triple(concepts[0], "related_to", "answer"),)
             paths = ()
         text_kg = "\n".join(f"({t.head}, {t.relation}, {t.tail})" for t in triples)
         support = paths[i:i + 1] if choices is not None and i < len(paths) else ()  # the chosen choice's
-        evidence = FakeEvidence(concepts, choice_concepts, triples, paths, text_kg, support)
-        aset = None if self.alpha is None else FakeAnswerSet(
-            members, self.alpha, True, f"covers the right answer at rate ≥ {1 - self.alpha:.0%} over the "
-            f"questions routed to {arm}")
+        aset = None if self.alpha is None else AnswerSetResult(
+            members, texts, self.alpha, True, f"covers the right answer at rate ≥ {1 - self.alpha:.0%} over "
+            f"the questions routed to {arm}")
         cost = PRICES[arm]
         decision = uuid.uuid4().hex[:16]
         with self.lock:
             self.decisions[decision] = _Decision(arm, text, list(choices) if choices else None, label,
-                                                 answer, members)
+                                                 answer, members or texts)
             self.arms[arm].selections += 1
+            remaining = float("inf") if self.budget is None else self.budget - self.spent
         usage = Usage(input_tokens=10 + 2 * len(words), output_tokens=1, calls=1, latency_s=0.0, cost=cost)
         if on_text is not None and choices is None:
             for i, word in enumerate(answer.split(" ")):
                 on_text(word if i == 0 else " " + word)
-        return FakeResult(answer, label, arm, scores, evidence, aset, usage, decision)
+        return PipelineResult(
+            decision, text, answer, label, {}, (), concepts, arm,
+            tuple(ArmScore(a, scores[a], PRICES[a], a in affordable) for a in self.arm_names),
+            Knowledge(triples, paths, text_kg, support=support), aset, usage, cost, self.cost_unit, remaining,
+            choice_entities=choice_concepts)
 
     def feedback(self, decision_id: str, correct: bool | None = None, gold: str | None = None
-                 ) -> FakeFeedback:
+                 ) -> FeedbackResult:
         with self.lock:
             return self._feedback(decision_id, correct, gold)
 
-    def _feedback(self, decision_id: str, correct: bool | None, gold: str | None) -> FakeFeedback:
+    def _feedback(self, decision_id: str, correct: bool | None, gold: str | None) -> FeedbackResult:
         d = self.decisions.get(decision_id)
         if d is None:
             raise UnknownDecisionError(f"no decision {decision_id!r} is waiting for feedback")
@@ -219,12 +161,19 @@ class FakePipeline:
             st.covered += 1
         st.graded += 1
         st.correct += bool(correct)
-        return FakeFeedback(decision_id, d.arm, bool(correct))
+        remaining = float("inf") if self.budget is None else self.budget - self.spent
+        return FeedbackResult(decision_id, d.arm, float(bool(correct)), None, {}, self.spent, remaining)
 
-    def status(self) -> FakeStatus:
+    def status(self) -> PipelineStatusOut:
+        """Every arm's counts (no coverage bounds: 0 to 1), the newest 100 decisions awaiting feedback."""
         with self.lock:
-            pending = tuple(FakePending(k, d.arm, d.question) for k, d in self.decisions.items())
-            return FakeStatus(self.budget, self.spent, tuple(self.arms.values()), pending, self.alpha)
+            pending = [PendingOut(decision_id=k, arm=d.arm, question=d.question)
+                       for k, d in self.decisions.items()]
+            arms = [ArmStatusOut.of(a.name, a.selections, a.graded, a.correct, a.covered, a.coverage_n, 0.0,
+                                    1.0, False, self.alpha) for a in self.arms.values()]
+            return PipelineStatusOut(name="", cost_unit=self.cost_unit, budget=self.budget, spent=self.spent,
+                                     alpha=self.alpha, arms=arms, pending_total=len(pending),
+                                     pending=pending[-100:], history=[])
 
     def spend(self) -> float:
         with self.lock:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -325,11 +325,12 @@ def test_example_questions_come_from_the_served_kg(tmp_path: Path, fake_pipeline
         assert "knowledge graph" in (pg.get_attribute("#question", "placeholder") or "")
 
 
-@dataclass(frozen=True)
-class _Path:
-    nodes: tuple[str, ...]
-    relations: tuple[str, ...]
-    inverse: tuple[bool, ...]
+def _chain(nodes: tuple[str, ...], relations: tuple[str, ...], inverse: tuple[bool, ...]
+           ) -> tuple[Triple, ...]:
+    """A path by label as the chain of stored facts an answer's knowledge holds (hop ``i`` inverse: the
+    fact is ``nodes[i+1] -relations[i]-> nodes[i]``)."""
+    return tuple(Triple(b, r, a) if inv else Triple(a, r, b)
+                 for a, b, r, inv in zip(nodes[:-1], nodes[1:], relations, inverse, strict=True))
 
 
 def _large_evidence(pipeline: Any) -> Any:
@@ -341,23 +342,22 @@ def _large_evidence(pipeline: Any) -> Any:
         def answer(self, text: str, choices: list[str] | None = None, arm: str | None = None,
                    **kw: Any) -> Any:
             r = super().answer(text, choices, arm, **kw)
-            assert choices is not None and r.choice is not None
+            assert choices is not None and r.label is not None
             ends = [c.lower() for c in choices]
-            paths = tuple(_Path(("hypertension", f"via {i}-{k}", ends[i]), ("linked to", "treated by"),
-                                (False, False)) for k in range(15) for i in range(len(ends)))
-            chosen = ends["ABC".index(r.choice)]
-            support = (_Path(("hypertension", "blood pressure", chosen), ("has finding", "lowered by"),
-                             (False, True)),
-                       _Path(("hypertension", chosen), ("treated by",), (False,)))
+            paths = tuple(_chain(("hypertension", f"via {i}-{k}", ends[i]), ("linked to", "treated by"),
+                                 (False, False)) for k in range(15) for i in range(len(ends)))
+            chosen = ends["ABC".index(r.label)]
+            support = (_chain(("hypertension", "blood pressure", chosen), ("has finding", "lowered by"),
+                              (False, True)),
+                       _chain(("hypertension", chosen), ("treated by",), (False,)))
             facts = tuple(Triple(f"fact {k}", "related to", f"other {k}") for k in range(60))
-            triples = (*facts, *(Triple(p.nodes[0], p.relations[0], p.nodes[1]) for p in paths),
+            triples = (*facts, *(p[0] for p in paths),
                        Triple("hypertension", "has finding", "blood pressure"),
                        Triple(chosen, "lowered by", "blood pressure"),
                        Triple("hypertension", "treated by", chosen))
-            ev = replace(r.evidence, question_concepts=("hypertension",),
-                         choice_concepts=tuple((e,) for e in ends), triples=triples,
-                         paths=(*support, *paths), support=support)
-            return replace(r, evidence=ev)
+            knowledge = replace(r.knowledge, triples=triples, paths=(*support, *paths), support=support)
+            return replace(r, question_entities=("hypertension",), choice_entities=tuple((e,) for e in ends),
+                           knowledge=knowledge)
 
     return Large()
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kgwise.errors import ConfigError
+from kgwise.errors import ConfigError, KgwiseError
 from kgwise.extract.base import Extractor
 from kgwise.extract.evidence import EVERY_PATH, rank_evidence
 from kgwise.extract.subgraph import SubgraphConfig, SubgraphExtractor
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from kgwise.kg.label_index import BoundIndex
     from kgwise.kg.linking import LinkingConfig
 
-__all__ = ["ConceptLink", "Evidence", "LabelPath", "Labeller", "graph_evidence", "grounder_of",
+__all__ = ["ConceptLink", "Evidence", "LabelPath", "Labeller", "graph_evidence", "grounder_of", "label_path",
            "question_evidence"]
 
 
@@ -49,6 +49,30 @@ class LabelPath:
         for i, r in enumerate(self.relations):
             out += (f" <-[{r}]- " if self.inverse[i] else f" -[{r}]-> ") + self.nodes[i + 1]
         return out
+
+
+def label_path(chain: Sequence[Triple]) -> LabelPath:
+    """A chain of triples (each sharing an entity with the next) as a label path; a hop whose triple
+    points back to the path's current node is marked ``inverse``."""
+    if not chain:
+        raise KgwiseError("an empty KG path")
+    first = chain[0]
+    cur = first.head
+    if len(chain) > 1 and first.head in (chain[1].head, chain[1].tail) and \
+            first.tail not in (chain[1].head, chain[1].tail):
+        cur = first.tail
+    nodes, relations, inverse = [cur], [], []
+    for t in chain:
+        if t.head == cur:
+            cur, back = t.tail, False
+        elif t.tail == cur:
+            cur, back = t.head, True
+        else:
+            raise KgwiseError(f"KG path is not connected at {cur!r}: next fact {t}")
+        nodes.append(cur)
+        relations.append(t.relation)
+        inverse.append(back)
+    return LabelPath(tuple(nodes), tuple(relations), tuple(inverse))
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,7 +62,7 @@ from kgwise.app.calibration import (
     too_few,
 )
 from kgwise.app.config import PipelineConfig, reads_free
-from kgwise.app.evidence import Evidence, Labeller, grounder_of, question_evidence
+from kgwise.app.evidence import Evidence, Labeller, grounder_of, label_path, question_evidence
 from kgwise.app.examples import Example, kg_examples
 from kgwise.app.external import Decision, Settlement, external_bounds, grade
 from kgwise.app.router import context_vector
@@ -172,6 +172,14 @@ class PipelineResult:
     @property
     def abstained(self) -> bool:
         return self.abstention is not None and self.abstention.abstained
+
+    @property
+    def evidence(self) -> Evidence:
+        """The knowledge the answer read as :class:`~kgwise.app.evidence.Evidence` (paths by label)."""
+        k = self.knowledge
+        return Evidence(self.question_entities, self.choice_entities, k.triples,
+                        tuple(label_path(p) for p in k.paths if p), k.text,
+                        tuple(label_path(p) for p in k.support if p))
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON data (without the set's calibration scores)."""

@@ -55,7 +55,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
-from kgwise.app import BudgetExceededError, UnknownDecisionError
+from kgwise.app import BudgetExceededError, FeedbackResult, PipelineResult, UnknownDecisionError
 from kgwise.errors import (
     ConfigError,
     InputTooLongError,
@@ -65,14 +65,7 @@ from kgwise.errors import (
     StateUnavailableError,
 )
 from kgwise.server.backpressure import ModelGate
-from kgwise.server.contract import (
-    ArmAbstentionLike,
-    ExamplesLike,
-    LabelPathLike,
-    PipelineLike,
-    ResultLike,
-    StatusLike,
-)
+from kgwise.server.contract import ExamplesLike, PipelineLike
 from kgwise.server.explain import (
     EXPLAIN_SUFFIX,
     FeedbackCommand,
@@ -84,9 +77,7 @@ from kgwise.server.explain import (
 from kgwise.server.limits import MAX_QUESTION, field_error
 from kgwise.server.schemas import (
     AbstentionOut,
-    AbstentionStatusOut,
     AnswerSetOut,
-    ArmStatusOut,
     ChatChoice,
     ChatChunk,
     ChatChunkChoice,
@@ -109,14 +100,11 @@ from kgwise.server.schemas import (
     ModelCard,
     ModelList,
     OpenAIUsage,
-    PathOut,
-    PendingOut,
     PipelineStatusOut,
     SpendPoint,
     StatusResponse,
     StreamOptions,
     TextCompletion,
-    TripleOut,
     UsageOut,
 )
 from kgwise.types import CHOICE_LABELS, GenerationSettings
@@ -348,13 +336,12 @@ class PipelineHub:
         return [m for s in self.served.values() for m in (s.name, s.name + EXPLAIN_SUFFIX,
                                                           *(f"{s.name}/{a}" for a in s.pipeline.arm_names))]
 
-    def _sample(self, served: _Served, status: StatusLike | None = None, force: bool = False) -> None:
+    def _sample(self, served: _Served, spent: float | None = None, force: bool = False) -> None:
         """Add the current spend to the history (called with ``served.lock`` held)."""
         now = time.time()
         if not force and now - served.last_sample < 0.5:
             return
-        spent = served.pipeline.spend() if status is None else status.spent
-        served.history.append((now, float(spent)))
+        served.history.append((now, float(served.pipeline.spend() if spent is None else spent)))
         served.last_sample = now
 
     def call(self, served: _Served, fn: Callable[[PipelineLike], T]) -> T:
@@ -390,37 +377,15 @@ class PipelineHub:
         return {name: dict(s.pipeline.state_health()) for name, s in self.served.items()}
 
     def status(self, served: _Served) -> PipelineStatusOut:
+        """The pipeline's status with its name and the spend history this server sampled."""
         with served.lock:
             try:
                 st = served.pipeline.status()
             except StateUnavailableError as exc:
                 raise _state_unavailable(exc) from None
-            self._sample(served, st, force=True)
+            self._sample(served, st.spent, force=True)
             history = [SpendPoint(t=t, spent=s) for t, s in served.history]
-        target = None if st.alpha is None else 1.0 - st.alpha
-        arms = [ArmStatusOut(name=a.name, selections=a.selections, graded=a.graded, correct=a.correct,
-                             accuracy=a.correct / a.graded if a.graded else None, covered=a.covered,
-                             coverage_n=a.coverage_n,
-                             coverage=a.covered / a.coverage_n if a.coverage_n else None,
-                             coverage_lower=a.coverage_lower, coverage_upper=a.coverage_upper,
-                             drift=a.drift, coverage_target=target,
-                             calibration_questions=a.calibration_questions,
-                             open_certified=a.open_certified, abstention=_abstention_status(a.abstention))
-                for a in st.arms]
-        pending = [PendingOut(decision_id=p.decision_id, arm=p.arm, question=p.question)
-                   for p in list(st.pending)[-100:]]
-        return PipelineStatusOut(name=served.name, cost_unit=served.pipeline.cost_unit, budget=st.budget,
-                                 spent=st.spent, alpha=st.alpha, arms=arms, pending_total=len(st.pending),
-                                 pending=pending, history=history, pinned=st.pinned)
-
-
-def _abstention_status(ab: ArmAbstentionLike | None) -> AbstentionStatusOut | None:
-    """An arm's live abstention counts (``None`` without ``[answer_sets] abstain``)."""
-    if ab is None:
-        return None
-    return AbstentionStatusOut(asked=ab.asked, answered=ab.answered, graded=ab.graded, correct=ab.correct,
-                               share_answered=ab.answered / ab.asked if ab.asked else None,
-                               accuracy_answered=ab.correct / ab.graded if ab.graded else None)
+        return st.model_copy(update={"name": served.name, "history": history})
 
 
 def _state_unavailable(exc: StateUnavailableError) -> OpenAIError:
@@ -429,35 +394,33 @@ def _state_unavailable(exc: StateUnavailableError) -> OpenAIError:
                        headers={"Retry-After": str(math.ceil(exc.retry_after_s))})
 
 
-def _path_out(p: LabelPathLike) -> PathOut:
-    return PathOut(nodes=list(p.nodes), relations=list(p.relations), inverse=list(p.inverse))
-
-
-def _extra(served: _Served, question: str, choices: list[str] | None, result: ResultLike,
-           forced: bool) -> KgwiseExtra:
-    """The ``kgwise`` field of a completion."""
+def _extra(served: _Served, question: str, choices: list[str] | None, r: PipelineResult, forced: bool
+           ) -> KgwiseExtra:
+    """The ``kgwise`` field of a completion: the pipeline's result, with what the request said."""
     unit = served.pipeline.cost_unit
-    u = result.usage
-    ev = result.evidence
-    evidence = None if ev is None else EvidenceOut(
-        question_concepts=list(ev.question_concepts),
-        choice_concepts=[list(c) for c in ev.choice_concepts],
-        triples=[TripleOut(head=t.head, relation=t.relation, tail=t.tail) for t in ev.triples],
-        paths=[_path_out(p) for p in ev.paths], text=ev.text, support=[_path_out(p) for p in ev.support])
-    s = result.answer_set
-    answer_set = None if s is None else AnswerSetOut(members=list(s.members), alpha=s.alpha,
-                                                     guaranteed=s.guaranteed, guarantee=s.guarantee)
+    u = r.usage
+    s = r.answer_set
+    answer_set = None if s is None else AnswerSetOut(  # labels for a choice, or "not sure" among them
+        members=list(s.labels if r.label is not None or r.abstained else s.texts), alpha=s.alpha,
+        guaranteed=s.guarantee, guarantee=s.statement)
     labelled = None if choices is None else [LabelledChoice(label=CHOICE_LABELS[i], text=c)
                                              for i, c in enumerate(choices)]
+    ab = r.abstention
     return KgwiseExtra(
-        pipeline=served.name, decision_id=result.decision_id, question=question, choices=labelled,
-        choice=result.choice, answer=result.answer, arm=result.arm, forced=forced,
-        scores={k: float(v) for k, v in result.scores.items()}, cost=u.cost, cost_unit=unit,
+        pipeline=served.name, decision_id=r.decision, question=question, choices=labelled,
+        choice=r.label, answer=r.answer, arm=r.arm, forced=forced,
+        scores={a.arm: float(a.score) for a in r.scores}, cost=r.cost, cost_unit=unit,
         usage=UsageOut(input_tokens=u.input_tokens, output_tokens=u.output_tokens, calls=u.calls,
-                       cached_calls=u.cached_calls, latency_s=u.latency_s, cost=u.cost, cost_unit=unit),
-        answer_set=answer_set, guaranteed=s is not None and s.guaranteed, evidence=evidence,
-        abstention=None if (ab := result.abstention) is None else AbstentionOut(
-            abstained=ab.abstained, promise=ab.promise, confidence=ab.confidence, threshold=ab.threshold))
+                       cached_calls=u.cached_calls, latency_s=u.latency_s, cost=r.cost, cost_unit=unit),
+        answer_set=answer_set, guaranteed=s is not None and s.guarantee,
+        evidence=EvidenceOut.model_validate(r.evidence, from_attributes=True),
+        abstention=None if ab is None else AbstentionOut(abstained=ab.abstained, promise=ab.promise,
+                                                         confidence=ab.confidence, threshold=ab.threshold))
+
+
+def _correct(feedback: FeedbackResult) -> bool:
+    """Whether a feedback said the answer was right (a reward of at least one half)."""
+    return feedback.reward >= 0.5
 
 
 def _json(body: BaseModel, headers: dict[str, str]) -> Response:
@@ -677,10 +640,10 @@ def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
         gold = None if command.gold is None else _text(command.gold, "messages[-1].content")
         out = await run_in_threadpool(
             hub.call, served, lambda p: p.feedback(command.decision, correct=command.correct, gold=gold))
-        verdict = "right" if out.correct else "wrong"
-        text = (f"Thanks: decision `{out.decision_id}` recorded as {verdict} for arm `{out.arm}`; the router "
+        verdict = "right" if _correct(out) else "wrong"
+        text = (f"Thanks: decision `{out.decision}` recorded as {verdict} for arm `{out.arm}`; the router "
                 "has learnt it.")
-        cid, created = f"chatcmpl-feedback-{out.decision_id}", int(time.time())
+        cid, created = f"chatcmpl-feedback-{out.decision}", int(time.time())
         if not req.stream:
             body = ChatCompletion(id=cid, created=created, model=req.model, kgwise=None,
                                   usage=OpenAIUsage(prompt_tokens=0, completion_tokens=0, total_tokens=0),
@@ -824,8 +787,8 @@ def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
         gold = None if req.gold is None else _text(req.gold, "gold")
         out = await run_in_threadpool(hub.call, served,  # no model work: not queued behind answers
                                       lambda p: p.feedback(decision, correct=req.correct, gold=gold))
-        return FeedbackResponse(pipeline=served.name, decision_id=out.decision_id, arm=out.arm,
-                                correct=out.correct)
+        return FeedbackResponse(pipeline=served.name, decision_id=out.decision, arm=out.arm,
+                                correct=_correct(out))
 
     @api.get("/v1/examples", response_model=ExamplesResponse, tags=kgwise_tag, responses=_errors(404))
     async def examples(model: str | None = None) -> ExamplesResponse:

@@ -1,119 +1,34 @@
-"""``ServedPipeline``: a ``kgwise.app.Pipeline`` in the shape the HTTP layer reads
-(:class:`kgwise.server.contract.PipelineLike`), and :func:`pipeline_hub`, the hub that maps its errors."""
+"""``ServedPipeline``: a ``kgwise.app.Pipeline`` as the HTTP layer calls it (:class:`kgwise.server.contract.
+PipelineLike`: its answers and feedback are the pipeline's own results; its status is in the HTTP schema),
+and :func:`pipeline_hub`, the hub that maps its errors."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kgwise.app.abstain import Abstention, ArmAbstention
-from kgwise.app.evidence import Evidence, LabelPath
+from kgwise.app.evidence import Evidence, label_path
 from kgwise.app.examples import Example
 from kgwise.app.external import Decision, Settlement
 from kgwise.app.pipeline import (
     BudgetExceededError,
+    FeedbackResult,
     Pipeline,
     PipelineResult,
     PipelineStatus,
     StateReadOnlyError,
     UnknownDecisionError,
 )
-from kgwise.errors import KgwiseError
 from kgwise.server.openai_api import PipelineHub
-from kgwise.types import GenerationSettings, Triple, Usage
+from kgwise.server.schemas import ArmStatusOut, PendingOut, PipelineStatusOut
+from kgwise.types import GenerationSettings
 
 __all__ = ["ServedPipeline", "label_path", "pipeline_hub"]
 
 
-@dataclass(frozen=True, slots=True)
-class ServedAnswerSet:
-    members: tuple[str, ...]
-    alpha: float
-    guaranteed: bool
-    guarantee: str
-
-
-@dataclass(frozen=True, slots=True)
-class ServedResult:
-    answer: str
-    choice: str | None
-    arm: str
-    scores: dict[str, float]
-    evidence: Evidence | None
-    answer_set: ServedAnswerSet | None
-    usage: Usage
-    decision_id: str
-    abstention: Abstention | None = None
-    finish_reason: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class ServedFeedback:
-    decision_id: str
-    arm: str
-    correct: bool
-
-
-@dataclass(frozen=True, slots=True)
-class ServedArmStatus:
-    name: str
-    selections: int
-    graded: int
-    correct: int
-    covered: int
-    coverage_n: int
-    coverage_lower: float = 0.0
-    coverage_upper: float = 1.0
-    drift: bool = False
-    calibration_questions: int | None = None
-    open_certified: bool | None = None
-    abstention: ArmAbstention | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ServedPending:
-    decision_id: str
-    arm: str
-    question: str
-
-
 PENDING_SHOWN = 100
-
-
-@dataclass(frozen=True, slots=True)
-class ServedStatus:
-    budget: float | None
-    spent: float
-    arms: tuple[ServedArmStatus, ...]
-    pending: tuple[ServedPending, ...]
-    alpha: float | None
-    pinned: str | None = None
-
-
-def label_path(chain: Sequence[Triple]) -> LabelPath:
-    """A chain of triples (each sharing an entity with the next) as a label path; a hop whose triple
-    points back to the path's current node is marked ``inverse``."""
-    if not chain:
-        raise KgwiseError("an empty KG path")
-    first = chain[0]
-    cur = first.head
-    if len(chain) > 1 and first.head in (chain[1].head, chain[1].tail) and \
-            first.tail not in (chain[1].head, chain[1].tail):
-        cur = first.tail
-    nodes, relations, inverse = [cur], [], []
-    for t in chain:
-        if t.head == cur:
-            cur, back = t.tail, False
-        elif t.tail == cur:
-            cur, back = t.head, True
-        else:
-            raise KgwiseError(f"KG path is not connected at {cur!r}: next fact {t}")
-        nodes.append(cur)
-        relations.append(t.relation)
-        inverse.append(back)
-    return LabelPath(tuple(nodes), tuple(relations), tuple(inverse))
+"""The newest decisions awaiting feedback that a status lists."""
 
 
 class ServedPipeline:
@@ -137,19 +52,8 @@ class ServedPipeline:
 
     def answer(self, text: str, choices: Sequence[str] | None = None, arm: str | None = None,
                settings: GenerationSettings | None = None, on_text: Callable[[str], None] | None = None
-               ) -> ServedResult:
-        r: PipelineResult = self.pipeline.answer(text, choices, arm=arm, settings=settings, on_text=on_text)
-        k = r.knowledge
-        evidence = Evidence(r.question_entities, r.choice_entities, k.triples,
-                            tuple(label_path(p) for p in k.paths if p), k.text,
-                            tuple(label_path(p) for p in k.support if p))
-        labels = r.label is not None or r.abstained  # a choice, or "not sure" among the choices
-        aset = None if r.answer_set is None else ServedAnswerSet(
-            r.answer_set.labels if labels else r.answer_set.texts, r.answer_set.alpha,
-            r.answer_set.guarantee, r.answer_set.statement)
-        usage = replace(r.usage, cost=r.cost)  # the arm's cost in the budget's unit, not the LLM's own
-        return ServedResult(r.answer, r.label, r.arm, {s.arm: s.score for s in r.scores}, evidence, aset,
-                            usage, r.decision, r.abstention, r.finish_reason)
+               ) -> PipelineResult:
+        return self.pipeline.answer(text, choices, arm=arm, settings=settings, on_text=on_text)
 
     def evidence(self, text: str, choices: Sequence[str] | None = None) -> Evidence:
         """The question's KG evidence (:meth:`kgwise.app.Pipeline.evidence`)."""
@@ -159,25 +63,26 @@ class ServedPipeline:
         return self.pipeline.examples()
 
     def feedback(self, decision_id: str, correct: bool | None = None, gold: str | None = None
-                 ) -> ServedFeedback:
-        f = self.pipeline.feedback(decision_id, correct=correct, gold=gold)
-        return ServedFeedback(f.decision, f.arm, f.reward >= 0.5)
+                 ) -> FeedbackResult:
+        return self.pipeline.feedback(decision_id, correct=correct, gold=gold)
 
-    def status(self) -> ServedStatus:
+    def status(self) -> PipelineStatusOut:
         """Per arm, ``selections`` = answers made (each paid when made); ``spent``: their costs; the newest
-        :data:`PENDING_SHOWN` decisions awaiting feedback."""
+        :data:`PENDING_SHOWN` decisions awaiting feedback (the server fills in ``name`` and ``history``)."""
         st = self.pipeline.status()
         waiting = self.pipeline.pending(last=PENDING_SHOWN)
         counts = self.pipeline.state.coverage
-        arms = tuple(ServedArmStatus(a.name, a.pulls, counts[a.name].graded, counts[a.name].correct,
-                                     a.coverage.covered, a.coverage.n, a.coverage.lower, a.coverage.upper,
-                                     a.coverage.drift, None if a.routed is None else a.routed.questions,
-                                     None if a.routed is None else a.routed.open_certified,
-                                     st.abstention.get(a.name))
-                     for a in st.arms)
-        pending = tuple(ServedPending(p.decision, p.arm, p.text) for p in waiting)
-        return ServedStatus(st.budget, st.spent, arms, pending, st.alpha if st.calibrated else None,
-                            st.pinned)
+        alpha = st.alpha if st.calibrated else None
+        arms = [ArmStatusOut.of(a.name, a.pulls, counts[a.name].graded, counts[a.name].correct,
+                                a.coverage.covered, a.coverage.n, a.coverage.lower, a.coverage.upper,
+                                a.coverage.drift, alpha, None if a.routed is None else a.routed.questions,
+                                None if a.routed is None else a.routed.open_certified,
+                                st.abstention.get(a.name))
+                for a in st.arms]
+        pending = [PendingOut(decision_id=p.decision, arm=p.arm, question=p.text) for p in waiting]
+        return PipelineStatusOut(name="", cost_unit=self.cost_unit, budget=st.budget, spent=st.spent,
+                                 alpha=alpha, arms=arms, pending_total=st.pending, pending=pending,
+                                 history=[], pinned=st.pinned)
 
     def spend(self) -> float:
         """The pipeline's spend, without reading the decisions awaiting feedback that :meth:`status`

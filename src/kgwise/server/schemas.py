@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kgwise.app.abstain import ArmAbstention
+
 __all__ = [
     "AnswerSetOut", "ArmStatusOut", "ChatChoice", "ChatChunk", "ChatChunkChoice", "ChatCompletion",
     "ChatCompletionRequest", "ChatMessage", "CompletionChoice", "CompletionRequest", "ContentPart",
@@ -170,7 +172,7 @@ class LinkOut(BaseModel):
 
 
 class EvidenceOut(BaseModel):
-    """The knowledge the answer used (see :class:`kgwise.server.contract.EvidenceLike`)."""
+    """The knowledge the answer used (:class:`kgwise.app.evidence.Evidence`)."""
 
     question_concepts: list[str]
     choice_concepts: list[list[str]]
@@ -354,6 +356,21 @@ class ArmStatusOut(BaseModel):
     calibration_questions: int | None
     open_certified: bool | None
     abstention: AbstentionStatusOut | None = None
+
+    @classmethod
+    def of(cls, name: str, selections: int, graded: int, correct: int, covered: int, coverage_n: int,
+           coverage_lower: float, coverage_upper: float, drift: bool, alpha: float | None,
+           calibration_questions: int | None = None, open_certified: bool | None = None,
+           abstention: ArmAbstention | None = None) -> ArmStatusOut:
+        """The arm's figures with their rates (``alpha``: the sets' α, None without calibration)."""
+        return cls(name=name, selections=selections, graded=graded, correct=correct,
+                   accuracy=correct / graded if graded else None, covered=covered, coverage_n=coverage_n,
+                   coverage=covered / coverage_n if coverage_n else None, coverage_lower=coverage_lower,
+                   coverage_upper=coverage_upper, drift=drift,
+                   coverage_target=None if alpha is None else 1.0 - alpha,
+                   calibration_questions=calibration_questions, open_certified=open_certified,
+                   abstention=None if abstention is None else AbstentionStatusOut.model_validate(
+                       abstention, from_attributes=True))
 
 
 class AbstentionStatusOut(BaseModel):
