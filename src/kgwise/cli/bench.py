@@ -67,13 +67,9 @@ def bench_kg(
     work = workdir or (json_out.parent / (json_out.stem + "_work") if json_out is not None
                        else Path(tempfile.mkdtemp(prefix="kgwise-bench-kg-")))
 
-    def save(report: dict[str, Any]) -> None:
-        if json_out is not None:
-            json_out.parent.mkdir(parents=True, exist_ok=True)
-            json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-
     report = run_kg_benchmark(root, work, limit=limit, graphs=names, nx_limit=nx_limit, previous=previous,
-                              on_result=save, progress=lambda m: err_console.print(f"[dim]{m}[/dim]"))
+                              on_result=lambda r: _save(r, json_out),
+                              progress=lambda m: err_console.print(f"[dim]{m}[/dim]"))
     write_json(report, json_out)
     if json_out is not None and report:
         plot = json_out.with_suffix(".png")
