@@ -52,6 +52,7 @@ def test_text_helpers() -> None:
     # ö before two consonants, nor an English compound's: "Noether" is not "nether"
     assert fold_key("foetus") == "fetus" and fold_key("coeliac") == "celiac" and fold_key("amoeba") == "ameba"
     assert fold_key("noether") == "noether" and fold_key("goethe") == "goethe"
+    assert fold_key("interferon α") == "interferon alpha" and fold_key("β blocker") == "beta blocker"
     assert fold_key("roentgen") == "roentgen" and fold_key("coefficient") == "coefficient"
     assert bag_key("korea south") == bag_key("south korea") == "korea south" and bag_key("korea") == ""
     assert {"table", "wall", "china", "turkey"} <= common_words()

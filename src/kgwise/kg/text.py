@@ -88,8 +88,11 @@ def is_acronym(written: str) -> bool:
 
 
 _LETTERS = str.maketrans({"ł": "l", "đ": "d", "ð": "d", "ø": "o", "æ": "ae", "œ": "oe", "ß": "ss", "ı": "i",
-                          "þ": "th"})
-"""Letters NFKD does not decompose, written as English spellings write them ("złoty" → "zloty")."""
+                          "þ": "th", "α": "alpha", "β": "beta", "γ": "gamma", "δ": "delta", "κ": "kappa",
+                          "λ": "lambda", "μ": "mu", "µ": "mu"})
+"""Letters NFKD does not decompose, written as English spellings write them ("złoty" → "zloty"), and the
+Greek letters medicine writes in names, spelt out as names spell them ("IFN-α", "TNF-α", "β-blocker" →
+"alpha", "beta")."""
 
 
 _DIGRAPH = re.compile(r"(?<=[a-z])(?:ae(?=[a-z]{2})|oe(?!ing)(?=[aeiouy][a-z]|[b-df-hj-np-tv-z][aeiouy]))"
