@@ -332,7 +332,10 @@ class Grounder:
         before its words: "Danish kroner" is the Danish krone, not the Danish language; then the medical
         word it spells out (:meth:`_derived`); then of its words one name, the one that covers
         the most of the choice (:meth:`_contained`), unless it leaves part of the choice uncovered and the
-        names of a rare word hold the whole choice (:meth:`_containing`)."""
+        names of a rare word hold the whole choice (:meth:`_containing`). Before those, an arrow is read as
+        a word ("↑" is "increased"), a trailing acronym in parenthesis is dropped, and a choice joining
+        concepts with *and*/*plus* is linked part by part (:meth:`_conjuncts`), never to a class of
+        conditions (:meth:`_category`)."""
         written = written_tokens(text.translate(_ARROWS) if self._precise else text)
         toks = [w.lower() for w, _, _ in written]
         link = self._whole(text, toks, written if self._precise else None)
@@ -577,9 +580,10 @@ class Grounder:
         if cfg is None or not cfg.embedding or self.embedder is None:
             return link
         key = phrase_key(text)
-        if self._near[0] != key:  # once per choice, not once per word form tried
-            self._near = (key, self.embedder.search(key, TIE_NEIGHBOURS, 0.0))
-        near = self._near[1]
+        last = self._near
+        if last[0] != key:  # once per choice, not once per word form tried (one tuple: safe across threads)
+            last = self._near = (key, self.embedder.search(key, TIE_NEIGHBOURS, 0.0))
+        near = last[1]
         if near and near[0][0] != link.node and near[0][2] >= cfg.embedding_min_score:
             node, name, score = near[0]
             return Link(text, node, name, "embedding", score)
