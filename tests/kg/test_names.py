@@ -13,7 +13,16 @@ from kgwise.kg import CSRGraph
 from kgwise.kg.grounding import Grounder, GrounderConfig, PhraseIndex, embedding_matcher, is_typo
 from kgwise.kg.label_index import LabelIndex, build_index
 from kgwise.kg.linking import Link, LinkingConfig
-from kgwise.kg.names import NameVariants, bag_key, derived_keys, is_category, names_a_state, word_forms
+from kgwise.kg.names import (
+    NameVariants,
+    another_count,
+    bag_key,
+    derived_keys,
+    is_category,
+    latin_singulars,
+    names_a_state,
+    word_forms,
+)
 from kgwise.kg.text import common_words, fold_key, is_acronym, written_tokens
 
 
@@ -129,6 +138,12 @@ def test_precise_rules_for_whole_choices() -> None:
     assert not is_typo("somatotrophs", "somatotropin") and not is_typo("corticotrophs", "corticotrophin")
     assert is_typo("gram negative bacilli", "gram negative bacillus")
     assert is_typo("pseudomona aeruginosa", "pseudomonas aeruginosa")
+    # another count is another compound, however close the spelling
+    assert another_count("Adenosine diphosphate", "Adenosine triphosphate") and another_count("Trisomy 13",
+                                                                                             "Trisomy 18")
+    assert not another_count("Adenosine", "Adenosine triphosphate")
+    assert not is_typo("adenosine diphosphate", "adenosine triphosphate")
+    assert latin_singulars("emboli") == ["embolus"] and latin_singulars("vertebrae") == ["vertebra"]
 
 
 def _medical() -> CSRGraph:
@@ -240,12 +255,13 @@ def test_coordination_categories_and_medical_writing() -> None:
          ("Mycobacterium tuberculosis", "r", "Anti-histone antibody"),
          ("Reticulocytosis", "r", "Hamartomatosis"),
          ("Amyloid polyneuropathy type 1", "r", "Amyloid polyneuropathy type 2"),
-         ("Polycystic ovary syndrome", "r", "Ceftriaxone"), ("Azithromycin", "r", "Ovarian tubal ligation")],
+         ("Polycystic ovary syndrome", "r", "Ceftriaxone"), ("Azithromycin", "r", "Ovarian tubal ligation"),
+         ("Embolism", "r", "Antinuclear antibodies")],
         aliases={"Inflammatory conditions": ["Inflammation"], "Oedema": ["Edema"],
                  "Mycobacterium tuberculosis": ["Tuberculosis"],
                  "Amyloid polyneuropathy type 1": ["Amyloid polyneuropathy (Portuguese)"],
                  "Polycystic ovary syndrome": ["Polycystic ovarian syndrome"],
-                 "Ovarian tubal ligation": ["Ligation, fallopian tube"]})
+                 "Ovarian tubal ligation": ["Ligation, fallopian tube"], "Embolism": ["Embolus"]})
     grounder = Grounder(g, GrounderConfig(linking=LinkingConfig(embedding=False)))
 
     def link(text: str) -> list[tuple[str, str]]:
@@ -270,6 +286,9 @@ def test_coordination_categories_and_medical_writing() -> None:
     assert link("Polycystic ovarian syndrome (PCOS)") == [("Polycystic ovary syndrome", "alias")]
     # a modifier that names a genus of types narrows to none; a comma part naming a site is no qualifier
     assert link("Polyneuropathy") == [] and link("Ligation") == []
+    # a Latin plural reaches its singular; a prefix written with a hyphen is closed up
+    assert link("Arterial emboli") == [("Embolism", "contained")]
+    assert link("Anti-nuclear antibodies") == [("Antinuclear antibodies", "exact")]
 
 
 def test_label_index_keeps_the_capitals_rule(tmp_path: Path) -> None:

@@ -31,12 +31,15 @@ import numpy as np
 from kgwise.kg.base import ArrayGraph, KnowledgeGraph
 from kgwise.kg.linking import EmbeddingMatcher, FuzzyNames, Link, LinkingConfig, LinkMethod, TextEncoder
 from kgwise.kg.names import (
+    LATIN_NUMBER,
     PARTIAL_SCORE,
     QUALIFIERS,
     NameVariants,
+    another_count,
     bag_key,
     derived_keys,
     is_category,
+    latin_singulars,
     names_a_state,
     word_forms,
 )
@@ -342,6 +345,11 @@ class Grounder:
         if link is not None:
             return self._keep(link, links)
         if self._precise:
+            closed = _closed_prefixes(text, written)
+            if closed is not None:  # "Anti-nuclear antibodies" is the name "Antinuclear antibodies"
+                link = self._whole(text, closed, None)
+                if link is not None:
+                    return self._keep(link, links)
             if len(written) > 1 and text.rstrip().endswith(")") and is_acronym(written[-1][0]):
                 link = self._whole(text, toks[:-1], written[:-1])  # "Polycystic ovarian syndrome (PCOS)"
                 if link is not None:
@@ -429,7 +437,9 @@ class Grounder:
         common English word ("cAMP" is not "Cramp"). The embedding search reads the mention, then its core
         without :data:`~kgwise.kg.names.QUALIFIERS` ("Previous radiation therapy" → "radiation"), and
         refuses a name that is a state of the mention's concept (:func:`~kgwise.kg.names.names_a_state`:
-        "Pyruvate kinase" → `Pyruvate kinase deficiency` at 0.90), as the head-noun rule does."""
+        "Pyruvate kinase" → `Pyruvate kinase deficiency` at 0.90), as the head-noun rule does, or the mention
+        with another count (:func:`~kgwise.kg.names.another_count`: "Adenosine diphosphate" is no `Adenosine
+        triphosphate`, 0.94)."""
         cfg = self.config.linking
         if cfg is None:
             return None
@@ -447,7 +457,7 @@ class Grounder:
                 tried.append(core)
             for text in tried:
                 for node, name, score in self.embedder.search(text, 1, cfg.embedding_min_score):
-                    if not (self._precise and names_a_state(text, name)):
+                    if not (self._precise and _not_a_paraphrase(text, name)):
                         return Link(mention, node, name, "embedding", score)
         return None
 
@@ -572,7 +582,9 @@ class Grounder:
         """A contained name covering only half a choice (as many weighed words left out as covered: the
         left-out ones may be the concept as much) checked by label embedding, where the grounder has one:
         a confident paraphrase of the whole choice (``embedding_min_score`` or more) to another node wins
-        ("Alzheimer dementia" → `Alzheimer disease` 0.94, not `Chronic brain failure` through "dementia");
+        ("Alzheimer dementia" → `Alzheimer disease` 0.94, not `Chronic brain failure` through "dementia"),
+        unless it is known to say something else (:func:`_not_a_paraphrase`: "Adenosine diphosphate" is
+        neither `Adenosine triphosphate` nor `Adenosine`);
         else the contained name stands only among the choice's :data:`TIE_NEIGHBOURS` nearest names
         ("Tsetse flies" is no `Sandfly species`), and ``None`` leaves the choice to the fallbacks. Without
         an embedder the contained name stands."""
@@ -585,8 +597,8 @@ class Grounder:
             last = self._near = (key, self.embedder.search(key, TIE_NEIGHBOURS, 0.0))
         near = last[1]
         if near and near[0][0] != link.node and near[0][2] >= cfg.embedding_min_score:
-            node, name, score = near[0]
-            return Link(text, node, name, "embedding", score)
+            node, name, score = near[0]  # a confident other node; refused, it leaves no half cover either
+            return None if _not_a_paraphrase(key, name) else Link(text, node, name, "embedding", score)
         return link if any(node == link.node for node, _, _ in near) else None
 
     def _weight(self, tok: str) -> int:
@@ -704,6 +716,8 @@ class Grounder:
                 # a name in the plural ("Benzodiazepines", "Diabetic neuropathies")
                 plural = last[:-1] + "ies" if last.endswith("y") and last[-2] not in "aeiou" else last + "s"
                 keys.append(" ".join([*toks[:-1], plural]))
+            if precise:  # a Latin or Greek plural ("emboli": the name "Embolus")
+                keys += [" ".join([*toks[:-1], s]) for s in latin_singulars(toks[-1])]
             if len(toks) > 1:
                 lemmas = [lem(t) for t in toks[:-1]]
                 if precise:
@@ -816,15 +830,46 @@ class Grounder:
         return out
 
 
+def _not_a_paraphrase(key: str, name: str) -> bool:
+    """Whether an embedding's nearest ``name`` is known not to say what ``key`` says: a state of its concept
+    (:func:`~kgwise.kg.names.names_a_state`) or the same words with another count
+    (:func:`~kgwise.kg.names.another_count`)."""
+    return names_a_state(key, name) or another_count(key, name)
+
+
+_PREFIXES = frozenset({"anti", "non", "post", "pre", "co", "sub", "inter", "intra", "hyper", "hypo", "pseudo",
+                       "poly", "peri", "para", "retro", "trans", "extra"})
+"""Prefixes medicine writes with or without a hyphen ("anti-nuclear", "antinuclear"; "post-traumatic")."""
+
+
+def _closed_prefixes(text: str, written: Sequence[tuple[str, int, int]]) -> list[str] | None:
+    """The tokens of ``text`` with each of :data:`_PREFIXES` written before a hyphen joined to the next word
+    ("Anti-nuclear antibodies" → "antinuclear antibodies"), or ``None`` when it writes none so."""
+    out: list[str] = []
+    joined = False
+    for i, (w, _, end) in enumerate(written):
+        if out and joined:
+            out[-1] += w.lower()
+            joined = False
+            continue
+        out.append(w.lower())
+        joined = (w.lower() in _PREFIXES and i + 1 < len(written) and text[end:end + 1] == "-"
+                  and written[i + 1][1] == end + 1)
+    return out if len(out) < len(written) else None
+
+
 def is_typo(key: str, name: str) -> bool:
     """Whether ``key`` may be ``name`` mistyped: as many words, each equal to its counterpart or, both of
     4 letters or more, within edit similarity 0.75 (transpositions one edit) and not another ending of
-    the same stem (:func:`_other_ending`). A different short word is
+    the same stem (:func:`_other_ending`), nor the key with another count
+    (:func:`~kgwise.kg.names.another_count`). A different short word is
     another name, not a slip: "QT prolongation" is not "QRS prolongation", "Portal vein thrombosis" not
     "Renal vein thrombosis"."""
     from rapidfuzz.distance import OSA
 
     a, b = key.split(" "), name.split(" ")
+    if another_count(key, name):  # "diphosphate" is no slip for "triphosphate"
+        return False
     if len(a) != len(b):
         return len(a) == 1 and len(b) == 1 and not _other_ending(key, name)
     return all(x == y or (len(x) >= 4 and len(y) >= 4 and OSA.normalized_similarity(x, y) >= 0.75
@@ -834,21 +879,16 @@ def is_typo(key: str, name: str) -> bool:
 def _other_ending(x: str, y: str) -> bool:
     """Whether two words differ by two edits or more, all in their last three letters: the same stem with
     another ending is another word, not a slip ("somatotrophs" is no "somatotropin", "corticotrophs" no
-    "corticotrophin"), unless the endings are a Latin singular and plural (:data:`_LATIN_NUMBER`:
-    "bacilli", "bacillus"); one edit there is a slip ("Pseudomona")."""
+    "corticotrophin"), unless the endings are a Latin singular and plural
+    (:data:`~kgwise.kg.names.LATIN_NUMBER`: "bacilli", "bacillus"); one edit there is a slip
+    ("Pseudomona")."""
     from rapidfuzz.distance import OSA
 
     stem = next((i for i, (a, b) in enumerate(zip(x, y, strict=False)) if a != b), min(len(x), len(y)))
     if stem < max(len(x), len(y)) - 3 or OSA.distance(x, y) < 2:
         return False
     return not any(u.endswith(a) and v.endswith(b) and u[:-len(a)] == v[:-len(b)]
-                   for a, b in _LATIN_NUMBER for u, v in ((x, y), (y, x)))
-
-
-_LATIN_NUMBER = (("us", "i"), ("um", "a"), ("a", "ae"), ("is", "es"), ("ex", "ices"), ("ix", "ices"),
-                 ("on", "a"))
-"""Latin and Greek singular and plural endings ("bacillus"/"bacilli", "bacterium"/"bacteria",
-"vertebra"/"vertebrae", "testis"/"testes", "phenomenon"/"phenomena")."""
+                   for a, b in LATIN_NUMBER for u, v in ((x, y), (y, x)))
 
 
 def propose_topic_entities(grounder: Grounder, question: Question) -> tuple[Question, tuple[Link, ...]]:

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 
 from kgwise.kg.text import common_words, fold_key, is_acronym, phrase_key, stopwords, written_tokens
 
-__all__ = ["QUALIFIERS", "NameVariants", "bag_key", "derived_keys", "is_category", "names_a_state",
-           "word_forms"]
+__all__ = ["LATIN_NUMBER", "QUALIFIERS", "NameVariants", "another_count", "bag_key", "derived_keys",
+           "is_category", "latin_singulars", "names_a_state", "word_forms"]
 
 RARE_NODES = 30
 """A word in the names of at most this many nodes is *rare*: the names a whole mention may narrow are looked
@@ -141,6 +141,41 @@ def word_forms(toks: Sequence[str]) -> list[list[str]]:
             alts += [t[:-len(n)] + a for a, n in _FORMS if n == noun]
         out += [[*toks[:i], alt, *toks[i + 1:]] for alt in alts]
     return out
+
+
+LATIN_NUMBER = (("us", "i"), ("um", "a"), ("a", "ae"), ("is", "es"), ("ex", "ices"), ("ix", "ices"),
+                ("on", "a"))
+"""Latin and Greek singular and plural endings ("bacillus"/"bacilli", "bacterium"/"bacteria",
+"vertebra"/"vertebrae", "testis"/"testes", "phenomenon"/"phenomena")."""
+
+
+def latin_singulars(word: str) -> list[str]:
+    """The Latin or Greek singulars a plural of 5 letters or more may have (:data:`LATIN_NUMBER`):
+    "emboli" → "embolus", "bacteria" → "bacterium", "vertebrae" → "vertebra"; ``[]`` for a shorter word."""
+    if len(word) < 5 or not word.isalpha():
+        return []
+    return [word[:-len(b)] + a for a, b in LATIN_NUMBER if word.endswith(b) and len(word) - len(b) >= 3]
+
+
+_COUNT_PREFIXES = ("mono", "di", "tri", "tetra", "penta", "hexa", "bi", "uni")
+
+
+def another_count(mention: str, name: str) -> bool:
+    """Whether ``name`` is ``mention`` with another count in one word: a number, or a number prefix of
+    chemistry ("Adenosine diphosphate" is no "Adenosine triphosphate", "Trisomy 13" no "Trisomy 18"). A
+    paraphrase is another compound then, however close its embedding."""
+    a, b = phrase_key(mention).split(" "), phrase_key(name).split(" ")
+    pairs = [(x, y) for x, y in zip(a, b, strict=False) if x != y]
+    if len(a) != len(b) or len(pairs) != 1:
+        return False
+    x, y = pairs[0]
+    if x.isdigit() and y.isdigit():
+        return True
+
+    def bare(w: str) -> str:
+        return next((w[len(p):] for p in _COUNT_PREFIXES if w.startswith(p) and len(w) - len(p) >= 4), w)
+
+    return bare(x) == bare(y) and bare(x) != x and bare(y) != y
 
 
 _CATEGORY_HEADS = frozenset({"conditions", "infections", "diseases"})
