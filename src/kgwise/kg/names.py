@@ -158,6 +158,7 @@ def latin_singulars(word: str) -> list[str]:
 
 
 _COUNT_PREFIXES = ("mono", "di", "tri", "tetra", "penta", "hexa", "bi", "uni")
+"""Number prefixes of chemistry and anatomy ("diphosphate", "triphosphate", "biceps")."""
 
 
 def another_count(mention: str, name: str) -> bool:
@@ -179,6 +180,7 @@ def another_count(mention: str, name: str) -> bool:
 
 
 _CATEGORY_HEADS = frozenset({"conditions", "infections", "diseases"})
+"""The plural heads of DDB's classes of conditions."""
 
 
 def is_category(label: str) -> bool:
@@ -186,8 +188,8 @@ def is_category(label: str) -> bool:
     such classes, named in the plural — "Inflammatory conditions" (alias "Inflammation"), "Neoplastic
     conditions", "Infections", "Viruses and viral diseases" (a label whose last word is "conditions", a
     bare "Infections" or "Diseases", or "… and … diseases/infections"). The MedQA→DDB labelling rules
-    never take one for a narrower mention ("Transmural inflammation" is no `Inflammatory conditions`): a
-    category is linked by its whole name only."""
+    never take one for a narrower mention ("Transmural inflammation" is no `Inflammatory conditions`): no
+    name inside a mention links one (:meth:`kgwise.kg.grounding.Grounder._category`)."""
     words = phrase_key(label).split(" ")
     last = words[-1]
     return last == "conditions" or (last in _CATEGORY_HEADS and (len(words) == 1 or "and" in words))
