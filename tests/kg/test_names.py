@@ -10,7 +10,14 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.kg import CSRGraph
-from kgwise.kg.grounding import Grounder, GrounderConfig, PhraseIndex, embedding_matcher, is_typo
+from kgwise.kg.grounding import (
+    TIE_NEIGHBOURS,
+    Grounder,
+    GrounderConfig,
+    PhraseIndex,
+    embedding_matcher,
+    is_typo,
+)
 from kgwise.kg.label_index import LabelIndex, build_index
 from kgwise.kg.linking import Link, LinkingConfig
 from kgwise.kg.names import (
@@ -348,10 +355,21 @@ def test_contained_names_need_the_head_and_half_covers_are_checked() -> None:
         "alzheimer dementia": [1, 0.35], "alzheimer disease": [1, 0], "dementia": [0.3, 1],
         "tsetse flies": [0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0.1], "riverine tsetse": [0, 0, 1, 0.75],
         "savanna tsetse": [0, 0, 1, 0.8], "sandfly species": [0, 0, 0, 1], "flies": [0, 0, 0, 1],
-        "pregnancy": [0, 0, 1, 0.9]}
+        "pregnancy": [0, 0, 1, 0.9], "flies xyzosis": [0, 0, 1]}
     names = PhraseIndex(g)
     embedded = Grounder(g, GrounderConfig(linking=LinkingConfig(embedding=True)), names,
                         embedding_matcher(names, _TableEncoder(near)))
     assert link(embedded, "Alzheimer dementia") == [("Alzheimer disease", "embedding")]
     assert link(plain, "Tsetse flies") == [("Sandfly species", "contained")]
     assert link(embedded, "Tsetse flies") == []  # its nearest: the two tsetse (0.80, 0.78), Pregnancy
+    # the half cover's neighbours are searched once per choice, not again for each word form tried
+    searched: list[int] = []
+    search = embedded.embedder.search  # type: ignore[union-attr]
+
+    def counted(text: str, k: int, least: float) -> list[tuple[int, str, float]]:
+        searched.append(k)
+        return search(text, k, least)
+
+    embedded.embedder.search = counted  # type: ignore[union-attr,method-assign]
+    assert link(embedded, "Flies xyzosis") == []  # "flies" covers half, as in the form "flies xyzotic"
+    assert searched.count(TIE_NEIGHBOURS) == 1
