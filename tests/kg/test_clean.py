@@ -73,6 +73,12 @@ def test_merge_names() -> None:
     dollar = m.find("dollar")
     assert dollar is not None and m.label(dollar) == "dollar"
     assert merge_names(m, BuildReport()) is m  # nothing left to merge
+    # British spelling merges "Oedema" and "Edema", never a German name's oe with an English word
+    spellings = CSRGraph.from_triples(
+        [("Oedema", "r", "x"), ("Edema", "r", "y"), ("Noether", "r", "z"), ("nether", "r", "w")])
+    joined = merge_names(spellings, BuildReport())
+    assert joined.num_nodes == spellings.num_nodes - 1 and joined.find("edema") == joined.find("oedema")
+    assert joined.find("noether") != joined.find("nether")
 
 
 def test_kg_build_reports(tmp_path: Path) -> None:

@@ -22,18 +22,25 @@ LINKS = Path(__file__).resolve().parents[1] / "data" / "links"
 @pytest.mark.parametrize("name", sorted(LINK_SETS))
 def test_sets_are_well_formed(name: str) -> None:
     mentions = read_link_set(LINKS / LINK_SETS[name])
-    assert len(mentions) >= (150 if name == "medqa_ddb_blind" else 300)  # the blind set: 160 drawn options
+    drawn = {"medqa_ddb_blind": 160, "medqa_ddb_fresh": 120}  # options drawn at random
+    assert len(mentions) >= drawn.get(name, 300)
     assert len({m.id for m in mentions}) == len(mentions)
     assert any(m.gold for m in mentions)
     if name != "csqa_conceptnet":
         assert any(not m.gold for m in mentions)  # "none in this KG" is labelled too
 
 
-def test_blind_set_gold_labels_are_ddb_nodes(data_dir: Path) -> None:
-    mentions = read_link_set(LINKS / LINK_SETS["medqa_ddb_blind"])
-    kg, _ = _link_graph("medqa_ddb_blind", data_dir, LINKS)
+@pytest.mark.parametrize(("name", "split"), [("medqa_ddb_blind", "blind"), ("medqa_ddb_fresh", "fresh")])
+def test_drawn_set_gold_labels_are_ddb_nodes(name: str, split: str, data_dir: Path) -> None:
+    mentions = read_link_set(LINKS / LINK_SETS[name])
+    kg, _ = _link_graph(name, data_dir, LINKS)
     assert len(resolve_gold(kg, mentions)) == len({g for m in mentions for g in m.gold})
-    assert {m.split for m in mentions} == {"blind"}
+    assert {m.split for m in mentions} == {split}
+    others = [m for other in ("medqa_ddb", "medqa_ddb_blind") if other != name
+              for m in read_link_set(LINKS / LINK_SETS[other])]
+    if name == "medqa_ddb_fresh":  # drawn from questions no earlier set uses
+        used = {m.id.rsplit("-", 2)[-2] for m in others}
+        assert not used & {m.id.rsplit("-", 2)[-2] for m in mentions}
 
 
 @pytest.mark.parametrize("name", ["geography", "medqa_ddb"])

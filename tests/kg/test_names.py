@@ -10,10 +10,26 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.kg import CSRGraph
-from kgwise.kg.grounding import Grounder, GrounderConfig, PhraseIndex, embedding_matcher, is_typo
+from kgwise.kg.grounding import (
+    TIE_NEIGHBOURS,
+    Grounder,
+    GrounderConfig,
+    PhraseIndex,
+    embedding_matcher,
+    is_typo,
+)
 from kgwise.kg.label_index import LabelIndex, build_index
 from kgwise.kg.linking import Link, LinkingConfig
-from kgwise.kg.names import NameVariants, bag_key, derived_keys, names_a_state, word_forms
+from kgwise.kg.names import (
+    NameVariants,
+    another_count,
+    bag_key,
+    derived_keys,
+    is_category,
+    latin_singulars,
+    names_a_state,
+    word_forms,
+)
 from kgwise.kg.text import common_words, fold_key, is_acronym, written_tokens
 
 
@@ -48,6 +64,12 @@ def test_text_helpers() -> None:
     # a verb in -oe before -ing and the Greek aer- keep their letters: "Boeing" must not be "being"
     assert fold_key("boeing") == "boeing" and fold_key("canoeing") == "canoeing"
     assert fold_key("aerial") == "aerial" and fold_key("aetiology") == "etiology"
+    # inside a word oe is the Latin/Greek one before a vowel or a consonant and a vowel, not a German name's
+    # ö before two consonants, nor an English compound's: "Noether" is not "nether"
+    assert fold_key("foetus") == "fetus" and fold_key("coeliac") == "celiac" and fold_key("amoeba") == "ameba"
+    assert fold_key("noether") == "noether" and fold_key("goethe") == "goethe"
+    assert fold_key("interferon α") == "interferon alpha" and fold_key("β blocker") == "beta blocker"
+    assert fold_key("roentgen") == "roentgen" and fold_key("coefficient") == "coefficient"
     assert bag_key("korea south") == bag_key("south korea") == "korea south" and bag_key("korea") == ""
     assert {"table", "wall", "china", "turkey"} <= common_words()
     assert not {"kilimanjaro", "mississippi", "koruna"} & common_words()
@@ -67,9 +89,13 @@ def test_name_variants() -> None:
     assert v.ambiguous == {"dollar": dollars}
     # a label written in capitals whose lower-case form is no English word matches any case
     h = NameVariants.of_names(["HIV", "US", "Hypotonia (skeletal muscle)", "Bone cancer (primary)",
-                               "Bone cancer (secondary)"], [0, 1, 2, 3, 4], [False] * 5)
+                               "Bone cancer (secondary)", "Bone tumour (benign)", "Bone tumour (giant cell)",
+                               "Ligation, fallopian tube", "Adrenalectomy, bilateral"],
+                              list(range(9)), [False] * 9)
     assert h.caps_only == {"us"}
-    assert h.heads == {"hypotonia": 2}  # "bone cancer" heads two nodes: neither
+    # a head two nodes share is neither's, unless one is the primary disease; after a comma only
+    # adjectives qualify a name ("fallopian tube" is a site: "ligation" is no name of that node)
+    assert h.heads == {"hypotonia": 2, "bone cancer": 3, "adrenalectomy": 8}
 
 
 def test_precise_rules_in_running_text() -> None:
@@ -115,6 +141,16 @@ def test_precise_rules_for_whole_choices() -> None:
     assert strict.ground_choice("Kilimanjaro") == () and strict.ground_choice("Italy") == (g.node("Italy"),)
     assert is_typo("switzerlnd", "switzerland") and not is_typo("qt prolongation", "qrs prolongation")
     assert not is_typo("portal vein", "renal vein") and is_typo("danish kroner", "danish krone")
+    # another ending of the same stem is another word; a Latin plural, or one letter, is a slip
+    assert not is_typo("somatotrophs", "somatotropin") and not is_typo("corticotrophs", "corticotrophin")
+    assert is_typo("gram negative bacilli", "gram negative bacillus")
+    assert is_typo("pseudomona aeruginosa", "pseudomonas aeruginosa")
+    # another count is another compound, however close the spelling
+    assert another_count("Adenosine diphosphate", "Adenosine triphosphate") and another_count("Trisomy 13",
+                                                                                             "Trisomy 18")
+    assert not another_count("Adenosine", "Adenosine triphosphate")
+    assert not is_typo("adenosine diphosphate", "adenosine triphosphate")
+    assert latin_singulars("emboli") == ["embolus"] and latin_singulars("vertebrae") == ["vertebra"]
 
 
 def _medical() -> CSRGraph:
@@ -144,6 +180,15 @@ def test_medical_word_formation() -> None:
     assert word_forms(["atrophic"]) == [["atrophia"], ["atrophy"]]
     assert word_forms(["hypoxia"]) == [["hypoxic"]]
     assert word_forms(["spasm"]) == [] and word_forms(["b12"]) == []
+    assert word_forms(["adenomatous", "polyp"]) == [["adenomatosis", "polyp"], ["adenoma", "polyp"]]
+    assert word_forms(["hamartomatosis"]) == [["hamartomatous"]]
+    assert word_forms(["luteoma"]) == []  # an -oma noun stays the term it is
+    assert "reticulocytosis" in derived_keys(["increased", "reticulocyte", "count"])
+    assert "lymphocytopenia" in derived_keys(["low", "lymphocytes"])
+    # DDB's classes of conditions
+    assert is_category("Inflammatory conditions") and is_category("Infections")
+    assert is_category("Viruses and viral diseases")
+    assert not is_category("Lung diseases") and not is_category("Psychotic disorders")
     # a name that is a state of the mention's concept (the embedding fallback refuses it)
     assert names_a_state("pyruvate kinase", "Pyruvate kinase deficiency")
     assert names_a_state("reticulocyte count", "Reticulocyte count low")
@@ -211,6 +256,48 @@ def test_precise_rules_for_medical_choices() -> None:
     assert link("Diverticulitiss") == [("Colonic diverticulitis", "fuzzy")]
 
 
+def test_coordination_categories_and_medical_writing() -> None:
+    g = CSRGraph.from_triples(
+        [("Inflammatory conditions", "r", "Oedema"), ("Lactose", "r", "Metformin"),
+         ("Mycobacterium tuberculosis", "r", "Anti-histone antibody"),
+         ("Reticulocytosis", "r", "Hamartomatosis"),
+         ("Amyloid polyneuropathy type 1", "r", "Amyloid polyneuropathy type 2"),
+         ("Polycystic ovary syndrome", "r", "Ceftriaxone"), ("Azithromycin", "r", "Ovarian tubal ligation"),
+         ("Embolism", "r", "Antinuclear antibodies")],
+        aliases={"Inflammatory conditions": ["Inflammation"], "Oedema": ["Edema"],
+                 "Mycobacterium tuberculosis": ["Tuberculosis"],
+                 "Amyloid polyneuropathy type 1": ["Amyloid polyneuropathy (Portuguese)"],
+                 "Polycystic ovary syndrome": ["Polycystic ovarian syndrome"],
+                 "Ovarian tubal ligation": ["Ligation, fallopian tube"], "Embolism": ["Embolus"]})
+    grounder = Grounder(g, GrounderConfig(linking=LinkingConfig(embedding=False)))
+
+    def link(text: str) -> list[tuple[str, str]]:
+        links: list[Link] = []
+        grounder.ground_choice(text, links)
+        return [(g.label(x.node), x.method) for x in links]
+
+    # two concepts joined: each linked; a class of conditions only by its whole name, never inside a choice
+    assert link("Ceftriaxone and azithromycin") == [("Ceftriaxone", "exact"), ("Azithromycin", "exact")]
+    assert link("Inflammation and edema") == [("Oedema", "alias")]
+    assert link("Transmural inflammation") == []
+    assert link("Inflammation") == [("Inflammatory conditions", "alias")]
+    # a substance made free of is not the choice; extent and the giving of a treatment are qualifiers
+    assert link("Lactose-free diet") == []
+    assert link("Disseminated tuberculosis") == [("Mycobacterium tuberculosis", "contained")]
+    assert link("Continue metformin monotherapy") == [("Metformin", "contained")]
+    # an anti- choice names the antibody; arrows are raised and lowered; -omatous is the -oma
+    assert link("Anti-histone") == [("Anti-histone antibody", "partial")]
+    assert link("↑ reticulocyte count") == [("Reticulocytosis", "derived")]
+    assert link("Hamartomatous polyp") == [("Hamartomatosis", "derived")]
+    # an acronym after the name in parenthesis
+    assert link("Polycystic ovarian syndrome (PCOS)") == [("Polycystic ovary syndrome", "alias")]
+    # a modifier that names a genus of types narrows to none; a comma part naming a site is no qualifier
+    assert link("Polyneuropathy") == [] and link("Ligation") == []
+    # a Latin plural reaches its singular; a prefix written with a hyphen is closed up
+    assert link("Arterial emboli") == [("Embolism", "contained")]
+    assert link("Anti-nuclear antibodies") == [("Antinuclear antibodies", "exact")]
+
+
 def test_label_index_keeps_the_capitals_rule(tmp_path: Path) -> None:
     g = _geo()
     built = build_index(g.save(tmp_path / "g.npz"), tmp_path / "g.sqlite")
@@ -268,10 +355,21 @@ def test_contained_names_need_the_head_and_half_covers_are_checked() -> None:
         "alzheimer dementia": [1, 0.35], "alzheimer disease": [1, 0], "dementia": [0.3, 1],
         "tsetse flies": [0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0.1], "riverine tsetse": [0, 0, 1, 0.75],
         "savanna tsetse": [0, 0, 1, 0.8], "sandfly species": [0, 0, 0, 1], "flies": [0, 0, 0, 1],
-        "pregnancy": [0, 0, 1, 0.9]}
+        "pregnancy": [0, 0, 1, 0.9], "flies xyzosis": [0, 0, 1]}
     names = PhraseIndex(g)
     embedded = Grounder(g, GrounderConfig(linking=LinkingConfig(embedding=True)), names,
                         embedding_matcher(names, _TableEncoder(near)))
     assert link(embedded, "Alzheimer dementia") == [("Alzheimer disease", "embedding")]
     assert link(plain, "Tsetse flies") == [("Sandfly species", "contained")]
     assert link(embedded, "Tsetse flies") == []  # its nearest: the two tsetse (0.80, 0.78), Pregnancy
+    # the half cover's neighbours are searched once per choice, not again for each word form tried
+    searched: list[int] = []
+    search = embedded.embedder.search  # type: ignore[union-attr]
+
+    def counted(text: str, k: int, least: float) -> list[tuple[int, str, float]]:
+        searched.append(k)
+        return search(text, k, least)
+
+    embedded.embedder.search = counted  # type: ignore[union-attr,method-assign]
+    assert link(embedded, "Flies xyzosis") == []  # "flies" covers half, as in the form "flies xyzotic"
+    assert searched.count(TIE_NEIGHBOURS) == 1

@@ -31,11 +31,15 @@ import numpy as np
 from kgwise.kg.base import ArrayGraph, KnowledgeGraph
 from kgwise.kg.linking import EmbeddingMatcher, FuzzyNames, Link, LinkingConfig, LinkMethod, TextEncoder
 from kgwise.kg.names import (
+    LATIN_NUMBER,
     PARTIAL_SCORE,
     QUALIFIERS,
     NameVariants,
+    another_count,
     bag_key,
     derived_keys,
+    is_category,
+    latin_singulars,
     names_a_state,
     word_forms,
 )
@@ -44,6 +48,7 @@ from kgwise.kg.text import (
     common_words,
     determiners,
     fold_key,
+    is_acronym,
     load_exceptions,
     phrase_key,
     phrase_keys,
@@ -77,6 +82,16 @@ _RELATIONAL_ENDS = ("ac", "al", "ar", "ary", "eal", "ic", "ous")
 """Endings of relational adjectives ("cardiac", "renal", "pulmonary", "esophageal", "hepatic", "cutaneous"):
 before a choice's last term such a word names a site or kind of it, a modifier (the MedQA→DDB labelling
 rules: "Duodenal peptic ulcer" is a peptic ulcer), so it weighs as a common word (1), not as a term (2)."""
+
+_ANTIBODY_HEADS = frozenset({"antibody", "antibodies"})
+"""What an *anti-* choice names when a name adds it: "Anti-histone" is the `Anti-histone antibody`."""
+
+_ARROWS = str.maketrans({"↑": " increased ", "↓": " decreased "})
+"""Arrows a choice writes for a raised or lowered quantity ("↑ reticulocyte count")."""
+
+_CONJUNCTIONS = frozenset({"and", "plus"})
+"""Words that join two concepts in one choice ("Inflammation and edema", "Ceftriaxone and azithromycin"):
+each is linked as a choice of its own when the whole is no name."""
 
 MAX_HOLDERS = 5
 """The most nodes whose names may hold a whole choice for one of them to narrow it: "Diabetes" is in the
@@ -261,6 +276,7 @@ class Grounder:
         self._max_n = max(1, min(self.config.max_ngram, self.index.longest))
         self._precise = self.config.precise
         self._variants: NameVariants | None = getattr(self.index, "variants", None) if self._precise else None
+        self._near: tuple[str, list[tuple[int, str, float]]] = ("", [])  # _settle_tie's last search
 
     # ------------------------------------------------------------------ public
     def ground(self, question: Question) -> Grounding:
@@ -319,13 +335,34 @@ class Grounder:
         before its words: "Danish kroner" is the Danish krone, not the Danish language; then the medical
         word it spells out (:meth:`_derived`); then of its words one name, the one that covers
         the most of the choice (:meth:`_contained`), unless it leaves part of the choice uncovered and the
-        names of a rare word hold the whole choice (:meth:`_containing`)."""
-        written = written_tokens(text)
+        names of a rare word hold the whole choice (:meth:`_containing`). Before those, an arrow is read as
+        a word ("↑" is "increased"), a trailing acronym in parenthesis is dropped, and a choice joining
+        concepts with *and*/*plus* is linked part by part (:meth:`_conjuncts`), never to a class of
+        conditions (:meth:`_category`)."""
+        written = written_tokens(text.translate(_ARROWS) if self._precise else text)
         toks = [w.lower() for w, _, _ in written]
         link = self._whole(text, toks, written if self._precise else None)
         if link is not None:
             return self._keep(link, links)
         if self._precise:
+            closed = _closed_prefixes(text, written)
+            if closed is not None:  # "Anti-nuclear antibodies" is the name "Antinuclear antibodies"
+                link = self._whole(text, closed, None)
+                if link is not None:
+                    return self._keep(link, links)
+            if len(written) > 1 and text.rstrip().endswith(")") and is_acronym(written[-1][0]):
+                link = self._whole(text, toks[:-1], written[:-1])  # "Polycystic ovarian syndrome (PCOS)"
+                if link is not None:
+                    return self._keep(link, links)
+            parts = self._conjuncts(text, written)
+            if parts:  # each concept of its own, never a category ("Inflammation and edema": the edema)
+                joined: list[Link] = []
+                for part in parts:
+                    self.ground_choice(part, joined)
+                kept = [x for x in joined if not self._category(x.node)]
+                if links is not None:
+                    links += kept
+                return tuple(dict.fromkeys(x.node for x in kept))
             link = self._concept(text, toks, written)
             for alt in word_forms(toks) if link is None else ():
                 found = self._whole(text, alt, written) or self._concept(text, alt, written)
@@ -341,15 +378,40 @@ class Grounder:
         link = self.fallback(text)
         return self._keep(link, links) if link is not None else ()
 
+    @staticmethod
+    def _conjuncts(text: str, written: list[tuple[str, int, int]]) -> list[str]:
+        """The parts of a choice that joins concepts with :data:`_CONJUNCTIONS` ("Inflammation and edema" →
+        "Inflammation", "edema"), each of a word or more; ``[]`` for a choice that joins none."""
+        cuts = [i for i, (w, _, _) in enumerate(written)
+                if w.lower() in _CONJUNCTIONS and 0 < i < len(written) - 1]
+        if not cuts:
+            return []
+        bounds = [0, *cuts, len(written)]
+        parts = []
+        for a, b in itertools.pairwise(bounds):
+            first = a + 1 if a else 0
+            if first < b:
+                parts.append(text[written[first][1]:written[b - 1][2]].strip(" ,;"))
+        return [x for x in parts if x]
+
+    def _category(self, node: int) -> bool:
+        """Whether ``node`` is a class of conditions (:func:`~kgwise.kg.names.is_category`): a name inside
+        a choice ("Transmural inflammation" holds "inflammation", an alias of `Inflammatory conditions`)
+        names a member of the class, not the class; the class is linked by its whole name, or a paraphrase
+        of the whole choice ("Autosomal dominant" → `Autosomal dominant conditions`, by embedding)."""
+        return is_category(self.kg.label(node))
+
     def _concept(self, text: str, toks: list[str], written: list[tuple[str, int, int]]) -> Link | None:
-        """A whole choice's concept when its name is not the choice (see :meth:`ground_choice`)."""
+        """A whole choice's concept when its name is not the choice (see :meth:`ground_choice`); never a
+        category (:meth:`_category`)."""
         link = self._derived(text, toks)
         contained = self._contained(text, toks, written) if link is None else None
         if contained is not None and contained.score <= 0.5:
             contained = self._settle_tie(text, contained)
         if link is None and (contained is None or contained.score < 1.0):
             link = self._containing(text, toks)
-        return link or contained
+        found = link or contained
+        return None if found is None or self._category(found.node) else found
 
     def ground_names(self, names: Sequence[str], links: list[Link] | None = None) -> tuple[int, ...]:
         """Entity names looked up whole (as written, then lemmatised), else by the fallbacks; names not
@@ -375,7 +437,9 @@ class Grounder:
         common English word ("cAMP" is not "Cramp"). The embedding search reads the mention, then its core
         without :data:`~kgwise.kg.names.QUALIFIERS` ("Previous radiation therapy" → "radiation"), and
         refuses a name that is a state of the mention's concept (:func:`~kgwise.kg.names.names_a_state`:
-        "Pyruvate kinase" → `Pyruvate kinase deficiency` at 0.90), as the head-noun rule does."""
+        "Pyruvate kinase" → `Pyruvate kinase deficiency` at 0.90), as the head-noun rule does, or the mention
+        with another count (:func:`~kgwise.kg.names.another_count`: "Adenosine diphosphate" is no `Adenosine
+        triphosphate`, 0.94)."""
         cfg = self.config.linking
         if cfg is None:
             return None
@@ -393,7 +457,7 @@ class Grounder:
                 tried.append(core)
             for text in tried:
                 for node, name, score in self.embedder.search(text, 1, cfg.embedding_min_score):
-                    if not (self._precise and names_a_state(text, name)):
+                    if not (self._precise and _not_a_paraphrase(text, name)):
                         return Link(mention, node, name, "embedding", score)
         return None
 
@@ -489,8 +553,8 @@ class Grounder:
         for link in found:
             lo, hi = link.start or 0, link.end or 0
             covered = [i for i, (_, a, b) in enumerate(written) if a >= lo and b <= hi]
-            if not covered or covered[0] >= cut:
-                continue
+            if not covered or covered[0] >= cut or toks[covered[-1] + 1:covered[-1] + 2] == ["free"]:
+                continue  # "Lactose-free diet" is no lactose
             share = sum(weight[i] for i in covered) / total
             cand = (share, len(covered), link)
             if best is None or cand[:2] > best[:2]:
@@ -518,17 +582,23 @@ class Grounder:
         """A contained name covering only half a choice (as many weighed words left out as covered: the
         left-out ones may be the concept as much) checked by label embedding, where the grounder has one:
         a confident paraphrase of the whole choice (``embedding_min_score`` or more) to another node wins
-        ("Alzheimer dementia" → `Alzheimer disease` 0.94, not `Chronic brain failure` through "dementia");
+        ("Alzheimer dementia" → `Alzheimer disease` 0.94, not `Chronic brain failure` through "dementia"),
+        unless it is known to say something else (:func:`_not_a_paraphrase`: "Adenosine diphosphate" is
+        neither `Adenosine triphosphate` nor `Adenosine`);
         else the contained name stands only among the choice's :data:`TIE_NEIGHBOURS` nearest names
         ("Tsetse flies" is no `Sandfly species`), and ``None`` leaves the choice to the fallbacks. Without
         an embedder the contained name stands."""
         cfg = self.config.linking
         if cfg is None or not cfg.embedding or self.embedder is None:
             return link
-        near = self.embedder.search(phrase_key(text), TIE_NEIGHBOURS, 0.0)
+        key = phrase_key(text)
+        last = self._near
+        if last[0] != key:  # once per choice, not once per word form tried (one tuple: safe across threads)
+            last = self._near = (key, self.embedder.search(key, TIE_NEIGHBOURS, 0.0))
+        near = last[1]
         if near and near[0][0] != link.node and near[0][2] >= cfg.embedding_min_score:
-            node, name, score = near[0]
-            return Link(text, node, name, "embedding", score)
+            node, name, score = near[0]  # a confident other node; refused, it leaves no half cover either
+            return None if _not_a_paraphrase(key, name) else Link(text, node, name, "embedding", score)
         return link if any(node == link.node for node, _, _ in near) else None
 
     def _weight(self, tok: str) -> int:
@@ -579,6 +649,7 @@ class Grounder:
         best: dict[int, str] = {}
         least = 3
         holders: set[int] = set()
+        modified: dict[str, set[int]] = {}  # a modifier → the nodes it names with the choice and a type
         for node, key in min(rare, key=len):
             words = [stem(w) for w in key.split(" ")]
             if any(words[i:i + n] == want for i in range(len(words) - n + 1)):
@@ -587,10 +658,15 @@ class Grounder:
             if at is None or (at and words[0] in self._stop):
                 continue
             tail = words[at + n:]
-            if tail and not (tail[0] in self._stop or all(w in _GENERIC_HEADS for w in tail)
+            if at and tail and (tail[0] == "type" or tail[-1].isdigit()):
+                modified.setdefault(words[0], set()).add(node)
+            naming = _NAMING_HEADS | (_ANTIBODY_HEADS if content[0].startswith("anti") else set())
+            if tail and not (tail[0] in self._stop or all(w in _GENERIC_HEADS | naming for w in tail)
                              or (tail[-1].isdigit() and len(tail) <= 2) or tail[0] == "type"):
                 continue
-            added = at + (len(tail) > 0 and not set(tail) <= _NAMING_HEADS)
+            if at and tail and not set(tail) <= naming:
+                continue  # a modifier and a type: a kind of a kind ("Amyloid polyneuropathy type 1")
+            added = at + (len(tail) > 0 and not set(tail) <= naming)
             if added < least:
                 least, best = added, {}
             if added == least:
@@ -598,6 +674,9 @@ class Grounder:
         if len(best) != 1 or len(holders) > MAX_HOLDERS:  # "Palsy", "Diabetes" are many things
             return None
         (node, key), = best.items()
+        first = key.split(" ", 1)[0]
+        if stem(first) != want[0] and len(modified.get(stem(first), set()) | {node}) > 1:
+            return None  # the modifier names a genus of types: "Amyloid polyneuropathy" type 1 and type 2
         return Link(text, node, key, "partial", PARTIAL_SCORE)
 
     def _allowed(self, key: str, via_alias: bool, written: Sequence[tuple[str, int, int]] | None) -> bool:
@@ -637,6 +716,8 @@ class Grounder:
                 # a name in the plural ("Benzodiazepines", "Diabetic neuropathies")
                 plural = last[:-1] + "ies" if last.endswith("y") and last[-2] not in "aeiou" else last + "s"
                 keys.append(" ".join([*toks[:-1], plural]))
+            if precise:  # a Latin or Greek plural ("emboli": the name "Embolus")
+                keys += [" ".join([*toks[:-1], s]) for s in latin_singulars(toks[-1])]
             if len(toks) > 1:
                 lemmas = [lem(t) for t in toks[:-1]]
                 if precise:
@@ -749,18 +830,65 @@ class Grounder:
         return out
 
 
+def _not_a_paraphrase(key: str, name: str) -> bool:
+    """Whether an embedding's nearest ``name`` is known not to say what ``key`` says: a state of its concept
+    (:func:`~kgwise.kg.names.names_a_state`) or the same words with another count
+    (:func:`~kgwise.kg.names.another_count`)."""
+    return names_a_state(key, name) or another_count(key, name)
+
+
+_PREFIXES = frozenset({"anti", "non", "post", "pre", "co", "sub", "inter", "intra", "hyper", "hypo", "pseudo",
+                       "poly", "peri", "para", "retro", "trans", "extra"})
+"""Prefixes medicine writes with or without a hyphen ("anti-nuclear", "antinuclear"; "post-traumatic")."""
+
+
+def _closed_prefixes(text: str, written: Sequence[tuple[str, int, int]]) -> list[str] | None:
+    """The tokens of ``text`` with each of :data:`_PREFIXES` written before a hyphen joined to the next word
+    ("Anti-nuclear antibodies" → "antinuclear antibodies"), or ``None`` when it writes none so."""
+    out: list[str] = []
+    joined = False
+    for i, (w, _, end) in enumerate(written):
+        if out and joined:
+            out[-1] += w.lower()
+            joined = False
+            continue
+        out.append(w.lower())
+        joined = (w.lower() in _PREFIXES and i + 1 < len(written) and text[end:end + 1] == "-"
+                  and written[i + 1][1] == end + 1)
+    return out if len(out) < len(written) else None
+
+
 def is_typo(key: str, name: str) -> bool:
     """Whether ``key`` may be ``name`` mistyped: as many words, each equal to its counterpart or, both of
-    4 letters or more, within edit similarity 0.75 (transpositions one edit). A different short word is
+    4 letters or more, within edit similarity 0.75 (transpositions one edit) and not another ending of
+    the same stem (:func:`_other_ending`), nor the key with another count
+    (:func:`~kgwise.kg.names.another_count`). A different short word is
     another name, not a slip: "QT prolongation" is not "QRS prolongation", "Portal vein thrombosis" not
     "Renal vein thrombosis"."""
     from rapidfuzz.distance import OSA
 
     a, b = key.split(" "), name.split(" ")
+    if another_count(key, name):  # "diphosphate" is no slip for "triphosphate"
+        return False
     if len(a) != len(b):
-        return len(a) == 1 and len(b) == 1
-    return all(x == y or (len(x) >= 4 and len(y) >= 4 and OSA.normalized_similarity(x, y) >= 0.75)
-               for x, y in zip(a, b, strict=True))
+        return len(a) == 1 and len(b) == 1 and not _other_ending(key, name)
+    return all(x == y or (len(x) >= 4 and len(y) >= 4 and OSA.normalized_similarity(x, y) >= 0.75
+                          and not _other_ending(x, y)) for x, y in zip(a, b, strict=True))
+
+
+def _other_ending(x: str, y: str) -> bool:
+    """Whether two words differ by two edits or more, all in their last three letters: the same stem with
+    another ending is another word, not a slip ("somatotrophs" is no "somatotropin", "corticotrophs" no
+    "corticotrophin"), unless the endings are a Latin singular and plural
+    (:data:`~kgwise.kg.names.LATIN_NUMBER`: "bacilli", "bacillus"); one edit there is a slip
+    ("Pseudomona")."""
+    from rapidfuzz.distance import OSA
+
+    stem = next((i for i, (a, b) in enumerate(zip(x, y, strict=False)) if a != b), min(len(x), len(y)))
+    if stem < max(len(x), len(y)) - 3 or OSA.distance(x, y) < 2:
+        return False
+    return not any(u.endswith(a) and v.endswith(b) and u[:-len(a)] == v[:-len(b)]
+                   for a, b in LATIN_NUMBER for u, v in ((x, y), (y, x)))
 
 
 def propose_topic_entities(grounder: Grounder, question: Question) -> tuple[Question, tuple[Link, ...]]:

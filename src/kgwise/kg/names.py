@@ -11,7 +11,9 @@ without accents, word order, distinctive parts of proper names, and which names 
   reaches that node ("kilimanjaro", "titicaca", "koruna"); "table" never reaches "Table Mountain".
 * **Names without their parenthesis or comma qualifier**: "Hypotonia (skeletal muscle)", "Pyloric
   stenosis (adult / acquired)", "Adrenalectomy, bilateral" are reached by "hypotonia", "pyloric stenosis"
-  and "adrenalectomy" when no other node's name is (a partial name too).
+  and "adrenalectomy" when no other node's name is, or when one of them is the *primary* one ("Lung
+  cancer (primary)", not "Lung cancer (secondary)": an unqualified disease is the primary one) — a
+  partial name too.
 * **Rare words**: each word in the names (less parenthesis and comma qualifier) of at most
   :data:`RARE_NODES` nodes, with those names, so a whole mention can reach a name that narrows it
   ("Alcohol withdrawal" → `Alcohol withdrawal syndrome`: :meth:`kgwise.kg.grounding.Grounder._containing`).
@@ -29,7 +31,8 @@ from dataclasses import dataclass, field
 
 from kgwise.kg.text import common_words, fold_key, is_acronym, phrase_key, stopwords, written_tokens
 
-__all__ = ["QUALIFIERS", "NameVariants", "bag_key", "derived_keys", "names_a_state", "word_forms"]
+__all__ = ["LATIN_NUMBER", "QUALIFIERS", "NameVariants", "another_count", "bag_key", "derived_keys",
+           "is_category", "latin_singulars", "names_a_state", "word_forms"]
 
 RARE_NODES = 30
 """A word in the names of at most this many nodes is *rare*: the names a whole mention may narrow are looked
@@ -51,12 +54,17 @@ QUALIFIERS = frozenset({
     # how a substance is given: its route, its form, the giving
     "oral", "topical", "inhaled", "intravenous", "intramuscular", "subcutaneous", "ointment", "cream",
     "gel", "lotion", "drops", "tablet", "tablets", "capsule", "capsules", "injection", "patch", "spray",
-    "supplement", "supplements", "supplementation", "administer", "administration"})
+    "supplement", "supplements", "supplementation", "administer", "administration",
+    # how far a disease has spread
+    "disseminated", "generalized", "generalised", "localized", "localised", "widespread",
+    # giving or keeping a treatment
+    "continue", "continued", "start", "begin", "initiate", "resume", "monotherapy"})
 """Words that state the degree, time, measure or course of a concept rather than the concept itself
 ("Ethanol *intoxication*", "*Serum* iron *level*", "*Previous* radiation *therapy*", "Aspergillus fumigatus
-*infection*"), or how a substance is given ("*Inhaled* beclomethasone", "Erythromycin *ointment*",
-"*Supplementation* with vitamin D"). A choice's contained name is weighed without them, and its
-core (what the embedding fallback reads) drops them: the labelling rules of the MedQA→DDB link set
+*infection*", "*Disseminated* tuberculosis"), or how a substance is given ("*Inhaled* beclomethasone",
+"Erythromycin *ointment*", "*Supplementation* with vitamin D", "*Continue* metformin *monotherapy*").
+A choice's contained name is weighed without them, and its core (what the embedding fallback reads)
+drops them: the labelling rules of the MedQA→DDB link set
 (``tests/data/links/README.md``: a concept plus modifiers is that concept; a substance with a state, level or
 process is the substance)."""
 
@@ -74,8 +82,9 @@ def derived_keys(toks: Sequence[str]) -> list[str]:
     """Names medicine writes a raised or lowered quantity, an inflamed organ or a look-alike condition
     as, by word formation: "High triglyceride levels" → "hypertriglyceridemia", "Aldosterone excess" →
     "hyperaldosteronism", "Low calcium" → "hypocalcemia" (*hyper-*/*hypo-* and *-emia*/*-aemia*/*-ism*
-    joined to a content word, its final *e*, *ium* or *um* dropped); "Peritoneal inflammation" →
-    "peritonitis" (an adjective's stem, *-eal*/*-al*/*-ic*/*-ous* dropped, and *-itis*);
+    joined to a content word, its final *e*, *ium* or *um* dropped; a cell, *-cyte*, raised or lowered is
+    *-cytosis* or *-cytopenia*: "Increased reticulocyte count" → "reticulocytosis"); "Peritoneal
+    inflammation" → "peritonitis" (an adjective's stem, *-eal*/*-al*/*-ic*/*-ous* dropped, and *-itis*);
     "Pseudoparkinsonism" → "parkinsonism" (a word less one of :data:`_LOOKALIKE` prefixes). Tried in that
     order; ``[]`` when none applies."""
     words = set(toks)
@@ -86,6 +95,10 @@ def derived_keys(toks: Sequence[str]) -> list[str]:
     for t in content if prefix else ():
         stems = dict.fromkeys([t, t.removesuffix("e"), t.removesuffix("ium"), t.removesuffix("um")])
         out += [prefix + s + suffix for s in stems for suffix in ("emia", "aemia", "ism")]
+    for t in content if prefix else ():  # "Increased reticulocyte count" → "reticulocytosis"
+        stem = t.removesuffix("s")
+        if stem.endswith("cyte") and len(stem) > 6:
+            out.append(stem[:-1] + ("osis" if prefix == "hyper" else "openia"))
     if words & {"inflammation", "inflamed"}:
         for t in content:
             for end in ("eal", "al", "ic", "ous"):
@@ -98,9 +111,16 @@ def derived_keys(toks: Sequence[str]) -> list[str]:
     return out
 
 
-_FORMS = (("astic", "asm"), ("tic", "sis"), ("ic", "ia"), ("ic", "y"))
-"""Adjective and noun endings of one medical stem: "spastic"/"spasm", "psychotic"/"psychosis", "hypoxic"/
-"hypoxia", "atrophic"/"atrophy" (the first that fits a word is used, either way)."""
+_FORMS = (("astic", "asm"), ("omatous", "omatosis"), ("omatous", "oma"), ("tic", "sis"), ("ic", "ia"),
+          ("ic", "y"))
+"""Adjective and noun endings of one medical stem: "spastic"/"spasm", "hamartomatous"/"hamartomatosis",
+"adenomatous"/"adenoma", "psychotic"/"psychosis", "hypoxic"/"hypoxia", "atrophic"/"atrophy" (the first
+ending that fits a word is used, either way)."""
+
+
+_ONE_WAY = frozenset({"y", "oma"})
+"""Noun endings not turned into adjectives: an *-oma* noun stays the term it is ("Luteoma of pregnancy" is a
+luteoma; "adenomatous" is still "adenoma")."""
 
 
 def word_forms(toks: Sequence[str]) -> list[list[str]]:
@@ -116,11 +136,63 @@ def word_forms(toks: Sequence[str]) -> list[list[str]]:
         adjective = next((a for a, _ in _FORMS if t.endswith(a)), None)
         if adjective is not None:
             alts += [t[:-len(a)] + n for a, n in _FORMS if a == adjective]
-        noun = next((n for _, n in _FORMS if t.endswith(n) and n != "y"), None)
+        noun = next((n for _, n in _FORMS if t.endswith(n) and n not in _ONE_WAY), None)
         if noun is not None:
             alts += [t[:-len(n)] + a for a, n in _FORMS if n == noun]
         out += [[*toks[:i], alt, *toks[i + 1:]] for alt in alts]
     return out
+
+
+LATIN_NUMBER = (("us", "i"), ("um", "a"), ("a", "ae"), ("is", "es"), ("ex", "ices"), ("ix", "ices"),
+                ("on", "a"))
+"""Latin and Greek singular and plural endings ("bacillus"/"bacilli", "bacterium"/"bacteria",
+"vertebra"/"vertebrae", "testis"/"testes", "phenomenon"/"phenomena")."""
+
+
+def latin_singulars(word: str) -> list[str]:
+    """The Latin or Greek singulars a plural of 5 letters or more may have (:data:`LATIN_NUMBER`):
+    "emboli" → "embolus", "bacteria" → "bacterium", "vertebrae" → "vertebra"; ``[]`` for a shorter word."""
+    if len(word) < 5 or not word.isalpha():
+        return []
+    return [word[:-len(b)] + a for a, b in LATIN_NUMBER if word.endswith(b) and len(word) - len(b) >= 3]
+
+
+_COUNT_PREFIXES = ("mono", "di", "tri", "tetra", "penta", "hexa", "bi", "uni")
+"""Number prefixes of chemistry and anatomy ("diphosphate", "triphosphate", "biceps")."""
+
+
+def another_count(mention: str, name: str) -> bool:
+    """Whether ``name`` is ``mention`` with another count in one word: a number, or a number prefix of
+    chemistry ("Adenosine diphosphate" is no "Adenosine triphosphate", "Trisomy 13" no "Trisomy 18"). A
+    paraphrase is another compound then, however close its embedding."""
+    a, b = phrase_key(mention).split(" "), phrase_key(name).split(" ")
+    pairs = [(x, y) for x, y in zip(a, b, strict=False) if x != y]
+    if len(a) != len(b) or len(pairs) != 1:
+        return False
+    x, y = pairs[0]
+    if x.isdigit() and y.isdigit():
+        return True
+
+    def bare(w: str) -> str:
+        return next((w[len(p):] for p in _COUNT_PREFIXES if w.startswith(p) and len(w) - len(p) >= 4), w)
+
+    return bare(x) == bare(y) and bare(x) != x and bare(y) != y
+
+
+_CATEGORY_HEADS = frozenset({"conditions", "infections", "diseases"})
+"""The plural heads of DDB's classes of conditions."""
+
+
+def is_category(label: str) -> bool:
+    """Whether a node labelled ``label`` is a class of conditions rather than one: DDB files its nodes under
+    such classes, named in the plural — "Inflammatory conditions" (alias "Inflammation"), "Neoplastic
+    conditions", "Infections", "Viruses and viral diseases" (a label whose last word is "conditions", a
+    bare "Infections" or "Diseases", or "… and … diseases/infections"). The MedQA→DDB labelling rules
+    never take one for a narrower mention ("Transmural inflammation" is no `Inflammatory conditions`): no
+    name inside a mention links one (:meth:`kgwise.kg.grounding.Grounder._category`)."""
+    words = phrase_key(label).split(" ")
+    last = words[-1]
+    return last == "conditions" or (last in _CATEGORY_HEADS and (len(words) == 1 or "and" in words))
 
 
 def names_a_state(mention_key: str, name: str) -> bool:
@@ -138,11 +210,27 @@ def names_a_state(mention_key: str, name: str) -> bool:
     return bool(held) and held <= named and bool((named - held) & _STATES)
 
 
+_ADJECTIVE_ENDS = ("al", "ar", "ary", "ac", "ic", "ous", "ed", "ive", "ant", "ent", "oid", "ian", "ile",
+                   "ory")
+"""Endings of adjectives ("bilateral", "autosomal dominant", "recessive", "acquired")."""
+
+
 def _head_part(name: str) -> str:
     """A name without its trailing parenthesis or the qualifier after its first comma ("Hypotonia (skeletal
     muscle)", "Thrombocytosis, autosomal dominant" → "Hypotonia", "Thrombocytosis"), else the name."""
     cut = name.index("(") if name.rstrip().endswith(")") and "(" in name else name.find(", ")
     return name[:cut] if cut > 0 else name
+
+
+def _qualified(name: str) -> bool:
+    """Whether what :func:`_head_part` cuts off a name qualifies it: a parenthesis, or after a comma only
+    adjectives (:data:`_ADJECTIVE_ENDS`), :data:`QUALIFIERS` or a type number ("Adrenalectomy, bilateral",
+    "Thrombocytosis, autosomal dominant"); "Ligation, fallopian tube" names the ligation of a site, so
+    "Ligation" is not that name without its qualifier."""
+    if name.rstrip().endswith(")") and "(" in name:
+        return True
+    rest = name[name.find(", ") + 2:].lower().replace(",", " ").split()
+    return all(w in QUALIFIERS or w.endswith(_ADJECTIVE_ENDS) or w.isdigit() or w == "type" for w in rest)
 
 
 def bag_key(key: str) -> str:
@@ -187,6 +275,7 @@ class NameVariants:
         bags: dict[str, set[int]] = {}
         token_nodes: dict[str, set[int]] = {}
         heads: dict[str, set[int]] = {}
+        primary: dict[str, set[int]] = {}  # head → nodes named "head (primary)"
         candidates: dict[str, int] = {}
         headed: list[tuple[int, str]] = []  # node, head key ("Thrombocytosis, autosomal dominant": its head)
         for name, key, node in zip(names, keys, nodes, strict=True):
@@ -199,9 +288,12 @@ class NameVariants:
             if b:
                 bags.setdefault(b, set()).add(node)
             head = fold_key(phrase_key(_head_part(name)))
-            headed.append((node, head))
+            qualified = _qualified(name)
+            headed.append((node, head if qualified else fold_key(key)))
             if _head_part(name) != name and head and head not in known:
-                heads.setdefault(head, set()).add(node)
+                heads.setdefault(head, set()).add(node if qualified else -1)  # -1: no qualifier
+                if name.rstrip().endswith("(primary)"):
+                    primary.setdefault(head, set()).add(node)
             toks = [(fold_key(w.lower()), w) for w, _, _ in written_tokens(name)]
             for t, _ in toks:
                 token_nodes.setdefault(t, set()).add(node)
@@ -212,7 +304,11 @@ class NameVariants:
                             and all(w[0].isupper() for w in others)):
                         candidates.setdefault(t, node)
         out.folded = {k: next(iter(v)) for k, v in folded.items() if len(v) == 1}
-        out.heads = {k: next(iter(v)) for k, v in heads.items() if len(v) == 1 and k not in out.folded}
+        for k, v in heads.items():  # "Lung cancer (primary)" before "Lung cancer (secondary)"
+            if len(v) > 1 and len(primary.get(k, ())) == 1:
+                heads[k] = primary[k]
+        out.heads = {k: next(iter(v)) for k, v in heads.items()
+                     if len(v) == 1 and -1 not in v and k not in out.folded}
         out.caps_only |= {f for f in map(fold_key, out.caps_only) if f in out.folded}
         out.bags = {k: next(iter(v)) for k, v in bags.items() if len(v) == 1}
         rare = {t for t, v in token_nodes.items() if len(v) <= RARE_NODES and t not in stop

@@ -88,14 +88,22 @@ def is_acronym(written: str) -> bool:
 
 
 _LETTERS = str.maketrans({"ł": "l", "đ": "d", "ð": "d", "ø": "o", "æ": "ae", "œ": "oe", "ß": "ss", "ı": "i",
-                          "þ": "th"})
-"""Letters NFKD does not decompose, written as English spellings write them ("złoty" → "zloty")."""
+                          "þ": "th", "α": "alpha", "β": "beta", "γ": "gamma", "δ": "delta", "κ": "kappa",
+                          "λ": "lambda", "μ": "mu", "µ": "mu"})
+"""Letters NFKD does not decompose, written as English spellings write them ("złoty" → "zloty"), and the
+Greek letters medicine writes in names, spelt out as names spell them ("IFN-α", "TNF-α", "β-blocker" →
+"alpha", "beta")."""
 
 
-_DIGRAPH = re.compile(r"(?<=[a-z])(?:ae|oe(?!ing))(?=[a-z]{2})|\b(?:ae(?!r)|oe)(?=[a-z]{4})")
+_DIGRAPH = re.compile(r"(?<=[a-z])(?:ae(?=[a-z]{2})|oe(?!ing)(?=[aeiouy][a-z]|[b-df-hj-np-tv-z][aeiouy]))"
+                      r"|\b(?:ae(?!r)|oe)(?=[a-z]{4})")
 """The British *ae*/*oe* of a word, inside it or starting it ("haemorrhage", "hypernatraemia", "oedema",
-"oesophagus"), followed by two letters or more; not the *oe* of a verb in -oe before -ing ("boeing" is
-not "being", "canoeing"), nor the Greek *aer-* ("aerial", "aerobic")."""
+"oesophagus"), followed by two letters or more; not the Greek *aer-* ("aerial", "aerobic"). Inside a word
+*oe* is the Latin and Greek one only before a vowel or a consonant and a vowel ("seborrhoeic", "foetus",
+"coeliac", "amoeba"): not
+the German *oe* (ö) of a name before two consonants ("Noether" is not "nether", "Goethe", "Roentgen",
+"Boerhaave"), an English compound's ("coefficient", "poetry"), nor a verb's in -oe before -ing ("boeing"
+is not "being", "canoeing")."""
 
 
 def fold_key(key: str) -> str:

@@ -1,29 +1,39 @@
-"""Draw the options of ``medqa_ddb_blind.jsonl``: 160 MedQA-USMLE test options at random (seed 2026).
+"""Draw the options of a blind MedQA → DDB link set: MedQA-USMLE test options at random, seeded.
 
 The pool: every option of the test questions (``medqa/test.jsonl``) whose options all have 1-4 words,
-less the questions of ``medqa_ddb.jsonl`` and less any option whose text (case-folded) is a mention of
-that set. Writes the unlabelled records (``gold`` left ``null``) to standard output, in question order:
+less the questions of the sets given with ``--exclude`` and less any option whose text (case-folded) is a
+mention of them; each option text once (its first question). Writes the unlabelled records (``gold``
+left ``null``) to standard output, in question order:
 
-    python tests/data/links/draw_medqa_blind.py /work/shared/data > drawn.jsonl
+    python tests/data/links/draw_medqa_blind.py /work/shared/data > drawn.jsonl      # medqa_ddb_blind
+    python tests/data/links/draw_medqa_blind.py /work/shared/data --seed 2027 --draw 120 --split fresh \
+        --exclude tests/data/links/medqa_ddb.jsonl tests/data/links/medqa_ddb_blind.jsonl  # medqa_ddb_fresh
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import sys
 from pathlib import Path
 
-SEED = 2026
-DRAW = 160
+HERE = Path(__file__).parent
 
 
-def main(data: Path) -> None:
-    here = Path(__file__).parent
-    old = [json.loads(line) for line in (here / "medqa_ddb.jsonl").open(encoding="utf-8")]
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("data", type=Path, help="the data directory (holds medqa/test.jsonl)")
+    ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--draw", type=int, default=160, help="options to draw")
+    ap.add_argument("--split", default="blind", help="the records' split, also in their ids")
+    ap.add_argument("--exclude", type=Path, nargs="+", default=[HERE / "medqa_ddb.jsonl"],
+                    help="link sets whose questions and mention texts the draw leaves out")
+    a = ap.parse_args()
+    old = [json.loads(line) for f in a.exclude for line in f.open(encoding="utf-8") if line.strip()]
     used_q = {r["question_index"] for r in old}
     used_text = {r["mention"].casefold() for r in old}
-    lines = (data / "medqa" / "test.jsonl").read_text(encoding="utf-8").splitlines()
+    lines = (a.data / "medqa" / "test.jsonl").read_text(encoding="utf-8").splitlines()
     pool: list[tuple[int, str, str, str]] = []
     for i, line in enumerate(lines):
         q = json.loads(line)
@@ -36,11 +46,12 @@ def main(data: Path) -> None:
     for p in pool:  # the first occurrence of each option text, in the pool's order
         first.setdefault(p[2].casefold(), p)
     unique = list(first.values())
-    for i, k, option, last in sorted(random.Random(SEED).sample(unique, DRAW)):
-        print(json.dumps({"id": f"medqa-blind-{i}-{k}", "source": "medqa-test", "kind": "choice",
+    print(f"pool: {len({p[0] for p in unique})} questions, {len(unique)} options", file=sys.stderr)
+    for i, k, option, last in sorted(random.Random(a.seed).sample(unique, a.draw)):
+        print(json.dumps({"id": f"medqa-{a.split}-{i}-{k}", "source": "medqa-test", "kind": "choice",
                           "mention": option, "context": last, "gold": None, "question_index": i,
-                          "split": "blind"}, ensure_ascii=False))
+                          "split": a.split}, ensure_ascii=False))
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main()

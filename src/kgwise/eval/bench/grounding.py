@@ -159,6 +159,7 @@ LINK_SETS: dict[str, str] = {
     "geography": "geography.jsonl",
     "medqa_ddb": "medqa_ddb.jsonl",
     "medqa_ddb_blind": "medqa_ddb_blind.jsonl",
+    "medqa_ddb_fresh": "medqa_ddb_fresh.jsonl",
     "csqa_conceptnet": "csqa_conceptnet.jsonl",
 }
 """The labelled link sets and their files (in the links directory)."""
