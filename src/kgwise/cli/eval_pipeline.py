@@ -242,8 +242,15 @@ def eval_pipeline(
                              context)
     err_console.print(f"{replay.table.n_questions} questions × {replay.table.n_arms} arms; embedding "
                       "questions …")
-    report = replay_report(replay, MiniLM(), cfg, progress=say, sets=routed_sets,
+    encoder = MiniLM()
+    report = replay_report(replay, encoder, cfg, progress=say, sets=routed_sets,
                            dataset=log.stem if log is not None else dataset)
+    if log is not None:  # a log whose arms give choice probabilities: the multiple-choice sets too
+        from kgwise.eval.pipeline_mc import replay_mc_sets
+
+        mc = replay_mc_sets(log, replay, encoder, levels, cfg.budget, splits, seed, router, delta, say)
+        report["multiple_choice_sets"] = mc if mc is not None else {
+            "not_measured": "no replayed arm gives probabilities over choices"}
     if json_out is not None and routed_sets is not None:
         from kgwise.eval.pipeline_plots import plot_set_coverage
 
