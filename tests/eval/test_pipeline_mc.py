@@ -16,7 +16,7 @@ from tests.eval.test_pipeline_live import FakeEncoder, _arms, _questions
 from kgwise.datasets.user import ArmOutcome, GradedLog, GradedQuestion, write_graded_log
 from kgwise.errors import DataError
 from kgwise.eval.pipeline_live import LiveMCConfig, _key, coverage_splits
-from kgwise.eval.pipeline_mc import attainable_sets, mc_log, replay_mc_sets
+from kgwise.eval.pipeline_mc import attainable_sets, mc_log, read_mc_log, replay_mc_sets
 from kgwise.eval.route.logs import read_replay
 from kgwise.route.coke import CokeConfig
 from kgwise.types import Question
@@ -72,9 +72,10 @@ def test_the_log_replay_gives_the_live_paths_sets_on_the_same_answers(
     path = tmp_path / "graded.jsonl"
     write_graded_log(path, _graded(questions, answers))
     monkeypatch.setattr(uuid, "uuid4", _Ids())
-    replayed = replay_mc_sets(path, read_replay(path, SPECS), FakeEncoder(), (0.2, 0.3), 0.6, 4, 3, coke,
-                              cfg.delta)
-    assert replayed is not None and replayed["left_out"] == 0
+    mc = read_mc_log(path, read_replay(path, SPECS))
+    assert mc is not None
+    replayed = replay_mc_sets(mc, FakeEncoder(), (0.2, 0.3), 0.6, 4, 3, coke, cfg.delta, str(path))
+    assert replayed["left_out"] == 0
     assert {k: replayed[k] for k in live} == live  # every figure, to the digit
     assert live["pac"]["mean_set_size"]["0.2"] > 0  # sets were made, not skipped
 
@@ -126,14 +127,12 @@ def test_a_log_whose_probabilities_do_not_fit_its_choices_is_refused_with_file_l
     rows = [_row(f"q{i}") for i in range(3)]
     path = _write(tmp_path / "bad.jsonl", [*rows, bad, _row("q4")])
     with pytest.raises(DataError, match=match):
-        replay_mc_sets(path, read_replay(path, ["kgm:KGM", "small:LLM"]), FakeEncoder(), (0.2,), 1.0, 1, 0,
-                       CokeConfig(), 0.05)
+        read_mc_log(path, read_replay(path, ["kgm:KGM", "small:LLM"]))
 
 
 def test_a_log_without_probabilities_has_no_multiple_choice_sets(tmp_path: Path) -> None:
     path = _write(tmp_path / "open.jsonl", [_row(f"q{i}", gold=None, kgm=None, small=None) for i in range(5)])
-    assert replay_mc_sets(path, read_replay(path, ["kgm:KGM", "small:LLM"]), FakeEncoder(), (0.2,), 1.0, 1,
-                          0, CokeConfig(), 0.05) is None
+    assert read_mc_log(path, read_replay(path, ["kgm:KGM", "small:LLM"])) is None
 
 
 def test_attainable_sets_are_the_top_k_accuracy_and_the_smallest_covering_threshold(tmp_path: Path) -> None:
@@ -142,12 +141,41 @@ def test_attainable_sets_are_the_top_k_accuracy_and_the_smallest_covering_thresh
           {"A": 0.3, "B": 0.6, "C": 0.1}, {"A": 0.1, "B": 0.3, "C": 0.6}]
     rows = [_row(f"q{i}", kgm=p, small={"A": 0.6, "B": 0.3, "C": 0.1}) for i, p in enumerate(ps)]
     path = _write(tmp_path / "log.jsonl", rows)
-    from kgwise.datasets.user import read_graded_log
-
-    mc = mc_log(read_graded_log(path), read_replay(path, ["kgm:KGM", "small:LLM"]).table, str(path))
+    mc = read_mc_log(path, read_replay(path, ["kgm:KGM", "small:LLM"]))
     assert mc is not None
     got = attainable_sets(mc, 0.2)["per_arm"]
     assert got["kgm"]["top_k_accuracy"] == {"1": 0.4, "2": 0.8, "3": 1.0}
     # LAC: covering 4 of 5 needs t = 1 − 0.3 = 0.7, which keeps choices with p ≥ 0.3: 1, 2, 2, 2, 2
     assert got["kgm"]["smallest_mean_size_covering"] == pytest.approx(9 / 5)
     assert got["small"]["top_k_accuracy"]["1"] == 1.0 and got["small"]["smallest_mean_size_covering"] == 1.0
+
+
+LOG_15B = Path(__file__).parents[1] / "data" / "logs" / "obqa-local-probs-1.5b.jsonl"
+
+
+@pytest.mark.slow  # MiniLM embeds the questions; two fresh pipelines per split
+def test_the_command_reports_a_recorded_logs_sets_and_refuses_a_bad_one_before_replaying(tmp_path: Path
+                                                                                         ) -> None:
+    from typer.testing import CliRunner
+
+    from kgwise.cli.main import app
+
+    runner = CliRunner()
+    arms = ["--arm", "kgm:KGM", "--arm", "qwen2.5-coder-1.5b:LLM", "--arm", "qwen2.5-coder-1.5b+kg:LLM"]
+    out = tmp_path / "rep.json"
+    res = runner.invoke(app, ["eval", "pipeline", "--log", str(LOG_15B), *arms, "--limit", "16", "--splits",
+                              "1", "--alphas", "0.2", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    mc = json.loads(out.read_text())["multiple_choice_sets"]
+    assert mc["questions"] == 16 and mc["splits"] == 1 and set(mc["arm_accuracy"]) == {
+        "kgm", "qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b+kg"}
+    assert 1.0 <= mc["pac"]["mean_set_size"]["0.2"] <= 4.0
+    assert mc["attainable"]["0.2"]["per_arm"]["kgm"]["top_k_accuracy"]["4"] == 1.0
+    rows = [json.loads(line) for line in LOG_15B.read_text().splitlines()[:6]]
+    del rows[4]["arms"]["qwen2.5-coder-1.5b+kg"]["probabilities"]
+    bad = _write(tmp_path / "bad.jsonl", rows)
+    res = runner.invoke(app, ["eval", "pipeline", "--log", str(bad), *arms, "--splits", "1", "--json",
+                              str(tmp_path / "bad.json")])
+    assert res.exit_code != 0
+    assert "bad.jsonl:5: arms.qwen2.5-coder-1.5b+kg.probabilities missing" in res.output
+    assert not (tmp_path / "bad.json").exists()

@@ -42,7 +42,7 @@ from kgwise.route.coke import CokeConfig
 from kgwise.route.table import OutcomeTable
 from kgwise.types import CHOICE_LABELS, Choice, Question, Usage
 
-__all__ = ["MCLog", "attainable_sets", "mc_log", "replay_mc_sets"]
+__all__ = ["MCLog", "attainable_sets", "mc_log", "read_mc_log", "replay_mc_sets"]
 
 Answers = dict[str, dict[str, dict[str, Any]]]
 """Per arm, per :func:`kgwise.eval.pipeline_live._key` of a question, its recorded answer row."""
@@ -137,21 +137,23 @@ def attainable_sets(mc: MCLog, alpha: float, kind: str = "lac") -> dict[str, Any
     return {"alpha": alpha, "kind": kind, "per_arm": out}
 
 
-def replay_mc_sets(path: Path, replay: GradedReplay, encoder: Encoder, alphas: Sequence[float],
-                   budget: float, splits: int, seed: int, coke: CokeConfig, delta: float,
-                   progress: Callable[[str], None] = lambda _: None) -> dict[str, Any] | None:
-    """``eval pipeline --log``'s multiple-choice sets of the graded log at ``path`` (read for ``replay``,
-    whose outcome table gives the questions, arms and costs): the live path's coverage check over
-    ``splits`` random halvings from ``seed`` (budget: ``budget`` × the most accurate paid arm's mean cost
-    on each fit half × the test half, as ``--live``) and each arm's attainable figures at every α;
-    ``None`` when no replayed arm gives probabilities."""
+def read_mc_log(path: Path, replay: GradedReplay) -> MCLog | None:
+    """:func:`mc_log` of the graded log at ``path``, read for ``replay`` (whose outcome table gives the
+    questions, arms and costs): checked before anything is replayed."""
     from kgwise.datasets.user import read_graded_log
 
-    mc = mc_log(read_graded_log(path), replay.table, str(path))
-    if mc is None:
-        return None
+    return mc_log(read_graded_log(path), replay.table, str(path))
+
+
+def replay_mc_sets(mc: MCLog, encoder: Encoder, alphas: Sequence[float], budget: float, splits: int,
+                   seed: int, coke: CokeConfig, delta: float, source: str,
+                   progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """``eval pipeline --log``'s multiple-choice sets of ``mc`` (read from ``source``): the live path's
+    coverage check over ``splits`` random halvings from ``seed`` (budget: ``budget`` × the most accurate
+    paid arm's mean cost on each fit half × the test half, as ``--live``) and each arm's attainable
+    figures at every α."""
     if len(mc.questions) < 4:
-        raise ConfigError(f"{path}: {len(mc.questions)} multiple-choice questions; the splits need ≥ 4")
+        raise ConfigError(f"{source}: {len(mc.questions)} multiple-choice questions; the splits need ≥ 4")
     half = len(mc.questions) // 2
     cfg = LiveMCConfig(half, len(mc.questions) - half, alphas=tuple(alphas), budget=budget, seed=seed,
                        coke=coke, delta=delta)
@@ -159,6 +161,6 @@ def replay_mc_sets(path: Path, replay: GradedReplay, encoder: Encoder, alphas: S
              f"halvings …")
     with tempfile.TemporaryDirectory(prefix="kgwise-eval-pipeline-mc-") as tmp:
         report = coverage_splits(mc.questions, mc.arms, mc.answers, encoder, cfg, splits, Path(tmp))
-    return {"log": str(path), "left_out": len(mc.left_out), "left_out_ids": mc.left_out[:20],
+    return {"log": source, "left_out": len(mc.left_out), "left_out_ids": mc.left_out[:20],
             "budget_fraction": budget, "budget_of": "the most accurate paid arm on each fit half (as --live)",
             **report, "attainable": {f"{a:g}": attainable_sets(mc, a, cfg.set_kind) for a in alphas}}
