@@ -14,7 +14,7 @@ import pytest
 from tests.eval.test_pipeline_live import FakeEncoder, _arms, _questions
 
 from kgwise.datasets.user import ArmOutcome, GradedLog, GradedQuestion, write_graded_log
-from kgwise.errors import DataError
+from kgwise.errors import ConfigError, DataError
 from kgwise.eval.pipeline_live import LiveMCConfig, _key, coverage_splits
 from kgwise.eval.pipeline_mc import attainable_sets, mc_log, read_mc_log, replay_mc_sets
 from kgwise.eval.route.logs import read_replay
@@ -130,9 +130,13 @@ def test_a_log_whose_probabilities_do_not_fit_its_choices_is_refused_with_file_l
         read_mc_log(path, read_replay(path, ["kgm:KGM", "small:LLM"]))
 
 
-def test_a_log_without_probabilities_has_no_multiple_choice_sets(tmp_path: Path) -> None:
+def test_a_log_without_probabilities_has_no_sets_and_one_with_too_few_is_refused(tmp_path: Path) -> None:
     path = _write(tmp_path / "open.jsonl", [_row(f"q{i}", gold=None, kgm=None, small=None) for i in range(5)])
     assert read_mc_log(path, read_replay(path, ["kgm:KGM", "small:LLM"])) is None
+    opened = [_row(f"o{i}", gold=None, kgm=None, small=None) for i in range(3)]
+    few = _write(tmp_path / "few.jsonl", [*(_row(f"q{i}") for i in range(3)), *opened])
+    with pytest.raises(ConfigError, match=r"few\.jsonl: 3 multiple-choice questions; the splits need ≥ 4"):
+        read_mc_log(few, read_replay(few, ["kgm:KGM", "small:LLM"]))
 
 
 def test_attainable_sets_are_the_top_k_accuracy_and_the_smallest_covering_threshold(tmp_path: Path) -> None:

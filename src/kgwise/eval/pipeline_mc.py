@@ -4,7 +4,9 @@ live run's coverage check (:func:`kgwise.eval.pipeline_live.coverage_splits`: th
 halvings, a fresh :class:`kgwise.app.Pipeline` fitted on one half whose arms replay the recorded answers,
 the other half asked one question at a time, and each decision's set recomputed per guarantee from the
 calibration scores it was made from). A log written by ``eval pipeline --live`` therefore gives, from the
-file alone, the figures of the live run's ``coverage_splits`` (``tests/eval/test_pipeline_mc.py``).
+file alone, the figures of the live run's ``coverage_splits`` (``tests/eval/test_pipeline_mc.py``), up to
+the draws seeded by each decision's random id (the held-out questions' re-routing before each answer,
+:meth:`kgwise.app.calibration.CalibrationSelector.group`), which differ between any two runs.
 
 A graded log holds no choice texts: each question's choices are its arms' probability labels, in the
 order the first replayed arm lists them, under the pipeline's own labels A, B, … (sets and coverage do not
@@ -53,7 +55,7 @@ class MCLog:
     """A graded log's multiple-choice questions as the coverage check takes them: the questions (choices
     labelled A, B, …, the gold choice), the arms' configs (as ``eval pipeline --log`` replays them:
     :func:`kgwise.eval.pipeline._runners`) and recorded answers, and the ids of the questions left out
-    (open, or not graded by every replayed arm)."""
+    (open, not graded by every replayed arm, or beyond ``--limit``)."""
 
     questions: list[Question]
     arms: list[ArmConfig]
@@ -139,10 +141,13 @@ def attainable_sets(mc: MCLog, alpha: float, kind: str = "lac") -> dict[str, Any
 
 def read_mc_log(path: Path, replay: GradedReplay) -> MCLog | None:
     """:func:`mc_log` of the graded log at ``path``, read for ``replay`` (whose outcome table gives the
-    questions, arms and costs): checked before anything is replayed."""
+    questions, arms and costs): checked before anything is replayed (the splits need ≥ 4 questions)."""
     from kgwise.datasets.user import read_graded_log
 
-    return mc_log(read_graded_log(path), replay.table, str(path))
+    mc = mc_log(read_graded_log(path), replay.table, str(path))
+    if mc is not None and len(mc.questions) < 4:
+        raise ConfigError(f"{path}: {len(mc.questions)} multiple-choice questions; the splits need ≥ 4")
+    return mc
 
 
 def replay_mc_sets(mc: MCLog, encoder: Encoder, alphas: Sequence[float], budget: float, splits: int,
@@ -152,8 +157,6 @@ def replay_mc_sets(mc: MCLog, encoder: Encoder, alphas: Sequence[float], budget:
     coverage check over ``splits`` random halvings from ``seed`` (budget: ``budget`` × the most accurate
     paid arm's mean cost on each fit half × the test half, as ``--live``) and each arm's attainable
     figures at every α."""
-    if len(mc.questions) < 4:
-        raise ConfigError(f"{source}: {len(mc.questions)} multiple-choice questions; the splits need ≥ 4")
     half = len(mc.questions) // 2
     cfg = LiveMCConfig(half, len(mc.questions) - half, alphas=tuple(alphas), budget=budget, seed=seed,
                        coke=coke, delta=delta)
