@@ -221,6 +221,11 @@ def eval_pipeline(
     root = data_dir(data) if log is None else None
     replay = read_replay(log, log_arms or []) if log is not None else webqsp_replay(data_dir(data))
     replay = replay.head(limit)
+    mc = None
+    if log is not None:  # a log whose arms give choice probabilities: its multiple-choice sets, checked now
+        from kgwise.eval.pipeline_mc import read_mc_log
+
+        mc = read_mc_log(log, replay)
     compare = None if compare_open_scores is None else tuple(
         s.strip() for s in compare_open_scores.split(",") if s.strip())
     routed_sets = None
@@ -242,8 +247,16 @@ def eval_pipeline(
                              context)
     err_console.print(f"{replay.table.n_questions} questions × {replay.table.n_arms} arms; embedding "
                       "questions …")
-    report = replay_report(replay, MiniLM(), cfg, progress=say, sets=routed_sets,
+    encoder = MiniLM()
+    report = replay_report(replay, encoder, cfg, progress=say, sets=routed_sets,
                            dataset=log.stem if log is not None else dataset)
+    if mc is not None:
+        from kgwise.eval.pipeline_mc import replay_mc_sets
+
+        report["multiple_choice_sets"] = replay_mc_sets(mc, encoder, levels, cfg.budget, splits, seed, router,
+                                                        delta, str(log), say)
+    elif log is not None:
+        report["multiple_choice_sets"] = {"not_measured": "no replayed arm gives probabilities over choices"}
     if json_out is not None and routed_sets is not None:
         from kgwise.eval.pipeline_plots import plot_set_coverage
 

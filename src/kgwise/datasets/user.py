@@ -253,6 +253,8 @@ class GradedQuestion:
     gold: str | None = None
     """A multiple-choice question's right choice label (optional; needed to score answer sets where no
     arm was right)."""
+    line: int = field(default=0, compare=False)
+    """Its line in the file it was read from (0: not read from a file), for errors found after reading."""
 
 
 @dataclass(frozen=True)
@@ -383,7 +385,8 @@ def read_graded_log(path: str | Path, arms: Sequence[str] | None = None) -> Grad
                 raise DataError(f"unknown arm {name!r}; the arms are {', '.join(arms or ())}", p, line)
             outcomes[name] = _arm_outcome(name, rec, p, line)
             order[name] = None
-        out.append(GradedQuestion(qid, text, outcomes, _gold_choice(obj.get("gold"), outcomes, p, line)))
+        gold = _gold_choice(obj.get("gold"), outcomes, p, line)
+        out.append(GradedQuestion(qid, text, outcomes, gold, line))
     if not out:
         raise DataError("graded log holds no questions", p)
     return GradedLog(tuple(out), tuple(order))

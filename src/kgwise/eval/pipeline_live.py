@@ -665,7 +665,8 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
     ``answers``; the pipeline's and each arm's accuracy on the test halves, in how many splits the fit
     pinned each arm (routing did not beat it); per α, the share of splits where every arm's coverage over
     the questions routed to it is ≥ 1 − α (arms that got no question are not counted), the same per arm,
-    the coverage's spread and the mean set size — for the split-conformal sets and, under ``pac`` and
+    the coverage's spread, the share of splits whose coverage over all test questions is ≥ 1 − α and the
+    mean set size — for the split-conformal sets and, under ``pac`` and
     ``pac_all_arms``, for their PAC variants at ``cfg.delta`` per arm and split over the arms (each
     recomputed from the calibration scores its decision's set was made from)."""
     if splits < 1 or len(questions) < 4:
@@ -743,6 +744,8 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
             "every_arm_covered_share": {k[1]: float(np.mean(ok[k])) for k in mine},
             "target (≥ 95 % of splits)": {k[1]: float(np.mean(ok[k])) >= 0.95 for k in mine},
             "overall_coverage_mean": {k[1]: float(np.nanmean(overall[k])) for k in mine},
+            "overall_covered_share": {k[1]: float(np.mean([c >= 1 - float(k[1]) for c in overall[k]]))
+                                      for k in mine},
             "mean_set_size": {k[1]: float(np.nanmean(set_size[k])) for k in mine},
             "per_arm": {k[1]: {a: {"splits_with_questions": len(v),
                                    "covered_share": float(np.mean([c >= 1 - float(k[1]) for c in v]))
