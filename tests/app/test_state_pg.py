@@ -98,6 +98,19 @@ def test_feedback_reaches_the_decision_whichever_replica_made_it(tmp_path: Path,
         assert s.questions == 1 and s.spent == pytest.approx(r.cost) and s.pending == 0
 
 
+def test_spend_is_the_status_spend_as_of_the_replicas_last_transaction(tmp_path: Path, db: str) -> None:
+    """``Pipeline.spend()`` (the server's spend history samples it) reads nothing from the database: it is
+    this replica's router's spend, which a routing decision brings up to every replica's payments."""
+    with pipeline(tmp_path / "a", db) as a, pipeline(tmp_path / "b", db) as b:
+        ra = a.answer(*question(0), arm="cheap")
+        assert a.spend() == pytest.approx(ra.cost) == pytest.approx(a.status().spent)
+        rb = b.answer(*question(1), arm="dear")  # its routing read a's payment
+        assert b.spend() == pytest.approx(ra.cost + rb.cost) == pytest.approx(b.status().spent)
+        assert a.spend() == pytest.approx(ra.cost)  # a has not been to the database since its answer
+        a.answer(*question(2), arm="cheap")
+        assert a.spend() == pytest.approx(a.status().spent) == pytest.approx(2 * ra.cost + rb.cost)
+
+
 def test_replicas_never_exceed_the_budget_together(tmp_path: Path, db: str) -> None:
     """Three replicas, four threads each, answer with the paid arms (forced) until the budget refuses: the
     spend reaches the budget and never passes it (the arms cost what their bound says)."""
