@@ -128,7 +128,7 @@ ALTER TABLE kgwise_events SET (toast_tuple_target = 8160);
 """
 """A decision's body (~4.5 kB: its 384-d embedding in base64) and a feedback's context (3 kB) are kept in
 their row, neither compressed nor moved to the TOAST table, up to a page (8,160 bytes; longer ones as
-before): storing them out of line was 6 % of PostgreSQL's CPU per answer (`perf record` of the backend under
+before): storing them out of line was 7 % of PostgreSQL's CPU per answer (`perf record` of the backend under
 `kgwise bench serve --replicas`; docs/scale-out.md)."""
 MIGRATIONS: tuple[str, ...] = (_V1, _V2)
 """``MIGRATIONS[v]`` brings a schema of version ``v`` to ``v + 1`` (version 0: no kgwise tables)."""
@@ -139,8 +139,6 @@ _LOCK = "SELECT 1 FROM kgwise_ledger WHERE id = 1 FOR UPDATE"
 _EVENTS = ("SELECT id, replica, op, arm, x, reward, cost, bound FROM kgwise_events "
            "WHERE epoch = %s AND id > %s ORDER BY id")
 Statement = tuple[str, "Mapping[str, Any] | tuple[Any, ...] | None"]
-_COVERAGE_ADD = (", ".join(f"${i + 3}" for i in range(len(_COUNTS))),
-                 ", ".join(f"{c} = kgwise_coverage.{c} + EXCLUDED.{c}" for c in _COUNTS))
 PREPARED: dict[str, tuple[str, str]] = {
     # name: (parameter types, statement): what every answer and feedback runs, parsed and planned once per
     # connection (PREPARE) and run as EXECUTE: a statement sent as text with its parameters quoted in it was
@@ -176,23 +174,24 @@ PREPARED: dict[str, tuple[str, str]] = {
         "WHERE id = 1"),
     "kgwise_take": ("text", "DELETE FROM kgwise_pending WHERE decision = $1 RETURNING body"),
     # settle (the oldest beyond `kept` forgotten), count the arm's coverage, log the learn and observe events
-    "kgwise_settle": (
-        "text, bigint, " + ", ".join(["bigint"] * len(_COUNTS)) + ", text, bigint, text, bytea, text[], "
-        "text[], float8[], float8[]",  # decision, kept, arm's counts…, arm, epoch, replica, x, ops, arms, …
+    "kgwise_settle": (  # decision, kept, arm, its six _COUNTS, epoch, replica, x, ops, arms, rewards, costs
+        "text, bigint, text, bigint, bigint, bigint, bigint, bigint, bigint, bigint, text, bytea, text[], "
+        "text[], float8[], float8[]",
         "WITH s AS (INSERT INTO kgwise_settled (decision) VALUES ($1) ON CONFLICT DO NOTHING RETURNING seq), "
         "t AS (DELETE FROM kgwise_settled WHERE seq <= (SELECT max(seq) FROM s) - $2), "
-        f"c AS (INSERT INTO kgwise_coverage VALUES (${len(_COUNTS) + 3}, {_COVERAGE_ADD[0]}) "
-        f"ON CONFLICT (arm) DO UPDATE SET {_COVERAGE_ADD[1]}) "
+        f"c AS (INSERT INTO kgwise_coverage (arm, {', '.join(_COUNTS)}) VALUES ($3, $4, $5, $6, $7, $8, $9) "
+        "ON CONFLICT (arm) DO UPDATE SET "
+        + ", ".join(f"{c} = kgwise_coverage.{c} + EXCLUDED.{c}" for c in _COUNTS) + ") "
         "INSERT INTO kgwise_events (epoch, replica, op, arm, x, reward, cost) "
-        f"SELECT ${len(_COUNTS) + 4}, ${len(_COUNTS) + 5}, o, a, ${len(_COUNTS) + 6}, r, c "
-        f"FROM unnest(${len(_COUNTS) + 7}, ${len(_COUNTS) + 8}, ${len(_COUNTS) + 9}, ${len(_COUNTS) + 10}) "
-        "AS u(o, a, r, c)"),
+        "SELECT $10, $11, o, a, $12, r, c FROM unnest($13, $14, $15, $16) AS u(o, a, r, c)"),
 }
 
 
 def _execute(name: str, *args: Any) -> Statement:
     """A :data:`PREPARED` statement's ``EXECUTE`` with ``args`` (quoted into it by the batch)."""
     return (f"EXECUTE {name}({', '.join(['%s'] * len(args))})" if args else f"EXECUTE {name}", args or None)
+
+
 _ASYNC = "SET LOCAL synchronous_commit = off"
 """For the transactions that only hold or release a bound (routing, a cancel): their commit is visible to
 every replica at once, but does not wait for the WAL's flush to disk; the answer's payment, a synchronous
@@ -846,7 +845,7 @@ class PgState:
                 names = [p.arm, *observed]
                 # settle (the oldest beyond SETTLED_KEPT forgotten), count coverage, log: one statement
                 self._batch(cur, [_execute(
-                    "kgwise_settle", decision, SETTLED_KEPT, *(getattr(delta, c) for c in _COUNTS), p.arm,
+                    "kgwise_settle", decision, SETTLED_KEPT, p.arm, *(getattr(delta, c) for c in _COUNTS),
                     self.epoch, self.replica, _blob(p.embedding), ["learn"] + ["observe"] * len(observed),
                     names, [reward, *observed.values()], [p.cost] + [None] * len(observed)),
                     ("COMMIT", None)])
