@@ -910,11 +910,11 @@ class Pipeline:
             return found if last is None else found[max(len(found) - last, 0):]
 
     def spend(self) -> float:
-        """The budget spent so far, as :meth:`status` gives it, without the rest of a status (a database state
-        read nothing: no count of the decisions awaiting feedback, no catch-up for the live coverage). In a
-        database state it is as of this replica's last transaction: its own answers, and every replica's
-        payments up to its last routing decision. The server samples it after answers, up to twice a second
-        per replica."""
+        """The budget spent so far, as :meth:`status` gives it, without the rest of a status: nothing is read
+        from a database state (no count of the decisions awaiting feedback, no catch-up for the live
+        coverage), so there it is as of this replica's last transaction: its own answers, and every
+        replica's payments up to its last routing decision. The server samples it after answers, up to
+        twice a second per replica."""
         with self._lock:
             return float(self.state.router.spent)
 
