@@ -24,7 +24,7 @@ import pytest
 from kgwise.app.config import PipelineConfig
 from kgwise.app.pipeline import BudgetExceededError, Pipeline
 from kgwise.app.state import Pending, StateDir
-from kgwise.app.state_pg import PgState
+from kgwise.app.state_pg import SCHEMA_VERSION, PgState
 from kgwise.errors import DataError, StateUnavailableError
 from kgwise.eval.bench.postgres import LocalPostgres, postgres_binaries
 
@@ -96,6 +96,19 @@ def test_feedback_reaches_the_decision_whichever_replica_made_it(tmp_path: Path,
     with pipeline(tmp_path / "c", db) as c:  # a new replica reads it all back
         s = c.status()
         assert s.questions == 1 and s.spent == pytest.approx(r.cost) and s.pending == 0
+
+
+def test_spend_is_the_status_spend_as_of_the_replicas_last_transaction(tmp_path: Path, db: str) -> None:
+    """``Pipeline.spend()`` (the server's spend history samples it) reads nothing from the database: it is
+    this replica's router's spend, which a routing decision brings up to every replica's payments."""
+    with pipeline(tmp_path / "a", db) as a, pipeline(tmp_path / "b", db) as b:
+        ra = a.answer(*question(0), arm="cheap")
+        assert a.spend() == pytest.approx(ra.cost) == pytest.approx(a.status().spent)
+        rb = b.answer(*question(1), arm="dear")  # its routing read a's payment
+        assert b.spend() == pytest.approx(ra.cost + rb.cost) == pytest.approx(b.status().spent)
+        assert a.spend() == pytest.approx(ra.cost)  # a has not been to the database since its answer
+        a.answer(*question(2), arm="cheap")
+        assert a.spend() == pytest.approx(a.status().spent) == pytest.approx(2 * ra.cost + rb.cost)
 
 
 def test_replicas_never_exceed_the_budget_together(tmp_path: Path, db: str) -> None:
@@ -298,6 +311,34 @@ def test_a_schema_of_another_version_is_refused_naming_the_migrate_command(tmp_p
     PgState(db, tmp_path / "s", cfg, 8).close()
 
 
+def test_a_version_1_schema_is_upgraded_in_place_and_keeps_its_state(tmp_path: Path, db: str) -> None:
+    """Version 2 keeps decisions' bodies in their rows (``toast_tuple_target``); a version 1 database is
+    refused until `kgwise state migrate --to URL` (here ``upgrade=True``) applies it, the spend kept."""
+    import psycopg
+
+    from kgwise.app.state_pg import MIGRATIONS
+
+    cfg = config(tmp_path, db)
+    with PgState(db, tmp_path / "s", cfg, 8) as state:
+        arm = state.select("d1", [1.0] * 8, COSTS)
+        assert arm is not None
+        state.record(Pending("d1", "q", ["a", "b"], arm, COSTS[arm], COSTS[arm], [1.0] * 8, "a", ["a"]))
+    with psycopg.connect(db, autocommit=True) as conn:  # back to what version 1 made
+        conn.execute("ALTER TABLE kgwise_pending RESET (toast_tuple_target)")
+        conn.execute("ALTER TABLE kgwise_events RESET (toast_tuple_target)")
+        conn.execute("UPDATE kgwise_meta SET value = '1' WHERE key = 'schema_version'")
+    assert len(MIGRATIONS) == SCHEMA_VERSION == 2
+    with pytest.raises(DataError, match=r"version 1, this kgwise reads 2: .*kgwise state migrate --to"):
+        PgState(db, tmp_path / "s", cfg, 8)
+    with PgState(db, tmp_path / "s", cfg, 8, upgrade=True) as state:
+        assert state.router.spent == pytest.approx(COSTS[arm]) and "d1" in state.pending
+    with psycopg.connect(db, autocommit=True) as conn:
+        rows = conn.execute("SELECT relname, reloptions FROM pg_class WHERE relname IN "
+                            "('kgwise_pending', 'kgwise_events') ORDER BY relname").fetchall()
+    assert rows == [("kgwise_events", ["toast_tuple_target=8160"]),
+                    ("kgwise_pending", ["toast_tuple_target=8160"])]
+
+
 def test_a_database_made_for_another_config_is_refused(tmp_path: Path, db: str) -> None:
     PgState(db, tmp_path / "s", config(tmp_path, db), 8).close()
     with pytest.raises(DataError, match=r"made for another config .*its budget is 1, the config's 2"):
@@ -390,7 +431,8 @@ def test_the_server_answers_503_with_retry_after_while_the_database_is_down(tmp_
         client = TestClient(create_app(ServerSettings(), pipelines=hub))
         assert client.post("/v1/chat/completions", json=body).status_code == 200
         health = client.get("/health").json()["state"]["kgwise"]
-        assert health["backend"] == "postgresql" and health["ok"] and health["schema_version"] == 1
+        assert health["backend"] == "postgresql" and health["ok"]
+        assert health["schema_version"] == SCHEMA_VERSION
         server.halt()
         down = client.post("/v1/chat/completions", json=body)
         assert down.status_code == 503 and int(down.headers["Retry-After"]) >= 1

@@ -917,6 +917,15 @@ class Pipeline:
             found = list(self.state.pending.values())
             return found if last is None else found[max(len(found) - last, 0):]
 
+    def spend(self) -> float:
+        """The budget spent so far, as :meth:`status` gives it, without the rest of a status: nothing is read
+        from a database state (no count of the decisions awaiting feedback, no catch-up for the live
+        coverage), so there it is as of this replica's last transaction: its own answers, and every
+        replica's payments up to its last routing decision. The server samples it after answers, up to
+        twice a second per replica."""
+        with self._lock:
+            return float(self.state.router.spent)
+
     def status(self) -> PipelineStatus:
         """Budget, spending, decisions and each arm's pulls, cost, calibration size and live coverage."""
         sets = self.config.answer_sets

@@ -93,7 +93,7 @@ if TYPE_CHECKING:
 __all__ = ["REFRESH_S", "SCHEMA_VERSION", "PgState", "SharedCokeRouter", "apply_event", "migrate_schema",
            "safe_url"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 REFRESH_S = 1.0
 CHECKPOINT_EVENTS = 5000
 """Events after the base that make the next routing transaction write a new base (a checkpoint), so that
@@ -122,7 +122,15 @@ CREATE TABLE IF NOT EXISTS kgwise_coverage (
   graded bigint NOT NULL, correct bigint NOT NULL, uncertified bigint NOT NULL);
 CREATE TABLE IF NOT EXISTS kgwise_files (name text PRIMARY KEY, body bytea NOT NULL);
 """
-MIGRATIONS: tuple[str, ...] = (_V1,)
+_V2 = """
+ALTER TABLE kgwise_pending SET (toast_tuple_target = 8160);
+ALTER TABLE kgwise_events SET (toast_tuple_target = 8160);
+"""
+"""A decision's body (~4.5 kB: its 384-d embedding in base64) and a feedback's context (3 kB) are kept in
+their row, neither compressed nor moved to the TOAST table, up to a page (8,160 bytes; longer ones as
+before): storing them out of line was 7 % of PostgreSQL's CPU per answer (`perf record` of the backend under
+`kgwise bench serve --replicas`; docs/scale-out.md)."""
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)
 """``MIGRATIONS[v]`` brings a schema of version ``v`` to ``v + 1`` (version 0: no kgwise tables)."""
 
 _COUNTS = ("n", "covered", "undetermined", "graded", "correct", "uncertified")
@@ -131,6 +139,59 @@ _LOCK = "SELECT 1 FROM kgwise_ledger WHERE id = 1 FOR UPDATE"
 _EVENTS = ("SELECT id, replica, op, arm, x, reward, cost, bound FROM kgwise_events "
            "WHERE epoch = %s AND id > %s ORDER BY id")
 Statement = tuple[str, "Mapping[str, Any] | tuple[Any, ...] | None"]
+PREPARED: dict[str, tuple[str, str]] = {
+    # name: (parameter types, statement): what every answer and feedback runs, parsed and planned once per
+    # connection (PREPARE) and run as EXECUTE: a statement sent as text with its parameters quoted in it was
+    # parsed, analysed and planned at every call, 42 % of PostgreSQL's CPU per answer (`perf record` of the
+    # backend under `kgwise bench serve --replicas`; docs/scale-out.md)
+    "kgwise_ledger_lock": ("", _LEDGER + " FOR UPDATE"),
+    "kgwise_lock": ("", _LOCK),
+    "kgwise_events_after": ("bigint, bigint", _EVENTS.replace("%s", "$1", 1).replace("%s", "$2", 1)),
+    # reserve (the database's own check: never above the budget), hold, log
+    "kgwise_reserve": (
+        "float8, text, text, bigint, bigint, text, bytea",  # bound, arm, decision, lease, epoch, replica, x
+        "WITH r AS (UPDATE kgwise_ledger SET reserved = reserved + $1 WHERE id = 1 AND $2::text IS NOT NULL "
+        "AND spent + reserved + $1 <= budget RETURNING 1), "
+        "h AS (INSERT INTO kgwise_holds SELECT $3, $4, $2, $1 FROM r RETURNING arm) "
+        "INSERT INTO kgwise_events (epoch, replica, op, arm, x) "
+        "SELECT $5, $6, 'select', (SELECT arm FROM h), $7 RETURNING arm"),
+    # release the hold, keep the decision awaiting feedback (the oldest beyond `kept` expire), pay, log
+    "kgwise_pay": (
+        "text, text, bigint, float8, bigint, text, text, float8",  # decision, body, kept, cost, epoch,
+        "WITH h AS (DELETE FROM kgwise_holds WHERE decision = $1 RETURNING bound), "  # replica, arm, bound
+        "p AS (INSERT INTO kgwise_pending (decision, body) SELECT $1, $2 WHERE $2 IS NOT NULL "
+        "RETURNING seq), "
+        "x AS (DELETE FROM kgwise_pending WHERE seq <= (SELECT max(seq) FROM p) - $3 RETURNING 1), "
+        "u AS (UPDATE kgwise_ledger SET spent = spent + $4, "
+        "reserved = greatest(reserved - coalesce((SELECT sum(bound) FROM h), 0), 0), "
+        "expired = expired + (SELECT count(*) FROM x) WHERE id = 1) "
+        "INSERT INTO kgwise_events (epoch, replica, op, arm, cost, bound) "
+        "VALUES ($5, $6, 'charge', $7, $4, $8)"),
+    "kgwise_cancel": (
+        "text",
+        "WITH h AS (DELETE FROM kgwise_holds WHERE decision = $1 RETURNING bound) "
+        "UPDATE kgwise_ledger SET reserved = greatest(reserved - coalesce((SELECT sum(bound) FROM h), 0), 0) "
+        "WHERE id = 1"),
+    "kgwise_take": ("text", "DELETE FROM kgwise_pending WHERE decision = $1 RETURNING body"),
+    # settle (the oldest beyond `kept` forgotten), count the arm's coverage, log the learn and observe events
+    "kgwise_settle": (  # decision, kept, arm, its six _COUNTS, epoch, replica, x, ops, arms, rewards, costs
+        "text, bigint, text, bigint, bigint, bigint, bigint, bigint, bigint, bigint, text, bytea, text[], "
+        "text[], float8[], float8[]",
+        "WITH s AS (INSERT INTO kgwise_settled (decision) VALUES ($1) ON CONFLICT DO NOTHING RETURNING seq), "
+        "t AS (DELETE FROM kgwise_settled WHERE seq <= (SELECT max(seq) FROM s) - $2), "
+        f"c AS (INSERT INTO kgwise_coverage (arm, {', '.join(_COUNTS)}) VALUES ($3, $4, $5, $6, $7, $8, $9) "
+        "ON CONFLICT (arm) DO UPDATE SET "
+        + ", ".join(f"{c} = kgwise_coverage.{c} + EXCLUDED.{c}" for c in _COUNTS) + ") "
+        "INSERT INTO kgwise_events (epoch, replica, op, arm, x, reward, cost) "
+        "SELECT $10, $11, o, a, $12, r, c FROM unnest($13, $14, $15, $16) AS u(o, a, r, c)"),
+}
+
+
+def _execute(name: str, *args: Any) -> Statement:
+    """A :data:`PREPARED` statement's ``EXECUTE`` with ``args`` (quoted into it by the batch)."""
+    return (f"EXECUTE {name}({', '.join(['%s'] * len(args))})" if args else f"EXECUTE {name}", args or None)
+
+
 _ASYNC = "SET LOCAL synchronous_commit = off"
 """For the transactions that only hold or release a bound (routing, a cancel): their commit is visible to
 every replica at once, but does not wait for the WAL's flush to disk; the answer's payment, a synchronous
@@ -307,6 +368,7 @@ class PgState:
         self._router: RouterAdapter
         self.context: Context
         self._conn: psycopg.Connection[Any] | None = None
+        self._prepared: psycopg.Connection[Any] | None = None  # the connection holding PREPARED
         self._lease_conn: psycopg.Connection[Any] | None = None
         self.lease = 0
         self.epoch = 0
@@ -377,6 +439,8 @@ class PgState:
                 conn = self._connection()
                 try:
                     with psycopg.ClientCursor(conn) as cur:
+                        if self._prepared is not conn:
+                            self._prepare(cur)
                         yield cur
                 finally:
                     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
@@ -399,6 +463,18 @@ class PgState:
             if not cur.nextset():
                 return out
 
+    def _prepare(self, cur: psycopg.ClientCursor[Any]) -> None:
+        """On a new work connection, in one round trip: PREPARE the :data:`PREPARED` statements, and
+        compress large values (a decision's body, a feedback's context) with LZ4 where the server has it
+        (PostgreSQL ≥ 14 built with it: Debian's is), not with the default pglz, which took 4 % of its CPU
+        per answer."""
+        prepare = [f"PREPARE {name}{f' ({types})' if types else ''} AS {sql}"
+                   for name, (types, sql) in PREPARED.items()]
+        self._batch(cur, [("DEALLOCATE ALL", None), *((sql, None) for sql in prepare),
+                          ("SELECT set_config('default_toast_compression', 'lz4', false) FROM pg_settings "
+                           "WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals)", None)])
+        self._prepared = cur.connection
+
     def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._tx() as cur:
             cur.execute(sql.encode(), args)
@@ -410,7 +486,7 @@ class PgState:
             if conn is not None:
                 with suppress(Exception):  # closing a broken connection may fail again: gone either way
                     conn.close()
-        self._conn = self._lease_conn = None
+        self._conn = self._lease_conn = self._prepared = None
 
     def _lease(self) -> None:
         """Hold a session advisory lock naming this replica: the holds it makes are released by the others
@@ -626,8 +702,8 @@ class PgState:
                 # without waiting for the WAL's flush (_ASYNC)
                 with self._batched() as cur:
                     _, _, ledger, events = self._batch(cur, [
-                        ("BEGIN", None), (_ASYNC, None), (_LEDGER + " FOR UPDATE", None),
-                        (_EVENTS, (self.epoch, self.watermark))])
+                        ("BEGIN", None), (_ASYNC, None), _execute("kgwise_ledger_lock"),
+                        _execute("kgwise_events_after", self.epoch, self.watermark)])
                     self._caught_up_to(cur, ledger[0], events)
                     if time.monotonic() - self._swept >= REFRESH_S:
                         self._sweep(cur)
@@ -638,15 +714,9 @@ class PgState:
                     arm = self._router.select(np.asarray(x, dtype=np.float64), costs)
                     bound = 0.0 if arm is None else float(costs[arm])
                     # reserve (the database's own check: never above the budget), hold, log: one statement
-                    rows = self._batch(cur, [(
-                        "WITH r AS (UPDATE kgwise_ledger SET reserved = reserved + %(b)s WHERE id = 1 AND "
-                        "%(arm)s::text IS NOT NULL AND spent + reserved + %(b)s <= budget RETURNING 1), "
-                        "h AS (INSERT INTO kgwise_holds SELECT %(d)s, %(lease)s, %(arm)s, %(b)s FROM r "
-                        "RETURNING arm) "
-                        "INSERT INTO kgwise_events (epoch, replica, op, arm, x) SELECT %(epoch)s, "
-                        "%(replica)s, 'select', (SELECT arm FROM h), %(x)s RETURNING arm",
-                        {"b": bound, "arm": arm, "d": decision, "lease": self.lease, "epoch": self.epoch,
-                         "replica": self.replica, "x": _blob(r.cost_seen - seen)}), ("COMMIT", None)])[0]
+                    rows = self._batch(cur, [
+                        _execute("kgwise_reserve", bound, arm, decision, self.lease, self.epoch, self.replica,
+                                 _blob(r.cost_seen - seen)), ("COMMIT", None)])[0]
                     if arm is not None and (not rows or rows[0][0] is None):
                         self._router.cancel(arm, bound)
                         arm = None
@@ -735,20 +805,9 @@ class PgState:
         log the charge, keep the decision awaiting feedback (the oldest beyond PENDING_KEPT expire): one
         round trip."""
         with self._batched() as cur:
-            self._batch(cur, [("BEGIN", None), (_LOCK, None), (
-                "WITH h AS (DELETE FROM kgwise_holds WHERE decision = %(d)s RETURNING bound), "
-                "p AS (INSERT INTO kgwise_pending (decision, body) SELECT %(d)s, %(body)s::text "
-                "WHERE %(body)s::text IS NOT NULL RETURNING seq), "
-                "x AS (DELETE FROM kgwise_pending WHERE seq <= (SELECT max(seq) FROM p) - %(kept)s "
-                "RETURNING 1), "
-                "u AS (UPDATE kgwise_ledger SET spent = spent + %(cost)s, "
-                "reserved = greatest(reserved - coalesce((SELECT sum(bound) FROM h), 0), 0), "
-                "expired = expired + (SELECT count(*) FROM x) WHERE id = 1) "
-                "INSERT INTO kgwise_events (epoch, replica, op, arm, cost, bound) "
-                "VALUES (%(epoch)s, %(replica)s, 'charge', %(arm)s, %(cost)s, %(bound)s)",
-                {"d": decision, "body": None if pending is None else pending.to_json(), "kept": PENDING_KEPT,
-                 "cost": cost, "epoch": self.epoch, "replica": self.replica, "arm": arm, "bound": bound}),
-                ("COMMIT", None)])
+            self._batch(cur, [("BEGIN", None), _execute("kgwise_lock"), _execute(
+                "kgwise_pay", decision, None if pending is None else pending.to_json(), PENDING_KEPT, cost,
+                self.epoch, self.replica, arm, bound), ("COMMIT", None)])
         self._selected.pop(decision, None)
         router = self._router.router
         if bound in router.holds[router.names.index(arm)]:
@@ -759,11 +818,8 @@ class PgState:
     def _cancel(self, decision: str) -> None:
         arm, bound = self._selected[decision]
         with self._batched() as cur:  # one round trip, not waiting for the WAL's flush (_ASYNC)
-            self._batch(cur, [("BEGIN", None), (_ASYNC, None), (_LOCK, None), (
-                "WITH h AS (DELETE FROM kgwise_holds WHERE decision = %s RETURNING bound) "
-                "UPDATE kgwise_ledger SET reserved = greatest(reserved - coalesce((SELECT sum(bound) "
-                "FROM h), 0), 0) WHERE id = 1",
-                (decision,)), ("COMMIT", None)])
+            self._batch(cur, [("BEGIN", None), (_ASYNC, None), _execute("kgwise_lock"),
+                              _execute("kgwise_cancel", decision), ("COMMIT", None)])
         self._selected.pop(decision, None)
         router = self._router.router
         if bound in router.holds[router.names.index(arm)]:
@@ -778,8 +834,9 @@ class PgState:
             # two round trips: begin, lock, new events, take the decision; learn and commit
             with self._batched() as cur:
                 _, ledger, events, taken = self._batch(cur, [
-                    ("BEGIN", None), (_LEDGER + " FOR UPDATE", None), (_EVENTS, (self.epoch, self.watermark)),
-                    ("DELETE FROM kgwise_pending WHERE decision = %s RETURNING body", (decision,))])
+                    ("BEGIN", None), _execute("kgwise_ledger_lock"),
+                    _execute("kgwise_events_after", self.epoch, self.watermark),
+                    _execute("kgwise_take", decision)])
                 self._caught_up_to(cur, ledger[0], events)
                 if not taken:
                     raise ConfigError(f"decision {decision!r} was settled meanwhile (by another replica)")
@@ -787,22 +844,10 @@ class PgState:
                 delta = coverage_delta(p, reward, covered)
                 names = [p.arm, *observed]
                 # settle (the oldest beyond SETTLED_KEPT forgotten), count coverage, log: one statement
-                self._batch(cur, [(
-                    "WITH s AS (INSERT INTO kgwise_settled (decision) VALUES (%(d)s) ON CONFLICT DO NOTHING "
-                    "RETURNING seq), "
-                    "t AS (DELETE FROM kgwise_settled WHERE seq <= (SELECT max(seq) FROM s) - %(kept)s), "
-                    "c AS (INSERT INTO kgwise_coverage VALUES (%(arm)s, "
-                    + ", ".join(f"%({c})s" for c in _COUNTS) + ") "
-                    "ON CONFLICT (arm) DO UPDATE SET "
-                    + ", ".join(f"{c} = kgwise_coverage.{c} + EXCLUDED.{c}" for c in _COUNTS) + ") "
-                    "INSERT INTO kgwise_events (epoch, replica, op, arm, x, reward, cost) "
-                    "SELECT %(epoch)s, %(replica)s, o, a, %(x)s, r, c "
-                    "FROM unnest(%(ops)s::text[], %(arms)s::text[], %(rewards)s::float8[], "
-                    "%(costs)s::float8[]) AS u(o, a, r, c)",
-                    {"d": decision, "kept": SETTLED_KEPT, "arm": p.arm,
-                     **{c: getattr(delta, c) for c in _COUNTS}, "epoch": self.epoch, "replica": self.replica,
-                     "x": _blob(p.embedding), "ops": ["learn"] + ["observe"] * len(observed), "arms": names,
-                     "rewards": [reward, *observed.values()], "costs": [p.cost] + [None] * len(observed)}),
+                self._batch(cur, [_execute(
+                    "kgwise_settle", decision, SETTLED_KEPT, p.arm, *(getattr(delta, c) for c in _COUNTS),
+                    self.epoch, self.replica, _blob(p.embedding), ["learn"] + ["observe"] * len(observed),
+                    names, [reward, *observed.values()], [p.cost] + [None] * len(observed)),
                     ("COMMIT", None)])
             v = np.asarray(p.embedding, dtype=np.float64)
             self._router.learn(p.arm, v, reward, p.cost)

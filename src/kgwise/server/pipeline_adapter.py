@@ -85,9 +85,8 @@ class ServedPipeline:
                                  history=[], pinned=st.pinned)
 
     def spend(self) -> float:
-        """The pipeline's spend, without reading the decisions awaiting feedback that :meth:`status`
-        shows (in a database state: 100 rows with their embeddings)."""
-        return float(self.pipeline.status().spent)
+        """The pipeline's spend (:meth:`kgwise.app.Pipeline.spend`), without the rest of a status."""
+        return self.pipeline.spend()
 
     def route(self, question: str, costs: Mapping[str, float] | None = None) -> Decision:
         return self.pipeline.route(question, costs)
