@@ -259,13 +259,15 @@ def _out_of_fold_groups(table: OutcomeTable, encoder: Encoder, config: PipelineC
     X = _contexts(config, context, encoder, table, train, free, predicted)
     groups: list[str | None] = [None] * len(train)
     Y = table.correct[train].astype(np.float64)
+    # the predictor's features read the embedding
+    E = (np.asarray(encoder.encode([table.texts[i] for i in train]), dtype=np.float64)
+         if predicted is not None else np.zeros((len(train), 0)))
     # ``train`` is already in random order: alternate rows are random halves
     halves = (np.arange(0, len(train), 2), np.arange(1, len(train), 2))
     for h, mine in enumerate(halves):
         other = halves[1 - h]
         warm, routed, cascade = X[other], X[mine], None
         if predicted is not None:
-            E = np.asarray(encoder.encode([table.texts[i] for i in train]), dtype=np.float64)
             made, why_not = predicted_context(
                 config, [Question(table.qids[i], table.texts[i]) for i in train],
                 {a: [free[a][i] for i in train] for a in config.free_arms if a in free}, Y, E, other.tolist())
