@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -12,8 +13,8 @@ import numpy.typing as npt
 import pytest
 
 import kgwise.eval.pipeline
-from kgwise.app.config import PipelineConfig
-from kgwise.app.fit import PREDICTOR_FOLDS, FitReport, fit_questions
+from kgwise.app.config import AnswerSetConfig, KGConfig, PipelineConfig, RouterConfig
+from kgwise.app.fit import PREDICTOR_FOLDS, FitReport, fit_questions, predicted_context
 from kgwise.app.pipeline import Pipeline
 from kgwise.app.router import context_vector
 from kgwise.conformal.grid import TableBatch
@@ -27,6 +28,7 @@ from kgwise.route.features import PreCallFeatures, PredictedContext, context_row
 from kgwise.route.predictor import cross_fitted
 from kgwise.route.table import OutcomeTable, free_context, free_signal_row
 from kgwise.route.tuning import simulate
+from kgwise.types import Question
 
 slow = pytest.mark.slow  # loads all-MiniLM-L6-v2 and runs two fits
 
@@ -190,3 +192,33 @@ def test_the_pipelines_router_figures_equal_eval_routes_for_the_same_settings(
     assert run["cost"] == pytest.approx(ref.total_cost)
     shares = np.bincount(ref.chosen[ref.chosen >= 0], minlength=table.n_arms) / len(test)
     assert [run["share"][a] for a in table.arms] == pytest.approx(shares.tolist())
+
+
+def test_out_of_fold_groups_are_routed_by_a_predictor_and_cascade_that_never_learnt_them() -> None:
+    """The per-arm sets calibrate on the arms out-of-fold routers send the fit rows to: each half is routed
+    by a predictor and a cascade rule learnt on the other half alone. The fitted router's rule (learnt on
+    every fit row) is not read: a rule that never escalates and one that always does give the same
+    groups, some of them the strong arm and most the free one (the budget affords escalating 30 %)."""
+    n = 160
+    table, free = _free_table(n)
+    enc = FakeEncoder()
+    said = kgwise.eval.pipeline._said(free, {})
+    runners = kgwise.eval.pipeline._runners(table, list(range(n)), said)
+    train = np.random.default_rng(0).permutation(n)
+    per_question = 0.3 * float(table.cost[train, 3].mean())
+    config = PipelineConfig(Path("kgwise.toml"), KGConfig(), tuple(r.config for r in runners.values()),
+                            RouterConfig(per_question * n, "usd", n, 0, True, CokeConfig(), "cascade"),
+                            AnswerSetConfig())
+    emb = np.asarray(enc.encode(list(table.texts)), dtype=np.float64)
+    made, why_not = predicted_context(config, [Question(table.qids[i], table.texts[i]) for i in range(n)],
+                                      {a: said[a] for a in free}, table.correct.astype(float), emb,
+                                      list(range(n)))
+    assert made is not None, why_not
+    groups = []
+    for threshold in (2.0, -2.0):  # never, always
+        fitted = CokeRouter(table.arm_specs(), 1 + table.n_arms, budget=per_question * n, horizon=n)
+        fitted.cascade = CascadeRule(cheap=1, strong=3, threshold=threshold, share=0.0, accuracy=0.0)
+        groups.append(kgwise.eval.pipeline._out_of_fold_groups(
+            table, enc, config, "cascade", fitted, said, train, per_question, 0, made[1]))
+    assert groups[0] == groups[1]
+    assert 0 < groups[0].count("big") < groups[0].count("gnn-b")  # gnn-b: the more accurate free arm

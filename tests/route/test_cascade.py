@@ -51,7 +51,11 @@ def test_narrow_keeps_the_rules_pick_among_affordable_arms() -> None:
     assert CascadeRule.from_dict(rule.to_dict(["a", "b", "c"]), ["a", "b", "c"]) == rule
 
 
-def test_a_cascade_needs_a_free_arm() -> None:
+def test_without_a_free_arm_the_cheapest_arm_answers_first_and_its_cost_counts() -> None:
     X, Y, C = _log()
-    with pytest.raises(ConfigError, match="free arm"):
-        fit_cascade(X, Y, C + 1.0, 0.6)
+    rule = fit_cascade(X, Y, C + 0.2, 0.6)  # (0.6 − 0.2) / 2.2 of the questions can go up
+    assert (rule.cheap, rule.strong) == (0, 1)
+    assert 0 < rule.share <= 0.4 / 2.2 + 1 / len(Y)  # the quantile escalates whole questions
+    assert fit_cascade(X, Y, C, 0.6, shares=(1.0,)).share == pytest.approx(0.3)  # the whole budget
+    with pytest.raises(ConfigError, match="two arms"):
+        fit_cascade(X[:, :2], Y[:, :1], C[:, :1], 0.6)

@@ -18,7 +18,7 @@
    configured budget (per question: ``budget / horizon``, paced; without a horizon each half gets the
    whole budget), and the point with the best mean accuracy over the two folds wins (ties: lower cost).
    With free arms the grid also holds the ``predicted`` context, ``[1, p_1(x) … p_m(x)]`` from a success
-   predictor learnt on the learning part, out of fold on its questions (:func:`_predicted_context`); when
+   predictor learnt on the learning part, out of fold on its questions (:func:`predicted_context`); when
    it wins, the predictor is kept in the router's state and ``Pipeline.answer`` routes on it.
    This needs :data:`MIN_CROSS_FIT` such questions (each fold learns from and is scored on ≥ 50); on a
    smaller log the config's ``[coke]`` values and ``[router] context`` stay, and the report says why. A
@@ -95,7 +95,7 @@ from kgwise.types import CHOICE_LABELS, Choice, Question, Usage
 
 __all__ = ["LOG_FILE", "MIN_CROSS_FIT", "ArmFit", "FitReport", "LoggedCall", "RouterSelection",
            "SpendLimitError", "call_key", "fit", "fit_calls", "fit_questions", "held_out",
-           "held_out_calibration", "interleaved", "read_questions"]
+           "held_out_calibration", "interleaved", "predicted_context", "read_questions"]
 
 LOG_FILE = "fit-log.jsonl"
 REPORT_FILE = FIT_REPORT_FILE
@@ -524,7 +524,7 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     for context in ("question+free", "free") if config.free_arms else ():
         contexts[context] = np.stack([context_vector(config, context, e, {n: v[i] for n, v in free.items()})
                                       for i, e in enumerate(E)])
-    predicted, why_not = _predicted_context(config, questions, free, Y, E, learn)
+    predicted, why_not = predicted_context(config, questions, free, Y, E, learn)
     predictor: PredictedContext | None = None
     if predicted is not None:
         contexts["predicted"], predictor, _ = predicted
@@ -720,7 +720,7 @@ MIN_PREDICTOR_GRADED = 10
 """Graded outcomes per arm and fold the success predictor needs (fewer: no ``predicted`` context)."""
 
 
-def _predicted_context(config: PipelineConfig, questions: Sequence[Question],
+def predicted_context(config: PipelineConfig, questions: Sequence[Question],
                        free: Mapping[str, Sequence[FreeOutput]], Y: np.ndarray, E: np.ndarray,
                        learn: Sequence[int]
                        ) -> tuple[tuple[np.ndarray, PredictedContext, np.ndarray] | None, str]:

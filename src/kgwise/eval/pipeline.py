@@ -15,7 +15,9 @@ cross-fitting (each run reports the choice); the free arms (cost 0) answer every
 recorded top candidate and score given as ``free``, which the ``question+free`` context reads.
 
 Reported per split and as mean ± std over splits: each arm's accuracy and cost on the test half, the
-pipeline's accuracy, cost, spent/budget and share of questions routed to each arm, in how many splits
+pipeline's accuracy, cost, spent/budget and share of questions routed to each arm, the oracle's accuracy
+(some arm right) and the budgeted oracle's (the best any per-question choice of arms reaches within the
+budget, :meth:`~kgwise.route.table.OutcomeTable.budgeted_oracle`), in how many splits
 the fit pinned each arm (routing did not clear it, ``[router] pin_single_arm``), and the target
 checks against the best single arm (accuracy ≥ its, cost ≤ 60 % of its — of the best paid arm's when the
 best arm is free, ``cost_reference_arm``). With UAG's tables of the
@@ -44,13 +46,14 @@ import numpy.typing as npt
 from kgwise.app.arms import ArmOutput, ArmRunner
 from kgwise.app.calibration import CalibrationSelector, HeldOutCalibration
 from kgwise.app.config import AnswerSetConfig, ArmConfig, Context, KGConfig, PipelineConfig, RouterConfig
-from kgwise.app.fit import fit_questions, held_out_calibration, interleaved
+from kgwise.app.fit import fit_questions, held_out_calibration, interleaved, predicted_context
 from kgwise.app.pipeline import BudgetExceededError, Pipeline
 from kgwise.app.router import context_vector
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError, ReplayMissError
 from kgwise.eval.pipeline_sets import RoutedSets, summarise_sets
 from kgwise.eval.route.logs import FreeAnswers, GradedReplay
+from kgwise.route.cascade import fit_cascade
 from kgwise.route.coke import CokeConfig, CokeRouter
 from kgwise.route.features import PredictedContext
 from kgwise.route.table import OutcomeTable
@@ -210,6 +213,8 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
                  for j, a in enumerate(table.arms)},
         "best_arm": table.arms[best],
         "accuracy_minus_best": pipe_acc - float(acc[best]),
+        "oracle_accuracy": float(table.correct[test].any(axis=1).mean()),
+        "budgeted_oracle_accuracy": table.budgeted_oracle(test, budget),
         "cost_over_best": paid / float(per_arm_cost[ref]) if per_arm_cost[ref] > 0 else None,
         "cost_reference_arm": table.arms[ref],
         "router_selection": None if fitted.router_selection is None else fitted.router_selection.to_dict(),
@@ -245,22 +250,41 @@ def _out_of_fold_groups(table: OutcomeTable, encoder: Encoder, config: PipelineC
                         budget_per_question: float, seed: int, predicted: PredictedContext | None = None
                         ) -> list[str | None]:
     """Per fit row, the arm a router that never learnt it sends it to: the fit rows are halved, and a
-    router with the fitted one's settings (γ, reward form, context, pinned arm, cascade rule), warm-started
-    on one half, routes the other in order within a paced budget, learning as the pipeline does live
-    (:func:`kgwise.route.tuning.simulate`). What the per-arm (Mondrian) sets calibrate on."""
+    router with the fitted one's settings (γ, reward form, context, pinned arm), warm-started on one half,
+    routes the other in order within a paced budget, learning as the pipeline does live
+    (:func:`kgwise.route.tuning.simulate`). A ``predicted`` or ``cascade`` context's success predictor and
+    cascade rule are learnt again on the warm-start half alone, as ``kgwise fit`` learns them
+    (:func:`kgwise.app.fit.predicted_context`, :func:`kgwise.route.cascade.fit_cascade`): the fitted ones
+    learnt the routed half's outcomes too. What the per-arm (Mondrian) sets calibrate on."""
     X = _contexts(config, context, encoder, table, train, free, predicted)
     groups: list[str | None] = [None] * len(train)
+    Y = table.correct[train].astype(np.float64)
+    # the predictor's features read the embedding
+    E = (np.asarray(encoder.encode([table.texts[i] for i in train]), dtype=np.float64)
+         if predicted is not None else np.zeros((len(train), 0)))
     # ``train`` is already in random order: alternate rows are random halves
     halves = (np.arange(0, len(train), 2), np.arange(1, len(train), 2))
     for h, mine in enumerate(halves):
         other = halves[1 - h]
+        warm, routed, cascade = X[other], X[mine], None
+        if predicted is not None:
+            made, why_not = predicted_context(
+                config, [Question(table.qids[i], table.texts[i]) for i in train],
+                {a: [free[a][i] for i in train] for a in config.free_arms if a in free}, Y, E, other.tolist())
+            if made is None:
+                raise ConfigError(f"out-of-fold routing of the fit rows in the {context!r} context: "
+                                  f"{why_not}")
+            rows, _, kept = made
+            warm, routed = rows[other], rows[mine]  # out of fold on ``other``; ``mine`` as new questions
+            if fitted.cascade is not None:
+                cascade = fit_cascade(warm, Y[other], table.cost[train[other]], budget_per_question,
+                                      kept[other])
         router = CokeRouter(table.arm_specs(), X.shape[1], budget=budget_per_question * len(mine),
                             config=fitted.config, seed=seed, horizon=len(mine))
-        router.warm_start(X[other], table.correct[train[other]].astype(np.float64))
+        router.warm_start(warm, Y[other])
         router.pin(fitted.pinned_arm)
-        router.cascade = fitted.cascade
-        rows = table.subset(train[mine])
-        result = simulate(router, rows, X[mine], np.arange(len(mine)), router)
+        router.cascade = cascade
+        result = simulate(router, table.subset(train[mine]), routed, np.arange(len(mine)), router)
         for k, j in zip(mine, result.chosen, strict=True):
             groups[k] = table.arms[j] if j >= 0 else None
     return groups
@@ -319,6 +343,8 @@ def evaluate_replay(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConf
         "cost": _mean_std([r["cost"] for r in runs]),
         "spent_over_budget": _mean_std([r["spent_over_budget"] for r in runs]),
         "accuracy_minus_best": _mean_std([r["accuracy_minus_best"] for r in runs]),
+        "oracle_accuracy": _mean_std([r["oracle_accuracy"] for r in runs]),
+        "budgeted_oracle_accuracy": _mean_std([r["budgeted_oracle_accuracy"] for r in runs]),
         "cost_over_best": _mean_std(over) if over else None,
         "share": {a: _mean_std([r["share"][a] for r in runs]) for a in table.arms},
         "splits_pinned": {a: sum(r["pinned"] == a for r in runs) for a in table.arms},

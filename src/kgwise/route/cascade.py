@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from kgwise.errors import ConfigError
 
-__all__ = ["CONTEXT", "SHARES", "CascadeRule", "fit_cascade"]
+__all__ = ["CONTEXT", "SHARES", "CascadeRule", "cascade_arms", "fit_cascade"]
 
 Matrix = npt.NDArray[np.float64]
 CONTEXT = "cascade"
@@ -75,17 +75,33 @@ class CascadeRule:
             raise ConfigError(f"not a valid cascade state (arms {', '.join(names)}): {exc!r}") from exc
 
 
+def cascade_arms(correct: npt.ArrayLike, cost: npt.ArrayLike) -> tuple[int, int]:
+    """The cascade's cheap and strong arms on graded questions (``correct``, ``cost``: questions × arms, at
+    least two arms): the most accurate of the arms of least mean cost, and the most accurate other arm
+    (ties: the cheaper, then the first)."""
+    Y = np.asarray(correct, dtype=np.float64)
+    acc, mean_cost = Y.mean(axis=0), np.asarray(cost, dtype=np.float64).mean(axis=0)
+    m = Y.shape[1]
+    cheap = min(range(m), key=lambda j: (mean_cost[j], -acc[j], j))
+    return cheap, max((j for j in range(m) if j != cheap), key=lambda j: (acc[j], -mean_cost[j], -j))
+
+
 def fit_cascade(contexts: npt.ArrayLike, correct: npt.ArrayLike, cost: npt.ArrayLike,
-                budget_per_question: float, deployed: npt.ArrayLike | None = None) -> CascadeRule:
+                budget_per_question: float, deployed: npt.ArrayLike | None = None,
+                shares: Sequence[float] = SHARES) -> CascadeRule:
     """The cascade of graded questions (module docstring): ``contexts`` their ``[1, p(x)]`` rows (out of
-    fold), ``correct`` and ``cost`` (questions × arms). The cheap arm is the most accurate free arm (cost 0
-    on every question); the strong arm the most accurate other one (ties: the cheaper). ``deployed``: the
+    fold), ``correct`` and ``cost`` (questions × arms). The cheap arm is the most accurate of the arms of
+    least mean cost (a free arm — cost 0 on every question — wherever there is one: the pipeline's
+    ``predicted`` context needs one); the strong arm the most accurate other one (ties: the cheaper). An
+    escalated question pays both arms, so the budget affords escalating ``(budget per question − the cheap
+    arm's mean cost) / the strong arm's mean cost`` of the questions; ``shares``: the fractions of that rate
+    compared (``(1.0,)``: spend the whole budget, ``kgwise eval route``'s learned cascade). ``deployed``: the
     same questions' rows by the predictor the router will use, when it is not the one that made
     ``contexts`` (a predictor fitted on all of them, not out of fold): the share is chosen on the
     out-of-fold rows, and the threshold that escalates that share is read from the deployed rows — a
     predictor refitted on more questions spreads its predictions differently (on a 90-question log a
     stronger ridge can flatten them), so a quantile of the out-of-fold gains may escalate nothing or
-    everything on new questions. ``ConfigError`` without a free arm and another arm."""
+    everything on new questions. ``ConfigError`` with fewer than two arms."""
     X = np.atleast_2d(np.asarray(contexts, dtype=np.float64))
     Y = np.asarray(correct, dtype=np.float64)
     C = np.asarray(cost, dtype=np.float64)
@@ -93,24 +109,22 @@ def fit_cascade(contexts: npt.ArrayLike, correct: npt.ArrayLike, cost: npt.Array
     if X.shape != (n, 1 + m) or C.shape != (n, m) or n == 0:
         raise ConfigError(f"a cascade needs [1, p] contexts of {1 + m} values and costs for {n} > 0 "
                           f"questions, got contexts {X.shape} and costs {C.shape}")
-    acc, mean_cost = Y.mean(axis=0), C.mean(axis=0)
-    free = [j for j in range(m) if not np.any(C[:, j] > 0)]
-    if not free or m < 2:
-        raise ConfigError("a cascade needs a free arm (cost 0 on every question) and another arm")
-    cheap = max(free, key=lambda j: (acc[j], -j))
-    strong = max((j for j in range(m) if j != cheap), key=lambda j: (acc[j], -mean_cost[j], -j))
-    room = budget_per_question / mean_cost[strong] if mean_cost[strong] > 0 else 1.0
+    if m < 2 or not shares:
+        raise ConfigError(f"a cascade needs two arms and a share to compare, got {m} arms, shares {shares}")
+    mean_cost = C.mean(axis=0)
+    cheap, strong = cascade_arms(Y, C)
+    room = ((budget_per_question - mean_cost[cheap]) / mean_cost[strong] if mean_cost[strong] > 0 else 1.0)
     top = float(min(max(room, 0.0), 1.0))
     gain = X[:, 1 + strong] - X[:, 1 + cheap]
     best: tuple[float, float, float] | None = None  # (accuracy, share, threshold)
-    for share in sorted({s * top for s in SHARES}):
+    for share in sorted({s * top for s in shares}):
         # a gain of two probabilities never exceeds 1: a threshold of 1 escalates nothing (JSON-safe)
         threshold = float(np.quantile(gain, 1.0 - share)) if share > 0 else 1.0
         up = gain > threshold
         right = float(np.where(up, Y[:, strong], Y[:, cheap]).mean())
         if best is None or right > best[0] + 1e-12:
             best = (right, float(up.mean()), threshold)
-    assert best is not None  # SHARES is not empty
+    assert best is not None  # shares is not empty
     right, share, threshold = best
     if deployed is not None and share > 0:
         D = np.atleast_2d(np.asarray(deployed, dtype=np.float64))

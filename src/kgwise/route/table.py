@@ -121,6 +121,20 @@ class OutcomeTable:
             return best
         return int(paid[np.argmax(acc[paid])])
 
+    def budgeted_oracle(self, rows: Sequence[int] | npt.NDArray[np.int64], budget: float) -> float:
+        """The best accuracy on ``rows`` that any per-question choice of arm (or no answer, at no cost)
+        reaches spending at most ``budget`` in all: each question answered right gains 1 and costs at
+        least its cheapest right arm's cost, so the optimum answers right the questions whose cheapest
+        right arm is cheapest, in that order, while the budget lasts (exact: equal gains make the
+        knapsack greedy). An upper bound for every router on these questions at this budget; without a
+        budget limit it is the oracle's accuracy (some arm right)."""
+        r = np.asarray(rows, dtype=np.int64)
+        if not len(r):
+            raise ConfigError("a budgeted oracle needs at least one question")
+        cheapest_right = np.where(self.correct[r], self.cost[r], np.inf).min(axis=1)
+        spend = np.cumsum(np.sort(cheapest_right[np.isfinite(cheapest_right)]))
+        return int(np.searchsorted(spend, budget * (1 + 1e-12), side="right")) / len(r)
+
     def arm_index(self, name: str) -> int:
         try:
             return self.arms.index(name)

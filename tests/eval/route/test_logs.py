@@ -148,3 +148,16 @@ def test_the_kept_csqa_log_hands_every_free_signal_to_the_predicted_context() ->
     # top probability, margin, entropy: all three, as the pipeline's predicted context reads them
     assert {len(s) for s in replay.free_signals["kgm"]} == {3}
     assert replay.free_signals["kgm"][0][0] == replay.free["kgm"][1][0]
+
+
+def test_the_kept_ollama_obqa_log_reads_with_its_stated_arms_prices_and_accuracies() -> None:
+    """`obqa-ollama-dev.jsonl` (tests/data/logs/README.md): OBQA dev's 500 questions, a free lexical arm
+    and three priced LLM arms with the accuracies and per-answer prices its row states."""
+    path = Path(__file__).parents[2] / "data" / "logs" / "obqa-ollama-dev.jsonl"
+    replay = read_replay(path, ["openbook-overlap:KGM", "phi4:LLM", "qwen2.5-32b:LLM", "qwq-32b:LLM"])
+    table = replay.table
+    assert replay.coverage["left_out"] == 0 and table.n_questions == 500
+    assert replay.free_arms == ["openbook-overlap"]
+    assert table.correct.mean(axis=0).tolist() == pytest.approx([0.292, 0.902, 0.902, 0.896])
+    assert [set(table.cost[:, j].tolist()) for j in range(4)] == [{0.0}, {0.30}, {0.80}, {0.80}]
+    assert len(set(table.texts)) == 499  # dev question 927 repeats 7-806's text

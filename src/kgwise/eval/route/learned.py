@@ -24,16 +24,19 @@ Per split (a seeded random halving of the log: fit on one half, test on the othe
   - ``coke+predicted``: price-paced Coke whose LinUCB context is ``[1, p_1(x) … p_m(x)]``, warm-started on
     the fit half's out-of-fold predictions and outcomes (the bandit starts from the predictor and keeps
     learning, free arms observed);
-  - ``cascade``: the cheapest arm answers unless the most accurate arm's predicted success exceeds its
-    own (read with the cheap arm's own signals, known once it answered) by more than a threshold, set on
-    the fit half's out-of-fold predictions so that escalating spends the budget;
+  - ``cascade``: the pipeline's cascade rule (:func:`kgwise.route.cascade.fit_cascade`): the cheapest arm
+    answers unless the most accurate arm's predicted success exceeds its own (read with the cheap arm's
+    own signals, known once it answered) by more than a threshold, fitted on the fit half so that
+    escalating spends the whole budget (``shares=(1.0,)``);
 
 * **selection** — the policy a fit would use, chosen by two-fold cross-fitting on the fit half alone
   (each policy fitted on one inner half and scored on the other): ``predicted`` unless another policy
   beats it on both inner folds (:func:`_select`); its test-half figures are ``selected``.
 
 Reported per split and as mean ± std: every policy's accuracy, cost over the budget arm's (the best arm,
-or the best paid arm when that is free), spent over the budget, the oracle's accuracy, and the targets
+or the best paid arm when that is free), spent over the budget, the oracle's accuracy, the budgeted
+oracle's (the best any per-question choice of arms reaches within the budget,
+:meth:`~kgwise.route.table.OutcomeTable.budgeted_oracle`: whether the targets are reachable), and the targets
 (accuracy ≥ the best arm's at ≤ 60 % of the budget arm's cost, spending ≥ 90 % of the budget, ≥ the
 cascade at equal budget, the share of the oracle's head-room over the best arm closed).
 """
@@ -49,8 +52,9 @@ import numpy.typing as npt
 
 from kgwise.errors import ConfigError
 from kgwise.eval.route.logs import GradedReplay
+from kgwise.route.cascade import cascade_arms, fit_cascade
 from kgwise.route.coke import CokeConfig, CokeRouter
-from kgwise.route.features import QUESTIONS_PER_COMPONENT
+from kgwise.route.features import QUESTIONS_PER_COMPONENT, context_rows
 from kgwise.route.predictor import PredictorConfig, SuccessPredictor, calibration, cross_fitted
 from kgwise.route.table import OutcomeTable
 from kgwise.route.tuning import simulate
@@ -220,25 +224,18 @@ def _policies(replay: GradedReplay, E: Matrix, fit: Rows, test: Rows, order_seed
     coke_router.warm_start(ctx[fit], Y[fit])
     run = simulate(coke_router, table.subset(test), ctx[test], np.arange(n), coke_router)
     out["coke+predicted"] = _outcome(table, test, run.chosen.tolist(), budget)
-    # cascade: the cheapest arm, escalated to the most accurate on its least confident questions
-    mean_cost = table.cost[fit].mean(axis=0)
-    acc_fit = table.correct[fit].mean(axis=0)
-    cheap = int(np.lexsort((-acc_fit, mean_cost))[0])
-    strong = max((j for j in range(table.n_arms) if j != cheap), key=lambda j: (acc_fit[j], -mean_cost[j]),
-                 default=cheap)
-    Xc = np.hstack([X, _paid_signals(replay, table.arms[cheap])])
-    pair = [cheap, strong]
-    gain_fit = np.diff(cross_fitted(Xc[fit], Y[fit][:, pair], folds, cfg.predictor), axis=1)[:, 0]
-    gain_test = np.diff(SuccessPredictor(2, cfg.predictor).fit(Xc[fit], Y[fit][:, pair]).predict(Xc[test]),
-                        axis=1)[:, 0]
-    per_q = budget / n - float(mean_cost[cheap])
-    escalate_share = max(0.0, min(1.0, per_q / float(mean_cost[strong]))) if mean_cost[strong] > 0 else 1.0
-    # escalate the questions where the strong arm's predicted success most exceeds the cheap arm's
-    threshold = float(np.quantile(gain_fit, 1.0 - escalate_share)) if escalate_share > 0 else np.inf
+    # cascade: kgwise.route.cascade's rule (the pipeline's) with the cheap arm's own signals among the
+    # features and its threshold set to spend the whole budget
+    Xc = np.hstack([X, _paid_signals(replay, table.arms[cascade_arms(Y[fit], table.cost[fit])[0]])])
+    kept = SuccessPredictor(table.n_arms, cfg.predictor).fit(Xc[fit], Y[fit])
+    rule = fit_cascade(context_rows(cross_fitted(Xc[fit], Y[fit], folds, cfg.predictor)), Y[fit],
+                       table.cost[fit], budget / n, context_rows(kept.predict(Xc[fit])), shares=(1.0,))
+    cheap, strong = rule.cheap, rule.strong
+    escalate = rule.escalate(context_rows(kept.predict(Xc[test])))
     spent, chosen = 0.0, []
     for k, i in enumerate(test):
         allowance = budget * min(1.0, (k + 1) / n) - spent
-        up = gain_test[k] > threshold and table.cost[i, cheap] + table.cost[i, strong] <= allowance + 1e-12
+        up = escalate[k] and table.cost[i, cheap] + table.cost[i, strong] <= allowance + 1e-12
         if not up and table.cost[i, cheap] > allowance + 1e-12:
             chosen.append(-1)
             continue
@@ -250,13 +247,14 @@ def _policies(replay: GradedReplay, E: Matrix, fit: Rows, test: Rows, order_seed
     cascade["cost"] += paid_both
     cascade["spent_over_budget"] = cascade["cost"] / budget if budget > 0 else None
     out["cascade"] = cascade | {"cheap_arm": table.arms[cheap], "strong_arm": table.arms[strong],
-                                "threshold": threshold}
+                                "threshold": rule.threshold}
     any_right = table.correct[test].any(axis=1)
     out["reference"] = {"best_arm": table.arms[best_test], "best_arm_accuracy": float(acc_test[best_test]),
                         "best_arm_cost": float(table.cost[test, best_test].sum()), "budget": budget,
                         "budget_arm": table.arms[ref_arm],
                         "budget_arm_cost": float(table.cost[test, ref_arm].sum()),
-                        "oracle_accuracy": float(any_right.mean())}
+                        "oracle_accuracy": float(any_right.mean()),
+                        "budgeted_oracle_accuracy": table.budgeted_oracle(test, budget)}
     return out
 
 
@@ -332,9 +330,12 @@ def learned_report(replay: GradedReplay, embeddings: Matrix, coke: CokeConfig, c
         "spent >= 90% of budget": splits_where(lambda r: (r["selected_spent_over_budget"] or 0) >= 0.9),
         ">= learned cascade at equal budget": splits_where(lambda r: r["selected_minus_cascade"] >= 0),
         "oracle head-room closed (goal >= 25%)": sel["headroom_closed"],
+        "budgeted oracle >= best arm (reachable at all)": splits_where(
+            lambda r: r["reference"]["budgeted_oracle_accuracy"] >= r["reference"]["best_arm_accuracy"]),
     }
     return {"config": asdict(cfg), "coke": asdict(coke), "summary": summary, "selected": sel,
             "selections": {p: sum(r["selected"] == p for r in runs) for p in POLICIES},
             "oracle_accuracy": _mean_std([r["reference"]["oracle_accuracy"] for r in runs]),
+            "budgeted_oracle_accuracy": _mean_std([r["reference"]["budgeted_oracle_accuracy"] for r in runs]),
             "best_arm_accuracy": _mean_std([r["reference"]["best_arm_accuracy"] for r in runs]),
             "targets": targets, "runs": runs}
