@@ -19,13 +19,13 @@ from kgwise.datasets.user import read_graded_log, write_graded_log
 from kgwise.errors import ConfigError
 from kgwise.eval.pipeline_live import (
     LiveMCConfig,
-    _key,
     coverage_splits,
     evaluate_live_mcq,
     grade,
     live_graded_log,
     live_mcq_arms,
     logged_answers,
+    question_key,
     set_at,
 )
 from kgwise.types import Choice, Question, Usage, make_question
@@ -180,7 +180,7 @@ def test_a_run_with_one_arm_changed_asks_only_that_arm(tmp_path: Path) -> None:
     assert report["arms"]["kgm"]["accuracy"] == pytest.approx(right)
     configs = [a.config for a in arms2.values()]
     answers = logged_answers(tmp_path, [*fit, *test], configs, cfg.price_model)
-    assert np.mean([answers["kgm"][_key(q)]["correct"] for q in test]) == pytest.approx(right)
+    assert np.mean([answers["kgm"][question_key(q)]["correct"] for q in test]) == pytest.approx(right)
     with pytest.raises(ConfigError, match="no logged answer"):  # a third model file: nothing logged
         logged_answers(tmp_path, fit, [replace(new_kgm.config, model=tmp_path / "third.pt")], cfg.price_model)
 
@@ -245,7 +245,7 @@ def test_coverage_over_random_splits_replays_the_logged_answers(tmp_path: Path) 
     for q, g in zip(both, log.questions, strict=True):
         assert g.gold == q.gold[0]
         for name, o in g.arms.items():
-            assert o.probabilities == pytest.approx(answers[name][_key(q)]["probabilities"])
+            assert o.probabilities == pytest.approx(answers[name][question_key(q)]["probabilities"])
 
 
 def test_a_question_the_pipeline_refuses_is_counted_not_fatal(tmp_path: Path) -> None:

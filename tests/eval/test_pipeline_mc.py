@@ -15,7 +15,7 @@ from tests.eval.test_pipeline_live import FakeEncoder, _arms, _questions
 
 from kgwise.datasets.user import ArmOutcome, GradedLog, GradedQuestion, write_graded_log
 from kgwise.errors import ConfigError, DataError
-from kgwise.eval.pipeline_live import LiveMCConfig, _key, coverage_splits
+from kgwise.eval.pipeline_live import LiveMCConfig, coverage_splits, question_key
 from kgwise.eval.pipeline_mc import attainable_sets, mc_log, read_mc_log, replay_mc_sets
 from kgwise.eval.route.logs import read_replay
 from kgwise.route.coke import CokeConfig
@@ -31,7 +31,7 @@ def _live_answers(questions: list[Question]) -> dict[str, dict[str, dict[str, An
         out[name] = {}
         for q in questions:
             a = arm.answer(q)
-            out[name][_key(q)] = {"prediction": a.prediction, "probabilities": a.probabilities,
+            out[name][question_key(q)] = {"prediction": a.prediction, "probabilities": a.probabilities,
                                   "usage": a.usage.to_dict()}
     return out
 
@@ -42,7 +42,7 @@ def _graded(questions: list[Question], answers: dict[str, dict[str, dict[str, An
     for q in questions:
         arms = {n: ArmOutcome(r["prediction"], r["prediction"] == q.gold[0],
                               float(r["usage"]["calls"]), probabilities=r["probabilities"])
-                for n, r in ((n, answers[n][_key(q)]) for n in answers)}
+                for n, r in ((n, answers[n][question_key(q)]) for n in answers)}
         rows.append(GradedQuestion(q.id, q.text, arms, q.gold[0]))
     return GradedLog(tuple(rows), tuple(answers))
 
@@ -98,7 +98,8 @@ def test_labels_other_than_a_b_c_map_onto_the_pipelines_and_open_questions_are_c
     for q, mq in zip(questions, mc.questions, strict=True):
         assert mq.gold == q.gold and [c.text for c in mq.choices] == ["w", "x", "y", "z"]
         for n in answers:
-            assert mc.answers[n][_key(mq)]["probabilities"] == answers[n][_key(q)]["probabilities"]
+            mine, logged = mc.answers[n][question_key(mq)], answers[n][question_key(q)]
+            assert mine["probabilities"] == logged["probabilities"]
 
 
 def _write(path: Path, rows: list[dict[str, Any]]) -> Path:

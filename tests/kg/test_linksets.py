@@ -36,10 +36,9 @@ def test_drawn_set_gold_labels_are_ddb_nodes(name: str, split: str, data_dir: Pa
     kg, _ = _link_graph(name, data_dir, LINKS)
     assert len(resolve_gold(kg, mentions)) == len({g for m in mentions for g in m.gold})
     assert {m.split for m in mentions} == {split}
-    others = [m for other in ("medqa_ddb", "medqa_ddb_blind") if other != name
-              for m in read_link_set(LINKS / LINK_SETS[other])]
     if name == "medqa_ddb_fresh":  # drawn from questions no earlier set uses
-        used = {m.id.rsplit("-", 2)[-2] for m in others}
+        used = {m.id.rsplit("-", 2)[-2] for other in ("medqa_ddb", "medqa_ddb_blind")
+                for m in read_link_set(LINKS / LINK_SETS[other])}
         assert not used & {m.id.rsplit("-", 2)[-2] for m in mentions}
 
 

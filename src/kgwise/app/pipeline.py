@@ -66,7 +66,15 @@ from kgwise.app.evidence import Evidence, Labeller, grounder_of, label_path, que
 from kgwise.app.examples import Example, kg_examples
 from kgwise.app.external import Decision, Settlement, external_bounds, grade
 from kgwise.app.router import context_vector
-from kgwise.app.state import PENDING_KEPT, Pending, Routed, StateDir, StateReadOnlyError, coverage_bounds
+from kgwise.app.state import (
+    PENDING_KEPT,
+    Pending,
+    Routed,
+    StateDir,
+    StateReadOnlyError,
+    counts_as_right,
+    coverage_bounds,
+)
 from kgwise.app.store import PipelineState, open_state
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError, DataError, KgwiseError, SettingError
@@ -204,6 +212,11 @@ class FeedbackResult:
     spent: float
     remaining_budget: float
     warning: str | None = None
+
+    @property
+    def correct(self) -> bool:
+        """Whether the feedback said the answer was right (:func:`kgwise.app.state.counts_as_right`)."""
+        return counts_as_right(self.reward)
 
 
 @dataclass(frozen=True, slots=True)

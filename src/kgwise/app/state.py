@@ -102,8 +102,20 @@ from kgwise.files import read_json, short_hash, write_text_atomic
 if TYPE_CHECKING:
     from kgwise.inject.bandit import PromptBandit
 
-__all__ = ["PENDING_KEPT", "CoverageCount", "Pending", "RepairReport", "Routed", "StateDir",
-           "StateReadOnlyError", "clopper_pearson", "decode_vector", "encode_vector", "repair"]
+__all__ = [
+    "PENDING_KEPT",
+    "CoverageCount",
+    "Pending",
+    "RepairReport",
+    "Routed",
+    "StateDir",
+    "StateReadOnlyError",
+    "clopper_pearson",
+    "counts_as_right",
+    "decode_vector",
+    "encode_vector",
+    "repair",
+]
 
 STATE_FILE = "state.json"
 JOURNAL_FILE = "journal.jsonl"
@@ -114,6 +126,11 @@ SPEND_FILE = "spend"
 SETTLED_KEPT = 10_000
 PENDING_KEPT = 10_000
 STATE_VERSION = 3
+
+
+def counts_as_right(reward: float) -> bool:
+    """Whether a feedback's reward says the answer was right: a reward of at least one half."""
+    return reward >= 0.5
 
 
 def encode_vector(x: list[float]) -> str:
@@ -451,7 +468,7 @@ class StateDir:
         self.router.update(r.arm, x, reward, cost, r.bound)  # refuses a cost above the bound first
         for name, value in observed.items():
             self.router.observe(name, x, value)
-        self.coverage[r.arm].add(CoverageCount(graded=1, correct=int(reward >= 0.5)))
+        self.coverage[r.arm].add(CoverageCount(graded=1, correct=int(counts_as_right(reward))))
         del self.routed[decision]
         self._ended(decision, "settled")
         self._log({"op": "settle", "decision": decision, "reward": reward, "cost": cost,
@@ -892,7 +909,7 @@ def journal_segments(root: Path) -> list[tuple[int, Path]]:
 def coverage_delta(p: Pending, reward: float, covered: bool | None) -> CoverageCount:
     """What one feedback adds to its arm's live coverage counts: graded and correct always; a set given
     without guarantee counted apart; a set's coverage when the feedback reveals it, else undetermined."""
-    d = CoverageCount(graded=1, correct=int(reward >= 0.5))
+    d = CoverageCount(graded=1, correct=int(counts_as_right(reward)))
     if p.answer_set is not None and not p.certified:
         d.uncertified = 1
     elif covered is not None:

@@ -453,7 +453,8 @@ class PgState:
     def _batch(cur: psycopg.ClientCursor[Any], statements: Sequence[Statement]
                ) -> list[list[tuple[Any, ...]]]:
         """Run ``statements`` in one round trip: one message of the simple query protocol, parameters
-        bound by psycopg's client-side quoting (so no prepared statements). PostgreSQL runs them in order,
+        bound by psycopg's client-side quoting; the per-answer statements are ``PREPARED`` on the
+        connection and sent as ``EXECUTE``. PostgreSQL runs them in order,
         each with a snapshot of its own (READ COMMITTED), and stops at the first that fails. The rows of
         each (empty for a statement without a result)."""
         cur.execute("; ".join(cur.mogrify(sql, args) for sql, args in statements))

@@ -60,7 +60,7 @@ from kgwise.route.table import OutcomeTable
 from kgwise.route.tuning import simulate
 from kgwise.types import Question, Usage
 
-__all__ = ["FreeAnswers", "PipelineEvalConfig", "ReplayArm", "evaluate_replay", "replay_report"]
+__all__ = ["FreeAnswers", "PipelineEvalConfig", "ReplayArm", "arm_config", "evaluate_replay", "replay_report"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,13 +126,19 @@ def _said(free: Mapping[str, FreeAnswers], free_signals: Mapping[str, Sequence[t
                 for i in range(len(top))] for a, (top, scores) in free.items()}
 
 
+def arm_config(table: OutcomeTable, j: int) -> ArmConfig:
+    """The pipeline arm that replays the table's arm ``j`` (a free arm is observed on every question)."""
+    name, cluster = table.arms[j], table.clusters[j]
+    zero = bool(np.all(table.cost[:, j] == 0))
+    return ArmConfig(name=name, kind="kgm" if cluster == "KGM" else "llm", cluster=cluster,
+                     spec=None if cluster == "KGM" else f"replay:{name}", observe=zero,
+                     cost_from_usage=not zero, reported_accuracy=table.reported[j])
+
+
 def _runners(table: OutcomeTable, rows: Sequence[int], said: Said) -> dict[str, ArmRunner]:
     out: dict[str, ArmRunner] = {}
-    for j, (name, cluster) in enumerate(zip(table.arms, table.clusters, strict=True)):
-        zero = bool(np.all(table.cost[:, j] == 0))
-        cfg = ArmConfig(name=name, kind="kgm" if cluster == "KGM" else "llm", cluster=cluster,
-                        spec=None if cluster == "KGM" else f"replay:{name}", observe=zero,
-                        cost_from_usage=not zero, reported_accuracy=table.reported[j])
+    for j, name in enumerate(table.arms):
+        cfg = arm_config(table, j)
         answers = {table.texts[i]: said[name][i] for i in rows} if name in said else {}
         out[name] = ReplayArm(cfg, {table.texts[i]: (bool(table.correct[i, j]), float(table.cost[i, j]))
                                     for i in rows}, answers)
@@ -228,7 +234,14 @@ def _contexts(config: PipelineConfig, context: Context, encoder: Encoder, table:
               ) -> npt.NDArray[np.float64]:
     """The router context of each of ``rows`` (``context``: the fitted one; ``predicted``: its
     predictor), as the pipeline builds it."""
-    E = np.asarray(encoder.encode([table.texts[i] for i in rows]), dtype=np.float64)
+    return _contexts_of(config, context, np.asarray(encoder.encode([table.texts[i] for i in rows]),
+                                                    dtype=np.float64), table, rows, free, predicted)
+
+
+def _contexts_of(config: PipelineConfig, context: Context, E: npt.NDArray[np.float64], table: OutcomeTable,
+                 rows: npt.NDArray[np.int64], free: Said, predicted: PredictedContext | None = None
+                 ) -> npt.NDArray[np.float64]:
+    """:func:`_contexts` from the rows' question embeddings ``E``."""
     return np.stack([context_vector(config, context, E[k],
                                     {a: free[a][i] for a in config.free_arms if a in free},
                                     table.texts[i], predicted) for k, i in enumerate(rows)])
@@ -256,21 +269,22 @@ def _out_of_fold_groups(table: OutcomeTable, encoder: Encoder, config: PipelineC
     cascade rule are learnt again on the warm-start half alone, as ``kgwise fit`` learns them
     (:func:`kgwise.app.fit.predicted_context`, :func:`kgwise.route.cascade.fit_cascade`): the fitted ones
     learnt the routed half's outcomes too. What the per-arm (Mondrian) sets calibrate on."""
-    X = _contexts(config, context, encoder, table, train, free, predicted)
     groups: list[str | None] = [None] * len(train)
     Y = table.correct[train].astype(np.float64)
-    # the predictor's features read the embedding
-    E = (np.asarray(encoder.encode([table.texts[i] for i in train]), dtype=np.float64)
-         if predicted is not None else np.zeros((len(train), 0)))
+    E = np.asarray(encoder.encode([table.texts[i] for i in train]), dtype=np.float64)
+    # a predicted context is built again per half below; any other is the fitted one's, built once
+    X = _contexts_of(config, context, E, table, train, free) if predicted is None else None
+    questions = [Question(table.qids[i], table.texts[i]) for i in train]
+    free_said = {a: [free[a][i] for i in train] for a in config.free_arms if a in free}
     # ``train`` is already in random order: alternate rows are random halves
     halves = (np.arange(0, len(train), 2), np.arange(1, len(train), 2))
     for h, mine in enumerate(halves):
         other = halves[1 - h]
-        warm, routed, cascade = X[other], X[mine], None
-        if predicted is not None:
-            made, why_not = predicted_context(
-                config, [Question(table.qids[i], table.texts[i]) for i in train],
-                {a: [free[a][i] for i in train] for a in config.free_arms if a in free}, Y, E, other.tolist())
+        cascade = None
+        if X is not None:
+            warm, routed = X[other], X[mine]
+        else:
+            made, why_not = predicted_context(config, questions, free_said, Y, E, other.tolist())
             if made is None:
                 raise ConfigError(f"out-of-fold routing of the fit rows in the {context!r} context: "
                                   f"{why_not}")
@@ -279,7 +293,7 @@ def _out_of_fold_groups(table: OutcomeTable, encoder: Encoder, config: PipelineC
             if fitted.cascade is not None:
                 cascade = fit_cascade(warm, Y[other], table.cost[train[other]], budget_per_question,
                                       kept[other])
-        router = CokeRouter(table.arm_specs(), X.shape[1], budget=budget_per_question * len(mine),
+        router = CokeRouter(table.arm_specs(), warm.shape[1], budget=budget_per_question * len(mine),
                             config=fitted.config, seed=seed, horizon=len(mine))
         router.warm_start(warm, Y[other])
         router.pin(fitted.pinned_arm)

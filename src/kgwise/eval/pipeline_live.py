@@ -76,6 +76,7 @@ __all__ = [
     "live_mcq_arms",
     "live_report",
     "logged_answers",
+    "question_key",
     "run_live",
     "set_at",
 ]
@@ -270,7 +271,7 @@ def run_live(questions_fit: Sequence[Question], questions_test: Sequence[Questio
     for q in [*questions_fit, *questions_test]:
         if not q.gold:
             raise ConfigError(f"{q.ref}: a live evaluation needs the gold answer of every question")
-    keys = [_key(q) for q in questions_test]
+    keys = [question_key(q) for q in questions_test]
     if len(set(keys)) != len(keys):
         raise ConfigError("the test questions repeat a question (text and choices); decisions recovered "
                           "after a kill are matched by both")
@@ -348,7 +349,7 @@ def run_live(questions_fit: Sequence[Question], questions_test: Sequence[Questio
 
         # 3. the pipeline, one question at a time
         t0 = time.perf_counter()
-        _settle_interrupted(pipe, log, {_key(q): q for q in questions_test})
+        _settle_interrupted(pipe, log, {question_key(q): q for q in questions_test})
         b = make_bar(len(questions_test), "pipeline: answer + feedback")
         for q in questions_test:
             row = log.get(f"pipe\t{q.id}")
@@ -436,7 +437,7 @@ def _asked(text: str, choices: Sequence[str]) -> str:
     return "\x1f".join([text, *choices])
 
 
-def _key(q: Question) -> str:
+def question_key(q: Question) -> str:
     """:func:`_asked` of ``q``."""
     return _asked(q.text, q.choice_texts)
 
@@ -587,13 +588,13 @@ class RecordedArm:
     rows: Mapping[str, Mapping[str, Any]]
 
     def can_answer(self, question: Question) -> bool:
-        return _key(question) in self.rows
+        return question_key(question) in self.rows
 
     def usage_bound(self, question: Question) -> Usage:
-        return Usage.from_dict(self.rows[_key(question)]["usage"])
+        return Usage.from_dict(self.rows[question_key(question)]["usage"])
 
     def answer(self, question: Question) -> ArmOutput:
-        row = self.rows[_key(question)]
+        row = self.rows[question_key(question)]
         return ArmOutput(str(row["prediction"]), dict(row["probabilities"]),
                          usage=Usage.from_dict(row["usage"]))
 
@@ -612,10 +613,10 @@ def logged_answers(out_dir: Path, questions: Sequence[Question], arms: Sequence[
         for q in questions:
             row = fit_log.get(call_key(fp, q))
             if row is not None:
-                out[arm.name][_key(q)] = {**row, "prediction": row["answer"]}
+                out[arm.name][question_key(q)] = {**row, "prediction": row["answer"]}
             if answers is not None and (row := answers.get(key(q))) is not None:
-                out[arm.name][_key(q)] = dict(row)
-    missing = [f"{a.name}: {q.id}" for a in arms for q in questions if _key(q) not in out[a.name]]
+                out[arm.name][question_key(q)] = dict(row)
+    missing = [f"{a.name}: {q.id}" for a in arms for q in questions if question_key(q) not in out[a.name]]
     if missing:
         raise ConfigError(f"{out_dir}: no logged answer for {len(missing)} arm × question pairs (e.g. "
                           f"{', '.join(missing[:3])}); finish the live run first")
@@ -644,7 +645,7 @@ def live_graded_log(out_dir: Path, questions: Sequence[Question], arms: Sequence
     for q in questions:
         graded = {}
         for a in arms:
-            row = answers[a.name][_key(q)]
+            row = answers[a.name][question_key(q)]
             probs = row.get("probabilities") or None
             graded[a.name] = ArmOutcome(str(row["prediction"]), bool(row["correct"]), float(row["cost"]),
                                         None, choice_signals(probs or {}), probs)
@@ -687,12 +688,14 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
         test = [questions[i] for i in perm[half:]]
         runners = {a.name: RecordedArm(a, answers[a.name]) for a in arms}
         paid = [a.name for a in arms
-                if any(arm_cost(a, Usage.from_dict(answers[a.name][_key(q)]["usage"])) > 0 for q in fit)]
+                if any(arm_cost(a, Usage.from_dict(answers[a.name][question_key(q)]["usage"])) > 0
+                       for q in fit)]
         if not paid:
             raise ConfigError("no arm costs anything on the logged answers")
-        acc = {a: np.mean([grade(q, answers[a][_key(q)]["prediction"]) for q in fit]) for a in paid}
+        acc = {a: np.mean([grade(q, answers[a][question_key(q)]["prediction"]) for q in fit]) for a in paid}
         ref = max(paid, key=lambda a: acc[a])
-        mean_cost = np.mean([arm_cost(runners[ref].config, Usage.from_dict(answers[ref][_key(q)]["usage"]))
+        mean_cost = np.mean([arm_cost(runners[ref].config,
+                                      Usage.from_dict(answers[ref][question_key(q)]["usage"]))
                              for q in fit])
         budget = cfg.budget * float(mean_cost) * len(test)
         split_cfg = replace(cfg, test_n=len(test), uag_llm=None)  # multiple choice: no UAG
@@ -701,7 +704,7 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
         rows: list[tuple[Question, str, dict[str, float], tuple[float, ...]]] = []
         right = 0
         try:
-            total = sum(arm_cost(a, Usage.from_dict(answers[a.name][_key(q)]["usage"])) for a in arms
+            total = sum(arm_cost(a, Usage.from_dict(answers[a.name][question_key(q)]["usage"])) for a in arms
                         for q in fit)
             report = fit_questions(pipe, fit, max_spend=total + 1.0, echo=lambda _: None)
             if report.router_selection is not None and report.router_selection.pinned is not None:
@@ -722,8 +725,8 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
             pipe.close()
         accuracy.append(right / len(test))
         for a in arms:
-            arm_accuracy[a.name].append(float(np.mean([grade(q, answers[a.name][_key(q)]["prediction"])
-                                                       for q in test])))
+            arm_accuracy[a.name].append(float(np.mean(
+                [grade(q, answers[a.name][question_key(q)]["prediction"]) for q in test])))
         for key in keys:
             alpha = float(key[1])
             rule = AnswerSetConfig(alpha, cfg.delta, kind, key[0])

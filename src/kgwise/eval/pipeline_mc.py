@@ -37,8 +37,8 @@ from kgwise.app.config import ArmConfig
 from kgwise.datasets.user import GradedLog, GradedQuestion
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError, DataError
-from kgwise.eval.pipeline import _runners
-from kgwise.eval.pipeline_live import LiveMCConfig, _key, coverage_splits
+from kgwise.eval.pipeline import arm_config
+from kgwise.eval.pipeline_live import LiveMCConfig, coverage_splits, question_key
 from kgwise.eval.route.logs import GradedReplay
 from kgwise.route.coke import CokeConfig
 from kgwise.route.table import OutcomeTable
@@ -104,11 +104,11 @@ def mc_log(log: GradedLog, table: OutcomeTable, source: str) -> MCLog | None:
         questions.append(mq)
         for j, n in enumerate(names):
             o = q.arms[n]
-            answers[n][_key(mq)] = {
+            answers[n][question_key(mq)] = {
                 "prediction": ours.get(o.answer, ""),
                 "probabilities": {ours[lab]: float(p) for lab, p in (o.probabilities or {}).items()},
                 "usage": Usage(calls=1, cost=float(table.cost[row_of[q.id], j])).to_dict()}
-    return MCLog(questions, [r.config for r in _runners(table, [], {}).values()], answers, left_out)
+    return MCLog(questions, [arm_config(table, j) for j in range(table.n_arms)], answers, left_out)
 
 
 def attainable_sets(mc: MCLog, alpha: float, kind: str = "lac") -> dict[str, Any]:
@@ -121,7 +121,7 @@ def attainable_sets(mc: MCLog, alpha: float, kind: str = "lac") -> dict[str, Any
         all_scores: list[np.ndarray] = []
         ranks: list[int] = []
         for q in mc.questions:
-            row = mc.answers[arm.name][_key(q)]
+            row = mc.answers[arm.name][question_key(q)]
             labels = [c.label for c in q.choices]
             s = np.asarray(nonconformity(kind, row["probabilities"], labels), dtype=np.float64)
             g = labels.index(q.gold[0])

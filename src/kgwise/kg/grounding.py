@@ -339,13 +339,14 @@ class Grounder:
         a word ("↑" is "increased"), a trailing acronym in parenthesis is dropped, and a choice joining
         concepts with *and*/*plus* is linked part by part (:meth:`_conjuncts`), never to a class of
         conditions (:meth:`_category`)."""
-        written = written_tokens(text.translate(_ARROWS) if self._precise else text)
+        src = text.translate(_ARROWS) if self._precise else text  # the positions ``written`` holds
+        written = written_tokens(src)
         toks = [w.lower() for w, _, _ in written]
         link = self._whole(text, toks, written if self._precise else None)
         if link is not None:
             return self._keep(link, links)
         if self._precise:
-            closed = _closed_prefixes(text, written)
+            closed = _closed_prefixes(src, written)
             if closed is not None:  # "Anti-nuclear antibodies" is the name "Antinuclear antibodies"
                 link = self._whole(text, closed, None)
                 if link is not None:
@@ -354,7 +355,7 @@ class Grounder:
                 link = self._whole(text, toks[:-1], written[:-1])  # "Polycystic ovarian syndrome (PCOS)"
                 if link is not None:
                     return self._keep(link, links)
-            parts = self._conjuncts(text, written)
+            parts = self._conjuncts(src, written)
             if parts:  # each concept of its own, never a category ("Inflammation and edema": the edema)
                 joined: list[Link] = []
                 for part in parts:
@@ -650,6 +651,8 @@ class Grounder:
         least = 3
         holders: set[int] = set()
         modified: dict[str, set[int]] = {}  # a modifier → the nodes it names with the choice and a type
+        naming = _NAMING_HEADS | (_ANTIBODY_HEADS if content[0].startswith("anti") else set())
+        generic = _GENERIC_HEADS | naming
         for node, key in min(rare, key=len):
             words = [stem(w) for w in key.split(" ")]
             if any(words[i:i + n] == want for i in range(len(words) - n + 1)):
@@ -660,8 +663,7 @@ class Grounder:
             tail = words[at + n:]
             if at and tail and (tail[0] == "type" or tail[-1].isdigit()):
                 modified.setdefault(words[0], set()).add(node)
-            naming = _NAMING_HEADS | (_ANTIBODY_HEADS if content[0].startswith("anti") else set())
-            if tail and not (tail[0] in self._stop or all(w in _GENERIC_HEADS | naming for w in tail)
+            if tail and not (tail[0] in self._stop or all(w in generic for w in tail)
                              or (tail[-1].isdigit() and len(tail) <= 2) or tail[0] == "type"):
                 continue
             if at and tail and not set(tail) <= naming:

@@ -287,10 +287,11 @@ class NameVariants:
             b = bag_key(key)
             if b:
                 bags.setdefault(b, set()).add(node)
-            head = fold_key(phrase_key(_head_part(name)))
-            qualified = _qualified(name)
+            part = _head_part(name)
+            head = fold_key(phrase_key(part))
+            qualified = part == name or _qualified(name)
             headed.append((node, head if qualified else fold_key(key)))
-            if _head_part(name) != name and head and head not in known:
+            if part != name and head and head not in known:
                 heads.setdefault(head, set()).add(node if qualified else -1)  # -1: no qualifier
                 if name.rstrip().endswith("(primary)"):
                     primary.setdefault(head, set()).add(node)

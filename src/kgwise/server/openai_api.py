@@ -55,7 +55,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
-from kgwise.app import BudgetExceededError, FeedbackResult, PipelineResult, UnknownDecisionError
+from kgwise.app import BudgetExceededError, PipelineResult, UnknownDecisionError
 from kgwise.errors import (
     ConfigError,
     InputTooLongError,
@@ -418,11 +418,6 @@ def _extra(served: _Served, question: str, choices: list[str] | None, r: Pipelin
                                                          confidence=ab.confidence, threshold=ab.threshold))
 
 
-def _correct(feedback: FeedbackResult) -> bool:
-    """Whether a feedback said the answer was right (a reward of at least one half)."""
-    return feedback.reward >= 0.5
-
-
 def _json(body: BaseModel, headers: dict[str, str]) -> Response:
     """``body`` as compact UTF-8 JSON, serialised by pydantic in one pass (what ``JSONResponse`` of
     ``model_dump(mode="json")`` sends, without building the dict and encoding it again)."""
@@ -640,7 +635,7 @@ def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
         gold = None if command.gold is None else _text(command.gold, "messages[-1].content")
         out = await run_in_threadpool(
             hub.call, served, lambda p: p.feedback(command.decision, correct=command.correct, gold=gold))
-        verdict = "right" if _correct(out) else "wrong"
+        verdict = "right" if out.correct else "wrong"
         text = (f"Thanks: decision `{out.decision}` recorded as {verdict} for arm `{out.arm}`; the router "
                 "has learnt it.")
         cid, created = f"chatcmpl-feedback-{out.decision}", int(time.time())
@@ -788,7 +783,7 @@ def openai_api(hub: PipelineHub, gate: ModelGate | None = None) -> APIRouter:
         out = await run_in_threadpool(hub.call, served,  # no model work: not queued behind answers
                                       lambda p: p.feedback(decision, correct=req.correct, gold=gold))
         return FeedbackResponse(pipeline=served.name, decision_id=out.decision, arm=out.arm,
-                                correct=_correct(out))
+                                correct=out.correct)
 
     @api.get("/v1/examples", response_model=ExamplesResponse, tags=kgwise_tag, responses=_errors(404))
     async def examples(model: str | None = None) -> ExamplesResponse:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kgwise.app.evidence import Evidence, label_path
+from kgwise.app.evidence import Evidence
 from kgwise.app.examples import Example
 from kgwise.app.external import Decision, Settlement
 from kgwise.app.pipeline import (
@@ -24,7 +24,7 @@ from kgwise.server.openai_api import PipelineHub
 from kgwise.server.schemas import ArmStatusOut, PendingOut, PipelineStatusOut
 from kgwise.types import GenerationSettings
 
-__all__ = ["ServedPipeline", "label_path", "pipeline_hub"]
+__all__ = ["ServedPipeline", "pipeline_hub"]
 
 
 PENDING_SHOWN = 100

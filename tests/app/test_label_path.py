@@ -1,12 +1,12 @@
-"""``label_path``: a chain of KG facts as a label path with each hop's direction (the real pipeline through
-the server is tested in ``test_openai_api.py`` and ``test_web.py``, ``[real]``)."""
+"""``label_path``: a chain of KG facts as a label path with each hop's direction (the real pipeline
+through the server: ``tests/server/test_openai_api.py`` and ``test_web.py``, ``[real]``)."""
 
 from __future__ import annotations
 
 import pytest
 
+from kgwise.app.evidence import label_path
 from kgwise.errors import KgwiseError
-from kgwise.server.pipeline_adapter import label_path
 from kgwise.types import Triple
 
 
