@@ -482,6 +482,9 @@ def run_experiment(
         known = [outcome(q, s) for q in progress_bar(bandit_qs, desc=f"{name} scoring rule (with knowledge)")
                  for s in cfg.combos]
         rules, scoring_report = choose_rules(plain, known)
+        priors = _prior_seconds(plain)
+        scoring_report["train_seconds"] = {"without_kg": _seconds(plain, priors),
+                                           "knowledge": _seconds(known, priors)}
         rule = rules.knowledge  # the bandit's reward and the injector's answers read knowledge
         injector.config = replace(injector.config, scoring=rule)
         log(f"scoring: {scoring_report}")
@@ -753,10 +756,7 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
         ok = [r for q, p in zip(qs, chosen, strict=True) if (r := store.get(q.id, p)) is not None]
         return {**accuracies(ok), "combo_counts": dict(Counter(chosen)), **prep_times(ok)}
 
-    # the prior call's seconds: what a w/o-KG answer spent beyond its scoring call, where it made both calls
-    plain = [r for q in qs if (r := store.get(q.id, WITHOUT_KG)) is not None]
-    priors = [r["usage"]["latency_s"] - r["score_s"] for r in plain
-              if r.get("score_s") is not None and r["usage"].get("calls") == 2]
+    priors = _prior_seconds([r for q in qs if (r := store.get(q.id, WITHOUT_KG)) is not None])
     combos = {s: summary(s) for s in bandit.arms}
     best = max(combos, key=lambda s: combos[s]["accuracy"])
     train_means = bandit.training_means()
@@ -778,6 +778,13 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
     if "full" in picks and len(qs) > 1:
         out["targets"] = _targets(qs, picks["full"], best, store, key, plain_key)
     return out
+
+
+def _prior_seconds(plain: Sequence[dict[str, Any]]) -> list[float]:
+    """The prior call's seconds: what each w/o-KG answer of ``plain`` spent beyond its scoring call, where
+    it made both calls."""
+    return [r["usage"]["latency_s"] - r["score_s"] for r in plain
+            if r.get("score_s") is not None and r["usage"].get("calls") == 2]
 
 
 def _seconds(rows: Sequence[dict[str, Any]], priors: Sequence[float]) -> dict[str, Any]:
