@@ -26,12 +26,12 @@ the bandit's training questions (:func:`choose_rules`): for w/o KG the rule that
 without knowledge, for the settings with knowledge (the combinations, full KnowGPT, OBQA's facts) the rule
 that answers most of them right with each combination's knowledge, pooled over the combinations. One rule
 for both may read knowledge badly: under the rule chosen without knowledge (PMI) the 1.5B Qwen-Coder's gap
-on CSQA ihdev was −7.0 points, under ``sum`` +6.0 on the same outcomes (docs/measurements/knowgpt.md). A tiny model's sum
-favours short, frequent choices (on OBQA it is below chance). Every outcome records the correctness under
-all three rules. The LLM is deterministic (temperature 0, log-probability scoring), so full KnowGPT's
-correctness on a question is that of the combination it picks, measured once. Every LLM outcome is
-appended to ``outcomes.jsonl`` as it arrives, and a rerun resumes from there; the P_RL policy and the
-bandit are saved next to it and reloaded.
+on CSQA ihdev was −7.0 points, under ``sum`` +6.0 on the same outcomes (docs/measurements/knowgpt.md).
+A tiny model's sum favours short, frequent choices (on OBQA it is below chance). Every outcome records the
+correctness under all three rules. The LLM is deterministic (temperature 0, log-probability scoring), so
+full KnowGPT's correctness on a question is that of the combination it picks, measured once. Every LLM
+outcome is appended to ``outcomes.jsonl`` as it arrives, and a rerun resumes from there; the P_RL policy
+and the bandit are saved next to it and reloaded.
 
 The knowledge a prompt renders is ranked to the question and cut to ``knowledge_tokens``
 (:mod:`kgwise.inject.injector`; ``None``: the whole P_sub / P_RL subgraph, as the formats select from it);
