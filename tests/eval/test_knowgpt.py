@@ -4,6 +4,7 @@ settings; outcomes keep every scoring rule's correctness and reports read the ch
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -313,3 +314,20 @@ def test_auto_scoring_chooses_each_settings_rule_on_its_own_training_answers(tmp
     assert t["full_minus_without_kg_95"][0] < 0.25 < t["full_minus_without_kg_95"][1]
     table = markdown_table({"csqa": {"splits": {"ihdev": report_split}, "scoring": report}})
     assert "| choice scoring | w/o KG pmi, with knowledge sum |" in table
+
+
+def test_auto_scoring_measures_both_settings_on_the_training_questions() -> None:
+    """The knowledge rule is chosen on the combinations' training answers, so ``auto`` measures them even
+    when a saved bandit needs no retraining; a fixed rule does not."""
+    from kgwise.eval.knowgpt import _needed
+
+    train = [Question(f"t{i}", "?", (Choice("A", "a"), Choice("B", "b")), gold=("A",)) for i in range(2)]
+    test = {"ihdev": [Question("d0", "?", (Choice("A", "a"), Choice("B", "b")), gold=("A",))]}
+    settings = [WITHOUT_KG, "P_sub+F_s"]
+    auto = ExperimentConfig(scoring="auto", combos=("P_sub+F_s",))
+    got = [(q.id, s) for q, s in _needed(train, test, settings, auto, retrain=False)]
+    assert got == [("t0", WITHOUT_KG), ("t0", "P_sub+F_s"), ("t1", WITHOUT_KG), ("t1", "P_sub+F_s"),
+                   ("d0", WITHOUT_KG), ("d0", "P_sub+F_s")]
+    pmi = replace(auto, scoring="pmi")
+    fixed = [(q.id, s) for q, s in _needed(train, test, settings, pmi, retrain=False)]
+    assert fixed == [("d0", WITHOUT_KG), ("d0", "P_sub+F_s")]
