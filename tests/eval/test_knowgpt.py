@@ -4,6 +4,7 @@ settings; outcomes keep every scoring rule's correctness and reports read the ch
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -261,3 +262,72 @@ def test_the_prior_seconds_are_what_a_no_kg_answer_spent_beyond_its_scoring_call
     assert report["without_kg"]["prior_s_mean"] == pytest.approx(1.0)
     assert report["without_kg"]["llm_s_per_question"] == pytest.approx(3.0)
     assert report["combos"]["P_sub+F_s"]["llm_s_per_question"] == pytest.approx(5.0)
+
+
+def test_auto_scoring_chooses_each_settings_rule_on_its_own_training_answers(tmp_path: Path) -> None:
+    """Recorded choice scores of four training questions (gold: the first of two one-token choices),
+    answered without and with knowledge, and each question's prior (after a bare ``Answer:``). Without
+    knowledge PMI is right on three and the sum on one; with it the sum is right on all four and PMI on
+    two (where the prior already favours the gold choice, PMI takes the knowledge's lift back). So the
+    w/o-KG rule is PMI, the knowledge rule the sum, and test outcomes are read by each setting's own."""
+    from kgwise.eval.knowgpt import SettingRules, best_rule, choose_rules
+
+    qs = [Question(f"t{i}", "?", (Choice("A", "a"), Choice("B", "b")), gold=("A",)) for i in range(4)]
+    prior_lead = [-4.0, -4.0, 2.0, 2.0]  # log P(gold) − log P(rival) after a bare "Answer:"
+
+    def recorded(setting: str, leads: list[float]) -> list[dict[str, object]]:
+        """Outcomes of scores where the gold choice leads the rival (−3.0) by ``leads``."""
+        rows = []
+        for q, lead, p in zip(qs, leads, prior_lead, strict=True):
+            scores, prior = ChoiceScores((-3.0 + lead, -3.0), (-3.0 + lead, -3.0)), ChoiceScores(
+                (-3.0 + p, -3.0), (-3.0 + p, -3.0))
+            rows.append(_row(q, setting, Injection(Answer(q.id, "A", {"A": 1.0, "B": 0.0}), scores), prior))
+        return rows
+
+    plain = recorded(WITHOUT_KG, [-3.0, -1.0, -1.0, 3.0])
+    known = recorded("P_sub+F_s", [1.0, 1.0, 1.0, 1.5])
+    right = {rule: ([r[f"correct_{rule}"] for r in plain], [r[f"correct_{rule}"] for r in known])
+             for rule in ("sum", "pmi")}
+    assert right == {"sum": ([0, 0, 0, 1], [1, 1, 1, 1]), "pmi": ([1, 1, 0, 1], [1, 1, 0, 0])}
+    rules, report = choose_rules(plain, known)
+    assert rules == SettingRules("pmi", "sum")
+    assert report["chosen"] == {"without_kg": "pmi", "knowledge": "sum"}
+    assert report["train_accuracy"]["without_kg"] == {"sum": 0.25, "mean": 0.25, "pmi": 0.75}
+    assert report["train_accuracy"]["knowledge"]["sum"] == 1.0
+    assert report["train_accuracy"]["knowledge"]["pmi"] == 0.5
+    assert best_rule([{"correct_sum": 1, "correct_mean": 1, "correct_pmi": 1}])[0] == "sum"  # first of equals
+    assert best_rule([{"correct_sum": 0, "correct_mean": 0, "correct_pmi": None}])[0] == "sum"  # no PMI value
+    with pytest.raises(ConfigError, match="no training outcomes"):
+        choose_rules([], known)
+
+    # the test split: each setting read by its own rule, the gap paired across the two rules
+    store = OutcomeStore(tmp_path / "outcomes.jsonl", "run")
+    for row in (*plain, *known):
+        store.put({**row, "prep_ms": 1.0})
+    report_split = _split_report(qs, [WITHOUT_KG, "P_sub+F_s"], {"full": ["P_sub+F_s"] * 4}, store,
+                                 PromptBandit(4, ("P_sub+F_s",)), rules)
+    assert report_split["without_kg"]["accuracy"] == 0.75  # PMI
+    assert report_split["combos"]["P_sub+F_s"]["accuracy"] == 1.0 and report_split["full"]["accuracy"] == 1.0
+    t = report_split["targets"]
+    assert t["full_minus_without_kg"] == pytest.approx(0.25)  # 1 − 0.75; under one rule, PMI: 0.5 − 0.75
+    assert t["full_minus_without_kg_by_rule"]["pmi"][0] == pytest.approx(-0.25)
+    assert t["full_minus_without_kg_95"][0] < 0.25 < t["full_minus_without_kg_95"][1]
+    table = markdown_table({"csqa": {"splits": {"ihdev": report_split}, "scoring": report}})
+    assert "| choice scoring | w/o KG pmi, with knowledge sum |" in table
+
+
+def test_auto_scoring_measures_both_settings_on_the_training_questions() -> None:
+    """The knowledge rule is chosen on the combinations' training answers, so ``auto`` measures them even
+    when a saved bandit needs no retraining; a fixed rule does not."""
+    from kgwise.eval.knowgpt import _needed
+
+    train = [Question(f"t{i}", "?", (Choice("A", "a"), Choice("B", "b")), gold=("A",)) for i in range(2)]
+    test = {"ihdev": [Question("d0", "?", (Choice("A", "a"), Choice("B", "b")), gold=("A",))]}
+    settings = [WITHOUT_KG, "P_sub+F_s"]
+    auto = ExperimentConfig(scoring="auto", combos=("P_sub+F_s",))
+    got = [(q.id, s) for q, s in _needed(train, test, settings, auto, retrain=False)]
+    assert got == [("t0", WITHOUT_KG), ("t0", "P_sub+F_s"), ("t1", WITHOUT_KG), ("t1", "P_sub+F_s"),
+                   ("d0", WITHOUT_KG), ("d0", "P_sub+F_s")]
+    pmi = replace(auto, scoring="pmi")
+    fixed = [(q.id, s) for q, s in _needed(train, test, settings, pmi, retrain=False)]
+    assert fixed == [("d0", WITHOUT_KG), ("d0", "P_sub+F_s")]

@@ -67,8 +67,9 @@ def eval_knowgpt(
     )] = None,
     scoring: Annotated[str, typer.Option(
         "--scoring", help="Rank choices by the sum ('sum') or per-token mean ('mean') of log-probabilities, "
-        "by 'pmi' (the sum minus the choice's context-free log-probability), or 'auto': the rule that "
-        "answers most bandit-training questions right without knowledge."
+        "by 'pmi' (the sum minus the choice's context-free log-probability), or 'auto': a rule per setting, "
+        "each the one that answers most bandit-training questions right: w/o KG's without knowledge, "
+        "KnowGPT's with each combination's knowledge."
     )] = "auto",
     bandit_feedback: Annotated[str | None, typer.Option(
         "--bandit-feedback", help="Train the prompt bandit on every combination's reward per training "

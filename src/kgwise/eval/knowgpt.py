@@ -21,13 +21,17 @@ The bandit is trained with full feedback by default (every combination's correct
 question); ``full_bandit_feedback`` is the paper's regime (the pulled combination's only), replayed on the
 same recorded outcomes at no extra LLM cost. The LLM ranks the choices by one of
 :data:`kgwise.llm.SCORING_RULES` (the sum of their tokens' log-probabilities, the per-token mean, or PMI:
-the sum minus the choice's context-free log-probability); ``scoring="auto"`` takes the rule that answers
-most of the bandit's training questions right without knowledge (a tiny model's sum favours short, frequent
-choices: on OBQA it is below chance). Every outcome records the correctness under all three rules. The LLM
-is deterministic (temperature 0, log-probability scoring), so full KnowGPT's correctness on a question is
-that of the combination it picks, measured once. Every LLM outcome is appended to
-``outcomes.jsonl`` as it arrives, and a rerun resumes from there; the P_RL policy and the bandit are saved
-next to it and reloaded.
+the sum minus the choice's context-free log-probability); ``scoring="auto"`` chooses a rule per setting on
+the bandit's training questions (:func:`choose_rules`): for w/o KG the rule that answers most of them right
+without knowledge, for the settings with knowledge (the combinations, full KnowGPT, OBQA's facts) the rule
+that answers most of them right with each combination's knowledge, pooled over the combinations. One rule
+for both may read knowledge badly: under the rule chosen without knowledge (PMI) the 1.5B Qwen-Coder's gap
+on CSQA ihdev was −7.0 points, under ``sum`` +6.0 on the same outcomes (docs/measurements/knowgpt.md).
+A tiny model's sum favours short, frequent choices (on OBQA it is below chance). Every outcome records the
+correctness under all three rules. The LLM is deterministic (temperature 0, log-probability scoring), so
+full KnowGPT's correctness on a question is that of the combination it picks, measured once. Every LLM
+outcome is appended to ``outcomes.jsonl`` as it arrives, and a rerun resumes from there; the P_RL policy
+and the bandit are saved next to it and reloaded.
 
 The knowledge a prompt renders is ranked to the question and cut to ``knowledge_tokens``
 (:mod:`kgwise.inject.injector`; ``None``: the whole P_sub / P_RL subgraph, as the formats select from it);
@@ -80,8 +84,11 @@ __all__ = [
     "RL_AGENT",
     "KnowGPTData",
     "KnowGPTExperimentConfig",
+    "SettingRules",
     "against_table",
     "benchmark_data",
+    "best_rule",
+    "choose_rules",
     "compare_runs",
     "markdown_table",
     "questions_to_test",
@@ -141,6 +148,51 @@ class KnowGPTExperimentConfig:
     def needs_rl(self) -> bool:
         """Whether a combination uses P_RL (else its policy is neither trained nor loaded)."""
         return any(c.startswith("P_RL+") for c in self.combos)
+
+
+@dataclass(frozen=True)
+class SettingRules:
+    """The choice-scoring rule of each setting: ``without_kg`` for the answers without knowledge,
+    ``knowledge`` for every setting whose prompt carries knowledge (the combinations, full KnowGPT, facts
+    only); :meth:`key` is the outcome field a setting is read by."""
+
+    without_kg: ScoringRule
+    knowledge: ScoringRule
+
+    @classmethod
+    def same(cls, rule: ScoringRule) -> SettingRules:
+        return cls(rule, rule)
+
+    def rule(self, setting: str) -> ScoringRule:
+        return self.without_kg if setting == WITHOUT_KG else self.knowledge
+
+    def key(self, setting: str) -> str:
+        return f"correct_{self.rule(setting)}"
+
+
+def best_rule(rows: Sequence[dict[str, Any]]) -> tuple[ScoringRule, dict[str, float]]:
+    """The rule under which most of ``rows`` (outcomes with ``correct_<rule>``) are right, first of
+    :data:`SCORING_RULES` among equals, and every rule's accuracy (NaN where a row has no value: PMI of
+    a letter reply; such a rule is not chosen). ``ConfigError`` when there are no rows."""
+    if not rows:
+        raise ConfigError("no training outcomes to choose a scoring rule on (train_limit questions with "
+                          "choices are needed)")
+    acc: dict[str, float] = {r: _acc(rows, f"correct_{r}") for r in SCORING_RULES}
+    return max((r for r in SCORING_RULES if np.isfinite(acc[r])), key=lambda r: acc[r]), acc
+
+
+def choose_rules(without_kg: Sequence[dict[str, Any]], with_knowledge: Sequence[dict[str, Any]]
+                 ) -> tuple[SettingRules, dict[str, Any]]:
+    """``scoring="auto"``: each setting's rule chosen on training outcomes (:func:`best_rule`), the w/o KG
+    rule on ``without_kg`` (the training questions answered without knowledge), the knowledge rule on
+    ``with_knowledge`` (the same questions answered with each combination's knowledge, pooled). Returns the
+    rules and the report's ``scoring`` entry: the chosen rules and every rule's training accuracy."""
+    plain, plain_acc = best_rule(without_kg)
+    known, known_acc = best_rule(with_knowledge)
+    return SettingRules(plain, known), {
+        "rule": "auto", "chosen": {"without_kg": plain, "knowledge": known},
+        "train_accuracy": {"without_kg": plain_acc, "knowledge": known_acc},
+        "train_outcomes": {"without_kg": len(without_kg), "knowledge": len(with_knowledge)}}
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -421,13 +473,18 @@ def run_experiment(
         est = estimate_steps(len(todo), lambda i: calls.append(used(outcome(*todo[i]))))
         log(f"{name}: " + est.describe("outcomes to measure (KnowGPT answers; up to 8 per test question)",
                                        calls_per_item=sum(calls) / max(len(calls), 1)))
-    scoring_report: dict[str, Any] = {"chosen": cfg.scoring}
+    rules = SettingRules.same(rule)
+    scoring_report: dict[str, Any] = {"rule": cfg.scoring, "chosen": asdict(rules)}
     if cfg.scoring == "auto":
-        rows = [outcome(q, WITHOUT_KG)
-                for q in progress_bar(bandit_qs, desc=f"{name} scoring rule (w/o KG on training questions)")]
-        acc = {r: _acc(rows, f"correct_{r}") for r in SCORING_RULES}
-        rule = max((r for r in SCORING_RULES if np.isfinite(acc[r])), key=lambda r: acc[r])  # first of equals
-        scoring_report = {"chosen": rule, "train_accuracy_without_kg": acc, "questions": len(rows)}
+        plain = [outcome(q, WITHOUT_KG)
+                 for q in progress_bar(bandit_qs, desc=f"{name} scoring rule (w/o KG on training questions)")]
+        known = [outcome(q, s) for q in progress_bar(bandit_qs, desc=f"{name} scoring rule (with knowledge)")
+                 for s in cfg.combos]
+        rules, scoring_report = choose_rules(plain, known)
+        priors = _prior_seconds(plain)
+        scoring_report["train_seconds"] = {"without_kg": _seconds(plain, priors),
+                                           "knowledge": _seconds(known, priors)}
+        rule = rules.knowledge  # the bandit's reward and the injector's answers read knowledge
         injector.config = replace(injector.config, scoring=rule)
         log(f"scoring: {scoring_report}")
 
@@ -473,7 +530,7 @@ def run_experiment(
         bar.close()
         C = encoder.encode([q.text for q in qs])  # one batch, not one encoder call per question
         picks = {name: [b.pull(c) for c in C] for name, b in bandits.items()}
-        splits[split] = _split_report(qs, settings, picks, store, bandit, rule)
+        splits[split] = _split_report(qs, settings, picks, store, bandit, rules)
         splits[split]["latency_ms"] = _latency(injector, qs)
         splits[split]["kg_links"] = link_baseline(kg, grounder, qs)
     emb.save()
@@ -498,7 +555,8 @@ def run_experiment(
     }
     if other is not None:
         report["against"] = {"run": str(against), "knowledge_tokens": other[1],
-                             "splits": compare_runs(store, other[0], test_qs, cfg.combos, f"correct_{rule}")}
+                             "splits": compare_runs(store, other[0], test_qs, cfg.combos,
+                                                    f"correct_{rules.knowledge}")}
     (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     (out_dir / "table.md").write_text(markdown_table({name: report}) + "\n", encoding="utf-8")
     return report
@@ -517,12 +575,13 @@ def questions_to_test(name: str, tests: dict[str, list[Question]], cfg: KnowGPTE
 
 def _needed(bandit_qs: Sequence[Question], tests: dict[str, list[Question]], settings: Sequence[str],
             cfg: KnowGPTExperimentConfig, retrain: bool) -> list[tuple[Question, str]]:
-    """Every (question, setting) outcome the run needs, in the order it measures them: w/o KG on the
-    bandit's questions (``scoring="auto"``), every combination on them (a bandit to train, full feedback;
-    with the paper's bandit feedback only the pulled ones, fewer), every setting on every test question."""
+    """Every (question, setting) outcome the run needs, in the order it measures them: w/o KG and every
+    combination on the bandit's questions (``scoring="auto"`` chooses the rules on them), every combination
+    on them for a bandit to train (full feedback; with the paper's bandit feedback only the pulled ones,
+    fewer), every setting on every test question."""
     out: list[tuple[Question, str]] = []
     if cfg.scoring == "auto":
-        out += [(q, WITHOUT_KG) for q in bandit_qs]
+        out += [(q, s) for q in bandit_qs for s in (WITHOUT_KG, *cfg.combos)]
     if retrain:
         out += [(q, s) for q in bandit_qs for s in cfg.combos]
     out += [(q, s) for qs in tests.values() for q in qs for s in settings]
@@ -651,12 +710,15 @@ def _acc(rows: Sequence[dict[str, Any]], key: str) -> float:
 
 
 def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[str, list[str]],
-                  store: OutcomeStore, bandit: PromptBandit, rule: ScoringRule) -> dict[str, Any]:
-    """Every setting's accuracy on ``qs`` under the scoring ``rule`` (and, as ``accuracy_by_rule``, under
-    every rule); ``picks``: each bandit's combination per question (``full``: the trained ``bandit``)."""
-    key = f"correct_{rule}"
+                  store: OutcomeStore, bandit: PromptBandit, rules: ScoringRule | SettingRules
+                  ) -> dict[str, Any]:
+    """Every setting's accuracy on ``qs`` under its scoring rule (``rules``: one for all, or per setting;
+    and, as ``accuracy_by_rule``, under every rule); ``picks``: each bandit's combination per question
+    (``full``: the trained ``bandit``)."""
+    per = rules if isinstance(rules, SettingRules) else SettingRules.same(rules)
+    key, plain_key = per.key(bandit.arms[0]), per.key(WITHOUT_KG)  # with knowledge, without
 
-    def accuracies(rs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    def accuracies(rs: Sequence[dict[str, Any]], key: str = key) -> dict[str, Any]:
         return {"accuracy": _acc(rs, key),
                 "accuracy_by_rule": {r: _acc(rs, f"correct_{r}") for r in SCORING_RULES}}
 
@@ -670,7 +732,7 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
 
     def summary(s: str) -> dict[str, Any]:
         rs = rows(s)
-        out: dict[str, Any] = {**accuracies(rs), "n": len(rs), **_seconds(rs, priors)}
+        out: dict[str, Any] = {**accuracies(rs, per.key(s)), "n": len(rs), **_seconds(rs, priors)}
         if s in ARMS:
             out["empty_knowledge"] = int(sum(r["empty_knowledge"] for r in rs))
             # questions whose extractor found no KG edge (rows of older runs lack the count: None)
@@ -687,16 +749,13 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
         given = [r for r in rs if r["gold_path"]]
         plain = [p for r in given if (p := store.get(r["qid"], WITHOUT_KG)) is not None]
         return {"n": len(given), "accuracy": _acc(given, key),
-                "without_kg_accuracy": _acc(plain, key) if len(plain) == len(given) else None}
+                "without_kg_accuracy": _acc(plain, plain_key) if len(plain) == len(given) else None}
 
     def picked(chosen: Sequence[str]) -> dict[str, Any]:
         ok = [r for q, p in zip(qs, chosen, strict=True) if (r := store.get(q.id, p)) is not None]
         return {**accuracies(ok), "combo_counts": dict(Counter(chosen)), **prep_times(ok)}
 
-    # the prior call's seconds: what a w/o-KG answer spent beyond its scoring call, where it made both calls
-    plain = [r for q in qs if (r := store.get(q.id, WITHOUT_KG)) is not None]
-    priors = [r["usage"]["latency_s"] - r["score_s"] for r in plain
-              if r.get("score_s") is not None and r["usage"].get("calls") == 2]
+    priors = _prior_seconds([r for q in qs if (r := store.get(q.id, WITHOUT_KG)) is not None])
     combos = {s: summary(s) for s in bandit.arms}
     best = max(combos, key=lambda s: combos[s]["accuracy"])
     train_means = bandit.training_means()
@@ -716,8 +775,15 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
     if FACTS_ONLY in settings:
         out["facts_only"] = summary(FACTS_ONLY)
     if "full" in picks and len(qs) > 1:
-        out["targets"] = _targets(qs, picks["full"], best, store, key)
+        out["targets"] = _targets(qs, picks["full"], best, store, key, plain_key)
     return out
+
+
+def _prior_seconds(plain: Sequence[dict[str, Any]]) -> list[float]:
+    """The prior call's seconds: what each w/o-KG answer of ``plain`` spent beyond its scoring call, where
+    it made both calls."""
+    return [r["usage"]["latency_s"] - r["score_s"] for r in plain
+            if r.get("score_s") is not None and r["usage"].get("calls") == 2]
 
 
 def _seconds(rows: Sequence[dict[str, Any]], priors: Sequence[float]) -> dict[str, Any]:
@@ -752,9 +818,10 @@ def _knowledge_size(rows: Sequence[dict[str, Any]], key: str) -> dict[str, float
 
 
 def _targets(qs: Sequence[Question], full: Sequence[str], best: str, store: OutcomeStore,
-             key: str) -> dict[str, Any]:
+             key: str, plain_key: str | None = None) -> dict[str, Any]:
     """The two checks on one split (≥ 2 questions): full KnowGPT ≥ the best single combination,
-    and ≥ 5 points over w/o KG; each gap is paired over the same questions, with its standard error.
+    and ≥ 5 points over w/o KG (full read by ``key``, w/o KG by ``plain_key``, the same by default); each
+    gap is paired over the same questions, with its standard error and 95 % normal interval.
     ``full_minus_without_kg_by_rule``: the gap over w/o KG, ± its standard error, under every scoring rule
     (the outcomes record them all; the same picks): a rule chosen without knowledge may read it badly."""
 
@@ -762,13 +829,16 @@ def _targets(qs: Sequence[Question], full: Sequence[str], best: str, store: Outc
         return np.array([_acc([store.need(q.id, s)], key) for q, s in zip(qs, chosen, strict=True)])
 
     picked = right(full)
-    over_plain, over_best = picked - right([WITHOUT_KG] * len(qs)), picked - right([best] * len(qs))
+    over_plain = picked - right([WITHOUT_KG] * len(qs), plain_key or key)
+    over_best = picked - right([best] * len(qs))
     by_rule = {r: right(full, f"correct_{r}") - right([WITHOUT_KG] * len(qs), f"correct_{r}")
                for r in SCORING_RULES}
     return {
         "full_minus_without_kg_by_rule": {r: [float(g.mean()), float(sem(g))] for r, g in by_rule.items()},
         "full_minus_without_kg": float(over_plain.mean()),
         "full_minus_without_kg_se": float(sem(over_plain)),
+        "full_minus_without_kg_95": [float(over_plain.mean() - 1.96 * sem(over_plain)),
+                                     float(over_plain.mean() + 1.96 * sem(over_plain))],
         "full_minus_best_single": float(over_best.mean()),
         "full_minus_best_single_se": float(sem(over_best)),
         "at_least_best_single": bool(over_best.mean() >= 0),
@@ -841,8 +911,15 @@ def markdown_table(reports: dict[str, dict[str, Any]]) -> str:
     for label, name in (("full − w/o KG (points ± paired SE)", "full_minus_without_kg"),
                         ("full − best single (points ± paired SE)", "full_minus_best_single")):
         lines.append(f"| {label} | " + " | ".join(gap(sr, name) for _, _, sr in cols) + " |")
-    rules = [str(reports[d].get("scoring", {}).get("chosen", "–")) for d, _, _ in cols]
-    lines.append("| choice scoring | " + " | ".join(rules) + " |")
+    def rules(scoring: dict[str, Any]) -> str:
+        chosen = scoring.get("chosen", "–")  # a rule's name, or the rule of each setting
+        if not isinstance(chosen, dict):
+            return str(chosen)
+        return (chosen["knowledge"] if chosen["knowledge"] == chosen["without_kg"]
+                else f"w/o KG {chosen['without_kg']}, with knowledge {chosen['knowledge']}")
+
+    lines.append("| choice scoring | " + " | ".join(rules(reports[d].get("scoring", {})) for d, _, _ in cols)
+                 + " |")
 
     def with_paths(sr: dict[str, Any], extractor: str) -> str:
         empty = sr["combos"].get(str(Combination(extractor, "F_t")), {}).get("no_kg_edges")
