@@ -67,6 +67,7 @@ def test_text_helpers() -> None:
     # inside a word oe is the Latin/Greek one before a vowel or a consonant and a vowel, not a German name's
     # ö before two consonants, nor an English compound's: "Noether" is not "nether"
     assert fold_key("foetus") == "fetus" and fold_key("coeliac") == "celiac" and fold_key("amoeba") == "ameba"
+    assert fold_key("allyloestrenol") == "allylestrenol" and fold_key("oestradiol") == "estradiol"
     assert fold_key("noether") == "noether" and fold_key("goethe") == "goethe"
     assert fold_key("interferon α") == "interferon alpha" and fold_key("β blocker") == "beta blocker"
     assert fold_key("roentgen") == "roentgen" and fold_key("coefficient") == "coefficient"

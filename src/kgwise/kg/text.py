@@ -95,12 +95,12 @@ Greek letters medicine writes in names, spelt out as names spell them ("IFN-α",
 "alpha", "beta")."""
 
 
-_DIGRAPH = re.compile(r"(?<=[a-z])(?:ae(?=[a-z]{2})|oe(?!ing)(?=[aeiouy][a-z]|[b-df-hj-np-tv-z][aeiouy]))"
+_DIGRAPH = re.compile(r"(?<=[a-z])(?:ae(?=[a-z]{2})|oe(?!ing)(?=[aeiouy][a-z]|[b-df-hj-np-tv-z][aeiouy]|str))"
                       r"|\b(?:ae(?!r)|oe)(?=[a-z]{4})")
 """The British *ae*/*oe* of a word, inside it or starting it ("haemorrhage", "hypernatraemia", "oedema",
 "oesophagus"), followed by two letters or more; not the Greek *aer-* ("aerial", "aerobic"). Inside a word
-*oe* is the Latin and Greek one only before a vowel or a consonant and a vowel ("seborrhoeic", "foetus",
-"coeliac", "amoeba"): not
+*oe* is the Latin and Greek one only before a vowel, a consonant and a vowel, or the *str* of *oestrus*
+("seborrhoeic", "foetus", "coeliac", "amoeba", "allyloestrenol"): not
 the German *oe* (ö) of a name before two consonants ("Noether" is not "nether", "Goethe", "Roentgen",
 "Boerhaave"), an English compound's ("coefficient", "poetry"), nor a verb's in -oe before -ing ("boeing"
 is not "being", "canoeing")."""
