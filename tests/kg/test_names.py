@@ -50,6 +50,13 @@ def _labels(g: CSRGraph, nodes: tuple[int, ...]) -> list[str]:
     return [g.label(v) for v in nodes]
 
 
+def _choice_links(grounder: Grounder, text: str) -> list[tuple[str, str]]:
+    """A choice's links as (node label, method)."""
+    links: list[Link] = []
+    grounder.ground_choice(text, links)
+    return [(grounder.kg.label(x.node), x.method) for x in links]
+
+
 def test_text_helpers() -> None:
     assert [w for w, _, _ in written_tokens("Is it the U.S.?")] == ["Is", "it", "the", "U", "S"]
     assert written_tokens("a Zürich b")[1] == ("Zürich", 2, 8)
@@ -202,9 +209,7 @@ def test_precise_rules_for_medical_choices() -> None:
     grounder = Grounder(g, GrounderConfig(linking=LinkingConfig(embedding=False)))
 
     def link(text: str) -> list[tuple[str, str]]:
-        links: list[Link] = []
-        grounder.ground_choice(text, links)
-        return [(g.label(x.node), x.method) for x in links]
+        return _choice_links(grounder, text)
 
     # a qualifier ("intoxication", "serum", "level", "infection") weighs nothing: the concept covers it all
     assert link("Ethanol intoxication") == [("Ethanol", "contained")]
@@ -273,9 +278,7 @@ def test_coordination_categories_and_medical_writing() -> None:
     grounder = Grounder(g, GrounderConfig(linking=LinkingConfig(embedding=False)))
 
     def link(text: str) -> list[tuple[str, str]]:
-        links: list[Link] = []
-        grounder.ground_choice(text, links)
-        return [(g.label(x.node), x.method) for x in links]
+        return _choice_links(grounder, text)
 
     # two concepts joined: each linked; a class of conditions only by its whole name, never inside a choice
     assert link("Ceftriaxone and azithromycin") == [("Ceftriaxone", "exact"), ("Azithromycin", "exact")]
@@ -336,10 +339,7 @@ def test_contained_names_need_the_head_and_half_covers_are_checked() -> None:
         aliases={"Chronic brain failure": ["Dementia"], "Sandfly species": ["Flies"]})
     plain = Grounder(g, GrounderConfig(linking=LinkingConfig(embedding=False)))
 
-    def link(grounder: Grounder, text: str) -> list[tuple[str, str]]:
-        links: list[Link] = []
-        grounder.ground_choice(text, links)
-        return [(g.label(x.node), x.method) for x in links]
+    link = _choice_links
 
     # a name in the complement of a term is not the choice; after a qualifier or a common word it is
     assert link(plain, "Luteoma of pregnancy") == []

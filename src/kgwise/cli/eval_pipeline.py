@@ -207,7 +207,7 @@ def eval_pipeline(
         return
     from kgwise.embed import MiniLM
     from kgwise.eval.pipeline import PipelineEvalConfig, replay_report
-    from kgwise.eval.route.logs import read_replay, webqsp_replay
+    from kgwise.eval.route.logs import arm_lines, graded_replay, webqsp_replay
 
     own_sets = {"--sets-questions": sets_questions, "--sets-kg": sets_kg,
                 "--sets-generations": sets_generations}
@@ -219,13 +219,16 @@ def eval_pipeline(
         raise ConfigError(f"replay data set {dataset!r} has no recorded outcomes (only 'webqsp' has): give "
                           "your graded log with --log FILE --arm NAME:CLUSTER:ACCURACY …")
     root = data_dir(data) if log is None else None
-    replay = read_replay(log, log_arms or []) if log is not None else webqsp_replay(data_dir(data))
-    replay = replay.head(limit)
     mc = None
-    if log is not None:  # a log whose arms give choice probabilities: its multiple-choice sets, checked now
+    if log is None:
+        replay = webqsp_replay(data_dir(data)).head(limit)
+    else:  # a log whose arms give choice probabilities: its multiple-choice sets too, checked now
+        from kgwise.datasets.user import read_graded_log
         from kgwise.eval.pipeline_mc import read_mc_log
 
-        mc = read_mc_log(log, replay)
+        graded = read_graded_log(log)
+        replay = graded_replay(graded, arm_lines(log_arms or []), str(log)).head(limit)
+        mc = read_mc_log(log, replay, graded)
     compare = None if compare_open_scores is None else tuple(
         s.strip() for s in compare_open_scores.split(",") if s.strip())
     routed_sets = None

@@ -139,12 +139,13 @@ def attainable_sets(mc: MCLog, alpha: float, kind: str = "lac") -> dict[str, Any
     return {"alpha": alpha, "kind": kind, "per_arm": out}
 
 
-def read_mc_log(path: Path, replay: GradedReplay) -> MCLog | None:
-    """:func:`mc_log` of the graded log at ``path``, read for ``replay`` (whose outcome table gives the
-    questions, arms and costs): checked before anything is replayed (the splits need ≥ 4 questions)."""
+def read_mc_log(path: Path, replay: GradedReplay, log: GradedLog | None = None) -> MCLog | None:
+    """:func:`mc_log` of the graded log at ``path`` (``log``: that file already read), for ``replay``
+    (whose outcome table gives the questions, arms and costs): checked before anything is replayed (the
+    splits need ≥ 4 questions)."""
     from kgwise.datasets.user import read_graded_log
 
-    mc = mc_log(read_graded_log(path), replay.table, str(path))
+    mc = mc_log(log if log is not None else read_graded_log(path), replay.table, str(path))
     if mc is not None and len(mc.questions) < 4:
         raise ConfigError(f"{path}: {len(mc.questions)} multiple-choice questions; the splits need ≥ 4")
     return mc
