@@ -302,6 +302,26 @@ def test_coordination_categories_and_medical_writing() -> None:
     assert link("Anti-nuclear antibodies") == [("Antinuclear antibodies", "exact")]
 
 
+def test_a_half_cover_must_hold_the_head() -> None:
+    g = CSRGraph.from_triples(
+        [("Thromboplastin", "r", "Suicide"), ("Rubella", "r", "Hamartomatosis"), ("Two", "r", "Eyes")])
+    grounder = Grounder(g, GrounderConfig(linking=LinkingConfig(embedding=False)))
+    earlier = Grounder(g, GrounderConfig(linking=LinkingConfig(embedding=False), precise=False))
+
+    def link(text: str) -> list[tuple[str, str]]:
+        return _choice_links(grounder, text)
+
+    # half a choice, before its head: a modifier of the head, not the choice (the earlier rules linked it)
+    assert link("Partial thromboplastin time") == [] and link("Previous suicide attempt") == []
+    assert _choice_links(earlier, "Partial thromboplastin time") == [("Thromboplastin", "exact")]
+    # the head itself, or more than half, stands; so does a count, and a word in its other form
+    assert link("Suicide risk assessment") == []  # a third: too little anyway
+    assert link("Attempted suicide") == [("Suicide", "contained")]
+    assert link("Rubella virus") == [("Rubella", "contained")]
+    assert link("Two eyes") == [("Two", "contained")]
+    assert link("Hamartomatous polyp") == [("Hamartomatosis", "derived")]
+
+
 def test_label_index_keeps_the_capitals_rule(tmp_path: Path) -> None:
     g = _geo()
     built = build_index(g.save(tmp_path / "g.npz"), tmp_path / "g.sqlite")
