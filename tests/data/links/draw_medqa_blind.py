@@ -8,6 +8,9 @@ left ``null``) to standard output, in question order:
     python tests/data/links/draw_medqa_blind.py /work/shared/data > drawn.jsonl      # medqa_ddb_blind
     python tests/data/links/draw_medqa_blind.py /work/shared/data --seed 2027 --draw 120 --split fresh \
         --exclude tests/data/links/medqa_ddb.jsonl tests/data/links/medqa_ddb_blind.jsonl  # medqa_ddb_fresh
+    python tests/data/links/draw_medqa_blind.py /work/shared/data --seed 2028 --draw 120 --split fresh2 \
+        --exclude tests/data/links/medqa_ddb.jsonl tests/data/links/medqa_ddb_blind.jsonl \
+        tests/data/links/medqa_ddb_fresh.jsonl  # medqa_ddb_fresh2
 """
 
 from __future__ import annotations
