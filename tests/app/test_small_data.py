@@ -1,4 +1,4 @@
-"""Small dev logs: an arm whose routed held-out questions are too few borrows every held-out question it
+"""Small dev logs: an arm whose routed held-out questions are too few borrows every graded dev question it
 answered (its set then says what it is guaranteed over), the messages give how many questions are
 needed, and ``fit`` reports per arm what each kind of set needs and the smallest α it certifies now."""
 
@@ -39,7 +39,8 @@ def test_an_arm_with_too_few_routed_questions_borrows_all_it_answered_and_says_s
         fit(pipe, path, max_spend=100.0, echo=lines.append)
         needs = [line for line in lines if "held-out questions routed here" in line]
         assert len(needs) == 3 and all("a set needs marginal 4, pac 14, pac_all_arms" in x for x in needs)
-        assert all("16 answered in all" in x and "smallest α for the pac set now" in x for x in needs)
+        assert all("32 graded dev questions answered in all" in x and "smallest α for the pac set now" in x
+                   for x in needs)
         assert all("; abstention: " in x for x in needs)
         pooled = every = 0
         for i in range(10):
@@ -47,7 +48,7 @@ def test_an_arm_with_too_few_routed_questions_borrows_all_it_answered_and_says_s
             s = r.answer_set
             assert s is not None
             if "not conditional on the router's choice" in s.statement:  # too few routed for pac at 0.2
-                assert s.calibration_size == 16  # the 16 held-out questions it answered in all
+                assert s.calibration_size == 32  # every one of the 32 dev questions it answered
                 assert "held-out questions it sends there now are too few for a pac set" in s.statement
                 pooled += 1
             every += "every choice" in s.statement
