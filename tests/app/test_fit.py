@@ -332,7 +332,7 @@ def test_an_inject_arm_with_combos_answers_with_each_and_learns_its_prompt_bandi
         # the learning questions' scores are kept for the other arms, not for the prompt-fitted one
         c = list(pipe.config.names).index("cheap")
         assert cal.tune_scores is not None and np.isnan(cal.tune_scores[:, d]).all()
-        assert np.isfinite(cal.tune_scores[:, c]).all() and cal.dev_size("cheap") == len(questions)
+        assert np.isfinite(cal.tune_scores[:, c]).all() and cal.dev_scores("cheap").size == len(questions)
         np.testing.assert_array_equal(cal.dev_scores("dear"), cal.arm_scores("dear"))
     with _with_combos(tmp_path) as again:  # reopened: the arm answers with the saved bandit
         assert again.state.calibration is not None and again.state.calibration.tune_scores is not None

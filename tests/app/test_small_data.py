@@ -1,14 +1,17 @@
-"""Small dev logs: an arm whose routed held-out questions are too few borrows every graded dev question it
-answered (its set then says what it is guaranteed over), the messages give how many questions are
-needed, and ``fit`` reports per arm what each kind of set needs and the smallest α it certifies now."""
+"""Small dev logs: an arm whose routed held-out questions are too few borrows every held-out question it
+answered — or, with ``fallback = "all_dev"``, every graded dev question it answered — (its set then says
+what it is guaranteed over), the messages give how many questions are needed, and ``fit`` reports per
+arm what each kind of set needs and the smallest α it certifies now."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from kgwise.app.calibration import questions_needed, smallest_alpha, too_few
-from kgwise.app.config import AnswerSetConfig
+from kgwise.app.config import AnswerSetConfig, SmallDataFallback
 from kgwise.app.fit import fit
 from kgwise.conformal.split import pac_rank
 
@@ -31,16 +34,21 @@ def test_questions_needed_is_the_first_size_with_a_finite_threshold() -> None:
     assert "it needs 14 (8 more)" in msg and "α = 0.4 is the smallest" in msg
 
 
-def test_an_arm_with_too_few_routed_questions_borrows_all_it_answered_and_says_so(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fallback, n, which, words", [
+    ("held_out", 16, "held-out", "held-out dev questions it answered, which the router never learnt from"),
+    ("all_dev", 32, "graded dev", "graded dev questions it answered, held out or not")])
+def test_an_arm_with_too_few_routed_questions_borrows_all_it_answered_and_says_so(
+        tmp_path: Path, fallback: SmallDataFallback, n: int, which: str, words: str) -> None:
     path = write_questions(tmp_path, dev_rows(4))  # 32 questions, 16 held out, 3 arms
     lines: list[str] = []
     with make(tmp_path, cheap=0.1, dear=0.3, budget=100.0, guarantee="pac") as pipe:
-        pipe.config = replace(pipe.config, answer_sets=AnswerSetConfig(alpha=0.2, abstain=True))
+        pipe.config = replace(pipe.config, answer_sets=AnswerSetConfig(alpha=0.2, abstain=True,
+                                                                       fallback=fallback))
         fit(pipe, path, max_spend=100.0, echo=lines.append)
         needs = [line for line in lines if "held-out questions routed here" in line]
         assert len(needs) == 3 and all("a set needs marginal 4, pac 14, pac_all_arms" in x for x in needs)
-        assert all("32 graded dev questions answered in all" in x and "smallest α for the pac set now" in x
-                   for x in needs)
+        assert all(f"{n} {which} questions answered in all" in x
+                   and "smallest α for the pac set now" in x for x in needs)
         assert all("; abstention: " in x for x in needs)
         pooled = every = 0
         for i in range(10):
@@ -48,7 +56,7 @@ def test_an_arm_with_too_few_routed_questions_borrows_all_it_answered_and_says_s
             s = r.answer_set
             assert s is not None
             if "not conditional on the router's choice" in s.statement:  # too few routed for pac at 0.2
-                assert s.calibration_size == 32  # every one of the 32 dev questions it answered
+                assert s.calibration_size == n and f"on all {n} {words}" in s.statement
                 assert "held-out questions it sends there now are too few for a pac set" in s.statement
                 pooled += 1
             every += "every choice" in s.statement

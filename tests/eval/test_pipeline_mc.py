@@ -80,8 +80,8 @@ def test_the_log_replay_gives_the_live_paths_sets_on_the_same_answers(
     assert live["pac"]["mean_set_size"]["0.2"] > 0  # sets were made, not skipped
 
 
-def test_a_draw_of_a_newcomers_size_and_the_rule_before_the_dev_fallback_are_reported(tmp_path: Path
-                                                                                     ) -> None:
+def test_a_draw_of_a_newcomers_size_and_the_fallback_on_all_dev_questions_are_reported(tmp_path: Path
+                                                                                      ) -> None:
     questions = _questions("q", 40)
     answers = _live_answers(questions)
     path = tmp_path / "graded.jsonl"
@@ -90,8 +90,8 @@ def test_a_draw_of_a_newcomers_size_and_the_rule_before_the_dev_fallback_are_rep
     assert mc is not None
     got = replay_mc_sets(mc, FakeEncoder(), (0.2,), 0.6, 2, 0, CokeConfig(), 0.05, str(path), draw=(16, 12))
     assert got["fit"] == 16 and got["test"] == 12
-    before = got["held_out_fallback"]["pac"]
-    assert set(before) == set(got["pac"]) and 1.0 <= before["mean_set_size"]["0.2"] <= 4.0
+    all_dev = got["fallback_all_dev"]["pac"]
+    assert set(all_dev) == set(got["pac"]) and 1.0 <= all_dev["mean_set_size"]["0.2"] <= 4.0
     with pytest.raises(ConfigError, match="30 fit \\+ 12 test questions per split do not fit in its 40"):
         replay_mc_sets(mc, FakeEncoder(), (0.2,), 0.6, 1, 0, CokeConfig(), 0.05, str(path), draw=(30, 12))
 

@@ -23,16 +23,19 @@ the calibration questions (``guarantee = "pac"``; ``"pac_all_arms"``: δ/K for e
 the union bound every arm's coverage is ≥ 1 − α at once with probability ≥ 1 − δ).
 
 When the questions the rule sends to ``a`` are too few for a finite threshold (a newcomer's dev log:
-``pac`` at α = 0.2, δ = 0.05 needs 14), the set is calibrated on *every graded dev question the arm
-answered* (:meth:`HeldOutCalibration.dev_scores`) — the held-out ones and those the router learnt from.
-An arm's score of a question is a fixed function of that question alone (its model, prompt and scoring
-do not change with the dev log; an inject arm whose prompt bandit the fit learns on the dev log is the
-exception and contributes its held-out questions only), so the dev questions and a new one are
-exchangeable *for that arm's score*, whatever the router learnt from them; the guarantee is then over
-questions like the dev log answered by ``a``, not conditional on the router's choice
-(:func:`pooled_statement`). Doubling the calibration this way is what moves a PAC set off the largest
-score at a newcomer's size: at α = 0.2, δ = 0.05 the rank is the largest for n ≤ 21, the 2nd largest at
-25, the 3rd at 30, the 6th at 50 (:func:`kgwise.conformal.split.pac_rank`). Two approximations
+``pac`` at α = 0.2, δ = 0.05 needs 14), the set is calibrated on every held-out question the arm answered
+or, with ``[answer_sets] fallback = "all_dev"``, on *every graded dev question it answered*
+(:meth:`HeldOutCalibration.dev_scores`) — the held-out ones and those the router learnt from
+(:func:`fallback_scores`). An arm's score of a question is a fixed function of that question alone (its
+model, prompt and scoring do not change with the dev log; an inject arm whose prompt bandit the fit
+learns on the dev log is the exception and contributes its held-out questions only), so the dev
+questions and a new one are exchangeable *for that arm's score*, whatever the router learnt from them.
+Either way the guarantee is over questions like the dev log answered by ``a``, not conditional on the
+router's choice (:func:`pooled_statement`). Twice the scores move a PAC set off the largest one at a
+newcomer's size (at α = 0.2, δ = 0.05 the rank is the largest score for n ≤ 21, the 2nd largest at 25,
+the 3rd at 30, the 6th at 50: :func:`kgwise.conformal.split.pac_rank`), so the sets are smaller — and,
+on the questions the router does send the arm, which may be harder, their coverage is nearer 1 − α or
+below: ``held_out`` stays the default (``docs/answer-sets.md`` gives both, measured). Two approximations
 remain and are stated: under ``pacing = "price"`` a pull sets the price η with the question's own values
 in its window, the replay uses the last η; and the guarantee holds for the rule in force at each
 question, the live coverage (``kgwise status``) checks it on what feedback reveals.
@@ -62,8 +65,9 @@ from kgwise.files import read_json, short_hash, write_text_atomic
 from kgwise.route.coke import CokeRouter
 
 __all__ = ["CALIBRATION_KIND", "CalibrationSelector", "HeldOutCalibration", "arm_delta",
-           "calibrated_threshold", "choice_set", "guarantee_clause", "made_with", "needs_lines",
-           "nonconformity", "pooled_statement", "questions_needed", "smallest_alpha", "stale", "too_few"]
+           "calibrated_threshold", "choice_set", "fallback_scores", "fallback_words", "guarantee_clause",
+           "made_with", "needs_lines", "nonconformity", "pooled_statement", "questions_needed",
+           "smallest_alpha", "stale", "too_few"]
 
 CALIBRATION_KIND = "kgwise.HeldOutCalibration"
 CALIBRATION_VERSION = 1
@@ -166,9 +170,9 @@ def too_few(n: int, sets: AnswerSetConfig, arms: int, where: str) -> str:
 
 def needs_lines(cal: HeldOutCalibration, group: npt.NDArray[np.int64], sets: AnswerSetConfig) -> list[str]:
     """For ``kgwise fit``, per arm: what its held-out questions certify at ``sets.alpha`` — those the
-    router sends it (``group``) and all it answered (the fallback) — how many each kind of set needs, the
-    smallest α each certifies now, and with ``[answer_sets] abstain`` the rule it certifies
-    (:func:`kgwise.app.abstain.arm_rule`) or why none."""
+    router sends it (``group``) and all it answered (the fallback, :func:`fallback_scores`) — how many each
+    kind of set needs, the smallest α each certifies now, and with ``[answer_sets] abstain`` the rule it
+    certifies (:func:`kgwise.app.abstain.arm_rule`) or why none."""
     from kgwise.app.abstain import arm_rule
 
     arms = len(cal.names)
@@ -181,10 +185,11 @@ def needs_lines(cal: HeldOutCalibration, group: npt.NDArray[np.int64], sets: Ans
                      for g in ("marginal", "pac", "pac_all_arms"))
     out = []
     for name in cal.names:
-        routed, everyone = cal.arm_scores(name, group).size, cal.dev_size(name)
-        line = (f"{name}: {routed} held-out questions routed here, {everyone} graded dev questions answered "
-                f"in all; at α = {sets.alpha:g} a set needs {need}; smallest α for the {sets.guarantee} set "
-                f"now: {now(routed)} routed, {now(everyone)} over all it answered")
+        routed, everyone = cal.arm_scores(name, group).size, fallback_scores(cal, name, sets).size
+        line = (f"{name}: {routed} held-out questions routed here, {everyone} "
+                f"{'graded dev' if sets.fallback == 'all_dev' else 'held-out'} questions answered in all; at "
+                f"α = {sets.alpha:g} a set needs {need}; smallest α for the {sets.guarantee} set now: "
+                f"{now(routed)} routed, {now(everyone)} over all it answered")
         if sets.abstain:
             chosen, why = arm_rule(cal, name, group, sets)
             r = None if chosen is None else chosen.rule
@@ -197,14 +202,27 @@ def needs_lines(cal: HeldOutCalibration, group: npt.NDArray[np.int64], sets: Ans
     return out
 
 
+def fallback_scores(cal: HeldOutCalibration, arm: str, sets: AnswerSetConfig) -> npt.NDArray[np.float64]:
+    """The scores an arm's set falls back to when the routed held-out questions are too few (and a forced
+    arm's): all held-out questions it answered, or with ``fallback = "all_dev"`` all graded dev questions
+    it answered (module docstring)."""
+    return cal.dev_scores(arm) if sets.fallback == "all_dev" else cal.arm_scores(arm)
+
+
+def fallback_words(sets: AnswerSetConfig) -> str:
+    """Which questions :func:`fallback_scores` takes, for a statement."""
+    return ("graded dev questions it answered, held out or not: its score does not depend on what the "
+            "router learnt" if sets.fallback == "all_dev" else
+            "held-out dev questions it answered, which the router never learnt from")
+
+
 def pooled_statement(arm: str, n: int, routed: int, sets: AnswerSetConfig, arms: int) -> str:
-    """The guarantee of an arm's set calibrated on every graded dev question it answered (``n``,
-    :meth:`HeldOutCalibration.dev_scores`) because the ``routed`` held-out ones the router sends it are too
-    few: over questions like the dev log, not over those the router picks for the arm."""
+    """The guarantee of an arm's set calibrated on the ``n`` questions of :func:`fallback_scores` because
+    the ``routed`` held-out ones the router sends it are too few: over questions like the dev log, not over
+    those the router picks for the arm."""
     return (f"P(truth ∈ set) ≥ {1 - sets.alpha:g} for a question like the dev log answered by arm {arm!r} "
-            f"(split conformal on all {n} graded dev questions it answered, held out or not: its score does "
-            f"not depend on what the router learnt; {guarantee_clause(sets, arms)}) — not conditional on "
-            "the router's choice, so questions "
+            f"(split conformal on all {n} {fallback_words(sets)}; {guarantee_clause(sets, arms)}) — not "
+            "conditional on the router's choice, so questions "
             "it sends this arm may be harder: "
             + too_few(routed, sets, arms, "held-out questions it sends there now"))
 
@@ -300,10 +318,6 @@ class HeldOutCalibration:
     def size(self, arm: str) -> int:
         """How many calibration questions ``arm`` answered."""
         return int(np.isfinite(self.scores[:, self.names.index(arm)]).sum()) if arm in self.names else 0
-
-    def dev_size(self, arm: str) -> int:
-        """How many scores :meth:`dev_scores` gives ``arm``."""
-        return int(self.dev_scores(arm).size) if arm in self.names else 0
 
     def arm_scores(self, arm: str, group: npt.NDArray[np.int64] | None = None) -> npt.NDArray[np.float64]:
         """``arm``'s scores on the calibration questions ``group`` (:meth:`CalibrationSelector.group`)

@@ -56,6 +56,8 @@ from kgwise.app.calibration import (
     CalibrationSelector,
     calibrated_threshold,
     choice_set,
+    fallback_scores,
+    fallback_words,
     guarantee_clause,
     pooled_statement,
     stale,
@@ -560,11 +562,11 @@ class Pipeline:
         if cal is None or cal.size(arm) == 0 or not output.probabilities:
             return None, f"no answer set: arm {arm!r} has no calibration (run `kgwise fit`)"
         assert forced or group is not None  # re-selected before the pull
-        scores = cal.dev_scores(arm) if forced else cal.arm_scores(arm, group)
+        scores = fallback_scores(cal, arm, sets) if forced else cal.arm_scores(arm, group)
         labels = [c.label for c in question.choices]
         texts = {c.label: c.text for c in question.choices}
-        who = (f"any question answered by arm {arm!r} (forced: split conformal on the {len(scores)} graded "
-               "dev questions it answered" if forced else
+        who = (f"any question answered by arm {arm!r} (forced: split conformal on the {len(scores)} "
+               f"{fallback_words(sets)}" if forced else
                f"a question the router, as it stands, sends to arm {arm!r} (split conformal on the "
                f"{len(scores)} of {cal.scored} held-out dev questions it sends there now, which it never "
                "learnt from")
@@ -574,11 +576,12 @@ class Pipeline:
         threshold = calibrated_threshold(scores.tolist(), sets, arms)
         pooled = math.isinf(threshold) and not forced
         if pooled:  # too few routed: every graded dev question the arm answered
-            everyone = cal.dev_scores(arm)
+            everyone = fallback_scores(cal, arm, sets)
             base = pooled_statement(arm, len(everyone), len(scores), sets, arms)
             scores, threshold = everyone, calibrated_threshold(everyone.tolist(), sets, arms)
         if math.isinf(threshold):
-            where = f"held-out dev questions arm {arm!r} answered"
+            which = "graded dev" if sets.fallback == "all_dev" else "held-out dev"
+            where = f"{which} questions arm {arm!r} answered"
             statement = (f"every choice: {too_few(len(scores), sets, arms, where)}; the set covers the truth "
                          "trivially")
             return AnswerSetResult(tuple(labels), tuple(texts[x] for x in labels), sets.alpha, True,
