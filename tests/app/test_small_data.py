@@ -8,12 +8,20 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from kgwise.app.calibration import questions_needed, smallest_alpha, too_few
+from kgwise.app.calibration import (
+    HeldOutCalibration,
+    fallback_scores,
+    questions_needed,
+    smallest_alpha,
+    too_few,
+)
 from kgwise.app.config import AnswerSetConfig, SmallDataFallback
 from kgwise.app.fit import fit
 from kgwise.conformal.split import pac_rank
+from kgwise.errors import DataError
 
 from .conftest import dev_rows, write_questions
 from .test_pipeline import make, question
@@ -74,3 +82,18 @@ def test_a_calibration_made_with_other_arms_is_refused_by_name(tmp_path: Path) -
         assert problem is not None and "calibration" in problem and "other arm settings" in problem
         r = pipe.answer(*question(0))
         assert r.answer_set is None and "other arm settings" in r.notes[0]
+
+
+def test_the_learning_questions_scores_join_the_held_out_ones_and_a_bad_shape_is_refused() -> None:
+
+    held = np.array([[0.1, np.nan], [0.4, 0.2]])
+    tune = np.array([[0.3, np.nan], [np.nan, np.nan], [0.5, np.nan]])  # "b": tuned on the dev log
+    cal = HeldOutCalibration(("a", "b"), "lac", np.zeros((2, 1)), np.zeros((2, 2)), held, tune_scores=tune)
+    assert cal.dev_scores("a").tolist() == [0.1, 0.4, 0.3, 0.5] and cal.dev_scores("b").tolist() == [0.2]
+    assert fallback_scores(cal, "a", AnswerSetConfig()).tolist() == [0.1, 0.4]
+    assert fallback_scores(cal, "a", AnswerSetConfig(fallback="all_dev")).size == 4
+    old = HeldOutCalibration(("a", "b"), "lac", np.zeros((2, 1)), np.zeros((2, 2)), held)  # written before
+    assert fallback_scores(old, "a", AnswerSetConfig(fallback="all_dev")).tolist() == [0.1, 0.4]
+    with pytest.raises(DataError, match="tune_scores"):
+        HeldOutCalibration(("a", "b"), "lac", np.zeros((2, 1)), np.zeros((2, 2)), held,
+                           tune_scores=tune[:, :1])
