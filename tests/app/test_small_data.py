@@ -43,7 +43,8 @@ def test_questions_needed_is_the_first_size_with_a_finite_threshold() -> None:
 
 
 @pytest.mark.parametrize("fallback, n, which, words", [
-    ("held_out", 16, "held-out", "held-out dev questions it answered, which the router never learnt from"),
+    ("held_out", 16, "held-out dev",
+     "held-out dev questions it answered, which the router never learnt from"),
     ("all_dev", 32, "graded dev", "graded dev questions it answered, held out or not")])
 def test_an_arm_with_too_few_routed_questions_borrows_all_it_answered_and_says_so(
         tmp_path: Path, fallback: SmallDataFallback, n: int, which: str, words: str) -> None:

@@ -65,9 +65,9 @@ from kgwise.files import read_json, short_hash, write_text_atomic
 from kgwise.route.coke import CokeRouter
 
 __all__ = ["CALIBRATION_KIND", "CalibrationSelector", "HeldOutCalibration", "arm_delta",
-           "calibrated_threshold", "choice_set", "fallback_scores", "fallback_words", "guarantee_clause",
-           "made_with", "needs_lines", "nonconformity", "pooled_statement", "questions_needed",
-           "smallest_alpha", "stale", "too_few"]
+           "calibrated_threshold", "choice_set", "fallback_noun", "fallback_scores", "fallback_words",
+           "guarantee_clause", "made_with", "needs_lines", "nonconformity", "pooled_statement",
+           "questions_needed", "smallest_alpha", "stale", "too_few"]
 
 CALIBRATION_KIND = "kgwise.HeldOutCalibration"
 CALIBRATION_VERSION = 1
@@ -186,10 +186,9 @@ def needs_lines(cal: HeldOutCalibration, group: npt.NDArray[np.int64], sets: Ans
     out = []
     for name in cal.names:
         routed, everyone = cal.arm_scores(name, group).size, fallback_scores(cal, name, sets).size
-        line = (f"{name}: {routed} held-out questions routed here, {everyone} "
-                f"{'graded dev' if sets.fallback == 'all_dev' else 'held-out'} questions answered in all; at "
-                f"α = {sets.alpha:g} a set needs {need}; smallest α for the {sets.guarantee} set now: "
-                f"{now(routed)} routed, {now(everyone)} over all it answered")
+        line = (f"{name}: {routed} held-out questions routed here, {everyone} {fallback_noun(sets)} "
+                f"questions answered in all; at α = {sets.alpha:g} a set needs {need}; smallest α for the "
+                f"{sets.guarantee} set now: {now(routed)} routed, {now(everyone)} over all it answered")
         if sets.abstain:
             chosen, why = arm_rule(cal, name, group, sets)
             r = None if chosen is None else chosen.rule
@@ -209,11 +208,16 @@ def fallback_scores(cal: HeldOutCalibration, arm: str, sets: AnswerSetConfig) ->
     return cal.dev_scores(arm) if sets.fallback == "all_dev" else cal.arm_scores(arm)
 
 
+def fallback_noun(sets: AnswerSetConfig) -> str:
+    """The questions :func:`fallback_scores` takes, in a message: ``graded dev`` or ``held-out dev``."""
+    return "graded dev" if sets.fallback == "all_dev" else "held-out dev"
+
+
 def fallback_words(sets: AnswerSetConfig) -> str:
     """Which questions :func:`fallback_scores` takes, for a statement."""
-    return ("graded dev questions it answered, held out or not: its score does not depend on what the "
-            "router learnt" if sets.fallback == "all_dev" else
-            "held-out dev questions it answered, which the router never learnt from")
+    return f"{fallback_noun(sets)} questions it answered, " + (
+        "held out or not: its score does not depend on what the router learnt" if sets.fallback == "all_dev"
+        else "which the router never learnt from")
 
 
 def pooled_statement(arm: str, n: int, routed: int, sets: AnswerSetConfig, arms: int) -> str:

@@ -56,6 +56,7 @@ from kgwise.app.calibration import (
     CalibrationSelector,
     calibrated_threshold,
     choice_set,
+    fallback_noun,
     fallback_scores,
     fallback_words,
     guarantee_clause,
@@ -141,9 +142,9 @@ class AnswerSetResult:
     """A calibrated set: choice labels (and their texts), its α, whether the guarantee holds for this
     answer, the exact statement of what is guaranteed (or why not), the held-out calibration scores its
     threshold is the quantile of (``calibration_size`` of them), and whether its calibration certified it
-    (``certified``; ``guarantee`` is that and no live drift); ``pooled``: calibrated on every graded dev
-    question the arm answered because those the router sends it are too few
-    (:func:`kgwise.app.calibration.pooled_statement`)."""
+    (``certified``; ``guarantee`` is that and no live drift); ``pooled``: calibrated on the fallback's
+    questions (:func:`kgwise.app.calibration.fallback_scores`) because those the router sends the arm are
+    too few (:func:`kgwise.app.calibration.pooled_statement`)."""
 
     labels: tuple[str, ...]
     texts: tuple[str, ...]
@@ -575,13 +576,12 @@ class Pipeline:
                 "questions exchangeable with the dev log")
         threshold = calibrated_threshold(scores.tolist(), sets, arms)
         pooled = math.isinf(threshold) and not forced
-        if pooled:  # too few routed: every graded dev question the arm answered
+        if pooled:  # too few routed: every question of the fallback ([answer_sets] fallback) it answered
             everyone = fallback_scores(cal, arm, sets)
             base = pooled_statement(arm, len(everyone), len(scores), sets, arms)
             scores, threshold = everyone, calibrated_threshold(everyone.tolist(), sets, arms)
         if math.isinf(threshold):
-            which = "graded dev" if sets.fallback == "all_dev" else "held-out dev"
-            where = f"{which} questions arm {arm!r} answered"
+            where = f"{fallback_noun(sets)} questions arm {arm!r} answered"
             statement = (f"every choice: {too_few(len(scores), sets, arms, where)}; the set covers the truth "
                          "trivially")
             return AnswerSetResult(tuple(labels), tuple(texts[x] for x in labels), sets.alpha, True,
