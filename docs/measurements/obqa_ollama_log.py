@@ -26,7 +26,10 @@ fact (``obqa/Main/openbook.txt``), ``score(c) = max_f idf(T(q) ∩ T(f)) · idf(
 words: lower-cased alphabetic tokens of 3+ letters, a short stop list removed; ``idf(S) = Σ_{w∈S}
 ln(N / df_w)`` over the N facts), its answer the top choice (ties: the first), its signals the softmax
 of the scores' top probability, margin over the second and entropy — what a free arm's signals are in
-``eval pipeline --live``'s logs (``docs/graded-logs.md``).
+``eval pipeline --live``'s logs (``docs/graded-logs.md``) — and that softmax per choice as its
+``probabilities``. Each question carries dev's ``gold`` label, so ``eval pipeline --log`` replays its
+multiple-choice sets (the three LLM arms, which give answers only, as letter replies:
+``kgwise.eval.pipeline_mc``).
 """
 
 from __future__ import annotations
@@ -69,15 +72,17 @@ class OpenBookOverlap:
     def _weight(self, words: set[str]) -> float:
         return sum(self.idf.get(w, 0.0) for w in sorted(words))  # sorted: the same sum in every run
 
-    def answer(self, q: Question) -> tuple[str, list[float]]:
+    def answer(self, q: Question) -> tuple[str, list[float], dict[str, float]]:
+        """The top choice, the signals, and the softmax of the scores per choice label."""
         qw = _words(q.text)
         scores = [max(self._weight(qw & f) * self._weight(_words(c.text) & f) for f in self.facts)
                   for c in q.choices]
         top = max(scores)
         e = [math.exp(s - top) for s in scores]
-        p = sorted((x / sum(e) for x in e), reverse=True)
+        probs = {c.label: x / sum(e) for c, x in zip(q.choices, e, strict=True)}
+        p = sorted(probs.values(), reverse=True)
         entropy = -sum(x * math.log(x) for x in p if x > 0)
-        return q.choices[scores.index(top)].label, [p[0], p[0] - p[1], entropy]
+        return q.choices[scores.index(top)].label, [p[0], p[0] - p[1], entropy], probs
 
 
 def convert(data: Path) -> tuple[list[dict[str, object]], dict[str, object]]:
@@ -101,16 +106,17 @@ def convert(data: Path) -> tuple[list[dict[str, object]], dict[str, object]]:
     out: list[dict[str, object]] = []
     for k, q in enumerate(dev):
         labels = [c.label for c in q.choices]
-        ans, signals = free.answer(q)
+        ans, signals, probs = free.answer(q)
         arms: dict[str, dict[str, object]] = {
-            FREE: {"answer": ans, "correct": ans == q.gold[0], "cost": 0.0, "signals": signals}}
+            FREE: {"answer": ans, "correct": ans == q.gold[0], "cost": 0.0, "signals": signals,
+                   "probabilities": probs}}
         for m, row in zip(models, matrix, strict=True):
             name, price = ARMS[m]
             if row[k] is None:
                 nulls[name].append(q.id)
             answer = "" if row[k] is None else labels[int(row[k])]
             arms[name] = {"answer": answer, "correct": answer == q.gold[0], "cost": price}
-        out.append({"id": q.id, "text": q.text, "arms": arms})
+        out.append({"id": q.id, "text": q.text, "gold": q.gold[0], "arms": arms})
     report = {"source": SOURCE, "questions": len(out), "matched_to": "obqa/Main/dev.jsonl (file order)",
               "gold_agrees_with_dev": f"{dev_match}/{len(expected)}",
               "gold_agrees_with_test": f"{test_match}/{len(expected)}",

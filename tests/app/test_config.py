@@ -142,6 +142,8 @@ def _fault(tmp_path: Path, old: str, new: str) -> str:
      ":31: answer_sets.guarantee: must be marginal, pac or pac_all_arms"),
     ('kind = "aps"', 'kind = "aps"\nopen_uncertified = "all"',
      ":31: answer_sets.open_uncertified: must be largest or pooled, got 'all'"),
+    ('kind = "aps"', 'kind = "aps"\nfallback = "routed"',
+     ":31: answer_sets.fallback: must be held_out or all_dev, got 'routed'"),
     ('price = 0.0005', 'price = 0.0005\nreported_accuracy = 1.5', ":20: arms[2].reported_accuracy: must lie "
      "in [0, 1]"),
     ('kind = "llm"\nspec = "smollm2-135m"', 'kind = "llm"\nspec = "smollm2-135m"\ncombos = "all"',

@@ -328,7 +328,15 @@ def test_an_inject_arm_with_combos_answers_with_each_and_learns_its_prompt_bandi
         expected = [nonconformity("lac", arm.answer(q).probabilities,
                                   [c.label for c in q.choices])[q.gold_index] for q in held]
         np.testing.assert_allclose(cal.scores[:, d], expected)
+        # the small-data fallback calibrates on every dev question, except where the fit tuned the answer:
+        # the learning questions' scores are kept for the other arms, not for the prompt-fitted one
+        c = list(pipe.config.names).index("cheap")
+        assert cal.tune_scores is not None and np.isnan(cal.tune_scores[:, d]).all()
+        assert np.isfinite(cal.tune_scores[:, c]).all() and cal.dev_scores("cheap").size == len(questions)
+        np.testing.assert_array_equal(cal.dev_scores("dear"), cal.arm_scores("dear"))
     with _with_combos(tmp_path) as again:  # reopened: the arm answers with the saved bandit
+        assert again.state.calibration is not None and again.state.calibration.tune_scores is not None
+        np.testing.assert_array_equal(again.state.calibration.dev_scores("cheap"), cal.dev_scores("cheap"))
         arm = again.runners["dear"]
         assert isinstance(arm, StubPromptArm) and isinstance(arm.bandit, PromptBandit)
         np.testing.assert_array_equal(arm.bandit.policy.theta, saved.policy.theta)

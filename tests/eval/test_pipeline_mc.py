@@ -80,6 +80,22 @@ def test_the_log_replay_gives_the_live_paths_sets_on_the_same_answers(
     assert live["pac"]["mean_set_size"]["0.2"] > 0  # sets were made, not skipped
 
 
+def test_a_draw_of_a_newcomers_size_and_the_fallback_on_all_dev_questions_are_reported(tmp_path: Path
+                                                                                      ) -> None:
+    questions = _questions("q", 40)
+    answers = _live_answers(questions)
+    path = tmp_path / "graded.jsonl"
+    write_graded_log(path, _graded(questions, answers))
+    mc = read_mc_log(path, read_replay(path, SPECS))
+    assert mc is not None
+    got = replay_mc_sets(mc, FakeEncoder(), (0.2,), 0.6, 2, 0, CokeConfig(), 0.05, str(path), draw=(16, 12))
+    assert got["fit"] == 16 and got["test"] == 12
+    all_dev = got["fallback_all_dev"]["pac"]
+    assert set(all_dev) == set(got["pac"]) and 1.0 <= all_dev["mean_set_size"]["0.2"] <= 4.0
+    with pytest.raises(ConfigError, match="30 fit \\+ 12 test questions per split do not fit in its 40"):
+        replay_mc_sets(mc, FakeEncoder(), (0.2,), 0.6, 1, 0, CokeConfig(), 0.05, str(path), draw=(30, 12))
+
+
 def test_labels_other_than_a_b_c_map_onto_the_pipelines_and_open_questions_are_counted(tmp_path: Path
                                                                                          ) -> None:
     questions = _questions("q", 12)
@@ -129,6 +145,27 @@ def test_a_log_whose_probabilities_do_not_fit_its_choices_is_refused_with_file_l
     path = _write(tmp_path / "bad.jsonl", [*rows, bad, _row("q4")])
     with pytest.raises(DataError, match=match):
         read_mc_log(path, read_replay(path, ["kgm:KGM", "small:LLM"]))
+
+
+def test_an_arm_without_probabilities_in_the_whole_log_is_replayed_as_letter_replies(tmp_path: Path) -> None:
+    """A hosted arm whose replies were parsed for a letter: all mass on its answer (uniform when it gave
+    none), as the live pipeline answers such a reply; counted; an answer outside the choices refused."""
+    rows = [_row(f"q{i}") for i in range(5)]
+    for r, said in zip(rows, ["A", "B", "", "A", "B"], strict=True):
+        r["arms"]["hosted"] = {"answer": said, "correct": said == "A", "cost": 3}
+    path = _write(tmp_path / "log.jsonl", rows)
+    specs = ["kgm:KGM", "small:LLM", "hosted:LLM"]
+    mc = read_mc_log(path, read_replay(path, specs))
+    assert mc is not None and mc.answer_only == {"hosted": 5} and mc.left_out == []
+    got = [mc.answers["hosted"][question_key(q)] for q in mc.questions]
+    assert [g["probabilities"] for g in got[:3]] == [{"A": 1.0, "B": 0.0}, {"A": 0.0, "B": 1.0},
+                                                     {"A": 0.5, "B": 0.5}]
+    assert [g["prediction"] for g in got[:3]] == ["A", "B", ""]
+    assert mc.answers["small"][question_key(mc.questions[0])]["probabilities"] == {"A": 0.7, "B": 0.3}
+    rows[3]["arms"]["hosted"] = {"answer": "C", "correct": False, "cost": 3}
+    bad = _write(tmp_path / "bad.jsonl", rows)
+    with pytest.raises(DataError, match=r"bad\.jsonl:4: arms\.hosted\.answer 'C' is not one of the choices"):
+        read_mc_log(bad, read_replay(bad, specs))
 
 
 def test_a_log_without_probabilities_has_no_sets_and_one_with_too_few_is_refused(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from typing import cast
 
 import pytest
 from hypothesis import given
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from kgwise.errors import ConfigError
@@ -19,6 +20,7 @@ from kgwise.llm.answering import (
     MCConfig,
     answer_by_scoring,
     answer_mc,
+    letter_reply_probabilities,
     parse_choice,
 )
 from kgwise.types import Choice, Question, Usage
@@ -135,6 +137,33 @@ def test_answer_by_letter_parses_reply() -> None:
     assert ans.prediction == "B" and ans.probabilities == {"A": 0.0, "B": 1.0, "C": 0.0, "D": 0.0}
     unparsed = answer_mc(ScriptedLLM(reply="hmm"), Q, config=MCConfig(method="letter"))
     assert unparsed.prediction == "" and unparsed.probabilities["A"] == pytest.approx(0.25)
+
+
+@hypothesis_settings(deadline=None)
+@given(st.integers(2, 8), st.integers(-1, 7), st.floats(0.0, 1.0, exclude_max=True))
+def test_a_letter_reply_is_all_mass_on_its_choice_and_its_lac_set_that_choice_or_every_one(
+        k: int, said: int, threshold: float) -> None:
+    """A letter reply without log-probabilities (also a graded log's answer-only arm,
+    ``kgwise.eval.pipeline_mc``): its LAC set at any threshold below 1 is its choice alone (none, when it
+    named none and the threshold is below 1 − 1/k), and every choice at 1."""
+    from kgwise.conformal.split import lac_scores
+
+    def choice_set(probs: dict[str, float], threshold: float) -> tuple[str, ...]:
+        scores = lac_scores([[probs[x] for x in labels]])[0]
+        return tuple(x for x, v in zip(labels, scores.tolist(), strict=True) if v <= threshold)
+
+    labels = [chr(ord("A") + i) for i in range(k)]
+    answer = labels[said] if 0 <= said < k else ""
+    p = letter_reply_probabilities(labels, answer)
+    assert list(p) == labels and sum(p.values()) == pytest.approx(1.0)
+    below = choice_set(p, threshold)
+    if answer:
+        assert below == (answer,)
+    else:
+        assert below == (tuple(labels) if threshold >= 1 - 1 / k else ())
+    assert choice_set(p, 1.0) == tuple(labels)
+    with pytest.raises(ValueError, match="not one of the choices"):
+        letter_reply_probabilities(labels, "Z")
 
 
 def test_cached_double_calls_inner_once(tmp_path: Path) -> None:

@@ -20,7 +20,22 @@ fixed (randomised) function of each question alone, so those it sends to ``a`` a
 questions routed to ``a``, and split conformal on them covers a question routed to ``a`` with probability
 ≥ 1 − α (marginal), or has coverage ≥ 1 − α over questions routed to ``a`` with probability ≥ 1 − δ over
 the calibration questions (``guarantee = "pac"``; ``"pac_all_arms"``: δ/K for each of K arms, so that by
-the union bound every arm's coverage is ≥ 1 − α at once with probability ≥ 1 − δ). Two approximations
+the union bound every arm's coverage is ≥ 1 − α at once with probability ≥ 1 − δ).
+
+When the questions the rule sends to ``a`` are too few for a finite threshold (a newcomer's dev log:
+``pac`` at α = 0.2, δ = 0.05 needs 14), the set is calibrated on every held-out question the arm answered
+or, with ``[answer_sets] fallback = "all_dev"``, on *every graded dev question it answered*
+(:meth:`HeldOutCalibration.dev_scores`) — the held-out ones and those the router learnt from
+(:func:`fallback_scores`). An arm's score of a question is a fixed function of that question alone (its
+model, prompt and scoring do not change with the dev log; an inject arm whose prompt bandit the fit
+learns on the dev log is the exception and contributes its held-out questions only), so the dev
+questions and a new one are exchangeable *for that arm's score*, whatever the router learnt from them.
+Either way the guarantee is over questions like the dev log answered by ``a``, not conditional on the
+router's choice (:func:`pooled_statement`). Twice the scores move a PAC set off the largest one at a
+newcomer's size (at α = 0.2, δ = 0.05 the rank is the largest score for n ≤ 21, the 2nd largest at 25,
+the 3rd at 30, the 6th at 50: :func:`kgwise.conformal.split.pac_rank`), so the sets are smaller — and,
+on the questions the router does send the arm, which may be harder, their coverage is nearer 1 − α or
+below: ``held_out`` stays the default (``docs/answer-sets.md`` gives both, measured). Two approximations
 remain and are stated: under ``pacing = "price"`` a pull sets the price η with the question's own values
 in its window, the replay uses the last η; and the guarantee holds for the rule in force at each
 question, the live coverage (``kgwise status``) checks it on what feedback reveals.
@@ -50,8 +65,9 @@ from kgwise.files import read_json, short_hash, write_text_atomic
 from kgwise.route.coke import CokeRouter
 
 __all__ = ["CALIBRATION_KIND", "CalibrationSelector", "HeldOutCalibration", "arm_delta",
-           "calibrated_threshold", "choice_set", "guarantee_clause", "made_with", "needs_lines",
-           "nonconformity", "pooled_statement", "questions_needed", "smallest_alpha", "stale", "too_few"]
+           "calibrated_threshold", "choice_set", "fallback_noun", "fallback_scores", "fallback_words",
+           "guarantee_clause", "made_with", "needs_lines", "nonconformity", "pooled_statement",
+           "questions_needed", "smallest_alpha", "stale", "too_few"]
 
 CALIBRATION_KIND = "kgwise.HeldOutCalibration"
 CALIBRATION_VERSION = 1
@@ -154,9 +170,9 @@ def too_few(n: int, sets: AnswerSetConfig, arms: int, where: str) -> str:
 
 def needs_lines(cal: HeldOutCalibration, group: npt.NDArray[np.int64], sets: AnswerSetConfig) -> list[str]:
     """For ``kgwise fit``, per arm: what its held-out questions certify at ``sets.alpha`` — those the
-    router sends it (``group``) and all it answered (the fallback) — how many each kind of set needs, the
-    smallest α each certifies now, and with ``[answer_sets] abstain`` the rule it certifies
-    (:func:`kgwise.app.abstain.arm_rule`) or why none."""
+    router sends it (``group``) and all it answered (the fallback, :func:`fallback_scores`) — how many each
+    kind of set needs, the smallest α each certifies now, and with ``[answer_sets] abstain`` the rule it
+    certifies (:func:`kgwise.app.abstain.arm_rule`) or why none."""
     from kgwise.app.abstain import arm_rule
 
     arms = len(cal.names)
@@ -169,10 +185,10 @@ def needs_lines(cal: HeldOutCalibration, group: npt.NDArray[np.int64], sets: Ans
                      for g in ("marginal", "pac", "pac_all_arms"))
     out = []
     for name in cal.names:
-        routed, everyone = cal.arm_scores(name, group).size, cal.size(name)
-        line = (f"{name}: {routed} held-out questions routed here, {everyone} answered in all; at α = "
-                f"{sets.alpha:g} a set needs {need}; smallest α for the {sets.guarantee} set now: "
-                f"{now(routed)} routed, {now(everyone)} over all it answered")
+        routed, everyone = cal.arm_scores(name, group).size, fallback_scores(cal, name, sets).size
+        line = (f"{name}: {routed} held-out questions routed here, {everyone} {fallback_noun(sets)} "
+                f"questions answered in all; at α = {sets.alpha:g} a set needs {need}; smallest α for the "
+                f"{sets.guarantee} set now: {now(routed)} routed, {now(everyone)} over all it answered")
         if sets.abstain:
             chosen, why = arm_rule(cal, name, group, sets)
             r = None if chosen is None else chosen.rule
@@ -185,13 +201,32 @@ def needs_lines(cal: HeldOutCalibration, group: npt.NDArray[np.int64], sets: Ans
     return out
 
 
+def fallback_scores(cal: HeldOutCalibration, arm: str, sets: AnswerSetConfig) -> npt.NDArray[np.float64]:
+    """The scores an arm's set falls back to when the routed held-out questions are too few (and a forced
+    arm's): all held-out questions it answered, or with ``fallback = "all_dev"`` all graded dev questions
+    it answered (module docstring)."""
+    return cal.dev_scores(arm) if sets.fallback == "all_dev" else cal.arm_scores(arm)
+
+
+def fallback_noun(sets: AnswerSetConfig) -> str:
+    """The questions :func:`fallback_scores` takes, in a message: ``graded dev`` or ``held-out dev``."""
+    return "graded dev" if sets.fallback == "all_dev" else "held-out dev"
+
+
+def fallback_words(sets: AnswerSetConfig) -> str:
+    """Which questions :func:`fallback_scores` takes, for a statement."""
+    return f"{fallback_noun(sets)} questions it answered, " + (
+        "held out or not: its score does not depend on what the router learnt" if sets.fallback == "all_dev"
+        else "which the router never learnt from")
+
+
 def pooled_statement(arm: str, n: int, routed: int, sets: AnswerSetConfig, arms: int) -> str:
-    """The guarantee of an arm's set calibrated on every held-out question it answered (``n``) because the
-    ``routed`` ones the router sends it are too few: over questions like the dev log, not over those the
-    router picks for the arm."""
+    """The guarantee of an arm's set calibrated on the ``n`` questions of :func:`fallback_scores` because
+    the ``routed`` held-out ones the router sends it are too few: over questions like the dev log, not over
+    those the router picks for the arm."""
     return (f"P(truth ∈ set) ≥ {1 - sets.alpha:g} for a question like the dev log answered by arm {arm!r} "
-            f"(split conformal on all {n} held-out dev questions it answered, which the router never learnt "
-            f"from; {guarantee_clause(sets, arms)}) — not conditional on the router's choice, so questions "
+            f"(split conformal on all {n} {fallback_words(sets)}; {guarantee_clause(sets, arms)}) — not "
+            "conditional on the router's choice, so questions "
             "it sends this arm may be harder: "
             + too_few(routed, sets, arms, "held-out questions it sends there now"))
 
@@ -230,7 +265,10 @@ class HeldOutCalibration:
     on the dev questions the router learnt from (``tune_confidence``, ``tune_correct``), which order the
     thresholds Learn-then-Test tries; ``None`` in calibrations written before abstention existed. The
     confidences count agreement with the ``witnesses`` (:func:`kgwise.app.abstain.witnesses`; none in
-    calibrations written before agreement counted), which a live answer's confidence counts too."""
+    calibrations written before agreement counted), which a live answer's confidence counts too.
+    ``tune_scores``: per dev question the router learnt from and per arm, the score of the true choice,
+    NaN where the arm gave no graded answer *or where its answer depends on the dev log* (an inject arm
+    whose prompt bandit the fit learns on it); ``None`` in calibrations written before they were kept."""
 
     names: tuple[str, ...]
     kind: str
@@ -243,6 +281,7 @@ class HeldOutCalibration:
     tune_confidence: npt.NDArray[np.float64] | None = None
     tune_correct: npt.NDArray[np.bool_] | None = None
     witnesses: tuple[str, ...] = ()
+    tune_scores: npt.NDArray[np.float64] | None = None
 
     def __post_init__(self) -> None:
         n, k = len(self.contexts), len(self.names)
@@ -250,7 +289,11 @@ class HeldOutCalibration:
             raise DataError(f"calibration arrays disagree: {self.contexts.shape} contexts, bounds "
                             f"{self.bounds.shape}, scores {self.scores.shape} for {k} arms")
         m = None if self.tune_confidence is None else len(self.tune_confidence)
-        for name, rows in (("confidence", n), ("correct", n), ("tune_confidence", m), ("tune_correct", m)):
+        if self.tune_scores is not None and self.tune_scores.ndim != 2:
+            raise DataError(f"calibration arrays disagree: tune_scores {self.tune_scores.shape}")
+        t = None if self.tune_scores is None else len(self.tune_scores)
+        for name, rows in (("confidence", n), ("correct", n), ("tune_confidence", m), ("tune_correct", m),
+                           ("tune_scores", t)):
             value = getattr(self, name)
             if value is not None and value.shape != (rows, k):
                 raise DataError(f"calibration arrays disagree: {name} {value.shape} for {rows} questions "
@@ -287,6 +330,16 @@ class HeldOutCalibration:
         column = self.scores[:, a] if group is None else self.scores[group == a, a]
         return column[~np.isnan(column)]
 
+    def dev_scores(self, arm: str) -> npt.NDArray[np.float64]:
+        """``arm``'s scores on every graded dev question it answered whose score the dev log does not
+        shape: the held-out ones and, where the fit stored them (:attr:`tune_scores`), those the router
+        learnt from. What a set calibrated on all questions the arm answered uses (module docstring)."""
+        held = self.arm_scores(arm)
+        if self.tune_scores is None:
+            return held
+        column = self.tune_scores[:, self.names.index(arm)]
+        return np.concatenate([held, column[~np.isnan(column)]])
+
     def save(self, path: Path) -> None:
         body = {"kind": CALIBRATION_KIND, "version": CALIBRATION_VERSION, "names": list(self.names),
                 "score": self.kind,
@@ -294,6 +347,9 @@ class HeldOutCalibration:
                 "scores": encode_array(self.scores), "shape": [len(self), len(self.names),
                                                                self.contexts.shape[1]],
                 "meta": self.meta}
+        if self.tune_scores is not None:
+            body["tune_scores"] = {"values": encode_array(self.tune_scores),
+                                   "questions": len(self.tune_scores)}
         if self.can_abstain:
             assert self.confidence is not None and self.correct is not None
             assert self.tune_confidence is not None and self.tune_correct is not None
@@ -328,6 +384,8 @@ class HeldOutCalibration:
                          "tune_confidence": decode_array(ab["tune_confidence"]).reshape(m, k),
                          "tune_correct": decode_array(ab["tune_correct"]).reshape(m, k) > 0.5,
                          "witnesses": tuple(str(w) for w in ab.get("witnesses", ()))}
+            if (ts := body.get("tune_scores")) is not None:
+                extra["tune_scores"] = decode_array(ts["values"]).reshape(int(ts["questions"]), k)
             return cls(tuple(str(x) for x in body["names"]), str(body["score"]),
                        decode_array(body["contexts"]).reshape(n, d),
                        decode_array(body["bounds"]).reshape(n, k),

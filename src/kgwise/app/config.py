@@ -62,6 +62,7 @@ ARM_KINDS: tuple[ArmKind, ...] = ("kgm", "llm", "inject", "external")
 SetKind = Literal["lac", "aps"]
 Guarantee = Literal["marginal", "pac", "pac_all_arms"]
 OpenUncertified = Literal["largest", "pooled"]
+SmallDataFallback = Literal["held_out", "all_dev"]
 Unit = Literal["usd", "calls"]
 
 _TABLES = ("kg", "arms", "router", "coke", "answer_sets", "linking", "state")
@@ -316,6 +317,9 @@ class AnswerSetConfig:
         "an open answer's set where nothing is certified: largest (UAG's largest set) or pooled"))
     abstain: bool = field(default=False, metadata=_doc(
         "answer only when the arm's certified confidence promises accuracy ≥ 1 − alpha, else \"not sure\""))
+    fallback: SmallDataFallback = field(default="held_out", metadata=_doc(
+        "a multiple-choice set whose routed held-out questions are too few: calibrated on all held-out "
+        "questions the arm answered (held_out) or on all graded dev questions it answered (all_dev)"))
 
 
 @dataclass(frozen=True, slots=True)

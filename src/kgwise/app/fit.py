@@ -688,7 +688,9 @@ def held_out_calibration(pipeline: Pipeline, questions: Sequence[Question],
                          calls: Mapping[tuple[str, str], LoggedCall], X: np.ndarray, context: Context,
                          tune: Sequence[Question] = ()) -> HeldOutCalibration:
     """The held-out ``questions``' router contexts ``X``, every arm's cost bound and score of the true
-    choice in ``calls`` (NaN: the arm gave no graded choice, e.g. on an open question), and for abstention
+    choice in ``calls`` (NaN: the arm gave no graded choice, e.g. on an open question), the same scores on
+    the ``tune`` questions for the arms whose answers the fit does not tune (the small-data fallback,
+    :mod:`kgwise.app.calibration`), and for abstention
     every arm's confidence and correctness on them and on the ``tune`` questions (those the router learns
     from, :func:`kgwise.app.abstain.answer_confidences`)."""
     from kgwise.app.abstain import answer_confidences, witnesses
@@ -698,20 +700,29 @@ def held_out_calibration(pipeline: Pipeline, questions: Sequence[Question],
     kind = config.answer_sets.kind
     bounds = np.asarray([[b[n] for n in names] for b in map(pipeline.bounds, questions)],
                         dtype=np.float64).reshape(len(questions), len(names))
-    scores = np.full((len(questions), len(names)), np.nan)
-    for i, q in enumerate(questions):
-        labels = [ch.label for ch in q.choices]
-        for a, name in enumerate(names):
-            c = calls.get((name, q.id))
-            if q.choices and c is not None and c.probabilities:
-                scores[i, a] = nonconformity(kind, c.probabilities, labels)[q.gold_index]
+
+    def true_scores(rows: Sequence[Question], arms: Sequence[str]) -> np.ndarray:
+        out = np.full((len(rows), len(names)), np.nan)
+        for i, q in enumerate(rows):
+            labels = [ch.label for ch in q.choices]
+            for a, name in enumerate(names):
+                c = calls.get((name, q.id))
+                if name in arms and q.choices and c is not None and c.probabilities:
+                    out[i, a] = nonconformity(kind, c.probabilities, labels)[q.gold_index]
+        return out
+
+    scores = true_scores(questions, names)
+    # an inject arm's call on a learning question is picked by a bandit the fit learns on the dev log: its
+    # score there is not exchangeable with a new question's, so only its held-out scores calibrate
+    fixed = [a.name for a in config.arms if not a.combos]
     seen = witnesses(config, context)
     confidence, correct = answer_confidences(questions, names, calls, seen)
     tune_confidence, tune_correct = answer_confidences(tune, names, calls, seen)
     return HeldOutCalibration(tuple(names), kind, np.asarray(X, dtype=np.float64), bounds, scores,
                               {"questions": len(questions), "alpha": config.answer_sets.alpha, "kind": kind,
                                "context": context, "fit": uuid.uuid4().hex, "made_with": made_with(config)},
-                              confidence, correct, tune_confidence, tune_correct, seen)
+                              confidence, correct, tune_confidence, tune_correct, seen,
+                              true_scores(tune, fixed))
 
 
 PREDICTOR_FOLDS = 3

@@ -56,6 +56,9 @@ from kgwise.app.calibration import (
     CalibrationSelector,
     calibrated_threshold,
     choice_set,
+    fallback_noun,
+    fallback_scores,
+    fallback_words,
     guarantee_clause,
     pooled_statement,
     stale,
@@ -139,7 +142,9 @@ class AnswerSetResult:
     """A calibrated set: choice labels (and their texts), its α, whether the guarantee holds for this
     answer, the exact statement of what is guaranteed (or why not), the held-out calibration scores its
     threshold is the quantile of (``calibration_size`` of them), and whether its calibration certified it
-    (``certified``; ``guarantee`` is that and no live drift)."""
+    (``certified``; ``guarantee`` is that and no live drift); ``pooled``: calibrated on the fallback's
+    questions (:func:`kgwise.app.calibration.fallback_scores`) because those the router sends the arm are
+    too few (:func:`kgwise.app.calibration.pooled_statement`)."""
 
     labels: tuple[str, ...]
     texts: tuple[str, ...]
@@ -149,6 +154,7 @@ class AnswerSetResult:
     calibration_size: int = 0
     calibration_scores: tuple[float, ...] = field(default=(), repr=False)
     certified: bool = True
+    pooled: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -557,11 +563,11 @@ class Pipeline:
         if cal is None or cal.size(arm) == 0 or not output.probabilities:
             return None, f"no answer set: arm {arm!r} has no calibration (run `kgwise fit`)"
         assert forced or group is not None  # re-selected before the pull
-        scores = cal.arm_scores(arm, None if forced else group)
+        scores = fallback_scores(cal, arm, sets) if forced else cal.arm_scores(arm, group)
         labels = [c.label for c in question.choices]
         texts = {c.label: c.text for c in question.choices}
-        who = (f"any question answered by arm {arm!r} (forced: split conformal on the {len(scores)} held-out "
-               "dev questions it answered" if forced else
+        who = (f"any question answered by arm {arm!r} (forced: split conformal on the {len(scores)} "
+               f"{fallback_words(sets)}" if forced else
                f"a question the router, as it stands, sends to arm {arm!r} (split conformal on the "
                f"{len(scores)} of {cal.scored} held-out dev questions it sends there now, which it never "
                "learnt from")
@@ -569,20 +575,21 @@ class Pipeline:
         base = (f"P(truth ∈ set) ≥ {1 - sets.alpha:g} for {who}; {guarantee_clause(sets, arms)}), over "
                 "questions exchangeable with the dev log")
         threshold = calibrated_threshold(scores.tolist(), sets, arms)
-        if math.isinf(threshold) and not forced:  # too few routed: every held-out question the arm answered
-            everyone = cal.arm_scores(arm, None)
+        pooled = math.isinf(threshold) and not forced
+        if pooled:  # too few routed: every question of the fallback ([answer_sets] fallback) it answered
+            everyone = fallback_scores(cal, arm, sets)
             base = pooled_statement(arm, len(everyone), len(scores), sets, arms)
             scores, threshold = everyone, calibrated_threshold(everyone.tolist(), sets, arms)
         if math.isinf(threshold):
-            where = f"held-out dev questions arm {arm!r} answered"
+            where = f"{fallback_noun(sets)} questions arm {arm!r} answered"
             statement = (f"every choice: {too_few(len(scores), sets, arms, where)}; the set covers the truth "
                          "trivially")
             return AnswerSetResult(tuple(labels), tuple(texts[x] for x in labels), sets.alpha, True,
-                                   statement, len(scores), tuple(scores.tolist())), None
+                                   statement, len(scores), tuple(scores.tolist()), pooled=pooled), None
         chosen = choice_set(output.probabilities, labels, cal.kind, threshold)
         drift = self._drift(arm)
         return AnswerSetResult(tuple(chosen), tuple(texts[x] for x in chosen), sets.alpha, not drift,
-                               base + drift, len(scores), tuple(scores.tolist())), None
+                               base + drift, len(scores), tuple(scores.tolist()), pooled=pooled), None
 
     def _drift(self, arm: str) -> str:
         """``""``, or what to add to a set's statement when ``arm``'s live coverage is below 1 − α beyond

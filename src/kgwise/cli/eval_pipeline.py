@@ -147,6 +147,15 @@ def eval_pipeline(
         help="Replayed open sets: also, on the same splits, UAG's sets with these evaluator scores in Λ "
         "(comma-separated, e.g. absolute,relative,items,items-relative,learned), reported under "
         "'compared'.")] = None,
+    mc_draw: Annotated[str | None, typer.Option(
+        help="With --log, its multiple-choice sets: FIT,TEST questions drawn at random per split instead "
+        "of halving the log (e.g. 50,100: a newcomer's dev log, tested on more questions).")] = None,
+    mc_splits: Annotated[int | None, typer.Option(
+        min=1, help="With --log, its multiple-choice sets: random splits (default: --splits; the routing "
+        "replay of a long log is slower than the sets' check).", show_default=False)] = None,
+    set_kind: Annotated[str, typer.Option(
+        help="With --log, its multiple-choice sets' non-conformity score: lac or aps ([answer_sets] kind).")
+                        ] = "lac",
     scoring: Annotated[str, typer.Option(help="Live MCQ: how LLM arms rank choices: sum, mean or pmi.")
                        ] = "pmi",
     combo: Annotated[str, typer.Option(
@@ -196,6 +205,11 @@ def eval_pipeline(
     settings_coke = configured("coke", config)
     router = paced_coke(settings_coke) if coke == "pipeline" else settings_coke
     levels = comma_list(alphas, "--alphas", float)
+    draw = None if mc_draw is None else tuple(comma_list(mc_draw, "--mc-draw", int))
+    if draw is not None and (len(draw) != 2 or log is None):
+        raise ConfigError(f"--mc-draw takes FIT,TEST (two numbers) with --log, got {mc_draw!r}")
+    if set_kind not in ("lac", "aps"):
+        raise ConfigError(f"--set-kind must be lac or aps, got {set_kind!r}")
     if live is not None:
         from kgwise.eval.pipeline_run import LiveOptions, run_live
 
@@ -256,8 +270,9 @@ def eval_pipeline(
     if mc is not None:
         from kgwise.eval.pipeline_mc import replay_mc_sets
 
-        report["multiple_choice_sets"] = replay_mc_sets(mc, encoder, levels, cfg.budget, splits, seed, router,
-                                                        delta, str(log), say)
+        report["multiple_choice_sets"] = replay_mc_sets(
+            mc, encoder, levels, cfg.budget, mc_splits or splits, seed, router, delta, str(log), say,
+            None if draw is None else (draw[0], draw[1]), set_kind)
     elif log is not None:
         report["multiple_choice_sets"] = {"not_measured": "no replayed arm gives probabilities over choices"}
     if json_out is not None and routed_sets is not None:

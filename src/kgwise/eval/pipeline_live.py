@@ -660,32 +660,42 @@ arm, and for every arm at once)."""
 
 def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
                     answers: Mapping[str, Mapping[str, Mapping[str, Any]]], encoder: Encoder,
-                    cfg: LiveMCConfig, splits: int, root: Path) -> dict[str, Any]:
+                    cfg: LiveMCConfig, splits: int, root: Path, draw: tuple[int, int] | None = None
+                    ) -> dict[str, Any]:
     """The coverage check: ``splits`` seeded random halvings of ``questions`` (fit on one half,
-    test on the other), each through a fresh :class:`~kgwise.app.Pipeline` whose arms replay the logged
+    test on the other; with ``draw = (fit, test)``, that many questions of each, drawn at random from all
+    of them per split: a dev log of a newcomer's size, tested on more questions than it holds), each
+    through a fresh :class:`~kgwise.app.Pipeline` whose arms replay the logged
     ``answers``; the pipeline's and each arm's accuracy on the test halves, in how many splits the fit
     pinned each arm (routing did not beat it); per α, the share of splits where every arm's coverage over
     the questions routed to it is ≥ 1 − α (arms that got no question are not counted), the same per arm,
     the coverage's spread, the share of splits whose coverage over all test questions is ≥ 1 − α and the
-    mean set size — for the split-conformal sets and, under ``pac`` and
+    mean set size (also per arm, over all its answers) — for the split-conformal sets and, under ``pac`` and
     ``pac_all_arms``, for their PAC variants at ``cfg.delta`` per arm and split over the arms (each
-    recomputed from the calibration scores its decision's set was made from)."""
+    recomputed from the calibration scores its decision's set was made from). Under
+    ``fallback_all_dev`` the same figures with ``[answer_sets] fallback = "all_dev"``: a decision whose set
+    fell back (``pooled``: too few routed held-out questions) recomputed from every graded dev question
+    its arm answered instead of the held-out ones (:func:`kgwise.app.calibration.fallback_scores`)."""
     if splits < 1 or len(questions) < 4:
         raise ConfigError("coverage_splits needs ≥ 1 split and ≥ 4 questions")
     n = len(questions)
-    half = n // 2
-    keys: list[tuple[Guarantee, str]] = [(g, f"{a:g}") for g in GUARANTEES for a in cfg.alphas]
-    ok: dict[tuple[str, str], list[bool]] = {k: [] for k in keys}
-    per_arm: dict[tuple[str, str], dict[str, list[float]]] = {k: {x.name: [] for x in arms} for k in keys}
-    overall: dict[tuple[str, str], list[float]] = {k: [] for k in keys}
-    set_size: dict[tuple[str, str], list[float]] = {k: [] for k in keys}
+    half, test_n = (n // 2, n - n // 2) if draw is None else draw
+    if half < 2 or test_n < 1 or half + test_n > n:
+        raise ConfigError(f"coverage_splits: {half} fit and {test_n} test questions do not fit in {n}")
+    Key = tuple[Guarantee, str, bool]  # guarantee, α, whether the fallback takes all dev questions
+    keys: list[Key] = [(g, f"{a:g}", h) for g in GUARANTEES for a in cfg.alphas for h in (False, True)]
+    ok: dict[Key, list[bool]] = {k: [] for k in keys}
+    per_arm: dict[Key, dict[str, list[float]]] = {k: {x.name: [] for x in arms} for k in keys}
+    arm_sizes: dict[Key, dict[str, list[int]]] = {k: {x.name: [] for x in arms} for k in keys}
+    overall: dict[Key, list[float]] = {k: [] for k in keys}
+    set_size: dict[Key, list[float]] = {k: [] for k in keys}
     accuracy: list[float] = []
     arm_accuracy: dict[str, list[float]] = {a.name: [] for a in arms}
     pinned: dict[str, int] = {a.name: 0 for a in arms}
     for s in range(splits):
         perm = np.random.default_rng(cfg.seed + s).permutation(n)
         fit = [questions[i] for i in perm[:half]]
-        test = [questions[i] for i in perm[half:]]
+        test = [questions[i] for i in perm[half:half + test_n]]
         runners = {a.name: RecordedArm(a, answers[a.name]) for a in arms}
         paid = [a.name for a in arms
                 if any(arm_cost(a, Usage.from_dict(answers[a.name][question_key(q)]["usage"])) > 0
@@ -701,7 +711,7 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
         split_cfg = replace(cfg, test_n=len(test), uag_llm=None)  # multiple choice: no UAG
         pipe = Pipeline(_pipeline_config(root, arms, budget, split_cfg, cfg.alphas[0]), root / f"split-{s}",
                         runners, encoder)
-        rows: list[tuple[Question, str, dict[str, float], tuple[float, ...]]] = []
+        rows: list[tuple[Question, str, dict[str, float], tuple[float, ...], tuple[float, ...]]] = []
         right = 0
         try:
             total = sum(arm_cost(a, Usage.from_dict(answers[a.name][question_key(q)]["usage"])) for a in arms
@@ -719,7 +729,10 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
                 pipe.feedback(r.decision, gold=q.gold[0])
                 right += grade(q, r.label)
                 if r.answer_set is not None:
-                    rows.append((q, r.arm, dict(r.probabilities), r.answer_set.calibration_scores))
+                    cal = pipe.state.calibration
+                    dev = (tuple(cal.dev_scores(r.arm).tolist()) if r.answer_set.pooled and cal is not None
+                           else r.answer_set.calibration_scores)
+                    rows.append((q, r.arm, dict(r.probabilities), r.answer_set.calibration_scores, dev))
             kind = pipe.config.answer_sets.kind
         finally:
             pipe.close()
@@ -732,17 +745,19 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
             rule = AnswerSetConfig(alpha, cfg.delta, kind, key[0])
             got: dict[str, list[bool]] = {}
             sizes: list[int] = []
-            for q, arm, probs, scores in rows:
-                st = set_at(scores, kind, rule, probs, [c.label for c in q.choices], len(arms))
+            for q, arm, probs, scores, dev in rows:
+                st = set_at(dev if key[2] else scores, kind, rule, probs, [c.label for c in q.choices],
+                            len(arms))
                 got.setdefault(arm, []).append(q.gold[0] in st)
                 sizes.append(len(st))
+                arm_sizes[key][arm].append(len(st))
             set_size[key].append(float(np.mean(sizes)) if sizes else math.nan)
             for arm, hits in got.items():
                 per_arm[key][arm].append(float(np.mean(hits)))
             overall[key].append(float(np.mean([h for v in got.values() for h in v])) if got else math.nan)
             ok[key].append(all(np.mean(h) >= 1 - alpha for h in got.values()))
-    def summary(g: str) -> dict[str, Any]:
-        mine = [k for k in keys if k[0] == g]
+    def summary(g: str, all_dev: bool = False) -> dict[str, Any]:
+        mine = [k for k in keys if k[0] == g and k[2] == all_dev]
         return {
             "every_arm_covered_share": {k[1]: float(np.mean(ok[k])) for k in mine},
             "target (≥ 95 % of splits)": {k[1]: float(np.mean(ok[k])) >= 0.95 for k in mine},
@@ -753,15 +768,21 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
             "per_arm": {k[1]: {a: {"splits_with_questions": len(v),
                                    "covered_share": float(np.mean([c >= 1 - float(k[1]) for c in v]))
                                    if v else None,
-                                   "coverage_mean": float(np.mean(v)) if v else None}
+                                   "coverage_mean": float(np.mean(v)) if v else None,
+                                   "answers": len(arm_sizes[k][a]),
+                                   "mean_set_size": float(np.mean(arm_sizes[k][a]))
+                                   if arm_sizes[k][a] else None}
                                for a, v in per_arm[k].items()} for k in mine}}
 
     joint = AnswerSetConfig(delta=cfg.delta, guarantee="pac_all_arms")
-    return {"splits": splits, "questions": n, "fit": half, "test": n - half,
+    return {"splits": splits, "questions": n, "fit": half, "test": test_n,
             "pipeline_accuracy": {"mean": float(np.mean(accuracy)), "std": float(np.std(accuracy))},
             "arm_accuracy": {a: {"mean": float(np.mean(v)), "std": float(np.std(v))}
                              for a, v in arm_accuracy.items()},
             "splits_pinned": pinned,
             **summary("marginal"), "pac": {"delta": cfg.delta, **summary("pac")},
             "pac_all_arms": {"delta": cfg.delta, "delta_per_arm": arm_delta(joint, len(arms)),
-                             **summary("pac_all_arms")}}
+                             **summary("pac_all_arms")},
+            "fallback_all_dev": {"marginal": summary("marginal", True),
+                                 "pac": {"delta": cfg.delta, **summary("pac", True)},
+                                 "pac_all_arms": {"delta": cfg.delta, **summary("pac_all_arms", True)}}}

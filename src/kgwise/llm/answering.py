@@ -33,6 +33,7 @@ __all__ = [
     "choice_prior",
     "free_text_reply",
     "letter_prompt",
+    "letter_reply_probabilities",
     "parse_choice",
     "require_logprobs",
     "score_choices_after",
@@ -142,14 +143,22 @@ def answer_by_letter(
     idx = parse_choice(gen.text, question.choices)
     labels = [c.label for c in question.choices]
     from_top = _letter_probabilities(gen.top_logprobs[0] if gen.top_logprobs else {}, labels)
+    prediction = labels[idx] if idx is not None else ""
     if from_top is not None and (idx is None or max(from_top, key=lambda k: from_top[k]) == labels[idx]):
         probs = from_top
     else:
-        n = len(labels)
-        probs = {lab: (1.0 if i == idx else 0.0) if idx is not None else 1.0 / n
-                 for i, lab in enumerate(labels)}
-    prediction = labels[idx] if idx is not None else ""
+        probs = letter_reply_probabilities(labels, prediction)
     return Answer(question.id, prediction, probs, raw=gen.text, usage=gen.usage, arm=llm.name)
+
+
+def letter_reply_probabilities(labels: Sequence[str], answer: str) -> dict[str, float]:
+    """The probabilities of a reply that names a choice and gives no log-probabilities: all mass on the
+    named choice ``answer``, uniform over ``labels`` when it named none (``""``). Their LAC score is 0 for
+    the answer and 1 for every other choice (0.75 each with four choices and no answer), so a calibrated
+    set of such replies is the answer alone or every choice."""
+    if answer and answer not in labels:
+        raise ValueError(f"answer {answer!r} is not one of the choices {list(labels)}")
+    return {lab: (1.0 if lab == answer else 0.0) if answer else 1.0 / len(labels) for lab in labels}
 
 
 def _letter_probabilities(top: dict[str, float], labels: Sequence[str]) -> dict[str, float] | None:
