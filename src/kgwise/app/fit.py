@@ -85,8 +85,8 @@ from kgwise.app.router import RouterAdapter, context_vector
 from kgwise.datasets.user import read_questions
 from kgwise.errors import ConfigError, KgwiseError
 from kgwise.files import ResumeLog, short_hash, write_text_atomic
-from kgwise.grading import match_answer
 from kgwise.progress import bar, duration
+from kgwise.route.arms import score_prediction
 from kgwise.route.cascade import CascadeRule, fit_cascade
 from kgwise.route.features import FreeOutput, PreCallFeatures, PredictedContext, context_rows
 from kgwise.route.predictor import SuccessPredictor, cross_fitted
@@ -234,12 +234,6 @@ def call_key(arm: dict[str, Any], q: Question, combo: str | None = None) -> str:
     return short_hash([arm, q.id, q.text, list(q.choice_texts)])
 
 
-def _correct(q: Question, prediction: str) -> bool:
-    if q.choices:
-        return prediction in q.gold
-    return match_answer(prediction, q.gold)
-
-
 def fit(pipeline: Pipeline, questions_file: Path, max_spend: float = 0.0, concurrency: int = 4,
         echo: Callable[[str], None] = print, force: bool = False) -> FitReport:
     """Fit ``pipeline`` on ``questions_file`` (module docstring). ``max_spend`` is in the budget's unit.
@@ -301,7 +295,7 @@ def fit_questions(pipeline: Pipeline, source: Path | Sequence[Question], max_spe
             raise
         cost = arm_cost(runner.config, out.usage)
         row = {"arm": name, "qid": q.id, "answer": out.prediction, "probabilities": out.probabilities,
-               "correct": _correct(q, out.prediction) if out.correct is None else out.correct,
+               "correct": score_prediction(q, out.prediction) if out.correct is None else out.correct,
                "cost": cost, "usage": out.usage.to_dict(), "signals": list(out.signals)}
         with lock:
             spent += cost - bound
