@@ -9,9 +9,10 @@ import numpy as np
 
 from kgwise.datasets.user import read_graded_log, write_graded_log
 from kgwise.eval.route.export import webqsp_graded_log
-from kgwise.eval.route.replay import free_gnn_signals, webqsp_table
-from kgwise.route.arms import Cluster
-from kgwise.route.table import OutcomeTable, free_signals, graded_coverage
+from kgwise.eval.route.logs import graded_replay
+from kgwise.eval.route.replay import rearev_candidates, webqsp_table
+from kgwise.route.arms import ArmSpec, Cluster
+from kgwise.route.table import OutcomeTable, free_signal_row, graded_coverage
 
 
 @dataclass(frozen=True)
@@ -30,5 +31,10 @@ def test_exported_log_gives_the_replay_table(data_dir: Path, tmp_path: Path) -> 
     ref, _ = webqsp_table(data_dir)
     assert table.qids == ref.qids and table.arms == ref.arms and table.clusters == ref.clusters
     assert np.array_equal(table.correct, ref.correct) and np.array_equal(table.cost, ref.cost)
-    assert np.array_equal(free_signals(back, table), free_gnn_signals(data_dir, ref))
+    # the free context the replay reads: the two ReaRev GNNs' recorded top candidates and scores
+    tops = [[c[0] if c else ("", 0.0) for c in rearev_candidates(data_dir, ref, a)]
+            for a in ("ReaRev-lmsr", "ReaRev-sbert")]
+    replay = graded_replay(back, [ArmSpec(n, c, a) for n, c, a in arms], "exported")  # type: ignore[arg-type]
+    assert replay.signals is not None
+    assert np.array_equal(replay.signals, [free_signal_row(list(pair)) for pair in zip(*tops, strict=True)])
     assert graded_coverage(back, list(table.arms))["left_out"] == 0

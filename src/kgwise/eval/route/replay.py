@@ -45,12 +45,12 @@ from kgwise.eval.recorded.gnn_rag import (
 from kgwise.eval.recorded.gpt_family import GPT_FILES, read_answers, score_answers
 from kgwise.llm.prices import PriceTable, default_prices
 from kgwise.route.arms import Cluster
-from kgwise.route.table import OutcomeTable, free_signal_row
+from kgwise.route.table import OutcomeTable
 from kgwise.types import Question
 
 __all__ = [
-    "MAIN_ARMS", "WEBQSP_ARMS", "ArmRecords", "candidate_stats", "free_gnn_signals", "load_webqsp_records",
-    "rearev_candidates", "rearev_top", "webqsp_table",
+    "MAIN_ARMS", "WEBQSP_ARMS", "ArmRecords", "candidate_stats", "load_webqsp_records", "rearev_candidates",
+    "webqsp_table",
 ]
 
 _ROG_VARIANT = "rearev-sbert"
@@ -233,13 +233,6 @@ def rearev_candidates(data: Path, table: OutcomeTable, arm: str = "ReaRev-lmsr"
     return [cands[q] for q in table.qids]
 
 
-def rearev_top(data: Path, table: OutcomeTable, arm: str = "ReaRev-lmsr") -> tuple[list[str], np.ndarray]:
-    """The ReaRev GNN's top candidate (MID, ``""`` when none) and its score for every question of
-    ``table`` (:func:`rearev_candidates`)."""
-    top = [c[0] if c else ("", 0.0) for c in rearev_candidates(data, table, arm)]
-    return [t[0] for t in top], np.asarray([t[1] for t in top], dtype=np.float64)
-
-
 def candidate_stats(candidates: Sequence[tuple[str, float]]) -> tuple[float, float, float, float]:
     """What a scored retriever's candidate list says of its confidence: the top score, its margin over
     the second, the entropy (nats) of the scores normalised to sum 1, and ln(1 + number of candidates)
@@ -252,14 +245,3 @@ def candidate_stats(candidates: Sequence[tuple[str, float]]) -> tuple[float, flo
     top = float(candidates[0][1])
     second = float(candidates[1][1]) if len(candidates) > 1 else 0.0
     return top, top - second, float(-(p * np.log(p)).sum()), float(np.log1p(len(candidates)))
-
-
-def free_gnn_signals(data: Path, table: OutcomeTable) -> np.ndarray:
-    """Per question, what the two free ReaRev GNNs say before any LLM is called: ``[agree, score_lmsr,
-    score_sbert, agree · min(scores)]`` (``agree``: both put the same candidate on top;
-    :func:`~kgwise.route.table.free_signal_row`)."""
-    ids_l, conf_l = rearev_top(data, table, "ReaRev-lmsr")
-    ids_s, conf_s = rearev_top(data, table, "ReaRev-sbert")
-    rows = [free_signal_row([(a, float(x)), (b, float(y))])
-            for a, b, x, y in zip(ids_l, ids_s, conf_l, conf_s, strict=True)]
-    return np.asarray(rows, dtype=np.float64).reshape(len(ids_l), 4)
