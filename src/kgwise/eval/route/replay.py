@@ -181,9 +181,7 @@ def webqsp_table(
     correct = np.zeros((len(kept), len(records)), dtype=bool)
     cost = np.zeros((len(kept), len(records)))
     for j, rec in enumerate(records):
-        price = table_prices.lookup(rec.price_model) if rec.price_model else None
-        if rec.price_model and price is None:
-            raise ConfigError(f"model {rec.price_model!r} is not in the price table")
+        price = table_prices.require(rec.price_model, f"arm {rec.name!r}") if rec.price_model else None
         for i, q in enumerate(kept):
             o = rec.outcomes[q.id]
             correct[i, j] = o.correct
