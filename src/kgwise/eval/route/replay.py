@@ -38,9 +38,9 @@ from kgwise.eval.recorded.gnn_rag import (
     REAREV_TEST_INFO,
     ROG_GNN_DETAILED,
     read_detailed_eval,
-    read_prompt_texts,
+    read_rog_predictions,
     read_test_info_candidates,
-    read_test_info_hits,
+    rearev_outcomes,
 )
 from kgwise.eval.recorded.gpt_family import GPT_FILES, read_answers, score_answers
 from kgwise.llm.prices import PriceTable, default_prices
@@ -113,13 +113,14 @@ def load_webqsp_records(data: Path, questions: Sequence[Question], arms: Sequenc
         if name.startswith("ReaRev-"):
             variant = "rearev-" + name.split("-", 1)[1]
             path = data / REAREV_TEST_INFO[variant]
-            rows = read_test_info_hits(path)
+            rows = rearev_outcomes(path)
             aligned, missed = _by_key(rows, keys)
             out.append(ArmRecords(name, "KGM", None, aligned, _rate(rows), len(rows), str(path), missed))
         elif name in ("RoG-GNN", "llama2-chat"):
             if prompts is None:
                 detailed = data / ROG_GNN_DETAILED[_ROG_VARIANT]
-                prompts = read_prompt_texts(detailed.with_name("predictions.jsonl"))
+                prompts = {r.qid: (r.question, r.prompt)
+                           for r in read_rog_predictions(detailed.with_name("predictions.jsonl"))}
             path = data / (ROG_GNN_DETAILED[_ROG_VARIANT] if name == "RoG-GNN" else LLAMA2_CHAT_DETAILED)
             rows = read_detailed_eval(path)
             aligned = {}
