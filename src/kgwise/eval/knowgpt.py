@@ -588,13 +588,10 @@ def _needed(bandit_qs: Sequence[Question], tests: dict[str, list[Question]], set
     if retrain:
         out += [(q, s) for q in bandit_qs for s in cfg.combos]
     out += [(q, s) for qs in tests.values() for q in qs for s in settings]
-    seen: set[tuple[str, str]] = set()
-    unique = []
+    first: dict[tuple[str, str], tuple[Question, str]] = {}
     for q, s in out:
-        if (q.id, s) not in seen:
-            seen.add((q.id, s))
-            unique.append((q, s))
-    return unique
+        first.setdefault((q.id, s), (q, s))
+    return list(first.values())
 
 
 def _claim_run_dir(out_dir: Path, dataset: Any, llm_spec: str, cfg: KnowGPTExperimentConfig) -> str:
