@@ -20,6 +20,7 @@ __all__ = [
     "GenerationSettings",
     "Path",
     "Question",
+    "Serialisable",
     "Subgraph",
     "Triple",
     "Usage",
@@ -30,8 +31,9 @@ CHOICE_LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 """Labels of multiple-choice options, in order."""
 
 
-class _Serialisable:
-    """Mixin: ``to_dict``/``to_json`` and ``from_dict``/``from_json`` for the frozen dataclasses below."""
+class Serialisable:
+    """Mixin: ``to_dict``/``to_json`` and ``from_dict``/``from_json`` for frozen dataclasses (those below, and
+others whose fields are plain values, tuples, mappings and such dataclasses)."""
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)
@@ -62,10 +64,15 @@ def _plain(value: Any) -> Any:
     return value
 
 
-_NESTED: dict[tuple[str, str], type[_Serialisable]] = {}
+_NESTED: dict[tuple[str, str], type[Serialisable]] = {}
 
 
 def _revive(cls: type, name: str, value: Any) -> Any:
+    """``value`` of field ``name`` as the field holds it: a dataclass made by its ``default_factory`` (a
+    :class:`Serialisable`) or named in :data:`_NESTED` (each item of a tuple of them) from its dict."""
+    factory = next(f.default_factory for f in dataclasses.fields(cls) if f.name == name)
+    if isinstance(factory, type) and issubclass(factory, Serialisable) and isinstance(value, Mapping):
+        return factory.from_dict(value)
     nested = _NESTED.get((cls.__name__, name))
     if nested is not None and value is not None:
         if isinstance(value, list):
@@ -77,7 +84,7 @@ def _revive(cls: type, name: str, value: Any) -> Any:
 
 
 @dataclass(frozen=True, slots=True)
-class Choice(_Serialisable):
+class Choice(Serialisable):
     """One answer option of a multiple-choice question."""
 
     label: str
@@ -85,7 +92,7 @@ class Choice(_Serialisable):
 
 
 @dataclass(frozen=True, slots=True)
-class Question(_Serialisable):
+class Question(Serialisable):
     """A question: multiple choice (``choices`` set, ``gold`` holds labels) or open KGQA (``gold`` holds
     answer names, aliases included)."""
 
@@ -159,7 +166,7 @@ def make_question(text: str, choices: Sequence[str], qid: str = "", answer: str 
 
 
 @dataclass(frozen=True, slots=True)
-class Triple(_Serialisable):
+class Triple(Serialisable):
     """A fact ``(head, relation, tail)`` by label."""
 
     head: str
@@ -171,7 +178,7 @@ class Triple(_Serialisable):
 
 
 @dataclass(frozen=True, slots=True)
-class Path(_Serialisable):
+class Path(Serialisable):
     """A relation path ``n0 -r1-> n1 -r2-> … nk`` over KG node and relation ids.
 
     ``inverse[i]`` is true when hop ``i`` follows edge ``relations[i]`` backwards (``n_{i+1} -r-> n_i``).
@@ -200,7 +207,7 @@ class Path(_Serialisable):
 
 
 @dataclass(frozen=True, slots=True)
-class Subgraph(_Serialisable):
+class Subgraph(Serialisable):
     """Knowledge extracted for one question, as KG ids.
 
     ``edges`` are stored edges ``(head, relation, tail)``; ``question_nodes`` are the grounded question
@@ -219,7 +226,7 @@ class Subgraph(_Serialisable):
 
 
 @dataclass(frozen=True, slots=True)
-class Usage(_Serialisable):
+class Usage(Serialisable):
     """What calls cost: tokens, calls, wall time and money (``cost`` in US dollars, or the arm's unit)."""
 
     input_tokens: int = 0
@@ -299,7 +306,7 @@ class GenerationSettings:
 
 
 @dataclass(frozen=True, slots=True)
-class Answer(_Serialisable):
+class Answer(Serialisable):
     """What kgwise returns for a question.
 
     ``prediction`` is a choice label (multiple choice) or an answer name (KGQA); ``probabilities`` maps
@@ -323,6 +330,5 @@ _NESTED.update(
     {
         ("Question", "choices"): Choice,
         ("Subgraph", "paths"): Path,
-        ("Answer", "usage"): Usage,
     }
 )

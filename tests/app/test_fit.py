@@ -10,10 +10,11 @@ import pytest
 
 from kgwise.app.calibration import CalibrationSelector
 from kgwise.app.config import PipelineConfig
-from kgwise.app.fit import MIN_CROSS_FIT, REPORT_FILE, SpendLimitError, fit, held_out, read_questions
+from kgwise.app.fit import MIN_CROSS_FIT, REPORT_FILE, SpendLimitError, fit, held_out
 from kgwise.app.pipeline import Pipeline, RoutedCalibration
 from kgwise.app.state import CoverageCount
 from kgwise.conformal.split import conformal_quantile
+from kgwise.datasets.user import read_questions
 from kgwise.errors import ConfigError, DataError
 from kgwise.server.pipeline_adapter import ServedPipeline
 
@@ -32,19 +33,20 @@ def test_a_bad_question_line_is_named_by_file_line_and_key(tmp_path: Path) -> No
         c.label for c in read_questions(path)[0].choices if c.text == rows[0]["answer"]),)]
     bad = [dict(r) for r in rows]
     del bad[3]["answer"]
-    with pytest.raises(DataError, match=r"dev.jsonl:4: gold: missing: a dev question needs its gold"):
-        read_questions(write_questions(tmp_path, bad))
+    read_questions(write_questions(tmp_path, bad))  # a question without gold is read, but not for a fit
+    with pytest.raises(DataError, match=r"dev.jsonl:4: field 'gold' missing: a dev question needs its gold"):
+        read_questions(write_questions(tmp_path, bad), require_gold=True)
     bad = [dict(r) for r in rows]
     bad[1]["answer"] = "water"
-    with pytest.raises(DataError, match=r"dev.jsonl:2: answer: 'water' is neither a choice label"):
+    with pytest.raises(DataError, match=r"dev.jsonl:2: field 'answer': 'water' is neither a choice label"):
         read_questions(write_questions(tmp_path, bad))
     bad = [dict(r) for r in rows]
     bad[5]["id"] = bad[0]["id"]
-    with pytest.raises(DataError, match=r"dev.jsonl:6: id: 'q0' is used twice"):
+    with pytest.raises(DataError, match=r"dev.jsonl:6: id 'q0' is given twice"):
         read_questions(write_questions(tmp_path, bad))
     bad = [dict(r) for r in rows]
     bad[2]["choise"] = ["a", "b"]
-    with pytest.raises(DataError, match=r"dev.jsonl:3: choise: unknown key"):
+    with pytest.raises(DataError, match=r"dev.jsonl:3: unknown field\(s\) choise"):
         read_questions(write_questions(tmp_path, bad))
 
 

@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kgwise.app.fit import fit, held_out, read_questions
+from kgwise.app.fit import fit, held_out
 from kgwise.app.pipeline import Pipeline, RoutedCalibration
 from kgwise.app.state import CoverageCount
+from kgwise.datasets.user import read_questions
 from kgwise.errors import DataError
 from kgwise.types import Question
 

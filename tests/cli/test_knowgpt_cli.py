@@ -43,4 +43,4 @@ def test_eval_knowgpt_rejects_unknown_dataset_and_scoring() -> None:
     result = runner.invoke(app, ["eval", "knowgpt", "--dataset", "webqsp"])
     assert result.exit_code == 2 and "unknown data set" in result.output
     result = runner.invoke(app, ["eval", "knowgpt", "--dataset", "obqa", "--scoring", "max"])
-    assert result.exit_code == 2 and "--scoring" in result.output
+    assert result.exit_code == 2 and "scoring must be one of" in result.output

@@ -32,7 +32,7 @@ def test_route_log_gives_the_webqsp_figures(data_dir: Path, tmp_path: Path) -> N
     res = runner.invoke(app, ["eval", "data", "export", "--dataset", "webqsp", "--log", str(log), "--data",
                               str(data_dir)])
     assert res.exit_code == 0, res.output
-    _, arms = webqsp_graded_log(data_dir)
+    _, arms, _ = webqsp_graded_log(data_dir)
     specs = [x for name, cluster, acc in arms for x in ("--arm", f"{name}:{cluster}:{acc!r}")]
     assert " ".join(specs[1::2]) in " ".join(res.output.split())  # printed with every digit
     common = ["--limit", "200", "--seeds", "2", "--no-tune", "--no-sensitivity", "--no-plots"]

@@ -27,7 +27,7 @@ def own_files(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple
     """WebQSP's recorded arms as a graded log, and its questions and RoG generations in the user's
     formats (the files `kgwise data export --dataset webqsp` writes)."""
     out = tmp_path_factory.mktemp("own")
-    log, lines = webqsp_graded_log(data_dir)
+    log, lines, _ = webqsp_graded_log(data_dir)
     write_graded_log(out / "log.jsonl", log)
     questions, generations, _ = webqsp_uag_files(data_dir)
     write_questions(out / "questions.jsonl", questions)

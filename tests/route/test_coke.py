@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kgwise.errors import ConfigError, DataError
-from kgwise.route.arms import ArmSpec
+from kgwise.route.arms import ArmSpec, Cluster
 from kgwise.route.coke import BudgetExceededError, CokeConfig, CokeRouter, cluster_priors
 
 ARMS = (ArmSpec("kgm", "KGM", 0.7), ArmSpec("small", "LLM", 0.6), ArmSpec("big", "LLM", 0.9))
@@ -329,12 +330,18 @@ def test_costs_by_name_are_costs_in_arm_order() -> None:
         by_name.pull(np.ones(4), {"kgm": 0.0, "small": 0.1, "big": 1.0, "gpt": 1.0})
 
 
-def test_takes_arms_with_a_predictor_and_returns_their_names() -> None:
-    """Any arm record with a name, a cluster and a reported accuracy will do (here :class:`Arm`)."""
-    from kgwise.route.arms import Arm, ArmResult, ReplayPredictor
+def test_takes_any_arm_record_and_returns_their_names() -> None:
+    """Any arm record with a name, a cluster and a reported accuracy will do (here a frozen dataclass)."""
 
-    free = Arm("ReaRev", "KGM", ReplayPredictor("ReaRev", {}), reported_accuracy=0.7)
-    paid = Arm("gpt", "LLM", ReplayPredictor("gpt", dict[str, ArmResult]()), per_call=1.0)
+    @dataclass(frozen=True)
+    class Record:
+        name: str
+        cluster: Cluster
+        reported_accuracy: float | None = None
+        per_call: float = 0.0
+
+    free = Record("ReaRev", "KGM", reported_accuracy=0.7)
+    paid = Record("gpt", "LLM", per_call=1.0)
     router = CokeRouter([free, paid], 2, budget=1.0)
     assert router.arms == ("ReaRev", "gpt") and router.reported_accuracy == [0.7, None]
     assert router.pull(np.ones(2), {"ReaRev": 2.0, "gpt": 1.0}) == "gpt"  # the only affordable one

@@ -206,9 +206,7 @@ def arm_cost(arm: ArmConfig, usage: Usage) -> float:
     if arm.cost_from_usage:
         total += usage.cost
     if arm.price_model is not None:
-        price = default_prices().lookup(arm.price_model)
-        if price is None:
-            raise ConfigError(f"arm {arm.name!r}: {arm.price_model!r} is not in the price table")
+        price = default_prices().require(arm.price_model, f"price_model of arm {arm.name!r}")
         total += price.cost(usage.input_tokens, usage.output_tokens)
     if not (math.isfinite(total) and total >= 0):
         raise UsageError(f"arm {arm.name!r}: its reported usage prices at {total!r}, not a finite amount ≥ 0")

@@ -82,20 +82,21 @@ from kgwise.app.open_sets import FIT_REPORT_FILE, ArmOpenSet, OpenSetFit, OpenSe
 from kgwise.app.pipeline import Pipeline
 from kgwise.app.prompt_fit import PromptFit, fit_prompts
 from kgwise.app.router import RouterAdapter, context_vector
-from kgwise.errors import ConfigError, DataError, KgwiseError
-from kgwise.files import ResumeLog, read_jsonl, short_hash, write_text_atomic
-from kgwise.grading import match_answer
+from kgwise.datasets.user import read_questions
+from kgwise.errors import ConfigError, KgwiseError
+from kgwise.files import ResumeLog, short_hash, write_text_atomic
 from kgwise.progress import bar, duration
+from kgwise.route.arms import score_prediction
 from kgwise.route.cascade import CascadeRule, fit_cascade
 from kgwise.route.features import FreeOutput, PreCallFeatures, PredictedContext, context_rows
 from kgwise.route.predictor import SuccessPredictor, cross_fitted
 from kgwise.route.table import OutcomeTable
 from kgwise.route.tuning import CrossFitReport, TuningConfig, best_single_arm, cross_fit
-from kgwise.types import CHOICE_LABELS, Choice, Question, Usage
+from kgwise.types import Question, Usage
 
 __all__ = ["LOG_FILE", "MIN_CROSS_FIT", "ArmFit", "FitReport", "LoggedCall", "RouterSelection",
            "SpendLimitError", "call_key", "fit", "fit_calls", "fit_questions", "held_out",
-           "held_out_calibration", "interleaved", "predicted_context", "read_questions"]
+           "held_out_calibration", "interleaved", "predicted_context"]
 
 LOG_FILE = "fit-log.jsonl"
 REPORT_FILE = FIT_REPORT_FILE
@@ -110,69 +111,6 @@ CROSS_FIT_SEEDS = 2
 
 class SpendLimitError(KgwiseError):
     """The estimated or running spend of a fit would pass ``max_spend``."""
-
-
-def read_questions(path: Path, require_gold: bool = True) -> list[Question]:
-    """Questions JSONL (the user's questions format): ``{"id", "text", "choices"?: [TEXT, …], "gold"?: [..] |
-    "answer"?: LABEL-or-TEXT, "topic_entities"?: [..]}``; multiple-choice gold is a label (``B``) or a
-    choice's text, open gold is answer names. ``DataError`` naming file, line and key."""
-    out: list[Question] = []
-    seen: set[str] = set()
-    for line, obj in read_jsonl(path, "questions file"):
-        def bad(key: str, msg: str, line: int = line) -> DataError:
-            return DataError(f"{key}: {msg}", path, line)
-
-        unknown = set(obj) - {"id", "text", "choices", "gold", "answer", "topic_entities"}
-        if unknown:
-            raise bad(sorted(unknown)[0], "unknown key; a question has id, text, choices, gold or answer, "
-                      "topic_entities")
-        qid, text = obj.get("id"), obj.get("text")
-        if not isinstance(qid, str | int) or isinstance(qid, bool) or not str(qid).strip():
-            raise bad("id", f"must be a non-empty string, got {qid!r}")
-        qid = str(qid)
-        if qid in seen:
-            raise bad("id", f"{qid!r} is used twice")
-        seen.add(qid)
-        if not isinstance(text, str) or not text.strip():
-            raise bad("text", "must be the question's text")
-        raw_choices = obj.get("choices", [])
-        if not isinstance(raw_choices, list) or not all(isinstance(c, str) and c.strip()
-                                                        for c in raw_choices):
-            raise bad("choices", "must be a list of non-empty texts")
-        if raw_choices and not 2 <= len(raw_choices) <= len(CHOICE_LABELS):
-            raise bad("choices", f"needs 2 to {len(CHOICE_LABELS)} choices, got {len(raw_choices)}")
-        choices = tuple(Choice(CHOICE_LABELS[i], c.strip()) for i, c in enumerate(raw_choices))
-        if "gold" in obj and "answer" in obj:
-            raise bad("answer", "give gold or answer, not both")
-        key = "gold" if "gold" in obj else "answer"
-        raw_gold = obj.get(key)
-        gold_list = [raw_gold] if isinstance(raw_gold, str) else raw_gold
-        if raw_gold is None:
-            if require_gold:
-                raise bad("gold", "missing: a dev question needs its gold answer (gold: [..] or answer)")
-            gold_list = []
-        if not isinstance(gold_list, list) or not all(isinstance(g, str) and g.strip() for g in gold_list):
-            raise bad(key, "must be a label/name or a list of them")
-        gold: list[str] = []
-        for g in gold_list:
-            if choices:
-                labels = [c.label for c in choices]
-                folded = [c.text.casefold() for c in choices]
-                if g.strip() in labels:
-                    gold.append(g.strip())
-                elif g.strip().casefold() in folded:
-                    gold.append(labels[folded.index(g.strip().casefold())])
-                else:
-                    raise bad(key, f"{g!r} is neither a choice label ({', '.join(labels)}) nor a choice text")
-            else:
-                gold.append(g.strip())
-        topics = obj.get("topic_entities", [])
-        if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
-            raise bad("topic_entities", "must be a list of entity names")
-        out.append(Question(qid, text.strip(), choices, tuple(gold), tuple(topics)))
-    if not out:
-        raise DataError("holds no questions", path)
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,12 +234,6 @@ def call_key(arm: dict[str, Any], q: Question, combo: str | None = None) -> str:
     return short_hash([arm, q.id, q.text, list(q.choice_texts)])
 
 
-def _correct(q: Question, prediction: str) -> bool:
-    if q.choices:
-        return prediction in q.gold
-    return match_answer(prediction, q.gold)
-
-
 def fit(pipeline: Pipeline, questions_file: Path, max_spend: float = 0.0, concurrency: int = 4,
         echo: Callable[[str], None] = print, force: bool = False) -> FitReport:
     """Fit ``pipeline`` on ``questions_file`` (module docstring). ``max_spend`` is in the budget's unit.
@@ -321,7 +253,7 @@ def fit_questions(pipeline: Pipeline, source: Path | Sequence[Question], max_spe
         raise ConfigError("fit needs the arms' models: open the pipeline with models=True")
     state = pipeline.state
     refuse_pending(pipeline, force, "kgwise fit --force …")
-    questions = read_questions(source) if isinstance(source, Path) else list(source)
+    questions = read_questions(source, require_gold=True) if isinstance(source, Path) else list(source)
     config = pipeline.config
     unit = config.router.unit
     arm_fp = {a.name: a.fingerprint() for a in config.arms}
@@ -363,7 +295,7 @@ def fit_questions(pipeline: Pipeline, source: Path | Sequence[Question], max_spe
             raise
         cost = arm_cost(runner.config, out.usage)
         row = {"arm": name, "qid": q.id, "answer": out.prediction, "probabilities": out.probabilities,
-               "correct": _correct(q, out.prediction) if out.correct is None else out.correct,
+               "correct": score_prediction(q, out.prediction) if out.correct is None else out.correct,
                "cost": cost, "usage": out.usage.to_dict(), "signals": list(out.signals)}
         with lock:
             spent += cost - bound

@@ -119,7 +119,7 @@ def export(
         from kgwise.datasets.user import write_graded_log
         from kgwise.eval.route.export import webqsp_graded_log
 
-        graded, arms = webqsp_graded_log(root)
+        graded, arms, _ = webqsp_graded_log(root)
         n = write_graded_log(log, graded)
         console.print(f"{n:,} graded questions × {len(graded.arms)} arms → {log}")
         console.print("arms (for --arm NAME:CLUSTER:ACCURACY): "

@@ -99,8 +99,6 @@ def eval_route(
     if log is None and dataset != "webqsp":
         raise ConfigError(f"replay data set {dataset!r} has no recorded outcomes (only 'webqsp' has): give "
                           "your graded log with --log FILE --arm NAME:CLUSTER:ACCURACY …")
-    if budget_of not in ("dearest", "best"):
-        raise ConfigError(f"--budget-of must be 'dearest' or 'best', got {budget_of!r}")
     exp = RouteExperimentConfig(budget_fraction=budget_fraction, seeds=seeds, budget_of=budget_of,
                            slow_baselines=slow_baselines, coke=configured(
         "coke", config, lam=lam, delta=delta, regret_prior=regret_prior, gamma_override=gamma))

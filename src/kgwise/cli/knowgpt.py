@@ -95,8 +95,6 @@ def eval_knowgpt(
     """KnowGPT's Tables 3/4 on a benchmark or on your questions and KG: w/o KG, P_sub/P_RL × F_t/F_s/F_g,
     and full KnowGPT (resumable); says first how many LLM outcomes it needs and how long they will take."""
     from kgwise.eval.knowgpt import (
-        DATASETS,
-        SCORING,
         KnowGPTData,
         KnowGPTExperimentConfig,
         against_table,
@@ -123,17 +121,12 @@ def eval_knowgpt(
             raise ConfigError(f"{', '.join(given)} go with --questions FILE (a --dataset brings its own)")
         if dataset is None:
             raise ConfigError("give --dataset (csqa, obqa, medqa) or --questions FILE --kg GRAPH")
-        if dataset not in DATASETS:
-            raise ConfigError(f"unknown data set {dataset!r}; choose one of {', '.join(DATASETS)}, or give "
-                              "your own: --questions FILE --kg GRAPH")
         inputs = name = dataset
     if evidence not in ("ranked", "full"):
         raise ConfigError(f"--evidence must be ranked or full, got {evidence!r}")
     if evidence == "full" and knowledge_tokens is not None:
         raise ConfigError("--knowledge-tokens budgets ranked evidence; --evidence full renders the whole "
                           "subgraph")
-    if scoring not in SCORING:
-        raise ConfigError(f"--scoring must be one of {', '.join(SCORING)}, got {scoring!r}")
     chosen = tuple(c.strip() for c in combos.split(",") if c.strip()) if combos is not None else None
     cfg = KnowGPTExperimentConfig(limit=limit, train_limit=train_limit, rl_iterations=rl_iterations,
                            rl_time_limit_s=rl_minutes * 60, scoring=scoring, facts_only=facts_only,

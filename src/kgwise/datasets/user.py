@@ -175,13 +175,17 @@ def question_record(obj: Mapping[str, Any], path: Path, line: int) -> Question:
         raise DataError(str(exc), path, line) from exc
 
 
-def read_questions(path: str | Path) -> list[Question]:
-    """Every question of a questions file (ids must be unique)."""
+def read_questions(path: str | Path, require_gold: bool = False) -> list[Question]:
+    """Every question of a questions file (ids must be unique; with ``require_gold``, each with its gold
+    answer, as a pipeline's dev questions need)."""
     p = Path(path)
     out: list[Question] = []
     seen: dict[str, int] = {}
     for line, obj in read_jsonl(p, "questions file"):
         q = question_record(obj, p, line)
+        if require_gold and not q.gold:
+            raise DataError("field 'gold' missing: a dev question needs its gold answer ('gold' or 'answer')",
+                            p, line)
         _once(seen, q.id, p, line)
         out.append(q)
     if not out:

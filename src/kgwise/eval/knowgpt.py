@@ -208,11 +208,16 @@ def split_questions(
     if dataset == "obqa":
         return load("obqa", "train", data), {"test": load("obqa", "test", data)}
     if dataset == "medqa":
-        qs = load("medqa", "test", data)
-        order = np.random.default_rng(seed).permutation(len(qs))
-        half = len(qs) // 2
-        return [qs[i] for i in order[:half]], {"test-half": [qs[i] for i in order[half:]]}
+        return _halves(load("medqa", "test", data), seed)
     raise ConfigError(f"unknown data set {dataset!r}; choose one of {', '.join(DATASETS)}")
+
+
+def _halves(qs: list[Question], seed: int) -> tuple[list[Question], dict[str, list[Question]]]:
+    """``qs`` split 50/50 by a seeded permutation: the first half trains, the second (``test-half``) is
+    tested."""
+    order = np.random.default_rng(seed).permutation(len(qs))
+    half = len(qs) // 2
+    return [qs[i] for i in order[:half]], {"test-half": [qs[i] for i in order[half:]]}
 
 
 @dataclass(frozen=True)
@@ -263,9 +268,7 @@ def user_data(kg: str | Path, questions: str | Path, train_questions: str | Path
         if len(qs) < 2:
             raise ConfigError(f"{questions}: at least two questions are needed to split into training and "
                               "test halves (or give --train-questions FILE)")
-        order = np.random.default_rng(seed).permutation(len(qs))
-        half = len(qs) // 2
-        train, tests = [qs[i] for i in order[:half]], {"test-half": [qs[i] for i in order[half:]]}
+        train, tests = _halves(qs, seed)
     else:
         tests = {"test": qs}
     name = Path(questions).stem
@@ -585,13 +588,10 @@ def _needed(bandit_qs: Sequence[Question], tests: dict[str, list[Question]], set
     if retrain:
         out += [(q, s) for q in bandit_qs for s in cfg.combos]
     out += [(q, s) for qs in tests.values() for q in qs for s in settings]
-    seen: set[tuple[str, str]] = set()
-    unique = []
+    first: dict[tuple[str, str], tuple[Question, str]] = {}
     for q, s in out:
-        if (q.id, s) not in seen:
-            seen.add((q.id, s))
-            unique.append((q, s))
-    return unique
+        first.setdefault((q.id, s), (q, s))
+    return list(first.values())
 
 
 def _claim_run_dir(out_dir: Path, dataset: Any, llm_spec: str, cfg: KnowGPTExperimentConfig) -> str:

@@ -1,8 +1,8 @@
 """The "w/o KG" baseline: an LLM alone on a list of questions, resumable, with accuracy and usage.
 
 Multiple choice uses ``kgwise.llm.answering.answer_mc`` (scoring also yields the other normalisation's
-prediction for free, reported as ``accuracy_sum``/``accuracy_mean``); KGQA uses ``answer_free_text`` and
-``match_answer`` (Hits@1 by matching the gold names).
+prediction for free, reported as ``accuracy_sum``/``accuracy_mean``); KGQA uses ``answer_free_text``, graded
+by ``kgwise.grading.match_answer`` (Hits@1 by matching the gold names).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from kgwise.errors import ConfigError
-from kgwise.grading import match_answer
 from kgwise.llm.answering import (
     METHODS,
     RULE_OF_METHOD,
@@ -29,6 +28,7 @@ from kgwise.llm.answering import (
 )
 from kgwise.llm.base import LLM, SCORING_RULES
 from kgwise.llm.batch import read_done, run_batch
+from kgwise.route.arms import score_prediction
 from kgwise.types import Question, Usage
 
 __all__ = ["EvalConfig", "evaluate_llm"]
@@ -69,11 +69,10 @@ def _answer_one(llm: LLM, q: Question, method: str) -> dict[str, Any]:
                     rec[f"pred_{r}"] = labels[scores.best(r, prior)]
             if prior is not None:
                 rec["prior_logprobs"] = list(prior.logprobs)
-        rec["correct"] = ans.prediction in q.gold
         rec["n_choices"] = len(q.choices)
     else:
         ans = answer_free_text(llm, q)
-        rec["correct"] = match_answer(ans.prediction, q.gold)
+    rec["correct"] = score_prediction(q, ans.prediction)
     rec["prediction"] = ans.prediction
     rec["probabilities"] = dict(ans.probabilities)
     rec["raw"] = ans.raw
@@ -129,14 +128,7 @@ def evaluate_llm(
     report["ran_now"] = rep.ran
     report["resumed"] = rep.resumed
     report["wall_s"] = wall
-    report["usage"] = {
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "calls": usage.calls,
-        "cached_calls": usage.cached_calls,
-        "cost": usage.cost,
-        "latency_s": usage.latency_s,
-    }
+    report["usage"] = usage.to_dict()
     n_params = getattr(llm, "n_params", None)
     if isinstance(n_params, int):
         report["n_params"] = n_params

@@ -52,6 +52,7 @@ from kgwise.app.router import context_vector
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError, ReplayMissError
 from kgwise.eval.pipeline_sets import RoutedSets, summarise_sets
+from kgwise.eval.route.learned import mean_std
 from kgwise.eval.route.logs import FreeAnswers, GradedReplay
 from kgwise.route.cascade import fit_cascade
 from kgwise.route.coke import CokeConfig, CokeRouter
@@ -315,11 +316,6 @@ def _sets_line(sets: Mapping[str, Any] | None) -> str:
     return out
 
 
-def _mean_std(values: Sequence[float]) -> dict[str, float]:
-    v = np.asarray(values, dtype=np.float64)
-    return {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if v.size > 1 else 0.0}
-
-
 def evaluate_replay(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig,
                     progress: Callable[[str], None] = lambda _: None,
                     free: Mapping[str, FreeAnswers] | None = None, sets: RoutedSets | None = None,
@@ -353,17 +349,17 @@ def evaluate_replay(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConf
                      + (f", pinned to {r['pinned']}" if r["pinned"] else "") + _sets_line(r["answer_sets"]))
     over = [r["cost_over_best"] for r in runs if r["cost_over_best"] is not None]
     summary = {
-        "accuracy": _mean_std([r["accuracy"] for r in runs]),
-        "cost": _mean_std([r["cost"] for r in runs]),
-        "spent_over_budget": _mean_std([r["spent_over_budget"] for r in runs]),
-        "accuracy_minus_best": _mean_std([r["accuracy_minus_best"] for r in runs]),
-        "oracle_accuracy": _mean_std([r["oracle_accuracy"] for r in runs]),
-        "budgeted_oracle_accuracy": _mean_std([r["budgeted_oracle_accuracy"] for r in runs]),
-        "cost_over_best": _mean_std(over) if over else None,
-        "share": {a: _mean_std([r["share"][a] for r in runs]) for a in table.arms},
+        "accuracy": mean_std([r["accuracy"] for r in runs]),
+        "cost": mean_std([r["cost"] for r in runs]),
+        "spent_over_budget": mean_std([r["spent_over_budget"] for r in runs]),
+        "accuracy_minus_best": mean_std([r["accuracy_minus_best"] for r in runs]),
+        "oracle_accuracy": mean_std([r["oracle_accuracy"] for r in runs]),
+        "budgeted_oracle_accuracy": mean_std([r["budgeted_oracle_accuracy"] for r in runs]),
+        "cost_over_best": mean_std(over) if over else None,
+        "share": {a: mean_std([r["share"][a] for r in runs]) for a in table.arms},
         "splits_pinned": {a: sum(r["pinned"] == a for r in runs) for a in table.arms},
-        "arms": {a: {"accuracy": _mean_std([r["arms"][a]["accuracy"] for r in runs]),
-                     "cost": _mean_std([r["arms"][a]["cost"] for r in runs])} for a in table.arms},
+        "arms": {a: {"accuracy": mean_std([r["arms"][a]["accuracy"] for r in runs]),
+                     "cost": mean_std([r["arms"][a]["cost"] for r in runs])} for a in table.arms},
     }
     acc_ok = [r["accuracy_minus_best"] >= 0 for r in runs]
     cost_ok = [r["cost_over_best"] is not None and r["cost_over_best"] <= 0.6 for r in runs]

@@ -3,8 +3,8 @@ is cheap."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
 
 from kgwise.errors import ConfigError
 from kgwise.settings import table
@@ -37,13 +37,6 @@ class ModelConfig:
         if self.layers < 0 or not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"bad layers/dropout: {self}")
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
-        return cls(**data)
-
 
 @table("kgm_train")
 @dataclass(frozen=True, slots=True)
@@ -69,6 +62,3 @@ class TrainConfig:
                 if not getattr(self, k) > 0]
         if bad:
             raise ConfigError("; ".join(bad))
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ def save_model(path: str | Path, model: GraphQA | TextQA, meta: dict[str, Any]) 
     p = Path(path)
     with atomic_path(p) as tmp:
         torch.save(model.state_dict(), tmp)
-    cfg = {"format": FORMAT, "version": VERSION, "model": model.config.to_dict(), **meta}
+    cfg = {"format": FORMAT, "version": VERSION, "model": asdict(model.config), **meta}
     out = config_path(p)
     out.write_text(json.dumps(cfg, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return out
@@ -51,7 +52,7 @@ def load_model(path: str | Path) -> tuple[GraphQA | TextQA, dict[str, Any]]:
         raise DataError(f"not JSON: {exc.msg}", cfg_file, exc.lineno) from exc
     if cfg.get("format") != FORMAT or cfg.get("version") != VERSION:
         raise DataError(f"not a {FORMAT} v{VERSION} config", cfg_file)
-    model = build_model(ModelConfig.from_dict(cfg["model"]))
+    model = build_model(ModelConfig(**cfg["model"]))
     try:
         state = torch.load(p, map_location="cpu", weights_only=True)
         model.load_state_dict(state)

@@ -202,7 +202,7 @@ def train_file(
             "feature": asdict(feats.feature),
             "subgraph": asdict(feats.subgraph),
             "encoder": MiniLM.model_name,
-            "train": train_config.to_dict(),
+            "train": asdict(train_config),
             "report": report,
         },
     )

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from kgwise.errors import ConfigError, InputTooLongError, ReplayMissError, ServiceError, TransientError
-from kgwise.types import Usage
+from kgwise.types import Serialisable, Usage
 
 __all__ = [
     "LLM",
@@ -79,7 +79,7 @@ def as_messages(prompt: str | Sequence[Message]) -> tuple[Message, ...]:
 
 
 @dataclass(frozen=True, slots=True)
-class Generation:
+class Generation(Serialisable):
     """Generated text and what it cost.
 
     ``token_logprobs`` holds the log-probability of each generated token where the backend offers it;
@@ -93,27 +93,6 @@ class Generation:
     token_logprobs: tuple[float, ...] = ()
     top_logprobs: tuple[dict[str, float], ...] = ()
     attempts: int = 1
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "text": self.text,
-            "usage": self.usage.to_dict(),
-            "finish_reason": self.finish_reason,
-            "token_logprobs": list(self.token_logprobs),
-            "top_logprobs": [dict(d) for d in self.top_logprobs],
-            "attempts": self.attempts,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Generation:
-        return cls(
-            text=str(d["text"]),
-            usage=Usage.from_dict(d.get("usage", {})),
-            finish_reason=str(d.get("finish_reason", "")),
-            token_logprobs=tuple(float(x) for x in d.get("token_logprobs", ())),
-            top_logprobs=tuple(dict(x) for x in d.get("top_logprobs", ())),
-            attempts=int(d.get("attempts", 1)),
-        )
 
 
 def softmax(values: Sequence[float]) -> tuple[float, ...]:
@@ -145,7 +124,7 @@ def scoring_rule(name: str) -> ScoringRule:
 
 
 @dataclass(frozen=True, slots=True)
-class ChoiceScores:
+class ChoiceScores(Serialisable):
     """Scores of answer choices given a context.
 
     ``logprobs[i]`` = log P(choice_i | context), the sum over the choice's tokens; ``normalised[i]`` is the
@@ -196,25 +175,6 @@ class ChoiceScores:
         """Index of the highest-ranked choice under ``rule`` (first on ties)."""
         vals = self.values(rule, prior)
         return max(range(len(vals)), key=lambda i: (vals[i], -i))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "logprobs": list(self.logprobs),
-            "normalised": list(self.normalised),
-            "usage": self.usage.to_dict(),
-            "token_counts": list(self.token_counts),
-            "method": self.method,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ChoiceScores:
-        return cls(
-            logprobs=tuple(float(x) for x in d["logprobs"]),
-            normalised=tuple(float(x) for x in d["normalised"]),
-            usage=Usage.from_dict(d.get("usage", {})),
-            token_counts=tuple(int(x) for x in d.get("token_counts", ())),
-            method=str(d.get("method", "logprob")),
-        )
 
 
 @runtime_checkable

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -118,19 +118,9 @@ def run_batch(
             write(work(key, payload))
     else:
         pool = ThreadPoolExecutor(max_workers=concurrency)
-        pending: set[Future[dict[str, Any]]] = set()
-        queue = iter(todo)
-        try:
-            for key, payload in queue:
-                pending.add(pool.submit(work, key, payload))
-                if len(pending) >= 2 * concurrency:
-                    finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                    for f in finished:
-                        write(f.result())
-            while pending:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for f in finished:
-                    write(f.result())
+        try:  # each result is written as it arrives; an error stops the calls not yet started
+            for f in as_completed([pool.submit(work, key, payload) for key, payload in todo]):
+                write(f.result())
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
     bar.close()

@@ -151,9 +151,9 @@ class CokeRouter(Policy[str]):
     budget (``None`` when none is affordable), then :meth:`update` that arm with the observed reward
     (1 = correct) and cost; an arm set by :meth:`pin` is pulled wherever it is available and affordable.
 
-    ``arms``: name, cluster and reported accuracy of each arm (:class:`~kgwise.route.arms.ArmSpec`, an
-    :class:`~kgwise.route.arms.Arm`, an outcome table's ``arm_specs()``); their order is the order of
-    per-arm arrays (costs given as a sequence, :meth:`warm_start`'s columns, :meth:`cost_regret`).
+    ``arms``: name, cluster and reported accuracy of each arm (:class:`~kgwise.route.arms.ArmSpec`, a
+    ``LiveArm`` of :mod:`kgwise.eval.route.live`, an outcome table's ``arm_specs()``); their order is the
+    order of per-arm arrays (costs given as a sequence, :meth:`warm_start`'s columns, :meth:`cost_regret`).
     ``budget``: the total that may be spent, in the unit of the costs (money or calls)."""
 
     def __init__(

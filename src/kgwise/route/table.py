@@ -14,7 +14,7 @@ from kgwise.errors import ConfigError
 from kgwise.route.arms import ArmInfo, ArmSpec, Cluster
 from kgwise.types import Question, Usage
 
-__all__ = ["ArmInfo", "OutcomeTable", "free_context", "free_signal_row", "free_signals", "graded_coverage"]
+__all__ = ["ArmInfo", "OutcomeTable", "free_context", "free_signal_row", "graded_coverage"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -170,18 +170,3 @@ def free_context(signals: npt.ArrayLike, embeddings: npt.ArrayLike) -> npt.NDArr
     if s.shape[0] != x.shape[0]:
         raise ConfigError(f"free signals for {s.shape[0]} questions, embeddings for {x.shape[0]}")
     return np.hstack([np.ones((s.shape[0], 1)), s, x])
-
-
-def free_signals(log: GradedLog, table: OutcomeTable) -> npt.NDArray[np.float64]:
-    """Per question of ``table``, what the arms with ``signals`` (free KG models, known before any LLM is
-    called) say: :func:`free_signal_row` of each such arm's answer and first signal (0 when it has
-    none)."""
-    by_id = {q.id: q for q in log.questions}
-    with_signals = [a for a in table.arms if any(by_id[q].arms[a].signals for q in table.qids)]
-    if not with_signals:
-        raise ConfigError("no arm of the graded log has signals")
-    rows = []
-    for qid in table.qids:
-        outs = [by_id[qid].arms[a] for a in with_signals]
-        rows.append(free_signal_row([(o.answer, o.signals[0] if o.signals else 0.0) for o in outs]))
-    return np.asarray(rows, dtype=np.float64)

@@ -15,8 +15,8 @@ from kgwise.eval.recorded.gnn_rag import (
     ROG_GNN_DETAILED,
     read_detailed_eval,
     read_eval_summary,
-    read_prompt_texts,
-    read_test_info_hits,
+    read_rog_predictions,
+    rearev_outcomes,
 )
 from kgwise.grading import match_answer
 
@@ -44,7 +44,8 @@ def test_llama2_chat_hits_and_our_matcher(data_dir: Path) -> None:
 
 def test_prompts_align_with_detailed(data_dir: Path) -> None:
     detailed = data_dir / ROG_GNN_DETAILED["rearev-sbert"]
-    prompts = read_prompt_texts(detailed.with_name("predictions.jsonl"))
+    predictions = read_rog_predictions(detailed.with_name("predictions.jsonl"))
+    prompts = {r.qid: (r.question, r.prompt) for r in predictions}
     ids = {r.qid for r in read_detailed_eval(detailed)}
     assert set(prompts) == ids
     q, prompt = prompts["WebQTest-0"]
@@ -53,7 +54,7 @@ def test_prompts_align_with_detailed(data_dir: Path) -> None:
 
 @pytest.mark.parametrize(("variant", "hits1"), [("rearev-sbert", 0.7639), ("rearev-lmsr", 0.7773)])
 def test_rearev_hits(data_dir: Path, variant: str, hits1: float) -> None:
-    rows = read_test_info_hits(data_dir / REAREV_TEST_INFO[variant])
+    rows = rearev_outcomes(data_dir / REAREV_TEST_INFO[variant])
     assert len(rows) == 1_639
     assert sum(r.correct for r in rows) / len(rows) == pytest.approx(hits1, abs=1e-4)
     assert question_key(rows[3].question) == question_key("where is jamarcus russell from")

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kgwise.eval.route.live import AnswerFnPredictor, collect_outcomes
-from kgwise.route.arms import Arm
+from kgwise.eval.route.live import LiveArm, collect_outcomes
 from kgwise.types import Answer, Choice, Question, Usage
 
 QS = [
@@ -32,8 +31,8 @@ def test_collect_and_resume(tmp_path: Path) -> None:
         return Answer(q.id, q.gold[0], usage=Usage(calls=1))
 
     arms = [
-        Arm("kgm", "KGM", AnswerFnPredictor(oracle_kgm)),
-        Arm("llm", "LLM", AnswerFnPredictor(always_a), per_call=1.0),
+        LiveArm("kgm", "KGM", oracle_kgm),
+        LiveArm("llm", "LLM", always_a, per_call=1.0),
     ]
     path = tmp_path / "outcomes.jsonl"
     table, totals = collect_outcomes(arms, QS[:4], path, n_params={"llm": 100}, show_progress=False)

@@ -25,8 +25,9 @@ from kgwise.eval.route.logs import (
     read_replay,
     webqsp_replay,
 )
-from kgwise.eval.route.replay import free_gnn_signals, webqsp_table
+from kgwise.eval.route.replay import rearev_candidates, webqsp_table
 from kgwise.eval.route.report import RouteReportConfig, route_report
+from kgwise.route.table import free_signal_row
 
 
 def _log(tmp_path: Path, lines: list[dict[str, Any]]) -> Path:
@@ -60,7 +61,7 @@ def _same(a: GradedReplay, b: GradedReplay) -> None:
 @pytest.fixture(scope="module")
 def webqsp_both(data_dir: Path, tmp_path_factory: pytest.TempPathFactory
                 ) -> tuple[GradedReplay, GradedReplay]:
-    log, lines = webqsp_graded_log(data_dir)
+    log, lines, _ = webqsp_graded_log(data_dir)
     path = tmp_path_factory.mktemp("log") / "webqsp.jsonl"
     write_graded_log(path, log)
     specs = [f"{name}:{cluster}:{acc!r}" for name, cluster, acc in lines]
@@ -74,7 +75,10 @@ def test_webqsp_through_its_graded_log_file_is_the_built_in_replay(
     # and it is the recorded outcomes the experiments always replayed: same table, same free signals
     ref, _ = webqsp_table(data_dir)
     assert built_in.table.qids == ref.qids and np.array_equal(built_in.table.correct, ref.correct)
-    assert np.array_equal(built_in.signals, free_gnn_signals(data_dir, ref))  # type: ignore[arg-type]
+    tops = [[c[0] if c else ("", 0.0) for c in rearev_candidates(data_dir, ref, a)]
+            for a in ("ReaRev-lmsr", "ReaRev-sbert")]  # the two ReaRev GNNs' recorded top candidates
+    expected = [free_signal_row(list(pair)) for pair in zip(*tops, strict=True)]
+    assert np.array_equal(built_in.signals, expected)  # type: ignore[arg-type]
     assert built_in.free_arms == ["ReaRev-lmsr", "ReaRev-sbert"]
     # every signals value reaches the predictor's features, not only the first
     assert "ReaRev-lmsr.signal[3]" in built_in.feature_names

@@ -8,14 +8,15 @@ import numpy as np
 import pytest
 
 from kgwise.errors import ConfigError
+from kgwise.eval.route.logs import webqsp_replay
 from kgwise.eval.route.replay import (
     MAIN_ARMS,
     WEBQSP_ARMS,
-    free_gnn_signals,
-    rearev_top,
+    rearev_candidates,
     webqsp_table,
 )
 from kgwise.llm.prices import default_prices
+from kgwise.route.table import OutcomeTable
 
 
 def test_main_table(data_dir: Path) -> None:
@@ -34,10 +35,15 @@ def test_main_table(data_dir: Path) -> None:
     assert cov["arms"]["Qwen3-max-AoG"]["tokens"] == "recorded"
 
 
+def _tops(data_dir: Path, table: OutcomeTable, arm: str) -> tuple[list[str], np.ndarray]:
+    top = [c[0] if c else ("", 0.0) for c in rearev_candidates(data_dir, table, arm)]
+    return [t[0] for t in top], np.asarray([t[1] for t in top])
+
+
 def test_rearev_top_score_is_aligned_with_its_hits(data_dir: Path) -> None:
     """The GNN's top score per question: its most confident third is right more often than its least."""
     table, _ = webqsp_table(data_dir, MAIN_ARMS)
-    _, conf = rearev_top(data_dir, table, "ReaRev-lmsr")
+    _, conf = _tops(data_dir, table, "ReaRev-lmsr")
     assert conf.shape == (table.n_questions,) and np.all((conf >= 0) & (conf <= 1))
     hits = table.correct[:, table.arm_index("ReaRev-lmsr")]
     order = np.argsort(conf, kind="stable")
@@ -46,12 +52,13 @@ def test_rearev_top_score_is_aligned_with_its_hits(data_dir: Path) -> None:
 
 
 def test_free_gnn_signals_agree_with_the_two_top_candidates(data_dir: Path) -> None:
-    """Agreement of the two ReaRev GNNs: where both hits differ they cannot agree; agreeing answers are
-    right more often than either GNN on average."""
-    table, _ = webqsp_table(data_dir, MAIN_ARMS)
-    sig = free_gnn_signals(data_dir, table)
-    ids_l, conf_l = rearev_top(data_dir, table, "ReaRev-lmsr")
-    ids_s, _ = rearev_top(data_dir, table, "ReaRev-sbert")
+    """Agreement of the two ReaRev GNNs (the replay's free context): where both hits differ they cannot
+    agree; agreeing answers are right more often than either GNN on average."""
+    replay = webqsp_replay(data_dir)
+    table, sig = replay.table, replay.signals
+    assert sig is not None
+    ids_l, conf_l = _tops(data_dir, table, "ReaRev-lmsr")
+    ids_s, _ = _tops(data_dir, table, "ReaRev-sbert")
     agree = sig[:, 0].astype(bool)
     assert agree.tolist() == [a == b and a != "" for a, b in zip(ids_l, ids_s, strict=True)]
     np.testing.assert_allclose(sig[:, 1], conf_l)

@@ -68,12 +68,7 @@ def run_llm_benchmark(specs: Sequence[str], questions: Sequence[Question], *, ru
     mc = [q for q in questions if q.choices and q.gold]
     if not mc:
         raise ConfigError("bench llm needs multiple-choice questions with gold answers")
-    api: tuple[str, Price] | None = None
-    if api_model is not None:
-        price = default_prices().lookup(api_model)
-        if price is None:
-            raise ConfigError(f"--api-model {api_model!r} is not in the price table")
-        api = (api_model, price)
+    api = None if api_model is None else (api_model, default_prices().require(api_model, "--api-model"))
     models = []
     for spec in specs:
         shipped = LOCAL_MODELS.get(spec)

@@ -4,9 +4,10 @@
   ``id``, the predicted answer list, ``ground_truth``, and the release's own ``hit`` (any gold answer found
   in the prediction) — :func:`read_detailed_eval`.
 * ``predictions.jsonl`` beside it: the full LLaMA2 prompt (``input``) and the raw reply —
-  :func:`read_prompt_texts` (only what the router needs for token estimates).
+  :func:`read_rog_predictions` (the router reads the prompt for its token estimates).
 * ``gnn/RoG-webqsp/rearev-*/test.info``: the ReaRev GNN's scored candidates and ``hit`` (Hits@1) per
-  question, in WebQSP test order, questions WordPiece-tokenised, no ids — :func:`read_test_info_hits`.
+  question, in WebQSP test order, questions WordPiece-tokenised, no ids — :func:`read_test_info_candidates`
+  (:func:`rearev_outcomes`: its top candidate and hit).
 * ``eval_result.txt``: the release's summary (``Accuracy: … Hit: … F1: …``) — :func:`read_eval_summary`.
 """
 
@@ -30,10 +31,9 @@ __all__ = [
     "ScoredCandidates",
     "read_detailed_eval",
     "read_eval_summary",
-    "read_prompt_texts",
     "read_rog_predictions",
     "read_test_info_candidates",
-    "read_test_info_hits",
+    "rearev_outcomes",
 ]
 
 GNN_RAG_DIR = "predictions/gnn_rag_webqsp"
@@ -83,39 +83,6 @@ def read_detailed_eval(path: str | Path) -> list[Outcome]:
     return out
 
 
-def read_prompt_texts(path: str | Path) -> dict[str, tuple[str, str]]:
-    """``id → (question, prompt)`` from a RoG ``predictions.jsonl`` (the full LLaMA2 prompt ``input``)."""
-    p = Path(path)
-    out: dict[str, tuple[str, str]] = {}
-    for n, row in read_jsonl(p, "predictions.jsonl"):
-        if "id" not in row or "input" not in row:
-            raise DataError("missing 'id' or 'input'", p, n)
-        out[str(row["id"])] = (str(row.get("question", "")), str(row["input"]))
-    return out
-
-
-def read_test_info_hits(path: str | Path) -> list[Outcome]:
-    """One :class:`Outcome` per line of a ReaRev ``test.info``: the (WordPiece) question, ``correct`` = the
-    recorded ``hit`` (Hits@1), the top-scored candidate MID as the prediction; no tokens (a local GNN)."""
-    p = Path(path)
-    out: list[Outcome] = []
-    for n, row in read_jsonl(p, "ReaRev test.info"):
-        if "question" not in row or "hit" not in row:
-            raise DataError("missing 'question' or 'hit'", p, n)
-        cand = row.get("cand") or []
-        top = str(cand[0][0]) if cand and isinstance(cand[0], list | tuple) and cand[0] else ""
-        out.append(
-            Outcome(
-                qid="",
-                question=str(row["question"]).strip(),
-                correct=float(row["hit"]) > 0.5,
-                prediction=top,
-                calls=1,
-            )
-        )
-    return out
-
-
 _SUMMARY = re.compile(r"([A-Za-z0-9]+):\s*([-+0-9.eE]+)")
 
 
@@ -148,6 +115,13 @@ class ScoredCandidates:
     answers: tuple[str, ...]
     candidates: tuple[tuple[str, float], ...]
     hit: bool
+
+
+def rearev_outcomes(path: str | Path) -> list[Outcome]:
+    """One :class:`Outcome` per line of a ReaRev ``test.info``: the (WordPiece) question, ``correct`` = the
+    recorded ``hit`` (Hits@1), the top-scored candidate MID as the prediction; no tokens (a local GNN)."""
+    return [Outcome("", c.question, c.hit, c.candidates[0][0] if c.candidates else "")
+            for c in read_test_info_candidates(path)]
 
 
 def read_test_info_candidates(path: str | Path) -> list[ScoredCandidates]:

@@ -22,7 +22,8 @@ def _gnn_rag(variant: str | None, root: Path) -> list[Outcome]:
     else:
         detailed = root / gnn_rag.ROG_GNN_DETAILED[variant]
         pred_file = root / gnn_rag.ROG_GNN_PREDICTIONS[variant]
-        prompts = gnn_rag.read_prompt_texts(pred_file) if pred_file.is_file() else {}
+        prompts = ({r.qid: (r.question, r.prompt) for r in gnn_rag.read_rog_predictions(pred_file)}
+                   if pred_file.is_file() else {})
     out = []
     for o in gnn_rag.read_detailed_eval(detailed):
         question, prompt = prompts.get(o.qid, ("", ""))

@@ -44,6 +44,7 @@ __all__ = [
     "RouteExperimentConfig",
     "Router",
     "RunResult",
+    "base_cost",
     "replay_fingerprint",
     "run_experiment",
     "simulate",
@@ -124,6 +125,13 @@ def replay_fingerprint(table: OutcomeTable, contexts: Mapping[Any, npt.ArrayLike
     )
 
 
+def base_cost(table: OutcomeTable, budget_of: str) -> float:
+    """The cost a budget fraction is of: the dearest arm's total (``"dearest"``) or the most accurate
+    arm's (``"best"``; the best paid arm's when that is free)."""
+    totals = table.cost.sum(axis=0)
+    return float(totals[table.budget_arm()] if budget_of == "best" else totals.max())
+
+
 def _mean_std(values: Sequence[float]) -> tuple[float, float]:
     arr = np.asarray(values, dtype=np.float64)
     return float(arr.mean()), float(arr.std(ddof=1)) if arr.size > 1 else 0.0
@@ -159,18 +167,15 @@ def _heatmap(runs: Sequence[RunResult], n_arms: int, bins: int) -> list[list[flo
     return (out / len(runs)).round(4).tolist()
 
 
-def _regret(
-    runs: Sequence[RunResult], orders: Sequence[npt.NDArray[np.int64]], table: OutcomeTable, bins: int
-) -> dict[str, list[float]]:
+def _regret(runs: Sequence[RunResult], orders: Sequence[npt.NDArray[np.int64]],
+            any_right: npt.NDArray[np.bool_], best_cost: Matrix, bins: int) -> dict[str, list[float]]:
     """Selection regret per window (Fig. 3): ``μ(a*) − μ(a_k)`` with ``a*`` the cheapest arm that answers
-    correctly (1 when some arm is right and the chosen one is wrong, else 0), and the excess cost over a*."""
+    correctly (1 when some arm is right and the chosen one is wrong, else 0), and the excess cost over a*
+    (``any_right``, ``best_cost``: per question, whether some arm is right and a*'s cost, the oracle's)."""
     n = len(runs[0].chosen)
     edges = np.linspace(0, n, bins + 1).astype(int)
     reg = np.zeros(bins)
     excess = np.zeros(bins)
-    any_right: npt.NDArray[np.bool_] = np.asarray(table.correct.any(axis=1))
-    best_cost = np.where(table.correct, table.cost, np.inf).min(axis=1)
-    best_cost = np.where(any_right, best_cost, table.cost.min(axis=1))
     for r, order in zip(runs, orders, strict=True):
         rk = (any_right[order] & ~r.correct).astype(float)
         ek = r.cost - best_cost[order]
@@ -235,7 +240,7 @@ def run_experiment(
     arm_cost = table.cost.sum(axis=0)
     arm_acc = table.correct.mean(axis=0)
     best = int(np.argmax(arm_acc))
-    budget_base = float(arm_cost[table.budget_arm()] if cfg.budget_of == "best" else arm_cost.max())
+    budget_base = base_cost(table, cfg.budget_of)
     bins = max(1, min(cfg.bins, n))  # no empty iteration windows
     seeds = list(range(cfg.seeds))
     orders = [np.random.default_rng(s).permutation(n) for s in seeds]
@@ -319,7 +324,7 @@ def run_experiment(
         }
         for j, a in enumerate(table.arms)
     }
-    any_right = table.correct.any(axis=1)
+    any_right: npt.NDArray[np.bool_] = np.asarray(table.correct.any(axis=1))
     oracle_cost = np.where(table.correct, table.cost, np.inf).min(axis=1)
     oracle_cost = np.where(any_right, oracle_cost, table.cost.min(axis=1))
     coke_sum = _summary(results["coke"], table.arms)
@@ -409,7 +414,7 @@ def run_experiment(
             "share": _heatmap(results["coke"], m, bins),
         },
         "regret": {
-            name: _regret(runs, orders, table, bins)
+            name: _regret(runs, orders, any_right, oracle_cost, bins)
             for name, runs in (
                 ("coke", results["coke"]),
                 ("random", rand_runs),

@@ -19,27 +19,20 @@ from kgwise.eval.route.replay import (
 )
 from kgwise.llm.prices import PriceTable, default_prices
 
-__all__ = ["ArmLine", "webqsp_graded", "webqsp_graded_log"]
+__all__ = ["ArmLine", "webqsp_graded_log"]
 
 ArmLine = tuple[str, str, float]
 """An arm as ``eval route --arm`` takes it: name, cluster, reported accuracy."""
 
 
 def webqsp_graded_log(data: Path, arms: Sequence[str] = MAIN_ARMS, prices: PriceTable | None = None
-                      ) -> tuple[GradedLog, list[ArmLine]]:
+                      ) -> tuple[GradedLog, list[ArmLine], dict[str, Any]]:
     """The questions of :func:`~kgwise.eval.route.replay.webqsp_table` (gold names, covered by every arm)
     with each arm's recorded answer, verdict and dollar cost. A ReaRev GNN's answer is its top candidate
     and its ``signals`` what its candidate list says of its confidence
     (:func:`~kgwise.eval.route.replay.candidate_stats`: top score, margin over the second, entropy,
     ln(1 + candidates)). Also each arm's cluster and its accuracy over its whole file (the Thompson
-    priors ``eval route`` uses)."""
-    log, lines, _ = webqsp_graded(data, arms, prices)
-    return log, lines
-
-
-def webqsp_graded(data: Path, arms: Sequence[str] = MAIN_ARMS, prices: PriceTable | None = None
-                  ) -> tuple[GradedLog, list[ArmLine], dict[str, Any]]:
-    """:func:`webqsp_graded_log` and the coverage report of how the recorded files were aligned."""
+    priors ``eval route`` uses), and the coverage report of how the recorded files were aligned."""
     table_prices = prices or default_prices()
     table, coverage = webqsp_table(data, arms, table_prices)
     records = {r.name: r for r in load_webqsp_records(data, load("webqsp", "test", data), arms)}

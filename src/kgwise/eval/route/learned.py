@@ -59,7 +59,7 @@ from kgwise.route.predictor import PredictorConfig, SuccessPredictor, calibratio
 from kgwise.route.table import OutcomeTable
 from kgwise.route.tuning import simulate
 
-__all__ = ["POLICIES", "LearnedConfig", "PricedRouter", "learned_report"]
+__all__ = ["POLICIES", "LearnedConfig", "PricedRouter", "learned_report", "mean_std"]
 
 Matrix = npt.NDArray[np.float64]
 Rows = npt.NDArray[np.int64]
@@ -273,7 +273,8 @@ def _select(replay: GradedReplay, E: Matrix, fit: Rows, seed: int, coke: CokeCon
     return max(better, key=lambda p: score[p]) if better else "predicted", score
 
 
-def _mean_std(values: Sequence[float]) -> dict[str, float]:
+def mean_std(values: Sequence[float]) -> dict[str, float]:
+    """The mean of ``values`` and their sample standard deviation (0 for one value)."""
     v = np.asarray(values, dtype=np.float64)
     return {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if v.size > 1 else 0.0}
 
@@ -311,13 +312,13 @@ def learned_report(replay: GradedReplay, embeddings: Matrix, coke: CokeConfig, c
         progress(f"learned split {s + 1}/{cfg.splits}: selected {chosen} {sel['accuracy']:.4f} vs best arm "
                  f"{ref['best_arm_accuracy']:.4f}, cascade {res['cascade']['accuracy']:.4f}, oracle "
                  f"{ref['oracle_accuracy']:.4f}")
-    summary = {p: {"accuracy": _mean_std([r[p]["accuracy"] for r in runs]),
-                   "cost_over_budget_arm": _mean_std([r[p]["cost"] / r["reference"]["budget_arm_cost"]
+    summary = {p: {"accuracy": mean_std([r[p]["accuracy"] for r in runs]),
+                   "cost_over_budget_arm": mean_std([r[p]["cost"] / r["reference"]["budget_arm_cost"]
                                                       for r in runs if r["reference"]["budget_arm_cost"] > 0]
                                                      or [np.nan]),
-                   "spent_over_budget": _mean_std([r[p]["spent_over_budget"] or 0.0 for r in runs])}
+                   "spent_over_budget": mean_std([r[p]["spent_over_budget"] or 0.0 for r in runs])}
                for p in POLICIES}
-    sel = {k: _mean_std([r[k] for r in runs if r[k] is not None] or [np.nan])
+    sel = {k: mean_std([r[k] for r in runs if r[k] is not None] or [np.nan])
            for k in ("selected_accuracy", "selected_minus_best", "selected_cost_over_budget_arm",
                      "selected_spent_over_budget", "selected_minus_cascade", "headroom_closed")}
     def splits_where(ok: Callable[[dict[str, Any]], bool]) -> str:
@@ -335,7 +336,7 @@ def learned_report(replay: GradedReplay, embeddings: Matrix, coke: CokeConfig, c
     }
     return {"config": asdict(cfg), "coke": asdict(coke), "summary": summary, "selected": sel,
             "selections": {p: sum(r["selected"] == p for r in runs) for p in POLICIES},
-            "oracle_accuracy": _mean_std([r["reference"]["oracle_accuracy"] for r in runs]),
-            "budgeted_oracle_accuracy": _mean_std([r["reference"]["budgeted_oracle_accuracy"] for r in runs]),
-            "best_arm_accuracy": _mean_std([r["reference"]["best_arm_accuracy"] for r in runs]),
+            "oracle_accuracy": mean_std([r["reference"]["oracle_accuracy"] for r in runs]),
+            "budgeted_oracle_accuracy": mean_std([r["reference"]["budgeted_oracle_accuracy"] for r in runs]),
+            "best_arm_accuracy": mean_std([r["reference"]["best_arm_accuracy"] for r in runs]),
             "targets": targets, "runs": runs}

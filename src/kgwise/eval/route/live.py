@@ -1,5 +1,5 @@
-"""Live arms (Coke's "local series" setting): any ``Question → Answer`` callable as an arm
-predictor, and the collection of their outcomes into an :class:`OutcomeTable` for the same experiment.
+"""Live arms (Coke's "local series" setting): any ``Question → Answer`` callable as an arm, and the
+collection of their outcomes into an :class:`OutcomeTable` for the same experiment.
 
 Every live arm is called once on every question (so single-arm, random and oracle rows are exact); rows are
 appended to a JSONL file as they come, and a rerun resumes. Cost unit: LLM calls (a KG model is free, as in
@@ -10,7 +10,7 @@ recorded beside it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -22,33 +22,28 @@ from kgwise.errors import ConfigError
 from kgwise.files import ResumeLog
 from kgwise.llm.base import ScoringRule
 from kgwise.llm.prices import compute_proxy
-from kgwise.route.arms import Arm, ArmResult
+from kgwise.route.arms import Cluster, score_prediction
 from kgwise.route.table import OutcomeTable
-from kgwise.types import Answer, Question, Usage
+from kgwise.types import Answer, Question
 
-__all__ = ["AnswerFnPredictor", "collect_outcomes", "live_arms"]
+__all__ = ["LiveArm", "collect_outcomes", "live_arms"]
 
 
 @dataclass(frozen=True)
-class AnswerFnPredictor:
-    """Adapts anything answering ``Question → kgwise.types.Answer`` (``KGMPredictor.answer``,
-    ``KnowledgeInjector.answer``, ``lambda q: answer_mc(llm, q)``) to the :class:`Predictor` protocol.
+class LiveArm:
+    """An arm that answers live: anything answering ``Question → kgwise.types.Answer``
+    (``KGMPredictor.answer``, ``KnowledgeInjector.answer``, ``lambda q: answer_mc(llm, q)``) under a
+    ``name`` and a ``cluster``; a call costs ``per_call`` × the calls its answer reports."""
 
-    ``bound``: the usage one call can at most report (``calls``; tokens when priced per token)."""
-
-    fn: Callable[[Question], Answer]
-    bound: Usage = field(default_factory=lambda: Usage(calls=1))
-
-    def answer(self, question: Question) -> ArmResult:
-        a = self.fn(question)
-        return ArmResult(a.prediction, a.usage)
-
-    def usage_bound(self, question: Question) -> Usage:
-        return self.bound
+    name: str
+    cluster: Cluster
+    answer: Callable[[Question], Answer]
+    per_call: float = 0.0
+    reported_accuracy: float | None = None
 
 
 def collect_outcomes(
-    arms: Sequence[Arm],
+    arms: Sequence[LiveArm],
     questions: Sequence[Question],
     path: Path | None = None,
     n_params: Mapping[str, int] | None = None,
@@ -69,14 +64,14 @@ def collect_outcomes(
     params = dict(n_params or {})
     todo = [(a, q) for q in questions for a in arms if (a.name, q.id) not in done]
     for arm, q in tqdm(todo, desc="live arms", disable=not show_progress):
-        result, correct, cost = arm.answer(q)
+        result = arm.answer(q)
         u = result.usage
         row = {
             "arm": arm.name,
             "qid": q.id,
             "prediction": result.prediction,
-            "correct": bool(correct),
-            "cost": cost,
+            "correct": score_prediction(q, result.prediction),
+            "cost": arm.per_call * u.calls,
             "usage": u.to_dict(),
             "compute": compute_proxy(params.get(arm.name, 0), u.total_tokens),
         }
@@ -104,7 +99,7 @@ def collect_outcomes(
 
 
 def live_arms(specs: Sequence[str], open_kg: Callable[[], Any], root: Path | None, scoring: ScoringRule
-              ) -> tuple[list[Any], dict[str, int]]:
+              ) -> tuple[list[LiveArm], dict[str, int]]:
     """Arms from specs: ``kgm:PATH`` (a saved KG model; ``root``: the data directory its KG may need),
     ``NAME`` (a local LLM scoring the choices), ``NAME+kg`` (the same LLM with KnowGPT knowledge injection
     over the graph ``open_kg()`` returns: P_sub + triples format). LLM arms rank the choices by ``scoring``
@@ -112,9 +107,8 @@ def live_arms(specs: Sequence[str], open_kg: Callable[[], Any], root: Path | Non
     from kgwise.inject import InjectorConfig
     from kgwise.llm import get_llm
     from kgwise.llm.answering import METHOD_OF_RULE, MCConfig, answer_mc
-    from kgwise.route.arms import Arm
 
-    arms: list[Any] = []
+    arms: list[LiveArm] = []
     params: dict[str, int] = {}
     llms: dict[str, Any] = {}
     injector_parts: dict[str, Any] = {}
@@ -123,7 +117,7 @@ def live_arms(specs: Sequence[str], open_kg: Callable[[], Any], root: Path | Non
             from kgwise.kgm.predictor import KGMPredictor
 
             kgm = KGMPredictor.load(spec[4:], root)
-            arms.append(Arm(f"KGM:{Path(spec[4:]).stem}", "KGM", AnswerFnPredictor(kgm.answer)))
+            arms.append(LiveArm(f"KGM:{Path(spec[4:]).stem}", "KGM", kgm.answer))
             continue
         name, _, extra = spec.partition("+")
         if extra not in ("", "kg"):
@@ -134,7 +128,7 @@ def live_arms(specs: Sequence[str], open_kg: Callable[[], Any], root: Path | Non
         label = f"{spec}/{scoring}"
         if not extra:
             answer = partial(answer_mc, llm, config=MCConfig(method=METHOD_OF_RULE[scoring]))
-            arms.append(Arm(label, "LLM", AnswerFnPredictor(answer), per_call=1.0))
+            arms.append(LiveArm(label, "LLM", answer, per_call=1.0))
             continue
         if not injector_parts:
             from kgwise.extract.subgraph import SubgraphExtractor
@@ -151,12 +145,6 @@ def live_arms(specs: Sequence[str], open_kg: Callable[[], Any], root: Path | Non
         from kgwise.inject import Combination, KnowledgeInjector
 
         injector = KnowledgeInjector(llm=llm, config=InjectorConfig(scoring), **injector_parts)
-        arms.append(
-            Arm(
-                label,
-                "LLM",
-                AnswerFnPredictor(partial(injector.answer, combo=Combination("P_sub", "F_t"))),
-                per_call=1.0,
-            )
-        )
+        answer = partial(injector.answer, combo=Combination("P_sub", "F_t"))
+        arms.append(LiveArm(label, "LLM", answer, per_call=1.0))
     return arms, params

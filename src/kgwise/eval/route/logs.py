@@ -169,10 +169,10 @@ def webqsp_replay(data: Path, arms: Sequence[str] | None = None) -> GradedReplay
     """WebQSP's recorded arms (:data:`~kgwise.eval.route.replay.MAIN_ARMS`) through the same door: their
     graded log (:func:`~kgwise.eval.route.export.webqsp_graded_log`), read by :func:`graded_replay`; the
     coverage report adds how the recorded files were aligned."""
-    from kgwise.eval.route.export import webqsp_graded
+    from kgwise.eval.route.export import webqsp_graded_log
     from kgwise.eval.route.replay import MAIN_ARMS
 
-    log, lines, aligned = webqsp_graded(data, arms or MAIN_ARMS)
+    log, lines, aligned = webqsp_graded_log(data, arms or MAIN_ARMS)
     replay = graded_replay(log, [ArmSpec(n, "KGM" if c == "KGM" else "LLM", a) for n, c, a in lines],
                            "webqsp (recorded arms)")
     replay.coverage["recorded"] = aligned

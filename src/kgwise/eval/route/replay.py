@@ -38,19 +38,19 @@ from kgwise.eval.recorded.gnn_rag import (
     REAREV_TEST_INFO,
     ROG_GNN_DETAILED,
     read_detailed_eval,
-    read_prompt_texts,
+    read_rog_predictions,
     read_test_info_candidates,
-    read_test_info_hits,
+    rearev_outcomes,
 )
 from kgwise.eval.recorded.gpt_family import GPT_FILES, read_answers, score_answers
 from kgwise.llm.prices import PriceTable, default_prices
 from kgwise.route.arms import Cluster
-from kgwise.route.table import OutcomeTable, free_signal_row
+from kgwise.route.table import OutcomeTable
 from kgwise.types import Question
 
 __all__ = [
-    "MAIN_ARMS", "WEBQSP_ARMS", "ArmRecords", "candidate_stats", "free_gnn_signals", "load_webqsp_records",
-    "rearev_candidates", "rearev_top", "webqsp_table",
+    "MAIN_ARMS", "WEBQSP_ARMS", "ArmRecords", "candidate_stats", "load_webqsp_records", "rearev_candidates",
+    "webqsp_table",
 ]
 
 _ROG_VARIANT = "rearev-sbert"
@@ -113,13 +113,14 @@ def load_webqsp_records(data: Path, questions: Sequence[Question], arms: Sequenc
         if name.startswith("ReaRev-"):
             variant = "rearev-" + name.split("-", 1)[1]
             path = data / REAREV_TEST_INFO[variant]
-            rows = read_test_info_hits(path)
+            rows = rearev_outcomes(path)
             aligned, missed = _by_key(rows, keys)
             out.append(ArmRecords(name, "KGM", None, aligned, _rate(rows), len(rows), str(path), missed))
         elif name in ("RoG-GNN", "llama2-chat"):
             if prompts is None:
                 detailed = data / ROG_GNN_DETAILED[_ROG_VARIANT]
-                prompts = read_prompt_texts(detailed.with_name("predictions.jsonl"))
+                prompts = {r.qid: (r.question, r.prompt)
+                           for r in read_rog_predictions(detailed.with_name("predictions.jsonl"))}
             path = data / (ROG_GNN_DETAILED[_ROG_VARIANT] if name == "RoG-GNN" else LLAMA2_CHAT_DETAILED)
             rows = read_detailed_eval(path)
             aligned = {}
@@ -181,9 +182,7 @@ def webqsp_table(
     correct = np.zeros((len(kept), len(records)), dtype=bool)
     cost = np.zeros((len(kept), len(records)))
     for j, rec in enumerate(records):
-        price = table_prices.lookup(rec.price_model) if rec.price_model else None
-        if rec.price_model and price is None:
-            raise ConfigError(f"model {rec.price_model!r} is not in the price table")
+        price = table_prices.require(rec.price_model, f"arm {rec.name!r}") if rec.price_model else None
         for i, q in enumerate(kept):
             o = rec.outcomes[q.id]
             correct[i, j] = o.correct
@@ -233,13 +232,6 @@ def rearev_candidates(data: Path, table: OutcomeTable, arm: str = "ReaRev-lmsr"
     return [cands[q] for q in table.qids]
 
 
-def rearev_top(data: Path, table: OutcomeTable, arm: str = "ReaRev-lmsr") -> tuple[list[str], np.ndarray]:
-    """The ReaRev GNN's top candidate (MID, ``""`` when none) and its score for every question of
-    ``table`` (:func:`rearev_candidates`)."""
-    top = [c[0] if c else ("", 0.0) for c in rearev_candidates(data, table, arm)]
-    return [t[0] for t in top], np.asarray([t[1] for t in top], dtype=np.float64)
-
-
 def candidate_stats(candidates: Sequence[tuple[str, float]]) -> tuple[float, float, float, float]:
     """What a scored retriever's candidate list says of its confidence: the top score, its margin over
     the second, the entropy (nats) of the scores normalised to sum 1, and ln(1 + number of candidates)
@@ -252,14 +244,3 @@ def candidate_stats(candidates: Sequence[tuple[str, float]]) -> tuple[float, flo
     top = float(candidates[0][1])
     second = float(candidates[1][1]) if len(candidates) > 1 else 0.0
     return top, top - second, float(-(p * np.log(p)).sum()), float(np.log1p(len(candidates)))
-
-
-def free_gnn_signals(data: Path, table: OutcomeTable) -> np.ndarray:
-    """Per question, what the two free ReaRev GNNs say before any LLM is called: ``[agree, score_lmsr,
-    score_sbert, agree · min(scores)]`` (``agree``: both put the same candidate on top;
-    :func:`~kgwise.route.table.free_signal_row`)."""
-    ids_l, conf_l = rearev_top(data, table, "ReaRev-lmsr")
-    ids_s, conf_s = rearev_top(data, table, "ReaRev-sbert")
-    rows = [free_signal_row([(a, float(x)), (b, float(y))])
-            for a, b, x, y in zip(ids_l, ids_s, conf_l, conf_s, strict=True)]
-    return np.asarray(rows, dtype=np.float64).reshape(len(ids_l), 4)

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kgwise.embed import Encoder
-from kgwise.eval.route.experiment import RouteExperimentConfig, run_experiment, simulate
+from kgwise.eval.route.experiment import RouteExperimentConfig, base_cost, run_experiment, simulate
 from kgwise.eval.route.learned import LEARNED_MIN_QUESTIONS, LearnedConfig
 from kgwise.eval.route.logs import GradedReplay
 from kgwise.route.coke import CokeRouter
@@ -102,13 +102,6 @@ def _sensitivity(table: Any, X: Matrix, base: RouteExperimentConfig) -> list[dic
                     "accuracy_std": float(np.std(accs, ddof=ddof)), "cost": float(np.mean(costs)),
                     "cost_std": float(np.std(costs, ddof=ddof))})
     return out
-
-
-def base_cost(table: Any, budget_of: str) -> float:
-    """The cost a budget fraction is of: the dearest arm's total (``"dearest"``) or the most accurate
-    arm's (``"best"``; the best paid arm's when that is free)."""
-    totals = table.cost.sum(axis=0)
-    return float(totals[table.budget_arm()] if budget_of == "best" else totals.max())
 
 
 def _hindsight_cascade(replay: GradedReplay, report: dict[str, Any]) -> dict[str, Any] | None:
