@@ -5,7 +5,7 @@
 Run: ``PYTHONPATH=src python docs/measurements/seconds_log.py RUN OUT.jsonl``. It prints each arm's mean
 seconds and what it could not match.
 
-**Which seconds.** Every answer of the run is logged twice over: the fit questions' in
+**Which seconds.** Every answer of the run is logged with its time: the fit questions' in
 ``RUN/state-fit/fit-log.jsonl`` (``value.usage.latency_s``: the model's own seconds for the answer, all
 its scoring calls together), the test questions' in ``RUN/arms.jsonl`` (``value.usage.latency_s`` and
 ``value.wall_s``, the arm's whole answer: knowledge extraction and prompt rendering too). An LLM arm's cost
