@@ -191,3 +191,16 @@ def test_the_recorded_obqa_log_carries_every_arms_choice_probabilities() -> None
         assert q.gold in {"A", "B", "C", "D"}
         assert all(o.probabilities is not None and set(o.probabilities) == {"A", "B", "C", "D"}
                    for o in q.arms.values())
+
+
+def test_the_recorded_csqa_log_grades_every_arm_by_its_top_choice() -> None:
+    log = read_graded_log(Path(__file__).parents[1] / "data" / "logs" / "csqa-local-probs-1.5b.jsonl")
+    assert len(log.questions) >= 100 and set(log.arms) == {
+        "kgm", "smollm2-135m", "smollm2-135m+kg", "qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b+kg"}
+    assert len({q.text for q in log.questions}) == len(log.questions)  # eval pipeline --log keys by text
+    for q in log.questions:
+        assert q.gold in {"A", "B", "C", "D", "E"}
+        for o in q.arms.values():
+            assert o.probabilities is not None and set(o.probabilities) == {"A", "B", "C", "D", "E"}
+            assert o.answer == max(o.probabilities, key=o.probabilities.__getitem__)
+            assert o.correct == (o.answer == q.gold)

@@ -221,3 +221,27 @@ def test_the_command_reports_a_recorded_logs_sets_and_refuses_a_bad_one_before_r
     assert res.exit_code != 0
     assert "bad.jsonl:5: arms.qwen2.5-coder-1.5b+kg.probabilities missing" in res.output
     assert not (tmp_path / "bad.json").exists()
+
+
+LOG_CSQA_15B = Path(__file__).parents[1] / "data" / "logs" / "csqa-local-probs-1.5b.jsonl"
+ARMS_15B = ["kgm:KGM", "smollm2-135m:LLM", "smollm2-135m+kg:LLM", "qwen2.5-coder-1.5b:LLM",
+            "qwen2.5-coder-1.5b+kg:LLM"]
+
+
+@pytest.mark.slow  # MiniLM embeds the questions; two fresh pipelines per split
+def test_the_recorded_csqa_log_replays_its_five_choice_sets_through_the_command(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from kgwise.cli.main import app
+
+    out = tmp_path / "rep.json"
+    arms = [x for spec in ARMS_15B for x in ("--arm", spec)]
+    res = CliRunner().invoke(app, ["eval", "pipeline", "--log", str(LOG_CSQA_15B), *arms, "--limit", "20",
+                                   "--splits", "1", "--alphas", "0.2", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    mc = json.loads(out.read_text())["multiple_choice_sets"]
+    assert mc["questions"] == 20 and set(mc["arm_accuracy"]) == {s.split(":")[0] for s in ARMS_15B}
+    assert 1.0 <= mc["pac"]["mean_set_size"]["0.2"] <= 5.0
+    for arm in mc["arm_accuracy"]:  # five choices: the top five always hold the gold, the top four not
+        top = mc["attainable"]["0.2"]["per_arm"][arm]["top_k_accuracy"]
+        assert top["5"] == 1.0 and "6" not in top
