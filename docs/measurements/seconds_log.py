@@ -32,17 +32,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from kgwise.files import read_jsonl
+
 
 def _rows(path: Path) -> Iterator[dict[str, Any]]:
     """The ``value`` of each row of a resume log (its first line is the fingerprint)."""
-    with path.open(encoding="utf-8") as fh:
-        for i, line in enumerate(fh):
-            if i == 0 or not line.strip():
-                continue
-            rec = json.loads(line)
-            if "value" not in rec or "key" not in rec:
-                raise ValueError(f"{path}:{i + 1}: not a resume-log row (no key/value)")
-            yield {"key": rec["key"], **rec["value"]}
+    for lineno, rec in read_jsonl(path, "resume log"):
+        if lineno == 1:
+            continue
+        if "value" not in rec or "key" not in rec:
+            raise ValueError(f"{path}:{lineno}: not a resume-log row (no key/value)")
+        yield {"key": rec["key"], **rec["value"]}
 
 
 def logged_seconds(run: Path) -> dict[tuple[str, str], list[dict[str, Any]]]:
@@ -76,8 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--free-kgm", action="store_true", help="keep the KG model free (cost 0)")
     args = ap.parse_args(argv)
     logged = logged_seconds(args.run)
-    graded = [json.loads(line) for line in (args.run / "graded.jsonl").read_text("utf-8").splitlines()
-              if line.strip()]
+    graded = [obj for _, obj in read_jsonl(args.run / "graded.jsonl", "graded log")]
     picked = {(arm, q["id"]): _match(logged[arm, q["id"]], o.get("probabilities"), arm, q["id"])
               for q in graded for arm, o in q["arms"].items()}
     kgm_walls = [r["wall_s"] for (a, _), r in picked.items() if a == args.kgm and r["wall_s"] is not None]

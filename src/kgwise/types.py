@@ -43,11 +43,11 @@ others whose fields are plain values, tuples, mappings and such dataclasses)."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        unknown = set(data) - names
+        factories = {f.name: f.default_factory for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        unknown = set(data) - set(factories)
         if unknown:
             raise ValueError(f"{cls.__name__}: unknown field(s) {sorted(unknown)}")
-        return cls(**{k: _revive(cls, k, v) for k, v in data.items()})
+        return cls(**{k: _revive(cls, k, v, factories[k]) for k, v in data.items()})
 
     @classmethod
     def from_json(cls, text: str) -> Self:
@@ -67,10 +67,10 @@ def _plain(value: Any) -> Any:
 _NESTED: dict[tuple[str, str], type[Serialisable]] = {}
 
 
-def _revive(cls: type, name: str, value: Any) -> Any:
-    """``value`` of field ``name`` as the field holds it: a dataclass made by its ``default_factory`` (a
-    :class:`Serialisable`) or named in :data:`_NESTED` (each item of a tuple of them) from its dict."""
-    factory = next(f.default_factory for f in dataclasses.fields(cls) if f.name == name)
+def _revive(cls: type, name: str, value: Any, factory: Any) -> Any:
+    """``value`` of field ``name`` as the field holds it: a dataclass made by its ``default_factory``
+    ``factory`` (a :class:`Serialisable`) or named in :data:`_NESTED` (each item of a tuple of them) from
+    its dict."""
     if isinstance(factory, type) and issubclass(factory, Serialisable) and isinstance(value, Mapping):
         return factory.from_dict(value)
     nested = _NESTED.get((cls.__name__, name))

@@ -289,8 +289,6 @@ class HeldOutCalibration:
             raise DataError(f"calibration arrays disagree: {self.contexts.shape} contexts, bounds "
                             f"{self.bounds.shape}, scores {self.scores.shape} for {k} arms")
         m = None if self.tune_confidence is None else len(self.tune_confidence)
-        if self.tune_scores is not None and self.tune_scores.ndim != 2:
-            raise DataError(f"calibration arrays disagree: tune_scores {self.tune_scores.shape}")
         t = None if self.tune_scores is None else len(self.tune_scores)
         for name, rows in (("confidence", n), ("correct", n), ("tune_confidence", m), ("tune_correct", m),
                            ("tune_scores", t)):

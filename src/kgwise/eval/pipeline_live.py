@@ -680,7 +680,7 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
         raise ConfigError("coverage_splits needs ≥ 1 split and ≥ 4 questions")
     n = len(questions)
     half, test_n = (n // 2, n - n // 2) if draw is None else draw
-    if half < 2 or test_n < 1 or half + test_n > n:
+    if half + test_n > n:  # the sizes themselves are LiveMCConfig's to check
         raise ConfigError(f"coverage_splits: {half} fit and {test_n} test questions do not fit in {n}")
     Key = tuple[Guarantee, str, bool]  # guarantee, α, whether the fallback takes all dev questions
     keys: list[Key] = [(g, f"{a:g}", h) for g in GUARANTEES for a in cfg.alphas for h in (False, True)]
@@ -712,6 +712,7 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
         pipe = Pipeline(_pipeline_config(root, arms, budget, split_cfg, cfg.alphas[0]), root / f"split-{s}",
                         runners, encoder)
         rows: list[tuple[Question, str, dict[str, float], tuple[float, ...], tuple[float, ...]]] = []
+        dev_of: dict[str, tuple[float, ...]] = {}  # an arm's every graded dev score (fixed within a split)
         right = 0
         try:
             total = sum(arm_cost(a, Usage.from_dict(answers[a.name][question_key(q)]["usage"])) for a in arms
@@ -730,8 +731,11 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
                 right += grade(q, r.label)
                 if r.answer_set is not None:
                     cal = pipe.state.calibration
-                    dev = (tuple(cal.dev_scores(r.arm).tolist()) if r.answer_set.pooled and cal is not None
-                           else r.answer_set.calibration_scores)
+                    dev = r.answer_set.calibration_scores
+                    if r.answer_set.pooled and cal is not None:
+                        if r.arm not in dev_of:
+                            dev_of[r.arm] = tuple(cal.dev_scores(r.arm).tolist())
+                        dev = dev_of[r.arm]
                     rows.append((q, r.arm, dict(r.probabilities), r.answer_set.calibration_scores, dev))
             kind = pipe.config.answer_sets.kind
         finally:
@@ -740,14 +744,20 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
         for a in arms:
             arm_accuracy[a.name].append(float(np.mean(
                 [grade(q, answers[a.name][question_key(q)]["prediction"]) for q in test])))
-        for key in keys:
+        made: dict[tuple[Guarantee, str, int], tuple[str, ...]] = {}  # the held-out rule's sets, reused below
+        for key in keys:  # (g, α, False) comes before (g, α, True)
             alpha = float(key[1])
             rule = AnswerSetConfig(alpha, cfg.delta, kind, key[0])
             got: dict[str, list[bool]] = {}
             sizes: list[int] = []
-            for q, arm, probs, scores, dev in rows:
-                st = set_at(dev if key[2] else scores, kind, rule, probs, [c.label for c in q.choices],
-                            len(arms))
+            for i, (q, arm, probs, scores, dev) in enumerate(rows):
+                if key[2] and dev is scores:  # no fallback: the same set as the held-out rule's
+                    st = made[key[0], key[1], i]
+                else:
+                    st = set_at(dev if key[2] else scores, kind, rule, probs, [c.label for c in q.choices],
+                                len(arms))
+                    if not key[2]:
+                        made[key[0], key[1], i] = st
                 got.setdefault(arm, []).append(q.gold[0] in st)
                 sizes.append(len(st))
                 arm_sizes[key][arm].append(len(st))

@@ -97,8 +97,7 @@ MAX_HOLDERS = 5
 """The most nodes whose names may hold a whole choice for one of them to narrow it: "Diabetes" is in the
 names of 24 DDB nodes (diabetes mellitus, insipidus, gestational …) and names none of them."""
 
-__all__ = ["Grounder", "GrounderConfig", "Grounding", "NameIndex", "PhraseIndex", "embedding_matcher",
-           "propose_topic_entities"]
+__all__ = ["Grounder", "GrounderConfig", "Grounding", "NameIndex", "PhraseIndex", "embedding_matcher"]
 
 
 class NameIndex(Protocol):
@@ -564,6 +563,11 @@ class Grounder:
         head = next((i for i in range(cut - 1, -1, -1) if toks[i] not in self._stop), -1)
         if formed or not self._precise or head < 0 or toks[head] in QUALIFIERS or not toks[head].isalpha():
             head = -1  # no head rule (see the docstring)
+
+        def headless(share: float, idx: Sequence[int]) -> bool:
+            """Half a choice or less, before its head: "Partial thromboplastin time" is no thromboplastin."""
+            return share <= 0.5 and idx[-1] < head and not self._count(toks, idx)
+
         found: list[Link] = []
         self._match(toks, found, written)
         best: tuple[float, int, Link] | None = None
@@ -573,8 +577,8 @@ class Grounder:
             if not covered or covered[0] >= cut or toks[covered[-1] + 1:covered[-1] + 2] == ["free"]:
                 continue  # "Lactose-free diet" is no lactose
             share = sum(weight[i] for i in covered) / total
-            if share <= 0.5 and covered[-1] < head and not self._count(toks, covered):
-                continue  # half, before the head: "Partial thromboplastin time" is no thromboplastin
+            if headless(share, covered):
+                continue
             cand = (share, len(covered), link)
             if best is None or cand[:2] > best[:2]:
                 best = cand
@@ -589,7 +593,7 @@ class Grounder:
                     if node is None:
                         continue
                     share = sum(weight[i] for i in subset) / total
-                    if share <= 0.5 and subset[-1] < head and not self._count(toks, subset):
+                    if headless(share, subset):
                         continue
                     if best is None or (share, size) > best[:2]:
                         best = (share, size, Link(text, node, " ".join(toks[i] for i in subset), "contained",
@@ -918,13 +922,3 @@ def _other_ending(x: str, y: str) -> bool:
     return not any(u.endswith(a) and v.endswith(b) and u[:-len(a)] == v[:-len(b)]
                    for a, b in LATIN_NUMBER for u, v in ((x, y), (y, x)))
 
-
-def propose_topic_entities(grounder: Grounder, question: Question) -> tuple[Question, tuple[Link, ...]]:
-    """``question`` with topic entities: its own, or (when it names none) the preferred labels of those
-    :meth:`Grounder.topic_entities` proposes, with their links (empty when it names its own or none is
-    found). What the UAG commands and the pipeline call for open questions."""
-    if question.topic_entities:
-        return question, ()
-    links = grounder.topic_entities(question.text)
-    labels = tuple(dict.fromkeys(grounder.kg.label(link.node) for link in links))
-    return dataclasses.replace(question, topic_entities=labels), links
