@@ -480,10 +480,13 @@ class PgState:
         connection and sent as ``EXECUTE``. PostgreSQL runs them in order,
         each with a snapshot of its own (READ COMMITTED), and stops at the first that fails. The rows of
         each (empty for a statement without a result)."""
+        from psycopg.pq import ExecStatus
+
         cur.execute("; ".join(cur.mogrify(sql, args) for sql, args in statements))
         out: list[list[tuple[Any, ...]]] = []
-        while True:
-            out.append(cur.fetchall() if cur.description else [])
+        while True:  # the result's status, not `description` (which builds a Column per field each time)
+            result = cur.pgresult
+            out.append(cur.fetchall() if result is not None and result.status == ExecStatus.TUPLES_OK else [])
             if not cur.nextset():
                 return out
 
