@@ -17,7 +17,8 @@ Chosen by ``[state] url = "postgresql://…"`` in ``kgwise.toml``; satisfies
   answering it; ``kgwise_pending`` / ``kgwise_settled`` — decisions awaiting feedback (the newest
   :data:`~kgwise.app.state.PENDING_KEPT`) and settled ones; ``kgwise_coverage`` — live coverage counts per
   arm; ``kgwise_files`` — what ``fit`` writes beside the router (``calibration.json``, ``uag.json``, the
-  prompt bandits), copied into the local folder ``root`` when a replica opens the state.
+  prompt bandits), copied into the local folder ``root`` when a replica opens the state; ``kgwise_durable``
+  — a counter per connection that :meth:`PgState.sync` commits to (the flush before an acknowledgement).
 
 Guarantees:
 
@@ -824,7 +825,8 @@ class PgState:
         self.pending.clear()
 
     def _flush(self) -> None:
-        """Write the pays and cancels a database fault held back, oldest first."""
+        """Write the pays and cancels a database fault held back, oldest first, and check the payments whose
+        flush failed (:meth:`sync`): paid again when the database lost them."""
         while self._deferred:
             op, decision, arm, cost, bound = self._deferred[0]
             if op == "cancel":
