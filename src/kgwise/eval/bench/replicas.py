@@ -52,9 +52,9 @@ __all__ = ["ReplicaBenchConfig", "run_replica_benchmark"]
 
 @dataclass(frozen=True)
 class ReplicaBenchConfig:
-    """``replicas``: K; ``requests`` chat completions per phase at ``concurrency``; ``budget_calls``: the
-    budget phase's budget; ``questions``: distinct recorded questions sent; ``phase_s``: time limit;
-    ``throughput_s``: the length of each throughput pass."""
+    """``replicas``: K; ``requests`` chat completions of the budget phase (a quarter of them per overhead
+    round) at ``concurrency``; ``budget_calls``: the budget phase's budget; ``questions``: distinct recorded
+    questions sent; ``phase_s``: time limit; ``throughput_s``: the length of each throughput pass."""
 
     replicas: int = 3
     requests: int = 1000
