@@ -82,6 +82,23 @@ def test_state_round_trip_gives_identical_decisions() -> None:
     np.testing.assert_array_equal(pol.A_inv, clone.A_inv)
 
 
+def test_scores_of_a_context_seen_before_follow_every_change_of_the_arms() -> None:
+    """The products ``A⁻¹q`` kept from the last scoring are reused only while no update or refit changed
+    ``A⁻¹``: the scores always equal those of a fresh copy of the policy."""
+    rng = np.random.default_rng(5)
+    pol = LinUCB(3, 6, alpha=1.2, seed=2)
+    x = rng.normal(size=6)
+    for step in range(12):
+        first = pol.scores(x)
+        np.testing.assert_array_equal(pol.scores(x.copy()), first)  # the same context: the same scores
+        fresh: LinUCB[int] = LinUCB.from_state_dict(json.loads(json.dumps(pol.state_dict())))
+        np.testing.assert_allclose(first, fresh.scores(x), rtol=1e-12)
+        if step % 4 == 3:
+            pol.refit(step % 3, rng.normal(size=(5, 6)), rng.random(5), 1.0)
+        else:
+            pol.update(step % 3, x if step % 2 else rng.normal(size=6), float(rng.random() < 0.5))
+
+
 def test_bad_inputs_raise() -> None:
     with pytest.raises(ConfigError):
         LinUCB(0, 3)

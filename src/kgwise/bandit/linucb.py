@@ -161,7 +161,13 @@ class LinUCB(Policy[ArmT]):
         return self.theta @ x
 
     def _products(self, x: Vector) -> npt.NDArray[np.float64]:
-        """``A_a⁻¹ q`` for every arm (batched BLAS matrix-vector products), cached for the next update."""
+        """``A_a⁻¹ q`` for every arm (batched BLAS matrix-vector products), kept for the next update and for
+        the next call with the same ``q`` until ``A⁻¹`` changes (:meth:`update` and :meth:`refit` drop it): a
+        served answer's context is scored for its reply, then routed on inside the shared state's lock, and
+        this product, O(n_arms · d²), is the costly part of both."""
+        cached = self._cache
+        if cached is not None and np.array_equal(cached[0], x):
+            return cached[1]
         Ax = np.asarray(self.A_inv @ x.astype(self.A_inv.dtype, copy=False), dtype=np.float64)
         self._cache = (x.copy(), Ax)
         return Ax

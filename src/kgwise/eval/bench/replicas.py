@@ -12,11 +12,13 @@ Phases, each on a fresh database:
   spend is ≤ the budget, that every answer a client got (HTTP 200) is a decision in the database, and
   every acknowledged feedback a settled one;
 * ``throughput`` — ``K`` replicas on one database with a budget no load here spends, each warmed up (every
-  question's embedding cached); then ``rounds`` rounds, each sending ``requests`` chat completions at
-  ``concurrency`` to the first 1, 2, … ``K`` replicas in turn (interleaved, so that every count meets the
-  same machine load): answers/s, p50/p99, and the CPU seconds per answer of this process (the client),
-  the replicas and PostgreSQL, read from ``/proc``; the ratios k / 1 per round and their median. The
-  client runs at ``client_nice`` above the replicas' niceness (it shares the 2 cores with them);
+  question's embedding cached); then ``rounds`` rounds, each sending chat completions for
+  ``throughput_s`` seconds at ``concurrency`` to the first 1, 2, … ``K`` replicas in turn (interleaved, so
+  that every count meets the same machine load) with ``wrk`` (:mod:`kgwise.eval.bench.wrk`: one thread per
+  replica, the questions in turn): answers/s, p50/p99, and the CPU seconds per answer of the client (wrk
+  and this process), the replicas and PostgreSQL, read from ``/proc`` and ``getrusage``; the ratios k / 1
+  per round and their median. The client runs at ``client_nice`` above the replicas' niceness (it shares
+  the 2 cores with them);
 * ``overhead`` — one replica on the state folder and one on PostgreSQL, answering ``requests // 4``
   questions one at a time (concurrency 1), in turn for ``rounds`` rounds: the median ms per answer of
   each, their difference per round and its median; and the state alone, in this process: ``requests //
@@ -43,14 +45,16 @@ from kgwise.errors import ConfigError
 from kgwise.eval.bench.net import cpu_seconds
 from kgwise.eval.bench.postgres import LocalPostgres
 from kgwise.eval.bench.serve import _drive, _percentile, _Server, _write_replay_config
+from kgwise.eval.bench.wrk import require_wrk, wrk_pass
 
 __all__ = ["ReplicaBenchConfig", "run_replica_benchmark"]
 
 
 @dataclass(frozen=True)
 class ReplicaBenchConfig:
-    """``replicas``: K; ``requests`` chat completions per phase at ``concurrency``; ``budget_calls``: the
-    budget phase's budget; ``questions``: distinct recorded questions sent; ``phase_s``: time limit."""
+    """``replicas``: K; ``requests`` chat completions of the budget phase (a quarter of them per overhead
+    round) at ``concurrency``; ``budget_calls``: the budget phase's budget; ``questions``: distinct recorded
+    questions sent; ``phase_s``: time limit; ``throughput_s``: the length of each throughput pass."""
 
     replicas: int = 3
     requests: int = 1000
@@ -61,6 +65,7 @@ class ReplicaBenchConfig:
     seed: int = 0
     rounds: int = 3
     client_nice: int = 5
+    throughput_s: float = 5.0
 
 
 def _config(work: Path, kg: Path, name: str, budget: str, url: str | None) -> Path:
@@ -268,6 +273,7 @@ def run_replica_benchmark(kg: Path, questions: Sequence[str], cfg: ReplicaBenchC
         raise ConfigError(f"--replicas must be ≥ 1, got {cfg.replicas}")
     if not questions:
         raise ConfigError("bench serve --replicas needs recorded questions")
+    require_wrk()  # before anything starts: the throughput phase cannot run without it
     qs = list(questions)
     random.Random(cfg.seed).shuffle(qs)
     qs = qs[: cfg.questions]
@@ -324,17 +330,18 @@ def _throughput_and_overhead(pg: LocalPostgres, kg: Path, qs: Sequence[str], cfg
         os.nice(cfg.client_nice)  # the load generator yields to the replicas it measures
         passes: list[dict[str, Any]] = []
         overhead: list[dict[str, float]] = []
+        bodies = [{"model": "kgwise", "messages": [{"role": "user", "content": q}]} for q in qs]
         for r in range(cfg.rounds):
             for k in range(1, cfg.replicas + 1):
                 cpu0 = (time.process_time(), sum(cpu_seconds(s.proc.pid) for s in servers),
                         cpu_seconds(pg_pid, True))
-                res = asyncio.run(_load(servers[:k], qs, cfg.requests, cfg.concurrency,
-                                        time.monotonic() + cfg.phase_s, False))
-                cpu1 = (time.process_time(), sum(cpu_seconds(s.proc.pid) for s in servers),
+                run = wrk_pass([s.port for s in servers[:k]], "/v1/chat/completions", bodies, cfg.concurrency,
+                               cfg.throughput_s, work / "wrk", REPLY_TIMEOUT_S)
+                cpu1 = (time.process_time() + run.cpu_s, sum(cpu_seconds(s.proc.pid) for s in servers),
                         cpu_seconds(pg_pid, True))
-                del res["_acked"], res["_fed"]
-                n = max(res["statuses"].get("200", 0), 1)
-                used = {name: round((b - a) * 1000 / n, 2)
+                res = run.report()
+                n = max(run.replied, 1)
+                used = {name: round((b - a) * 1000 / n, 3)
                         for name, a, b in zip(("client", "replicas", "postgresql"), cpu0, cpu1, strict=True)}
                 passes.append({"round": r + 1, "replicas": k, **res, "cpu_ms_per_answer": used,
                                "client_cpu_share": round(used["client"] / max(sum(used.values()), 1e-9), 3),
