@@ -312,9 +312,8 @@ def test_a_schema_of_another_version_is_refused_naming_the_migrate_command(tmp_p
 
 
 def test_a_version_1_schema_is_upgraded_in_place_and_keeps_its_state(tmp_path: Path, db: str) -> None:
-    """Version 2 keeps decisions' bodies in their rows (``toast_tuple_target``), version 3 adds the table
-    ``sync`` commits to; a version 1 database is refused until `kgwise state migrate --to URL` (here
-    ``upgrade=True``) applies both, the spend kept."""
+    """Version 2 keeps decisions' bodies in their rows (``toast_tuple_target``); a version 1 database is
+    refused until `kgwise state migrate --to URL` (here ``upgrade=True``) applies it, the spend kept."""
     import psycopg
 
     from kgwise.app.state_pg import MIGRATIONS
@@ -327,10 +326,9 @@ def test_a_version_1_schema_is_upgraded_in_place_and_keeps_its_state(tmp_path: P
     with psycopg.connect(db, autocommit=True) as conn:  # back to what version 1 made
         conn.execute("ALTER TABLE kgwise_pending RESET (toast_tuple_target)")
         conn.execute("ALTER TABLE kgwise_events RESET (toast_tuple_target)")
-        conn.execute("DROP TABLE kgwise_durable")
         conn.execute("UPDATE kgwise_meta SET value = '1' WHERE key = 'schema_version'")
-    assert len(MIGRATIONS) == SCHEMA_VERSION == 3
-    with pytest.raises(DataError, match=r"version 1, this kgwise reads 3: .*kgwise state migrate --to"):
+    assert len(MIGRATIONS) == SCHEMA_VERSION == 2
+    with pytest.raises(DataError, match=r"version 1, this kgwise reads 2: .*kgwise state migrate --to"):
         PgState(db, tmp_path / "s", cfg, 8)
     with PgState(db, tmp_path / "s", cfg, 8, upgrade=True) as state:
         assert state.router.spent == pytest.approx(COSTS[arm]) and "d1" in state.pending
@@ -339,11 +337,6 @@ def test_a_version_1_schema_is_upgraded_in_place_and_keeps_its_state(tmp_path: P
                             "('kgwise_pending', 'kgwise_events') ORDER BY relname").fetchall()
     assert rows == [("kgwise_events", ["toast_tuple_target=8160"]),
                     ("kgwise_pending", ["toast_tuple_target=8160"])]
-    with PgState(db, tmp_path / "s", cfg, 8) as state:  # version 3: sync's table is there
-        arm = state.select("d2", [1.0] * 8, COSTS)
-        assert arm is not None
-        state.record(Pending("d2", "q", ["a", "b"], arm, COSTS[arm], COSTS[arm], [1.0] * 8, "a", ["a"]))
-        state.sync()
 
 
 def test_a_database_made_for_another_config_is_refused(tmp_path: Path, db: str) -> None:
@@ -519,81 +512,3 @@ def test_replicas_checkpoint_once_per_interval_not_at_every_decision(tmp_path: P
             st.close()
     checkpoints = len(set(marks)) - (0 in marks)
     assert 8 <= checkpoints <= 13, marks  # 120 events, one base per 10 (give or take a decision's two)
-
-
-def _crash(server: LocalPostgres, walwriter: int | None = None) -> None:
-    """PostgreSQL's immediate shutdown (SIGQUIT): no checkpoint, as in a crash; the next start recovers from
-    the WAL the server wrote. ``walwriter``: the pid of a WAL writer stopped (SIGSTOP) before, killed
-    before it writes anything more, so the WAL of asynchronous commits since is lost."""
-    assert server.proc is not None
-    server.proc.send_signal(signal.SIGQUIT)
-    if walwriter is not None:
-        os.kill(walwriter, signal.SIGKILL)
-    server.proc.wait(timeout=30)
-    server.proc = None
-
-
-def test_sync_makes_answers_durable_and_a_crash_before_it_pays_once(tmp_path: Path) -> None:
-    """Transactions commit without waiting for the WAL's flush; ``sync`` flushes them (a synchronous commit of
-    its own, counted in ``kgwise_durable``), so an answer synced before a crash is there after it. A crash
-    between an answer's payment and its ``sync``: ``sync`` raises (nothing may be acknowledged), and once the
-    database is back the payment is counted exactly once, whether the crash lost it (paid again) or not
-    (a fast shutdown, which writes it). The WAL writer is stopped (SIGSTOP) before each crash, so that the
-    crash loses what was not flushed by a commit."""
-    import psycopg
-
-    def answer(state: PgState, decision: str) -> float:
-        arm = state.select(decision, [1.0] * 8, COSTS)
-        assert arm is not None
-        state.record(Pending(decision, "q", ["a", "b"], arm, COSTS[arm], COSTS[arm], [1.0] * 8, "A", ["A"]))
-        return COSTS[arm]
-
-    def stop_walwriter(url: str) -> int:
-        with psycopg.connect(url, autocommit=True) as conn:
-            found = conn.execute("SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'"
-                                 ).fetchone()
-        assert found is not None
-        os.kill(int(found[0]), signal.SIGSTOP)
-        return int(found[0])
-
-    with LocalPostgres() as server:
-        url = server.create_database("crash")
-        cfg = config(tmp_path, url, budget=10.0)
-        with PgState(url, tmp_path / "s1", cfg, 8) as state:
-            walwriter = stop_walwriter(url)
-            cost = answer(state, "d1")
-            with psycopg.connect(url, autocommit=True) as conn:
-                written = conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
-                assert written is not None
-                state.sync()
-                row = conn.execute("SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn, (SELECT sum(commits) "
-                                   "FROM kgwise_durable)", (written[0],)).fetchone()
-            assert row == (True, 1)
-            state.sync()  # nothing committed since: no second flush
-            _crash(server, walwriter)
-        server.start()
-        with PgState(url, tmp_path / "s2", cfg, 8) as state:
-            assert "d1" in state.pending and state.router.spent == pytest.approx(cost)
-            synced = cost
-            walwriter = stop_walwriter(url)
-            cost += answer(state, "d2")  # paid, not flushed: then a crash
-            _crash(server, walwriter)
-            with pytest.raises(StateUnavailableError):
-                state.sync()
-            server.start()
-            with PgState(url, tmp_path / "reader", cfg, 8) as reader:  # the crash lost d2 and its payment
-                assert "d2" not in reader.pending and reader.router.spent == pytest.approx(synced)
-            cost += answer(state, "d3")  # d2's payment checked first: paid again
-            state.sync()
-            assert state.router.spent == pytest.approx(cost)
-            cost += answer(state, "d4")  # paid; a fast shutdown writes it to disk before sync can
-            server.halt()
-            with pytest.raises(StateUnavailableError):
-                state.sync()
-            server.start()
-            cost += answer(state, "d5")  # d4's payment checked first: found, not paid twice
-            state.sync()
-            assert "d4" in state.pending and state.router.spent == pytest.approx(cost)
-        with psycopg.connect(url, autocommit=True) as conn:
-            ledger = conn.execute("SELECT spent, reserved FROM kgwise_ledger").fetchone()
-        assert ledger == (pytest.approx(cost), pytest.approx(0.0))

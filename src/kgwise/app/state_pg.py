@@ -34,10 +34,9 @@ Guarantees:
   drift check) catches up when the last catch-up is ≥ :data:`REFRESH_S` old.
 * **Feedback anywhere.** Decisions are rows: feedback reaches a decision whichever replica made it, and
   is taken once (the row is deleted in the transaction that learns from it).
-* **No acknowledged work lost.** Each answer and feedback commits, and :meth:`PgState.sync` has flushed its
-  commit to disk, before it is acknowledged (a commit does not wait for the flush while it holds the
-  ledger row: :data:`_ASYNC`); a replica killed mid-answer leaves a hold, which any replica releases once
-  the dead replica's lease (a session advisory lock its connection held) is gone.
+* **No acknowledged work lost.** Each answer and feedback commits before it is acknowledged (PostgreSQL's
+  synchronous commit); a replica killed mid-answer leaves a hold, which any replica releases once the
+  dead replica's lease (a session advisory lock its connection held) is gone.
 * **A fit anywhere.** ``fit`` through any replica starts a new epoch; every replica routes with its
   router from its next routing decision on, and takes up its calibration at the first moment none of
   its answers is between routing and record (so that each answer's set is made with the calibration its
@@ -95,7 +94,7 @@ if TYPE_CHECKING:
 __all__ = ["REFRESH_S", "SCHEMA_VERSION", "PgState", "SharedCokeRouter", "apply_event", "migrate_schema",
            "safe_url"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 2
 REFRESH_S = 1.0
 CHECKPOINT_EVENTS = 5000
 """Events after the base that make the next routing transaction write a new base (a checkpoint), so that
@@ -132,11 +131,7 @@ ALTER TABLE kgwise_events SET (toast_tuple_target = 8160);
 their row, neither compressed nor moved to the TOAST table, up to a page (8,160 bytes; longer ones as
 before): storing them out of line was 7 % of PostgreSQL's CPU per answer (`perf record` of the backend under
 `kgwise bench serve --replicas`; docs/scale-out.md)."""
-_V3 = """
-CREATE TABLE IF NOT EXISTS kgwise_durable (backend integer PRIMARY KEY, commits bigint NOT NULL);
-"""
-"""One row per connection that :meth:`PgState.sync` commits on (see :data:`_DURABLE`)."""
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)
 """``MIGRATIONS[v]`` brings a schema of version ``v`` to ``v + 1`` (version 0: no kgwise tables)."""
 
 _COUNTS = ("n", "covered", "undetermined", "graded", "correct", "uncertified")
@@ -199,24 +194,14 @@ def _execute(name: str, *args: Any) -> Statement:
 
 
 _ASYNC = "SET LOCAL synchronous_commit = off"
-"""Every transaction that holds the ledger row (routing, a payment, a cancel, a feedback) commits without
-waiting for the WAL's flush to disk: its commit is visible to every replica at once and the ledger row is
-free for the next one. Before an answer or a feedback is acknowledged, :meth:`PgState.sync` (called outside
-the pipeline's lock, as the folder's journal fsync is) commits :data:`_DURABLE` synchronously on a
-connection of its own: a commit flushes the WAL up to its own record, which follows every commit made
-before it, so what the replica committed before is on disk when ``sync`` returns. A payment that waited
-for its flush while holding the ledger row made every replica's transactions queue behind one fsync at
-a time (the flush took 3.8 ms here: ``pg_test_fsync``); flushed outside the row's lock, concurrent
-flushes are one (PostgreSQL's group commit). What a PostgreSQL crash can lose is the work of answers and
-feedbacks not yet acknowledged: their holds are released after a restart anyway (a hold belongs to its
-replica's lease, a session advisory lock, which the restart ends, and the next routing transaction sweeps
-the holds of ended leases), and a payment whose flush failed is checked and written again
-(:meth:`PgState.sync`)."""
-_DURABLE = ("INSERT INTO kgwise_durable VALUES (pg_backend_pid(), 1) ON CONFLICT (backend) DO UPDATE SET "
-            "commits = kgwise_durable.commits + 1")
-"""The smallest write whose synchronous commit flushes the WAL (a transaction that writes nothing does not
-wait for a flush): a counter in the row of the connection's backend, so concurrent ``sync`` calls lock
-no row in common."""
+"""For the transactions that only hold or release a bound (routing, a cancel): their commit is visible to
+every replica at once, but does not wait for the WAL's flush to disk; the answer's payment, a synchronous
+commit on the same connection, flushes the WAL up to itself, so the hold is durable before any answer
+is acknowledged. What a PostgreSQL crash can lose is the holds of answers in flight then, which are
+released after a restart anyway: a hold belongs to its replica's lease (a session advisory lock), which
+the restart ends, and the next routing transaction sweeps the holds of ended leases. Each routing
+decision thus waits for no fsync and holds the ledger row that long less: one WAL flush per answer, as
+the folder's one journal fsync (docs/scale-out.md, `kgwise bench serve --replicas`)."""
 
 
 def safe_url(url: str) -> str:
@@ -392,18 +377,10 @@ class PgState:
         self._base_upto = 0
         self._expired = 0
         self._selected: dict[str, tuple[str, float]] = {}
-        # written before the next operation: ("pay"|"cancel"|"check", decision, arm, cost, bound)
-        self._deferred: list[tuple[str, str, str, float, float]] = []
-        self._commits = 0  # transactions committed without waiting for the WAL's flush (_ASYNC)
-        self._durable_upto = 0  # of which every one is known flushed
-        # payments not known flushed: arm, cost, bound, whether the decision was kept with it
-        self._paid: dict[str, tuple[str, float, float, bool]] = {}
-        self._durable_idle: list[psycopg.Connection[Any]] = []  # connections for sync (_DURABLE)
-        self._durable_lock = threading.Lock()  # guards the four above
+        self._deferred: list[tuple[str, str, float, float]] = []  # ("pay"|"cancel", decision, cost, bound)
         self._caught_up = 0.0
         self._swept = 0.0
         self._replaced = False
-        self._reload = False  # a database fault: what this replica committed last may be lost, reload
         self._coverage: dict[str, CoverageCount] = {a.name: CoverageCount() for a in config.arms}
         self._calibration: tuple[HeldOutCalibration | None, str | None] = (None, None)
         self._staged: tuple[HeldOutCalibration | None, str | None] | None = None
@@ -510,14 +487,11 @@ class PgState:
 
     def _drop(self) -> None:
         """Close the connections after a fault; the next operation reconnects and takes a new lease."""
-        with self._durable_lock:
-            idle, self._durable_idle = self._durable_idle, []
-        for conn in (self._conn, self._lease_conn, *idle):
+        for conn in (self._conn, self._lease_conn):
             if conn is not None:
                 with suppress(Exception):  # closing a broken connection may fail again: gone either way
                     conn.close()
         self._conn = self._lease_conn = self._prepared = None
-        self._reload = True
 
     def _lease(self) -> None:
         """Hold a session advisory lock naming this replica: the holds it makes are released by the others
@@ -559,7 +533,6 @@ class PgState:
         self.context = context
         self._router = RouterAdapter(router)
         self.epoch, self.watermark, self._base_upto = epoch, upto, upto
-        self._reload = False
         cur.execute(_EVENTS, (self.epoch, self.watermark))
         self._apply_rows(cur.fetchall(), mine_too=True)
         self._read_coverage(cur)
@@ -632,10 +605,8 @@ class PgState:
                       ) -> None:
         """:meth:`_catch_up`'s work once the ledger ``row`` and the ``events`` after the watermark are read
         (in that order: the events read after the ledger's lock was granted)."""
-        if self._reload or int(row[0]) != self.epoch or int(row[3]) > self.watermark:
-            # a fit or a migration replaced the router, a checkpoint passed us, or a database fault may
-            # have lost events this replica applied (commits not yet flushed when PostgreSQL crashed)
-            self._load_epoch(cur)
+        if int(row[0]) != self.epoch or int(row[3]) > self.watermark:
+            self._load_epoch(cur)  # a fit or a migration replaced the router, or a checkpoint passed us
         else:
             # another replica's checkpoint below the watermark: the events it dropped were applied here;
             # without taking up its mark, this replica would count them again and checkpoint at every
@@ -776,7 +747,7 @@ class PgState:
             try:
                 self._pay(pending.decision, pending.arm, pending.cost, pending.bound, pending)
             except StateUnavailableError:
-                self._deferred.append(("pay", pending.decision, pending.arm, pending.cost, pending.bound))
+                self._deferred.append(("pay", pending.decision, pending.cost, pending.bound))
                 raise
 
     def cancel(self, decision: str, charged: float = 0.0) -> None:
@@ -789,7 +760,7 @@ class PgState:
                 try:
                     self._pay(decision, arm, charged, bound, None)
                 except StateUnavailableError:
-                    self._deferred.append(("pay", decision, arm, charged, bound))
+                    self._deferred.append(("pay", decision, charged, bound))
                     raise
             return
         with self._lock:
@@ -797,7 +768,7 @@ class PgState:
             try:
                 self._cancel(decision)
             except StateUnavailableError:
-                self._deferred.append(("cancel", decision, "", 0.0, 0.0))
+                self._deferred.append(("cancel", decision, 0.0, 0.0))
                 raise
 
     # the folder state's fault handling has no counterpart here: a database that cannot be written raises
@@ -828,33 +799,21 @@ class PgState:
         """Write the pays and cancels a database fault held back, oldest first, and check the payments whose
         flush failed (:meth:`sync`): paid again when the database lost them."""
         while self._deferred:
-            op, decision, arm, cost, bound = self._deferred[0]
-            if op == "cancel":
+            op, decision, cost, bound = self._deferred[0]
+            if op == "pay":
+                self._pay(decision, self._selected[decision][0], cost, bound, None)
+            else:
                 self._cancel(decision)
-            elif op == "pay" or not self._kept(decision):
-                self._pay(decision, arm, cost, bound, None)
             self._deferred.pop(0)
-
-    def _kept(self, decision: str) -> bool:
-        """Whether the database holds ``decision`` awaiting feedback or settled: its payment, made in the
-        transaction that kept it, is there too."""
-        with self._batched() as cur:
-            rows = self._batch(cur, [("SELECT EXISTS (SELECT 1 FROM kgwise_pending WHERE decision = %s) OR "
-                                      "EXISTS (SELECT 1 FROM kgwise_settled WHERE decision = %s)",
-                                      (decision, decision))])[0]
-        return bool(rows[0][0])
 
     def _pay(self, decision: str, arm: str, cost: float, bound: float, pending: Pending | None) -> None:
         """Release the hold (gone already: a new epoch, or a sweep took it for a dead replica's), pay,
         log the charge, keep the decision awaiting feedback (the oldest beyond PENDING_KEPT expire): one
         round trip."""
-        with self._batched() as cur:  # one round trip, not waiting for the WAL's flush (_ASYNC): sync does
-            self._batch(cur, [("BEGIN", None), (_ASYNC, None), _execute("kgwise_lock"), _execute(
+        with self._batched() as cur:
+            self._batch(cur, [("BEGIN", None), _execute("kgwise_lock"), _execute(
                 "kgwise_pay", decision, None if pending is None else pending.to_json(), PENDING_KEPT, cost,
                 self.epoch, self.replica, arm, bound), ("COMMIT", None)])
-        with self._durable_lock:
-            self._commits += 1
-            self._paid[decision] = (arm, cost, bound, pending is not None)
         self._selected.pop(decision, None)
         router = self._router.router
         if bound in router.holds[router.names.index(arm)]:
@@ -867,8 +826,6 @@ class PgState:
         with self._batched() as cur:  # one round trip, not waiting for the WAL's flush (_ASYNC)
             self._batch(cur, [("BEGIN", None), (_ASYNC, None), _execute("kgwise_lock"),
                               _execute("kgwise_cancel", decision), ("COMMIT", None)])
-        with self._durable_lock:
-            self._commits += 1
         self._selected.pop(decision, None)
         router = self._router.router
         if bound in router.holds[router.names.index(arm)]:
@@ -880,11 +837,10 @@ class PgState:
         arm's live coverage is counted, in one transaction that takes the decision's row."""
         with self._lock:
             self._flush()
-            # two round trips: begin, lock, new events, take the decision; learn and commit without waiting
-            # for the WAL's flush (_ASYNC: sync waits for it before the feedback is acknowledged)
+            # two round trips: begin, lock, new events, take the decision; learn and commit
             with self._batched() as cur:
-                _, _, ledger, events, taken = self._batch(cur, [
-                    ("BEGIN", None), (_ASYNC, None), _execute("kgwise_ledger_lock"),
+                _, ledger, events, taken = self._batch(cur, [
+                    ("BEGIN", None), _execute("kgwise_ledger_lock"),
                     _execute("kgwise_events_after", self.epoch, self.watermark),
                     _execute("kgwise_take", decision)])
                 self._caught_up_to(cur, ledger[0], events)
@@ -899,8 +855,6 @@ class PgState:
                     self.epoch, self.replica, _blob(p.embedding), ["learn"] + ["observe"] * len(observed),
                     names, [reward, *observed.values()], [p.cost] + [None] * len(observed)),
                     ("COMMIT", None)])
-            with self._durable_lock:
-                self._commits += 1
             v = np.asarray(p.embedding, dtype=np.float64)
             self._router.learn(p.arm, v, reward, p.cost)
             for name, r in observed.items():
@@ -908,55 +862,7 @@ class PgState:
             self._coverage.setdefault(p.arm, CoverageCount()).add(delta)
 
     def sync(self) -> None:
-        """Make every transaction this replica committed so far durable (:data:`_ASYNC`), unless a call
-        since did: one synchronous commit of :data:`_DURABLE` on a connection of its own (kept for the next
-        call), outside the state's lock, so concurrent calls (this replica's other answers, the other
-        replicas') share WAL flushes. When the database fails, :class:`StateUnavailableError` (nothing may be
-        acknowledged) and the payments not known flushed are checked before the next operation: one whose
-        decision the database does not hold is paid again (one made without a kept decision, which cannot
-        be checked, is paid again in any case: its spend may be counted twice, never lost)."""
-        import psycopg
-
-        with self._durable_lock:
-            upto, paid = self._commits, dict(self._paid)
-            if upto <= self._durable_upto:
-                return
-            idle = self._durable_idle.pop() if self._durable_idle else None
-        try:
-            conn = self._durable_commit(idle)
-        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-            with self._lock:
-                with self._durable_lock:
-                    for decision, (arm, cost, bound, kept) in paid.items():
-                        if self._paid.pop(decision, None) is not None:
-                            self._deferred.append(("check" if kept else "pay", decision, arm, cost, bound))
-                self._drop()  # reconnect, and reload the router: the database may have lost what it applied
-            raise _unavailable(self.url, exc, self.timeout_s) from exc
-        with self._durable_lock:
-            self._durable_idle.append(conn)
-            self._durable_upto = max(self._durable_upto, upto)
-            for decision in paid:
-                self._paid.pop(decision, None)
-
-    def _durable_commit(self, idle: psycopg.Connection[Any] | None) -> psycopg.Connection[Any]:
-        """Commit :data:`_DURABLE` on ``idle`` (a connection a sync used before) or, when there is none or
-        the database dropped it meanwhile, on a new one; the connection used."""
-        import psycopg
-
-        if idle is not None:
-            try:
-                idle.execute(_DURABLE, prepare=True)
-                return idle
-            except (psycopg.OperationalError, psycopg.InterfaceError):
-                with suppress(Exception):  # closing a broken connection may fail again: gone either way
-                    idle.close()
-        conn = _connect(self.url, self.timeout_s)
-        try:
-            conn.execute(_DURABLE, prepare=True)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
+        """Nothing to do: each answer and feedback committed before it returned."""
 
     def check_matches(self, dim: int) -> None:
         """``DataError`` when the database's router does not fit the config (other arms, budget, width)."""
@@ -1053,11 +959,9 @@ class PgState:
                 "latency_ms": round(1000 * (time.perf_counter() - t), 3)}
 
     def close(self) -> None:
-        """Write a replaced router (:meth:`save`), make what was committed durable (:meth:`sync`) and close
-        the connections (the lease ends with them)."""
+        """Write a replaced router (:meth:`save`) and close the connections (the lease ends with them)."""
         try:
             self.save()
-            self.sync()
         finally:
             with self._lock:
                 self._drop()
