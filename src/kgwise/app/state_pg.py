@@ -17,8 +17,7 @@ Chosen by ``[state] url = "postgresql://…"`` in ``kgwise.toml``; satisfies
   answering it; ``kgwise_pending`` / ``kgwise_settled`` — decisions awaiting feedback (the newest
   :data:`~kgwise.app.state.PENDING_KEPT`) and settled ones; ``kgwise_coverage`` — live coverage counts per
   arm; ``kgwise_files`` — what ``fit`` writes beside the router (``calibration.json``, ``uag.json``, the
-  prompt bandits), copied into the local folder ``root`` when a replica opens the state; ``kgwise_durable``
-  — a counter per connection that :meth:`PgState.sync` commits to (the flush before an acknowledgement).
+  prompt bandits), copied into the local folder ``root`` when a replica opens the state.
 
 Guarantees:
 
@@ -743,8 +742,8 @@ class PgState:
         with self._lock:
             if pending.decision not in self._selected:
                 raise DataError(f"decision {pending.decision} was not selected", safe_url(self.url))
-            self._flush()
-            try:
+            try:  # a fault while writing what an earlier one held back holds this payment back too
+                self._flush()
                 self._pay(pending.decision, pending.arm, pending.cost, pending.bound, pending)
             except StateUnavailableError:
                 self._deferred.append(("pay", pending.decision, pending.cost, pending.bound))
@@ -756,16 +755,16 @@ class PgState:
         if charged > 0:
             arm, bound = self._selected[decision]
             with self._lock:
-                self._flush()
                 try:
+                    self._flush()
                     self._pay(decision, arm, charged, bound, None)
                 except StateUnavailableError:
                     self._deferred.append(("pay", decision, charged, bound))
                     raise
             return
         with self._lock:
-            self._flush()
             try:
+                self._flush()
                 self._cancel(decision)
             except StateUnavailableError:
                 self._deferred.append(("cancel", decision, 0.0, 0.0))
@@ -796,8 +795,7 @@ class PgState:
         self.pending.clear()
 
     def _flush(self) -> None:
-        """Write the pays and cancels a database fault held back, oldest first, and check the payments whose
-        flush failed (:meth:`sync`): paid again when the database lost them."""
+        """Write the pays and cancels a database fault held back, oldest first."""
         while self._deferred:
             op, decision, cost, bound = self._deferred[0]
             if op == "pay":
@@ -878,11 +876,12 @@ class PgState:
     def save(self) -> None:
         """After ``fit`` replaced the router: make it the base of a new epoch (events, holds and pending
         decisions of the old one are dropped, as a fit drops them in the folder) and store the UAG
-        calibration it wrote; otherwise nothing to write (every change is committed)."""
+        calibration it wrote; before that, the pays and cancels a database fault held back (every other
+        change is committed)."""
         with self._lock:
+            self._flush()
             if not self._replaced:
                 return
-            self._flush()
             router = self._router
             base = json.dumps({"router": router.state_dict(), "context": self.context})
             with self._tx() as cur:
