@@ -230,19 +230,11 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
     }
 
 
-def _contexts(config: PipelineConfig, context: Context, encoder: Encoder, table: OutcomeTable,
-              rows: npt.NDArray[np.int64], free: Said, predicted: PredictedContext | None = None
-              ) -> npt.NDArray[np.float64]:
-    """The router context of each of ``rows`` (``context``: the fitted one; ``predicted``: its
-    predictor), as the pipeline builds it."""
-    return _contexts_of(config, context, np.asarray(encoder.encode([table.texts[i] for i in rows]),
-                                                    dtype=np.float64), table, rows, free, predicted)
-
-
 def _contexts_of(config: PipelineConfig, context: Context, E: npt.NDArray[np.float64], table: OutcomeTable,
                  rows: npt.NDArray[np.int64], free: Said, predicted: PredictedContext | None = None
                  ) -> npt.NDArray[np.float64]:
-    """:func:`_contexts` from the rows' question embeddings ``E``."""
+    """The router context of each of ``rows`` from their question embeddings ``E`` (``context``: the
+    fitted one; ``predicted``: its predictor), as the pipeline builds it."""
     return np.stack([context_vector(config, context, E[k],
                                     {a: free[a][i] for a in config.free_arms if a in free},
                                     table.texts[i], predicted) for k, i in enumerate(rows)])
@@ -252,9 +244,10 @@ def _held_calibration(pipe: Pipeline, table: OutcomeTable, held: npt.NDArray[np.
                       ) -> HeldOutCalibration:
     """The held-out fit rows as the pipeline's fit keeps them (:func:`kgwise.app.fit.held_out_calibration`:
     router contexts in the fitted context, every arm's cost bound; open questions, so no choice scores)."""
-    X = (_contexts(pipe.config, pipe.state.context, pipe.encoder, table, held, free,
-                   pipe.state.router.predicted) if len(held) else
-         np.zeros((0, pipe.state.router.router.dim)))
+    X = np.zeros((0, pipe.state.router.router.dim))
+    if len(held):
+        E = np.asarray(pipe.encoder.encode([table.texts[i] for i in held]), dtype=np.float64)
+        X = _contexts_of(pipe.config, pipe.state.context, E, table, held, free, pipe.state.router.predicted)
     return held_out_calibration(pipe, [Question(table.qids[i], table.texts[i]) for i in held], {}, X,
                                 pipe.state.context)
 
@@ -275,8 +268,9 @@ def _out_of_fold_groups(table: OutcomeTable, encoder: Encoder, config: PipelineC
     E = np.asarray(encoder.encode([table.texts[i] for i in train]), dtype=np.float64)
     # a predicted context is built again per half below; any other is the fitted one's, built once
     X = _contexts_of(config, context, E, table, train, free) if predicted is None else None
-    questions = [Question(table.qids[i], table.texts[i]) for i in train]
-    free_said = {a: [free[a][i] for i in train] for a in config.free_arms if a in free}
+    if X is None:  # what the predicted context is learnt from, per half
+        questions = [Question(table.qids[i], table.texts[i]) for i in train]
+        free_said = {a: [free[a][i] for i in train] for a in config.free_arms if a in free}
     # ``train`` is already in random order: alternate rows are random halves
     halves = (np.arange(0, len(train), 2), np.arange(1, len(train), 2))
     for h, mine in enumerate(halves):

@@ -744,20 +744,14 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
         for a in arms:
             arm_accuracy[a.name].append(float(np.mean(
                 [grade(q, answers[a.name][question_key(q)]["prediction"]) for q in test])))
-        made: dict[tuple[Guarantee, str, int], tuple[str, ...]] = {}  # the held-out rule's sets, reused below
-        for key in keys:  # (g, α, False) comes before (g, α, True)
+        for key in keys:
             alpha = float(key[1])
             rule = AnswerSetConfig(alpha, cfg.delta, kind, key[0])
             got: dict[str, list[bool]] = {}
             sizes: list[int] = []
-            for i, (q, arm, probs, scores, dev) in enumerate(rows):
-                if key[2] and dev is scores:  # no fallback: the same set as the held-out rule's
-                    st = made[key[0], key[1], i]
-                else:
-                    st = set_at(dev if key[2] else scores, kind, rule, probs, [c.label for c in q.choices],
-                                len(arms))
-                    if not key[2]:
-                        made[key[0], key[1], i] = st
+            for q, arm, probs, scores, dev in rows:
+                st = set_at(dev if key[2] else scores, kind, rule, probs, [c.label for c in q.choices],
+                            len(arms))
                 got.setdefault(arm, []).append(q.gold[0] in st)
                 sizes.append(len(st))
                 arm_sizes[key][arm].append(len(st))

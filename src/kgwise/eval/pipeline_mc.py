@@ -44,7 +44,7 @@ import numpy as np
 
 from kgwise.app.calibration import nonconformity
 from kgwise.app.config import ArmConfig
-from kgwise.datasets.user import GradedLog, GradedQuestion
+from kgwise.datasets.user import GradedLog, GradedQuestion, read_graded_log
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError, DataError
 from kgwise.eval.pipeline import arm_config
@@ -169,8 +169,6 @@ def read_mc_log(path: Path, replay: GradedReplay, log: GradedLog | None = None) 
     """:func:`mc_log` of the graded log at ``path`` (``log``: that file already read), for ``replay``
     (whose outcome table gives the questions, arms and costs): checked before anything is replayed (the
     splits need ≥ 4 questions)."""
-    from kgwise.datasets.user import read_graded_log
-
     mc = mc_log(log if log is not None else read_graded_log(path), replay.table, str(path))
     if mc is not None and len(mc.questions) < 4:
         raise ConfigError(f"{path}: {len(mc.questions)} multiple-choice questions; the splits need ≥ 4")

@@ -290,7 +290,7 @@ class NameVariants:
             part = _head_part(name)
             head = fold_key(phrase_key(part))
             qualified = part == name or _qualified(name)
-            headed.append((node, head if qualified else fold_key(key)))
+            headed.append((node, head if qualified else f))
             if part != name and head and head not in known:
                 heads.setdefault(head, set()).add(node if qualified else -1)  # -1: no qualifier
                 if name.rstrip().endswith("(primary)"):

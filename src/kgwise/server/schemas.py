@@ -9,11 +9,12 @@ official SDKs keep as an extra attribute (``completion.kgwise`` / ``completion.m
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kgwise.app.abstain import ArmAbstention
+if TYPE_CHECKING:
+    from kgwise.app.abstain import ArmAbstention
 
 __all__ = [
     "AnswerSetOut", "ArmStatusOut", "ChatChoice", "ChatChunk", "ChatChunkChoice", "ChatCompletion",
