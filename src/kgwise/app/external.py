@@ -18,17 +18,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
 
 from kgwise.app.config import PipelineConfig
 from kgwise.errors import ConfigError
+from kgwise.types import Serialisable
 
 __all__ = ["Decision", "Settlement", "external_bounds", "grade"]
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(Serialisable):
     """An external arm picked for a question: the id its settle names, the arm and its cluster, the cost
     bound it holds (in ``unit``), the budget left besides what is held, the KG entities the question was
     grounded to, and how long it waits for its settle (``expires_in_s``; None: for ever)."""
@@ -43,12 +44,9 @@ class Decision:
     question_entities: tuple[str, ...] = ()
     expires_in_s: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True, slots=True)
-class Settlement:
+class Settlement(Serialisable):
     """How an external decision ended: ``settled`` (``reward`` learnt, ``cost`` paid of its ``bound``) or
     ``cancelled`` (nothing paid, the bound released); the spending and the budget left after it."""
 
@@ -61,9 +59,6 @@ class Settlement:
     spent: float
     remaining_budget: float
     observed: dict[str, float]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def external_bounds(config: PipelineConfig, costs: Mapping[str, float] | None, unreachable: float

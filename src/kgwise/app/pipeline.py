@@ -85,7 +85,7 @@ from kgwise.grading import match_answer
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.llm.base import UsageError
 from kgwise.route.coke import BudgetExceededError
-from kgwise.types import CHOICE_LABELS, GenerationSettings, Question, Usage, make_question
+from kgwise.types import CHOICE_LABELS, GenerationSettings, Question, Serialisable, Usage, make_question
 
 if TYPE_CHECKING:
     from kgwise.app.open_sets import OpenSets
@@ -271,7 +271,7 @@ class ArmStatus:
 
 
 @dataclass(frozen=True, slots=True)
-class PipelineStatus:
+class PipelineStatus(Serialisable):
     """Budget and spending (``spent``: every answer made, graded or not; ``reserved``: held by questions
     being answered; ``overrun``: costs above their bounds), questions routed, decisions awaiting feedback
     (``pending``; ``expired``: dropped unanswered, see :data:`~kgwise.app.state.PENDING_KEPT`), per-arm
@@ -308,11 +308,6 @@ class PipelineStatus:
     abstention: dict[str, ArmAbstention] = field(default_factory=dict)
     """With ``[answer_sets] abstain``: per arm, the share of questions answered and the accuracy among
     those graded, live."""
-
-    def to_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
-        return asdict(self)
 
 
 def load_graph_of(config: PipelineConfig) -> KnowledgeGraph:

@@ -98,6 +98,7 @@ from kgwise.app.journal import (
 from kgwise.app.router import RouterAdapter, context_width
 from kgwise.errors import ConfigError, DataError
 from kgwise.files import read_json, short_hash, write_text_atomic
+from kgwise.types import Serialisable
 
 if TYPE_CHECKING:
     from kgwise.inject.bandit import PromptBandit
@@ -781,7 +782,7 @@ def coverage_bounds(count: CoverageCount, alpha: float, delta: float) -> tuple[f
 
 
 @dataclass(frozen=True, slots=True)
-class RepairReport:
+class RepairReport(Serialisable):
     """What :func:`repair` keeps and drops: per journal file the events kept, the lines dropped (set aside,
     each named), whether the snapshot and the spend mark are readable, and whether it changed anything."""
 
@@ -792,9 +793,6 @@ class RepairReport:
     spend_mark: float
     changed: bool
     set_aside_in: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def repair(root: Path, dry_run: bool = False) -> RepairReport:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +23,13 @@ from kgwise.app.state import CALIBRATION_FILE, JOURNAL_FILE, PROMPT_BANDITS, STA
 from kgwise.app.state_pg import PgState, migrate_schema, safe_url
 from kgwise.errors import DataError, StateUnavailableError
 from kgwise.files import read_json
+from kgwise.types import Serialisable
 
 __all__ = ["MigrationReport", "database_to_folder", "folder_to_database", "upgrade_database"]
 
 
 @dataclass(frozen=True, slots=True)
-class MigrationReport:
+class MigrationReport(Serialisable):
     """What a move carried: the source and target, the spend, decisions awaiting feedback and settled,
     questions the router has seen, and the files copied."""
 
@@ -39,9 +40,6 @@ class MigrationReport:
     settled: int
     questions: int
     files: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def encoder_dim(config: PipelineConfig, context: str, router_dim: int) -> int:

@@ -16,13 +16,14 @@ import asyncio
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from kgwise.errors import ConfigError
 from kgwise.eval.bench.net import cpu_seconds
+from kgwise.types import Serialisable
 
 __all__ = ["TARGET_P99_MS", "TARGET_RPS", "ServeBenchReport", "bench_chat_completions", "percentile"]
 
@@ -39,7 +40,7 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 
 @dataclass(frozen=True)
-class ServeBenchReport:
+class ServeBenchReport(Serialisable):
     """One load run: ``ok`` answers of ``sent`` requests in ``wall_s``; ``errors`` by HTTP status (or the
     exception's name); latencies of the successful requests in ms."""
 
@@ -57,9 +58,6 @@ class ServeBenchReport:
     server_cpu_ms_per_request: float | None = None
     first_content_ms: dict[str, float] = field(default_factory=dict)
     """Streamed: from sending to the first chunk with content, over the successful requests."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 async def _one(client: httpx.AsyncClient, body: dict[str, Any], stream: bool

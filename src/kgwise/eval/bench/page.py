@@ -13,12 +13,13 @@ work offline. The targets: first load â‰¤ 1 MB transferred and interactive in â‰
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from kgwise.errors import ConfigError
+from kgwise.types import Serialisable
 
 __all__ = ["TARGET_BYTES", "TARGET_READY_MS", "PageBenchReport", "PageLoad", "bench_page"]
 
@@ -42,7 +43,7 @@ class PageLoad:
 
 
 @dataclass(frozen=True)
-class PageBenchReport:
+class PageBenchReport(Serialisable):
     """Every load, the medians of first and return visits, foreign requests refused, target checks."""
 
     url: str
@@ -51,9 +52,6 @@ class PageBenchReport:
     return_visit: dict[str, float]
     foreign_requests: list[str]
     targets: dict[str, bool] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _median(loads: list[PageLoad], key: str) -> float:

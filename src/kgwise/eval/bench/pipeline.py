@@ -26,7 +26,7 @@ import hashlib
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,7 @@ from kgwise.embed import Encoder
 from kgwise.errors import ConfigError
 from kgwise.kg.csr import CSRGraph
 from kgwise.route.coke import CokeConfig
-from kgwise.types import Question, Usage
+from kgwise.types import Question, Serialisable, Usage
 
 __all__ = ["InstantArm", "PipelineBenchConfig", "PipelineBenchReport", "Timing", "run_pipeline_benchmark",
            "timing"]
@@ -117,7 +117,7 @@ class PipelineBenchConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class PipelineBenchReport:
+class PipelineBenchReport(Serialisable):
     """Per-question times (module docstring), the setup's sizes and one-off times (s), and the target."""
 
     graph: dict[str, Any]
@@ -140,9 +140,6 @@ class PipelineBenchReport:
     target_overhead_median_ms: float = 10.0
     met: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class _Clock:
