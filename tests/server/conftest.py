@@ -169,8 +169,14 @@ class FakePipeline:
         with self.lock:
             pending = [PendingOut(decision_id=k, arm=d.arm, question=d.question)
                        for k, d in self.decisions.items()]
-            arms = [ArmStatusOut.of(a.name, a.selections, a.graded, a.correct, a.covered, a.coverage_n, 0.0,
-                                    1.0, False, self.alpha) for a in self.arms.values()]
+            arms = [ArmStatusOut(name=a.name, selections=a.selections, graded=a.graded, correct=a.correct,
+                                 accuracy=a.correct / a.graded if a.graded else None, covered=a.covered,
+                                 coverage_n=a.coverage_n,
+                                 coverage=a.covered / a.coverage_n if a.coverage_n else None,
+                                 coverage_lower=0.0, coverage_upper=1.0, drift=False,
+                                 coverage_target=None if self.alpha is None else 1.0 - self.alpha,
+                                 calibration_questions=None, open_certified=None)
+                    for a in self.arms.values()]
             return PipelineStatusOut(name="", cost_unit=self.cost_unit, budget=self.budget, spent=self.spent,
                                      alpha=self.alpha, arms=arms, pending_total=len(pending),
                                      pending=pending[-100:], history=[])

@@ -73,12 +73,7 @@ class ServedPipeline:
         waiting = self.pipeline.pending(last=PENDING_SHOWN)
         counts = self.pipeline.state.coverage
         alpha = st.alpha if st.calibrated else None
-        arms = [ArmStatusOut.of(a.name, a.pulls, counts[a.name].graded, counts[a.name].correct,
-                                a.coverage.covered, a.coverage.n, a.coverage.lower, a.coverage.upper,
-                                a.coverage.drift, alpha, None if a.routed is None else a.routed.questions,
-                                None if a.routed is None else a.routed.open_certified,
-                                st.abstention.get(a.name))
-                for a in st.arms]
+        arms = [ArmStatusOut.of(a, counts[a.name], alpha, st.abstention.get(a.name)) for a in st.arms]
         pending = [PendingOut(decision_id=p.decision, arm=p.arm, question=p.text) for p in waiting]
         return PipelineStatusOut(name="", cost_unit=self.cost_unit, budget=st.budget, spent=st.spent,
                                  alpha=alpha, arms=arms, pending_total=st.pending, pending=pending,

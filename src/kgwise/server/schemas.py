@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
     from kgwise.app.abstain import ArmAbstention
+    from kgwise.app.pipeline import ArmStatus
+    from kgwise.app.state import CoverageCount
 
 __all__ = [
     "AnswerSetOut", "ArmStatusOut", "ChatChoice", "ChatChunk", "ChatChunkChoice", "ChatCompletion",
@@ -359,17 +361,17 @@ class ArmStatusOut(BaseModel):
     abstention: AbstentionStatusOut | None = None
 
     @classmethod
-    def of(cls, name: str, selections: int, graded: int, correct: int, covered: int, coverage_n: int,
-           coverage_lower: float, coverage_upper: float, drift: bool, alpha: float | None,
-           calibration_questions: int | None = None, open_certified: bool | None = None,
+    def of(cls, arm: ArmStatus, count: CoverageCount, alpha: float | None,
            abstention: ArmAbstention | None = None) -> ArmStatusOut:
-        """The arm's figures with their rates (``alpha``: the sets' α, None without calibration)."""
-        return cls(name=name, selections=selections, graded=graded, correct=correct,
-                   accuracy=correct / graded if graded else None, covered=covered, coverage_n=coverage_n,
-                   coverage=covered / coverage_n if coverage_n else None, coverage_lower=coverage_lower,
-                   coverage_upper=coverage_upper, drift=drift,
-                   coverage_target=None if alpha is None else 1.0 - alpha,
-                   calibration_questions=calibration_questions, open_certified=open_certified,
+        """``arm`` of the pipeline's status with the feedback ``count`` behind it (``alpha``: the sets' α,
+        None without calibration)."""
+        c, routed = arm.coverage, arm.routed
+        return cls(name=arm.name, selections=arm.pulls, graded=count.graded, correct=count.correct,
+                   accuracy=count.correct / count.graded if count.graded else None, covered=c.covered,
+                   coverage_n=c.n, coverage=c.rate, coverage_lower=c.lower, coverage_upper=c.upper,
+                   drift=c.drift, coverage_target=None if alpha is None else 1.0 - alpha,
+                   calibration_questions=None if routed is None else routed.questions,
+                   open_certified=None if routed is None else routed.open_certified,
                    abstention=None if abstention is None else AbstentionStatusOut.model_validate(
                        abstention, from_attributes=True))
 
