@@ -206,7 +206,7 @@ class PipelineResult:
 
 
 @dataclass(frozen=True, slots=True)
-class FeedbackResult:
+class FeedbackResult(Serialisable):
     """What a feedback taught: the decision's arm and reward, whether its set covered the truth (None:
     not revealed), the rewards observed for free arms, and the budget after it."""
 

@@ -111,10 +111,6 @@ def _guard(json_out: Path | None, config: Path, state: Path | None, **inputs: An
                      {"--state": state if state is not None else default_state_dir(config)})
 
 
-def _plain(obj: Any) -> Any:
-    return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) and not isinstance(obj, type) else obj
-
-
 def ask_pipeline(question: str, choices: str | None, config: Path, state: Path | None,
                  json_out: Path | None) -> None:
     """``kgwise ask --config``: one question through the pipeline; print the answer or the JSON."""
@@ -206,7 +202,7 @@ def feedback(
     with Pipeline.from_config(config, state, models=False) as pipe:
         out = pipe.feedback(decision, correct=correct, gold=gold)
     print_feedback(out)
-    save_json(_plain(out), json_out)
+    save_json(out.to_dict(), json_out)
 
 
 def print_feedback(fb: FeedbackResult) -> None:
