@@ -1,5 +1,5 @@
 """RoG's KGQA format: real WebQSP questions and Freebase-fragment subgraphs written in the release's schema
-(Parquet shards and JSON Lines), read back as questions and as one graph."""
+(Parquet shards and JSON Lines), read back as one graph."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from kgwise.datasets import load
-from kgwise.datasets.rog import load_rog
 from kgwise.errors import DataError
 from kgwise.kg import CSRGraph
 from kgwise.kg.loaders import load_graph, load_tsv, open_graph_file
@@ -34,21 +33,13 @@ def label_triples(g: CSRGraph) -> set[tuple[str, str, str]]:
     return {(t.head, t.relation, t.tail) for t in g.triples(*g.all_edges())}
 
 
-def test_parquet_and_jsonl_read_back_the_questions_and_the_union_graph(
+def test_parquet_and_jsonl_read_back_the_union_graph(
     rog_writer: Callable[..., Path], fragment: CSRGraph, questions: list[Question], tmp_path: Path
 ) -> None:
     shards = rog_writer(questions, fragment, tmp_path / "data")
     rog_writer(questions[:5], fragment, tmp_path / "data", split="train", shards=1)
     lines = rog_writer(questions, fragment, tmp_path / "jsonl", jsonl=True)
     assert is_rog_source(shards) and is_rog_source(lines) and not is_rog_source(tmp_path / "nothing.jsonl")
-
-    def fields(qs: list[Question]) -> list[tuple[object, ...]]:
-        return [(q.id, q.text, q.topic_entities, q.gold) for q in qs]
-
-    got = load_rog(shards, split="test")
-    assert fields(got) == fields(questions) and {q.split for q in got} == {"test"}
-    assert fields(load_rog(lines)) == fields(got)
-    assert len(load_rog(shards)) == 45  # no split: every shard of the directory
 
     graph = load_rog_graph(shards, split="test")
     want = set()
@@ -67,28 +58,25 @@ def test_bad_rog_data_is_named(rog_writer: Callable[..., Path], fragment: CSRGra
     with pytest.raises(DataError, match=r"no 'test-\*\.parquet' shards"):
         load_rog_graph(tmp_path, split="test")
     with pytest.raises(DataError, match="not found"):
-        load_rog(tmp_path / "missing.parquet")
+        load_rog_graph(tmp_path / "missing.parquet")
 
     no_graph = tmp_path / "q.parquet"
     pq.write_table(pa.Table.from_pylist([{"id": "a", "question": "who?"}]), no_graph)
-    with pytest.raises(DataError, match=r"q\.parquet: not RoG data: no column\(s\) answer, q_entity"):
-        load_rog(no_graph)
+    with pytest.raises(DataError, match=r"q\.parquet: not RoG data: no column\(s\) graph"):
+        load_rog_graph(no_graph)
 
     bad = tmp_path / "bad.jsonl"
     row = {"id": "q1", "question": "who?", "answer": ["x"], "q_entity": ["Jamaica"], "a_entity": [],
            "graph": [["Jamaica", "r", "x"], ["Jamaica", "r"]]}
-    bad.write_text(json.dumps(row | {"a_entity": ["x", "Jamaica (island)"]}) + "\n")
-    assert load_rog(bad)[0].gold == ("x", "Jamaica (island)")  # answer names, then the subgraph's others
+    bad.write_text(json.dumps(row) + "\n")
     with pytest.raises(DataError, match=r"bad\.jsonl: row 1: graph triple 1 is not \[head, relation, tail\]"):
         load_rog_graph(bad)
-    bad.write_text(json.dumps(row | {"graph": [], "question": ""}) + "\n")
-    with pytest.raises(DataError, match="row 1: field 'question' missing"):
-        load_rog(bad)
+    bad.write_text(json.dumps(row | {"graph": []}) + "\n")
     with pytest.raises(DataError, match="no graph triples"):
         load_rog_graph(bad)
     bad.write_text(json.dumps(row) + "\nnot json\n")
     with pytest.raises(DataError, match=r"bad\.jsonl:2: invalid JSON"):
-        load_rog(bad)
+        load_rog_graph(bad)
 
     shard = tmp_path / "bad.parquet"
     good = row | {"graph": [["Jamaica", "r", "x"]]}

@@ -6,7 +6,7 @@ One record per question, holding the Freebase subgraph retrieved for it: ``id``,
 a glob pattern such as ``data/test-*.parquet``, or a directory holding ``<split>-*.parquet`` shards, e.g.
 the release's ``data/``) or from JSON Lines with the same fields. :func:`load_rog_graph` unites the
 per-question subgraphs into one graph (nodes are the names, so an entity shared by two questions'
-subgraphs is one node); :func:`kgwise.datasets.rog.load_rog` reads the questions.
+subgraphs is one node).
 """
 
 from __future__ import annotations
