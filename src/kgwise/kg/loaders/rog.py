@@ -24,9 +24,8 @@ from kgwise.files import matching_files, read_jsonl
 from kgwise.kg.csr import CSRGraph
 from kgwise.kg.loaders._common import Interner
 
-__all__ = ["ROG_FIELDS", "is_rog_source", "load_rog_graph", "read_rog_rows"]
+__all__ = ["is_rog_source", "load_rog_graph"]
 
-ROG_FIELDS = ("id", "question", "answer", "q_entity", "a_entity", "graph")
 _BATCH_ROWS = 64  # a WebQSP record's graph holds thousands of triples: read the shards in small batches
 
 
@@ -91,22 +90,6 @@ def _parquet_batches(path: Path, columns: Sequence[str]) -> Iterator[tuple[int, 
         raise DataError(f"cannot read Parquet: {exc}", path) from exc
 
 
-def read_rog_rows(source: str | Path, split: str | None = None,
-                  columns: Sequence[str] = ROG_FIELDS) -> Iterator[tuple[Path, int, dict[str, Any]]]:
-    """``(file, row, record)`` for every record of ``source`` (rows and lines counted from 1), restricted
-    to ``columns``; ``DataError`` naming the file for a missing file, a shard without those columns, or a
-    JSON line that is not an object."""
-    src = Path(source)
-    if src.is_file() and src.suffix != ".parquet":
-        for line, obj in read_jsonl(src, "RoG file"):
-            yield src, line, {c: obj.get(c) for c in columns}
-        return
-    for shard in _shards(src, split):
-        for first, batch in _parquet_batches(shard, columns):
-            for k, obj in enumerate(batch.to_pylist()):
-                yield shard, first + k, obj
-
-
 def _check_graph(graph: Any, path: Path, row: int) -> None:
     """``DataError`` naming the file and row when a record's ``graph`` field is not a list (or null) of
     ``[head, relation, tail]`` non-empty strings."""
@@ -131,9 +114,9 @@ def _graph_batches(source: str | Path, split: str | None) -> Iterator[tuple[Path
     if src.is_file() and src.suffix != ".parquet":
         rows: list[int] = []
         graphs: list[Any] = []
-        for _, row, obj in read_rog_rows(src, None, ("graph",)):
+        for row, obj in read_jsonl(src, "RoG file"):
             rows.append(row)
-            graphs.append(obj["graph"])
+            graphs.append(obj.get("graph"))
             if len(rows) == _BATCH_ROWS:
                 yield src, rows, graphs
                 rows, graphs = [], []
