@@ -14,7 +14,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -76,18 +75,15 @@ class LocalPostgres(ServerProcess):
                  "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.dir}",
                  "-c", "max_connections=200"],
                 stdout=out, stderr=subprocess.STDOUT, **self._as_owner())
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise ServiceError(f"postgres exited with {self.proc.returncode}: {self._log_tail()}")
+
+        def accepts() -> bool:
             try:
                 with psycopg.connect(self.url(), connect_timeout=2):
-                    return self
+                    return True
             except psycopg.OperationalError:
-                time.sleep(0.2)
-        self.stop()
-        raise ServiceError(f"PostgreSQL did not accept connections on port {self.port} within "
-                           f"{timeout_s:.0f} s: {self._log_tail()}")
+                return False
+
+        return self.await_ready(accepts, timeout_s, f"PostgreSQL on port {self.port}", self._log_tail)
 
     def _log_tail(self) -> str:
         log = self.dir / "server.log"
