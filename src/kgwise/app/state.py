@@ -244,7 +244,35 @@ class Routed:
                    decode_vector(d["embedding"]), float(d["created"]))
 
 
-class StateDir:
+class StateFiles:
+    """The files a pipeline's state keeps in its local folder ``root`` (a PostgreSQL state keeps copies of
+    them there): the multiple-choice calibration, UAG's for open questions, each prompt-learning arm's
+    bandit."""
+
+    root: Path
+
+    @property
+    def calibration_file(self) -> Path:
+        return self.root / CALIBRATION_FILE
+
+    @property
+    def uag_file(self) -> Path:
+        return self.root / UAG_FILE
+
+    def prompt_bandit_file(self, arm: str) -> Path:
+        """Where ``arm``'s learnt prompt bandit is kept."""
+        return self.root / PROMPT_BANDITS / f"{re.sub(r'[^A-Za-z0-9_.+-]', '_', arm)}-{short_hash(arm)}.npz"
+
+    def prompt_bandit(self, arm: str) -> PromptBandit | None:
+        """The prompt bandit ``kgwise fit`` learnt for ``arm``, if any (``DataError`` naming a broken
+        file)."""
+        from kgwise.inject.bandit import PromptBandit
+
+        path = self.prompt_bandit_file(arm)
+        return PromptBandit.load(path) if path.is_file() else None
+
+
+class StateDir(StateFiles):
     """An open state directory (a context manager: :meth:`close` writes and releases the lock); ``dim``:
     the question encoder's dimension; ``fsync``: how the journal is made durable (``os.fsync``; a test
     passes a failing double); ``refit``: a router made for other arms or contexts is not refused but kept
@@ -328,10 +356,6 @@ class StateDir:
     @property
     def state_file(self) -> Path:
         return self.root / STATE_FILE
-
-    @property
-    def calibration_file(self) -> Path:
-        return self.root / CALIBRATION_FILE
 
     @property
     def journal_file(self) -> Path:
@@ -722,18 +746,6 @@ class StateDir:
             raise DataError(f"the state snapshot could not be written ({exc!r}); the journal keeps every "
                             "event", self.state_file) from exc
 
-    @property
-    def uag_file(self) -> Path:
-        return self.root / UAG_FILE
-
-    def prompt_bandit_file(self, arm: str) -> Path:
-        return prompt_bandit_path(self.root, arm)
-
-    def prompt_bandit(self, arm: str) -> PromptBandit | None:
-        """The prompt bandit ``kgwise fit`` learnt for ``arm``, if any (``DataError`` naming a broken
-        file)."""
-        return read_prompt_bandit(self.prompt_bandit_file(arm))
-
     def save_prompt_bandit(self, arm: str, bandit: PromptBandit | None) -> None:
         """Write (``None``: remove) ``arm``'s learnt prompt bandit."""
         write_prompt_bandit(self.prompt_bandit_file(arm), bandit)
@@ -870,18 +882,6 @@ def router_mismatch(router: RouterAdapter, context: Context, config: PipelineCon
                         f"{want_dim}-d with this encoder ({dim}-d) and the config's {len(config.free_arms)} "
                         "free arm(s)")
     return problems
-
-
-def prompt_bandit_path(root: Path, arm: str) -> Path:
-    """Where a state rooted at ``root`` keeps ``arm``'s learnt prompt bandit."""
-    return root / PROMPT_BANDITS / f"{re.sub(r'[^A-Za-z0-9_.+-]', '_', arm)}-{short_hash(arm)}.npz"
-
-
-def read_prompt_bandit(path: Path) -> PromptBandit | None:
-    """The prompt bandit at ``path``, if any (``DataError`` naming a broken file)."""
-    from kgwise.inject.bandit import PromptBandit
-
-    return PromptBandit.load(path) if path.is_file() else None
 
 
 def write_prompt_bandit(path: Path, bandit: PromptBandit | None) -> None:

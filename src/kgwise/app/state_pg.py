@@ -75,9 +75,8 @@ from kgwise.app.state import (
     CoverageCount,
     Pending,
     Routed,
+    StateFiles,
     coverage_delta,
-    prompt_bandit_path,
-    read_prompt_bandit,
     router_mismatch,
     write_prompt_bandit,
 )
@@ -351,7 +350,7 @@ class PendingRows(_Rows):
             cur.execute("DELETE FROM kgwise_pending")
 
 
-class PgState:
+class PgState(StateFiles):
     """An open PostgreSQL state (module docstring; a context manager). ``root``: the local folder of the
     state's files (fit's log and report; copies of the calibrations); ``dim``: the question encoder's
     dimension."""
@@ -359,7 +358,7 @@ class PgState:
     def __init__(self, url: str, root: Path, config: PipelineConfig, dim: int, timeout_s: float = 2.0,
                  upgrade: bool = False) -> None:
         self.url = url
-        self._root = root
+        self.root = root
         self._config = config
         self.timeout_s = timeout_s
         self.replica = f"{short_hash((time.time_ns(), random.random()))}"
@@ -657,10 +656,6 @@ class PgState:
 
     # ------------------------------------------------------------------ the protocol
     @property
-    def root(self) -> Path:
-        return self._root
-
-    @property
     def config(self) -> PipelineConfig:
         return self._config
 
@@ -684,14 +679,6 @@ class PgState:
         if time.monotonic() - self._caught_up >= REFRESH_S:
             self.refresh()
         return self._coverage
-
-    @property
-    def uag_file(self) -> Path:
-        return self._root / UAG_FILE
-
-    @property
-    def calibration_file(self) -> Path:
-        return self._root / CALIBRATION_FILE
 
     def select(self, decision: str, x: list[float], costs: dict[str, float]) -> str | None:
         """Route a question inside a transaction holding the ledger row (module docstring) and reserve
@@ -900,7 +887,7 @@ class PgState:
 
     def _upload(self, cur: psycopg.Cursor[Any], name: str) -> None:
         """Store the local file ``name`` (or remove the stored one when the file is gone)."""
-        path = self._root / name
+        path = self.root / name
         if path.is_file():
             cur.execute("INSERT INTO kgwise_files VALUES (%s, %s) ON CONFLICT (name) DO UPDATE SET body = "
                         "EXCLUDED.body", (name, path.read_bytes()))
@@ -911,26 +898,19 @@ class PgState:
         """Copy the stored files into the local folder (replacing what is there)."""
         cur.execute("SELECT name, body FROM kgwise_files")
         for name, body in cur.fetchall():
-            target = (self._root / name).resolve()
-            if self._root.resolve() not in target.parents:
+            target = (self.root / name).resolve()
+            if self.root.resolve() not in target.parents:
                 raise DataError(f"stored file name {name!r} leaves the state folder", safe_url(self.url))
             with atomic_path(target) as tmp:
                 tmp.write_bytes(bytes(body))
         self._load_calibration()
-
-    def prompt_bandit_file(self, arm: str) -> Path:
-        return prompt_bandit_path(self._root, arm)
-
-    def prompt_bandit(self, arm: str) -> PromptBandit | None:
-        """The prompt bandit ``kgwise fit`` learnt for ``arm``, if any."""
-        return read_prompt_bandit(self.prompt_bandit_file(arm))
 
     def save_prompt_bandit(self, arm: str, bandit: PromptBandit | None) -> None:
         """Write (``None``: remove) ``arm``'s learnt prompt bandit, locally and in the database."""
         path = self.prompt_bandit_file(arm)
         write_prompt_bandit(path, bandit)
         with self._tx() as cur:
-            self._upload(cur, str(path.relative_to(self._root)))
+            self._upload(cur, str(path.relative_to(self.root)))
 
     def save_calibration(self, calibration: HeldOutCalibration) -> None:
         """Replace the calibration (and reset the live coverage counts, which were for the old one)."""
