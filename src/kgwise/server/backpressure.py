@@ -15,12 +15,13 @@ import asyncio
 import math
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from fastapi import HTTPException, Request
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kgwise.errors import ConfigError
 
@@ -137,11 +138,6 @@ class ModelGate:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 Render = Callable[[HTTPException], bytes]
 
 

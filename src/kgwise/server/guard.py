@@ -11,19 +11,14 @@ import hmac
 import ipaddress
 import json
 import os
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kgwise.errors import ConfigError
 
 __all__ = ["Guard", "check_exposure", "default_allowed_hosts", "is_loopback", "load_api_keys"]
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 MIN_KEY_CHARS = 16
 
