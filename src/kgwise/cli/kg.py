@@ -227,7 +227,7 @@ def ground(
 
     g = open_graph(kg)
     grounder = make_grounder(g, index, config)
-    from kgwise.kg.linking import Link
+    from kgwise.kg.linking import Link, did_you_mean
 
     links: list[Link] = []
     nodes = grounder.ground_text(text, links)
@@ -236,13 +236,7 @@ def ground(
         console.print(escape(f"  {link.mention!r} → {g.label(link.node)} (matched {link.name!r}: "
                              f"{link.method}, score {link.score:.2f})"))
     if not nodes:
-        console.print("no node found" + escape(did_you_mean_text(grounder, text)))
+        console.print("no node found" + escape(did_you_mean(text, grounder)))
     console.print("[bold]topic entities:[/bold] " + escape(", ".join(g.label(x.node) for x in topics) or "—"))
     write_json({"text": text, "links": [x.to_dict() | {"label": g.label(x.node)} for x in links],
                 "topic_entities": [g.label(x.node) for x in topics]}, json_out)
-
-
-def did_you_mean_text(grounder: object, text: str) -> str:
-    from kgwise.kg.linking import did_you_mean
-
-    return did_you_mean(text, grounder)
