@@ -350,7 +350,7 @@ class Grounder:
         if self._precise and self._body_part(toks):
             links_of_body: list[Link] = []  # a part of the body: by its whole name only
             self._ground_choice(text, src, written, toks, links_of_body)
-            kept = [x for x in links_of_body if x.method not in _NOT_FOR_BODY]
+            kept = [x for x in links_of_body if x.method not in _NOT_FOR_BODY or self._count([x.name], [0])]
             if links is not None:
                 links += kept
             return tuple(dict.fromkeys(x.node for x in kept))
@@ -381,6 +381,14 @@ class Grounder:
                 if links is not None:
                     links += kept
                 return tuple(dict.fromkeys(x.node for x in kept))
+            listed = [p.strip() for p in src.split(",")] if "," in src else []
+            if len(listed) > 1 and all(listed):  # "Discontinue methimazole, start propylthiouracil"
+                joined = []
+                if all([self.ground_choice(part, joined) for part in listed]):
+                    kept = [x for x in joined if not self._category(x.node)]
+                    if links is not None:
+                        links += kept
+                    return tuple(dict.fromkeys(x.node for x in kept))
             link = self._concept(text, toks, written)
             for alt in word_forms(toks) if link is None else ():
                 found = self._whole(text, alt, written) or self._concept(text, alt, written, formed=True)
@@ -406,7 +414,8 @@ class Grounder:
         linked by its whole name only, never by a name inside it, a name narrowing it, a misspelling or a
         paraphrase: "Fallopian tubes" is no `Ovarian tubal ligation`, "Vulva" no `Kraurosis vulvae`, "Hair
         follicles" no `Nabothian gland cyst` (the false links of the blind ``medqa_ddb_fresh2`` options);
-        MedQA→DDB's labels take no organ for a disorder of it."""
+        MedQA→DDB's labels take no organ for a disorder of it. A count stays ("Two eyes" → `two`, KagNet's
+        convention on CSQA)."""
         cut = next((i for i, t in enumerate(toks) if t in _PREPOSITIONS and i), len(toks))
         words = [t for t in toks[:cut] if t.isalpha() and t not in self._stop]
         if not words:

@@ -66,12 +66,16 @@ QUALIFIERS = frozenset({
     "supplement", "supplements", "supplementation", "administer", "administration",
     # how far a disease has spread
     "disseminated", "generalized", "generalised", "localized", "localised", "widespread",
-    # giving or keeping a treatment
-    "continue", "continued", "start", "begin", "initiate", "resume", "monotherapy"})
+    # giving, keeping or stopping a treatment
+    "continue", "continued", "start", "begin", "initiate", "resume", "monotherapy", "discontinue",
+    "discontinued", "stop",
+    # whether a condition is known
+    "undiagnosed", "untreated", "suspected", "presumed", "confirmed"})
 """Words that state the degree, time, measure or course of a concept rather than the concept itself
 ("Ethanol *intoxication*", "*Serum* iron *level*", "*Previous* radiation *therapy*", "Aspergillus fumigatus
 *infection*", "*Disseminated* tuberculosis"), or how a substance is given ("*Inhaled* beclomethasone",
-"Erythromycin *ointment*", "*Supplementation* with vitamin D", "*Continue* metformin *monotherapy*").
+"Erythromycin *ointment*", "*Supplementation* with vitamin D", "*Continue* metformin *monotherapy*",
+"*Discontinue* methimazole"), or whether a condition is known or treated ("*Undiagnosed* pneumonia").
 A choice's contained name is weighed without them, and its core (what the embedding fallback reads)
 drops them: the labelling rules of the MedQA→DDB link set
 (``tests/data/links/README.md``: a concept plus modifiers is that concept; a substance with a state, level or
