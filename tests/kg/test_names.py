@@ -429,6 +429,7 @@ def test_body_parts_kinds_lists_and_degrees() -> None:
     assert link("Discontinue methimazole, start propylthiouracil") == [("Methimazole", "contained"),
                                                                        ("Propylthiouracil", "contained")]
     assert link("Undiagnosed pneumonia") == [("Pneumonia", "contained")]
+    assert derived_keys(["oversedation"]) == ["sedation"]  # a degree of it
     # a prefix of the opposite degree is the opposite, not a slip; a lengthened interval is a state of it
     assert opposite_degree("hyperchromic", "hypochromic")
     assert not opposite_degree("hypochromic", "hypochromia")

@@ -87,9 +87,9 @@ _STATES = _HIGHER | _LOWER | {"deficiency", "deficient", "absent", "absence", "l
                                "prolonged", "prolongation", "shortening"}
 """Words that turn a name into a state of the concept it holds ("Pyruvate kinase *deficiency*",
 "Reticulocyte count *low*", "PR interval *lengthened*")."""
-_LOOKALIKE = ("pseudo",)
-"""Prefixes of a condition that resembles another, its stem ("pseudoparkinsonism" is parkinsonism
-brought on by drugs)."""
+_LOOKALIKE = ("pseudo", "over", "under")
+"""Prefixes of a condition that resembles another or is a degree of it, its stem ("pseudoparkinsonism" is
+parkinsonism brought on by drugs, "oversedation" a sedation)."""
 
 
 def derived_keys(toks: Sequence[str]) -> list[str]:
@@ -99,7 +99,8 @@ def derived_keys(toks: Sequence[str]) -> list[str]:
     joined to a content word, its final *e*, *ium* or *um* dropped; a cell, *-cyte*, raised or lowered is
     *-cytosis* or *-cytopenia*: "Increased reticulocyte count" → "reticulocytosis"); "Peritoneal
     inflammation" → "peritonitis" (an adjective's stem, *-eal*/*-al*/*-ic*/*-ous* dropped, and *-itis*);
-    "Pseudoparkinsonism" → "parkinsonism" (a word less one of :data:`_LOOKALIKE` prefixes). Tried in that
+    "Pseudoparkinsonism" → "parkinsonism", "Oversedation" → "sedation" (a word less one of
+    :data:`_LOOKALIKE` prefixes). Tried in that
     order; ``[]`` when none applies."""
     words = set(toks)
     stop = stopwords()
