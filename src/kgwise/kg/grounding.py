@@ -374,21 +374,12 @@ class Grounder:
                     return self._keep(link, links)
             parts = self._conjuncts(src, written)
             if parts:  # each concept of its own, never a category ("Inflammation and edema": the edema)
-                joined: list[Link] = []
-                for part in parts:
-                    self.ground_choice(part, joined)
-                kept = [x for x in joined if not self._category(x.node)]
-                if links is not None:
-                    links += kept
-                return tuple(dict.fromkeys(x.node for x in kept))
+                return self._each(parts, links, every=False) or ()
             listed = [p.strip() for p in src.split(",")] if "," in src else []
             if len(listed) > 1 and all(listed):  # "Discontinue methimazole, start propylthiouracil"
-                joined = []
-                if all([self.ground_choice(part, joined) for part in listed]):
-                    kept = [x for x in joined if not self._category(x.node)]
-                    if links is not None:
-                        links += kept
-                    return tuple(dict.fromkeys(x.node for x in kept))
+                each = self._each(listed, links, every=True)
+                if each is not None:
+                    return each
             link = self._concept(text, toks, written)
             for alt in word_forms(toks) if link is None else ():
                 found = self._whole(text, alt, written) or self._concept(text, alt, written, formed=True)
@@ -406,6 +397,17 @@ class Grounder:
                 return self._in_order(hits)
         link = self.fallback(text)
         return self._keep(link, links) if link is not None else ()
+
+    def _each(self, parts: Sequence[str], links: list[Link] | None, every: bool) -> tuple[int, ...] | None:
+        """The nodes of a choice's ``parts``, each linked as a choice of its own, never to a category
+        (:meth:`_category`); with ``every``, ``None`` (nothing recorded) unless every part links."""
+        joined: list[Link] = []
+        if not all([self.ground_choice(part, joined) for part in parts]) and every:
+            return None
+        kept = [x for x in joined if not self._category(x.node)]
+        if links is not None:
+            links += kept
+        return tuple(dict.fromkeys(x.node for x in kept))
 
     def _body_part(self, toks: Sequence[str]) -> bool:
         """Whether a choice names a part of the body (:func:`~kgwise.kg.names.body_words`, WordNet's

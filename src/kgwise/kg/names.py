@@ -100,8 +100,7 @@ def derived_keys(toks: Sequence[str]) -> list[str]:
     *-cytosis* or *-cytopenia*: "Increased reticulocyte count" → "reticulocytosis"); "Peritoneal
     inflammation" → "peritonitis" (an adjective's stem, *-eal*/*-al*/*-ic*/*-ous* dropped, and *-itis*);
     "Pseudoparkinsonism" → "parkinsonism", "Oversedation" → "sedation" (a word less one of
-    :data:`_LOOKALIKE` prefixes). Tried in that
-    order; ``[]`` when none applies."""
+    :data:`_LOOKALIKE` prefixes). Tried in that order; ``[]`` when none applies."""
     words = set(toks)
     stop = stopwords()
     content = [t for t in toks if t not in stop and t not in QUALIFIERS and t.isalpha() and len(t) >= 4]
@@ -327,6 +326,7 @@ _EPITHET_ENDS = ("a", "ae", "e", "i", "is", "um", "us")
 word and such a lower-case one are a genus and its species; "Opioid antagonists" is no species."""
 
 _ROMAN = frozenset({"i", "ii", "iii", "iv", "v", "vi", "vii", "viii", "ix", "x"})
+"""Roman type numbers ("Galactosaemia II")."""
 
 
 def _genus(name: str) -> str:
