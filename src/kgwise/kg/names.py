@@ -17,6 +17,10 @@ without accents, word order, distinctive parts of proper names, and which names 
 * **Rare words**: each word in the names (less parenthesis and comma qualifier) of at most
   :data:`RARE_NODES` nodes, with those names, so a whole mention can reach a name that narrows it
   ("Alcohol withdrawal" → `Alcohol withdrawal syndrome`: :meth:`kgwise.kg.grounding.Grounder._containing`).
+* **Kinds**: the nodes a general term names the kinds of, where it names no node itself: "Teratoma" →
+  "Teratoma, ovary", "Teratoma, benign", "Teratoma, testicular"; "Burkholderia" → "Burkholderia cepacia",
+  "Burkholderia pseudomallei"; "Galactosemia" → "Galactosaemia type 1", "Galactosaemia II"
+  (:meth:`kgwise.kg.grounding.Grounder._kinds` links them all).
 * **Capitals only**: an alias written in capitals ("US", "IT", "WHO", "UAE": :func:`~kgwise.kg.text.
   is_acronym`), or a label so written whose lower-case form is an English word, matches only a span
   written in capitals: "used", "us" and "who" never link the United States or the WHO.
@@ -28,11 +32,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
 
+from kgwise.errors import DataError
 from kgwise.kg.text import common_words, fold_key, is_acronym, phrase_key, stopwords, written_tokens
 
-__all__ = ["LATIN_NUMBER", "QUALIFIERS", "NameVariants", "another_count", "bag_key", "derived_keys",
-           "is_category", "latin_singulars", "names_a_state", "word_forms"]
+__all__ = ["LATIN_NUMBER", "QUALIFIERS", "NameVariants", "another_count", "bag_key", "body_words",
+           "body_words_from_wordnet", "derived_keys", "is_category", "latin_singulars", "names_a_state",
+           "opposite_degree", "word_forms"]
 
 RARE_NODES = 30
 """A word in the names of at most this many nodes is *rare*: the names a whole mention may narrow are looked
@@ -57,12 +66,16 @@ QUALIFIERS = frozenset({
     "supplement", "supplements", "supplementation", "administer", "administration",
     # how far a disease has spread
     "disseminated", "generalized", "generalised", "localized", "localised", "widespread",
-    # giving or keeping a treatment
-    "continue", "continued", "start", "begin", "initiate", "resume", "monotherapy"})
+    # giving, keeping or stopping a treatment
+    "continue", "continued", "start", "begin", "initiate", "resume", "monotherapy", "discontinue",
+    "discontinued", "stop",
+    # whether a condition is known
+    "undiagnosed", "untreated", "suspected", "presumed", "confirmed"})
 """Words that state the degree, time, measure or course of a concept rather than the concept itself
 ("Ethanol *intoxication*", "*Serum* iron *level*", "*Previous* radiation *therapy*", "Aspergillus fumigatus
 *infection*", "*Disseminated* tuberculosis"), or how a substance is given ("*Inhaled* beclomethasone",
-"Erythromycin *ointment*", "*Supplementation* with vitamin D", "*Continue* metformin *monotherapy*").
+"Erythromycin *ointment*", "*Supplementation* with vitamin D", "*Continue* metformin *monotherapy*",
+"*Discontinue* methimazole"), or whether a condition is known or treated ("*Undiagnosed* pneumonia").
 A choice's contained name is weighed without them, and its core (what the embedding fallback reads)
 drops them: the labelling rules of the MedQA→DDB link set
 (``tests/data/links/README.md``: a concept plus modifiers is that concept; a substance with a state, level or
@@ -70,12 +83,13 @@ process is the substance)."""
 
 _HIGHER = frozenset({"high", "increased", "elevated", "raised", "excess", "excessive"})
 _LOWER = frozenset({"low", "decreased", "reduced"})
-_STATES = _HIGHER | _LOWER | {"deficiency", "deficient", "absent", "absence"}
+_STATES = _HIGHER | _LOWER | {"deficiency", "deficient", "absent", "absence", "lengthened", "shortened",
+                               "prolonged", "prolongation", "shortening"}
 """Words that turn a name into a state of the concept it holds ("Pyruvate kinase *deficiency*",
-"Reticulocyte count *low*")."""
-_LOOKALIKE = ("pseudo",)
-"""Prefixes of a condition that resembles another, its stem ("pseudoparkinsonism" is parkinsonism
-brought on by drugs)."""
+"Reticulocyte count *low*", "PR interval *lengthened*")."""
+_LOOKALIKE = ("pseudo", "over", "under")
+"""Prefixes of a condition that resembles another or is a degree of it, its stem ("pseudoparkinsonism" is
+parkinsonism brought on by drugs, "oversedation" a sedation)."""
 
 
 def derived_keys(toks: Sequence[str]) -> list[str]:
@@ -85,8 +99,8 @@ def derived_keys(toks: Sequence[str]) -> list[str]:
     joined to a content word, its final *e*, *ium* or *um* dropped; a cell, *-cyte*, raised or lowered is
     *-cytosis* or *-cytopenia*: "Increased reticulocyte count" → "reticulocytosis"); "Peritoneal
     inflammation" → "peritonitis" (an adjective's stem, *-eal*/*-al*/*-ic*/*-ous* dropped, and *-itis*);
-    "Pseudoparkinsonism" → "parkinsonism" (a word less one of :data:`_LOOKALIKE` prefixes). Tried in that
-    order; ``[]`` when none applies."""
+    "Pseudoparkinsonism" → "parkinsonism", "Oversedation" → "sedation" (a word less one of
+    :data:`_LOOKALIKE` prefixes). Tried in that order; ``[]`` when none applies."""
     words = set(toks)
     stop = stopwords()
     content = [t for t in toks if t not in stop and t not in QUALIFIERS and t.isalpha() and len(t) >= 4]
@@ -112,10 +126,12 @@ def derived_keys(toks: Sequence[str]) -> list[str]:
 
 
 _FORMS = (("astic", "asm"), ("omatous", "omatosis"), ("omatous", "oma"), ("tic", "sis"), ("ic", "ia"),
-          ("ic", "y"))
+          ("ic", "y"), ("ist", "ism"))
 """Adjective and noun endings of one medical stem: "spastic"/"spasm", "hamartomatous"/"hamartomatosis",
 "adenomatous"/"adenoma", "psychotic"/"psychosis", "hypoxic"/"hypoxia", "atrophic"/"atrophy" (the first
-ending that fits a word is used, either way)."""
+ending that fits a word is used, either way); and an action and its agent, "antagonism"/"antagonist": a
+mechanism is named for its drug class ("Muscarinic antagonism" → `Muscarinic antagonists`, the
+MedQA→DDB labelling rules)."""
 
 
 _ONE_WAY = frozenset({"y", "oma"})
@@ -179,6 +195,78 @@ def another_count(mention: str, name: str) -> bool:
     return bare(x) == bare(y) and bare(x) != x and bare(y) != y
 
 
+_OPPOSITE_PREFIXES = (("hyper", "hypo"), ("macro", "micro"), ("tachy", "brady"), ("poly", "oligo"))
+"""Prefixes of opposite degree ("hyperchromic"/"hypochromic", "macrocytic"/"microcytic")."""
+
+
+def opposite_degree(x: str, y: str) -> bool:
+    """Whether words ``x`` and ``y`` differ in a prefix of opposite degree (:data:`_OPPOSITE_PREFIXES`):
+    "hyperchromic" is no slip for "hypochromic", whatever its edit similarity (0.91); the opposite, not
+    the same word."""
+    return any(u.startswith(a) and v.startswith(b) for a, b in _OPPOSITE_PREFIXES
+               for u, v in ((x, y), (y, x)))
+
+
+_BODY_LEXFILE = "08"
+"""WordNet's lexicographer file of body parts, substances and genes (``noun.body``)."""
+_BODY_ROOTS = frozenset({"body_part", "somatic_cell"})
+"""The synsets (by their first word) whose hyponyms are parts of the body: organs, tissues, vessels, cells
+(not hormones, fluids or genes, which ``noun.body`` files too)."""
+
+
+def body_words_from_wordnet(wordnet_dir: str | Path) -> list[str]:
+    """The WordNet 3.0 noun lemmas whose first (most frequent) sense is a part of the body: in ``noun.body``
+    and below one of :data:`_BODY_ROOTS` ("vulva", "fallopian tube", "hair follicle", "artery",
+    "erythrocyte"; not "tube" or "cell", whose first senses are other things, nor "glucagon" or "blood"),
+    words joined by a space, sorted."""
+    root = Path(wordnet_dir)
+    synsets: dict[str, tuple[str, str, list[str]]] = {}  # offset → lexicographer file, first word, hypernyms
+    first: dict[str, str] = {}
+    for path, is_data in ((root / "data.noun", True), (root / "index.noun", False)):
+        if not path.is_file():
+            raise DataError("WordNet file not found", path)
+        with path.open(encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if line.startswith(" "):
+                    continue
+                f = line.split()
+                try:
+                    if is_data:
+                        n = int(f[3], 16)
+                        at = 5 + 2 * n
+                        ptrs = f[at:at + 4 * int(f[at - 1])]
+                        synsets[f[0]] = (f[1], f[4], [ptrs[i + 1] for i in range(0, len(ptrs), 4)
+                                                      if ptrs[i] in ("@", "@i")])
+                    else:
+                        first[f[0]] = f[6 + int(f[3])]
+                except (IndexError, ValueError) as exc:
+                    raise DataError(f"not a WordNet {'data' if is_data else 'index'} line", path,
+                                    lineno) from exc
+
+    def below_root(offset: str) -> bool:
+        seen: set[str] = set()
+        todo = [offset]
+        while todo:
+            o = todo.pop()
+            if o in seen or o not in synsets:
+                continue
+            seen.add(o)
+            if synsets[o][1] in _BODY_ROOTS:
+                return True
+            todo += synsets[o][2]
+        return False
+
+    return sorted(w.replace("_", " ") for w, o in first.items()
+                  if o in synsets and synsets[o][0] == _BODY_LEXFILE and below_root(o))
+
+
+@cache
+def body_words() -> frozenset[str]:
+    """Parts of the body (``kgwise/data/body_words_en.txt``, made by :func:`body_words_from_wordnet`)."""
+    text = resources.files("kgwise").joinpath("data/body_words_en.txt").read_text(encoding="utf-8")
+    return frozenset(w for w in text.splitlines() if w and not w.startswith("#"))
+
+
 _CATEGORY_HEADS = frozenset({"conditions", "infections", "diseases"})
 """The plural heads of DDB's classes of conditions."""
 
@@ -233,6 +321,36 @@ def _qualified(name: str) -> bool:
     return all(w in QUALIFIERS or w.endswith(_ADJECTIVE_ENDS) or w.isdigit() or w == "type" for w in rest)
 
 
+_EPITHET_ENDS = ("a", "ae", "e", "i", "is", "um", "us")
+"""Endings of a Latin species epithet ("cepacia", "pseudomallei", "aureus", "urealyticum"): a capitalised
+word and such a lower-case one are a genus and its species; "Opioid antagonists" is no species."""
+
+_ROMAN = frozenset({"i", "ii", "iii", "iv", "v", "vi", "vii", "viii", "ix", "x"})
+"""Roman type numbers ("Galactosaemia II")."""
+
+
+def _genus(name: str) -> str:
+    """The folded key of the general term a name names a kind of, or ``""``: the name before its comma or
+    parenthesis ("Teratoma, ovary", "Teratoma, benign"), before a type number or letter ("Galactosaemia
+    type 1", "Galactosaemia II"), or the genus of a binomial ("Burkholderia cepacia": a capitalised word
+    and a lower-case Latin epithet, :data:`_EPITHET_ENDS`, that is no common English word)."""
+    part = _head_part(name)
+    if part != name:
+        return fold_key(phrase_key(part))
+    words = [w for w, _, _ in written_tokens(name)]
+    if len(words) < 2:
+        return ""
+    last = words[-1]
+    if last.isdigit() or last.lower() in _ROMAN or (len(last) == 1 and last.isupper()):
+        cut = len(words) - 1 - (words[-2].lower() == "type")
+        return fold_key(phrase_key(" ".join(words[:cut]))) if cut else ""
+    genus, epithet = (words[0], words[1]) if len(words) == 2 else ("", "")
+    if (genus[:1].isupper() and genus[1:].islower() and genus.isalpha() and epithet.isalpha()
+            and epithet.islower() and epithet.endswith(_EPITHET_ENDS) and epithet not in common_words()):
+        return fold_key(genus.lower())
+    return ""
+
+
 def bag_key(key: str) -> str:
     """The sorted content words of a phrase key (stop words dropped, accents folded), or ``""`` for fewer
     than two."""
@@ -250,6 +368,7 @@ class NameVariants:
     partial: dict[str, int] = field(default_factory=dict)
     heads: dict[str, int] = field(default_factory=dict)
     rare: dict[str, tuple[tuple[int, str], ...]] = field(default_factory=dict)
+    kinds: dict[str, tuple[int, ...]] = field(default_factory=dict)
     caps_only: set[str] = field(default_factory=set)
     ambiguous: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
@@ -278,9 +397,13 @@ class NameVariants:
         primary: dict[str, set[int]] = {}  # head → nodes named "head (primary)"
         candidates: dict[str, int] = {}
         headed: list[tuple[int, str]] = []  # node, head key ("Thrombocytosis, autosomal dominant": its head)
+        kinds: dict[str, set[int]] = {}
         for name, key, node in zip(names, keys, nodes, strict=True):
             if not key or key in out.ambiguous:
                 continue
+            genus = _genus(name)
+            if genus:
+                kinds.setdefault(genus, set()).add(node)
             f = fold_key(key)
             if f != key and f not in known:
                 folded.setdefault(f, set()).add(node)
@@ -319,6 +442,8 @@ class NameVariants:
             for t in set(head.split(" ")) & rare:
                 by_token.setdefault(t, []).append((node, head))
         out.rare = {t: tuple(dict.fromkeys(v)) for t, v in by_token.items()}
+        out.kinds = {k: tuple(sorted(v)) for k, v in kinds.items()
+                     if len(v) > 1 and k not in known and k not in out.folded}
         out.partial = {t: v for t, v in candidates.items()
                        if len(token_nodes[t]) == 1 and t not in known and t not in out.folded}
         return out
