@@ -56,7 +56,17 @@ def test_the_replayed_pipeline_reports_arms_and_itself_within_its_budget() -> No
             assert run["arms"][arm]["accuracy"] == pytest.approx(table.correct[test_rows, j].mean())
             assert run["arms"][arm]["cost"] == pytest.approx(table.cost[test_rows, j].sum())
         assert run["budget"] == pytest.approx(0.5 * table.cost[test_rows, 2].sum())
-    assert set(report["targets"]) == {"accuracy >= best single arm", "cost <= 60% of the best arm's", "both"}
+        best = run["arms"][run["best_arm"]]["accuracy"]
+        ceiling = table.budgeted_oracle(test_rows, run["budget"])
+        assert run["budgeted_oracle_accuracy"] == pytest.approx(ceiling)
+        if ceiling > best:  # the share of what any router could gain at this budget that it gained
+            closed = (run["accuracy"] - best) / (ceiling - best)
+            assert run["budgeted_headroom_closed"] == pytest.approx(closed)
+        else:
+            assert run["budgeted_headroom_closed"] is None
+    assert set(report["targets"]) == {
+        "accuracy >= best single arm", "cost <= 60% of the best arm's", "both", "spent >= 90% of budget",
+        "budgeted oracle >= best arm (reachable at all)", "budgeted oracle head-room closed"}
     assert report["not_measured"]
 
 
