@@ -58,7 +58,7 @@ from kgwise.eval.route.learned import headroom_closed, mean_std
 from kgwise.eval.route.logs import FreeAnswers, GradedReplay
 from kgwise.route.cascade import fit_cascade
 from kgwise.route.coke import CokeConfig, CokeRouter
-from kgwise.route.features import PredictedContext
+from kgwise.route.features import FREE_ONLY, PredictedContext
 from kgwise.route.table import OutcomeTable
 from kgwise.route.tuning import simulate
 from kgwise.types import Question, Usage
@@ -285,7 +285,8 @@ def _out_of_fold_groups(table: OutcomeTable, encoder: Encoder, config: PipelineC
         if X is not None:
             warm, routed = X[other], X[mine]
         else:
-            made, why_not = predicted_context(config, questions, free_said, Y, E, other.tolist())
+            made, why_not = predicted_context(config, questions, free_said, Y, E, other.tolist(),
+                                              free_only=context == FREE_ONLY)
             if made is None:
                 raise ConfigError(f"out-of-fold routing of the fit rows in the {context!r} context: "
                                   f"{why_not}")
