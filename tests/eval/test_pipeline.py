@@ -143,8 +143,9 @@ def _free_table(n: int) -> tuple[OutcomeTable, dict[str, tuple[list[str], np.nda
     return table, {"gnn-a": (top_a, scores_a), "gnn-b": (top_b, scores_b)}
 
 
+# at 240 the fit picks the context itself
 @pytest.mark.parametrize("n, context", [(60, "question+free"), (60, "predicted"), (60, "cascade"),
-                                        (240, "question")])  # at 240 the fit picks the context itself
+                                        (60, "predicted-free"), (240, "question")])
 def test_the_pipelines_router_figures_equal_eval_routes_for_the_same_settings(
         n: int, context: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The same engine. A Coke router with the settings the pipeline's fit chose (cross-fitted at n = 240,
@@ -179,13 +180,15 @@ def test_the_pipelines_router_figures_equal_eval_routes_for_the_same_settings(
         rows = [free_signal_row([(free[a][0][i], float(free[a][1][i])) for a in ("gnn-a", "gnn-b")])
                 for i in range(n)]
         x = free_context(rows, emb if sel["context"] == "question+free" else emb[:, :0])
-    elif sel["context"] in ("predicted", "cascade"):
+    elif sel["context"] in ("predicted", "cascade", "predicted-free"):
         (config, predicted), = fitted
         assert predicted is not None
         x = np.stack([context_vector(config, sel["context"], emb[i], said[i], table.texts[i], predicted)
                       for i in range(n)])
         # the warm start reads out-of-fold predictions, each fold's by a predictor fitted on the others
-        features = PreCallFeatures.fit({a: [said[i][a] for i in train] for a in free}, emb[train])
+        free_only = sel["context"] == "predicted-free"  # the free arms' confidence alone
+        features = PreCallFeatures.fit({a: [said[i][a] for i in train] for a in free}, emb[train],
+                                       dims=0 if free_only else 16, form=not free_only)
         F = features.rows([table.texts[i] for i in train], emb[train],
                           {a: [said[i][a] for i in train] for a in free})
         folds = [np.arange(k, len(train), PREDICTOR_FOLDS) for k in range(PREDICTOR_FOLDS)]
