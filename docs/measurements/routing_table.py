@@ -23,8 +23,13 @@ def _ms(d: dict[str, float] | None, scale: float = 1.0, signed: bool = False) ->
     return fmt.format(d["mean"] * scale, d["std"] * scale)
 
 
-def _pct(d: dict[str, float] | None) -> str:
-    return "—" if d is None else f"{d['mean']:+.0%} ± {d['std']:.0%}"
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{x:+.0%}"
+
+
+def pooled(acc: float, best: float, ceiling: float) -> float | None:
+    """The mean gain over the mean head-room (as the reports' "head-room closed, pooled")."""
+    return (acc - best) / (ceiling - best) if ceiling - best > 1e-12 else None
 
 
 def row(out: Path, key: str) -> dict[str, Any] | None:
@@ -56,14 +61,22 @@ def row(out: Path, key: str) -> dict[str, Any] | None:
         "budgeted_oracle_splits_ge_best": sum(x["reference"]["budgeted_oracle_accuracy"]
                                               >= x["reference"]["best_arm_accuracy"] for x in runs),
         "splits": n}
+    for who, acc in (("router", r["router"]), ("before", r["before"])):
+        r[f"{who}_budgeted_headroom_closed_pooled"] = pooled(acc["mean"], r["best_arm"]["mean"],
+                                                             r["budgeted_oracle"]["mean"])
+        r[f"{who}_oracle_headroom_closed_pooled"] = pooled(acc["mean"], r["best_arm"]["mean"],
+                                                           r["oracle"]["mean"])
     if pipe_file.exists():
         p = json.loads(pipe_file.read_text())
         s = p["summary"]
+        best = sum(x["arms"][x["best_arm"]]["accuracy"] for x in p["runs"]) / len(p["runs"])
         r["pipeline"] = {"accuracy": s["accuracy"], "minus_best": s["accuracy_minus_best"],
                          "splits_ge_best": p["targets"]["accuracy >= best single arm"],
                          "spent": s["spent_over_budget"], "cost_over_best": s["cost_over_best"],
                          "budgeted_oracle": s["budgeted_oracle_accuracy"],
                          "budgeted_headroom_closed": s["budgeted_headroom_closed"],
+                         "budgeted_headroom_closed_pooled": pooled(s["accuracy"]["mean"], best,
+                                                                   s["budgeted_oracle_accuracy"]["mean"]),
                          "pinned": {a: k for a, k in s["splits_pinned"].items() if k},
                          "context": p["config"]["context"]}
     return r
@@ -77,8 +90,8 @@ def main() -> None:
     rows = {key: r for key, _ in LOGS if (r := row(args.out, key)) is not None}
     print("| log | best arm | `eval route` selected (now): acc, − best, splits ≥ | before "
           "`predicted-free` | `predicted-free` | learned cascade (splits sel. ≥) | spent / budget | "
-          "budgeted oracle (splits ≥ best) | oracle | budgeted head-room closed (now / before) | "
-          "`eval pipeline --log`: acc, − best, splits ≥, spent, budgeted head-room closed |")
+          "budgeted oracle (splits ≥ best) | oracle | budgeted head-room closed, pooled (now / before) | "
+          "`eval pipeline --log`: acc, − best, splits ≥, spent, budgeted head-room closed, pooled |")
     print("|" + "---|" * 11)
     for key, label in LOGS:
         if key not in rows:
@@ -87,7 +100,7 @@ def main() -> None:
         p = r.get("pipeline")
         pipe = "—" if p is None else (
             f"{_ms(p['accuracy'])}, {_ms(p['minus_best'], 100, True)} ({p['splits_ge_best'].split()[0]}), "
-            f"{p['spent']['mean']:.2f}, {_pct(p['budgeted_headroom_closed'])}")
+            f"{p['spent']['mean']:.2f}, {_pct(p['budgeted_headroom_closed_pooled'])}")
         print(f"| {label} | {_ms(r['best_arm'])} | {_ms(r['router'])}, "
               f"{_ms(r['router_minus_best'], 100, True)} ({r['router_splits_ge_best']}/{r['splits']}) | "
               f"{_ms(r['before'])}, "
@@ -95,8 +108,8 @@ def main() -> None:
               f"{_ms(r['predicted_free'])} | {_ms(r['cascade'])} ({r['router_ge_cascade']}/{r['splits']}) | "
               f"{r['router_spent']['mean']:.2f} (before {r['before_spent']['mean']:.2f}) | "
               f"{_ms(r['budgeted_oracle'])} ({r['budgeted_oracle_splits_ge_best']}/{r['splits']}) | "
-              f"{_ms(r['oracle'])} | {_pct(r['router_budgeted_headroom_closed'])} / "
-              f"{_pct(r['before_budgeted_headroom_closed'])} | {pipe} |")
+              f"{_ms(r['oracle'])} | {_pct(r['router_budgeted_headroom_closed_pooled'])} / "
+              f"{_pct(r['before_budgeted_headroom_closed_pooled'])} | {pipe} |")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")
 

@@ -66,7 +66,8 @@ def test_the_replayed_pipeline_reports_arms_and_itself_within_its_budget() -> No
             assert run["budgeted_headroom_closed"] is None
     assert set(report["targets"]) == {
         "accuracy >= best single arm", "cost <= 60% of the best arm's", "both", "spent >= 90% of budget",
-        "budgeted oracle >= best arm (reachable at all)", "budgeted oracle head-room closed"}
+        "budgeted oracle >= best arm (reachable at all)", "budgeted oracle head-room closed",
+        "budgeted oracle head-room closed, pooled"}
     assert report["not_measured"]
 
 
