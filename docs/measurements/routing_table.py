@@ -1,7 +1,9 @@
 """The per-log table of docs/routing.md from the JSON reports that `routing_all_logs.sh OUT` writes:
 `eval route --log` (its learned routers: the selection now and before `predicted-free`, the learned
 cascade, the best arm, the budgeted oracle and the oracle) and `eval pipeline --log`, mean ± std over
-the splits. Usage: python docs/measurements/routing_table.py OUT [--json FILE]"""
+the splits. With --before DIR, also `eval pipeline --log`'s figures from DIR's pipe-*.json (a run of the
+code before the `predicted-free` context). Usage:
+python docs/measurements/routing_table.py OUT [--before DIR] [--json FILE]"""
 
 from __future__ import annotations
 
@@ -32,8 +34,32 @@ def pooled(acc: float, best: float, ceiling: float) -> float | None:
     return (acc - best) / (ceiling - best) if ceiling - best > 1e-12 else None
 
 
-def row(out: Path, key: str) -> dict[str, Any] | None:
-    route_file, pipe_file = out / f"route-{key}.json", out / f"pipe-{key}.json"
+def pipeline(pipe_file: Path) -> dict[str, Any] | None:
+    if not pipe_file.exists():
+        return None
+    p = json.loads(pipe_file.read_text())
+    s = p["summary"]
+    best = sum(x["arms"][x["best_arm"]]["accuracy"] for x in p["runs"]) / len(p["runs"])
+    return {"accuracy": s["accuracy"], "minus_best": s["accuracy_minus_best"],
+            "splits_ge_best": p["targets"]["accuracy >= best single arm"],
+            "spent": s["spent_over_budget"], "cost_over_best": s["cost_over_best"],
+            "budgeted_oracle": s["budgeted_oracle_accuracy"],
+            "budgeted_headroom_closed": s["budgeted_headroom_closed"],
+            "budgeted_headroom_closed_pooled": pooled(s["accuracy"]["mean"], best,
+                                                      s["budgeted_oracle_accuracy"]["mean"]),
+            "pinned": {a: k for a, k in s["splits_pinned"].items() if k},
+            "contexts": [(x["router_selection"] or {}).get("context") for x in p["runs"]],
+            "context": p["config"]["context"]}
+
+
+def _pipe(p: dict[str, Any] | None) -> str:
+    return "—" if p is None else (
+        f"{_ms(p['accuracy'])}, {_ms(p['minus_best'], 100, True)} ({p['splits_ge_best'].split()[0]}), "
+        f"{p['spent']['mean']:.2f}, {_pct(p['budgeted_headroom_closed_pooled'])}")
+
+
+def row(out: Path, key: str, before: Path | None) -> dict[str, Any] | None:
+    route_file = out / f"route-{key}.json"
     if not route_file.exists():
         return None
     learned = json.loads(route_file.read_text())["learned"]
@@ -66,41 +92,28 @@ def row(out: Path, key: str) -> dict[str, Any] | None:
                                                              r["budgeted_oracle"]["mean"])
         r[f"{who}_oracle_headroom_closed_pooled"] = pooled(acc["mean"], r["best_arm"]["mean"],
                                                            r["oracle"]["mean"])
-    if pipe_file.exists():
-        p = json.loads(pipe_file.read_text())
-        s = p["summary"]
-        best = sum(x["arms"][x["best_arm"]]["accuracy"] for x in p["runs"]) / len(p["runs"])
-        r["pipeline"] = {"accuracy": s["accuracy"], "minus_best": s["accuracy_minus_best"],
-                         "splits_ge_best": p["targets"]["accuracy >= best single arm"],
-                         "spent": s["spent_over_budget"], "cost_over_best": s["cost_over_best"],
-                         "budgeted_oracle": s["budgeted_oracle_accuracy"],
-                         "budgeted_headroom_closed": s["budgeted_headroom_closed"],
-                         "budgeted_headroom_closed_pooled": pooled(s["accuracy"]["mean"], best,
-                                                                   s["budgeted_oracle_accuracy"]["mean"]),
-                         "pinned": {a: k for a, k in s["splits_pinned"].items() if k},
-                         "context": p["config"]["context"]}
+    r["pipeline"] = pipeline(out / f"pipe-{key}.json")
+    r["pipeline_before"] = None if before is None else pipeline(before / f"pipe-{key}.json")
     return r
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", type=Path)
+    ap.add_argument("--before", type=Path)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    rows = {key: r for key, _ in LOGS if (r := row(args.out, key)) is not None}
+    rows = {key: r for key, _ in LOGS if (r := row(args.out, key, args.before)) is not None}
     print("| log | best arm | `eval route` selected (now): acc, − best, splits ≥ | before "
           "`predicted-free` | `predicted-free` | learned cascade (splits sel. ≥) | spent / budget | "
           "budgeted oracle (splits ≥ best) | oracle | budgeted head-room closed, pooled (now / before) | "
-          "`eval pipeline --log`: acc, − best, splits ≥, spent, budgeted head-room closed, pooled |")
-    print("|" + "---|" * 11)
+          "`eval pipeline --log`: acc, − best, splits ≥, spent, budgeted head-room closed, pooled | "
+          "the same before `predicted-free` |")
+    print("|" + "---|" * 12)
     for key, label in LOGS:
         if key not in rows:
             continue
         r = rows[key]
-        p = r.get("pipeline")
-        pipe = "—" if p is None else (
-            f"{_ms(p['accuracy'])}, {_ms(p['minus_best'], 100, True)} ({p['splits_ge_best'].split()[0]}), "
-            f"{p['spent']['mean']:.2f}, {_pct(p['budgeted_headroom_closed_pooled'])}")
         print(f"| {label} | {_ms(r['best_arm'])} | {_ms(r['router'])}, "
               f"{_ms(r['router_minus_best'], 100, True)} ({r['router_splits_ge_best']}/{r['splits']}) | "
               f"{_ms(r['before'])}, "
@@ -109,7 +122,8 @@ def main() -> None:
               f"{r['router_spent']['mean']:.2f} (before {r['before_spent']['mean']:.2f}) | "
               f"{_ms(r['budgeted_oracle'])} ({r['budgeted_oracle_splits_ge_best']}/{r['splits']}) | "
               f"{_ms(r['oracle'])} | {_pct(r['router_budgeted_headroom_closed_pooled'])} / "
-              f"{_pct(r['before_budgeted_headroom_closed_pooled'])} | {pipe} |")
+              f"{_pct(r['before_budgeted_headroom_closed_pooled'])} | {_pipe(r['pipeline'])} | "
+              f"{_pipe(r['pipeline_before'])} |")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")
 

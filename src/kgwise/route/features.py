@@ -41,7 +41,9 @@ FREE_ONLY = "predicted-free"
 """The router context whose predictor reads the free arms' confidence alone (no form, no embedding). On the
 tuning logs, the priced router on these features answered +1.6 points over the best arm on OBQA's local
 log and +0.6 on WebQSP's, against +0.5 and 0.0 with every feature (``kgwise eval route``'s learned part,
-policy ``predicted-free``, 5 halvings): the form and the embedding's components are what overfit."""
+policy ``predicted-free``, 5 halvings, without refits; with them +2.1 and +0.4,
+``docs/measurements/routing_all_logs.sh``): the form and the embedding's components are what overfit. On
+the logs not tuned on it did not help (``docs/routing.md``)."""
 FreeOutput = tuple[str, Sequence[float]]
 """A free arm's answer on a question (``""``: none) and its signals."""
 

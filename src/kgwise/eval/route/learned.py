@@ -161,7 +161,10 @@ def _free_columns(replay: GradedReplay) -> npt.NDArray[np.int64]:
     context (``free.*``), without the question's form. On the tuning logs, the priced router on these
     alone answered +1.6 points over the best arm on OBQA's local log (4/5 halvings ≥ it; +0.5 with every
     pre-call feature and the embedding's components) and +0.6 on WebQSP's (4/5; 0.0), without refits,
-    5 halvings of ``learned_report``: the form and the embedding's components are what overfit."""
+    5 halvings of ``learned_report``: the form and the embedding's components are what overfit. With
+    refits, as reported (``docs/measurements/routing_all_logs.sh``): +2.1 and +0.4 points; on the logs not
+    tuned on it did not help (CSQA −2.4, the CSQA 1.5B ladder −3.2 against −2.0 and −2.6 for ``predicted``'s
+    selection rule)."""
     free = {a for j, a in enumerate(replay.table.arms) if not np.any(replay.table.cost[:, j] > 0)}
     return np.asarray([k for k, n in enumerate(replay.feature_names)
                        if n.startswith("free.") or any(n.startswith(f"{a}.signal[") for a in free)],
