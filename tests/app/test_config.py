@@ -130,7 +130,7 @@ def _fault(tmp_path: Path, old: str, new: str) -> str:
     ('[answer_sets]', '[answer-sets]', ":28: unknown table(s) [answer-sets]"),
     ('price = 0.0005', 'price = 0.0005\ntemperature = 1', ":20: arms[2].temperature: unknown key"),
     ('horizon = 100', 'horizon = 100\ncontext = "kgm"', ":24: router.context: must be question, "
-     "question+free, free, predicted or cascade, got 'kgm'"),
+     "question+free, free, predicted, cascade or predicted-free, got 'kgm'"),
     ('horizon = 100', 'horizon = 100\ncontext = "free"', ":24: router.context: 'free' needs a free arm"),
     ('horizon = 100', 'horizon = 100\npin_single_arm = "yes"', ":24: router.pin_single_arm: must be true or "
      "false"),

@@ -180,8 +180,9 @@ def test_a_large_log_chooses_gamma_reward_form_and_context_by_cross_fitting(tmp_
         sel = report.router_selection
         assert sel is not None and sel.method == "cross-fitting" and sel.cross_fit is not None
         grid = sel.cross_fit.grid
-        assert len(grid) == 4 * 4 * 2 + 1  # contexts × γ × reward forms, and the cascade's one point
-        assert {g.context for g in grid} == {"question", "question+free", "free", "predicted", "cascade"}
+        assert len(grid) == 5 * 4 * 2 + 1  # contexts × γ × reward forms, and the cascade's one point
+        assert {g.context for g in grid} == {"question", "question+free", "free", "predicted", "cascade",
+                                             "predicted-free"}
         assert sel.cross_fit.fold_sizes == (52, 52)
         best = max(g.accuracy for g in grid)
         chosen = sel.cross_fit.chosen
@@ -193,10 +194,10 @@ def test_a_large_log_chooses_gamma_reward_form_and_context_by_cross_fitting(tmp_
                                                                                    sel.decomposed_reward)
         assert pipe.state.context == sel.context
         assert router.dim == {"question": 8, "question+free": 8 + 3 + 1, "free": 3 + 1,
-                              "predicted": 1 + 3, "cascade": 1 + 3}[sel.context]
+                              "predicted": 1 + 3, "cascade": 1 + 3, "predicted-free": 1 + 3}[sel.context]
         saved = json.loads((pipe.state.root / REPORT_FILE).read_text())
         assert saved["router_selection"]["method"] == "cross-fitting"
-        assert len(saved["router_selection"]["cross_fit"]["grid"]) == 33
+        assert len(saved["router_selection"]["cross_fit"]["grid"]) == 41
         assert all({"accuracy", "cost_per_question", "accuracy_by_fold"} <= set(g)
                    for g in saved["router_selection"]["cross_fit"]["grid"])
         assert not any("router settings" in n for n in report.not_fitted)

@@ -56,7 +56,18 @@ def test_the_replayed_pipeline_reports_arms_and_itself_within_its_budget() -> No
             assert run["arms"][arm]["accuracy"] == pytest.approx(table.correct[test_rows, j].mean())
             assert run["arms"][arm]["cost"] == pytest.approx(table.cost[test_rows, j].sum())
         assert run["budget"] == pytest.approx(0.5 * table.cost[test_rows, 2].sum())
-    assert set(report["targets"]) == {"accuracy >= best single arm", "cost <= 60% of the best arm's", "both"}
+        best = run["arms"][run["best_arm"]]["accuracy"]
+        ceiling = table.budgeted_oracle(test_rows, run["budget"])
+        assert run["budgeted_oracle_accuracy"] == pytest.approx(ceiling)
+        if ceiling > best:  # the share of what any router could gain at this budget that it gained
+            closed = (run["accuracy"] - best) / (ceiling - best)
+            assert run["budgeted_headroom_closed"] == pytest.approx(closed)
+        else:
+            assert run["budgeted_headroom_closed"] is None
+    assert set(report["targets"]) == {
+        "accuracy >= best single arm", "cost <= 60% of the best arm's", "both", "spent >= 90% of budget",
+        "budgeted oracle >= best arm (reachable at all)", "budgeted oracle head-room closed",
+        "budgeted oracle head-room closed, pooled"}
     assert report["not_measured"]
 
 
@@ -133,8 +144,9 @@ def _free_table(n: int) -> tuple[OutcomeTable, dict[str, tuple[list[str], np.nda
     return table, {"gnn-a": (top_a, scores_a), "gnn-b": (top_b, scores_b)}
 
 
+# at 240 the fit picks the context itself
 @pytest.mark.parametrize("n, context", [(60, "question+free"), (60, "predicted"), (60, "cascade"),
-                                        (240, "question")])  # at 240 the fit picks the context itself
+                                        (60, "predicted-free"), (240, "question")])
 def test_the_pipelines_router_figures_equal_eval_routes_for_the_same_settings(
         n: int, context: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The same engine. A Coke router with the settings the pipeline's fit chose (cross-fitted at n = 240,
@@ -169,13 +181,15 @@ def test_the_pipelines_router_figures_equal_eval_routes_for_the_same_settings(
         rows = [free_signal_row([(free[a][0][i], float(free[a][1][i])) for a in ("gnn-a", "gnn-b")])
                 for i in range(n)]
         x = free_context(rows, emb if sel["context"] == "question+free" else emb[:, :0])
-    elif sel["context"] in ("predicted", "cascade"):
+    elif sel["context"] in ("predicted", "cascade", "predicted-free"):
         (config, predicted), = fitted
         assert predicted is not None
         x = np.stack([context_vector(config, sel["context"], emb[i], said[i], table.texts[i], predicted)
                       for i in range(n)])
         # the warm start reads out-of-fold predictions, each fold's by a predictor fitted on the others
-        features = PreCallFeatures.fit({a: [said[i][a] for i in train] for a in free}, emb[train])
+        free_only = sel["context"] == "predicted-free"  # the free arms' confidence alone
+        features = PreCallFeatures.fit({a: [said[i][a] for i in train] for a in free}, emb[train],
+                                       dims=0 if free_only else 16, form=not free_only)
         F = features.rows([table.texts[i] for i in train], emb[train],
                           {a: [said[i][a] for i in train] for a in free})
         folds = [np.arange(k, len(train), PREDICTOR_FOLDS) for k in range(PREDICTOR_FOLDS)]

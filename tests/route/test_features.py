@@ -58,6 +58,19 @@ def test_the_context_reads_the_free_arm_and_survives_the_routers_state() -> None
         PredictedContext.from_dict({"features": {}})
 
 
+def test_a_free_only_map_reads_the_free_arms_confidence_alone_and_keeps_that_in_its_state() -> None:
+    E = np.random.default_rng(0).normal(size=(60, 6))
+    free = {"kgm": [("A", (0.9, 0.5))] * 60}
+    f = PreCallFeatures.fit(free, E, dims=0, form=False)
+    assert f.width == 2 + 3 and len(f.axes) == 0
+    row = f.row("Who wrote Hamlet?", E[0], {"kgm": ("A", (0.8, 0.1))})
+    assert list(row) == [0.8, 0.1, 1.0, 0.8, 0.8]  # signals and the free context: no form, no components
+    again = PreCallFeatures.from_dict(f.to_dict())
+    assert not again.form and np.array_equal(again.row("Who?", E[0], {}), f.row("Who?", E[0], {}))
+    older = {k: v for k, v in PreCallFeatures.fit(free, E, dims=2).to_dict().items() if k != "form"}
+    assert PreCallFeatures.from_dict(older).form  # a state from before the flag reads the form, as it did
+
+
 @pytest.mark.parametrize("n, dims, kept", [(19, 16, 0), (20, 16, 1), (59, 16, 2), (60, 3, 3), (100, 3, 3),
                                            (319, 16, 15), (400, 16, 16), (1000, 16, 16)])
 def test_the_embedding_keeps_at_most_one_component_per_20_questions_and_16(n: int, dims: int,

@@ -40,12 +40,14 @@ __all__ = ["ARM_KINDS", "CONTEXTS", "PACED_COKE", "STARTER_BUDGET_USD", "AnswerS
            "reads_predictor", "starter_toml"]
 
 ArmKind = Literal["kgm", "llm", "inject", "external"]
-Context = Literal["question", "question+free", "free", "predicted", "cascade"]
-CONTEXTS: tuple[Context, ...] = ("question", "question+free", "free", "predicted", "cascade")
+Context = Literal["question", "question+free", "free", "predicted", "cascade", "predicted-free"]
+CONTEXTS: tuple[Context, ...] = ("question", "question+free", "free", "predicted", "cascade",
+                                 "predicted-free")
 """``predicted``: ``[1, p_1(x) … p_m(x)]``, each arm's success predicted from what the free arms say, the
 question's form and embedding by the predictor a fit learns (:mod:`kgwise.route.features`); ``cascade``:
 the same context, the arm picked by a learned cascade from the free arm to the strong one
-(:mod:`kgwise.route.cascade`)."""
+(:mod:`kgwise.route.cascade`); ``predicted-free``: ``predicted`` with a predictor that reads the free arms'
+confidence alone (:data:`kgwise.route.features.FREE_ONLY`)."""
 
 
 def reads_free(context: Context) -> bool:
@@ -54,8 +56,9 @@ def reads_free(context: Context) -> bool:
 
 
 def reads_predictor(context: Context | str) -> bool:
-    """Whether a router context is read from the fitted success predictor (``predicted``, ``cascade``)."""
-    return context in ("predicted", "cascade")
+    """Whether a router context is read from a fitted success predictor (``predicted``, ``cascade``,
+    ``predicted-free``)."""
+    return context in ("predicted", "cascade", "predicted-free")
 
 
 ARM_KINDS: tuple[ArmKind, ...] = ("kgm", "llm", "inject", "external")
@@ -280,8 +283,8 @@ class RouterConfig:
     coke: CokeConfig = field(default_factory=CokeConfig, metadata=_doc(
         "", derived="the [coke] table (advanced: `kgwise eval config show coke`, docs/configuration.md)"))
     context: Context = field(default="question", metadata=_doc(
-        "the router's context: question, question+free, free, predicted or cascade (`kgwise fit` may choose "
-        "by cross-fitting)"))
+        "the router's context: question, question+free, free, predicted, cascade or predicted-free (`kgwise "
+        "fit` may choose by cross-fitting)"))
     pin_single_arm: bool = field(default=True, metadata=_doc(
         "`kgwise fit` answers with the best affordable single arm unless routing beats it"))
     routing_gain_z: float = field(default=1.0, metadata=_doc(

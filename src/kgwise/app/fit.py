@@ -19,7 +19,9 @@
    whole budget), and the point with the best mean accuracy over the two folds wins (ties: lower cost).
    With free arms the grid also holds the ``predicted`` context, ``[1, p_1(x) … p_m(x)]`` from a success
    predictor learnt on the learning part, out of fold on its questions (:func:`predicted_context`); when
-   it wins, the predictor is kept in the router's state and ``Pipeline.answer`` routes on it.
+   it wins, the predictor is kept in the router's state and ``Pipeline.answer`` routes on it; and the
+   ``predicted-free`` context, the same from a predictor of the free arms' confidence alone (their
+   signals and agreement: no question form, no embedding; :data:`kgwise.route.features.FREE_ONLY`).
    This needs :data:`MIN_CROSS_FIT` such questions (each fold learns from and is scored on ≥ 50); on a
    smaller log the config's ``[coke]`` values and ``[router] context`` stay, and the report says why. A
    fresh router with the chosen settings is then warm-started on the learning part's graded outcomes
@@ -88,7 +90,7 @@ from kgwise.files import ResumeLog, short_hash, write_text_atomic
 from kgwise.progress import bar, duration
 from kgwise.route.arms import score_prediction
 from kgwise.route.cascade import CascadeRule, fit_cascade
-from kgwise.route.features import FreeOutput, PreCallFeatures, PredictedContext, context_rows
+from kgwise.route.features import FREE_ONLY, FreeOutput, PreCallFeatures, PredictedContext, context_rows
 from kgwise.route.predictor import SuccessPredictor, cross_fitted
 from kgwise.route.table import OutcomeTable
 from kgwise.route.tuning import CrossFitReport, TuningConfig, best_single_arm, cross_fit
@@ -457,10 +459,14 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
         contexts[context] = np.stack([context_vector(config, context, e, {n: v[i] for n, v in free.items()})
                                       for i, e in enumerate(E)])
     predicted, why_not = predicted_context(config, questions, free, Y, E, learn)
-    predictor: PredictedContext | None = None
+    predictors: dict[str, PredictedContext] = {}
     if predicted is not None:
-        contexts["predicted"], predictor, _ = predicted
+        contexts["predicted"], predictors["predicted"], _ = predicted
         contexts["cascade"] = contexts["predicted"]
+        predictors["cascade"] = predictors["predicted"]
+        made_free, _ = predicted_context(config, questions, free, Y, E, learn, free_only=True)
+        if made_free is not None:  # the same outcomes: made whenever ``predicted`` is
+            contexts[FREE_ONLY], predictors[FREE_ONLY], _ = made_free
     elif reads_predictor(config.router.context):
         raise ConfigError(f"[router] context = {config.router.context!r} needs the success predictor, and "
                           f"{why_not}")
@@ -480,7 +486,7 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     rewards = {n: Y[learn, a].tolist() for a, n in enumerate(names)}
     router = RouterAdapter.new(config, X.shape[1], coke)
     if reads_predictor(selection.context):
-        router.predicted = predictor
+        router.predicted = predictors[selection.context]
     router.router.cascade = cascade
     learnt = router.warm_start(X[learn], rewards)
     router.pin(selection.pinned)
@@ -665,7 +671,7 @@ MIN_PREDICTOR_GRADED = 10
 
 def predicted_context(config: PipelineConfig, questions: Sequence[Question],
                        free: Mapping[str, Sequence[FreeOutput]], Y: np.ndarray, E: np.ndarray,
-                       learn: Sequence[int]
+                       learn: Sequence[int], free_only: bool = False
                        ) -> tuple[tuple[np.ndarray, PredictedContext, np.ndarray] | None, str]:
     """The ``predicted`` router context of every question and the predictor the pipeline keeps, or why
     there is none. The features (:class:`kgwise.route.features.PreCallFeatures`: the free arms' answers
@@ -675,7 +681,8 @@ def predicted_context(config: PipelineConfig, questions: Sequence[Question],
     the router's settings and its warm start read predictions that never saw the question's own outcome;
     the other (held-out) rows, like new questions, by the predictor fitted on all of them — the one kept;
     last, that kept predictor's rows of every question (how its predictions spread over questions, which
-    a cascade's threshold reads)."""
+    a cascade's threshold reads). ``free_only``: the features are the free arms' confidence alone (no
+    form, no embedding components; the ``predicted-free`` context)."""
     if not config.free_arms:
         return None, "the config has no free arm (its answers and signals are the predictor's evidence)"
     names = list(config.names)
@@ -686,7 +693,8 @@ def predicted_context(config: PipelineConfig, questions: Sequence[Question],
         thin = [f"{n} ({int(g)})" for n, g in zip(names, graded, strict=True) if g < need]
         return None, (f"the router learns from too few graded outcomes of {', '.join(thin)} (the predictor "
                       f"needs {need} per arm)")
-    features = PreCallFeatures.fit({n: [v[i] for i in rows] for n, v in free.items()}, E[rows])
+    features = PreCallFeatures.fit({n: [v[i] for i in rows] for n, v in free.items()}, E[rows],
+                                   dims=0 if free_only else 16, form=not free_only)
     F = features.rows([q.text for q in questions], E, free)
     P = np.zeros_like(Y)
     P[rows] = cross_fitted(F[rows], Y[rows], [np.arange(k, len(rows), PREDICTOR_FOLDS)

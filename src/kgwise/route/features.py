@@ -11,6 +11,9 @@ A row is, in this order:
 * the first ``dims`` principal components of the question embedding (fitted on the log's questions), at
   most one per :data:`QUESTIONS_PER_COMPONENT` questions fitted on.
 
+A map made with ``form=False`` and ``dims=0`` keeps the first two parts alone — the free arms' confidence
+— what the ``predicted-free`` router context reads (:data:`FREE_ONLY`).
+
 :class:`PredictedContext` turns a row into the router context ``[1, p_1(x) … p_m(x)]``: each arm's
 predicted success (:class:`~kgwise.route.predictor.SuccessPredictor`), with LinUCB's intercept first — the
 context a Coke router starts from when it routes on the predictor (``[router] context = "predicted"``).
@@ -30,10 +33,17 @@ from kgwise.errors import ConfigError
 from kgwise.route.predictor import SuccessPredictor
 from kgwise.route.table import free_signal_row
 
-__all__ = ["FORM_NAMES", "QUESTIONS_PER_COMPONENT", "FreeOutput", "PreCallFeatures", "PredictedContext",
-           "context_rows", "question_form"]
+__all__ = ["FORM_NAMES", "FREE_ONLY", "QUESTIONS_PER_COMPONENT", "FreeOutput", "PreCallFeatures",
+           "PredictedContext", "context_rows", "question_form"]
 
 Matrix = npt.NDArray[np.float64]
+FREE_ONLY = "predicted-free"
+"""The router context whose predictor reads the free arms' confidence alone (no form, no embedding). On the
+tuning logs, the priced router on these features answered +1.6 points over the best arm on OBQA's local
+log and +0.6 on WebQSP's, against +0.5 and 0.0 with every feature (``kgwise eval route``'s learned part,
+policy ``predicted-free``, 5 halvings, without refits; with them +2.1 and +0.4,
+``docs/measurements/routing_all_logs.sh``): the form and the embedding's components are what overfit. On
+the logs not tuned on it did not help (``docs/routing.md``)."""
 FreeOutput = tuple[str, Sequence[float]]
 """A free arm's answer on a question (``""``: none) and its signals."""
 
@@ -63,20 +73,21 @@ def question_form(text: str) -> list[float]:
 
 @dataclass(frozen=True)
 class PreCallFeatures:
-    """The feature map (module docstring): the free arms and their signal widths, and the embedding's
-    principal axes (``mean``, ``axes``: dims × embedding width)."""
+    """The feature map (module docstring): the free arms and their signal widths, the embedding's
+    principal axes (``mean``, ``axes``: dims × embedding width), and whether the question's form is read."""
 
     free_arms: tuple[str, ...]
     widths: tuple[int, ...]
     mean: Matrix
     axes: Matrix
+    form: bool = True
 
     @classmethod
-    def fit(cls, free: Mapping[str, Sequence[FreeOutput]], embeddings: npt.ArrayLike, dims: int = 16
-            ) -> PreCallFeatures:
+    def fit(cls, free: Mapping[str, Sequence[FreeOutput]], embeddings: npt.ArrayLike, dims: int = 16,
+            form: bool = True) -> PreCallFeatures:
         """The map of a log: ``free[arm][i]`` the free arm's output on question ``i``; ``embeddings`` the
         questions' (n × d), whose first ``dims`` principal axes are kept (at most one per
-        :data:`QUESTIONS_PER_COMPONENT` questions)."""
+        :data:`QUESTIONS_PER_COMPONENT` questions); ``form``: whether the question's form is read."""
         E = np.atleast_2d(np.asarray(embeddings, dtype=np.float64))
         if dims < 0:
             raise ConfigError(f"embedding dims must be ≥ 0, got {dims}")
@@ -88,12 +99,12 @@ class PreCallFeatures:
             axes = Vt[:dims]
         names = tuple(free)
         widths = tuple(max((len(s) for _, s in free[a]), default=0) for a in names)
-        return cls(names, widths, mean, axes)
+        return cls(names, widths, mean, axes, form)
 
     @property
     def width(self) -> int:
         k = len(self.free_arms)
-        return sum(self.widths) + (k + 2 if k else 0) + len(FORM_NAMES) + len(self.axes)
+        return sum(self.widths) + (k + 2 if k else 0) + len(FORM_NAMES) * self.form + len(self.axes)
 
     def row(self, text: str, embedding: npt.ArrayLike, free: Mapping[str, FreeOutput]) -> Matrix:
         """One question's features; a free arm missing from ``free`` (it could not answer) counts as no
@@ -105,7 +116,8 @@ class PreCallFeatures:
             out += vals + [0.0] * (w - len(vals))
         if self.free_arms:
             out += free_signal_row([(ans, float(s[0]) if len(s) else 0.0) for ans, s in outputs])
-        out += question_form(text)
+        if self.form:
+            out += question_form(text)
         x = np.asarray(embedding, dtype=np.float64).reshape(-1)
         if len(self.axes):
             if x.shape[0] != self.axes.shape[1]:
@@ -123,14 +135,15 @@ class PreCallFeatures:
 
     def to_dict(self) -> dict[str, Any]:
         return {"free_arms": list(self.free_arms), "widths": list(self.widths), "mean": self.mean.tolist(),
-                "axes": self.axes.tolist()}
+                "axes": self.axes.tolist(), "form": self.form}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PreCallFeatures:
         axes = np.asarray(d["axes"], dtype=np.float64)
         mean = np.asarray(d["mean"], dtype=np.float64)
+        # a state written before the form could be left out read it
         return cls(tuple(map(str, d["free_arms"])), tuple(int(w) for w in d["widths"]), mean,
-                   axes.reshape(-1, mean.shape[0]))
+                   axes.reshape(-1, mean.shape[0]), bool(d.get("form", True)))
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import pytest
 
 from kgwise.datasets.user import ArmOutcome, GradedLog, GradedQuestion
 from kgwise.eval.pipeline_live import choice_signals
-from kgwise.eval.route.learned import POLICIES, LearnedConfig, learned_report
+from kgwise.eval.route.learned import BEFORE, POLICIES, LearnedConfig, headroom_closed, learned_report
 from kgwise.eval.route.logs import GradedReplay, graded_replay
 from kgwise.route.arms import ArmSpec
 from kgwise.route.coke import CokeConfig
@@ -41,10 +41,19 @@ def test_learned_routers_stay_in_budget_and_use_the_free_arms_signals() -> None:
             assert run[policy]["cost"] <= run["reference"]["budget"] + 1e-9, policy
         assert run["cascade"]["cheap_arm"] == "kg" and run["cascade"]["strong_arm"] == "big"
         assert run["predictor_calibration"]["brier"] < run["predictor_calibration"]["base_rate_brier"]
+        assert run["selected_before"] in BEFORE and "predicted-free" not in BEFORE
+        ref = run["reference"]
+        assert ref["budgeted_oracle_accuracy"] <= ref["oracle_accuracy"]
+        ceiling, best = ref["budgeted_oracle_accuracy"], ref["best_arm_accuracy"]
+        assert run["budgeted_headroom_closed"] == pytest.approx(
+            (run["selected_accuracy"] - best) / (ceiling - best))
     # the free arm's signal tells when it is right: asking the dear arm only then beats always the dear
     # arm at 60 % of its cost
     assert report["summary"]["predicted"]["accuracy"]["mean"] > report["best_arm_accuracy"]["mean"]
     assert report["summary"]["cascade"]["accuracy"]["mean"] > report["best_arm_accuracy"]["mean"]
+    # the free arm's first signal is all that predicts here: the predictor on the free arms' confidence
+    # alone finds it too
+    assert report["summary"]["predicted-free"]["accuracy"]["mean"] > report["best_arm_accuracy"]["mean"]
     assert report["targets"]["cost <= 60% of the budget arm's"] == "2/2 splits"
 
 
@@ -53,3 +62,10 @@ def test_choice_signals_read_a_distribution() -> None:
     assert top == pytest.approx(0.7) and margin == pytest.approx(0.5)
     assert entropy == pytest.approx(-(0.7 * np.log(0.7) + 0.2 * np.log(0.2) + 0.1 * np.log(0.1)))
     assert choice_signals({}) == ()
+
+
+def test_head_room_closed_is_the_share_of_the_gain_a_ceiling_allows() -> None:
+    assert headroom_closed(0.55, 0.5, 0.7) == pytest.approx(0.25)
+    assert headroom_closed(0.45, 0.5, 0.7) == pytest.approx(-0.25)
+    assert headroom_closed(0.5, 0.5, 0.5) is None  # no head-room: no router can gain
+    assert headroom_closed(0.4, 0.5, 0.45) is None  # the budgeted oracle below the best arm
