@@ -99,8 +99,9 @@ def eval_pipeline(
     context: Annotated[str, typer.Option(
         help="The config's [router] context: 'question', 'question+free' (the free ReaRev GNNs' top "
         "candidates and scores joined to the question), 'free' (those alone), 'predicted' (each arm's "
-        "predicted success) or 'cascade' (the free arm, escalated by a learned rule); `kgwise fit` replaces "
-        "it by cross-fitting when the fit half is large enough.")] = "question",
+        "predicted success), 'predicted-free' (predicted from the free arms' confidence alone) or "
+        "'cascade' (the free arm, escalated by a learned rule); `kgwise fit` replaces it by cross-fitting "
+        "when the fit half is large enough.")] = "question",
     limit: Annotated[int | None, typer.Option(min=4, help="Only the first N questions (a quick look).")
                      ] = None,
     kgm_model: Annotated[Path | None, typer.Option(
