@@ -116,3 +116,17 @@ def test_the_pipeline_calibrates_on_every_dev_question_an_arm_answered_and_fit_s
             again = arm_set(cal, r.arm, r.probabilities, list(r.probabilities), text, sets, 3)
             assert s.labels == again.labels
             pipe.feedback(r.decision, correct=True)
+
+
+def test_fit_under_the_default_rule_names_the_arm_rule_where_routed_questions_are_too_few(tmp_path: Path
+                                                                                           ) -> None:
+    path = write_questions(tmp_path, dev_rows(4))  # 16 held out over 3 arms: some arm gets < 14 of them
+    lines: list[str] = []
+    with make(tmp_path, cheap=0.1, dear=0.3, budget=100.0, guarantee="pac") as pipe:
+        pipe.config = replace(pipe.config, answer_sets=AnswerSetConfig(alpha=0.2))
+        fit(pipe, path, max_spend=100.0, echo=lines.append)
+    needs = [line for line in lines if "held-out questions routed here" in line]
+    hinted = [x for x in needs if 'too few routed: calibrate_on = "arm" would calibrate every set on the 32 '
+              "graded dev questions it answered" in x]
+    routed = [int(x.split(" held-out questions routed here")[0].rsplit(" ", 1)[1]) for x in needs]
+    assert len(hinted) == sum(n < 14 for n in routed) > 0

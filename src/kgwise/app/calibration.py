@@ -212,6 +212,10 @@ def needs_lines(cal: HeldOutCalibration, group: npt.NDArray[np.int64], sets: Ans
                     + (f", {questions_needed(sets, arms) - everyone} more needed)"
                        if everyone < questions_needed(sets, arms) else ")")
                     if by_arm else f"{now(routed)} routed, {now(everyone)} over all it answered"))
+        if not by_arm and routed < questions_needed(sets, arms):
+            line += (f"; too few routed: calibrate_on = \"arm\" would calibrate every set on the "
+                     f"{arm_rule_scores(cal, name).size} graded dev questions it answered (per arm, not "
+                     "conditional on routing)")
         if sets.abstain:
             chosen, why = arm_rule(cal, name, group, sets)
             r = None if chosen is None else chosen.rule
