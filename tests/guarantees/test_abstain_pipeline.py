@@ -32,7 +32,7 @@ from .test_pipeline_sets import BOOST, PRICE, FakeEncoder, _questions, fit_modul
 pytestmark = pytest.mark.guarantee
 
 ALPHA = 0.2
-SPLITS = 30
+SPLITS = int(os.environ.get("KGWISE_GUARANTEE_SPLITS", "30"))
 SEED = int(os.environ.get("KGWISE_GUARANTEE_SEED", "0"))
 FIT, TEST = 300, 2000
 

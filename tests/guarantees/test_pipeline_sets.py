@@ -67,7 +67,7 @@ pytestmark = pytest.mark.guarantee
 fit_module = importlib.import_module("kgwise.app.fit")  # the module (kgwise.app.fit is also the function)
 
 ALPHA = 0.1
-SPLITS = 50
+SPLITS = int(os.environ.get("KGWISE_GUARANTEE_SPLITS", "50"))
 FIT, TEST = 300, 2000
 SEED = int(os.environ.get("KGWISE_GUARANTEE_SEED", "0"))
 CHOICES = 4
