@@ -19,10 +19,11 @@ from kgwise.app.calibration import (
     calibrated_threshold,
     tie_coin,
 )
-from kgwise.app.config import AnswerSetConfig
+from kgwise.app.config import AnswerSetConfig, PipelineConfig
 from kgwise.app.fit import fit
 
-from .conftest import dev_rows, write_questions
+from .conftest import dev_rows, write_config, write_kg, write_questions
+from .test_config import GOOD, _fault
 from .test_pipeline import make, question
 
 LABELS = ["A", "B", "C", "D"]
@@ -130,3 +131,13 @@ def test_fit_under_the_default_rule_names_the_arm_rule_where_routed_questions_ar
               "graded dev questions it answered" in x]
     routed = [int(x.split(" held-out questions routed here")[0].rsplit(" ", 1)[1]) for x in needs]
     assert len(hinted) == sum(n < 14 for n in routed) > 0
+
+
+def test_the_key_reads_from_the_config_file_and_a_bad_value_is_named(tmp_path: Path) -> None:
+    write_kg(tmp_path)
+    cfg = PipelineConfig.load(write_config(tmp_path, GOOD.replace('kind = "aps"',
+                                                                  'kind = "aps"\ncalibrate_on = "arm"')))
+    assert cfg.answer_sets.calibrate_on == "arm"
+    assert PipelineConfig.load(write_config(tmp_path, GOOD)).answer_sets.calibrate_on == "routed"
+    message = _fault(tmp_path, 'kind = "aps"', 'kind = "aps"\ncalibrate_on = "pooled"')
+    assert ":31: answer_sets.calibrate_on: must be routed or arm, got 'pooled'" in message

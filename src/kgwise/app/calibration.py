@@ -50,7 +50,8 @@ router's choice. Why the coin: an arm that gives only an answer has LAC score 0 
 without it one wrong answer too many among the calibration questions turns *every* set into every choice;
 with it the PAC rank falls among the wrong answers' coins, and a share of the sets — about the share of
 wrong answers beyond what the rank allows — is every choice, the rest the answer alone (the randomised
-smoothing of Vovk, Gammerman and Shafer 2005, §2.2, derandomised by the hash). Two approximations
+smoothing of Vovk, Gammerman and Shafer 2005, "Algorithmic Learning in a Random World", derandomised
+by the hash). Two approximations
 remain and are stated: under ``pacing = "price"`` a pull sets the price η with the question's own values
 in its window, the replay uses the last η; and the guarantee holds for the rule in force at each
 question, the live coverage (``kgwise status``) checks it on what feedback reveals.
