@@ -101,7 +101,9 @@ def test_the_pipeline_calibrates_on_every_dev_question_an_arm_answered_and_fit_s
     with make(tmp_path, cheap=0.1, dear=0.3, budget=100.0, guarantee="pac") as pipe:
         sets = AnswerSetConfig(alpha=0.2, calibrate_on="arm")
         pipe.config = replace(pipe.config, answer_sets=sets)
-        fit(pipe, path, max_spend=100.0, echo=lines.append)
+        report = fit(pipe, path, max_spend=100.0, echo=lines.append)
+        assert "for a question like the dev log answered by that arm" in report.guarantee
+        assert report.settings["calibrate_on"] == "arm"
         needs = [line for line in lines if "held-out questions routed here" in line]
         assert len(needs) == 3 and all("32 graded dev questions answered in all" in x
                                        and "(calibrate_on = arm: every set from all it answered)" in x
