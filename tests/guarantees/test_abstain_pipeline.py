@@ -14,9 +14,7 @@ Seeded throughout (decision ids included; ``KGWISE_GUARANTEE_SEED`` draws other 
 from __future__ import annotations
 
 import os
-import random
 import tempfile
-import uuid
 from pathlib import Path
 
 import numpy as np
@@ -27,13 +25,21 @@ from kgwise.app.fit import fit_questions
 from kgwise.app.pipeline import Pipeline
 
 from .bounds import allowed_flags, below_beyond_noise
-from .test_pipeline_sets import BOOST, PRICE, FakeEncoder, _questions, fit_module, synthetic_pipeline
+from .test_pipeline_sets import (
+    BOOST,
+    PRICE,
+    SEED,
+    FakeEncoder,
+    _questions,
+    fit_module,
+    seed_ids,
+    synthetic_pipeline,
+)
 
 pytestmark = pytest.mark.guarantee
 
 ALPHA = 0.2
 SPLITS = int(os.environ.get("KGWISE_GUARANTEE_SPLITS", "30"))
-SEED = int(os.environ.get("KGWISE_GUARANTEE_SEED", "0"))
 FIT, TEST = 300, 2000
 
 
@@ -41,8 +47,7 @@ def _split(split: int, root: Path, monkeypatch: pytest.MonkeyPatch
            ) -> tuple[dict[str, tuple[int, float]], float]:
     """Per arm with ≥ 50 answered: (answered, accuracy among them); and the share answered overall."""
     split = SEED * 1000 + split
-    gen = random.Random(split)
-    monkeypatch.setattr(uuid, "uuid4", lambda: uuid.UUID(int=gen.getrandbits(128), version=4))
+    seed_ids(monkeypatch, split)
     rng = np.random.default_rng(5000 + split)
     fit_q, test_q = _questions(split, "fit", FIT, rng), _questions(split, "test", TEST, rng)
     sets = AnswerSetConfig(alpha=ALPHA, delta=0.05, abstain=True)

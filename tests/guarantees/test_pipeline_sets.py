@@ -76,6 +76,14 @@ BOOST = {"kgm": (6.0, 0.3), "small": (1.5, 1.5), "large": (4.0, 3.0)}
 PRICE = {"kgm": 0.0, "small": 0.001, "large": 0.01}
 
 
+def seed_ids(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """Make ``uuid.uuid4`` — the pipeline's decision ids (whose hash draws the held-out questions'
+    re-routing) and the fit's id (whose hash draws ``calibrate_on = "arm"``'s coins) — a sequence seeded by
+    ``seed``, so that a split repeats exactly."""
+    gen = random.Random(seed)
+    monkeypatch.setattr(uuid, "uuid4", lambda: uuid.UUID(int=gen.getrandbits(128), version=4))
+
+
 def _probs(arm: str, kind: int, rng: np.random.Generator, size: int) -> npt.NDArray[np.float64]:
     """``size`` probability rows (truth first) of ``arm`` on questions of ``kind``."""
     conc = np.ones((size, CHOICES))
@@ -157,8 +165,7 @@ def _split(split: int, guarantee: Guarantee, root: Path, monkeypatch: pytest.Mon
     """One split (module docstring): per arm with ≥ 50 routed test questions, its live coverage, its
     counts, the number routed and the share of trivial sets."""
     split = SEED * 1000 + split
-    gen = random.Random(split)
-    monkeypatch.setattr(uuid, "uuid4", lambda: uuid.UUID(int=gen.getrandbits(128), version=4))
+    seed_ids(monkeypatch, split)
     rng = np.random.default_rng(1000 + split)
     fit_q, test_q = _questions(split, "fit", FIT, rng), _questions(split, "test", TEST, rng)
     sets = AnswerSetConfig(alpha=ALPHA, delta=0.05, guarantee=guarantee)

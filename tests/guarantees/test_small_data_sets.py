@@ -41,9 +41,7 @@ for), and that sets fell back in this regime at all.
 from __future__ import annotations
 
 import os
-import random
 import tempfile
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -77,7 +75,7 @@ MIN_ROUTED = 50
 ARMS = {"kgm": ((6.0, 0.3), 0.0), "small": ((1.5, 1.5), 0.001), "medium": ((2.5, 2.0), 0.003),
         "large": ((4.0, 3.0), 0.01)}
 RULES = ("default", "all_dev", "arm")
-SEED = int(os.environ.get("KGWISE_GUARANTEE_SEED", "0"))
+SEED = base.SEED
 
 
 @dataclass
@@ -90,11 +88,6 @@ class SplitResult:
     flagged: dict[str, dict[str, bool]] = field(default_factory=lambda: {r: {} for r in RULES})
     routed: dict[str, dict[str, float]] = field(default_factory=lambda: {r: {} for r in RULES})
     fell_back: float = 0.0
-
-
-def _seeded_uuid4(seed: int) -> Callable[[], uuid.UUID]:
-    gen = random.Random(seed)
-    return lambda: uuid.UUID(int=gen.getrandbits(128), version=4)
 
 
 SetOf = Callable[[Question, Mapping[str, float], list[str]], Sequence[str]]
@@ -121,7 +114,7 @@ def _covered_all(arm: base.SyntheticArm, test_q: list[Question], set_of: SetOf) 
 
 def _split(split: int, root: Path, monkeypatch: pytest.MonkeyPatch) -> SplitResult:
     key = SEED * 1000 + split
-    monkeypatch.setattr(uuid, "uuid4", _seeded_uuid4(key))  # decision ids and the fit's id
+    base.seed_ids(monkeypatch, key)
     rng = np.random.default_rng(9000 + key)
     fit_q, test_q = base._questions(key, "fit", FIT, rng), base._questions(key, "test", TEST, rng)
     sets = AnswerSetConfig(alpha=ALPHA, delta=DELTA, guarantee="pac")
