@@ -5,12 +5,15 @@ KG-model-like arm sure on one kind, a cheap and a dear LLM-like arm; i.i.d., so 
 questions are exchangeable). Per split a fresh pipeline with ``[answer_sets] abstain = true`` at α = 0.2 is
 fitted on 300 questions (150 held out) and answers 2,000 fresh ones, each settled by feedback while the
 router keeps learning. Per arm with ≥ 50 answered test questions, the accuracy among them (the pipeline's
-live count, ``status().abstention``) must be ≥ 1 − α on ≥ 95 % of the splits — the PAC promise
-(δ = 0.05) — and the pipeline must answer a real share of the questions.
+live count, ``status().abstention``) may fall below 1 − α beyond noise in no more splits than a method
+that keeps the PAC promise (δ = 0.05) reaches except with probability 0.001 (:mod:`tests.guarantees.bounds`;
+the share of splits at ≥ 1 − α is printed), and the pipeline must answer a real share of the questions.
+Seeded throughout (decision ids included; ``KGWISE_GUARANTEE_SEED`` draws other splits).
 """
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -21,17 +24,30 @@ from kgwise.app.config import AnswerSetConfig
 from kgwise.app.fit import fit_questions
 from kgwise.app.pipeline import Pipeline
 
-from .test_pipeline_sets import BOOST, PRICE, FakeEncoder, _questions, fit_module, synthetic_pipeline
+from .bounds import allowed_flags, below_beyond_noise
+from .test_pipeline_sets import (
+    BOOST,
+    PRICE,
+    SEED,
+    FakeEncoder,
+    _questions,
+    fit_module,
+    seed_ids,
+    synthetic_pipeline,
+)
 
 pytestmark = pytest.mark.guarantee
 
 ALPHA = 0.2
-SPLITS = 30
+SPLITS = int(os.environ.get("KGWISE_GUARANTEE_SPLITS", "30"))
 FIT, TEST = 300, 2000
 
 
-def _split(split: int, root: Path) -> tuple[dict[str, tuple[int, float]], float]:
+def _split(split: int, root: Path, monkeypatch: pytest.MonkeyPatch
+           ) -> tuple[dict[str, tuple[int, float]], float]:
     """Per arm with ≥ 50 answered: (answered, accuracy among them); and the share answered overall."""
+    split = SEED * 1000 + split
+    seed_ids(monkeypatch, split)
     rng = np.random.default_rng(5000 + split)
     fit_q, test_q = _questions(split, "fit", FIT, rng), _questions(split, "test", TEST, rng)
     sets = AnswerSetConfig(alpha=ALPHA, delta=0.05, abstain=True)
@@ -49,26 +65,29 @@ def _split(split: int, root: Path) -> tuple[dict[str, tuple[int, float]], float]
     return out, answered / TEST
 
 
-def test_accuracy_among_answered_holds_per_arm_on_95_percent_of_splits(
+def test_accuracy_among_answered_holds_per_arm_within_the_binomial_allowance(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fit_module, "MIN_CROSS_FIT", 10**9)
     base = "/dev/shm" if Path("/dev/shm").is_dir() else None
     per_arm: dict[str, list[float]] = {n: [] for n in BOOST}
+    flagged: dict[str, int] = {n: 0 for n in BOOST}
     shares = []
     with tempfile.TemporaryDirectory(dir=base) as tmp:
         for s in range(SPLITS):
-            rows, share = _split(s, Path(tmp))
+            rows, share = _split(s, Path(tmp), monkeypatch)
             shares.append(share)
-            for name, (_, acc) in rows.items():
+            for name, (n, acc) in rows.items():
                 per_arm[name].append(acc)
+                flagged[name] += below_beyond_noise(round(acc * n), n, ALPHA)
     print(f"answered {np.mean(shares):.3f} of the questions on average (min {min(shares):.3f})")
     for name, accs in per_arm.items():
         if accs:
             print(f"{name}: {len(accs)} splits with ≥ 50 answered; accuracy among answered ≥ {1 - ALPHA:g} "
                   f"on {np.mean(np.asarray(accs) >= 1 - ALPHA):.3f}, mean {np.mean(accs):.3f}, "
-                  f"min {min(accs):.3f}")
+                  f"min {min(accs):.3f}; below beyond noise in {flagged[name]} (allowed "
+                  f"{allowed_flags(len(accs), 0.05)})")
     assert sum(len(a) >= SPLITS // 2 for a in per_arm.values()) >= 1  # not vacuous
     for name, accs in per_arm.items():
         if len(accs) >= 10:
-            assert np.mean(np.asarray(accs) >= 1 - ALPHA) >= 0.95, name
+            assert flagged[name] <= allowed_flags(len(accs), 0.05), name
     assert np.mean(shares) >= 0.3

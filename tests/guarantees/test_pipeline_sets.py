@@ -13,13 +13,18 @@ to it, by the pipeline's own live counts (``status()``), checked against the set
 router reads the free arm's confidence, so the questions it sends to an arm depend on that arm's scores:
 no per-kind population figure applies; 2,000 test questions per split keep the count's noise — a
 finite-sample error the PAC statement about the population does not cover — to about ±0.01.)
+Seeded throughout (the questions, the router, the decision ids whose hash draws the held-out questions'
+re-routing; ``KGWISE_GUARANTEE_SEED`` picks other splits), so a run repeats exactly.
 The fit's cross-fitting of the router settings is skipped (``MIN_CROSS_FIT`` raised) to keep 100 fits
 within minutes; it changes which questions go where, not the calibration.
 
-* ``guarantee = "pac"`` (training-conditional, δ = 0.05): per arm, coverage ≥ 1 − α on ≥ 95 % of the
-  splits — asserted.
-* ``guarantee = "pac_all_arms"`` (δ = 0.05 split over the three arms): every arm at once ≥ 1 − α on
-  ≥ 95 % of the splits — asserted.
+* ``guarantee = "pac"`` (training-conditional, δ = 0.05): per arm, its coverage is below 1 − α beyond
+  noise in no more splits than a valid method reaches except with probability 0.001
+  (:mod:`tests.guarantees.bounds`: 9 of 50) — asserted; the share of splits whose coverage is ≥ 1 − α is
+  printed (a valid method at δ = 0.05 is below 1 − α in up to 5 % of splits *before* the test sample's
+  noise, so "≥ 95 % of the splits", asserted before, fails a valid method often).
+* ``guarantee = "pac_all_arms"`` (δ = 0.05 split over the three arms): splits where some arm is below
+  1 − α beyond noise, within the same allowance (each arm's test at γ/3) — asserted.
 * ``guarantee = "marginal"`` (split conformal): the mean coverage over splits ≥ 1 − α minus three standard
   errors — asserted; its share of splits ≥ 1 − α is printed (marginal sets promise no share).
 """
@@ -29,7 +34,10 @@ from __future__ import annotations
 import hashlib
 import importlib
 import math
+import os
+import random
 import tempfile
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,16 +61,27 @@ from kgwise.app.pipeline import Pipeline
 from kgwise.route.coke import CokeConfig
 from kgwise.types import Question, Usage, make_question
 
+from .bounds import GAMMA, allowed_flags, below_beyond_noise
+
 pytestmark = pytest.mark.guarantee
 fit_module = importlib.import_module("kgwise.app.fit")  # the module (kgwise.app.fit is also the function)
 
 ALPHA = 0.1
-SPLITS = 50
+SPLITS = int(os.environ.get("KGWISE_GUARANTEE_SPLITS", "50"))
 FIT, TEST = 300, 2000
+SEED = int(os.environ.get("KGWISE_GUARANTEE_SEED", "0"))
 CHOICES = 4
 # per arm and kind: the Dirichlet boost of the truth's probability (larger: surer and more often right)
 BOOST = {"kgm": (6.0, 0.3), "small": (1.5, 1.5), "large": (4.0, 3.0)}
 PRICE = {"kgm": 0.0, "small": 0.001, "large": 0.01}
+
+
+def seed_ids(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """Make ``uuid.uuid4`` — the pipeline's decision ids (whose hash draws the held-out questions'
+    re-routing) and the fit's id (whose hash draws ``calibrate_on = "arm"``'s coins) — a sequence seeded by
+    ``seed``, so that a split repeats exactly."""
+    gen = random.Random(seed)
+    monkeypatch.setattr(uuid, "uuid4", lambda: uuid.UUID(int=gen.getrandbits(128), version=4))
 
 
 def _probs(arm: str, kind: int, rng: np.random.Generator, size: int) -> npt.NDArray[np.float64]:
@@ -141,9 +160,12 @@ def synthetic_pipeline(split: int, root: Path, sets: AnswerSetConfig, prices: di
     return arms, config
 
 
-def _split(split: int, guarantee: Guarantee, root: Path) -> dict[str, dict[str, float]]:
-    """One split (module docstring): per arm with ≥ 50 routed test questions, its population coverage,
-    its live coverage and the number routed."""
+def _split(split: int, guarantee: Guarantee, root: Path, monkeypatch: pytest.MonkeyPatch
+           ) -> dict[str, dict[str, float]]:
+    """One split (module docstring): per arm with ≥ 50 routed test questions, its live coverage, its
+    counts, the number routed and the share of trivial sets."""
+    split = SEED * 1000 + split
+    seed_ids(monkeypatch, split)
     rng = np.random.default_rng(1000 + split)
     fit_q, test_q = _questions(split, "fit", FIT, rng), _questions(split, "test", TEST, rng)
     sets = AnswerSetConfig(alpha=ALPHA, delta=0.05, guarantee=guarantee)
@@ -166,7 +188,8 @@ def _split(split: int, guarantee: Guarantee, root: Path) -> dict[str, dict[str, 
         live = status[name]
         assert live.n == len(covered[name]) and live.covered == sum(covered[name])  # the pipeline's counts
         if len(ks) >= 50 and covered[name]:
-            out[name] = {"coverage": live.covered / live.n, "routed": len(ks),
+            out[name] = {"coverage": live.covered / live.n, "covered": live.covered, "n": live.n,
+                         "routed": len(ks),
                          "trivial": trivial[name] / len(covered[name])}
     return out
 
@@ -179,7 +202,7 @@ def _run(guarantee: Guarantee, monkeypatch: pytest.MonkeyPatch, splits: list[dic
     per_arm: dict[str, list[dict[str, float]]] = {n: [] for n in BOOST}
     with tempfile.TemporaryDirectory(dir=base) as tmp:
         for s in range(SPLITS):
-            split_rows = _split(s, guarantee, Path(tmp))
+            split_rows = _split(s, guarantee, Path(tmp), monkeypatch)
             if splits is not None:
                 splits.append(split_rows)
             for name, row in split_rows.items():
@@ -202,8 +225,11 @@ def test_pac_sets_cover_per_arm_on_95_percent_of_splits(monkeypatch: pytest.Monk
         if len(rows) < 20:
             continue  # an arm the router rarely uses has no per-split coverage to speak of
         assert np.mean([r["trivial"] for r in rows]) < 0.05  # real sets, not every choice
-        share = float(np.mean([r["coverage"] >= 1 - ALPHA for r in rows]))
-        assert share >= 0.95, f"{name}: coverage ≥ {1 - ALPHA} on {share:.2f} of {len(rows)} splits"
+        flagged = sum(below_beyond_noise(int(r["covered"]), int(r["n"]), ALPHA) for r in rows)
+        allowed = allowed_flags(len(rows), 0.05)
+        print(f"pac {name}: below {1 - ALPHA:g} beyond noise in {flagged} of {len(rows)} splits (allowed "
+              f"{allowed})")
+        assert flagged <= allowed, f"{name}: below its promise in {flagged} of {len(rows)} splits"
 
 
 def test_pac_all_arms_sets_cover_every_arm_at_once_on_95_percent_of_splits(
@@ -212,9 +238,13 @@ def test_pac_all_arms_sets_cover_every_arm_at_once_on_95_percent_of_splits(
     per_arm = _run("pac_all_arms", monkeypatch, splits)
     assert sum(len(rows) >= SPLITS * 0.8 for rows in per_arm.values()) >= 2
     every = [all(r["coverage"] >= 1 - ALPHA for r in rows.values()) for rows in splits if rows]
-    share = float(np.mean(every))
-    print(f"pac_all_arms: every arm ≥ {1 - ALPHA:g} at once on {share:.3f} of {len(every)} splits")
-    assert share >= 0.95, f"every arm at once on {share:.2f} of {len(every)} splits"
+    arms = len(BOOST)
+    flagged = sum(any(below_beyond_noise(int(r["covered"]), int(r["n"]), ALPHA, GAMMA / arms)
+                      for r in rows.values()) for rows in splits if rows)
+    allowed = allowed_flags(len(every), 0.05)  # γ/arms per arm: a split is flagged w.p. ≤ δ + γ
+    print(f"pac_all_arms: every arm ≥ {1 - ALPHA:g} at once on {np.mean(every):.3f} of {len(every)} splits; "
+          f"some arm below beyond noise in {flagged} (allowed {allowed})")
+    assert flagged <= allowed, f"some arm below its promise in {flagged} of {len(every)} splits"
 
 
 def test_marginal_sets_cover_per_arm_on_average_over_splits(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -35,7 +35,23 @@ router's choice (:func:`pooled_statement`). Twice the scores move a PAC set off 
 newcomer's size (at α = 0.2, δ = 0.05 the rank is the largest score for n ≤ 21, the 2nd largest at 25,
 the 3rd at 30, the 6th at 50: :func:`kgwise.conformal.split.pac_rank`), so the sets are smaller — and,
 on the questions the router does send the arm, which may be harder, their coverage is nearer 1 − α or
-below: ``held_out`` stays the default (``docs/answer-sets.md`` gives both, measured). Two approximations
+below: ``held_out`` stays the default (``docs/answer-sets.md`` gives both, measured).
+
+``[answer_sets] calibrate_on = "arm"`` takes those questions — every graded dev question the arm answered
+— for *every* set of the arm, not only when the routed ones are too few (:func:`arm_set`), and splits the
+ties of a score by a seeded coin: each calibration question's score and each new question's scores are
+moved by ``TIE_EPSILON × u``, ``u`` uniform from a hash of the fit's random id with the row (a calibration
+question) or the question's text (a new one), and the arm's most probable choice is always in the set.
+Split conformal holds for any score, and the moved score is one fixed function of the question and a coin
+drawn apart from the data, so the PAC rank of :func:`kgwise.conformal.split.pac_rank` keeps its promise:
+coverage ≥ 1 − α for a question like the dev log answered by that arm, with probability ≥ 1 − δ over the
+dev log and the coins (adding the top choice only raises coverage) — per arm, not conditional on the
+router's choice. Why the coin: an arm that gives only an answer has LAC score 0 (right) or 1 (wrong), so
+without it one wrong answer too many among the calibration questions turns *every* set into every choice;
+with it the PAC rank falls among the wrong answers' coins, and a share of the sets — about the share of
+wrong answers beyond what the rank allows — is every choice, the rest the answer alone (the randomised
+smoothing of Vovk, Gammerman and Shafer 2005, "Algorithmic Learning in a Random World", derandomised
+by the hash). Two approximations
 remain and are stated: under ``pacing = "price"`` a pull sets the price η with the question's own values
 in its window, the replay uses the last η; and the guarantee holds for the rule in force at each
 question, the live coverage (``kgwise status``) checks it on what feedback reveals.
@@ -64,10 +80,11 @@ from kgwise.errors import DataError
 from kgwise.files import read_json, short_hash, write_text_atomic
 from kgwise.route.coke import CokeRouter
 
-__all__ = ["CALIBRATION_KIND", "CalibrationSelector", "HeldOutCalibration", "arm_delta",
-           "calibrated_threshold", "choice_set", "fallback_noun", "fallback_scores", "fallback_words",
-           "guarantee_clause", "made_with", "needs_lines", "nonconformity", "pooled_statement",
-           "questions_needed", "smallest_alpha", "stale", "too_few"]
+__all__ = ["CALIBRATION_KIND", "TIE_EPSILON", "ArmSet", "CalibrationSelector", "HeldOutCalibration",
+           "arm_delta", "arm_rule_scores", "arm_set", "calibrated_threshold", "choice_set",
+           "fallback_noun", "fallback_scores", "fallback_words", "guarantee_clause", "made_with",
+           "needs_lines", "nonconformity", "pooled_statement", "questions_needed", "smallest_alpha",
+           "stale", "tie_coin", "too_few"]
 
 CALIBRATION_KIND = "kgwise.HeldOutCalibration"
 CALIBRATION_VERSION = 1
@@ -184,11 +201,22 @@ def needs_lines(cal: HeldOutCalibration, group: npt.NDArray[np.int64], sets: Ans
     need = ", ".join(f"{g} {questions_needed(replace(sets, guarantee=g), arms)}"
                      for g in ("marginal", "pac", "pac_all_arms"))
     out = []
+    by_arm = sets.calibrate_on == "arm"
     for name in cal.names:
-        routed, everyone = cal.arm_scores(name, group).size, fallback_scores(cal, name, sets).size
-        line = (f"{name}: {routed} held-out questions routed here, {everyone} {fallback_noun(sets)} "
+        routed = cal.arm_scores(name, group).size
+        everyone = (arm_rule_scores(cal, name) if by_arm else fallback_scores(cal, name, sets)).size
+        noun = "graded dev" if by_arm else fallback_noun(sets)
+        line = (f"{name}: {routed} held-out questions routed here, {everyone} {noun} "
                 f"questions answered in all; at α = {sets.alpha:g} a set needs {need}; smallest α for the "
-                f"{sets.guarantee} set now: {now(routed)} routed, {now(everyone)} over all it answered")
+                f"{sets.guarantee} set now: " + (
+                    f"{now(everyone)} (calibrate_on = arm: every set from all it answered"
+                    + (f", {questions_needed(sets, arms) - everyone} more needed)"
+                       if everyone < questions_needed(sets, arms) else ")")
+                    if by_arm else f"{now(routed)} routed, {now(everyone)} over all it answered"))
+        if not by_arm and routed < questions_needed(sets, arms):
+            line += (f"; too few routed: calibrate_on = \"arm\" would calibrate every set on the "
+                     f"{arm_rule_scores(cal, name).size} graded dev questions it answered (per arm, not "
+                     "conditional on routing)")
         if sets.abstain:
             chosen, why = arm_rule(cal, name, group, sets)
             r = None if chosen is None else chosen.rule
@@ -229,6 +257,68 @@ def pooled_statement(arm: str, n: int, routed: int, sets: AnswerSetConfig, arms:
             "conditional on the router's choice, so questions "
             "it sends this arm may be harder: "
             + too_few(routed, sets, arms, "held-out questions it sends there now"))
+
+
+TIE_EPSILON = 1e-9
+"""How far a coin moves a score under ``calibrate_on = "arm"``: below any difference of two probabilities
+that matters, so it orders ties only."""
+
+
+def tie_coin(*parts: str) -> float:
+    """A uniform draw in [0, 1) from the blake2b hash of ``parts`` (with the fit's random id among them,
+    independent of the data and across distinct parts)."""
+    digest = hashlib.blake2b("\0".join(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") / 2.0**64
+
+
+def arm_rule_scores(cal: HeldOutCalibration, arm: str) -> npt.NDArray[np.float64]:
+    """``arm``'s scores on every graded dev question it answered (:meth:`HeldOutCalibration.dev_scores`'s
+    questions), each moved by its coin (module docstring): what ``calibrate_on = "arm"`` calibrates on."""
+    fit, a = str(cal.meta.get("fit", "")), cal.names.index(arm)
+    columns = [("held", cal.scores[:, a])]
+    if cal.tune_scores is not None:
+        columns.append(("tune", cal.tune_scores[:, a]))
+    return np.asarray([s + TIE_EPSILON * tie_coin(fit, arm, part, str(i)) for part, column in columns
+                       for i, s in enumerate(column.tolist()) if not math.isnan(s)], dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class ArmSet:
+    """An answer's set under ``calibrate_on = "arm"``: its ``labels``, the (coin-moved) calibration
+    ``scores`` it was made from, whether it carries its guarantee (``certified``: false when the scores
+    are too few and the set is every choice) and the ``statement`` of that guarantee."""
+
+    labels: tuple[str, ...]
+    scores: npt.NDArray[np.float64]
+    certified: bool
+    statement: str
+
+
+def arm_set(cal: HeldOutCalibration, arm: str, probabilities: Mapping[str, float], labels: Sequence[str],
+            text: str, sets: AnswerSetConfig, arms: int, scores: npt.NDArray[np.float64] | None = None
+            ) -> ArmSet:
+    """The set of ``arm``'s answer (``probabilities`` over ``labels``) to the question ``text`` under
+    ``calibrate_on = "arm"`` (module docstring): the choices whose coin-moved score is within the threshold
+    of :func:`arm_rule_scores` (``scores``: those, computed once for many answers), and the arm's most
+    probable choice; every choice when the scores are too few for ``sets``' guarantee, saying how many
+    more it needs."""
+    scores = arm_rule_scores(cal, arm) if scores is None else scores
+    threshold = calibrated_threshold(scores.tolist(), sets, arms)
+    where = f"graded dev questions arm {arm!r} answered"
+    if math.isinf(threshold):
+        return ArmSet(tuple(labels), scores, False,
+                      f"every choice: {too_few(len(scores), sets, arms, where)}; the set covers the truth "
+                      "trivially")
+    moved = (nonconformity(cal.kind, probabilities, labels)
+             + TIE_EPSILON * tie_coin(str(cal.meta.get("fit", "")), arm, "question", text))
+    top = int(np.argmax([probabilities.get(lab, 0.0) for lab in labels]))
+    chosen = tuple(lab for i, (lab, s) in enumerate(zip(labels, moved.tolist(), strict=True))
+                   if s <= threshold or i == top)
+    return ArmSet(chosen, scores, True, (
+        f"P(truth ∈ set) ≥ {1 - sets.alpha:g} for a question like the dev log answered by arm {arm!r} "
+        f"(split conformal on all {len(scores)} {fallback_words(replace(sets, fallback='all_dev'))}, ties "
+        f"split by a seeded coin; {guarantee_clause(sets, arms)}) — per arm, not conditional on the router's "
+        "choice, so questions it sends this arm may be harder"))
 
 
 def arm_delta(sets: AnswerSetConfig, arms: int) -> float:

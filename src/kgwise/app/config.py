@@ -66,6 +66,7 @@ SetKind = Literal["lac", "aps"]
 Guarantee = Literal["marginal", "pac", "pac_all_arms"]
 OpenUncertified = Literal["largest", "pooled"]
 SmallDataFallback = Literal["held_out", "all_dev"]
+CalibrateOn = Literal["routed", "arm"]
 Unit = Literal["usd", "calls"]
 
 _TABLES = ("kg", "arms", "router", "coke", "answer_sets", "linking", "state")
@@ -323,6 +324,10 @@ class AnswerSetConfig:
     fallback: SmallDataFallback = field(default="held_out", metadata=_doc(
         "a multiple-choice set whose routed held-out questions are too few: calibrated on all held-out "
         "questions the arm answered (held_out) or on all graded dev questions it answered (all_dev)"))
+    calibrate_on: CalibrateOn = field(default="routed", metadata=_doc(
+        "multiple-choice sets calibrated on the held-out questions the router sends the arm (routed, pac per "
+        "routed arm) or on all graded dev questions the arm answered, ties split by a seeded coin (arm: pac "
+        "per arm over questions like the dev log, not conditional on routing; smaller at 40-60 questions)"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,6 +54,7 @@ from kgwise.app.arms import (
 )
 from kgwise.app.calibration import (
     CalibrationSelector,
+    arm_set,
     calibrated_threshold,
     choice_set,
     fallback_noun,
@@ -567,6 +568,12 @@ class Pipeline:
                f"{len(scores)} of {cal.scored} held-out dev questions it sends there now, which it never "
                "learnt from")
         arms = len(self.config.arms)
+        if sets.calibrate_on == "arm":  # every graded dev question the arm answered, ties split by a coin
+            got = arm_set(cal, arm, output.probabilities, labels, question.text, sets, arms)
+            drift = self._drift(arm) if got.certified else ""
+            return AnswerSetResult(got.labels, tuple(texts[x] for x in got.labels), sets.alpha,
+                                   got.certified and not drift, got.statement + drift, len(got.scores),
+                                   tuple(got.scores.tolist())), None
         base = (f"P(truth ∈ set) ≥ {1 - sets.alpha:g} for {who}; {guarantee_clause(sets, arms)}), over "
                 "questions exchangeable with the dev log")
         threshold = calibrated_threshold(scores.tolist(), sets, arms)

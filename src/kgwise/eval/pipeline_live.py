@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from kgwise.app.arms import ArmOutput, ArmRunner, ObservedArm, arm_cost
-from kgwise.app.calibration import arm_delta, calibrated_threshold, choice_set
+from kgwise.app.calibration import arm_delta, arm_rule_scores, arm_set, calibrated_threshold, choice_set
 from kgwise.app.config import AnswerSetConfig, ArmConfig, Guarantee, KGConfig, PipelineConfig, RouterConfig
 from kgwise.app.fit import LOG_FILE, UAG_TABLES, FitReport, call_key, fit_calls, fit_questions
 from kgwise.app.pipeline import BudgetExceededError, Pipeline
@@ -675,19 +675,24 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
     recomputed from the calibration scores its decision's set was made from). Under
     ``fallback_all_dev`` the same figures with ``[answer_sets] fallback = "all_dev"``: a decision whose set
     fell back (``pooled``: too few routed held-out questions) recomputed from every graded dev question
-    its arm answered instead of the held-out ones (:func:`kgwise.app.calibration.fallback_scores`)."""
+    its arm answered instead of the held-out ones (:func:`kgwise.app.calibration.fallback_scores`); under
+    ``calibrate_on_arm`` with ``[answer_sets] calibrate_on = "arm"``
+    (:func:`kgwise.app.calibration.arm_set`), and the promise it carries checked: per arm, its coverage
+    over *all* test questions (its own logged answer to each)."""
     if splits < 1 or len(questions) < 4:
         raise ConfigError("coverage_splits needs ≥ 1 split and ≥ 4 questions")
     n = len(questions)
     half, test_n = (n // 2, n - n // 2) if draw is None else draw
     if half + test_n > n:  # the sizes themselves are LiveMCConfig's to check
         raise ConfigError(f"coverage_splits: {half} fit and {test_n} test questions do not fit in {n}")
-    Key = tuple[Guarantee, str, bool]  # guarantee, α, whether the fallback takes all dev questions
-    keys: list[Key] = [(g, f"{a:g}", h) for g in GUARANTEES for a in cfg.alphas for h in (False, True)]
+    Key = tuple[Guarantee, str, str]  # guarantee, α, the calibration (held_out, all_dev, arm)
+    keys: list[Key] = [(g, f"{a:g}", h) for g in GUARANTEES for a in cfg.alphas
+                       for h in ("held_out", "all_dev", "arm")]
     ok: dict[Key, list[bool]] = {k: [] for k in keys}
     per_arm: dict[Key, dict[str, list[float]]] = {k: {x.name: [] for x in arms} for k in keys}
     arm_sizes: dict[Key, dict[str, list[int]]] = {k: {x.name: [] for x in arms} for k in keys}
     overall: dict[Key, list[float]] = {k: [] for k in keys}
+    every_question: dict[Key, dict[str, list[float]]] = {k: {x.name: [] for x in arms} for k in keys}
     set_size: dict[Key, list[float]] = {k: [] for k in keys}
     accuracy: list[float] = []
     arm_accuracy: dict[str, list[float]] = {a.name: [] for a in arms}
@@ -718,6 +723,7 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
             total = sum(arm_cost(a, Usage.from_dict(answers[a.name][question_key(q)]["usage"])) for a in arms
                         for q in fit)
             report = fit_questions(pipe, fit, max_spend=total + 1.0, echo=lambda _: None)
+            split_cal = pipe.state.calibration
             if report.router_selection is not None and report.router_selection.pinned is not None:
                 pinned[report.router_selection.pinned] += 1
             for q in test:
@@ -750,8 +756,12 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
             got: dict[str, list[bool]] = {}
             sizes: list[int] = []
             for q, arm, probs, scores, dev in rows:
-                st = set_at(dev if key[2] else scores, kind, rule, probs, [c.label for c in q.choices],
-                            len(arms))
+                labels = [c.label for c in q.choices]
+                if key[2] == "arm":
+                    assert split_cal is not None  # a decision with a set had one
+                    st = arm_set(split_cal, arm, probs, labels, q.text, rule, len(arms)).labels
+                else:
+                    st = set_at(dev if key[2] == "all_dev" else scores, kind, rule, probs, labels, len(arms))
                 got.setdefault(arm, []).append(q.gold[0] in st)
                 sizes.append(len(st))
                 arm_sizes[key][arm].append(len(st))
@@ -760,9 +770,21 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
                 per_arm[key][arm].append(float(np.mean(hits)))
             overall[key].append(float(np.mean([h for v in got.values() for h in v])) if got else math.nan)
             ok[key].append(all(np.mean(h) >= 1 - alpha for h in got.values()))
-    def summary(g: str, all_dev: bool = False) -> dict[str, Any]:
-        mine = [k for k in keys if k[0] == g and k[2] == all_dev]
-        return {
+            if key[2] == "arm" and split_cal is not None:  # its promise: each arm over all test questions
+                for a in arms:
+                    if split_cal.size(a.name):
+                        mine = arm_rule_scores(split_cal, a.name)
+                        every_question[key][a.name].append(float(np.mean([q.gold[0] in arm_set(
+                            split_cal, a.name, answers[a.name][question_key(q)]["probabilities"] or {},
+                            [c.label for c in q.choices], q.text, rule, len(arms), mine).labels
+                            for q in test if accepted(q)])))
+    def summary(g: str, rule: str = "held_out") -> dict[str, Any]:
+        mine = [k for k in keys if k[0] == g and k[2] == rule]
+        promise = {"per_arm_all_test_questions": {k[1]: {a: {
+            "covered_share": float(np.mean([c >= 1 - float(k[1]) for c in v])),
+            "coverage_mean": float(np.mean(v))} for a, v in every_question[k].items() if v}
+            for k in mine}} if rule == "arm" else {}
+        return {**promise,
             "every_arm_covered_share": {k[1]: float(np.mean(ok[k])) for k in mine},
             "target (≥ 95 % of splits)": {k[1]: float(np.mean(ok[k])) >= 0.95 for k in mine},
             "overall_coverage_mean": {k[1]: float(np.nanmean(overall[k])) for k in mine},
@@ -787,6 +809,6 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
             **summary("marginal"), "pac": {"delta": cfg.delta, **summary("pac")},
             "pac_all_arms": {"delta": cfg.delta, "delta_per_arm": arm_delta(joint, len(arms)),
                              **summary("pac_all_arms")},
-            "fallback_all_dev": {"marginal": summary("marginal", True),
-                                 "pac": {"delta": cfg.delta, **summary("pac", True)},
-                                 "pac_all_arms": {"delta": cfg.delta, **summary("pac_all_arms", True)}}}
+            **{name: {"marginal": summary("marginal", fb), "pac": {"delta": cfg.delta, **summary("pac", fb)},
+                      "pac_all_arms": {"delta": cfg.delta, **summary("pac_all_arms", fb)}}
+               for name, fb in (("fallback_all_dev", "all_dev"), ("calibrate_on_arm", "arm"))}}
