@@ -62,10 +62,10 @@ def test_an_answer_only_arms_set_is_its_answer_or_every_choice_in_the_share_the_
     share = np.mean([len(s.labels) == 4 for s in got])
     moved = np.sort(arm_rule_scores(many, "a"))
     assert share == pytest.approx((moved[44] - 1.0) / TIE_EPSILON, abs=0.04)  # the 45th score's coin
-    assert all(s.certified and "ties split by a seeded coin" in s.statement and "per arm, not conditional"
+    assert all(s.finite and "ties split by a seeded coin" in s.statement and "per arm, not conditional"
                in s.statement for s in got)
     thin = arm_set(_answer_only(0, 10, "f"), "a", ONE_HOT, LABELS, "q", sets, 1)
-    assert thin.labels == tuple(LABELS) and not thin.certified
+    assert thin.labels == tuple(LABELS) and not thin.finite
     assert "it needs 14 (4 more)" in thin.statement
 
 

@@ -204,7 +204,7 @@ def needs_lines(cal: HeldOutCalibration, group: npt.NDArray[np.int64], sets: Ans
     by_arm = sets.calibrate_on == "arm"
     for name in cal.names:
         routed = cal.arm_scores(name, group).size
-        everyone = (arm_rule_scores(cal, name) if by_arm else fallback_scores(cal, name, sets)).size
+        everyone = (cal.dev_scores(name) if by_arm else fallback_scores(cal, name, sets)).size
         noun = "graded dev" if by_arm else fallback_noun(sets)
         line = (f"{name}: {routed} held-out questions routed here, {everyone} {noun} "
                 f"questions answered in all; at α = {sets.alpha:g} a set needs {need}; smallest α for the "
@@ -215,7 +215,7 @@ def needs_lines(cal: HeldOutCalibration, group: npt.NDArray[np.int64], sets: Ans
                     if by_arm else f"{now(routed)} routed, {now(everyone)} over all it answered"))
         if not by_arm and routed < questions_needed(sets, arms):
             line += (f"; too few routed: calibrate_on = \"arm\" would calibrate every set on the "
-                     f"{arm_rule_scores(cal, name).size} graded dev questions it answered (per arm, not "
+                     f"{cal.dev_scores(name).size} graded dev questions it answered (per arm, not "
                      "conditional on routing)")
         if sets.abstain:
             chosen, why = arm_rule(cal, name, group, sets)
@@ -278,19 +278,21 @@ def arm_rule_scores(cal: HeldOutCalibration, arm: str) -> npt.NDArray[np.float64
     columns = [("held", cal.scores[:, a])]
     if cal.tune_scores is not None:
         columns.append(("tune", cal.tune_scores[:, a]))
-    return np.asarray([s + TIE_EPSILON * tie_coin(fit, arm, part, str(i)) for part, column in columns
-                       for i, s in enumerate(column.tolist()) if not math.isnan(s)], dtype=np.float64)
+    coins = [tie_coin(fit, arm, part, str(i)) for part, column in columns
+             for i in np.flatnonzero(~np.isnan(column)).tolist()]  # dev_scores' rows, in its order
+    return cal.dev_scores(arm) + TIE_EPSILON * np.asarray(coins, dtype=np.float64)
 
 
 @dataclass(frozen=True)
 class ArmSet:
     """An answer's set under ``calibrate_on = "arm"``: its ``labels``, the (coin-moved) calibration
-    ``scores`` it was made from, whether it carries its guarantee (``certified``: false when the scores
-    are too few and the set is every choice) and the ``statement`` of that guarantee."""
+    ``scores`` it was made from, whether their threshold is finite (``finite``: false when the scores are
+    too few and the set is every choice, which covers the truth trivially) and the ``statement`` of its
+    guarantee."""
 
     labels: tuple[str, ...]
     scores: npt.NDArray[np.float64]
-    certified: bool
+    finite: bool
     statement: str
 
 
