@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from kgwise.app.arms import ArmOutput, ArmRunner, ObservedArm, arm_cost
 from kgwise.app.calibration import arm_delta, arm_rule_scores, arm_set, calibrated_threshold, choice_set
@@ -724,6 +725,9 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
                         for q in fit)
             report = fit_questions(pipe, fit, max_spend=total + 1.0, echo=lambda _: None)
             split_cal = pipe.state.calibration
+            coins: dict[str, npt.NDArray[np.float64]] = {}  # calibrate_on = "arm"'s scores, once per split
+            if split_cal is not None:
+                coins = {n: arm_rule_scores(split_cal, n) for n in split_cal.names}
             if report.router_selection is not None and report.router_selection.pinned is not None:
                 pinned[report.router_selection.pinned] += 1
             for q in test:
@@ -759,7 +763,7 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
                 labels = [c.label for c in q.choices]
                 if key[2] == "arm":
                     assert split_cal is not None  # a decision with a set had one
-                    st = arm_set(split_cal, arm, probs, labels, q.text, rule, len(arms)).labels
+                    st = arm_set(split_cal, arm, probs, labels, q.text, rule, len(arms), coins[arm]).labels
                 else:
                     st = set_at(dev if key[2] == "all_dev" else scores, kind, rule, probs, labels, len(arms))
                 got.setdefault(arm, []).append(q.gold[0] in st)
@@ -773,10 +777,9 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
             if key[2] == "arm" and split_cal is not None:  # its promise: each arm over all test questions
                 for a in arms:
                     if split_cal.size(a.name):
-                        mine = arm_rule_scores(split_cal, a.name)
                         every_question[key][a.name].append(float(np.mean([q.gold[0] in arm_set(
                             split_cal, a.name, answers[a.name][question_key(q)]["probabilities"] or {},
-                            [c.label for c in q.choices], q.text, rule, len(arms), mine).labels
+                            [c.label for c in q.choices], q.text, rule, len(arms), coins[a.name]).labels
                             for q in test if accepted(q)])))
     def summary(g: str, rule: str = "held_out") -> dict[str, Any]:
         mine = [k for k in keys if k[0] == g and k[2] == rule]
