@@ -207,6 +207,8 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
             selector.release()
         pipe.close()
     pipe_acc = float(np.mean(correct))
+    oracle = float(table.correct[test].any(axis=1).mean())
+    budgeted_oracle = table.budgeted_oracle(test, budget)
     answer_sets = (None if sets is None else
                    sets.split_held_out(learn.tolist(), held.tolist(), test.tolist(), routed, test_groups,
                                        table.arms) if held_mode else
@@ -222,12 +224,10 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
                  for j, a in enumerate(table.arms)},
         "best_arm": table.arms[best],
         "accuracy_minus_best": pipe_acc - float(acc[best]),
-        "oracle_accuracy": float(table.correct[test].any(axis=1).mean()),
-        "budgeted_oracle_accuracy": table.budgeted_oracle(test, budget),
-        "headroom_closed": headroom_closed(pipe_acc, float(acc[best]),
-                                           float(table.correct[test].any(axis=1).mean())),
-        "budgeted_headroom_closed": headroom_closed(pipe_acc, float(acc[best]),
-                                                    table.budgeted_oracle(test, budget)),
+        "oracle_accuracy": oracle,
+        "budgeted_oracle_accuracy": budgeted_oracle,
+        "headroom_closed": headroom_closed(pipe_acc, float(acc[best]), oracle),
+        "budgeted_headroom_closed": headroom_closed(pipe_acc, float(acc[best]), budgeted_oracle),
         "cost_over_best": paid / float(per_arm_cost[ref]) if per_arm_cost[ref] > 0 else None,
         "cost_reference_arm": table.arms[ref],
         "router_selection": None if fitted.router_selection is None else fitted.router_selection.to_dict(),
