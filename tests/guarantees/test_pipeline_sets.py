@@ -241,7 +241,7 @@ def test_pac_all_arms_sets_cover_every_arm_at_once_on_95_percent_of_splits(
     arms = len(BOOST)
     flagged = sum(any(below_beyond_noise(int(r["covered"]), int(r["n"]), ALPHA, GAMMA / arms)
                       for r in rows.values()) for rows in splits if rows)
-    allowed = allowed_flags(len(every), 0.05)  # γ/arms per arm: a split is flagged w.p. ≤ δ + γ
+    allowed = allowed_flags(len(every), 0.05)  # γ/arms per arm: a split is flagged w.p. ≤ δ + (1 − δ)γ
     print(f"pac_all_arms: every arm ≥ {1 - ALPHA:g} at once on {np.mean(every):.3f} of {len(every)} splits; "
           f"some arm below beyond noise in {flagged} (allowed {allowed})")
     assert flagged <= allowed, f"some arm below its promise in {flagged} of {len(every)} splits"
