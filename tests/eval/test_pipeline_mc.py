@@ -6,7 +6,6 @@ encoder are ``test_pipeline_live``'s test doubles."""
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -47,31 +46,20 @@ def _graded(questions: list[Question], answers: dict[str, dict[str, dict[str, An
     return GradedLog(tuple(rows), tuple(answers))
 
 
-class _Ids:
-    """Decision ids in a fixed sequence (restarted per run): the held-out questions' re-routing before each
-    answer draws with the decision id as seed (:meth:`kgwise.app.calibration.CalibrationSelector.group`),
-    and random ids would make two runs of the same answers differ where those draws decide."""
-
-    def __init__(self) -> None:
-        self.n = 0
-
-    def __call__(self) -> uuid.UUID:
-        self.n += 1
-        return uuid.UUID(int=self.n)
-
-
-def test_the_log_replay_gives_the_live_paths_sets_on_the_same_answers(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_log_replay_gives_the_live_paths_sets_on_the_same_answers(tmp_path: Path) -> None:
+    """Each split's pipeline draws its decision and fit ids from the split's seed (the held-out questions'
+    re-routing draws with the decision id), so two runs on the same answers agree to the digit."""
     questions = [*_questions("fit", 20), *_questions("test", 20)]
     answers = _live_answers(questions)
     coke = CokeConfig()
     cfg = LiveMCConfig(20, 20, alphas=(0.2, 0.3), budget=0.6, seed=3, coke=coke)
-    monkeypatch.setattr(uuid, "uuid4", _Ids())
     live = coverage_splits(questions, [a.config for a in _arms().values()], answers, FakeEncoder(), cfg, 4,
                            tmp_path / "live")
+    again = coverage_splits(questions, [a.config for a in _arms().values()], answers, FakeEncoder(), cfg, 4,
+                            tmp_path / "again")
+    assert again == live
     path = tmp_path / "graded.jsonl"
     write_graded_log(path, _graded(questions, answers))
-    monkeypatch.setattr(uuid, "uuid4", _Ids())
     mc = read_mc_log(path, read_replay(path, SPECS))
     assert mc is not None
     replayed = replay_mc_sets(mc, FakeEncoder(), (0.2, 0.3), 0.6, 4, 3, coke, cfg.delta, str(path))

@@ -59,7 +59,6 @@ import json
 import math
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, replace
@@ -664,7 +663,7 @@ def held_out_calibration(pipeline: Pipeline, questions: Sequence[Question],
     tune_confidence, tune_correct = answer_confidences(tune, names, calls, seen)
     return HeldOutCalibration(tuple(names), kind, np.asarray(X, dtype=np.float64), bounds, scores,
                               {"questions": len(questions), "alpha": config.answer_sets.alpha, "kind": kind,
-                               "context": context, "fit": uuid.uuid4().hex, "made_with": made_with(config)},
+                               "context": context, "fit": pipeline.new_id(), "made_with": made_with(config)},
                               confidence, correct, tune_confidence, tune_correct, seen,
                               true_scores(tune, fixed))
 

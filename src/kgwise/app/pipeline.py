@@ -30,6 +30,7 @@ one question at a time; an API arm's calls overlap.
 from __future__ import annotations
 
 import math
+import random
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -158,6 +159,17 @@ class AnswerSetResult:
     calibration_scores: tuple[float, ...] = field(default=(), repr=False)
     certified: bool = True
     pooled: bool = False
+
+
+def random_id() -> str:
+    """A fresh random id (UUID4, hex): unique across replicas sharing one state."""
+    return uuid.uuid4().hex
+
+
+def seeded_ids(seed: int) -> Callable[[], str]:
+    """Ids drawn from ``seed``: the same sequence every run (for one evaluation's own pipeline only)."""
+    gen = random.Random(seed)
+    return lambda: f"{gen.getrandbits(128):032x}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,12 +373,15 @@ class Pipeline:
     def __init__(self, config: PipelineConfig, state_dir: Path, runners: Mapping[str, ArmRunner],
                  encoder: Encoder, kg: KnowledgeGraph | None = None, names: BoundIndex | None = None,
                  uag_generator: Generator | None = None, refit: bool = False,
-                 grounder: Grounder | None = None) -> None:
-        """``grounder``: the one the arms ground with (default: :func:`pipeline_grounder`)."""
+                 grounder: Grounder | None = None, ids: Callable[[], str] | None = None) -> None:
+        """``grounder``: the one the arms ground with (default: :func:`pipeline_grounder`); ``ids``: what
+        names a decision or a fit (default: a random UUID; an evaluation passes :func:`seeded_ids` so that
+        a split repeats exactly — a decision id's hash draws a held-out question's re-routing)."""
         missing = [a.name for a in config.arms if a.name not in runners and not a.external]
         if missing and runners:
             raise ConfigError(f"no runner for arm(s) {', '.join(missing)}")
         self.config = config
+        self.new_id = ids if ids is not None else random_id
         self.runners = dict(runners)
         self.encoder = encoder
         self.kg = kg
@@ -734,7 +749,7 @@ class Pipeline:
         observed = {n: o for n, o in ran.items() if observe and self.runners[n].config.observe}
         free = {n: (o.prediction, o.signals) for n, o in ran.items() if self.runners[n].config.free}
         x = context_vector(self.config, context, embedding, free, question.text, self.state.router.predicted)
-        decision = uuid.uuid4().hex
+        decision = self.new_id()
         with self._lock:
             router = self.state.router
             scores = router.scores(x)
@@ -858,7 +873,7 @@ class Pipeline:
         x = context_vector(self.config, self.state.context, self.embed(q.text), {}, q.text,
                            self.state.router.predicted)
         entities = self.topic_entities(q)
-        decision = uuid.uuid4().hex
+        decision = self.new_id()
         with self._lock:
             self._expire()
             router = self.state.router

@@ -49,7 +49,7 @@ from kgwise.app.arms import ArmOutput, ArmRunner
 from kgwise.app.calibration import CalibrationSelector, HeldOutCalibration
 from kgwise.app.config import AnswerSetConfig, ArmConfig, Context, KGConfig, PipelineConfig, RouterConfig
 from kgwise.app.fit import fit_questions, held_out_calibration, interleaved, predicted_context
-from kgwise.app.pipeline import BudgetExceededError, Pipeline
+from kgwise.app.pipeline import BudgetExceededError, Pipeline, seeded_ids
 from kgwise.app.router import context_vector
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError, ReplayMissError
@@ -164,7 +164,7 @@ def _one_split(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConfig, s
                             tuple(r.config for r in runners.values()),
                             RouterConfig(budget, "usd", len(test), cfg.seed + split, True, cfg.coke,
                                          cfg.context), AnswerSetConfig())
-    pipe = Pipeline(config, root / f"state-{split}", runners, encoder)
+    pipe = Pipeline(config, root / f"state-{split}", runners, encoder, ids=seeded_ids(cfg.seed + split))
     held_mode = sets is not None and sets.calibration == "held-out"
     # the pipeline with UAG's sets holds 1 − tune_share of the open dev questions out of the router
     share = 1 - sets.tune_share if held_mode and sets is not None else 0.0

@@ -47,7 +47,7 @@ from kgwise.app.arms import ArmOutput, ArmRunner, ObservedArm, arm_cost
 from kgwise.app.calibration import arm_delta, arm_rule_scores, arm_set, calibrated_threshold, choice_set
 from kgwise.app.config import AnswerSetConfig, ArmConfig, Guarantee, KGConfig, PipelineConfig, RouterConfig
 from kgwise.app.fit import LOG_FILE, UAG_TABLES, FitReport, call_key, fit_calls, fit_questions
-from kgwise.app.pipeline import BudgetExceededError, Pipeline
+from kgwise.app.pipeline import BudgetExceededError, Pipeline, seeded_ids
 from kgwise.app.state import clopper_pearson
 from kgwise.conformal.evaluator import Generator
 from kgwise.conformal.split import min_calibration_size
@@ -716,7 +716,7 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
         budget = cfg.budget * float(mean_cost) * len(test)
         split_cfg = replace(cfg, test_n=len(test), uag_llm=None)  # multiple choice: no UAG
         pipe = Pipeline(_pipeline_config(root, arms, budget, split_cfg, cfg.alphas[0]), root / f"split-{s}",
-                        runners, encoder)
+                        runners, encoder, ids=seeded_ids(cfg.seed + s))
         rows: list[tuple[Question, str, dict[str, float], tuple[float, ...], tuple[float, ...]]] = []
         dev_of: dict[str, tuple[float, ...]] = {}  # an arm's every graded dev score (fixed within a split)
         right = 0
