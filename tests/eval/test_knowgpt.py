@@ -3,6 +3,7 @@ settings; outcomes keep every scoring rule's correctness and reports read the ch
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -22,6 +23,7 @@ from kgwise.eval.knowgpt import (
     markdown_table,
     questions_to_test,
 )
+from kgwise.files import short_hash
 from kgwise.inject import ARMS, WITHOUT_KG, BanditConfig, Injection, PromptBandit
 from kgwise.llm import ChoiceScores
 from kgwise.types import Answer, Choice, Question, Usage
@@ -155,6 +157,13 @@ def test_a_ranked_run_compares_with_a_full_run_question_by_question(tmp_path: Pa
         _other_run(other, ranked)
     there, budget = _other_run(full, ranked)
     assert budget is None
+    old = tmp_path / "old"  # a full run recorded before knowledge_ratio existed: its run.json lacks it
+    _claim_run_dir(old, "obqa", "smollm2-135m", ExperimentConfig(knowledge_tokens=None))
+    recorded = json.loads((old / "run.json").read_text())
+    del recorded["config"]["knowledge_ratio"]
+    (old / "run.json").write_text(json.dumps(recorded))
+    OutcomeStore(old / "outcomes.jsonl", short_hash(recorded))
+    assert _other_run(old, ranked)[1] is None
     here = OutcomeStore(None, "x")  # type: ignore[arg-type]
     qs = [Question(f"q{i}", "?", (Choice("A", "a"), Choice("B", "b")), gold=("A",)) for i in range(4)]
 

@@ -270,7 +270,8 @@ def test_a_short_question_gets_short_knowledge_from_the_best_paths(data_dir: Pat
     for q in (*_medqa(data_dir)[:20], *cut):
         r = inj.inject(q, "P_sub+F_s")
         budget = inj.config.budget(q.text)
-        assert budget is not None and inj.knowledge_tokens(r.given.paths, r.subgraph, formats["F_s"]) <= budget
+        assert budget is not None
+        assert inj.knowledge_tokens(r.given.paths, r.subgraph, formats["F_s"]) <= budget
         kept = set(r.given.paths)
         for i, rp in enumerate(r.ranked.paths):  # a path left out did not fit after the better ones kept
             if rp not in kept and len({e for p in r.ranked.paths[:i] if p in kept for e in p.path.edges()}

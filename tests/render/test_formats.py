@@ -305,7 +305,8 @@ def test_one_fact_sentences_with_one_head_and_relation_are_said_once() -> None:
     text = SentenceFormat().render(kg, sub).text
     assert text == ("Revolving door is found at bank, mall and library. "
                     "Revolving door is a kind of door, which is found at house.")
-    assert SentenceFormat().render(kg, Subgraph(edges=((0, 0, 1),))).text == "Revolving door is found at bank."
+    single = SentenceFormat().render(kg, Subgraph(edges=((0, 0, 1),))).text
+    assert single == "Revolving door is found at bank."
     # under a cap of two facts only the first two are listed
     assert SentenceFormat(FormatConfig(max_triples=2)).render(kg, sub).text == (
         "Revolving door is found at bank and mall.")
