@@ -182,6 +182,8 @@ def test_a_ranked_run_compares_with_a_full_run_question_by_question(tmp_path: Pa
     c = got["P_sub+F_t"]
     assert c["n"] == 3 and c["here"]["accuracy"] == pytest.approx(2 / 3) and c["there"]["accuracy"] == 1 / 3
     assert c["difference"] == pytest.approx(1 / 3)
+    assert c["difference_by_rule"]["pmi"][0] == pytest.approx(1 / 3)
+    assert "sum" not in c["difference_by_rule"]  # neither run recorded it
     assert c["here"]["kg_chars"] == 20 and c["there"]["kg_chars"] == 100 and c["kg_chars_fewer"] == 0.8
     assert c["prompt_chars_fewer"] == pytest.approx(1 - 160 / 240)
     assert c["here"]["gold_path_when_correct"] == 0.5 and c["there"]["gold_path_when_correct"] == 1.0

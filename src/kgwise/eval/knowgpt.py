@@ -652,7 +652,8 @@ def compare_runs(here: OutcomeStore, there: OutcomeStore, tests: dict[str, list[
     ``key``), the paired difference (here − there) and its standard error, the mean prompt and KG
     knowledge characters (the knowledge less the open-book facts, where a run has them) and how many
     fewer here, and the share of the correct answers whose given knowledge holds a path to the gold
-    answer."""
+    answer; ``difference_by_rule``: the paired difference and its standard error under every scoring
+    rule both runs recorded (a knowledge budget may suit one rule and not another)."""
     out: dict[str, Any] = {}
     for split, qs in tests.items():
         out[split] = {}
@@ -661,14 +662,24 @@ def compare_runs(here: OutcomeStore, there: OutcomeStore, tests: dict[str, list[
             if not both:
                 continue
             a, b = _side(here, both, combo, key), _side(there, both, combo, key)
-            gap = np.array([float(here.need(q.id, combo)[key]) - float(there.need(q.id, combo)[key])
-                            for q in both])
+            gap = _gap(here, there, both, combo, key)
+            by_rule = {r: _gap(here, there, both, combo, f"correct_{r}") for r in SCORING_RULES}
             out[split][combo] = {
                 "n": len(both), "here": a, "there": b,
                 "difference": float(gap.mean()), "difference_se": float(sem(gap)) if len(gap) > 1 else None,
                 "prompt_chars_fewer": _fewer(a["prompt_chars"], b["prompt_chars"]),
-                "kg_chars_fewer": _fewer(a["kg_chars"], b["kg_chars"])}
+                "kg_chars_fewer": _fewer(a["kg_chars"], b["kg_chars"]),
+                "difference_by_rule": {r: [float(g.mean()), float(sem(g)) if len(g) > 1 else None]
+                                       for r, g in by_rule.items() if len(g) == len(both)}}
     return out
+
+
+def _gap(here: OutcomeStore, there: OutcomeStore, qs: Sequence[Question], combo: str, key: str
+         ) -> npt.NDArray[np.float64]:
+    """Per question of ``qs``, correctness here − there under ``key`` (questions either run recorded
+    without it are left out)."""
+    pairs = [(here.need(q.id, combo).get(key), there.need(q.id, combo).get(key)) for q in qs]
+    return np.array([float(a) - float(b) for a, b in pairs if a is not None and b is not None])
 
 
 def _side(store: OutcomeStore, qs: Sequence[Question], combo: str, key: str) -> dict[str, Any]:
