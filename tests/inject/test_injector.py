@@ -244,10 +244,11 @@ def test_the_knowledge_budget_follows_the_question_length_within_the_cap() -> No
     floor nor above ``knowledge_tokens``; ``None`` turns either off."""
     short, long = "Where are you likely to find a hamburger?", "A 45-year-old man presents with pain. " * 20
     cfg = InjectorConfig()
-    assert cfg.budget(short) == KNOWLEDGE_TOKENS_MIN == 12  # 41 characters: 10 tokens, the floor
-    assert cfg.budget("x" * 100) == 25 and cfg.budget(long) == KNOWLEDGE_TOKENS == 48
+    assert cfg.knowledge_ratio == 2.0 and cfg.budget(short) == 20  # 41 characters: 10 tokens, twice that
+    assert cfg.budget("x" * 20) == KNOWLEDGE_TOKENS_MIN == 12  # 5 tokens: the floor
+    assert cfg.budget("x" * 100) == cfg.budget(long) == KNOWLEDGE_TOKENS == 48  # the cap
     assert InjectorConfig(knowledge_ratio=0.5).budget("x" * 100) == 12
-    assert InjectorConfig(knowledge_ratio=2.0).budget("x" * 80) == 40
+    assert InjectorConfig(knowledge_ratio=1.0).budget("x" * 80) == 20
     assert InjectorConfig(knowledge_ratio=None).budget(short) == 48
     assert InjectorConfig(knowledge_tokens=None).budget(long) is None
     assert InjectorConfig(knowledge_tokens=8).budget(long) == 8  # the cap binds below the floor too

@@ -87,7 +87,7 @@ def eval_knowgpt(
         "default knowledge_tokens).", show_default=False)] = None,
     knowledge_ratio: Annotated[float | None, typer.Option(
         "--knowledge-ratio", min=0, help="Ranked knowledge tokens per question token (default: an inject "
-        "arm's, 1.0; 0: --knowledge-tokens alone).", show_default=False)] = None,
+        "arm's, 2.0; 0: --knowledge-tokens alone).", show_default=False)] = None,
     against: Annotated[Path | None, typer.Option(
         "--against", help="Another run directory of the same data set, LLM and settings but the other "
         "--evidence (or budget): compare each combination with it, question by question (accuracy, prompt "
