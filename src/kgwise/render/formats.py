@@ -218,8 +218,7 @@ class SentenceFormat:
         covered: set[Edge] = set()
 
         def fact(edge: Edge) -> None:
-            h, r, t = _names(kg, edge)
-            stem = clause(h, r, t)[: -len(clean_label(t)) or None]
+            stem = _stem(kg, edge)
             if stem not in by_stem:
                 by_stem[stem] = []
                 items.append(by_stem[stem])
@@ -239,12 +238,17 @@ class SentenceFormat:
         return Rendered(" ".join(x if isinstance(x, str) else _listed(kg, x) for x in items))
 
 
+def _stem(kg: KnowledgeGraph, edge: Edge) -> str:
+    """An edge's clause without its tail: its head and relation phrase (``revolving door is found at ``)."""
+    h, r, t = _names(kg, edge)
+    return clause(h, r, t)[: -len(clean_label(t)) or None]
+
+
 def _listed(kg: KnowledgeGraph, facts: Sequence[Edge]) -> str:
     """One-fact sentences with one stem (head and relation phrase) as one: ``A is found at B, C and D.``"""
-    h, r, t = _names(kg, facts[0])
     tails = list(dict.fromkeys(clean_label(kg.label(e[2])) for e in facts))
     listed = tails[0] if len(tails) == 1 else f"{', '.join(tails[:-1])} and {tails[-1]}"
-    return _sentence(f"{clause(h, r, t)[: -len(clean_label(t)) or None]}{listed}")
+    return _sentence(_stem(kg, facts[0]) + listed)
 
 
 class GraphDescriptionFormat:
