@@ -44,3 +44,8 @@ def test_eval_knowgpt_rejects_unknown_dataset_and_scoring() -> None:
     assert result.exit_code == 2 and "unknown data set" in result.output
     result = runner.invoke(app, ["eval", "knowgpt", "--dataset", "obqa", "--scoring", "max"])
     assert result.exit_code == 2 and "scoring must be one of" in result.output
+    result = runner.invoke(app, ["eval", "knowgpt", "--dataset", "obqa", "--evidence", "full",
+                                 "--knowledge-ratio", "2"])
+    assert result.exit_code == 2 and "--knowledge-ratio budget ranked evidence" in result.output
+    result = runner.invoke(app, ["eval", "knowgpt", "--dataset", "obqa", "--knowledge-ratio", "-1"])
+    assert result.exit_code == 2 and "--knowledge-ratio" in result.output

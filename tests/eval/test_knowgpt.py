@@ -3,6 +3,7 @@ settings; outcomes keep every scoring rule's correctness and reports read the ch
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -22,6 +23,7 @@ from kgwise.eval.knowgpt import (
     markdown_table,
     questions_to_test,
 )
+from kgwise.files import short_hash
 from kgwise.inject import ARMS, WITHOUT_KG, BanditConfig, Injection, PromptBandit
 from kgwise.llm import ChoiceScores
 from kgwise.types import Answer, Choice, Question, Usage
@@ -155,6 +157,13 @@ def test_a_ranked_run_compares_with_a_full_run_question_by_question(tmp_path: Pa
         _other_run(other, ranked)
     there, budget = _other_run(full, ranked)
     assert budget is None
+    old = tmp_path / "old"  # a full run recorded before knowledge_ratio existed: its run.json lacks it
+    _claim_run_dir(old, "obqa", "smollm2-135m", ExperimentConfig(knowledge_tokens=None))
+    recorded = json.loads((old / "run.json").read_text())
+    del recorded["config"]["knowledge_ratio"]
+    (old / "run.json").write_text(json.dumps(recorded))
+    OutcomeStore(old / "outcomes.jsonl", short_hash(recorded))
+    assert _other_run(old, ranked)[1] is None
     here = OutcomeStore(None, "x")  # type: ignore[arg-type]
     qs = [Question(f"q{i}", "?", (Choice("A", "a"), Choice("B", "b")), gold=("A",)) for i in range(4)]
 
@@ -173,6 +182,8 @@ def test_a_ranked_run_compares_with_a_full_run_question_by_question(tmp_path: Pa
     c = got["P_sub+F_t"]
     assert c["n"] == 3 and c["here"]["accuracy"] == pytest.approx(2 / 3) and c["there"]["accuracy"] == 1 / 3
     assert c["difference"] == pytest.approx(1 / 3)
+    assert c["difference_by_rule"]["pmi"][0] == pytest.approx(1 / 3)
+    assert "sum" not in c["difference_by_rule"]  # neither run recorded it
     assert c["here"]["kg_chars"] == 20 and c["there"]["kg_chars"] == 100 and c["kg_chars_fewer"] == 0.8
     assert c["prompt_chars_fewer"] == pytest.approx(1 - 160 / 240)
     assert c["here"]["gold_path_when_correct"] == 0.5 and c["there"]["gold_path_when_correct"] == 1.0

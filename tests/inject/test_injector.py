@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from kgwise.errors import ConfigError
 from kgwise.eval.knowgpt import markdown_table, split_questions
 from kgwise.extract import RankedEvidence, SubgraphExtractor, rank_evidence
 from kgwise.inject import ARMS, WITHOUT_KG, InjectorConfig, KnowledgeInjector, PromptBandit
+from kgwise.inject.injector import CHARS_PER_TOKEN, KNOWLEDGE_TOKENS, KNOWLEDGE_TOKENS_MIN
 from kgwise.kg import CSRGraph
 from kgwise.kg.grounding import Grounder
 from kgwise.llm import ChoiceScores, Generation
@@ -204,7 +206,7 @@ def test_ranked_knowledge_is_the_question_choice_paths_cut_to_the_token_budget(d
     llm = ScriptedLLM()
     formats = {"F_t": make_format("F_t")}
     ranked_inj = KnowledgeInjector(kg, Grounder(kg), {"P_sub": SubgraphExtractor(kg)}, formats, llm,  # type: ignore[arg-type]
-                                   config=InjectorConfig(knowledge_tokens=32))
+                                   config=InjectorConfig(knowledge_tokens=32, knowledge_ratio=None))
     full_inj = KnowledgeInjector(kg, Grounder(kg), {"P_sub": SubgraphExtractor(kg)}, formats, llm,  # type: ignore[arg-type]
                                  config=InjectorConfig(knowledge_tokens=None))
     shorter = 0
@@ -215,7 +217,8 @@ def test_ranked_knowledge_is_the_question_choice_paths_cut_to_the_token_budget(d
         # full: the paths all of whose facts the 8 rendered facts hold
         rendered = set(select_edges(f.subgraph, 8, kg))
         assert [rp for rp in f.ranked.paths if set(rp.path.edges()) <= rendered] == list(f.given.paths)
-        assert sum(ranked_inj.path_tokens(rp) for rp in r.given.paths) <= 32
+        assert ranked_inj.knowledge_tokens(r.given.paths, r.subgraph, formats["F_t"]) <= 32
+        assert -(-len(r.answer.knowledge) // CHARS_PER_TOKEN) <= 32  # the budget is the rendered text's
         assert set(r.given.paths) <= set(r.ranked.paths)
         assert f.answer.knowledge == formats["F_t"].render(kg, f.subgraph, q).text  # the whole subgraph
         lines = {x for x in r.answer.knowledge.splitlines() if x}
@@ -234,3 +237,47 @@ def _fact_lines(kg: CSRGraph, given: RankedEvidence) -> list[str]:
     """F_t's lines of every fact of the ``given`` paths."""
     return make_format("F_t", config=FormatConfig(max_triples=10_000)).render(
         kg, given.as_subgraph()).text.splitlines()
+
+
+def test_the_knowledge_budget_follows_the_question_length_within_the_cap() -> None:
+    """At most ``knowledge_ratio`` knowledge tokens per question token (characters / 4), never below the
+    floor nor above ``knowledge_tokens``; ``None`` turns either off."""
+    short, long = "Where are you likely to find a hamburger?", "A 45-year-old man presents with pain. " * 20
+    cfg = InjectorConfig()
+    assert cfg.knowledge_ratio == 2.0 and cfg.budget(short) == 20  # 41 characters: 10 tokens, twice that
+    assert cfg.budget("x" * 20) == KNOWLEDGE_TOKENS_MIN == 12  # 5 tokens: the floor
+    assert cfg.budget("x" * 100) == cfg.budget(long) == KNOWLEDGE_TOKENS == 48  # the cap
+    assert InjectorConfig(knowledge_ratio=0.5).budget("x" * 100) == 12
+    assert InjectorConfig(knowledge_ratio=1.0).budget("x" * 80) == 20
+    assert InjectorConfig(knowledge_ratio=None).budget(short) == 48
+    assert InjectorConfig(knowledge_tokens=None).budget(long) is None
+    assert InjectorConfig(knowledge_tokens=8).budget(long) == 8  # the cap binds below the floor too
+    for bad in (0.0, -1.0):
+        with pytest.raises(ConfigError, match="knowledge_ratio must be > 0"):
+            InjectorConfig(knowledge_ratio=bad)
+
+
+def test_a_short_question_gets_short_knowledge_from_the_best_paths(data_dir: Path) -> None:
+    """On MedQA over DDB, each question whole (the cap binds) and cut to its last sentence (the question's
+    own length binds): the kept paths render within the question's budget, and every ranked path left
+    out did not fit after the better ones kept (or would pass the format's 8 facts)."""
+    kg = _ddb(data_dir)
+    llm = ScriptedLLM()
+    formats = {n: make_format(n) for n in ("F_t", "F_s")}
+    inj = KnowledgeInjector(kg, Grounder(kg), {"P_sub": SubgraphExtractor(kg)}, formats, llm)  # type: ignore[arg-type]
+    checked = 0
+    cut = [replace(q, text=q.text.rstrip("?").split(". ")[-1] + "?") for q in _medqa(data_dir)[:20]]
+    assert all(len(q.text) < 200 for q in cut)
+    for q in (*_medqa(data_dir)[:20], *cut):
+        r = inj.inject(q, "P_sub+F_s")
+        budget = inj.config.budget(q.text)
+        assert budget is not None
+        assert inj.knowledge_tokens(r.given.paths, r.subgraph, formats["F_s"]) <= budget
+        kept = set(r.given.paths)
+        for i, rp in enumerate(r.ranked.paths):  # a path left out did not fit after the better ones kept
+            if rp not in kept and len({e for p in r.ranked.paths[:i] if p in kept for e in p.path.edges()}
+                                      | set(rp.path.edges())) <= 8:
+                before = [p for p in r.ranked.paths[:i] if p in kept]
+                assert inj.knowledge_tokens([*before, rp], r.subgraph, formats["F_s"]) > budget
+        checked += bool(r.given.paths)
+    assert checked >= 10

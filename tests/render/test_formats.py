@@ -290,3 +290,23 @@ def test_real_ddb_knowledge_covers_every_choice(ddb: CSRGraph) -> None:
     sub = SubgraphExtractor(ddb).extract(q, Grounder(ddb).ground(q))
     text = TripleFormat().render(ddb, sub).text.lower()
     assert all(name in text for name in ("aspirin", "lisinopril", "insulin")), text
+
+
+def test_one_fact_sentences_with_one_head_and_relation_are_said_once() -> None:
+    """F_s lists the tails of one-fact sentences that share their head and relation, in their order,
+    and keeps a chained path's sentence whole."""
+    kg = CSRGraph.from_arrays(
+        ["revolving door", "bank", "mall", "library", "door", "house"],
+        ["AtLocation", "IsA"], [0, 0, 0, 0, 4], [0, 0, 0, 1, 0], [1, 2, 3, 4, 5])
+    one = [KGPath((0, t), (r,)) for t, r in ((1, 0), (2, 0), (3, 0))]
+    chain = KGPath((0, 4, 5), (1, 0))
+    sub = Subgraph(nodes=tuple(range(6)), edges=tuple(e for p in (*one, chain) for e in p.edges()),
+                   question_nodes=(0,), choice_nodes=((1,), (2,), (3,), (5,)), paths=(*one, chain))
+    text = SentenceFormat().render(kg, sub).text
+    assert text == ("Revolving door is found at bank, mall and library. "
+                    "Revolving door is a kind of door, which is found at house.")
+    single = SentenceFormat().render(kg, Subgraph(edges=((0, 0, 1),))).text
+    assert single == "Revolving door is found at bank."
+    # under a cap of two facts only the first two are listed
+    assert SentenceFormat(FormatConfig(max_triples=2)).render(kg, sub).text == (
+        "Revolving door is found at bank and mall.")

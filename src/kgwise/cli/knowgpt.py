@@ -85,6 +85,9 @@ def eval_knowgpt(
     knowledge_tokens: Annotated[int | None, typer.Option(
         "--knowledge-tokens", min=1, help="Token budget of ranked knowledge (default: an inject arm's "
         "default knowledge_tokens).", show_default=False)] = None,
+    knowledge_ratio: Annotated[float | None, typer.Option(
+        "--knowledge-ratio", min=0, help="Ranked knowledge tokens per question token (default: an inject "
+        "arm's, 2.0; 0: --knowledge-tokens alone).", show_default=False)] = None,
     against: Annotated[Path | None, typer.Option(
         "--against", help="Another run directory of the same data set, LLM and settings but the other "
         "--evidence (or budget): compare each combination with it, question by question (accuracy, prompt "
@@ -124,9 +127,9 @@ def eval_knowgpt(
         inputs = name = dataset
     if evidence not in ("ranked", "full"):
         raise ConfigError(f"--evidence must be ranked or full, got {evidence!r}")
-    if evidence == "full" and knowledge_tokens is not None:
-        raise ConfigError("--knowledge-tokens budgets ranked evidence; --evidence full renders the whole "
-                          "subgraph")
+    if evidence == "full" and (knowledge_tokens is not None or knowledge_ratio is not None):
+        raise ConfigError("--knowledge-tokens and --knowledge-ratio budget ranked evidence; --evidence "
+                          "full renders the whole subgraph")
     chosen = tuple(c.strip() for c in combos.split(",") if c.strip()) if combos is not None else None
     cfg = KnowGPTExperimentConfig(limit=limit, train_limit=train_limit, rl_iterations=rl_iterations,
                            rl_time_limit_s=rl_minutes * 60, scoring=scoring, facts_only=facts_only,
@@ -139,6 +142,8 @@ def eval_knowgpt(
         cfg = replace(cfg, knowledge_tokens=None)
     elif knowledge_tokens is not None:
         cfg = replace(cfg, knowledge_tokens=knowledge_tokens)
+    if knowledge_ratio is not None:
+        cfg = replace(cfg, knowledge_ratio=knowledge_ratio or None)
     run_dir = out_dir or Path("runs") / "knowgpt" / f"{name}-{llm.replace(':', '_').replace('/', '_')}"
     report = run_experiment(inputs, llm, run_dir, cfg, data, log=lambda m: err_console.print(m, markup=False),
                             against=against)

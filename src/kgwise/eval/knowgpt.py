@@ -68,7 +68,7 @@ from kgwise.files import ResumeLog, short_hash, write_text_atomic
 from kgwise.inject.bandit import ARMS, BanditConfig, PromptBandit
 from kgwise.inject.build import build_injector
 from kgwise.inject.combination import PAPER_COMBINATIONS, PAPER_EXTRACTORS, Combination
-from kgwise.inject.injector import KNOWLEDGE_TOKENS, WITHOUT_KG, Injection, KnowledgeInjector
+from kgwise.inject.injector import KNOWLEDGE_RATIO, KNOWLEDGE_TOKENS, WITHOUT_KG, Injection, KnowledgeInjector
 from kgwise.kg.benchmarks import benchmark_kg
 from kgwise.kg.csr import CSRGraph
 from kgwise.kg.grounding import Grounder, GrounderConfig
@@ -100,6 +100,8 @@ __all__ = [
 DATASETS = ("csqa", "obqa", "medqa")
 SCORING = (*SCORING_RULES, "auto")
 FACTS_ONLY = "facts only"
+BUDGET_KEYS = ("knowledge_tokens", "knowledge_ratio")
+"""The settings an ``against`` run may differ in (a run recorded before ``knowledge_ratio`` lacks it)."""
 
 
 RL_AGENT = PathAgentConfig(max_actions=16, prefilter=16)
@@ -116,7 +118,8 @@ class KnowGPTExperimentConfig:
     questions, P_RL training ``rl_iterations``/``rl_time_limit_s``, the MedQA ``split_seed``; ``scoring``:
     ``sum``, ``mean``, ``pmi`` or ``auto`` (see the module docstring); graphs of at most
     ``pre_encode_max_nodes`` nodes get all node embeddings computed before testing; ``knowledge_tokens``:
-    the token budget of the ranked knowledge (``None``: the whole subgraph); ``splits``: only these test
+    the token cap of the ranked knowledge (``None``: the whole subgraph), ``knowledge_ratio`` its tokens per
+    question token (:class:`~kgwise.inject.injector.InjectorConfig`); ``splits``: only these test
     splits (``None``: all); ``facts_only``: measure OBQA's "facts only" row. Neither ``limit``, ``splits``
     nor ``facts_only`` changes an outcome, so a rerun may change them and resume."""
 
@@ -133,6 +136,7 @@ class KnowGPTExperimentConfig:
     bandit: BanditConfig = PROMPT_BANDIT
     combos: tuple[str, ...] = ARMS
     knowledge_tokens: int | None = KNOWLEDGE_TOKENS
+    knowledge_ratio: float | None = KNOWLEDGE_RATIO
     splits: tuple[str, ...] | None = None
     facts_only: bool = True
 
@@ -446,6 +450,7 @@ def run_experiment(
     rule: ScoringRule = "sum" if cfg.scoring == "auto" else scoring_rule(cfg.scoring)  # auto: chosen below
     injector = build_injector(kg, llm, grounder, encoder, scoring=rule, default_combo=None, agent=agent,
                               evidence=evidence, knowledge_tokens=cfg.knowledge_tokens,
+                              knowledge_ratio=cfg.knowledge_ratio,
                               name=f"KnowGPT on {name}")
     store = OutcomeStore(out_dir / "outcomes.jsonl", fingerprint)
 
@@ -632,7 +637,7 @@ def _other_run(run_dir: Path, out_dir: Path) -> tuple[OutcomeStore, int | None]:
                           "outcomes.jsonl)")
     assert mine is not None  # written by _claim_run_dir
     differ = sorted(k for k in {*mine["config"], *theirs["config"]}
-                    if k != "knowledge_tokens" and mine["config"].get(k) != theirs["config"].get(k))
+                    if k not in BUDGET_KEYS and mine["config"].get(k) != theirs["config"].get(k))
     differ += [k for k in ("dataset", "llm") if mine[k] != theirs[k]]
     if differ:
         raise ConfigError(f"--against {run_dir}: that run differs in {', '.join(differ)}; only the "
@@ -647,7 +652,8 @@ def compare_runs(here: OutcomeStore, there: OutcomeStore, tests: dict[str, list[
     ``key``), the paired difference (here − there) and its standard error, the mean prompt and KG
     knowledge characters (the knowledge less the open-book facts, where a run has them) and how many
     fewer here, and the share of the correct answers whose given knowledge holds a path to the gold
-    answer."""
+    answer; ``difference_by_rule``: the paired difference and its standard error under every scoring
+    rule both runs recorded (a knowledge budget may suit one rule and not another)."""
     out: dict[str, Any] = {}
     for split, qs in tests.items():
         out[split] = {}
@@ -656,14 +662,24 @@ def compare_runs(here: OutcomeStore, there: OutcomeStore, tests: dict[str, list[
             if not both:
                 continue
             a, b = _side(here, both, combo, key), _side(there, both, combo, key)
-            gap = np.array([float(here.need(q.id, combo)[key]) - float(there.need(q.id, combo)[key])
-                            for q in both])
+            gap = _gap(here, there, both, combo, key)
+            by_rule = {r: _gap(here, there, both, combo, f"correct_{r}") for r in SCORING_RULES}
             out[split][combo] = {
                 "n": len(both), "here": a, "there": b,
                 "difference": float(gap.mean()), "difference_se": float(sem(gap)) if len(gap) > 1 else None,
                 "prompt_chars_fewer": _fewer(a["prompt_chars"], b["prompt_chars"]),
-                "kg_chars_fewer": _fewer(a["kg_chars"], b["kg_chars"])}
+                "kg_chars_fewer": _fewer(a["kg_chars"], b["kg_chars"]),
+                "difference_by_rule": {r: [float(g.mean()), float(sem(g)) if len(g) > 1 else None]
+                                       for r, g in by_rule.items() if len(g) == len(both)}}
     return out
+
+
+def _gap(here: OutcomeStore, there: OutcomeStore, qs: Sequence[Question], combo: str, key: str
+         ) -> npt.NDArray[np.float64]:
+    """Per question of ``qs``, correctness here − there under ``key`` (questions either run recorded
+    without it are left out)."""
+    pairs = [(here.need(q.id, combo).get(key), there.need(q.id, combo).get(key)) for q in qs]
+    return np.array([float(a) - float(b) for a, b in pairs if a is not None and b is not None])
 
 
 def _side(store: OutcomeStore, qs: Sequence[Question], combo: str, key: str) -> dict[str, Any]:

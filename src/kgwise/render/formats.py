@@ -172,21 +172,34 @@ class TripleFormat:
 
 class SentenceFormat:
     """F_s: each path as one fluent sentence chaining relation templates (``A is a kind of B, which is
-    used for C.``); edges outside the paths as one sentence each."""
+    used for C.``); edges outside the paths as one sentence each. One-fact sentences that share their
+    head and relation are said once, their tails listed (``Revolving door is found at bank, mall and
+    library.``): CSQA's ranked knowledge is mostly one such fact per choice, and listing them takes
+    about half the tokens of one sentence each."""
 
     name = "F_s"
 
     def __init__(self, config: FormatConfig | None = None) -> None:
         self.config = config or FormatConfig()
 
-    def _path_sentence(self, kg: KnowledgeGraph, path: Path, budget: set[Edge]) -> str:
-        parts: list[str] = []
-        last = ""  # the words the sentence ends with: "which" may only continue from them
+    @staticmethod
+    def _said(kg: KnowledgeGraph, path: Path, budget: set[Edge]) -> list[Edge]:
+        """The edges of ``path`` its sentence says: those that say something, up to the first one outside
+        ``budget``."""
+        said: list[Edge] = []
         for edge in path.edges():
             if says_nothing(kg, edge):
                 continue
             if edge not in budget:
                 break
+            said.append(edge)
+        return said
+
+    @staticmethod
+    def _chain(kg: KnowledgeGraph, edges: Sequence[Edge]) -> str:
+        parts: list[str] = []
+        last = ""  # the words the sentence ends with: "which" may only continue from them
+        for edge in edges:
             h, r, t = _names(kg, edge)
             if not parts:
                 parts.append(clause(h, r, t))
@@ -200,17 +213,42 @@ class SentenceFormat:
     def render(self, kg: KnowledgeGraph, subgraph: Subgraph, question: Question | None = None) -> Rendered:
         edges = select_edges(subgraph, self.config.max_triples, kg)
         budget = set(edges)
-        sentences: list[str] = []
+        items: list[str | list[Edge]] = []  # a chained sentence, or one-fact sentences sharing a stem
+        by_stem: dict[str, list[Edge]] = {}
         covered: set[Edge] = set()
+
+        def fact(edge: Edge) -> None:
+            stem = _stem(kg, edge)
+            if stem not in by_stem:
+                by_stem[stem] = []
+                items.append(by_stem[stem])
+            if edge not in by_stem[stem]:
+                by_stem[stem].append(edge)
+
         for path in subgraph.paths:
-            text = self._path_sentence(kg, path, budget)
-            if text and text not in sentences:
-                sentences.append(text)
-                covered.update(e for e in path.edges() if e in budget)
+            said = self._said(kg, path, budget)
+            if len(said) == 1:
+                fact(said[0])
+            elif said and (text := self._chain(kg, said)) not in items:
+                items.append(text)
+            covered.update(said)
         for e in edges:
             if e not in covered:
-                sentences.append(_sentence(clause(*_names(kg, e))))
-        return Rendered(" ".join(sentences))
+                fact(e)
+        return Rendered(" ".join(x if isinstance(x, str) else _listed(kg, x) for x in items))
+
+
+def _stem(kg: KnowledgeGraph, edge: Edge) -> str:
+    """An edge's clause without its tail: its head and relation phrase (``revolving door is found at ``)."""
+    h, r, t = _names(kg, edge)
+    return clause(h, r, t)[: -len(clean_label(t)) or None]
+
+
+def _listed(kg: KnowledgeGraph, facts: Sequence[Edge]) -> str:
+    """One-fact sentences with one stem (head and relation phrase) as one: ``A is found at B, C and D.``"""
+    tails = list(dict.fromkeys(clean_label(kg.label(e[2])) for e in facts))
+    listed = tails[0] if len(tails) == 1 else f"{', '.join(tails[:-1])} and {tails[-1]}"
+    return _sentence(_stem(kg, facts[0]) + listed)
 
 
 class GraphDescriptionFormat:
