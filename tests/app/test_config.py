@@ -165,6 +165,10 @@ def _fault(tmp_path: Path, old: str, new: str) -> str:
     ('kind = "llm"\nspec = "smollm2-135m"',
      'kind = "inject"\nspec = "smollm2-135m"\nknowledge_tokens = "all"',
      ':8: arms[0].knowledge_tokens: must be a whole number ≥ 1 or "full", got \'all\''),
+    ('kind = "llm"\nspec = "smollm2-135m"', 'kind = "inject"\nspec = "smollm2-135m"\nknowledge_ratio = 0',
+     ':8: arms[0].knowledge_ratio: must be a number > 0 or "off", got 0'),
+    ('kind = "llm"\nspec = "smollm2-135m"', 'kind = "llm"\nspec = "smollm2-135m"\nknowledge_ratio = 1.5',
+     ":8: arms[0].knowledge_ratio: knowledge_ratio is for inject arms"),
 ])
 def test_bad_values_are_named_by_file_line_and_key(tmp_path: Path, old: str, new: str, where: str) -> None:
     message = _fault(tmp_path, old, new)
@@ -180,9 +184,14 @@ def test_an_inject_arm_s_knowledge_budget_reads_as_tokens_or_full(tmp_path: Path
     assert PipelineConfig.load(write_config(tmp_path, ranked)).arms[0].knowledge_tokens == 100
     full = base.replace('spec = "smollm2-135m"', 'spec = "smollm2-135m"\nknowledge_tokens = "full"')
     arms = PipelineConfig.load(write_config(tmp_path, full)).arms
-    assert arms[0].knowledge_tokens is None
-    # only an inject arm's fingerprint (which resume logs key calls by) holds it
-    assert "knowledge_tokens" in arms[0].fingerprint() and "knowledge_tokens" not in arms[1].fingerprint()
+    assert arms[0].knowledge_tokens is None and arms[0].knowledge_ratio == 2.0
+    # only an inject arm's fingerprint (which resume logs key calls by) holds them
+    for key in ("knowledge_tokens", "knowledge_ratio"):
+        assert key in arms[0].fingerprint() and key not in arms[1].fingerprint()
+    ratio = base.replace('spec = "smollm2-135m"', 'spec = "smollm2-135m"\nknowledge_ratio = 1')
+    assert PipelineConfig.load(write_config(tmp_path, ratio)).arms[0].knowledge_ratio == 1.0
+    off = base.replace('spec = "smollm2-135m"', 'spec = "smollm2-135m"\nknowledge_ratio = "off"')
+    assert PipelineConfig.load(write_config(tmp_path, off)).arms[0].knowledge_ratio is None
 
 
 def test_a_missing_model_file_is_named(tmp_path: Path) -> None:

@@ -325,7 +325,8 @@ class InjectArm(LLMArm):
             default_combo=Combination.parse(config.combo or first or DEFAULT_COMBO), policy=config.policy,
             stats=names if names is not None and names.endpoint is not None else None,
             bandit=PromptBandit.load(config.bandit) if config.bandit is not None else None,
-            knowledge_tokens=config.knowledge_tokens, name=f"arm {config.name!r}")
+            knowledge_tokens=config.knowledge_tokens, knowledge_ratio=config.knowledge_ratio,
+            name=f"arm {config.name!r}")
         available = self.injector.combos()
         self.combos: tuple[str, ...] = tuple(available) if config.combos == ("all",) else config.combos
         """The combinations ``kgwise fit`` learns this arm's prompt bandit over (empty: not learnt)."""

@@ -26,7 +26,7 @@ import tomli_w
 from pydantic import TypeAdapter, ValidationError
 
 from kgwise.errors import ConfigError, DataError
-from kgwise.inject.injector import KNOWLEDGE_TOKENS
+from kgwise.inject.injector import KNOWLEDGE_RATIO, KNOWLEDGE_TOKENS
 from kgwise.kg.linking import LinkingConfig
 from kgwise.llm.base import SCORING_RULES
 from kgwise.llm.local_models import DEFAULT_SCORING, LOCAL_MODELS, default_scoring, ladder_comment
@@ -198,6 +198,9 @@ class ArmConfig:
     knowledge_tokens: int | None = field(default=KNOWLEDGE_TOKENS, metadata=_doc(
         'token budget of the ranked question→choice paths in the prompt; "full": the whole subgraph',
         kinds=("inject",)))
+    knowledge_ratio: float | None = field(default=KNOWLEDGE_RATIO, metadata=_doc(
+        'at most this many knowledge tokens per token of the question (never below 12); "off": '
+        "knowledge_tokens alone", kinds=("inject",), bounds="> 0"))
     observe: bool = field(default=False, metadata=_doc(
         "answers every question so feedback teaches its outcome (free arms); default: true for kgm",
         kinds=("kgm", "llm", "inject")))
@@ -220,12 +223,14 @@ class ArmConfig:
 
     def fingerprint(self) -> dict[str, Any]:
         """The fields as JSON values (resume logs key calls by them); ``combos`` only when set and
-        ``knowledge_tokens`` only for an inject arm, so logs written before they existed stay valid."""
+        ``knowledge_tokens`` and ``knowledge_ratio`` only for an inject arm, so logs written before they
+        existed stay valid (an inject arm's calls logged before the ratio are made again: its prompts
+        changed)."""
         out: dict[str, Any] = json.loads(json.dumps(dataclasses.asdict(self), default=str))
         if not self.combos:
             del out["combos"]
         if self.kind != "inject":  # only an inject arm renders knowledge
-            del out["knowledge_tokens"]
+            del out["knowledge_tokens"], out["knowledge_ratio"]
         return out
 
     @property
@@ -697,6 +702,10 @@ class _Reader:
         if budget != "full" and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
             raise self.fail(f'must be a whole number ≥ 1 or "full", got {budget!r}', "arms",
                             "knowledge_tokens", i)
+        ratio = data.get("knowledge_ratio", KNOWLEDGE_RATIO)
+        if ratio != "off" and (isinstance(ratio, bool) or not isinstance(ratio, int | float)
+                               or not ratio > 0):
+            raise self.fail(f'must be a number > 0 or "off", got {ratio!r}', "arms", "knowledge_ratio", i)
         scoring = self._str(data, "scoring", "arms", i) or arm_default("scoring", kind, spec)
         if scoring not in SCORING_RULES:
             raise self.fail(f"must be sum, mean or pmi, got {scoring!r}", "arms", "scoring", i)
@@ -712,7 +721,8 @@ class _Reader:
             bandit=self._file(data, "bandit", "arms", i, "prompt bandit"),
             combo=self._str(data, "combo", "arms", i), combos=combos, observe=observe, max_tokens=max_tokens,
             cost_from_usage=from_usage, reported_accuracy=reported,
-            knowledge_tokens=None if budget == "full" else budget)
+            knowledge_tokens=None if budget == "full" else budget,
+            knowledge_ratio=None if ratio == "off" else float(ratio))
 
     def external_arm(self, data: dict[str, Any], i: int, name: str, cluster: Cluster, unit: Unit,
                      reported: float | None) -> ArmConfig:
