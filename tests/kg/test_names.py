@@ -33,7 +33,7 @@ from kgwise.kg.names import (
     opposite_degree,
     word_forms,
 )
-from kgwise.kg.text import common_words, fold_key, is_acronym, written_tokens
+from kgwise.kg.text import common_words, common_words_from_wordnet, fold_key, is_acronym, written_tokens
 
 
 def _geo() -> CSRGraph:
@@ -441,3 +441,8 @@ def test_body_parts_kinds_lists_and_degrees() -> None:
 def test_body_words_are_wordnets(data_dir: Path) -> None:
     """The shipped list is what :func:`body_words_from_wordnet` makes of WordNet 3.0."""
     assert body_words_from_wordnet(data_dir / "wordnet") == sorted(body_words())
+
+
+def test_common_words_are_wordnets(data_dir: Path) -> None:
+    """The shipped list is what :func:`common_words_from_wordnet` makes of WordNet 3.0."""
+    assert common_words_from_wordnet(data_dir / "wordnet") == sorted(common_words())

@@ -36,8 +36,15 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from kgwise.errors import DataError
-from kgwise.kg.text import common_words, fold_key, is_acronym, phrase_key, stopwords, written_tokens
+from kgwise.kg.text import (
+    common_words,
+    fold_key,
+    is_acronym,
+    phrase_key,
+    read_wordnet,
+    stopwords,
+    written_tokens,
+)
 
 __all__ = ["LATIN_NUMBER", "QUALIFIERS", "NameVariants", "another_count", "bag_key", "body_words",
            "body_words_from_wordnet", "derived_keys", "is_category", "latin_singulars", "names_a_state",
@@ -219,29 +226,19 @@ def body_words_from_wordnet(wordnet_dir: str | Path) -> list[str]:
     and below one of :data:`_BODY_ROOTS` ("vulva", "fallopian tube", "hair follicle", "artery",
     "erythrocyte"; not "tube" or "cell", whose first senses are other things, nor "glucagon" or "blood"),
     words joined by a space, sorted."""
-    root = Path(wordnet_dir)
     synsets: dict[str, tuple[str, str, list[str]]] = {}  # offset → lexicographer file, first word, hypernyms
     first: dict[str, str] = {}
-    for path, is_data in ((root / "data.noun", True), (root / "index.noun", False)):
-        if not path.is_file():
-            raise DataError("WordNet file not found", path)
-        with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if line.startswith(" "):
-                    continue
-                f = line.split()
-                try:
-                    if is_data:
-                        n = int(f[3], 16)
-                        at = 5 + 2 * n
-                        ptrs = f[at:at + 4 * int(f[at - 1])]
-                        synsets[f[0]] = (f[1], f[4], [ptrs[i + 1] for i in range(0, len(ptrs), 4)
-                                                      if ptrs[i] in ("@", "@i")])
-                    else:
-                        first[f[0]] = f[6 + int(f[3])]
-                except (IndexError, ValueError) as exc:
-                    raise DataError(f"not a WordNet {'data' if is_data else 'index'} line", path,
-                                    lineno) from exc
+
+    def parse(is_data: bool, f: list[str]) -> None:
+        if is_data:
+            at = 5 + 2 * int(f[3], 16)
+            ptrs = f[at:at + 4 * int(f[at - 1])]
+            hypernyms = [ptrs[i + 1] for i in range(0, len(ptrs), 4) if ptrs[i] in ("@", "@i")]
+            synsets[f[0]] = (f[1], f[4], hypernyms)
+        else:
+            first[f[0]] = f[6 + int(f[3])]
+
+    read_wordnet(wordnet_dir, "noun", parse)
 
     def below_root(offset: str) -> bool:
         seen: set[str] = set()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -19,7 +19,7 @@ from kgwise.errors import DataError
 
 __all__ = [
     "Lemmatiser", "common_words", "common_words_from_wordnet", "determiners", "fold_key", "is_acronym",
-    "load_exceptions", "phrase_key", "phrase_keys", "stopwords", "tokenize", "written_tokens",
+    "load_exceptions", "phrase_key", "phrase_keys", "read_wordnet", "stopwords", "tokenize", "written_tokens",
 ]
 
 _TOKEN = re.compile(r"[^\W_]+")
@@ -187,31 +187,40 @@ def common_words() -> frozenset[str]:
     return frozenset(w for w in text.splitlines() if w and not w.startswith("#"))
 
 
+def read_wordnet(wordnet_dir: str | Path, pos: str, parse: Callable[[bool, list[str]], None]) -> None:
+    """Give ``parse`` every entry of WordNet 3.0's ``data.POS`` then ``index.POS`` (licence lines skipped):
+    whether it is a data line, and its fields split on white space. A missing file, or a line ``parse``
+    cannot read (``IndexError``/``ValueError``), raises ``DataError`` naming the file and line."""
+    root = Path(wordnet_dir)
+    for path, is_data in ((root / f"data.{pos}", True), (root / f"index.{pos}", False)):
+        if not path.is_file():
+            raise DataError("WordNet file not found", path)
+        with path.open(encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if line.startswith(" "):
+                    continue
+                try:
+                    parse(is_data, line.split())
+                except (IndexError, ValueError) as exc:
+                    raise DataError(f"not a WordNet {'data' if is_data else 'index'} line", path,
+                                    lineno) from exc
+
+
 def common_words_from_wordnet(wordnet_dir: str | Path) -> list[str]:
     """The single-word WordNet 3.0 lemmas (letters only) that a sense-tagged corpus uses (``tagsense_cnt``
     ≥ 1 in an ``index.*`` file) and that some synset writes in lower case (so "mississippi", written
     only "Mississippi", is not common; "china" and "turkey" are), sorted."""
-    root = Path(wordnet_dir)
     lower: set[str] = set()
     tagged: set[str] = set()
+
+    def parse(is_data: bool, f: list[str]) -> None:
+        if is_data:
+            lower.update(w for w in (f[4 + 2 * k].split("(")[0] for k in range(int(f[3], 16))) if w.islower())
+        elif int(f[5 + int(f[3])]) >= 1 and f[0].isalpha():
+            tagged.add(f[0])
+
     for pos in ("noun", "verb", "adj", "adv"):
-        for path, is_data in ((root / f"data.{pos}", True), (root / f"index.{pos}", False)):
-            if not path.is_file():
-                raise DataError("WordNet file not found", path)
-            with path.open(encoding="utf-8") as fh:
-                for lineno, line in enumerate(fh, 1):
-                    if line.startswith(" "):
-                        continue
-                    f = line.split(" ")
-                    try:
-                        if is_data:
-                            lower.update(w for w in (f[4 + 2 * k].split("(")[0] for k in range(int(f[3], 16)))
-                                         if w.islower())
-                        elif int(f[5 + int(f[3])]) >= 1 and f[0].isalpha():
-                            tagged.add(f[0])
-                    except (IndexError, ValueError) as exc:
-                        raise DataError(f"not a WordNet {'data' if is_data else 'index'} line", path,
-                                        lineno) from exc
+        read_wordnet(wordnet_dir, pos, parse)
     return sorted(tagged & lower)
 
 
