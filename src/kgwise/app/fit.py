@@ -530,15 +530,17 @@ def _fit_from_log(pipeline: Pipeline, questions: Sequence[Question], calls: dict
     if mc.any():
         for line in needs_lines(calibration, group, sets):
             echo(f"fit: {line}")
-    guarantee = (f"per arm: P(truth ∈ set) ≥ {1 - sets.alpha:g} for a question the router, as it stands, "
-                 "sends to that arm, over questions exchangeable with the dev log (split conformal on the "
-                 f"{int(mc.sum())} held-out multiple-choice dev questions the same rule sends there; "
-                 f"{guarantee_clause(sets, len(names))}); `kgwise status` tracks live coverage")
     if sets.calibrate_on == "arm":  # every set from all graded dev questions its arm answered
         guarantee = (f"per arm: P(truth ∈ set) ≥ {1 - sets.alpha:g} for a question like the dev log answered "
                      "by that arm (split conformal on all graded dev questions it answered, ties split by a "
                      f"seeded coin; {guarantee_clause(sets, len(names))}), not conditional on the router's "
                      "choice; `kgwise status` tracks live coverage")
+    else:
+        guarantee = (f"per arm: P(truth ∈ set) ≥ {1 - sets.alpha:g} for a question the router, as it "
+                     "stands, sends to that arm, over questions exchangeable with the dev log (split "
+                     f"conformal on the {int(mc.sum())} held-out multiple-choice dev questions the same rule "
+                     f"sends there; {guarantee_clause(sets, len(names))}); `kgwise status` tracks live "
+                     "coverage")
     not_fitted = tuple(f"{p.arm}'s prompt bandit: {p.reason}" for p in prompts if p.reason)
     if predicted is None and config.free_arms:  # named: the fit did not consider it
         not_fitted = (f"the 'predicted' router context (a success predictor): {why_not}", *not_fitted)

@@ -54,7 +54,7 @@ from kgwise.app.router import context_vector
 from kgwise.embed import Encoder
 from kgwise.errors import ConfigError, ReplayMissError
 from kgwise.eval.pipeline_sets import RoutedSets, summarise_sets
-from kgwise.eval.route.learned import headroom_closed, mean_std
+from kgwise.eval.route.learned import headroom_closed, mean_std, pooled_headroom_closed
 from kgwise.eval.route.logs import FreeAnswers, GradedReplay
 from kgwise.route.cascade import fit_cascade
 from kgwise.route.coke import CokeConfig, CokeRouter
@@ -274,9 +274,9 @@ def _out_of_fold_groups(table: OutcomeTable, encoder: Encoder, config: PipelineC
     E = np.asarray(encoder.encode([table.texts[i] for i in train]), dtype=np.float64)
     # a predicted context is built again per half below; any other is the fitted one's, built once
     X = _contexts_of(config, context, E, table, train, free) if predicted is None else None
-    if X is None:  # what the predicted context is learnt from, per half
-        questions = [Question(table.qids[i], table.texts[i]) for i in train]
-        free_said = {a: [free[a][i] for i in train] for a in config.free_arms if a in free}
+    # what the predicted context is learnt from, per half
+    questions = [Question(table.qids[i], table.texts[i]) for i in train]
+    free_said = {a: [free[a][i] for i in train] for a in config.free_arms if a in free}
     # ``train`` is already in random order: alternate rows are random halves
     halves = (np.arange(0, len(train), 2), np.arange(1, len(train), 2))
     for h, mine in enumerate(halves):
@@ -378,10 +378,9 @@ def evaluate_replay(table: OutcomeTable, encoder: Encoder, cfg: PipelineEvalConf
                    [r["budgeted_oracle_accuracy"] >= r["arms"][r["best_arm"]]["accuracy"] for r in runs]),
                "budgeted oracle head-room closed": summary["budgeted_headroom_closed"],
                # the mean gain over the mean head-room (stable where one split's head-room is tiny)
-               "budgeted oracle head-room closed, pooled": headroom_closed(
-                   float(np.mean([r["accuracy"] for r in runs])),
-                   float(np.mean([r["arms"][r["best_arm"]]["accuracy"] for r in runs])),
-                   float(np.mean([r["budgeted_oracle_accuracy"] for r in runs])))}
+               "budgeted oracle head-room closed, pooled": pooled_headroom_closed(
+                   [r["accuracy"] for r in runs], [r["arms"][r["best_arm"]]["accuracy"] for r in runs],
+                   [r["budgeted_oracle_accuracy"] for r in runs])}
     return {"questions": table.n_questions, "unit": table.unit,
             "config": {"budget_fraction": cfg.budget, "budget_of": cfg.budget_of, "splits": cfg.splits,
                        "seed": cfg.seed, "coke": asdict(cfg.coke), "context": cfg.context,

@@ -55,6 +55,11 @@ class OutcomeTable:
     def n_arms(self) -> int:
         return len(self.arms)
 
+    @property
+    def free_columns(self) -> list[int]:
+        """The arms (column indices) that cost nothing on every question."""
+        return [j for j in range(self.n_arms) if not np.any(self.cost[:, j] > 0)]
+
     def arm_specs(self) -> tuple[ArmSpec, ...]:
         """The table's arms (name, cluster, reported accuracy), in column order: what a router takes."""
         rows = zip(self.arms, self.clusters, self.reported, strict=True)

@@ -115,7 +115,7 @@ def graded_replay(log: GradedLog, arms: Sequence[ArmSpec], source: str,
     coverage: dict[str, Any] = {"log": source, **graded_coverage(log, table.arms)}
     by_id = {q.id: q for q in log.questions}
     rows = [by_id[q] for q in table.qids]
-    free_cols = [j for j in range(table.n_arms) if not np.any(table.cost[:, j] > 0)]
+    free_cols = table.free_columns
     free: dict[str, FreeAnswers] = {}
     free_all: dict[str, tuple[tuple[float, ...], ...]] = {}
     for j in free_cols:
