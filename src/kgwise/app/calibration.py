@@ -273,14 +273,17 @@ def tie_coin(*parts: str) -> float:
 
 def arm_rule_scores(cal: HeldOutCalibration, arm: str) -> npt.NDArray[np.float64]:
     """``arm``'s scores on every graded dev question it answered (:meth:`HeldOutCalibration.dev_scores`'s
-    questions), each moved by its coin (module docstring): what ``calibrate_on = "arm"`` calibrates on."""
-    fit, a = str(cal.meta.get("fit", "")), cal.names.index(arm)
-    columns = [("held", cal.scores[:, a])]
-    if cal.tune_scores is not None:
-        columns.append(("tune", cal.tune_scores[:, a]))
-    coins = [tie_coin(fit, arm, part, str(i)) for part, column in columns
-             for i in np.flatnonzero(~np.isnan(column)).tolist()]  # dev_scores' rows, in its order
-    return cal.dev_scores(arm) + TIE_EPSILON * np.asarray(coins, dtype=np.float64)
+    questions), each moved by its coin (module docstring): what ``calibrate_on = "arm"`` calibrates on;
+    computed once per calibration and arm."""
+    if arm not in cal._rule_scores:
+        fit, a = str(cal.meta.get("fit", "")), cal.names.index(arm)
+        columns = [("held", cal.scores[:, a])]
+        if cal.tune_scores is not None:
+            columns.append(("tune", cal.tune_scores[:, a]))
+        coins = [tie_coin(fit, arm, part, str(i)) for part, column in columns
+                 for i in np.flatnonzero(~np.isnan(column)).tolist()]  # dev_scores' rows, in its order
+        cal._rule_scores[arm] = cal.dev_scores(arm) + TIE_EPSILON * np.asarray(coins, dtype=np.float64)
+    return cal._rule_scores[arm]
 
 
 @dataclass(frozen=True)
@@ -297,14 +300,13 @@ class ArmSet:
 
 
 def arm_set(cal: HeldOutCalibration, arm: str, probabilities: Mapping[str, float], labels: Sequence[str],
-            text: str, sets: AnswerSetConfig, arms: int, scores: npt.NDArray[np.float64] | None = None
-            ) -> ArmSet:
+            text: str, sets: AnswerSetConfig, arms: int) -> ArmSet:
     """The set of ``arm``'s answer (``probabilities`` over ``labels``) to the question ``text`` under
     ``calibrate_on = "arm"`` (module docstring): the choices whose coin-moved score is within the threshold
-    of :func:`arm_rule_scores` (``scores``: those, computed once for many answers), and the arm's most
+    of :func:`arm_rule_scores`, and the arm's most
     probable choice; every choice when the scores are too few for ``sets``' guarantee, saying how many
     more it needs."""
-    scores = arm_rule_scores(cal, arm) if scores is None else scores
+    scores = arm_rule_scores(cal, arm)
     threshold = calibrated_threshold(scores.tolist(), sets, arms)
     where = f"graded dev questions arm {arm!r} answered"
     if math.isinf(threshold):
@@ -374,6 +376,8 @@ class HeldOutCalibration:
     tune_correct: npt.NDArray[np.bool_] | None = None
     witnesses: tuple[str, ...] = ()
     tune_scores: npt.NDArray[np.float64] | None = None
+    _rule_scores: dict[str, npt.NDArray[np.float64]] = field(default_factory=dict, init=False, repr=False,
+                                                            compare=False)
 
     def __post_init__(self) -> None:
         n, k = len(self.contexts), len(self.names)

@@ -55,8 +55,6 @@ from kgwise.app.arms import (
 )
 from kgwise.app.calibration import (
     CalibrationSelector,
-    HeldOutCalibration,
-    arm_rule_scores,
     arm_set,
     calibrated_threshold,
     choice_set,
@@ -406,7 +404,6 @@ class Pipeline:
         self._arm_locks: dict[str, AbstractContextManager[Any]] = {
             n: nullcontext() if r.config.is_api else threading.Lock() for n, r in runners.items()}
         self._selector: CalibrationSelector | None = None
-        self._arm_scores: tuple[HeldOutCalibration | None, dict[str, npt.NDArray[np.float64]]] = (None, {})
 
     def _load_fitted(self) -> None:
         """What ``fit`` left in the state besides router and calibration: each prompt-learning arm's
@@ -580,8 +577,7 @@ class Pipeline:
         texts = {c.label: c.text for c in question.choices}
         arms = len(self.config.arms)
         if sets.calibrate_on == "arm":  # every graded dev question the arm answered, ties split by a coin
-            got = arm_set(cal, arm, output.probabilities, labels, question.text, sets, arms,
-                          self._arm_rule_scores(cal, arm))
+            got = arm_set(cal, arm, output.probabilities, labels, question.text, sets, arms)
             drift = self._drift(arm) if got.finite else ""  # every choice covers trivially, as below
             return AnswerSetResult(got.labels, tuple(texts[x] for x in got.labels), sets.alpha, not drift,
                                    got.statement + drift, len(got.scores), tuple(got.scores.tolist())), None
@@ -610,15 +606,6 @@ class Pipeline:
         drift = self._drift(arm)
         return AnswerSetResult(tuple(chosen), tuple(texts[x] for x in chosen), sets.alpha, not drift,
                                base + drift, len(scores), tuple(scores.tolist()), pooled=pooled), None
-
-    def _arm_rule_scores(self, cal: HeldOutCalibration, arm: str) -> npt.NDArray[np.float64]:
-        """:func:`arm_rule_scores` of ``arm``, computed once per calibration (a fit replaces it)."""
-        if self._arm_scores[0] is not cal:
-            self._arm_scores = (cal, {})
-        cache = self._arm_scores[1]
-        if arm not in cache:
-            cache[arm] = arm_rule_scores(cal, arm)
-        return cache[arm]
 
     def _drift(self, arm: str) -> str:
         """``""``, or what to add to a set's statement when ``arm``'s live coverage is below 1 − α beyond

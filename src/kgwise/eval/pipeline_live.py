@@ -41,10 +41,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from kgwise.app.arms import ArmOutput, ArmRunner, ObservedArm, arm_cost
-from kgwise.app.calibration import arm_delta, arm_rule_scores, arm_set, calibrated_threshold, choice_set
+from kgwise.app.calibration import arm_delta, arm_set, calibrated_threshold, choice_set
 from kgwise.app.config import AnswerSetConfig, ArmConfig, Guarantee, KGConfig, PipelineConfig, RouterConfig
 from kgwise.app.fit import LOG_FILE, UAG_TABLES, FitReport, call_key, fit_calls, fit_questions
 from kgwise.app.pipeline import BudgetExceededError, Pipeline, seeded_ids
@@ -718,16 +717,14 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
         pipe = Pipeline(_pipeline_config(root, arms, budget, split_cfg, cfg.alphas[0]), root / f"split-{s}",
                         runners, encoder, ids=seeded_ids(cfg.seed + s))
         rows: list[tuple[Question, str, dict[str, float], tuple[float, ...], tuple[float, ...]]] = []
-        dev_of: dict[str, tuple[float, ...]] = {}  # an arm's every graded dev score (fixed within a split)
         right = 0
         try:
             total = sum(arm_cost(a, Usage.from_dict(answers[a.name][question_key(q)]["usage"])) for a in arms
                         for q in fit)
             report = fit_questions(pipe, fit, max_spend=total + 1.0, echo=lambda _: None)
             split_cal = pipe.state.calibration
-            coins: dict[str, npt.NDArray[np.float64]] = {}  # calibrate_on = "arm"'s scores, once per split
-            if split_cal is not None:
-                coins = {n: arm_rule_scores(split_cal, n) for n in split_cal.names}
+            dev_of = ({n: tuple(split_cal.dev_scores(n).tolist()) for n in split_cal.names}
+                      if split_cal is not None else {})  # an arm's every graded dev score
             if report.router_selection is not None and report.router_selection.pinned is not None:
                 pinned[report.router_selection.pinned] += 1
             for q in test:
@@ -740,12 +737,7 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
                 pipe.feedback(r.decision, gold=q.gold[0])
                 right += grade(q, r.label)
                 if r.answer_set is not None:
-                    cal = pipe.state.calibration
-                    dev = r.answer_set.calibration_scores
-                    if r.answer_set.pooled and cal is not None:
-                        if r.arm not in dev_of:
-                            dev_of[r.arm] = tuple(cal.dev_scores(r.arm).tolist())
-                        dev = dev_of[r.arm]
+                    dev = dev_of[r.arm] if r.answer_set.pooled else r.answer_set.calibration_scores
                     rows.append((q, r.arm, dict(r.probabilities), r.answer_set.calibration_scores, dev))
             kind = pipe.config.answer_sets.kind
         finally:
@@ -763,7 +755,7 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
                 labels = [c.label for c in q.choices]
                 if key[2] == "arm":
                     assert split_cal is not None  # a decision with a set had one
-                    st = arm_set(split_cal, arm, probs, labels, q.text, rule, len(arms), coins[arm]).labels
+                    st = arm_set(split_cal, arm, probs, labels, q.text, rule, len(arms)).labels
                 else:
                     st = set_at(dev if key[2] == "all_dev" else scores, kind, rule, probs, labels, len(arms))
                 got.setdefault(arm, []).append(q.gold[0] in st)
@@ -779,7 +771,7 @@ def coverage_splits(questions: Sequence[Question], arms: Sequence[ArmConfig],
                     if split_cal.size(a.name):
                         every_question[key][a.name].append(float(np.mean([q.gold[0] in arm_set(
                             split_cal, a.name, answers[a.name][question_key(q)]["probabilities"] or {},
-                            [c.label for c in q.choices], q.text, rule, len(arms), coins[a.name]).labels
+                            [c.label for c in q.choices], q.text, rule, len(arms)).labels
                             for q in test if accepted(q)])))
     def summary(g: str, rule: str = "held_out") -> dict[str, Any]:
         mine = [k for k in keys if k[0] == g and k[2] == rule]
