@@ -78,6 +78,16 @@ at A, B and C.``)."""
 NO_PATHS = RankedEvidence((), (), 0)
 
 
+def _cap(fmt: Format) -> int:
+    """The most facts ``fmt`` renders."""
+    return getattr(fmt, "config", FormatConfig()).max_triples
+
+
+def _evidence(paths: Sequence[RankedPath], found: int) -> RankedEvidence:
+    """``paths`` as ranked evidence: their nodes in order, ``found`` paths ranked in all."""
+    return RankedEvidence(tuple(paths), tuple(dict.fromkeys(v for rp in paths for v in rp.path.nodes)), found)
+
+
 @dataclass(frozen=True)
 class InjectorConfig:
     """``scoring``: how the LLM's choice scores are ranked, one of :data:`kgwise.llm.SCORING_RULES`;
@@ -226,26 +236,23 @@ class KnowledgeInjector:
         budget = self.config.budget(question.text)
         if budget is None:
             return sub, ranked, ranked
-        cap = getattr(fmt, "config", FormatConfig()).max_triples
+        cap, measure = _cap(fmt), self._measure(fmt)
         kept: list[RankedPath] = []
         facts: set[tuple[int, int, int]] = set()
         for rp in ranked.paths:
             more = facts | set(rp.path.edges())
-            if len(more) <= cap and self.knowledge_tokens([*kept, rp], sub, fmt) <= budget:
+            if len(more) <= cap and self.knowledge_tokens([*kept, rp], sub, measure) <= budget:
                 kept.append(rp)
                 facts = more
-        nodes = tuple(dict.fromkeys(v for rp in kept for v in rp.path.nodes))
-        cut = RankedEvidence(tuple(kept), nodes, ranked.found)
+        cut = _evidence(kept, ranked.found)
         return cut.as_subgraph(sub.question_nodes, sub.choice_nodes), ranked, cut
 
     def _whole_paths_shown(self, ranked: RankedEvidence, sub: Subgraph, fmt: Format) -> RankedEvidence:
         """The ranked paths all of whose facts a format renders from the whole ``sub`` (it selects at most
         its ``max_triples`` facts, :func:`kgwise.render.formats.select_edges`)."""
-        cap = getattr(fmt, "config", FormatConfig()).max_triples
-        shown = set(select_edges(sub, cap, self.kg))
-        whole = tuple(rp for rp in ranked.paths if all(e in shown for e in rp.path.edges()))
-        nodes = tuple(dict.fromkeys(v for rp in whole for v in rp.path.nodes))
-        return RankedEvidence(whole, nodes, ranked.found)
+        shown = set(select_edges(sub, _cap(fmt), self.kg))
+        whole = [rp for rp in ranked.paths if all(e in shown for e in rp.path.edges())]
+        return _evidence(whole, ranked.found)
 
     def knowledge(self, question: Question, combo: str | Combination, grounding: Grounding | None = None
                   ) -> tuple[Rendered, Subgraph, RankedEvidence, RankedEvidence, dict[str, float]]:

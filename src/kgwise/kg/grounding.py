@@ -349,7 +349,7 @@ class Grounder:
         toks = [w.lower() for w, _, _ in written]
         if self._precise and self._body_part(toks):
             links_of_body: list[Link] = []  # a part of the body: by its whole name only
-            self._ground_choice(text, src, written, toks, links_of_body)
+            self._ground_choice(text, src, written, toks, links_of_body, body=True)
             kept = [x for x in links_of_body if x.method not in _NOT_FOR_BODY or self._count([x.name], [0])]
             if links is not None:
                 links += kept
@@ -357,8 +357,9 @@ class Grounder:
         return self._ground_choice(text, src, written, toks, links)
 
     def _ground_choice(self, text: str, src: str, written: list[tuple[str, int, int]], toks: list[str],
-                       links: list[Link] | None) -> tuple[int, ...]:
-        """:meth:`ground_choice` of a choice read as ``written`` (``toks``, lower case) from ``src``."""
+                       links: list[Link] | None, body: bool = False) -> tuple[int, ...]:
+        """:meth:`ground_choice` of a choice read as ``written`` (``toks``, lower case) from ``src``;
+        ``body``: a part of the body, which the fuzzy and embedding fallback never link."""
         link = self._whole(text, toks, written if self._precise else None)
         if link is not None:
             return self._keep(link, links)
@@ -395,7 +396,7 @@ class Grounder:
             hits, _ = self._match(toks, [] if links is None else links)
             if hits:
                 return self._in_order(hits)
-        link = self.fallback(text)
+        link = None if body else self.fallback(text)
         return self._keep(link, links) if link is not None else ()
 
     def _each(self, parts: Sequence[str], links: list[Link] | None, every: bool) -> tuple[int, ...] | None:
