@@ -202,6 +202,7 @@ def needs_lines(cal: HeldOutCalibration, group: npt.NDArray[np.int64], sets: Ans
                      for g in ("marginal", "pac", "pac_all_arms"))
     out = []
     by_arm = sets.calibrate_on == "arm"
+    needed = questions_needed(sets, arms)
     for name in cal.names:
         routed = cal.arm_scores(name, group).size
         everyone = (cal.dev_scores(name) if by_arm else fallback_scores(cal, name, sets)).size
@@ -210,10 +211,9 @@ def needs_lines(cal: HeldOutCalibration, group: npt.NDArray[np.int64], sets: Ans
                 f"questions answered in all; at α = {sets.alpha:g} a set needs {need}; smallest α for the "
                 f"{sets.guarantee} set now: " + (
                     f"{now(everyone)} (calibrate_on = arm: every set from all it answered"
-                    + (f", {questions_needed(sets, arms) - everyone} more needed)"
-                       if everyone < questions_needed(sets, arms) else ")")
+                    + (f", {needed - everyone} more needed)" if everyone < needed else ")")
                     if by_arm else f"{now(routed)} routed, {now(everyone)} over all it answered"))
-        if not by_arm and routed < questions_needed(sets, arms):
+        if not by_arm and routed < needed:
             line += (f"; too few routed: calibrate_on = \"arm\" would calibrate every set on the "
                      f"{cal.dev_scores(name).size} graded dev questions it answered (per arm, not "
                      "conditional on routing)")

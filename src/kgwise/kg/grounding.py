@@ -779,8 +779,11 @@ class Grounder:
         if not 1 < len(nodes) <= MAX_HOLDERS or not rare:
             return []
         n = len(content)
-        holders = {node for node, key in min(rare, key=len)
-                   if any(w[i:i + n] == content for w in [key.split(" ")] for i in range(len(w) - n + 1))}
+        holders = set()
+        for node, key in min(rare, key=len):
+            words = key.split(" ")
+            if any(words[i:i + n] == content for i in range(len(words) - n + 1)):
+                holders.add(node)
         if not holders <= set(nodes) or any(self._category(x) for x in nodes):
             return []
         return [Link(text, x, " ".join(content), "partial", PARTIAL_SCORE) for x in nodes]

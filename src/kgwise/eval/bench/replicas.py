@@ -166,6 +166,11 @@ class _Client:
         self._idle.clear()
 
 
+def _chat_body(text: str) -> dict[str, Any]:
+    """A chat completion request asking ``text`` of the served pipeline."""
+    return {"model": "kgwise", "messages": [{"role": "user", "content": text}]}
+
+
 async def _load(servers: Sequence[_Server], questions: Sequence[str], n: int, concurrency: int,
                 deadline: float, feedback: bool, kill_at: int | None = None) -> dict[str, Any]:
     """``n`` chat completions over ``servers`` round-robin (with ``feedback``: each answered one's
@@ -183,8 +188,7 @@ async def _load(servers: Sequence[_Server], questions: Sequence[str], n: int, co
         server = servers[i % len(servers)]
         text = questions[i % len(questions)]
         t0 = time.perf_counter()
-        status, body = await client.post(server.base, "/v1/chat/completions",
-                                         {"model": "kgwise", "messages": [{"role": "user", "content": text}]})
+        status, body = await client.post(server.base, "/v1/chat/completions", _chat_body(text))
         took = time.perf_counter() - t0
         if status == 200:
             decision = json.loads(body)["kgwise"]["decision_id"]
@@ -330,7 +334,7 @@ def _throughput_and_overhead(pg: LocalPostgres, kg: Path, qs: Sequence[str], cfg
         os.nice(cfg.client_nice)  # the load generator yields to the replicas it measures
         passes: list[dict[str, Any]] = []
         overhead: list[dict[str, float]] = []
-        bodies = [{"model": "kgwise", "messages": [{"role": "user", "content": q}]} for q in qs]
+        bodies = [_chat_body(q) for q in qs]
         for r in range(cfg.rounds):
             for k in range(1, cfg.replicas + 1):
                 cpu0 = (time.process_time(), sum(cpu_seconds(s.proc.pid) for s in servers),
