@@ -48,12 +48,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
 import pytest
 
 from kgwise.app.calibration import (
     HeldOutCalibration,
-    arm_rule_scores,
     arm_set,
     calibrated_threshold,
     choice_set,
@@ -103,9 +101,8 @@ def _at(kind: str, threshold: float) -> SetOf:
     return lambda q, p, labels: choice_set(p, labels, kind, threshold)
 
 
-def _arm_rule(cal: HeldOutCalibration, arm: str, sets: AnswerSetConfig, arms: int,
-              scores: npt.NDArray[np.float64]) -> SetOf:
-    return lambda q, p, labels: arm_set(cal, arm, p, labels, q.text, sets, arms, scores).labels
+def _arm_rule(cal: HeldOutCalibration, arm: str, sets: AnswerSetConfig, arms: int) -> SetOf:
+    return lambda q, p, labels: arm_set(cal, arm, p, labels, q.text, sets, arms).labels
 
 
 def _covered_all(arm: base.SyntheticArm, test_q: list[Question], set_of: SetOf) -> int:
@@ -140,7 +137,6 @@ def _split(split: int, root: Path, monkeypatch: pytest.MonkeyPatch) -> SplitResu
                          for n in arms}
         held_threshold = {n: calibrated_threshold(fallback_scores(cal, n, sets).tolist(), sets, k)
                           for n in arms}
-        coins = {n: arm_rule_scores(cal, n) for n in arms}
         for q in test_q:
             r = pipe.answer(q.text, list(q.choice_texts))
             s = r.answer_set
@@ -149,7 +145,7 @@ def _split(split: int, root: Path, monkeypatch: pytest.MonkeyPatch) -> SplitResu
             got = {"default": s.labels,
                    "all_dev": (choice_set(r.probabilities, labels, cal.kind, dev_threshold[r.arm]) if s.pooled
                                else s.labels),
-                   "arm": arm_set(cal, r.arm, r.probabilities, labels, q.text, sets, k, coins[r.arm]).labels}
+                   "arm": arm_set(cal, r.arm, r.probabilities, labels, q.text, sets, k).labels}
             for rule, st in got.items():
                 out.sizes[rule].append(len(st))
                 hit[rule][r.arm].append(q.gold[0] in st)
@@ -168,7 +164,7 @@ def _split(split: int, root: Path, monkeypatch: pytest.MonkeyPatch) -> SplitResu
         if len(mine) >= MIN_ROUTED:  # the routed promise (the default's and all_dev's: the same sets)
             out.flagged["default"][name] = below_beyond_noise(sum(mine), len(mine), ALPHA)
         # the "like the dev log" promises: the arm's sets over all test questions
-        checks = {"arm": _arm_rule(cal, name, sets, k, coins[name])}
+        checks = {"arm": _arm_rule(cal, name, sets, k)}
         if name in fell:
             checks["default_fallback"] = _at(cal.kind, held_threshold[name])
             checks["all_dev"] = _at(cal.kind, dev_threshold[name])
