@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -57,8 +58,7 @@ def main(dataset: str, split: str, limit: int, out: str) -> dict[str, Any]:
               "knowledge_tokens": default.knowledge_tokens,
               "knowledge_ratio": getattr(default, "knowledge_ratio", None),
               "mean": {k: float(np.mean(v)) for k, v in rows.items()}, "per_question": rows}
-    with open(out, "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=1)
+    Path(out).write_text(json.dumps(report, indent=1), encoding="utf-8")
     print(json.dumps({k: round(v, 1) for k, v in report["mean"].items()}))
     return report
 
