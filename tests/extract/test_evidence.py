@@ -37,11 +37,6 @@ def test_hand_checked_case() -> None:
     assert ev.paths[0].choice == 1  # best first
     small = rank_evidence(sub, [0], [[2], [3], [4]], EvidenceBudget(max_nodes=3))
     assert [p.choice for p in small.paths] == [1] and small.found == 3
-    counted = rank_evidence(sub, [0], [[2], [3], [4]], EvidenceBudget(max_tokens=6),
-                            tokens=lambda p: 2 * len(p.path))
-    assert [2 * len(p.path) for p in counted.paths] == [2, 4]  # the third path would pass 6 tokens
-    with pytest.raises(ConfigError, match="tokens estimate"):
-        rank_evidence(sub, [0], [[2]], EvidenceBudget(max_tokens=5))
     with pytest.raises(ConfigError):
         EvidenceBudget(max_nodes=1)
 
@@ -104,33 +99,26 @@ def test_subgraph_paths_are_kept_when_valid() -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(_subgraphs(), st.integers(1, 40), st.integers(2, 12), st.integers(0, 4))
-def test_a_cut_keeps_the_budget_and_the_order_and_support_ends_at_its_choice(
-        case: tuple[Subgraph, list[int], list[list[int]]], max_tokens: int, max_nodes: int, pick: int
+@given(_subgraphs(), st.integers(2, 12), st.integers(0, 4))
+def test_supporting_keeps_the_budget_and_the_order_and_ends_at_its_choices(
+        case: tuple[Subgraph, list[int], list[list[int]]], max_nodes: int, pick: int
 ) -> None:
     sub, q, choices = case
     every = rank_evidence(sub, q, choices, EVERY_PATH)
-
-    def tokens(rp: RankedPath) -> int:
-        return 3 * len(rp.path) + rp.path.nodes[-1] % 3  # any positive estimate will do
-
-    cut = every.cut(EvidenceBudget(max_nodes=max_nodes, max_tokens=max_tokens), tokens)
-    assert sum(tokens(rp) for rp in cut.paths) <= max_tokens and len(cut.nodes) <= max_nodes
+    cut = every.supporting(*range(len(choices)), budget=EvidenceBudget(max_nodes=max_nodes))
+    assert len(cut.nodes) <= max_nodes
     order = list(every.paths)
     assert [order.index(rp) for rp in cut.paths] == sorted(order.index(rp) for rp in cut.paths)
     assert cut.found == every.found
-    assert every.cut(EvidenceBudget(max_nodes=max_nodes, max_tokens=max_tokens), tokens) == cut
-    # a path left out would have passed the budget when its turn came
+    # a path left out would have passed the node budget when its turn came
     seen: set[int] = set()
-    spent = 0
     for rp in order:
         if rp in cut.paths:
             seen |= set(rp.path.nodes)
-            spent += tokens(rp)
         else:
-            assert spent + tokens(rp) > max_tokens or len(seen | set(rp.path.nodes)) > max_nodes
+            assert len(seen | set(rp.path.nodes)) > max_nodes
     # a ranking cut to every path's budget is the ranking itself
-    assert rank_evidence(sub, q, choices, EVERY_PATH).cut(EVERY_PATH) == every
+    assert every.supporting(*range(len(choices)), budget=EVERY_PATH) == every
     shown = cut.as_subgraph(q, choices)
     assert set(shown.edges) <= set(sub.edges) and shown.paths == tuple(rp.path for rp in cut.paths)
     assert set(shown.nodes) == {v for rp in cut.paths for v in rp.path.nodes}

@@ -39,12 +39,22 @@ def tokens(rp):
     return max(len(rp.path), -(-chars // 4))
 
 
+def cut_to_tokens(mod, ranked, budget=48):
+    """The ranked paths taken in order while their tokens stay within ``budget``."""
+    kept, spent = [], 0
+    for rp in ranked.paths:
+        if spent + tokens(rp) <= budget:
+            kept.append(rp)
+            spent += tokens(rp)
+    return mod.RankedEvidence(tuple(kept), (), ranked.found)
+
+
 rows = {"earlier": [], "now": []}
 for q in questions:
     sub = extractor.extract(q, grounder.ground(q))
     for name, mod in (("earlier", old), ("now", new)):
         ranked = mod.rank_evidence(sub, sub.question_nodes, sub.choice_nodes, mod.EVERY_PATH)
-        cut = ranked.cut(mod.EvidenceBudget(max_nodes=1_000_000, max_tokens=48), tokens)
+        cut = cut_to_tokens(mod, ranked)
         n = len(q.choices)
         rows[name].append((bool(cut.support(q.gold_index)), sum(bool(cut.support(i)) for i in range(n)),
                            len({p.path.nodes[0] for p in cut.paths}), ranked.found, len(sub.question_nodes),

@@ -12,12 +12,11 @@ question concept and each node inside it cost ``hub_penalty · log(1 + degree)``
 from or through "person", "thing", "pain" explains little), so a direct edge from a rare concept scores
 about 1. Paths are then taken best first, one choice at a time (each choice's best path before any
 choice's second: the model should see the case for every choice), while the distinct nodes stay within
-``max_nodes`` (25 by default, what a person reads at a glance) and the paths' cost within ``max_tokens``
-(with a ``tokens`` estimate of a path's rendered text). ``support(i)`` of the result is the kept paths
-that end at choice ``i`` — what an answer's ``support`` lists.
+``max_nodes`` (25 by default, what a person reads at a glance). ``support(i)`` of the result is the kept
+paths that end at choice ``i`` — what an answer's ``support`` lists.
 
-:meth:`RankedEvidence.cut` cuts an already ranked list again to a smaller budget (the order is kept),
-so one ranking serves the prompt (a token budget) and the page (a node budget);
+:meth:`RankedEvidence.supporting` cuts an already ranked list to the paths of some choices within a node
+budget (the order is kept), so one ranking serves the prompt and the page;
 :meth:`RankedEvidence.as_subgraph` is the kept paths as a :class:`~kgwise.types.Subgraph` a format
 renders. An open question has no choices:
 :func:`open_candidates` makes every other node of its subgraph a candidate answer of its own.
@@ -27,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kgwise.errors import ConfigError
@@ -38,18 +37,16 @@ __all__ = ["EVERY_PATH", "EvidenceBudget", "RankedEvidence", "RankedPath", "open
 
 @dataclass(frozen=True, slots=True)
 class EvidenceBudget:
-    """How much evidence is kept: ``max_nodes`` distinct nodes (the page's default 25), ``max_tokens`` of
-    rendered paths (``None``: no limit; needs a ``tokens`` estimate), ``max_hops`` per path, and the hub
-    penalty per inner node (``hub_penalty · log(1 + degree)``)."""
+    """How much evidence is kept: ``max_nodes`` distinct nodes (the page's default 25), ``max_hops`` per
+    path, and the hub penalty per inner node (``hub_penalty · log(1 + degree)``)."""
 
     max_nodes: int = 25
-    max_tokens: int | None = None
     max_hops: int = 3
     hub_penalty: float = 0.05
 
     def __post_init__(self) -> None:
-        if self.max_nodes < 2 or self.max_hops < 1 or (self.max_tokens is not None and self.max_tokens < 1):
-            raise ConfigError("EvidenceBudget: max_nodes must be ≥ 2, max_hops ≥ 1, max_tokens ≥ 1")
+        if self.max_nodes < 2 or self.max_hops < 1:
+            raise ConfigError("EvidenceBudget: max_nodes must be ≥ 2, max_hops ≥ 1")
         if self.hub_penalty < 0:
             raise ConfigError("EvidenceBudget: hub_penalty must be ≥ 0")
 
@@ -84,13 +81,7 @@ class RankedEvidence:
         """The kept paths that end at any of ``choices``, cut to ``budget`` (default: 25 nodes, what a
         page shows)."""
         wanted = set(choices)
-        return _cut([p for p in self.paths if p.choice in wanted], budget or EvidenceBudget(), None,
-                    self.found)
-
-    def cut(self, budget: EvidenceBudget, tokens: Callable[[RankedPath], int] | None = None
-            ) -> RankedEvidence:
-        """The kept paths cut again to ``budget``, in their ranked order (``found`` is kept)."""
-        return _cut(self.paths, budget, tokens, self.found)
+        return _cut([p for p in self.paths if p.choice in wanted], budget or EvidenceBudget(), self.found)
 
     def as_subgraph(self, question_nodes: Sequence[int] = (), choice_nodes: Sequence[Sequence[int]] = ()
                     ) -> Subgraph:
@@ -143,11 +134,9 @@ def _shortest_paths(adj: dict[int, list[tuple[int, int, bool]]], sources: Sequen
 
 
 def rank_evidence(subgraph: Subgraph, question_nodes: Sequence[int], choice_nodes: Sequence[Sequence[int]],
-                  budget: EvidenceBudget | None = None,
-                  tokens: Callable[[RankedPath], int] | None = None) -> RankedEvidence:
+                  budget: EvidenceBudget | None = None) -> RankedEvidence:
     """The paths of ``subgraph`` joining ``question_nodes`` to each choice's ``choice_nodes``, ranked and
-    cut to ``budget`` (see the module docstring); ``tokens``: a path's rendered size, needed when the
-    budget sets ``max_tokens``."""
+    cut to ``budget`` (see the module docstring)."""
     budget = budget or EvidenceBudget()
     adj = _adjacency(subgraph)
     degree = {v: len(n) for v, n in adj.items()}
@@ -176,7 +165,7 @@ def rank_evidence(subgraph: Subgraph, question_nodes: Sequence[int], choice_node
     order: list[RankedPath] = []
     for depth in range(max((len(q) for q in queues), default=0)):
         order += sorted((q[depth] for q in queues if depth < len(q)), key=lambda x: (-x.score, x.choice))
-    return _cut(order, budget, tokens, len(order))
+    return _cut(order, budget, len(order))
 
 
 def open_candidates(subgraph: Subgraph, question_nodes: Sequence[int]) -> tuple[tuple[int], ...]:
@@ -187,22 +176,14 @@ def open_candidates(subgraph: Subgraph, question_nodes: Sequence[int]) -> tuple[
     return tuple((v,) for v in seen if v not in questions)
 
 
-def _cut(order: Sequence[RankedPath], budget: EvidenceBudget, tokens: Callable[[RankedPath], int] | None,
-         found: int) -> RankedEvidence:
-    """``order``'s paths taken in turn while the distinct nodes and the tokens stay within ``budget``."""
-    if budget.max_tokens is not None and tokens is None:
-        raise ConfigError("rank_evidence: a token budget needs a tokens estimate of a path")
+def _cut(order: Sequence[RankedPath], budget: EvidenceBudget, found: int) -> RankedEvidence:
+    """``order``'s paths taken in turn while the distinct nodes stay within ``budget``."""
     kept: list[RankedPath] = []
     seen: dict[int, None] = {}
-    spent = 0
     for rp in order:
         new = [v for v in dict.fromkeys(rp.path.nodes) if v not in seen]
-        cost = tokens(rp) if tokens is not None else 0
         if len(seen) + len(new) > budget.max_nodes:
-            continue
-        if budget.max_tokens is not None and spent + cost > budget.max_tokens:
             continue
         kept.append(rp)
         seen.update(dict.fromkeys(new))
-        spent += cost
     return RankedEvidence(tuple(kept), tuple(seen), found)
