@@ -19,7 +19,7 @@ from kgwise.errors import ConfigError
 from kgwise.kg.base import ArrayGraph, KnowledgeGraph
 from kgwise.kg.sparql import SPARQLGraph
 
-__all__ = ["check_same_pipeline", "file_digest", "graph_fingerprint"]
+__all__ = ["check_same_pipeline", "graph_fingerprint"]
 
 
 def graph_fingerprint(kg: KnowledgeGraph) -> str:
@@ -36,13 +36,6 @@ def graph_fingerprint(kg: KnowledgeGraph) -> str:
     if isinstance(kg, SPARQLGraph):
         return f"sparql:{kg.endpoint}"
     raise ConfigError(f"cannot fingerprint a {type(kg).__name__}: calibrate over a graph file or an endpoint")
-
-
-def file_digest(path: str | Path | None) -> str | None:
-    """A short hash of a file's bytes (a policy, a bandit), ``None`` for no file."""
-    if path is None:
-        return None
-    return "sha1:" + hashlib.sha1(Path(path).read_bytes()).hexdigest()[:16]
 
 
 def check_same_pipeline(made_with: Mapping[str, str | None] | None, now: Mapping[str, str | None],
