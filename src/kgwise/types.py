@@ -220,10 +220,6 @@ class Subgraph(Serialisable):
     choice_nodes: tuple[tuple[int, ...], ...] = ()
     paths: tuple[Path, ...] = ()
 
-    @property
-    def is_empty(self) -> bool:
-        return not self.edges and not self.paths
-
 
 @dataclass(frozen=True, slots=True)
 class Usage(Serialisable):

@@ -344,13 +344,6 @@ class SPARQLGraph:
         term = self._check(node)
         return term[1] if term[0] == "iri" else None
 
-    def count_labelled(self) -> int:
-        """IRIs with a name literal (``rdfs:label``, ``skos:prefLabel``/``altLabel``): one ``COUNT``."""
-        rows = self.select(f"SELECT (COUNT(DISTINCT ?s) AS ?n) WHERE {{ ?s ?p ?l . VALUES ?p {{ "
-                           f"<{RDFS_LABEL}> <{SKOS_PREF_LABEL}> <{SKOS_ALT_LABEL}> }} "
-                           "FILTER(isIRI(?s) && isLiteral(?l)) }")
-        return int(rows[0]["n"]["value"]) if rows else 0
-
     def relation_name(self, relation: int) -> str:
         if not 0 <= relation < len(self._rels):
             raise ConfigError(f"relation id {relation} not seen in {self.endpoint}")
