@@ -90,12 +90,9 @@ def eval_uag(
             raise ConfigError("--questions needs --kg (the KG the questions are asked over)")
         if (generations is None) == (llm is None):
             raise ConfigError("--questions needs exactly one of --generations FILE (recorded Φ(P)) and --llm")
-    step = comma_list(steps, "--steps", float)
-    if len(step) != 3:
-        raise ConfigError("--steps needs three values (α1, α2, α3)")
     cfg = UAGExperimentConfig(alphas=comma_list(alphas, "--alphas", float), splits=splits, seed=seed,
                            tune_fraction=tune_fraction, cal_fraction=cal_fraction,
-                           steps=(step[0], step[1], step[2]), gnn_step=gnn_step, delta=delta, gnn=gnn,
+                           steps=_steps(steps), gnn_step=gnn_step, delta=delta, gnn=gnn,
                            metric=metric, granularity=granularity, limit=limit, llm=llm,
                            retriever=RetrieverConfig(max_hops=max_hops, direction=direction),  # type: ignore[arg-type]
                            **({} if methods is None else {"methods": tuple(
@@ -134,6 +131,14 @@ def eval_uag(
     write_json(report, json_out)
 
 
+def _steps(text: str) -> tuple[float, float, float]:
+    """``--steps``: the grid steps h of (α1, α2, α3), three comma-separated numbers."""
+    step = comma_list(text, "--steps", float)
+    if len(step) != 3:
+        raise ConfigError("--steps needs three values (α1, α2, α3)")
+    return step[0], step[1], step[2]
+
+
 def _say_left_out(coverage: dict[str, Any]) -> None:
     """Print every group of questions the inputs leave out: how many, why, the first ids."""
     for group in ("left_out", "kept_anyway"):
@@ -169,9 +174,7 @@ def bench_conformal(
     from kgwise.eval.bench.conformal import bench_calibration, synthetic_tables
     from kgwise.eval.uag.experiment import UAGExperimentConfig, webqsp_tables
 
-    step = comma_list(steps, "--steps", float)
-    if len(step) != 3:
-        raise ConfigError("--steps needs three values")
+    step = _steps(steps)
     if questions is not None:
         if not questions.is_file():
             hint = (" (--questions is the questions file now; the number of calibration questions is "
@@ -197,7 +200,7 @@ def bench_conformal(
     if n_cal > batch.num_questions:
         raise ConfigError(f"--n-questions {n_cal}: the tables hold {batch.num_questions} questions")
     name = str(questions) if questions is not None else "synthetic" if synthetic else "webqsp"
-    write_json(bench_calibration(batch, n_cal, alpha, (step[0], step[1], step[2]), baseline_sample, name),
+    write_json(bench_calibration(batch, n_cal, alpha, step, baseline_sample, name),
                json_out)
 
 

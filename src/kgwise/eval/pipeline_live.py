@@ -57,6 +57,7 @@ from kgwise.files import ResumeLog, short_hash
 from kgwise.grading import match_answer
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.llm.prices import compute_proxy, default_prices
+from kgwise.progress import bar as progress_bar
 from kgwise.route.coke import CokeConfig
 from kgwise.types import Question, Usage
 
@@ -292,7 +293,7 @@ def run_live(questions_fit: Sequence[Question], questions_test: Sequence[Questio
     run_dir = out_dir / f"run-{fp}"
     run_dir.mkdir(exist_ok=True)
     log = ResumeLog(run_dir / "results.jsonl", fp, fsync=True)
-    make_bar = bar or (lambda total, desc: _NoBar())
+    make_bar = bar or (lambda total, desc: progress_bar(total=total, desc=desc, enabled=False))
     timings: dict[str, float] = {}
 
     def ticking(b: Any) -> dict[str, ArmRunner]:
@@ -390,14 +391,6 @@ def evaluate_live_mcq(questions_fit: Sequence[Question], questions_test: Sequenc
         a: [n for n, v in s["per_arm"].items() if v["n"] and v["below_target_beyond_noise"]]
         for a, s in report["sets"].items()}
     return report
-
-
-class _NoBar:
-    def update(self, n: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def _ask(pipe: Pipeline, q: Question, cfg: LiveMCConfig) -> dict[str, Any]:
