@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -64,12 +64,18 @@ def min_calibration_size(alpha: float) -> int:
 def conformal_quantile(scores: npt.ArrayLike, alpha: float) -> float:
     """The ``⌈(n+1)(1−α)⌉/n`` empirical quantile of ``scores`` (Eq. 1): the ``⌈(n+1)(1−α)⌉``-th order
     statistic; ``+∞`` when the rank exceeds ``n`` and ``−∞`` when it is 0. Infinite scores are allowed."""
+    return _order_statistic(scores, lambda n: conformal_rank(n, alpha), "conformal_quantile")
+
+
+def _order_statistic(scores: npt.ArrayLike, rank: Callable[[int], int], who: str) -> float:
+    """The ``rank(n)``-th (1-based) smallest of the ``n`` ``scores``: ``+∞`` past ``n``, ``−∞`` at 0;
+    ``ConfigError`` naming ``who`` for no scores or a NaN among them."""
     s = np.asarray(scores, dtype=np.float64).ravel()
     if s.size == 0:
-        raise ConfigError("conformal_quantile: no calibration scores")
+        raise ConfigError(f"{who}: no calibration scores")
     if np.isnan(s).any():
-        raise ConfigError("conformal_quantile: NaN among the calibration scores")
-    k = conformal_rank(s.size, alpha)
+        raise ConfigError(f"{who}: NaN among the calibration scores")
+    k = rank(s.size)
     if k > s.size:
         return math.inf
     if k == 0:
@@ -96,13 +102,7 @@ def pac_rank(n: int, alpha: float, delta: float) -> int:
 
 def pac_conformal_quantile(scores: npt.ArrayLike, alpha: float, delta: float) -> float:
     """The :func:`pac_rank`-th order statistic of ``scores`` (``+∞`` when the rank exceeds ``n``)."""
-    s = np.asarray(scores, dtype=np.float64).ravel()
-    if s.size == 0:
-        raise ConfigError("pac_conformal_quantile: no calibration scores")
-    if np.isnan(s).any():
-        raise ConfigError("pac_conformal_quantile: NaN among the calibration scores")
-    k = pac_rank(s.size, alpha, delta)
-    return math.inf if k > s.size else float(np.partition(s, k - 1)[k - 1])
+    return _order_statistic(scores, lambda n: pac_rank(n, alpha, delta), "pac_conformal_quantile")
 
 
 def _check_probs(probs: npt.ArrayLike) -> FloatArray:
