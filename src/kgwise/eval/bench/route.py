@@ -1,9 +1,12 @@
 """``kgwise bench route``: time of Coke's pull + update per question (also price-paced), against a naive
 LinUCB that inverts every arm's ``A`` at every step (O(n_arms · d³)) instead of Sherman–Morrison updates
-(O(d²)), same run."""
+(O(d²)), and price-paced Coke against the same router whose price scores every arm of every recent
+question at each bisection step (:class:`FullScanPriceWindow`), same run; the load average is read before
+and after."""
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -13,8 +16,19 @@ import numpy.typing as npt
 from kgwise.bandit import LinUCB
 from kgwise.route.arms import ArmSpec, Cluster
 from kgwise.route.coke import CokeConfig, CokeRouter
+from kgwise.route.price import PriceWindow
 
-__all__ = ["NaiveLinUCB", "bench_route"]
+__all__ = ["FullScanPriceWindow", "NaiveLinUCB", "bench_route"]
+
+
+class FullScanPriceWindow(PriceWindow):
+    """Baseline price: the spending at ``η`` over every arm of every recent question (the rule verbatim,
+    without :class:`~kgwise.route.price.PriceWindow`'s candidates); the same prices, more work."""
+
+    def spends(self, eta: float) -> float:
+        rows = min(self.count, len(self.values))
+        E, C = self.values[:rows], self.costs[:rows]
+        return float(C[np.arange(rows), np.argmax(E - eta * C, axis=1)].mean())
 
 
 class NaiveLinUCB:
@@ -59,15 +73,21 @@ def bench_route(
     arms = [ArmSpec(f"arm{i}", c) for i, c in enumerate(clusters)]
     column = {a.name: i for i, a in enumerate(arms)}
 
-    def time_coke(precision: str, pacing: str = "allowance") -> float:
+    prices: dict[str, list[float]] = {}
+
+    def time_coke(precision: str, pacing: str = "allowance", full_scan: bool = False) -> float:
         config = CokeConfig(regret_prior=10.0, precision=precision, pacing=pacing)
         # price pacing: half of what always calling the priciest arm costs, paced over the run (it binds)
         budget, horizon = (0.5 * steps * costs[0].max(), steps) if pacing == "price" else (np.inf, None)
         router = CokeRouter(arms, dim, config=config, seed=seed, budget=budget, horizon=horizon)
+        if full_scan:
+            router.recent = FullScanPriceWindow(config.price_window, n_arms)
+        seen = prices.setdefault("full" if full_scan else pacing, [])
         t0 = time.perf_counter()
         for k in range(steps):
             name = router.pull(X[k], costs[k])
             assert name is not None
+            seen.append(router.price)
             a = column[name]
             router.update(name, X[k], float(rewards[k, a]), float(costs[k, a]))
         return 1000 * (time.perf_counter() - t0) / steps
@@ -121,12 +141,14 @@ def bench_route(
             router.update(name, x, float(rewards[k, a]), float(costs[k, a]))
         return 1000 * (time.perf_counter() - t0) / steps
 
+    load_before = os.getloadavg()
     learned_ms = time_learned()
     predicted_ms = time_predicted_coke()
     cascade_ms = time_predicted_coke(cascade=True)
     coke_ms = time_coke("float64")
     coke32_ms = time_coke("float32")
     price_ms = time_coke("float64", "price")
+    price_full_ms = time_coke("float64", "price", full_scan=True)
 
     fast = LinUCB(n_arms, dim, alpha=CokeConfig().gamma, seed=seed)
     t0 = time.perf_counter()
@@ -145,6 +167,8 @@ def bench_route(
     naive_ms = 1000 * (time.perf_counter() - t0) / naive_steps
     diff = float(np.max(np.abs(naive.scores(X[-1]) - check.scores(X[-1]))))
     return {
+        "load_average_before": list(load_before),
+        "load_average_after": list(os.getloadavg()),
         "n_arms": n_arms,
         "dim": dim,
         "steps": steps,
@@ -152,6 +176,9 @@ def bench_route(
         "coke_select_update_ms": coke_ms,
         "coke_float32_select_update_ms": coke32_ms,
         "coke_price_paced_select_update_ms": price_ms,
+        "coke_price_paced_full_scan_ms": price_full_ms,
+        "speedup_price_paced_vs_full_scan": price_full_ms / price_ms,
+        "price_paced_same_prices_as_full_scan": prices["price"] == prices["full"],
         "learned_router_decision_ms": learned_ms,
         "predicted_context_coke_ms": predicted_ms,
         "cascade_context_coke_ms": cascade_ms,
