@@ -16,7 +16,9 @@ full evaluation gives, bit for bit:
   arm. The chosen costs are gathered in row order, so their mean is summed in the same order.
 
 Each row's candidates are found once, when the row enters the ring (O(arms²)), not at each of the
-bisection's evaluations; with 8 arms on ``kgwise bench route``'s stream 2–4 arms a row remain.
+bisection's evaluations; with 8 arms on ``kgwise bench route``'s stream 2–4 arms a row remain. So is its
+choice at ``η = 0`` (``argmax_a E_a − 0·c̄_a``, the same expression), which every question's first
+evaluation reads — the only one where the budget's pace needs no price.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class PriceWindow:
         self.costs = np.zeros((size, n_arms))
         self.count = 0
         self._n_cand = np.zeros(size, dtype=np.int64)
+        self._zero_cost = np.zeros(size)  # each row's chosen c̄ at η = 0 (found when the row enters)
         # each row's candidates (module docstring) in arm order, then padding; as wide as the widest row
         # in the ring and contiguous, so that an evaluation reads no padding column of every row
         self._lay(np.full((size, 1), -np.inf), np.zeros((size, 1)))
@@ -49,6 +52,7 @@ class PriceWindow:
         self.count = int(count)
         size = len(self.values)
         self._n_cand = np.zeros(size, dtype=np.int64)
+        self._zero_cost = np.zeros(size)
         self._lay(np.full((size, 1), -np.inf), np.zeros((size, 1)))
         for slot in range(min(self.count, size)):
             self._candidates(slot)
@@ -74,6 +78,7 @@ class PriceWindow:
         keep = np.flatnonzero(~dominated)
         k = keep.size
         self._n_cand[slot] = k
+        self._zero_cost[slot] = C[np.argmax(E - 0.0 * C)]
         width = max(int(self._n_cand.max()), 1)
         if width != self._cand_values.shape[1]:  # the widest row came or went: re-lay the padded arrays
             rows = len(self.values)
@@ -91,6 +96,8 @@ class PriceWindow:
         """``s(η)``: the mean ``c̄`` of each row's ``argmax_a E_a − η·c̄_a`` (first on ties), over the ring's
         rows — bit for bit the value over all arms (module docstring)."""
         rows = min(self.count, len(self.values))
+        if eta == 0.0:  # the bisection's first evaluation, every question: kept per row
+            return float(np.add.reduce(self._zero_cost[:rows]) / rows)
         value = self._scratch[:rows]
         np.multiply(self._cand_costs[:rows], eta, out=value)
         np.subtract(self._cand_values[:rows], value, out=value)
@@ -102,9 +109,11 @@ class PriceWindow:
         """The smallest ``η ≥ 0`` (to 2⁻²⁰ of its bracket) at which :meth:`spends` ≤ ``per_question``, the
         budget left per question left; 0 when spending at no price already fits (bisection: ``s`` is a
         step function that does not grow with ``η``)."""
+        if self.spends(0.0) <= per_question:
+            return 0.0
         rows = min(self.count, len(self.values))
         positive = self.costs[:rows][self.costs[:rows] > 0]
-        if self.spends(0.0) <= per_question or positive.size == 0:
+        if positive.size == 0:
             return 0.0
         # η in reward per "one question's budget", kept finite for a vanishing budget (no ∞·0 = NaN below)
         scale = 1.0 / max(per_question, float(positive.min()), 1e-200)
