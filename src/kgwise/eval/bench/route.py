@@ -23,7 +23,20 @@ __all__ = ["FullScanPriceWindow", "NaiveLinUCB", "bench_route"]
 
 class FullScanPriceWindow(PriceWindow):
     """Baseline price: the spending at ``η`` over every arm of every recent question (the rule verbatim,
-    without :class:`~kgwise.route.price.PriceWindow`'s candidates); the same prices, more work."""
+    without :class:`~kgwise.route.price.PriceWindow`'s candidates); the same prices, more work. Keeps
+    what each question's price read (:attr:`inputs`: values, mean costs, budget per question left)."""
+
+    def __init__(self, size: int, n_arms: int) -> None:
+        super().__init__(size, n_arms)
+        self.inputs: list[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float]] = []
+
+    def push(self, values: npt.NDArray[np.float64], costs: npt.NDArray[np.float64]) -> None:
+        self.inputs.append((values.copy(), costs.copy(), np.nan))
+        super().push(values, costs)
+
+    def price(self, per_question: float) -> float:
+        self.inputs[-1] = (*self.inputs[-1][:2], per_question)
+        return super().price(per_question)
 
     def spends(self, eta: float) -> float:
         rows = min(self.count, len(self.values))
@@ -74,6 +87,7 @@ def bench_route(
     column = {a.name: i for i, a in enumerate(arms)}
 
     prices: dict[str, list[float]] = {}
+    windows: list[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float]] = []  # time_price's
 
     def time_coke(precision: str, pacing: str = "allowance", full_scan: bool = False) -> float:
         config = CokeConfig(regret_prior=10.0, precision=precision, pacing=pacing)
@@ -81,7 +95,9 @@ def bench_route(
         budget, horizon = (0.5 * steps * costs[0].max(), steps) if pacing == "price" else (np.inf, None)
         router = CokeRouter(arms, dim, config=config, seed=seed, budget=budget, horizon=horizon)
         if full_scan:
-            router.recent = FullScanPriceWindow(config.price_window, n_arms)
+            scan = FullScanPriceWindow(config.price_window, n_arms)
+            scan.inputs = windows  # what the price reads, for time_price
+            router.recent = scan
         seen = prices.setdefault("full" if full_scan else pacing, [])
         t0 = time.perf_counter()
         for k in range(steps):
@@ -91,6 +107,19 @@ def bench_route(
             a = column[name]
             router.update(name, X[k], float(rewards[k, a]), float(costs[k, a]))
         return 1000 * (time.perf_counter() - t0) / steps
+
+    def time_price(window: type[PriceWindow], repeats: int = 5) -> float:
+        """The price alone (push + bisection) per question on the price-paced run's recorded inputs, the
+        least of ``repeats`` passes (the machine's other jobs only ever add time)."""
+        best = np.inf
+        for _ in range(repeats):
+            w = window(CokeConfig().price_window, n_arms)
+            t0 = time.perf_counter()
+            for values, mean_costs, per_question in windows:
+                w.push(values, mean_costs)
+                w.price(per_question)
+            best = min(best, time.perf_counter() - t0)
+        return 1000 * best / len(windows)
 
     def time_learned(features: int = 30, fit_rows: int = 1000) -> float:
         """The learned router's decision (:class:`kgwise.eval.route.learned.PricedRouter`): the success
@@ -149,6 +178,8 @@ def bench_route(
     coke32_ms = time_coke("float32")
     price_ms = time_coke("float64", "price")
     price_full_ms = time_coke("float64", "price", full_scan=True)
+    price_alone_ms = time_price(PriceWindow)
+    price_alone_full_ms = time_price(FullScanPriceWindow)
 
     fast = LinUCB(n_arms, dim, alpha=CokeConfig().gamma, seed=seed)
     t0 = time.perf_counter()
@@ -179,6 +210,9 @@ def bench_route(
         "coke_price_paced_full_scan_ms": price_full_ms,
         "speedup_price_paced_vs_full_scan": price_full_ms / price_ms,
         "price_paced_same_prices_as_full_scan": prices["price"] == prices["full"],
+        "price_alone_ms": price_alone_ms,
+        "price_alone_full_scan_ms": price_alone_full_ms,
+        "speedup_price_alone_vs_full_scan": price_alone_full_ms / price_alone_ms,
         "learned_router_decision_ms": learned_ms,
         "predicted_context_coke_ms": predicted_ms,
         "cascade_context_coke_ms": cascade_ms,
