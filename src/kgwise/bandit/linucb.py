@@ -110,7 +110,6 @@ class LinUCB(Policy[ArmT]):
         self.counts = np.zeros(n_arms, dtype=np.int64)
         self._cache: tuple[Vector, npt.NDArray[np.float64]] | None = None
         self._tracked: list[TrackedContexts] = []
-        self._outer: npt.NDArray[np.floating[Any]] | None = None  # :meth:`_outer_scratch`
 
     def track(self, contexts: npt.ArrayLike) -> TrackedContexts:
         """Start keeping ``zᵀ A_a⁻¹ z`` of ``contexts`` (n × d) current: O(arms·n·d²) now, O(n·d) per later
@@ -129,8 +128,7 @@ class LinUCB(Policy[ArmT]):
         clone = self.__class__.__new__(self.__class__)
         memo[id(self)] = clone
         for key, value in self.__dict__.items():
-            setattr(clone, key, [] if key == "_tracked" else None if key == "_outer"
-                    else copy.deepcopy(value, memo))
+            setattr(clone, key, [] if key == "_tracked" else copy.deepcopy(value, memo))
         return clone
 
     def untrack(self, tracked: TrackedContexts) -> None:
@@ -218,23 +216,13 @@ class LinUCB(Policy[ArmT]):
         s = 1.0 + float(x @ Ax)
         # Sherman–Morrison: (A + x xᵀ)⁻¹ = A⁻¹ − (A⁻¹x)(A⁻¹x)ᵀ / (1 + xᵀA⁻¹x)
         Axs = Ax.astype(self.A_inv.dtype, copy=False)
-        outer = self._outer_scratch()
-        np.multiply((Axs / s)[:, None], Axs[None, :], out=outer)  # np.outer's own product, into scratch
-        self.A_inv[a] -= outer
+        self.A_inv[a] -= np.outer(Axs / s, Axs)
         for t in self._tracked:  # zᵀA'⁻¹z = zᵀA⁻¹z − (zᵀA⁻¹x)² / (1 + xᵀA⁻¹x)
             t.quad[:, a] -= (t.contexts @ Ax) ** 2 / s
         self.b[a] += r * x
         # μ' = A'⁻¹ b' = μ + A⁻¹x (r − xᵀμ) / (1 + xᵀA⁻¹x), O(d)
         self.theta[a] += Ax * ((r - float(x @ self.theta[a])) / s)
         self.counts[a] += 1
-
-    def _outer_scratch(self) -> npt.NDArray[np.floating[Any]]:
-        """A d×d array of ``A⁻¹``'s precision for the rank-one change (allocating 1.2 MB for d = 384 at every
-        update cost as much as the subtraction itself, ``kgwise bench route``)."""
-        scratch = self._outer
-        if scratch is None or scratch.dtype != self.A_inv.dtype:
-            scratch = self._outer = np.empty((self.dim, self.dim), dtype=self.A_inv.dtype)
-        return scratch
 
     def refit(self, arm: ArmT, contexts: npt.ArrayLike, rewards: npt.ArrayLike, ridge: npt.ArrayLike) -> None:
         """Rebuild ``arm`` from its whole history with its own L2 weights (one number, or one per
