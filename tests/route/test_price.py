@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kgwise.errors import ConfigError
 from kgwise.route.arms import ArmSpec
 from kgwise.route.coke import CokeConfig, CokeRouter
 from kgwise.route.price import PriceWindow
@@ -93,3 +95,12 @@ def test_a_seeded_router_run_sets_every_price_as_the_full_bisection() -> None:
         a = int(name[1:])
         router.update(name, X[k], float(rewards[k, a]), float(costs[k, a]))
     assert positive > 50  # the price binds on many questions, so the bisection ran
+
+
+def test_a_malformed_saved_window_is_refused_by_name() -> None:
+    router = CokeRouter([ArmSpec("a", "KGM"), ArmSpec("b", "LLM")], 2, budget=1.0, horizon=10,
+                        config=CokeConfig(pacing="price", price_window=3))
+    state = router.state_dict()
+    state["recent_values"] = [0.0, 1.0, 2.0]
+    with pytest.raises(ConfigError, match="price's window"):
+        CokeRouter.from_state_dict(state)

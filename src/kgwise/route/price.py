@@ -26,6 +26,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from kgwise.errors import ConfigError
+
 __all__ = ["PriceWindow"]
 
 Array = npt.NDArray[np.float64]
@@ -46,10 +48,14 @@ class PriceWindow:
         self._lay(np.full((size, 1), -np.inf), np.zeros((size, 1)))
 
     def load(self, values: npt.ArrayLike, costs: npt.ArrayLike, count: int) -> None:
-        """Set the ring from a saved state (its rows in slot order) and find every row's candidates."""
+        """Set the ring from a saved state (its rows in slot order) and find every row's candidates;
+        ``ConfigError`` unless values and costs are (rows, arms) arrays of one shape and ``count`` ≥ 0."""
         self.values = np.asarray(values, dtype=np.float64)
         self.costs = np.asarray(costs, dtype=np.float64)
         self.count = int(count)
+        if self.values.ndim != 2 or self.costs.shape != self.values.shape or self.count < 0:
+            raise ConfigError(f"the price's window needs values and costs of one (rows, arms) shape and a "
+                              f"count ≥ 0, got {self.values.shape}, {self.costs.shape} and {self.count}")
         size = len(self.values)
         self._n_cand = np.zeros(size, dtype=np.int64)
         self._zero_cost = np.zeros(size)

@@ -87,8 +87,8 @@ POLICIES = ("best_arm", "predicted", "predicted-free", "predicted+spend", "coke+
 BEFORE = tuple(p for p in POLICIES if p != "predicted-free")
 """The policies the selection chose among before ``predicted-free`` (``selected_before``)."""
 REPORTED = (*POLICIES, "neighbours", "predicted-free+neighbours")
-"""Every policy reported; ``neighbours`` is not among the selection's (it did not hold on the tuning logs:
-docs/routing.md, *Measured*)."""
+"""Every policy reported; the two on the neighbours' outcomes are not among the selection's (on the logs
+not tuned on they answered below ``predicted-free``: docs/routing.md, *Measured*)."""
 
 
 @dataclass(frozen=True)
