@@ -22,6 +22,7 @@ def test_bench_route(tmp_path: Path) -> None:
     report = json.loads(out.read_text())
     assert report["max_score_diff_vs_naive"] < 1e-8
     assert report["coke_select_update_ms"] > 0 and report["speedup_linucb_vs_naive"] > 0
+    assert report["price_paced_same_prices_as_full_scan"] is True
 
 
 def test_eval_route_rejects_unknown_dataset(data_dir: Path) -> None:

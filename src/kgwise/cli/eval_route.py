@@ -130,7 +130,8 @@ def bench_route_cmd(
     naive_steps: Annotated[int, typer.Option(min=1, help="Questions timed for the naive LinUCB.")] = 100,
     json_out: JsonOption = None,
 ) -> None:
-    """Coke select + update per question vs a naive matrix-inverse LinUCB (same run, ratio), and the
+    """Coke select + update per question vs a naive matrix-inverse LinUCB (same run, ratio), price-paced
+    Coke vs a price that scores every arm of every recent question (same run, ratio, same prices), and the
     learned router's decision (success predictor + priced argmax)."""
     from kgwise.eval.bench.route import bench_route
 

@@ -52,6 +52,7 @@ from kgwise.bandit.linucb import TrackedContexts
 from kgwise.errors import ConfigError, KgwiseError
 from kgwise.route.arms import CLUSTERS, ArmInfo, ArmSpec, Cluster
 from kgwise.route.cascade import CascadeRule
+from kgwise.route.price import PriceWindow
 from kgwise.settings import table
 
 Costs = Mapping[str, float] | Sequence[float] | npt.NDArray[np.float64]
@@ -216,10 +217,7 @@ class CokeRouter(Policy[str]):
         self.pinned: int | None = None  # :meth:`pin`
         self.cascade: CascadeRule | None = None  # a fitted cascade narrows every pull (:meth:`_narrow`)
         # pacing="price": Eq. 2 and the mean cost bounds at the last price_window selections (a ring)
-        w = self.config.price_window if self.config.pacing == "price" else 0
-        self.recent_values = np.zeros((w, n))
-        self.recent_costs = np.zeros((w, n))
-        self.recent_count = 0
+        self.recent = PriceWindow(self.config.price_window if self.config.pacing == "price" else 0, n)
         prior_acc = self.thompson.mean()[self._cluster_index]
         self._prior_error = np.array(
             [1.0 - (r if r is not None else float(p)) for r, p in zip(reported, prior_acc, strict=True)]
@@ -370,36 +368,12 @@ class CokeRouter(Policy[str]):
 
     def _price(self, values: npt.NDArray[np.float64]) -> float:
         """η for this question (``pacing="price"``): the smallest price at which ``argmax_a E_a − η·c̄_a``
-        over the recent questions spends at most the budget left per question left (bisection; the
-        spending is a step function that does not grow with η)."""
-        w = self.config.price_window
-        slot = self.recent_count % w
-        self.recent_values[slot] = values
-        self.recent_costs[slot] = self.cost_seen / self.questions_seen
-        self.recent_count += 1
-        E = self.recent_values[: self.recent_count]
-        C = self.recent_costs[: self.recent_count]
-        rows = np.arange(len(C))
+        over the recent questions spends at most the budget left per question left
+        (:meth:`kgwise.route.price.PriceWindow.price`)."""
+        self.recent.push(values, self.cost_seen / self.questions_seen)
         left = max((self.horizon or self.questions_seen) - self.questions_seen + 1, 1)
-        per_question = self.remaining / left
-
-        def spends(eta: float) -> float:
-            return float(C[rows, np.argmax(E - eta * C, axis=1)].mean())
-
-        positive = C[C > 0]
-        if spends(0.0) <= per_question or positive.size == 0:
-            self.price = 0.0
-            return 0.0
-        # η in reward per "one question's budget", kept finite for a vanishing budget (no ∞·0 = NaN below)
-        scale = 1.0 / max(per_question, float(positive.min()), 1e-200)
-        lo, hi = 0.0, scale
-        while spends(hi) > per_question and hi < 1e9 * scale:
-            lo, hi = hi, 4 * hi
-        for _ in range(20):  # to 2⁻²⁰ of the bracket
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if spends(mid) > per_question else (lo, mid)
-        self.price = hi
-        return hi
+        self.price = self.recent.price(self.remaining / left)
+        return self.price
 
     def observe(self, name: str, embedding: npt.ArrayLike, reward: float) -> None:
         """Learn from the outcome of the arm named ``name`` on a question it answered at no cost to the
@@ -573,9 +547,9 @@ class CokeRouter(Policy[str]):
             "holds": self.holds,
             "overrun": self.overrun,
             "price": self.price,
-            "recent_values": self.recent_values.tolist(),
-            "recent_costs": self.recent_costs.tolist(),
-            "recent_count": self.recent_count,
+            "recent_values": self.recent.values.tolist(),
+            "recent_costs": self.recent.costs.tolist(),
+            "recent_count": self.recent.count,
             "pinned": self.pinned_arm,
             **({} if self.context_model is None else {"context_model": self.context_model}),
             **({} if self.cascade is None else {"cascade": self.cascade.to_dict(self.names)}),
@@ -602,8 +576,8 @@ class CokeRouter(Policy[str]):
                   **{k: getattr(out, k).shape == (n,)
                      for k in ("arm_cost", "graded_cost", "arm_fail_cost", "pulls", "cost_seen")},
                   "holds": len(out.holds) == n,
-                  **{k: getattr(out, k).shape == (out.recent_values.shape[0], n)
-                     for k in ("recent_values", "recent_costs")}}
+                  **{f"recent_{k}": getattr(out.recent, k).shape == (out.recent.values.shape[0], n)
+                     for k in ("values", "costs")}}
         bad = [k for k, ok in shapes.items() if not ok]
         if bad:
             raise ConfigError(f"not a valid CokeRouter state: {', '.join(bad)} do not match {n} arms of "
@@ -650,9 +624,7 @@ class CokeRouter(Policy[str]):
         if state.get("cascade") is not None:
             out.cascade = CascadeRule.from_dict(state["cascade"], out.names)
         if out.config.pacing == "price":
-            out.recent_values = np.asarray(state["recent_values"], dtype=np.float64)
-            out.recent_costs = np.asarray(state["recent_costs"], dtype=np.float64)
-            out.recent_count = int(state["recent_count"])
+            out.recent.load(state["recent_values"], state["recent_costs"], int(state["recent_count"]))
         return out
 
 

@@ -1,9 +1,12 @@
 """``kgwise bench route``: time of Coke's pull + update per question (also price-paced), against a naive
 LinUCB that inverts every arm's ``A`` at every step (O(n_arms · d³)) instead of Sherman–Morrison updates
-(O(d²)), same run."""
+(O(d²)), and price-paced Coke against the same router whose price scores every arm of every recent
+question at each bisection step (:class:`FullScanPriceWindow`), same run; each Coke timing is the least of
+a few identical passes, and the load average is read before and after."""
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -13,8 +16,32 @@ import numpy.typing as npt
 from kgwise.bandit import LinUCB
 from kgwise.route.arms import ArmSpec, Cluster
 from kgwise.route.coke import CokeConfig, CokeRouter
+from kgwise.route.price import PriceWindow
 
-__all__ = ["NaiveLinUCB", "bench_route"]
+__all__ = ["FullScanPriceWindow", "NaiveLinUCB", "bench_route"]
+
+
+class FullScanPriceWindow(PriceWindow):
+    """Baseline price: the spending at ``η`` over every arm of every recent question (the rule verbatim,
+    without :class:`~kgwise.route.price.PriceWindow`'s candidates); the same prices, more work. Keeps
+    what each question's price read (:attr:`inputs`: values, mean costs, budget per question left)."""
+
+    def __init__(self, size: int, n_arms: int) -> None:
+        super().__init__(size, n_arms)
+        self.inputs: list[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float]] = []
+
+    def push(self, values: npt.NDArray[np.float64], costs: npt.NDArray[np.float64]) -> None:
+        self.inputs.append((values.copy(), costs.copy(), np.nan))
+        super().push(values, costs)
+
+    def price(self, per_question: float) -> float:
+        self.inputs[-1] = (*self.inputs[-1][:2], per_question)
+        return super().price(per_question)
+
+    def spends(self, eta: float) -> float:
+        rows = min(self.count, len(self.values))
+        E, C = self.values[:rows], self.costs[:rows]
+        return float(C[np.arange(rows), np.argmax(E - eta * C, axis=1)].mean())
 
 
 class NaiveLinUCB:
@@ -44,10 +71,12 @@ def _contexts(n: int, dim: int, seed: int) -> npt.NDArray[np.float64]:
 
 
 def bench_route(
-    n_arms: int = 8, dim: int = 384, steps: int = 2000, naive_steps: int = 100, seed: int = 0
+    n_arms: int = 8, dim: int = 384, steps: int = 2000, naive_steps: int = 100, seed: int = 0,
+    repeats: int = 3,
 ) -> dict[str, Any]:
-    """Milliseconds per question of pull + update: Coke, bare LinUCB, and the naive LinUCB; their ratio;
-    and the largest score difference between the Sherman–Morrison and naive LinUCB after the same updates."""
+    """Milliseconds per question of pull + update: Coke (each configuration the least of ``repeats``
+    passes), bare LinUCB, and the naive LinUCB; their ratio; and the largest score difference between the
+    Sherman–Morrison and naive LinUCB after the same updates."""
     X = _contexts(steps, dim, seed)
     rng = np.random.default_rng(seed + 1)
     rewards = rng.random((steps, n_arms)) < np.linspace(0.4, 0.9, n_arms)
@@ -59,18 +88,47 @@ def bench_route(
     arms = [ArmSpec(f"arm{i}", c) for i, c in enumerate(clusters)]
     column = {a.name: i for i, a in enumerate(arms)}
 
-    def time_coke(precision: str, pacing: str = "allowance") -> float:
+    prices: dict[str, list[float]] = {}
+    windows: list[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float]] = []  # time_price's
+
+    def time_coke(precision: str, pacing: str = "allowance", full_scan: bool = False) -> float:
+        """Coke's pull + update per question, the least of ``repeats`` identical passes (the machine's other
+        jobs only ever add time); each pass's prices are kept in :data:`prices`, the full scan's inputs of
+        the last pass in ``windows``."""
         config = CokeConfig(regret_prior=10.0, precision=precision, pacing=pacing)
         # price pacing: half of what always calling the priciest arm costs, paced over the run (it binds)
         budget, horizon = (0.5 * steps * costs[0].max(), steps) if pacing == "price" else (np.inf, None)
-        router = CokeRouter(arms, dim, config=config, seed=seed, budget=budget, horizon=horizon)
-        t0 = time.perf_counter()
-        for k in range(steps):
-            name = router.pull(X[k], costs[k])
-            assert name is not None
-            a = column[name]
-            router.update(name, X[k], float(rewards[k, a]), float(costs[k, a]))
-        return 1000 * (time.perf_counter() - t0) / steps
+        best = np.inf
+        for _ in range(repeats):
+            router = CokeRouter(arms, dim, config=config, seed=seed, budget=budget, horizon=horizon)
+            if full_scan:
+                windows.clear()
+                scan = FullScanPriceWindow(config.price_window, n_arms)
+                scan.inputs = windows  # what the price reads, for time_price
+                router.recent = scan
+            seen = prices.setdefault("full" if full_scan else pacing, [])
+            t0 = time.perf_counter()
+            for k in range(steps):
+                name = router.pull(X[k], costs[k])
+                assert name is not None
+                seen.append(router.price)
+                a = column[name]
+                router.update(name, X[k], float(rewards[k, a]), float(costs[k, a]))
+            best = min(best, time.perf_counter() - t0)
+        return 1000 * best / steps
+
+    def time_price(window: type[PriceWindow], repeats: int = 5) -> float:
+        """The price alone (push + bisection) per question on the price-paced run's recorded inputs, the
+        least of ``repeats`` passes (the machine's other jobs only ever add time)."""
+        best = np.inf
+        for _ in range(repeats):
+            w = window(CokeConfig().price_window, n_arms)
+            t0 = time.perf_counter()
+            for values, mean_costs, per_question in windows:
+                w.push(values, mean_costs)
+                w.price(per_question)
+            best = min(best, time.perf_counter() - t0)
+        return 1000 * best / len(windows)
 
     def time_learned(features: int = 30, fit_rows: int = 1000) -> float:
         """The learned router's decision (:class:`kgwise.eval.route.learned.PricedRouter`): the success
@@ -121,12 +179,16 @@ def bench_route(
             router.update(name, x, float(rewards[k, a]), float(costs[k, a]))
         return 1000 * (time.perf_counter() - t0) / steps
 
+    load_before = os.getloadavg()
     learned_ms = time_learned()
     predicted_ms = time_predicted_coke()
     cascade_ms = time_predicted_coke(cascade=True)
     coke_ms = time_coke("float64")
     coke32_ms = time_coke("float32")
     price_ms = time_coke("float64", "price")
+    price_full_ms = time_coke("float64", "price", full_scan=True)
+    price_alone_ms = time_price(PriceWindow)
+    price_alone_full_ms = time_price(FullScanPriceWindow)
 
     fast = LinUCB(n_arms, dim, alpha=CokeConfig().gamma, seed=seed)
     t0 = time.perf_counter()
@@ -145,13 +207,22 @@ def bench_route(
     naive_ms = 1000 * (time.perf_counter() - t0) / naive_steps
     diff = float(np.max(np.abs(naive.scores(X[-1]) - check.scores(X[-1]))))
     return {
+        "load_average_before": list(load_before),
+        "load_average_after": list(os.getloadavg()),
         "n_arms": n_arms,
         "dim": dim,
         "steps": steps,
         "naive_steps": naive_steps,
+        "coke_passes": repeats,
         "coke_select_update_ms": coke_ms,
         "coke_float32_select_update_ms": coke32_ms,
         "coke_price_paced_select_update_ms": price_ms,
+        "coke_price_paced_full_scan_ms": price_full_ms,
+        "speedup_price_paced_vs_full_scan": price_full_ms / price_ms,
+        "price_paced_same_prices_as_full_scan": prices["price"] == prices["full"],
+        "price_alone_ms": price_alone_ms,
+        "price_alone_full_scan_ms": price_alone_full_ms,
+        "speedup_price_alone_vs_full_scan": price_alone_full_ms / price_alone_ms,
         "learned_router_decision_ms": learned_ms,
         "predicted_context_coke_ms": predicted_ms,
         "cascade_context_coke_ms": cascade_ms,

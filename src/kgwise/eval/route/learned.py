@@ -33,6 +33,14 @@ Per split (a seeded random halving of the log: fit on one half, test on the othe
     own signals, known once it answered) by more than a threshold, fitted on the fit half so that
     escalating spends the whole budget (``shares=(1.0,)``);
 
+* reported beside them, not among the selection's policies:
+
+  - ``neighbours``: ``predicted``'s priced rule on the outcomes of the most similar fit questions
+    (:class:`~kgwise.route.neighbours.NeighbourPredictor`: each arm's shrunk share of right answers among
+    the ``k`` nearest by embedding), the outcomes it sees added every ``refit_every`` questions;
+  - ``predicted-free+neighbours``: ``predicted-free``'s features and each arm's neighbour success rate
+    (left-one-out on the fit half) as the regressions' features, ``predicted``'s rule;
+
 * **selection** — the policy a fit would use, chosen by two-fold cross-fitting on the fit half alone
   (each policy fitted on one inner half and scored on the other): ``predicted-free`` unless another
   policy beats it on both inner folds (:func:`_select`); its test-half figures are ``selected``. The rule
@@ -55,7 +63,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -65,18 +73,22 @@ from kgwise.eval.route.logs import GradedReplay
 from kgwise.route.cascade import cascade_arms, fit_cascade
 from kgwise.route.coke import CokeConfig, CokeRouter
 from kgwise.route.features import QUESTIONS_PER_COMPONENT, context_rows
+from kgwise.route.neighbours import NeighbourConfig, NeighbourPredictor
 from kgwise.route.predictor import PredictorConfig, SuccessPredictor, calibration, cross_fitted
 from kgwise.route.table import OutcomeTable
 from kgwise.route.tuning import simulate
 
-__all__ = ["BEFORE", "POLICIES", "LearnedConfig", "PricedRouter", "headroom_closed", "learned_report",
-           "mean_std"]
+__all__ = ["BEFORE", "POLICIES", "REPORTED", "LearnedConfig", "PricedRouter", "headroom_closed",
+           "learned_report", "mean_std"]
 
 Matrix = npt.NDArray[np.float64]
 Rows = npt.NDArray[np.int64]
 POLICIES = ("best_arm", "predicted", "predicted-free", "predicted+spend", "coke+predicted", "cascade")
 BEFORE = tuple(p for p in POLICIES if p != "predicted-free")
 """The policies the selection chose among before ``predicted-free`` (``selected_before``)."""
+REPORTED = (*POLICIES, "neighbours", "predicted-free+neighbours")
+"""Every policy reported; the two on the neighbours' outcomes are not among the selection's (on the logs
+not tuned on they answered below ``predicted-free``: docs/routing.md, *Measured*)."""
 
 
 @dataclass(frozen=True)
@@ -92,10 +104,17 @@ class LearnedConfig:
     refit_every: int = 100
     prices: int = 200
     predictor: PredictorConfig = field(default_factory=PredictorConfig)
+    neighbours: NeighbourConfig = field(default_factory=NeighbourConfig)
 
     def __post_init__(self) -> None:
         if self.splits < 1 or self.embedding_dims < 0 or self.refit_every < 1 or self.prices < 2:
             raise ConfigError("learned routers: splits ≥ 1, embedding_dims ≥ 0, refit_every ≥ 1, prices ≥ 2")
+
+
+class Predicts(Protocol):
+    """What :class:`PricedRouter` reads: per question (a row of features), each arm's predicted success."""
+
+    def predict(self, X: npt.ArrayLike) -> Matrix: ...
 
 
 class PricedRouter:
@@ -104,7 +123,7 @@ class PricedRouter:
     grid price whose spend fits what is left per question). A decision is a prediction, a binary search
     and an argmax: O(features · arms + log prices)."""
 
-    def __init__(self, predictor: SuccessPredictor, P_ref: Matrix, C_ref: Matrix, budget: float, horizon: int,
+    def __init__(self, predictor: Predicts, P_ref: Matrix, C_ref: Matrix, budget: float, horizon: int,
                  prices: int = 200, spend_all: bool = False) -> None:
         self.predictor = predictor
         self.budget, self.horizon = float(budget), horizon
@@ -202,6 +221,43 @@ def _priced_online(table: OutcomeTable, X: Matrix, Y: Matrix, fit: Rows, test: R
     return _outcome(table, test, chosen, budget), fitted, P_fit
 
 
+def _neighbour_columns(n_arms: int, E: Matrix, Y: Matrix, fit: Rows, cfg: NeighbourConfig) -> Matrix:
+    """Each arm's neighbour success rate (:class:`~kgwise.route.neighbours.NeighbourPredictor` on the fit
+    half's outcomes) for every question: left-one-out on the fit half, so that the regressions fitted on
+    it see the column as they will see it on questions they did not learn from."""
+    model = NeighbourPredictor(n_arms, cfg).fit(E[fit], Y[fit])
+    N = model.predict(E)
+    N[fit] = model.predict(E[fit], exclude_self=True)
+    return N
+
+
+def _neighbours_online(table: OutcomeTable, E: Matrix, Y: Matrix, fit: Rows, test: Rows, budget: float,
+                       cfg: LearnedConfig) -> dict[str, Any]:
+    """``predicted``'s priced rule on :class:`~kgwise.route.neighbours.NeighbourPredictor` (the outcomes of
+    the ``k`` most similar questions by embedding): fitted on ``fit`` (its price lookup on the fit half's
+    leave-one-out predictions), run over ``test`` within the paced budget, the outcomes it sees (the free
+    arms' and the chosen arm's) added every ``cfg.refit_every`` questions."""
+    predictor = NeighbourPredictor(table.n_arms, cfg.neighbours).fit(E[fit], Y[fit])
+    router = PricedRouter(predictor, predictor.predict(E[fit], exclude_self=True), table.cost[fit], budget,
+                          len(test), cfg.prices)
+    chosen, seen = [], []
+    for k, i in enumerate(test):
+        a = router.pick(E[i:i + 1], table.cost[i])
+        chosen.append(a)
+        seen.append(i)
+        if (k + 1) % cfg.refit_every == 0:
+            rows = np.asarray(seen)
+            y = np.full((len(rows), table.n_arms), np.nan)
+            for j in table.free_columns:
+                y[:, j] = Y[rows, j]
+            picked = np.asarray(chosen[-len(rows):])
+            ok = picked >= 0
+            y[np.flatnonzero(ok), picked[ok]] = Y[rows[ok], picked[ok]]
+            predictor.update(E[rows], y)
+            seen = []
+    return _outcome(table, test, chosen, budget)
+
+
 def _paid_signals(replay: GradedReplay, arm: str) -> Matrix:
     cols = [k for k, n in enumerate(replay.feature_names) if n.startswith(f"{arm}.signal[")]
     F = replay.features if replay.features is not None else np.zeros((replay.table.n_questions, 0))
@@ -256,6 +312,12 @@ def _policies(replay: GradedReplay, E: Matrix, fit: Rows, test: Rows, order_seed
         out["predicted-free"]["predictor_calibration"] = calibration(fitted_free.predict(Xf[test]), Y[test])
     else:  # no free arm's signal: the same features as ``predicted`` would be a copy of it
         out["predicted-free"] = out["predicted"] | {"no_free_signals": True}
+    out["neighbours"] = _neighbours_online(table, E, Y, fit, test, budget, cfg)
+    # predicted-free+neighbours: predicted-free's features and each arm's neighbour success rate
+    Xn = np.hstack([Xf, _neighbour_columns(table.n_arms, E, Y, fit, cfg.neighbours)])
+    out["predicted-free+neighbours"], fitted_nb, _ = _priced_online(table, Xn, Y, fit, test, budget, cfg)
+    out["predicted-free+neighbours"]["predictor_calibration"] = calibration(fitted_nb.predict(Xn[test]),
+                                                                           Y[test])
     # predicted+spend: the same predictor (as fitted on the fit half), the price free to go below 0
     spender = PricedRouter(fitted, P_fit, table.cost[fit], budget, n, cfg.prices, spend_all=True)
     out["predicted+spend"] = _outcome(table, test, [spender.pick(X[i:i + 1], table.cost[i]) for i in test],
@@ -393,7 +455,7 @@ def learned_report(replay: GradedReplay, embeddings: Matrix, coke: CokeConfig, c
                                                       for r in runs if r["reference"]["budget_arm_cost"] > 0]
                                                      or [np.nan]),
                    "spent_over_budget": mean_std([r[p]["spent_over_budget"] or 0.0 for r in runs])}
-               for p in POLICIES}
+               for p in REPORTED}
     sel = {k: mean_std([r[k] for r in runs if r[k] is not None] or [np.nan])
            for k in ("selected_accuracy", "selected_minus_best", "selected_cost_over_budget_arm",
                      "selected_spent_over_budget", "selected_minus_cascade", "headroom_closed",
