@@ -8,7 +8,8 @@ operations as over all arms, so every ``s(η)`` — and hence the price and the 
 full evaluation gives, bit for bit:
 
 * in row ``r`` arm ``b`` is **dominated** when an arm ``a`` of lower position has ``c̄_a ≤ c̄_b`` and
-  ``E_a ≥ E_b``. For ``η ≥ 0`` and finite ``E`` and ``η·c̄`` (Eq. 2's values and real costs) rounding is monotone, so ``fl(η·c̄_a) ≤ fl(η·c̄_b)`` and
+  ``E_a ≥ E_b``. For ``η ≥ 0`` and finite ``E`` and ``η·c̄`` (Eq. 2's values and real costs) rounding
+  is monotone, so ``fl(η·c̄_a) ≤ fl(η·c̄_b)`` and
   ``fl(E_a − fl(η·c̄_a)) ≥ fl(E_b − fl(η·c̄_b))``: ``b`` never has a larger value than ``a``, and on a tie
   ``argmax`` takes the first position, ``a``. A dominated arm is never the row's argmax at any ``η ≥ 0``.
 * the other arms (the row's *candidates*) are kept in position order, padded with ``E = −∞, c̄ = 0``
