@@ -15,6 +15,7 @@ from kgwise.kg.grounding import (
     Grounder,
     GrounderConfig,
     PhraseIndex,
+    _not_a_paraphrase,
     embedding_matcher,
     is_typo,
 )
@@ -436,6 +437,40 @@ def test_body_parts_kinds_lists_and_degrees() -> None:
     assert not is_typo("hyperchromic red cell", "hypochromic red cell")
     assert link("Hyperchromic red cell") == []
     assert names_a_state("pr interval", "PR interval lengthened")
+
+
+def test_spellings_heads_synonyms_and_words_no_slip() -> None:
+    g = CSRGraph.from_triples(
+        [("Endemic goitre", "r", "Membrano-proliferative glomerulonephritis"),
+         ("Chediak-Higashi disease", "r", "Griscelli syndrome type 1"),
+         ("Cushing disease", "r", "Depression"),
+         ("Cushing syndrome", "r", "Hemangioma"), ("Cherry angioma", "r", "Condoms, male"),
+         ("Coagulation factor VII", "r", "Factor VIIa"), ("Intravenous infusion", "r", "Yolk sac tumour")],
+        aliases={"Hemangioma": ["Angioma"], "Intravenous infusion": ["IV fluid therapy"],
+                 "Griscelli syndrome type 1": ["Chediak-Higashi-like syndrome"]})
+    grounder = Grounder(g, GrounderConfig(linking=LinkingConfig(embedding=False)))
+
+    def link(text: str) -> list[tuple[str, str]]:
+        return _choice_links(grounder, text)
+
+    # British -tre, -our and a hyphen inside a word are spellings of one name
+    assert fold_key("endemic goitre") == "endemic goiter" and fold_key("tumour") == "tumor"
+    assert [fold_key(w) for w in ("timbre", "flour", "contour")] == ["timbre", "flour", "contour"]
+    assert link("Endemic goiter") == [("Endemic goitre", "folded")]
+    assert link("Yolk sac tumor") == [("Yolk sac tumour", "folded")]
+    assert link("Membranoproliferative glomerulonephritis") == [
+        ("Membrano-proliferative glomerulonephritis", "folded")]
+    # an eponym's syndrome is its disease, unless both are nodes
+    assert link("Chediak-Higashi syndrome") == [("Chediak-Higashi disease", "partial")]
+    assert link("Cushing's disease") == [("Cushing disease", "reordered")]
+    # a synonym the graph gives, a sex after the comma, a Roman type number, a treatment's giving
+    assert link("Cherry hemangioma") == [("Cherry angioma", "derived")]
+    assert link("Condoms") == [("Condoms, male", "partial")]
+    assert link("Factor VII") == [("Coagulation factor VII", "partial")]
+    assert link("IV fluids") == [("Intravenous infusion", "partial")]
+    # an English word is no slip of another; a -like name is no paraphrase
+    assert link("Repression") == [] and not is_typo("repression", "depression", common_words())
+    assert _not_a_paraphrase("chediak higashi syndrome", "Chediak-Higashi-like syndrome")
 
 
 def test_body_words_are_wordnets(data_dir: Path) -> None:

@@ -62,9 +62,10 @@ from kgwise.types import Question
 _NAMING_HEADS = frozenset({"syndrome", "disease", "disorder"})
 """Head nouns that name a condition as a whole: "Alcohol withdrawal syndrome" *is* alcohol withdrawal (it
 narrows nothing)."""
-_GENERIC_HEADS = _NAMING_HEADS | {"acute", "chronic"}
-"""Words that may follow a choice in a name it narrows: naming heads and the condition's course ("Alcohol
-withdrawal acute" is alcohol withdrawal too, narrowed)."""
+_GENERIC_HEADS = _NAMING_HEADS | {"acute", "chronic", "therapy", "treatment", "administration"}
+"""Words that may follow a choice in a name it narrows: naming heads, the condition's course ("Alcohol
+withdrawal acute" is alcohol withdrawal too, narrowed) and the giving of a treatment, a qualifier the
+choice's own words are read without ("IV fluids" → `Intravenous infusion`, named "IV fluid therapy")."""
 
 _NUMERALS = {w: str(i) for i, w in enumerate((
     "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
@@ -369,6 +370,9 @@ class Grounder:
                 link = self._whole(text, closed, None)
                 if link is not None:
                     return self._keep(link, links)
+            link = self._synonym(text, toks)
+            if link is not None:  # "Cherry hemangioma" is the name "Cherry angioma"
+                return self._keep(link, links)
             if len(written) > 1 and text.rstrip().endswith(")") and is_acronym(written[-1][0]):
                 link = self._whole(text, toks[:-1], written[:-1])  # "Polycystic ovarian syndrome (PCOS)"
                 if link is not None:
@@ -409,6 +413,28 @@ class Grounder:
         if links is not None:
             links += kept
         return tuple(dict.fromkeys(x.node for x in kept))
+
+    def _synonym(self, text: str, toks: list[str]) -> Link | None:
+        """The node a choice of two words or more names with one word replaced by a synonym the graph
+        gives (:attr:`~kgwise.kg.names.NameVariants.synonyms`: two one-word names of one node, "Hemangioma"
+        and "Angioma"): "Cherry hemangioma" → `Cherry angioma`. Only a name as written or folded, and
+        only when one node is so reached. Method ``derived``, score 0.9."""
+        v = self._variants
+        if v is None or len(toks) < 2:
+            return None
+        folded = [fold_key(t) for t in toks]
+        found: dict[int, str] = {}
+        for i, t in enumerate(folded):
+            for other in v.synonyms.get(t, ()):
+                key = " ".join([*folded[:i], other, *folded[i + 1:]])
+                hit = self.index.lookup(key)
+                node = hit[0] if hit is not None and self._allowed(key, hit[1], None) else v.folded.get(key)
+                if node is not None:
+                    found.setdefault(node, key)
+        if len(found) != 1:
+            return None
+        (node, key), = found.items()
+        return Link(text, node, key, "derived", PARTIAL_SCORE)
 
     def _body_part(self, toks: Sequence[str]) -> bool:
         """Whether a choice names a part of the body (:func:`~kgwise.kg.names.body_words`, WordNet's
@@ -542,7 +568,7 @@ class Grounder:
         folded = getattr(self.index, "fuzzy_folded", None)
         key = fold_key(key)
         found: list[tuple[int, str, float]] = (folded or self.index.fuzzy)(key, 5, min_score)
-        return [x for x in found if is_typo(key, fold_key(phrase_key(x[1])))][:1]
+        return [x for x in found if is_typo(key, fold_key(phrase_key(x[1])), common_words())][:1]
 
     def _whole(self, text: str, toks: list[str], written: list[tuple[str, int, int]] | None,
                trim: bool = True) -> Link | None:
@@ -941,9 +967,12 @@ class Grounder:
 
 def _not_a_paraphrase(key: str, name: str) -> bool:
     """Whether an embedding's nearest ``name`` is known not to say what ``key`` says: a state of its concept
-    (:func:`~kgwise.kg.names.names_a_state`) or the same words with another count
-    (:func:`~kgwise.kg.names.another_count`)."""
-    return names_a_state(key, name) or another_count(key, name)
+    (:func:`~kgwise.kg.names.names_a_state`), the same words with another count
+    (:func:`~kgwise.kg.names.another_count`), or a lookalike of it, a name with *-like* the mention lacks
+    ("Chediak-Higashi syndrome" is no `Griscelli syndrome type 1`, named "Chediak-Higashi-like syndrome",
+    0.97)."""
+    like = "like" in phrase_key(name).split(" ") and "like" not in key.split(" ")
+    return like or names_a_state(key, name) or another_count(key, name)
 
 
 _PREFIXES = frozenset({"anti", "non", "post", "pre", "co", "sub", "inter", "intra", "hyper", "hypo", "pseudo",
@@ -967,11 +996,12 @@ def _closed_prefixes(text: str, written: Sequence[tuple[str, int, int]]) -> list
     return out if len(out) < len(written) else None
 
 
-def is_typo(key: str, name: str) -> bool:
+def is_typo(key: str, name: str, words: Collection[str] = ()) -> bool:
     """Whether ``key`` may be ``name`` mistyped: as many words, each equal to its counterpart or, both of
     4 letters or more, within edit similarity 0.75 (transpositions one edit) and not another ending of
     the same stem (:func:`_other_ending`), nor the key with another count
-    (:func:`~kgwise.kg.names.another_count`). A different short word is
+    (:func:`~kgwise.kg.names.another_count`), nor one of ``words`` (English words: a word the dictionary
+    holds is no slip, "Repression" is not "Depression"). A different short word is
     another name, not a slip: "QT prolongation" is not "QRS prolongation", "Portal vein thrombosis" not
     "Renal vein thrombosis"."""
     from rapidfuzz.distance import OSA
@@ -980,9 +1010,9 @@ def is_typo(key: str, name: str) -> bool:
     if another_count(key, name):  # "diphosphate" is no slip for "triphosphate"
         return False
     if len(a) != len(b):
-        return len(a) == 1 and len(b) == 1 and not _other_ending(key, name)
+        return len(a) == 1 and len(b) == 1 and not _other_ending(key, name) and key not in words
     return all(x == y or (len(x) >= 4 and len(y) >= 4 and OSA.normalized_similarity(x, y) >= 0.75
-                          and not _other_ending(x, y) and not opposite_degree(x, y))
+                          and not _other_ending(x, y) and not opposite_degree(x, y) and x not in words)
                for x, y in zip(a, b, strict=True))
 
 

@@ -30,6 +30,7 @@ without accents, word order, distinctive parts of proper names, and which names 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -315,7 +316,41 @@ def _qualified(name: str) -> bool:
     if name.rstrip().endswith(")") and "(" in name:
         return True
     rest = name[name.find(", ") + 2:].lower().replace(",", " ").split()
-    return all(w in QUALIFIERS or w.endswith(_ADJECTIVE_ENDS) or w.isdigit() or w == "type" for w in rest)
+    return all(w in QUALIFIERS or w.endswith(_ADJECTIVE_ENDS) or w.isdigit() or w in _QUALIFYING
+               for w in rest)
+
+
+_QUALIFYING = frozenset({"type", "male", "female"})
+"""Words after a name's comma that qualify it besides adjectives: a type, a sex ("Condoms, male")."""
+
+_HYPHENATED = re.compile(r"(?<=[^\W\d_]{3})-(?=[^\W\d_]{3})")
+"""A hyphen inside a word, between two runs of three letters or more ("Membrano-proliferative")."""
+
+
+def _closed_hyphens(name: str) -> str:
+    """The folded key of ``name`` with each hyphen inside a word closed up ("Membrano-proliferative
+    glomerulonephritis" → "membranoproliferative glomerulonephritis"), or ``""`` when it has none: medicine
+    writes such compounds either way, as a mention's hyphenated prefix is closed up
+    (``kgwise.kg.grounding._closed_prefixes``)."""
+    if "-" not in name:
+        return ""
+    closed = _HYPHENATED.sub("", name)
+    return fold_key(phrase_key(closed)) if closed != name else ""
+
+
+_SWAPPED_HEADS = ("syndrome", "disease")
+"""Heads an eponymous name takes either way ("Chediak-Higashi disease", "… syndrome")."""
+
+
+def _other_heads(key: str) -> list[str]:
+    """``key`` (folded) with its last word, one of :data:`_SWAPPED_HEADS` after two other words or more
+    (an eponym of two names, "Chediak-Higashi"), in the other form; ``[]`` for any other key. Two nodes
+    so named ("Cushing disease", "Cushing syndrome") keep their own names, and a swapped key two nodes
+    share is dropped."""
+    words = key.split(" ")
+    if len([w for w in words[:-1] if len(w) > 1]) < 2 or words[-1] not in _SWAPPED_HEADS:
+        return []
+    return [" ".join([*words[:-1], h]) for h in _SWAPPED_HEADS if h != words[-1]]
 
 
 _EPITHET_ENDS = ("a", "ae", "e", "i", "is", "um", "us")
@@ -366,6 +401,7 @@ class NameVariants:
     heads: dict[str, int] = field(default_factory=dict)
     rare: dict[str, tuple[tuple[int, str], ...]] = field(default_factory=dict)
     kinds: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    synonyms: dict[str, tuple[str, ...]] = field(default_factory=dict)
     caps_only: set[str] = field(default_factory=set)
     ambiguous: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
@@ -391,6 +427,7 @@ class NameVariants:
         bags: dict[str, set[int]] = {}
         token_nodes: dict[str, set[int]] = {}
         heads: dict[str, set[int]] = {}
+        swapped: dict[str, set[int]] = {}  # a name with another naming head → its nodes
         primary: dict[str, set[int]] = {}  # head → nodes named "head (primary)"
         candidates: dict[str, int] = {}
         headed: list[tuple[int, str]] = []  # node, head key ("Thrombocytosis, autosomal dominant": its head)
@@ -404,6 +441,12 @@ class NameVariants:
             f = fold_key(key)
             if f != key and f not in known:
                 folded.setdefault(f, set()).add(node)
+            closed = _closed_hyphens(name)
+            if closed and closed not in known:  # "Membrano-proliferative …" is "Membranoproliferative …"
+                folded.setdefault(closed, set()).add(node)
+            for other in _other_heads(f):  # "Chediak-Higashi disease" is the "… syndrome"
+                if other not in known:
+                    swapped.setdefault(other, set()).add(node)
             b = bag_key(key)
             if b:
                 bags.setdefault(b, set()).add(node)
@@ -428,17 +471,30 @@ class NameVariants:
         for k, v in heads.items():  # "Lung cancer (primary)" before "Lung cancer (secondary)"
             if len(v) > 1 and len(primary.get(k, ())) == 1:
                 heads[k] = primary[k]
+        for k, v in swapped.items():  # never over a name in other words ("Cushing's disease")
+            if k not in heads and k not in out.folded and bag_key(k) not in bags:
+                heads[k] = v
         out.heads = {k: next(iter(v)) for k, v in heads.items()
                      if len(v) == 1 and -1 not in v and k not in out.folded}
         out.caps_only |= {f for f in map(fold_key, out.caps_only) if f in out.folded}
         out.bags = {k: next(iter(v)) for k, v in bags.items() if len(v) == 1}
         rare = {t for t, v in token_nodes.items() if len(v) <= RARE_NODES and t not in stop
-                and (len(t) >= 4 or (len(t) == 3 and not t.isalpha()))}  # "b12" too
+                and (len(t) >= 4 or (len(t) == 3 and not t.isalpha()) or (len(t) > 1 and t in _ROMAN))}
+        # "b12" and a Roman type number ("vii" of "Coagulation factor VII") too
         by_token: dict[str, list[tuple[int, str]]] = {}
         for node, head in headed:
             for t in set(head.split(" ")) & rare:
                 by_token.setdefault(t, []).append((node, head))
         out.rare = {t: tuple(dict.fromkeys(v)) for t, v in by_token.items()}
+        words_of: dict[int, set[str]] = {}  # a node → its one-word names
+        word_nodes: dict[str, set[int]] = {}
+        for key, node in zip(keys, nodes, strict=True):
+            f = fold_key(key)
+            if f.isalpha() and len(f) >= 4 and f not in stop and key not in out.caps_only:
+                words_of.setdefault(node, set()).add(f)
+                word_nodes.setdefault(f, set()).add(node)
+        out.synonyms = {w: tuple(sorted(ws - {w})) for ws in words_of.values() if len(ws) > 1 for w in ws
+                        if len(word_nodes[w]) == 1}
         out.kinds = {k: tuple(sorted(v)) for k, v in kinds.items()
                      if len(v) > 1 and k not in known and k not in out.folded}
         out.partial = {t: v for t, v in candidates.items()

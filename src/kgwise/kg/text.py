@@ -106,15 +106,31 @@ the German *oe* (ö) of a name before two consonants ("Noether" is not "nether",
 is not "being", "canoeing")."""
 
 
+_RE_END = re.compile(r"(?<=[a-z][a-ln-z])([bt])re\b")
+"""The British *-tre*/*-bre* ending of a word of 5 letters or more ("goitre", "centre", "litre", "fibre",
+"calibre"), spelt *-ter*/*-ber* the American way; not *-mbre* ("timbre" is no "timber"), *-cre*
+("massacre", "lucre") nor *-gre* ("ogre"), which American spelling keeps."""
+
+_OUR_END = re.compile(r"(?<=[a-z]{2}[bdgilmnr])our\b")
+"""The British *-our* ending of a word of 6 letters or more ("tumour", "colour", "behaviour", "labour"),
+spelt *-or*; not after *t* or *v* ("contour", "detour", "devour") nor in shorter words ("flour", "hour")."""
+
+
 def fold_key(key: str) -> str:
     """A phrase key without accents (NFKD, combining marks dropped: "zürich" → "zurich"), spelt the
     American way (*ae*/*oe* → *e* in words of 6 letters or more: "hypernatraemia" → "hypernatremia",
-    "oedema" → "edema"), with a run of single letters joined ("u s" → "us", the key of "U.S.")."""
+    "oedema" → "edema"; *-tre*/*-bre* → *-ter*/*-ber*, "goitre" → "goiter", :data:`_RE_END`; *-our* →
+    *-or*, "tumour" → "tumor", :data:`_OUR_END`), with a run of single letters joined ("u s" → "us", the
+    key of "U.S.")."""
     if not key.isascii():
         key = "".join(c for c in unicodedata.normalize("NFKD", key.translate(_LETTERS))
                       if not unicodedata.combining(c))
     if "ae" in key or "oe" in key:
         key = " ".join(_DIGRAPH.sub("e", t) if len(t) >= 6 else t for t in key.split(" "))
+    if "re" in key:
+        key = _RE_END.sub(r"\1er", key)
+    if "our" in key:
+        key = _OUR_END.sub("or", key)
     if " " in key and any(len(t) == 1 for t in key.split(" ")):
         key = _join_letters(key.split(" "))
     return key
