@@ -17,7 +17,7 @@ import kgwise.eval.bench.grounding as bench
 from kgwise.embed import MiniLM
 
 SETS = {**bench.LINK_SETS,
-        **{f"medqa_ddb_{s}": f"medqa_ddb_{s}.jsonl" for s in ("fresh", "fresh2", "fresh3")}}
+        **{f"medqa_ddb_{s}": f"medqa_ddb_{s}.jsonl" for s in ("fresh", "fresh2", "fresh3", "fresh4")}}
 bench.LINK_SETS.update(SETS)
 links = Path(__file__).resolve().parents[3] / "tests" / "data" / "links"
 report = {"code": bench.__file__,
