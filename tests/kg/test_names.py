@@ -445,9 +445,13 @@ def test_spellings_heads_synonyms_and_words_no_slip() -> None:
          ("Chediak-Higashi disease", "r", "Griscelli syndrome type 1"),
          ("Cushing disease", "r", "Depression"),
          ("Cushing syndrome", "r", "Hemangioma"), ("Cherry angioma", "r", "Condoms, male"),
-         ("Coagulation factor VII", "r", "Factor VIIa"), ("Intravenous infusion", "r", "Yolk sac tumour")],
+         ("Coagulation factor VII", "r", "Factor VIIa"), ("Intravenous infusion", "r", "Yolk sac tumour"),
+         ("Delusion", "r", "Pregnancy"), ("Normal anion gap metabolic acidosis", "r", "Giardia lamblia"),
+         ("Human chorionic gonadotropin", "r", "Pyruvate kinase deficiency"),
+         ("Giardia muris", "r", "Pneumatosis cystoides intestinalis")],
         aliases={"Hemangioma": ["Angioma"], "Intravenous infusion": ["IV fluid therapy"],
-                 "Griscelli syndrome type 1": ["Chediak-Higashi-like syndrome"]})
+                 "Griscelli syndrome type 1": ["Chediak-Higashi-like syndrome"],
+                 "Giardia lamblia": ["Cercomonas intestinalis"], "Human chorionic gonadotropin": ["HCG"]})
     grounder = Grounder(g, GrounderConfig(linking=LinkingConfig(embedding=False)))
 
     def link(text: str) -> list[tuple[str, str]]:
@@ -471,6 +475,13 @@ def test_spellings_heads_synonyms_and_words_no_slip() -> None:
     # an English word is no slip of another; a -like name is no paraphrase
     assert link("Repression") == [] and not is_typo("repression", "depression", common_words())
     assert _not_a_paraphrase("chediak higashi syndrome", "Chediak-Higashi-like syndrome")
+    # a head with a complement; never narrowed to a state; a species renamed; hCG and the sharp-s beta
+    assert link("Delusion of pregnancy") == [("Delusion", "contained")]
+    assert link("Anion gap metabolic acidosis") == []
+    assert link("Giardia intestinalis") == [("Giardia lamblia", "partial")]
+    assert link("Pyruvate kinase") == []
+    assert fold_key("ß hcg") == "beta hcg" and fold_key("straße") == "strasse"
+    assert link("hCG") == [("Human chorionic gonadotropin", "alias")] and link("hcg") == []
 
 
 def test_body_words_are_wordnets(data_dir: Path) -> None:

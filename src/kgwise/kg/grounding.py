@@ -391,11 +391,16 @@ class Grounder:
                 if found is not None:  # "History of psychosis" → `Psychotic disorders`
                     link = dataclasses.replace(found, method="derived", score=min(found.score, PARTIAL_SCORE))
                     break
+            if link is None:
+                link = self._head_of(text, toks, written)
             if link is not None:
                 return self._keep(link, links)
             kinds = self._kinds(text, toks)
             if kinds:  # "Burkholderia": each of its species
                 return tuple(n for x in kinds for n in self._keep(x, links))
+            link = self._spread(text, toks)
+            if link is not None:  # "Giardia intestinalis": `Giardia lamblia`, also "Cercomonas intestinalis"
+                return self._keep(link, links)
         else:
             hits, _ = self._match(toks, [] if links is None else links)
             if hits:
@@ -413,6 +418,47 @@ class Grounder:
         if links is not None:
             links += kept
         return tuple(dict.fromkeys(x.node for x in kept))
+
+    def _head_of(self, text: str, toks: list[str], written: list[tuple[str, int, int]]) -> Link | None:
+        """The head of a choice with a complement, when the whole names nothing: the words before its first
+        :data:`_PREPOSITIONS` word, linked by its whole name ("Delusion of pregnancy" → `Delusion`), as the
+        MedQA→DDB labels take a concept with a complement for the concept; not by a name narrowing it
+        ("Lack of …" is no `Lack of energy`). Not a head of
+        :data:`~kgwise.kg.names.QUALIFIERS` only ("History of …", "Administration of …"), nor a class of
+        conditions. Method ``contained``, score the head's share of the choice's weighed words."""
+        cut = next((i for i, t in enumerate(toks) if t in _PREPOSITIONS and i), None)
+        if cut is None:
+            return None
+        head = toks[:cut]
+        weight = [self._weight(t) for t in toks]
+        if not any(weight[:cut]):
+            return None
+        part = text[written[0][1]:written[cut - 1][2]]
+        found = self._whole(part, head, written[:cut])
+        if found is None or self._category(found.node):
+            return None
+        share = sum(weight[:cut]) / sum(weight)
+        return dataclasses.replace(found, mention=text, method="contained", score=share, start=None, end=None)
+
+    def _spread(self, text: str, toks: list[str]) -> Link | None:
+        """The one node whose names, together, hold every content word of a choice of two words or more, each
+        a rare word (:attr:`~kgwise.kg.names.NameVariants.rare`) and no common English word, when no name
+        holds them all: "Giardia intestinalis" → `Giardia lamblia`, named also "Cercomonas intestinalis" (a
+        species renamed). A name holding them all is the narrowing rule's to judge ("Pyruvate kinase" is no
+        `Pyruvate kinase deficiency`). Method ``partial``, score 0.9."""
+        v = self._variants
+        content = [fold_key(t) for t in toks if t not in self._stop and t not in QUALIFIERS]
+        common = common_words()
+        if (v is None or len(content) < 2
+                or any(t not in v.rare or t in common or t.rstrip("s") in common for t in content)):
+            return None
+        if any(set(content) <= set(key.split(" ")) for _, key in v.rare[content[0]]):
+            return None
+        nodes = set.intersection(*({node for node, _ in v.rare[t]} for t in content))
+        if len(nodes) != 1:
+            return None
+        node = nodes.pop()
+        return Link(text, node, " ".join(content), "partial", PARTIAL_SCORE)
 
     def _synonym(self, text: str, toks: list[str]) -> Link | None:
         """The node a choice of two words or more names with one word replaced by a synonym the graph
@@ -766,8 +812,8 @@ class Grounder:
             if any(words[i:i + n] == want for i in range(len(words) - n + 1)):
                 holders.add(node)
             at = next((i for i in range(min(2, len(words) - n + 1)) if words[i:i + n] == want), None)
-            if at is None or (at and words[0] in self._stop):
-                continue
+            if at is None or (at and words[0] in self._stop) or names_a_state(" ".join(content), key):
+                continue  # nor a state of it: "Anion gap metabolic acidosis" is no "Normal anion gap …"
             tail = words[at + n:]
             if at and tail and (tail[0] == "type" or tail[-1].isdigit()):
                 modified.setdefault(words[0], set()).add(node)
@@ -824,7 +870,7 @@ class Grounder:
             return False
         caps_only = getattr(self.index, "caps_only", None)
         if caps_only is not None and caps_only(key):
-            return written is not None and all(w.isupper() for w, _, _ in written)
+            return written is not None and all(w.isupper() or _biochemical(w) for w, _, _ in written)
         return True
 
     def _lookup_key(self, toks: Sequence[str], written: Sequence[tuple[str, int, int]] | None = None
@@ -963,6 +1009,12 @@ class Grounder:
                 if links is not None:
                     links.append(Link(w, node, name, "fuzzy", score, start, end))
         return out
+
+
+def _biochemical(written: str) -> bool:
+    """Whether a word is written as biochemistry writes an acronym, one lower-case letter before two
+    capitals or more ("hCG", "cAMP", "mRNA"): a capitals-only name may link it, as it links "HCG"."""
+    return len(written) >= 3 and written[0].islower() and written[1:].isupper() and written.isalpha()
 
 
 def _not_a_paraphrase(key: str, name: str) -> bool:

@@ -91,10 +91,10 @@ process is the substance)."""
 
 _HIGHER = frozenset({"high", "increased", "elevated", "raised", "excess", "excessive"})
 _LOWER = frozenset({"low", "decreased", "reduced"})
-_STATES = _HIGHER | _LOWER | {"deficiency", "deficient", "absent", "absence", "lengthened", "shortened",
-                               "prolonged", "prolongation", "shortening"}
+_STATES = _HIGHER | _LOWER | {"normal", "deficiency", "deficient", "absent", "absence", "lengthened",
+                               "shortened", "prolonged", "prolongation", "shortening"}
 """Words that turn a name into a state of the concept it holds ("Pyruvate kinase *deficiency*",
-"Reticulocyte count *low*", "PR interval *lengthened*")."""
+"Reticulocyte count *low*", "PR interval *lengthened*", "*Normal* anion gap metabolic acidosis")."""
 _LOOKALIKE = ("pseudo", "over", "under")
 """Prefixes of a condition that resembles another or is a degree of it, its stem ("pseudoparkinsonism" is
 parkinsonism brought on by drugs, "oversedation" a sedation)."""

@@ -95,6 +95,11 @@ Greek letters medicine writes in names, spelt out as names spell them ("IFN-α",
 "alpha", "beta")."""
 
 
+_SHARP_BETA = re.compile(r"(?<![^\W\d_])ß(?![^\W\d_])")
+"""A German sharp s standing alone ("ß-hCG", "ß-blocker"): medicine typed on German keyboards writes it
+for a Greek beta; inside a word it is the German letter ("Straße")."""
+
+
 _DIGRAPH = re.compile(r"(?<=[a-z])(?:ae(?=[a-z]{2})|oe(?!ing)(?=[aeiouy][a-z]|[b-df-hj-np-tv-z][aeiouy]|str))"
                       r"|\b(?:ae(?!r)|oe)(?=[a-z]{4})")
 """The British *ae*/*oe* of a word, inside it or starting it ("haemorrhage", "hypernatraemia", "oedema",
@@ -123,6 +128,8 @@ def fold_key(key: str) -> str:
     *-or*, "tumour" → "tumor", :data:`_OUR_END`), with a run of single letters joined ("u s" → "us", the
     key of "U.S.")."""
     if not key.isascii():
+        if "ß" in key:  # "ß-hCG": the German letter standing for a beta
+            key = _SHARP_BETA.sub("beta", key)
         key = "".join(c for c in unicodedata.normalize("NFKD", key.translate(_LETTERS))
                       if not unicodedata.combining(c))
     if "ae" in key or "oe" in key:
