@@ -18,6 +18,10 @@ left ``null``) to standard output, in question order:
         --exclude tests/data/links/medqa_ddb.jsonl tests/data/links/medqa_ddb_blind.jsonl \
         tests/data/links/medqa_ddb_fresh.jsonl tests/data/links/medqa_ddb_fresh2.jsonl \
         tests/data/links/medqa_ddb_fresh3.jsonl  # medqa_ddb_fresh4
+    python tests/data/links/draw_medqa_blind.py /work/shared/data --seed 2031 --draw 120 --split fresh5 \
+        --exclude tests/data/links/medqa_ddb.jsonl tests/data/links/medqa_ddb_blind.jsonl \
+        tests/data/links/medqa_ddb_fresh.jsonl tests/data/links/medqa_ddb_fresh2.jsonl \
+        tests/data/links/medqa_ddb_fresh3.jsonl tests/data/links/medqa_ddb_fresh4.jsonl  # medqa_ddb_fresh5
 """
 
 from __future__ import annotations
