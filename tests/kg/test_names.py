@@ -24,6 +24,7 @@ from kgwise.kg.linking import Link, LinkingConfig
 from kgwise.kg.names import (
     NameVariants,
     another_count,
+    another_quantity,
     bag_key,
     body_words,
     body_words_from_wordnet,
@@ -448,10 +449,13 @@ def test_spellings_heads_synonyms_and_words_no_slip() -> None:
          ("Coagulation factor VII", "r", "Factor VIIa"), ("Intravenous infusion", "r", "Yolk sac tumour"),
          ("Delusion", "r", "Pregnancy"), ("Normal anion gap metabolic acidosis", "r", "Giardia lamblia"),
          ("Human chorionic gonadotropin", "r", "Pyruvate kinase deficiency"),
-         ("Giardia muris", "r", "Pneumatosis cystoides intestinalis")],
+         ("Giardia muris", "r", "Pneumatosis cystoides intestinalis"), ("Hypokalaemia", "r", "Insulin"),
+         ("Electromechanical dissociation", "r", "DNase, human"), ("Lactic acidosis", "r", "Adenocarcinoma"),
+         ("Ferritin levels low (plasma or serum)", "r", "Insulin")],
         aliases={"Hemangioma": ["Angioma"], "Intravenous infusion": ["IV fluid therapy"],
                  "Griscelli syndrome type 1": ["Chediak-Higashi-like syndrome"],
-                 "Giardia lamblia": ["Cercomonas intestinalis"], "Human chorionic gonadotropin": ["HCG"]})
+                 "Giardia lamblia": ["Cercomonas intestinalis"], "Human chorionic gonadotropin": ["HCG"],
+                 "Lactic acidosis": ["Lactate levels raised"]})
     grounder = Grounder(g, GrounderConfig(linking=LinkingConfig(embedding=False)))
 
     def link(text: str) -> list[tuple[str, str]]:
@@ -482,6 +486,14 @@ def test_spellings_heads_synonyms_and_words_no_slip() -> None:
     assert link("Pyruvate kinase") == []
     assert fold_key("ß hcg") == "beta hcg" and fold_key("straße") == "strasse"
     assert link("hCG") == [("Human chorionic gonadotropin", "alias")] and link("hcg") == []
+    # another quantity is no slip; an English word alone is not narrowed; a state named as DDB names states
+    assert link("Hypovolemia") == [] and another_quantity("hypovolemia", "hypokalemia")
+    assert link("Dissociation") == [] and link("DNase") == [("DNase, human", "partial")]
+    assert link("Increased lactate concentration") == [("Lactic acidosis", "derived")]
+    assert link("Low ferritin levels") == [("Ferritin levels low (plasma or serum)", "derived")]
+    # a dose changed is the substance; a comma part that only qualifies leaves the concept before it
+    assert link("Reducing daily insulin dose") == [("Insulin", "contained")]
+    assert link("Gastric adenocarcinoma, intestinal type") == [("Adenocarcinoma", "contained")]
 
 
 def test_body_words_are_wordnets(data_dir: Path) -> None:

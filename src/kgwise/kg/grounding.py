@@ -36,8 +36,10 @@ from kgwise.kg.names import (
     QUALIFIERS,
     NameVariants,
     another_count,
+    another_quantity,
     bag_key,
     body_words,
+    comma_qualifies,
     derived_keys,
     is_category,
     latin_singulars,
@@ -385,6 +387,8 @@ class Grounder:
                 each = self._each(listed, links, every=True)
                 if each is not None:
                     return each
+                if comma_qualifies(src):  # "Gastric adenocarcinoma, intestinal type" is what it qualifies
+                    return self.ground_choice(listed[0], links)
             link = self._concept(text, toks, written)
             for alt in word_forms(toks) if link is None else ():
                 found = self._whole(text, alt, written) or self._concept(text, alt, written, formed=True)
@@ -770,10 +774,14 @@ class Grounder:
         """The name medical word formation makes of a choice (:func:`~kgwise.kg.names.derived_keys`:
         "High LDL-cholesterol" → `Hypercholesterolemia`, "Peritoneal inflammation" → `Peritonitis`), method
         ``derived``, score 0.9."""
+        v = self._variants
         for key in derived_keys(toks):
             hit = self.index.lookup(key)
             if hit is not None and self._allowed(key, hit[1], None):
                 return Link(text, hit[0], key, "derived", PARTIAL_SCORE)
+            node = v.heads.get(key) if v is not None else None
+            if node is not None:  # "Ferritin levels low (plasma or serum)"
+                return Link(text, node, key, "derived", PARTIAL_SCORE)
         return None
 
     def _containing(self, text: str, toks: list[str]) -> Link | None:
@@ -781,7 +789,9 @@ class Grounder:
         content words in order (plurals aside, the choice's :data:`~kgwise.kg.names.QUALIFIERS` left
         out), after at most one modifier word and before nothing but a type or number ("type 2"), a
         generic head or course ("syndrome", "acute") or a phrase starting with a stop word ("of large
-        intestine"). Found through the choice's rarest word (in the names of at most
+        intestine"). A choice that is one common English word is not narrowed by an adjective, which names a
+        kind of it ("Dissociation" is no `Electromechanical dissociation`; "sterling" is `Pound sterling`).
+        Found through the choice's rarest word (in the names of at most
         :data:`~kgwise.kg.names.RARE_NODES` nodes): "Diverticulitis" → `Colonic diverticulitis`, "Alcohol
         withdrawal" → `Alcohol withdrawal syndrome`, never "Myeloperoxidase" → `Myeloperoxidase
         deficiency` (the head is another word). The name adding fewest words wins (a naming head such as
@@ -800,6 +810,7 @@ class Grounder:
         rare = [v.rare[t] for t in content if t in v.rare]
         if not want or not rare:
             return None
+        word = len(toks) == 1 and toks[0] in common_words()  # an English word alone: no kind of it
         n = len(want)
         best: dict[int, str] = {}
         least = 3
@@ -814,6 +825,8 @@ class Grounder:
             at = next((i for i in range(min(2, len(words) - n + 1)) if words[i:i + n] == want), None)
             if at is None or (at and words[0] in self._stop) or names_a_state(" ".join(content), key):
                 continue  # nor a state of it: "Anion gap metabolic acidosis" is no "Normal anion gap …"
+            if word and at and words[0].endswith(_RELATIONAL_ENDS):
+                continue  # "Dissociation" is no "Electromechanical dissociation"
             tail = words[at + n:]
             if at and tail and (tail[0] == "type" or tail[-1].isdigit()):
                 modified.setdefault(words[0], set()).add(node)
@@ -1052,7 +1065,8 @@ def is_typo(key: str, name: str, words: Collection[str] = ()) -> bool:
     """Whether ``key`` may be ``name`` mistyped: as many words, each equal to its counterpart or, both of
     4 letters or more, within edit similarity 0.75 (transpositions one edit) and not another ending of
     the same stem (:func:`_other_ending`), nor the key with another count
-    (:func:`~kgwise.kg.names.another_count`), nor one of ``words`` (English words: a word the dictionary
+    (:func:`~kgwise.kg.names.another_count`) or another quantity (:func:`~kgwise.kg.names.another_quantity`:
+    "Hypovolemia" is no "Hypokalemia"), nor one of ``words`` (English words: a word the dictionary
     holds is no slip, "Repression" is not "Depression"). A different short word is
     another name, not a slip: "QT prolongation" is not "QRS prolongation", "Portal vein thrombosis" not
     "Renal vein thrombosis"."""
@@ -1064,7 +1078,8 @@ def is_typo(key: str, name: str, words: Collection[str] = ()) -> bool:
     if len(a) != len(b):
         return len(a) == 1 and len(b) == 1 and not _other_ending(key, name) and key not in words
     return all(x == y or (len(x) >= 4 and len(y) >= 4 and OSA.normalized_similarity(x, y) >= 0.75
-                          and not _other_ending(x, y) and not opposite_degree(x, y) and x not in words)
+                          and not _other_ending(x, y) and not opposite_degree(x, y) and x not in words
+                          and not another_quantity(x, y))
                for x, y in zip(a, b, strict=True))
 
 

@@ -47,9 +47,9 @@ from kgwise.kg.text import (
     written_tokens,
 )
 
-__all__ = ["LATIN_NUMBER", "QUALIFIERS", "NameVariants", "another_count", "bag_key", "body_words",
-           "body_words_from_wordnet", "derived_keys", "is_category", "latin_singulars", "names_a_state",
-           "opposite_degree", "word_forms"]
+__all__ = ["LATIN_NUMBER", "QUALIFIERS", "NameVariants", "another_count", "another_quantity", "bag_key",
+           "body_words", "body_words_from_wordnet", "comma_qualifies", "derived_keys", "is_category",
+           "latin_singulars", "names_a_state", "opposite_degree", "word_forms"]
 
 RARE_NODES = 30
 """A word in the names of at most this many nodes is *rare*: the names a whole mention may narrow are looked
@@ -77,15 +77,17 @@ QUALIFIERS = frozenset({
     # giving, keeping or stopping a treatment
     "continue", "continued", "start", "begin", "initiate", "resume", "monotherapy", "discontinue",
     "discontinued", "stop",
+    # changing a dose
+    "dose", "doses", "dosage", "daily", "reduce", "reducing", "increase", "increasing", "taper", "tapering",
     # whether a condition is known
     "undiagnosed", "untreated", "suspected", "presumed", "confirmed"})
 """Words that state the degree, time, measure or course of a concept rather than the concept itself
 ("Ethanol *intoxication*", "*Serum* iron *level*", "*Previous* radiation *therapy*", "Aspergillus fumigatus
 *infection*", "*Disseminated* tuberculosis"), or how a substance is given ("*Inhaled* beclomethasone",
 "Erythromycin *ointment*", "*Supplementation* with vitamin D", "*Continue* metformin *monotherapy*",
-"*Discontinue* methimazole"), or whether a condition is known or treated ("*Undiagnosed* pneumonia").
-A choice's contained name is weighed without them, and its core (what the embedding fallback reads)
-drops them: the labelling rules of the MedQA→DDB link set
+"*Discontinue* methimazole", "*Reducing daily* insulin *dose*"), or whether a condition is known or
+treated ("*Undiagnosed* pneumonia"). A choice's contained name is weighed without them, and its core (what
+the embedding fallback reads) drops them: the labelling rules of the MedQA→DDB link set
 (``tests/data/links/README.md``: a concept plus modifiers is that concept; a substance with a state, level or
 process is the substance)."""
 
@@ -105,7 +107,8 @@ def derived_keys(toks: Sequence[str]) -> list[str]:
     as, by word formation: "High triglyceride levels" → "hypertriglyceridemia", "Aldosterone excess" →
     "hyperaldosteronism", "Low calcium" → "hypocalcemia" (*hyper-*/*hypo-* and *-emia*/*-aemia*/*-ism*
     joined to a content word, its final *e*, *ium* or *um* dropped; a cell, *-cyte*, raised or lowered is
-    *-cytosis* or *-cytopenia*: "Increased reticulocyte count" → "reticulocytosis"); "Peritoneal
+    *-cytosis* or *-cytopenia*: "Increased reticulocyte count" → "reticulocytosis"; or named as a state,
+    "Increased lactate concentration" → "lactate levels raised"); "Peritoneal
     inflammation" → "peritonitis" (an adjective's stem, *-eal*/*-al*/*-ic*/*-ous* dropped, and *-itis*);
     "Pseudoparkinsonism" → "parkinsonism", "Oversedation" → "sedation" (a word less one of
     :data:`_LOOKALIKE` prefixes). Tried in that order; ``[]`` when none applies."""
@@ -117,6 +120,8 @@ def derived_keys(toks: Sequence[str]) -> list[str]:
     for t in content if prefix else ():
         stems = dict.fromkeys([t, t.removesuffix("e"), t.removesuffix("ium"), t.removesuffix("um")])
         out += [prefix + s + suffix for s in stems for suffix in ("emia", "aemia", "ism")]
+    for t in content if prefix else ():  # DDB's names of a state: "Lactate levels raised"
+        out.append(f"{t} levels {'raised' if prefix == 'hyper' else 'low'}")
     for t in content if prefix else ():  # "Increased reticulocyte count" → "reticulocytosis"
         stem = t.removesuffix("s")
         if stem.endswith("cyte") and len(stem) > 6:
@@ -205,6 +210,21 @@ def another_count(mention: str, name: str) -> bool:
 
 _OPPOSITE_PREFIXES = (("hyper", "hypo"), ("macro", "micro"), ("tachy", "brady"), ("poly", "oligo"))
 """Prefixes of opposite degree ("hyperchromic"/"hypochromic", "macrocytic"/"microcytic")."""
+
+
+_QUANTITY_ENDS = ("aemia", "emia", "uria")
+"""Endings of a word naming the level of a quantity in blood or urine ("hypokalemia", "glycosuria")."""
+
+
+def another_quantity(x: str, y: str) -> bool:
+    """Whether two words name the level of different quantities: the same *hyper-*/*hypo-* prefix and
+    :data:`_QUANTITY_ENDS` ending around another stem ("hypovolemia" is no slip for "hypokalemia",
+    "hyperkalemia" none for "hypercalcemia", though one or two letters apart)."""
+    for p in ("hyper", "hypo"):
+        for end in _QUANTITY_ENDS:
+            if x.startswith(p) and y.startswith(p) and x.endswith(end) and y.endswith(end):
+                return x[len(p):-len(end)] != y[len(p):-len(end)]
+    return False
 
 
 def opposite_degree(x: str, y: str) -> bool:
@@ -308,6 +328,12 @@ def _head_part(name: str) -> str:
     return name[:cut] if cut > 0 else name
 
 
+def comma_qualifies(text: str) -> bool:
+    """Whether ``text`` has a comma part and it only qualifies what comes before it (:func:`_qualified`:
+    "Gastric adenocarcinoma, intestinal type"), so that the part before the comma is the concept."""
+    return ", " in text and not text.rstrip().endswith(")") and _qualified(text)
+
+
 def _qualified(name: str) -> bool:
     """Whether what :func:`_head_part` cuts off a name qualifies it: a parenthesis, or after a comma only
     adjectives (:data:`_ADJECTIVE_ENDS`), :data:`QUALIFIERS` or a type number ("Adrenalectomy, bilateral",
@@ -320,8 +346,9 @@ def _qualified(name: str) -> bool:
                for w in rest)
 
 
-_QUALIFYING = frozenset({"type", "male", "female"})
-"""Words after a name's comma that qualify it besides adjectives: a type, a sex ("Condoms, male")."""
+_QUALIFYING = frozenset({"type", "male", "female", "human"})
+"""Words after a name's comma that qualify it besides adjectives: a type, a sex or the species it comes
+from ("Condoms, male", "DNase, human")."""
 
 _HYPHENATED = re.compile(r"(?<=[^\W\d_]{3})-(?=[^\W\d_]{3})")
 """A hyphen inside a word, between two runs of three letters or more ("Membrano-proliferative")."""
