@@ -22,6 +22,11 @@ left ``null``) to standard output, in question order:
         --exclude tests/data/links/medqa_ddb.jsonl tests/data/links/medqa_ddb_blind.jsonl \
         tests/data/links/medqa_ddb_fresh.jsonl tests/data/links/medqa_ddb_fresh2.jsonl \
         tests/data/links/medqa_ddb_fresh3.jsonl tests/data/links/medqa_ddb_fresh4.jsonl  # medqa_ddb_fresh5
+    python tests/data/links/draw_medqa_blind.py /work/shared/data --seed 2032 --draw 100 --split fresh6 \
+        --exclude tests/data/links/medqa_ddb.jsonl tests/data/links/medqa_ddb_blind.jsonl \
+        tests/data/links/medqa_ddb_fresh.jsonl tests/data/links/medqa_ddb_fresh2.jsonl \
+        tests/data/links/medqa_ddb_fresh3.jsonl tests/data/links/medqa_ddb_fresh4.jsonl \
+        tests/data/links/medqa_ddb_fresh5.jsonl  # medqa_ddb_fresh6
 """
 
 from __future__ import annotations
