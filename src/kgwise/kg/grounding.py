@@ -1076,7 +1076,7 @@ def is_typo(key: str, name: str, words: Collection[str] = ()) -> bool:
     if another_count(key, name):  # "diphosphate" is no slip for "triphosphate"
         return False
     if len(a) != len(b):
-        return len(a) == 1 and len(b) == 1 and not _other_ending(key, name) and key not in words
+        return len(a) == 1 and len(b) == 1 and not _other_ending(key, name)
     return all(x == y or (len(x) >= 4 and len(y) >= 4 and OSA.normalized_similarity(x, y) >= 0.75
                           and not _other_ending(x, y) and not opposite_degree(x, y) and x not in words
                           and not another_quantity(x, y))

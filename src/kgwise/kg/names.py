@@ -2,7 +2,8 @@
 without accents, word order, distinctive parts of proper names, and which names stand only for capitals.
 
 * **Folded keys** (:func:`~kgwise.kg.text.fold_key`): "Zurich", "Sao Paulo" and "U.S." reach "Zürich",
-  "São Paulo" and the alias "US".
+  "São Paulo" and the alias "US"; a name with a hyphen inside a word is reached closed up
+  ("Membranoproliferative glomerulonephritis" reaches "Membrano-proliferative glomerulonephritis").
 * **Word bags**: a name's content words, sorted ("korea south"), so "Korea, South" reaches "South Korea"
   and "Congo, Democratic Republic of the" its node; a bag two nodes share is dropped.
 * **Partial names**: a word of a proper name of two or three words ("Mount Kilimanjaro", "Lake Titicaca",
@@ -13,7 +14,11 @@ without accents, word order, distinctive parts of proper names, and which names 
   stenosis (adult / acquired)", "Adrenalectomy, bilateral" are reached by "hypotonia", "pyloric stenosis"
   and "adrenalectomy" when no other node's name is, or when one of them is the *primary* one ("Lung
   cancer (primary)", not "Lung cancer (secondary)": an unqualified disease is the primary one) — a
-  partial name too.
+  partial name too; so is an eponym's *disease* under its *syndrome* and the other way round, where no
+  other node is so named ("Chediak-Higashi syndrome" reaches "Chediak-Higashi disease").
+* **Synonym words**: the one-word names of one node ("Hemangioma", alias "Angioma"), each in no other
+  node's one-word names, are one word: :meth:`kgwise.kg.grounding.Grounder._synonym` swaps them in a
+  choice ("Cherry hemangioma" reaches "Cherry angioma").
 * **Rare words**: each word in the names (less parenthesis and comma qualifier) of at most
   :data:`RARE_NODES` nodes, with those names, so a whole mention can reach a name that narrows it
   ("Alcohol withdrawal" → `Alcohol withdrawal syndrome`: :meth:`kgwise.kg.grounding.Grounder._containing`).
