@@ -85,14 +85,17 @@ QUALIFIERS = frozenset({
     # changing a dose
     "dose", "doses", "dosage", "daily", "reduce", "reducing", "increase", "increasing", "taper", "tapering",
     # whether a condition is known
-    "undiagnosed", "untreated", "suspected", "presumed", "confirmed"})
+    "undiagnosed", "untreated", "suspected", "presumed", "confirmed",
+    # the salt a drug is given as
+    "succinate", "tartrate", "hydrochloride", "mesylate", "maleate", "besylate", "fumarate", "citrate"})
 """Words that state the degree, time, measure or course of a concept rather than the concept itself
 ("Ethanol *intoxication*", "*Serum* iron *level*", "*Previous* radiation *therapy*", "Aspergillus fumigatus
 *infection*", "*Disseminated* tuberculosis"), or how a substance is given ("*Inhaled* beclomethasone",
 "Erythromycin *ointment*", "*Supplementation* with vitamin D", "*Continue* metformin *monotherapy*",
-"*Discontinue* methimazole", "*Reducing daily* insulin *dose*"), or whether a condition is known or
-treated ("*Undiagnosed* pneumonia"). A choice's contained name is weighed without them, and its core (what
-the embedding fallback reads) drops them: the labelling rules of the MedQA→DDB link set
+"*Discontinue* methimazole", "*Reducing daily* insulin *dose*", "Metoprolol *succinate*": the salt,
+not one that names a substance of its own, as sulfate, phosphate or chloride do), or whether a condition
+is known or treated ("*Undiagnosed* pneumonia"). A choice's contained name is weighed without them, and
+its core (what the embedding fallback reads) drops them: the labelling rules of the MedQA→DDB link set
 (``tests/data/links/README.md``: a concept plus modifiers is that concept; a substance with a state, level or
 process is the substance)."""
 
