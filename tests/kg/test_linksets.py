@@ -23,7 +23,8 @@ LINKS = Path(__file__).resolve().parents[1] / "data" / "links"
 def test_sets_are_well_formed(name: str) -> None:
     mentions = read_link_set(LINKS / LINK_SETS[name])
     drawn = {"medqa_ddb_blind": 160, "medqa_ddb_fresh": 120, "medqa_ddb_fresh2": 120,
-             "medqa_ddb_fresh3": 120}  # drawn at random
+             "medqa_ddb_fresh3": 120, "medqa_ddb_fresh4": 120, "medqa_ddb_fresh5": 120,
+             "medqa_ddb_fresh6": 100}  # drawn at random
     assert len(mentions) >= drawn.get(name, 300)
     assert len({m.id for m in mentions}) == len(mentions)
     assert any(m.gold for m in mentions)
@@ -32,7 +33,9 @@ def test_sets_are_well_formed(name: str) -> None:
 
 
 @pytest.mark.parametrize(("name", "split"), [("medqa_ddb_blind", "blind"), ("medqa_ddb_fresh", "fresh"),
-                                           ("medqa_ddb_fresh2", "fresh2"), ("medqa_ddb_fresh3", "fresh3")])
+                                           ("medqa_ddb_fresh2", "fresh2"), ("medqa_ddb_fresh3", "fresh3"),
+                                           ("medqa_ddb_fresh4", "fresh4"), ("medqa_ddb_fresh5", "fresh5"),
+                                           ("medqa_ddb_fresh6", "fresh6")])
 def test_drawn_set_gold_labels_are_ddb_nodes(name: str, split: str, data_dir: Path) -> None:
     mentions = read_link_set(LINKS / LINK_SETS[name])
     kg, _ = _link_graph(name, data_dir, LINKS)
@@ -40,7 +43,13 @@ def test_drawn_set_gold_labels_are_ddb_nodes(name: str, split: str, data_dir: Pa
     assert {m.split for m in mentions} == {split}
     earlier = {"medqa_ddb_fresh": ("medqa_ddb", "medqa_ddb_blind"),
                "medqa_ddb_fresh2": ("medqa_ddb", "medqa_ddb_blind", "medqa_ddb_fresh"),
-               "medqa_ddb_fresh3": ("medqa_ddb", "medqa_ddb_blind", "medqa_ddb_fresh", "medqa_ddb_fresh2")}
+               "medqa_ddb_fresh3": ("medqa_ddb", "medqa_ddb_blind", "medqa_ddb_fresh", "medqa_ddb_fresh2"),
+               "medqa_ddb_fresh4": ("medqa_ddb", "medqa_ddb_blind", "medqa_ddb_fresh", "medqa_ddb_fresh2",
+                                    "medqa_ddb_fresh3"),
+               "medqa_ddb_fresh5": ("medqa_ddb", "medqa_ddb_blind", "medqa_ddb_fresh", "medqa_ddb_fresh2",
+                                    "medqa_ddb_fresh3", "medqa_ddb_fresh4"),
+               "medqa_ddb_fresh6": ("medqa_ddb", "medqa_ddb_blind", "medqa_ddb_fresh", "medqa_ddb_fresh2",
+                                    "medqa_ddb_fresh3", "medqa_ddb_fresh4", "medqa_ddb_fresh5")}
     if name in earlier:  # drawn from questions no earlier set uses
         used = {m.id.rsplit("-", 2)[-2] for other in earlier[name]
                 for m in read_link_set(LINKS / LINK_SETS[other])}

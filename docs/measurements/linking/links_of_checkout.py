@@ -16,8 +16,8 @@ from pathlib import Path
 import kgwise.eval.bench.grounding as bench
 from kgwise.embed import MiniLM
 
-SETS = {**bench.LINK_SETS,
-        **{f"medqa_ddb_{s}": f"medqa_ddb_{s}.jsonl" for s in ("fresh", "fresh2", "fresh3")}}
+FRESH = ("fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6")
+SETS = {**bench.LINK_SETS, **{f"medqa_ddb_{s}": f"medqa_ddb_{s}.jsonl" for s in FRESH}}
 bench.LINK_SETS.update(SETS)
 links = Path(__file__).resolve().parents[3] / "tests" / "data" / "links"
 report = {"code": bench.__file__,

@@ -36,8 +36,10 @@ from kgwise.kg.names import (
     QUALIFIERS,
     NameVariants,
     another_count,
+    another_quantity,
     bag_key,
     body_words,
+    comma_qualifies,
     derived_keys,
     is_category,
     latin_singulars,
@@ -62,9 +64,10 @@ from kgwise.types import Question
 _NAMING_HEADS = frozenset({"syndrome", "disease", "disorder"})
 """Head nouns that name a condition as a whole: "Alcohol withdrawal syndrome" *is* alcohol withdrawal (it
 narrows nothing)."""
-_GENERIC_HEADS = _NAMING_HEADS | {"acute", "chronic"}
-"""Words that may follow a choice in a name it narrows: naming heads and the condition's course ("Alcohol
-withdrawal acute" is alcohol withdrawal too, narrowed)."""
+_GENERIC_HEADS = _NAMING_HEADS | {"acute", "chronic", "therapy", "treatment", "administration"}
+"""Words that may follow a choice in a name it narrows: naming heads, the condition's course ("Alcohol
+withdrawal acute" is alcohol withdrawal too, narrowed) and the giving of a treatment, a qualifier the
+choice's own words are read without ("IV fluids" → `Intravenous infusion`, named "IV fluid therapy")."""
 
 _NUMERALS = {w: str(i) for i, w in enumerate((
     "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
@@ -369,6 +372,9 @@ class Grounder:
                 link = self._whole(text, closed, None)
                 if link is not None:
                     return self._keep(link, links)
+            link = self._synonym(text, toks)
+            if link is not None:  # "Cherry hemangioma" is the name "Cherry angioma"
+                return self._keep(link, links)
             if len(written) > 1 and text.rstrip().endswith(")") and is_acronym(written[-1][0]):
                 link = self._whole(text, toks[:-1], written[:-1])  # "Polycystic ovarian syndrome (PCOS)"
                 if link is not None:
@@ -381,17 +387,24 @@ class Grounder:
                 each = self._each(listed, links, every=True)
                 if each is not None:
                     return each
+                if comma_qualifies(src):  # "Gastric adenocarcinoma, intestinal type" is what it qualifies
+                    return self.ground_choice(listed[0], links)
             link = self._concept(text, toks, written)
             for alt in word_forms(toks) if link is None else ():
                 found = self._whole(text, alt, written) or self._concept(text, alt, written, formed=True)
                 if found is not None:  # "History of psychosis" → `Psychotic disorders`
                     link = dataclasses.replace(found, method="derived", score=min(found.score, PARTIAL_SCORE))
                     break
+            if link is None:
+                link = self._head_of(text, toks, written)
             if link is not None:
                 return self._keep(link, links)
             kinds = self._kinds(text, toks)
             if kinds:  # "Burkholderia": each of its species
                 return tuple(n for x in kinds for n in self._keep(x, links))
+            link = self._spread(text, toks)
+            if link is not None:  # "Giardia intestinalis": `Giardia lamblia`, also "Cercomonas intestinalis"
+                return self._keep(link, links)
         else:
             hits, _ = self._match(toks, [] if links is None else links)
             if hits:
@@ -409,6 +422,69 @@ class Grounder:
         if links is not None:
             links += kept
         return tuple(dict.fromkeys(x.node for x in kept))
+
+    def _head_of(self, text: str, toks: list[str], written: list[tuple[str, int, int]]) -> Link | None:
+        """The head of a choice with a complement, when the whole names nothing: the words before its first
+        :data:`_PREPOSITIONS` word, linked by its whole name ("Delusion of pregnancy" → `Delusion`), as the
+        MedQA→DDB labels take a concept with a complement for the concept; not by a name narrowing it
+        ("Lack of …" is no `Lack of energy`). Not a head of
+        :data:`~kgwise.kg.names.QUALIFIERS` only ("History of …", "Administration of …"), nor a class of
+        conditions. Method ``contained``, score the head's share of the choice's weighed words."""
+        cut = next((i for i, t in enumerate(toks) if t in _PREPOSITIONS and i), None)
+        if cut is None:
+            return None
+        head = toks[:cut]
+        weight = [self._weight(t) for t in toks]
+        if not any(weight[:cut]):
+            return None
+        part = text[written[0][1]:written[cut - 1][2]]
+        found = self._whole(part, head, written[:cut])
+        if found is None or self._category(found.node):
+            return None
+        share = sum(weight[:cut]) / sum(weight)
+        return dataclasses.replace(found, mention=text, method="contained", score=share, start=None, end=None)
+
+    def _spread(self, text: str, toks: list[str]) -> Link | None:
+        """The one node whose names, together, hold every content word of a choice of two words or more, each
+        a rare word (:attr:`~kgwise.kg.names.NameVariants.rare`) and no common English word, when no name
+        holds them all: "Giardia intestinalis" → `Giardia lamblia`, named also "Cercomonas intestinalis" (a
+        species renamed). A name holding them all is the narrowing rule's to judge ("Pyruvate kinase" is no
+        `Pyruvate kinase deficiency`). Method ``partial``, score 0.9."""
+        v = self._variants
+        content = [fold_key(t) for t in toks if t not in self._stop and t not in QUALIFIERS]
+        common = common_words()
+        if (v is None or len(content) < 2
+                or any(t not in v.rare or t in common or t.rstrip("s") in common for t in content)):
+            return None
+        if any(set(content) <= set(key.split(" ")) for _, key in v.rare[content[0]]):
+            return None
+        nodes = set.intersection(*({node for node, _ in v.rare[t]} for t in content))
+        if len(nodes) != 1:
+            return None
+        node = nodes.pop()
+        return Link(text, node, " ".join(content), "partial", PARTIAL_SCORE)
+
+    def _synonym(self, text: str, toks: list[str]) -> Link | None:
+        """The node a choice of two words or more names with one word replaced by a synonym the graph
+        gives (:attr:`~kgwise.kg.names.NameVariants.synonyms`: two one-word names of one node, "Hemangioma"
+        and "Angioma"): "Cherry hemangioma" → `Cherry angioma`. Only a name as written or folded, and
+        only when one node is so reached. Method ``derived``, score 0.9."""
+        v = self._variants
+        if v is None or len(toks) < 2:
+            return None
+        folded = [fold_key(t) for t in toks]
+        found: dict[int, str] = {}
+        for i, t in enumerate(folded):
+            for other in v.synonyms.get(t, ()):
+                key = " ".join([*folded[:i], other, *folded[i + 1:]])
+                hit = self.index.lookup(key)
+                node = hit[0] if hit is not None and self._allowed(key, hit[1], None) else v.folded.get(key)
+                if node is not None:
+                    found.setdefault(node, key)
+        if len(found) != 1:
+            return None
+        (node, key), = found.items()
+        return Link(text, node, key, "derived", PARTIAL_SCORE)
 
     def _body_part(self, toks: Sequence[str]) -> bool:
         """Whether a choice names a part of the body (:func:`~kgwise.kg.names.body_words`, WordNet's
@@ -542,7 +618,7 @@ class Grounder:
         folded = getattr(self.index, "fuzzy_folded", None)
         key = fold_key(key)
         found: list[tuple[int, str, float]] = (folded or self.index.fuzzy)(key, 5, min_score)
-        return [x for x in found if is_typo(key, fold_key(phrase_key(x[1])))][:1]
+        return [x for x in found if is_typo(key, fold_key(phrase_key(x[1])), common_words())][:1]
 
     def _whole(self, text: str, toks: list[str], written: list[tuple[str, int, int]] | None,
                trim: bool = True) -> Link | None:
@@ -698,10 +774,14 @@ class Grounder:
         """The name medical word formation makes of a choice (:func:`~kgwise.kg.names.derived_keys`:
         "High LDL-cholesterol" → `Hypercholesterolemia`, "Peritoneal inflammation" → `Peritonitis`), method
         ``derived``, score 0.9."""
+        v = self._variants
         for key in derived_keys(toks):
             hit = self.index.lookup(key)
             if hit is not None and self._allowed(key, hit[1], None):
                 return Link(text, hit[0], key, "derived", PARTIAL_SCORE)
+            node = v.heads.get(key) if v is not None else None
+            if node is not None:  # "Ferritin levels low (plasma or serum)"
+                return Link(text, node, key, "derived", PARTIAL_SCORE)
         return None
 
     def _containing(self, text: str, toks: list[str]) -> Link | None:
@@ -709,7 +789,9 @@ class Grounder:
         content words in order (plurals aside, the choice's :data:`~kgwise.kg.names.QUALIFIERS` left
         out), after at most one modifier word and before nothing but a type or number ("type 2"), a
         generic head or course ("syndrome", "acute") or a phrase starting with a stop word ("of large
-        intestine"). Found through the choice's rarest word (in the names of at most
+        intestine"). A choice that is one common English word is not narrowed by an adjective, which names a
+        kind of it ("Dissociation" is no `Electromechanical dissociation`; "sterling" is `Pound sterling`).
+        Found through the choice's rarest word (in the names of at most
         :data:`~kgwise.kg.names.RARE_NODES` nodes): "Diverticulitis" → `Colonic diverticulitis`, "Alcohol
         withdrawal" → `Alcohol withdrawal syndrome`, never "Myeloperoxidase" → `Myeloperoxidase
         deficiency` (the head is another word). The name adding fewest words wins (a naming head such as
@@ -728,6 +810,7 @@ class Grounder:
         rare = [v.rare[t] for t in content if t in v.rare]
         if not want or not rare:
             return None
+        word = len(toks) == 1 and toks[0] in common_words()  # an English word alone: no kind of it
         n = len(want)
         best: dict[int, str] = {}
         least = 3
@@ -740,8 +823,10 @@ class Grounder:
             if any(words[i:i + n] == want for i in range(len(words) - n + 1)):
                 holders.add(node)
             at = next((i for i in range(min(2, len(words) - n + 1)) if words[i:i + n] == want), None)
-            if at is None or (at and words[0] in self._stop):
-                continue
+            if at is None or (at and words[0] in self._stop) or names_a_state(" ".join(content), key):
+                continue  # nor a state of it: "Anion gap metabolic acidosis" is no "Normal anion gap …"
+            if word and at and words[0].endswith(_RELATIONAL_ENDS):
+                continue  # "Dissociation" is no "Electromechanical dissociation"
             tail = words[at + n:]
             if at and tail and (tail[0] == "type" or tail[-1].isdigit()):
                 modified.setdefault(words[0], set()).add(node)
@@ -798,7 +883,7 @@ class Grounder:
             return False
         caps_only = getattr(self.index, "caps_only", None)
         if caps_only is not None and caps_only(key):
-            return written is not None and all(w.isupper() for w, _, _ in written)
+            return written is not None and all(w.isupper() or _biochemical(w) for w, _, _ in written)
         return True
 
     def _lookup_key(self, toks: Sequence[str], written: Sequence[tuple[str, int, int]] | None = None
@@ -939,11 +1024,20 @@ class Grounder:
         return out
 
 
+def _biochemical(written: str) -> bool:
+    """Whether a word is written as biochemistry writes an acronym, one lower-case letter before two
+    capitals or more ("hCG", "cAMP", "mRNA"): a capitals-only name may link it, as it links "HCG"."""
+    return len(written) >= 3 and written[0].islower() and written[1:].isupper() and written.isalpha()
+
+
 def _not_a_paraphrase(key: str, name: str) -> bool:
     """Whether an embedding's nearest ``name`` is known not to say what ``key`` says: a state of its concept
-    (:func:`~kgwise.kg.names.names_a_state`) or the same words with another count
-    (:func:`~kgwise.kg.names.another_count`)."""
-    return names_a_state(key, name) or another_count(key, name)
+    (:func:`~kgwise.kg.names.names_a_state`), the same words with another count
+    (:func:`~kgwise.kg.names.another_count`), or a lookalike of it, a name with *-like* the mention lacks
+    ("Chediak-Higashi syndrome" is no `Griscelli syndrome type 1`, named "Chediak-Higashi-like syndrome",
+    0.97)."""
+    like = "like" in phrase_key(name).split(" ") and "like" not in key.split(" ")
+    return like or names_a_state(key, name) or another_count(key, name)
 
 
 _PREFIXES = frozenset({"anti", "non", "post", "pre", "co", "sub", "inter", "intra", "hyper", "hypo", "pseudo",
@@ -967,11 +1061,13 @@ def _closed_prefixes(text: str, written: Sequence[tuple[str, int, int]]) -> list
     return out if len(out) < len(written) else None
 
 
-def is_typo(key: str, name: str) -> bool:
+def is_typo(key: str, name: str, words: Collection[str] = ()) -> bool:
     """Whether ``key`` may be ``name`` mistyped: as many words, each equal to its counterpart or, both of
     4 letters or more, within edit similarity 0.75 (transpositions one edit) and not another ending of
     the same stem (:func:`_other_ending`), nor the key with another count
-    (:func:`~kgwise.kg.names.another_count`). A different short word is
+    (:func:`~kgwise.kg.names.another_count`) or another quantity (:func:`~kgwise.kg.names.another_quantity`:
+    "Hypovolemia" is no "Hypokalemia"), nor one of ``words`` (English words: a word the dictionary
+    holds is no slip, "Repression" is not "Depression"). A different short word is
     another name, not a slip: "QT prolongation" is not "QRS prolongation", "Portal vein thrombosis" not
     "Renal vein thrombosis"."""
     from rapidfuzz.distance import OSA
@@ -982,7 +1078,8 @@ def is_typo(key: str, name: str) -> bool:
     if len(a) != len(b):
         return len(a) == 1 and len(b) == 1 and not _other_ending(key, name)
     return all(x == y or (len(x) >= 4 and len(y) >= 4 and OSA.normalized_similarity(x, y) >= 0.75
-                          and not _other_ending(x, y) and not opposite_degree(x, y))
+                          and not _other_ending(x, y) and not opposite_degree(x, y) and x not in words
+                          and not another_quantity(x, y))
                for x, y in zip(a, b, strict=True))
 
 

@@ -2,7 +2,8 @@
 without accents, word order, distinctive parts of proper names, and which names stand only for capitals.
 
 * **Folded keys** (:func:`~kgwise.kg.text.fold_key`): "Zurich", "Sao Paulo" and "U.S." reach "Zürich",
-  "São Paulo" and the alias "US".
+  "São Paulo" and the alias "US"; a name with a hyphen inside a word is reached closed up
+  ("Membranoproliferative glomerulonephritis" reaches "Membrano-proliferative glomerulonephritis").
 * **Word bags**: a name's content words, sorted ("korea south"), so "Korea, South" reaches "South Korea"
   and "Congo, Democratic Republic of the" its node; a bag two nodes share is dropped.
 * **Partial names**: a word of a proper name of two or three words ("Mount Kilimanjaro", "Lake Titicaca",
@@ -13,7 +14,11 @@ without accents, word order, distinctive parts of proper names, and which names 
   stenosis (adult / acquired)", "Adrenalectomy, bilateral" are reached by "hypotonia", "pyloric stenosis"
   and "adrenalectomy" when no other node's name is, or when one of them is the *primary* one ("Lung
   cancer (primary)", not "Lung cancer (secondary)": an unqualified disease is the primary one) — a
-  partial name too.
+  partial name too; so is an eponym's *disease* under its *syndrome* and the other way round, where no
+  other node is so named ("Chediak-Higashi syndrome" reaches "Chediak-Higashi disease").
+* **Synonym words**: the one-word names of one node ("Hemangioma", alias "Angioma"), each in no other
+  node's one-word names, are one word: :meth:`kgwise.kg.grounding.Grounder._synonym` swaps them in a
+  choice ("Cherry hemangioma" reaches "Cherry angioma").
 * **Rare words**: each word in the names (less parenthesis and comma qualifier) of at most
   :data:`RARE_NODES` nodes, with those names, so a whole mention can reach a name that narrows it
   ("Alcohol withdrawal" → `Alcohol withdrawal syndrome`: :meth:`kgwise.kg.grounding.Grounder._containing`).
@@ -30,6 +35,7 @@ without accents, word order, distinctive parts of proper names, and which names 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -46,9 +52,9 @@ from kgwise.kg.text import (
     written_tokens,
 )
 
-__all__ = ["LATIN_NUMBER", "QUALIFIERS", "NameVariants", "another_count", "bag_key", "body_words",
-           "body_words_from_wordnet", "derived_keys", "is_category", "latin_singulars", "names_a_state",
-           "opposite_degree", "word_forms"]
+__all__ = ["LATIN_NUMBER", "QUALIFIERS", "NameVariants", "another_count", "another_quantity", "bag_key",
+           "body_words", "body_words_from_wordnet", "comma_qualifies", "derived_keys", "is_category",
+           "latin_singulars", "names_a_state", "opposite_degree", "word_forms"]
 
 RARE_NODES = 30
 """A word in the names of at most this many nodes is *rare*: the names a whole mention may narrow are looked
@@ -76,24 +82,29 @@ QUALIFIERS = frozenset({
     # giving, keeping or stopping a treatment
     "continue", "continued", "start", "begin", "initiate", "resume", "monotherapy", "discontinue",
     "discontinued", "stop",
+    # changing a dose
+    "dose", "doses", "dosage", "daily", "reduce", "reducing", "increase", "increasing", "taper", "tapering",
     # whether a condition is known
-    "undiagnosed", "untreated", "suspected", "presumed", "confirmed"})
+    "undiagnosed", "untreated", "suspected", "presumed", "confirmed",
+    # the salt a drug is given as
+    "succinate", "tartrate", "hydrochloride", "mesylate", "maleate", "besylate", "fumarate", "citrate"})
 """Words that state the degree, time, measure or course of a concept rather than the concept itself
 ("Ethanol *intoxication*", "*Serum* iron *level*", "*Previous* radiation *therapy*", "Aspergillus fumigatus
 *infection*", "*Disseminated* tuberculosis"), or how a substance is given ("*Inhaled* beclomethasone",
 "Erythromycin *ointment*", "*Supplementation* with vitamin D", "*Continue* metformin *monotherapy*",
-"*Discontinue* methimazole"), or whether a condition is known or treated ("*Undiagnosed* pneumonia").
-A choice's contained name is weighed without them, and its core (what the embedding fallback reads)
-drops them: the labelling rules of the MedQA→DDB link set
+"*Discontinue* methimazole", "*Reducing daily* insulin *dose*", "Metoprolol *succinate*": the salt,
+not one that names a substance of its own, as sulfate, phosphate or chloride do), or whether a condition
+is known or treated ("*Undiagnosed* pneumonia"). A choice's contained name is weighed without them, and
+its core (what the embedding fallback reads) drops them: the labelling rules of the MedQA→DDB link set
 (``tests/data/links/README.md``: a concept plus modifiers is that concept; a substance with a state, level or
 process is the substance)."""
 
 _HIGHER = frozenset({"high", "increased", "elevated", "raised", "excess", "excessive"})
 _LOWER = frozenset({"low", "decreased", "reduced"})
-_STATES = _HIGHER | _LOWER | {"deficiency", "deficient", "absent", "absence", "lengthened", "shortened",
-                               "prolonged", "prolongation", "shortening"}
+_STATES = _HIGHER | _LOWER | {"normal", "deficiency", "deficient", "absent", "absence", "lengthened",
+                               "shortened", "prolonged", "prolongation", "shortening"}
 """Words that turn a name into a state of the concept it holds ("Pyruvate kinase *deficiency*",
-"Reticulocyte count *low*", "PR interval *lengthened*")."""
+"Reticulocyte count *low*", "PR interval *lengthened*", "*Normal* anion gap metabolic acidosis")."""
 _LOOKALIKE = ("pseudo", "over", "under")
 """Prefixes of a condition that resembles another or is a degree of it, its stem ("pseudoparkinsonism" is
 parkinsonism brought on by drugs, "oversedation" a sedation)."""
@@ -104,7 +115,8 @@ def derived_keys(toks: Sequence[str]) -> list[str]:
     as, by word formation: "High triglyceride levels" → "hypertriglyceridemia", "Aldosterone excess" →
     "hyperaldosteronism", "Low calcium" → "hypocalcemia" (*hyper-*/*hypo-* and *-emia*/*-aemia*/*-ism*
     joined to a content word, its final *e*, *ium* or *um* dropped; a cell, *-cyte*, raised or lowered is
-    *-cytosis* or *-cytopenia*: "Increased reticulocyte count" → "reticulocytosis"); "Peritoneal
+    *-cytosis* or *-cytopenia*: "Increased reticulocyte count" → "reticulocytosis"; or named as a state,
+    "Increased lactate concentration" → "lactate levels raised"); "Peritoneal
     inflammation" → "peritonitis" (an adjective's stem, *-eal*/*-al*/*-ic*/*-ous* dropped, and *-itis*);
     "Pseudoparkinsonism" → "parkinsonism", "Oversedation" → "sedation" (a word less one of
     :data:`_LOOKALIKE` prefixes). Tried in that order; ``[]`` when none applies."""
@@ -116,6 +128,8 @@ def derived_keys(toks: Sequence[str]) -> list[str]:
     for t in content if prefix else ():
         stems = dict.fromkeys([t, t.removesuffix("e"), t.removesuffix("ium"), t.removesuffix("um")])
         out += [prefix + s + suffix for s in stems for suffix in ("emia", "aemia", "ism")]
+    for t in content if prefix else ():  # DDB's names of a state: "Lactate levels raised"
+        out.append(f"{t} levels {'raised' if prefix == 'hyper' else 'low'}")
     for t in content if prefix else ():  # "Increased reticulocyte count" → "reticulocytosis"
         stem = t.removesuffix("s")
         if stem.endswith("cyte") and len(stem) > 6:
@@ -204,6 +218,21 @@ def another_count(mention: str, name: str) -> bool:
 
 _OPPOSITE_PREFIXES = (("hyper", "hypo"), ("macro", "micro"), ("tachy", "brady"), ("poly", "oligo"))
 """Prefixes of opposite degree ("hyperchromic"/"hypochromic", "macrocytic"/"microcytic")."""
+
+
+_QUANTITY_ENDS = ("aemia", "emia", "uria")
+"""Endings of a word naming the level of a quantity in blood or urine ("hypokalemia", "glycosuria")."""
+
+
+def another_quantity(x: str, y: str) -> bool:
+    """Whether two words name the level of different quantities: the same *hyper-*/*hypo-* prefix and
+    :data:`_QUANTITY_ENDS` ending around another stem ("hypovolemia" is no slip for "hypokalemia",
+    "hyperkalemia" none for "hypercalcemia", though one or two letters apart)."""
+    for p in ("hyper", "hypo"):
+        for end in _QUANTITY_ENDS:
+            if x.startswith(p) and y.startswith(p) and x.endswith(end) and y.endswith(end):
+                return x[len(p):-len(end)] != y[len(p):-len(end)]
+    return False
 
 
 def opposite_degree(x: str, y: str) -> bool:
@@ -307,6 +336,12 @@ def _head_part(name: str) -> str:
     return name[:cut] if cut > 0 else name
 
 
+def comma_qualifies(text: str) -> bool:
+    """Whether ``text`` has a comma part and it only qualifies what comes before it (:func:`_qualified`:
+    "Gastric adenocarcinoma, intestinal type"), so that the part before the comma is the concept."""
+    return ", " in text and not text.rstrip().endswith(")") and _qualified(text)
+
+
 def _qualified(name: str) -> bool:
     """Whether what :func:`_head_part` cuts off a name qualifies it: a parenthesis, or after a comma only
     adjectives (:data:`_ADJECTIVE_ENDS`), :data:`QUALIFIERS` or a type number ("Adrenalectomy, bilateral",
@@ -315,7 +350,42 @@ def _qualified(name: str) -> bool:
     if name.rstrip().endswith(")") and "(" in name:
         return True
     rest = name[name.find(", ") + 2:].lower().replace(",", " ").split()
-    return all(w in QUALIFIERS or w.endswith(_ADJECTIVE_ENDS) or w.isdigit() or w == "type" for w in rest)
+    return all(w in QUALIFIERS or w.endswith(_ADJECTIVE_ENDS) or w.isdigit() or w in _QUALIFYING
+               for w in rest)
+
+
+_QUALIFYING = frozenset({"type", "male", "female", "human"})
+"""Words after a name's comma that qualify it besides adjectives: a type, a sex or the species it comes
+from ("Condoms, male", "DNase, human")."""
+
+_HYPHENATED = re.compile(r"(?<=[^\W\d_]{3})-(?=[^\W\d_]{3})")
+"""A hyphen inside a word, between two runs of three letters or more ("Membrano-proliferative")."""
+
+
+def _closed_hyphens(name: str) -> str:
+    """The folded key of ``name`` with each hyphen inside a word closed up ("Membrano-proliferative
+    glomerulonephritis" → "membranoproliferative glomerulonephritis"), or ``""`` when it has none: medicine
+    writes such compounds either way, as a mention's hyphenated prefix is closed up
+    (``kgwise.kg.grounding._closed_prefixes``)."""
+    if "-" not in name:
+        return ""
+    closed = _HYPHENATED.sub("", name)
+    return fold_key(phrase_key(closed)) if closed != name else ""
+
+
+_SWAPPED_HEADS = ("syndrome", "disease")
+"""Heads an eponymous name takes either way ("Chediak-Higashi disease", "… syndrome")."""
+
+
+def _other_heads(key: str) -> list[str]:
+    """``key`` (folded) with its last word, one of :data:`_SWAPPED_HEADS` after two other words or more
+    (an eponym of two names, "Chediak-Higashi"), in the other form; ``[]`` for any other key. Two nodes
+    so named ("Cushing disease", "Cushing syndrome") keep their own names, and a swapped key two nodes
+    share is dropped."""
+    words = key.split(" ")
+    if len([w for w in words[:-1] if len(w) > 1]) < 2 or words[-1] not in _SWAPPED_HEADS:
+        return []
+    return [" ".join([*words[:-1], h]) for h in _SWAPPED_HEADS if h != words[-1]]
 
 
 _EPITHET_ENDS = ("a", "ae", "e", "i", "is", "um", "us")
@@ -366,6 +436,7 @@ class NameVariants:
     heads: dict[str, int] = field(default_factory=dict)
     rare: dict[str, tuple[tuple[int, str], ...]] = field(default_factory=dict)
     kinds: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    synonyms: dict[str, tuple[str, ...]] = field(default_factory=dict)
     caps_only: set[str] = field(default_factory=set)
     ambiguous: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
@@ -391,6 +462,7 @@ class NameVariants:
         bags: dict[str, set[int]] = {}
         token_nodes: dict[str, set[int]] = {}
         heads: dict[str, set[int]] = {}
+        swapped: dict[str, set[int]] = {}  # a name with another naming head → its nodes
         primary: dict[str, set[int]] = {}  # head → nodes named "head (primary)"
         candidates: dict[str, int] = {}
         headed: list[tuple[int, str]] = []  # node, head key ("Thrombocytosis, autosomal dominant": its head)
@@ -404,6 +476,12 @@ class NameVariants:
             f = fold_key(key)
             if f != key and f not in known:
                 folded.setdefault(f, set()).add(node)
+            closed = _closed_hyphens(name)
+            if closed and closed not in known:  # "Membrano-proliferative …" is "Membranoproliferative …"
+                folded.setdefault(closed, set()).add(node)
+            for other in _other_heads(f):  # "Chediak-Higashi disease" is the "… syndrome"
+                if other not in known:
+                    swapped.setdefault(other, set()).add(node)
             b = bag_key(key)
             if b:
                 bags.setdefault(b, set()).add(node)
@@ -428,17 +506,30 @@ class NameVariants:
         for k, v in heads.items():  # "Lung cancer (primary)" before "Lung cancer (secondary)"
             if len(v) > 1 and len(primary.get(k, ())) == 1:
                 heads[k] = primary[k]
+        for k, v in swapped.items():  # never over a name in other words ("Cushing's disease")
+            if k not in heads and k not in out.folded and bag_key(k) not in bags:
+                heads[k] = v
         out.heads = {k: next(iter(v)) for k, v in heads.items()
                      if len(v) == 1 and -1 not in v and k not in out.folded}
         out.caps_only |= {f for f in map(fold_key, out.caps_only) if f in out.folded}
         out.bags = {k: next(iter(v)) for k, v in bags.items() if len(v) == 1}
         rare = {t for t, v in token_nodes.items() if len(v) <= RARE_NODES and t not in stop
-                and (len(t) >= 4 or (len(t) == 3 and not t.isalpha()))}  # "b12" too
+                and (len(t) >= 4 or (len(t) == 3 and not t.isalpha()) or (len(t) > 1 and t in _ROMAN))}
+        # "b12" and a Roman type number ("vii" of "Coagulation factor VII") too
         by_token: dict[str, list[tuple[int, str]]] = {}
         for node, head in headed:
             for t in set(head.split(" ")) & rare:
                 by_token.setdefault(t, []).append((node, head))
         out.rare = {t: tuple(dict.fromkeys(v)) for t, v in by_token.items()}
+        words_of: dict[int, set[str]] = {}  # a node → its one-word names
+        word_nodes: dict[str, set[int]] = {}
+        for key, node in zip(keys, nodes, strict=True):
+            f = fold_key(key)
+            if f.isalpha() and len(f) >= 4 and f not in stop and key not in out.caps_only:
+                words_of.setdefault(node, set()).add(f)
+                word_nodes.setdefault(f, set()).add(node)
+        out.synonyms = {w: tuple(sorted(ws - {w})) for ws in words_of.values() if len(ws) > 1 for w in ws
+                        if len(word_nodes[w]) == 1}
         out.kinds = {k: tuple(sorted(v)) for k, v in kinds.items()
                      if len(v) > 1 and k not in known and k not in out.folded}
         out.partial = {t: v for t, v in candidates.items()

@@ -95,6 +95,11 @@ Greek letters medicine writes in names, spelt out as names spell them ("IFN-α",
 "alpha", "beta")."""
 
 
+_SHARP_BETA = re.compile(r"(?<![^\W\d_])ß(?![^\W\d_])")
+"""A German sharp s standing alone ("ß-hCG", "ß-blocker"): medicine typed on German keyboards writes it
+for a Greek beta; inside a word it is the German letter ("Straße")."""
+
+
 _DIGRAPH = re.compile(r"(?<=[a-z])(?:ae(?=[a-z]{2})|oe(?!ing)(?=[aeiouy][a-z]|[b-df-hj-np-tv-z][aeiouy]|str))"
                       r"|\b(?:ae(?!r)|oe)(?=[a-z]{4})")
 """The British *ae*/*oe* of a word, inside it or starting it ("haemorrhage", "hypernatraemia", "oedema",
@@ -106,15 +111,33 @@ the German *oe* (ö) of a name before two consonants ("Noether" is not "nether",
 is not "being", "canoeing")."""
 
 
+_RE_END = re.compile(r"(?<=[a-z][a-ln-z])([bt])re\b")
+"""The British *-tre*/*-bre* ending of a word of 5 letters or more ("goitre", "centre", "litre", "fibre",
+"calibre"), spelt *-ter*/*-ber* the American way; not *-mbre* ("timbre" is no "timber"), *-cre*
+("massacre", "lucre") nor *-gre* ("ogre"), which American spelling keeps."""
+
+_OUR_END = re.compile(r"(?<=[a-z]{2}[bdgilmnr])our\b")
+"""The British *-our* ending of a word of 6 letters or more ("tumour", "colour", "behaviour", "labour"),
+spelt *-or*; not after *t* or *v* ("contour", "detour", "devour") nor in shorter words ("flour", "hour")."""
+
+
 def fold_key(key: str) -> str:
     """A phrase key without accents (NFKD, combining marks dropped: "zürich" → "zurich"), spelt the
     American way (*ae*/*oe* → *e* in words of 6 letters or more: "hypernatraemia" → "hypernatremia",
-    "oedema" → "edema"), with a run of single letters joined ("u s" → "us", the key of "U.S.")."""
+    "oedema" → "edema"; *-tre*/*-bre* → *-ter*/*-ber*, "goitre" → "goiter", :data:`_RE_END`; *-our* →
+    *-or*, "tumour" → "tumor", :data:`_OUR_END`), with a run of single letters joined ("u s" → "us", the
+    key of "U.S.")."""
     if not key.isascii():
+        if "ß" in key:  # "ß-hCG": the German letter standing for a beta
+            key = _SHARP_BETA.sub("beta", key)
         key = "".join(c for c in unicodedata.normalize("NFKD", key.translate(_LETTERS))
                       if not unicodedata.combining(c))
     if "ae" in key or "oe" in key:
         key = " ".join(_DIGRAPH.sub("e", t) if len(t) >= 6 else t for t in key.split(" "))
+    if "re" in key:
+        key = _RE_END.sub(r"\1er", key)
+    if "our" in key:
+        key = _OUR_END.sub("or", key)
     if " " in key and any(len(t) == 1 for t in key.split(" ")):
         key = _join_letters(key.split(" "))
     return key

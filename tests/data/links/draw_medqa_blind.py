@@ -14,6 +14,19 @@ left ``null``) to standard output, in question order:
     python tests/data/links/draw_medqa_blind.py /work/shared/data --seed 2029 --draw 120 --split fresh3 \
         --exclude tests/data/links/medqa_ddb.jsonl tests/data/links/medqa_ddb_blind.jsonl \
         tests/data/links/medqa_ddb_fresh.jsonl tests/data/links/medqa_ddb_fresh2.jsonl  # medqa_ddb_fresh3
+    python tests/data/links/draw_medqa_blind.py /work/shared/data --seed 2030 --draw 120 --split fresh4 \
+        --exclude tests/data/links/medqa_ddb.jsonl tests/data/links/medqa_ddb_blind.jsonl \
+        tests/data/links/medqa_ddb_fresh.jsonl tests/data/links/medqa_ddb_fresh2.jsonl \
+        tests/data/links/medqa_ddb_fresh3.jsonl  # medqa_ddb_fresh4
+    python tests/data/links/draw_medqa_blind.py /work/shared/data --seed 2031 --draw 120 --split fresh5 \
+        --exclude tests/data/links/medqa_ddb.jsonl tests/data/links/medqa_ddb_blind.jsonl \
+        tests/data/links/medqa_ddb_fresh.jsonl tests/data/links/medqa_ddb_fresh2.jsonl \
+        tests/data/links/medqa_ddb_fresh3.jsonl tests/data/links/medqa_ddb_fresh4.jsonl  # medqa_ddb_fresh5
+    python tests/data/links/draw_medqa_blind.py /work/shared/data --seed 2032 --draw 100 --split fresh6 \
+        --exclude tests/data/links/medqa_ddb.jsonl tests/data/links/medqa_ddb_blind.jsonl \
+        tests/data/links/medqa_ddb_fresh.jsonl tests/data/links/medqa_ddb_fresh2.jsonl \
+        tests/data/links/medqa_ddb_fresh3.jsonl tests/data/links/medqa_ddb_fresh4.jsonl \
+        tests/data/links/medqa_ddb_fresh5.jsonl  # medqa_ddb_fresh6
 """
 
 from __future__ import annotations

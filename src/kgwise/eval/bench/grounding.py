@@ -162,6 +162,9 @@ LINK_SETS: dict[str, str] = {
     "medqa_ddb_fresh": "medqa_ddb_fresh.jsonl",
     "medqa_ddb_fresh2": "medqa_ddb_fresh2.jsonl",
     "medqa_ddb_fresh3": "medqa_ddb_fresh3.jsonl",
+    "medqa_ddb_fresh4": "medqa_ddb_fresh4.jsonl",
+    "medqa_ddb_fresh5": "medqa_ddb_fresh5.jsonl",
+    "medqa_ddb_fresh6": "medqa_ddb_fresh6.jsonl",
     "csqa_conceptnet": "csqa_conceptnet.jsonl",
 }
 """The labelled link sets and their files (in the links directory)."""
