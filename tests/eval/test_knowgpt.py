@@ -107,6 +107,25 @@ def test_a_letter_backend_records_no_pmi_outcome() -> None:
     assert _acc([row], "correct_sum") == 1.0 and math.isnan(_acc([row], "correct_pmi"))
 
 
+def test_answers_by_letter_are_read_by_letter_and_a_reply_without_one_is_counted_and_named(
+        tmp_path: Path) -> None:
+    from kgwise.llm.answering import LetterReply
+
+    q = Question("q1", "What purrs?", (Choice("A", "dog"), Choice("B", "cat")), gold=("B",))
+    uniform = ChoiceScores((math.log(0.5),) * 2, (math.log(0.5),) * 2, method="letter")
+    store = OutcomeStore(tmp_path / "outcomes.jsonl", "run")
+    for setting, reply in ((WITHOUT_KG, LetterReply(uniform, "", "hmm", "none")),
+                           (ARMS[0], LetterReply(uniform, "B", "B", "logprobs"))):
+        inj = Injection(Answer("q1", reply.prediction), reply.scores, letter=reply)
+        store.put(_row(q, setting, inj, None))
+    row = store.need("q1", WITHOUT_KG)
+    assert (row["correct_letter"], row["letter_from"], row["correct_sum"]) == (0, "none", None)
+    report = _split_report([q], [WITHOUT_KG, ARMS[0]], {"full": [ARMS[0]]}, store, PromptBandit(4, ARMS[:1]),
+                           "letter")
+    assert report["without_kg"]["accuracy"] == 0.0 and report["without_kg"]["no_letter"] == ["q1"]
+    assert report["full"]["accuracy"] == 1.0 and report["combos"][ARMS[0]]["letter_from"] == {"logprobs": 1}
+
+
 def test_targets_pair_full_with_the_baselines_on_the_same_questions(tmp_path: Path) -> None:
     """Four questions: w/o KG right on 1, the first combination on 3, the bandit's picks on 2."""
     from kgwise.eval.knowgpt import markdown_table

@@ -20,6 +20,7 @@ from kgwise.llm.answering import (
     MCConfig,
     answer_by_scoring,
     answer_mc,
+    letter_reply,
     letter_reply_probabilities,
     parse_choice,
 )
@@ -137,6 +138,34 @@ def test_answer_by_letter_parses_reply() -> None:
     assert ans.prediction == "B" and ans.probabilities == {"A": 0.0, "B": 1.0, "C": 0.0, "D": 0.0}
     unparsed = answer_mc(ScriptedLLM(reply="hmm"), Q, config=MCConfig(method="letter"))
     assert unparsed.prediction == "" and unparsed.probabilities["A"] == pytest.approx(0.25)
+
+
+class TopLogprobsLLM(ScriptedLLM):
+    """Test double: a scripted reply whose first token's top log-probabilities are ``top``."""
+
+    gives_top_logprobs = True
+
+    def __init__(self, reply: str, top: dict[str, float]) -> None:
+        super().__init__(reply=reply)
+        self.top = top
+
+    def generate(self, prompt: str | Sequence[Message], *, max_tokens: int = 256, temperature: float = 0.0,
+                 stop: Sequence[str] | None = None, top_logprobs: int = 0) -> Generation:
+        g = super().generate(prompt, max_tokens=max_tokens, temperature=temperature, stop=stop)
+        return Generation(g.text, g.usage, top_logprobs=(self.top,) if top_logprobs else ())
+
+
+def test_a_letter_reply_reads_the_first_tokens_log_probabilities_or_says_where_it_fell_back() -> None:
+    top = {"B": math.log(0.6), " C": math.log(0.2), "(A": math.log(0.1), "The": math.log(0.05)}
+    read = letter_reply(TopLogprobsLLM("B", top), Q)
+    probs = dict(zip("ABCD", read.scores.ranked_probabilities(), strict=True))
+    assert (read.prediction, read.source, read.scores.method) == ("B", "logprobs", "letter")
+    assert probs == pytest.approx({"A": 1 / 9, "B": 6 / 9, "C": 2 / 9, "D": 0.0})  # over the letters only
+    said = letter_reply(TopLogprobsLLM("The answer is D", {"The": -0.1, "A": -5.0}), Q)
+    assert (said.prediction, said.source) == ("D", "reply")  # the text names another option than "A"
+    silent = letter_reply(TopLogprobsLLM("I cannot tell", {"I": -0.1}), Q)
+    assert (silent.prediction, silent.source) == ("", "none")  # no letter: no guess
+    assert silent.scores.ranked_probabilities() == pytest.approx((0.25,) * 4)
 
 
 @hypothesis_settings(deadline=None)

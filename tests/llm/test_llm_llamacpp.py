@@ -93,6 +93,18 @@ def test_generate_is_greedy_and_counts_tokens(smollm: LlamaCpp) -> None:
     assert smollm.compute(a.usage) == smollm.n_params * a.usage.total_tokens
 
 
+def test_first_token_top_logprobs_leave_the_reply_as_it_was(smollm: LlamaCpp) -> None:
+    prompt = "What is the capital of France? Answer in one word."
+    plain = smollm.generate(prompt, max_tokens=4)
+    seen = smollm.generate(prompt, max_tokens=4, top_logprobs=5)
+    assert seen.text == plain.text and plain.top_logprobs == ()
+    (top,) = seen.top_logprobs
+    values = list(top.values())
+    assert 1 <= len(top) <= 5 and values == sorted(values, reverse=True) and max(values) <= 0.0
+    assert sum(math.exp(v) for v in values) <= 1.0 + 1e-6
+    assert seen.text.startswith(next(iter(top)))  # greedy: the reply opens with the likeliest token
+
+
 def test_gemma3_loads_from_its_chunk_packages_and_scores() -> None:
     llm = get_llm("gemma3-270m")
     assert llm.name == "gemma3-270m"

@@ -69,7 +69,8 @@ def eval_knowgpt(
         "--scoring", help="Rank choices by the sum ('sum') or per-token mean ('mean') of log-probabilities, "
         "by 'pmi' (the sum minus the choice's context-free log-probability), or 'auto': a rule per setting, "
         "each the one that answers most bandit-training questions right: w/o KG's without knowledge, "
-        "KnowGPT's with each combination's knowledge."
+        "KnowGPT's with each combination's knowledge; or 'letter': every option lettered in one chat "
+        "prompt, read from the reply's first-token log-probabilities (one call a question)."
     )] = "auto",
     bandit_feedback: Annotated[str | None, typer.Option(
         "--bandit-feedback", help="Train the prompt bandit on every combination's reward per training "

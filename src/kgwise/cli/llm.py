@@ -21,7 +21,7 @@ from kgwise.cli.common import (
 )
 from kgwise.config import cache_dir
 from kgwise.errors import ConfigError
-from kgwise.llm.local_models import DEFAULT_LLM, default_scoring
+from kgwise.llm.local_models import DEFAULT_LLM, answers_by_letter, default_scoring
 
 LlmOption = Annotated[
     str, typer.Option("--llm", help="smollm2-135m, gemma3-270m, gguf:PATH, openai:MODEL, replay:…")
@@ -42,8 +42,9 @@ def ask(
     llm: LlmOption = DEFAULT_LLM,
     method: Annotated[str | None, typer.Option(
         "--method", help="Multiple choice: score (sum log-prob), score-mean (per token), score-pmi (sum "
-        "minus the choice's prior log-prob), letter (default: the model's measured best scoring rule, "
-        "sum for an unmeasured model).", show_default=False)] = None,
+        "minus the choice's prior log-prob), letter (default: the model's measured best: letter for "
+        "qwen2.5-coder-1.5b, else its scoring rule, sum for an unmeasured model).",
+        show_default=False)] = None,
     knowledge: Annotated[str, typer.Option(help="Knowledge to put before the question.")] = "",
     cache: CacheOption = False,
     json_out: JsonOption = None,
@@ -86,7 +87,7 @@ def ask(
     from kgwise.llm.answering import METHOD_OF_RULE, METHODS, MCConfig, answer_free_text, answer_mc
     from kgwise.types import Question, make_question
 
-    method = method or METHOD_OF_RULE[default_scoring(llm)]
+    method = method or ("letter" if answers_by_letter(llm) else METHOD_OF_RULE[default_scoring(llm)])
     if method not in METHODS:
         raise ConfigError(f"unknown --method {method!r}; use {', '.join(METHODS)}")
     if choices is not None:

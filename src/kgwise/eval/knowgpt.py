@@ -29,7 +29,12 @@ for both may read knowledge badly: under the rule chosen without knowledge (PMI)
 on CSQA ihdev was −7.0 points, under ``sum`` +6.0 on the same outcomes (docs/measurements/knowgpt.md).
 A tiny model's sum favours short, frequent choices (on OBQA it is below chance). Every outcome records the
 correctness under all three rules. The LLM is deterministic (temperature 0, log-probability scoring), so
-full KnowGPT's correctness on a question is that of the combination it picks, measured once. Every LLM
+full KnowGPT's correctness on a question is that of the combination it picks, measured once.
+``scoring="letter"`` answers instead with every option lettered in one chat prompt (the knowledge above
+the question) and reads the reply's first token's top log-probabilities
+(:func:`kgwise.llm.answering.letter_reply`): one LLM call a question and setting; its outcomes record
+``correct_letter`` and where the letter came from (``letter_from``), and each setting's report counts and
+names the questions whose reply named no option (``no_letter``: counted wrong). Every LLM
 outcome is appended to ``outcomes.jsonl`` as it arrives, and a rerun resumes from there; the P_RL policy
 and the bandit are saved next to it and reloaded.
 
@@ -98,7 +103,8 @@ __all__ = [
 ]
 
 DATASETS = ("csqa", "obqa", "medqa")
-SCORING = (*SCORING_RULES, "auto")
+LETTER = "letter"
+SCORING = (*SCORING_RULES, "auto", LETTER)
 FACTS_ONLY = "facts only"
 BUDGET_KEYS = ("knowledge_tokens", "knowledge_ratio")
 """The settings an ``against`` run may differ in (a run recorded before ``knowledge_ratio`` lacks it)."""
@@ -116,7 +122,7 @@ command_default("prompt_bandit", PROMPT_BANDIT)
 class KnowGPTExperimentConfig:
     """Sizes of one run: ``limit`` test questions per split (None: all), ``train_limit`` bandit-training
     questions, P_RL training ``rl_iterations``/``rl_time_limit_s``, the MedQA ``split_seed``; ``scoring``:
-    ``sum``, ``mean``, ``pmi`` or ``auto`` (see the module docstring); graphs of at most
+    ``sum``, ``mean``, ``pmi``, ``auto`` or ``letter`` (see the module docstring); graphs of at most
     ``pre_encode_max_nodes`` nodes get all node embeddings computed before testing; ``knowledge_tokens``:
     the token cap of the ranked knowledge (``None``: the whole subgraph), ``knowledge_ratio`` its tokens per
     question token (:class:`~kgwise.inject.injector.InjectorConfig`); ``splits``: only these test
@@ -160,14 +166,14 @@ class SettingRules:
     ``knowledge`` for every setting whose prompt carries knowledge (the combinations, full KnowGPT, facts
     only); :meth:`key` is the outcome field a setting is read by."""
 
-    without_kg: ScoringRule
-    knowledge: ScoringRule
+    without_kg: str
+    knowledge: str
 
     @classmethod
-    def same(cls, rule: ScoringRule) -> SettingRules:
+    def same(cls, rule: str) -> SettingRules:
         return cls(rule, rule)
 
-    def rule(self, setting: str) -> ScoringRule:
+    def rule(self, setting: str) -> str:
         return self.without_kg if setting == WITHOUT_KG else self.knowledge
 
     def key(self, setting: str) -> str:
@@ -330,19 +336,25 @@ class OutcomeStore:
 
 def _row(q: Question, setting: str, inj: Injection, prior: ChoiceScores | None) -> dict[str, Any]:
     """One outcome: correctness under every scoring rule (``correct_<rule>``; ``correct_pmi`` is None
-    without a ``prior``, for a backend that answers by letter), the knowledge's size, the preparation
+    without a ``prior``, for a backend that answers by letter; every rule's is None, and ``correct_letter``
+    and ``letter_from`` are set, for an injector answering by letter), the knowledge's size, the preparation
     time, the seconds of the LLM's scoring call (``score_s``; ``None`` when the response cache answered it)
     and the machine's 1-minute load average when it was measured."""
 
     def correct(rule: ScoringRule) -> int | None:
-        if rule == "pmi" and prior is None:
+        if (rule == "pmi" and prior is None) or inj.letter is not None:
             return None
         return int(inj.scores.best(rule, prior) == q.gold_index)
 
+    letter = inj.letter
+    by_letter = {} if letter is None else {
+        f"correct_{LETTER}": int(bool(letter.prediction) and letter.prediction in q.gold),
+        "letter_from": letter.source}
     return {
         "qid": q.id,
         "setting": setting,
         **{f"correct_{rule}": correct(rule) for rule in SCORING_RULES},
+        **by_letter,
         "prediction": inj.answer.prediction,
         "knowledge_chars": len(inj.answer.knowledge),
         "prompt_chars": inj.prompt_chars,
@@ -447,11 +459,12 @@ def run_experiment(
     agent = PathAgent(kg, policy, agent_cfg, embeddings=emb) if policy is not None else None
 
     evidence = FactRetriever(inputs.facts, encoder, cfg.facts_k) if inputs.facts is not None else None
-    rule: ScoringRule = "sum" if cfg.scoring == "auto" else scoring_rule(cfg.scoring)  # auto: chosen below
-    injector = build_injector(kg, llm, grounder, encoder, scoring=rule, default_combo=None, agent=agent,
-                              evidence=evidence, knowledge_tokens=cfg.knowledge_tokens,
-                              knowledge_ratio=cfg.knowledge_ratio,
+    rule: str = cfg.scoring if cfg.scoring in (LETTER, *SCORING_RULES) else "sum"  # auto: chosen below
+    injector = build_injector(kg, llm, grounder, encoder, scoring=rule if rule != LETTER else "sum",
+                              default_combo=None, agent=agent, evidence=evidence,
+                              knowledge_tokens=cfg.knowledge_tokens, knowledge_ratio=cfg.knowledge_ratio,
                               name=f"KnowGPT on {name}")
+    injector.config = replace(injector.config, by_letter=rule == LETTER)
     store = OutcomeStore(out_dir / "outcomes.jsonl", fingerprint)
 
     def outcome(q: Question, setting: str) -> dict[str, Any]:
@@ -493,7 +506,7 @@ def run_experiment(
         scoring_report["train_seconds"] = {"without_kg": _seconds(plain, priors),
                                            "knowledge": _seconds(known, priors)}
         rule = rules.knowledge  # the bandit's reward and the injector's answers read knowledge
-        injector.config = replace(injector.config, scoring=rule)
+        injector.config = replace(injector.config, scoring=scoring_rule(rule))
         log(f"scoring: {scoring_report}")
 
     # --- bandit: train on training questions (LLM correctness as reward), or load
@@ -726,7 +739,7 @@ def _acc(rows: Sequence[dict[str, Any]], key: str) -> float:
 
 
 def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[str, list[str]],
-                  store: OutcomeStore, bandit: PromptBandit, rules: ScoringRule | SettingRules
+                  store: OutcomeStore, bandit: PromptBandit, rules: str | SettingRules
                   ) -> dict[str, Any]:
     """Every setting's accuracy on ``qs`` under its scoring rule (``rules``: one for all, or per setting;
     and, as ``accuracy_by_rule``, under every rule); ``picks``: each bandit's combination per question
@@ -735,8 +748,9 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
     key, plain_key = per.key(bandit.arms[0]), per.key(WITHOUT_KG)  # with knowledge, without
 
     def accuracies(rs: Sequence[dict[str, Any]], key: str = key) -> dict[str, Any]:
+        letter = (LETTER,) if rs and all(f"correct_{LETTER}" in r for r in rs) else ()
         return {"accuracy": _acc(rs, key),
-                "accuracy_by_rule": {r: _acc(rs, f"correct_{r}") for r in SCORING_RULES}}
+                "accuracy_by_rule": {r: _acc(rs, f"correct_{r}") for r in (*SCORING_RULES, *letter)}}
 
     def rows(s: str) -> list[dict[str, Any]]:
         return [r for q in qs if (r := store.get(q.id, s)) is not None]
@@ -749,6 +763,9 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
     def summary(s: str) -> dict[str, Any]:
         rs = rows(s)
         out: dict[str, Any] = {**accuracies(rs, per.key(s)), "n": len(rs), **_seconds(rs, priors)}
+        if rs and all("letter_from" in r for r in rs):
+            out["letter_from"] = dict(Counter(r["letter_from"] for r in rs))
+            out["no_letter"] = [r["qid"] for r in rs if r["letter_from"] == "none"]
         if s in ARMS:
             out["empty_knowledge"] = int(sum(r["empty_knowledge"] for r in rs))
             # questions whose extractor found no KG edge (rows of older runs lack the count: None)
@@ -805,12 +822,14 @@ def _prior_seconds(plain: Sequence[dict[str, Any]]) -> list[float]:
 def _seconds(rows: Sequence[dict[str, Any]], priors: Sequence[float]) -> dict[str, Any]:
     """LLM seconds a question of this setting costs alone: the mean of its scoring calls the LLM made (not
     the response cache) plus the mean PMI prior call (one per question, shared by the settings; ``None``
-    unless both were timed), and the 1-minute load averages those calls were made at (rows of older runs
-    lack them: ``None``)."""
+    unless both were timed; none for answers by letter), and the 1-minute load averages those calls were
+    made at (rows of older runs lack them: ``None``)."""
     timed = [r["score_s"] for r in rows if r.get("score_s") is not None]
     load = [r["load_1min"] for r in rows if r.get("score_s") is not None]
     score = float(np.mean(timed)) if timed else None
     prior = float(np.mean(priors)) if priors else None
+    if rows and all("letter_from" in r for r in rows):  # by letter: one call, no prior
+        prior = 0.0
     return {"llm_s_per_question": None if score is None or prior is None else score + prior,
             "score_s_mean": score, "score_s_timed": len(timed), "prior_s_mean": prior,
             "load_1min": ({"min": min(load), "median": statistics.median(load), "max": max(load)}

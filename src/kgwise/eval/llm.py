@@ -1,13 +1,16 @@
 """The "w/o KG" baseline: an LLM alone on a list of questions, resumable, with accuracy and usage.
 
-Multiple choice uses ``kgwise.llm.answering.answer_mc`` (scoring also yields the other normalisation's
-prediction for free, reported as ``accuracy_sum``/``accuracy_mean``); KGQA uses ``answer_free_text``, graded
+Multiple choice scores the choices (which also yields every other rule's prediction for free, reported as
+``accuracy_<rule>``) or asks for a letter (``letter_from``: how many answers came from the first token's
+log-probabilities, from the reply's text, from neither; ``no_letter`` names the last, counted wrong);
+KGQA uses ``answer_free_text``, graded
 by ``kgwise.grading.match_answer`` (Hits@1 by matching the gold names).
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,10 +20,10 @@ from kgwise.errors import ConfigError
 from kgwise.llm.answering import (
     METHODS,
     RULE_OF_METHOD,
-    MCConfig,
     answer_free_text,
-    answer_mc,
     choice_prior,
+    letter_answer,
+    letter_reply,
     require_logprobs,
     score_choices_after,
     scored_answer,
@@ -52,7 +55,9 @@ def _answer_one(llm: LLM, q: Question, method: str) -> dict[str, Any]:
     rec: dict[str, Any] = {"llm": llm.name, "method": method, "gold": list(q.gold)}
     if q.is_multiple_choice:
         if method == "letter":
-            ans = answer_mc(llm, q, config=MCConfig(method="letter"))
+            reply = letter_reply(llm, q)
+            ans = letter_answer(q, reply, usage=reply.scores.usage, arm=llm.name)
+            rec["letter_from"] = reply.source
         else:
             rule = RULE_OF_METHOD[method]
             scores = score_choices_after(llm, q, scoring_context(q))
@@ -119,6 +124,10 @@ def evaluate_llm(
         for rule in SCORING_RULES:
             if all(f"pred_{rule}" in r for r in graded):  # records of older versions lack pred_pmi
                 report[f"accuracy_{rule}"] = sum(r[f"pred_{rule}"] in r["gold"] for r in graded) / n_gold
+    if recs and all("letter_from" in r for r in recs):  # by letter: where each answer came from
+        report["letter_from"] = dict(Counter(r["letter_from"] for r in recs))
+        report["no_letter"] = [q.id for q in questions if q.id in rep.results
+                               and rep.results[q.id]["letter_from"] == "none"]
     mc = [r for r in recs if "n_choices" in r]
     if mc:
         report["chance_accuracy"] = round(sum(1.0 / r["n_choices"] for r in mc) / len(mc), 6)

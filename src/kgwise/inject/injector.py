@@ -35,7 +35,16 @@ from kgwise.inject.bandit import PromptBandit
 from kgwise.inject.combination import Combination
 from kgwise.kg.base import KnowledgeGraph
 from kgwise.kg.grounding import Grounder, Grounding
-from kgwise.llm.answering import choice_prior, require_logprobs, score_choices_after, scored_answer
+from kgwise.llm.answering import (
+    LetterReply,
+    choice_prior,
+    letter_answer,
+    letter_prompt,
+    letter_reply,
+    require_logprobs,
+    score_choices_after,
+    scored_answer,
+)
 from kgwise.llm.base import ScoringRule, scoring_rule
 from kgwise.render.formats import (
     Format,
@@ -95,12 +104,15 @@ class InjectorConfig:
     passed); ``knowledge_tokens``: the token budget of the ranked knowledge rendered into a prompt
     (``None``: the whole extracted subgraph, the formats' own cap only); ``knowledge_ratio``: at most this
     many knowledge tokens per token of the question, never below :data:`KNOWLEDGE_TOKENS_MIN` (``None``:
-    ``knowledge_tokens`` alone)."""
+    ``knowledge_tokens`` alone); ``by_letter``: answer instead with every option lettered in one chat prompt,
+    the knowledge above the question (:func:`kgwise.llm.answering.letter_reply`: one call a question,
+    ``scoring`` unused)."""
 
     scoring: ScoringRule = "sum"
     default_combo: Combination | None = None
     knowledge_tokens: int | None = KNOWLEDGE_TOKENS
     knowledge_ratio: float | None = KNOWLEDGE_RATIO
+    by_letter: bool = False
 
     def __post_init__(self) -> None:
         scoring_rule(self.scoring)
@@ -123,7 +135,7 @@ class InjectorConfig:
 class Injection:
     """One answered question: the answer, the per-choice scores, the extracted subgraph, its paths ranked
     to the question (``ranked``: every path found, best first; ``given``: those whose every fact the prompt
-    holds) and the time spent outside the LLM."""
+    holds) and the time spent outside the LLM; ``letter``: the reply, when the injector answers by letter."""
 
     answer: Answer
     scores: ChoiceScores
@@ -133,6 +145,7 @@ class Injection:
     prompt_chars: int = 0
     prep_ms: float = 0.0
     timings_ms: Mapping[str, float] = field(default_factory=dict)
+    letter: LetterReply | None = None
 
 
 class KnowledgeInjector:
@@ -277,8 +290,16 @@ class KnowledgeInjector:
         return rendered, sub, ranked, given, {"ground": ground_ms, "extract": extract_ms,
                                               "render": max(render_ms, 0.0)}
 
-    def _score(self, question: Question, knowledge: str, evidence: str) -> ChoiceScores:
-        return score_choices_after(self.llm, question, answer_prompt(question.text, knowledge, evidence))
+    def _reply(self, question: Question, knowledge: str, evidence: str
+               ) -> tuple[ChoiceScores, LetterReply | None, int]:
+        """The choices' scores after the question with ``evidence`` and ``knowledge``, the letter reply
+        they came from when the injector answers by letter, and the prompt's characters."""
+        if self.config.by_letter:
+            text = "\n".join(x for x in (evidence, knowledge) if x)
+            reply = letter_reply(self.llm, question, text)
+            return reply.scores, reply, len(letter_prompt(question, text))
+        prompt = answer_prompt(question.text, knowledge, evidence)
+        return score_choices_after(self.llm, question, prompt), None, len(prompt)
 
     def prior(self, question: Question) -> ChoiceScores:
         """The choices' scores after the context-free prompt (PMI's denominator), memoised by the choice
@@ -294,7 +315,10 @@ class KnowledgeInjector:
         return scores
 
     def _answer(self, question: Question, scores: ChoiceScores, knowledge: str, combo: str,
-                usage: Usage) -> Answer:
+                usage: Usage, letter: LetterReply | None = None) -> Answer:
+        if letter is not None:
+            return letter_answer(question, letter, knowledge=knowledge, arm=self.llm.name, combo=combo,
+                                 usage=usage + scores.usage)
         rule = self.config.scoring
         prior = None
         if rule == "pmi":
@@ -317,12 +341,11 @@ class KnowledgeInjector:
         evidence_ms = (time.perf_counter() - t0) * 1e3
         rendered, sub, ranked, given, timings = self.knowledge(question, chosen, grounding)
         timings["evidence"] = evidence_ms
-        prompt = answer_prompt(question.text, rendered.text, evidence)
-        scores = score_choices_after(self.llm, question, prompt)
+        scores, letter, prompt_chars = self._reply(question, rendered.text, evidence)
         knowledge = "\n".join(x for x in (evidence, rendered.text) if x)
-        answer = self._answer(question, scores, knowledge, str(chosen), rendered.usage)
-        return Injection(answer, scores, sub, ranked, given, len(prompt),
-                         sum(timings.values()), timings)
+        answer = self._answer(question, scores, knowledge, str(chosen), rendered.usage, letter)
+        return Injection(answer, scores, sub, ranked, given, prompt_chars, sum(timings.values()), timings,
+                         letter)
 
     def answer(self, question: Question, combo: str | Combination | None = None) -> Answer:
         """The :class:`Answer` of :meth:`inject`."""
@@ -330,11 +353,13 @@ class KnowledgeInjector:
 
     def answer_without_knowledge(self, question: Question) -> Injection:
         """The "w/o KG" baseline: the same prompt template and scoring with no knowledge at all."""
-        scores = self._score(question, "", "")
-        return Injection(self._answer(question, scores, "", WITHOUT_KG, Usage()), scores)
+        scores, letter, _ = self._reply(question, "", "")
+        return Injection(self._answer(question, scores, "", WITHOUT_KG, Usage(), letter), scores,
+                         letter=letter)
 
     def answer_with_evidence_only(self, question: Question) -> Injection:
         """The dataset's own evidence (e.g. OBQA facts) and no KG knowledge."""
         evidence = self.evidence(question) if self.evidence is not None else ""
-        scores = self._score(question, "", evidence)
-        return Injection(self._answer(question, scores, evidence, "evidence only", Usage()), scores)
+        scores, letter, _ = self._reply(question, "", evidence)
+        return Injection(self._answer(question, scores, evidence, "evidence only", Usage(), letter), scores,
+                         letter=letter)

@@ -17,14 +17,16 @@ from typing import Any, Literal
 
 from kgwise.errors import ConfigError, SettingError
 from kgwise.grading import normalize_answer
-from kgwise.llm.base import LLM, ChoiceScores, Message, ScoringRule, tunable
+from kgwise.llm.base import LLM, ChoiceScores, Message, ScoringRule, gives_top_logprobs, tunable
 from kgwise.types import Answer, Choice, GenerationSettings, Question
 
 __all__ = [
+    "LETTER_TOP_LOGPROBS",
     "METHODS",
     "METHOD_OF_RULE",
     "PRIOR_CONTEXT",
     "RULE_OF_METHOD",
+    "LetterReply",
     "MCConfig",
     "answer_by_letter",
     "answer_by_scoring",
@@ -32,7 +34,9 @@ __all__ = [
     "answer_mc",
     "choice_prior",
     "free_text_reply",
+    "letter_answer",
     "letter_prompt",
+    "letter_reply",
     "letter_reply_probabilities",
     "parse_choice",
     "require_logprobs",
@@ -132,23 +136,70 @@ def parse_choice(text: str, choices: Sequence[Choice]) -> int | None:
     return None
 
 
-def answer_by_letter(
-    llm: LLM, question: Question, knowledge: str = "", config: MCConfig | None = None
-) -> Answer:
-    """Ask for a letter and parse it; probabilities from the first token's top log-probabilities when
-    the backend offers them, else all mass on the parsed option (uniform when nothing could be parsed)."""
+LETTER_TOP_LOGPROBS = 20
+"""How many of the reply's likeliest first tokens a backend that offers them is asked for: enough that every
+option's letter is among them whenever the model means to reply with a letter."""
+LetterSource = Literal["logprobs", "reply", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class LetterReply:
+    """A reply to a lettered prompt: ``scores`` (``method="letter"``; each option's log-probability, ``-inf``
+    for none), the ``prediction`` (a label, ``""`` when the reply named none), the reply ``text`` and
+    ``source``: ``logprobs`` when the probabilities are the first token's top log-probabilities (the
+    options' letters among them, normalised over the letters), ``reply`` when they are all mass on the
+    option the reply's text names (no top log-probabilities, no letter among them, or a reply that names
+    another option than the likeliest first token), ``none`` when the reply names no option (uniform
+    probabilities; the prediction is empty, never a guess)."""
+
+    scores: ChoiceScores
+    prediction: str
+    text: str
+    source: LetterSource
+
+
+def letter_reply(llm: LLM, question: Question, knowledge: str = "", config: MCConfig | None = None
+                 ) -> LetterReply:
+    """Ask for a letter (:func:`letter_prompt` as the user message of the model's chat, ``config.system``
+    the system message) and read it: the first token's top log-probabilities where the backend gives them
+    (:data:`LETTER_TOP_LOGPROBS`), else the parsed reply (:class:`LetterReply`)."""
     cfg = config or MCConfig(method="letter")
     prompt = [Message("system", cfg.system), Message("user", letter_prompt(question, knowledge))]
-    gen = llm.generate(prompt, max_tokens=cfg.max_tokens, temperature=0.0)
+    extra: dict[str, Any] = {"top_logprobs": LETTER_TOP_LOGPROBS} if gives_top_logprobs(llm) else {}
+    generate: Any = llm.generate  # a backend that gives top log-probabilities takes ``top_logprobs``
+    gen = generate(prompt, max_tokens=cfg.max_tokens, temperature=0.0, **extra)
     idx = parse_choice(gen.text, question.choices)
     labels = [c.label for c in question.choices]
     from_top = _letter_probabilities(gen.top_logprobs[0] if gen.top_logprobs else {}, labels)
-    prediction = labels[idx] if idx is not None else ""
+    source: LetterSource
     if from_top is not None and (idx is None or max(from_top, key=lambda k: from_top[k]) == labels[idx]):
-        probs = from_top
+        probs, source = from_top, "logprobs"
     else:
-        probs = letter_reply_probabilities(labels, prediction)
-    return Answer(question.id, prediction, probs, raw=gen.text, usage=gen.usage, arm=llm.name)
+        probs = letter_reply_probabilities(labels, labels[idx] if idx is not None else "")
+        source = "reply" if idx is not None else "none"
+    logs = tuple(math.log(probs[lab]) if probs[lab] > 0 else -math.inf for lab in labels)
+    prediction = "" if source == "none" else max(labels, key=lambda k: probs[k])
+    ones = tuple(1 for _ in labels)
+    return LetterReply(ChoiceScores(logs, logs, gen.usage, ones, method="letter"), prediction, gen.text,
+                       source)
+
+
+def answer_by_letter(
+    llm: LLM, question: Question, knowledge: str = "", config: MCConfig | None = None
+) -> Answer:
+    """Ask for a letter and parse it (:func:`letter_reply`): probabilities from the first token's top
+    log-probabilities when the backend offers them, else all mass on the parsed option (uniform when
+    nothing could be parsed)."""
+    reply = letter_reply(llm, question, knowledge, config)
+    return letter_answer(question, reply, usage=reply.scores.usage, arm=llm.name)
+
+
+def letter_answer(question: Question, reply: LetterReply, **fields: Any) -> Answer:
+    """The :class:`Answer` of a letter ``reply``: its prediction, its probabilities and its text as ``raw``;
+    ``fields`` (``usage``, ``arm``, ``knowledge``, ``combo``) are the Answer's own."""
+    labels = [c.label for c in question.choices]
+    probs = dict(zip(labels, reply.scores.ranked_probabilities(), strict=True))
+    return Answer(question.id, reply.prediction, probs, raw=reply.text, **fields)
 
 
 def letter_reply_probabilities(labels: Sequence[str], answer: str) -> dict[str, float]:

@@ -23,6 +23,7 @@ __all__ = [
     "TransientLLMError",
     "UsageError",
     "as_messages",
+    "gives_top_logprobs",
     "scoring_rule",
     "softmax",
     "tunable",
@@ -204,3 +205,10 @@ def tunable(llm: object) -> bool:
     of text as it is generated): a backend says so with the class attribute ``honours_settings = True``.
     A backend without it (a replayed recording) can only give the text it holds."""
     return getattr(llm, "honours_settings", False) is True
+
+
+def gives_top_logprobs(llm: object) -> bool:
+    """Whether ``llm.generate`` takes ``top_logprobs=k`` and returns the reply's first token's ``k``
+    likeliest alternatives (``Generation.top_logprobs``): a backend says so with the class attribute
+    ``gives_top_logprobs = True``."""
+    return getattr(llm, "gives_top_logprobs", False) is True

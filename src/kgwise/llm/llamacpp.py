@@ -143,6 +143,8 @@ class LlamaCpp:
 
     honours_settings = True
     """``generate`` applies ``top_p``, ``seed`` and ``on_text`` as well (:func:`kgwise.llm.base.tunable`)."""
+    gives_top_logprobs = True
+    """``generate`` takes ``top_logprobs`` (:func:`kgwise.llm.base.gives_top_logprobs`)."""
 
     def generate(
         self,
@@ -154,6 +156,7 @@ class LlamaCpp:
         top_p: float = 1.0,
         seed: int | None = None,
         on_text: Callable[[str], None] | None = None,
+        top_logprobs: int = 0,
     ) -> Generation:
         """Reply through kgwise's chat template for the model, else the file's own (a plain string is one
         user message); without a template, complete the messages' contents joined by blank lines.
@@ -163,19 +166,27 @@ class LlamaCpp:
         ``on_text`` is called with each piece of text as llama.cpp decodes it (a token, or a few when a
         stop string or a multi-byte character is pending); an exception it raises stops the generation and
         propagates. Streamed usage counts the prompt's tokens and every token sampled (the end-of-text
-        token included), as llama.cpp's logits processor sees them."""
+        token included), as llama.cpp's logits processor sees them. ``top_logprobs`` > 0: the reply's
+        first token's ``top_logprobs`` likeliest tokens and their log-probabilities (log-softmax of the
+        logits over the whole vocabulary, before any sampling) in ``Generation.top_logprobs``."""
         msgs = as_messages(prompt)
         kwargs: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p,
                                   "stop": list(stop) if stop else [],
                                   "seed": self.config.seed if seed is None else seed}
         seen = [0, 0]  # prompt tokens, tokens sampled: counted by the logits processor while streaming
-        if on_text is not None:
-            def count(input_ids: Any, scores: Any) -> Any:
-                seen[0] = seen[0] or len(input_ids)
-                seen[1] += 1
-                return scores
+        first: list[dict[str, float]] = []
 
-            kwargs |= {"stream": True, "logits_processor": [count]}
+        def look(input_ids: Any, scores: Any) -> Any:  # llama.cpp's raw logits of each step, in token order
+            seen[0] = seen[0] or len(input_ids)
+            seen[1] += 1
+            if top_logprobs > 0 and not first:
+                first.append(self._top_logprobs(scores, top_logprobs))
+            return scores
+
+        if on_text is not None or top_logprobs > 0:
+            kwargs["logits_processor"] = [look]
+        if on_text is not None:
+            kwargs["stream"] = True
         t0 = time.perf_counter()
         with self._lock:
             try:
@@ -211,7 +222,20 @@ class LlamaCpp:
             finally:
                 self._llm.reset()
         usage = Usage(tokens_in, tokens_out, 1, time.perf_counter() - t0, 0.0)
-        return Generation(str(text or ""), usage, finish_reason=str(finish or ""))
+        return Generation(str(text or ""), usage, finish_reason=str(finish or ""), top_logprobs=tuple(first))
+
+    def _top_logprobs(self, logits: Any, k: int) -> dict[str, float]:
+        """The ``k`` likeliest next tokens (as text) and their log-probabilities under ``logits``; tokens
+        that read the same keep the larger."""
+        x = np.asarray(logits, dtype=np.float64)
+        mx = float(x.max())
+        logz = mx + float(np.log(np.exp(x - mx).sum()))
+        top = np.argpartition(-x, min(k, len(x) - 1))[:k]
+        out: dict[str, float] = {}
+        for i in sorted(top.tolist(), key=lambda i: -x[i]):
+            text = self._llm.detokenize([int(i)]).decode("utf-8", errors="replace")
+            out.setdefault(text, float(x[i]) - logz)
+        return out
 
     def _render(self, msgs: Sequence[Message]) -> list[int]:
         """The prompt tokens of ``msgs`` under :attr:`template`: its control text with special tokens, the

@@ -19,7 +19,11 @@ converted from the AWQ checkpoint. Their prompts are rendered with kgwise's Chat
 ``scoring`` is the rule (:data:`kgwise.llm.SCORING_RULES`) that answered most dev questions right without
 knowledge (mean accuracy over OBQA ``dev`` and the first CSQA ``ihtrain`` questions, ``kgwise eval llm
 --method score``, which records every rule's prediction): PMI for all four, by 2–10 points over the
-per-token mean and 10–20 over the sum. ``seconds_per_question`` is the median time of one question under
+per-token mean and 10–20 over the sum. ``by_letter``: the model answered more dev questions right by letter
+(every option lettered in one chat prompt, read from the reply's first-token log-probabilities,
+``kgwise eval llm --method letter``) than under its scoring rule — the 1.5B: .640 on both OBQA ``dev`` and
+the first 100 CSQA ``ihtrain`` questions, against PMI's .558 / .500 on the 43 / 30 of them PMI was run on;
+``kgwise ask --llm`` answers it by letter. ``seconds_per_question`` is the median time of one question under
 that rule (``kgwise bench llm``) on this project's 2-core machine at load average 1–2. Figures, sizes, load:
 ``docs/local-models.md``.
 """
@@ -40,14 +44,15 @@ from kgwise.llm.base import ScoringRule
 from kgwise.llm.split_gguf import Part, SplitGGUF, ensure_assembled
 
 __all__ = ["DEFAULT_LLM", "DEFAULT_SCORING", "LOCAL_MODELS", "QWEN_05B", "QWEN_15B", "LocalModel",
-           "default_scoring", "ladder_comment", "local_model"]
+           "answers_by_letter", "default_scoring", "ladder_comment", "local_model"]
 
 
 @dataclass(frozen=True, slots=True)
 class LocalModel:
     """A local model by short ``name``: ``locate()`` gives its verified GGUF path; ``template``: kgwise's
-    chat template for it (``None``: the file's own handling, see ``LlamaCppConfig.chat``); ``scoring`` and
-    ``seconds_per_question``: see the module docstring; ``split``: the split-wheel spec, if it has one."""
+    chat template for it (``None``: the file's own handling, see ``LlamaCppConfig.chat``); ``scoring``,
+    ``by_letter`` and ``seconds_per_question``: see the module docstring; ``split``: the split-wheel spec, if
+    it has one."""
 
     name: str
     locate: Callable[[], Path]
@@ -55,6 +60,7 @@ class LocalModel:
     seconds_per_question: float
     template: str | None = None
     split: SplitGGUF | None = None
+    by_letter: bool = False
 
 
 def _smollm2_path() -> Path:
@@ -138,7 +144,7 @@ LOCAL_MODELS: dict[str, LocalModel] = {m.name: m for m in (
     LocalModel("qwen2.5-coder-0.5b", _split_locator(QWEN_05B), scoring="pmi", seconds_per_question=1.42,
                template="chatml", split=QWEN_05B),
     LocalModel("qwen2.5-coder-1.5b", _split_locator(QWEN_15B), scoring="pmi", seconds_per_question=2.38,
-               template="chatml", split=QWEN_15B),
+               template="chatml", split=QWEN_15B, by_letter=True),
 )}
 """The shipped local models by short name (see the module docstring)."""
 
@@ -157,6 +163,13 @@ def default_scoring(spec: str | None) -> ScoringRule:
     best (:attr:`LocalModel.scoring`), else :data:`DEFAULT_SCORING`."""
     model = LOCAL_MODELS.get(spec or "")
     return model.scoring if model is not None else DEFAULT_SCORING
+
+
+def answers_by_letter(spec: str | None) -> bool:
+    """Whether a shipped model answers multiple choice better by letter than by its scoring rule
+    (:attr:`LocalModel.by_letter`); ``False`` for any other spec."""
+    model = LOCAL_MODELS.get(spec or "")
+    return model is not None and model.by_letter
 
 
 def local_model(name: str) -> LocalModel | None:
