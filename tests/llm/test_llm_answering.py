@@ -166,6 +166,10 @@ def test_a_letter_reply_reads_the_first_tokens_log_probabilities_or_says_where_i
     silent = letter_reply(TopLogprobsLLM("I cannot tell", {"I": -0.1}), Q)
     assert (silent.prediction, silent.source) == ("", "none")  # no letter: no guess
     assert silent.scores.ranked_probabilities() == pytest.approx((0.25,) * 4)
+    guess = letter_reply(TopLogprobsLLM("I cannot tell", {"I": -0.01, " A": -9.0}), Q)
+    assert (guess.prediction, guess.source) == ("", "none")  # a letter deep in the top-k is no reply
+    article = letter_reply(TopLogprobsLLM("a bird", {"a": -0.05, "B": -3.0}), Q)
+    assert article.source != "logprobs"  # the article "a" is no option letter
 
 
 @hypothesis_settings(deadline=None)

@@ -732,6 +732,13 @@ def _latency(injector: KnowledgeInjector, qs: Sequence[Question]) -> dict[str, A
     return out
 
 
+def _rules_recorded(rows: Sequence[dict[str, Any]]) -> tuple[str, ...]:
+    """The scoring rules (and ``letter``) every one of ``rows`` has an outcome under: a letter run records
+    no sum/mean/PMI, a scored run no letter, and a report leaves out what it cannot average."""
+    return tuple(r for r in (*SCORING_RULES, LETTER)
+                 if rows and all(row.get(f"correct_{r}") is not None for row in rows))
+
+
 def _acc(rows: Sequence[dict[str, Any]], key: str) -> float:
     """Mean of ``key`` over ``rows`` (NaN when there is none, or a row has no value: PMI by letter)."""
     values = [r[key] for r in rows]
@@ -748,9 +755,8 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
     key, plain_key = per.key(bandit.arms[0]), per.key(WITHOUT_KG)  # with knowledge, without
 
     def accuracies(rs: Sequence[dict[str, Any]], key: str = key) -> dict[str, Any]:
-        letter = (LETTER,) if rs and all(f"correct_{LETTER}" in r for r in rs) else ()
         return {"accuracy": _acc(rs, key),
-                "accuracy_by_rule": {r: _acc(rs, f"correct_{r}") for r in (*SCORING_RULES, *letter)}}
+                "accuracy_by_rule": {r: _acc(rs, f"correct_{r}") for r in _rules_recorded(rs)}}
 
     def rows(s: str) -> list[dict[str, Any]]:
         return [r for q in qs if (r := store.get(q.id, s)) is not None]
@@ -781,6 +787,8 @@ def _split_report(qs: Sequence[Question], settings: Sequence[str], picks: dict[s
             return None  # rows of older runs
         given = [r for r in rs if r["gold_path"]]
         plain = [p for r in given if (p := store.get(r["qid"], WITHOUT_KG)) is not None]
+        if not given:
+            return {"n": 0, "accuracy": None, "without_kg_accuracy": None}
         return {"n": len(given), "accuracy": _acc(given, key),
                 "without_kg_accuracy": _acc(plain, plain_key) if len(plain) == len(given) else None}
 
@@ -866,8 +874,10 @@ def _targets(qs: Sequence[Question], full: Sequence[str], best: str, store: Outc
     picked = right(full)
     over_plain = picked - right([WITHOUT_KG] * len(qs), plain_key or key)
     over_best = picked - right([best] * len(qs))
+    rows = [store.need(q.id, s) for q, s in zip(qs, full, strict=True)]
+    rows += [store.need(q.id, WITHOUT_KG) for q in qs]
     by_rule = {r: right(full, f"correct_{r}") - right([WITHOUT_KG] * len(qs), f"correct_{r}")
-               for r in SCORING_RULES}
+               for r in _rules_recorded(rows)}
     return {
         "full_minus_without_kg_by_rule": {r: [float(g.mean()), float(sem(g))] for r, g in by_rule.items()},
         "full_minus_without_kg": float(over_plain.mean()),

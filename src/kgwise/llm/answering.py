@@ -146,11 +146,11 @@ LetterSource = Literal["logprobs", "reply", "none"]
 class LetterReply:
     """A reply to a lettered prompt: ``scores`` (``method="letter"``; each option's log-probability, ``-inf``
     for none), the ``prediction`` (a label, ``""`` when the reply named none), the reply ``text`` and
-    ``source``: ``logprobs`` when the probabilities are the first token's top log-probabilities (the
-    options' letters among them, normalised over the letters), ``reply`` when they are all mass on the
-    option the reply's text names (no top log-probabilities, no letter among them, or a reply that names
-    another option than the likeliest first token), ``none`` when the reply names no option (uniform
-    probabilities; the prediction is empty, never a guess)."""
+    ``source``: ``logprobs`` when the greedy first token is an option's letter and the probabilities are
+    that token's top log-probabilities (over the options' letters among them, normalised), ``reply`` when
+    they are all mass on the option the reply's text names (no top log-probabilities, a first token that is
+    no letter, or a reply that names another option than its first token), ``none`` when the reply names
+    no option (uniform probabilities; the prediction is empty, never a guess)."""
 
     scores: ChoiceScores
     prediction: str
@@ -170,9 +170,11 @@ def letter_reply(llm: LLM, question: Question, knowledge: str = "", config: MCCo
     gen = generate(prompt, max_tokens=cfg.max_tokens, temperature=0.0, **extra)
     idx = parse_choice(gen.text, question.choices)
     labels = [c.label for c in question.choices]
-    from_top = _letter_probabilities(gen.top_logprobs[0] if gen.top_logprobs else {}, labels)
+    top = gen.top_logprobs[0] if gen.top_logprobs else {}
+    first = _letter_of(max(top, key=top.__getitem__), labels) if top else None  # the greedy first token
+    from_top = _letter_probabilities(top, labels) if first is not None else None
     source: LetterSource
-    if from_top is not None and (idx is None or max(from_top, key=lambda k: from_top[k]) == labels[idx]):
+    if from_top is not None and (idx is None or first == labels[idx]):
         probs, source = from_top, "logprobs"
     else:
         probs = letter_reply_probabilities(labels, labels[idx] if idx is not None else "")
@@ -212,11 +214,17 @@ def letter_reply_probabilities(labels: Sequence[str], answer: str) -> dict[str, 
     return {lab: (1.0 if lab == answer else 0.0) if answer else 1.0 / len(labels) for lab in labels}
 
 
+def _letter_of(token: str, labels: Sequence[str]) -> str | None:
+    """The option letter a token writes (``B``, `` B``, ``(B``, ``B.``; case kept, so the article ``a`` is
+    no ``A``), else None."""
+    t = token.strip().strip("()[].:*")
+    return t if t in labels else None
+
+
 def _letter_probabilities(top: dict[str, float], labels: Sequence[str]) -> dict[str, float] | None:
     mass: dict[str, float] = {}
     for tok, lp in top.items():
-        t = tok.strip().strip("()[].:*").upper()
-        if t in labels:
+        if (t := _letter_of(tok, labels)) is not None:
             mass[t] = mass.get(t, 0.0) + math.exp(lp)
     total = sum(mass.values())
     if total <= 0:
