@@ -21,8 +21,9 @@ knowledge (mean accuracy over OBQA ``dev`` and the first CSQA ``ihtrain`` questi
 --method score``, which records every rule's prediction): PMI for all four, by 2–10 points over the
 per-token mean and 10–20 over the sum. ``by_letter``: the model answered more dev questions right by letter
 (every option lettered in one chat prompt, read from the reply's first-token log-probabilities,
-``kgwise eval llm --method letter``) than under its scoring rule — the 1.5B: .640 on both OBQA ``dev`` and
-the first 100 CSQA ``ihtrain`` questions, against PMI's .558 / .500 on the 43 / 30 of them PMI was run on;
+``kgwise eval llm --method letter``) than under its scoring rule — the 1.5B, paired on the dev questions
+both methods answered: .651 against PMI's .558 on 43 OBQA ``dev`` questions and .633 against .500 on 30
+CSQA ``ihtrain`` ones, +11.0 ± 6.3 points pooled (``docs/measurements/knowgpt-local/letter_dev.py``);
 ``kgwise ask --llm`` answers it by letter. ``seconds_per_question`` is the median time of one question under
 that rule (``kgwise bench llm``) on this project's 2-core machine at load average 1–2. Figures, sizes, load:
 ``docs/local-models.md``.
