@@ -460,11 +460,9 @@ def run_experiment(
 
     evidence = FactRetriever(inputs.facts, encoder, cfg.facts_k) if inputs.facts is not None else None
     rule: str = cfg.scoring if cfg.scoring in (LETTER, *SCORING_RULES) else "sum"  # auto: chosen below
-    injector = build_injector(kg, llm, grounder, encoder, scoring=rule if rule != LETTER else "sum",
-                              default_combo=None, agent=agent, evidence=evidence,
-                              knowledge_tokens=cfg.knowledge_tokens, knowledge_ratio=cfg.knowledge_ratio,
-                              name=f"KnowGPT on {name}")
-    injector.config = replace(injector.config, by_letter=rule == LETTER)
+    injector = build_injector(kg, llm, grounder, encoder, scoring=rule, default_combo=None, agent=agent,
+                              evidence=evidence, knowledge_tokens=cfg.knowledge_tokens,
+                              knowledge_ratio=cfg.knowledge_ratio, name=f"KnowGPT on {name}")
     store = OutcomeStore(out_dir / "outcomes.jsonl", fingerprint)
 
     def outcome(q: Question, setting: str) -> dict[str, Any]:

@@ -61,8 +61,10 @@ def build_injector(
     name: str = "the injector",
 ) -> KnowledgeInjector:
     """KnowGPT over ``kg`` answering with ``llm`` (see the module docstring for the rules); ``name`` is how
-    errors name the injector (an arm: ``arm 'x'``)."""
-    rule = scoring_rule(scoring)
+    errors name the injector (an arm: ``arm 'x'``); ``scoring="letter"``: answer by letter
+    (``InjectorConfig.by_letter``) instead of scoring the choices."""
+    by_letter = scoring == "letter"
+    rule = scoring_rule("sum" if by_letter else scoring)
     if policy is not None and agent is not None:
         raise ConfigError(f"{name}: give a P_RL policy file or a trained agent, not both")
     if (policy is not None or agent is not None) and not isinstance(kg, CSRGraph):
@@ -78,5 +80,5 @@ def build_injector(
     elif agent is not None:
         extractors["P_RL"] = agent
     made = {n: make_format(n, llm, formats) for n in FORMAT_NAMES}
-    return KnowledgeInjector(kg, grounder, extractors, made, llm, bandit, encoder,
-                             InjectorConfig(rule, default_combo, knowledge_tokens, knowledge_ratio), evidence)
+    config = InjectorConfig(rule, default_combo, knowledge_tokens, knowledge_ratio, by_letter=by_letter)
+    return KnowledgeInjector(kg, grounder, extractors, made, llm, bandit, encoder, config, evidence)
